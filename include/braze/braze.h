@@ -1,0 +1,13 @@
+// Umbrella header for users of Braze.
+#ifndef BRAZE_BRAZE_H_
+#define BRAZE_BRAZE_H_
+
+#include "braze/data.h"
+#include "braze/dtype.h"
+#include "braze/graph.h"
+#include "braze/host_tensor.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+#include "braze/status.h"
+
+#endif  // BRAZE_BRAZE_H_

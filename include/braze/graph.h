@@ -1,0 +1,257 @@
+// The graph IR: typed nodes with typed attributes, Tensor handles, name scopes and the
+// JIT scope stack that JitScope pushes onto. Builders live in braze/ops.h.
+//
+// Build-time errors (bad broadcast, bad axis, inputs from another graph, ...) do not
+// throw: the node is still created, carries the error, and Graph::status() plus every
+// Session::Run that touches the graph report it, naming the node.
+#ifndef BRAZE_GRAPH_H_
+#define BRAZE_GRAPH_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "braze/dtype.h"
+#include "braze/host_tensor.h"
+
+namespace braze {
+
+enum class OpKind : uint16_t {
+#define BRAZE_OP(e, name, cat, arity) e,
+#include "braze/op_list.def"
+#undef BRAZE_OP
+};
+enum class OpCategory : uint8_t {
+  kSource, kState, kUnary, kBinary, kSelect, kReduce, kMatMul, kLayout, kHostCall
+};
+inline constexpr int kNumOps = 0
+#define BRAZE_OP(e, name, cat, arity) +1
+#include "braze/op_list.def"
+#undef BRAZE_OP
+    ;
+
+const char* OpName(OpKind op);
+OpCategory OpCategoryOf(OpKind op);
+int OpArity(OpKind op);  // -1: variadic
+std::optional<OpKind> OpFromName(std::string_view name);
+
+class Graph;
+class Node;
+
+// A handle to output `index` of node `node_id` in `graph`. Cheap to copy.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Graph* graph, int node_id, int index = 0)
+      : graph_(graph), node_id_(node_id), index_(index) {}
+  bool valid() const { return graph_ != nullptr; }
+  Graph* graph() const { return graph_; }
+  int node_id() const { return node_id_; }
+  int index() const { return index_; }
+  const Node& node() const;
+  const TensorType& type() const;
+  DType dtype() const { return type().dtype; }
+  const Shape& shape() const { return type().shape; }
+  int rank() const { return static_cast<int>(shape().size()); }
+  const std::string& name() const;  // the node's name ("dense/MatMul_1")
+  bool operator==(const Tensor& o) const {
+    return graph_ == o.graph_ && node_id_ == o.node_id_ && index_ == o.index_;
+  }
+  bool operator!=(const Tensor& o) const { return !(*this == o); }
+
+ private:
+  Graph* graph_ = nullptr;
+  int node_id_ = -1;
+  int index_ = 0;
+};
+
+// ---- Typed attributes (one struct per op family; no string maps). ----
+struct NoAttrs {};
+struct PlaceholderAttrs { DType dtype; Shape shape; };
+struct ConstAttrs { std::shared_ptr<const HostTensor> value; };
+// A null initial value means "uninitialized until assigned".
+struct VariableAttrs { DType dtype; Shape shape; std::shared_ptr<const HostTensor> initial_value; };
+struct CastAttrs { DType dtype; };
+// Axes are normalized at build time: non-negative, sorted, unique.
+struct ReduceAttrs { std::vector<int> axes; bool keep_dims = false; };
+struct ArgMaxAttrs { int axis = 0; };  // output is i32, the axis removed
+struct MatMulAttrs { bool transpose_a = false; bool transpose_b = false; };
+struct ReshapeAttrs { Shape shape; };  // as given; at most one -1
+struct TransposeAttrs { std::vector<int> perm; };
+struct BroadcastToAttrs { Shape shape; };
+struct ConcatAttrs { int axis = 0; };  // normalized
+struct SliceAttrs { std::vector<int64_t> begin; std::vector<int64_t> size; };  // size -1: to end
+struct PadAttrs { std::vector<std::pair<int64_t, int64_t>> paddings; double value = 0; };
+// indices (i32, any shape) -> indices.shape + [depth] of `dtype`; out of range -> off.
+struct OneHotAttrs { int64_t depth = 0; double on_value = 1; double off_value = 0; DType dtype = DType::kF32; };
+struct TensorSpec { DType dtype; Shape shape; };  // -1 dims allowed
+// A user's C++ function. It receives the inputs and must return tensors matching
+// `outputs` (checked at run time); a non-OK status fails the Run naming the node.
+using HostFunction =
+    std::function<absl::StatusOr<std::vector<HostTensor>>(absl::Span<const HostTensor>)>;
+struct HostCallAttrs { HostFunction fn; std::vector<TensorSpec> outputs; };
+
+using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
+                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs,
+                           TransposeAttrs, BroadcastToAttrs, ConcatAttrs, SliceAttrs,
+                           PadAttrs, OneHotAttrs, HostCallAttrs>;
+
+// What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
+// auto-clustered or join a neighbouring scope's cluster), true/false inside one.
+struct JitInfo {
+  std::optional<bool> compile;
+  std::string scope;  // "jit_scope_0"; empty outside any scope
+  bool separate_compiled_gradients = false;
+};
+
+class Node {
+ public:
+  int id() const { return id_; }
+  OpKind op() const { return op_; }
+  const char* op_name() const { return OpName(op_); }
+  const std::string& name() const { return name_; }
+  const std::vector<Tensor>& inputs() const { return inputs_; }
+  const Tensor& input(int i) const { return inputs_[i]; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const Attrs& attrs() const { return attrs_; }
+  template <typename A> const A& attrs_as() const { return std::get<A>(attrs_); }
+  const std::vector<TensorType>& outputs() const { return outputs_; }
+  const TensorType& output(int i) const { return outputs_[i]; }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  const JitInfo& jit() const { return jit_; }
+  JitInfo& mutable_jit() { return jit_; }
+  const std::string& device() const { return device_; }
+  // The build-time error of this node, if any (already names the node).
+  const absl::Status& status() const { return status_; }
+  bool is_stateful() const {
+    return op_ == OpKind::kVariable || op_ == OpKind::kAssign || op_ == OpKind::kAssignAdd ||
+           op_ == OpKind::kAssignSub || op_ == OpKind::kHostCall;
+  }
+
+ private:
+  friend class Graph;
+  int id_ = -1;
+  OpKind op_ = OpKind::kPlaceholder;
+  std::string name_;
+  std::vector<Tensor> inputs_;
+  Attrs attrs_;
+  std::vector<TensorType> outputs_;
+  JitInfo jit_;
+  std::string device_;
+  absl::Status status_;
+};
+
+// Read-only view handed to JitScope predicates (the seeds' NodeDef).
+class NodeDef {
+ public:
+  explicit NodeDef(const Node& node) : node_(&node) {}
+  const char* op() const { return node_->op_name(); }
+  OpKind op_kind() const { return node_->op(); }
+  const std::string& name() const { return node_->name(); }
+  const Attrs& attrs() const { return node_->attrs(); }
+  const Node& node() const { return *node_; }
+
+ private:
+  const Node* node_;
+};
+
+using CompilePredicate = std::function<bool(const NodeDef&)>;
+
+// One entry of a graph's JIT scope stack (pushed/popped by JitScope).
+struct JitScopeFrame {
+  std::string scope;               // inherited from the outermost frame
+  bool compile = true;             // used when `predicate` is empty
+  CompilePredicate predicate;
+  bool separate_compiled_gradients = false;
+  uint64_t token = 0;              // identifies the JitScope that pushed it
+};
+
+class Graph {
+ public:
+  Graph();
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  int num_nodes() const { return static_cast<int>(nodes_.size()); }
+  const Node& node(int id) const { return *nodes_[id]; }
+  Node& mutable_node(int id) { return *nodes_[id]; }
+  uint64_t id() const { return id_; }
+
+  // Adds a node: checks inputs, infers output types, records the node's error if any,
+  // names it `<name scope>/<name or op name>[_N]` and applies the JIT scope stack.
+  // Returns output 0 (a Tensor to a zero-output node is still valid as a target).
+  Tensor AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs,
+                 std::string_view name = "");
+  std::vector<Tensor> Outputs(const Tensor& t) const;  // every output of t's node
+
+  // OK, or the first node error (naming it) or recorded misuse (e.g. JitScope order).
+  absl::Status status() const { return first_error_; }
+  // Records an error found outside AddNode (kept if it is the first).
+  void RecordError(absl::Status status);
+  // Finds a node by its full name.
+  std::optional<Tensor> FindTensor(std::string_view name) const;
+
+  // Name scopes: RAII, see NameScope below.
+  void PushNameScope(std::string_view scope);
+  void PopNameScope();
+  std::string UniqueName(std::string_view base);
+
+  // The JIT scope stack; use JitScope (braze/jit_scope.h), not these, directly.
+  const std::vector<JitScopeFrame>& jit_frames() const { return jit_frames_; }
+  std::vector<JitScopeFrame>& mutable_jit_frames() { return jit_frames_; }
+  std::string NextJitScopeName();  // jit_scope_0, jit_scope_1, ...
+  uint64_t NextToken() { return ++token_counter_; }
+
+  // Device scope (tf.device): ops created while set record it. "" = default placement.
+  void set_device(std::string device) { device_ = std::move(device); }
+  const std::string& device() const { return device_; }
+
+  std::string DebugString() const;  // text printer, one node per line
+
+ private:
+  uint64_t id_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::vector<std::string> name_scopes_;
+  std::vector<JitScopeFrame> jit_frames_;
+  int next_jit_scope_ = 0;
+  uint64_t token_counter_ = 0;
+  std::string device_;
+  absl::Status first_error_;
+  std::unordered_map<std::string, int> name_counts_;  // for UniqueName
+};
+
+// RAII name scope: ops built inside are named "scope/Op".
+class NameScope {
+ public:
+  NameScope(Graph& g, std::string_view scope) : g_(g) { g_.PushNameScope(scope); }
+  ~NameScope() { g_.PopNameScope(); }
+  NameScope(const NameScope&) = delete;
+  NameScope& operator=(const NameScope&) = delete;
+
+ private:
+  Graph& g_;
+};
+
+// Infers the output types of `op` given input types and attrs. Used at build time
+// (dims may be -1) and at run time with concrete shapes. Errors do not name the node;
+// callers prefix the node name.
+absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs& attrs,
+                                                         absl::Span<const TensorType> inputs);
+
+// Checks every node: inputs exist and precede it, arity, attrs variant, stored types
+// equal re-inferred types. Returns the first problem, naming the node.
+absl::Status VerifyGraph(const Graph& g);
+
+}  // namespace braze
+
+#endif  // BRAZE_GRAPH_H_

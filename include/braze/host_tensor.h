@@ -1,0 +1,101 @@
+// HostTensor: an owning, 64-byte aligned, dense row-major host buffer with a dtype and
+// a fully defined shape. Copies are deep; moves are cheap.
+#ifndef BRAZE_HOST_TENSOR_H_
+#define BRAZE_HOST_TENSOR_H_
+
+#include <cassert>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braze/dtype.h"
+
+namespace braze {
+
+class HostTensor {
+ public:
+  HostTensor() : HostTensor(DType::kF32, Shape{0}) {}
+  // Zero-filled tensor. Every dim must be >= 0.
+  HostTensor(DType dtype, Shape shape);
+
+  HostTensor(const HostTensor& other);
+  HostTensor& operator=(const HostTensor& other);
+  HostTensor(HostTensor&&) noexcept = default;
+  HostTensor& operator=(HostTensor&&) noexcept = default;
+
+  template <typename T>
+  static HostTensor From(const std::vector<T>& values, Shape shape) {
+    HostTensor t(DTypeOf<T>(), std::move(shape));
+    assert(static_cast<int64_t>(values.size()) == t.num_elements());
+    for (size_t i = 0; i < values.size(); ++i) t.SetDouble(i, static_cast<double>(values[i]));
+    return t;
+  }
+  template <typename T>
+  static HostTensor From(std::initializer_list<T> values, Shape shape) {
+    return From(std::vector<T>(values), std::move(shape));
+  }
+  // A rank-1 tensor holding `values`.
+  template <typename T>
+  static HostTensor Vector(const std::vector<T>& values) {
+    return From(values, Shape{static_cast<int64_t>(values.size())});
+  }
+  template <typename T>
+  static HostTensor Scalar(T value) { return From(std::vector<T>{value}, Shape{}); }
+  static HostTensor Filled(DType dtype, Shape shape, double value);
+
+  // Seeded fills for tests: uniform in [lo, hi) (integers: [lo, hi) rounded down;
+  // bool: fair coin), and normal(mean, stddev) for floating types.
+  static HostTensor RandomUniform(DType dtype, Shape shape, uint64_t seed,
+                                  double lo = -1.0, double hi = 1.0);
+  static HostTensor RandomNormal(DType dtype, Shape shape, uint64_t seed,
+                                 double mean = 0.0, double stddev = 1.0);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int rank() const { return static_cast<int>(shape_.size()); }
+  int64_t dim(int i) const { return shape_[i]; }
+  int64_t num_elements() const { return num_elements_; }
+  size_t num_bytes() const { return num_elements_ * SizeOf(dtype_); }
+  TensorType type() const { return {dtype_, shape_}; }
+
+  template <typename T> T* data() {
+    assert(DTypeOf<T>() == dtype_);
+    return reinterpret_cast<T*>(data_.get());
+  }
+  template <typename T> const T* data() const {
+    assert(DTypeOf<T>() == dtype_);
+    return reinterpret_cast<const T*>(data_.get());
+  }
+  void* raw_data() { return data_.get(); }
+  const void* raw_data() const { return data_.get(); }
+
+  // Element access by flat row-major index, converting through double.
+  double GetDouble(int64_t i) const;
+  void SetDouble(int64_t i, double v);  // integers truncate toward zero, bool is v != 0
+  template <typename T> std::vector<T> ToVector() const {
+    std::vector<T> out(num_elements_);
+    for (int64_t i = 0; i < num_elements_; ++i) out[i] = static_cast<T>(GetDouble(i));
+    return out;
+  }
+
+  // Same dtype and element count, new shape; shares nothing (deep copy).
+  HostTensor Reshaped(Shape shape) const;
+  std::string DebugString(int max_elements = 16) const;
+
+ private:
+  DType dtype_;
+  Shape shape_;
+  int64_t num_elements_ = 0;
+  std::shared_ptr<uint8_t> data_;
+};
+
+// Max |a-b| <= atol + rtol*|b| for every element, same dtype and shape. On failure the
+// message names the first offending index. For tests and tools.
+bool AllClose(const HostTensor& a, const HostTensor& b, double rtol, double atol,
+              std::string* why = nullptr);
+
+}  // namespace braze
+
+#endif  // BRAZE_HOST_TENSOR_H_

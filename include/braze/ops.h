@@ -1,0 +1,123 @@
+// Op builders. Each primitive adds one node; composites (Softmax, LayerNorm, ...) are
+// built from primitives under a name scope so that fusion, not a hand kernel, makes
+// them fast. Builders never throw: errors are recorded on the node (see graph.h).
+//
+// Reduction axes may be negative (counted from the end); an empty axes list reduces
+// over every axis.
+#ifndef BRAZE_OPS_H_
+#define BRAZE_OPS_H_
+
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "braze/graph.h"
+
+namespace braze {
+
+// ---- Sources and state ----
+Tensor Placeholder(Graph& g, DType dtype, Shape shape, std::string_view name = "");
+Tensor Const(Graph& g, HostTensor value, std::string_view name = "");
+// A scalar constant of `dtype`.
+Tensor ScalarConst(Graph& g, double value, DType dtype = DType::kF32,
+                   std::string_view name = "");
+// An initialized variable; it keeps its value across Session::Run calls.
+Tensor Variable(Graph& g, HostTensor initial_value, std::string_view name = "");
+// An uninitialized variable: reading it before an Assign is an error.
+Tensor Variable(Graph& g, DType dtype, Shape shape, std::string_view name = "");
+// var must be a Variable's output. The result is the new value. Variable reads in one
+// Run see the value the variable had when the Run started.
+Tensor Assign(Tensor var, Tensor value, std::string_view name = "");
+Tensor AssignAdd(Tensor var, Tensor value, std::string_view name = "");
+Tensor AssignSub(Tensor var, Tensor value, std::string_view name = "");
+
+// ---- Elementwise unary (floating types unless noted) ----
+Tensor Neg(Tensor x);         // f32 f64 i32
+Tensor Abs(Tensor x);         // f32 f64 i32
+Tensor Exp(Tensor x);
+Tensor Log(Tensor x);
+Tensor Sqrt(Tensor x);
+Tensor Rsqrt(Tensor x);
+Tensor Tanh(Tensor x);
+Tensor Sigmoid(Tensor x);
+Tensor Relu(Tensor x);        // f32 f64 i32
+Tensor Square(Tensor x);      // f32 f64 i32
+Tensor Reciprocal(Tensor x);
+Tensor Sign(Tensor x);        // f32 f64 i32
+Tensor Floor(Tensor x);
+Tensor Erf(Tensor x);
+Tensor Cast(Tensor x, DType dtype);  // float->int truncates toward zero
+
+// ---- Elementwise binary with numpy broadcasting; operands must share a dtype ----
+Tensor Add(Tensor a, Tensor b);
+Tensor Sub(Tensor a, Tensor b);
+Tensor Mul(Tensor a, Tensor b);
+Tensor Div(Tensor a, Tensor b);       // i32: floor division, x/0 = 0
+Tensor Maximum(Tensor a, Tensor b);
+Tensor Minimum(Tensor a, Tensor b);
+Tensor Pow(Tensor a, Tensor b);       // floating only
+Tensor Greater(Tensor a, Tensor b);   // -> bool
+Tensor Less(Tensor a, Tensor b);      // -> bool
+Tensor Equal(Tensor a, Tensor b);     // -> bool
+// cond (bool) ? a : b, all three broadcast together.
+Tensor Select(Tensor cond, Tensor a, Tensor b);
+
+// ---- Reductions ----
+Tensor Sum(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
+Tensor Mean(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
+Tensor Max(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
+Tensor Min(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
+// Index (i32) of the first maximum along `axis`; the axis is removed.
+Tensor ArgMax(Tensor x, int axis);
+
+// ---- Linear algebra ----
+// [M,K] x [K,N] -> [M,N], with optional transposes of either operand.
+Tensor MatMul(Tensor a, Tensor b, bool transpose_a = false, bool transpose_b = false);
+// [..., M, K] x [..., K, N] with equal batch dims (rank >= 3 each).
+Tensor BatchMatMul(Tensor a, Tensor b, bool transpose_a = false, bool transpose_b = false);
+
+// ---- Layout ----
+Tensor Reshape(Tensor x, Shape shape);  // one dim may be -1
+Tensor Transpose(Tensor x, std::vector<int> perm);
+Tensor BroadcastTo(Tensor x, Shape shape);
+Tensor Concat(std::vector<Tensor> xs, int axis);
+Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);
+Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value = 0);
+Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_value = 0,
+              DType dtype = DType::kF32);
+
+// ---- Host calls: never compiled ----
+std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor> inputs,
+                             std::vector<TensorSpec> outputs, HostFunction fn);
+
+// ---- Composites ----
+Tensor Softmax(Tensor logits, int axis = -1);
+Tensor LogSoftmax(Tensor logits, int axis = -1);
+// Per-row loss -sum(labels * log_softmax(logits)) over the last axis, computed stably.
+Tensor SoftmaxCrossEntropyWithLogits(Tensor logits, Tensor labels);
+enum class Activation { kNone, kRelu, kGelu, kSigmoid, kTanh };
+// x @ w + b, then the activation.
+Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation = Activation::kNone);
+// Normalizes over the last axis: (x - mean) * rsqrt(var + eps) * gamma + beta.
+Tensor LayerNorm(Tensor x, Tensor gamma, Tensor beta, double epsilon = 1e-5);
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+Tensor Gelu(Tensor x);
+
+// ---- Operators (scalars become constants of the tensor's dtype) ----
+Tensor operator+(Tensor a, Tensor b);
+Tensor operator-(Tensor a, Tensor b);
+Tensor operator*(Tensor a, Tensor b);
+Tensor operator/(Tensor a, Tensor b);
+Tensor operator-(Tensor a);
+Tensor operator+(Tensor a, double b);
+Tensor operator-(Tensor a, double b);
+Tensor operator*(Tensor a, double b);
+Tensor operator/(Tensor a, double b);
+Tensor operator+(double a, Tensor b);
+Tensor operator-(double a, Tensor b);
+Tensor operator*(double a, Tensor b);
+Tensor operator/(double a, Tensor b);
+
+}  // namespace braze
+
+#endif  // BRAZE_OPS_H_

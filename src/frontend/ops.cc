@@ -1,0 +1,265 @@
+// Op builders: thin wrappers that normalize arguments (negative axes) and add nodes.
+// Composites are written with the primitives under a name scope.
+#include "braze/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace braze {
+namespace {
+
+// The graph a builder adds to: the first valid input's. Builders given no valid input
+// return an invalid Tensor, which Session::Run rejects.
+Graph* GraphOf(std::initializer_list<Tensor> ts) {
+  for (const Tensor& t : ts) {
+    if (t.valid()) return t.graph();
+  }
+  return nullptr;
+}
+
+Tensor Add1(OpKind op, Tensor x, Attrs attrs = NoAttrs{}) {
+  if (!x.valid()) return Tensor();
+  return x.graph()->AddNode(op, {x}, std::move(attrs));
+}
+
+Tensor Add2(OpKind op, Tensor a, Tensor b) {
+  Graph* g = GraphOf({a, b});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(op, {a, b}, NoAttrs{});
+}
+
+int NormalizeAxis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+
+// Negative axes count from the end; {} means all axes. Out-of-range axes are kept as
+// given so shape inference reports them against the node.
+std::vector<int> NormalizeAxes(std::vector<int> axes, int rank) {
+  if (axes.empty()) {
+    for (int d = 0; d < rank; ++d) axes.push_back(d);
+    return axes;
+  }
+  for (int& a : axes) {
+    if (a < 0 && a + rank >= 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+Tensor Reduce(OpKind op, Tensor x, std::vector<int> axes, bool keep_dims) {
+  if (!x.valid()) return Tensor();
+  return Add1(op, x, ReduceAttrs{NormalizeAxes(std::move(axes), x.rank()), keep_dims});
+}
+
+Tensor Scalar(const Tensor& like, double v) {
+  return ScalarConst(*like.graph(), v, like.dtype());
+}
+
+}  // namespace
+
+Tensor Placeholder(Graph& g, DType dtype, Shape shape, std::string_view name) {
+  return g.AddNode(OpKind::kPlaceholder, {}, PlaceholderAttrs{dtype, std::move(shape)},
+                   name.empty() ? "Placeholder" : name);
+}
+
+Tensor Const(Graph& g, HostTensor value, std::string_view name) {
+  return g.AddNode(OpKind::kConst, {},
+                   ConstAttrs{std::make_shared<const HostTensor>(std::move(value))}, name);
+}
+
+Tensor ScalarConst(Graph& g, double value, DType dtype, std::string_view name) {
+  return Const(g, HostTensor::Filled(dtype, {}, value), name);
+}
+
+Tensor Variable(Graph& g, HostTensor initial_value, std::string_view name) {
+  DType dtype = initial_value.dtype();
+  Shape shape = initial_value.shape();
+  return g.AddNode(
+      OpKind::kVariable, {},
+      VariableAttrs{dtype, shape, std::make_shared<const HostTensor>(std::move(initial_value))},
+      name);
+}
+
+Tensor Variable(Graph& g, DType dtype, Shape shape, std::string_view name) {
+  return g.AddNode(OpKind::kVariable, {}, VariableAttrs{dtype, std::move(shape), nullptr}, name);
+}
+
+#define BRAZE_ASSIGN_BUILDER(Fn, Kind)                                   \
+  Tensor Fn(Tensor var, Tensor value, std::string_view name) {           \
+    Graph* g = GraphOf({var, value});                                    \
+    if (g == nullptr) return Tensor();                                   \
+    return g->AddNode(OpKind::Kind, {var, value}, NoAttrs{}, name);      \
+  }
+BRAZE_ASSIGN_BUILDER(Assign, kAssign)
+BRAZE_ASSIGN_BUILDER(AssignAdd, kAssignAdd)
+BRAZE_ASSIGN_BUILDER(AssignSub, kAssignSub)
+#undef BRAZE_ASSIGN_BUILDER
+
+Tensor Neg(Tensor x) { return Add1(OpKind::kNeg, x); }
+Tensor Abs(Tensor x) { return Add1(OpKind::kAbs, x); }
+Tensor Exp(Tensor x) { return Add1(OpKind::kExp, x); }
+Tensor Log(Tensor x) { return Add1(OpKind::kLog, x); }
+Tensor Sqrt(Tensor x) { return Add1(OpKind::kSqrt, x); }
+Tensor Rsqrt(Tensor x) { return Add1(OpKind::kRsqrt, x); }
+Tensor Tanh(Tensor x) { return Add1(OpKind::kTanh, x); }
+Tensor Sigmoid(Tensor x) { return Add1(OpKind::kSigmoid, x); }
+Tensor Relu(Tensor x) { return Add1(OpKind::kRelu, x); }
+Tensor Square(Tensor x) { return Add1(OpKind::kSquare, x); }
+Tensor Reciprocal(Tensor x) { return Add1(OpKind::kReciprocal, x); }
+Tensor Sign(Tensor x) { return Add1(OpKind::kSign, x); }
+Tensor Floor(Tensor x) { return Add1(OpKind::kFloor, x); }
+Tensor Erf(Tensor x) { return Add1(OpKind::kErf, x); }
+Tensor Cast(Tensor x, DType dtype) { return Add1(OpKind::kCast, x, CastAttrs{dtype}); }
+
+Tensor Add(Tensor a, Tensor b) { return Add2(OpKind::kAdd, a, b); }
+Tensor Sub(Tensor a, Tensor b) { return Add2(OpKind::kSub, a, b); }
+Tensor Mul(Tensor a, Tensor b) { return Add2(OpKind::kMul, a, b); }
+Tensor Div(Tensor a, Tensor b) { return Add2(OpKind::kDiv, a, b); }
+Tensor Maximum(Tensor a, Tensor b) { return Add2(OpKind::kMaximum, a, b); }
+Tensor Minimum(Tensor a, Tensor b) { return Add2(OpKind::kMinimum, a, b); }
+Tensor Pow(Tensor a, Tensor b) { return Add2(OpKind::kPow, a, b); }
+Tensor Greater(Tensor a, Tensor b) { return Add2(OpKind::kGreater, a, b); }
+Tensor Less(Tensor a, Tensor b) { return Add2(OpKind::kLess, a, b); }
+Tensor Equal(Tensor a, Tensor b) { return Add2(OpKind::kEqual, a, b); }
+
+Tensor Select(Tensor cond, Tensor a, Tensor b) {
+  Graph* g = GraphOf({cond, a, b});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kSelect, {cond, a, b}, NoAttrs{});
+}
+
+Tensor Sum(Tensor x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(OpKind::kSum, x, std::move(axes), keep_dims);
+}
+Tensor Mean(Tensor x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(OpKind::kMean, x, std::move(axes), keep_dims);
+}
+Tensor Max(Tensor x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(OpKind::kMax, x, std::move(axes), keep_dims);
+}
+Tensor Min(Tensor x, std::vector<int> axes, bool keep_dims) {
+  return Reduce(OpKind::kMin, x, std::move(axes), keep_dims);
+}
+Tensor ArgMax(Tensor x, int axis) {
+  if (!x.valid()) return Tensor();
+  return Add1(OpKind::kArgMax, x, ArgMaxAttrs{NormalizeAxis(axis, x.rank())});
+}
+
+Tensor MatMul(Tensor a, Tensor b, bool transpose_a, bool transpose_b) {
+  Graph* g = GraphOf({a, b});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kMatMul, {a, b}, MatMulAttrs{transpose_a, transpose_b});
+}
+Tensor BatchMatMul(Tensor a, Tensor b, bool transpose_a, bool transpose_b) {
+  Graph* g = GraphOf({a, b});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kBatchMatMul, {a, b}, MatMulAttrs{transpose_a, transpose_b});
+}
+
+Tensor Reshape(Tensor x, Shape shape) {
+  return Add1(OpKind::kReshape, x, ReshapeAttrs{std::move(shape)});
+}
+Tensor Transpose(Tensor x, std::vector<int> perm) {
+  return Add1(OpKind::kTranspose, x, TransposeAttrs{std::move(perm)});
+}
+Tensor BroadcastTo(Tensor x, Shape shape) {
+  return Add1(OpKind::kBroadcastTo, x, BroadcastToAttrs{std::move(shape)});
+}
+Tensor Concat(std::vector<Tensor> xs, int axis) {
+  Graph* g = nullptr;
+  for (const Tensor& t : xs) {
+    if (t.valid()) {
+      g = t.graph();
+      break;
+    }
+  }
+  if (g == nullptr) return Tensor();
+  const int rank = xs[0].valid() && xs[0].graph() == g ? xs[0].rank() : 0;
+  return g->AddNode(OpKind::kConcat, std::move(xs), ConcatAttrs{NormalizeAxis(axis, rank)});
+}
+Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size) {
+  return Add1(OpKind::kSlice, x, SliceAttrs{std::move(begin), std::move(size)});
+}
+Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value) {
+  return Add1(OpKind::kPad, x, PadAttrs{std::move(paddings), value});
+}
+Tensor OneHot(Tensor indices, int64_t depth, double on_value, double off_value, DType dtype) {
+  return Add1(OpKind::kOneHot, indices, OneHotAttrs{depth, on_value, off_value, dtype});
+}
+
+std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor> inputs,
+                             std::vector<TensorSpec> outputs, HostFunction fn) {
+  Tensor t = g.AddNode(OpKind::kHostCall, std::move(inputs),
+                       HostCallAttrs{std::move(fn), std::move(outputs)}, name);
+  return g.Outputs(t);
+}
+
+// ---- Composites ----
+
+Tensor Softmax(Tensor logits, int axis) {
+  if (!logits.valid()) return Tensor();
+  NameScope scope(*logits.graph(), "Softmax");
+  // Subtracting the max keeps exp in range; it cancels in the ratio.
+  Tensor m = Max(logits, {axis}, true);
+  Tensor e = Exp(logits - m);
+  return e / Sum(e, {axis}, true);
+}
+
+Tensor LogSoftmax(Tensor logits, int axis) {
+  if (!logits.valid()) return Tensor();
+  NameScope scope(*logits.graph(), "LogSoftmax");
+  Tensor shifted = logits - Max(logits, {axis}, true);
+  return shifted - Log(Sum(Exp(shifted), {axis}, true));
+}
+
+Tensor SoftmaxCrossEntropyWithLogits(Tensor logits, Tensor labels) {
+  if (!logits.valid()) return Tensor();
+  NameScope scope(*logits.graph(), "SoftmaxCrossEntropyWithLogits");
+  // Through log-softmax, never log(softmax): stable for large logits.
+  return -Sum(labels * LogSoftmax(logits, -1), {-1});
+}
+
+Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation) {
+  if (!x.valid()) return Tensor();
+  NameScope scope(*x.graph(), "Dense");
+  Tensor y = MatMul(x, w) + b;
+  switch (activation) {
+    case Activation::kNone: return y;
+    case Activation::kRelu: return Relu(y);
+    case Activation::kGelu: return Gelu(y);
+    case Activation::kSigmoid: return Sigmoid(y);
+    case Activation::kTanh: return Tanh(y);
+  }
+  return y;
+}
+
+Tensor LayerNorm(Tensor x, Tensor gamma, Tensor beta, double epsilon) {
+  if (!x.valid()) return Tensor();
+  NameScope scope(*x.graph(), "LayerNorm");
+  Tensor centered = x - Mean(x, {-1}, true);
+  Tensor variance = Mean(Square(centered), {-1}, true);
+  return centered * Rsqrt(variance + epsilon) * gamma + beta;
+}
+
+Tensor Gelu(Tensor x) {
+  if (!x.valid()) return Tensor();
+  NameScope scope(*x.graph(), "Gelu");
+  const double k = std::sqrt(2.0 / M_PI);
+  Tensor inner = (x + 0.044715 * x * x * x) * k;
+  return 0.5 * x * (1.0 + Tanh(inner));
+}
+
+Tensor operator+(Tensor a, Tensor b) { return Add(a, b); }
+Tensor operator-(Tensor a, Tensor b) { return Sub(a, b); }
+Tensor operator*(Tensor a, Tensor b) { return Mul(a, b); }
+Tensor operator/(Tensor a, Tensor b) { return Div(a, b); }
+Tensor operator-(Tensor a) { return Neg(a); }
+Tensor operator+(Tensor a, double b) { return a.valid() ? Add(a, Scalar(a, b)) : Tensor(); }
+Tensor operator-(Tensor a, double b) { return a.valid() ? Sub(a, Scalar(a, b)) : Tensor(); }
+Tensor operator*(Tensor a, double b) { return a.valid() ? Mul(a, Scalar(a, b)) : Tensor(); }
+Tensor operator/(Tensor a, double b) { return a.valid() ? Div(a, Scalar(a, b)) : Tensor(); }
+Tensor operator+(double a, Tensor b) { return b.valid() ? Add(Scalar(b, a), b) : Tensor(); }
+Tensor operator-(double a, Tensor b) { return b.valid() ? Sub(Scalar(b, a), b) : Tensor(); }
+Tensor operator*(double a, Tensor b) { return b.valid() ? Mul(Scalar(b, a), b) : Tensor(); }
+Tensor operator/(double a, Tensor b) { return b.valid() ? Div(Scalar(b, a), b) : Tensor(); }
+
+}  // namespace braze

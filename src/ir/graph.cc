@@ -1,0 +1,214 @@
+// Graph construction: naming, input checks, build-time shape inference, JIT scope
+// application, and the text printer.
+#include "braze/graph.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace braze {
+namespace {
+
+struct OpInfo {
+  const char* name;
+  OpCategory category;
+  int arity;
+};
+
+constexpr OpInfo kOpInfo[] = {
+#define BRAZE_OP(e, name, cat, arity) {name, OpCategory::cat, arity},
+#include "braze/op_list.def"
+#undef BRAZE_OP
+};
+
+std::atomic<uint64_t> next_graph_id{1};
+
+std::string NodeLabel(const std::string& name, OpKind op) {
+  return absl::StrCat("node '", name, "' (", OpName(op), ")");
+}
+
+}  // namespace
+
+const char* OpName(OpKind op) { return kOpInfo[static_cast<int>(op)].name; }
+OpCategory OpCategoryOf(OpKind op) { return kOpInfo[static_cast<int>(op)].category; }
+int OpArity(OpKind op) { return kOpInfo[static_cast<int>(op)].arity; }
+
+std::optional<OpKind> OpFromName(std::string_view name) {
+  for (int i = 0; i < kNumOps; ++i) {
+    if (name == kOpInfo[i].name) return static_cast<OpKind>(i);
+  }
+  return std::nullopt;
+}
+
+const Node& Tensor::node() const { return graph_->node(node_id_); }
+const TensorType& Tensor::type() const { return node().output(index_); }
+const std::string& Tensor::name() const { return node().name(); }
+
+Graph::Graph() : id_(next_graph_id.fetch_add(1)) {}
+
+void Graph::RecordError(absl::Status status) {
+  if (first_error_.ok() && !status.ok()) first_error_ = std::move(status);
+}
+
+// As TF's name_scope: re-entering a scope name gives a fresh one ("Softmax_1/"), so
+// composites built twice never interleave their ops' names.
+void Graph::PushNameScope(std::string_view scope) { name_scopes_.push_back(UniqueName(scope)); }
+void Graph::PopNameScope() {
+  if (!name_scopes_.empty()) name_scopes_.pop_back();
+}
+
+std::string Graph::UniqueName(std::string_view base) {
+  // name_scopes_ holds full paths, innermost last.
+  std::string full = name_scopes_.empty()
+                         ? std::string(base)
+                         : absl::StrCat(name_scopes_.back(), "/", std::string(base));
+  // TF naming: the first use keeps the name, later ones get _1, _2, ...; a generated
+  // name that a user already took is skipped.
+  int& count = name_counts_[full];
+  std::string name = count == 0 ? full : absl::StrCat(full, "_", count);
+  ++count;
+  while (name_counts_.count(name) && name != full) {
+    name = absl::StrCat(full, "_", count++);
+  }
+  if (name != full) name_counts_[name] = 1;
+  return name;
+}
+
+std::string Graph::NextJitScopeName() { return absl::StrCat("jit_scope_", next_jit_scope_++); }
+
+Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs,
+                      std::string_view name) {
+  auto node = std::make_unique<Node>();
+  node->id_ = num_nodes();
+  node->op_ = op;
+  node->name_ = UniqueName(name.empty() ? std::string_view(OpName(op)) : name);
+  node->attrs_ = std::move(attrs);
+  node->device_ = device_;
+  const std::string label = NodeLabel(node->name_, op);
+
+  absl::Status status;
+  std::vector<TensorType> input_types;
+  for (size_t i = 0; i < inputs.size() && status.ok(); ++i) {
+    const Tensor& in = inputs[i];
+    if (!in.valid()) {
+      status = absl::InvalidArgumentError(absl::StrCat(label, ": input ", i, " is not a tensor"));
+    } else if (in.graph() != this) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(label, ": input ", i, " comes from another graph"));
+    } else if (in.node_id() < 0 || in.node_id() >= num_nodes() ||
+               in.index() >= nodes_[in.node_id()]->num_outputs()) {
+      status = absl::InvalidArgumentError(absl::StrCat(label, ": input ", i, " is invalid"));
+    } else if (!in.node().status().ok()) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat(label, ": input ", i, " ('", in.name(), "') is invalid"));
+    } else {
+      input_types.push_back(in.type());
+    }
+  }
+  const int arity = OpArity(op);
+  if (status.ok() && arity >= 0 && static_cast<int>(inputs.size()) != arity) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat(label, ": expects ", arity, " inputs, got ", inputs.size()));
+  }
+  if (status.ok() && OpCategoryOf(op) == OpCategory::kState &&
+      inputs[0].node().op() != OpKind::kVariable) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat(label, ": input 0 must be a Variable, got '", inputs[0].name(), "'"));
+  }
+  if (status.ok()) {
+    auto types = InferOutputTypes(op, node->attrs_, input_types);
+    if (types.ok()) {
+      node->outputs_ = *std::move(types);
+    } else {
+      status = absl::Status(types.status().code(),
+                            absl::StrCat(label, ": ", types.status().message()));
+    }
+  }
+  if (!status.ok()) {
+    // Keep handles usable: an invalid node still has one (meaningless) output.
+    node->outputs_ = {TensorType{DType::kF32, {}}};
+    node->inputs_.clear();
+    for (const Tensor& in : inputs) {
+      if (in.valid() && in.graph() == this) node->inputs_.push_back(in);
+    }
+    node->status_ = status;
+    RecordError(status);
+  } else {
+    node->inputs_ = std::move(inputs);
+  }
+
+  Node* raw = node.get();
+  nodes_.push_back(std::move(node));
+  if (!jit_frames_.empty()) {
+    const JitScopeFrame& frame = jit_frames_.back();
+    raw->jit_.scope = frame.scope;
+    raw->jit_.separate_compiled_gradients = frame.separate_compiled_gradients;
+    raw->jit_.compile = frame.predicate ? frame.predicate(NodeDef(*raw)) : frame.compile;
+  }
+  return Tensor(this, raw->id_, 0);
+}
+
+std::vector<Tensor> Graph::Outputs(const Tensor& t) const {
+  std::vector<Tensor> outs;
+  const Node& n = node(t.node_id());
+  for (int i = 0; i < n.num_outputs(); ++i) outs.emplace_back(t.graph(), n.id(), i);
+  return outs;
+}
+
+std::optional<Tensor> Graph::FindTensor(std::string_view name) const {
+  for (const auto& n : nodes_) {
+    if (n->name() == name) return Tensor(const_cast<Graph*>(this), n->id(), 0);
+  }
+  return std::nullopt;
+}
+
+std::string Graph::DebugString() const {
+  std::string out;
+  for (const auto& n : nodes_) {
+    std::vector<std::string> outs, ins;
+    for (const TensorType& t : n->outputs()) outs.push_back(TypeString(t));
+    for (const Tensor& in : n->inputs()) {
+      ins.push_back(in.index() == 0 ? in.name() : absl::StrCat(in.name(), ":", in.index()));
+    }
+    absl::StrAppend(&out, "%", n->id(), " ", n->name(), " = ", n->op_name(), "(",
+                    absl::StrJoin(ins, ", "), ") -> ", absl::StrJoin(outs, ", "));
+    if (n->jit().compile.has_value()) {
+      absl::StrAppend(&out, "  [compile=", *n->jit().compile ? "true" : "false", " scope=",
+                      n->jit().scope, "]");
+    }
+    if (!n->device().empty()) absl::StrAppend(&out, "  [device=", n->device(), "]");
+    if (!n->status().ok()) absl::StrAppend(&out, "  ERROR: ", n->status().message());
+    out += "\n";
+  }
+  return out;
+}
+
+absl::Status VerifyGraph(const Graph& g) {
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    const std::string label = NodeLabel(n.name(), n.op());
+    if (!n.status().ok()) return n.status();
+    std::vector<TensorType> types;
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      const Tensor& in = n.input(i);
+      if (in.graph() != &g || in.node_id() >= id || in.node_id() < 0) {
+        return absl::InternalError(absl::StrCat(label, ": input ", i, " does not precede it"));
+      }
+      types.push_back(in.type());
+    }
+    if (OpArity(n.op()) >= 0 && OpArity(n.op()) != n.num_inputs()) {
+      return absl::InternalError(absl::StrCat(label, ": wrong arity"));
+    }
+    auto inferred = InferOutputTypes(n.op(), n.attrs(), types);
+    if (!inferred.ok()) {
+      return absl::InternalError(absl::StrCat(label, ": ", inferred.status().message()));
+    }
+    if (*inferred != n.outputs()) {
+      return absl::InternalError(absl::StrCat(label, ": stored output types are stale"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace braze

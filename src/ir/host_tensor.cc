@@ -1,0 +1,142 @@
+#include "braze/host_tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace braze {
+namespace {
+
+std::shared_ptr<uint8_t> Allocate(size_t bytes) {
+  // 64-byte alignment suits AVX-512 loads and lets Halide wrap the memory directly.
+  size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded);
+  std::memset(p, 0, rounded);
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+template <typename T>
+T SaturatingCast(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
+    return std::numeric_limits<T>::lowest();
+  }
+  if (v >= static_cast<double>(std::numeric_limits<T>::max())) {
+    return std::numeric_limits<T>::max();
+  }
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
+HostTensor::HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  num_elements_ = NumElements(shape_);
+  assert(num_elements_ >= 0);
+  data_ = Allocate(num_bytes());
+}
+
+HostTensor::HostTensor(const HostTensor& other)
+    : dtype_(other.dtype_), shape_(other.shape_), num_elements_(other.num_elements_) {
+  data_ = Allocate(num_bytes());
+  std::memcpy(data_.get(), other.data_.get(), num_bytes());
+}
+
+HostTensor& HostTensor::operator=(const HostTensor& other) {
+  if (this != &other) *this = HostTensor(other);
+  return *this;
+}
+
+HostTensor HostTensor::Filled(DType dtype, Shape shape, double value) {
+  HostTensor t(dtype, std::move(shape));
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, value);
+  return t;
+}
+
+HostTensor HostTensor::RandomUniform(DType dtype, Shape shape, uint64_t seed, double lo,
+                                     double hi) {
+  HostTensor t(dtype, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    double v = u(rng);
+    if (dtype == DType::kI32) v = std::floor(v);
+    if (dtype == DType::kBool) v = (rng() & 1) ? 1 : 0;
+    t.SetDouble(i, v);
+  }
+  return t;
+}
+
+HostTensor HostTensor::RandomNormal(DType dtype, Shape shape, uint64_t seed, double mean,
+                                    double stddev) {
+  HostTensor t(dtype, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> n(mean, stddev);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, n(rng));
+  return t;
+}
+
+double HostTensor::GetDouble(int64_t i) const {
+  switch (dtype_) {
+    case DType::kF32: return data<float>()[i];
+    case DType::kF64: return data<double>()[i];
+    case DType::kI32: return data<int32_t>()[i];
+    case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void HostTensor::SetDouble(int64_t i, double v) {
+  switch (dtype_) {
+    case DType::kF32: data<float>()[i] = static_cast<float>(v); return;
+    case DType::kF64: data<double>()[i] = v; return;
+    case DType::kI32: data<int32_t>()[i] = SaturatingCast<int32_t>(v); return;
+    case DType::kBool: data<uint8_t>()[i] = v != 0 ? 1 : 0; return;
+  }
+}
+
+HostTensor HostTensor::Reshaped(Shape shape) const {
+  HostTensor t(dtype_, std::move(shape));
+  assert(t.num_elements() == num_elements_);
+  std::memcpy(t.raw_data(), raw_data(), num_bytes());
+  return t;
+}
+
+std::string HostTensor::DebugString(int max_elements) const {
+  std::string s = absl::StrCat(TypeString(type()), " {");
+  for (int64_t i = 0; i < num_elements_ && i < max_elements; ++i) {
+    absl::StrAppend(&s, i ? ", " : "", GetDouble(i));
+  }
+  if (num_elements_ > max_elements) s += ", ...";
+  return s + "}";
+}
+
+bool AllClose(const HostTensor& a, const HostTensor& b, double rtol, double atol,
+              std::string* why) {
+  auto fail = [&](std::string msg) {
+    if (why) *why = std::move(msg);
+    return false;
+  };
+  if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
+    return fail(absl::StrCat("type mismatch: ", TypeString(a.type()), " vs ",
+                             TypeString(b.type())));
+  }
+  for (int64_t i = 0; i < a.num_elements(); ++i) {
+    double x = a.GetDouble(i), y = b.GetDouble(i);
+    if (std::isnan(x) && std::isnan(y)) continue;
+    if (std::isinf(x) || std::isinf(y)) {
+      if (x == y) continue;
+      return fail(absl::StrCat("element ", i, ": ", x, " vs ", y));
+    }
+    if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y))) {
+      return fail(absl::StrCat("element ", i, ": ", x, " vs ", y, " (|diff| ",
+                               std::fabs(x - y), ")"));
+    }
+  }
+  return true;
+}
+
+}  // namespace braze

@@ -1,0 +1,363 @@
+// Output types of every op. Runs at build time (dims may be -1) and again at run time
+// with the concrete shapes of the feeds, so one function is the single source of truth.
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "braze/graph.h"
+#include "braze/status.h"
+
+namespace braze {
+namespace {
+
+using Types = std::vector<TensorType>;
+
+absl::Status Invalid(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
+
+absl::Status CheckDType(DType d, bool allow_int, bool allow_bool, const char* what) {
+  if (IsFloating(d) || (allow_int && d == DType::kI32) || (allow_bool && d == DType::kBool)) {
+    return absl::OkStatus();
+  }
+  return Invalid(absl::StrCat(what, " does not support dtype ", DTypeName(d)));
+}
+
+// Unknown dims are compatible with anything; known dims must agree.
+bool DimsCompatible(int64_t a, int64_t b) { return a < 0 || b < 0 || a == b; }
+
+absl::Status CheckAxes(const std::vector<int>& axes, int rank) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= rank) {
+      return Invalid(absl::StrCat("reduction axis ", axes[i], " out of range for rank ", rank));
+    }
+    if (i > 0 && axes[i] <= axes[i - 1]) {
+      return Invalid(absl::StrCat("reduction axes must be unique: ", absl::StrJoin(axes, ",")));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Types> Unary(OpKind op, const TensorType& x) {
+  const bool int_ok = op == OpKind::kNeg || op == OpKind::kAbs || op == OpKind::kRelu ||
+                      op == OpKind::kSquare || op == OpKind::kSign;
+  BRAZE_RETURN_IF_ERROR(CheckDType(x.dtype, int_ok, false, OpName(op)));
+  return Types{x};
+}
+
+absl::StatusOr<Types> Binary(OpKind op, const TensorType& a, const TensorType& b) {
+  if (a.dtype != b.dtype) {
+    return Invalid(absl::StrCat("operand dtypes differ: ", DTypeName(a.dtype), " and ",
+                                DTypeName(b.dtype)));
+  }
+  BRAZE_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a.shape, b.shape));
+  const bool is_cmp = op == OpKind::kGreater || op == OpKind::kLess || op == OpKind::kEqual;
+  BRAZE_RETURN_IF_ERROR(
+      CheckDType(a.dtype, op != OpKind::kPow, op == OpKind::kEqual, OpName(op)));
+  return Types{{is_cmp ? DType::kBool : a.dtype, shape}};
+}
+
+absl::StatusOr<Types> Reduce(OpKind op, const ReduceAttrs& attrs, const TensorType& x) {
+  BRAZE_RETURN_IF_ERROR(CheckDType(x.dtype, op != OpKind::kMean, false, OpName(op)));
+  const int rank = static_cast<int>(x.shape.size());
+  BRAZE_RETURN_IF_ERROR(CheckAxes(attrs.axes, rank));
+  Shape out;
+  for (int d = 0; d < rank; ++d) {
+    bool reduced = std::find(attrs.axes.begin(), attrs.axes.end(), d) != attrs.axes.end();
+    if (!reduced) {
+      out.push_back(x.shape[d]);
+    } else if (attrs.keep_dims) {
+      out.push_back(1);
+    }
+  }
+  return Types{{x.dtype, out}};
+}
+
+absl::StatusOr<Types> MatMulTypes(OpKind op, const MatMulAttrs& attrs, const TensorType& a,
+                                  const TensorType& b) {
+  if (a.dtype != b.dtype) {
+    return Invalid(absl::StrCat("operand dtypes differ: ", DTypeName(a.dtype), " and ",
+                                DTypeName(b.dtype)));
+  }
+  BRAZE_RETURN_IF_ERROR(CheckDType(a.dtype, true, false, OpName(op)));
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  if (op == OpKind::kMatMul && (ra != 2 || rb != 2)) {
+    return Invalid(absl::StrCat("MatMul needs rank-2 operands, got ", ShapeString(a.shape),
+                                " and ", ShapeString(b.shape)));
+  }
+  if (op == OpKind::kBatchMatMul && (ra < 3 || ra != rb)) {
+    return Invalid(absl::StrCat("BatchMatMul needs operands of equal rank >= 3, got ",
+                                ShapeString(a.shape), " and ", ShapeString(b.shape)));
+  }
+  Shape out;
+  for (size_t i = 0; i + 2 < ra; ++i) {
+    if (!DimsCompatible(a.shape[i], b.shape[i])) {
+      return Invalid(absl::StrCat("batch dims differ: ", ShapeString(a.shape), " and ",
+                                  ShapeString(b.shape)));
+    }
+    out.push_back(a.shape[i] >= 0 ? a.shape[i] : b.shape[i]);
+  }
+  int64_t m = attrs.transpose_a ? a.shape[ra - 1] : a.shape[ra - 2];
+  int64_t ka = attrs.transpose_a ? a.shape[ra - 2] : a.shape[ra - 1];
+  int64_t kb = attrs.transpose_b ? b.shape[rb - 1] : b.shape[rb - 2];
+  int64_t n = attrs.transpose_b ? b.shape[rb - 2] : b.shape[rb - 1];
+  if (!DimsCompatible(ka, kb)) {
+    return Invalid(absl::StrCat("matmul inner dimensions differ: ", ShapeString(a.shape),
+                                attrs.transpose_a ? "^T" : "", " x ", ShapeString(b.shape),
+                                attrs.transpose_b ? "^T" : "", " (", ka, " vs ", kb, ")"));
+  }
+  out.push_back(m);
+  out.push_back(n);
+  return Types{{a.dtype, out}};
+}
+
+absl::StatusOr<Types> ReshapeTypes(const ReshapeAttrs& attrs, const TensorType& x) {
+  int unknown = -1;
+  int64_t known = 1;
+  for (size_t i = 0; i < attrs.shape.size(); ++i) {
+    if (attrs.shape[i] == -1) {
+      if (unknown >= 0) return Invalid("reshape target has more than one -1");
+      unknown = static_cast<int>(i);
+    } else if (attrs.shape[i] < 0) {
+      return Invalid(absl::StrCat("bad reshape target ", ShapeString(attrs.shape)));
+    } else {
+      known *= attrs.shape[i];
+    }
+  }
+  Shape out = attrs.shape;
+  const int64_t total = NumElements(x.shape);
+  if (total < 0) return Types{{x.dtype, out}};  // resolved at run time
+  if (unknown >= 0) {
+    if (known == 0 || total % known != 0) {
+      return Invalid(absl::StrCat("reshape size mismatch: cannot reshape ",
+                                  ShapeString(x.shape), " (", total, " elements) to ",
+                                  ShapeString(attrs.shape)));
+    }
+    out[unknown] = total / known;
+  } else if (known != total) {
+    return Invalid(absl::StrCat("reshape size mismatch: cannot reshape ", ShapeString(x.shape),
+                                " (", total, " elements) to ", ShapeString(attrs.shape), " (",
+                                known, " elements)"));
+  }
+  return Types{{x.dtype, out}};
+}
+
+absl::StatusOr<Types> TransposeTypes(const TransposeAttrs& attrs, const TensorType& x) {
+  const size_t rank = x.shape.size();
+  std::vector<int> sorted = attrs.perm;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<int> iota(rank);
+  std::iota(iota.begin(), iota.end(), 0);
+  if (sorted != iota) {
+    return Invalid(absl::StrCat("invalid perm [", absl::StrJoin(attrs.perm, ","),
+                                "] for rank ", rank));
+  }
+  Shape out;
+  for (int p : attrs.perm) out.push_back(x.shape[p]);
+  return Types{{x.dtype, out}};
+}
+
+absl::StatusOr<Types> ConcatTypes(const ConcatAttrs& attrs, absl::Span<const TensorType> xs) {
+  if (xs.empty()) return Invalid("Concat needs at least one input");
+  const int rank = static_cast<int>(xs[0].shape.size());
+  if (attrs.axis < 0 || attrs.axis >= rank) {
+    return Invalid(absl::StrCat("concat axis ", attrs.axis, " out of range for rank ", rank));
+  }
+  Shape out = xs[0].shape;
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (xs[i].dtype != xs[0].dtype || static_cast<int>(xs[i].shape.size()) != rank) {
+      return Invalid(absl::StrCat("concat input ", i, " is ", TypeString(xs[i]),
+                                  ", expected dtype/rank of ", TypeString(xs[0])));
+    }
+    for (int d = 0; d < rank; ++d) {
+      if (d == attrs.axis) {
+        out[d] = (out[d] < 0 || xs[i].shape[d] < 0) ? -1 : out[d] + xs[i].shape[d];
+      } else if (!DimsCompatible(out[d], xs[i].shape[d])) {
+        return Invalid(absl::StrCat("concat input ", i, " has shape ",
+                                    ShapeString(xs[i].shape), ", incompatible with ",
+                                    ShapeString(xs[0].shape)));
+      } else if (out[d] < 0) {
+        out[d] = xs[i].shape[d];
+      }
+    }
+  }
+  return Types{{xs[0].dtype, out}};
+}
+
+absl::StatusOr<Types> SliceTypes(const SliceAttrs& attrs, const TensorType& x) {
+  const size_t rank = x.shape.size();
+  if (attrs.begin.size() != rank || attrs.size.size() != rank) {
+    return Invalid(absl::StrCat("slice begin/size need ", rank, " entries"));
+  }
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const int64_t b = attrs.begin[d], s = attrs.size[d], dim = x.shape[d];
+    if (b < 0 || s < -1) return Invalid(absl::StrCat("bad slice in dim ", d));
+    if (s == -1) {
+      out[d] = dim < 0 ? -1 : dim - b;
+    } else {
+      out[d] = s;
+    }
+    if (dim >= 0 && (b > dim || out[d] < 0 || b + out[d] > dim)) {
+      return Invalid(absl::StrCat("slice [", b, ", +", s, ") out of bounds for dim ", d,
+                                  " of size ", dim));
+    }
+  }
+  return Types{{x.dtype, out}};
+}
+
+absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
+  if (attrs.paddings.size() != x.shape.size()) {
+    return Invalid(absl::StrCat("pad needs ", x.shape.size(), " (before, after) pairs"));
+  }
+  Shape out = x.shape;
+  for (size_t d = 0; d < out.size(); ++d) {
+    const auto [lo, hi] = attrs.paddings[d];
+    if (lo < 0 || hi < 0) return Invalid(absl::StrCat("negative padding in dim ", d));
+    if (out[d] >= 0) out[d] += lo + hi;
+  }
+  return Types{{x.dtype, out}};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs& attrs,
+                                                         absl::Span<const TensorType> in) {
+  const int arity = OpArity(op);
+  if (arity >= 0 && static_cast<int>(in.size()) != arity) {
+    return Invalid(absl::StrCat(OpName(op), " expects ", arity, " inputs, got ", in.size()));
+  }
+  auto attr_error = [&]() {
+    return absl::InternalError(absl::StrCat(OpName(op), " has attributes of the wrong kind"));
+  };
+#define BRAZE_ATTRS(T)                                  \
+  const T* a = std::get_if<T>(&attrs);                  \
+  if (a == nullptr) return attr_error()
+  switch (op) {
+    case OpKind::kPlaceholder: {
+      BRAZE_ATTRS(PlaceholderAttrs);
+      return Types{{a->dtype, a->shape}};
+    }
+    case OpKind::kConst: {
+      BRAZE_ATTRS(ConstAttrs);
+      if (a->value == nullptr) return Invalid("Const without a value");
+      return Types{a->value->type()};
+    }
+    case OpKind::kVariable: {
+      BRAZE_ATTRS(VariableAttrs);
+      if (!IsFullyDefined(a->shape)) return Invalid("variable shapes must be fully defined");
+      if (a->initial_value && a->initial_value->type() != TensorType{a->dtype, a->shape}) {
+        return Invalid("variable initial value does not match its type");
+      }
+      return Types{{a->dtype, a->shape}};
+    }
+    case OpKind::kAssign:
+    case OpKind::kAssignAdd:
+    case OpKind::kAssignSub: {
+      // in[0] is the variable (fully defined); the value may have unknown dims.
+      if (in[0].dtype != in[1].dtype || !ShapeMatches(in[1].shape, in[0].shape)) {
+        return Invalid(absl::StrCat("cannot assign ", TypeString(in[1]), " to a variable of ",
+                                    TypeString(in[0])));
+      }
+      if (op != OpKind::kAssign) {
+        BRAZE_RETURN_IF_ERROR(CheckDType(in[0].dtype, true, false, OpName(op)));
+      }
+      return Types{in[0]};
+    }
+    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
+    case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kTanh: case OpKind::kSigmoid:
+    case OpKind::kRelu: case OpKind::kSquare: case OpKind::kReciprocal: case OpKind::kSign:
+    case OpKind::kFloor: case OpKind::kErf:
+      return Unary(op, in[0]);
+    case OpKind::kCast: {
+      BRAZE_ATTRS(CastAttrs);
+      return Types{{a->dtype, in[0].shape}};
+    }
+    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
+    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kPow: case OpKind::kGreater:
+    case OpKind::kLess: case OpKind::kEqual:
+      return Binary(op, in[0], in[1]);
+    case OpKind::kSelect: {
+      if (in[0].dtype != DType::kBool) {
+        return Invalid(absl::StrCat("Select condition must be bool, got ", TypeString(in[0])));
+      }
+      if (in[1].dtype != in[2].dtype) {
+        return Invalid(absl::StrCat("Select branches differ: ", TypeString(in[1]), " and ",
+                                    TypeString(in[2])));
+      }
+      BRAZE_ASSIGN_OR_RETURN(Shape s, BroadcastShapes(in[1].shape, in[2].shape));
+      BRAZE_ASSIGN_OR_RETURN(s, BroadcastShapes(in[0].shape, s));
+      return Types{{in[1].dtype, s}};
+    }
+    case OpKind::kSum: case OpKind::kMean: case OpKind::kMax: case OpKind::kMin: {
+      BRAZE_ATTRS(ReduceAttrs);
+      return Reduce(op, *a, in[0]);
+    }
+    case OpKind::kArgMax: {
+      BRAZE_ATTRS(ArgMaxAttrs);
+      BRAZE_RETURN_IF_ERROR(CheckDType(in[0].dtype, true, false, "ArgMax"));
+      const int rank = static_cast<int>(in[0].shape.size());
+      if (a->axis < 0 || a->axis >= rank) {
+        return Invalid(absl::StrCat("reduction axis ", a->axis, " out of range for rank ", rank));
+      }
+      if (in[0].shape[a->axis] == 0) return Invalid("ArgMax over an empty axis");
+      Shape out = in[0].shape;
+      out.erase(out.begin() + a->axis);
+      return Types{{DType::kI32, out}};
+    }
+    case OpKind::kMatMul: case OpKind::kBatchMatMul: {
+      BRAZE_ATTRS(MatMulAttrs);
+      return MatMulTypes(op, *a, in[0], in[1]);
+    }
+    case OpKind::kReshape: {
+      BRAZE_ATTRS(ReshapeAttrs);
+      return ReshapeTypes(*a, in[0]);
+    }
+    case OpKind::kTranspose: {
+      BRAZE_ATTRS(TransposeAttrs);
+      return TransposeTypes(*a, in[0]);
+    }
+    case OpKind::kBroadcastTo: {
+      BRAZE_ATTRS(BroadcastToAttrs);
+      auto s = BroadcastShapes(in[0].shape, a->shape);
+      if (!s.ok() || s->size() != a->shape.size() ||
+          !ShapeMatches(a->shape, *s)) {
+        return Invalid(absl::StrCat("cannot broadcast ", ShapeString(in[0].shape), " to ",
+                                    ShapeString(a->shape)));
+      }
+      return Types{{in[0].dtype, a->shape}};
+    }
+    case OpKind::kConcat: {
+      BRAZE_ATTRS(ConcatAttrs);
+      return ConcatTypes(*a, in);
+    }
+    case OpKind::kSlice: {
+      BRAZE_ATTRS(SliceAttrs);
+      return SliceTypes(*a, in[0]);
+    }
+    case OpKind::kPad: {
+      BRAZE_ATTRS(PadAttrs);
+      return PadTypes(*a, in[0]);
+    }
+    case OpKind::kOneHot: {
+      BRAZE_ATTRS(OneHotAttrs);
+      if (in[0].dtype != DType::kI32) {
+        return Invalid(absl::StrCat("OneHot indices must be i32, got ", TypeString(in[0])));
+      }
+      if (a->depth < 0) return Invalid("OneHot depth must be >= 0");
+      Shape out = in[0].shape;
+      out.push_back(a->depth);
+      return Types{{a->dtype, out}};
+    }
+    case OpKind::kHostCall: {
+      BRAZE_ATTRS(HostCallAttrs);
+      if (!a->fn) return Invalid("HostCall without a function");
+      Types out;
+      for (const TensorSpec& s : a->outputs) out.push_back({s.dtype, s.shape});
+      return out;
+    }
+  }
+#undef BRAZE_ATTRS
+  return absl::InternalError("unknown op");
+}
+
+}  // namespace braze
