@@ -1,0 +1,189 @@
+// Dispatch from OpKind to the reference kernel families. The switch has no default so a
+// new op in op_list.def fails to compile here (-Werror=switch) until it has a kernel.
+#include "reference/reference.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "braze/status.h"
+#include "reference/kernel_util.h"
+
+namespace braze {
+namespace {
+
+using reference_internal::CheckCounts;
+using reference_internal::Kernel;
+
+template <typename A>
+absl::StatusOr<const A*> GetAttrs(const Node& node) {
+  const A* attrs = std::get_if<A>(&node.attrs());
+  if (attrs == nullptr) {
+    return absl::InternalError(
+        absl::StrCat(node.op_name(), " carries attributes of the wrong kind"));
+  }
+  return attrs;
+}
+
+Kernel RunConst(const ConstAttrs& attrs, const TensorType& out) {
+  if (attrs.value == nullptr) return absl::InternalError("Const has no value");
+  if (attrs.value->type() != out) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Const value is ", TypeString(attrs.value->type()), ", expected ", TypeString(out)));
+  }
+  std::vector<HostTensor> result;
+  result.push_back(*attrs.value);  // deep copy: the graph's constant stays untouched
+  return result;
+}
+
+// Assign, AssignAdd, AssignSub: the variable's new value. The executor stores it.
+Kernel RunAssign(OpKind op, const HostTensor& var, const HostTensor& value, const TensorType& out) {
+  if (var.type() != value.type() || value.type() != out) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(OpName(op), " needs equal types, got variable ", TypeString(var.type()),
+                     ", value ", TypeString(value.type()), ", output ", TypeString(out)));
+  }
+  if (op == OpKind::kAssign) return std::vector<HostTensor>{value};
+  return reference_internal::RunBinary(op == OpKind::kAssignAdd ? OpKind::kAdd : OpKind::kSub, var,
+                                       value, out);
+}
+
+Kernel RunHostCall(const HostCallAttrs& attrs, absl::Span<const HostTensor> inputs,
+                   absl::Span<const TensorType> output_types) {
+  if (!attrs.fn) return absl::InvalidArgumentError("HostCall has no function");
+  absl::StatusOr<std::vector<HostTensor>> result = attrs.fn(inputs);
+  if (!result.ok()) {
+    return absl::Status(result.status().code(),
+                        absl::StrCat("host function failed: ", result.status().message()));
+  }
+  if (result->size() != output_types.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("host function returned ", result->size(),
+                                                   " tensors, expected ", output_types.size()));
+  }
+  for (size_t i = 0; i < result->size(); ++i) {
+    const TensorType got = (*result)[i].type();
+    if (got.dtype != output_types[i].dtype || !ShapeMatches(output_types[i].shape, got.shape)) {
+      return absl::InvalidArgumentError(absl::StrCat("host function output ", i, " is ",
+                                                     TypeString(got), ", expected ",
+                                                     TypeString(output_types[i])));
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
+    const Node& node, absl::Span<const HostTensor> inputs,
+    absl::Span<const TensorType> output_types) {
+  namespace ri = reference_internal;
+  const OpKind op = node.op();
+  // Every op but HostCall has exactly one output.
+  const int num_outputs = op == OpKind::kHostCall ? node.num_outputs() : 1;
+  BRAZE_RETURN_IF_ERROR(CheckCounts(inputs, output_types, OpArity(op), num_outputs));
+  // A HostCall's declared output shapes may keep -1 dims (matched against what the
+  // function returns); every other op's output types must be concrete.
+  if (op != OpKind::kHostCall) BRAZE_RETURN_IF_ERROR(ri::CheckFullyDefined(output_types));
+  if (op == OpKind::kConcat && inputs.empty()) {
+    return absl::InvalidArgumentError("Concat needs at least one input");
+  }
+
+  switch (op) {
+    case OpKind::kPlaceholder:
+    case OpKind::kVariable:
+      return absl::InternalError(absl::StrCat(
+          node.op_name(), " has no reference kernel; the executor provides its value"));
+    case OpKind::kConst: {
+      BRAZE_ASSIGN_OR_RETURN(const ConstAttrs* attrs, GetAttrs<ConstAttrs>(node));
+      return RunConst(*attrs, output_types[0]);
+    }
+    case OpKind::kAssign:
+    case OpKind::kAssignAdd:
+    case OpKind::kAssignSub:
+      return RunAssign(op, inputs[0], inputs[1], output_types[0]);
+
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kRelu:
+    case OpKind::kSquare:
+    case OpKind::kReciprocal:
+    case OpKind::kSign:
+    case OpKind::kFloor:
+    case OpKind::kErf:
+      return ri::RunUnary(op, inputs[0], output_types[0]);
+    case OpKind::kCast:
+      return ri::RunCast(inputs[0], output_types[0]);
+
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kPow:
+    case OpKind::kGreater:
+    case OpKind::kLess:
+    case OpKind::kEqual:
+      return ri::RunBinary(op, inputs[0], inputs[1], output_types[0]);
+    case OpKind::kSelect:
+      return ri::RunSelect(inputs[0], inputs[1], inputs[2], output_types[0]);
+
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kMax:
+    case OpKind::kMin: {
+      BRAZE_ASSIGN_OR_RETURN(const ReduceAttrs* attrs, GetAttrs<ReduceAttrs>(node));
+      return ri::RunReduce(op, *attrs, inputs[0], output_types[0]);
+    }
+    case OpKind::kArgMax: {
+      BRAZE_ASSIGN_OR_RETURN(const ArgMaxAttrs* attrs, GetAttrs<ArgMaxAttrs>(node));
+      return ri::RunArgMax(*attrs, inputs[0], output_types[0]);
+    }
+
+    case OpKind::kMatMul:
+    case OpKind::kBatchMatMul: {
+      BRAZE_ASSIGN_OR_RETURN(const MatMulAttrs* attrs, GetAttrs<MatMulAttrs>(node));
+      return ri::RunMatMul(*attrs, inputs[0], inputs[1], output_types[0],
+                           op == OpKind::kBatchMatMul);
+    }
+
+    case OpKind::kReshape:
+      return ri::RunReshape(inputs[0], output_types[0]);
+    case OpKind::kTranspose: {
+      BRAZE_ASSIGN_OR_RETURN(const TransposeAttrs* attrs, GetAttrs<TransposeAttrs>(node));
+      return ri::RunTranspose(*attrs, inputs[0], output_types[0]);
+    }
+    case OpKind::kBroadcastTo:
+      return ri::RunBroadcastTo(inputs[0], output_types[0]);
+    case OpKind::kConcat: {
+      BRAZE_ASSIGN_OR_RETURN(const ConcatAttrs* attrs, GetAttrs<ConcatAttrs>(node));
+      return ri::RunConcat(*attrs, inputs, output_types[0]);
+    }
+    case OpKind::kSlice: {
+      BRAZE_ASSIGN_OR_RETURN(const SliceAttrs* attrs, GetAttrs<SliceAttrs>(node));
+      return ri::RunSlice(*attrs, inputs[0], output_types[0]);
+    }
+    case OpKind::kPad: {
+      BRAZE_ASSIGN_OR_RETURN(const PadAttrs* attrs, GetAttrs<PadAttrs>(node));
+      return ri::RunPad(*attrs, inputs[0], output_types[0]);
+    }
+    case OpKind::kOneHot: {
+      BRAZE_ASSIGN_OR_RETURN(const OneHotAttrs* attrs, GetAttrs<OneHotAttrs>(node));
+      return ri::RunOneHot(*attrs, inputs[0], output_types[0]);
+    }
+
+    case OpKind::kHostCall: {
+      BRAZE_ASSIGN_OR_RETURN(const HostCallAttrs* attrs, GetAttrs<HostCallAttrs>(node));
+      return RunHostCall(*attrs, inputs, output_types);
+    }
+  }
+  return absl::InternalError(absl::StrCat("unknown op ", static_cast<int>(op)));
+}
+
+}  // namespace braze
