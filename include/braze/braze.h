@@ -6,6 +6,7 @@
 #include "braze/dtype.h"
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
+#include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
 #include "braze/status.h"

@@ -3,7 +3,11 @@
 #ifndef BRAZE_SESSION_H_
 #define BRAZE_SESSION_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -13,11 +17,42 @@
 
 namespace braze {
 
-// Session-level auto-clustering, as TF's global_jit_level. See the fusion docs.
+// Session-level auto-clustering, as TF's global_jit_level. kOff: only ops under a
+// compiling JitScope (and unscoped ops joining them) are clustered. kOn1 / kOn2: every
+// compilable op may be auto-clustered; the two levels behave identically (as in TF, whose
+// docs say "at present, no distinction").
 enum class JitLevel { kOff, kOn1, kOn2 };
+
+// Who schedules a compiled pipeline. If the chosen one fails, compilation falls through
+// (Adams2019 -> Mullapudi2016 -> SafeDefault; Li2018 -> SafeDefault).
+enum class Scheduler { kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 
 struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
+  int min_cluster_size = 4;        // smallest auto-cluster (TF's default); scopes: any size
+  int max_cluster_size = 1 << 20;
+  Scheduler scheduler = Scheduler::kAdams2019;
+  int num_threads = 0;             // Halide worker threads; 0 = all cores
+  // jit_compile=true: a cluster that fails to compile, or an op marked for compilation
+  // that has no lowering, is InvalidArgument naming it, instead of an op-by-op fallback.
+  bool strict = false;
+  // Ops outside clusters run as compiled single-op kernels (the unfused path). With
+  // reference_only, nothing is compiled: every op runs on the reference kernels.
+  bool reference_only = false;
+  // Testing hook: compiles of steps (clusters or single ops) whose name it accepts fail
+  // as a real compile error would, to exercise the fallback and strict paths.
+  std::function<bool(const std::string& step_name)> inject_compile_failure;
+};
+
+// Counters since the session was created (or ResetStats).
+struct SessionStats {
+  int64_t runs = 0;
+  int64_t compiles = 0;            // kernels this session compiled (cache misses)
+  int64_t cache_hits = 0;          // kernels found compiled (by any session)
+  int64_t cluster_launches = 0;    // fused cluster kernels run
+  int64_t single_op_launches = 0;  // compiled single-op kernels run (ops outside clusters)
+  int64_t reference_launches = 0;  // ops run on reference kernels (HostCall, state, fallback)
+  double compile_ms = 0;           // wall time spent compiling
 };
 
 using Feeds = std::vector<std::pair<Tensor, HostTensor>>;
@@ -35,12 +70,34 @@ class Session {
                                               const std::vector<Tensor>& fetches,
                                               const std::vector<Tensor>& targets = {});
 
+  // As Run, but writes the fetches into `outputs` (resized to fetches.size()). A tensor
+  // there that already has the fetch's type is written in place, by the compiled kernel
+  // itself when one produces it: a training or benchmark loop reusing `outputs` copies
+  // nothing.
+  absl::Status RunInto(const Feeds& feeds, const std::vector<Tensor>& fetches,
+                       std::vector<HostTensor>* outputs,
+                       const std::vector<Tensor>& targets = {});
+
+  // Plans and compiles what Run(feeds, fetches, targets) would run, without running it.
+  absl::Status Compile(const Feeds& feeds, const std::vector<Tensor>& fetches,
+                       const std::vector<Tensor>& targets = {});
+
   // The current value of a variable in this session (for tests, checkpoints).
   absl::StatusOr<HostTensor> VariableValue(const Tensor& variable) const;
+
+  // The cluster `t`'s node ran in during the last Run/Compile, or nullopt.
+  std::optional<std::string> ClusterOf(const Tensor& t) const;
+  // The last plan's clustering: clusters, sizes, op histogram, and why ops were left out.
+  std::string ClusteringDebugString() const;
+  SessionStats stats() const;
+  void ResetStats();
 
   const SessionOptions& options() const { return options_; }
 
  private:
+  absl::Status RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
+                           const std::vector<Tensor>& targets, bool compile_only,
+                           std::vector<HostTensor>* outputs);
   struct State;
   const Graph& graph_;
   SessionOptions options_;

@@ -1,0 +1,93 @@
+#include "runtime/cluster_key.h"
+
+#include <unordered_map>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+
+namespace braze {
+namespace {
+
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
+
+std::string AttrKey(const Attrs& attrs) {
+  return std::visit(
+      Overloaded{
+          [](const NoAttrs&) { return std::string(); },
+          [](const PlaceholderAttrs& a) { return TypeString({a.dtype, a.shape}); },
+          [](const ConstAttrs& a) {
+            const HostTensor& v = *a.value;
+            size_t h = absl::HashOf(absl::string_view(
+                static_cast<const char*>(v.raw_data()), v.num_bytes()));
+            return absl::StrCat(TypeString(v.type()), "#", h);
+          },
+          [](const VariableAttrs& a) { return TypeString({a.dtype, a.shape}); },
+          [](const CastAttrs& a) { return std::string(DTypeName(a.dtype)); },
+          [](const ReduceAttrs& a) {
+            return absl::StrCat(absl::StrJoin(a.axes, ","), a.keep_dims ? "k" : "");
+          },
+          [](const ArgMaxAttrs& a) { return absl::StrCat(a.axis); },
+          [](const MatMulAttrs& a) {
+            return absl::StrCat(a.transpose_a ? "T" : "N", a.transpose_b ? "T" : "N");
+          },
+          [](const ReshapeAttrs& a) { return ShapeString(a.shape); },
+          [](const TransposeAttrs& a) { return absl::StrJoin(a.perm, ","); },
+          [](const BroadcastToAttrs& a) { return ShapeString(a.shape); },
+          [](const ConcatAttrs& a) { return absl::StrCat(a.axis); },
+          [](const SliceAttrs& a) {
+            return absl::StrCat(absl::StrJoin(a.begin, ","), ":", absl::StrJoin(a.size, ","));
+          },
+          [](const PadAttrs& a) {
+            std::string s;
+            for (auto [lo, hi] : a.paddings) absl::StrAppend(&s, lo, "/", hi, ",");
+            return absl::StrCat(s, a.value);
+          },
+          [](const OneHotAttrs& a) {
+            return absl::StrCat(a.depth, ",", a.on_value, ",", a.off_value, ",",
+                                DTypeName(a.dtype));
+          },
+          // Never compiled; the function's identity is the only honest key.
+          [](const HostCallAttrs& a) {
+            return absl::StrCat("fn@", reinterpret_cast<uintptr_t>(&a));
+          },
+      },
+      attrs);
+}
+
+}  // namespace
+
+std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
+  const Graph& g = *spec.graph;
+  // Values are named by position: "a3" is argument 3, "n2.0" output 0 of the cluster's
+  // third node. Node names and ids never enter the key.
+  std::unordered_map<int, int> local;  // node id -> position in the cluster
+  for (size_t i = 0; i < spec.nodes.size(); ++i) local[spec.nodes[i]] = static_cast<int>(i);
+  auto value_ref = [&](const Tensor& t) -> std::string {
+    auto it = local.find(t.node_id());
+    if (it != local.end()) return absl::StrCat("n", it->second, ".", t.index());
+    for (size_t a = 0; a < spec.inputs.size(); ++a) {
+      if (spec.inputs[a] == t) return absl::StrCat("a", a);
+    }
+    return "?";
+  };
+  std::string key = absl::StrCat("sched=", SchedulerName(options.scheduler), ";args=");
+  for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");
+  for (int id : spec.nodes) {
+    const Node& n = g.node(id);
+    absl::StrAppend(&key, ";", n.op_name(), "{", AttrKey(n.attrs()), "}(");
+    for (const Tensor& in : n.inputs()) absl::StrAppend(&key, value_ref(in), ",");
+    absl::StrAppend(&key, ")");
+  }
+  absl::StrAppend(&key, ";out=");
+  for (const Tensor& t : spec.outputs) absl::StrAppend(&key, value_ref(t), ",");
+  return key;
+}
+
+}  // namespace braze

@@ -1,0 +1,94 @@
+#include "runtime/compile_cache.h"
+
+#include <chrono>
+
+namespace braze {
+
+CompileCache& CompileCache::Global() {
+  static CompileCache* cache = new CompileCache();
+  return *cache;
+}
+
+CompileCache::Result CompileCache::GetOrCompile(const std::string& key,
+                                                const CompileFn& compile) {
+  std::shared_ptr<Entry> entry;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      entry = it->second;
+      lru_.splice(lru_.begin(), lru_, entry->lru);
+      ++counters_.hits;
+      ready_cv_.wait(lock, [&] { return entry->ready; });
+      return Result{entry->kernel, true, 0};
+    }
+    entry = std::make_shared<Entry>();
+    lru_.push_front(key);
+    entry->lru = lru_.begin();
+    entries_[key] = entry;
+    ++counters_.misses;
+  }
+  // Compile outside the lock; others asking for this key wait on ready_cv_.
+  auto start = std::chrono::steady_clock::now();
+  auto compiled = compile();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                  .count();
+  absl::StatusOr<std::shared_ptr<SharedKernel>> kernel;
+  if (compiled.ok()) {
+    auto shared = std::make_shared<SharedKernel>();
+    shared->kernel = *std::move(compiled);
+    kernel = std::move(shared);
+  } else {
+    kernel = compiled.status();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entry->kernel = kernel;
+    entry->ready = true;
+    counters_.compile_ms += ms;
+    EvictLocked();
+  }
+  ready_cv_.notify_all();
+  return Result{kernel, false, ms};
+}
+
+void CompileCache::EvictLocked() {
+  while (entries_.size() > capacity_ && !lru_.empty()) {
+    auto it = entries_.find(lru_.back());
+    // Entries still compiling stay: their waiters hold them.
+    if (it != entries_.end() && !it->second->ready) break;
+    if (it != entries_.end()) entries_.erase(it);
+    lru_.pop_back();
+    ++counters_.evictions;
+  }
+}
+
+void CompileCache::set_capacity(size_t capacity) {
+  std::lock_guard<std::mutex> lock(mu_);
+  capacity_ = capacity;
+  EvictLocked();
+}
+
+size_t CompileCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return entries_.size();
+}
+
+void CompileCache::Clear() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if (it->second->ready) {
+      lru_.erase(it->second->lru);
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+CompileCache::Counters CompileCache::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+}  // namespace braze

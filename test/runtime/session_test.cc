@@ -1,0 +1,226 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "braze/ops.h"
+#include "braze/session.h"
+
+namespace braze {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::vector<float> F(const HostTensor& t) { return t.ToVector<float>(); }
+
+// Every semantic holds on the reference executor and on the compiled (single-op and
+// auto-clustered) paths alike.
+enum class Mode { kReference, kCompiledOps, kAutoJit };
+class SessionTest : public ::testing::TestWithParam<Mode> {
+ protected:
+  SessionOptions Opts() const {
+    SessionOptions o;
+    o.reference_only = GetParam() == Mode::kReference;
+    if (GetParam() == Mode::kAutoJit) {
+      o.global_jit_level = JitLevel::kOn1;
+      o.min_cluster_size = 1;
+    }
+    return o;
+  }
+};
+
+TEST_P(SessionTest, RunsAGraphWithUnknownDims) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 2}, "x");
+  Tensor y = Sum(x * 2.0, {-1});
+  Session s(g, Opts());
+  auto out = s.Run({{x, HostTensor::From<float>({1, 2, 3, 4, 5, 6}, {3, 2})}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].shape(), (Shape{3}));
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{6, 14, 22}));
+  // Another batch size through the same graph and session.
+  out = s.Run({{x, HostTensor::From<float>({1, 1}, {1, 2})}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{4}));
+}
+
+TEST_P(SessionTest, VariablesPersistAcrossRunsAndTargetsRunAssigns) {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::From<float>({1, 2}, {2}), "w");
+  Tensor step = Placeholder(g, DType::kF32, {2}, "step");
+  Tensor update = AssignAdd(w, step);
+  Tensor doubled = w * 2.0;
+  Session s(g, Opts());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(s.Run({{step, HostTensor::From<float>({1, 10}, {2})}}, {}, {update}).ok());
+  }
+  auto out = s.Run({}, {w, doubled});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{4, 32}));
+  EXPECT_EQ(F((*out)[1]), (std::vector<float>{8, 64}));
+  // Reads within one Run see the value at the start of the Run.
+  out = s.Run({{step, HostTensor::From<float>({1, 1}, {2})}}, {w, update});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{4, 32}));
+  EXPECT_EQ(F((*out)[1]), (std::vector<float>{5, 33}));
+  EXPECT_EQ(F(*s.VariableValue(w)), (std::vector<float>{5, 33}));
+}
+
+TEST_P(SessionTest, SessionsOnOneGraphAreIndependent) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::Scalar<float>(1), "v");
+  Tensor inc = AssignAdd(v, ScalarConst(g, 1.0));
+  Session a(g, Opts()), b(g, Opts());
+  ASSERT_TRUE(a.Run({}, {}, {inc}).ok());
+  ASSERT_TRUE(a.Run({}, {}, {inc}).ok());
+  ASSERT_TRUE(b.Run({}, {}, {inc}).ok());
+  EXPECT_EQ(F(*a.Run({}, {v}).value().begin()), (std::vector<float>{3}));
+  EXPECT_EQ(F(*b.Run({}, {v}).value().begin()), (std::vector<float>{2}));
+}
+
+TEST_P(SessionTest, AssignInitializesAVariable) {
+  Graph g;
+  Tensor v = Variable(g, DType::kF32, {2}, "v");
+  Tensor read = v + 1.0;
+  Tensor init = Assign(v, Const(g, HostTensor::From<float>({3, 4}, {2})));
+  Session s(g, Opts());
+  auto before = s.Run({}, {read});
+  ASSERT_FALSE(before.ok());
+  EXPECT_EQ(before.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(before.status().message()),
+              HasSubstr("reading uninitialized variable 'v'"));
+  ASSERT_TRUE(s.Run({}, {}, {init}).ok());
+  auto after = s.Run({}, {read});
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(F((*after)[0]), (std::vector<float>{4, 5}));
+}
+
+TEST_P(SessionTest, FetchingAnUninitializedVariableIsAnError) {
+  Graph g;
+  Tensor v = Variable(g, DType::kF32, {2}, "weights");
+  Session s(g, Opts());
+  auto out = s.Run({}, {v});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("'weights'"));
+}
+
+TEST_P(SessionTest, MissingFeedNamesThePlaceholder) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2}, "images");
+  Session s(g, Opts());
+  auto out = s.Run({}, {Exp(x)});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("missing feed for node 'images'"));
+}
+
+TEST_P(SessionTest, FeedOfWrongShapeOrDtype) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 3}, "x");
+  Tensor y = Exp(x);
+  Session s(g, Opts());
+  auto bad_shape = s.Run({{x, HostTensor(DType::kF32, {2, 4})}}, {y});
+  ASSERT_FALSE(bad_shape.ok());
+  EXPECT_THAT(std::string(bad_shape.status().message()),
+              HasSubstr("feed for node 'x' (Placeholder): expected f32[?,3], got f32[2,4]"));
+  auto bad_rank = s.Run({{x, HostTensor(DType::kF32, {3})}}, {y});
+  EXPECT_FALSE(bad_rank.ok());
+  auto bad_dtype = s.Run({{x, HostTensor(DType::kF64, {2, 3})}}, {y});
+  ASSERT_FALSE(bad_dtype.ok());
+  EXPECT_THAT(std::string(bad_dtype.status().message()), HasSubstr("got f64[2,3]"));
+}
+
+TEST_P(SessionTest, TensorFromAnotherGraph) {
+  Graph g1, g2;
+  Tensor a = Placeholder(g1, DType::kF32, {2}, "a");
+  Tensor b = Exp(Placeholder(g2, DType::kF32, {2}, "b"));
+  Session s(g1, Opts());
+  auto out = s.Run({{a, HostTensor(DType::kF32, {2})}}, {b});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("fetch 0 ('Exp') comes from another graph"));
+}
+
+TEST_P(SessionTest, BuildErrorsSurfaceAtRun) {
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {2, 3}, "a");
+  Tensor b = Placeholder(g, DType::kF32, {4, 5}, "b");
+  Tensor c = MatMul(a, b);
+  Session s(g, Opts());
+  auto out = s.Run({{a, HostTensor(DType::kF32, {2, 3})}}, {a});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("node 'MatMul' (MatMul)"));
+  (void)c;
+}
+
+TEST_P(SessionTest, RunTimeShapeErrorsNameTheNode) {
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {-1, 3}, "a");
+  Tensor b = Placeholder(g, DType::kF32, {-1, 3}, "b");
+  Tensor c = Add(a, b);
+  Session s(g, Opts());
+  auto out = s.Run({{a, HostTensor(DType::kF32, {2, 3})}, {b, HostTensor(DType::kF32, {4, 3})}},
+                   {c});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("node 'Add' (Add)"));
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("incompatible shapes"));
+}
+
+TEST_P(SessionTest, HostCallRunsAndItsFailureNamesTheNode) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  auto ok = HostCall(g, "twice", {x}, {{DType::kF32, {3}}},
+                     [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                       HostTensor out = in[0];
+                       for (int i = 0; i < 3; ++i) out.data<float>()[i] *= 2;
+                       return std::vector<HostTensor>{out};
+                     });
+  auto bad = HostCall(g, "broken", {x}, {{DType::kF32, {3}}},
+                      [](absl::Span<const HostTensor>) -> absl::StatusOr<std::vector<HostTensor>> {
+                        return absl::UnavailableError("sensor offline");
+                      });
+  Session s(g, Opts());
+  auto out = s.Run({{x, HostTensor::From<float>({1, 2, 3}, {3})}}, {ok[0] + 1.0});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{3, 5, 7}));
+  auto err = s.Run({{x, HostTensor::From<float>({1, 2, 3}, {3})}}, {bad[0]});
+  ASSERT_FALSE(err.ok());
+  EXPECT_THAT(std::string(err.status().message()), HasSubstr("node 'broken' (HostCall)"));
+  EXPECT_THAT(std::string(err.status().message()), HasSubstr("sensor offline"));
+}
+
+TEST_P(SessionTest, FeedingAnIntermediateSkipsItsProducers) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2}, "x");
+  Tensor mid = Exp(x);
+  Tensor out = mid + 1.0;
+  Session s(g, Opts());
+  // x is never fed: mid is, so x's placeholder is not needed.
+  auto r = s.Run({{mid, HostTensor::From<float>({1, 2}, {2})}}, {out});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(F((*r)[0]), (std::vector<float>{2, 3}));
+}
+
+TEST_P(SessionTest, ZeroSizeTensorsWork) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 4}, "x");
+  Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {4, 3}, 1));
+  Tensor y = Softmax(MatMul(x, w));
+  Tensor total = Sum(y);
+  Session s(g, Opts());
+  auto r = s.Run({{x, HostTensor(DType::kF32, {0, 4})}}, {y, total});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ((*r)[0].shape(), (Shape{0, 3}));
+  EXPECT_EQ(F((*r)[1]), (std::vector<float>{0}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SessionTest,
+                         ::testing::Values(Mode::kReference, Mode::kCompiledOps, Mode::kAutoJit),
+                         [](const ::testing::TestParamInfo<Mode>& info) {
+                           switch (info.param) {
+                             case Mode::kReference: return "Reference";
+                             case Mode::kCompiledOps: return "CompiledOps";
+                             case Mode::kAutoJit: return "AutoJit";
+                           }
+                           return "";
+                         });
+
+}  // namespace
+}  // namespace braze

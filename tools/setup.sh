@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs what Braze needs to build and test on Debian 12 (bookworm). Idempotent: only
+# missing packages are installed, and `apt-get update` runs only when something is
+# missing, so a second run takes well under a second.
+#
+#   tools/setup.sh            # as root, or as a user with sudo
+set -euo pipefail
+
+packages=(
+  cmake ninja-build gcc g++    # toolchain (project(braze C CXX) needs a C compiler too)
+  libhalide14-0-dev            # Halide 14: lowering, scheduling, JIT
+  llvm-14-dev                  # Halide's CMake config runs find_dependency(LLVM 14)
+  libabsl-dev                  # absl::Status and friends
+  libgtest-dev libgmock-dev    # tests (gmock matchers are a separate package)
+  libbenchmark-dev             # bench/
+  zlib1g-dev                   # the .gz IDX reader
+  dataset-fashion-mnist        # /usr/share/datasets/fashion-mnist (demo and data tests)
+  graphviz                     # dot, for graph and cluster dumps
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+  if [[ "$status" != "install ok installed" ]]; then
+    missing+=("$pkg")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup.sh: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if ((EUID != 0)); then
+  if ! command -v sudo >/dev/null; then
+    echo "setup.sh: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+  sudo=(sudo)
+fi
+
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update
+# No recommends: they add fonts and docs, not anything the build or tests use.
+"${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
