@@ -1,0 +1,138 @@
+// mark_for_compilation: partitions a graph's compilable ops into clusters, each of which
+// becomes one Halide pipeline. This is TensorFlow's MarkForCompilationPass:
+//
+// 1. Candidates. An op is a candidate when it must run, has a Halide lowering (every op
+//    except Placeholder, Variable, Assign/AssignAdd/AssignSub and HostCall; Const is a
+//    candidate) and was not built under a compile=false JitScope. Ops built under a
+//    compile=true scope are always candidates. Ops built outside any scope are candidates
+//    too, but under global_jit_level kOff they survive only inside a cluster that also
+//    holds a compile=true op ("ops outside any scope may join a cluster of compile=true
+//    ops", per the seed documentation).
+// 2. Union-find plus edge contraction. Producer->consumer edges are visited with the
+//    consumer in topological order, repeatedly until nothing merges. Two clusters merge
+//    only when they are on the same device (Node::device(), compared exactly), their
+//    scopes are compatible (equal, or at least one side holds only unscoped ops: unscoped
+//    ops may bridge into a scope but never join two different scopes), the merged size is
+//    at most max_cluster_size, and contracting the edge creates no cycle, i.e. no other
+//    path leads from the producer's cluster to the consumer's through a third cluster
+//    (checked with GraphCycles, passes/graph_cycles.h). Edges touching a compile=true
+//    cluster are contracted first, so unscoped ops join scopes before auto-clustering.
+// 3. Pruning. A cluster with no compile=true op is an auto-cluster: it is dissolved under
+//    kOff, and under kOn1/kOn2 when smaller than min_cluster_size. Clusters that hold an
+//    explicitly compiled op are kept at any size (explicit scopes compile any size).
+//    Dissolved ops leave the candidates and steps 2-3 rerun, since a dissolved cluster
+//    may have been the only obstacle between two others.
+//
+// The result is deterministic: the same graph and options give the same clusters.
+//
+// kOn1 and kOn2 behave identically, as in TensorFlow, whose config.proto documents the
+// two levels as "at present, no distinction" (higher was meant to mean more aggressive).
+//
+// Every op left out of all clusters carries a reason and a sentence naming the ops
+// involved; ClusteringResult::DebugString() prints clusters, an op histogram per cluster
+// and every exclusion.
+#ifndef BRAZE_PASSES_MARK_FOR_COMPILATION_H_
+#define BRAZE_PASSES_MARK_FOR_COMPILATION_H_
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "braze/graph.h"
+#include "braze/session.h"
+#include "passes/pass.h"
+
+namespace braze {
+
+struct ClusteringOptions {
+  JitLevel global_jit_level = JitLevel::kOff;
+  // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.
+  int min_cluster_size = 4;
+  int max_cluster_size = std::numeric_limits<int>::max();
+};
+
+// Why an op is in no cluster. kNone: it is in one.
+enum class ExclusionReason {
+  kNone,
+  kNotNeeded,        // not in the set of ops that must run
+  kNoLowering,       // Placeholder (fed or host input) or HostCall (user C++ function)
+  kStateful,         // Variable, Assign, AssignAdd, AssignSub: state lives on the host
+  kMarkedNoCompile,  // built under a compile=false JitScope (or its predicate said no)
+  kJitOff,           // outside any scope, global_jit_level kOff, joined no scoped cluster
+  kScopeConflict,    // its only merges would have mixed two different scopes
+  kWouldFormCycle,   // its merges would have made the cluster graph cyclic
+  kDifferentDevice,  // its neighbours are placed on another device
+  kMaxClusterSize,   // merging would have exceeded max_cluster_size
+  kClusterTooSmall,  // auto-cluster smaller than min_cluster_size
+};
+const char* ExclusionReasonName(ExclusionReason reason);  // "would form a cycle"
+
+struct NodeClustering {
+  int cluster = -1;  // index into ClusteringResult::clusters, or -1
+  ExclusionReason reason = ExclusionReason::kNone;
+  std::string explanation;  // a sentence naming the op (and what blocked it); empty if clustered
+  std::string node_name;    // copies, so the result prints without the graph
+  OpKind op = OpKind::kPlaceholder;
+};
+
+struct Cluster {
+  std::string name;        // "cluster_0", numbered by first op in topological order
+  std::vector<int> nodes;  // node ids, ascending (ids are a topological order)
+  std::string scope;       // the JitScope id, or "" for an auto-cluster
+  std::string device;
+  bool explicit_scope = false;  // holds at least one compile=true op
+};
+
+// An edge whose endpoints' clusters were not merged, and why (as of the final sweep).
+struct MergeRefusal {
+  int producer = -1;  // node ids of the edge
+  int consumer = -1;
+  ExclusionReason reason = ExclusionReason::kNone;
+  std::string text;
+};
+
+struct ClusteringResult {
+  std::vector<NodeClustering> nodes;  // indexed by node id
+  std::vector<Cluster> clusters;
+  // Edges between two candidates left in different clusters by a merge rule. Scope
+  // conflicts and cycles between two kept clusters show up only here, not on nodes.
+  std::vector<MergeRefusal> refusals;
+
+  // The cluster index of node `node_id`, or -1 (also for ids out of range).
+  int ClusterOf(int node_id) const;
+  // The cluster's name, or "" when the node is in none.
+  std::string ClusterNameOf(int node_id) const;
+  ExclusionReason ReasonOf(int node_id) const { return nodes.at(node_id).reason; }
+  // Clusters with sizes, scopes and an op histogram each; refused merges; every excluded
+  // op with its reason; a count per reason.
+  std::string DebugString() const;
+};
+
+// Clusters `graph`. `needed[i]` says whether node i must run (the executor passes the
+// closure of its fetches and targets, see LiveNodes in passes/dce.h); empty means all.
+// Errors: InvalidArgument for a `needed` of the wrong size or non-positive size limits.
+absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
+                                                    const ClusteringOptions& options,
+                                                    const std::vector<bool>& needed = {});
+
+// The same as a GraphPass, for pipelines and dumps. Run returns true when at least one
+// cluster formed.
+class MarkForCompilationPass : public GraphPass {
+ public:
+  explicit MarkForCompilationPass(ClusteringOptions options, std::vector<bool> needed = {})
+      : options_(options), needed_(std::move(needed)) {}
+  std::string name() const override { return "mark_for_compilation"; }
+  absl::StatusOr<bool> Run(const Graph& graph) override;
+  // The result of the last successful Run.
+  const ClusteringResult& result() const { return result_; }
+
+ private:
+  ClusteringOptions options_;
+  std::vector<bool> needed_;
+  ClusteringResult result_;
+};
+
+}  // namespace braze
+
+#endif  // BRAZE_PASSES_MARK_FOR_COMPILATION_H_
