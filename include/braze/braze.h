@@ -4,10 +4,12 @@
 
 #include "braze/data.h"
 #include "braze/dtype.h"
+#include "braze/gradients.h"
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "braze/optimizers.h"
 #include "braze/session.h"
 #include "braze/status.h"
 

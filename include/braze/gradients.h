@@ -1,0 +1,88 @@
+// Reverse-mode automatic differentiation, as TensorFlow's tf.gradients.
+//
+//   Tensor loss = Mean(Square(MatMul(x, w) - y));
+//   absl::StatusOr<std::vector<Tensor>> dw = Gradients({loss}, {w});
+//
+// Gradients are ordinary graph ops built with the builders of braze/ops.h, so they are
+// clustered, fused and compiled like the forward pass. Every op built by one call lives
+// under the name scope `name` ("gradients/", "gradients_1/", ...).
+//
+// Which ops have a gradient
+//   Differentiable: Neg Abs Exp Log Sqrt Rsqrt Tanh Sigmoid Relu Square Reciprocal Erf,
+//   Cast between floating types; Add Sub Mul Div Maximum Minimum Pow (numpy broadcasting:
+//   the gradient is summed back to each operand's shape), Select (to the branches);
+//   Sum Mean Max Min; MatMul and BatchMatMul with any transpose flags; Reshape Transpose
+//   BroadcastTo Concat Slice Pad. Composites (Softmax, LogSoftmax, cross entropy,
+//   LayerNorm, Gelu, Dense) are built from these and differentiate through them.
+//   Zero almost everywhere: Sign and Floor (they pass nothing back).
+//   No gradient (TF's None; nothing flows through them): Cast to or from a non-floating
+//   type, ArgMax, Greater Less Equal, Select's condition, OneHot, HostCall, and the
+//   sources and state ops Placeholder Const Variable Assign AssignAdd AssignSub (an
+//   Assign's value does not receive the gradient of the Assign's result).
+//
+// Tie rules, as TensorFlow: Maximum(a, b) sends the gradient to `a` where a >= b and
+// Minimum(a, b) to `a` where a <= b; Max/Min reductions split the gradient evenly among
+// all positions that attain the extreme value. Relu passes the gradient where x > 0.
+// Pow(x, y)'s gradient for y is 0 where x <= 0 (log x is taken only where x > 0).
+//
+// Unconnected xs (the rule, like TF's unconnected_gradients=ZERO): when no y depends on
+// an x through differentiable ops (including every x of a non-floating dtype), its
+// result is a zeros tensor of x's dtype and shape, never an invalid Tensor. When x's
+// shape is fully defined the zeros are a broadcast scalar constant (nothing is read from
+// x, so an unconnected placeholder need not be fed). When it has unknown dims they are
+// Select(Equal(x, x), 0, 0), which takes x's runtime shape and is 0 also where x is NaN
+// or infinite (x * 0 would not be).
+//
+// Unknown dims (-1, e.g. the batch) are supported:
+//   - Mean's divisor is a constant when the reduced dims are known, else it is counted
+//     at run time as Sum(OnesLike(x)) over the reduced axes, with OnesLike built NaN-safe
+//     as Select(Equal(x, x), 1, 1).
+//   - Broadcasting a gradient back to an input's shape uses BroadcastTo when that shape
+//     is fully defined and adds a runtime ZerosLike otherwise.
+//   - An unknown dim of a broadcast operand is taken not to be broadcast (equal to the
+//     output's dim), as there are no dynamic-shape ops to decide at run time: a dim that
+//     is 1 only at run time while the other operand's is larger is not summed over, and
+//     that operand's gradient has the output's size there. Give operands that broadcast
+//     a static 1 in that dim (e.g. a bias of shape [1, n] or [n]).
+//   - Reshape's gradient needs at most one unknown dim in the input shape; Concat's needs
+//     the concat-axis sizes of all but the last input; Slice with an explicit size and
+//     Pad with trailing padding need the sliced/padded dim. Otherwise Gradients returns
+//     Unimplemented naming the op.
+//
+// JIT scopes (separate_compiled_gradients, see braze/jit_scope.h): the gradient ops of a
+// forward op built under a JitScope inherit its compile decision and scope; with
+// separate_compiled_gradients they get the scope `<forward scope>_grad_<name>`, so they
+// compile apart from the forward pass and from another Gradients call. Gradient ops of
+// forward ops built outside any scope are built under whatever JitScope is active when
+// Gradients is called (none: unscoped). Summing several contributions to one tensor
+// happens under the scope of the op that produced that tensor, and the default seed
+// (ones) of a y under y's.
+//
+// Errors (all found before anything is built): InvalidArgument for no ys; a y, x or
+// grad_y that is not a tensor, comes from another graph than ys[0] or is an op with a
+// build error (naming it); a y that is not floating; a grad_ys list whose size differs
+// from ys's, or a grad_y whose dtype or shape does not match its y. Unimplemented for
+// the unknown-dim cases above.
+#ifndef BRAZE_GRADIENTS_H_
+#define BRAZE_GRADIENTS_H_
+
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "braze/graph.h"
+
+namespace braze {
+
+// Returns, for each x, the gradient of sum_i(sum(ys[i] * grad_ys[i])) with respect to x
+// (with grad_ys empty: of the sum of all elements of all ys). Result i has xs[i]'s dtype
+// and shape. An x may be any tensor of the graph, including an intermediate one; a y
+// that is itself an x contributes grad_y directly.
+absl::StatusOr<std::vector<Tensor>> Gradients(const std::vector<Tensor>& ys,
+                                              const std::vector<Tensor>& xs,
+                                              const std::vector<Tensor>& grad_ys = {},
+                                              std::string_view name = "gradients");
+
+}  // namespace braze
+
+#endif  // BRAZE_GRADIENTS_H_

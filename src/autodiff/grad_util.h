@@ -1,0 +1,38 @@
+// Shape helpers for gradient functions: filled tensors that work with unknown dims, and
+// the reverse of broadcasting and of reductions. Everything is built from ordinary ops
+// so gradients fuse like the forward pass (see braze/gradients.h for the rules).
+#ifndef BRAZE_AUTODIFF_GRAD_UTIL_H_
+#define BRAZE_AUTODIFF_GRAD_UTIL_H_
+
+#include <vector>
+
+#include "braze/graph.h"
+
+namespace braze {
+namespace autodiff_internal {
+
+// A tensor of x's dtype and shape filled with `value`. Fully defined shape: a broadcast
+// scalar constant (reads nothing of x). Otherwise Select(Equal(x, x), v, v), which takes
+// x's runtime shape and is `value` also where x is NaN or infinite.
+Tensor FilledLike(const Tensor& x, double value);
+inline Tensor ZerosLike(const Tensor& x) { return FilledLike(x, 0.0); }
+inline Tensor OnesLike(const Tensor& x) { return FilledLike(x, 1.0); }
+
+// Sums `grad` (the gradient of a broadcast result) back to an operand of `shape`: over
+// the leading dims the operand lacks, and over dims where the operand is a static 1 and
+// the result is not. Unknown operand dims are taken as not broadcast (see gradients.h).
+Tensor ReduceToShape(Tensor grad, const Shape& shape);
+
+// `t` is the result of reducing a tensor of `x_shape` over `axes` (sorted, unique)
+// without keep_dims; returns it with the reduced dims put back as 1, so it broadcasts
+// against the input. Uses Reshape when at most one kept dim is unknown, else a
+// shape-agnostic broadcast-and-transpose.
+Tensor KeepDims(Tensor t, const Shape& x_shape, const std::vector<int>& axes);
+
+// `t` broadcast to x's shape: BroadcastTo when that is fully defined, else t + ZerosLike(x).
+Tensor BroadcastLike(Tensor t, const Tensor& x);
+
+}  // namespace autodiff_internal
+}  // namespace braze
+
+#endif  // BRAZE_AUTODIFF_GRAD_UTIL_H_
