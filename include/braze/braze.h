@@ -12,5 +12,6 @@
 #include "braze/optimizers.h"
 #include "braze/session.h"
 #include "braze/status.h"
+#include "braze/timeline.h"
 
 #endif  // BRAZE_BRAZE_H_

@@ -144,7 +144,18 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs,
     const JitScopeFrame& frame = jit_frames_.back();
     raw->jit_.scope = frame.scope;
     raw->jit_.separate_compiled_gradients = frame.separate_compiled_gradients;
-    raw->jit_.compile = frame.predicate ? frame.predicate(NodeDef(*raw)) : frame.compile;
+    if (!frame.predicate) {
+      raw->jit_.compile = frame.compile;
+    } else {
+      // A user predicate that throws must not leave the node looking unscoped.
+      try {
+        raw->jit_.compile = frame.predicate(NodeDef(*raw));
+      } catch (...) {
+        raw->jit_.compile = false;
+        RecordError(absl::InvalidArgumentError(
+            absl::StrCat(label, ": the JitScope compile predicate threw an exception")));
+      }
+    }
   }
   return Tensor(this, raw->id_, 0);
 }

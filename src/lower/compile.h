@@ -30,7 +30,10 @@ const char* SchedulerName(SchedulerKind kind);
 
 struct CompileOptions {
   SchedulerKind scheduler = SchedulerKind::kAdams2019;
-  int num_threads = 0;  // 0: all cores
+  // Halide worker threads while this kernel runs; 0: Halide's default (HL_NUM_THREADS,
+  // else all cores). Halide's pool is process-wide: the count is applied before each Run
+  // whose kernel asks for a different one than the last Run did.
+  int num_threads = 0;
 };
 
 class CompiledKernel {
@@ -43,6 +46,9 @@ class CompiledKernel {
   virtual const std::vector<TensorType>& output_types() const = 0;
   // The scheduler that actually produced the schedule (after fall-through).
   virtual SchedulerKind scheduler_used() const = 0;
+  // Why each scheduler tried before scheduler_used() failed, in order, one entry each:
+  // "<Scheduler>: <Halide's message>". Empty when the chosen scheduler worked.
+  virtual const std::vector<std::string>& scheduler_failures() const = 0;
   virtual double compile_ms() const = 0;
   // Lowered statement / schedule text, for dumps.
   virtual std::string schedule_text() const = 0;
@@ -51,6 +57,16 @@ class CompiledKernel {
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.
 absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
                                                                const CompileOptions& options);
+
+// The Halide target CompileCluster compiles for ("x86-64-linux-avx-avx2-...-jit"):
+// HL_JIT_TARGET or the host, minus CPU features the host lacks. Part of any key for
+// caching compiled kernels. InvalidArgument if HL_JIT_TARGET does not parse.
+absl::StatusOr<std::string> JitTargetString();
+
+// The autoscheduler plugin CompileCluster would load for `kind` (not kSafeDefault):
+// $BRAZE_HALIDE_PLUGIN_DIR/libautoschedule_<name>.so when that variable is set, else
+// the path CMake found at build time. A plugin is loaded at most once per process.
+std::string AutoschedulerPluginPath(SchedulerKind kind);
 
 // True when `op` has a Halide lowering (everything but sources, state and HostCall).
 bool HasHalideLowering(OpKind op);

@@ -77,7 +77,12 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
     }
     return "?";
   };
-  std::string key = absl::StrCat("sched=", SchedulerName(options.scheduler), ";args=");
+  // The target (host CPU features or HL_JIT_TARGET) and the thread count the kernel
+  // applies are part of what was compiled.
+  auto target = JitTargetString();
+  std::string key = absl::StrCat("target=", target.ok() ? *target : "?", ";sched=",
+                                 SchedulerName(options.scheduler), ";threads=",
+                                 options.num_threads, ";args=");
   for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");
   for (int id : spec.nodes) {
     const Node& n = g.node(id);

@@ -14,7 +14,10 @@
 #include "braze/status.h"
 #include "reference/reference.h"
 #include "runtime/cluster_key.h"
+#include "runtime/dump.h"
+#include "runtime/flags.h"
 #include "runtime/plan.h"
+#include "runtime/timeline.h"
 
 namespace braze {
 namespace {
@@ -47,6 +50,7 @@ struct Session::State {
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans;
   const Plan* last_plan = nullptr;
   SessionStats stats;
+  SessionDumper dumper;  // observability: BRAZE_FLAGS --dump_to, --clustering_debug
 };
 
 // Runs one Run's steps against a value table.
@@ -63,6 +67,8 @@ class Executor {
     destinations_.emplace(static_cast<int64_t>(t.node_id()) * 64 + t.index(), dest);
   }
   const HostTensor* Value(const Tensor& t) const { return values_[t.node_id()][t.index()]; }
+  // Observability (runtime/dump.h): each kernel a step gets is dumped with --dump_to.
+  void set_dumper(SessionDumper* dumper) { dumper_ = dumper; }
 
   // Assign-family steps whose results commit to variables at the end of the Run.
   const std::vector<std::pair<int, const HostTensor*>>& updates() const { return updates_; }
@@ -104,6 +110,24 @@ class Executor {
   }
 
  private:
+  // A cluster falls back to one step per op; a single op to its reference kernel.
+  void FallBack(Step& step) {
+    step.fell_back = true;
+    step.kernel.reset();
+    step.input_types.clear();
+    if (step.kind == Step::Kind::kCluster) {
+      step.fallback = OpByOpSteps(g_, step.nodes, options_);
+    } else {
+      Step ref;
+      ref.kind = Step::Kind::kReference;
+      ref.name = step.name;
+      ref.nodes = step.nodes;
+      ref.inputs = step.inputs;
+      ref.outputs = step.outputs;
+      step.fallback = {std::move(ref)};
+    }
+  }
+
   absl::Status RunFallback(Step& step, bool compile_only) {
     for (Step& s : step.fallback) BRAZE_RETURN_IF_ERROR(RunStep(s, compile_only));
     return absl::OkStatus();
@@ -128,6 +152,7 @@ class Executor {
 
   absl::Status RunReference(Step& step, const std::vector<const HostTensor*>& inputs,
                             const std::vector<TensorType>& types) {
+    TimelineEvent trace(step.name, "reference");  // observability: runtime/timeline.h
     const Node& node = g_.node(step.nodes.front());
     std::vector<HostTensor> in;
     in.reserve(inputs.size());
@@ -159,8 +184,10 @@ class Executor {
         // Not through the cache: the failure is this session's alone.
         result.kernel = absl::InternalError("injected compile failure");
       } else {
+        TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
         result = CompileCache::Global().GetOrCompile(
             ClusterKey(spec, copts), [&] { return CompileCluster(spec, copts); });
+        trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
       }
       if (result.hit) {
         ++stats_.cache_hits;
@@ -178,16 +205,7 @@ class Executor {
         }
         Warn(absl::StrCat(what, " failed to compile, running it op by op: ",
                           result.kernel.status().message()));
-        step.fell_back = true;
-        step.fallback = step.kind == Step::Kind::kCluster ? OpByOpSteps(g_, step.nodes, options_)
-                                                          : std::vector<Step>{};
-        if (step.kind == Step::Kind::kSingleOp) {
-          Step ref = step;
-          ref.kind = Step::Kind::kReference;
-          ref.fell_back = false;
-          ref.fallback.clear();
-          step.fallback.push_back(std::move(ref));
-        }
+        FallBack(step);
         return RunFallback(step, compile_only);
       }
       step.kernel = *result.kernel;
@@ -195,6 +213,9 @@ class Executor {
       const auto& out_types = step.kernel->kernel->output_types();
       step.buffers.clear();
       for (const TensorType& t : out_types) step.buffers.emplace_back(t.dtype, t.shape);
+      if (dumper_ != nullptr) {  // observability: runtime/dump.h
+        BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *step.kernel->kernel));
+      }
     }
     if (compile_only) {
       BindOutputs(step);
@@ -210,9 +231,22 @@ class Executor {
       outs.push_back(direct ? it->second : &step.buffers[o]);
     }
     if (any_elements) {
-      std::lock_guard<std::mutex> lock(step.kernel->mu);
-      absl::Status s = step.kernel->kernel->Run(inputs, outs);
-      if (!s.ok()) return Annotate(step.name, s);
+      absl::Status run_status;
+      {
+        std::lock_guard<std::mutex> lock(step.kernel->mu);
+        // Observability (runtime/timeline.h): one bar per launch, after the lock wait.
+        TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
+        run_status = step.kernel->kernel->Run(inputs, outs);
+      }
+      if (!run_status.ok()) {
+        // Inputs were checked against the plan's shapes, so a Halide run-time error here
+        // is the kernel's fault (e.g. a schedule's bounds): treated like a failed compile.
+        // The kernel's errors already name the cluster or op.
+        if (options_.strict) return run_status;
+        Warn(absl::StrCat(run_status.message(), "; running '", step.name, "' op by op"));
+        FallBack(step);
+        return RunFallback(step, false);
+      }
     }
     if (step.kind == Step::Kind::kCluster) {
       ++stats_.cluster_launches;
@@ -250,6 +284,7 @@ class Executor {
   std::vector<std::vector<const HostTensor*>> values_;
   std::vector<std::pair<int, const HostTensor*>> updates_;
   std::unordered_map<int64_t, HostTensor*> destinations_;
+  SessionDumper* dumper_ = nullptr;
 };
 
 Session::Session(const Graph& graph, SessionOptions options)
@@ -294,6 +329,7 @@ absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>&
                                   const std::vector<Tensor>& targets, bool compile_only,
                                   std::vector<HostTensor>* outputs) {
   BRAZE_RETURN_IF_ERROR(graph_.status());
+  BRAZE_RETURN_IF_ERROR(BrazeFlagsStatus());  // a bad BRAZE_FLAGS: runtime/flags.h
   const int num_nodes = graph_.num_nodes();
   auto check_tensor = [&](const Tensor& t, const char* what, size_t i) -> absl::Status {
     if (!t.valid()) {
@@ -341,12 +377,19 @@ absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>&
       return plan.status();
     }
     slot = *std::move(plan);
+    // Observability (runtime/dump.h): --dump_to graphs, --clustering_debug summary.
+    absl::Status dumped = state_->dumper.OnPlanBuilt(graph_, *slot);
+    if (!dumped.ok()) {
+      state_->plans.erase(plan_key);
+      return dumped;
+    }
   }
   Plan& plan = *slot;
   state_->last_plan = &plan;
   if (!compile_only) ++state_->stats.runs;
 
   Executor exec(graph_, options_, state_->stats);
+  exec.set_dumper(&state_->dumper);
   for (const auto& [t, value] : feeds) exec.Bind(t, &value);
   for (int id = 0; id < num_nodes; ++id) {
     if (!plan.needed[id]) continue;

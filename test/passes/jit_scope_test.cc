@@ -229,14 +229,17 @@ TEST_F(ScopeFixture, ExceptionUnwindingRestoresTheStack) {
   EXPECT_EQ(s.scope(), "jit_scope_1");
 }
 
-TEST_F(ScopeFixture, ExceptionFromAPredicateUnwindsTheScope) {
-  try {
+TEST_F(ScopeFixture, ExceptionFromAPredicateIsAGraphErrorNotAnUnscopedOp) {
+  {
     JitScope s(g, [](const NodeDef&) -> bool { throw std::runtime_error("predicate"); });
-    Exp(a);
-    FAIL() << "the predicate's exception should propagate";
-  } catch (const std::runtime_error&) {
+    Tensor e = Exp(a);
+    // The op is not compiled and does not look unscoped (which could auto-cluster it).
+    EXPECT_EQ(e.node().jit().compile, false);
+    EXPECT_EQ(e.node().jit().scope, s.scope());
   }
   EXPECT_TRUE(g.jit_frames().empty());
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_NE(std::string(g.status().message()).find("predicate threw"), std::string::npos);
 }
 
 int BuildWithEarlyReturn(Graph& g, Tensor a, bool early) {

@@ -1,0 +1,287 @@
+// CompileCluster: lower, schedule (falling through the scheduler chain), JIT-compile,
+// and the CompiledKernel that runs the result on HostTensors without copying.
+//
+// Every Halide call sits inside CatchHalideErrors, so compile-time and run-time errors
+// come back as Status. Kernels run through Pipeline::realize, whose JIT error handler
+// records the message and throws instead of calling the default handler (which would
+// abort the process, HALIDE14.md rule 4).
+#include "lower/compile.h"
+
+#include <atomic>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#include <chrono>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "Halide.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "braze/status.h"
+#include "lower/lower_util.h"
+#include "lower/lowering.h"
+#include "schedule/autoschedule.h"
+#include "schedule/safe_default.h"
+
+namespace braze {
+
+const char* SchedulerName(SchedulerKind kind) {
+  switch (kind) {
+    case SchedulerKind::kAdams2019:
+      return "Adams2019";
+    case SchedulerKind::kMullapudi2016:
+      return "Mullapudi2016";
+    case SchedulerKind::kLi2018:
+      return "Li2018";
+    case SchedulerKind::kSafeDefault:
+      return "SafeDefault";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using lower::CatchHalideErrors;
+using lower::LoweredCluster;
+
+// The schedulers tried, in order, when `first` is chosen.
+std::vector<SchedulerKind> SchedulerChain(SchedulerKind first) {
+  switch (first) {
+    case SchedulerKind::kAdams2019:
+      return {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016,
+              SchedulerKind::kSafeDefault};
+    case SchedulerKind::kMullapudi2016:
+      return {SchedulerKind::kMullapudi2016, SchedulerKind::kSafeDefault};
+    case SchedulerKind::kLi2018:
+      return {SchedulerKind::kLi2018, SchedulerKind::kSafeDefault};
+    case SchedulerKind::kSafeDefault:
+      return {SchedulerKind::kSafeDefault};
+  }
+  return {SchedulerKind::kSafeDefault};
+}
+
+// The JIT target: HL_JIT_TARGET or the host, minus features this CPU lacks. Halide 14
+// reports AVX512_SapphireRapids for any CPU with AVX512-VNNI and AVX512-BF16 and then
+// compiles for LLVM's "sapphirerapids" CPU, which includes AVX512-FP16; AMD Zen 4 has
+// the former but not FP16, and the kernels die of SIGILL there. Dropping the feature
+// leaves Cannonlake-level AVX-512, which Zen 4 has.
+Halide::Target SanitizedJitTarget() {
+  Halide::Target target = Halide::get_jit_target_from_environment();
+#if defined(__x86_64__) || defined(__i386__)
+  if (target.has_feature(Halide::Target::AVX512_SapphireRapids)) {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool fp16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 23));
+    if (!fp16) target = target.without_feature(Halide::Target::AVX512_SapphireRapids);
+  }
+#endif
+  return target;
+}
+
+int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// Halide's thread pool is process-wide. halide_set_num_threads is not exported by
+// libHalide, only by the JIT shared runtime, which exists after the first compile_jit
+// (HALIDE14.md §3). Setting the count before the pool's first parallel call is
+// reliable; raising it later takes effect at once, lowering it may lag.
+class ThreadCount {
+ public:
+  static void Use(int n, const Halide::Target& target) {
+    if (current_.load(std::memory_order_relaxed) == n) return;
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lock(mu);
+    if (set_num_threads_ == nullptr) {
+      for (auto& module : Halide::Internal::JITSharedRuntime::get(
+               nullptr, target.with_feature(Halide::Target::JIT), false)) {
+        auto symbol = module.find_symbol_by_name("halide_set_num_threads");
+        if (symbol.address != nullptr) {
+          set_num_threads_ = reinterpret_cast<int (*)(int)>(symbol.address);
+          break;
+        }
+      }
+      if (set_num_threads_ == nullptr) return;  // no JIT runtime yet: nothing runs
+    }
+    set_num_threads_(n);  // 0 restores Halide's default (HL_NUM_THREADS or all cores)
+    current_.store(n, std::memory_order_relaxed);
+  }
+
+ private:
+  static inline std::atomic<int> current_{-1};
+  static inline int (*set_num_threads_)(int) = nullptr;
+};
+
+class HalideKernel : public CompiledKernel {
+ public:
+  HalideKernel(std::string name, LoweredCluster lowered, Halide::Pipeline pipeline,
+               Halide::Target target, int num_threads, SchedulerKind used,
+               std::vector<std::string> failures, std::string schedule)
+      : name_(std::move(name)),
+        lowered_(std::move(lowered)),
+        pipeline_(std::move(pipeline)),
+        target_(std::move(target)),
+        num_threads_(num_threads),
+        used_(used),
+        failures_(std::move(failures)),
+        schedule_(std::move(schedule)) {}
+
+  absl::Status Run(absl::Span<const HostTensor* const> inputs,
+                   absl::Span<HostTensor* const> outputs) override {
+    if (inputs.size() != lowered_.params.size() ||
+        outputs.size() != lowered_.output_types.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name_, ": Run got ", inputs.size(), " inputs and ", outputs.size(),
+          " outputs; the kernel takes ", lowered_.params.size(), " and ",
+          lowered_.output_types.size()));
+    }
+    // Halide checks the type and exact shape of every buffer it is given (bounds and
+    // strides are set at compile time); tensors it never sees are checked here.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(name_, ": input ", i, " is null"));
+      }
+    }
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      if (outputs[j] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(name_, ": output ", j, " is null"));
+      }
+      if (lowered_.pipeline_output[j] < 0 &&
+          outputs[j]->type() != lowered_.output_types[j]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name_, ": output ", j, " is ", TypeString(outputs[j]->type()), ", expected ",
+            TypeString(lowered_.output_types[j])));
+      }
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (lowered_.input_elided[i] && inputs[i]->num_elements() != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name_, ": input ", i, " is ", TypeString(inputs[i]->type()),
+            " but the kernel was compiled for an empty tensor"));
+      }
+    }
+    if (lowered_.info.outputs.empty()) return absl::OkStatus();  // nothing to compute
+
+    ThreadCount::Use(num_threads_, target_);
+    absl::Status status = CatchHalideErrors(
+        name_ + ": Halide run-time error", absl::StatusCode::kInvalidArgument, [&] {
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            if (lowered_.input_elided[i]) continue;
+            lowered_.params[i].set(Wrap(const_cast<HostTensor&>(*inputs[i])));
+          }
+          std::vector<Halide::Buffer<>> buffers;
+          for (size_t j = 0; j < outputs.size(); ++j) {
+            if (lowered_.pipeline_output[j] >= 0) buffers.push_back(Wrap(*outputs[j]));
+          }
+          Halide::Realization realization(buffers);
+          pipeline_.realize(realization, target_);
+          return absl::OkStatus();
+        });
+    // Drop the references to the caller's memory.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!lowered_.input_elided[i]) lowered_.params[i].reset();
+    }
+    return status;
+  }
+
+  const std::vector<TensorType>& output_types() const override {
+    return lowered_.output_types;
+  }
+  SchedulerKind scheduler_used() const override { return used_; }
+  const std::vector<std::string>& scheduler_failures() const override { return failures_; }
+  double compile_ms() const override { return compile_ms_; }
+  std::string schedule_text() const override { return schedule_; }
+  void set_compile_ms(double ms) { compile_ms_ = ms; }
+
+ private:
+  // A Halide buffer over the tensor's own memory (no copy), dims reversed; rank 0 is
+  // one element of a 1-D buffer, as the pipeline sees it.
+  static Halide::Buffer<> Wrap(HostTensor& t) {
+    std::vector<int> sizes;
+    for (int d = t.rank() - 1; d >= 0; --d) sizes.push_back(static_cast<int>(t.dim(d)));
+    if (sizes.empty()) sizes.push_back(1);
+    return Halide::Buffer<>(lower::HalideType(t.dtype()), t.raw_data(), sizes);
+  }
+
+  const std::string name_;
+  LoweredCluster lowered_;
+  Halide::Pipeline pipeline_;
+  const Halide::Target target_;
+  const int num_threads_;
+  const SchedulerKind used_;
+  const std::vector<std::string> failures_;
+  const std::string schedule_;
+  double compile_ms_ = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> JitTargetString() {
+  std::string result;
+  BRAZE_RETURN_IF_ERROR(CatchHalideErrors("bad Halide target",
+                                          absl::StatusCode::kInvalidArgument, [&] {
+                                            result = SanitizedJitTarget().to_string();
+                                            return absl::OkStatus();
+                                          }));
+  return result;
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
+                                                               const CompileOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name = spec.name.empty() ? "cluster" : spec.name;
+  if (options.num_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": num_threads must be >= 0, got ", options.num_threads));
+  }
+  const int parallelism = options.num_threads > 0 ? options.num_threads : HardwareThreads();
+  Halide::Target target;
+  BRAZE_RETURN_IF_ERROR(CatchHalideErrors(name + ": bad Halide target",
+                                          absl::StatusCode::kInvalidArgument, [&] {
+                                            target = SanitizedJitTarget();
+                                            return absl::OkStatus();
+                                          }));
+  std::vector<std::string> failures;
+  for (SchedulerKind kind : SchedulerChain(options.scheduler)) {
+    BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
+    Halide::Pipeline pipeline;
+    std::string schedule;
+    std::string timing;
+    if (!lowered.info.outputs.empty()) {
+      absl::Status s = CatchHalideErrors(SchedulerName(kind), absl::StatusCode::kInternal, [&] {
+        pipeline = Halide::Pipeline(lowered.info.outputs);
+        const auto t0 = std::chrono::steady_clock::now();
+        if (kind == SchedulerKind::kSafeDefault) {
+          schedule = schedule::ApplySafeDefault(lowered.info, target, parallelism);
+        } else {
+          schedule = schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
+        }
+        const auto t1 = std::chrono::steady_clock::now();
+        pipeline.compile_jit(target);
+        const auto t2 = std::chrono::steady_clock::now();
+        timing = absl::StrFormat("// schedule %.1f ms, compile_jit %.1f ms\n",
+                                 std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                                 std::chrono::duration<double, std::milli>(t2 - t1).count());
+        return absl::OkStatus();
+      });
+      if (!s.ok()) {
+        failures.emplace_back(s.message());
+        continue;
+      }
+    } else {
+      schedule = "(every output is empty: nothing to compute)\n";
+    }
+    auto kernel = std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline),
+                                                 target, options.num_threads, kind, failures,
+                                                 absl::StrCat("// ", SchedulerName(kind), "\n",
+                                                              timing, schedule));
+    kernel->set_compile_ms(std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start)
+                               .count());
+    return std::unique_ptr<CompiledKernel>(std::move(kernel));
+  }
+  return absl::InternalError(absl::StrCat(name, ": every scheduler failed: ",
+                                          absl::StrJoin(failures, "; ")));
+}
+
+}  // namespace braze

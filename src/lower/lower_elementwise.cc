@@ -1,0 +1,183 @@
+// Lowering of elementwise ops: unary math, Cast, broadcasting binary ops and Select.
+//
+// Semantics follow the reference kernels (src/reference/elementwise.cc): Maximum,
+// Minimum, Relu and Sign propagate NaN; i32 Div is floor division with x / 0 = 0; Cast
+// from floating to i32 truncates, saturates and maps NaN to 0. Halide compiles with
+// LLVM fast-math flags (no-NaNs among them), so NaN checks use Halide::is_nan, which is
+// evaluated in strict-float mode.
+#include <cstdint>
+#include <limits>
+
+#include "lower/lower_ops.h"
+
+namespace braze {
+namespace lower {
+namespace {
+
+using Halide::Expr;
+
+Expr Const(DType dtype, double v) { return TypedConst(dtype, v); }
+
+// tanh(x) = 1 - 2 / (exp(2x) + 1): Halide 14's tanh is ~17x slower (HALIDE14.md rule 6).
+// Near 0 that form cancels (relative error ~eps/|x|), so small |x| uses the Taylor
+// series through x^9, whose truncation error below 0.04 is under 1e-16 relative.
+Expr TanhViaExp(const Expr& x, DType dtype) {
+  auto c = [&](double v) { return Const(dtype, v); };
+  const Expr e = Halide::exp(x * c(2));
+  const Expr big = c(1) - c(2) / (e + c(1));
+  const Expr x2 = x * x;
+  const Expr poly =
+      c(1) + x2 * (c(-1.0 / 3) + x2 * (c(2.0 / 15) + x2 * (c(-17.0 / 315) +
+                                                            x2 * c(62.0 / 2835))));
+  return Halide::select(Halide::abs(x) < c(0.04), x * poly, big);
+}
+
+Expr Erf(const Expr& x, DType dtype) {
+  // Halide's erf is f32-only ("accurate up to the last three bits"); f64 calls libm's
+  // erf, which the JIT resolves from the process.
+  if (dtype == DType::kF32) return Halide::erf(x);
+  return Halide::Internal::Call::make(Halide::Float(64), "erf", {x},
+                                      Halide::Internal::Call::PureExtern);
+}
+
+// Floor division with x / 0 = 0. Halide's integer division is Euclidean (the remainder
+// is never negative), which differs from floor division when the divisor is negative
+// and the remainder non-zero: floor = euclid - 1 there.
+Expr FloorDivI32(const Expr& a, const Expr& b) {
+  const Expr q = a / b;
+  const Expr r = a - q * b;
+  return Halide::select(b == 0, 0, b < 0 && r != 0, q - 1, q);
+}
+
+// Float -> i32 with Cast's rules: truncate toward zero, saturate, NaN -> 0.
+Expr FloatToI32(const Expr& v) {
+  const Halide::Type ft = v.type();
+  const Expr hi = Halide::Internal::make_const(ft, 2147483648.0);
+  const Expr lo = Halide::Internal::make_const(ft, -2147483648.0);
+  return Halide::select(Halide::is_nan(v), 0, v >= hi, std::numeric_limits<int32_t>::max(),
+                        v < lo, std::numeric_limits<int32_t>::min(),
+                        Halide::cast(Halide::Int(32), v));
+}
+
+}  // namespace
+
+Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& x) {
+  const DType dt = x.dtype;
+  const Halide::Type t = HalideType(dt);
+  auto c = [&](double v) { return Const(dt, v); };
+  std::function<Expr(Expr)> fn;
+  switch (op) {
+    case OpKind::kNeg:
+      fn = [](Expr v) { return -v; };
+      break;
+    case OpKind::kAbs:
+      // Halide's abs of an int returns the unsigned type; casting back wraps
+      // abs(INT32_MIN) to INT32_MIN like the reference.
+      fn = [t](Expr v) { return Halide::cast(t, Halide::abs(v)); };
+      break;
+    case OpKind::kExp:
+      fn = [](Expr v) { return Halide::exp(v); };
+      break;
+    case OpKind::kLog:
+      fn = [](Expr v) { return Halide::log(v); };
+      break;
+    case OpKind::kSqrt:
+      fn = [](Expr v) { return Halide::sqrt(v); };
+      break;
+    case OpKind::kRsqrt:
+      fn = [c](Expr v) { return c(1) / Halide::sqrt(v); };
+      break;
+    case OpKind::kTanh:
+      fn = [dt](Expr v) { return TanhViaExp(v, dt); };
+      break;
+    case OpKind::kSigmoid:
+      fn = [c](Expr v) { return c(1) / (c(1) + Halide::exp(-v)); };
+      break;
+    case OpKind::kRelu:
+      // Keeps NaN; strict so LLVM's no-NaNs flag cannot fold that away (see NanMax).
+      fn = [c, dt](Expr v) {
+        Expr relu = Halide::select(v < c(0), c(0), v);
+        return IsFloating(dt) ? Halide::strict_float(relu) : relu;
+      };
+      break;
+    case OpKind::kSquare:
+      fn = [](Expr v) { return v * v; };
+      break;
+    case OpKind::kReciprocal:
+      fn = [c](Expr v) { return c(1) / v; };
+      break;
+    case OpKind::kSign:
+      // Zero and NaN map to themselves.
+      fn = [c, dt](Expr v) {
+        Expr sign = Halide::select(v > c(0), c(1), v < c(0), c(-1), v);
+        return IsFloating(dt) ? Halide::strict_float(sign) : sign;
+      };
+      break;
+    case OpKind::kFloor:
+      fn = [](Expr v) { return Halide::floor(v); };
+      break;
+    case OpKind::kErf:
+      fn = [dt](Expr v) { return Erf(v, dt); };
+      break;
+    default:
+      throw Halide::InternalError(std::string("LowerUnary: not a unary op: ") + OpName(op));
+  }
+  return Define(ctx, name, dt, x.shape,
+                [&](const std::vector<Expr>& index) { return fn(At(x, index)); });
+}
+
+Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, DType to) {
+  return Define(ctx, name, to, x.shape, [&](const std::vector<Expr>& index) -> Expr {
+    const Expr v = At(x, index);
+    if (to == DType::kBool) return Halide::select(v != Halide::Internal::make_zero(v.type()), 1, 0);
+    if (x.dtype == DType::kBool) return Halide::select(v != 0, Const(to, 1), Const(to, 0));
+    if (to == DType::kI32 && IsFloating(x.dtype)) return FloatToI32(v);
+    return Halide::cast(HalideType(to), v);
+  });
+}
+
+Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& a,
+                  const Value& b, const TensorType& out) {
+  const bool is_int = a.dtype == DType::kI32;
+  return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) -> Expr {
+    const Expr x = At(a, BroadcastIndex(a.shape, out.shape, index));
+    const Expr y = At(b, BroadcastIndex(b.shape, out.shape, index));
+    switch (op) {
+      case OpKind::kAdd:
+        return x + y;
+      case OpKind::kSub:
+        return x - y;
+      case OpKind::kMul:
+        return x * y;
+      case OpKind::kDiv:
+        return is_int ? FloorDivI32(x, y) : x / y;
+      case OpKind::kMaximum:
+        return NanMax(x, y);
+      case OpKind::kMinimum:
+        return NanMin(x, y);
+      case OpKind::kPow:
+        return Halide::pow(x, y);
+      case OpKind::kGreater:
+        return x > y;
+      case OpKind::kLess:
+        return x < y;
+      case OpKind::kEqual:
+        return x == y;
+      default:
+        throw Halide::InternalError(std::string("LowerBinary: not a binary op: ") +
+                                    OpName(op));
+    }
+  });
+}
+
+Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& cond,
+                  const Value& a, const Value& b, const TensorType& out) {
+  return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
+    const Expr c = At(cond, BroadcastIndex(cond.shape, out.shape, index));
+    return Halide::select(c != 0, At(a, BroadcastIndex(a.shape, out.shape, index)),
+                          At(b, BroadcastIndex(b.shape, out.shape, index)));
+  });
+}
+
+}  // namespace lower
+}  // namespace braze

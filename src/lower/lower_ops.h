@@ -1,0 +1,57 @@
+// Per-op lowerings: each turns one node's input Values into its output Value. The
+// dispatch (a switch over OpKind) is in lowering.cc; the op families live in
+// lower_elementwise.cc, lower_reduce.cc and lower_layout.cc.
+//
+// Inputs and output types are concrete and already checked by InferOutputTypes, so
+// these only build Halide IR; Halide may throw Halide::Error, which the caller catches.
+//
+// Internal header: includes Halide.h.
+#ifndef BRAZE_LOWER_LOWER_OPS_H_
+#define BRAZE_LOWER_LOWER_OPS_H_
+
+#include <string>
+#include <vector>
+
+#include "braze/graph.h"
+#include "lower/lower_util.h"
+
+namespace braze {
+namespace lower {
+
+// lower_elementwise.cc
+Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& x);
+Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, DType to);
+Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& a,
+                  const Value& b, const TensorType& out);
+Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& cond,
+                  const Value& a, const Value& b, const TensorType& out);
+
+// lower_reduce.cc
+Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
+                  const ReduceAttrs& attrs, const Value& x, const TensorType& out);
+Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
+                  const Value& x, const TensorType& out);
+Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
+                  const Value& a, const Value& b, const TensorType& out);
+
+// lower_layout.cc
+Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);
+Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x,
+                   const TensorType& out);
+Value LowerTranspose(LoweringContext& ctx, const std::string& name,
+                     const TransposeAttrs& attrs, const Value& x, const TensorType& out);
+Value LowerBroadcastTo(LoweringContext& ctx, const std::string& name, const Value& x,
+                       const TensorType& out);
+Value LowerConcat(LoweringContext& ctx, const std::string& name, const ConcatAttrs& attrs,
+                  const std::vector<Value>& xs, const TensorType& out);
+Value LowerSlice(LoweringContext& ctx, const std::string& name, const SliceAttrs& attrs,
+                 const Value& x, const TensorType& out);
+Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& attrs,
+               const Value& x, const TensorType& out);
+Value LowerOneHot(LoweringContext& ctx, const std::string& name, const OneHotAttrs& attrs,
+                  const Value& indices, const TensorType& out);
+
+}  // namespace lower
+}  // namespace braze
+
+#endif  // BRAZE_LOWER_LOWER_OPS_H_

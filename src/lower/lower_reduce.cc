@@ -1,0 +1,242 @@
+// Lowering of reductions (Sum, Mean, Max, Min over axes; ArgMax) and MatMul/BatchMatMul.
+//
+// Each becomes an accumulator Func with an update over an RDom, plus a pure Func that
+// reads it; the accumulator is registered as a schedule::Stage so the safe default can
+// compute_root/compute_at it (HALIDE14.md rule 2). The RDom lists reduced dims
+// innermost first, so its inner loop walks the input's contiguous dim.
+//
+// Semantics follow src/reference/reduce.cc and matmul.cc: floating Sum/Mean accumulate
+// in double (long rows stay accurate); Max/Min propagate NaN; empty reductions give
+// Sum 0, Mean NaN, Max -inf / INT32_MIN, Min +inf / INT32_MAX; ArgMax returns the first
+// maximum (or the first NaN). MatMul accumulates in the element type: with the
+// register-tiled schedules that is what keeps it fast.
+//
+// No update here selects on its own accumulator (see LowerReduce): Halide 14 miscompiles
+// such updates when a schedule splits them with GuardWithIf and vectorizes.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "lower/lower_ops.h"
+
+namespace braze {
+namespace lower {
+namespace {
+
+using Halide::Expr;
+
+double Identity(OpKind op, DType dtype) {
+  const bool is_int = dtype == DType::kI32;
+  switch (op) {
+    case OpKind::kMax:
+      return is_int ? std::numeric_limits<int32_t>::min()
+                    : -std::numeric_limits<double>::infinity();
+    case OpKind::kMin:
+      return is_int ? std::numeric_limits<int32_t>::max()
+                    : std::numeric_limits<double>::infinity();
+    case OpKind::kMean:
+      return std::numeric_limits<double>::quiet_NaN();  // 0 / 0
+    default:
+      return 0;  // Sum
+  }
+}
+
+// Our-order index Exprs for a Func's Halide-order vars.
+std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars, int rank) {
+  std::vector<Expr> index;
+  for (int d = 0; d < rank; ++d) index.push_back(vars[rank - 1 - d]);
+  return index;
+}
+
+}  // namespace
+
+Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
+                  const ReduceAttrs& attrs, const Value& input, const TensorType& out) {
+  const Value x = Materialize(ctx, name + "_in", input);
+  const int rank = static_cast<int>(x.shape.size());
+  std::vector<bool> reduced(rank, false);
+  int64_t count = 1;
+  for (int axis : attrs.axes) {
+    reduced[axis] = true;
+    count *= x.shape[axis];
+  }
+  if (count == 0) return Fill(out.dtype, out.shape, Identity(op, out.dtype));
+
+  // Reduced dims, innermost first.
+  Halide::Region region;
+  std::vector<int> rdom_dim(rank, -1);
+  for (int d = rank - 1; d >= 0; --d) {
+    if (!reduced[d]) continue;
+    rdom_dim[d] = static_cast<int>(region.size());
+    region.emplace_back(0, static_cast<int>(x.shape[d]));
+  }
+  Halide::RDom r(region, ctx.UniqueName(name + "_r"));
+
+  const int out_rank = static_cast<int>(out.shape.size());
+  std::vector<Halide::Var> vars = HalideVars(out_rank);
+  const std::vector<Expr> out_index = RowMajor(vars, out_rank);
+  std::vector<Expr> in_index(rank);
+  for (int d = 0, p = 0; d < rank; ++d) {
+    if (reduced[d]) {
+      in_index[d] = r[rdom_dim[d]];
+      if (attrs.keep_dims) ++p;
+    } else {
+      in_index[d] = out_index[p++];
+    }
+  }
+  const Expr v = At(x, in_index);
+
+  const bool is_sum = op == OpKind::kSum || op == OpKind::kMean;
+  const bool is_float = IsFloating(x.dtype);
+  const DType acc_dtype = is_sum && is_float ? DType::kF64 : x.dtype;
+  const Halide::Type acc_type = HalideType(acc_dtype);
+  const Expr identity = TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
+  // Float Max/Min carry a "saw a NaN" flag next to the value instead of selecting on
+  // the accumulator: Halide 14 drops the loop index of a vectorized, GuardWithIf-split
+  // update whose select reads the accumulator (autoschedulers make such splits), and
+  // the result silently covers only the first vector.
+  const bool nan_flag = is_float && !is_sum;
+  Halide::Func acc(ctx.UniqueName(name + "_acc"));
+  if (nan_flag) {
+    acc(vars) = Halide::Tuple(identity, Halide::Internal::make_zero(Halide::UInt(8)));
+  } else {
+    acc(vars) = identity;
+  }
+  switch (op) {
+    case OpKind::kSum:
+    case OpKind::kMean:
+      acc(vars) = acc(vars) + Halide::cast(acc_type, v);
+      break;
+    case OpKind::kMax:
+    case OpKind::kMin: {
+      auto pick = [&](const Expr& a, const Expr& b) {
+        return op == OpKind::kMax ? Halide::max(a, b) : Halide::min(a, b);
+      };
+      if (nan_flag) {
+        acc(vars) = Halide::Tuple(
+            pick(acc(vars)[0], v),
+            Halide::max(acc(vars)[1], Halide::cast(Halide::UInt(8), Halide::is_nan(v))));
+      } else {
+        acc(vars) = pick(acc(vars), v);
+      }
+      break;
+    }
+    default:
+      throw Halide::InternalError(std::string("LowerReduce: not a reduction: ") + OpName(op));
+  }
+  schedule::Stage stage;
+  stage.kind = schedule::StageKind::kReduction;
+  stage.acc = acc;
+  stage.rdom = r;
+  stage.extents = HalideExtents(out.shape);
+  stage.reduction_extent = count;
+  stage.reduces_innermost = reduced[rank - 1];
+  ctx.stages().push_back(stage);
+
+  return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
+    std::vector<Expr> args(index.rbegin(), index.rend());
+    if (args.empty()) args.push_back(0);
+    if (nan_flag) {
+      // strict_float: under the fast-math flags LLVM may assume the NaN away.
+      const Expr nan = TypedConst(x.dtype, std::numeric_limits<double>::quiet_NaN());
+      return Halide::strict_float(Halide::select(acc(args)[1] != 0, nan, acc(args)[0]));
+    }
+    Expr a = acc(args);
+    if (op == OpKind::kMean) a = a / Halide::Internal::make_const(acc_type, double(count));
+    return a;  // Define casts to the output type
+  });
+}
+
+Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
+                  const Value& input, const TensorType& out) {
+  // Two reductions: the row maximum (NaN when the row has one), then the smallest index
+  // holding it (or holding a NaN). The index reduction is min(acc, select(...)) whose
+  // select does not read the accumulator; see LowerReduce for why that matters.
+  const Value x = Materialize(ctx, name + "_in", input);
+  const int rank = static_cast<int>(x.shape.size());
+  const int axis = attrs.axis;
+  const int n = static_cast<int>(x.shape[axis]);
+  const Value m = LowerReduce(ctx, name + "_max", OpKind::kMax, ReduceAttrs{{axis}, false}, x,
+                              TensorType{x.dtype, out.shape});
+
+  Halide::RDom r(0, n, ctx.UniqueName(name + "_r"));
+  const int out_rank = static_cast<int>(out.shape.size());
+  std::vector<Halide::Var> vars = HalideVars(out_rank);
+  const std::vector<Expr> out_index = RowMajor(vars, out_rank);
+  std::vector<Expr> in_index;
+  for (int d = 0, p = 0; d < rank; ++d) in_index.push_back(d == axis ? Expr(r.x) : out_index[p++]);
+  const Expr v = At(x, in_index);
+  const Expr best = At(m, out_index);
+  Expr hit = v == best;
+  if (IsFloating(x.dtype)) {
+    // Strict: under LLVM's no-NaNs flag, v == NaN may fold to anything.
+    hit = Halide::strict_float(Halide::select(Halide::is_nan(best), Halide::is_nan(v), hit));
+  }
+  Halide::Func acc(ctx.UniqueName(name + "_acc"));
+  acc(vars) = n;
+  acc(vars) = Halide::min(acc(vars), Halide::select(hit, r.x, n));
+
+  schedule::Stage stage;
+  stage.kind = schedule::StageKind::kArgMax;
+  stage.acc = acc;
+  stage.rdom = r;
+  stage.extents = HalideExtents(out.shape);
+  stage.reduction_extent = n;
+  stage.reduces_innermost = axis == rank - 1;
+  ctx.stages().push_back(stage);
+
+  Value acc_value;
+  acc_value.func = acc;
+  acc_value.dtype = DType::kI32;
+  acc_value.shape = out.shape;
+  return Define(ctx, name, DType::kI32, out.shape,
+                [&](const std::vector<Expr>& index) { return At(acc_value, index); });
+}
+
+Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
+                  const Value& a_in, const Value& b_in, const TensorType& out) {
+  const Value a = Materialize(ctx, name + "_a", a_in);
+  const Value b = Materialize(ctx, name + "_b", b_in);
+  const int rank = static_cast<int>(a.shape.size());
+  const int64_t k_extent = attrs.transpose_a ? a.shape[rank - 2] : a.shape[rank - 1];
+  if (k_extent == 0) return Fill(out.dtype, out.shape, 0);
+
+  Halide::RDom k(0, static_cast<int>(k_extent), ctx.UniqueName(name + "_k"));
+  std::vector<Halide::Var> vars = HalideVars(rank);
+  const std::vector<Expr> index = RowMajor(vars, rank);  // [batch..., m, n]
+  std::vector<Expr> ai(index.begin(), index.end() - 2);
+  std::vector<Expr> bi = ai;
+  const Expr m = index[rank - 2], n = index[rank - 1];
+  if (attrs.transpose_a) {
+    ai.insert(ai.end(), {Expr(k.x), m});
+  } else {
+    ai.insert(ai.end(), {m, Expr(k.x)});
+  }
+  if (attrs.transpose_b) {
+    bi.insert(bi.end(), {n, Expr(k.x)});
+  } else {
+    bi.insert(bi.end(), {Expr(k.x), n});
+  }
+  Halide::Func acc(ctx.UniqueName(name + "_acc"));
+  acc(vars) = TypedConst(out.dtype, 0);
+  acc(vars) += At(a, ai) * At(b, bi);
+
+  Value acc_value;
+  acc_value.func = acc;
+  acc_value.dtype = out.dtype;
+  acc_value.shape = out.shape;
+  Value result = Define(ctx, name, out.dtype, out.shape,
+                        [&](const std::vector<Expr>& i) { return At(acc_value, i); });
+  schedule::Stage stage;
+  stage.kind = schedule::StageKind::kMatMul;
+  stage.acc = acc;
+  stage.result = result.func;
+  stage.rdom = k;
+  stage.extents = HalideExtents(out.shape);
+  stage.reduction_extent = k_extent;
+  ctx.stages().push_back(stage);
+  return result;
+}
+
+}  // namespace lower
+}  // namespace braze

@@ -1,0 +1,137 @@
+// Shared lowering helpers; see lower_util.h.
+#include "lower/lower_util.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace braze {
+namespace lower {
+
+using Halide::Expr;
+
+Halide::Type HalideType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return Halide::Float(32);
+    case DType::kF64:
+      return Halide::Float(64);
+    case DType::kI32:
+      return Halide::Int(32);
+    case DType::kBool:
+      return Halide::UInt(8);
+  }
+  return Halide::Float(32);
+}
+
+Expr TypedConst(DType dtype, double v) {
+  switch (dtype) {
+    case DType::kF32:
+      return Halide::Internal::make_const(Halide::Float(32), v);
+    case DType::kF64:
+      return Halide::Internal::make_const(Halide::Float(64), v);
+    case DType::kI32: {
+      int32_t i = 0;
+      if (!std::isnan(v)) {
+        const double t = std::trunc(v);
+        if (t <= std::numeric_limits<int32_t>::min()) {
+          i = std::numeric_limits<int32_t>::min();
+        } else if (t >= std::numeric_limits<int32_t>::max()) {
+          i = std::numeric_limits<int32_t>::max();
+        } else {
+          i = static_cast<int32_t>(t);
+        }
+      }
+      return Halide::Internal::make_const(Halide::Int(32), i);
+    }
+    case DType::kBool:
+      return Halide::Internal::make_const(Halide::UInt(8), v != 0 ? 1 : 0);
+  }
+  return Expr();
+}
+
+// strict_float: Halide compiles with LLVM's no-NaNs flag, under which LLVM may fold
+// select(is_nan(a), a, x) to x (selecting a NaN would be "impossible").
+Expr NanMax(const Expr& a, const Expr& b) {
+  if (!a.type().is_float()) return Halide::max(a, b);
+  return Halide::strict_float(
+      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, Halide::max(a, b)));
+}
+
+Expr NanMin(const Expr& a, const Expr& b) {
+  if (!a.type().is_float()) return Halide::min(a, b);
+  return Halide::strict_float(
+      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, Halide::min(a, b)));
+}
+
+schedule::Extents HalideExtents(const Shape& shape) {
+  if (shape.empty()) return {1};
+  return schedule::Extents(shape.rbegin(), shape.rend());
+}
+
+std::vector<Halide::Var> HalideVars(int rank) {
+  std::vector<Halide::Var> vars;
+  // Not "v<N>": Halide names anonymous Vars v0, v1, ... (e.g. the inner var that
+  // vectorize() creates), and a clash silently corrupts the schedule.
+  for (int i = 0; i < std::max(rank, 1); ++i) vars.emplace_back("dim" + std::to_string(i));
+  return vars;
+}
+
+Expr At(const Value& v, const std::vector<Expr>& index) {
+  if (v.constant.defined()) return v.constant;
+  std::vector<Expr> args(index.rbegin(), index.rend());
+  if (args.empty()) args.push_back(0);
+  if (v.param.defined()) return v.param(args);
+  return v.func(args);
+}
+
+std::vector<Expr> BroadcastIndex(const Shape& in, const Shape& out,
+                                 const std::vector<Expr>& index) {
+  const size_t offset = out.size() - in.size();
+  std::vector<Expr> result;
+  for (size_t i = 0; i < in.size(); ++i) {
+    result.push_back(in[i] == 1 ? Expr(0) : index[offset + i]);
+  }
+  return result;
+}
+
+std::string LoweringContext::UniqueName(const std::string& base) {
+  std::string clean;
+  for (char c : base) clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  const int n = counts_[clean]++;
+  return n == 0 ? clean : clean + "_" + std::to_string(n);
+}
+
+Value Define(LoweringContext& ctx, const std::string& name, DType dtype, const Shape& shape,
+             const Body& body) {
+  Halide::Func f(ctx.UniqueName(name));
+  const int rank = static_cast<int>(shape.size());
+  std::vector<Halide::Var> vars = HalideVars(rank);
+  std::vector<Expr> index;
+  for (int d = 0; d < rank; ++d) index.push_back(vars[rank - 1 - d]);
+  f(vars) = Halide::cast(HalideType(dtype), body(index));
+  Value value;
+  value.func = f;
+  value.dtype = dtype;
+  value.shape = shape;
+  return value;
+}
+
+Value Materialize(LoweringContext& ctx, const std::string& name, const Value& v) {
+  if (!v.constant.defined()) return v;
+  return Define(ctx, name, v.dtype, v.shape,
+                [&](const std::vector<Expr>& index) { return At(v, index); });
+}
+
+Value Fill(DType dtype, const Shape& shape, double v) {
+  Value value;
+  value.constant = TypedConst(dtype, v);
+  value.dtype = dtype;
+  value.shape = shape;
+  return value;
+}
+
+}  // namespace lower
+}  // namespace braze

@@ -1,0 +1,107 @@
+// Shared pieces of the lowering: how a tensor is represented as a Halide Func, and the
+// helpers every op lowering uses.
+//
+// A tensor of rank r is a Func of max(r, 1) pure vars. Halide's dim 0 is the innermost
+// (contiguous) one, which is our LAST dim, so every index is reversed between the two
+// orders; At() and Define() do that in one place so op lowerings speak row-major
+// indices only. Rank-0 tensors get one var of extent 1: outputs, inputs and the
+// autoschedulers never see a 0-dimensional Func.
+//
+// Internal header: includes Halide.h; only src/lower and src/schedule .cc files use it.
+#ifndef BRAZE_LOWER_LOWER_UTIL_H_
+#define BRAZE_LOWER_LOWER_UTIL_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "absl/status/status.h"
+#include "braze/dtype.h"
+#include "schedule/pipeline_info.h"
+
+namespace braze {
+namespace lower {
+
+// Exactly one of func, param and constant is defined. Inputs and constants are read
+// directly rather than through a Func: every Func is one more stage for the
+// autoschedulers to search over, and Adams2019's time grows quickly with stages.
+struct Value {
+  Halide::Func func;          // a computed value
+  Halide::ImageParam param;   // a cluster input
+  Halide::Expr constant;      // a value equal everywhere (or a tensor with no elements)
+  DType dtype = DType::kF32;
+  Shape shape;  // row-major order, fully defined
+};
+
+// f32 -> Float(32), f64 -> Float(64), i32 -> Int(32), bool -> UInt(8) holding 0/1 (the
+// HostTensor layout).
+Halide::Type HalideType(DType dtype);
+
+// A constant of `dtype` converted with Cast's rules: bool is v != 0, i32 truncates toward
+// zero and saturates, NaN -> 0.
+Halide::Expr TypedConst(DType dtype, double v);
+
+// numpy's maximum/minimum: NaN-propagating for floats, plain for integers.
+Halide::Expr NanMax(const Halide::Expr& a, const Halide::Expr& b);
+Halide::Expr NanMin(const Halide::Expr& a, const Halide::Expr& b);
+
+// Extents in Halide order (reversed), rank 0 -> {1}.
+schedule::Extents HalideExtents(const Shape& shape);
+
+// The pure vars of a Func holding a tensor of `rank`, in Halide order.
+std::vector<Halide::Var> HalideVars(int rank);
+
+// Reads `v` at a row-major index (one Expr per dim; empty for rank 0).
+Halide::Expr At(const Value& v, const std::vector<Halide::Expr>& index);
+
+// Index of an input of shape `in` when the broadcast result of shape `out` is read at
+// `index` (numpy rules: right-aligned; size-1 dims read element 0).
+std::vector<Halide::Expr> BroadcastIndex(const Shape& in, const Shape& out,
+                                         const std::vector<Halide::Expr>& index);
+
+// Per-cluster lowering state: unique Func names and the Funcs with update definitions,
+// which the safe default schedule must place.
+class LoweringContext {
+ public:
+  std::string UniqueName(const std::string& base);
+  std::vector<schedule::Stage>& stages() { return stages_; }
+
+ private:
+  std::map<std::string, int> counts_;
+  std::vector<schedule::Stage> stages_;
+};
+
+using Body = std::function<Halide::Expr(const std::vector<Halide::Expr>& index)>;
+
+// A new pure Func `name` over `shape` with value body(index) cast to `dtype`'s type.
+Value Define(LoweringContext& ctx, const std::string& name, DType dtype, const Shape& shape,
+             const Body& body);
+
+// `v`, with a constant turned into a Func of its shape. Reductions need that: an RDom
+// the update never reads is dropped, and scheduling it then fails.
+Value Materialize(LoweringContext& ctx, const std::string& name, const Value& v);
+
+// A value of the given type that is `v` everywhere (no Func). Also stands in for
+// tensors with no elements, which nothing ever reads.
+Value Fill(DType dtype, const Shape& shape, double v);
+
+// Runs fn() (returning absl::Status) and turns a Halide error (or any other exception)
+// thrown inside it into a Status of `code` whose message starts with `context`. This
+// is the one boundary where Halide's exceptions stop.
+template <typename Fn>
+absl::Status CatchHalideErrors(const std::string& context, absl::StatusCode code, Fn&& fn) {
+  try {
+    return fn();
+  } catch (const Halide::Error& e) {
+    return absl::Status(code, context + ": " + e.what());
+  } catch (const std::exception& e) {
+    return absl::Status(code, context + ": " + e.what());
+  }
+}
+
+}  // namespace lower
+}  // namespace braze
+
+#endif  // BRAZE_LOWER_LOWER_UTIL_H_

@@ -1,0 +1,315 @@
+// The lowering pass; see lowering.h.
+#include "lower/lowering.h"
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "braze/status.h"
+#include "lower/lower_ops.h"
+#include "lower/lower_util.h"
+
+namespace braze {
+
+bool HasHalideLowering(OpKind op) {
+  switch (op) {
+    case OpKind::kPlaceholder:
+    case OpKind::kVariable:
+    case OpKind::kAssign:
+    case OpKind::kAssignAdd:
+    case OpKind::kAssignSub:
+    case OpKind::kHostCall:
+      return false;
+    case OpKind::kConst:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kRelu:
+    case OpKind::kSquare:
+    case OpKind::kReciprocal:
+    case OpKind::kSign:
+    case OpKind::kFloor:
+    case OpKind::kErf:
+    case OpKind::kCast:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kPow:
+    case OpKind::kGreater:
+    case OpKind::kLess:
+    case OpKind::kEqual:
+    case OpKind::kSelect:
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kArgMax:
+    case OpKind::kMatMul:
+    case OpKind::kBatchMatMul:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kBroadcastTo:
+    case OpKind::kConcat:
+    case OpKind::kSlice:
+    case OpKind::kPad:
+    case OpKind::kOneHot:
+      return true;
+  }
+  return false;
+}
+
+namespace lower {
+namespace {
+
+using Halide::Expr;
+using ValueKey = std::pair<int, int>;  // (node id, output index)
+
+// Row-major strides in Halide dim order (dim 0 has stride 1).
+std::vector<int64_t> HalideStrides(const schedule::Extents& extents) {
+  std::vector<int64_t> strides(extents.size());
+  int64_t s = 1;
+  for (size_t d = 0; d < extents.size(); ++d) {
+    strides[d] = s;
+    s *= extents[d];
+  }
+  return strides;
+}
+
+// Lowers one node whose inputs are `in` to its single output of type `out`.
+absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
+                                const std::vector<Value>& in, const TensorType& out) {
+  const std::string name = absl::StrCat(node.op_name(), "_", node.id());
+  const OpKind op = node.op();
+  switch (op) {
+    case OpKind::kPlaceholder:
+    case OpKind::kVariable:
+    case OpKind::kAssign:
+    case OpKind::kAssignAdd:
+    case OpKind::kAssignSub:
+    case OpKind::kHostCall:
+      return absl::InvalidArgumentError(
+          absl::StrCat(node.op_name(), " has no Halide lowering and cannot be in a cluster"));
+    case OpKind::kConst:
+      return LowerConst(ctx, name, *node.attrs_as<ConstAttrs>().value);
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kRelu:
+    case OpKind::kSquare:
+    case OpKind::kReciprocal:
+    case OpKind::kSign:
+    case OpKind::kFloor:
+    case OpKind::kErf:
+      return LowerUnary(ctx, name, op, in[0]);
+    case OpKind::kCast:
+      return LowerCast(ctx, name, in[0], node.attrs_as<CastAttrs>().dtype);
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kPow:
+    case OpKind::kGreater:
+    case OpKind::kLess:
+    case OpKind::kEqual:
+      return LowerBinary(ctx, name, op, in[0], in[1], out);
+    case OpKind::kSelect:
+      return LowerSelect(ctx, name, in[0], in[1], in[2], out);
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kMax:
+    case OpKind::kMin:
+      return LowerReduce(ctx, name, op, node.attrs_as<ReduceAttrs>(), in[0], out);
+    case OpKind::kArgMax:
+      return LowerArgMax(ctx, name, node.attrs_as<ArgMaxAttrs>(), in[0], out);
+    case OpKind::kMatMul:
+    case OpKind::kBatchMatMul:
+      return LowerMatMul(ctx, name, node.attrs_as<MatMulAttrs>(), in[0], in[1], out);
+    case OpKind::kReshape:
+      return LowerReshape(ctx, name, in[0], out);
+    case OpKind::kTranspose:
+      return LowerTranspose(ctx, name, node.attrs_as<TransposeAttrs>(), in[0], out);
+    case OpKind::kBroadcastTo:
+      return LowerBroadcastTo(ctx, name, in[0], out);
+    case OpKind::kConcat:
+      return LowerConcat(ctx, name, node.attrs_as<ConcatAttrs>(), in, out);
+    case OpKind::kSlice:
+      return LowerSlice(ctx, name, node.attrs_as<SliceAttrs>(), in[0], out);
+    case OpKind::kPad:
+      return LowerPad(ctx, name, node.attrs_as<PadAttrs>(), in[0], out);
+    case OpKind::kOneHot:
+      return LowerOneHot(ctx, name, node.attrs_as<OneHotAttrs>(), in[0], out);
+  }
+  return absl::InternalError(absl::StrCat("unknown op ", static_cast<int>(op)));
+}
+
+absl::Status CheckSpec(const ClusterSpec& spec) {
+  if (spec.graph == nullptr) return absl::InvalidArgumentError(spec.name + ": no graph");
+  if (spec.inputs.size() != spec.input_types.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.name, ": ", spec.inputs.size(), " inputs but ",
+                     spec.input_types.size(), " input types"));
+  }
+  if (spec.outputs.empty()) return absl::InvalidArgumentError(spec.name + ": no outputs");
+  for (size_t i = 0; i < spec.input_types.size(); ++i) {
+    if (!IsFullyDefined(spec.input_types[i].shape)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(spec.name, ": input ", i, " has type ",
+                       TypeString(spec.input_types[i]), "; cluster inputs must be concrete"));
+    }
+  }
+  for (int id : spec.nodes) {
+    if (id < 0 || id >= spec.graph->num_nodes()) {
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": no node ", id));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
+  LoweringContext ctx;
+  std::map<ValueKey, Value> values;
+
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorType& type = spec.input_types[i];
+    const Tensor& t = spec.inputs[i];
+    const std::string name = absl::StrCat("in", i);
+    if (NumElements(type.shape) == 0) {
+      result.params.emplace_back();
+      result.input_elided.push_back(true);
+      values[{t.node_id(), t.index()}] = Fill(type.dtype, type.shape, 0);
+      continue;
+    }
+    const schedule::Extents extents = HalideExtents(type.shape);
+    const std::vector<int64_t> strides = HalideStrides(extents);
+    Halide::ImageParam param(HalideType(type.dtype), static_cast<int>(extents.size()),
+                             ctx.UniqueName(name));
+    for (size_t d = 0; d < extents.size(); ++d) {
+      const int e = static_cast<int>(extents[d]);
+      param.dim(d).set_bounds(0, e).set_stride(static_cast<int>(strides[d]));
+      param.dim(d).set_estimate(0, e);
+    }
+    Value value;
+    value.param = param;
+    value.dtype = type.dtype;
+    value.shape = type.shape;
+    values[{t.node_id(), t.index()}] = value;
+    result.params.push_back(param);
+    result.input_elided.push_back(false);
+  }
+
+  for (int id : spec.nodes) {
+    const Node& node = spec.graph->node(id);
+    auto fail = [&](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat(spec.name, ": node '", node.name(), "' (",
+                                                 node.op_name(), "): ", s.message()));
+    };
+    if (!node.status().ok()) return fail(node.status());
+    std::vector<Value> in;
+    std::vector<TensorType> in_types;
+    for (const Tensor& t : node.inputs()) {
+      auto it = values.find({t.node_id(), t.index()});
+      if (it == values.end()) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            "input '", t.name(), "' is neither a cluster input nor computed earlier in the "
+            "cluster")));
+      }
+      in.push_back(it->second);
+      in_types.push_back({it->second.dtype, it->second.shape});
+    }
+    auto types = InferOutputTypes(node.op(), node.attrs(), in_types);
+    if (!types.ok()) return fail(types.status());
+    if (types->size() != 1) {
+      return fail(absl::InternalError(absl::StrCat(types->size(), " outputs; expected 1")));
+    }
+    const TensorType& out = (*types)[0];
+    if (NumElements(out.shape) == 0) {
+      values[{id, 0}] = Fill(out.dtype, out.shape, 0);  // nothing to compute
+      continue;
+    }
+    absl::StatusOr<Value> value = LowerNode(ctx, node, in, out);
+    if (!value.ok()) return fail(value.status());
+    values[{id, 0}] = *value;
+  }
+
+  std::set<ValueKey> consumed;  // values some node of the cluster reads
+  for (int id : spec.nodes) {
+    for (const Tensor& t : spec.graph->node(id).inputs()) consumed.insert({t.node_id(), t.index()});
+  }
+  std::set<std::string> output_funcs;
+  for (size_t j = 0; j < spec.outputs.size(); ++j) {
+    const Tensor& t = spec.outputs[j];
+    auto it = values.find({t.node_id(), t.index()});
+    if (it == values.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec.name, ": output ", j, " ('", t.valid() ? t.name() : "?",
+          "') is not computed by the cluster"));
+    }
+    const Value& v = it->second;
+    result.output_types.push_back({v.dtype, v.shape});
+    if (NumElements(v.shape) == 0) {
+      result.pipeline_output.push_back(-1);
+      continue;
+    }
+    const schedule::Extents extents = HalideExtents(v.shape);
+    const std::vector<int64_t> strides = HalideStrides(extents);
+    // A computed value that nothing in the cluster reads is its own output Func (a copy
+    // would be one more stage to schedule). Values read inside the cluster get a copy:
+    // a schedule may need such a Func over more than the output's extent (a consumer's
+    // rounded-up split), and an output buffer cannot grow. Inputs, constants and
+    // repeated outputs get a copy too.
+    Halide::Func out;
+    if (v.func.defined() && consumed.count({t.node_id(), t.index()}) == 0 &&
+        output_funcs.insert(v.func.name()).second) {
+      out = v.func;
+    } else {
+      out = Halide::Func(ctx.UniqueName(absl::StrCat("out", j)));
+      const int rank = static_cast<int>(v.shape.size());
+      std::vector<Halide::Var> vars = HalideVars(rank);
+      std::vector<Expr> index;
+      for (int d = 0; d < rank; ++d) index.push_back(vars[rank - 1 - d]);
+      out(vars) = At(v, index);
+    }
+    Halide::Region estimates;
+    for (size_t d = 0; d < extents.size(); ++d) {
+      const int e = static_cast<int>(extents[d]);
+      out.output_buffer().dim(d).set_bounds(0, e).set_stride(static_cast<int>(strides[d]));
+      estimates.emplace_back(0, e);
+    }
+    out.set_estimates(estimates);
+    result.pipeline_output.push_back(static_cast<int>(result.info.outputs.size()));
+    result.info.outputs.push_back(out);
+    result.info.output_extents.push_back(extents);
+  }
+  result.info.stages = ctx.stages();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec) {
+  BRAZE_RETURN_IF_ERROR(CheckSpec(spec));
+  LoweredCluster result;
+  BRAZE_RETURN_IF_ERROR(CatchHalideErrors(spec.name + ": lowering failed",
+                                          absl::StatusCode::kInternal,
+                                          [&] { return Lower(spec, result); }));
+  return result;
+}
+
+}  // namespace lower
+}  // namespace braze

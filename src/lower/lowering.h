@@ -1,0 +1,45 @@
+// The lowering pass: a ClusterSpec becomes Halide Funcs, one per node, with the cluster
+// inputs as ImageParams and one pure wrapper Func per cluster output.
+//
+// The pipeline is specialized to the exact input types: every ImageParam and output
+// buffer carries exact bounds and dense strides (so Halide folds the shapes and checks
+// the buffers it is given), and the outputs carry exact estimates for the
+// autoschedulers. Output types are re-inferred node by node from the concrete inputs.
+//
+// Tensors with no elements are never handed to Halide: such inputs become constant
+// Funcs that nothing reads, and such outputs are left out of the pipeline (the caller
+// has allocated them; there is nothing to compute).
+//
+// Internal header: includes Halide.h.
+#ifndef BRAZE_LOWER_LOWERING_H_
+#define BRAZE_LOWER_LOWERING_H_
+
+#include <string>
+#include <vector>
+
+#include "Halide.h"
+#include "absl/status/statusor.h"
+#include "lower/compile.h"
+#include "schedule/pipeline_info.h"
+
+namespace braze {
+namespace lower {
+
+struct LoweredCluster {
+  // One per spec input; an element-less input has no ImageParam (input_elided).
+  std::vector<Halide::ImageParam> params;
+  std::vector<bool> input_elided;
+  // One per spec output: its type, and its index in info.outputs (-1: no elements).
+  std::vector<TensorType> output_types;
+  std::vector<int> pipeline_output;
+  schedule::PipelineInfo info;
+};
+
+// Lowers `spec`. Fresh Funcs every call: a schedule that failed may have left
+// directives on the previous ones. Never throws; Halide errors become a Status.
+absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec);
+
+}  // namespace lower
+}  // namespace braze
+
+#endif  // BRAZE_LOWER_LOWERING_H_

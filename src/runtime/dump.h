@@ -1,0 +1,61 @@
+// Dumps for BRAZE_FLAGS --dump_to=DIR and --clustering_debug (runtime/flags.h): what the
+// compiler did to a session's graph, in files a person can open.
+//
+// Each session that dumps gets a number, in the order it first dumps (session_0, ...),
+// and each plan it builds (one per fetch/target/feed combination) a number too. In DIR:
+//
+//   session_S.plan_P.before_clustering.dot  the ops the plan runs (fed values included),
+//                                           coloured by JitScope, edges with shapes
+//   session_S.plan_P.after_clustering.dot   the same, clusters as `subgraph cluster_N`,
+//                                           ops left out labelled with their exclusion
+//                                           reason, refused merges as dashed red edges
+//   session_S.<step>.<signature>.txt        per kernel a step gets (cluster or single
+//                                           op; compiled or found in the compile cache):
+//                                           its input/output types, the scheduler used,
+//                                           and the lowered Halide statement / schedule
+//
+// <signature> spells the input types ("f32_7x33__f32_33") or, when long, a stable hash
+// of them. tools/braze-dump renders the .dot files. With --clustering_debug each new
+// plan's ClusteringResult::DebugString() goes to stderr.
+#ifndef BRAZE_RUNTIME_DUMP_H_
+#define BRAZE_RUNTIME_DUMP_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "braze/graph.h"
+#include "lower/compile.h"
+#include "runtime/plan.h"
+
+namespace braze {
+
+// One session's dump state. Not thread-safe: the session calls it under its own lock.
+// Does nothing unless GetBrazeFlags() asks for dumps or clustering debug.
+class SessionDumper {
+ public:
+  // A plan was built. Errors: the dump directory or a file could not be written.
+  absl::Status OnPlanBuilt(const Graph& graph, const Plan& plan);
+  // `step` got `kernel` for inputs of `types`.
+  absl::Status OnKernelReady(const Graph& graph, const Step& step,
+                             const std::vector<TensorType>& types, const CompiledKernel& kernel);
+
+ private:
+  int SessionId();  // assigned on first use, process-wide order
+
+  int session_id_ = -1;
+  int num_plans_ = 0;
+};
+
+enum class DotStage { kBeforeClustering, kAfterClustering };
+
+// The plan's ops as a Graphviz digraph named `title` (also its caption).
+std::string PlanToDot(const Graph& graph, const Plan& plan, DotStage stage,
+                      const std::string& title);
+
+// "f32_7x33__f32_33": `types` as a file-name fragment (a hash when over 80 characters).
+std::string SignatureFileName(const std::vector<TensorType>& types);
+
+}  // namespace braze
+
+#endif  // BRAZE_RUNTIME_DUMP_H_

@@ -1,0 +1,118 @@
+#include "runtime/flags.h"
+
+#include <cstdlib>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/timeline.h"
+
+namespace braze {
+namespace {
+
+constexpr char kKnownFlags[] =
+    "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE";
+
+absl::Status Bad(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
+}
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+std::vector<std::string_view> SplitWhitespace(std::string_view text) {
+  std::vector<std::string_view> tokens;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && IsSpace(text[i])) ++i;
+    const size_t start = i;
+    while (i < text.size() && !IsSpace(text[i])) ++i;
+    if (i > start) tokens.push_back(text.substr(start, i - start));
+  }
+  return tokens;
+}
+
+struct FlagState {
+  BrazeFlags flags;
+  absl::Status status;
+};
+
+FlagState* NewFlagStateFromEnvironment() {
+  auto* state = new FlagState;
+  const char* env = std::getenv("BRAZE_FLAGS");
+  if (env == nullptr) return state;
+  absl::StatusOr<BrazeFlags> parsed = ParseBrazeFlags(env);
+  if (!parsed.ok()) {
+    state->status = parsed.status();
+    return state;
+  }
+  if (!parsed->timeline.empty()) {
+    absl::Status started = Timeline::Start(parsed->timeline);
+    if (!started.ok()) {
+      state->status =
+          absl::Status(started.code(), absl::StrCat("BRAZE_FLAGS --timeline: ", started.message()));
+      return state;
+    }
+  }
+  state->flags = *std::move(parsed);
+  return state;
+}
+
+// Leaked on purpose: sessions may run during static destruction.
+FlagState& State() {
+  static FlagState* const state = NewFlagStateFromEnvironment();
+  return *state;
+}
+
+}  // namespace
+
+absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
+  BrazeFlags flags;
+  for (std::string_view token : SplitWhitespace(text)) {
+    if (token.substr(0, 2) != "--" || token.size() == 2) {
+      return Bad(absl::StrCat("malformed flag '", std::string(token),
+                              "' (flags look like --name or --name=value)"));
+    }
+    std::string_view body = token.substr(2);
+    const size_t eq = body.find('=');
+    const std::string_view name = body.substr(0, eq);
+    const bool has_value = eq != std::string_view::npos;
+    const std::string value(has_value ? body.substr(eq + 1) : std::string_view());
+    if (name == "dump_to" || name == "timeline") {
+      if (!has_value || value.empty()) {
+        return Bad(absl::StrCat("--", std::string(name), " needs a value (--", std::string(name),
+                                name == "dump_to" ? "=DIR)" : "=FILE)"));
+      }
+      (name == "dump_to" ? flags.dump_to : flags.timeline) = value;
+    } else if (name == "clustering_debug") {
+      if (!has_value || value == "true" || value == "1") {
+        flags.clustering_debug = true;
+      } else if (value == "false" || value == "0") {
+        flags.clustering_debug = false;
+      } else {
+        return Bad(absl::StrCat("--clustering_debug takes true, false, 1 or 0, not '", value, "'"));
+      }
+    } else {
+      return Bad(absl::StrCat("unknown flag '--", std::string(name), "'"));
+    }
+  }
+  return flags;
+}
+
+const BrazeFlags& GetBrazeFlags() { return State().flags; }
+
+const absl::Status& BrazeFlagsStatus() { return State().status; }
+
+void SetBrazeFlagsForTesting(absl::StatusOr<BrazeFlags> flags) {
+  FlagState& state = State();
+  if (flags.ok()) {
+    state.flags = *std::move(flags);
+    state.status = absl::OkStatus();
+  } else {
+    state.flags = BrazeFlags{};
+    state.status = flags.status();
+  }
+}
+
+}  // namespace braze

@@ -1,0 +1,53 @@
+// BRAZE_FLAGS: the process-wide observability switches, read from the environment once,
+// as TensorFlow reads TF_XLA_FLAGS. The variable holds whitespace-separated flags:
+//
+//   BRAZE_FLAGS="--dump_to=/tmp/braze --clustering_debug --timeline=/tmp/trace.json"
+//
+//   --dump_to=DIR        per session, each new plan's graph before and after clustering
+//                        (Graphviz .dot) and each compiled kernel's Halide statement and
+//                        schedule (.txt) go to DIR (created if missing); runtime/dump.h
+//   --clustering_debug   prints each new plan's clustering summary to stderr
+//   --timeline=FILE      writes a Chrome trace (chrome://tracing, Perfetto) of every
+//                        kernel launch and compile to FILE; runtime/timeline.h
+//
+// A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
+// cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
+// stop the program at start-up: it is kept as a Status that every Session::Run returns.
+#ifndef BRAZE_RUNTIME_FLAGS_H_
+#define BRAZE_RUNTIME_FLAGS_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace braze {
+
+struct BrazeFlags {
+  std::string dump_to;  // empty: no dumps
+  bool clustering_debug = false;
+  std::string timeline;  // empty: no timeline from the environment
+};
+
+// Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the
+// known ones), a missing or empty value, or a bad boolean.
+absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text);
+
+// The process's flags: BRAZE_FLAGS parsed on the first call (thread-safe), and, when it
+// names a --timeline, that timeline started. Defaults when BRAZE_FLAGS is unset or bad.
+const BrazeFlags& GetBrazeFlags();
+
+// OK, or why BRAZE_FLAGS was rejected (or its --timeline could not be started). Session
+// checks it on every Run, so the error reaches the user instead of being dropped.
+const absl::Status& BrazeFlagsStatus();
+
+// Replaces the process's flags (and clears any BRAZE_FLAGS error, or installs `flags`'s
+// error), so tests can switch dumps on without an environment. The `timeline` field is
+// not acted on here: tests drive braze::Timeline directly. Not synchronized with running
+// sessions: call it only while none runs.
+void SetBrazeFlagsForTesting(absl::StatusOr<BrazeFlags> flags);
+
+}  // namespace braze
+
+#endif  // BRAZE_RUNTIME_FLAGS_H_

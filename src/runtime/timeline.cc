@@ -1,0 +1,184 @@
+#include "runtime/timeline.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "braze/timeline.h"
+
+namespace braze {
+namespace {
+
+struct TraceFile {
+  std::mutex mu;
+  std::FILE* file = nullptr;  // non-null exactly while a trace is active
+  std::string path;
+  double origin_us = 0;  // NowMicros() at Start: the trace's ts 0
+  bool exit_hook_installed = false;
+};
+
+// Leaked on purpose: the exit hook and late events may run during static destruction.
+TraceFile& Trace() {
+  static TraceFile* const trace = new TraceFile;
+  return *trace;
+}
+
+int ThisThreadId() {
+  static std::atomic<int> next{1};
+  thread_local const int id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+// Length of the valid UTF-8 sequence at s[i], or 0 if the bytes there are not one.
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = byte(i);
+  size_t n;
+  unsigned min_code;
+  unsigned code;
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2, min_code = 0x80, code = c & 0x1F;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3, min_code = 0x800, code = c & 0x0F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4, min_code = 0x10000, code = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    code = (code << 6) | (byte(i + k) & 0x3F);
+  }
+  // Overlong forms, UTF-16 surrogates and code points past U+10FFFF are invalid JSON text.
+  if (code < min_code || (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) return 0;
+  return n;
+}
+
+// A JSON string literal. Node names are user text: quotes, backslashes and control
+// characters are escaped, and bytes that are not UTF-8 become U+FFFD, so the file stays
+// JSON that strict parsers (Perfetto's) accept.
+void AppendJsonString(std::string* out, std::string_view s) {
+  out->push_back('"');
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(static_cast<char>(c));
+    } else if (c == '\n') {
+      out->append("\\n");
+    } else if (c == '\t') {
+      out->append("\\t");
+    } else if (c < 0x20 || c == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+      out->append(buf);
+    } else if (c < 0x80) {
+      out->push_back(static_cast<char>(c));
+    } else if (size_t n = Utf8SequenceLength(s, i); n > 0) {
+      out->append(s.data() + i, n);
+      i += n;
+      continue;
+    } else {
+      out->append("\\ufffd");
+    }
+    ++i;
+  }
+  out->push_back('"');
+}
+
+void FinishAtExit() {
+  if (Timeline::active()) {
+    absl::Status s = Timeline::Stop();
+    if (!s.ok()) std::fprintf(stderr, "braze: timeline: %s\n", std::string(s.message()).c_str());
+  }
+}
+
+}  // namespace
+
+std::atomic<bool> Timeline::active_{false};
+
+double Timeline::NowMicros() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+absl::Status Timeline::Start(const std::string& path) {
+  TraceFile& trace = Trace();
+  std::lock_guard<std::mutex> lock(trace.mu);
+  if (trace.file != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "cannot start a timeline to '", path, "': one is already writing to '", trace.path, "'"));
+  }
+  std::FILE* file = std::fopen(path.c_str(), "w");
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open timeline file '", path, "': ", std::strerror(errno)));
+  }
+  trace.file = file;
+  trace.path = path;
+  trace.origin_us = NowMicros();
+  // The process-name metadata event also means every real event follows a comma.
+  std::string header = R"({"displayTimeUnit":"ms","traceEvents":[)"
+                       "\n"
+                       R"({"name":"process_name","ph":"M","pid":)";
+  absl::StrAppend(&header, getpid(), R"(,"tid":0,"args":{"name":"braze"}})");
+  std::fputs(header.c_str(), file);
+  if (!trace.exit_hook_installed) {
+    trace.exit_hook_installed = true;
+    std::atexit(FinishAtExit);
+  }
+  active_.store(true, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+absl::Status Timeline::Stop() {
+  TraceFile& trace = Trace();
+  std::lock_guard<std::mutex> lock(trace.mu);
+  if (trace.file == nullptr) return absl::FailedPreconditionError("no timeline is active");
+  active_.store(false, std::memory_order_relaxed);
+  std::fputs("\n]}\n", trace.file);
+  const bool write_failed = std::ferror(trace.file) != 0;
+  const bool close_failed = std::fclose(trace.file) != 0;
+  trace.file = nullptr;
+  if (write_failed || close_failed) {
+    return absl::InternalError(
+        absl::StrCat("writing timeline file '", trace.path, "' failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+void Timeline::Record(std::string_view name, std::string_view category, double start_us,
+                      double duration_us, std::string_view args_json) {
+  if (!active()) return;
+  // Formatted outside the lock: only the write is serialized.
+  std::string line = ",\n{\"name\":";
+  AppendJsonString(&line, name);
+  line.append(",\"cat\":");
+  AppendJsonString(&line, category);
+  const int tid = ThisThreadId();
+  TraceFile& trace = Trace();
+  std::lock_guard<std::mutex> lock(trace.mu);
+  if (trace.file == nullptr) return;  // stopped since the check above
+  char numbers[160];
+  std::snprintf(numbers, sizeof(numbers),
+                ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d",
+                start_us - trace.origin_us, duration_us < 0 ? 0.0 : duration_us,
+                static_cast<int>(getpid()), tid);
+  line.append(numbers);
+  if (!args_json.empty()) absl::StrAppend(&line, ",\"args\":{", std::string(args_json), "}");
+  line.push_back('}');
+  std::fwrite(line.data(), 1, line.size(), trace.file);
+}
+
+absl::Status StartTimeline(const std::string& path) { return Timeline::Start(path); }
+
+absl::Status StopTimeline() { return Timeline::Stop(); }
+
+}  // namespace braze

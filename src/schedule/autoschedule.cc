@@ -1,0 +1,99 @@
+// Runs Halide's autoschedulers; see autoschedule.h.
+#include "schedule/autoschedule.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace braze {
+namespace schedule {
+namespace {
+
+// Halide's registry name and the plugin's file name for each autoscheduler.
+const char* RegistryName(SchedulerKind kind) {
+  switch (kind) {
+    case SchedulerKind::kAdams2019:
+      return "Adams2019";
+    case SchedulerKind::kMullapudi2016:
+      return "Mullapudi2016";
+    case SchedulerKind::kLi2018:
+      return "Li2018";
+    case SchedulerKind::kSafeDefault:
+      break;
+  }
+  return nullptr;
+}
+
+const char* CompiledInPath(SchedulerKind kind) {
+  switch (kind) {
+    case SchedulerKind::kAdams2019:
+      return BRAZE_ADAMS2019_SO;
+    case SchedulerKind::kMullapudi2016:
+      return BRAZE_MULLAPUDI2016_SO;
+    case SchedulerKind::kLi2018:
+      return BRAZE_LI2018_SO;
+    case SchedulerKind::kSafeDefault:
+      break;
+  }
+  return "";
+}
+
+const char* FileName(SchedulerKind kind) {
+  switch (kind) {
+    case SchedulerKind::kAdams2019:
+      return "libautoschedule_adams2019.so";
+    case SchedulerKind::kMullapudi2016:
+      return "libautoschedule_mullapudi2016.so";
+    case SchedulerKind::kLi2018:
+      return "libautoschedule_li2018.so";
+    case SchedulerKind::kSafeDefault:
+      break;
+  }
+  return "";
+}
+
+}  // namespace
+}  // namespace schedule
+
+std::string AutoschedulerPluginPath(SchedulerKind kind) {
+  const char* dir = std::getenv("BRAZE_HALIDE_PLUGIN_DIR");
+  if (dir != nullptr && *dir != '\0') {
+    return std::string(dir) + "/" + schedule::FileName(kind);
+  }
+  return schedule::CompiledInPath(kind);
+}
+
+namespace schedule {
+namespace {
+
+// Loads the plugin for `kind` unless an earlier call did. A failed load is retried next
+// time (the environment may have been fixed); a successful one is never repeated.
+void EnsurePluginLoaded(SchedulerKind kind) {
+  static std::mutex mu;
+  static std::map<SchedulerKind, std::string>* loaded =
+      new std::map<SchedulerKind, std::string>();  // kind -> path; never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  if (loaded->count(kind) > 0) return;
+  const std::string path = AutoschedulerPluginPath(kind);
+  Halide::load_plugin(path);  // throws Halide::Error when dlopen fails
+  (*loaded)[kind] = path;
+}
+
+}  // namespace
+
+std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
+                               const Halide::Target& target, int parallelism) {
+  const char* name = RegistryName(kind);
+  if (name == nullptr) {
+    throw Halide::CompileError("ApplyAutoscheduler: SafeDefault is not an autoscheduler");
+  }
+  EnsurePluginLoaded(kind);
+  // HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).
+  const Halide::MachineParams params(parallelism, uint64_t{32} << 20, 40);
+  Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);
+  return results.schedule_source;
+}
+
+}  // namespace schedule
+}  // namespace braze

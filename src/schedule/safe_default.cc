@@ -1,0 +1,225 @@
+// The safe default schedule; see safe_default.h for the rules and why.
+#include "schedule/safe_default.h"
+
+#include <algorithm>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace braze {
+namespace schedule {
+namespace {
+
+using Halide::Func;
+using Halide::TailStrategy;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+// Below this many elements of work a parallel loop costs more (a thread-pool wake-up
+// is microseconds, HALIDE14.md §3) than it saves.
+constexpr int64_t kMinParallelWork = int64_t{1} << 15;
+// Parallel tasks per thread: enough to balance load, few enough to keep overhead low.
+constexpr int64_t kTasksPerThread = 4;
+constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
+
+int64_t Product(const Extents& e) {
+  int64_t p = 1;
+  for (int64_t v : e) p *= v;
+  return p;
+}
+
+class SafeScheduler {
+ public:
+  SafeScheduler(const Halide::Target& target, int parallelism)
+      : target_(target), threads_(std::max(1, parallelism)) {}
+
+  std::string text() const { return log_.str(); }
+
+  // The largest power of two <= the natural vector width that is <= extent.
+  int VectorWidth(const Halide::Type& type, int64_t extent) const {
+    int w = target_.natural_vector_size(type);
+    while (w > 1 && w > extent) w /= 2;
+    return w;
+  }
+
+  // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
+  void Pointwise(Func f, const Extents& e) {
+    std::vector<Var> args = f.args();
+    const int rank = static_cast<int>(args.size());
+    const int w = VectorWidth(f.output_types()[0], e[0]);
+    const bool parallel = threads_ > 1 && Product(e) >= kMinParallelWork;
+    std::ostringstream line;
+    line << f.name() << ":";
+    int64_t outer_extent = 1;
+    for (int d = 1; d < rank; ++d) outer_extent *= e[d];
+    if (parallel && outer_extent < 2 * threads_) {
+      // Too few rows (or rank 1): split dim 0 into one chunk per task.
+      Var xo(args[0].name() + "_o"), xi(args[0].name() + "_i");
+      int64_t chunk = (e[0] + threads_ * kTasksPerThread - 1) / (threads_ * kTasksPerThread);
+      chunk = ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
+      f.split(args[0], xo, xi, static_cast<int>(chunk), kGuard).parallel(xo);
+      line << " split(" << args[0].name() << ", " << chunk << ").parallel";
+      if (w > 1) {
+        f.vectorize(xi, w, kGuard);
+        line << " vectorize(" << w << ")";
+      }
+    } else {
+      if (w > 1) {
+        f.vectorize(args[0], w, kGuard);
+        line << " vectorize(" << args[0].name() << ", " << w << ")";
+      }
+      if (parallel) {
+        Var outer = args[rank - 1];
+        for (int d = rank - 2; d >= 1; --d) {
+          Var fused(outer.name() + "_" + args[d].name());
+          f.fuse(args[d], outer, fused);
+          outer = fused;
+        }
+        const int64_t task = std::max<int64_t>(
+            1, outer_extent / (threads_ * kTasksPerThread));
+        if (task > 1) {
+          f.parallel(outer, static_cast<int>(task), kGuard);
+        } else {
+          f.parallel(outer);
+        }
+        line << " parallel(" << outer.name() << ", task " << task << ")";
+      }
+    }
+    log_ << line.str() << "\n";
+  }
+
+  // A reduction or ArgMax accumulator: compute_root, parallel over its outermost pure
+  // dim; the update is vectorized over dim 0 only when that keeps loads contiguous.
+  void Reduction(const Stage& s) {
+    Func f = s.acc;
+    // Splits of accumulators divide their extents exactly (no GuardWithIf): Halide 14
+    // miscompiles a vectorized update split with GuardWithIf when the update has a
+    // select (Max, Min, ArgMax): the vector loop's index is dropped and only the first
+    // lanes are ever written. And a guarded vectorized init (a constant store) made
+    // LLVM take over 2 s to compile a 65x33 accumulator.
+    int w = VectorWidth(f.output_types()[0], s.extents[0]);
+    while (w > 1 && s.extents[0] % w != 0) w /= 2;
+    std::vector<Var> args = f.args();
+    const int rank = static_cast<int>(args.size());
+    f.compute_root();
+    if (w > 1) f.vectorize(args[0], w, TailStrategy::RoundUp);
+    log_ << f.name() << ": compute_root vectorize(" << w << ")\n";
+    Halide::Stage update = f.update(0);
+    std::ostringstream line;
+    line << f.name() << ".update(0):";
+    const bool parallel =
+        threads_ > 1 && Product(s.extents) * s.reduction_extent >= kMinParallelWork;
+    if (s.reduces_innermost) w = 1;
+    Var x = args[0];
+    if (parallel && rank >= 2 && s.extents[rank - 1] >= threads_) {
+      update.parallel(args[rank - 1]);
+      line << " parallel(" << args[rank - 1].name() << ")";
+    } else if (parallel && s.extents[0] >= 2 * threads_) {
+      // A rank-1 accumulator (row sums, say): parallel chunks of dim 0, each a multiple
+      // of the vector width that divides the extent.
+      const int64_t tasks = threads_ * kTasksPerThread;
+      int64_t chunk = ((s.extents[0] + tasks - 1) / tasks + w - 1) / w * w;
+      while (s.extents[0] % chunk != 0) chunk += w;
+      if (chunk < s.extents[0]) {
+        Var xo(x.name() + "_o"), xi(x.name() + "_i");
+        update.split(x, xo, xi, static_cast<int>(chunk), TailStrategy::RoundUp).parallel(xo);
+        line << " split(" << x.name() << ", " << chunk << ").parallel";
+        x = xi;
+      }
+    }
+    if (w > 1) {
+      // The reduction runs over outer input dims: make dim 0 the innermost loop,
+      // vectorized, so each step reads a contiguous run of the input. (By default an
+      // update's RVars are its innermost loops.)
+      Var xv(x.name() + "_v");
+      update.split(x, x, xv, w, TailStrategy::RoundUp);
+      std::vector<VarOrRVar> order{xv};
+      for (int i = 0; i < s.rdom.dimensions(); ++i) order.emplace_back(s.rdom[i]);
+      update.reorder(order).vectorize(xv);
+      line << " split(" << x.name() << ", " << w << ").reorder(inner, rdom).vectorize";
+    } else if (!s.reduces_innermost) {
+      // No exact vector split: still make dim 0 the innermost loop so the contiguous
+      // loop is the one LLVM's loop vectorizer sees.
+      std::vector<VarOrRVar> order{x};
+      for (int i = 0; i < s.rdom.dimensions(); ++i) order.emplace_back(s.rdom[i]);
+      update.reorder(order);
+      line << " reorder(" << x.name() << ", rdom)";
+    }
+    log_ << line.str() << "\n";
+  }
+
+  // HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
+  // accumulator is computed per strip so its 3x4 vectors stay in registers across the
+  // k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
+  // and every split is ShiftInwards on the pure result or exact on the accumulator: no
+  // GuardWithIf (see Reduction for why), and constant extents that unroll.
+  void MatMul(const Stage& s) {
+    Func res = s.result;
+    Func acc = s.acc;
+    std::vector<Var> args = res.args();
+    Var x = args[0], y = args[1];
+    const int64_t n = s.extents[0], m = s.extents[1];
+    const int vec = target_.natural_vector_size(res.output_types()[0]);
+    int vw = vec;
+    while (vw > 1 && vw > n) vw /= 2;
+    const int tile_x = n >= 3 * vec ? 3 * vec : vw;
+    const int tile_y = static_cast<int>(std::min<int64_t>(32, m));
+    const int strip = tile_y >= 4 ? 4 : tile_y;
+    Var xi("mm_xi"), yi("mm_yi"), yii("mm_yii"), xy("mm_xy");
+    res.compute_root().tile(x, y, xi, yi, tile_x, tile_y).fuse(x, y, xy);
+    Var outer = xy;
+    for (size_t d = 2; d < args.size(); ++d) {  // batch dims
+      Var fused(outer.name() + "_" + args[d].name());
+      res.fuse(outer, args[d], fused);
+      outer = fused;
+    }
+    if (threads_ > 1 && Product(s.extents) * s.reduction_extent >= kMinParallelWork) {
+      res.parallel(outer);
+    }
+    res.split(yi, yi, yii, strip).vectorize(xi, vw).unroll(xi).unroll(yii);
+    acc.compute_at(res, yi).vectorize(acc.args()[0], vw);
+    acc.update(0)
+        .reorder({VarOrRVar(acc.args()[0]), VarOrRVar(acc.args()[1]), VarOrRVar(s.rdom.x)})
+        .vectorize(acc.args()[0], vw);
+    log_ << res.name() << ": compute_root tile(" << tile_x << ", " << tile_y
+         << ") parallel split(yi, " << strip << ") vectorize(" << vw << ")\n"
+         << acc.name() << ": compute_at(" << res.name()
+         << ", yi) update reorder(x, y, k) vectorize(" << vw << ")\n";
+  }
+
+ private:
+  const Halide::Target& target_;
+  const int threads_;
+  std::ostringstream log_;
+};
+
+}  // namespace
+
+std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
+                             int parallelism) {
+  SafeScheduler s(target, parallelism);
+  for (const Stage& stage : info.stages) {
+    switch (stage.kind) {
+      case StageKind::kReduction:
+      case StageKind::kArgMax:
+        s.Reduction(stage);
+        break;
+      case StageKind::kMatMul:
+        s.MatMul(stage);
+        break;
+    }
+  }
+  for (size_t i = 0; i < info.outputs.size(); ++i) {
+    // A MatMul result that is also an output already has its tiled schedule.
+    bool scheduled = false;
+    for (const Stage& stage : info.stages) {
+      scheduled |= stage.kind == StageKind::kMatMul &&
+                   stage.result.name() == info.outputs[i].name();
+    }
+    if (!scheduled) s.Pointwise(info.outputs[i], info.output_extents[i]);
+  }
+  return s.text();
+}
+
+}  // namespace schedule
+}  // namespace braze

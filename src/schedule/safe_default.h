@@ -1,0 +1,33 @@
+// The safe default schedule: Braze's own, and the end of every fall-through chain, so
+// it must work for every shape the lowering produces (1x1, 7x3, 17x33x65, ...).
+//
+// - Output Funcs: vectorize dim 0 and parallelize the fused outer dims, both with
+//   GuardWithIf so extents smaller than a split factor are fine (HALIDE14.md rule 3).
+// - Every Func with an update definition is compute_root (rule 2: an unscheduled
+//   reduction is recomputed per use and took 106 s for a softmax); its pure and update
+//   stages are parallel over the outermost pure dim when there is enough work.
+// - MatMul: the register-tiled schedule of HALIDE14.md (§2f): tile 3 vectors x 32 rows,
+//   accumulator computed per 4-row strip, with a GuardWithIf variant for small shapes.
+// - Everything else (elementwise and layout Funcs) is inlined.
+//
+// Internal header: includes Halide.h (via pipeline_info.h).
+#ifndef BRAZE_SCHEDULE_SAFE_DEFAULT_H_
+#define BRAZE_SCHEDULE_SAFE_DEFAULT_H_
+
+#include <string>
+
+#include "schedule/pipeline_info.h"
+
+namespace braze {
+namespace schedule {
+
+// Applies the safe default schedule to the Funcs in `info` for `target`, using up to
+// `parallelism` threads. Returns the schedule as text (one line per Func). Throws
+// Halide::Error if Halide rejects a directive (a bug: the caller turns it into a Status).
+std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
+                             int parallelism);
+
+}  // namespace schedule
+}  // namespace braze
+
+#endif  // BRAZE_SCHEDULE_SAFE_DEFAULT_H_

@@ -1,0 +1,301 @@
+// CompileCluster and CompiledKernel behaviour beyond single ops: multi-output clusters,
+// errors at compile and run time as Status, scheduler fall-through, empty tensors,
+// concrete re-inference of unknown dims, thread counts and the plugin directory.
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+TEST(HasHalideLoweringTest, EveryComputeOpAndConstButNoSourceStateOrHostCall) {
+#define BRAZE_OP(e, name, cat, arity)                                                   \
+  {                                                                                     \
+    const OpKind op = OpKind::e;                                                        \
+    const bool expected = op == OpKind::kConst || (OpCategory::cat != OpCategory::kSource && \
+                                                   OpCategory::cat != OpCategory::kState && \
+                                                   OpCategory::cat != OpCategory::kHostCall); \
+    EXPECT_EQ(HasHalideLowering(op), expected) << name;                                 \
+  }
+#include "braze/op_list.def"
+#undef BRAZE_OP
+}
+
+TEST(SchedulerNameTest, Names) {
+  EXPECT_STREQ(SchedulerName(SchedulerKind::kAdams2019), "Adams2019");
+  EXPECT_STREQ(SchedulerName(SchedulerKind::kMullapudi2016), "Mullapudi2016");
+  EXPECT_STREQ(SchedulerName(SchedulerKind::kLi2018), "Li2018");
+  EXPECT_STREQ(SchedulerName(SchedulerKind::kSafeDefault), "SafeDefault");
+}
+
+TEST(JitTargetTest, ParsesAndIsAJitTarget) {
+  auto target = JitTargetString();
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_TRUE(absl::StrContains(*target, "jit")) << *target;
+}
+
+// A cluster whose outputs include an intermediate that other outputs also read, the
+// same value twice, and a reduction: one pipeline, every output checked.
+TEST(CompileClusterTest, MultiOutputCluster) {
+  for (SchedulerKind kind : AllSchedulers()) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {9, 20}, 1);
+    Tensor e = Exp(x - Max(x, {-1}, true));
+    Tensor s = Sum(e, {-1}, true);
+    Tensor p = e / s;
+    c.outputs = {e, s, p, e, ArgMax(p, 1)};
+    EXPECT_TRUE(CompileRunCompare(c, kind)) << SchedulerName(kind);
+  }
+}
+
+// Regression for a Halide 14 miscompile: an update that selects on its own accumulator,
+// split with GuardWithIf and vectorized (Li2018 does that for 9 rows split by 8), only
+// ever wrote the first vector. Reductions whose extents are not multiples of a vector,
+// under every scheduler, must compute every element.
+TEST(CompileClusterTest, ReductionTailsAreComputed) {
+  for (SchedulerKind kind : AllSchedulers()) {
+    for (const Shape& shape : std::vector<Shape>{{9, 20}, {20, 9}, {17, 33}}) {
+      Case c;
+      Tensor x = c.Input(DType::kF32, shape, 11);
+      Tensor k = c.Input(DType::kI32, shape, 12, -3, 3);
+      c.outputs = {Max(x, {0}), Min(x, {1}), ArgMax(x, 0), ArgMax(x, 1), Max(k, {0}),
+                   ArgMax(k, 0)};
+      EXPECT_TRUE(CompileRunCompare(c, kind)) << SchedulerName(kind) << " " << ShapeString(shape);
+    }
+  }
+}
+
+// Max, Min, ArgMax, Maximum, Relu and Sign propagate NaN like the reference (numpy).
+TEST(CompileClusterTest, NanPropagation) {
+  for (SchedulerKind kind : AllSchedulers()) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {9, 20}, 13);
+    Tensor y = c.Input(DType::kF32, {9, 20}, 14);
+    for (int64_t i : {3, 50, 51, 179}) c.values[0].SetDouble(i, std::nan(""));
+    for (int64_t i : {4, 50, 100}) c.values[1].SetDouble(i, std::nan(""));
+    c.outputs = {Max(x, {1}), Min(x, {0}), ArgMax(x, 1), ArgMax(x, 0), Maximum(x, y),
+                 Minimum(x, y), Relu(x), Sign(x)};
+    EXPECT_TRUE(CompileRunCompare(c, kind)) << SchedulerName(kind);
+  }
+}
+
+// Compiles softmax over [7, 3] and returns the kernel.
+std::unique_ptr<CompiledKernel> CompileSoftmax(Case& c, SchedulerKind kind) {
+  c.Input(DType::kF32, {7, 3}, 2);
+  c.outputs = {Softmax(c.inputs[0])};
+  auto kernel = CompileCluster(SpecOf(c), {kind, 0});
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return kernel.ok() ? std::move(*kernel) : nullptr;
+}
+
+TEST(CompileClusterTest, RunTimeHalideErrorsBecomeStatus) {
+  Case c;
+  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kAdams2019);
+  ASSERT_NE(kernel, nullptr);
+  HostTensor out(DType::kF32, {7, 3});
+  std::vector<HostTensor*> outs = {&out};
+
+  HostTensor wrong_shape = HostTensor::RandomUniform(DType::kF32, {7, 4}, 3);
+  std::vector<const HostTensor*> in = {&wrong_shape};
+  absl::Status s = kernel->Run(in, outs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(std::string(s.message()), "Halide run-time error")) << std::string(s.message());
+
+  HostTensor wrong_dtype = HostTensor::RandomUniform(DType::kF64, {7, 3}, 3);
+  in = {&wrong_dtype};
+  s = kernel->Run(in, outs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(std::string(s.message()), "type")) << std::string(s.message());
+
+  HostTensor small_out(DType::kF32, {3, 3});
+  in = {&c.values[0]};
+  std::vector<HostTensor*> bad_outs = {&small_out};
+  s = kernel->Run(in, bad_outs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+
+  s = kernel->Run({}, outs);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(std::string(s.message()), "0 inputs")) << std::string(s.message());
+
+  // The kernel still works after the errors, writing into the caller's buffer.
+  const void* data = out.raw_data();
+  ASSERT_TRUE(kernel->Run(in, outs).ok());
+  EXPECT_EQ(out.raw_data(), data);
+  auto expected = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_TRUE(AllClose(out, (*expected)[0], 1e-5, 1e-6));
+}
+
+TEST(CompileClusterTest, NewInputValuesEachRun) {
+  Case c;
+  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kSafeDefault);
+  ASSERT_NE(kernel, nullptr);
+  for (uint64_t seed = 10; seed < 13; ++seed) {
+    std::vector<HostTensor> values = {HostTensor::RandomUniform(DType::kF32, {7, 3}, seed)};
+    auto actual = RunKernel(*kernel, values);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    auto expected = ReferenceOutputs(SpecOf(c), values);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6)) << seed;
+  }
+}
+
+// Li2018 makes an atomic, predicated rfactor schedule for small reductions, which Halide
+// 14 rejects at compile time ("Atomic predicated store is not supported"): the compile
+// falls through to the safe default and records why.
+TEST(CompileClusterTest, FallThroughIsRecorded) {
+  Case c;
+  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kLi2018);
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->scheduler_used(), SchedulerKind::kSafeDefault);
+  ASSERT_EQ(kernel->scheduler_failures().size(), 1u);
+  EXPECT_TRUE(absl::StartsWith(kernel->scheduler_failures()[0], "Li2018: "))
+      << kernel->scheduler_failures()[0];
+  EXPECT_TRUE(absl::StrContains(kernel->schedule_text(), "SafeDefault")) << kernel->schedule_text();
+  EXPECT_TRUE(CompileRunCompare(c, SchedulerKind::kLi2018));
+
+  Case d;
+  kernel = CompileSoftmax(d, SchedulerKind::kAdams2019);
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_EQ(kernel->scheduler_used(), SchedulerKind::kAdams2019);
+  EXPECT_TRUE(kernel->scheduler_failures().empty());
+  EXPECT_GT(kernel->compile_ms(), 0);
+}
+
+// Plugins load once per process, so these run in a fresh process (a threadsafe death
+// test re-executes the binary): an unloadable plugin directory makes Adams2019 and
+// Mullapudi2016 fail, ending at the safe default; the real directory works.
+TEST(CompileClusterDeathTest, PluginDirectoryFromEnvironment) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto compile_with_dir = [](const char* dir) {
+    setenv("BRAZE_HALIDE_PLUGIN_DIR", dir, 1);
+    Case c;
+    std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kAdams2019);
+    if (kernel == nullptr) std::exit(2);
+    for (const std::string& f : kernel->scheduler_failures()) std::fprintf(stderr, "%s\n", f.c_str());
+    std::fprintf(stderr, "used %s\n", SchedulerName(kernel->scheduler_used()));
+    std::exit(CompileRunCompare(c, SchedulerKind::kAdams2019) ? 0 : 3);
+  };
+  EXPECT_EXIT(compile_with_dir("/nonexistent/plugins"), ::testing::ExitedWithCode(0),
+              "Adams2019: .*Failed to load.*\nMullapudi2016: .*Failed to load.*\nused SafeDefault");
+  unsetenv("BRAZE_HALIDE_PLUGIN_DIR");
+  std::string real_dir = AutoschedulerPluginPath(SchedulerKind::kAdams2019);
+  real_dir = real_dir.substr(0, real_dir.rfind('/'));
+  EXPECT_EXIT(compile_with_dir(real_dir.c_str()), ::testing::ExitedWithCode(0), "used Adams2019");
+}
+
+TEST(CompileClusterTest, EmptyOutputsNeedNoHalide) {
+  for (SchedulerKind kind : AllSchedulers()) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {0, 5}, 4);
+    c.outputs = {Exp(x), Sum(x, {0}), Sum(x, {1})};  // [0,5], [5] zeros, [0]
+    EXPECT_TRUE(CompileRunCompare(c, kind)) << SchedulerName(kind);
+  }
+  Case c;
+  Tensor x = c.Input(DType::kF32, {4, 0}, 5);
+  c.outputs = {Relu(x)};
+  auto kernel = CompileCluster(SpecOf(c), {});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  HostTensor out(DType::kF32, {4, 0});
+  std::vector<const HostTensor*> in = {&c.values[0]};
+  std::vector<HostTensor*> outs = {&out};
+  EXPECT_TRUE((*kernel)->Run(in, outs).ok());
+  HostTensor not_empty(DType::kF32, {4, 2});
+  in = {&not_empty};
+  EXPECT_EQ((*kernel)->Run(in, outs).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CompileClusterTest, OutputTypesComeFromTheConcreteInputs) {
+  Case c;
+  Tensor x = Placeholder(*c.graph, DType::kF32, {-1, 3});
+  c.inputs.push_back(x);
+  c.values.push_back(HostTensor::RandomUniform(DType::kF32, {5, 3}, 6));
+  c.outputs = {Reshape(Tanh(x), {-1}), Sum(x, {0})};
+  auto kernel = CompileCluster(SpecOf(c), {});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_EQ((*kernel)->output_types().size(), 2u);
+  EXPECT_EQ((*kernel)->output_types()[0], (TensorType{DType::kF32, {15}}));
+  EXPECT_EQ((*kernel)->output_types()[1], (TensorType{DType::kF32, {3}}));
+  EXPECT_TRUE(CompileRunCompare(c, SchedulerKind::kAdams2019));
+}
+
+TEST(CompileClusterTest, ThreadCounts) {
+  for (int threads : {1, 2, 0}) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {256, 300}, 7);
+    c.outputs = {Softmax(x)};
+    CompileOptions options;
+    options.scheduler = SchedulerKind::kSafeDefault;
+    options.num_threads = threads;
+    auto kernel = CompileCluster(SpecOf(c), options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto actual = RunKernel(**kernel, c.values);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    auto expected = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(expected.ok());
+    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6)) << threads;
+  }
+  Case c;
+  c.outputs = {Exp(c.Input(DType::kF32, {2}, 8))};
+  CompileOptions options;
+  options.num_threads = -1;
+  EXPECT_EQ(CompileCluster(SpecOf(c), options).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CompileClusterTest, BadSpecsAreErrorsNamingTheProblem) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {3}, 9);
+  Tensor y = Exp(x);
+  c.outputs = {y};
+
+  ClusterSpec spec = SpecOf(c);
+  spec.nodes.insert(spec.nodes.begin(), x.node_id());  // a Placeholder inside the cluster
+  auto kernel = CompileCluster(spec, {});
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(std::string(kernel.status().message()), "Placeholder")) << std::string(kernel.status().message());
+
+  spec = SpecOf(c);
+  spec.inputs.clear();
+  spec.input_types.clear();  // Exp's input is neither an input nor computed inside
+  kernel = CompileCluster(spec, {});
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(std::string(kernel.status().message()), y.name())) << std::string(kernel.status().message());
+
+  spec = SpecOf(c);
+  spec.input_types[0].shape = {-1};
+  EXPECT_EQ(CompileCluster(spec, {}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  spec = SpecOf(c);
+  spec.input_types[0].dtype = DType::kI32;  // Exp of i32 fails re-inference
+  kernel = CompileCluster(spec, {});
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(std::string(kernel.status().message()), y.name())) << std::string(kernel.status().message());
+
+  spec = SpecOf(c);
+  spec.outputs.clear();
+  EXPECT_EQ(CompileCluster(spec, {}).status().code(), absl::StatusCode::kInvalidArgument);
+
+  std::vector<Tensor> host = HostCall(*c.graph, "host", {x}, {{DType::kF32, {3}}},
+                                      [](absl::Span<const HostTensor> in) {
+                                        return absl::StatusOr<std::vector<HostTensor>>(
+                                            std::vector<HostTensor>{in[0]});
+                                      });
+  spec = SpecOf(c);
+  spec.outputs = {host[0]};
+  kernel = CompileCluster(spec, {});
+  EXPECT_EQ(kernel.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(std::string(kernel.status().message()), "HostCall")) << std::string(kernel.status().message());
+}
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze

@@ -1,0 +1,78 @@
+// The composites from ops.h (Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits, Dense
+// with every activation, LayerNorm, Gelu), each fused into one cluster and compiled under
+// every scheduler, compared with the reference kernels run node by node.
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+const std::vector<Shape> kSmall = {{1, 1}, {7, 3}, {0, 3}};
+const std::vector<Shape> kLarge = {{17, 33, 65}};
+
+OpTestCase Rows(std::string name, std::function<Tensor(Case&, Tensor, const Shape&)> fn,
+                double lo = -2, double hi = 2) {
+  return {name,
+          [=](Case& c, const Shape& s) { c.outputs = {fn(c, c.Input(DType::kF32, s, 101, lo, hi), s)}; },
+          kSmall,
+          kLarge,
+          {}};
+}
+
+// Dense on {M, K, N}: x [M, K] @ w [K, N] + b [N], then the activation.
+OpTestCase DenseCase(std::string name, Activation activation) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            Tensor x = c.Input(DType::kF32, {s[0], s[1]}, 111);
+            Tensor w = c.Input(DType::kF32, {s[1], s[2]}, 112);
+            Tensor b = c.Input(DType::kF32, {s[2]}, 113);
+            c.outputs = {Dense(x, w, b, activation)};
+          },
+          {{1, 1, 1}, {7, 3, 5}, {0, 3, 4}, {3, 0, 4}},
+          {{17, 33, 65}},
+          {}};
+}
+
+std::vector<OpTestCase> Cases() {
+  return {
+      Rows("Softmax", [](Case&, Tensor x, const Shape&) { return Softmax(x); }),
+      Rows("SoftmaxAxis0", [](Case&, Tensor x, const Shape&) { return Softmax(x, 0); }),
+      Rows("LogSoftmax", [](Case&, Tensor x, const Shape&) { return LogSoftmax(x); }),
+      Rows("SoftmaxCrossEntropy",
+           [](Case& c, Tensor x, const Shape& s) {
+             Tensor labels = Softmax(c.Input(DType::kF32, s, 102));
+             return SoftmaxCrossEntropyWithLogits(x, labels);
+           }),
+      Rows("LayerNorm",
+           [](Case& c, Tensor x, const Shape& s) {
+             Tensor gamma = c.Input(DType::kF32, {s.back()}, 103, 0.5, 1.5);
+             Tensor beta = c.Input(DType::kF32, {s.back()}, 104);
+             return LayerNorm(x, gamma, beta);
+           }),
+      Rows("Gelu", [](Case&, Tensor x, const Shape&) { return Gelu(x); }, -4, 4),
+      DenseCase("Dense", Activation::kNone),
+      DenseCase("DenseRelu", Activation::kRelu),
+      DenseCase("DenseGelu", Activation::kGelu),
+      DenseCase("DenseSigmoid", Activation::kSigmoid),
+      DenseCase("DenseTanh", Activation::kTanh),
+  };
+}
+
+class CompositeTest : public ::testing::TestWithParam<OpParam> {};
+
+TEST_P(CompositeTest, MatchesReference) {
+  RunOpTestCase(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CompositeTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()),
+                                            ::testing::ValuesIn(AllSchedulers())),
+                         OpParamName);
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze

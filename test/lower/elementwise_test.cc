@@ -1,0 +1,149 @@
+// Every elementwise op (unary, Cast, binary with broadcasting, Select) compiled under
+// every scheduler and compared with the reference kernels.
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+const Shape kTiny{1, 1};
+const Shape kSmall{7, 3};
+const Shape kBig{17, 33, 65};
+const Shape kEmpty{0, 3};
+
+OpTestCase Unary(std::string name, Tensor (*fn)(Tensor), DType dtype, double lo, double hi,
+                 Tolerance tol = {}) {
+  return {name,
+          [=](Case& c, const Shape& s) { c.outputs.push_back(fn(c.Input(dtype, s, 11, lo, hi))); },
+          {kTiny, kSmall, kEmpty},
+          {kBig},
+          tol};
+}
+
+// Three broadcasting patterns in one cluster: same shape, a row, and column x row; the
+// large shape checks the row pattern only.
+OpTestCase Binary(std::string name, Tensor (*fn)(Tensor, Tensor), DType dtype, double lo,
+                  double hi, Tolerance tol = {}) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            Shape col = s;
+            col.back() = 1;
+            Tensor a = c.Input(dtype, s, 21, lo, hi);
+            Tensor row = c.Input(dtype, {s.back()}, 23, lo, hi);
+            if (s.size() > 2) {
+              // Large shapes: one output (Adams2019 on 3 large outputs takes seconds).
+              c.outputs = {fn(a, row)};
+              return;
+            }
+            Tensor b = c.Input(dtype, s, 22, lo, hi);
+            Tensor a_col = c.Input(dtype, col, 24, lo, hi);
+            c.outputs = {fn(a, b), fn(a, row), fn(a_col, row)};
+          },
+          {kTiny, kSmall, kEmpty},
+          {kBig},
+          tol};
+}
+
+OpTestCase CastCase(std::string name, DType from, DType to, double lo, double hi) {
+  return {name,
+          [=](Case& c, const Shape& s) { c.outputs.push_back(Cast(c.Input(from, s, 31, lo, hi), to)); },
+          {kTiny, kSmall, kEmpty},
+          {kBig},
+          {}};
+}
+
+constexpr Tolerance kExact{0, 0};
+
+std::vector<OpTestCase> Cases() {
+  const DType f32 = DType::kF32, f64 = DType::kF64, i32 = DType::kI32, b = DType::kBool;
+  return {
+      Unary("Neg", Neg, f32, -1, 1),
+      Unary("NegI32", Neg, i32, -100, 100, kExact),
+      Unary("Abs", Abs, f32, -1, 1),
+      Unary("AbsI32", Abs, i32, -100, 100, kExact),
+      Unary("Exp", Exp, f32, -3, 3),
+      Unary("ExpF64", Exp, f64, -3, 3, {1e-12, 1e-14}),
+      Unary("Log", Log, f32, 0.05, 4),
+      Unary("Sqrt", Sqrt, f32, 0.05, 4),
+      Unary("Rsqrt", Rsqrt, f32, 0.05, 4),
+      Unary("Tanh", Tanh, f32, -4, 4),
+      Unary("TanhSmall", Tanh, f32, -0.05, 0.05),
+      Unary("TanhF64", Tanh, f64, -4, 4, {1e-12, 1e-14}),
+      Unary("Sigmoid", Sigmoid, f32, -6, 6),
+      Unary("Relu", Relu, f32, -1, 1),
+      Unary("ReluI32", Relu, i32, -100, 100, kExact),
+      Unary("Square", Square, f32, -2, 2),
+      Unary("SquareI32", Square, i32, -100, 100, kExact),
+      Unary("Reciprocal", Reciprocal, f32, 0.1, 4),
+      Unary("Sign", Sign, f32, -1, 1, kExact),
+      Unary("SignI32", Sign, i32, -3, 3, kExact),
+      Unary("Floor", Floor, f32, -5, 5, kExact),
+      Unary("Erf", Erf, f32, -3, 3, {1e-5, 1e-6}),
+      Unary("ErfF64", Erf, f64, -3, 3, {1e-12, 1e-14}),
+      CastCase("CastF32ToI32", f32, i32, -50, 50),
+      CastCase("CastF32ToBool", f32, b, -1, 1),
+      CastCase("CastI32ToBool", i32, b, -2, 2),
+      CastCase("CastBoolToF32", b, f32, 0, 1),
+      CastCase("CastBoolToI32", b, i32, 0, 1),
+      CastCase("CastI32ToF32", i32, f32, -1000, 1000),
+      CastCase("CastF64ToF32", f64, f32, -1, 1),
+      CastCase("CastF32ToF64", f32, f64, -1, 1),
+      CastCase("CastF64ToI32", f64, i32, -50, 50),
+      Binary("Add", Add, f32, -1, 1),
+      Binary("AddI32", Add, i32, -100, 100, kExact),
+      Binary("Sub", Sub, f32, -1, 1),
+      Binary("Mul", Mul, f32, -1, 1),
+      Binary("MulI32", Mul, i32, -100, 100, kExact),
+      Binary("Div", Div, f32, 0.5, 2),
+      Binary("DivI32", Div, i32, -10, 10, kExact),  // floor division, negatives and x/0
+      Binary("Maximum", Maximum, f32, -1, 1),
+      Binary("MinimumI32", Minimum, i32, -5, 5, kExact),
+      Binary("Minimum", Minimum, f32, -1, 1),
+      Binary("Pow", Pow, f32, 0.1, 2),
+      Binary("PowF64", Pow, f64, 0.1, 2, {1e-12, 1e-14}),
+      Binary("Greater", Greater, f32, -1, 1, kExact),
+      Binary("Less", Less, f32, -1, 1, kExact),
+      Binary("LessI32", Less, i32, -3, 3, kExact),
+      Binary("EqualI32", Equal, i32, -2, 2, kExact),
+      Binary("EqualBool", Equal, b, 0, 1, kExact),
+      {"Select",
+       [](Case& c, const Shape& s) {
+         Tensor cond = c.Input(b, s, 41);
+         Tensor x = c.Input(f32, s, 42);
+         Tensor row = c.Input(f32, {s.back()}, 43);
+         Tensor cond_row = c.Input(b, {s.back()}, 44);
+         c.outputs = {Select(cond, x, row), Select(cond_row, row, x)};
+       },
+       {kTiny, kSmall, kEmpty},
+       {kBig},
+       kExact},
+      {"ChainOfTen",  // a 10-op elementwise chain with scalar constants: one pipeline
+       [](Case& c, const Shape& s) {
+         Tensor x = c.Input(f32, s, 51);
+         Tensor y = Exp(Tanh(x * 2.0 + 1.0) - 0.5);
+         c.outputs = {Sqrt(Relu(y * y) + 1.0) / 3.0};
+       },
+       {kTiny, kSmall, kEmpty},
+       {kBig},
+       {}},
+  };
+}
+
+class ElementwiseTest : public ::testing::TestWithParam<OpParam> {};
+
+TEST_P(ElementwiseTest, MatchesReference) {
+  RunOpTestCase(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()),
+                                            ::testing::ValuesIn(AllSchedulers())),
+                         OpParamName);
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze

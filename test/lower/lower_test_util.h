@@ -1,0 +1,193 @@
+// Helpers for the lowering tests: build a graph, make a ClusterSpec of every compute
+// node, compile it, run it on seeded random inputs and compare with the reference
+// kernels evaluated node by node.
+#ifndef BRAZE_TEST_LOWER_LOWER_TEST_UTIL_H_
+#define BRAZE_TEST_LOWER_LOWER_TEST_UTIL_H_
+
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <tuple>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "braze/graph.h"
+#include "braze/host_tensor.h"
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/compile.h"
+#include "reference/reference.h"
+
+namespace braze {
+namespace lowertest {
+
+// A graph with its placeholders (the cluster inputs), the values fed to them and the
+// tensors the cluster must produce.
+struct Case {
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+  std::vector<Tensor> inputs;
+  std::vector<HostTensor> values;
+  std::vector<Tensor> outputs;
+
+  // Adds a placeholder fed with uniform values in [lo, hi) from `seed`.
+  Tensor Input(DType dtype, Shape shape, uint64_t seed, double lo = -1, double hi = 1) {
+    Tensor t = Placeholder(*graph, dtype, shape);
+    inputs.push_back(t);
+    values.push_back(HostTensor::RandomUniform(dtype, shape, seed, lo, hi));
+    return t;
+  }
+};
+
+// Every non-placeholder node, in id order, with the placeholders as inputs.
+inline ClusterSpec SpecOf(const Case& c, const std::string& name = "cluster_test") {
+  ClusterSpec spec;
+  spec.graph = c.graph.get();
+  spec.name = name;
+  for (int id = 0; id < c.graph->num_nodes(); ++id) {
+    if (c.graph->node(id).op() != OpKind::kPlaceholder) spec.nodes.push_back(id);
+  }
+  spec.inputs = c.inputs;
+  for (const HostTensor& v : c.values) spec.input_types.push_back(v.type());
+  spec.outputs = c.outputs;
+  return spec;
+}
+
+// The cluster's outputs computed by the reference kernels, node by node.
+inline absl::StatusOr<std::vector<HostTensor>> ReferenceOutputs(
+    const ClusterSpec& spec, const std::vector<HostTensor>& inputs) {
+  std::map<std::pair<int, int>, HostTensor> values;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    values[{spec.inputs[i].node_id(), spec.inputs[i].index()}] = inputs[i];
+  }
+  for (int id : spec.nodes) {
+    const Node& node = spec.graph->node(id);
+    std::vector<HostTensor> in;
+    std::vector<TensorType> types;
+    for (const Tensor& t : node.inputs()) {
+      in.push_back(values.at({t.node_id(), t.index()}));
+      types.push_back(in.back().type());
+    }
+    auto out_types = InferOutputTypes(node.op(), node.attrs(), types);
+    if (!out_types.ok()) return out_types.status();
+    auto outs = RunReferenceKernel(node, in, *out_types);
+    if (!outs.ok()) {
+      return absl::Status(outs.status().code(),
+                          absl::StrCat(node.name(), ": ", outs.status().message()));
+    }
+    for (size_t k = 0; k < outs->size(); ++k) values[{id, static_cast<int>(k)}] = (*outs)[k];
+  }
+  std::vector<HostTensor> result;
+  for (const Tensor& t : spec.outputs) result.push_back(values.at({t.node_id(), t.index()}));
+  return result;
+}
+
+struct Tolerance {
+  double rtol = 1e-4;
+  double atol = 1e-5;
+};
+
+// Runs a compiled kernel on `inputs`, allocating outputs of its output types.
+inline absl::StatusOr<std::vector<HostTensor>> RunKernel(CompiledKernel& kernel,
+                                                         const std::vector<HostTensor>& inputs) {
+  std::vector<HostTensor> outputs;
+  for (const TensorType& t : kernel.output_types()) outputs.emplace_back(t.dtype, t.shape);
+  std::vector<const HostTensor*> in;
+  for (const HostTensor& t : inputs) in.push_back(&t);
+  std::vector<HostTensor*> out;
+  for (HostTensor& t : outputs) out.push_back(&t);
+  absl::Status s = kernel.Run(in, out);
+  if (!s.ok()) return s;
+  return outputs;
+}
+
+// Compiles `c` under `scheduler`, runs it and compares every output with the reference.
+// `used` (optional) receives the scheduler that produced the schedule.
+inline ::testing::AssertionResult CompileRunCompare(const Case& c, SchedulerKind scheduler,
+                                                    Tolerance tol = {},
+                                                    SchedulerKind* used = nullptr) {
+  if (!c.graph->status().ok()) {
+    return ::testing::AssertionFailure() << "graph: " << c.graph->status();
+  }
+  const ClusterSpec spec = SpecOf(c);
+  auto expected = ReferenceOutputs(spec, c.values);
+  if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
+  CompileOptions options;
+  options.scheduler = scheduler;
+  auto kernel = CompileCluster(spec, options);
+  if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
+  if (used != nullptr) *used = (*kernel)->scheduler_used();
+  if (std::getenv("BRAZE_TEST_VERBOSE") != nullptr) {
+    // One line per compile: chosen -> used scheduler, total ms, the timing line of the
+    // schedule text, and the output types.
+    const std::string text = (*kernel)->schedule_text();
+    const size_t l1 = text.find('\n');
+    const size_t l2 = text.find('\n', l1 + 1);
+    std::cerr << "[compile] " << SchedulerName(scheduler) << " -> "
+              << SchedulerName((*kernel)->scheduler_used()) << " " << (*kernel)->compile_ms()
+              << " ms " << text.substr(l1 + 1, l2 - l1 - 1) << " |";
+    for (const TensorType& t : (*kernel)->output_types()) std::cerr << " " << TypeString(t);
+    std::cerr << "\n";
+  }
+  auto actual = RunKernel(**kernel, c.values);
+  if (!actual.ok()) return ::testing::AssertionFailure() << "run: " << actual.status();
+  for (size_t i = 0; i < actual->size(); ++i) {
+    std::string why;
+    if (!AllClose((*actual)[i], (*expected)[i], tol.rtol, tol.atol, &why)) {
+      return ::testing::AssertionFailure()
+             << "output " << i << " (" << TypeString((*expected)[i].type()) << ") under "
+             << SchedulerName((*kernel)->scheduler_used()) << ": " << why << "\nschedule:\n"
+             << (*kernel)->schedule_text();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// One op (or composite) test: `build` makes the graph for a base shape. Every scheduler
+// runs the small shapes; the large ones (17x33x65, ...) run under Adams2019, the
+// default, and SafeDefault, the end of every fall-through chain, to keep the suite fast.
+struct OpTestCase {
+  std::string name;
+  std::function<void(Case&, const Shape&)> build;
+  std::vector<Shape> small_shapes;
+  std::vector<Shape> large_shapes;
+  Tolerance tol;
+};
+
+// gtest prints parameters; the name is enough.
+inline void PrintTo(const OpTestCase& tc, std::ostream* os) { *os << tc.name; }
+
+inline const std::vector<SchedulerKind>& AllSchedulers() {
+  static const std::vector<SchedulerKind> kinds = {
+      SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016, SchedulerKind::kLi2018,
+      SchedulerKind::kSafeDefault};
+  return kinds;
+}
+
+inline void RunOpTestCase(const OpTestCase& tc, SchedulerKind kind) {
+  std::vector<Shape> shapes = tc.small_shapes;
+  if (kind == SchedulerKind::kAdams2019 || kind == SchedulerKind::kSafeDefault) {
+    shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
+  }
+  for (const Shape& shape : shapes) {
+    Case c;
+    tc.build(c, shape);
+    EXPECT_TRUE(CompileRunCompare(c, kind, tc.tol))
+        << tc.name << " at base shape " << ShapeString(shape);
+  }
+}
+
+using OpParam = std::tuple<OpTestCase, SchedulerKind>;
+
+inline std::string OpParamName(const ::testing::TestParamInfo<OpParam>& info) {
+  return std::get<0>(info.param).name + "_" + SchedulerName(std::get<1>(info.param));
+}
+
+}  // namespace lowertest
+}  // namespace braze
+
+#endif  // BRAZE_TEST_LOWER_LOWER_TEST_UTIL_H_

@@ -1,0 +1,104 @@
+// Reductions (Sum, Mean, Max, Min over several axis sets, with and without keep_dims),
+// ArgMax, MatMul and BatchMatMul with every transpose combination, compiled under every
+// scheduler and compared with the reference kernels. Empty inputs check the identities
+// (Sum 0, Mean NaN, Max -inf, Min +inf) and K = 0 products.
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+constexpr Tolerance kExact{0, 0};
+
+// One cluster, several outputs: the last axis (keep_dims), the first axis, every axis,
+// and for rank 3 the outer two axes.
+OpTestCase Reduction(std::string name, Tensor (*fn)(Tensor, std::vector<int>, bool),
+                     DType dtype, double lo, double hi, Tolerance tol = {}) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            Tensor x = c.Input(dtype, s, 61, lo, hi);
+            c.outputs = {fn(x, {-1}, true), fn(x, {0}, false), fn(x, {}, false)};
+            if (s.size() == 3) c.outputs.push_back(fn(x, {0, 1}, false));
+          },
+          {{1, 1}, {7, 3}, {0, 3}, {7, 0}},
+          {{17, 33, 65}},
+          tol};
+}
+
+OpTestCase ArgMaxCase(std::string name, DType dtype, double lo, double hi) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            Tensor x = c.Input(dtype, s, 71, lo, hi);
+            c.outputs = {ArgMax(x, -1)};
+            if (s[0] > 0) c.outputs.push_back(ArgMax(x, 0));  // not over an empty axis
+          },
+          {{1, 1}, {7, 3}, {0, 3}},
+          {{17, 33, 65}},
+          kExact};
+}
+
+// Shapes are {M, K, N} (with batch dims in front for BatchMatMul); each cluster holds
+// all four transpose combinations.
+OpTestCase MatMulCase(std::string name, bool batched, DType dtype, Tolerance tol) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            const size_t r = s.size();
+            const Shape batch(s.begin(), s.end() - 3);
+            auto shape = [&](int64_t rows, int64_t cols) {
+              Shape out = batch;
+              out.push_back(rows);
+              out.push_back(cols);
+              return out;
+            };
+            const int64_t m = s[r - 3], k = s[r - 2], n = s[r - 1];
+            auto mm = batched ? BatchMatMul : MatMul;
+            Tensor a = c.Input(dtype, shape(m, k), 81);
+            Tensor b = c.Input(dtype, shape(k, n), 82);
+            Tensor at = c.Input(dtype, shape(k, m), 83);
+            Tensor bt = c.Input(dtype, shape(n, k), 84);
+            c.outputs = {mm(a, b, false, false), mm(at, b, true, false), mm(a, bt, false, true),
+                         mm(at, bt, true, true)};
+          },
+          batched ? std::vector<Shape>{{2, 1, 1, 1}, {3, 7, 3, 5}, {2, 3, 0, 4}, {2, 0, 3, 4}}
+                  : std::vector<Shape>{{1, 1, 1}, {7, 3, 5}, {3, 0, 4}, {0, 3, 4}},
+          batched ? std::vector<Shape>{{2, 17, 33, 65}} : std::vector<Shape>{{17, 33, 65}, {64, 96, 80}},
+          tol};
+}
+
+std::vector<OpTestCase> Cases() {
+  const DType f32 = DType::kF32, f64 = DType::kF64, i32 = DType::kI32;
+  return {
+      Reduction("Sum", Sum, f32, -1, 1),
+      Reduction("SumF64", Sum, f64, -1, 1, {1e-12, 1e-13}),
+      Reduction("SumI32", Sum, i32, -100, 100, kExact),
+      Reduction("Mean", Mean, f32, -1, 1),
+      Reduction("Max", Max, f32, -1, 1, kExact),
+      Reduction("MaxI32", Max, i32, -100, 100, kExact),
+      Reduction("Min", Min, f32, -1, 1, kExact),
+      Reduction("MinI32", Min, i32, -100, 100, kExact),
+      ArgMaxCase("ArgMax", f32, -1, 1),
+      ArgMaxCase("ArgMaxI32Ties", i32, -2, 2),  // many ties: the first maximum wins
+      MatMulCase("MatMul", false, f32, {1e-4, 1e-5}),
+      MatMulCase("MatMulI32", false, i32, kExact),
+      MatMulCase("BatchMatMul", true, f32, {1e-4, 1e-5}),
+  };
+}
+
+class ReduceMatMulTest : public ::testing::TestWithParam<OpParam> {};
+
+TEST_P(ReduceMatMulTest, MatchesReference) {
+  RunOpTestCase(std::get<0>(GetParam()), std::get<1>(GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases()),
+                                            ::testing::ValuesIn(AllSchedulers())),
+                         OpParamName);
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze

@@ -1,0 +1,165 @@
+// BRAZE_FLAGS: parsing, and errors reaching the user through Session::Run. The process
+// reads the variable once, so the environment cases run in a child process (a
+// "threadsafe" death test re-executes this binary, which then reads BRAZE_FLAGS afresh).
+#include "runtime/flags.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "braze/ops.h"
+#include "braze/session.h"
+
+namespace braze {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(Flags, ParsesEveryFlag) {
+  auto flags =
+      ParseBrazeFlags("--dump_to=/tmp/braze dump --clustering_debug\t--timeline=/tmp/t.json\n");
+  // Whitespace separates flags, so "dump" is a stray token: values cannot hold spaces.
+  EXPECT_FALSE(flags.ok());
+
+  flags = ParseBrazeFlags("  --dump_to=/tmp/d --clustering_debug\t--timeline=/tmp/t.json\n");
+  ASSERT_TRUE(flags.ok()) << flags.status();
+  EXPECT_EQ(flags->dump_to, "/tmp/d");
+  EXPECT_TRUE(flags->clustering_debug);
+  EXPECT_EQ(flags->timeline, "/tmp/t.json");
+}
+
+TEST(Flags, EmptyIsDefaults) {
+  for (const char* text : {"", "   ", "\t\n"}) {
+    auto flags = ParseBrazeFlags(text);
+    ASSERT_TRUE(flags.ok()) << flags.status();
+    EXPECT_EQ(flags->dump_to, "");
+    EXPECT_FALSE(flags->clustering_debug);
+    EXPECT_EQ(flags->timeline, "");
+  }
+}
+
+TEST(Flags, BooleanFormsAndLastValueWins) {
+  EXPECT_TRUE(ParseBrazeFlags("--clustering_debug=true")->clustering_debug);
+  EXPECT_TRUE(ParseBrazeFlags("--clustering_debug=1")->clustering_debug);
+  EXPECT_FALSE(ParseBrazeFlags("--clustering_debug=false")->clustering_debug);
+  EXPECT_FALSE(ParseBrazeFlags("--clustering_debug --clustering_debug=0")->clustering_debug);
+  EXPECT_EQ(ParseBrazeFlags("--dump_to=a --dump_to=b")->dump_to, "b");
+  // '=' inside a value is part of the value.
+  EXPECT_EQ(ParseBrazeFlags("--timeline=a=b.json")->timeline, "a=b.json");
+}
+
+TEST(Flags, UnknownFlagListsTheKnownOnes) {
+  auto flags = ParseBrazeFlags("--dump_to=/tmp/d --xla_hlo_profile");
+  ASSERT_FALSE(flags.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(flags.status()));
+  EXPECT_THAT(std::string(flags.status().message()),
+              AllOf(HasSubstr("BRAZE_FLAGS"), HasSubstr("unknown flag '--xla_hlo_profile'"),
+                    HasSubstr("--dump_to=DIR"), HasSubstr("--clustering_debug"),
+                    HasSubstr("--timeline=FILE")));
+}
+
+TEST(Flags, MalformedFlagsAreErrors) {
+  const struct {
+    const char* text;
+    const char* why;
+  } cases[] = {
+      {"--dump_to", "--dump_to needs a value"},
+      {"--dump_to=", "--dump_to needs a value"},
+      {"--timeline", "--timeline needs a value"},
+      {"--clustering_debug=yes", "takes true, false, 1 or 0, not 'yes'"},
+      {"dump_to=/tmp", "malformed flag 'dump_to=/tmp'"},
+      {"-dump_to=/tmp", "malformed flag '-dump_to=/tmp'"},
+      {"--", "malformed flag '--'"},
+      {"--=x", "unknown flag '--'"},
+  };
+  for (const auto& c : cases) {
+    auto flags = ParseBrazeFlags(c.text);
+    ASSERT_FALSE(flags.ok()) << c.text;
+    EXPECT_TRUE(absl::IsInvalidArgument(flags.status())) << c.text;
+    EXPECT_THAT(std::string(flags.status().message()),
+                AllOf(HasSubstr(c.why), HasSubstr("known flags:")))
+        << c.text;
+  }
+}
+
+// A one-op reference session: it fails only if the flags make it fail.
+absl::Status RunTinyGraph() {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2}, "x");
+  Tensor y = Exp(x);
+  SessionOptions options;
+  options.reference_only = true;
+  Session session(g, options);
+  return session.Run({{x, HostTensor::RandomUniform(DType::kF32, {2}, 1)}}, {y}).status();
+}
+
+TEST(Flags, ErrorSetForTestingComesBackFromEveryRun) {
+  SetBrazeFlagsForTesting(absl::InvalidArgumentError("BRAZE_FLAGS: injected"));
+  for (int i = 0; i < 2; ++i) {
+    absl::Status s = RunTinyGraph();
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr("injected"));
+  }
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  EXPECT_TRUE(RunTinyGraph().ok());
+}
+
+// Runs the tiny graph in a child process whose BRAZE_FLAGS is `value`; the child prints
+// the Run's status to stderr and exits 0 when it is InvalidArgument.
+class EnvFlagsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    if (const char* old = std::getenv("BRAZE_FLAGS")) saved_ = old;
+  }
+  void TearDown() override {
+    if (saved_) {
+      setenv("BRAZE_FLAGS", saved_->c_str(), 1);
+    } else {
+      unsetenv("BRAZE_FLAGS");
+    }
+  }
+  static void RunAndExit() {
+    absl::Status first = RunTinyGraph();
+    absl::Status second = RunTinyGraph();
+    std::fprintf(stderr, "first: %s\nsecond: %s\n", first.ToString().c_str(),
+                 second.ToString().c_str());
+    std::exit(absl::IsInvalidArgument(first) && absl::IsInvalidArgument(second) ? 0 : 1);
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+TEST_F(EnvFlagsTest, UnknownFlagInEnvironmentFailsEveryRun) {
+  setenv("BRAZE_FLAGS", "--clustering_debug --bogus=1", 1);
+  EXPECT_EXIT(RunAndExit(), ::testing::ExitedWithCode(0),
+              "first: INVALID_ARGUMENT: BRAZE_FLAGS: unknown flag '--bogus'; known flags: "
+              "--dump_to=DIR.*\nsecond: INVALID_ARGUMENT: BRAZE_FLAGS: unknown flag");
+}
+
+TEST_F(EnvFlagsTest, UnopenableTimelineInEnvironmentFailsRun) {
+  setenv("BRAZE_FLAGS", "--timeline=/nonexistent_braze_dir/trace.json", 1);
+  EXPECT_EXIT(RunAndExit(), ::testing::ExitedWithCode(0),
+              "first: INVALID_ARGUMENT: BRAZE_FLAGS --timeline: cannot open timeline file "
+              "'/nonexistent_braze_dir/trace.json'");
+}
+
+TEST_F(EnvFlagsTest, GoodEnvironmentRuns) {
+  setenv("BRAZE_FLAGS", "--clustering_debug", 1);
+  EXPECT_EXIT(
+      {
+        absl::Status s = RunTinyGraph();
+        std::fprintf(stderr, "status: %s\n", s.ToString().c_str());
+        std::exit(s.ok() && GetBrazeFlags().clustering_debug ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "clustering:\nmark_for_compilation: .*status: OK");
+}
+
+}  // namespace
+}  // namespace braze
