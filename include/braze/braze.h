@@ -3,6 +3,7 @@
 #define BRAZE_BRAZE_H_
 
 #include "braze/data.h"
+#include "braze/device.h"
 #include "braze/dtype.h"
 #include "braze/gradients.h"
 #include "braze/graph.h"

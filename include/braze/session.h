@@ -29,6 +29,10 @@ enum class Scheduler { kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 
 struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
+  // Where ops with no DeviceScope placement run: "cpu", "cuda[:N]", "jit:cpu", ... (see
+  // braze/device.h), or "auto". "auto" is "cpu" for now: the CUDA executor has not
+  // landed, so a session never picks a device it cannot run on by itself.
+  std::string device = "auto";
   int min_cluster_size = 4;        // smallest auto-cluster (TF's default); scopes: any size
   int max_cluster_size = 1 << 20;
   Scheduler scheduler = Scheduler::kAdams2019;

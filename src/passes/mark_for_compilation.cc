@@ -1,5 +1,7 @@
 #include "passes/mark_for_compilation.h"
 
+#include "braze/device.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -97,7 +99,8 @@ class Clusterer {
     for (int id = 0; id < n; ++id) {
       parent_[id] = id;
       const Node& node = graph.node(id);
-      explicit_[id] = node.jit().compile.value_or(false);
+      // Ops on a forced-compilation "jit:" device count as explicitly compiled.
+      explicit_[id] = node.jit().compile.value_or(false) || IsJitDevice(node.device());
       scope_[id] = node.jit().scope;
       // Ids are topological, so these insertions never reorder or fail.
       for (int p : Producers(id)) cycles_.InsertEdge(p, id);
@@ -159,10 +162,11 @@ class Clusterer {
   bool TryMerge(int from, int to, int p, int c) {
     const Node& pn = graph_.node(p);
     const Node& cn = graph_.node(c);
-    if (pn.device() != cn.device()) {
+    const std::string pd = EffectiveDevice(pn, options_), cd = EffectiveDevice(cn, options_);
+    if (pd != cd) {
       Refuse(from, to, p, c, ExclusionReason::kDifferentDevice,
-             absl::StrCat(Quoted(pn), " is on device \"", pn.device(), "\" but its consumer ",
-                          Quoted(cn), " is on \"", cn.device(), "\""));
+             absl::StrCat(Quoted(pn), " is on device \"", pd, "\" but its consumer ",
+                          Quoted(cn), " is on \"", cd, "\""));
       return false;
     }
     if (!scope_[from].empty() && !scope_[to].empty() && scope_[from] != scope_[to]) {
@@ -235,7 +239,7 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
                          ") is stateful: variables and their updates live on the host");
     return ExclusionReason::kStateful;
   }
-  if (node.jit().compile == false) {
+  if (node.jit().compile == false && !IsJitDevice(node.device())) {
     *text = absl::StrCat(Quoted(node), " was built under JitScope ", node.jit().scope,
                          " whose compile_ops is false for it");
     return ExclusionReason::kMarkedNoCompile;
@@ -244,6 +248,10 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
 }
 
 }  // namespace
+
+std::string EffectiveDevice(const Node& node, const ClusteringOptions& options) {
+  return node.device().empty() ? options.default_device : node.device();
+}
 
 const char* ExclusionReasonName(ExclusionReason reason) {
   switch (reason) {
@@ -397,7 +405,7 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
         Cluster cluster;
         cluster.name = absl::StrCat("cluster_", result.clusters.size());
         cluster.scope = clusterer.scope(rep);
-        cluster.device = graph.node(id).device();
+        cluster.device = EffectiveDevice(graph.node(id), options);
         cluster.explicit_scope = clusterer.is_explicit(rep);
         result.clusters.push_back(std::move(cluster));
       }

@@ -50,7 +50,13 @@ struct ClusteringOptions {
   // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.
   int min_cluster_size = 4;
   int max_cluster_size = std::numeric_limits<int>::max();
+  // The device of ops built with no placement (""), so that they cluster with ops
+  // explicitly placed on the session's default device.
+  std::string default_device = "cpu";
 };
+
+// A node's device with "" resolved to `default_device`.
+std::string EffectiveDevice(const Node& node, const ClusteringOptions& options);
 
 // Why an op is in no cluster. kNone: it is in one.
 enum class ExclusionReason {

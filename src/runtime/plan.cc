@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "braze/device.h"
 #include "braze/status.h"
 #include "lower/compile.h"
 
@@ -28,6 +29,12 @@ Step SingleStep(const Graph& g, int id, const SessionOptions& options) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options) {
+  if (options.device == "auto") return std::string("cpu");
+  BRAZE_ASSIGN_OR_RETURN(Device d, ParseDevice(options.device));
+  return d.ToString();
+}
 
 std::vector<Step> OpByOpSteps(const Graph& graph, const std::vector<int>& nodes,
                               const SessionOptions& options) {
@@ -67,8 +74,28 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
     }
   }
 
+  BRAZE_ASSIGN_OR_RETURN(const std::string default_device, ResolveDefaultDevice(options));
+  for (int id = 0; id < num_nodes; ++id) {
+    if (!plan->needed[id]) continue;
+    const Node& n = g.node(id);
+    const std::string device = n.device().empty() ? default_device : n.device();
+    BRAZE_ASSIGN_OR_RETURN(Device d, ParseDevice(device));
+    if (d.kind == Device::Kind::kCuda) {
+      absl::Status cuda = CheckCudaAvailable();
+      if (!cuda.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "node '", n.name(), "' is placed on ", device, ": ", cuda.message()));
+      }
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n.name(), "' is placed on ", device,
+          ": executing on CUDA devices is not implemented yet (CUDA code generation is; see "
+          "GenerateCudaCode)"));
+    }
+  }
+
   if (!options.reference_only) {
     ClusteringOptions copts;
+    copts.default_device = default_device;
     copts.global_jit_level = options.global_jit_level;
     copts.min_cluster_size = options.min_cluster_size;
     copts.max_cluster_size = options.max_cluster_size;

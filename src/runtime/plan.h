@@ -49,6 +49,9 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& graph,
                                                 const std::vector<Tensor>& targets,
                                                 const std::vector<bool>& fed);
 
+// The session's default device, canonical ("cpu", "cuda:0", "jit:cpu").
+absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options);
+
 // One step per op of `nodes` (used for a cluster's op-by-op fallback).
 std::vector<Step> OpByOpSteps(const Graph& graph, const std::vector<int>& nodes,
                               const SessionOptions& options);

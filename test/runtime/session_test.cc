@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "braze/device.h"
 #include "braze/ops.h"
 #include "braze/session.h"
 
@@ -221,6 +222,55 @@ INSTANTIATE_TEST_SUITE_P(Modes, SessionTest,
                            }
                            return "";
                          });
+
+}  // namespace
+}  // namespace braze
+
+namespace braze {
+namespace {
+
+TEST(SessionDevices, CudaPlacementIsAClearStatusNamingTheNode) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4}, "x");
+  Tensor y;
+  {
+    DeviceScope d(g, "cuda:0");
+    y = Exp(x);
+  }
+  Session s(g);
+  auto out = s.Run({{x, HostTensor::RandomUniform(DType::kF32, {4}, 1)}}, {y});
+  ASSERT_FALSE(out.ok());
+  // No driver here: FailedPrecondition; with a driver: the executor is not there yet.
+  EXPECT_TRUE(out.status().code() == absl::StatusCode::kFailedPrecondition ||
+              out.status().code() == absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("node 'Exp'"));
+}
+
+TEST(SessionDevices, BadDefaultDeviceIsAnError) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4}, "x");
+  SessionOptions o;
+  o.device = "gpu";
+  Session s(g, o);
+  auto out = s.Run({{x, HostTensor::RandomUniform(DType::kF32, {4}, 1)}}, {Exp(x)});
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("bad device \"gpu\""));
+}
+
+TEST(SessionDevices, JitCpuDeviceCompilesWithoutScopes) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {5, 3}, "x");
+  Tensor y;
+  {
+    DeviceScope d(g, "jit:cpu");
+    y = Softmax(x);
+  }
+  Session s(g);
+  auto out = s.Run({{x, HostTensor::RandomUniform(DType::kF32, {5, 3}, 2)}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(s.stats().cluster_launches, 1);
+  EXPECT_TRUE(s.ClusterOf(y).has_value());
+}
 
 }  // namespace
 }  // namespace braze
