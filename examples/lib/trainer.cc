@@ -1,0 +1,387 @@
+#include "lib/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "braze/timeline.h"
+
+namespace braze_examples {
+namespace {
+
+using braze::HostTensor;
+using braze::Shape;
+using Clock = std::chrono::steady_clock;
+
+// Steps after Session::Compile that are not timed: the first Runs still allocate the
+// reusable buffers and warm the caches, which is not what step_ms is about.
+constexpr int64_t kWarmupSteps = 3;
+// Accuracy is evaluated in chunks of this many rows; 10000 is the whole test split,
+// so evaluating is one Run of one shape (one compile in the JIT modes).
+constexpr int64_t kEvalChunk = 10000;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+const char* JitModeName(JitMode mode) {
+  switch (mode) {
+    case JitMode::kOff:
+      return "off";
+    case JitMode::kScope:
+      return "scope";
+    case JitMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
+void Usage(FILE* out, const ExampleInfo& info) {
+  const TrainFlags& d = info.defaults;
+  std::fprintf(out,
+               "%s: %s\n"
+               "usage: %s [--jit=off|scope|auto] [--steps=N] [--batch=N] [--lr=X] [--seed=N]\n"
+               "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
+               "       [--reference] [--min_test_accuracy=X]\n"
+               "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
+               "               scope: the model, loss, gradients and updates are built under\n"
+               "               JitScope(g) and fused; auto: session-level auto-clustering\n"
+               "               (global_jit_level = kOn1). Default %s\n"
+               "  --steps      train steps in total (default %lld)\n"
+               "  --batch      examples per step (default %lld); a partial last batch of an epoch\n"
+               "               is skipped, so every step has one shape\n"
+               "  --lr         learning rate (default %g)\n"
+               "  --seed       shuffling and initialization seed (default %llu)\n"
+               "  --log_every  steps between progress lines (default %lld)\n"
+               "  --data_dir   directory with the Fashion-MNIST IDX files (default %s)\n"
+               "  --timeline   write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the\n"
+               "               compiles and the first --timeline_steps train steps to FILE\n"
+               "  --timeline_steps  train steps to trace (default %lld); 0 traces the whole run.\n"
+               "               Traced steps are not timed, except with 0\n"
+               "  --reference  run every op on the plain C++ reference kernels (nothing compiled)\n"
+               "  --min_test_accuracy  exit with status 1 if the final test accuracy is lower\n"
+               "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
+               "train step, compile and warm-up steps excluded).\n",
+               info.program, info.description, info.program, JitModeName(d.jit),
+               static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
+               static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
+               d.data_dir.c_str(), static_cast<long long>(d.timeline_steps));
+}
+
+bool ParseBool(const std::string& value, bool* out) {
+  if (value == "true" || value == "1") {
+    *out = true;
+  } else if (value == "false" || value == "0") {
+    *out = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Accepts `--name=value` and `--name value`; `--reference` alone means true.
+absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& info) {
+  TrainFlags flags = info.defaults;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      Usage(stdout, info);
+      std::exit(0);
+    }
+    std::string value;
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg.resize(eq);
+    } else if (arg == "--reference") {
+      value = "true";
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("flag ", arg, " needs a value"));
+    }
+    bool ok = true;
+    if (arg == "--jit") {
+      if (value == "off") {
+        flags.jit = JitMode::kOff;
+      } else if (value == "scope") {
+        flags.jit = JitMode::kScope;
+      } else if (value == "auto") {
+        flags.jit = JitMode::kAuto;
+      } else {
+        ok = false;
+      }
+    } else if (arg == "--steps") {
+      ok = absl::SimpleAtoi(value, &flags.steps) && flags.steps >= 1;
+    } else if (arg == "--batch") {
+      ok = absl::SimpleAtoi(value, &flags.batch) && flags.batch >= 1;
+    } else if (arg == "--lr") {
+      ok = absl::SimpleAtod(value, &flags.lr) && flags.lr > 0;
+    } else if (arg == "--seed") {
+      ok = absl::SimpleAtoi(value, &flags.seed);
+    } else if (arg == "--log_every") {
+      ok = absl::SimpleAtoi(value, &flags.log_every) && flags.log_every >= 1;
+    } else if (arg == "--data_dir") {
+      flags.data_dir = value;
+    } else if (arg == "--timeline") {
+      flags.timeline = value;
+      ok = !value.empty();
+    } else if (arg == "--timeline_steps") {
+      ok = absl::SimpleAtoi(value, &flags.timeline_steps) && flags.timeline_steps >= 0;
+    } else if (arg == "--reference") {
+      ok = ParseBool(value, &flags.reference);
+    } else if (arg == "--min_test_accuracy") {
+      ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+    }
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", arg, ": ", value));
+  }
+  return flags;
+}
+
+// Copies rows `rows[begin, end)` of a row-major [N, ...] tensor into a new [end-begin, ...].
+HostTensor GatherRows(const HostTensor& src, const std::vector<int64_t>& rows, size_t begin,
+                      size_t end) {
+  const int64_t width = src.num_elements() / std::max<int64_t>(src.dim(0), 1);
+  Shape shape = src.shape();
+  shape[0] = static_cast<int64_t>(end - begin);
+  HostTensor out(src.dtype(), shape);
+  const size_t row_bytes = width * braze::SizeOf(src.dtype());
+  const auto* from = static_cast<const uint8_t*>(src.raw_data());
+  auto* to = static_cast<uint8_t*>(out.raw_data());
+  for (size_t i = begin; i < end; ++i) {
+    std::memcpy(to + (i - begin) * row_bytes, from + rows[i] * row_bytes, row_bytes);
+  }
+  return out;
+}
+
+// Hands out shuffled mini-batches, a fresh permutation every epoch.
+class Batcher {
+ public:
+  Batcher(const braze::MnistSplit& split, int64_t batch, uint64_t seed)
+      : split_(split), batch_(batch), rng_(seed), order_(split.labels.dim(0)) {
+    std::iota(order_.begin(), order_.end(), 0);
+  }
+  int64_t steps_per_epoch() const { return static_cast<int64_t>(order_.size()) / batch_; }
+
+  // The batch of global step `step` (steps are consecutive from 0).
+  std::pair<HostTensor, HostTensor> Next(int64_t step) {
+    const int64_t in_epoch = step % steps_per_epoch();
+    if (in_epoch == 0) std::shuffle(order_.begin(), order_.end(), rng_);
+    const size_t begin = in_epoch * batch_;
+    return {GatherRows(split_.images, order_, begin, begin + batch_),
+            GatherRows(split_.labels, order_, begin, begin + batch_)};
+  }
+
+ private:
+  const braze::MnistSplit& split_;
+  int64_t batch_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;
+};
+
+// The evaluation feeds of a split, gathered once.
+std::vector<std::pair<HostTensor, HostTensor>> EvalChunks(const braze::MnistSplit& split) {
+  const int64_t n = split.labels.dim(0);
+  std::vector<int64_t> rows(n);
+  std::iota(rows.begin(), rows.end(), 0);
+  std::vector<std::pair<HostTensor, HostTensor>> chunks;
+  for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
+    const int64_t end = std::min(n, begin + kEvalChunk);
+    chunks.emplace_back(GatherRows(split.images, rows, begin, end),
+                        GatherRows(split.labels, rows, begin, end));
+  }
+  return chunks;
+}
+
+absl::StatusOr<double> Accuracy(braze::Session& session, const TrainGraph& m,
+                                const std::vector<std::pair<HostTensor, HostTensor>>& chunks) {
+  double correct = 0;
+  int64_t n = 0;
+  std::vector<HostTensor> out;
+  for (const auto& [images, labels] : chunks) {
+    BRAZE_RETURN_IF_ERROR(
+        session.RunInto({{m.x, images}, {m.labels, labels}}, {m.num_correct}, &out));
+    correct += out[0].GetDouble(0);
+    n += labels.dim(0);
+  }
+  return correct / std::max<int64_t>(n, 1);
+}
+
+braze::SessionStats Minus(const braze::SessionStats& a, const braze::SessionStats& b) {
+  braze::SessionStats d;
+  d.runs = a.runs - b.runs;
+  d.compiles = a.compiles - b.compiles;
+  d.cache_hits = a.cache_hits - b.cache_hits;
+  d.cluster_launches = a.cluster_launches - b.cluster_launches;
+  d.single_op_launches = a.single_op_launches - b.single_op_launches;
+  d.reference_launches = a.reference_launches - b.reference_launches;
+  d.compile_ms = a.compile_ms - b.compile_ms;
+  return d;
+}
+
+void Accumulate(const braze::SessionStats& d, braze::SessionStats* total) {
+  total->runs += d.runs;
+  total->compiles += d.compiles;
+  total->cache_hits += d.cache_hits;
+  total->cluster_launches += d.cluster_launches;
+  total->single_op_launches += d.single_op_launches;
+  total->reference_launches += d.reference_launches;
+  total->compile_ms += d.compile_ms;
+}
+
+absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const ModelBuilder& build) {
+  const auto t0 = Clock::now();
+  BRAZE_ASSIGN_OR_RETURN(braze::MnistSplit train, braze::LoadFashionMnist("train", flags.data_dir));
+  BRAZE_ASSIGN_OR_RETURN(braze::MnistSplit test, braze::LoadFashionMnist("t10k", flags.data_dir));
+  if (train.labels.dim(0) < flags.batch) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch ", flags.batch, " exceeds the ",
+                                                   train.labels.dim(0), " training images"));
+  }
+  std::printf("%s: loaded %lld train and %lld test images from %s in %.2f s\n", info.program,
+              static_cast<long long>(train.labels.dim(0)),
+              static_cast<long long>(test.labels.dim(0)), flags.data_dir.c_str(), Seconds(t0));
+
+  braze::Graph g;
+  BRAZE_ASSIGN_OR_RETURN(TrainGraph m, build(g, flags));
+  BRAZE_RETURN_IF_ERROR(g.status());
+
+  braze::SessionOptions options;
+  if (flags.jit == JitMode::kAuto) options.global_jit_level = braze::JitLevel::kOn1;
+  options.reference_only = flags.reference;
+  braze::Session session(g, options);
+
+  Batcher batcher(train, flags.batch, flags.seed);
+  const std::vector<std::pair<HostTensor, HostTensor>> test_chunks = EvalChunks(test);
+  const std::vector<braze::Tensor> fetches = {m.loss, m.num_correct};
+  auto make_feeds = [&](int64_t step, std::pair<HostTensor, HostTensor> batch) {
+    braze::Feeds feeds = {{m.x, std::move(batch.first)}, {m.labels, std::move(batch.second)}};
+    if (m.lr_scale.valid()) {
+      const double scale = 1.0 - static_cast<double>(step) / flags.steps;
+      feeds.emplace_back(m.lr_scale, HostTensor::Scalar(static_cast<float>(scale)));
+    }
+    return feeds;
+  };
+
+  const bool tracing = !flags.timeline.empty();
+  if (tracing) BRAZE_RETURN_IF_ERROR(braze::StartTimeline(flags.timeline));
+  // Untimed: the warm-up steps, and the traced ones (tracing costs time per kernel)
+  // unless the whole run is traced.
+  int64_t untimed = kWarmupSteps;
+  if (tracing && flags.timeline_steps > 0) untimed = std::max(untimed, flags.timeline_steps);
+  untimed = std::min(untimed, flags.steps - 1);
+
+  // Plans and JIT-compiles the train step up front, so that compile time is reported on
+  // its own and never lands in a timed step.
+  {
+    const auto start = Clock::now();
+    // Compile only needs the feeds' shapes: any batch of the right size will do.
+    std::vector<int64_t> first(flags.batch);
+    std::iota(first.begin(), first.end(), 0);
+    std::pair<HostTensor, HostTensor> shapes_only = {
+        GatherRows(train.images, first, 0, first.size()),
+        GatherRows(train.labels, first, 0, first.size())};
+    BRAZE_RETURN_IF_ERROR(
+        session.Compile(make_feeds(0, std::move(shapes_only)), fetches, m.train_ops));
+    const braze::SessionStats s = session.stats();
+    std::printf(
+        "%s --jit=%s%s: %d graph nodes; compiled the train step in %.2f s (%lld kernels, "
+        "%.0f ms compiling)\n",
+        info.program, JitModeName(flags.jit), flags.reference ? " --reference" : "", g.num_nodes(),
+        Seconds(start), static_cast<long long>(s.compiles), s.compile_ms);
+    std::fflush(stdout);
+  }
+
+  braze::SessionStats timed_stats;
+  double timed_seconds = 0;
+  int64_t timed_steps = 0;
+  double loss_sum = 0, correct_sum = 0;
+  int64_t logged_steps = 0;
+  double test_accuracy = 0;
+  std::vector<HostTensor> out;
+  for (int64_t step = 0; step < flags.steps; ++step) {
+    braze::Feeds feeds = make_feeds(step, batcher.Next(step));
+    const bool timed = step >= untimed;
+    const braze::SessionStats before = session.stats();
+    const auto start = Clock::now();
+    BRAZE_RETURN_IF_ERROR(session.RunInto(feeds, fetches, &out, m.train_ops));
+    if (timed) {
+      timed_seconds += Seconds(start);
+      Accumulate(Minus(session.stats(), before), &timed_stats);
+      ++timed_steps;
+    }
+    loss_sum += out[0].GetDouble(0);
+    correct_sum += out[1].GetDouble(0);
+    ++logged_steps;
+    if (tracing && flags.timeline_steps > 0 && step + 1 == flags.timeline_steps) {
+      BRAZE_RETURN_IF_ERROR(braze::StopTimeline());
+      std::printf("wrote the timeline of the compiles and steps 1-%lld to %s\n",
+                  static_cast<long long>(flags.timeline_steps), flags.timeline.c_str());
+    }
+    if ((step + 1) % flags.log_every == 0 || step + 1 == flags.steps) {
+      BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(session, m, test_chunks));
+      std::printf(
+          "step %lld (epoch %.2f): loss %.4f train_batch_accuracy %.4f test_accuracy %.4f "
+          "(%.1f s)\n",
+          static_cast<long long>(step + 1),
+          static_cast<double>(step + 1) / batcher.steps_per_epoch(), loss_sum / logged_steps,
+          correct_sum / (logged_steps * flags.batch), test_accuracy, Seconds(t0));
+      std::fflush(stdout);
+      loss_sum = correct_sum = 0;
+      logged_steps = 0;
+    }
+  }
+  if (tracing && (flags.timeline_steps == 0 || flags.timeline_steps > flags.steps)) {
+    BRAZE_RETURN_IF_ERROR(braze::StopTimeline());
+    std::printf("wrote the timeline of the whole run to %s\n", flags.timeline.c_str());
+  }
+
+  const double per_step = 1.0 / std::max<int64_t>(timed_steps, 1);
+  std::printf(
+      "one train step (mean of %lld timed steps): %g cluster launches, %g single-op kernels, "
+      "%g reference kernels; %lld compiles and %lld cache hits in them\n",
+      static_cast<long long>(timed_steps), timed_stats.cluster_launches * per_step,
+      timed_stats.single_op_launches * per_step, timed_stats.reference_launches * per_step,
+      static_cast<long long>(timed_stats.compiles), static_cast<long long>(timed_stats.cache_hits));
+  const braze::SessionStats total = session.stats();
+  std::printf("session: %lld runs, %lld compiles (%.0f ms); total %.1f s\n",
+              static_cast<long long>(total.runs), static_cast<long long>(total.compiles),
+              total.compile_ms, Seconds(t0));
+  std::printf("test_accuracy=%.4f\n", test_accuracy);
+  std::printf("step_ms=%.3f\n", 1e3 * timed_seconds * per_step);
+  if (test_accuracy < flags.min_test_accuracy) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("test accuracy %.4f is below --min_test_accuracy %.4f", test_accuracy,
+                        flags.min_test_accuracy));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int TrainMain(int argc, char** argv, const ExampleInfo& info, const ModelBuilder& build) {
+  absl::StatusOr<TrainFlags> flags = ParseFlags(argc, argv, info);
+  if (!flags.ok()) {
+    std::fprintf(stderr, "%s: %s\n", info.program, std::string(flags.status().message()).c_str());
+    Usage(stderr, info);
+    return 2;
+  }
+  absl::Status status = Train(*flags, info, build);
+  if (!status.ok()) {
+    std::fprintf(stderr, "%s: %s\n", info.program, status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace braze_examples

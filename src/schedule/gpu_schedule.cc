@@ -1,0 +1,619 @@
+// Braze's GPU schedule heuristic; see gpu_schedule.h for the rules and why.
+#include "schedule/gpu_schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace braze {
+namespace schedule {
+
+const char* GpuPlanName(GpuPlan plan) {
+  switch (plan) {
+    case GpuPlan::kFused:
+      return "fused";
+    case GpuPlan::kSeparate:
+      return "separate";
+    case GpuPlan::kSerial:
+      return "serial";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using Halide::Func;
+using Halide::LoopLevel;
+using Halide::RVar;
+using Halide::TailStrategy;
+using Halide::Var;
+using Halide::VarOrRVar;
+using Halide::Internal::Function;
+
+// Every split is guarded: shapes are exact, but any extent (1, 3, 65) must work with
+// tiles of 32 or 256, and an RVar split can only be guarded anyway.
+constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
+constexpr int kWarp = 32;
+// Fan-in of each level of a cooperative combine (see Cooperative).
+constexpr int kFanIn = 8;
+constexpr int kMaxThreads = 256;
+// A block per row keeps an H100 (132 SMs) busy from about this many rows on; with fewer
+// rows, a row this long is split over many blocks instead (two stages).
+constexpr int64_t kManyRows = 128;
+constexpr int64_t kLongRow = 16384;
+// Rows this short, when there are this many, get a thread each instead of a block.
+constexpr int64_t kShortRowLen = 16;
+constexpr int64_t kManyShortRows = 4096;
+// One thread per column reduction output is enough parallelism from this many outputs
+// on, or when each thread's serial loop is this short.
+constexpr int64_t kManyOutputs = 8192;
+constexpr int64_t kShortColumn = 64;
+// Two-stage reductions aim at about this many threads in the first stage, each summing
+// at least kMinPerThread elements (fewer, longer threads waste no launch overhead).
+constexpr int64_t kTargetThreads = 65536;
+constexpr int64_t kMinPerThread = 16;
+// Shared allocations are multiples of this many elements: 8 bytes for any element type
+// (see Cooperative for the Halide 14 bug this avoids).
+constexpr int kSharedAlign = 8;
+// MatMul result tile: 256 threads, each accumulating one output over k in registers.
+constexpr int kMatMulTile = 16;
+
+int64_t Product(const Extents& e) {
+  int64_t p = 1;
+  for (int64_t v : e) p *= v;
+  return p;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The smallest power of two >= n, capped at `cap`.
+int Pow2AtLeast(int64_t n, int cap) {
+  int p = 1;
+  while (p < n && p < cap) p *= 2;
+  return p;
+}
+
+// Threads cooperating on one row of `len` elements: each thread reads about 4 elements,
+// and a block is 1 to 8 warps.
+int RowThreads(int64_t len) { return std::max(kWarp, Pow2AtLeast(CeilDiv(len, 4), kMaxThreads)); }
+
+// Extents with the unit dims dropped: a keep_dims reduction {1, R} has the rows of {R}.
+Extents WithoutUnitDims(const Extents& e) {
+  Extents out;
+  for (int64_t v : e) {
+    if (v != 1) out.push_back(v);
+  }
+  return out;
+}
+
+enum class Kind {
+  kRow,             // block per row, threads cooperate (rfactor over the lanes)
+  kRowTwoStage,     // partials over lanes x chunks at root, then a cooperative combine
+  kColumn,          // one thread per output, serial over the reduction
+  kColumnTwoStage,  // partials over chunks at root, then one thread per output
+};
+
+const char* KindName(Kind kind) {
+  switch (kind) {
+    case Kind::kRow:
+      return "row";
+    case Kind::kRowTwoStage:
+      return "row two-stage";
+    case Kind::kColumn:
+      return "column";
+    case Kind::kColumnTwoStage:
+      return "column two-stage";
+  }
+  return "unknown";
+}
+
+Kind Classify(const Stage& s) {
+  const int64_t rows = Product(s.extents);
+  const int64_t len = s.reduction_extent;
+  if (s.reduces_innermost) {
+    // Many short rows: a block of >= 32 threads per row would idle most of them, while
+    // a thread per row still reads whole cache lines (the row's neighbours are the
+    // next thread's).
+    if (len <= kShortRowLen && rows >= kManyShortRows) return Kind::kColumn;
+    return rows >= kManyRows || len <= kLongRow ? Kind::kRow : Kind::kRowTwoStage;
+  }
+  return rows >= kManyOutputs || len <= kShortColumn ? Kind::kColumn : Kind::kColumnTwoStage;
+}
+
+// How an output's kernel hosts reductions fused into it.
+enum class Host {
+  kNone,
+  kRowBlock,      // block per row of dims 1.., threads over dim 0: row reductions at the block
+  kElementBlock,  // block per output element: a row reduction per element at the block
+  kThread,        // pointwise tiles: column reductions per thread
+};
+
+class GpuScheduler {
+ public:
+  GpuScheduler(const PipelineInfo& info, GpuPlan plan) : info_(info), plan_(plan) {}
+
+  std::string Run() {
+    Analyze();
+    if (plan_ == GpuPlan::kFused) ChooseHosts();
+    for (size_t j = 0; j < info_.outputs.size(); ++j) ScheduleOutput(static_cast<int>(j));
+    for (size_t i = 0; i < info_.stages.size(); ++i) {
+      const Stage& s = info_.stages[i];
+      if (s.kind == StageKind::kMatMul) {
+        MatMul(s);
+      } else {
+        ScheduleReduction(s, reductions_[i]);
+      }
+    }
+    for (Func f : operands_) {
+      f.compute_root();
+      const Var xi = PointwiseTile(f, f.args(), {});
+      log_ << f.name() << ": matmul operand, compute_root, tile -> " << xi.name() << "\n";
+    }
+    CheckAllPlaced();
+    return log_.str();
+  }
+
+ private:
+  struct Reduction {
+    Kind kind = Kind::kRow;
+    int host = -1;  // output index whose kernel computes it, -1: its own kernel(s)
+  };
+
+  // Callers of every Func, and the Funcs that get their own storage ("materialized":
+  // outputs, accumulators, matmul results and operands); all other pure Funcs are
+  // inlined into their callers.
+  void Analyze() {
+    std::vector<Function> outputs;
+    for (const Func& f : info_.outputs) outputs.push_back(f.function());
+    env_ = Halide::Internal::build_environment(outputs);
+    for (const auto& [name, fn] : env_) {
+      for (const auto& [callee, unused] : Halide::Internal::find_direct_calls(fn)) {
+        if (callee != name) callers_[callee].insert(name);
+      }
+    }
+    for (size_t j = 0; j < info_.outputs.size(); ++j) {
+      output_index_[info_.outputs[j].name()] = static_cast<int>(j);
+      materialized_.insert(info_.outputs[j].name());
+    }
+    reductions_.resize(info_.stages.size());
+    for (size_t i = 0; i < info_.stages.size(); ++i) {
+      const Stage& s = info_.stages[i];
+      materialized_.insert(s.acc.name());
+      if (s.kind == StageKind::kMatMul) {
+        materialized_.insert(s.result.name());
+        matmul_results_.insert(s.result.name());
+        continue;
+      }
+      stage_index_[s.acc.name()] = static_cast<int>(i);
+      // The serial plan never rfactors: the fallback when Halide cannot prove an
+      // update associative.
+      reductions_[i].kind = plan_ == GpuPlan::kSerial ? Kind::kColumn : Classify(s);
+    }
+    // A matmul reads each operand element m (or n) times: an operand that computes
+    // something is materialized once instead of being inlined into the k loop. Operands
+    // that only reindex inputs (transpose, reshape) or constants stay inlined.
+    for (const Stage& s : info_.stages) {
+      if (s.kind != StageKind::kMatMul) continue;
+      for (const auto& [name, fn] : Halide::Internal::find_direct_calls(s.acc.function())) {
+        if (name == s.acc.name() || materialized_.count(name) > 0) continue;
+        bool computes = false;
+        for (const auto& [callee, unused] : Halide::Internal::find_direct_calls(fn)) {
+          computes |= callee != name;
+        }
+        if (!computes) continue;
+        materialized_.insert(name);
+        operands_.push_back(Func(fn));
+      }
+    }
+  }
+
+  // The materialized Funcs that read `name`, looking through inlined pure Funcs.
+  std::set<std::string> MaterializedConsumers(const std::string& name) const {
+    std::set<std::string> result, seen;
+    std::vector<std::string> todo{name};
+    while (!todo.empty()) {
+      const std::string n = todo.back();
+      todo.pop_back();
+      auto it = callers_.find(n);
+      if (it == callers_.end()) continue;
+      for (const std::string& c : it->second) {
+        if (!seen.insert(c).second) continue;
+        if (materialized_.count(c) > 0) {
+          result.insert(c);
+        } else {
+          todo.push_back(c);
+        }
+      }
+    }
+    return result;
+  }
+
+  // Fuses each reduction into the kernel of the one output that (directly, or through
+  // reductions already fused there) consumes it, when the output's rows match the
+  // reduction's. Consumers come after producers in `stages`, so walking backwards
+  // decides every consumer before its producers.
+  void ChooseHosts() {
+    hosts_.assign(info_.outputs.size(), Host::kNone);
+    for (int i = static_cast<int>(info_.stages.size()) - 1; i >= 0; --i) {
+      const Stage& s = info_.stages[i];
+      if (s.kind == StageKind::kMatMul) continue;
+      Reduction& r = reductions_[i];
+      int host = -1;
+      bool ok = true;
+      for (const std::string& c : MaterializedConsumers(s.acc.name())) {
+        int h = -1;
+        if (output_index_.count(c) > 0 && matmul_results_.count(c) == 0) {
+          h = output_index_.at(c);
+        } else if (stage_index_.count(c) > 0) {
+          // The consumer must read us inside the host's kernel: a two-stage reduction
+          // reads its inputs in a first-stage kernel of its own.
+          const Reduction& b = reductions_[stage_index_.at(c)];
+          if (b.kind == Kind::kRow || b.kind == Kind::kColumn) h = b.host;
+        }
+        if (h < 0 || (host >= 0 && h != host)) ok = false;
+        host = h;
+      }
+      if (!ok || host < 0) continue;
+      const Extents& e = info_.output_extents[host];
+      Host want = Host::kNone;
+      // Unit dims aside (keep_dims), the output has the reduction's shape: it reads one
+      // reduction value per element.
+      const bool same = WithoutUnitDims(s.extents) == WithoutUnitDims(e);
+      switch (r.kind) {
+        case Kind::kRow:
+          if (same) {
+            want = Host::kElementBlock;
+          } else if (e.size() >= 2 && WithoutUnitDims(s.extents) ==
+                                          WithoutUnitDims(Extents(e.begin() + 1, e.end()))) {
+            want = Host::kRowBlock;
+          }
+          break;
+        case Kind::kRowTwoStage:
+          // Few long rows: a block per row of the output would be too few blocks.
+          if (same) want = Host::kElementBlock;
+          break;
+        case Kind::kColumn:
+        case Kind::kColumnTwoStage:
+          if (same) want = Host::kThread;
+          break;
+      }
+      if (want == Host::kNone || (hosts_[host] != Host::kNone && hosts_[host] != want)) continue;
+      hosts_[host] = want;
+      r.host = host;
+    }
+  }
+
+  void ScheduleOutput(int j) {
+    Func f = info_.outputs[j];
+    if (matmul_results_.count(f.name()) > 0) return;  // tiled by MatMul()
+    const Extents& e = info_.output_extents[j];
+    const Host host = hosts_.empty() ? Host::kNone : hosts_[j];
+    std::vector<Var> args = f.args();
+    switch (host) {
+      case Host::kRowBlock: {
+        // Threads over dim 0 each handle x = xi, xi + T, ...: coalesced, and the row
+        // reductions at the block level are computed once per row.
+        const Var row = FuseAll(f, std::vector<Var>(args.begin() + 1, args.end()));
+        const int threads = RowThreads(e[0]);
+        Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
+        f.split(args[0], xo, xi, threads, kGuard)
+            .reorder(xo, xi, row)
+            .gpu_blocks(row)
+            .gpu_threads(xi);
+        block_level_[j] = LoopLevel(f, row);
+        log_ << f.name() << ": block per row (" << row.name() << "), " << threads
+             << " threads over dim 0\n";
+        return;
+      }
+      case Host::kElementBlock: {
+        const Var row = FuseAll(f, args);
+        f.gpu_blocks(row);
+        block_level_[j] = LoopLevel(f, row);
+        log_ << f.name() << ": block per element (" << row.name() << ")\n";
+        return;
+      }
+      case Host::kNone:
+      case Host::kThread: {
+        const Var xi = PointwiseTile(f, args, e);
+        thread_level_[j] = LoopLevel(f, xi);
+        log_ << f.name() << ": pointwise, tile -> " << xi.name() << "\n";
+        return;
+      }
+    }
+  }
+
+  // Fuses `vars` (innermost first, consecutive in the loop order) into one Var.
+  static Var FuseAll(Func f, const std::vector<Var>& vars) {
+    Var fused = vars[0];
+    for (size_t d = 1; d < vars.size(); ++d) {
+      Var next(fused.name() + "_" + vars[d].name());
+      f.fuse(fused, vars[d], next);
+      fused = next;
+    }
+    return fused;
+  }
+
+  // Tiles `vars` (innermost first) of a pure Func: dim 0 on threadIdx.x, the other dims
+  // fused onto threadIdx.y, the tiles fused into one block dim. Extents may be empty
+  // (unknown): 32x8 or 256 then. Returns the innermost thread Var.
+  static Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e) {
+    if (vars.size() > 1) {
+      std::vector<VarOrRVar> order(vars.begin(), vars.end());
+      f.reorder(order);
+    }
+    const bool known = !e.empty();
+    const int64_t e0 = known ? e[0] : 0;
+    const int64_t outer = known ? Product(Extents(e.begin() + 1, e.end())) : 0;
+    Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
+    if (vars.size() == 1) {
+      f.split(vars[0], xo, xi, known ? Pow2AtLeast(e0, kMaxThreads) : kMaxThreads, kGuard)
+          .gpu_blocks(xo)
+          .gpu_threads(xi);
+      return xi;
+    }
+    int tx = kWarp, ty = kMaxThreads / kWarp;
+    if (known && outer == 1) {
+      tx = Pow2AtLeast(e0, kMaxThreads);
+      ty = 1;
+    } else if (known) {
+      tx = Pow2AtLeast(e0, kWarp);
+      ty = Pow2AtLeast(outer, kMaxThreads / tx);
+    }
+    const Var rest = FuseAll(f, std::vector<Var>(vars.begin() + 1, vars.end()));
+    Var yo(f.name() + "_yo"), yi(f.name() + "_yi"), b(f.name() + "_b");
+    f.tile(vars[0], rest, xo, yo, xi, yi, tx, ty, kGuard)
+        .fuse(xo, yo, b)
+        .gpu_blocks(b)
+        .gpu_threads(xi, yi);
+    return xi;
+  }
+
+  // The RVars of an update fused into one (innermost first), so lanes and chunks can be
+  // split off whatever the number of reduced dims.
+  static RVar FuseRVars(Func acc, const Halide::RDom& r) {
+    RVar fused = r[0];
+    for (int d = 1; d < r.dimensions(); ++d) {
+      RVar next(acc.name() + "_rf" + std::to_string(d));
+      acc.update().fuse(fused, r[d], next);
+      fused = next;
+    }
+    return fused;
+  }
+
+  // A kernel of its own for `acc`: a wrapper Func replacing every read of it, a block per
+  // wrapper element. Returns the block level.
+  LoopLevel OwnBlock(Func acc) {
+    Func w = acc.in();
+    w.compute_root();
+    const Var b = FuseAll(w, w.args());
+    w.gpu_blocks(b);
+    log_ << w.name() << ": wrapper of " << acc.name() << ", block per element\n";
+    return LoopLevel(w, b);
+  }
+
+  // A kernel of its own for `acc`, one thread per element (pointwise tiles).
+  LoopLevel OwnThread(Func acc, const Extents& e) {
+    Func w = acc.in();
+    w.compute_root();
+    const Var xi = PointwiseTile(w, w.args(), e);
+    log_ << w.name() << ": wrapper of " << acc.name() << ", pointwise tile\n";
+    return LoopLevel(w, xi);
+  }
+
+  // The cooperative reduction of `acc` over `lane` (extent `len`) at a block level: the
+  // update is rfactored into T per-thread partials (thread u reads u, u+T, ...: coalesced)
+  // held in shared memory, then combined in a tree of fan-in kFanIn (256 -> 32 -> 4) and
+  // finally by one thread. The tree keeps that last serial loop short: a block-level
+  // loop runs on one thread, and Halide puts barriers inside it (two per iteration for a
+  // Tuple such as Max's value and NaN flag).
+  //
+  // Every Func here lives in shared memory, and each allocation's extent is aligned to
+  // kSharedAlign elements. Halide 14 packs a kernel's shared allocations into one buffer,
+  // padding each group to the widest type but sizing the buffer by the unpadded sum
+  // (FuseGPUThreadLoops.cpp), so two groups of odd byte sizes (a Max's u8 NaN flags next
+  // to f64 sums) overflow it. Seen as a 7x3 cross entropy kernel lowered to nothing.
+  void Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split) {
+    acc.compute_at(at);
+    placed_.insert(acc.name());
+    int64_t threads = len;
+    if (split && len > RowThreads(len)) {
+      threads = RowThreads(len);
+      RVar ro(acc.name() + "_ro"), ri(acc.name() + "_ri");
+      acc.update().split(lane, ro, ri, static_cast<int>(threads), kGuard);
+      lane = ri;
+    }
+    Var u(acc.name() + "_u");
+    Func partial = acc.update().rfactor(lane, u);
+    partial.compute_at(at).align_storage(u, kSharedAlign).gpu_threads(u);
+    partial.update().gpu_threads(u);
+    placed_.insert(partial.name());
+    log_ << acc.name() << ": cooperative, " << threads << " threads, combined by";
+    for (int level = 1; threads > kFanIn; ++level) {
+      const int64_t next = CeilDiv(threads, kFanIn);
+      const std::string suffix = "_" + std::to_string(level);
+      RVar lo(acc.name() + "_lo" + suffix), li(acc.name() + "_li" + suffix);
+      Var w(acc.name() + "_w" + suffix);
+      acc.update().split(lane, lo, li, static_cast<int>(next), kGuard);
+      Func combine = acc.update().rfactor(li, w);
+      combine.compute_at(at).align_storage(w, kSharedAlign).gpu_threads(w);
+      combine.update().gpu_threads(w);
+      placed_.insert(combine.name());
+      log_ << " " << next;
+      lane = li;
+      threads = next;
+    }
+    // After the rfactors: they copy acc's storage directives to the partials.
+    acc.align_storage(acc.args()[0], kSharedAlign);
+    log_ << " then 1\n";
+  }
+
+  // The first stage of a two-stage reduction: the (fused) reduction domain split into
+  // chunks (and, over the innermost dim, lanes), rfactored into partials computed at
+  // root in a kernel of their own. Returns the lane RVar left in acc's update and its
+  // extent (0 without lanes).
+  std::pair<RVar, int64_t> FirstStage(const Stage& s, bool lanes) {
+    Func acc = s.acc;
+    const RVar rf = FuseRVars(acc, s.rdom);
+    const int64_t len = s.reduction_extent;
+    const int64_t rows = Product(s.extents);
+    RVar rfo(acc.name() + "_rfo"), rfi(acc.name() + "_rfi");
+    Var u(acc.name() + "_u"), v(acc.name() + "_v");
+    Func partial;
+    Extents extents = s.extents;
+    int64_t threads = 0;
+    if (lanes) {
+      threads = Pow2AtLeast(len, kMaxThreads);
+      const int64_t steps = CeilDiv(len, threads);
+      const int64_t chunks =
+          std::clamp<int64_t>(CeilDiv(len, threads * kMinPerThread), 1,
+                              std::max<int64_t>(1, kTargetThreads / (threads * rows)));
+      const int64_t per_chunk = CeilDiv(steps, chunks);
+      RVar rfoo(acc.name() + "_rfoo"), rfoi(acc.name() + "_rfoi");
+      acc.update()
+          .split(rf, rfo, rfi, static_cast<int>(threads), kGuard)
+          .split(rfo, rfoo, rfoi, static_cast<int>(per_chunk), kGuard);
+      partial = acc.update().rfactor({{rfi, u}, {rfoo, v}});
+      extents.push_back(threads);
+      extents.push_back(CeilDiv(steps, per_chunk));
+      log_ << acc.name() << ": " << KindName(Kind::kRowTwoStage) << ", " << threads << " lanes x "
+           << extents.back() << " chunks of " << per_chunk << " steps\n";
+    } else {
+      const int64_t chunks = std::clamp<int64_t>(CeilDiv(len, kMinPerThread), 1,
+                                                 std::max<int64_t>(1, kTargetThreads / rows));
+      const int64_t per_chunk = CeilDiv(len, chunks);
+      acc.update().split(rf, rfo, rfi, static_cast<int>(per_chunk), kGuard);
+      partial = acc.update().rfactor(rfo, v);
+      extents.push_back(CeilDiv(len, per_chunk));
+      log_ << acc.name() << ": " << KindName(Kind::kColumnTwoStage) << ", " << extents.back()
+           << " chunks of " << per_chunk << "\n";
+    }
+    // The partials' args are acc's then (u,) v. Lanes go innermost, on threadIdx.x.
+    std::vector<Var> args = partial.args();
+    Func w = partial.in();
+    w.compute_root();
+    std::vector<Var> wargs = w.args();
+    std::vector<Var> order;
+    Extents order_extents;
+    const size_t n = s.extents.size();
+    if (lanes) {
+      order.push_back(wargs[n]);
+      order_extents.push_back(extents[n]);
+    }
+    for (size_t d = 0; d < n; ++d) {
+      order.push_back(wargs[d]);
+      order_extents.push_back(extents[d]);
+    }
+    order.push_back(wargs.back());
+    order_extents.push_back(extents.back());
+    const Var xi = PointwiseTile(w, order, order_extents);
+    partial.compute_at(w, xi);
+    placed_.insert(partial.name());
+    log_ << w.name() << ": partials of " << acc.name() << ", compute_root, tile -> " << xi.name()
+         << "\n";
+    return {rfi, threads};
+  }
+
+  void ScheduleReduction(const Stage& s, const Reduction& r) {
+    Func acc = s.acc;
+    const auto block_at = [&] { return r.host >= 0 ? block_level_.at(r.host) : OwnBlock(acc); };
+    const auto thread_at = [&] {
+      return r.host >= 0 ? thread_level_.at(r.host) : OwnThread(acc, s.extents);
+    };
+    const std::string where =
+        r.host >= 0 ? "in " + info_.outputs[r.host].name() + "'s kernel" : "own kernel";
+    switch (r.kind) {
+      case Kind::kRow: {
+        const RVar rf = FuseRVars(acc, s.rdom);
+        Cooperative(acc, rf, s.reduction_extent, block_at(), true);
+        log_ << acc.name() << ": row, " << where << "\n";
+        return;
+      }
+      case Kind::kRowTwoStage: {
+        const auto [lane, threads] = FirstStage(s, true);
+        Cooperative(acc, lane, threads, block_at(), false);
+        log_ << acc.name() << ": combine " << where << "\n";
+        return;
+      }
+      case Kind::kColumn:
+        acc.compute_at(thread_at());
+        placed_.insert(acc.name());
+        log_ << acc.name() << ": "
+             << (plan_ == GpuPlan::kSerial ? "serial"
+                 : s.reduces_innermost     ? "short rows"
+                                           : "column")
+             << ", a thread per output, " << where << "\n";
+        return;
+      case Kind::kColumnTwoStage:
+        FirstStage(s, false);
+        acc.compute_at(thread_at());
+        placed_.insert(acc.name());
+        log_ << acc.name() << ": combine per thread, " << where << "\n";
+        return;
+    }
+  }
+
+  // The result tiled 16x16 over (n, m), batch dims fused into the block index; each
+  // thread accumulates its output over k in registers.
+  void MatMul(const Stage& s) {
+    Func res = s.result;
+    Func acc = s.acc;
+    std::vector<Var> args = res.args();
+    Var xo(res.name() + "_xo"), yo(res.name() + "_yo"), xi(res.name() + "_xi"),
+        yi(res.name() + "_yi"), t(res.name() + "_t");
+    res.compute_root()
+        .tile(args[0], args[1], xo, yo, xi, yi, kMatMulTile, kMatMulTile, kGuard)
+        .fuse(xo, yo, t);
+    for (size_t d = 2; d < args.size(); ++d) {
+      Var next(t.name() + "_" + args[d].name());
+      res.fuse(t, args[d], next);
+      t = next;
+    }
+    res.gpu_blocks(t).gpu_threads(xi, yi);
+    acc.compute_at(res, xi);
+    placed_.insert(acc.name());
+    log_ << res.name() << ": matmul, compute_root, " << kMatMulTile << "x" << kMatMulTile
+         << " tiles, blocks over " << t.name() << "\n"
+         << acc.name() << ": compute_at(" << res.name() << ", " << xi.name()
+         << "), k serial per thread\n";
+  }
+
+  // HALIDE14.md rule 2, enforced: an unscheduled reduction is recomputed at every use.
+  void CheckAllPlaced() const {
+    for (const auto& [name, fn] : env_) {
+      if (fn.has_update_definition() && placed_.count(name) == 0) {
+        throw Halide::CompileError("GPU schedule left the reduction " + name + " unscheduled");
+      }
+    }
+  }
+
+  const PipelineInfo& info_;
+  const GpuPlan plan_;
+  std::ostringstream log_;
+  std::map<std::string, Function> env_;
+  std::map<std::string, std::set<std::string>> callers_;
+  std::set<std::string> materialized_;
+  std::set<std::string> matmul_results_;
+  std::map<std::string, int> output_index_;
+  std::map<std::string, int> stage_index_;
+  std::vector<Reduction> reductions_;  // per stage (unused for matmul stages)
+  std::vector<Func> operands_;
+  std::vector<Host> hosts_;  // per output; empty unless fusing
+  std::map<int, LoopLevel> block_level_, thread_level_;
+  std::set<std::string> placed_;
+};
+
+}  // namespace
+
+std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target, GpuPlan plan) {
+  if (!target.has_feature(Halide::Target::CUDA)) {
+    throw Halide::CompileError("ApplyGpuSchedule: target " + target.to_string() +
+                               " has no CUDA feature");
+  }
+  return GpuScheduler(info, plan).Run();
+}
+
+}  // namespace schedule
+}  // namespace braze

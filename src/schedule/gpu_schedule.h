@@ -1,0 +1,58 @@
+// Braze's own GPU schedule heuristic for a lowered cluster and a CUDA target.
+//
+// Halide 14's autoschedulers do not help here (HALIDE14.md §4): Adams2019 and
+// Mullapudi2016 silently emit CPU code for a CUDA target, and Li2018 computes every Func
+// at root, one thread per output, with no cooperation within a reduction. So:
+//
+// - Pointwise outputs: gpu_tile with dim 0 (contiguous) on threadIdx.x, so a warp reads
+//   one contiguous run (32x8 tiles, or up to 256x1 when there is one row); the block
+//   tiles are fused into one block dim (gridDim.y/z are limited to 65535). Every split
+//   is GuardWithIf, so any extent works (7x3, 1x1, 17x33x65).
+// - Row reductions (over the innermost dim: softmax, layernorm, cross entropy): a block
+//   per row whose threads cooperate. The update is rfactored into per-thread partials
+//   (thread u reads elements u, u+T, ... : coalesced) held in shared memory, combined in
+//   a tree (256 -> 32 -> 4 threads) and then by one. When the only consumer is one
+//   output whose rows match, the reduction is computed inside that output's block (a
+//   softmax is one kernel); otherwise it gets a kernel of its own. Producers are inlined
+//   into the partials. Many very short rows (<= 16 elements) get a thread per row.
+// - Column reductions (over outer dims) with many outputs: one thread per output, a
+//   serial loop (adjacent threads read adjacent columns). With few outputs, and full
+//   reductions or few long rows: two stages. The reduction domain is split and
+//   rfactored into partials computed at root on the GPU, then a second small kernel (or
+//   the consumer's kernel) combines them.
+// - MatMul: the result is tiled 16x16 over (n, m) with batch dims in the block index,
+//   and the accumulator computed per thread (in registers) over k.
+//
+// No Func with an update definition is ever left unscheduled (HALIDE14.md rule 2): each
+// one is computed at root or at a loop of a GPU kernel, and this is checked at the end.
+//
+// Internal header: includes Halide.h (via pipeline_info.h).
+#ifndef BRAZE_SCHEDULE_GPU_SCHEDULE_H_
+#define BRAZE_SCHEDULE_GPU_SCHEDULE_H_
+
+#include <string>
+
+#include "schedule/pipeline_info.h"
+
+namespace braze {
+namespace schedule {
+
+// How much the heuristic attempts; each level is a fallback for the one before when
+// Halide rejects a schedule (the caller re-lowers and retries with fresh Funcs).
+enum class GpuPlan {
+  kFused,     // reductions computed inside their consumer's kernel where possible
+  kSeparate,  // every reduction in kernels of its own, still cooperative
+  kSerial,    // one thread per reduction output, serial loops: no rfactor at all
+};
+const char* GpuPlanName(GpuPlan plan);
+
+// Schedules the Funcs in `info` for `target` (which must have Target::CUDA). Returns the
+// schedule as text, one line per scheduled Func; row reductions scheduled cooperatively
+// say "cooperative". Throws Halide::Error if Halide rejects a directive, and
+// Halide::CompileError if some Func with an update definition would be left unscheduled.
+std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target, GpuPlan plan);
+
+}  // namespace schedule
+}  // namespace braze
+
+#endif  // BRAZE_SCHEDULE_GPU_SCHEDULE_H_

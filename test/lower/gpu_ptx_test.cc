@@ -1,0 +1,590 @@
+// The CUDA path checked without a GPU: for every op with a Halide lowering and every
+// composite, generate CUDA code with Braze's GPU heuristic, assemble the PTX with ptxas
+// for sm_90, and check what can be checked statically: it assembles; elementwise and
+// row-reduction kernels do not spill; row reductions are cooperative (shared memory and
+// barriers, not a thread per row); every Func runs on the GPU; fused clusters are as few
+// kernels as expected (a softmax is one). Li2018 runs on a few pipelines for comparison.
+//
+// Register counts are printed as a markdown table at the end (bench/CUDA_PTX.md).
+// Without ptxas the code is still generated and checked; the ptxas part is skipped.
+#include <unistd.h>
+
+#include <functional>
+#include <iostream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/cuda_codegen.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+// What a case's kernels must satisfy beyond assembling.
+enum class Check {
+  kElementwise,   // no spills
+  kRowReduction,  // no spills, cooperative (shared memory, bar.sync)
+  kSerial,        // no spills, reductions a thread per output (the serial plan)
+  kAssembles,     // matmuls, column and full reductions: assembling is enough
+};
+
+struct GpuCase {
+  std::string name;
+  std::function<void(Case&)> build;
+  Check check = Check::kElementwise;
+  int max_kernels = 0;  // > 0: the cluster compiles to at most this many kernels
+  GpuScheduler scheduler = GpuScheduler::kHeuristic;
+};
+
+void PrintTo(const GpuCase& c, std::ostream* os) { *os << c.name; }
+
+const Shape kOdd3d{17, 33, 65};
+const Shape kTiny{7, 3};
+const Shape kRows{256, 1024};
+const Shape kColumns{1024, 33};
+
+std::string ShapeName(const Shape& s) {
+  std::vector<std::string> dims;
+  for (int64_t d : s) dims.push_back(std::to_string(d));
+  return absl::StrJoin(dims, "x");
+}
+
+GpuCase Unary(const std::string& name, Tensor (*fn)(Tensor), DType dtype = DType::kF32) {
+  return {name, [=](Case& c) { c.outputs = {fn(c.Input(dtype, kOdd3d, 1, 0.1, 2))}; }};
+}
+
+// x op row, broadcasting the last dim.
+GpuCase Binary(const std::string& name, Tensor (*fn)(Tensor, Tensor), DType dtype = DType::kF32) {
+  return {name, [=](Case& c) {
+            c.outputs = {fn(c.Input(dtype, kOdd3d, 2, 0.1, 2), c.Input(dtype, {65}, 3, 0.1, 2))};
+          }};
+}
+
+// A reduction over the last axis at `shape`, or over the first axis and over every axis
+// (column and full: two stages) when `columns`.
+GpuCase Reduce(const std::string& name, Tensor (*fn)(Tensor, std::vector<int>, bool),
+               const Shape& shape, bool columns, DType dtype = DType::kF32) {
+  if (columns) {
+    return {name + "_" + ShapeName(shape) + "_ColumnAndFull",
+            [=](Case& c) {
+              Tensor x = c.Input(dtype, shape, 4);
+              c.outputs = {fn(x, {0}, false), fn(x, {}, false)};
+            },
+            Check::kAssembles, 4};
+  }
+  return {name + "_" + ShapeName(shape) + "_Rows",
+          [=](Case& c) { c.outputs = {fn(c.Input(dtype, shape, 5), {-1}, true)}; },
+          Check::kRowReduction, 1};
+}
+
+// The cases for one op; empty for ops without a Halide lowering. A switch with no
+// default: a new op fails to compile here until it has a GPU case.
+std::vector<GpuCase> OpCases(OpKind op) {
+  const DType f32 = DType::kF32;
+  switch (op) {
+    case OpKind::kPlaceholder:
+    case OpKind::kVariable:
+    case OpKind::kAssign:
+    case OpKind::kAssignAdd:
+    case OpKind::kAssignSub:
+    case OpKind::kHostCall:
+      return {};
+    case OpKind::kConst:
+      return {{"Const", [](Case& c) {
+                 Tensor k = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, kTiny, 6));
+                 c.outputs = {c.Input(DType::kF32, kTiny, 7) * k + 2.0};
+               }}};
+    case OpKind::kNeg:
+      return {Unary("Neg", Neg)};
+    case OpKind::kAbs:
+      return {Unary("Abs", Abs)};
+    case OpKind::kExp:
+      return {Unary("Exp", Exp), Unary("ExpF64", Exp, DType::kF64)};
+    case OpKind::kLog:
+      return {Unary("Log", Log)};
+    case OpKind::kSqrt:
+      return {Unary("Sqrt", Sqrt)};
+    case OpKind::kRsqrt:
+      return {Unary("Rsqrt", Rsqrt)};
+    case OpKind::kTanh:
+      return {Unary("Tanh", Tanh)};
+    case OpKind::kSigmoid:
+      return {Unary("Sigmoid", Sigmoid)};
+    case OpKind::kRelu:
+      return {Unary("Relu", Relu)};
+    case OpKind::kSquare:
+      return {Unary("SquareI32", Square, DType::kI32)};
+    case OpKind::kReciprocal:
+      return {Unary("Reciprocal", Reciprocal)};
+    case OpKind::kSign:
+      return {Unary("Sign", Sign)};
+    case OpKind::kFloor:
+      return {Unary("Floor", Floor)};
+    case OpKind::kErf:
+      return {Unary("Erf", Erf)};
+    case OpKind::kCast:
+      return {{"CastF32ToI32", [](Case& c) {
+                 c.outputs = {Cast(c.Input(DType::kF32, kOdd3d, 8, -50, 50), DType::kI32)};
+               }}};
+    case OpKind::kAdd:
+      return {Binary("Add", Add)};
+    case OpKind::kSub:
+      return {Binary("Sub", Sub)};
+    case OpKind::kMul:
+      return {Binary("MulI32", Mul, DType::kI32)};
+    case OpKind::kDiv:
+      return {Binary("Div", Div), Binary("DivI32", Div, DType::kI32)};
+    case OpKind::kMaximum:
+      return {Binary("Maximum", Maximum)};
+    case OpKind::kMinimum:
+      return {Binary("Minimum", Minimum)};
+    case OpKind::kPow:
+      return {Binary("Pow", Pow)};
+    case OpKind::kGreater:
+      return {Binary("Greater", Greater)};
+    case OpKind::kLess:
+      return {Binary("Less", Less)};
+    case OpKind::kEqual:
+      return {Binary("EqualI32", Equal, DType::kI32)};
+    case OpKind::kSelect:
+      return {{"Select", [](Case& c) {
+                 Tensor cond = c.Input(DType::kBool, kOdd3d, 9);
+                 c.outputs = {Select(cond, c.Input(DType::kF32, kOdd3d, 10),
+                                     c.Input(DType::kF32, {65}, 11))};
+               }}};
+    case OpKind::kSum:
+      return {Reduce("Sum", Sum, kRows, false), Reduce("Sum", Sum, kTiny, false),
+              Reduce("Sum", Sum, kColumns, true)};
+    case OpKind::kMean:
+      return {Reduce("Mean", Mean, kRows, false), Reduce("Mean", Mean, kColumns, true)};
+    case OpKind::kMax:
+      return {Reduce("Max", Max, kRows, false), Reduce("Max", Max, kTiny, false),
+              Reduce("Max", Max, kColumns, true)};
+    case OpKind::kMin:
+      return {Reduce("MinI32", Min, kRows, false, DType::kI32), Reduce("Min", Min, kColumns, true)};
+    case OpKind::kArgMax:
+      return {{"ArgMax_256x1024_Rows",
+               [](Case& c) { c.outputs = {ArgMax(c.Input(f32, kRows, 12), -1)}; },
+               Check::kRowReduction, 1},
+              {"ArgMax_1024x33_Columns",
+               [](Case& c) { c.outputs = {ArgMax(c.Input(f32, kColumns, 13), 0)}; },
+               Check::kAssembles, 4}};  // max partials, max, index partials, index
+    case OpKind::kMatMul:
+      return {
+          {"MatMul_64x96x80",
+           [](Case& c) {
+             c.outputs = {MatMul(c.Input(f32, {64, 96}, 14), c.Input(f32, {96, 80}, 15))};
+           },
+           Check::kAssembles, 1},
+          {"MatMulTransposed_7x3x5",
+           [](Case& c) {
+             c.outputs = {MatMul(c.Input(f32, {3, 7}, 16), c.Input(f32, {5, 3}, 17), true, true)};
+           },
+           Check::kAssembles, 1}};
+    case OpKind::kBatchMatMul:
+      return {{"BatchMatMul_2x17x33x65",
+               [](Case& c) {
+                 c.outputs = {
+                     BatchMatMul(c.Input(f32, {2, 17, 33}, 18), c.Input(f32, {2, 33, 65}, 19))};
+               },
+               Check::kAssembles, 1}};
+    case OpKind::kReshape:
+      return {{"Reshape", [](Case& c) {
+                 c.outputs = {Reshape(c.Input(f32, kOdd3d, 20), {65, 33, 17})};
+               }}};
+    case OpKind::kTranspose:
+      return {{"Transpose", [](Case& c) {
+                 c.outputs = {Transpose(c.Input(f32, kOdd3d, 21), {2, 0, 1})};
+               }}};
+    case OpKind::kBroadcastTo:
+      return {{"BroadcastTo", [](Case& c) {
+                 c.outputs = {BroadcastTo(c.Input(f32, {33, 1}, 22), {17, 33, 65})};
+               }}};
+    case OpKind::kConcat:
+      return {{"Concat", [](Case& c) {
+                 c.outputs = {Concat({c.Input(f32, kOdd3d, 23), c.Input(f32, kOdd3d, 24)}, 2)};
+               }}};
+    case OpKind::kSlice:
+      return {{"Slice", [](Case& c) {
+                 c.outputs = {Slice(c.Input(f32, kOdd3d, 25), {1, 2, 3}, {15, -1, 60})};
+               }}};
+    case OpKind::kPad:
+      return {{"Pad", [](Case& c) {
+                 c.outputs = {Pad(c.Input(f32, kOdd3d, 26), {{1, 2}, {0, 0}, {3, 0}}, 1.5)};
+               }}};
+    case OpKind::kOneHot:
+      return {{"OneHot", [](Case& c) {
+                 c.outputs = {OneHot(c.Input(DType::kI32, {7, 3}, 27, -1, 6), 5)};
+               }}};
+  }
+  return {};
+}
+
+GpuCase RowComposite(const std::string& name, const Shape& shape,
+                     std::function<Tensor(Case&, Tensor, const Shape&)> fn) {
+  return {name + "_" + ShapeName(shape),
+          [=](Case& c) { c.outputs = {fn(c, c.Input(DType::kF32, shape, 30, -2, 2), shape)}; },
+          Check::kRowReduction, 1};
+}
+
+GpuCase DenseCase(const std::string& name, Activation activation) {
+  return {name + "_256x512x128",
+          [=](Case& c) {
+            c.outputs = {Dense(c.Input(DType::kF32, {256, 512}, 31),
+                               c.Input(DType::kF32, {512, 128}, 32),
+                               c.Input(DType::kF32, {128}, 33), activation)};
+          },
+          Check::kAssembles, 2};
+}
+
+std::vector<GpuCase> CompositeCases() {
+  const auto softmax = [](Case&, Tensor x, const Shape&) { return Softmax(x); };
+  const auto log_softmax = [](Case&, Tensor x, const Shape&) { return LogSoftmax(x); };
+  const auto cross_entropy = [](Case& c, Tensor x, const Shape& s) {
+    return SoftmaxCrossEntropyWithLogits(x, Softmax(c.Input(DType::kF32, s, 34)));
+  };
+  const auto layer_norm = [](Case& c, Tensor x, const Shape& s) {
+    return LayerNorm(x, c.Input(DType::kF32, {s.back()}, 35, 0.5, 1.5),
+                     c.Input(DType::kF32, {s.back()}, 36));
+  };
+  std::vector<GpuCase> cases;
+  for (const Shape& s : {kRows, kTiny}) {
+    cases.push_back(RowComposite("Softmax", s, softmax));
+    cases.push_back(RowComposite("LogSoftmax", s, log_softmax));
+    cases.push_back(RowComposite("SoftmaxCrossEntropy", s, cross_entropy));
+    cases.push_back(RowComposite("LayerNorm", s, layer_norm));
+  }
+  // Odd 3-D rows (rows fused over two dims, guarded tails everywhere).
+  cases.push_back(RowComposite("Softmax", kOdd3d, softmax));
+  // Over the outer axis: column reductions in kernels of their own, then pointwise.
+  cases.push_back({"SoftmaxAxis0_1024x33",
+                   [](Case& c) { c.outputs = {Softmax(c.Input(DType::kF32, kColumns, 41), 0)}; },
+                   Check::kAssembles, 5});
+  // A row reduction read by two outputs: its own cooperative kernel, then two pointwise.
+  cases.push_back({"RowMaxTwoConsumers_256x1024",
+                   [](Case& c) {
+                     Tensor x = c.Input(DType::kF32, kRows, 42);
+                     Tensor m = Max(x, {-1}, true);
+                     c.outputs = {x - m, Exp(x - m)};
+                   },
+                   Check::kRowReduction, 3});
+  cases.push_back({"Gelu_256x1024",
+                   [](Case& c) { c.outputs = {Gelu(c.Input(DType::kF32, kRows, 37, -4, 4))}; }});
+  cases.push_back(DenseCase("Dense", Activation::kNone));
+  cases.push_back(DenseCase("DenseRelu", Activation::kRelu));
+  cases.push_back(DenseCase("DenseGelu", Activation::kGelu));
+  // Attention's shape: the softmax is an operand of the matmul, materialized once
+  // rather than recomputed in the k loop: row max, row sum, softmax, matmul kernels.
+  cases.push_back({"SoftmaxMatMul_128x256x64",
+                   [](Case& c) {
+                     c.outputs = {MatMul(Softmax(c.Input(DType::kF32, {128, 256}, 38)),
+                                         c.Input(DType::kF32, {256, 64}, 39))};
+                   },
+                   Check::kAssembles, 4});
+  // Few long rows: two stages, each stage spread over many blocks.
+  cases.push_back({"Sum_4x65536_Rows",
+                   [](Case& c) {
+                     c.outputs = {Sum(c.Input(DType::kF32, {4, 65536}, 40), {-1})};
+                   },
+                   Check::kAssembles, 2});
+  return cases;
+}
+
+// Li2018 on a few pipelines, for comparison with the heuristic.
+std::vector<GpuCase> Li2018Cases() {
+  std::vector<GpuCase> cases = {
+      RowComposite("Softmax", kRows, [](Case&, Tensor x, const Shape&) { return Softmax(x); }),
+      RowComposite("LayerNorm", kRows,
+                   [](Case& c, Tensor x, const Shape& s) {
+                     return LayerNorm(x, c.Input(DType::kF32, {s.back()}, 35, 0.5, 1.5),
+                                      c.Input(DType::kF32, {s.back()}, 36));
+                   }),
+      {"Gelu_256x1024",
+       [](Case& c) { c.outputs = {Gelu(c.Input(DType::kF32, kRows, 37, -4, 4))}; }},
+      DenseCase("DenseRelu", Activation::kRelu),
+  };
+  for (GpuCase& c : cases) {
+    c.name = "Li2018_" + c.name;
+    c.scheduler = GpuScheduler::kLi2018;
+    c.check = Check::kAssembles;  // Li2018 is naive by design: no fusion or cooperation
+    c.max_kernels = 0;
+  }
+  return cases;
+}
+
+// The heuristic's fallback plans, forced, on a few pipelines: every plan must work for
+// every cluster, since each is the next one's only fallback.
+std::vector<GpuCase> FallbackCases() {
+  const auto layer_norm = [](Case& c, Tensor x, const Shape& s) {
+    return LayerNorm(x, c.Input(DType::kF32, {s.back()}, 35, 0.5, 1.5),
+                     c.Input(DType::kF32, {s.back()}, 36));
+  };
+  std::vector<GpuCase> base = {
+      RowComposite("Softmax", kRows, [](Case&, Tensor x, const Shape&) { return Softmax(x); }),
+      RowComposite("LayerNorm", kTiny, layer_norm),
+      Reduce("Max", Max, kColumns, true),
+      {"ArgMax_256x1024_Rows",
+       [](Case& c) { c.outputs = {ArgMax(c.Input(DType::kF32, kRows, 12), -1)}; },
+       Check::kRowReduction},
+  };
+  std::vector<GpuCase> cases;
+  for (const GpuCase& b : base) {
+    GpuCase separate = b;
+    separate.name = "Separate_" + b.name;
+    separate.scheduler = GpuScheduler::kHeuristicSeparate;
+    separate.max_kernels = 0;
+    cases.push_back(separate);
+    GpuCase serial = b;
+    serial.name = "Serial_" + b.name;
+    serial.scheduler = GpuScheduler::kHeuristicSerial;
+    serial.max_kernels = 0;
+    if (serial.check == Check::kRowReduction) serial.check = Check::kSerial;
+    cases.push_back(serial);
+  }
+  return cases;
+}
+
+std::vector<GpuCase> AllCases() {
+  std::vector<GpuCase> cases;
+  for (int i = 0; i < kNumOps; ++i) {
+    for (GpuCase& c : OpCases(static_cast<OpKind>(i))) cases.push_back(std::move(c));
+  }
+  for (GpuCase& c : CompositeCases()) cases.push_back(std::move(c));
+  for (GpuCase& c : Li2018Cases()) cases.push_back(std::move(c));
+  for (GpuCase& c : FallbackCases()) cases.push_back(std::move(c));
+  return cases;
+}
+
+// Rows of the register table, printed after the suite.
+std::map<std::string, std::string>& TableRows() {
+  static auto* rows = new std::map<std::string, std::string>();
+  return *rows;
+}
+
+bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
+
+TEST(GpuPtxCoverage, EveryLoweredOpHasACase) {
+  for (int i = 0; i < kNumOps; ++i) {
+    const OpKind op = static_cast<OpKind>(i);
+    EXPECT_EQ(OpCases(op).empty(), !HasHalideLowering(op)) << OpName(op);
+  }
+}
+
+class GpuPtxTest : public ::testing::TestWithParam<GpuCase> {
+ public:
+  static void TearDownTestSuite() {
+    if (TableRows().empty()) return;
+    std::cout << "\n| case | schedule | kernels | registers | spill st/ld bytes | stack |\n"
+              << "|---|---|---|---|---|---|\n";
+    for (const auto& [name, row] : TableRows()) std::cout << row << "\n";
+  }
+};
+
+TEST_P(GpuPtxTest, GeneratesAndAssembles) {
+  const GpuCase& gc = GetParam();
+  Case c;
+  gc.build(c);
+  ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
+  const ClusterSpec spec = SpecOf(c, "gpu_" + gc.name);
+  auto code = GenerateCudaCode(spec, gc.scheduler);
+  ASSERT_TRUE(code.ok()) << code.status();
+  SCOPED_TRACE(absl::StrCat(gc.name, " scheduled by ", code->scheduler, ":\n", code->schedule,
+                            "failures: ", absl::StrJoin(code->scheduler_failures, "; ")));
+  EXPECT_NE(code->target.find("cuda_capability_86"), std::string::npos) << code->target;
+  ASSERT_FALSE(code->kernels.empty());
+  EXPECT_NE(code->ptx.find(".target sm_86"), std::string::npos);
+  EXPECT_EQ(code->launches, static_cast<int>(code->kernels.size()));
+  if (gc.scheduler != GpuScheduler::kLi2018) {
+    // The plan asked for works for every case here (no fall-through), and puts every
+    // Func on the GPU.
+    EXPECT_EQ(code->scheduler_used, gc.scheduler) << absl::StrJoin(code->scheduler_failures, "; ");
+    EXPECT_EQ(code->host_loops, 0);
+  } else if (code->scheduler_used != GpuScheduler::kLi2018) {
+    // Li2018 may fail (it puts 8-bit atomics in a softmax's max); then the heuristic's
+    // schedule is used and the failure says why.
+    ASSERT_FALSE(code->scheduler_failures.empty());
+    EXPECT_EQ(code->scheduler_failures[0].rfind("Li2018: ", 0), 0u) << code->scheduler_failures[0];
+    std::cout << "[Li2018 failed] " << gc.name << ": " << code->scheduler_failures[0] << "\n";
+  }
+  if (gc.max_kernels > 0) {
+    EXPECT_LE(static_cast<int>(code->kernels.size()), gc.max_kernels);
+  }
+  if (gc.check == Check::kRowReduction) {
+    // Cooperative: threads of a block combine partials through shared memory.
+    EXPECT_NE(code->schedule.find("cooperative"), std::string::npos);
+    EXPECT_NE(code->ptx.find("bar.sync"), std::string::npos);
+    EXPECT_NE(code->ptx.find(".shared"), std::string::npos);
+  }
+  if (gc.check == Check::kSerial) {
+    EXPECT_EQ(code->schedule.find("cooperative"), std::string::npos);
+    EXPECT_NE(code->schedule.find("serial"), std::string::npos);
+  }
+
+  if (!HavePtxas()) {
+    GTEST_SKIP() << "ptxas not found at " << PtxasPath();
+  }
+  auto report = AssemblePtx(code->ptx, "sm_90");
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->kernels.size(), code->kernels.size()) << report->log;
+  std::vector<std::string> registers, spills, stack;
+  for (const PtxasKernel& k : report->kernels) {
+    registers.push_back(std::to_string(k.registers));
+    spills.push_back(absl::StrCat(k.spill_store_bytes, "/", k.spill_load_bytes));
+    stack.push_back(std::to_string(k.stack_bytes));
+    EXPECT_GT(k.registers, 0) << k.name;
+    if (gc.check != Check::kAssembles) {
+      EXPECT_EQ(k.spill_store_bytes, 0) << k.name;
+      EXPECT_EQ(k.spill_load_bytes, 0) << k.name;
+    }
+  }
+  TableRows()[gc.name] =
+      absl::StrCat("| ", gc.name, " | ", code->scheduler, " | ", report->kernels.size(), " | ",
+                   absl::StrJoin(registers, ", "), " | ", absl::StrJoin(spills, ", "), " | ",
+                   absl::StrJoin(stack, ", "), " |");
+  std::cout << "[ptxas sm_90] " << gc.name << ": " << report->kernels.size()
+            << " kernels, registers " << absl::StrJoin(registers, ", ") << ", spills "
+            << absl::StrJoin(spills, ", ") << " (" << code->compile_ms << " ms codegen)\n";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cuda, GpuPtxTest, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<GpuCase>& info) {
+                           return info.param.name;
+                         });
+
+// Seeded random clusters (elementwise, broadcasts, reductions over random axis sets,
+// softmax over any axis, layernorm, matmul, transpose, concat, argmax) in odd shapes:
+// the fused plan must schedule every one, entirely on the GPU, and ptxas must accept it.
+class RandomCluster {
+ public:
+  explicit RandomCluster(uint64_t seed) : rng_(seed) {}
+
+  void Build(Case& c, int num_ops) {
+    const Shape base = RandomShape();
+    pool_.push_back(c.Input(DType::kF32, base, rng_()));
+    if (Uniform(2) == 1) pool_.push_back(c.Input(DType::kF32, Partner(base), rng_()));
+    for (int i = 0; i < num_ops; ++i) pool_.push_back(AddOp(c));
+    c.outputs = {pool_.back()};
+    const Tensor other = pool_[Uniform(static_cast<int>(pool_.size()))];
+    if (other.node_id() != pool_.back().node_id()) c.outputs.push_back(other);
+  }
+
+ private:
+  int Uniform(int n) { return static_cast<int>(rng_() % n); }
+  Shape RandomShape() {
+    static const int64_t kDims[] = {1, 2, 3, 7, 16, 33, 64, 300};
+    Shape s(1 + Uniform(3));
+    for (int64_t& d : s) d = kDims[Uniform(8)];
+    return s;
+  }
+  // A shape that broadcasts against `s`: a suffix of it with some dims set to 1.
+  Shape Partner(const Shape& s) {
+    Shape p(s.begin() + Uniform(static_cast<int>(s.size())), s.end());
+    for (int64_t& d : p) {
+      if (Uniform(3) == 0) d = 1;
+    }
+    return p;
+  }
+  Tensor AddOp(Case& c) {
+    Tensor x = pool_[Uniform(static_cast<int>(pool_.size()))];
+    if (x.rank() == 0) x = Reshape(x, {1});
+    const Shape& s = x.shape();
+    switch (Uniform(11)) {
+      case 0:
+        return Tanh(x) * Sigmoid(x);
+      case 1:
+        return Exp(x) - Log(Square(x) + 1.0);
+      case 2:
+        return x + c.Input(DType::kF32, Partner(s), rng_());
+      case 3:
+      case 4: {
+        std::vector<int> axes;
+        for (int d = 0; d < x.rank(); ++d) {
+          if (Uniform(2) == 1) axes.push_back(d);
+        }
+        if (axes.empty()) axes.push_back(x.rank() - 1);
+        const bool keep = Uniform(2) == 1;
+        switch (Uniform(4)) {
+          case 0:
+            return Sum(x, axes, keep);
+          case 1:
+            return Mean(x, axes, keep);
+          case 2:
+            return Max(x, axes, keep);
+          default:
+            return Min(x, axes, keep);
+        }
+      }
+      case 5:
+        return Softmax(x, -1 - Uniform(x.rank()));
+      case 6: {
+        Tensor m = x.rank() == 2 ? x : Reshape(x, {-1, s.back()});
+        return MatMul(m, c.Input(DType::kF32, {m.shape()[1], 1 + Uniform(40)}, rng_()));
+      }
+      case 7: {
+        std::vector<int> perm;
+        for (int d = x.rank() - 1; d >= 0; --d) perm.push_back(d);
+        return Transpose(x, perm);
+      }
+      case 8:
+        return Cast(ArgMax(x, Uniform(x.rank())), DType::kF32);
+      case 9:
+        return LayerNorm(x, c.Input(DType::kF32, {s.back()}, rng_()),
+                         c.Input(DType::kF32, {s.back()}, rng_()));
+      default:
+        return Concat({x, Relu(x)}, Uniform(x.rank()));
+    }
+  }
+
+  std::mt19937_64 rng_;
+  std::vector<Tensor> pool_;
+};
+
+TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
+  const bool ptxas = HavePtxas();
+  for (uint64_t seed = 0; seed < 24; ++seed) {
+    Case c;
+    RandomCluster(seed).Build(c, 3 + static_cast<int>(seed % 5));
+    ASSERT_TRUE(c.graph->status().ok()) << "seed " << seed << ": " << c.graph->status();
+    auto code = GenerateCudaCode(SpecOf(c, "random"), GpuScheduler::kHeuristic);
+    ASSERT_TRUE(code.ok()) << "seed " << seed << ": " << code.status();
+    EXPECT_EQ(code->scheduler_used, GpuScheduler::kHeuristic)
+        << "seed " << seed << ": " << absl::StrJoin(code->scheduler_failures, "; ");
+    EXPECT_EQ(code->host_loops, 0) << "seed " << seed << ":\n" << code->schedule;
+    EXPECT_FALSE(code->kernels.empty()) << "seed " << seed;
+    if (!ptxas) continue;
+    auto report = AssemblePtx(code->ptx, "sm_90");
+    ASSERT_TRUE(report.ok()) << "seed " << seed << ": " << report.status();
+    EXPECT_EQ(report->kernels.size(), code->kernels.size()) << "seed " << seed;
+  }
+}
+
+TEST(GpuPtxCodegen, BadClusterIsAStatus) {
+  ClusterSpec spec;
+  spec.name = "no_graph";
+  auto code = GenerateCudaCode(spec, GpuScheduler::kHeuristic);
+  ASSERT_FALSE(code.ok());
+  EXPECT_EQ(code.status().code(), absl::StatusCode::kInvalidArgument) << code.status();
+  EXPECT_NE(code.status().message().find("no_graph"), std::string::npos) << code.status();
+}
+
+// The error path of AssemblePtx: ptxas' complaint comes back in the Status.
+TEST(GpuPtxAssemble, ReportsPtxasErrors) {
+  if (!HavePtxas()) {
+    GTEST_SKIP() << "ptxas not found at " << PtxasPath();
+  }
+  auto report = AssemblePtx("this is not PTX", "sm_90");
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(report.status().message().find("ptxas"), std::string::npos) << report.status();
+}
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
