@@ -25,6 +25,7 @@
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
 #include "schedule/safe_default.h"
+#include "schedule/schedule_check.h"
 
 namespace braze {
 
@@ -128,12 +129,11 @@ class HalideKernel : public CompiledKernel {
 
   absl::Status Run(absl::Span<const HostTensor* const> inputs,
                    absl::Span<HostTensor* const> outputs) override {
-    if (inputs.size() != lowered_.params.size() ||
-        outputs.size() != lowered_.output_types.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          name_, ": Run got ", inputs.size(), " inputs and ", outputs.size(),
-          " outputs; the kernel takes ", lowered_.params.size(), " and ",
-          lowered_.output_types.size()));
+    if (inputs.size() != lowered_.params.size() || outputs.size() != lowered_.output_types.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": Run got ", inputs.size(), " inputs and ", outputs.size(),
+                       " outputs; the kernel takes ", lowered_.params.size(), " and ",
+                       lowered_.output_types.size()));
     }
     // Halide checks the type and exact shape of every buffer it is given (bounds and
     // strides are set at compile time); tensors it never sees are checked here.
@@ -146,18 +146,17 @@ class HalideKernel : public CompiledKernel {
       if (outputs[j] == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(name_, ": output ", j, " is null"));
       }
-      if (lowered_.pipeline_output[j] < 0 &&
-          outputs[j]->type() != lowered_.output_types[j]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name_, ": output ", j, " is ", TypeString(outputs[j]->type()), ", expected ",
-            TypeString(lowered_.output_types[j])));
+      if (lowered_.pipeline_output[j] < 0 && outputs[j]->type() != lowered_.output_types[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": output ", j, " is ", TypeString(outputs[j]->type()),
+                         ", expected ", TypeString(lowered_.output_types[j])));
       }
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (lowered_.input_elided[i] && inputs[i]->num_elements() != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name_, ": input ", i, " is ", TypeString(inputs[i]->type()),
-            " but the kernel was compiled for an empty tensor"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": input ", i, " is ", TypeString(inputs[i]->type()),
+                         " but the kernel was compiled for an empty tensor"));
       }
     }
     if (lowered_.info.outputs.empty()) return absl::OkStatus();  // nothing to compute
@@ -184,9 +183,7 @@ class HalideKernel : public CompiledKernel {
     return status;
   }
 
-  const std::vector<TensorType>& output_types() const override {
-    return lowered_.output_types;
-  }
+  const std::vector<TensorType>& output_types() const override { return lowered_.output_types; }
   SchedulerKind scheduler_used() const override { return used_; }
   const std::vector<std::string>& scheduler_failures() const override { return failures_; }
   double compile_ms() const override { return compile_ms_; }
@@ -218,11 +215,11 @@ class HalideKernel : public CompiledKernel {
 
 absl::StatusOr<std::string> JitTargetString() {
   std::string result;
-  BRAZE_RETURN_IF_ERROR(CatchHalideErrors("bad Halide target",
-                                          absl::StatusCode::kInvalidArgument, [&] {
-                                            result = SanitizedJitTarget().to_string();
-                                            return absl::OkStatus();
-                                          }));
+  BRAZE_RETURN_IF_ERROR(
+      CatchHalideErrors("bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
+        result = SanitizedJitTarget().to_string();
+        return absl::OkStatus();
+      }));
   return result;
 }
 
@@ -236,11 +233,11 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   }
   const int parallelism = options.num_threads > 0 ? options.num_threads : HardwareThreads();
   Halide::Target target;
-  BRAZE_RETURN_IF_ERROR(CatchHalideErrors(name + ": bad Halide target",
-                                          absl::StatusCode::kInvalidArgument, [&] {
-                                            target = SanitizedJitTarget();
-                                            return absl::OkStatus();
-                                          }));
+  BRAZE_RETURN_IF_ERROR(
+      CatchHalideErrors(name + ": bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
+        target = SanitizedJitTarget();
+        return absl::OkStatus();
+      }));
   std::vector<std::string> failures;
   for (SchedulerKind kind : SchedulerChain(options.scheduler)) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
@@ -256,6 +253,13 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         } else {
           schedule = schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
         }
+        const std::vector<std::string> repaired =
+            schedule::DevectorizeGuardedUpdates(lowered.info.outputs);
+        if (!repaired.empty()) {
+          schedule += absl::StrCat(
+              "// Serial instead of vectorized (Halide 14 miscompiles ",
+              "vectorized GuardWithIf updates): ", absl::StrJoin(repaired, ", "), "\n");
+        }
         const auto t1 = std::chrono::steady_clock::now();
         pipeline.compile_jit(target);
         const auto t2 = std::chrono::steady_clock::now();
@@ -265,23 +269,24 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         return absl::OkStatus();
       });
       if (!s.ok()) {
-        failures.emplace_back(s.message());
+        failures.push_back(s.message().rfind(SchedulerName(kind), 0) == 0
+                               ? std::string(s.message())
+                               : absl::StrCat(SchedulerName(kind), ": ", s.message()));
         continue;
       }
     } else {
       schedule = "(every output is empty: nothing to compute)\n";
     }
-    auto kernel = std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline),
-                                                 target, options.num_threads, kind, failures,
-                                                 absl::StrCat("// ", SchedulerName(kind), "\n",
-                                                              timing, schedule));
-    kernel->set_compile_ms(std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - start)
-                               .count());
+    auto kernel = std::make_unique<HalideKernel>(
+        name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind, failures,
+        absl::StrCat("// ", SchedulerName(kind), "\n", timing, schedule));
+    kernel->set_compile_ms(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }
-  return absl::InternalError(absl::StrCat(name, ": every scheduler failed: ",
-                                          absl::StrJoin(failures, "; ")));
+  return absl::InternalError(
+      absl::StrCat(name, ": every scheduler failed: ", absl::StrJoin(failures, "; ")));
 }
 
 }  // namespace braze

@@ -18,11 +18,11 @@ namespace braze {
 // A cluster to compile for concrete input types.
 struct ClusterSpec {
   const Graph* graph = nullptr;
-  std::string name;                 // "cluster_0"; names the pipeline and its errors
-  std::vector<int> nodes;           // node ids, topological (increasing id) order
-  std::vector<Tensor> inputs;       // external values read by the cluster: arguments
+  std::string name;                     // "cluster_0"; names the pipeline and its errors
+  std::vector<int> nodes;               // node ids, topological (increasing id) order
+  std::vector<Tensor> inputs;           // external values read by the cluster: arguments
   std::vector<TensorType> input_types;  // concrete (fully defined) types of `inputs`
-  std::vector<Tensor> outputs;      // values used outside the cluster: results
+  std::vector<Tensor> outputs;          // values used outside the cluster: results
 };
 
 enum class SchedulerKind { kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };

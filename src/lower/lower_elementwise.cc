@@ -27,8 +27,7 @@ Expr TanhViaExp(const Expr& x, DType dtype) {
   const Expr big = c(1) - c(2) / (e + c(1));
   const Expr x2 = x * x;
   const Expr poly =
-      c(1) + x2 * (c(-1.0 / 3) + x2 * (c(2.0 / 15) + x2 * (c(-17.0 / 315) +
-                                                            x2 * c(62.0 / 2835))));
+      c(1) + x2 * (c(-1.0 / 3) + x2 * (c(2.0 / 15) + x2 * (c(-17.0 / 315) + x2 * c(62.0 / 2835))));
   return Halide::select(Halide::abs(x) < c(0.04), x * poly, big);
 }
 
@@ -54,9 +53,8 @@ Expr FloatToI32(const Expr& v) {
   const Halide::Type ft = v.type();
   const Expr hi = Halide::Internal::make_const(ft, 2147483648.0);
   const Expr lo = Halide::Internal::make_const(ft, -2147483648.0);
-  return Halide::select(Halide::is_nan(v), 0, v >= hi, std::numeric_limits<int32_t>::max(),
-                        v < lo, std::numeric_limits<int32_t>::min(),
-                        Halide::cast(Halide::Int(32), v));
+  return Halide::select(Halide::is_nan(v), 0, v >= hi, std::numeric_limits<int32_t>::max(), v < lo,
+                        std::numeric_limits<int32_t>::min(), Halide::cast(Halide::Int(32), v));
 }
 
 }  // namespace
@@ -164,14 +162,13 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
       case OpKind::kEqual:
         return x == y;
       default:
-        throw Halide::InternalError(std::string("LowerBinary: not a binary op: ") +
-                                    OpName(op));
+        throw Halide::InternalError(std::string("LowerBinary: not a binary op: ") + OpName(op));
     }
   });
 }
 
-Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& cond,
-                  const Value& a, const Value& b, const TensorType& out) {
+Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& cond, const Value& a,
+                  const Value& b, const TensorType& out) {
   return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
     const Expr c = At(cond, BroadcastIndex(cond.shape, out.shape, index));
     return Halide::select(c != 0, At(a, BroadcastIndex(a.shape, out.shape, index)),

@@ -76,8 +76,8 @@ Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x
   });
 }
 
-Value LowerTranspose(LoweringContext& ctx, const std::string& name,
-                     const TransposeAttrs& attrs, const Value& x, const TensorType& out) {
+Value LowerTranspose(LoweringContext& ctx, const std::string& name, const TransposeAttrs& attrs,
+                     const Value& x, const TensorType& out) {
   return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
     std::vector<Expr> in_index(index.size());
     for (size_t i = 0; i < index.size(); ++i) in_index[attrs.perm[i]] = index[i];
@@ -115,8 +115,8 @@ Value LowerConcat(LoweringContext& ctx, const std::string& name, const ConcatAtt
     };
     Expr result = read(pieces.back());
     for (size_t i = pieces.size() - 1; i-- > 0;) {
-      result = Halide::select(index[axis] < pieces[i].offset + pieces[i].extent,
-                              read(pieces[i]), result);
+      result = Halide::select(index[axis] < pieces[i].offset + pieces[i].extent, read(pieces[i]),
+                              result);
     }
     return result;
   });
@@ -133,8 +133,8 @@ Value LowerSlice(LoweringContext& ctx, const std::string& name, const SliceAttrs
   });
 }
 
-Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& attrs,
-               const Value& x, const TensorType& out) {
+Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& attrs, const Value& x,
+               const TensorType& out) {
   if (NumElements(x.shape) == 0) return Fill(out.dtype, out.shape, attrs.value);
   const Expr fill = TypedConst(out.dtype, attrs.value);
   return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {

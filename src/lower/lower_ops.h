@@ -23,8 +23,8 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
 Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, DType to);
 Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& a,
                   const Value& b, const TensorType& out);
-Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& cond,
-                  const Value& a, const Value& b, const TensorType& out);
+Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& cond, const Value& a,
+                  const Value& b, const TensorType& out);
 
 // lower_reduce.cc
 Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
@@ -38,16 +38,16 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);
 Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x,
                    const TensorType& out);
-Value LowerTranspose(LoweringContext& ctx, const std::string& name,
-                     const TransposeAttrs& attrs, const Value& x, const TensorType& out);
+Value LowerTranspose(LoweringContext& ctx, const std::string& name, const TransposeAttrs& attrs,
+                     const Value& x, const TensorType& out);
 Value LowerBroadcastTo(LoweringContext& ctx, const std::string& name, const Value& x,
                        const TensorType& out);
 Value LowerConcat(LoweringContext& ctx, const std::string& name, const ConcatAttrs& attrs,
                   const std::vector<Value>& xs, const TensorType& out);
 Value LowerSlice(LoweringContext& ctx, const std::string& name, const SliceAttrs& attrs,
                  const Value& x, const TensorType& out);
-Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& attrs,
-               const Value& x, const TensorType& out);
+Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& attrs, const Value& x,
+               const TensorType& out);
 Value LowerOneHot(LoweringContext& ctx, const std::string& name, const OneHotAttrs& attrs,
                   const Value& indices, const TensorType& out);
 

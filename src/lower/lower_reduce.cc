@@ -11,8 +11,10 @@
 // maximum (or the first NaN). MatMul accumulates in the element type: with the
 // register-tiled schedules that is what keeps it fast.
 //
-// No update here selects on its own accumulator (see LowerReduce): Halide 14 miscompiles
-// such updates when a schedule splits them with GuardWithIf and vectorizes.
+// Updates keep selects, comparisons and NaN tests out where they can (float Max/Min
+// track NaN with an integer max): Halide 14 miscompiles vectorized GuardWithIf updates
+// containing them, and schedule/schedule_check.h serializes such stages. ArgMax's index
+// update needs a comparison, so it is the one that may run serially.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -32,8 +34,7 @@ double Identity(OpKind op, DType dtype) {
       return is_int ? std::numeric_limits<int32_t>::min()
                     : -std::numeric_limits<double>::infinity();
     case OpKind::kMin:
-      return is_int ? std::numeric_limits<int32_t>::max()
-                    : std::numeric_limits<double>::infinity();
+      return is_int ? std::numeric_limits<int32_t>::max() : std::numeric_limits<double>::infinity();
     case OpKind::kMean:
       return std::numeric_limits<double>::quiet_NaN();  // 0 / 0
     default:
@@ -91,14 +92,21 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   const DType acc_dtype = is_sum && is_float ? DType::kF64 : x.dtype;
   const Halide::Type acc_type = HalideType(acc_dtype);
   const Expr identity = TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
-  // Float Max/Min carry a "saw a NaN" flag next to the value instead of selecting on
-  // the accumulator: Halide 14 drops the loop index of a vectorized, GuardWithIf-split
-  // update whose select reads the accumulator (autoschedulers make such splits), and
-  // the result silently covers only the first vector.
+  // Float Max/Min also track the largest |bits| seen, max(acc, bits(v) & 0x7f..f): a
+  // NaN is present iff it exceeds the infinity pattern, decided after the reduction.
+  // That keeps selects, comparisons and NaN tests out of the update (each can trip a
+  // Halide 14 miscompile of vectorized GuardWithIf updates, see
+  // schedule/schedule_check.h) and is immune to LLVM's no-NaNs flag.
   const bool nan_flag = is_float && !is_sum;
+  const int fbits = x.dtype == DType::kF64 ? 64 : 32;
+  const Halide::Type ut = Halide::UInt(fbits);
+  const Halide::Type st = Halide::Int(fbits);
+  const uint64_t abs_mask = fbits == 64 ? 0x7fffffffffffffff : 0x7fffffff;
+  const uint64_t inf_bits = fbits == 64 ? 0x7ff0000000000000 : 0x7f800000;
+  const uint64_t qnan_bits = fbits == 64 ? 0x7ff8000000000000 : 0x7fc00000;
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   if (nan_flag) {
-    acc(vars) = Halide::Tuple(identity, Halide::Internal::make_zero(Halide::UInt(8)));
+    acc(vars) = Halide::Tuple(identity, Halide::Internal::make_zero(ut));
   } else {
     acc(vars) = identity;
   }
@@ -115,7 +123,8 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
       if (nan_flag) {
         acc(vars) = Halide::Tuple(
             pick(acc(vars)[0], v),
-            Halide::max(acc(vars)[1], Halide::cast(Halide::UInt(8), Halide::is_nan(v))));
+            Halide::max(acc(vars)[1],
+                        Halide::reinterpret(ut, v) & Halide::Internal::make_const(ut, abs_mask)));
       } else {
         acc(vars) = pick(acc(vars), v);
       }
@@ -133,25 +142,31 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   stage.reduces_innermost = reduced[rank - 1];
   ctx.stages().push_back(stage);
 
-  return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
+  const DType in_dtype = x.dtype;
+  return Inline(out.dtype, out.shape, [=](const std::vector<Expr>& index) mutable -> Expr {
     std::vector<Expr> args(index.rbegin(), index.rend());
     if (args.empty()) args.push_back(0);
     if (nan_flag) {
-      // strict_float: under the fast-math flags LLVM may assume the NaN away.
-      const Expr nan = TypedConst(x.dtype, std::numeric_limits<double>::quiet_NaN());
-      return Halide::strict_float(Halide::select(acc(args)[1] != 0, nan, acc(args)[0]));
+      // NaN iff the largest |bits| exceeds infinity's: (inf - max_bits) is then
+      // negative, and its sign bit, times a quiet NaN's bits, OR-ed into the value
+      // makes it NaN. Integer ops only: this is often inlined into another update.
+      const Expr diff = Halide::Internal::make_const(st, int64_t(inf_bits)) -
+                        Halide::reinterpret(st, acc(args)[1]);
+      const Expr flag = Halide::reinterpret(ut, diff) >> (fbits - 1);
+      const Expr mask = flag * Halide::Internal::make_const(ut, qnan_bits);
+      return Halide::reinterpret(HalideType(in_dtype),
+                                 Halide::reinterpret(ut, acc(args)[0]) | mask);
     }
     Expr a = acc(args);
     if (op == OpKind::kMean) a = a / Halide::Internal::make_const(acc_type, double(count));
-    return a;  // Define casts to the output type
+    return a;  // Inline casts to the output type
   });
 }
 
 Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
                   const Value& input, const TensorType& out) {
   // Two reductions: the row maximum (NaN when the row has one), then the smallest index
-  // holding it (or holding a NaN). The index reduction is min(acc, select(...)) whose
-  // select does not read the accumulator; see LowerReduce for why that matters.
+  // holding it (or holding a NaN), as min(acc, n - hit * (n - r)) with no select.
   const Value x = Materialize(ctx, name + "_in", input);
   const int rank = static_cast<int>(x.shape.size());
   const int axis = attrs.axis;
@@ -169,12 +184,15 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
   const Expr best = At(m, out_index);
   Expr hit = v == best;
   if (IsFloating(x.dtype)) {
-    // Strict: under LLVM's no-NaNs flag, v == NaN may fold to anything.
-    hit = Halide::strict_float(Halide::select(Halide::is_nan(best), Halide::is_nan(v), hit));
+    // A NaN maximum means "the row has a NaN": the hit is the first NaN. NaN tests on
+    // bits, and no select (see schedule/schedule_check.h).
+    const Expr best_nan = IsNanBits(best);
+    hit = (best_nan && IsNanBits(v)) || (!best_nan && hit);
   }
+  // min(acc, hit ? r : n) without a select (see schedule_check.h).
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   acc(vars) = n;
-  acc(vars) = Halide::min(acc(vars), Halide::select(hit, r.x, n));
+  acc(vars) = Halide::min(acc(vars), n - Halide::cast(Halide::Int(32), hit) * (n - r.x));
 
   schedule::Stage stage;
   stage.kind = schedule::StageKind::kArgMax;
@@ -189,8 +207,8 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
   acc_value.func = acc;
   acc_value.dtype = DType::kI32;
   acc_value.shape = out.shape;
-  return Define(ctx, name, DType::kI32, out.shape,
-                [&](const std::vector<Expr>& index) { return At(acc_value, index); });
+  return Inline(DType::kI32, out.shape,
+                [acc_value](const std::vector<Expr>& index) { return At(acc_value, index); });
 }
 
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,

@@ -52,6 +52,17 @@ Expr TypedConst(DType dtype, double v) {
   return Expr();
 }
 
+Expr IsNanBits(const Expr& x) {
+  if (x.type().bits() == 64) {
+    const Expr bits = Halide::reinterpret(Halide::UInt(64), x);
+    return (bits & Halide::Internal::make_const(Halide::UInt(64), uint64_t{0x7fffffffffffffff})) >
+           Halide::Internal::make_const(Halide::UInt(64), uint64_t{0x7ff0000000000000});
+  }
+  const Expr bits = Halide::reinterpret(Halide::UInt(32), Halide::cast(Halide::Float(32), x));
+  return (bits & Halide::Internal::make_const(Halide::UInt(32), uint64_t{0x7fffffff})) >
+         Halide::Internal::make_const(Halide::UInt(32), uint64_t{0x7f800000});
+}
+
 // strict_float: Halide compiles with LLVM's no-NaNs flag, under which LLVM may fold
 // select(is_nan(a), a, x) to x (selecting a NaN would be "impossible").
 Expr NanMax(const Expr& a, const Expr& b) {
@@ -81,6 +92,7 @@ std::vector<Halide::Var> HalideVars(int rank) {
 
 Expr At(const Value& v, const std::vector<Expr>& index) {
   if (v.constant.defined()) return v.constant;
+  if (v.inline_body) return v.inline_body(index);
   std::vector<Expr> args(index.rbegin(), index.rend());
   if (args.empty()) args.push_back(0);
   if (v.param.defined()) return v.param(args);
@@ -114,6 +126,17 @@ Value Define(LoweringContext& ctx, const std::string& name, DType dtype, const S
   f(vars) = Halide::cast(HalideType(dtype), body(index));
   Value value;
   value.func = f;
+  value.dtype = dtype;
+  value.shape = shape;
+  return value;
+}
+
+Value Inline(DType dtype, const Shape& shape, Body body) {
+  Value value;
+  const Halide::Type type = HalideType(dtype);
+  value.inline_body = [type, body = std::move(body)](const std::vector<Expr>& index) {
+    return Halide::cast(type, body(index));
+  };
   value.dtype = dtype;
   value.shape = shape;
   return value;

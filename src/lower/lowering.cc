@@ -161,16 +161,16 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
 absl::Status CheckSpec(const ClusterSpec& spec) {
   if (spec.graph == nullptr) return absl::InvalidArgumentError(spec.name + ": no graph");
   if (spec.inputs.size() != spec.input_types.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(spec.name, ": ", spec.inputs.size(), " inputs but ",
-                     spec.input_types.size(), " input types"));
+    return absl::InvalidArgumentError(absl::StrCat(spec.name, ": ", spec.inputs.size(),
+                                                   " inputs but ", spec.input_types.size(),
+                                                   " input types"));
   }
   if (spec.outputs.empty()) return absl::InvalidArgumentError(spec.name + ": no outputs");
   for (size_t i = 0; i < spec.input_types.size(); ++i) {
     if (!IsFullyDefined(spec.input_types[i].shape)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(spec.name, ": input ", i, " has type ",
-                       TypeString(spec.input_types[i]), "; cluster inputs must be concrete"));
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": input ", i, " has type ",
+                                                     TypeString(spec.input_types[i]),
+                                                     "; cluster inputs must be concrete"));
     }
   }
   for (int id : spec.nodes) {
@@ -225,9 +225,10 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
     for (const Tensor& t : node.inputs()) {
       auto it = values.find({t.node_id(), t.index()});
       if (it == values.end()) {
-        return fail(absl::InvalidArgumentError(absl::StrCat(
-            "input '", t.name(), "' is neither a cluster input nor computed earlier in the "
-            "cluster")));
+        return fail(absl::InvalidArgumentError(
+            absl::StrCat("input '", t.name(),
+                         "' is neither a cluster input nor computed earlier in the "
+                         "cluster")));
       }
       in.push_back(it->second);
       in_types.push_back({it->second.dtype, it->second.shape});
@@ -256,9 +257,9 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
     const Tensor& t = spec.outputs[j];
     auto it = values.find({t.node_id(), t.index()});
     if (it == values.end()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          spec.name, ": output ", j, " ('", t.valid() ? t.name() : "?",
-          "') is not computed by the cluster"));
+      return absl::InvalidArgumentError(absl::StrCat(spec.name, ": output ", j, " ('",
+                                                     t.valid() ? t.name() : "?",
+                                                     "') is not computed by the cluster"));
     }
     const Value& v = it->second;
     result.output_types.push_back({v.dtype, v.shape});

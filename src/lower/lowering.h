@@ -1,14 +1,20 @@
-// The lowering pass: a ClusterSpec becomes Halide Funcs, one per node, with the cluster
-// inputs as ImageParams and one pure wrapper Func per cluster output.
+// The lowering pass: a ClusterSpec becomes Halide Funcs, one per node (reductions: an
+// accumulator Func whose finishing cast is inlined into readers), with the cluster
+// inputs read straight from ImageParams and scalar constants as literals.
+//
+// The pipeline's outputs are exactly spec.outputs. A computed value that nothing else
+// in the cluster reads is its own output Func; other outputs (values also read inside
+// the cluster, inputs, constants, repeats) get a pure copy Func, because a schedule may
+// compute a consumed Func over more than the output buffer holds.
 //
 // The pipeline is specialized to the exact input types: every ImageParam and output
 // buffer carries exact bounds and dense strides (so Halide folds the shapes and checks
 // the buffers it is given), and the outputs carry exact estimates for the
 // autoschedulers. Output types are re-inferred node by node from the concrete inputs.
 //
-// Tensors with no elements are never handed to Halide: such inputs become constant
-// Funcs that nothing reads, and such outputs are left out of the pipeline (the caller
-// has allocated them; there is nothing to compute).
+// Tensors with no elements are never handed to Halide: such inputs (and node results)
+// become constants that nothing reads, and such outputs are left out of the pipeline
+// (the caller has allocated them; there is nothing to compute).
 //
 // Internal header: includes Halide.h.
 #ifndef BRAZE_LOWER_LOWERING_H_

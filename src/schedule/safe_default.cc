@@ -75,8 +75,7 @@ class SafeScheduler {
           f.fuse(args[d], outer, fused);
           outer = fused;
         }
-        const int64_t task = std::max<int64_t>(
-            1, outer_extent / (threads_ * kTasksPerThread));
+        const int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * kTasksPerThread));
         if (task > 1) {
           f.parallel(outer, static_cast<int>(task), kGuard);
         } else {
@@ -213,8 +212,8 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     // A MatMul result that is also an output already has its tiled schedule.
     bool scheduled = false;
     for (const Stage& stage : info.stages) {
-      scheduled |= stage.kind == StageKind::kMatMul &&
-                   stage.result.name() == info.outputs[i].name();
+      scheduled |=
+          stage.kind == StageKind::kMatMul && stage.result.name() == info.outputs[i].name();
     }
     if (!scheduled) s.Pointwise(info.outputs[i], info.output_extents[i]);
   }

@@ -17,7 +17,9 @@ const std::vector<Shape> kLarge = {{17, 33, 65}};
 OpTestCase Rows(std::string name, std::function<Tensor(Case&, Tensor, const Shape&)> fn,
                 double lo = -2, double hi = 2) {
   return {name,
-          [=](Case& c, const Shape& s) { c.outputs = {fn(c, c.Input(DType::kF32, s, 101, lo, hi), s)}; },
+          [=](Case& c, const Shape& s) {
+            c.outputs = {fn(c, c.Input(DType::kF32, s, 101, lo, hi), s)};
+          },
           kSmall,
           kLarge,
           {}};
@@ -53,7 +55,8 @@ std::vector<OpTestCase> Cases() {
              Tensor beta = c.Input(DType::kF32, {s.back()}, 104);
              return LayerNorm(x, gamma, beta);
            }),
-      Rows("Gelu", [](Case&, Tensor x, const Shape&) { return Gelu(x); }, -4, 4),
+      Rows(
+          "Gelu", [](Case&, Tensor x, const Shape&) { return Gelu(x); }, -4, 4),
       DenseCase("Dense", Activation::kNone),
       DenseCase("DenseRelu", Activation::kRelu),
       DenseCase("DenseGelu", Activation::kGelu),

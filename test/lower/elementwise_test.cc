@@ -26,8 +26,8 @@ OpTestCase Unary(std::string name, Tensor (*fn)(Tensor), DType dtype, double lo,
 
 // Three broadcasting patterns in one cluster: same shape, a row, and column x row; the
 // large shape checks the row pattern only.
-OpTestCase Binary(std::string name, Tensor (*fn)(Tensor, Tensor), DType dtype, double lo,
-                  double hi, Tolerance tol = {}) {
+OpTestCase Binary(std::string name, Tensor (*fn)(Tensor, Tensor), DType dtype, double lo, double hi,
+                  Tolerance tol = {}) {
   return {name,
           [=](Case& c, const Shape& s) {
             Shape col = s;
@@ -49,11 +49,12 @@ OpTestCase Binary(std::string name, Tensor (*fn)(Tensor, Tensor), DType dtype, d
 }
 
 OpTestCase CastCase(std::string name, DType from, DType to, double lo, double hi) {
-  return {name,
-          [=](Case& c, const Shape& s) { c.outputs.push_back(Cast(c.Input(from, s, 31, lo, hi), to)); },
-          {kTiny, kSmall, kEmpty},
-          {kBig},
-          {}};
+  return {
+      name,
+      [=](Case& c, const Shape& s) { c.outputs.push_back(Cast(c.Input(from, s, 31, lo, hi), to)); },
+      {kTiny, kSmall, kEmpty},
+      {kBig},
+      {}};
 }
 
 constexpr Tolerance kExact{0, 0};

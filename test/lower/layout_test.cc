@@ -16,11 +16,8 @@ const std::vector<Shape> kLarge = {{17, 33, 65}};
 
 OpTestCase Layout(std::string name, std::function<std::vector<Tensor>(Tensor, const Shape&)> fn,
                   DType dtype = DType::kF32) {
-  return {name,
-          [=](Case& c, const Shape& s) { c.outputs = fn(c.Input(dtype, s, 91), s); },
-          kSmall,
-          kLarge,
-          kExact};
+  return {name, [=](Case& c, const Shape& s) { c.outputs = fn(c.Input(dtype, s, 91), s); }, kSmall,
+          kLarge, kExact};
 }
 
 std::vector<OpTestCase> Cases() {
@@ -35,11 +32,12 @@ std::vector<OpTestCase> Cases() {
                return std::vector<Tensor>{Reshape(x, {n}), Reshape(x, Shape(s.rbegin(), s.rend())),
                                           Reshape(x, unit)};
              }),
-      Layout("ReshapeI32",
-             [](Tensor x, const Shape& s) {
-               return std::vector<Tensor>{Reshape(x, {NumElements(s)})};
-             },
-             DType::kI32),
+      Layout(
+          "ReshapeI32",
+          [](Tensor x, const Shape& s) {
+            return std::vector<Tensor>{Reshape(x, {NumElements(s)})};
+          },
+          DType::kI32),
       Layout("Transpose",
              [](Tensor x, const Shape& s) {
                if (s.size() == 2) return std::vector<Tensor>{Transpose(x, {1, 0})};
@@ -50,12 +48,11 @@ std::vector<OpTestCase> Cases() {
                // x's last dim broadcast over a new leading dim and a unit dim.
                Shape to = s;
                to.insert(to.begin(), 2);
-               Tensor row = Slice(x, std::vector<int64_t>(s.size(), 0),
-                                  [&] {
-                                    std::vector<int64_t> size(s.begin(), s.end());
-                                    size[0] = s[0] > 0 ? 1 : 0;
-                                    return size;
-                                  }());
+               Tensor row = Slice(x, std::vector<int64_t>(s.size(), 0), [&] {
+                 std::vector<int64_t> size(s.begin(), s.end());
+                 size[0] = s[0] > 0 ? 1 : 0;
+                 return size;
+               }());
                Shape row_to = s;
                return std::vector<Tensor>{BroadcastTo(x, to), BroadcastTo(row, row_to)};
              }),
@@ -68,18 +65,14 @@ std::vector<OpTestCase> Cases() {
          Tensor e = c.Input(DType::kF32, empty_last, 94);
          c.outputs = {Concat({a, b}, 0), Concat({a, e, b, a}, -1)};
        },
-       kSmall,
-       kLarge,
-       kExact},
+       kSmall, kLarge, kExact},
       {"ConcatBool",
        [](Case& c, const Shape& s) {
          Tensor a = c.Input(DType::kBool, s, 95);
          Tensor b = c.Input(DType::kBool, s, 96);
          c.outputs = {Concat({a, b}, 1)};
        },
-       kSmall,
-       kLarge,
-       kExact},
+       kSmall, kLarge, kExact},
       Layout("Slice",
              [](Tensor x, const Shape& s) {
                std::vector<int64_t> begin, size, to_end;
@@ -97,12 +90,13 @@ std::vector<OpTestCase> Cases() {
                pads.back() = {0, 3};
                return std::vector<Tensor>{Pad(x, pads, 1.5)};
              }),
-      Layout("PadI32",
-             [](Tensor x, const Shape& s) {
-               std::vector<std::pair<int64_t, int64_t>> pads(s.size(), {2, 1});
-               return std::vector<Tensor>{Pad(x, pads, -7)};
-             },
-             DType::kI32),
+      Layout(
+          "PadI32",
+          [](Tensor x, const Shape& s) {
+            std::vector<std::pair<int64_t, int64_t>> pads(s.size(), {2, 1});
+            return std::vector<Tensor>{Pad(x, pads, -7)};
+          },
+          DType::kI32),
       {"OneHot",
        [](Case& c, const Shape& s) {
          // Indices in [-1, 6) against depth 5: -1 and 5 are out of range (all off).
@@ -110,9 +104,7 @@ std::vector<OpTestCase> Cases() {
          c.outputs = {OneHot(idx, 5, 2.0, -1.0), OneHot(idx, 5, 1, 0, DType::kI32),
                       OneHot(idx, 5, 1, 0, DType::kBool)};
        },
-       kSmall,
-       kLarge,
-       kExact},
+       kSmall, kLarge, kExact},
       {"Const",
        [](Case& c, const Shape& s) {
          Tensor x = c.Input(DType::kF32, s, 98);

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
-#include <tuple>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -131,6 +131,7 @@ inline ::testing::AssertionResult CompileRunCompare(const Case& c, SchedulerKind
               << SchedulerName((*kernel)->scheduler_used()) << " " << (*kernel)->compile_ms()
               << " ms " << text.substr(l1 + 1, l2 - l1 - 1) << " |";
     for (const TensorType& t : (*kernel)->output_types()) std::cerr << " " << TypeString(t);
+    if (text.find("Serial instead of vectorized") != std::string::npos) std::cerr << " [repaired]";
     std::cerr << "\n";
   }
   auto actual = RunKernel(**kernel, c.values);

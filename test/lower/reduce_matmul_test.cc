@@ -16,8 +16,8 @@ constexpr Tolerance kExact{0, 0};
 
 // One cluster, several outputs: the last axis (keep_dims), the first axis, every axis,
 // and for rank 3 the outer two axes.
-OpTestCase Reduction(std::string name, Tensor (*fn)(Tensor, std::vector<int>, bool),
-                     DType dtype, double lo, double hi, Tolerance tol = {}) {
+OpTestCase Reduction(std::string name, Tensor (*fn)(Tensor, std::vector<int>, bool), DType dtype,
+                     double lo, double hi, Tolerance tol = {}) {
   return {name,
           [=](Case& c, const Shape& s) {
             Tensor x = c.Input(dtype, s, 61, lo, hi);
@@ -65,7 +65,8 @@ OpTestCase MatMulCase(std::string name, bool batched, DType dtype, Tolerance tol
           },
           batched ? std::vector<Shape>{{2, 1, 1, 1}, {3, 7, 3, 5}, {2, 3, 0, 4}, {2, 0, 3, 4}}
                   : std::vector<Shape>{{1, 1, 1}, {7, 3, 5}, {3, 0, 4}, {0, 3, 4}},
-          batched ? std::vector<Shape>{{2, 17, 33, 65}} : std::vector<Shape>{{17, 33, 65}, {64, 96, 80}},
+          batched ? std::vector<Shape>{{2, 17, 33, 65}}
+                  : std::vector<Shape>{{17, 33, 65}, {64, 96, 80}},
           tol};
 }
 

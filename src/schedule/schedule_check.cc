@@ -1,0 +1,97 @@
+// Repair of schedules Halide 14 miscompiles; see schedule_check.h.
+#include "schedule/schedule_check.h"
+
+#include <map>
+#include <set>
+#include <string>
+
+namespace braze {
+namespace schedule {
+namespace {
+
+using Halide::Internal::Call;
+using Halide::Internal::Function;
+
+// Finds the constructs that trigger the miscompile, looking through calls to Funcs that
+// are inlined into the expression.
+class TriggerFinder : public Halide::Internal::IRGraphVisitor {
+ public:
+  bool found = false;
+
+ private:
+  using IRGraphVisitor::visit;
+
+  void visit(const Halide::Internal::Select* op) override { Found(op); }
+  void visit(const Halide::Internal::EQ* op) override { Found(op); }
+  void visit(const Halide::Internal::NE* op) override { Found(op); }
+  void visit(const Halide::Internal::LT* op) override { Found(op); }
+  void visit(const Halide::Internal::LE* op) override { Found(op); }
+  void visit(const Halide::Internal::GT* op) override { Found(op); }
+  void visit(const Halide::Internal::GE* op) override { Found(op); }
+  void visit(const Halide::Internal::And* op) override { Found(op); }
+  void visit(const Halide::Internal::Or* op) override { Found(op); }
+  void visit(const Halide::Internal::Not* op) override { Found(op); }
+
+  template <typename T>
+  void Found(const T* op) {
+    found = true;
+    IRGraphVisitor::visit(op);
+  }
+
+  void visit(const Call* op) override {
+    if (op->is_intrinsic(Call::if_then_else) || op->name.rfind("is_nan_f", 0) == 0 ||
+        op->name.rfind("is_inf_f", 0) == 0 || op->name.rfind("is_finite_f", 0) == 0) {
+      found = true;
+    }
+    if (op->call_type == Call::Halide && op->func.defined()) {
+      Function callee(op->func);
+      Halide::LoopLevel level = callee.schedule().compute_level();
+      level.lock();
+      if (level.is_inlined() && !callee.has_update_definition() &&
+          inlined_.insert(callee.name()).second) {
+        for (const Halide::Expr& e : callee.values()) e.accept(this);
+      }
+    }
+    IRGraphVisitor::visit(op);
+  }
+
+  std::set<std::string> inlined_;
+};
+
+}  // namespace
+
+std::vector<std::string> DevectorizeGuardedUpdates(const std::vector<Halide::Func>& outputs) {
+  using Halide::Internal::ForType;
+  std::map<std::string, Function> env;
+  for (const Halide::Func& out : outputs) {
+    for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
+      env.emplace(name, f);
+    }
+  }
+  std::vector<std::string> changed;
+  for (auto& [name, f] : env) {
+    for (size_t i = 0; i < f.updates().size(); ++i) {
+      Halide::Internal::Definition& def = f.update(static_cast<int>(i));
+      Halide::Internal::StageSchedule& schedule = def.schedule();
+      bool guarded = false;
+      for (const auto& split : schedule.splits()) {
+        guarded |= split.is_split() && split.tail == Halide::TailStrategy::GuardWithIf;
+      }
+      bool vectorized = false;
+      for (const auto& dim : schedule.dims()) vectorized |= dim.for_type == ForType::Vectorized;
+      if (!guarded || !vectorized) continue;
+      TriggerFinder finder;
+      for (const Halide::Expr& e : def.values()) e.accept(&finder);
+      for (const Halide::Expr& e : def.args()) e.accept(&finder);
+      if (!finder.found) continue;
+      for (auto& dim : schedule.dims()) {
+        if (dim.for_type == ForType::Vectorized) dim.for_type = ForType::Serial;
+      }
+      changed.push_back(name + ".update(" + std::to_string(i) + ")");
+    }
+  }
+  return changed;
+}
+
+}  // namespace schedule
+}  // namespace braze
