@@ -31,6 +31,8 @@ namespace braze {
 
 const char* SchedulerName(SchedulerKind kind) {
   switch (kind) {
+    case SchedulerKind::kAuto:
+      return "Auto";
     case SchedulerKind::kAdams2019:
       return "Adams2019";
     case SchedulerKind::kMullapudi2016:
@@ -51,6 +53,8 @@ using lower::LoweredCluster;
 // The schedulers tried, in order, when `first` is chosen.
 std::vector<SchedulerKind> SchedulerChain(SchedulerKind first) {
   switch (first) {
+    case SchedulerKind::kAuto:  // resolved by PickScheduler before the chain is built
+      return {SchedulerKind::kSafeDefault};
     case SchedulerKind::kAdams2019:
       return {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016,
               SchedulerKind::kSafeDefault};
@@ -223,6 +227,16 @@ absl::StatusOr<std::string> JitTargetString() {
   return result;
 }
 
+// kAuto's choice (see compile.h): row reductions get the safe default.
+SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
+  for (const schedule::Stage& stage : info.stages) {
+    const bool reduction = stage.kind == schedule::StageKind::kReduction ||
+                           stage.kind == schedule::StageKind::kArgMax;
+    if (reduction && stage.reduces_innermost) return SchedulerKind::kSafeDefault;
+  }
+  return SchedulerKind::kAdams2019;
+}
+
 absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
                                                                const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -238,8 +252,13 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         target = SanitizedJitTarget();
         return absl::OkStatus();
       }));
+  SchedulerKind first = options.scheduler;
+  if (first == SchedulerKind::kAuto) {
+    BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));
+    first = PickScheduler(probe.info);
+  }
   std::vector<std::string> failures;
-  for (SchedulerKind kind : SchedulerChain(options.scheduler)) {
+  for (SchedulerKind kind : SchedulerChain(first)) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
     Halide::Pipeline pipeline;
     std::string schedule;

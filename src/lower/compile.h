@@ -25,11 +25,16 @@ struct ClusterSpec {
   std::vector<Tensor> outputs;          // values used outside the cluster: results
 };
 
-enum class SchedulerKind { kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
+// kAuto: per cluster, our safe default when the cluster reduces over the innermost
+// (contiguous) dim — softmax, layernorm, cross entropy, row sums — and Adams2019
+// otherwise. On this project's CPU, Adams2019 vectorizes such reductions across rows
+// and runs 2-4x slower than the safe default (bench/RESULTS.md); elementwise and matmul
+// clusters are where Adams2019 shines.
+enum class SchedulerKind { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 const char* SchedulerName(SchedulerKind kind);
 
 struct CompileOptions {
-  SchedulerKind scheduler = SchedulerKind::kAdams2019;
+  SchedulerKind scheduler = SchedulerKind::kAuto;
   // Halide worker threads while this kernel runs; 0: Halide's default (HL_NUM_THREADS,
   // else all cores). Halide's pool is process-wide: the count is applied before each Run
   // whose kernel asks for a different one than the last Run did.

@@ -32,6 +32,7 @@ absl::Status Annotate(const std::string& what, const absl::Status& s) {
 
 SchedulerKind ToSchedulerKind(Scheduler s) {
   switch (s) {
+    case Scheduler::kAuto: return SchedulerKind::kAuto;
     case Scheduler::kAdams2019: return SchedulerKind::kAdams2019;
     case Scheduler::kMullapudi2016: return SchedulerKind::kMullapudi2016;
     case Scheduler::kLi2018: return SchedulerKind::kLi2018;

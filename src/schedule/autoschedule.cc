@@ -19,6 +19,7 @@ const char* RegistryName(SchedulerKind kind) {
       return "Mullapudi2016";
     case SchedulerKind::kLi2018:
       return "Li2018";
+    case SchedulerKind::kAuto:  // not a plugin
     case SchedulerKind::kSafeDefault:
       break;
   }
@@ -33,6 +34,7 @@ const char* CompiledInPath(SchedulerKind kind) {
       return BRAZE_MULLAPUDI2016_SO;
     case SchedulerKind::kLi2018:
       return BRAZE_LI2018_SO;
+    case SchedulerKind::kAuto:  // not a plugin
     case SchedulerKind::kSafeDefault:
       break;
   }
@@ -47,6 +49,7 @@ const char* FileName(SchedulerKind kind) {
       return "libautoschedule_mullapudi2016.so";
     case SchedulerKind::kLi2018:
       return "libautoschedule_li2018.so";
+    case SchedulerKind::kAuto:  // not a plugin
     case SchedulerKind::kSafeDefault:
       break;
   }
