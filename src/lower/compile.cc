@@ -252,13 +252,19 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         target = SanitizedJitTarget();
         return absl::OkStatus();
       }));
-  SchedulerKind first = options.scheduler;
-  if (first == SchedulerKind::kAuto) {
+  std::vector<SchedulerKind> chain = SchedulerChain(options.scheduler);
+  if (options.scheduler == SchedulerKind::kAuto) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));
-    first = PickScheduler(probe.info);
+    chain = SchedulerChain(PickScheduler(probe.info));
+    // Auto never ends at a scheduler that failed: the safe default falls back to the
+    // autoschedulers too.
+    if (chain.front() == SchedulerKind::kSafeDefault) {
+      chain = {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019,
+               SchedulerKind::kMullapudi2016};
+    }
   }
   std::vector<std::string> failures;
-  for (SchedulerKind kind : SchedulerChain(first)) {
+  for (SchedulerKind kind : chain) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
     Halide::Pipeline pipeline;
     std::string schedule;

@@ -93,12 +93,14 @@ class Clusterer {
     const int n = graph.num_nodes();
     parent_.resize(n);
     size_.assign(n, 1);
+    matmuls_.assign(n, 0);
     explicit_.assign(n, false);
     scope_.resize(n);
     refusal_.resize(n);
     for (int id = 0; id < n; ++id) {
       parent_[id] = id;
       const Node& node = graph.node(id);
+      matmuls_[id] = OpCategoryOf(node.op()) == OpCategory::kMatMul ? 1 : 0;
       // Ops on a forced-compilation "jit:" device count as explicitly compiled.
       explicit_[id] = node.jit().compile.value_or(false) || IsJitDevice(node.device());
       scope_[id] = node.jit().scope;
@@ -182,6 +184,14 @@ class Clusterer {
                           options_.max_cluster_size));
       return false;
     }
+    if (matmuls_[from] + matmuls_[to] > options_.max_matmuls_per_cluster) {
+      Refuse(from, to, p, c, ExclusionReason::kMatMulLimit,
+             absl::StrCat("merging the clusters of ", Quoted(pn), " and ", Quoted(cn),
+                          " would put ", matmuls_[from] + matmuls_[to],
+                          " matmuls in one cluster, over max_matmuls_per_cluster ",
+                          options_.max_matmuls_per_cluster));
+      return false;
+    }
     const std::optional<int> survivor = cycles_.ContractEdge(from, to);
     if (!survivor.has_value()) {
       const int via = cycles_.PathWitness(from, to);
@@ -195,6 +205,7 @@ class Clusterer {
     const int gone = keep == from ? to : from;
     parent_[gone] = keep;
     size_[keep] += size_[gone];
+    matmuls_[keep] += matmuls_[gone];
     explicit_[keep] = explicit_[keep] || explicit_[gone];
     if (scope_[keep].empty()) scope_[keep] = scope_[gone];
     if (refusal_[keep].reason == ExclusionReason::kNone) refusal_[keep] = refusal_[gone];
@@ -213,6 +224,7 @@ class Clusterer {
   const std::vector<bool>& candidate_;
   GraphCycles cycles_;
   std::vector<int> parent_;
+  std::vector<int> matmuls_;  // MatMul/BatchMatMul ops per cluster representative
   std::vector<int> size_;
   std::vector<bool> explicit_;
   std::vector<std::string> scope_;
@@ -273,6 +285,8 @@ const char* ExclusionReasonName(ExclusionReason reason) {
       return "would form a cycle";
     case ExclusionReason::kDifferentDevice:
       return "different device";
+    case ExclusionReason::kMatMulLimit:
+      return "matmul limit";
     case ExclusionReason::kMaxClusterSize:
       return "over max cluster size";
     case ExclusionReason::kClusterTooSmall:

@@ -50,6 +50,9 @@ struct ClusteringOptions {
   // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.
   int min_cluster_size = 4;
   int max_cluster_size = std::numeric_limits<int>::max();
+  // Most MatMul/BatchMatMul ops one cluster may hold (a cluster is one pipeline, one
+  // schedule: see SessionOptions::max_matmuls_per_cluster).
+  int max_matmuls_per_cluster = std::numeric_limits<int>::max();
   // The device of ops built with no placement (""), so that they cluster with ops
   // explicitly placed on the session's default device.
   std::string default_device = "cpu";
@@ -70,6 +73,7 @@ enum class ExclusionReason {
   kWouldFormCycle,   // its merges would have made the cluster graph cyclic
   kDifferentDevice,  // its neighbours are placed on another device
   kMaxClusterSize,   // merging would have exceeded max_cluster_size
+  kMatMulLimit,      // merging would have put more matmuls in one cluster than allowed
   kClusterTooSmall,  // auto-cluster smaller than min_cluster_size
 };
 const char* ExclusionReasonName(ExclusionReason reason);  // "would form a cycle"

@@ -99,6 +99,7 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
     copts.global_jit_level = options.global_jit_level;
     copts.min_cluster_size = options.min_cluster_size;
     copts.max_cluster_size = options.max_cluster_size;
+    copts.max_matmuls_per_cluster = options.max_matmuls_per_cluster;
     BRAZE_ASSIGN_OR_RETURN(plan->clustering, MarkForCompilation(g, copts, plan->needed));
   } else {
     plan->clustering.nodes.resize(num_nodes);

@@ -2,6 +2,8 @@
 #include "schedule/safe_default.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -27,6 +29,57 @@ int64_t Product(const Extents& e) {
   for (int64_t v : e) p *= v;
   return p;
 }
+
+// Every call to a Func in `accs` made by `value` (a definition of the Func `caller`),
+// looking through inlined pure Funcs by substituting their arguments. Returns false
+// when a call's dims that index rows (acc dims >= `first_row_dim`) are not exactly the
+// caller's own row vars (caller dim d + `shift`), or when the expansion grows too big.
+class RowCallChecker : public Halide::Internal::IRGraphMutator {
+ public:
+  RowCallChecker(const std::set<std::string>& accs, std::vector<std::string> caller_vars,
+                 int first_row_dim, int shift)
+      : accs_(accs), caller_vars_(std::move(caller_vars)), first_(first_row_dim), shift_(shift) {}
+  bool ok = true;
+
+ private:
+  using IRGraphMutator::visit;
+  using Call = Halide::Internal::Call;
+
+  Halide::Expr visit(const Call* op) override {
+    if (!ok || ++work_ > 20000) {
+      ok = false;
+      return op;
+    }
+    std::vector<Halide::Expr> args;
+    for (const Halide::Expr& a : op->args) args.push_back(mutate(a));
+    if (op->call_type == Call::Halide && op->func.defined()) {
+      Halide::Internal::Function f(op->func);
+      if (accs_.count(f.name())) {
+        for (size_t d = first_; d < args.size(); ++d) {
+          const Halide::Expr a = Halide::Internal::simplify(args[d]);
+          const auto* v = a.as<Halide::Internal::Variable>();
+          const size_t cd = d + shift_;
+          if (v == nullptr || cd >= caller_vars_.size() || v->name != caller_vars_[cd]) {
+            ok = false;
+          }
+        }
+      } else if (!f.has_update_definition()) {
+        std::map<std::string, Halide::Expr> sub;
+        for (size_t i = 0; i < f.args().size() && i < args.size(); ++i) sub[f.args()[i]] = args[i];
+        return mutate(Halide::Internal::substitute(sub, f.values()[op->value_index]));
+      } else {
+        ok = false;  // another Func with an update: not a row pipeline we know
+      }
+    }
+    return op;
+  }
+
+  const std::set<std::string>& accs_;
+  std::vector<std::string> caller_vars_;
+  size_t first_;
+  size_t shift_;
+  int work_ = 0;
+};
 
 class SafeScheduler {
  public:
@@ -85,6 +138,123 @@ class SafeScheduler {
       }
     }
     log_ << line.str() << "\n";
+  }
+
+  // Row pipelines (softmax, layernorm): one output of rank >= 2 whose every reduction
+  // runs over exactly the output's dim 0 and is read only at the reader's own row.
+  // Then each accumulator is computed per output row (compute_at the output's row
+  // loop, as HALIDE14.md's hand schedule does), so the row stays in cache between the
+  // reductions and the output, and its update is vectorized by rfactor over an exact
+  // split of the row's RVar (no GuardWithIf on any update). Returns false, with nothing
+  // scheduled, when the pipeline is not of that form.
+  bool RowPipeline(const PipelineInfo& info) {
+    if (info.outputs.size() != 1 || info.stages.empty()) return false;
+    Func out = info.outputs[0];
+    const Extents& e = info.output_extents[0];
+    const int rank = static_cast<int>(e.size());
+    if (rank < 2 || Product(e) <= 0 || out.has_update_definition()) return false;
+    int64_t rows = 1;
+    for (int d = 1; d < rank; ++d) rows *= e[d];
+    std::set<std::string> accs;
+    int shift = -1;  // acc dim d is output dim d + shift
+    for (const Stage& s : info.stages) {
+      if (s.kind != StageKind::kReduction || !s.reduces_innermost) return false;
+      if (s.rdom.dimensions() != 1 || s.reduction_extent != e[0]) return false;
+      if (s.acc.num_update_definitions() != 1) return false;
+      const Extents& a = s.extents;
+      int sh;
+      if (static_cast<int>(a.size()) == rank && a[0] == 1) {
+        sh = 0;
+      } else if (static_cast<int>(a.size()) == rank - 1) {
+        sh = 1;
+      } else {
+        return false;
+      }
+      for (int d = 1 - sh; d < static_cast<int>(a.size()); ++d) {
+        if (a[d] != e[d + sh]) return false;
+      }
+      if (shift != -1 && shift != sh) return false;
+      shift = sh;
+      accs.insert(s.acc.name());
+    }
+    auto names = [](const std::vector<Var>& vars) {
+      std::vector<std::string> n;
+      for (const Var& v : vars) n.push_back(v.name());
+      return n;
+    };
+    // Row dims of an acc: 1.. with keep_dims (dim 0 is the reduced one, extent 1),
+    // else all; acc dim d is output dim d + shift, and the same dim of another acc.
+    const int first = shift == 0 ? 1 : 0;
+    {
+      RowCallChecker check(accs, names(out.args()), first, shift);
+      for (const Halide::Expr& v : out.function().values()) check.mutate(v);
+      if (!check.ok) return false;
+    }
+    for (const Stage& s : info.stages) {
+      RowCallChecker check(accs, names(s.acc.args()), first, 0);
+      for (const Halide::Expr& v : s.acc.function().update(0).values()) check.mutate(v);
+      for (const Halide::Expr& v : s.acc.function().values()) check.mutate(v);
+      if (!check.ok) return false;
+    }
+
+    // The output: vectorized dim 0, fused rows, parallel chunks of rows.
+    std::vector<Var> args = out.args();
+    const int w = VectorWidth(out.output_types()[0], e[0]);
+    const bool parallel = threads_ > 1 && Product(e) >= kMinParallelWork && rows >= 2 * threads_;
+    std::ostringstream line;
+    line << out.name() << ":";
+    if (w > 1) {
+      out.vectorize(args[0], w, kGuard);
+      line << " vectorize(" << args[0].name() << ", " << w << ")";
+    }
+    Var row = args[rank - 1];
+    for (int d = rank - 2; d >= 1; --d) {
+      Var fused(row.name() + "_" + args[d].name());
+      out.fuse(args[d], row, fused);
+      row = fused;
+    }
+    Var at = row;
+    if (parallel) {
+      const int64_t task = std::max<int64_t>(1, rows / (threads_ * kTasksPerThread));
+      if (task > 1) {
+        Var ro(row.name() + "_o"), ri(row.name() + "_i");
+        out.split(row, ro, ri, static_cast<int>(task), kGuard).parallel(ro);
+        at = ri;
+      } else {
+        out.parallel(row);
+      }
+      line << " parallel(" << row.name() << ", task " << task << ")";
+    }
+    log_ << line.str() << "\n";
+
+    for (const Stage& s : info.stages) {
+      Func f = s.acc;
+      f.compute_at(out, at);
+      // Lanes: twice the vector width (independent accumulators), halved until they
+      // divide the row exactly, so the RVar split has no tail.
+      int lanes = 2 * target_.natural_vector_size(Halide::Float(32));
+      while (lanes > 1 && e[0] % lanes != 0) lanes /= 2;
+      std::ostringstream l;
+      l << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ")";
+      if (lanes >= 4 && e[0] >= 2 * lanes) {
+        Halide::RVar r = s.rdom[0];
+        Halide::RVar ro(r.name() + "_o"), ri(r.name() + "_i");
+        Var u(f.name() + "_lane");
+        Halide::Stage update = f.update(0);
+        update.split(r, ro, ri, lanes);  // exact: lanes divides the row
+        try {
+          Func intm = update.rfactor(ri, u);
+          intm.compute_at(out, at).vectorize(u);
+          intm.update(0).reorder({VarOrRVar(u), VarOrRVar(ro)}).vectorize(u);
+          l << " update split(" << r.name() << ", " << lanes << ").rfactor vectorize";
+        } catch (const Halide::Error& err) {
+          // Not provably associative: the split update stays scalar (and exact).
+          l << " update split(" << r.name() << ", " << lanes << ") (no rfactor)";
+        }
+      }
+      log_ << l.str() << "\n";
+    }
+    return true;
   }
 
   // A reduction or ArgMax accumulator: compute_root, parallel over its outermost pure
@@ -197,6 +367,7 @@ class SafeScheduler {
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
                              int parallelism) {
   SafeScheduler s(target, parallelism);
+  if (s.RowPipeline(info)) return s.text();
   for (const Stage& stage : info.stages) {
     switch (stage.kind) {
       case StageKind::kReduction:
