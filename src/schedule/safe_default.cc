@@ -23,6 +23,8 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 // Parallel tasks per thread: enough to balance load, few enough to keep overhead low.
 constexpr int64_t kTasksPerThread = 4;
 constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
+// Row pipelines (RowPipeline) need rows at least this long.
+constexpr int64_t kMinRow = 8;
 
 int64_t Product(const Extents& e) {
   int64_t p = 1;
@@ -63,6 +65,8 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
             ok = false;
           }
         }
+      } else if (f.has_extern_definition() || op->value_index >= static_cast<int>(f.values().size())) {
+        ok = false;
       } else if (!f.has_update_definition()) {
         std::map<std::string, Halide::Expr> sub;
         for (size_t i = 0; i < f.args().size() && i < args.size(); ++i) sub[f.args()[i]] = args[i];
@@ -152,7 +156,12 @@ class SafeScheduler {
     Func out = info.outputs[0];
     const Extents& e = info.output_extents[0];
     const int rank = static_cast<int>(e.size());
-    if (rank < 2 || Product(e) <= 0 || out.has_update_definition()) return false;
+    // Rows shorter than kMinRow stay compute_root: with a reduction of a few elements
+    // computed next to its reader, LLVM's fast-math (no-NaNs) folded a 1-element row's
+    // max(-inf, x) into x and lost the NaN flag (Softmax(Log(x)) gave 1, not NaN).
+    if (rank < 2 || Product(e) <= 0 || e[0] < kMinRow || out.has_update_definition()) {
+      return false;
+    }
     int64_t rows = 1;
     for (int d = 1; d < rank; ++d) rows *= e[d];
     std::set<std::string> accs;
@@ -247,10 +256,12 @@ class SafeScheduler {
           intm.compute_at(out, at).vectorize(u);
           intm.update(0).reorder({VarOrRVar(u), VarOrRVar(ro)}).vectorize(u);
           l << " update split(" << r.name() << ", " << lanes << ").rfactor vectorize";
-        } catch (const Halide::Error& err) {
+        } catch (const Halide::Error&) {
           // Not provably associative: the split update stays scalar (and exact).
           l << " update split(" << r.name() << ", " << lanes << ") (no rfactor)";
         }
+      } else {
+        f.update(0).unscheduled();  // a scalar loop over the row, as defined
       }
       log_ << l.str() << "\n";
     }

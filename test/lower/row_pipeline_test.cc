@@ -1,0 +1,79 @@
+// Row pipelines under the safe default: reductions over the innermost dim read back by
+// the output at the same row are computed per output row, their updates vectorized by
+// rfactor over an exact split of the row. These shapes reach every branch of that
+// schedule (row lengths with 32, 16, 8 and 4 lanes, too short for any, rank 3 rows,
+// serial and parallel rows), NaN rows, and row pipelines it must not take (the reduced
+// value read at a transposed row, or after dropping the reduced dim).
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+const std::vector<Shape> kRowShapes = {{64, 1024}, {3, 96}, {5, 40}, {9, 12}, {2, 3, 48},
+                                       {4, 4},     {1, 64}, {33, 1}, {7, 8}, {7, 9},
+                                       {5, 16},    {5, 17}, {3, 2}};
+
+OpTestCase RowCase(std::string name, std::function<Tensor(Case&, Tensor, const Shape&)> fn,
+                   std::vector<Shape> shapes = kRowShapes, double lo = -2, double hi = 2) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            c.outputs = {fn(c, c.Input(DType::kF32, s, 201, lo, hi), s)};
+          },
+          shapes,
+          {},
+          {}};
+}
+
+int Last(const Shape& s) { return static_cast<int>(s.size()) - 1; }
+
+std::vector<OpTestCase> Cases() {
+  return {
+      RowCase("Softmax", [](Case&, Tensor x, const Shape&) { return Softmax(x); }),
+      RowCase("LogSoftmax", [](Case&, Tensor x, const Shape&) { return LogSoftmax(x); }),
+      RowCase("LayerNorm",
+              [](Case& c, Tensor x, const Shape& s) {
+                Tensor gamma = c.Input(DType::kF32, {s.back()}, 203, 0.5, 1.5);
+                Tensor beta = c.Input(DType::kF32, {s.back()}, 204);
+                return LayerNorm(x, gamma, beta);
+              }),
+      // Log of negative values: some rows hold NaNs, which Max must propagate.
+      RowCase(
+          "SoftmaxOfLogWithNaN", [](Case&, Tensor x, const Shape&) { return Softmax(Log(x)); },
+          kRowShapes, -0.05, 2),
+      RowCase("MaxMinusSumNoKeepDims",
+              [](Case&, Tensor x, const Shape& s) {
+                Shape kept = s;
+                kept.back() = 1;
+                Tensor m = Reshape(Max(x, {Last(s)}), kept);
+                Tensor t = Reshape(Sum(x, {Last(s)}), kept);
+                return Sub(Sub(x, m), t);
+              }),
+      // out[i][j] = x[i][j] / sum(x[j][:]): the sum is read at a transposed row.
+      RowCase(
+          "DivByTransposedRowSum",
+          [](Case&, Tensor x, const Shape& s) {
+            return Div(x, Transpose(Sum(x, {1}, true), {1, 0}));
+          },
+          {{32, 32}, {64, 64}, {3, 3}}, 0.5, 2),
+  };
+}
+
+class RowPipelineTest : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(RowPipelineTest, MatchesReference) {
+  RunOpTestCase(GetParam(), SchedulerKind::kSafeDefault);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, RowPipelineTest, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<OpTestCase>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
