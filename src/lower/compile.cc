@@ -12,6 +12,10 @@
 #include <cpuid.h>
 #endif
 #include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -192,6 +196,30 @@ class HalideKernel : public CompiledKernel {
   const std::vector<std::string>& scheduler_failures() const override { return failures_; }
   double compile_ms() const override { return compile_ms_; }
   std::string schedule_text() const override { return schedule_; }
+  std::string lowered_stmt() const override {
+    if (lowered_.info.outputs.empty()) return "// nothing to compute: every output is empty\n";
+    std::vector<Halide::Argument> args;
+    for (size_t i = 0; i < lowered_.params.size(); ++i) {
+      if (!lowered_.input_elided[i]) args.push_back(lowered_.params[i]);
+    }
+    char path[] = "/tmp/braze_stmt_XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0) return "// could not create a temporary file for the statement\n";
+    close(fd);
+    std::string text;
+    absl::Status s = CatchHalideErrors(name_ + ": lowered statement", absl::StatusCode::kInternal,
+                                       [&] {
+                                         Halide::Pipeline p = pipeline_;
+                                         p.compile_to_lowered_stmt(path, args, Halide::Text,
+                                                                   target_);
+                                         return absl::OkStatus();
+                                       });
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::remove(path);
+    return s.ok() ? ss.str() : absl::StrCat("// ", s.message(), "\n");
+  }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
 
  private:

@@ -57,6 +57,9 @@ class CompiledKernel {
   virtual double compile_ms() const = 0;
   // Lowered statement / schedule text, for dumps.
   virtual std::string schedule_text() const = 0;
+  // Halide's lowered statement of the scheduled pipeline (loop nest after scheduling),
+  // produced on request: it lowers the pipeline again, so only dumps ask for it.
+  virtual std::string lowered_stmt() const { return ""; }
 };
 
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.

@@ -275,6 +275,8 @@ absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
       "// scheduler: ", SchedulerLine(kernel), "\n", "// compile_ms: ", kernel.compile_ms(), "\n\n",
       kernel.schedule_text());
   if (text.back() != '\n') text.push_back('\n');
+  absl::StrAppend(&text, "\n// Lowered Halide statement\n", kernel.lowered_stmt());
+  if (text.back() != '\n') text.push_back('\n');
   const std::string name = absl::StrCat(session, ".", FileNameFragment(step.name), ".",
                                         SignatureFileName(types), ".txt");
   return WriteFile(fs::path(flags.dump_to) / name, text);

@@ -154,6 +154,9 @@ TEST_F(DumpTest, SessionWritesGraphsBeforeAndAfterClusteringAndKernels) {
   EXPECT_THAT(text, HasSubstr("// inputs: f32[7,33]"));
   EXPECT_THAT(text, HasSubstr("// outputs: f32[7,33]"));
   EXPECT_THAT(text, HasSubstr("// scheduler: "));
+  // The lowered statement: the scheduled loop nest, with the cluster's output in it.
+  EXPECT_THAT(text, HasSubstr("// Lowered Halide statement"));
+  EXPECT_THAT(text, HasSubstr("produce "));
   // The lowered statement follows the header.
   const size_t body = text.find("\n\n");
   ASSERT_NE(body, std::string::npos);
