@@ -105,8 +105,13 @@ void BM_Chain8(benchmark::State& state) {
   RunSession(state, *w, Variant(state.range(0)));
   SetRate(state, "GB/s", 2.0 * kChainN * sizeof(float) / 1e9);
 }
-BENCHMARK(BM_Chain8)->ArgName("unfused")->Arg(kFused)->Arg(kUnfused)
-    ->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(BM_Chain8)
+    ->ArgName("unfused")
+    ->Arg(kFused)
+    ->Arg(kUnfused)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
 
 void BM_Chain8_handloop(benchmark::State& state) {
   HostTensor x = HostTensor::RandomUniform(DType::kF32, {kChainN}, 1);
@@ -159,12 +164,18 @@ void BM_LayerNorm(benchmark::State& state) {
   RunSession(state, *w, Variant(state.range(0)));
   SetRate(state, "GB/s", 2.0 * rows * 1024 * sizeof(float) / 1e9);
 }
-BENCHMARK(BM_Softmax)->ArgNames({"unfused", "rows"})
+BENCHMARK(BM_Softmax)
+    ->ArgNames({"unfused", "rows"})
     ->ArgsProduct({{kFused, kUnfused}, {4096, 16384}})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(BM_LayerNorm)->ArgNames({"unfused", "rows"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
+BENCHMARK(BM_LayerNorm)
+    ->ArgNames({"unfused", "rows"})
     ->ArgsProduct({{kFused, kUnfused}, {4096, 16384}})
-    ->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
 
 void RowHandloop(benchmark::State& state, bool layernorm) {
   const int64_t rows = state.range(0), cols = 1024;
@@ -204,10 +215,20 @@ void RowHandloop(benchmark::State& state, bool layernorm) {
 }
 void BM_Softmax_handloop(benchmark::State& state) { RowHandloop(state, false); }
 void BM_LayerNorm_handloop(benchmark::State& state) { RowHandloop(state, true); }
-BENCHMARK(BM_Softmax_handloop)->ArgName("rows")->Arg(4096)->Arg(16384)
-    ->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
-BENCHMARK(BM_LayerNorm_handloop)->ArgName("rows")->Arg(4096)->Arg(16384)
-    ->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+BENCHMARK(BM_Softmax_handloop)
+    ->ArgName("rows")
+    ->Arg(4096)
+    ->Arg(16384)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
+BENCHMARK(BM_LayerNorm_handloop)
+    ->ArgName("rows")
+    ->Arg(4096)
+    ->Arg(16384)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
 
 // ---- MatMul + bias + ReLU, 1024^3 ----
 constexpr int64_t kMM = 1024;
@@ -232,8 +253,13 @@ void BM_MatMulBiasRelu(benchmark::State& state) {
   RunSession(state, *w, Variant(state.range(0)));
   SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
 }
-BENCHMARK(BM_MatMulBiasRelu)->ArgName("unfused")->Arg(kFused)->Arg(kUnfused)
-    ->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_MatMulBiasRelu)
+    ->ArgName("unfused")
+    ->Arg(kFused)
+    ->Arg(kUnfused)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(1.0)
+    ->UseRealTime();
 
 void BM_MatMulBiasRelu_handloop(benchmark::State& state) {
   HostTensor a = HostTensor::RandomUniform(DType::kF32, {kMM, kMM}, 7);

@@ -24,7 +24,7 @@ struct Device {
   enum class Kind { kCpu, kCuda };
   Kind kind = Kind::kCpu;
   int index = 0;
-  bool force_compile = false;  // a "jit:" device
+  bool force_compile = false;    // a "jit:" device
   std::string ToString() const;  // canonical: "cpu", "cuda:0", "jit:cuda:1"
   bool operator==(const Device& o) const {
     return kind == o.kind && index == o.index && force_compile == o.force_compile;

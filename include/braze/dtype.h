@@ -20,18 +20,47 @@ const char* DTypeName(DType dtype);  // "f32", "f64", "i32", "bool"
 bool IsFloating(DType dtype);
 
 // The C++ type each DType is stored as.
-template <DType D> struct CType;
-template <> struct CType<DType::kF32> { using type = float; };
-template <> struct CType<DType::kF64> { using type = double; };
-template <> struct CType<DType::kI32> { using type = int32_t; };
-template <> struct CType<DType::kBool> { using type = uint8_t; };
+template <DType D>
+struct CType;
+template <>
+struct CType<DType::kF32> {
+  using type = float;
+};
+template <>
+struct CType<DType::kF64> {
+  using type = double;
+};
+template <>
+struct CType<DType::kI32> {
+  using type = int32_t;
+};
+template <>
+struct CType<DType::kBool> {
+  using type = uint8_t;
+};
 
-template <typename T> constexpr DType DTypeOf();
-template <> constexpr DType DTypeOf<float>() { return DType::kF32; }
-template <> constexpr DType DTypeOf<double>() { return DType::kF64; }
-template <> constexpr DType DTypeOf<int32_t>() { return DType::kI32; }
-template <> constexpr DType DTypeOf<bool>() { return DType::kBool; }
-template <> constexpr DType DTypeOf<uint8_t>() { return DType::kBool; }
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kF64;
+}
+template <>
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType DTypeOf<bool>() {
+  return DType::kBool;
+}
+template <>
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::kBool;
+}
 
 using Shape = std::vector<int64_t>;
 

@@ -32,7 +32,15 @@ enum class OpKind : uint16_t {
 #undef BRAZE_OP
 };
 enum class OpCategory : uint8_t {
-  kSource, kState, kUnary, kBinary, kSelect, kReduce, kMatMul, kLayout, kHostCall
+  kSource,
+  kState,
+  kUnary,
+  kBinary,
+  kSelect,
+  kReduce,
+  kMatMul,
+  kLayout,
+  kHostCall
 };
 inline constexpr int kNumOps = 0
 #define BRAZE_OP(e, name, cat, arity) +1
@@ -77,34 +85,78 @@ class Tensor {
 
 // ---- Typed attributes (one struct per op family; no string maps). ----
 struct NoAttrs {};
-struct PlaceholderAttrs { DType dtype; Shape shape; };
-struct ConstAttrs { std::shared_ptr<const HostTensor> value; };
+struct PlaceholderAttrs {
+  DType dtype;
+  Shape shape;
+};
+struct ConstAttrs {
+  std::shared_ptr<const HostTensor> value;
+};
 // A null initial value means "uninitialized until assigned".
-struct VariableAttrs { DType dtype; Shape shape; std::shared_ptr<const HostTensor> initial_value; };
-struct CastAttrs { DType dtype; };
+struct VariableAttrs {
+  DType dtype;
+  Shape shape;
+  std::shared_ptr<const HostTensor> initial_value;
+};
+struct CastAttrs {
+  DType dtype;
+};
 // Axes are normalized at build time: non-negative, sorted, unique.
-struct ReduceAttrs { std::vector<int> axes; bool keep_dims = false; };
-struct ArgMaxAttrs { int axis = 0; };  // output is i32, the axis removed
-struct MatMulAttrs { bool transpose_a = false; bool transpose_b = false; };
-struct ReshapeAttrs { Shape shape; };  // as given; at most one -1
-struct TransposeAttrs { std::vector<int> perm; };
-struct BroadcastToAttrs { Shape shape; };
-struct ConcatAttrs { int axis = 0; };  // normalized
-struct SliceAttrs { std::vector<int64_t> begin; std::vector<int64_t> size; };  // size -1: to end
-struct PadAttrs { std::vector<std::pair<int64_t, int64_t>> paddings; double value = 0; };
+struct ReduceAttrs {
+  std::vector<int> axes;
+  bool keep_dims = false;
+};
+struct ArgMaxAttrs {
+  int axis = 0;
+};  // output is i32, the axis removed
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+struct ReshapeAttrs {
+  Shape shape;
+};  // as given; at most one -1
+struct TransposeAttrs {
+  std::vector<int> perm;
+};
+struct BroadcastToAttrs {
+  Shape shape;
+};
+struct ConcatAttrs {
+  int axis = 0;
+};  // normalized
+struct SliceAttrs {
+  std::vector<int64_t> begin;
+  std::vector<int64_t> size;
+};  // size -1: to end
+struct PadAttrs {
+  std::vector<std::pair<int64_t, int64_t>> paddings;
+  double value = 0;
+};
 // indices (i32, any shape) -> indices.shape + [depth] of `dtype`; out of range -> off.
-struct OneHotAttrs { int64_t depth = 0; double on_value = 1; double off_value = 0; DType dtype = DType::kF32; };
-struct TensorSpec { DType dtype; Shape shape; };  // -1 dims allowed
+struct OneHotAttrs {
+  int64_t depth = 0;
+  double on_value = 1;
+  double off_value = 0;
+  DType dtype = DType::kF32;
+};
+struct TensorSpec {
+  DType dtype;
+  Shape shape;
+};  // -1 dims allowed
 // A user's C++ function. It receives the inputs and must return tensors matching
 // `outputs` (checked at run time); a non-OK status fails the Run naming the node.
 using HostFunction =
     std::function<absl::StatusOr<std::vector<HostTensor>>(absl::Span<const HostTensor>)>;
-struct HostCallAttrs { HostFunction fn; std::vector<TensorSpec> outputs; };
+struct HostCallAttrs {
+  HostFunction fn;
+  std::vector<TensorSpec> outputs;
+};
 
-using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
-                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs,
-                           TransposeAttrs, BroadcastToAttrs, ConcatAttrs, SliceAttrs,
-                           PadAttrs, OneHotAttrs, HostCallAttrs>;
+using Attrs =
+    std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
+                 ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
+                 ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.
@@ -124,7 +176,10 @@ class Node {
   const Tensor& input(int i) const { return inputs_[i]; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
   const Attrs& attrs() const { return attrs_; }
-  template <typename A> const A& attrs_as() const { return std::get<A>(attrs_); }
+  template <typename A>
+  const A& attrs_as() const {
+    return std::get<A>(attrs_);
+  }
   const std::vector<TensorType>& outputs() const { return outputs_; }
   const TensorType& output(int i) const { return outputs_[i]; }
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
@@ -169,11 +224,11 @@ using CompilePredicate = std::function<bool(const NodeDef&)>;
 
 // One entry of a graph's JIT scope stack (pushed/popped by JitScope).
 struct JitScopeFrame {
-  std::string scope;               // inherited from the outermost frame
-  bool compile = true;             // used when `predicate` is empty
+  std::string scope;    // inherited from the outermost frame
+  bool compile = true;  // used when `predicate` is empty
   CompilePredicate predicate;
   bool separate_compiled_gradients = false;
-  uint64_t token = 0;              // identifies the JitScope that pushed it
+  uint64_t token = 0;  // identifies the JitScope that pushed it
 };
 
 class Graph {
@@ -190,8 +245,7 @@ class Graph {
   // Adds a node: checks inputs, infers output types, records the node's error if any,
   // names it `<name scope>/<name or op name>[_N]` and applies the JIT scope stack.
   // Returns output 0 (a Tensor to a zero-output node is still valid as a target).
-  Tensor AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs,
-                 std::string_view name = "");
+  Tensor AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::string_view name = "");
   std::vector<Tensor> Outputs(const Tensor& t) const;  // every output of t's node
 
   // OK, or the first node error (naming it) or recorded misuse (e.g. JitScope order).

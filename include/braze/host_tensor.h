@@ -42,15 +42,17 @@ class HostTensor {
     return From(values, Shape{static_cast<int64_t>(values.size())});
   }
   template <typename T>
-  static HostTensor Scalar(T value) { return From(std::vector<T>{value}, Shape{}); }
+  static HostTensor Scalar(T value) {
+    return From(std::vector<T>{value}, Shape{});
+  }
   static HostTensor Filled(DType dtype, Shape shape, double value);
 
   // Seeded fills for tests: uniform in [lo, hi) (integers: [lo, hi) rounded down;
   // bool: fair coin), and normal(mean, stddev) for floating types.
-  static HostTensor RandomUniform(DType dtype, Shape shape, uint64_t seed,
-                                  double lo = -1.0, double hi = 1.0);
-  static HostTensor RandomNormal(DType dtype, Shape shape, uint64_t seed,
-                                 double mean = 0.0, double stddev = 1.0);
+  static HostTensor RandomUniform(DType dtype, Shape shape, uint64_t seed, double lo = -1.0,
+                                  double hi = 1.0);
+  static HostTensor RandomNormal(DType dtype, Shape shape, uint64_t seed, double mean = 0.0,
+                                 double stddev = 1.0);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -60,11 +62,13 @@ class HostTensor {
   size_t num_bytes() const { return num_elements_ * SizeOf(dtype_); }
   TensorType type() const { return {dtype_, shape_}; }
 
-  template <typename T> T* data() {
+  template <typename T>
+  T* data() {
     assert(DTypeOf<T>() == dtype_);
     return reinterpret_cast<T*>(data_.get());
   }
-  template <typename T> const T* data() const {
+  template <typename T>
+  const T* data() const {
     assert(DTypeOf<T>() == dtype_);
     return reinterpret_cast<const T*>(data_.get());
   }
@@ -74,7 +78,8 @@ class HostTensor {
   // Element access by flat row-major index, converting through double.
   double GetDouble(int64_t i) const;
   void SetDouble(int64_t i, double v);  // integers truncate toward zero, bool is v != 0
-  template <typename T> std::vector<T> ToVector() const {
+  template <typename T>
+  std::vector<T> ToVector() const {
     std::vector<T> out(num_elements_);
     for (int64_t i = 0; i < num_elements_; ++i) out[i] = static_cast<T>(GetDouble(i));
     return out;

@@ -19,8 +19,7 @@ namespace braze {
 Tensor Placeholder(Graph& g, DType dtype, Shape shape, std::string_view name = "");
 Tensor Const(Graph& g, HostTensor value, std::string_view name = "");
 // A scalar constant of `dtype`.
-Tensor ScalarConst(Graph& g, double value, DType dtype = DType::kF32,
-                   std::string_view name = "");
+Tensor ScalarConst(Graph& g, double value, DType dtype = DType::kF32, std::string_view name = "");
 // An initialized variable; it keeps its value across Session::Run calls.
 Tensor Variable(Graph& g, HostTensor initial_value, std::string_view name = "");
 // An uninitialized variable: reading it before an Assign is an error.
@@ -32,18 +31,18 @@ Tensor AssignAdd(Tensor var, Tensor value, std::string_view name = "");
 Tensor AssignSub(Tensor var, Tensor value, std::string_view name = "");
 
 // ---- Elementwise unary (floating types unless noted) ----
-Tensor Neg(Tensor x);         // f32 f64 i32
-Tensor Abs(Tensor x);         // f32 f64 i32
+Tensor Neg(Tensor x);  // f32 f64 i32
+Tensor Abs(Tensor x);  // f32 f64 i32
 Tensor Exp(Tensor x);
 Tensor Log(Tensor x);
 Tensor Sqrt(Tensor x);
 Tensor Rsqrt(Tensor x);
 Tensor Tanh(Tensor x);
 Tensor Sigmoid(Tensor x);
-Tensor Relu(Tensor x);        // f32 f64 i32
-Tensor Square(Tensor x);      // f32 f64 i32
+Tensor Relu(Tensor x);    // f32 f64 i32
+Tensor Square(Tensor x);  // f32 f64 i32
 Tensor Reciprocal(Tensor x);
-Tensor Sign(Tensor x);        // f32 f64 i32
+Tensor Sign(Tensor x);  // f32 f64 i32
 Tensor Floor(Tensor x);
 Tensor Erf(Tensor x);
 Tensor Cast(Tensor x, DType dtype);  // float->int truncates toward zero
@@ -52,13 +51,13 @@ Tensor Cast(Tensor x, DType dtype);  // float->int truncates toward zero
 Tensor Add(Tensor a, Tensor b);
 Tensor Sub(Tensor a, Tensor b);
 Tensor Mul(Tensor a, Tensor b);
-Tensor Div(Tensor a, Tensor b);       // i32: floor division, x/0 = 0
+Tensor Div(Tensor a, Tensor b);  // i32: floor division, x/0 = 0
 Tensor Maximum(Tensor a, Tensor b);
 Tensor Minimum(Tensor a, Tensor b);
-Tensor Pow(Tensor a, Tensor b);       // floating only
-Tensor Greater(Tensor a, Tensor b);   // -> bool
-Tensor Less(Tensor a, Tensor b);      // -> bool
-Tensor Equal(Tensor a, Tensor b);     // -> bool
+Tensor Pow(Tensor a, Tensor b);      // floating only
+Tensor Greater(Tensor a, Tensor b);  // -> bool
+Tensor Less(Tensor a, Tensor b);     // -> bool
+Tensor Equal(Tensor a, Tensor b);    // -> bool
 // cond (bool) ? a : b, all three broadcast together.
 Tensor Select(Tensor cond, Tensor a, Tensor b);
 

@@ -38,19 +38,19 @@ struct Optimizer {
 
   static Optimizer Sgd(double learning_rate);
   static Optimizer Momentum(double learning_rate, double momentum, bool nesterov = false);
-  static Optimizer Adam(double learning_rate = 0.001, double beta1 = 0.9,
-                        double beta2 = 0.999, double epsilon = 1e-8);
+  static Optimizer Adam(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                        double epsilon = 1e-8);
 
   // "SGD", "Momentum", "Adam": the default name scope of the ops Minimize builds.
   const char* DefaultName() const;
 
   Kind kind = Kind::kSgd;
   double learning_rate = 0.01;
-  double momentum = 0;       // Momentum
-  bool nesterov = false;     // Momentum
-  double beta1 = 0.9;        // Adam
-  double beta2 = 0.999;      // Adam
-  double epsilon = 1e-8;     // Adam
+  double momentum = 0;    // Momentum
+  bool nesterov = false;  // Momentum
+  double beta1 = 0.9;     // Adam
+  double beta2 = 0.999;   // Adam
+  double epsilon = 1e-8;  // Adam
 };
 
 // Builds one step of `optimizer` for the given (gradient, variable) pairs, under the

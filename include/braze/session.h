@@ -36,7 +36,7 @@ struct SessionOptions {
   // braze/device.h), or "auto". "auto" is "cpu" for now: the CUDA executor has not
   // landed, so a session never picks a device it cannot run on by itself.
   std::string device = "auto";
-  int min_cluster_size = 4;        // smallest auto-cluster (TF's default); scopes: any size
+  int min_cluster_size = 4;  // smallest auto-cluster (TF's default); scopes: any size
   int max_cluster_size = 1 << 20;
   // A cluster is one Halide pipeline with one schedule. As XLA's fusion pass never puts
   // two dots in one kernel, a cluster holds at most this many MatMul/BatchMatMul ops,
@@ -44,7 +44,7 @@ struct SessionOptions {
   // training step as a single pipeline ran slower than op by op (README, Examples).
   int max_matmuls_per_cluster = 1;
   Scheduler scheduler = Scheduler::kAuto;
-  int num_threads = 0;             // Halide worker threads; 0 = all cores
+  int num_threads = 0;  // Halide worker threads; 0 = all cores
   // jit_compile=true: a cluster that fails to compile, or an op marked for compilation
   // that has no lowering, is InvalidArgument naming it, instead of an op-by-op fallback.
   bool strict = false;
@@ -87,8 +87,7 @@ class Session {
   // itself when one produces it: a training or benchmark loop reusing `outputs` copies
   // nothing.
   absl::Status RunInto(const Feeds& feeds, const std::vector<Tensor>& fetches,
-                       std::vector<HostTensor>* outputs,
-                       const std::vector<Tensor>& targets = {});
+                       std::vector<HostTensor>* outputs, const std::vector<Tensor>& targets = {});
 
   // Plans and compiles what Run(feeds, fetches, targets) would run, without running it.
   absl::Status Compile(const Feeds& feeds, const std::vector<Tensor>& fetches,

@@ -9,10 +9,10 @@
 #define BRAZE_CONCAT_(a, b) BRAZE_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` yields a non-OK absl::Status.
-#define BRAZE_RETURN_IF_ERROR(expr)                  \
-  do {                                               \
-    ::absl::Status braze_status_ = (expr);           \
-    if (!braze_status_.ok()) return braze_status_;   \
+#define BRAZE_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status braze_status_ = (expr);         \
+    if (!braze_status_.ok()) return braze_status_; \
   } while (0)
 
 // `BRAZE_ASSIGN_OR_RETURN(auto x, F());` unwraps a StatusOr or returns its error.

@@ -16,16 +16,16 @@ namespace autodiff_internal {
 namespace {
 
 absl::Status Unsupported(const Node& node, const std::string& why) {
-  return absl::UnimplementedError(absl::StrCat("gradient of node '", node.name(), "' (",
-                                               node.op_name(), "): ", why));
+  return absl::UnimplementedError(
+      absl::StrCat("gradient of node '", node.name(), "' (", node.op_name(), "): ", why));
 }
 
 // Reshape's gradient reshapes back to the input's shape; Reshape infers one -1 only.
 absl::StatusOr<Shape> ReshapeBackTarget(const Node& node) {
   const Shape& shape = node.input(0).shape();
   if (std::count(shape.begin(), shape.end(), kUnknownDim) > 1) {
-    return Unsupported(node, absl::StrCat("input shape ", ShapeString(shape),
-                                          " has more than one unknown dim"));
+    return Unsupported(
+        node, absl::StrCat("input shape ", ShapeString(shape), " has more than one unknown dim"));
   }
   return shape;
 }
@@ -40,8 +40,8 @@ absl::StatusOr<std::vector<int64_t>> ConcatOffsets(const Node& node) {
     offsets.push_back(offset);
     const int64_t size = node.input(i).shape()[axis];
     if (size < 0 && i + 1 < node.num_inputs()) {
-      return Unsupported(node, absl::StrCat("input ", i, " has an unknown size along axis ",
-                                            axis, " and is not the last input"));
+      return Unsupported(node, absl::StrCat("input ", i, " has an unknown size along axis ", axis,
+                                            " and is not the last input"));
     }
     offset += size;
   }
@@ -88,8 +88,7 @@ using MatMulFn = Tensor (*)(Tensor, Tensor, bool, bool);
 // d/dA and d/dB of op(A) x op(B), for all four transpose combinations (as TF's
 // _MatMulGrad); BatchMatMul applies the same per batch.
 std::pair<Tensor, Tensor> MatMulGrads(MatMulFn mm, const MatMulAttrs& t, const Tensor& a,
-                                      const Tensor& b, const Tensor& dy, bool need_a,
-                                      bool need_b) {
+                                      const Tensor& b, const Tensor& dy, bool need_a, bool need_b) {
   Tensor da, db;
   if (!t.transpose_a && !t.transpose_b) {
     if (need_a) da = mm(dy, b, false, true);
@@ -153,15 +152,38 @@ bool HasGradient(const Node& node) {
       return false;
     case OpKind::kCast:
       return IsFloating(node.input(0).dtype()) && IsFloating(node.output(0).dtype);
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
-    case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kTanh: case OpKind::kSigmoid:
-    case OpKind::kRelu: case OpKind::kSquare: case OpKind::kReciprocal: case OpKind::kErf:
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
-    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kPow: case OpKind::kSelect:
-    case OpKind::kSum: case OpKind::kMean: case OpKind::kMax: case OpKind::kMin:
-    case OpKind::kMatMul: case OpKind::kBatchMatMul:
-    case OpKind::kReshape: case OpKind::kTranspose: case OpKind::kBroadcastTo:
-    case OpKind::kConcat: case OpKind::kSlice: case OpKind::kPad:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kRelu:
+    case OpKind::kSquare:
+    case OpKind::kReciprocal:
+    case OpKind::kErf:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kPow:
+    case OpKind::kSelect:
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kMatMul:
+    case OpKind::kBatchMatMul:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kBroadcastTo:
+    case OpKind::kConcat:
+    case OpKind::kSlice:
+    case OpKind::kPad:
       return true;
   }
   return false;
@@ -200,22 +222,46 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kAssignSub:
       break;
 
-    case OpKind::kNeg: dx[0] = Neg(dy); break;
-    case OpKind::kAbs: dx[0] = dy * Sign(x); break;
-    case OpKind::kExp: dx[0] = dy * y; break;
-    case OpKind::kLog: dx[0] = dy / x; break;
-    case OpKind::kSqrt: dx[0] = (dy / y) * 0.5; break;
-    case OpKind::kRsqrt: dx[0] = (dy * (y * Square(y))) * -0.5; break;
-    case OpKind::kTanh: dx[0] = dy * (1.0 - Square(y)); break;
-    case OpKind::kSigmoid: dx[0] = dy * (y * (1.0 - y)); break;
-    case OpKind::kRelu: dx[0] = Select(Greater(x, zero()), dy, zero()); break;
-    case OpKind::kSquare: dx[0] = dy * (x * 2.0); break;
-    case OpKind::kReciprocal: dx[0] = Neg(dy * Square(y)); break;
+    case OpKind::kNeg:
+      dx[0] = Neg(dy);
+      break;
+    case OpKind::kAbs:
+      dx[0] = dy * Sign(x);
+      break;
+    case OpKind::kExp:
+      dx[0] = dy * y;
+      break;
+    case OpKind::kLog:
+      dx[0] = dy / x;
+      break;
+    case OpKind::kSqrt:
+      dx[0] = (dy / y) * 0.5;
+      break;
+    case OpKind::kRsqrt:
+      dx[0] = (dy * (y * Square(y))) * -0.5;
+      break;
+    case OpKind::kTanh:
+      dx[0] = dy * (1.0 - Square(y));
+      break;
+    case OpKind::kSigmoid:
+      dx[0] = dy * (y * (1.0 - y));
+      break;
+    case OpKind::kRelu:
+      dx[0] = Select(Greater(x, zero()), dy, zero());
+      break;
+    case OpKind::kSquare:
+      dx[0] = dy * (x * 2.0);
+      break;
+    case OpKind::kReciprocal:
+      dx[0] = Neg(dy * Square(y));
+      break;
     // Zero almost everywhere: contributing nothing gives the same sum.
     case OpKind::kSign:
     case OpKind::kFloor:
       break;
-    case OpKind::kErf: dx[0] = dy * (Exp(Neg(Square(x))) * (2.0 / std::sqrt(M_PI))); break;
+    case OpKind::kErf:
+      dx[0] = dy * (Exp(Neg(Square(x))) * (2.0 / std::sqrt(M_PI)));
+      break;
     case OpKind::kCast:
       // Integers carry no gradient; a float->float cast's gradient is cast back.
       if (IsFloating(x.dtype()) && IsFloating(y.dtype())) {
@@ -223,8 +269,12 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       }
       break;
 
-    case OpKind::kAdd: set_binary(dy, dy); break;
-    case OpKind::kSub: set_binary(dy, needs[1] ? Neg(dy) : Tensor()); break;
+    case OpKind::kAdd:
+      set_binary(dy, dy);
+      break;
+    case OpKind::kSub:
+      set_binary(dy, needs[1] ? Neg(dy) : Tensor());
+      break;
     case OpKind::kMul: {
       const Tensor a = node.input(0), b = node.input(1);
       set_binary(needs[0] ? dy * b : Tensor(), needs[1] ? dy * a : Tensor());
@@ -277,7 +327,9 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       dx[0] = BroadcastLike(attrs.keep_dims ? dy : KeepDims(dy, x.shape(), attrs.axes), x);
       break;
     }
-    case OpKind::kMean: dx[0] = MeanGrad(node, dy); break;
+    case OpKind::kMean:
+      dx[0] = MeanGrad(node, dy);
+      break;
     case OpKind::kMax:
     case OpKind::kMin:
       dx[0] = ExtremumGrad(g, node, dy);
@@ -288,8 +340,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kMatMul:
     case OpKind::kBatchMatMul: {
       MatMulFn mm = node.op() == OpKind::kMatMul ? &MatMul : &BatchMatMul;
-      auto [da, db] = MatMulGrads(mm, node.attrs_as<MatMulAttrs>(), node.input(0),
-                                  node.input(1), dy, needs[0], needs[1]);
+      auto [da, db] = MatMulGrads(mm, node.attrs_as<MatMulAttrs>(), node.input(0), node.input(1),
+                                  dy, needs[0], needs[1]);
       dx[0] = da;
       dx[1] = db;
       break;
@@ -307,7 +359,9 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       dx[0] = Transpose(dy, inverse);
       break;
     }
-    case OpKind::kBroadcastTo: dx[0] = ReduceToShape(dy, x.shape()); break;
+    case OpKind::kBroadcastTo:
+      dx[0] = ReduceToShape(dy, x.shape());
+      break;
     case OpKind::kConcat: {
       BRAZE_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, ConcatOffsets(node));
       const int axis = node.attrs_as<ConcatAttrs>().axis;

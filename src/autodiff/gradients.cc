@@ -33,8 +33,7 @@ absl::Status CheckHandle(const Tensor& t, const Graph& g, const char* what, size
   const std::string label = absl::StrCat("Gradients: ", what, "[", i, "]");
   if (!t.valid()) return absl::InvalidArgumentError(absl::StrCat(label, " is not a tensor"));
   if (t.graph() != &g) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(label, " comes from another graph than ys[0]"));
+    return absl::InvalidArgumentError(absl::StrCat(label, " comes from another graph than ys[0]"));
   }
   if (t.node_id() < 0 || t.node_id() >= g.num_nodes() || t.index() < 0 ||
       t.index() >= g.node(t.node_id()).num_outputs()) {
@@ -70,16 +69,16 @@ absl::Status CheckArguments(const std::vector<Tensor>& ys, const std::vector<Ten
   }
   for (size_t i = 0; i < xs.size(); ++i) BRAZE_RETURN_IF_ERROR(CheckHandle(xs[i], g, "xs", i));
   if (!grad_ys.empty() && grad_ys.size() != ys.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("Gradients: ", grad_ys.size(),
-                                                   " grad_ys given for ", ys.size(), " ys"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gradients: ", grad_ys.size(), " grad_ys given for ", ys.size(), " ys"));
   }
   for (size_t i = 0; i < grad_ys.size(); ++i) {
     BRAZE_RETURN_IF_ERROR(CheckHandle(grad_ys[i], g, "grad_ys", i));
     if (grad_ys[i].dtype() != ys[i].dtype() ||
         !ShapesCompatible(grad_ys[i].shape(), ys[i].shape())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Gradients: grad_ys[", i, "] is ", TypeString(grad_ys[i].type()), " but ys[", i,
-          "] ('", ys[i].name(), "') is ", TypeString(ys[i].type())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gradients: grad_ys[", i, "] is ", TypeString(grad_ys[i].type()), " but ys[",
+                       i, "] ('", ys[i].name(), "') is ", TypeString(ys[i].type())));
     }
   }
   return absl::OkStatus();
@@ -228,8 +227,8 @@ absl::StatusOr<std::vector<Tensor>> Gradients(const std::vector<Tensor>& ys,
   // so here, naming it, rather than hand back tensors that cannot run.
   for (int id = num_forward; id < g.num_nodes(); ++id) {
     if (!g.node(id).status().ok()) {
-      return absl::InternalError(absl::StrCat("Gradients built an invalid op: ",
-                                              g.node(id).status().message()));
+      return absl::InternalError(
+          absl::StrCat("Gradients built an invalid op: ", g.node(id).status().message()));
     }
   }
   return result;

@@ -50,8 +50,8 @@ absl::Status CheckVariables(const std::vector<Tensor>& vars, const Graph* graph)
           absl::StrCat("optimizer: '", v.name(), "' is not a Variable"));
     }
     if (!IsFloating(v.dtype())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer: variable '", v.name(), "' is ", TypeString(v.type()), ", not floating"));
+      return absl::InvalidArgumentError(absl::StrCat("optimizer: variable '", v.name(), "' is ",
+                                                     TypeString(v.type()), ", not floating"));
     }
     if (!seen.insert(v.node_id()).second) {
       return absl::InvalidArgumentError(
@@ -65,8 +65,7 @@ Tensor Zeros(Graph& g, const Tensor& like, const std::string& name) {
   return Variable(g, HostTensor(like.dtype(), like.shape()), name);
 }
 
-absl::Status CheckGradsAndVars(
-    const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars) {
+absl::Status CheckGradsAndVars(const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars) {
   std::vector<Tensor> vars;
   for (const auto& gv : grads_and_vars) vars.push_back(gv.second);
   const Graph* graph = vars.empty() ? nullptr : vars[0].graph();
@@ -74,14 +73,14 @@ absl::Status CheckGradsAndVars(
   for (const auto& [grad, var] : grads_and_vars) {
     if (!grad.valid() || grad.graph() != graph || !grad.node().status().ok() ||
         grad.dtype() != var.dtype() || grad.rank() != var.rank()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "optimizer: the gradient for '", var.name(), "' is not a valid tensor of ",
-          TypeString(var.type())));
+      return absl::InvalidArgumentError(absl::StrCat("optimizer: the gradient for '", var.name(),
+                                                     "' is not a valid tensor of ",
+                                                     TypeString(var.type())));
     }
     for (int d = 0; d < var.rank(); ++d) {
       if (grad.shape()[d] >= 0 && grad.shape()[d] != var.shape()[d]) {
-        return absl::InvalidArgumentError(absl::StrCat("optimizer: the gradient for '",
-                                                       var.name(), "' is ", TypeString(grad.type()),
+        return absl::InvalidArgumentError(absl::StrCat("optimizer: the gradient for '", var.name(),
+                                                       "' is ", TypeString(grad.type()),
                                                        ", expected ", TypeString(var.type())));
       }
     }
@@ -114,8 +113,7 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
         Tensor accum = Zeros(g, var, slot_prefix + "momentum");
         Tensor accum_new = accum * optimizer.momentum + grad;
         updates.push_back(Assign(accum, accum_new));
-        Tensor direction =
-            optimizer.nesterov ? grad + accum_new * optimizer.momentum : accum_new;
+        Tensor direction = optimizer.nesterov ? grad + accum_new * optimizer.momentum : accum_new;
         updates.push_back(AssignSub(var, direction * optimizer.learning_rate));
         break;
       }
@@ -168,9 +166,12 @@ Optimizer Optimizer::Adam(double learning_rate, double beta1, double beta2, doub
 
 const char* Optimizer::DefaultName() const {
   switch (kind) {
-    case Kind::kSgd: return "SGD";
-    case Kind::kMomentum: return "Momentum";
-    case Kind::kAdam: return "Adam";
+    case Kind::kSgd:
+      return "SGD";
+    case Kind::kMomentum:
+      return "Momentum";
+    case Kind::kAdam:
+      return "Adam";
   }
   return "Optimizer";
 }

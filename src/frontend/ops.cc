@@ -50,9 +50,7 @@ Tensor Reduce(OpKind op, Tensor x, std::vector<int> axes, bool keep_dims) {
   return Add1(op, x, ReduceAttrs{NormalizeAxes(std::move(axes), x.rank()), keep_dims});
 }
 
-Tensor Scalar(const Tensor& like, double v) {
-  return ScalarConst(*like.graph(), v, like.dtype());
-}
+Tensor Scalar(const Tensor& like, double v) { return ScalarConst(*like.graph(), v, like.dtype()); }
 
 }  // namespace
 
@@ -83,11 +81,11 @@ Tensor Variable(Graph& g, DType dtype, Shape shape, std::string_view name) {
   return g.AddNode(OpKind::kVariable, {}, VariableAttrs{dtype, std::move(shape), nullptr}, name);
 }
 
-#define BRAZE_ASSIGN_BUILDER(Fn, Kind)                                   \
-  Tensor Fn(Tensor var, Tensor value, std::string_view name) {           \
-    Graph* g = GraphOf({var, value});                                    \
-    if (g == nullptr) return Tensor();                                   \
-    return g->AddNode(OpKind::Kind, {var, value}, NoAttrs{}, name);      \
+#define BRAZE_ASSIGN_BUILDER(Fn, Kind)                              \
+  Tensor Fn(Tensor var, Tensor value, std::string_view name) {      \
+    Graph* g = GraphOf({var, value});                               \
+    if (g == nullptr) return Tensor();                              \
+    return g->AddNode(OpKind::Kind, {var, value}, NoAttrs{}, name); \
   }
 BRAZE_ASSIGN_BUILDER(Assign, kAssign)
 BRAZE_ASSIGN_BUILDER(AssignAdd, kAssignAdd)
@@ -223,11 +221,16 @@ Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation) {
   NameScope scope(*x.graph(), "Dense");
   Tensor y = MatMul(x, w) + b;
   switch (activation) {
-    case Activation::kNone: return y;
-    case Activation::kRelu: return Relu(y);
-    case Activation::kGelu: return Gelu(y);
-    case Activation::kSigmoid: return Sigmoid(y);
-    case Activation::kTanh: return Tanh(y);
+    case Activation::kNone:
+      return y;
+    case Activation::kRelu:
+      return Relu(y);
+    case Activation::kGelu:
+      return Gelu(y);
+    case Activation::kSigmoid:
+      return Sigmoid(y);
+    case Activation::kTanh:
+      return Tanh(y);
   }
   return y;
 }

@@ -10,20 +10,28 @@ namespace braze {
 
 size_t SizeOf(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kI32: return 4;
-    case DType::kBool: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kI32:
+      return 4;
+    case DType::kBool:
+      return 1;
   }
   return 0;
 }
 
 const char* DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kI32: return "i32";
-    case DType::kBool: return "bool";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kI32:
+      return "i32";
+    case DType::kBool:
+      return "bool";
   }
   return "?";
 }
@@ -74,8 +82,8 @@ absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
       // checked at run time against the concrete shapes).
       out[i] = da < 0 ? db : da;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("incompatible shapes for broadcasting: ",
-                                                     ShapeString(a), " and ", ShapeString(b)));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "incompatible shapes for broadcasting: ", ShapeString(a), " and ", ShapeString(b)));
     }
   }
   return out;

@@ -77,8 +77,7 @@ std::string Graph::UniqueName(std::string_view base) {
 
 std::string Graph::NextJitScopeName() { return absl::StrCat("jit_scope_", next_jit_scope_++); }
 
-Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs,
-                      std::string_view name) {
+Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::string_view name) {
   auto node = std::make_unique<Node>();
   node->id_ = num_nodes();
   node->op_ = op;
@@ -121,8 +120,8 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs,
     if (types.ok()) {
       node->outputs_ = *std::move(types);
     } else {
-      status = absl::Status(types.status().code(),
-                            absl::StrCat(label, ": ", types.status().message()));
+      status =
+          absl::Status(types.status().code(), absl::StrCat(label, ": ", types.status().message()));
     }
   }
   if (!status.ok()) {
@@ -185,8 +184,8 @@ std::string Graph::DebugString() const {
     absl::StrAppend(&out, "%", n->id(), " ", n->name(), " = ", n->op_name(), "(",
                     absl::StrJoin(ins, ", "), ") -> ", absl::StrJoin(outs, ", "));
     if (n->jit().compile.has_value()) {
-      absl::StrAppend(&out, "  [compile=", *n->jit().compile ? "true" : "false", " scope=",
-                      n->jit().scope, "]");
+      absl::StrAppend(&out, "  [compile=", *n->jit().compile ? "true" : "false",
+                      " scope=", n->jit().scope, "]");
     }
     if (!n->device().empty()) absl::StrAppend(&out, "  [device=", n->device(), "]");
     if (!n->status().ok()) absl::StrAppend(&out, "  ERROR: ", n->status().message());

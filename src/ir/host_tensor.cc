@@ -81,20 +81,32 @@ HostTensor HostTensor::RandomNormal(DType dtype, Shape shape, uint64_t seed, dou
 
 double HostTensor::GetDouble(int64_t i) const {
   switch (dtype_) {
-    case DType::kF32: return data<float>()[i];
-    case DType::kF64: return data<double>()[i];
-    case DType::kI32: return data<int32_t>()[i];
-    case DType::kBool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kF32:
+      return data<float>()[i];
+    case DType::kF64:
+      return data<double>()[i];
+    case DType::kI32:
+      return data<int32_t>()[i];
+    case DType::kBool:
+      return data<uint8_t>()[i] ? 1.0 : 0.0;
   }
   return 0;
 }
 
 void HostTensor::SetDouble(int64_t i, double v) {
   switch (dtype_) {
-    case DType::kF32: data<float>()[i] = static_cast<float>(v); return;
-    case DType::kF64: data<double>()[i] = v; return;
-    case DType::kI32: data<int32_t>()[i] = SaturatingCast<int32_t>(v); return;
-    case DType::kBool: data<uint8_t>()[i] = v != 0 ? 1 : 0; return;
+    case DType::kF32:
+      data<float>()[i] = static_cast<float>(v);
+      return;
+    case DType::kF64:
+      data<double>()[i] = v;
+      return;
+    case DType::kI32:
+      data<int32_t>()[i] = SaturatingCast<int32_t>(v);
+      return;
+    case DType::kBool:
+      data<uint8_t>()[i] = v != 0 ? 1 : 0;
+      return;
   }
 }
 
@@ -121,8 +133,8 @@ bool AllClose(const HostTensor& a, const HostTensor& b, double rtol, double atol
     return false;
   };
   if (a.dtype() != b.dtype() || a.shape() != b.shape()) {
-    return fail(absl::StrCat("type mismatch: ", TypeString(a.type()), " vs ",
-                             TypeString(b.type())));
+    return fail(
+        absl::StrCat("type mismatch: ", TypeString(a.type()), " vs ", TypeString(b.type())));
   }
   for (int64_t i = 0; i < a.num_elements(); ++i) {
     double x = a.GetDouble(i), y = b.GetDouble(i);
@@ -132,8 +144,8 @@ bool AllClose(const HostTensor& a, const HostTensor& b, double rtol, double atol
       return fail(absl::StrCat("element ", i, ": ", x, " vs ", y));
     }
     if (!(std::fabs(x - y) <= atol + rtol * std::fabs(y))) {
-      return fail(absl::StrCat("element ", i, ": ", x, " vs ", y, " (|diff| ",
-                               std::fabs(x - y), ")"));
+      return fail(
+          absl::StrCat("element ", i, ": ", x, " vs ", y, " (|diff| ", std::fabs(x - y), ")"));
     }
   }
   return true;

@@ -46,13 +46,12 @@ absl::StatusOr<Types> Unary(OpKind op, const TensorType& x) {
 
 absl::StatusOr<Types> Binary(OpKind op, const TensorType& a, const TensorType& b) {
   if (a.dtype != b.dtype) {
-    return Invalid(absl::StrCat("operand dtypes differ: ", DTypeName(a.dtype), " and ",
-                                DTypeName(b.dtype)));
+    return Invalid(
+        absl::StrCat("operand dtypes differ: ", DTypeName(a.dtype), " and ", DTypeName(b.dtype)));
   }
   BRAZE_ASSIGN_OR_RETURN(Shape shape, BroadcastShapes(a.shape, b.shape));
   const bool is_cmp = op == OpKind::kGreater || op == OpKind::kLess || op == OpKind::kEqual;
-  BRAZE_RETURN_IF_ERROR(
-      CheckDType(a.dtype, op != OpKind::kPow, op == OpKind::kEqual, OpName(op)));
+  BRAZE_RETURN_IF_ERROR(CheckDType(a.dtype, op != OpKind::kPow, op == OpKind::kEqual, OpName(op)));
   return Types{{is_cmp ? DType::kBool : a.dtype, shape}};
 }
 
@@ -75,14 +74,14 @@ absl::StatusOr<Types> Reduce(OpKind op, const ReduceAttrs& attrs, const TensorTy
 absl::StatusOr<Types> MatMulTypes(OpKind op, const MatMulAttrs& attrs, const TensorType& a,
                                   const TensorType& b) {
   if (a.dtype != b.dtype) {
-    return Invalid(absl::StrCat("operand dtypes differ: ", DTypeName(a.dtype), " and ",
-                                DTypeName(b.dtype)));
+    return Invalid(
+        absl::StrCat("operand dtypes differ: ", DTypeName(a.dtype), " and ", DTypeName(b.dtype)));
   }
   BRAZE_RETURN_IF_ERROR(CheckDType(a.dtype, true, false, OpName(op)));
   const size_t ra = a.shape.size(), rb = b.shape.size();
   if (op == OpKind::kMatMul && (ra != 2 || rb != 2)) {
-    return Invalid(absl::StrCat("MatMul needs rank-2 operands, got ", ShapeString(a.shape),
-                                " and ", ShapeString(b.shape)));
+    return Invalid(absl::StrCat("MatMul needs rank-2 operands, got ", ShapeString(a.shape), " and ",
+                                ShapeString(b.shape)));
   }
   if (op == OpKind::kBatchMatMul && (ra < 3 || ra != rb)) {
     return Invalid(absl::StrCat("BatchMatMul needs operands of equal rank >= 3, got ",
@@ -91,8 +90,8 @@ absl::StatusOr<Types> MatMulTypes(OpKind op, const MatMulAttrs& attrs, const Ten
   Shape out;
   for (size_t i = 0; i + 2 < ra; ++i) {
     if (!DimsCompatible(a.shape[i], b.shape[i])) {
-      return Invalid(absl::StrCat("batch dims differ: ", ShapeString(a.shape), " and ",
-                                  ShapeString(b.shape)));
+      return Invalid(
+          absl::StrCat("batch dims differ: ", ShapeString(a.shape), " and ", ShapeString(b.shape)));
     }
     out.push_back(a.shape[i] >= 0 ? a.shape[i] : b.shape[i]);
   }
@@ -128,9 +127,8 @@ absl::StatusOr<Types> ReshapeTypes(const ReshapeAttrs& attrs, const TensorType& 
   if (total < 0) return Types{{x.dtype, out}};  // resolved at run time
   if (unknown >= 0) {
     if (known == 0 || total % known != 0) {
-      return Invalid(absl::StrCat("reshape size mismatch: cannot reshape ",
-                                  ShapeString(x.shape), " (", total, " elements) to ",
-                                  ShapeString(attrs.shape)));
+      return Invalid(absl::StrCat("reshape size mismatch: cannot reshape ", ShapeString(x.shape),
+                                  " (", total, " elements) to ", ShapeString(attrs.shape)));
     }
     out[unknown] = total / known;
   } else if (known != total) {
@@ -148,8 +146,8 @@ absl::StatusOr<Types> TransposeTypes(const TransposeAttrs& attrs, const TensorTy
   std::vector<int> iota(rank);
   std::iota(iota.begin(), iota.end(), 0);
   if (sorted != iota) {
-    return Invalid(absl::StrCat("invalid perm [", absl::StrJoin(attrs.perm, ","),
-                                "] for rank ", rank));
+    return Invalid(
+        absl::StrCat("invalid perm [", absl::StrJoin(attrs.perm, ","), "] for rank ", rank));
   }
   Shape out;
   for (int p : attrs.perm) out.push_back(x.shape[p]);
@@ -172,9 +170,8 @@ absl::StatusOr<Types> ConcatTypes(const ConcatAttrs& attrs, absl::Span<const Ten
       if (d == attrs.axis) {
         out[d] = (out[d] < 0 || xs[i].shape[d] < 0) ? -1 : out[d] + xs[i].shape[d];
       } else if (!DimsCompatible(out[d], xs[i].shape[d])) {
-        return Invalid(absl::StrCat("concat input ", i, " has shape ",
-                                    ShapeString(xs[i].shape), ", incompatible with ",
-                                    ShapeString(xs[0].shape)));
+        return Invalid(absl::StrCat("concat input ", i, " has shape ", ShapeString(xs[i].shape),
+                                    ", incompatible with ", ShapeString(xs[0].shape)));
       } else if (out[d] < 0) {
         out[d] = xs[i].shape[d];
       }
@@ -198,8 +195,8 @@ absl::StatusOr<Types> SliceTypes(const SliceAttrs& attrs, const TensorType& x) {
       out[d] = s;
     }
     if (dim >= 0 && (b > dim || out[d] < 0 || b + out[d] > dim)) {
-      return Invalid(absl::StrCat("slice [", b, ", +", s, ") out of bounds for dim ", d,
-                                  " of size ", dim));
+      return Invalid(
+          absl::StrCat("slice [", b, ", +", s, ") out of bounds for dim ", d, " of size ", dim));
     }
   }
   return Types{{x.dtype, out}};
@@ -229,8 +226,8 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
   auto attr_error = [&]() {
     return absl::InternalError(absl::StrCat(OpName(op), " has attributes of the wrong kind"));
   };
-#define BRAZE_ATTRS(T)                                  \
-  const T* a = std::get_if<T>(&attrs);                  \
+#define BRAZE_ATTRS(T)                 \
+  const T* a = std::get_if<T>(&attrs); \
   if (a == nullptr) return attr_error()
   switch (op) {
     case OpKind::kPlaceholder: {
@@ -263,18 +260,35 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
       }
       return Types{in[0]};
     }
-    case OpKind::kNeg: case OpKind::kAbs: case OpKind::kExp: case OpKind::kLog:
-    case OpKind::kSqrt: case OpKind::kRsqrt: case OpKind::kTanh: case OpKind::kSigmoid:
-    case OpKind::kRelu: case OpKind::kSquare: case OpKind::kReciprocal: case OpKind::kSign:
-    case OpKind::kFloor: case OpKind::kErf:
+    case OpKind::kNeg:
+    case OpKind::kAbs:
+    case OpKind::kExp:
+    case OpKind::kLog:
+    case OpKind::kSqrt:
+    case OpKind::kRsqrt:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kRelu:
+    case OpKind::kSquare:
+    case OpKind::kReciprocal:
+    case OpKind::kSign:
+    case OpKind::kFloor:
+    case OpKind::kErf:
       return Unary(op, in[0]);
     case OpKind::kCast: {
       BRAZE_ATTRS(CastAttrs);
       return Types{{a->dtype, in[0].shape}};
     }
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
-    case OpKind::kMaximum: case OpKind::kMinimum: case OpKind::kPow: case OpKind::kGreater:
-    case OpKind::kLess: case OpKind::kEqual:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kMaximum:
+    case OpKind::kMinimum:
+    case OpKind::kPow:
+    case OpKind::kGreater:
+    case OpKind::kLess:
+    case OpKind::kEqual:
       return Binary(op, in[0], in[1]);
     case OpKind::kSelect: {
       if (in[0].dtype != DType::kBool) {
@@ -288,7 +302,10 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
       BRAZE_ASSIGN_OR_RETURN(s, BroadcastShapes(in[0].shape, s));
       return Types{{in[1].dtype, s}};
     }
-    case OpKind::kSum: case OpKind::kMean: case OpKind::kMax: case OpKind::kMin: {
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kMax:
+    case OpKind::kMin: {
       BRAZE_ATTRS(ReduceAttrs);
       return Reduce(op, *a, in[0]);
     }
@@ -304,7 +321,8 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
       out.erase(out.begin() + a->axis);
       return Types{{DType::kI32, out}};
     }
-    case OpKind::kMatMul: case OpKind::kBatchMatMul: {
+    case OpKind::kMatMul:
+    case OpKind::kBatchMatMul: {
       BRAZE_ATTRS(MatMulAttrs);
       return MatMulTypes(op, *a, in[0], in[1]);
     }
@@ -319,8 +337,7 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
     case OpKind::kBroadcastTo: {
       BRAZE_ATTRS(BroadcastToAttrs);
       auto s = BroadcastShapes(in[0].shape, a->shape);
-      if (!s.ok() || s->size() != a->shape.size() ||
-          !ShapeMatches(a->shape, *s)) {
+      if (!s.ok() || s->size() != a->shape.size() || !ShapeMatches(a->shape, *s)) {
         return Invalid(absl::StrCat("cannot broadcast ", ShapeString(in[0].shape), " to ",
                                     ShapeString(a->shape)));
       }

@@ -11,12 +11,13 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
-#include <unistd.h>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -207,13 +208,12 @@ class HalideKernel : public CompiledKernel {
     if (fd < 0) return "// could not create a temporary file for the statement\n";
     close(fd);
     std::string text;
-    absl::Status s = CatchHalideErrors(name_ + ": lowered statement", absl::StatusCode::kInternal,
-                                       [&] {
-                                         Halide::Pipeline p = pipeline_;
-                                         p.compile_to_lowered_stmt(path, args, Halide::Text,
-                                                                   target_);
-                                         return absl::OkStatus();
-                                       });
+    absl::Status s =
+        CatchHalideErrors(name_ + ": lowered statement", absl::StatusCode::kInternal, [&] {
+          Halide::Pipeline p = pipeline_;
+          p.compile_to_lowered_stmt(path, args, Halide::Text, target_);
+          return absl::OkStatus();
+        });
     std::ifstream in(path);
     std::stringstream ss;
     ss << in.rdbuf();
@@ -258,8 +258,8 @@ absl::StatusOr<std::string> JitTargetString() {
 // kAuto's choice (see compile.h): row reductions get the safe default.
 SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
   for (const schedule::Stage& stage : info.stages) {
-    const bool reduction = stage.kind == schedule::StageKind::kReduction ||
-                           stage.kind == schedule::StageKind::kArgMax;
+    const bool reduction =
+        stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
     if (reduction && stage.reduces_innermost) return SchedulerKind::kSafeDefault;
   }
   return SchedulerKind::kAdams2019;

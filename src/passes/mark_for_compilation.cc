@@ -1,7 +1,5 @@
 #include "passes/mark_for_compilation.h"
 
-#include "braze/device.h"
-
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -10,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "braze/device.h"
 #include "passes/graph_cycles.h"
 
 namespace braze {
@@ -167,8 +166,8 @@ class Clusterer {
     const std::string pd = EffectiveDevice(pn, options_), cd = EffectiveDevice(cn, options_);
     if (pd != cd) {
       Refuse(from, to, p, c, ExclusionReason::kDifferentDevice,
-             absl::StrCat(Quoted(pn), " is on device \"", pd, "\" but its consumer ",
-                          Quoted(cn), " is on \"", cd, "\""));
+             absl::StrCat(Quoted(pn), " is on device \"", pd, "\" but its consumer ", Quoted(cn),
+                          " is on \"", cd, "\""));
       return false;
     }
     if (!scope_[from].empty() && !scope_[to].empty() && scope_[from] != scope_[to]) {

@@ -21,14 +21,18 @@ std::string AttrKey(const Attrs& attrs) {
   return std::visit(
       Overloaded{
           [](const NoAttrs&) { return std::string(); },
-          [](const PlaceholderAttrs& a) { return TypeString({a.dtype, a.shape}); },
+          [](const PlaceholderAttrs& a) {
+            return TypeString({a.dtype, a.shape});
+          },
           [](const ConstAttrs& a) {
             const HostTensor& v = *a.value;
-            size_t h = absl::HashOf(absl::string_view(
-                static_cast<const char*>(v.raw_data()), v.num_bytes()));
+            size_t h = absl::HashOf(
+                absl::string_view(static_cast<const char*>(v.raw_data()), v.num_bytes()));
             return absl::StrCat(TypeString(v.type()), "#", h);
           },
-          [](const VariableAttrs& a) { return TypeString({a.dtype, a.shape}); },
+          [](const VariableAttrs& a) {
+            return TypeString({a.dtype, a.shape});
+          },
           [](const CastAttrs& a) { return std::string(DTypeName(a.dtype)); },
           [](const ReduceAttrs& a) {
             return absl::StrCat(absl::StrJoin(a.axes, ","), a.keep_dims ? "k" : "");
@@ -80,9 +84,9 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   // The target (host CPU features or HL_JIT_TARGET) and the thread count the kernel
   // applies are part of what was compiled.
   auto target = JitTargetString();
-  std::string key = absl::StrCat("target=", target.ok() ? *target : "?", ";sched=",
-                                 SchedulerName(options.scheduler), ";threads=",
-                                 options.num_threads, ";args=");
+  std::string key = absl::StrCat("target=", target.ok() ? *target : "?",
+                                 ";sched=", SchedulerName(options.scheduler),
+                                 ";threads=", options.num_threads, ";args=");
   for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");
   for (int id : spec.nodes) {
     const Node& n = g.node(id);

@@ -9,8 +9,7 @@ CompileCache& CompileCache::Global() {
   return *cache;
 }
 
-CompileCache::Result CompileCache::GetOrCompile(const std::string& key,
-                                                const CompileFn& compile) {
+CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const CompileFn& compile) {
   std::shared_ptr<Entry> entry;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -31,8 +30,8 @@ CompileCache::Result CompileCache::GetOrCompile(const std::string& key,
   // Compile outside the lock; others asking for this key wait on ready_cv_.
   auto start = std::chrono::steady_clock::now();
   auto compiled = compile();
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-                  .count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   absl::StatusOr<std::shared_ptr<SharedKernel>> kernel;
   if (compiled.ok()) {
     auto shared = std::make_shared<SharedKernel>();

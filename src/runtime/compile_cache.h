@@ -35,8 +35,8 @@ class CompileCache {
 
   struct Result {
     absl::StatusOr<std::shared_ptr<SharedKernel>> kernel;
-    bool hit = false;          // found (compiled earlier or by a concurrent caller)
-    double compile_ms = 0;     // this call's compile time, 0 on a hit
+    bool hit = false;       // found (compiled earlier or by a concurrent caller)
+    double compile_ms = 0;  // this call's compile time, 0 on a hit
   };
   Result GetOrCompile(const std::string& key, const CompileFn& compile);
 

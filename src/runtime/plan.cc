@@ -20,7 +20,7 @@ Step SingleStep(const Graph& g, int id, const SessionOptions& options) {
   const Node& n = g.node(id);
   Step s;
   s.kind = (!options.reference_only && HasHalideLowering(n.op())) ? Step::Kind::kSingleOp
-                                                                 : Step::Kind::kReference;
+                                                                  : Step::Kind::kReference;
   s.name = n.name();
   s.nodes = {id};
   s.inputs = n.inputs();
@@ -67,9 +67,10 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
     for (int id = 0; id < num_nodes; ++id) {
       const Node& n = g.node(id);
       if (plan->needed[id] && n.jit().compile.value_or(false) && n.op() == OpKind::kHostCall) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "node '", n.name(), "' (HostCall) is marked for compilation but has no Halide "
-            "lowering (strict mode)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("node '", n.name(),
+                         "' (HostCall) is marked for compilation but has no Halide "
+                         "lowering (strict mode)"));
       }
     }
   }
@@ -83,8 +84,8 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
     if (d.kind == Device::Kind::kCuda) {
       absl::Status cuda = CheckCudaAvailable();
       if (!cuda.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "node '", n.name(), "' is placed on ", device, ": ", cuda.message()));
+        return absl::FailedPreconditionError(
+            absl::StrCat("node '", n.name(), "' is placed on ", device, ": ", cuda.message()));
       }
       return absl::UnimplementedError(absl::StrCat(
           "node '", n.name(), "' is placed on ", device,

@@ -43,8 +43,7 @@ struct Plan {
 };
 
 // Builds the plan. `fed[i]` marks nodes whose (single) output is fed.
-absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& graph,
-                                                const SessionOptions& options,
+absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& graph, const SessionOptions& options,
                                                 const std::vector<Tensor>& fetches,
                                                 const std::vector<Tensor>& targets,
                                                 const std::vector<bool>& fed);

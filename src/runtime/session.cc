@@ -32,11 +32,16 @@ absl::Status Annotate(const std::string& what, const absl::Status& s) {
 
 SchedulerKind ToSchedulerKind(Scheduler s) {
   switch (s) {
-    case Scheduler::kAuto: return SchedulerKind::kAuto;
-    case Scheduler::kAdams2019: return SchedulerKind::kAdams2019;
-    case Scheduler::kMullapudi2016: return SchedulerKind::kMullapudi2016;
-    case Scheduler::kLi2018: return SchedulerKind::kLi2018;
-    case Scheduler::kSafeDefault: return SchedulerKind::kSafeDefault;
+    case Scheduler::kAuto:
+      return SchedulerKind::kAuto;
+    case Scheduler::kAdams2019:
+      return SchedulerKind::kAdams2019;
+    case Scheduler::kMullapudi2016:
+      return SchedulerKind::kMullapudi2016;
+    case Scheduler::kLi2018:
+      return SchedulerKind::kLi2018;
+    case Scheduler::kSafeDefault:
+      return SchedulerKind::kSafeDefault;
   }
   return SchedulerKind::kSafeDefault;
 }
@@ -90,11 +95,11 @@ class Executor {
           continue;
         }
         if (in.node().op() == OpKind::kVariable) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "reading uninitialized variable '", in.name(), "' (by ", step.name, ")"));
+          return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
+                                                            in.name(), "' (by ", step.name, ")"));
         }
-        return absl::InternalError(absl::StrCat(step.name, ": input '", in.name(),
-                                                "' was not computed"));
+        return absl::InternalError(
+            absl::StrCat(step.name, ": input '", in.name(), "' was not computed"));
       }
       inputs.push_back(v);
       types.push_back(v->type());
@@ -186,8 +191,8 @@ class Executor {
         result.kernel = absl::InternalError("injected compile failure");
       } else {
         TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
-        result = CompileCache::Global().GetOrCompile(
-            ClusterKey(spec, copts), [&] { return CompileCluster(spec, copts); });
+        result = CompileCache::Global().GetOrCompile(ClusterKey(spec, copts),
+                                                     [&] { return CompileCluster(spec, copts); });
         trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
       }
       if (result.hit) {
@@ -204,8 +209,8 @@ class Executor {
           return absl::InvalidArgumentError(absl::StrCat(
               what, " failed to compile (strict mode): ", result.kernel.status().message()));
         }
-        Warn(absl::StrCat(what, " failed to compile, running it op by op: ",
-                          result.kernel.status().message()));
+        Warn(absl::StrCat(
+            what, " failed to compile, running it op by op: ", result.kernel.status().message()));
         FallBack(step);
         return RunFallback(step, compile_only);
       }
@@ -270,7 +275,8 @@ class Executor {
       for (const Tensor& t : n.inputs()) in.push_back(known.at(key(t)));
       auto out = InferOutputTypes(n.op(), n.attrs(), in);
       if (!out.ok()) return Annotate(Label(n), out.status());
-      for (int o = 0; o < n.num_outputs(); ++o) known[static_cast<int64_t>(id) * 64 + o] = (*out)[o];
+      for (int o = 0; o < n.num_outputs(); ++o)
+        known[static_cast<int64_t>(id) * 64 + o] = (*out)[o];
     }
     return absl::OkStatus();
   }
@@ -349,8 +355,8 @@ absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>&
     BRAZE_RETURN_IF_ERROR(check_tensor(t, "feed", i));
     const TensorType& want = t.type();
     if (value.dtype() != want.dtype || !ShapeMatches(want.shape, value.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat("feed for ", Label(t.node()),
-                                                     ": expected ", TypeString(want), ", got ",
+      return absl::InvalidArgumentError(absl::StrCat("feed for ", Label(t.node()), ": expected ",
+                                                     TypeString(want), ", got ",
                                                      TypeString(value.type())));
     }
     fed[t.node_id()] = t.node().num_outputs() == 1;

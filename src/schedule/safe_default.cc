@@ -65,7 +65,8 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
             ok = false;
           }
         }
-      } else if (f.has_extern_definition() || op->value_index >= static_cast<int>(f.values().size())) {
+      } else if (f.has_extern_definition() ||
+                 op->value_index >= static_cast<int>(f.values().size())) {
         ok = false;
       } else if (!f.has_update_definition()) {
         std::map<std::string, Halide::Expr> sub;

@@ -51,9 +51,9 @@ TEST(CompositeGradTest, SoftmaxCrossEntropyWithLogits) {
   Graph g;
   Tensor logits = Placeholder(g, DType::kF64, {3, 5}, "logits");
   Tensor labels = Placeholder(g, DType::kF64, {3, 5}, "labels");
-  EXPECT_TRUE(CheckGradients(SoftmaxCrossEntropyWithLogits(logits, labels),
-                             {{logits, AwayFromZero({3, 5}, 3, -3, 3)},
-                              {labels, Labels({3, 5}, 4)}}));
+  EXPECT_TRUE(
+      CheckGradients(SoftmaxCrossEntropyWithLogits(logits, labels),
+                     {{logits, AwayFromZero({3, 5}, 3, -3, 3)}, {labels, Labels({3, 5}, 4)}}));
 }
 
 // At logits of +-80 exp overflows f32 without the max shift; the gradient must come out
@@ -96,10 +96,9 @@ TEST(CompositeGradTest, LayerNorm) {
   Tensor x = Placeholder(g, DType::kF64, {3, 4}, "x");
   Tensor gamma = Placeholder(g, DType::kF64, {4}, "gamma");
   Tensor beta = Placeholder(g, DType::kF64, {4}, "beta");
-  EXPECT_TRUE(CheckGradients(LayerNorm(x, gamma, beta),
-                             {{x, AwayFromZero({3, 4}, 5)},
-                              {gamma, AwayFromZero({4}, 6)},
-                              {beta, AwayFromZero({4}, 7)}}));
+  EXPECT_TRUE(CheckGradients(
+      LayerNorm(x, gamma, beta),
+      {{x, AwayFromZero({3, 4}, 5)}, {gamma, AwayFromZero({4}, 6)}, {beta, AwayFromZero({4}, 7)}}));
 }
 
 TEST(CompositeGradTest, Gelu) {
@@ -116,12 +115,11 @@ TEST(CompositeGradTest, DenseWithEveryActivation) {
     Tensor w = Placeholder(g, DType::kF64, {4, 2}, "w");
     Tensor b = Placeholder(g, DType::kF64, {2}, "b");
     // Relu's kink: keep pre-activations away from 0 by a large bias.
-    HostTensor bv = act == Activation::kRelu ? HostTensor::From<double>({5, -5}, {2})
-                                             : AwayFromZero({2}, 9);
-    EXPECT_TRUE(CheckGradients(Dense(x, w, b, act),
-                               {{x, AwayFromZero({3, 4}, 10, -0.5, 0.5, 0.05)},
-                                {w, AwayFromZero({4, 2}, 11, -0.5, 0.5, 0.05)},
-                                {b, bv}}))
+    HostTensor bv =
+        act == Activation::kRelu ? HostTensor::From<double>({5, -5}, {2}) : AwayFromZero({2}, 9);
+    EXPECT_TRUE(CheckGradients(Dense(x, w, b, act), {{x, AwayFromZero({3, 4}, 10, -0.5, 0.5, 0.05)},
+                                                     {w, AwayFromZero({4, 2}, 11, -0.5, 0.5, 0.05)},
+                                                     {b, bv}}))
         << "activation " << static_cast<int>(act);
   }
 }
@@ -138,8 +136,8 @@ TEST(CompositeGradTest, TwoLayerNetworkLoss) {
                 0.01 * (Sum(Square(w1)) + Sum(Square(w2)));
   GradCheckOptions opt;
   opt.extra_feeds = {{labels, Labels({4, 2}, 1)}, {x, AwayFromZero({4, 3}, 2)}};
-  EXPECT_TRUE(CheckGradients(loss, {{w1, AwayFromZero({3, 5}, 3)}, {w2, AwayFromZero({5, 2}, 4)}},
-                             opt));
+  EXPECT_TRUE(
+      CheckGradients(loss, {{w1, AwayFromZero({3, 5}, 3)}, {w2, AwayFromZero({5, 2}, 4)}}, opt));
 }
 
 // ---- Unknown dims: the same graph checked at two batch sizes. ----
@@ -152,13 +150,13 @@ TEST(UnknownDimsGradTest, BatchDimThroughReductionsBroadcastAndCrossEntropy) {
   Tensor z = x * b + b;
   // Mean over the unknown batch needs a runtime count; Max/Softmax reinsert the
   // reduced dim next to an unknown one.
-  Tensor y = Mean(z, {0}) * Max(z, {0}) +
-             Mean(SoftmaxCrossEntropyWithLogits(z, labels)) + Mean(z);
+  Tensor y = Mean(z, {0}) * Max(z, {0}) + Mean(SoftmaxCrossEntropyWithLogits(z, labels)) + Mean(z);
   for (int64_t batch : {3, 5}) {
     GradCheckOptions opt;
     opt.extra_feeds = {{labels, Labels({batch, 4}, 2)}};
-    EXPECT_TRUE(CheckGradients(y, {{x, gradtest::Distinct({batch, 4}, 3)},
-                                   {b, HostTensor::From<double>({0.5, 1.5, 1.25, 0.75}, {4})}},
+    EXPECT_TRUE(CheckGradients(y,
+                               {{x, gradtest::Distinct({batch, 4}, 3)},
+                                {b, HostTensor::From<double>({0.5, 1.5, 1.25, 0.75}, {4})}},
                                opt))
         << "batch " << batch;
   }
@@ -170,8 +168,8 @@ TEST(UnknownDimsGradTest, SeveralUnknownDims) {
   // Reducing the known last axis next to two unknown ones can not go through a Reshape
   // with a single -1; Mean over the unknown ones needs a runtime count. (Every operand
   // that broadcasts has a static 1 there, see the rule in gradients.h.)
-  Tensor y = Square(Sum(x, {2})) * Max(x, {-1}) * Mean(Max(x, {-1}, true), {0, 1}) +
-             Sum(Mean(x, {0, 1}));
+  Tensor y =
+      Square(Sum(x, {2})) * Max(x, {-1}) * Mean(Max(x, {-1}, true), {0, 1}) + Sum(Mean(x, {0, 1}));
   GradCheckOptions opt;
   EXPECT_TRUE(CheckGradients(y, {{x, gradtest::Distinct({2, 3, 3}, 4)}}, opt));
   EXPECT_TRUE(CheckGradients(y, {{x, gradtest::Distinct({4, 1, 3}, 5)}}, opt));
@@ -181,8 +179,8 @@ TEST(UnknownDimsGradTest, LayoutOpsWithABatchDim) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF64, {-1, 2, 3}, "x");
   Tensor flat = Reshape(x, {-1, 6});
-  Tensor y = Concat({Slice(flat, {0, 1}, {-1, 2}), Transpose(Pad(flat, {{0, 0}, {1, 0}}), {0, 1})},
-                    1);
+  Tensor y =
+      Concat({Slice(flat, {0, 1}, {-1, 2}), Transpose(Pad(flat, {{0, 0}, {1, 0}}), {0, 1})}, 1);
   Tensor z = Square(y) * Sum(Square(Concat({x, x}, 2)));
   EXPECT_TRUE(CheckGradients(z, {{x, AwayFromZero({2, 2, 3}, 6)}}));
 }

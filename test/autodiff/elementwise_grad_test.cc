@@ -123,9 +123,8 @@ std::vector<BinaryCase> BinaryCases() {
   // Same shape, trailing-dim broadcast, both sides broadcasting, rank extension with a
   // kept 1, and a scalar operand on either side.
   const std::vector<std::pair<std::string, std::pair<Shape, Shape>>> shapes = {
-      {"Same", {{2, 3}, {2, 3}}},      {"Row", {{2, 3}, {3}}},
-      {"Outer", {{2, 1}, {1, 3}}},     {"Rank3", {{4, 2, 3}, {2, 1}}},
-      {"ScalarB", {{2, 3}, {}}},       {"ScalarA", {{}, {3, 2}}},
+      {"Same", {{2, 3}, {2, 3}}},     {"Row", {{2, 3}, {3}}},    {"Outer", {{2, 1}, {1, 3}}},
+      {"Rank3", {{4, 2, 3}, {2, 1}}}, {"ScalarB", {{2, 3}, {}}}, {"ScalarA", {{}, {3, 2}}},
   };
   std::vector<BinaryCase> cases;
   for (const auto& [op_name, fn] : ops) {
@@ -161,10 +160,10 @@ TEST(BinaryGradTest, MaximumAndMinimumTiesGoToTheFirstOperand) {
                             {{a, HostTensor::From<double>({1, 2, 3}, {3})},
                              {b, HostTensor::From<double>({1, 0, 5}, {3})}},
                             *grads);
-    const std::vector<double> da = is_max ? std::vector<double>{1, 1, 0}
-                                          : std::vector<double>{1, 0, 1};
-    const std::vector<double> db = is_max ? std::vector<double>{0, 0, 1}
-                                          : std::vector<double>{0, 1, 0};
+    const std::vector<double> da =
+        is_max ? std::vector<double>{1, 1, 0} : std::vector<double>{1, 0, 1};
+    const std::vector<double> db =
+        is_max ? std::vector<double>{0, 0, 1} : std::vector<double>{0, 1, 0};
     EXPECT_EQ(out[0].ToVector<double>(), da) << (is_max ? "Maximum" : "Minimum");
     EXPECT_EQ(out[1].ToVector<double>(), db) << (is_max ? "Maximum" : "Minimum");
   }

@@ -52,7 +52,7 @@ TEST(GradientsApiTest, IntermediateXsCollectEveryPath) {
   ASSERT_TRUE(grads.ok()) << grads.status();
   auto out = RunReference(g, {{a, HostTensor::Scalar(2.0)}}, *grads);
   EXPECT_EQ(out[0].GetDouble(0), 2 * 6 + 2);  // dy/dh = 2h + a
-  EXPECT_EQ(out[1].GetDouble(0), 24 * 2);  // y = 9a^2 + 3a^2 = 12a^2 -> 24a
+  EXPECT_EQ(out[1].GetDouble(0), 24 * 2);     // y = 9a^2 + 3a^2 = 12a^2 -> 24a
 }
 
 // Gradient ops are ordinary ops, so gradients of gradients work (here a Hessian times
@@ -86,12 +86,12 @@ TEST(GradientsApiTest, UnconnectedXsGetZerosOfTheirShapeAndDtype) {
   EXPECT_EQ(zs.ToVector<float>(), std::vector<float>(6, 0));
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  auto out = RunReference(g,
-                          {{x, HostTensor::From<double>({1, 2}, {2})},
-                           {ints, HostTensor::From<int32_t>({1, 2}, {2})},
-                           {free_dynamic, HostTensor::From<double>({nan, inf, -inf, 1, 2, 3},
-                                                                   {3, 2})}},
-                          {(*grads)[1], (*grads)[2], (*grads)[3]});
+  auto out =
+      RunReference(g,
+                   {{x, HostTensor::From<double>({1, 2}, {2})},
+                    {ints, HostTensor::From<int32_t>({1, 2}, {2})},
+                    {free_dynamic, HostTensor::From<double>({nan, inf, -inf, 1, 2, 3}, {3, 2})}},
+                   {(*grads)[1], (*grads)[2], (*grads)[3]});
   EXPECT_EQ(out[0].shape(), (Shape{3, 2}));
   EXPECT_EQ(D(out[0]), std::vector<double>(6, 0));
   EXPECT_EQ(out[1].ToVector<int32_t>(), (std::vector<int32_t>{0, 0}));
@@ -120,8 +120,9 @@ TEST(GradientsApiTest, OpsLiveUnderTheNameScopeAndTheGraphStaysValid) {
   ASSERT_TRUE(Gradients({y}, {x}, {}, "mygrads").ok());
   auto starts_with = [](const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; };
   for (int id = first; id < g.num_nodes(); ++id) {
-    const std::string prefix =
-        id < second ? "gradients/" : id < third ? "gradients_1/" : "mygrads/";
+    const std::string prefix = id < second  ? "gradients/"
+                               : id < third ? "gradients_1/"
+                                            : "mygrads/";
     EXPECT_TRUE(starts_with(g.node(id).name(), prefix)) << g.node(id).name();
   }
   EXPECT_TRUE(g.status().ok()) << g.status();

@@ -1,12 +1,13 @@
 // Optimizers: hand-computed first steps (and slot values), convergence on a least-squares
 // problem, and argument errors.
+#include "braze/optimizers.h"
+
 #include <cmath>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "autodiff/grad_check.h"
-#include "braze/optimizers.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 

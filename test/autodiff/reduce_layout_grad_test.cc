@@ -34,10 +34,18 @@ TEST_P(ReduceGradTest, MatchesFiniteDifferences) {
   Tensor x = Placeholder(g, DType::kF64, {2, 3, 4}, "x");
   Tensor y;
   switch (c.op) {
-    case OpKind::kSum: y = Sum(x, c.axes, c.keep_dims); break;
-    case OpKind::kMean: y = Mean(x, c.axes, c.keep_dims); break;
-    case OpKind::kMax: y = Max(x, c.axes, c.keep_dims); break;
-    default: y = Min(x, c.axes, c.keep_dims); break;
+    case OpKind::kSum:
+      y = Sum(x, c.axes, c.keep_dims);
+      break;
+    case OpKind::kMean:
+      y = Mean(x, c.axes, c.keep_dims);
+      break;
+    case OpKind::kMax:
+      y = Max(x, c.axes, c.keep_dims);
+      break;
+    default:
+      y = Min(x, c.axes, c.keep_dims);
+      break;
   }
   // Distinct values 0.25 apart: no ties, so Max/Min are differentiable here.
   EXPECT_TRUE(CheckGradients(Square(y), {{x, Distinct({2, 3, 4}, 9)}}));
@@ -48,8 +56,9 @@ std::vector<ReduceCase> ReduceCases() {
   const std::vector<std::pair<std::string, OpKind>> ops = {
       {"Sum", OpKind::kSum}, {"Mean", OpKind::kMean}, {"Max", OpKind::kMax}, {"Min", OpKind::kMin}};
   const std::vector<std::pair<std::string, std::vector<int>>> axes = {
-      {"All", {}}, {"Axis0", {0}}, {"Axis1", {1}}, {"LastNegative", {-1}}, {"Axes02", {0, 2}},
-      {"Axes12Negative", {-2, -1}}};
+      {"All", {}},        {"Axis0", {0}},
+      {"Axis1", {1}},     {"LastNegative", {-1}},
+      {"Axes02", {0, 2}}, {"Axes12Negative", {-2, -1}}};
   for (const auto& [op_name, op] : ops) {
     for (const auto& [axes_name, a] : axes) {
       for (bool keep : {false, true}) {
@@ -115,19 +124,16 @@ TEST_P(MatMulGradTest, MatchesFiniteDifferences) {
   EXPECT_TRUE(CheckGradients(y, {{a, AwayFromZero(as, 1)}, {b, AwayFromZero(bs, 2)}}));
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransposes, MatMulGradTest,
-                         ::testing::Values(MatMulCase{false, false, false},
-                                           MatMulCase{false, false, true},
-                                           MatMulCase{false, true, false},
-                                           MatMulCase{false, true, true},
-                                           MatMulCase{true, false, false},
-                                           MatMulCase{true, false, true},
-                                           MatMulCase{true, true, false},
-                                           MatMulCase{true, true, true}),
-                         [](const ::testing::TestParamInfo<MatMulCase>& info) {
-                           return std::string(info.param.batch ? "Batch" : "") +
-                                  (info.param.ta ? "TA" : "A") + (info.param.tb ? "TB" : "B");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllTransposes, MatMulGradTest,
+    ::testing::Values(MatMulCase{false, false, false}, MatMulCase{false, false, true},
+                      MatMulCase{false, true, false}, MatMulCase{false, true, true},
+                      MatMulCase{true, false, false}, MatMulCase{true, false, true},
+                      MatMulCase{true, true, false}, MatMulCase{true, true, true}),
+    [](const ::testing::TestParamInfo<MatMulCase>& info) {
+      return std::string(info.param.batch ? "Batch" : "") + (info.param.ta ? "TA" : "A") +
+             (info.param.tb ? "TB" : "B");
+    });
 
 TEST(MatMulGradTest, OnlyTheRequestedOperandIsDifferentiated) {
   Graph g;
@@ -162,21 +168,61 @@ TEST_P(LayoutGradTest, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(
     AllLayout, LayoutGradTest,
-    ::testing::Values(
-        LayoutCase{"Reshape", {2, 3, 2}, [](Tensor x) { return Reshape(x, {3, -1}); }},
-        LayoutCase{"Transpose", {2, 3, 4}, [](Tensor x) { return Transpose(x, {2, 0, 1}); }},
-        LayoutCase{"BroadcastRow", {3}, [](Tensor x) { return BroadcastTo(x, {2, 3}); }},
-        LayoutCase{"BroadcastCol", {2, 1}, [](Tensor x) { return BroadcastTo(x, {4, 2, 3}); }},
-        LayoutCase{"BroadcastScalar", {}, [](Tensor x) { return BroadcastTo(x, {2, 2}); }},
-        LayoutCase{"ConcatAxis0", {2, 3},
-                   [](Tensor x) { return Concat({x, Exp(x), x * 2.0}, 0); }},
-        LayoutCase{"ConcatAxis1", {2, 3},
-                   [](Tensor x) { return Concat({Slice(x, {0, 0}, {2, 1}), x}, -1); }},
-        LayoutCase{"Slice", {3, 4}, [](Tensor x) { return Slice(x, {1, 1}, {2, 2}); }},
-        LayoutCase{"SliceToEnd", {3, 4}, [](Tensor x) { return Slice(x, {1, 2}, {-1, -1}); }},
-        LayoutCase{"Pad", {2, 3}, [](Tensor x) { return Pad(x, {{1, 0}, {2, 1}}, 5.0); }},
-        LayoutCase{"PadSliceRoundTrip", {3, 3},
-                   [](Tensor x) { return Slice(Pad(x, {{1, 1}, {0, 2}}), {0, 1}, {4, 3}); }}),
+    ::testing::Values(LayoutCase{"Reshape",
+                                 {2, 3, 2},
+                                 [](Tensor x) {
+                                   return Reshape(x, {3, -1});
+                                 }},
+                      LayoutCase{"Transpose",
+                                 {2, 3, 4},
+                                 [](Tensor x) {
+                                   return Transpose(x, {2, 0, 1});
+                                 }},
+                      LayoutCase{"BroadcastRow",
+                                 {3},
+                                 [](Tensor x) {
+                                   return BroadcastTo(x, {2, 3});
+                                 }},
+                      LayoutCase{"BroadcastCol",
+                                 {2, 1},
+                                 [](Tensor x) {
+                                   return BroadcastTo(x, {4, 2, 3});
+                                 }},
+                      LayoutCase{"BroadcastScalar",
+                                 {},
+                                 [](Tensor x) {
+                                   return BroadcastTo(x, {2, 2});
+                                 }},
+                      LayoutCase{"ConcatAxis0",
+                                 {2, 3},
+                                 [](Tensor x) {
+                                   return Concat({x, Exp(x), x * 2.0}, 0);
+                                 }},
+                      LayoutCase{"ConcatAxis1",
+                                 {2, 3},
+                                 [](Tensor x) {
+                                   return Concat({Slice(x, {0, 0}, {2, 1}), x}, -1);
+                                 }},
+                      LayoutCase{"Slice",
+                                 {3, 4},
+                                 [](Tensor x) {
+                                   return Slice(x, {1, 1}, {2, 2});
+                                 }},
+                      LayoutCase{"SliceToEnd",
+                                 {3, 4},
+                                 [](Tensor x) {
+                                   return Slice(x, {1, 2}, {-1, -1});
+                                 }},
+                      LayoutCase{"Pad",
+                                 {2, 3},
+                                 [](Tensor x) {
+                                   return Pad(x, {{1, 0}, {2, 1}}, 5.0);
+                                 }},
+                      LayoutCase{"PadSliceRoundTrip",
+                                 {3, 3},
+                                 [](Tensor x) {
+                                   return Slice(Pad(x, {{1, 1}, {0, 2}}), {0, 1}, {4, 3});
+                                 }}),
     [](const ::testing::TestParamInfo<LayoutCase>& info) { return info.param.name; });
 
 TEST(NonDifferentiableTest, ComparisonsOneHotAndHostCallGiveNoGradient) {
@@ -186,8 +232,8 @@ TEST(NonDifferentiableTest, ComparisonsOneHotAndHostCallGiveNoGradient) {
   Tensor cmp = Cast(Greater(x, zero), DType::kF64) + Cast(Less(x, zero), DType::kF64) +
                Cast(Equal(x, zero), DType::kF64);
   Tensor onehot = Sum(OneHot(Cast(x, DType::kI32), 4, 1, 0, DType::kF64), {-1});
-  HostFunction twice = [](absl::Span<const HostTensor> in)
-      -> absl::StatusOr<std::vector<HostTensor>> {
+  HostFunction twice =
+      [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
     HostTensor out = in[0];
     for (int64_t i = 0; i < out.num_elements(); ++i) out.SetDouble(i, 2 * in[0].GetDouble(i));
     return std::vector<HostTensor>{out};

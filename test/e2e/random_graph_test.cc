@@ -1,8 +1,8 @@
 // Differential testing: hundreds of seeded random graphs, run auto-clustered and fused
 // (each under one of the schedulers) and compared with the reference executor.
-#include <random>
-
 #include <gtest/gtest.h>
+
+#include <random>
 
 #include "braze/ops.h"
 #include "braze/session.h"
@@ -54,20 +54,31 @@ class RandomGraph {
     Tensor x = Pick();
     if (x.rank() == 0) x = Reshape(x, {1});  // full reductions give scalars
     switch (Uniform(14)) {
-      case 0: return Tanh(x);
-      case 1: return Sigmoid(x) * Relu(x);
-      case 2: return Sqrt(Abs(x) + 1.0) - Log(Square(x) + 1.0);
-      case 3: return Exp(Tanh(x)) + Erf(x) + Floor(x) * Sign(x);
-      case 4: return x + ConstLike(g, BroadcastPartner(x.shape()));
-      case 5: return Maximum(x, ConstLike(g, BroadcastPartner(x.shape()))) * x;
-      case 6: return x / (Abs(ConstLike(g, BroadcastPartner(x.shape()))) + 0.5);
+      case 0:
+        return Tanh(x);
+      case 1:
+        return Sigmoid(x) * Relu(x);
+      case 2:
+        return Sqrt(Abs(x) + 1.0) - Log(Square(x) + 1.0);
+      case 3:
+        return Exp(Tanh(x)) + Erf(x) + Floor(x) * Sign(x);
+      case 4:
+        return x + ConstLike(g, BroadcastPartner(x.shape()));
+      case 5:
+        return Maximum(x, ConstLike(g, BroadcastPartner(x.shape()))) * x;
+      case 6:
+        return x / (Abs(ConstLike(g, BroadcastPartner(x.shape()))) + 0.5);
       case 7: {
         std::vector<int> axes = {-1 - Uniform(x.rank())};
         switch (Uniform(4)) {
-          case 0: return Sum(x, axes, Uniform(2));
-          case 1: return Mean(x, axes, Uniform(2));
-          case 2: return Max(x, axes, Uniform(2));
-          default: return Min(x, axes, Uniform(2));
+          case 0:
+            return Sum(x, axes, Uniform(2));
+          case 1:
+            return Mean(x, axes, Uniform(2));
+          case 2:
+            return Max(x, axes, Uniform(2));
+          default:
+            return Min(x, axes, Uniform(2));
         }
       }
       case 8: {
@@ -89,7 +100,8 @@ class RandomGraph {
         begin.back() = x.shape().back() > 1 ? 1 : 0;
         return Slice(x, begin, size) * 2.0;
       }
-      case 12: return Concat({x, Neg(x)}, Uniform(x.rank()));
+      case 12:
+        return Concat({x, Neg(x)}, Uniform(x.rank()));
       default: {
         Tensor y = ConstLike(g, x.shape());
         return Select(Greater(x, y), x, y * 3.0);
@@ -133,7 +145,8 @@ TEST(RandomGraphs, FusedMatchesReference) {
     for (size_t f = 0; f < fetches.size(); ++f) {
       std::string why;
       EXPECT_TRUE(AllClose((*got)[f], (*want)[f], 1e-3, 1e-4, &why))
-          << "fetch " << f << ": " << why << "\n" << g.DebugString();
+          << "fetch " << f << ": " << why << "\n"
+          << g.DebugString();
     }
   }
   EXPECT_GE(clusters_run, kGraphs);  // every graph ran at least one fused cluster

@@ -125,45 +125,60 @@ INSTANTIATE_TEST_SUITE_P(
                     Add(Placeholder(g, DType::kF32, {2, 3}), Placeholder(g, DType::kF32, {2}));
                   },
                   "'Add'", "incompatible shapes for broadcasting: [2,3] and [2]"},
-        ErrorCase{"matmul",
-                  [](Graph& g) {
-                    MatMul(Placeholder(g, DType::kF32, {2, 3}), Placeholder(g, DType::kF32, {4, 5}));
-                  },
-                  "'MatMul'", "matmul inner dimensions differ"},
+        ErrorCase{
+            "matmul",
+            [](Graph& g) {
+              MatMul(Placeholder(g, DType::kF32, {2, 3}), Placeholder(g, DType::kF32, {4, 5}));
+            },
+            "'MatMul'", "matmul inner dimensions differ"},
         ErrorCase{"axis",
-                  [](Graph& g) { Sum(Placeholder(g, DType::kF32, {2, 3}), {2}); },
+                  [](Graph& g) {
+                    Sum(Placeholder(g, DType::kF32, {2, 3}), {2});
+                  },
                   "'Sum'", "reduction axis 2 out of range for rank 2"},
         ErrorCase{"negative_axis",
-                  [](Graph& g) { Max(Placeholder(g, DType::kF32, {2, 3}), {-3}); },
+                  [](Graph& g) {
+                    Max(Placeholder(g, DType::kF32, {2, 3}), {-3});
+                  },
                   "'Max'", "out of range"},
         ErrorCase{"argmax_axis",
-                  [](Graph& g) { ArgMax(Placeholder(g, DType::kF32, {2, 3}), 5); },
+                  [](Graph& g) {
+                    ArgMax(Placeholder(g, DType::kF32, {2, 3}), 5);
+                  },
                   "'ArgMax'", "out of range"},
         ErrorCase{"reshape",
-                  [](Graph& g) { Reshape(Placeholder(g, DType::kF32, {2, 3}), {4, 2}); },
+                  [](Graph& g) {
+                    Reshape(Placeholder(g, DType::kF32, {2, 3}), {4, 2});
+                  },
                   "'Reshape'", "reshape size mismatch"},
         ErrorCase{"reshape_minus_one",
-                  [](Graph& g) { Reshape(Placeholder(g, DType::kF32, {2, 3}), {-1, 4}); },
+                  [](Graph& g) {
+                    Reshape(Placeholder(g, DType::kF32, {2, 3}), {-1, 4});
+                  },
                   "'Reshape'", "reshape size mismatch"},
         ErrorCase{"perm",
-                  [](Graph& g) { Transpose(Placeholder(g, DType::kF32, {2, 3}), {0, 0}); },
+                  [](Graph& g) {
+                    Transpose(Placeholder(g, DType::kF32, {2, 3}), {0, 0});
+                  },
                   "'Transpose'", "invalid perm [0,0]"},
         ErrorCase{"dtype",
                   [](Graph& g) {
                     Add(Placeholder(g, DType::kF32, {2}), Placeholder(g, DType::kI32, {2}));
                   },
                   "'Add'", "operand dtypes differ"},
-        ErrorCase{"log_int",
-                  [](Graph& g) { Log(Placeholder(g, DType::kI32, {2}, "ints")); }, "'Log'",
-                  "does not support dtype i32"},
+        ErrorCase{"log_int", [](Graph& g) { Log(Placeholder(g, DType::kI32, {2}, "ints")); },
+                  "'Log'", "does not support dtype i32"},
         ErrorCase{"slice",
-                  [](Graph& g) { Slice(Placeholder(g, DType::kF32, {2, 3}), {1, 0}, {2, 3}); },
-                  "'Slice'", "out of bounds"},
-        ErrorCase{"concat",
                   [](Graph& g) {
-                    Concat({Placeholder(g, DType::kF32, {2, 3}), Placeholder(g, DType::kF32, {3, 3})}, 1);
+                    Slice(Placeholder(g, DType::kF32, {2, 3}), {1, 0}, {2, 3});
                   },
-                  "'Concat'", "incompatible"},
+                  "'Slice'", "out of bounds"},
+        ErrorCase{
+            "concat",
+            [](Graph& g) {
+              Concat({Placeholder(g, DType::kF32, {2, 3}), Placeholder(g, DType::kF32, {3, 3})}, 1);
+            },
+            "'Concat'", "incompatible"},
         ErrorCase{"assign_non_variable",
                   [](Graph& g) {
                     Tensor p = Placeholder(g, DType::kF32, {2}, "p");
@@ -183,11 +198,12 @@ INSTANTIATE_TEST_SUITE_P(
                   },
                   "'Select'", "condition must be bool"},
         ErrorCase{"broadcast_to",
-                  [](Graph& g) { BroadcastTo(Placeholder(g, DType::kF32, {3}), {2, 4}); },
+                  [](Graph& g) {
+                    BroadcastTo(Placeholder(g, DType::kF32, {3}), {2, 4});
+                  },
                   "'BroadcastTo'", "cannot broadcast [3] to [2,4]"},
-        ErrorCase{"onehot",
-                  [](Graph& g) { OneHot(Placeholder(g, DType::kF32, {3}), 4); }, "'OneHot'",
-                  "indices must be i32"}),
+        ErrorCase{"onehot", [](Graph& g) { OneHot(Placeholder(g, DType::kF32, {3}), 4); },
+                  "'OneHot'", "indices must be i32"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -15,7 +15,7 @@ namespace lowertest {
 namespace {
 
 const std::vector<Shape> kRowShapes = {{64, 1024}, {3, 96}, {5, 40}, {9, 12}, {2, 3, 48},
-                                       {4, 4},     {1, 64}, {33, 1}, {7, 8}, {7, 9},
+                                       {4, 4},     {1, 64}, {33, 1}, {7, 8},  {7, 9},
                                        {5, 16},    {5, 17}, {3, 2}};
 
 OpTestCase RowCase(std::string name, std::function<Tensor(Case&, Tensor, const Shape&)> fn,

@@ -1,7 +1,8 @@
+#include "braze/device.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "braze/device.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "passes/mark_for_compilation.h"
@@ -55,11 +56,11 @@ TEST(Device, ClusteringNeverMergesDevicesAndJitDevicesAlwaysCompile) {
     DeviceScope d(g, "jit:cpu");
     x = Tanh(Exp(a));  // no JitScope, jit level off: compiled because of the device
   }
-  y = Log(x);             // unplaced: the default device (cpu)
+  y = Log(x);  // unplaced: the default device (cpu)
   {
     DeviceScope d(g, "cpu");
     JitScope s(g);
-    z = Sqrt(y) + y;      // explicitly cpu: clusters with the unplaced Log
+    z = Sqrt(y) + y;  // explicitly cpu: clusters with the unplaced Log
   }
   ClusteringOptions opts;  // kOff
   auto r = MarkForCompilation(g, opts);

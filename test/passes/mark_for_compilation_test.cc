@@ -418,7 +418,9 @@ TEST_F(ClusteringTest, DebugStringSummarizes) {
   ClusteringResult r = Cluster(g, Level(JitLevel::kOff));
   const std::string d = r.DebugString();
   EXPECT_NE(d.find("1 cluster(s), 3 of 6 op(s) clustered"), std::string::npos) << d;
-  EXPECT_NE(d.find("cluster_0: 3 op(s), jit_scope_0, device cpu; Add x1, Exp x2"), std::string::npos) << d;
+  EXPECT_NE(d.find("cluster_0: 3 op(s), jit_scope_0, device cpu; Add x1, Exp x2"),
+            std::string::npos)
+      << d;
   EXPECT_NE(d.find("[marked compile=false] '" + f.name() + "'"), std::string::npos) << d;
   EXPECT_NE(d.find("reasons: marked compile=false: 1, no lowering: 2"), std::string::npos) << d;
   EXPECT_EQ(r.ClusterNameOf(x.node_id()), "cluster_0");

@@ -1,12 +1,12 @@
 // The compile cache on its own: one compile per key under concurrent callers, failures
 // remembered, LRU eviction, counters.
-#include <atomic>
-#include <thread>
+#include "runtime/compile_cache.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "runtime/compile_cache.h"
+#include <atomic>
+#include <thread>
 
 namespace braze {
 namespace {

@@ -52,7 +52,7 @@ TEST(Fusion, TenOpElementwiseChainIsOneLaunchUnderAutoJit) {
   Tensor x = Placeholder(g, DType::kF32, {17, 33, 65}, "x");
   Tensor y = x;
   y = Exp(y * 0.1);
-  y = y + 1.0;          // Const + Add
+  y = y + 1.0;  // Const + Add
   y = Sqrt(y);
   y = Tanh(y);
   y = Sigmoid(y);
@@ -94,12 +94,12 @@ TEST(Fusion, CacheHitsAcrossRunsSessionsAndShapeChanges) {
   const SessionStats first = s.stats();
   EXPECT_EQ(first.compiles + first.cache_hits, 1);
   ASSERT_TRUE(s.Run(feed(5, 2), {y}).ok());
-  EXPECT_EQ(s.stats().compiles, first.compiles);          // memoized on the plan
+  EXPECT_EQ(s.stats().compiles, first.compiles);  // memoized on the plan
   EXPECT_EQ(s.stats().cache_hits, first.cache_hits);
-  ASSERT_TRUE(s.Run(feed(9, 3), {y}).ok());               // new shape: a new kernel
+  ASSERT_TRUE(s.Run(feed(9, 3), {y}).ok());  // new shape: a new kernel
   const SessionStats third = s.stats();
   EXPECT_EQ(third.compiles + third.cache_hits, 2);
-  auto out = s.Run(feed(5, 4), {y});                      // back to 5 rows: a cache hit
+  auto out = s.Run(feed(5, 4), {y});  // back to 5 rows: a cache hit
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(s.stats().cache_hits, third.cache_hits + 1);
   EXPECT_EQ(s.stats().compiles, third.compiles);
@@ -149,11 +149,11 @@ TEST(Fusion, HostCallStaysOutsideAndStrictNamesIt) {
   {
     JitScope scope(g);
     Tensor a = Exp(x);
-    auto h = HostCall(g, "on_host", {a}, {{DType::kF32, {4}}},
-                      [](absl::Span<const HostTensor> in)
-                          -> absl::StatusOr<std::vector<HostTensor>> {
-                        return std::vector<HostTensor>{in[0]};
-                      });
+    auto h =
+        HostCall(g, "on_host", {a}, {{DType::kF32, {4}}},
+                 [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                   return std::vector<HostTensor>{in[0]};
+                 });
     y = Log(h[0]) * 3.0;
   }
   Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {4}, 6)}};

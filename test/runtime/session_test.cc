@@ -1,9 +1,10 @@
+#include "braze/session.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "braze/device.h"
 #include "braze/ops.h"
-#include "braze/session.h"
 
 namespace braze {
 namespace {
@@ -136,7 +137,8 @@ TEST_P(SessionTest, TensorFromAnotherGraph) {
   Session s(g1, Opts());
   auto out = s.Run({{a, HostTensor(DType::kF32, {2})}}, {b});
   ASSERT_FALSE(out.ok());
-  EXPECT_THAT(std::string(out.status().message()), HasSubstr("fetch 0 ('Exp') comes from another graph"));
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("fetch 0 ('Exp') comes from another graph"));
 }
 
 TEST_P(SessionTest, BuildErrorsSurfaceAtRun) {
@@ -157,8 +159,8 @@ TEST_P(SessionTest, RunTimeShapeErrorsNameTheNode) {
   Tensor b = Placeholder(g, DType::kF32, {-1, 3}, "b");
   Tensor c = Add(a, b);
   Session s(g, Opts());
-  auto out = s.Run({{a, HostTensor(DType::kF32, {2, 3})}, {b, HostTensor(DType::kF32, {4, 3})}},
-                   {c});
+  auto out =
+      s.Run({{a, HostTensor(DType::kF32, {2, 3})}, {b, HostTensor(DType::kF32, {4, 3})}}, {c});
   ASSERT_FALSE(out.ok());
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("node 'Add' (Add)"));
   EXPECT_THAT(std::string(out.status().message()), HasSubstr("incompatible shapes"));
@@ -167,12 +169,13 @@ TEST_P(SessionTest, RunTimeShapeErrorsNameTheNode) {
 TEST_P(SessionTest, HostCallRunsAndItsFailureNamesTheNode) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {3}, "x");
-  auto ok = HostCall(g, "twice", {x}, {{DType::kF32, {3}}},
-                     [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
-                       HostTensor out = in[0];
-                       for (int i = 0; i < 3; ++i) out.data<float>()[i] *= 2;
-                       return std::vector<HostTensor>{out};
-                     });
+  auto ok =
+      HostCall(g, "twice", {x}, {{DType::kF32, {3}}},
+               [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                 HostTensor out = in[0];
+                 for (int i = 0; i < 3; ++i) out.data<float>()[i] *= 2;
+                 return std::vector<HostTensor>{out};
+               });
   auto bad = HostCall(g, "broken", {x}, {{DType::kF32, {3}}},
                       [](absl::Span<const HostTensor>) -> absl::StatusOr<std::vector<HostTensor>> {
                         return absl::UnavailableError("sensor offline");
@@ -216,9 +219,12 @@ INSTANTIATE_TEST_SUITE_P(Modes, SessionTest,
                          ::testing::Values(Mode::kReference, Mode::kCompiledOps, Mode::kAutoJit),
                          [](const ::testing::TestParamInfo<Mode>& info) {
                            switch (info.param) {
-                             case Mode::kReference: return "Reference";
-                             case Mode::kCompiledOps: return "CompiledOps";
-                             case Mode::kAutoJit: return "AutoJit";
+                             case Mode::kReference:
+                               return "Reference";
+                             case Mode::kCompiledOps:
+                               return "CompiledOps";
+                             case Mode::kAutoJit:
+                               return "AutoJit";
                            }
                            return "";
                          });
