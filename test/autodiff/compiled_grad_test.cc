@@ -32,6 +32,9 @@ TEST(CompiledGradTest, SoftmaxRegressionGradientsMatchTheReference) {
 
   SessionOptions options;
   options.global_jit_level = JitLevel::kOn1;
+  // Forward and backward matmuls in one cluster: this test is about gradients fusing,
+  // not about the one-matmul-per-cluster default.
+  options.max_matmuls_per_cluster = 2;
   Session session(g, options);
   absl::StatusOr<std::vector<HostTensor>> got = session.Run(feeds, fetches);
   ASSERT_TRUE(got.ok()) << got.status();
