@@ -76,8 +76,7 @@ absl::StatusOr<std::string> JitTargetString();
 // the path CMake found at build time. A plugin is loaded at most once per process.
 std::string AutoschedulerPluginPath(SchedulerKind kind);
 
-// True when `op` has a Halide lowering (everything but sources, state and HostCall).
-bool HasHalideLowering(OpKind op);
+// Which ops have a lowering: HasHalideLowering in passes/mark_for_compilation.h.
 
 }  // namespace braze
 

@@ -12,61 +12,6 @@
 
 namespace braze {
 
-bool HasHalideLowering(OpKind op) {
-  switch (op) {
-    case OpKind::kPlaceholder:
-    case OpKind::kVariable:
-    case OpKind::kAssign:
-    case OpKind::kAssignAdd:
-    case OpKind::kAssignSub:
-    case OpKind::kHostCall:
-      return false;
-    case OpKind::kConst:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kRelu:
-    case OpKind::kSquare:
-    case OpKind::kReciprocal:
-    case OpKind::kSign:
-    case OpKind::kFloor:
-    case OpKind::kErf:
-    case OpKind::kCast:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kMaximum:
-    case OpKind::kMinimum:
-    case OpKind::kPow:
-    case OpKind::kGreater:
-    case OpKind::kLess:
-    case OpKind::kEqual:
-    case OpKind::kSelect:
-    case OpKind::kSum:
-    case OpKind::kMean:
-    case OpKind::kMax:
-    case OpKind::kMin:
-    case OpKind::kArgMax:
-    case OpKind::kMatMul:
-    case OpKind::kBatchMatMul:
-    case OpKind::kReshape:
-    case OpKind::kTranspose:
-    case OpKind::kBroadcastTo:
-    case OpKind::kConcat:
-    case OpKind::kSlice:
-    case OpKind::kPad:
-    case OpKind::kOneHot:
-      return true;
-  }
-  return false;
-}
-
 namespace lower {
 namespace {
 

@@ -12,11 +12,10 @@
 #include "passes/graph_cycles.h"
 
 namespace braze {
-namespace {
 
-// Whether the op can be lowered to Halide, i.e. may be in a cluster. No default: a new
-// op must be decided here (-Werror=switch).
-bool HasLowering(OpKind op) {
+// No default: a new op must be decided here (-Werror=switch), and src/lower must then
+// lower it (lower_tests checks every op this accepts).
+bool HasHalideLowering(OpKind op) {
   switch (op) {
     case OpKind::kPlaceholder:
     case OpKind::kVariable:
@@ -70,6 +69,8 @@ bool HasLowering(OpKind op) {
   }
   return false;
 }
+
+namespace {
 
 std::string Quoted(const Node& node) { return absl::StrCat("'", node.name(), "'"); }
 
@@ -237,7 +238,7 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
     *text = absl::StrCat(Quoted(node), " is not needed by the fetches or targets");
     return ExclusionReason::kNotNeeded;
   }
-  if (!HasLowering(node.op())) {
+  if (!HasHalideLowering(node.op())) {
     if (node.op() == OpKind::kHostCall) {
       *text = absl::StrCat(Quoted(node), " (HostCall) runs a user C++ function; never compiled");
       return ExclusionReason::kNoLowering;

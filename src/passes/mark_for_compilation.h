@@ -45,6 +45,10 @@
 
 namespace braze {
 
+// True when `op` has a Halide lowering and so may be in a cluster: every op except
+// Placeholder, Variable, the Assign family and HostCall (Const is lowered).
+bool HasHalideLowering(OpKind op);
+
 struct ClusteringOptions {
   JitLevel global_jit_level = JitLevel::kOff;
   // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.

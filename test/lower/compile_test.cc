@@ -16,6 +16,7 @@
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
+#include "passes/mark_for_compilation.h"
 
 namespace braze {
 namespace lowertest {

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "lower/cuda_codegen.h"
 #include "lower/lower_test_util.h"
+#include "passes/mark_for_compilation.h"
 
 namespace braze {
 namespace lowertest {
