@@ -33,9 +33,18 @@ enum class Scheduler { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault 
 struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
   // Where ops with no DeviceScope placement run: "cpu", "cuda[:N]", "jit:cpu", ... (see
-  // braze/device.h), or "auto". "auto" is "cpu" for now: the CUDA executor has not
-  // landed, so a session never picks a device it cannot run on by itself.
+  // braze/device.h), or "auto": "cuda:0" when a CUDA driver and device are present
+  // (CheckCudaAvailable), else "cpu". Values computed on a device stay there between
+  // kernels; copies happen at feeds, fetches, HostCall/reference ops and edges between
+  // devices, and are counted in SessionStats.
   std::string device = "auto";
+  // MatMul/BatchMatMul on CUDA: kCublas (default) runs each as a cuBLASLt GEMM, a
+  // cluster boundary, with a following bias Add (+ Relu) folded into its epilogue; the
+  // elementwise ops around it still fuse into Halide clusters. kHalide clusters them
+  // like any op and uses Braze's tiled GPU matmul schedule. A GEMM cuBLAS refuses (or
+  // no cuBLAS library) runs as a Halide kernel, with one warning.
+  enum class CudaMatMul { kCublas, kHalide };
+  CudaMatMul cuda_matmul = CudaMatMul::kCublas;
   int min_cluster_size = 4;  // smallest auto-cluster (TF's default); scopes: any size
   int max_cluster_size = 1 << 20;
   // A cluster is one Halide pipeline with one schedule. As XLA's fusion pass never puts
@@ -64,7 +73,14 @@ struct SessionStats {
   int64_t cluster_launches = 0;    // fused cluster kernels run
   int64_t single_op_launches = 0;  // compiled single-op kernels run (ops outside clusters)
   int64_t reference_launches = 0;  // ops run on reference kernels (HostCall, state, fallback)
+  int64_t gemm_launches = 0;       // cuBLAS GEMMs run (CUDA MatMuls, with folded epilogues)
   double compile_ms = 0;           // wall time spent compiling
+  // Copies between memory spaces (the host, jit:cpu's memory, a CUDA device): onto a
+  // device (feeds, host results, variables' first use) and off it (fetches, HostCall
+  // and reference ops, host consumers). Zero within a device.
+  int64_t host_to_device_copies = 0;
+  int64_t device_to_host_copies = 0;
+  int64_t copied_bytes = 0;
 };
 
 using Feeds = std::vector<std::pair<Tensor, HostTensor>>;

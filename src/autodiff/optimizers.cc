@@ -107,14 +107,14 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
     const std::string slot_prefix = absl::StrCat(var.name(), "/");
     switch (optimizer.kind) {
       case Optimizer::Kind::kSgd:
-        updates.push_back(AssignSub(var, grad * optimizer.learning_rate));
+        updates.push_back(Assign(var, var - grad * optimizer.learning_rate));
         break;
       case Optimizer::Kind::kMomentum: {
         Tensor accum = Zeros(g, var, slot_prefix + "momentum");
         Tensor accum_new = accum * optimizer.momentum + grad;
         updates.push_back(Assign(accum, accum_new));
         Tensor direction = optimizer.nesterov ? grad + accum_new * optimizer.momentum : accum_new;
-        updates.push_back(AssignSub(var, direction * optimizer.learning_rate));
+        updates.push_back(Assign(var, var - direction * optimizer.learning_rate));
         break;
       }
       case Optimizer::Kind::kAdam: {
@@ -125,7 +125,7 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
         updates.push_back(Assign(m, m_new));
         updates.push_back(Assign(v, v_new));
         Tensor lr = var.dtype() == DType::kF64 ? adam_lr : Cast(adam_lr, var.dtype());
-        updates.push_back(AssignSub(var, lr * m_new / (Sqrt(v_new) + optimizer.epsilon)));
+        updates.push_back(Assign(var, var - lr * m_new / (Sqrt(v_new) + optimizer.epsilon)));
         break;
       }
     }

@@ -8,9 +8,6 @@
 #include "lower/compile.h"
 
 #include <atomic>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 #include <unistd.h>
 
 #include <chrono>
@@ -26,6 +23,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "lower/device_tensor_impl.h"
+#include "lower/gpu_attempts.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -73,23 +72,6 @@ std::vector<SchedulerKind> SchedulerChain(SchedulerKind first) {
   return {SchedulerKind::kSafeDefault};
 }
 
-// The JIT target: HL_JIT_TARGET or the host, minus features this CPU lacks. Halide 14
-// reports AVX512_SapphireRapids for any CPU with AVX512-VNNI and AVX512-BF16 and then
-// compiles for LLVM's "sapphirerapids" CPU, which includes AVX512-FP16; AMD Zen 4 has
-// the former but not FP16, and the kernels die of SIGILL there. Dropping the feature
-// leaves Cannonlake-level AVX-512, which Zen 4 has.
-Halide::Target SanitizedJitTarget() {
-  Halide::Target target = Halide::get_jit_target_from_environment();
-#if defined(__x86_64__) || defined(__i386__)
-  if (target.has_feature(Halide::Target::AVX512_SapphireRapids)) {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const bool fp16 = __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (edx & (1u << 23));
-    if (!fp16) target = target.without_feature(Halide::Target::AVX512_SapphireRapids);
-  }
-#endif
-  return target;
-}
-
 int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
 // Halide's thread pool is process-wide. halide_set_num_threads is not exported by
@@ -126,7 +108,7 @@ class HalideKernel : public CompiledKernel {
  public:
   HalideKernel(std::string name, LoweredCluster lowered, Halide::Pipeline pipeline,
                Halide::Target target, int num_threads, SchedulerKind used,
-               std::vector<std::string> failures, std::string schedule)
+               std::vector<std::string> failures, std::string schedule, bool on_device = false)
       : name_(std::move(name)),
         lowered_(std::move(lowered)),
         pipeline_(std::move(pipeline)),
@@ -134,10 +116,15 @@ class HalideKernel : public CompiledKernel {
         num_threads_(num_threads),
         used_(used),
         failures_(std::move(failures)),
-        schedule_(std::move(schedule)) {}
+        schedule_(std::move(schedule)),
+        on_device_(on_device) {}
 
   absl::Status Run(absl::Span<const HostTensor* const> inputs,
                    absl::Span<HostTensor* const> outputs) override {
+    if (on_device_) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(name_, ": a CUDA kernel runs on device tensors (RunOnDevice)"));
+    }
     if (inputs.size() != lowered_.params.size() || outputs.size() != lowered_.output_types.size()) {
       return absl::InvalidArgumentError(
           absl::StrCat(name_, ": Run got ", inputs.size(), " inputs and ", outputs.size(),
@@ -192,6 +179,53 @@ class HalideKernel : public CompiledKernel {
     return status;
   }
 
+  absl::Status RunOnDevice(absl::Span<DeviceTensor* const> inputs,
+                           absl::Span<DeviceTensor* const> outputs) override {
+    if (!on_device_) return CompiledKernel::RunOnDevice(inputs, outputs);
+    if (inputs.size() != lowered_.params.size() || outputs.size() != lowered_.output_types.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": RunOnDevice got ", inputs.size(), " inputs and ", outputs.size(),
+                       " outputs; the kernel takes ", lowered_.params.size(), " and ",
+                       lowered_.output_types.size()));
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(name_, ": input ", i, " is null"));
+      }
+      if (lowered_.input_elided[i] && inputs[i]->num_elements() != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": input ", i, " is ", TypeString(inputs[i]->type()),
+                         " but the kernel was compiled for an empty tensor"));
+      }
+    }
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      if (outputs[j] == nullptr || outputs[j]->type() != lowered_.output_types[j]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name_, ": output ", j, " must be a device tensor of ",
+            TypeString(lowered_.output_types[j])));
+      }
+    }
+    if (lowered_.info.outputs.empty()) return absl::OkStatus();
+    absl::Status status = CatchHalideErrors(
+        name_ + ": Halide run-time error", absl::StatusCode::kInvalidArgument, [&] {
+          for (size_t i = 0; i < inputs.size(); ++i) {
+            if (!lowered_.input_elided[i]) lowered_.params[i].set(inputs[i]->impl().buffer);
+          }
+          std::vector<Halide::Buffer<>> buffers;
+          for (size_t j = 0; j < outputs.size(); ++j) {
+            if (lowered_.pipeline_output[j] >= 0) buffers.push_back(outputs[j]->impl().buffer);
+          }
+          Halide::Realization realization(buffers);
+          pipeline_.realize(realization, target_);
+          return absl::OkStatus();
+        });
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!lowered_.input_elided[i]) lowered_.params[i].reset();
+    }
+    return status;
+  }
+  bool on_device() const override { return on_device_; }
+
   const std::vector<TensorType>& output_types() const override { return lowered_.output_types; }
   SchedulerKind scheduler_used() const override { return used_; }
   const std::vector<std::string>& scheduler_failures() const override { return failures_; }
@@ -240,16 +274,17 @@ class HalideKernel : public CompiledKernel {
   const SchedulerKind used_;
   const std::vector<std::string> failures_;
   const std::string schedule_;
+  const bool on_device_;
   double compile_ms_ = 0;
 };
 
 }  // namespace
 
-absl::StatusOr<std::string> JitTargetString() {
+absl::StatusOr<std::string> JitTargetString(bool cuda) {
   std::string result;
   BRAZE_RETURN_IF_ERROR(
       CatchHalideErrors("bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        result = SanitizedJitTarget().to_string();
+        result = (cuda ? lower::CudaJitTarget() : lower::SanitizedJitTarget()).to_string();
         return absl::OkStatus();
       }));
   return result;
@@ -265,6 +300,46 @@ SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
   return SchedulerKind::kAdams2019;
 }
 
+// The CUDA JIT: the GPU schedule chain of options.gpu_scheduler, compiled for
+// CudaJitTarget(). Compiling needs no GPU; running does.
+static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
+    const ClusterSpec& spec, const CompileOptions& options, const std::string& name,
+    const Halide::Target& target, std::chrono::steady_clock::time_point start) {
+  std::vector<std::string> failures;
+  for (const lower::GpuAttempt& attempt : lower::GpuAttempts(options.gpu_scheduler)) {
+    // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
+    BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
+    Halide::Pipeline pipeline;
+    std::string schedule = "(every output is empty: nothing to compute)\n";
+    if (!lowered.info.outputs.empty()) {
+      absl::Status s = CatchHalideErrors(attempt.Name(), absl::StatusCode::kInternal, [&] {
+        pipeline = Halide::Pipeline(lowered.info.outputs);
+        schedule = lower::ApplyGpuAttempt(attempt, lowered, pipeline, target);
+        pipeline.compile_jit(target);
+        return absl::OkStatus();
+      });
+      if (!s.ok()) {
+        failures.push_back(s.message().rfind(attempt.Name(), 0) == 0
+                               ? std::string(s.message())
+                               : absl::StrCat(attempt.Name(), ": ", s.message()));
+        continue;
+      }
+    }
+    // The CPU scheduler fields mean nothing here; scheduler_used() reports kSafeDefault
+    // and the text names the GPU schedule.
+    auto kernel = std::make_unique<HalideKernel>(
+        name, std::move(lowered), std::move(pipeline), target, options.num_threads,
+        SchedulerKind::kSafeDefault, failures,
+        absl::StrCat("// CUDA: ", attempt.Name(), "\n", schedule), /*on_device=*/true);
+    kernel->set_compile_ms(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count());
+    return std::unique_ptr<CompiledKernel>(std::move(kernel));
+  }
+  return absl::InternalError(
+      absl::StrCat(name, ": every GPU schedule failed: ", absl::StrJoin(failures, "; ")));
+}
+
 absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
                                                                const CompileOptions& options) {
   const auto start = std::chrono::steady_clock::now();
@@ -277,9 +352,10 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   Halide::Target target;
   BRAZE_RETURN_IF_ERROR(
       CatchHalideErrors(name + ": bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        target = SanitizedJitTarget();
+        target = options.cuda ? lower::CudaJitTarget() : lower::SanitizedJitTarget();
         return absl::OkStatus();
       }));
+  if (options.cuda) return CompileCudaCluster(spec, options, name, target, start);
   std::vector<SchedulerKind> chain = SchedulerChain(options.scheduler);
   if (options.scheduler == SchedulerKind::kAuto) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));

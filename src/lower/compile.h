@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
+#include "lower/device_tensor.h"
 
 namespace braze {
 
@@ -33,12 +34,32 @@ struct ClusterSpec {
 enum class SchedulerKind { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 const char* SchedulerName(SchedulerKind kind);
 
+// GPU schedules (CompileOptions::cuda): Braze's heuristic (src/schedule/gpu_schedule.h)
+// has three plans, each the fallback of the one before when Halide rejects a schedule:
+// fused (reductions inside their consumer's kernel), separate (reductions in kernels of
+// their own, still cooperative) and serial (a thread per reduction output, no rfactor).
+// kHeuristic starts with fused; the other two start further down, for tuning and for
+// testing the fallbacks.
+enum class GpuScheduler {
+  kHeuristic,
+  kHeuristicSeparate,
+  kHeuristicSerial,
+  kLi2018,  // Halide's Li2018 autoscheduler; falls through to kHeuristic if it throws
+};
+const char* GpuSchedulerName(GpuScheduler which);
+
 struct CompileOptions {
+  // CPU kernels: which scheduler. Ignored for CUDA kernels.
   SchedulerKind scheduler = SchedulerKind::kAuto;
   // Halide worker threads while this kernel runs; 0: Halide's default (HL_NUM_THREADS,
   // else all cores). Halide's pool is process-wide: the count is applied before each Run
   // whose kernel asks for a different one than the last Run did.
   int num_threads = 0;
+  // Compile for CUDA (the JIT host target plus cuda_capability_86) with `gpu_scheduler`;
+  // the kernel then runs with RunOnDevice on DeviceTensors of device `cuda_ordinal`.
+  bool cuda = false;
+  int cuda_ordinal = 0;
+  GpuScheduler gpu_scheduler = GpuScheduler::kHeuristic;
 };
 
 class CompiledKernel {
@@ -48,6 +69,14 @@ class CompiledKernel {
   // output_types(). Thread-compatible: one Run at a time per kernel.
   virtual absl::Status Run(absl::Span<const HostTensor* const> inputs,
                            absl::Span<HostTensor* const> outputs) = 0;
+  // CUDA kernels (CompileOptions::cuda): the same on tensors in device memory; inputs
+  // and outputs stay there. Asynchronous: queued on the device's default stream.
+  // Unimplemented for CPU kernels.
+  virtual absl::Status RunOnDevice(absl::Span<DeviceTensor* const> inputs,
+                                   absl::Span<DeviceTensor* const> outputs) {
+    return absl::UnimplementedError("this kernel runs on the host (Run), not on a device");
+  }
+  virtual bool on_device() const { return false; }
   virtual const std::vector<TensorType>& output_types() const = 0;
   // The scheduler that actually produced the schedule (after fall-through).
   virtual SchedulerKind scheduler_used() const = 0;
@@ -67,9 +96,10 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
                                                                const CompileOptions& options);
 
 // The Halide target CompileCluster compiles for ("x86-64-linux-avx-avx2-...-jit"):
-// HL_JIT_TARGET or the host, minus CPU features the host lacks. Part of any key for
-// caching compiled kernels. InvalidArgument if HL_JIT_TARGET does not parse.
-absl::StatusOr<std::string> JitTargetString();
+// HL_JIT_TARGET or the host, minus CPU features the host lacks, plus
+// cuda-cuda_capability_86 when `cuda`. Part of any key for caching compiled kernels.
+// InvalidArgument if HL_JIT_TARGET does not parse.
+absl::StatusOr<std::string> JitTargetString(bool cuda = false);
 
 // The autoscheduler plugin CompileCluster would load for `kind` (not kSafeDefault):
 // $BRAZE_HALIDE_PLUGIN_DIR/libautoschedule_<name>.so when that variable is set, else

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "lower/gpu_attempts.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -100,41 +101,14 @@ std::vector<std::string> EntryNames(const std::string& ptx) {
   return names;
 }
 
-// One scheduling attempt: Li2018, or the heuristic with a plan.
-struct Attempt {
-  bool li2018 = false;
-  schedule::GpuPlan plan = schedule::GpuPlan::kFused;
-  GpuScheduler Scheduler() const {
-    if (li2018) return GpuScheduler::kLi2018;
-    switch (plan) {
-      case schedule::GpuPlan::kFused:
-        return GpuScheduler::kHeuristic;
-      case schedule::GpuPlan::kSeparate:
-        return GpuScheduler::kHeuristicSeparate;
-      case schedule::GpuPlan::kSerial:
-        return GpuScheduler::kHeuristicSerial;
-    }
-    return GpuScheduler::kHeuristic;
-  }
-  std::string Name() const {
-    return li2018 ? std::string("Li2018")
-                  : absl::StrCat("heuristic (", schedule::GpuPlanName(plan), ")");
-  }
-};
-
 // Schedules and compiles a freshly lowered cluster to a Module; fills code's PTX and
 // counts. Every error is the schedule's (or Halide's) and names the attempt.
 absl::Status TryAttempt(const ClusterSpec& spec, lower::LoweredCluster& lowered,
-                        const Attempt& attempt, const Halide::Target& target,
+                        const lower::GpuAttempt& attempt, const Halide::Target& target,
                         CudaKernelCode& code) {
   absl::Status status = CatchHalideErrors(attempt.Name(), absl::StatusCode::kInternal, [&] {
     Halide::Pipeline pipeline(lowered.info.outputs);
-    if (attempt.li2018) {
-      code.schedule =
-          schedule::ApplyAutoscheduler(SchedulerKind::kLi2018, pipeline, target, kGpuParallelism);
-    } else {
-      code.schedule = schedule::ApplyGpuSchedule(lowered.info, target, attempt.plan);
-    }
+    code.schedule = lower::ApplyGpuAttempt(attempt, lowered, pipeline, target);
     std::vector<Halide::Argument> args;
     for (size_t i = 0; i < lowered.params.size(); ++i) {
       if (!lowered.input_elided[i]) args.push_back(lowered.params[i]);
@@ -184,23 +158,9 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuSche
         target = CudaTarget();
         return absl::OkStatus();
       }));
-  std::vector<Attempt> attempts;
-  switch (which) {
-    case GpuScheduler::kLi2018:
-      attempts.push_back({true, schedule::GpuPlan::kFused});
-      [[fallthrough]];
-    case GpuScheduler::kHeuristic:
-      attempts.push_back({false, schedule::GpuPlan::kFused});
-      [[fallthrough]];
-    case GpuScheduler::kHeuristicSeparate:
-      attempts.push_back({false, schedule::GpuPlan::kSeparate});
-      [[fallthrough]];
-    case GpuScheduler::kHeuristicSerial:
-      attempts.push_back({false, schedule::GpuPlan::kSerial});
-      break;
-  }
+  const std::vector<lower::GpuAttempt> attempts = lower::GpuAttempts(which);
   std::vector<std::string> failures;
-  for (const Attempt& attempt : attempts) {
+  for (const lower::GpuAttempt& attempt : attempts) {
     CudaKernelCode code;
     code.target = target.to_string();
     // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
@@ -225,6 +185,55 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuSche
   return absl::InternalError(
       absl::StrCat(name, ": every GPU schedule failed: ", absl::StrJoin(failures, "; ")));
 }
+
+namespace lower {
+
+GpuScheduler GpuAttempt::Scheduler() const {
+  if (li2018) return GpuScheduler::kLi2018;
+  switch (plan) {
+    case schedule::GpuPlan::kFused:
+      return GpuScheduler::kHeuristic;
+    case schedule::GpuPlan::kSeparate:
+      return GpuScheduler::kHeuristicSeparate;
+    case schedule::GpuPlan::kSerial:
+      return GpuScheduler::kHeuristicSerial;
+  }
+  return GpuScheduler::kHeuristic;
+}
+
+std::string GpuAttempt::Name() const {
+  return li2018 ? std::string("Li2018")
+                : absl::StrCat("heuristic (", schedule::GpuPlanName(plan), ")");
+}
+
+std::vector<GpuAttempt> GpuAttempts(GpuScheduler which) {
+  std::vector<GpuAttempt> attempts;
+  switch (which) {
+    case GpuScheduler::kLi2018:
+      attempts.push_back({true, schedule::GpuPlan::kFused});
+      [[fallthrough]];
+    case GpuScheduler::kHeuristic:
+      attempts.push_back({false, schedule::GpuPlan::kFused});
+      [[fallthrough]];
+    case GpuScheduler::kHeuristicSeparate:
+      attempts.push_back({false, schedule::GpuPlan::kSeparate});
+      [[fallthrough]];
+    case GpuScheduler::kHeuristicSerial:
+      attempts.push_back({false, schedule::GpuPlan::kSerial});
+      break;
+  }
+  return attempts;
+}
+
+std::string ApplyGpuAttempt(const GpuAttempt& attempt, const LoweredCluster& lowered,
+                            Halide::Pipeline& pipeline, const Halide::Target& target) {
+  if (attempt.li2018) {
+    return schedule::ApplyAutoscheduler(SchedulerKind::kLi2018, pipeline, target, kGpuParallelism);
+  }
+  return schedule::ApplyGpuSchedule(lowered.info, target, attempt.plan);
+}
+
+}  // namespace lower
 
 std::string PtxasPath() {
 #ifdef BRAZE_PTXAS_PATH

@@ -23,18 +23,7 @@
 
 namespace braze {
 
-// Braze's heuristic (src/schedule/gpu_schedule.h) has three plans, each the fallback of
-// the one before when Halide rejects a schedule: fused (reductions inside their
-// consumer's kernel), separate (reductions in kernels of their own, still cooperative)
-// and serial (a thread per reduction output, no rfactor). kHeuristic starts with fused;
-// the other two start further down, for tuning and for testing the fallbacks.
-enum class GpuScheduler {
-  kHeuristic,
-  kHeuristicSeparate,
-  kHeuristicSerial,
-  kLi2018,  // Halide's Li2018 autoscheduler; falls through to kHeuristic if it throws
-};
-const char* GpuSchedulerName(GpuScheduler which);
+// GpuScheduler (the plans tried, and their fallbacks) is declared in lower/compile.h.
 
 struct CudaKernelCode {
   std::string target;                // the Halide target string the code is for

@@ -41,6 +41,10 @@ struct Value {
   Shape shape;  // row-major order, fully defined
 };
 
+// The JIT target of CPU kernels: HL_JIT_TARGET or the host, minus CPU features the host
+// lacks (see lower_util.cc). Throws Halide::Error for a bad HL_JIT_TARGET.
+Halide::Target SanitizedJitTarget();
+
 // f32 -> Float(32), f64 -> Float(64), i32 -> Int(32), bool -> UInt(8) holding 0/1 (the
 // HostTensor layout).
 Halide::Type HalideType(DType dtype);

@@ -291,6 +291,8 @@ const char* ExclusionReasonName(ExclusionReason reason) {
       return "over max cluster size";
     case ExclusionReason::kClusterTooSmall:
       return "cluster too small";
+    case ExclusionReason::kLibraryCall:
+      return "library call";
   }
   return "?";
 }
@@ -366,6 +368,12 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
     nc.node_name = node.name();
     nc.op = node.op();
     nc.reason = CandidateCheck(node, needed.empty() || needed[id], &nc.explanation);
+    if (nc.reason == ExclusionReason::kNone && id < static_cast<int>(options.library_calls.size()) &&
+        options.library_calls[id]) {
+      nc.reason = ExclusionReason::kLibraryCall;
+      nc.explanation = absl::StrCat(Quoted(node), " (", node.op_name(),
+                                    ") runs as a cuBLAS GEMM on ", EffectiveDevice(node, options));
+    }
     candidate[id] = nc.reason == ExclusionReason::kNone;
   }
 

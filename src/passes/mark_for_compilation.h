@@ -60,6 +60,9 @@ struct ClusteringOptions {
   // The device of ops built with no placement (""), so that they cluster with ops
   // explicitly placed on the session's default device.
   std::string default_device = "cpu";
+  // By node id: ops the runtime hands to a library instead (cuBLAS GEMMs on CUDA, with
+  // their folded epilogue); never clustered. Empty: none.
+  std::vector<bool> library_calls;
 };
 
 // A node's device with "" resolved to `default_device`.
@@ -79,6 +82,7 @@ enum class ExclusionReason {
   kMaxClusterSize,   // merging would have exceeded max_cluster_size
   kMatMulLimit,      // merging would have put more matmuls in one cluster than allowed
   kClusterTooSmall,  // auto-cluster smaller than min_cluster_size
+  kLibraryCall,      // runs as a library call (a cuBLAS GEMM on CUDA), a cluster boundary
 };
 const char* ExclusionReasonName(ExclusionReason reason);  // "would form a cycle"
 

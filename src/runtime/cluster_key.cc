@@ -83,9 +83,11 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   };
   // The target (host CPU features or HL_JIT_TARGET) and the thread count the kernel
   // applies are part of what was compiled.
-  auto target = JitTargetString();
-  std::string key = absl::StrCat("target=", target.ok() ? *target : "?",
-                                 ";sched=", SchedulerName(options.scheduler),
+  auto target = JitTargetString(options.cuda);
+  std::string key = absl::StrCat("target=", target.ok() ? *target : "?", ";sched=",
+                                 options.cuda ? absl::StrCat(GpuSchedulerName(options.gpu_scheduler),
+                                                             "@cuda:", options.cuda_ordinal)
+                                              : std::string(SchedulerName(options.scheduler)),
                                  ";threads=", options.num_threads, ";args=");
   for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");
   for (int id : spec.nodes) {

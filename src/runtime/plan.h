@@ -6,21 +6,36 @@
 #ifndef BRAZE_RUNTIME_PLAN_H_
 #define BRAZE_RUNTIME_PLAN_H_
 
+#include <map>
 #include <memory>
+#include <tuple>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "braze/graph.h"
 #include "braze/session.h"
+#include "lower/cublas_gemm.h"
+#include "lower/device_tensor.h"
 #include "passes/mark_for_compilation.h"
 #include "runtime/compile_cache.h"
 
 namespace braze {
 
+// Where a value lives: host memory, jit:cpu's memory (host memory too, but a device of
+// its own: values cross its boundary by counted copies, as XLA_CPU's do), or a CUDA
+// device (DeviceTensor).
+enum class Space { kHost, kJitCpu, kCuda };
+const char* SpaceName(Space space);
+
 struct Step {
-  enum class Kind { kCluster, kSingleOp, kReference };
+  // kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt, with `epilogue` folding the
+  // bias Add (and Relu) that follow it; nodes = {matmul[, add[, relu]]}.
+  enum class Kind { kCluster, kSingleOp, kReference, kGemm };
   Kind kind = Kind::kReference;
+  Space space = Space::kHost;  // where it runs (reference steps: always the host)
+  int ordinal = 0;             // the CUDA device, for kCuda
+  GemmEpilogue epilogue = GemmEpilogue::kNone;
   std::string name;             // the cluster's or the node's name
   std::vector<int> nodes;       // ascending ids (a topological order)
   std::vector<Tensor> inputs;   // values read from outside the step
@@ -29,15 +44,25 @@ struct Step {
   // Memoized per input signature.
   std::vector<TensorType> input_types;
   std::shared_ptr<SharedKernel> kernel;
-  std::vector<HostTensor> buffers;  // one per output; reused across runs
+  std::vector<HostTensor> buffers;  // one per output; reused across runs (host spaces)
+  std::vector<std::shared_ptr<DeviceTensor>> device_buffers;  // the same, on CUDA
 
   // A cluster (or single op) whose compile failed runs these instead, one op each.
   bool fell_back = false;
   std::vector<Step> fallback;
 };
 
+// A value's copy in another space, kept across runs so copies reuse their memory.
+struct Mirror {
+  HostTensor host;                      // kHost, kJitCpu
+  std::shared_ptr<DeviceTensor> device;  // kCuda
+  const HostTensor* constant = nullptr;  // a Const's value already copied here
+};
+
 struct Plan {
   std::vector<bool> needed;  // by node id
+  // (node id, output, space) -> the value's copy there, for steps in that space.
+  std::map<std::tuple<int, int, Space>, Mirror> mirrors;
   ClusteringResult clustering;
   std::vector<Step> steps;
 };
@@ -48,7 +73,11 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& graph, const Sessio
                                                 const std::vector<Tensor>& targets,
                                                 const std::vector<bool>& fed);
 
-// The session's default device, canonical ("cpu", "cuda:0", "jit:cpu").
+// Where ops placed on `device` (canonical device string) run.
+Space SpaceOfDevice(const std::string& device, int* ordinal);
+
+// The session's default device, canonical ("cpu", "cuda:0", "jit:cpu"); "auto" is
+// "cuda:0" when CUDA is available, else "cpu".
 absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options);
 
 // One step per op of `nodes` (used for a cluster's op-by-op fallback).

@@ -1,0 +1,286 @@
+// DeviceTensor and Braze's hooks into Halide's CUDA runtime; see device_tensor.h.
+//
+// Halide's JIT runtime would create a CUDA context of its own (cuCtxCreate) and report
+// errors by calling abort() when no pipeline's handler is in place. Braze installs JIT
+// default handlers instead: the context is the device's primary context (shared with
+// the CUDA runtime API, hence cuBLAS), the stream is the legacy default stream, and
+// errors are recorded per thread and returned as Status.
+#include "lower/device_tensor.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "braze/device.h"
+#include "braze/status.h"
+#include "lower/device_tensor_impl.h"
+#include "lower/lower_util.h"
+
+namespace braze {
+namespace lower {
+namespace {
+
+// The few driver entry points Braze calls itself (from the libcuda.so.1 that
+// CheckCudaAvailable loaded; no CUDA header or library at build time).
+using CuResult = int;
+using CuContext = void*;
+struct Driver {
+  CuResult (*device_get)(int* device, int ordinal) = nullptr;
+  CuResult (*primary_ctx_retain)(CuContext* ctx, int device) = nullptr;
+  CuResult (*ctx_push)(CuContext ctx) = nullptr;
+  CuResult (*ctx_pop)(CuContext* ctx) = nullptr;
+  CuResult (*ctx_synchronize)() = nullptr;
+};
+
+struct CudaState {
+  std::mutex mu;
+  bool initialized = false;
+  absl::Status status;
+  int ordinal = -1;
+  CuContext context = nullptr;
+  Driver driver;
+  const halide_device_interface_t* interface = nullptr;
+};
+
+CudaState& State() {
+  static CudaState* state = new CudaState();
+  return *state;
+}
+
+thread_local std::string runtime_error;
+
+void RecordError(Halide::JITUserContext*, const char* msg) {
+  if (!runtime_error.empty()) runtime_error += "; ";
+  runtime_error += msg;
+  while (!runtime_error.empty() && runtime_error.back() == '\n') runtime_error.pop_back();
+}
+
+int32_t AcquireContext(Halide::JITUserContext*, void** ctx, bool create) {
+  CudaState& s = State();
+  *ctx = s.context;
+  return s.context == nullptr ? -1 : 0;
+}
+int32_t ReleaseContext(Halide::JITUserContext*) { return 0; }
+int32_t GetStream(Halide::JITUserContext*, void*, void** stream) {
+  *stream = nullptr;  // the legacy default stream: ordered with cuBLAS and copies
+  return 0;
+}
+
+template <typename F>
+bool Resolve(void* lib, const char* name, F* fn) {
+  *fn = reinterpret_cast<F>(dlsym(lib, name));
+  return *fn != nullptr;
+}
+
+absl::Status Initialize(CudaState& s, int ordinal) {
+  BRAZE_RETURN_IF_ERROR(CheckCudaAvailable());
+  if (ordinal < 0 || ordinal >= CudaDeviceCount()) {
+    return absl::InvalidArgumentError(absl::StrCat("no CUDA device ", ordinal, " (this machine has ",
+                                                   CudaDeviceCount(), ")"));
+  }
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  if (lib == nullptr) return absl::FailedPreconditionError("cannot load libcuda.so.1");
+  Driver& d = s.driver;
+  if (!Resolve(lib, "cuDeviceGet", &d.device_get) ||
+      !Resolve(lib, "cuDevicePrimaryCtxRetain", &d.primary_ctx_retain) ||
+      !Resolve(lib, "cuCtxPushCurrent_v2", &d.ctx_push) ||
+      !Resolve(lib, "cuCtxPopCurrent_v2", &d.ctx_pop) ||
+      !Resolve(lib, "cuCtxSynchronize", &d.ctx_synchronize)) {
+    return absl::FailedPreconditionError("libcuda.so.1 lacks a driver entry point Braze needs");
+  }
+  int device = 0;
+  if (CuResult rc = d.device_get(&device, ordinal); rc != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cuDeviceGet(", ordinal, ") failed: ", rc));
+  }
+  if (CuResult rc = d.primary_ctx_retain(&s.context, device); rc != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cuDevicePrimaryCtxRetain(", ordinal, ") failed: ", rc));
+  }
+  Halide::JITHandlers handlers;
+  handlers.custom_error = RecordError;
+  handlers.custom_cuda_acquire_context = AcquireContext;
+  handlers.custom_cuda_release_context = ReleaseContext;
+  handlers.custom_cuda_get_stream = GetStream;
+  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
+  s.ordinal = ordinal;
+  return CatchHalideErrors("Halide's CUDA runtime", absl::StatusCode::kInternal, [&] {
+    s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::CUDA,
+                                                              CudaJitTarget(), "braze");
+    return s.interface != nullptr
+               ? absl::OkStatus()
+               : absl::InternalError("no CUDA device interface in the JIT runtime");
+  });
+}
+
+// Pushes the primary context for the calls made in its lifetime (cuBLAS, sync).
+class ContextScope {
+ public:
+  explicit ContextScope(CudaState& s) : s_(s) { ok_ = s.driver.ctx_push(s.context) == 0; }
+  ~ContextScope() {
+    CuContext old = nullptr;
+    if (ok_) s_.driver.ctx_pop(&old);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  CudaState& s_;
+  bool ok_ = false;
+};
+
+absl::Status RuntimeStatus(const std::string& what, int rc) {
+  if (rc == 0) return absl::OkStatus();
+  std::string msg = TakeRuntimeError();
+  return absl::InternalError(
+      absl::StrCat(what, " failed (Halide error ", rc, ")", msg.empty() ? "" : ": ", msg));
+}
+
+}  // namespace
+
+Halide::Target CudaJitTarget() {
+  return SanitizedJitTarget()
+      .with_feature(Halide::Target::CUDA)
+      .with_feature(Halide::Target::CUDACapability86);
+}
+
+absl::StatusOr<const halide_device_interface_t*> CudaInterface(int ordinal) {
+  CudaState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.initialized) {
+    s.initialized = true;
+    s.status = Initialize(s, ordinal);
+  }
+  BRAZE_RETURN_IF_ERROR(s.status);
+  if (ordinal != s.ordinal) {
+    // Halide's runtime has one context per process; Braze gives it one device.
+    return absl::UnimplementedError(absl::StrCat("this process uses CUDA device ", s.ordinal,
+                                                 "; one CUDA device per process is supported, "
+                                                 "cuda:",
+                                                 ordinal, " is not available"));
+  }
+  return s.interface;
+}
+
+std::string TakeRuntimeError() {
+  std::string msg;
+  msg.swap(runtime_error);
+  return msg;
+}
+
+}  // namespace lower
+
+DeviceTensor::DeviceTensor(TensorType type, int ordinal, std::unique_ptr<Impl> impl)
+    : type_(std::move(type)), ordinal_(ordinal), impl_(std::move(impl)) {}
+
+DeviceTensor::~DeviceTensor() {
+  if (impl_ == nullptr || !impl_->buffer.defined()) return;
+  // The data is device-side by design; drop it without the dirty-free assertion.
+  Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
+  raw->set_device_dirty(false);
+  if (raw->raw_buffer()->device != 0) raw->device_free();
+}
+
+int64_t DeviceTensor::num_elements() const { return NumElements(type_.shape); }
+size_t DeviceTensor::num_bytes() const { return num_elements() * SizeOf(type_.dtype); }
+
+absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const TensorType& type,
+                                                                     int ordinal) {
+  if (!IsFullyDefined(type.shape)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot allocate a device tensor of partial type ", TypeString(type)));
+  }
+  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface,
+                         lower::CudaInterface(ordinal));
+  auto impl = std::make_unique<Impl>();
+  std::vector<int> sizes;
+  for (int d = static_cast<int>(type.shape.size()) - 1; d >= 0; --d) {
+    sizes.push_back(static_cast<int>(type.shape[d]));
+  }
+  if (sizes.empty()) sizes.push_back(1);
+  BRAZE_RETURN_IF_ERROR(lower::CatchHalideErrors(
+      "allocating a device tensor", absl::StatusCode::kResourceExhausted, [&] {
+        impl->buffer = Halide::Buffer<>(lower::HalideType(type.dtype), sizes);
+        return absl::OkStatus();
+      }));
+  if (NumElements(type.shape) > 0) {
+    const int rc = impl->buffer.get()->device_malloc(interface);
+    if (rc != 0) {
+      absl::Status s = lower::RuntimeStatus(
+          absl::StrCat("cudaMalloc of ", TypeString(type), " on cuda:", ordinal), rc);
+      return absl::ResourceExhaustedError(s.message());
+    }
+  }
+  return std::unique_ptr<DeviceTensor>(new DeviceTensor(type, ordinal, std::move(impl)));
+}
+
+absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
+  if (src.type() != type_) {
+    return absl::InvalidArgumentError(absl::StrCat("copy to the device: got ",
+                                                   TypeString(src.type()), ", the tensor is ",
+                                                   TypeString(type_)));
+  }
+  if (num_elements() == 0) return absl::OkStatus();
+  Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
+  std::memcpy(raw->data(), src.raw_data(), src.num_bytes());
+  raw->set_host_dirty(true);
+  raw->set_device_dirty(false);
+  return lower::RuntimeStatus("copy to the device", raw->copy_to_device(raw->raw_buffer()->device_interface));
+}
+
+absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
+  if (dst->type() != type_) *dst = HostTensor(type_.dtype, type_.shape);
+  if (num_elements() == 0) return absl::OkStatus();
+  Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
+  // The device copy is the authority: whatever the flags say, copy it back.
+  raw->set_host_dirty(false);
+  raw->set_device_dirty(true);
+  BRAZE_RETURN_IF_ERROR(lower::RuntimeStatus("copy to the host", raw->copy_to_host()));
+  std::memcpy(dst->raw_data(), raw->data(), num_bytes());
+  return absl::OkStatus();
+}
+
+absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
+  if (src.type() != type_ || src.ordinal_ != ordinal_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device copy: got ", TypeString(src.type()), " on cuda:", src.ordinal_, ", the tensor is ",
+        TypeString(type_), " on cuda:", ordinal_));
+  }
+  if (num_elements() == 0) return absl::OkStatus();
+  halide_buffer_t* from = src.impl_->buffer.raw_buffer();
+  halide_buffer_t* to = impl_->buffer.raw_buffer();
+  const halide_device_interface_t* interface = to->device_interface;
+  // Device to device: buffer_copy reads the source's device side when it is not host
+  // dirty, and leaves the destination device dirty.
+  from->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
+  to->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
+  return lower::RuntimeStatus("device-to-device copy",
+                              interface->buffer_copy(nullptr, from, interface, to));
+}
+
+uint64_t DeviceTensor::device_address() const {
+  return num_elements() == 0 ? 0 : impl_->buffer.raw_buffer()->device;
+}
+
+absl::Status CudaSynchronize() {
+  lower::CudaState& s = lower::State();
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.initialized || !s.status.ok()) return absl::OkStatus();
+  }
+  lower::ContextScope scope(s);
+  if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
+  if (int rc = s.driver.ctx_synchronize(); rc != 0) {
+    return absl::InternalError(absl::StrCat("cuCtxSynchronize failed: CUDA error ", rc));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunInCudaContext(int ordinal, const std::function<absl::Status()>& fn) {
+  BRAZE_RETURN_IF_ERROR(lower::CudaInterface(ordinal).status());
+  lower::ContextScope scope(lower::State());
+  if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
+  return fn();
+}
+
+}  // namespace braze

@@ -1,0 +1,75 @@
+// DeviceTensor: a dense tensor in CUDA device memory, owned by Braze and shared with
+// Halide's CUDA runtime (a Halide buffer with a device allocation) and with cuBLAS (its
+// CUdeviceptr). The runtime keeps values that live on a GPU in these between kernels;
+// copies to and from the host happen only where the runtime asks for them (feeds,
+// fetches, HostCall ops, cross-device edges) and each one is a call here.
+//
+// Every CUDA context Braze touches is the device's primary context (the one the CUDA
+// runtime API and so cuBLAS use): Halide's JIT runtime is told to acquire it instead
+// of creating its own, so device pointers are valid in Halide kernels and cuBLAS alike.
+// All work goes to the legacy default stream, which orders Halide kernels, cuBLAS
+// calls and copies without extra synchronization.
+//
+// No Halide include here; device_tensor.cc and compile.cc see the Halide buffer through
+// HalideDeviceBuffer() (lower/device_tensor_impl.h).
+#ifndef BRAZE_LOWER_DEVICE_TENSOR_H_
+#define BRAZE_LOWER_DEVICE_TENSOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "braze/dtype.h"
+#include "braze/host_tensor.h"
+
+namespace braze {
+
+class DeviceTensor {
+ public:
+  // Allocates device memory for `type` on CUDA device `ordinal` (contents undefined).
+  // FailedPrecondition when CUDA is unavailable (CheckCudaAvailable's reason);
+  // Unimplemented when another device ordinal is already in use by this process.
+  static absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const TensorType& type,
+                                                                int ordinal = 0);
+  ~DeviceTensor();
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+
+  const TensorType& type() const { return type_; }
+  int64_t num_elements() const;
+  size_t num_bytes() const;
+  int ordinal() const { return ordinal_; }
+
+  // Host -> device; `src` must have type(). Returns once the copy is done.
+  absl::Status CopyFromHost(const HostTensor& src);
+  // Device -> host into `dst` (resized to type() if it differs). Waits for pending work.
+  absl::Status CopyToHost(HostTensor* dst) const;
+  // Device -> device (same device, same type), ordered after pending work.
+  absl::Status CopyFrom(const DeviceTensor& src);
+
+  // The CUdeviceptr of the first element (0 for an empty tensor).
+  uint64_t device_address() const;
+
+  struct Impl;  // the Halide buffer; lower/device_tensor_impl.h
+  Impl& impl() { return *impl_; }
+
+ private:
+  DeviceTensor(TensorType type, int ordinal, std::unique_ptr<Impl> impl);
+  TensorType type_;
+  int ordinal_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs `fn` with device `ordinal`'s primary context current on this thread, for calls
+// into CUDA libraries (cuBLAS) that use the current context.
+absl::Status RunInCudaContext(int ordinal, const std::function<absl::Status()>& fn);
+
+// Waits until all work queued on the CUDA device in use (kernels, cuBLAS, copies) is
+// done. OK when no CUDA device was ever used.
+absl::Status CudaSynchronize();
+
+}  // namespace braze
+
+#endif  // BRAZE_LOWER_DEVICE_TENSOR_H_

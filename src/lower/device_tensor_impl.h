@@ -1,0 +1,34 @@
+// The Halide side of DeviceTensor, for src/lower only (includes Halide.h).
+#ifndef BRAZE_LOWER_DEVICE_TENSOR_IMPL_H_
+#define BRAZE_LOWER_DEVICE_TENSOR_IMPL_H_
+
+#include "Halide.h"
+#include "lower/device_tensor.h"
+
+namespace braze {
+
+struct DeviceTensor::Impl {
+  // Dims reversed (Halide's dim 0 is our last), rank 0 as one element of a 1-D buffer,
+  // as the pipelines see tensors. It has a host mirror, used only while copying.
+  Halide::Buffer<> buffer;
+};
+
+namespace lower {
+
+// The JIT target of CUDA kernels: the sanitized host target plus CUDA at capability
+// 8.6, the highest Halide 14 knows (its PTX runs on sm_90).
+Halide::Target CudaJitTarget();
+
+// Halide's CUDA device interface in the JIT runtime, with Braze's handlers installed
+// (primary context, default stream, errors recorded instead of abort). Status when CUDA
+// is unavailable or `ordinal` is not the device this process uses.
+absl::StatusOr<const halide_device_interface_t*> CudaInterface(int ordinal);
+
+// The message Halide's runtime reported on this thread since the last call, if any
+// (device calls made outside a pipeline have no other way to report one).
+std::string TakeRuntimeError();
+
+}  // namespace lower
+}  // namespace braze
+
+#endif  // BRAZE_LOWER_DEVICE_TENSOR_IMPL_H_

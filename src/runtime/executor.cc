@@ -1,0 +1,596 @@
+// Executor: see executor.h.
+#include "runtime/executor.h"
+
+#include <cstdio>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "braze/status.h"
+#include "lower/cublas_gemm.h"
+#include "reference/reference.h"
+#include "runtime/cluster_key.h"
+#include "runtime/timeline.h"
+
+namespace braze {
+namespace {
+
+std::string Label(const Node& n) {
+  return absl::StrCat("node '", n.name(), "' (", n.op_name(), ")");
+}
+
+absl::Status Annotate(const std::string& what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+SchedulerKind ToSchedulerKind(Scheduler s) {
+  switch (s) {
+    case Scheduler::kAuto:
+      return SchedulerKind::kAuto;
+    case Scheduler::kAdams2019:
+      return SchedulerKind::kAdams2019;
+    case Scheduler::kMullapudi2016:
+      return SchedulerKind::kMullapudi2016;
+    case Scheduler::kLi2018:
+      return SchedulerKind::kLi2018;
+    case Scheduler::kSafeDefault:
+      return SchedulerKind::kSafeDefault;
+  }
+  return SchedulerKind::kSafeDefault;
+}
+
+void Warn(const std::string& msg) { std::fprintf(stderr, "braze: warning: %s\n", msg.c_str()); }
+
+bool HostLike(Space s) { return s != Space::kCuda; }
+
+// Counts one copy from space `from` to `to`.
+void CountCopy(Space from, Space to, size_t bytes, SessionStats& stats) {
+  // Onto a device: into jit:cpu's memory or a GPU; off it otherwise.
+  if (to == Space::kCuda || (to == Space::kJitCpu && from == Space::kHost)) {
+    ++stats.host_to_device_copies;
+  } else {
+    ++stats.device_to_host_copies;
+  }
+  stats.copied_bytes += static_cast<int64_t>(bytes);
+}
+
+void AssignHost(const HostTensor& from, HostTensor* to) {
+  if (to->type() == from.type()) {
+    if (from.num_bytes() > 0) std::memcpy(to->raw_data(), from.raw_data(), from.num_bytes());
+  } else {
+    *to = from;
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats) {
+  if (slot.host_valid) return slot.host;
+  if (slot.jit_valid) {
+    AssignHost(slot.jit, &slot.host);
+    CountCopy(Space::kJitCpu, Space::kHost, slot.jit.num_bytes(), stats);
+  } else if (slot.cuda_valid) {
+    BRAZE_RETURN_IF_ERROR(slot.cuda->CopyToHost(&slot.host));
+    CountCopy(Space::kCuda, Space::kHost, slot.cuda->num_bytes(), stats);
+  } else {
+    return absl::FailedPreconditionError("the variable is uninitialized");
+  }
+  slot.host_valid = true;
+  return slot.host;
+}
+
+Executor::Executor(const Graph& g, const SessionOptions& options, SessionStats& stats, Plan& plan,
+                   std::unordered_map<int, VariableSlot>& variables)
+    : g_(g),
+      options_(options),
+      stats_(stats),
+      plan_(plan),
+      variables_(variables),
+      values_(g.num_nodes()) {
+  for (int id = 0; id < g.num_nodes(); ++id) values_[id].resize(g.node(id).num_outputs());
+}
+
+void Executor::BindHost(const Tensor& t, const HostTensor* v) {
+  Value& slot = Slot(t);
+  slot = Value();
+  slot.host = v;
+}
+
+void Executor::BindVariable(const Tensor& t) {
+  Value& slot = Slot(t);
+  slot = Value();
+  slot.variable = t.node_id();
+}
+
+void Executor::SetDestination(const Tensor& t, HostTensor* dest) {
+  destinations_.emplace(Key(t), dest);
+}
+
+absl::StatusOr<TensorType> Executor::TypeOf(const Value& v) const {
+  if (v.host != nullptr) return v.host->type();
+  if (v.device != nullptr) return v.device->type();
+  const auto it = variables_.find(v.variable);
+  if (it == variables_.end()) return absl::InternalError("unbound value");
+  const VariableSlot& s = it->second;
+  if (s.host_valid) return s.host.type();
+  if (s.jit_valid) return s.jit.type();
+  if (s.cuda_valid) return s.cuda->type();
+  return absl::InternalError("uninitialized variable");
+}
+
+absl::Status Executor::CopyInto(const Value& from, Space space, int ordinal, HostTensor* to_host,
+                                std::shared_ptr<DeviceTensor>* to_device) {
+  if (HostLike(space)) {
+    if (from.host != nullptr) {
+      AssignHost(*from.host, to_host);
+      CountCopy(from.space, space, from.host->num_bytes(), stats_);
+    } else {
+      BRAZE_RETURN_IF_ERROR(from.device->CopyToHost(to_host));
+      CountCopy(Space::kCuda, space, from.device->num_bytes(), stats_);
+    }
+    return absl::OkStatus();
+  }
+  BRAZE_ASSIGN_OR_RETURN(const TensorType type, TypeOf(from));
+  if (*to_device == nullptr || (*to_device)->type() != type || (*to_device)->ordinal() != ordinal) {
+    BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> fresh,
+                           DeviceTensor::Allocate(type, ordinal));
+    *to_device = std::move(fresh);
+  }
+  if (from.host != nullptr) {
+    BRAZE_RETURN_IF_ERROR((*to_device)->CopyFromHost(*from.host));
+    CountCopy(from.space, Space::kCuda, from.host->num_bytes(), stats_);
+    return absl::OkStatus();
+  }
+  if (from.device->ordinal() != ordinal) {
+    return absl::UnimplementedError("copies between two CUDA devices are not supported");
+  }
+  return (*to_device)->CopyFrom(*from.device);
+}
+
+absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space, int ordinal) {
+  Value out;
+  out.space = space;
+  if (v.variable >= 0) {
+    VariableSlot& s = variables_.at(v.variable);
+    bool* valid = space == Space::kHost ? &s.host_valid
+                  : space == Space::kJitCpu ? &s.jit_valid
+                                            : &s.cuda_valid;
+    if (space == Space::kCuda && s.cuda_valid && s.cuda->ordinal() != ordinal) {
+      return absl::UnimplementedError(absl::StrCat("variable '", g_.node(v.variable).name(),
+                                                   "' lives on another CUDA device"));
+    }
+    if (!*valid) {
+      Value from;
+      if (s.host_valid) {
+        from.host = &s.host;
+      } else if (s.jit_valid) {
+        from.space = Space::kJitCpu;
+        from.host = &s.jit;
+      } else if (s.cuda_valid) {
+        from.space = Space::kCuda;
+        from.device = s.cuda.get();
+      } else {
+        return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
+                                                          g_.node(v.variable).name(), "'"));
+      }
+      HostTensor* host = space == Space::kJitCpu ? &s.jit : &s.host;
+      BRAZE_RETURN_IF_ERROR(CopyInto(from, space, ordinal, host, &s.cuda));
+      *valid = true;
+    }
+    if (space == Space::kCuda) {
+      out.device = s.cuda.get();
+    } else {
+      out.host = space == Space::kJitCpu ? &s.jit : &s.host;
+    }
+    return out;
+  }
+  if (v.space == space && (space != Space::kCuda || v.device->ordinal() == ordinal)) return v;
+  Mirror& m = plan_.mirrors[{t.node_id(), t.index(), space}];
+  const bool constant = t.node().op() == OpKind::kConst && v.host != nullptr;
+  const bool fresh = constant ? m.constant == v.host
+                              : mirrored_.count({t.node_id(), t.index(), space}) > 0;
+  if (!fresh) {
+    BRAZE_RETURN_IF_ERROR(CopyInto(v, space, ordinal, &m.host, &m.device));
+    if (constant) m.constant = v.host;
+    mirrored_.insert({t.node_id(), t.index(), space});
+  }
+  if (space == Space::kCuda) {
+    out.device = m.device.get();
+  } else {
+    out.host = &m.host;
+  }
+  return out;
+}
+
+absl::Status Executor::RunStep(Step& step, bool compile_only) {
+  if (step.fell_back) return RunFallback(step, compile_only);
+  const Node& user = g_.node(step.nodes.front());
+  std::vector<Value> inputs;
+  std::vector<TensorType> types;
+  for (const Tensor& in : step.inputs) {
+    const Value& v = Slot(in);
+    if (!v.defined()) {
+      const bool overwritten = OpCategoryOf(user.op()) == OpCategory::kState &&
+                               user.op() == OpKind::kAssign && in == user.input(0);
+      if (overwritten) {
+        types.push_back(in.type());
+        inputs.emplace_back();
+        continue;
+      }
+      if (in.node().op() == OpKind::kVariable) {
+        return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
+                                                          in.name(), "' (by ", step.name, ")"));
+      }
+      return absl::InternalError(
+          absl::StrCat(step.name, ": input '", in.name(), "' was not computed"));
+    }
+    auto type = TypeOf(v);
+    if (!type.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
+                                                        in.name(), "' (by ", step.name, ")"));
+    }
+    inputs.push_back(v);
+    types.push_back(*type);
+  }
+  if (step.kind == Step::Kind::kReference && user.op() == OpKind::kAssign) {
+    if (compile_only) {
+      step.buffers = {HostTensor(types[1].dtype, types[1].shape)};
+      BindOutputs(step);
+      return absl::OkStatus();
+    }
+    return RunAssign(step, inputs);
+  }
+  switch (step.kind) {
+    case Step::Kind::kReference: {
+      if (compile_only) {
+        auto out_types = InferOutputTypes(user.op(), user.attrs(), types);
+        if (!out_types.ok()) return Annotate(Label(user), out_types.status());
+        return StandIn(step, *out_types);
+      }
+      return RunReference(step, inputs, types);
+    }
+    case Step::Kind::kCluster:
+    case Step::Kind::kSingleOp:
+      return RunCompiled(step, inputs, types, compile_only);
+    case Step::Kind::kGemm:
+      return RunGemm(step, inputs, types, compile_only);
+  }
+  return absl::InternalError("bad step kind");
+}
+
+void Executor::FallBack(Step& step) {
+  step.fell_back = true;
+  step.kernel.reset();
+  step.input_types.clear();
+  step.fallback.clear();
+  if (step.kind == Step::Kind::kCluster || step.kind == Step::Kind::kGemm) {
+    step.fallback = OpByOpSteps(g_, step.nodes, options_);
+  } else {
+    Step ref;
+    ref.kind = Step::Kind::kReference;
+    ref.name = step.name;
+    ref.nodes = step.nodes;
+    ref.inputs = step.inputs;
+    ref.outputs = step.outputs;
+    step.fallback.push_back(std::move(ref));
+  }
+}
+
+absl::Status Executor::RunFallback(Step& step, bool compile_only) {
+  for (Step& s : step.fallback) BRAZE_RETURN_IF_ERROR(RunStep(s, compile_only));
+  return absl::OkStatus();
+}
+
+// Compile-only: reference steps do not run (HostCalls have side effects), so their
+// outputs are stood in for by zeros of the inferred types, enough to plan and compile
+// the steps after them. A HostCall output of unknown shape ends compile-ahead there;
+// the rest compiles at the first Run.
+absl::Status Executor::StandIn(Step& step, const std::vector<TensorType>& out_types) {
+  step.buffers.clear();
+  for (const TensorType& t : out_types) {
+    if (!IsFullyDefined(t.shape)) return absl::CancelledError("unknown shape");
+    step.buffers.emplace_back(t.dtype, t.shape);
+  }
+  BindOutputs(step);
+  return absl::OkStatus();
+}
+
+// Assign: no kernel, wherever the new value lives. The output is the new value; the
+// variable takes it when the Run commits.
+absl::Status Executor::RunAssign(Step& step, const std::vector<Value>& inputs) {
+  const Node& node = g_.node(step.nodes.front());
+  const TensorType want = node.input(0).type();
+  BRAZE_ASSIGN_OR_RETURN(const TensorType got, TypeOf(inputs[1]));
+  if (got.dtype != want.dtype || !ShapeMatches(want.shape, got.shape)) {
+    return absl::InvalidArgumentError(absl::StrCat(Label(node), ": the variable is ",
+                                                   TypeString(want), ", the value ",
+                                                   TypeString(got)));
+  }
+  Slot(step.outputs[0]) = inputs[1];
+  updates_.emplace_back(node.input(0).node_id(), inputs[1]);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunReference(Step& step, const std::vector<Value>& inputs,
+                                    const std::vector<TensorType>& types) {
+  TimelineEvent trace(step.name, "reference");  // observability: runtime/timeline.h
+  const Node& node = g_.node(step.nodes.front());
+  std::vector<HostTensor> in;
+  in.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      in.emplace_back(types[i].dtype, types[i].shape);
+      continue;
+    }
+    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, 0));
+    in.push_back(*host.host);
+  }
+  auto out_types = InferOutputTypes(node.op(), node.attrs(), types);
+  if (!out_types.ok()) return Annotate(Label(node), out_types.status());
+  auto outputs = RunReferenceKernel(node, in, *out_types);
+  if (!outputs.ok()) return Annotate(Label(node), outputs.status());
+  step.buffers = *std::move(outputs);
+  ++stats_.reference_launches;
+  BindOutputs(step);
+  if (OpCategoryOf(node.op()) == OpCategory::kState) {
+    Value v;
+    v.host = &step.buffers[0];
+    updates_.emplace_back(node.input(0).node_id(), v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::EnsureDeviceBuffers(Step& step, const std::vector<TensorType>& out_types) {
+  step.device_buffers.resize(out_types.size());
+  for (size_t o = 0; o < out_types.size(); ++o) {
+    auto& b = step.device_buffers[o];
+    if (b != nullptr && b->type() == out_types[o] && b->ordinal() == step.ordinal) continue;
+    auto fresh = DeviceTensor::Allocate(out_types[o], step.ordinal);
+    if (!fresh.ok()) return Annotate(step.name, fresh.status());
+    b = *std::move(fresh);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunCompiled(Step& step, const std::vector<Value>& inputs,
+                                   const std::vector<TensorType>& types, bool compile_only) {
+  const bool cuda = step.space == Space::kCuda;
+  if (step.kernel == nullptr || types != step.input_types) {
+    ClusterSpec spec{&g_, step.name, step.nodes, step.inputs, types, step.outputs};
+    CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
+    copts.cuda = cuda;
+    copts.cuda_ordinal = step.ordinal;
+    // Shape errors are the user's: report them before trying to compile.
+    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
+    CompileCache::Result result;
+    if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
+      // Not through the cache: the failure is this session's alone.
+      result.kernel = absl::InternalError("injected compile failure");
+    } else {
+      TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
+      result = CompileCache::Global().GetOrCompile(ClusterKey(spec, copts),
+                                                   [&] { return CompileCluster(spec, copts); });
+      trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
+    }
+    if (result.hit) {
+      ++stats_.cache_hits;
+    } else if (result.kernel.ok() || result.compile_ms > 0) {
+      ++stats_.compiles;
+      stats_.compile_ms += result.compile_ms;
+    }
+    if (!result.kernel.ok()) {
+      const std::string what = step.kind == Step::Kind::kCluster
+                                   ? absl::StrCat("cluster '", step.name, "'")
+                                   : Label(g_.node(step.nodes.front()));
+      if (options_.strict) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " failed to compile (strict mode): ", result.kernel.status().message()));
+      }
+      Warn(absl::StrCat(what, " failed to compile, running it op by op: ",
+                        result.kernel.status().message()));
+      FallBack(step);
+      return RunFallback(step, compile_only);
+    }
+    step.kernel = *result.kernel;
+    step.input_types = types;
+    const auto& out_types = step.kernel->kernel->output_types();
+    step.buffers.clear();
+    step.device_buffers.clear();
+    for (const TensorType& t : out_types) step.buffers.emplace_back(t.dtype, t.shape);
+    if (dumper_ != nullptr) {  // observability: runtime/dump.h
+      BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *step.kernel->kernel));
+    }
+  }
+  if (compile_only) {
+    BindOutputs(step);
+    return absl::OkStatus();
+  }
+  bool any_elements = false;
+  for (const HostTensor& b : step.buffers) any_elements |= b.num_elements() > 0;
+  absl::Status run_status;
+  if (cuda) {
+    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, step.kernel->kernel->output_types()));
+    std::vector<DeviceTensor*> ins, outs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], Space::kCuda, step.ordinal));
+      ins.push_back(v.device);
+    }
+    for (auto& b : step.device_buffers) outs.push_back(b.get());
+    if (any_elements) {
+      std::lock_guard<std::mutex> lock(step.kernel->mu);
+      TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
+      run_status = step.kernel->kernel->RunOnDevice(ins, outs);
+    }
+    if (run_status.ok()) {
+      for (size_t o = 0; o < step.outputs.size(); ++o) {
+        Value& v = Slot(step.outputs[o]);
+        v = Value();
+        v.space = Space::kCuda;
+        v.device = outs[o];
+      }
+    }
+  } else {
+    std::vector<const HostTensor*> ins;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], step.space, 0));
+      ins.push_back(v.host);
+    }
+    std::vector<HostTensor*> outs;
+    for (size_t o = 0; o < step.buffers.size(); ++o) {
+      // In place only on the host: jit:cpu's results are copied off it when fetched.
+      auto it = step.space == Space::kHost ? destinations_.find(Key(step.outputs[o]))
+                                           : destinations_.end();
+      const bool direct = it != destinations_.end() && it->second->type() == step.buffers[o].type();
+      outs.push_back(direct ? it->second : &step.buffers[o]);
+    }
+    if (any_elements) {
+      std::lock_guard<std::mutex> lock(step.kernel->mu);
+      // Observability (runtime/timeline.h): one bar per launch, after the lock wait.
+      TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
+      run_status = step.kernel->kernel->Run(ins, outs);
+    }
+    if (run_status.ok()) {
+      for (size_t o = 0; o < step.outputs.size(); ++o) {
+        Value& v = Slot(step.outputs[o]);
+        v = Value();
+        v.space = step.space;
+        v.host = outs[o];
+      }
+    }
+  }
+  if (!run_status.ok()) {
+    // Inputs were checked against the plan's shapes, so a Halide run-time error here
+    // is the kernel's fault (e.g. a schedule's bounds): treated like a failed compile.
+    // The kernel's errors already name the cluster or op.
+    if (options_.strict) return run_status;
+    Warn(absl::StrCat(run_status.message(), "; running '", step.name, "' op by op"));
+    FallBack(step);
+    return RunFallback(step, false);
+  }
+  if (step.kind == Step::Kind::kCluster) {
+    ++stats_.cluster_launches;
+  } else {
+    ++stats_.single_op_launches;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunGemm(Step& step, const std::vector<Value>& inputs,
+                               const std::vector<TensorType>& types, bool compile_only) {
+  const Node& mm = g_.node(step.nodes.front());
+  BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
+  auto mm_types = InferOutputTypes(mm.op(), mm.attrs(), {types[0], types[1]});
+  if (!mm_types.ok()) return Annotate(Label(mm), mm_types.status());
+  const TensorType out = (*mm_types)[0];
+  if (compile_only) return StandIn(step, {out});
+  const auto& attrs = mm.attrs_as<MatMulAttrs>();
+  GemmShape shape;
+  shape.dtype = out.dtype;
+  const size_t r = out.shape.size();
+  shape.m = out.shape[r - 2];
+  shape.n = out.shape[r - 1];
+  shape.k = attrs.transpose_a ? types[0].shape[r - 2] : types[0].shape[r - 1];
+  for (size_t d = 0; d + 2 < r; ++d) shape.batch *= out.shape[d];
+  shape.transpose_a = attrs.transpose_a;
+  shape.transpose_b = attrs.transpose_b;
+  shape.epilogue = step.epilogue;
+  absl::Status status = EnsureDeviceBuffers(step, {out});
+  std::vector<DeviceTensor*> ins;
+  for (size_t i = 0; status.ok() && i < inputs.size(); ++i) {
+    auto v = In(step.inputs[i], inputs[i], Space::kCuda, step.ordinal);
+    status = v.status();
+    if (v.ok()) ins.push_back(v->device);
+  }
+  if (status.ok()) {
+    TimelineEvent trace(step.name, "gemm");
+    DeviceTensor* result = step.device_buffers[0].get();
+    status = RunInCudaContext(step.ordinal, [&] {
+      return CublasGemm(step.name, shape, ins[0]->device_address(), ins[1]->device_address(),
+                        ins.size() > 2 ? ins[2]->device_address() : 0, result->device_address());
+    });
+  }
+  if (!status.ok()) {
+    // cuBLAS refused (or is missing): the same ops as Halide CUDA kernels.
+    Warn(absl::StrCat(step.name, ": ", status.message(), "; running it as Halide kernels"));
+    FallBack(step);
+    return RunFallback(step, false);
+  }
+  ++stats_.gemm_launches;
+  Value& v = Slot(step.outputs[0]);
+  v = Value();
+  v.space = Space::kCuda;
+  v.device = step.device_buffers[0].get();
+  return absl::OkStatus();
+}
+
+// Re-infers every node's types for concrete inputs so a bad runtime shape is reported
+// against the node, as the reference path does.
+absl::Status Executor::CheckShapes(const Step& step, const std::vector<TensorType>& types) {
+  std::unordered_map<int64_t, TensorType> known;
+  for (size_t i = 0; i < step.inputs.size(); ++i) known[Key(step.inputs[i])] = types[i];
+  for (int id : step.nodes) {
+    const Node& n = g_.node(id);
+    std::vector<TensorType> in;
+    for (const Tensor& t : n.inputs()) in.push_back(known.at(Key(t)));
+    auto out = InferOutputTypes(n.op(), n.attrs(), in);
+    if (!out.ok()) return Annotate(Label(n), out.status());
+    for (int o = 0; o < n.num_outputs(); ++o) known[static_cast<int64_t>(id) * 64 + o] = (*out)[o];
+  }
+  return absl::OkStatus();
+}
+
+void Executor::BindOutputs(Step& step) {
+  for (size_t o = 0; o < step.outputs.size(); ++o) BindHost(step.outputs[o], &step.buffers[o]);
+}
+
+absl::Status Executor::Fetch(const Tensor& t, HostTensor* out) {
+  const Value& v = Slot(t);
+  if (!v.defined()) {
+    if (t.node().op() == OpKind::kVariable) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("reading uninitialized variable '", t.name(), "' (fetched)"));
+    }
+    return absl::InternalError(absl::StrCat("fetch '", t.name(), "' was not computed"));
+  }
+  if (v.variable >= 0) {
+    auto value = ReadVariable(variables_.at(v.variable), stats_);
+    if (!value.ok()) return Annotate(absl::StrCat("fetch '", t.name(), "'"), value.status());
+    AssignHost(*value, out);
+    return absl::OkStatus();
+  }
+  if (v.host == out) return absl::OkStatus();  // written in place
+  if (v.device != nullptr) {
+    BRAZE_RETURN_IF_ERROR(v.device->CopyToHost(out));
+    CountCopy(Space::kCuda, Space::kHost, v.device->num_bytes(), stats_);
+    return absl::OkStatus();
+  }
+  AssignHost(*v.host, out);
+  if (v.space != Space::kHost) CountCopy(v.space, Space::kHost, v.host->num_bytes(), stats_);
+  return absl::OkStatus();
+}
+
+absl::Status Executor::CommitUpdates() {
+  for (const auto& [var, value] : updates_) {
+    VariableSlot& slot = variables_[var];
+    Value v = value;
+    if (v.variable >= 0) {  // Assign(a, b) of another variable: b's host value
+      if (v.variable == var) continue;
+      auto host = ReadVariable(variables_.at(v.variable), stats_);
+      if (!host.ok()) return host.status();
+      slot.host = *host;
+      slot.host_valid = true;
+      slot.jit_valid = slot.cuda_valid = false;
+      continue;
+    }
+    if (v.device != nullptr) {
+      BRAZE_RETURN_IF_ERROR(CopyInto(v, Space::kCuda, v.device->ordinal(), nullptr, &slot.cuda));
+    } else {
+      AssignHost(*v.host, v.space == Space::kJitCpu ? &slot.jit : &slot.host);
+    }
+    slot.host_valid = v.space == Space::kHost;
+    slot.jit_valid = v.space == Space::kJitCpu;
+    slot.cuda_valid = v.space == Space::kCuda;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace braze
