@@ -1,0 +1,201 @@
+// Values stay in the memory space of the device that computed them; copies happen only
+// at feeds, fetches, reference/HostCall ops and edges between devices, and are counted.
+// jit:cpu is a device of its own (as XLA_CPU), so these run without a GPU; the same
+// executor paths carry CUDA values (test/e2e/cuda_test.cc).
+#include <gtest/gtest.h>
+
+#include "braze/braze.h"
+
+namespace braze {
+namespace {
+
+constexpr int64_t kF32 = 4;
+
+void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
+                            const std::vector<HostTensor>& got) {
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  Session ref(g, ref_opts);
+  auto want = ref.Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(AllClose(got[i], (*want)[i], 1e-5, 1e-5, &why)) << fetches[i].name() << ": " << why;
+  }
+}
+
+TEST(MemorySpaces, FeedAndFetchAreTheOnlyCopiesOfADeviceChain) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {7, 5}, "x");
+  Tensor y;
+  {
+    DeviceScope on(g, "jit:cpu");
+    y = Tanh(Exp(x) * 0.5 + 1.0) - x;
+  }
+  Session s(g);
+  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 5}, 1)}};
+  for (int run = 1; run <= 3; ++run) {
+    auto out = s.Run(feeds, {y});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ExpectMatchesReference(g, feeds, {y}, *out);
+    EXPECT_EQ(s.stats().host_to_device_copies, run);
+    EXPECT_EQ(s.stats().device_to_host_copies, run);
+    EXPECT_EQ(s.stats().copied_bytes, run * 2 * 7 * 5 * kF32);
+  }
+  EXPECT_EQ(s.stats().cluster_launches, 3);
+}
+
+TEST(MemorySpaces, CrossDeviceEdgesCopyOncePerValue) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4, 3}, "x");
+  Tensor a = Exp(x);  // host
+  Tensor b;
+  {
+    DeviceScope on(g, "jit:cpu");
+    b = a * 2.0 + a;  // reads `a` twice: one copy onto the device
+  }
+  Tensor c = Sqrt(b) + b;  // host, reads `b` twice: one copy off it
+  Session s(g);
+  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {4, 3}, 2)}};
+  auto out = s.Run(feeds, {c});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectMatchesReference(g, feeds, {c}, *out);
+  EXPECT_EQ(s.stats().host_to_device_copies, 1);
+  EXPECT_EQ(s.stats().device_to_host_copies, 1);
+}
+
+TEST(MemorySpaces, HostCallBetweenDeviceOpsCopiesOffAndOn) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {6}, "x");
+  Tensor y;
+  {
+    DeviceScope on(g, "jit:cpu");
+    Tensor a = Exp(x);
+    auto h = HostCall(g, "on_host", {a}, {{DType::kF32, {6}}},
+                      [](absl::Span<const HostTensor> in)
+                          -> absl::StatusOr<std::vector<HostTensor>> {
+                        return std::vector<HostTensor>{in[0]};
+                      });
+    y = Log(h[0]) * 3.0;
+  }
+  Session s(g);
+  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {6}, 3)}};
+  auto out = s.Run(feeds, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  ExpectMatchesReference(g, feeds, {y}, *out);
+  // x onto the device; a off for the HostCall; its result on again; y off.
+  EXPECT_EQ(s.stats().host_to_device_copies, 2);
+  EXPECT_EQ(s.stats().device_to_host_copies, 2);
+  EXPECT_EQ(s.stats().reference_launches, 1);
+}
+
+TEST(MemorySpaces, ConstantsAreCopiedOntoTheDeviceOnce) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3, 4}, "x");
+  Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {3, 4}, 4), "w");
+  Tensor y;
+  {
+    DeviceScope on(g, "jit:cpu");
+    y = x * w + w;
+  }
+  Session s(g);
+  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {3, 4}, 5)}};
+  for (int run = 0; run < 4; ++run) ASSERT_TRUE(s.Run(feeds, {y}).ok());
+  // Four feeds, one constant; four fetches.
+  EXPECT_EQ(s.stats().host_to_device_copies, 5);
+  EXPECT_EQ(s.stats().device_to_host_copies, 4);
+}
+
+// Softmax regression trained with SGD on `device`; returns the loss per step and the
+// session's final weights.
+struct Trained {
+  std::vector<double> losses;
+  HostTensor w;
+  SessionStats stats;
+};
+Trained TrainSoftmax(const std::string& device, int steps) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {32, 20}, "x");
+  Tensor labels = Placeholder(g, DType::kF32, {32, 5}, "labels");
+  Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {20, 5}, 7, 0, 0.1), "w");
+  Tensor b = Variable(g, HostTensor::Filled(DType::kF32, {5}, 0), "b");
+  Tensor loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + b, labels));
+  auto train = Minimize(Optimizer::Sgd(0.5), loss, {w, b});
+  EXPECT_TRUE(train.ok()) << train.status();
+  SessionOptions opts;
+  opts.device = device;
+  opts.global_jit_level = JitLevel::kOn1;
+  Session s(g, opts);
+  Trained result;
+  HostTensor xs = HostTensor::RandomUniform(DType::kF32, {32, 20}, 8);
+  HostTensor ys(DType::kF32, {32, 5});
+  for (int i = 0; i < 32; ++i) ys.SetDouble(i * 5 + (i * 7) % 5, 1.0);
+  for (int step = 0; step < steps; ++step) {
+    auto out = s.Run({{x, xs}, {labels, ys}}, {loss}, *train);
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) break;
+    result.losses.push_back((*out)[0].GetDouble(0));
+  }
+  auto wv = s.VariableValue(w);
+  EXPECT_TRUE(wv.ok()) << wv.status();
+  if (wv.ok()) result.w = *wv;
+  result.stats = s.stats();
+  return result;
+}
+
+TEST(MemorySpaces, VariablesStayOnTheDeviceAcrossTrainingSteps) {
+  const int kSteps = 6;
+  Trained host = TrainSoftmax("cpu", kSteps);
+  Trained dev = TrainSoftmax("jit:cpu", kSteps);
+  ASSERT_EQ(dev.losses.size(), static_cast<size_t>(kSteps));
+  for (int i = 0; i < kSteps; ++i) EXPECT_NEAR(dev.losses[i], host.losses[i], 1e-5) << i;
+  EXPECT_LT(dev.losses.back(), dev.losses.front());
+  std::string why;
+  EXPECT_TRUE(AllClose(dev.w, host.w, 1e-5, 1e-5, &why)) << why;
+  // Per step: two feeds on, the loss off. Once: each variable on (w, b) and w off for
+  // VariableValue. Constants (learning rate, ...) once each at most.
+  EXPECT_EQ(dev.stats.device_to_host_copies, kSteps + 1);
+  EXPECT_GE(dev.stats.host_to_device_copies, 2 * kSteps + 2);
+  EXPECT_LE(dev.stats.host_to_device_copies, 2 * kSteps + 2 + 10);
+  EXPECT_EQ(host.stats.host_to_device_copies, 0);
+  EXPECT_EQ(host.stats.device_to_host_copies, 0);
+}
+
+TEST(MemorySpaces, VariableAssignedOnHostIsReadFreshOnTheDevice) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::From<float>({1, 2, 3}, {3}), "v");
+  Tensor bump = Assign(v, v + 1.0);  // on the host
+  Tensor read;
+  {
+    DeviceScope on(g, "jit:cpu");
+    read = v * 10.0;
+  }
+  Session s(g);
+  for (int i = 0; i < 3; ++i) {
+    auto out = s.Run({}, {read});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_FLOAT_EQ((*out)[0].GetDouble(0), 10.0 * (1 + i));
+    ASSERT_TRUE(s.Run({}, {}, {bump}).ok());
+  }
+  auto final_v = s.VariableValue(v);
+  ASSERT_TRUE(final_v.ok());
+  EXPECT_FLOAT_EQ(final_v->GetDouble(2), 6.0);
+}
+
+TEST(MemorySpaces, AssignChecksTheValueTypeAgainstTheVariable) {
+  Graph g;
+  Tensor v = Variable(g, DType::kF32, {3}, "v");
+  Tensor p = Placeholder(g, DType::kF32, {-1}, "p");
+  Tensor set = Assign(v, p, "set_v");
+  Session s(g);
+  auto bad = s.Run({{p, HostTensor::Filled(DType::kF32, {4}, 1)}}, {}, {set});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("set_v"), std::string::npos) << bad.status();
+  ASSERT_TRUE(s.Run({{p, HostTensor::Filled(DType::kF32, {3}, 2)}}, {}, {set}).ok());
+  auto value = s.VariableValue(v);
+  ASSERT_TRUE(value.ok());
+  EXPECT_EQ(value->GetDouble(1), 2.0);
+}
+
+}  // namespace
+}  // namespace braze
