@@ -51,7 +51,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
                "%s: %s\n"
                "usage: %s [--jit=off|scope|auto] [--steps=N] [--batch=N] [--lr=X] [--seed=N]\n"
                "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
-               "       [--reference] [--min_test_accuracy=X]\n"
+               "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|jit:cpu]\n"
                "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
                "               scope: the model, loss, gradients and updates are built under\n"
                "               JitScope(g) and fused; auto: session-level auto-clustering\n"
@@ -132,6 +132,9 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = absl::SimpleAtoi(value, &flags.log_every) && flags.log_every >= 1;
     } else if (arg == "--data_dir") {
       flags.data_dir = value;
+    } else if (arg == "--device") {
+      flags.device = value;
+      ok = braze::ParseDevice(value).ok() || value == "auto";
     } else if (arg == "--timeline") {
       flags.timeline = value;
       ok = !value.empty();
@@ -226,6 +229,10 @@ braze::SessionStats Minus(const braze::SessionStats& a, const braze::SessionStat
   d.cluster_launches = a.cluster_launches - b.cluster_launches;
   d.single_op_launches = a.single_op_launches - b.single_op_launches;
   d.reference_launches = a.reference_launches - b.reference_launches;
+  d.gemm_launches = a.gemm_launches - b.gemm_launches;
+  d.host_to_device_copies = a.host_to_device_copies - b.host_to_device_copies;
+  d.device_to_host_copies = a.device_to_host_copies - b.device_to_host_copies;
+  d.copied_bytes = a.copied_bytes - b.copied_bytes;
   d.compile_ms = a.compile_ms - b.compile_ms;
   return d;
 }
@@ -237,6 +244,10 @@ void Accumulate(const braze::SessionStats& d, braze::SessionStats* total) {
   total->cluster_launches += d.cluster_launches;
   total->single_op_launches += d.single_op_launches;
   total->reference_launches += d.reference_launches;
+  total->gemm_launches += d.gemm_launches;
+  total->host_to_device_copies += d.host_to_device_copies;
+  total->device_to_host_copies += d.device_to_host_copies;
+  total->copied_bytes += d.copied_bytes;
   total->compile_ms += d.compile_ms;
 }
 
@@ -259,6 +270,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   braze::SessionOptions options;
   if (flags.jit == JitMode::kAuto) options.global_jit_level = braze::JitLevel::kOn1;
   options.reference_only = flags.reference;
+  options.device = flags.device;
   braze::Session session(g, options);
 
   Batcher batcher(train, flags.batch, flags.seed);
@@ -295,9 +307,10 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
         session.Compile(make_feeds(0, std::move(shapes_only)), fetches, m.train_ops));
     const braze::SessionStats s = session.stats();
     std::printf(
-        "%s --jit=%s%s: %d graph nodes; compiled the train step in %.2f s (%lld kernels, "
-        "%.0f ms compiling)\n",
-        info.program, JitModeName(flags.jit), flags.reference ? " --reference" : "", g.num_nodes(),
+        "%s --jit=%s%s --device=%s: %d graph nodes; compiled the train step in %.2f s (%lld "
+        "kernels, %.0f ms compiling)\n",
+        info.program, JitModeName(flags.jit), flags.reference ? " --reference" : "",
+        flags.device.c_str(), g.num_nodes(),
         Seconds(start), static_cast<long long>(s.compiles), s.compile_ms);
     std::fflush(stdout);
   }
@@ -349,9 +362,12 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   const double per_step = 1.0 / std::max<int64_t>(timed_steps, 1);
   std::printf(
       "one train step (mean of %lld timed steps): %g cluster launches, %g single-op kernels, "
-      "%g reference kernels; %lld compiles and %lld cache hits in them\n",
+      "%g reference kernels, %g cuBLAS GEMMs, %g copies onto and %g off the device; %lld "
+      "compiles and %lld cache hits in them\n",
       static_cast<long long>(timed_steps), timed_stats.cluster_launches * per_step,
       timed_stats.single_op_launches * per_step, timed_stats.reference_launches * per_step,
+      timed_stats.gemm_launches * per_step, timed_stats.host_to_device_copies * per_step,
+      timed_stats.device_to_host_copies * per_step,
       static_cast<long long>(timed_stats.compiles), static_cast<long long>(timed_stats.cache_hits));
   const braze::SessionStats total = session.stats();
   std::printf("session: %lld runs, %lld compiles (%.0f ms); total %.1f s\n",

@@ -4,6 +4,7 @@
 
 #include <random>
 
+#include "braze/device.h"
 #include "braze/ops.h"
 #include "braze/session.h"
 
@@ -113,10 +114,11 @@ class RandomGraph {
   std::vector<Tensor> pool_;
 };
 
-TEST(RandomGraphs, FusedMatchesReference) {
+// 200 graphs on the CPU (each under one of the four schedulers); on CUDA (skipped
+// without a device) the same graphs under the GPU heuristic, cuBLAS for matmuls.
+void RunRandomGraphs(const std::string& device, int kGraphs) {
   const Scheduler schedulers[] = {Scheduler::kSafeDefault, Scheduler::kMullapudi2016,
                                   Scheduler::kLi2018, Scheduler::kAdams2019};
-  const int kGraphs = 200;
   int clusters_run = 0;
   for (int i = 0; i < kGraphs; ++i) {
     SCOPED_TRACE("graph seed " + std::to_string(i));
@@ -137,6 +139,7 @@ TEST(RandomGraphs, FusedMatchesReference) {
     opts.min_cluster_size = 1;
     opts.strict = true;  // a cluster that fails to compile is a test failure here
     opts.scheduler = schedulers[i % 4];
+    opts.device = device;
     Session fused(g, opts);
     auto got = fused.Run(feeds, fetches);
     EXPECT_TRUE(got.ok()) << got.status() << "\n" << g.DebugString();
@@ -150,6 +153,13 @@ TEST(RandomGraphs, FusedMatchesReference) {
     }
   }
   EXPECT_GE(clusters_run, kGraphs);  // every graph ran at least one fused cluster
+}
+
+TEST(RandomGraphs, FusedMatchesReference) { RunRandomGraphs("cpu", 200); }
+
+TEST(RandomGraphs, CudaFusedMatchesReference) {
+  if (!CheckCudaAvailable().ok()) GTEST_SKIP() << CheckCudaAvailable().message();
+  RunRandomGraphs("cuda:0", 200);
 }
 
 }  // namespace

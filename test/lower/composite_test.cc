@@ -76,6 +76,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, CompositeTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
+// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+class CompositeTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(CompositeTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, CompositeTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

@@ -145,6 +145,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
+// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+class ElementwiseTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(ElementwiseTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

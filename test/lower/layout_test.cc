@@ -129,6 +129,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, LayoutTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
+// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+class LayoutTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(LayoutTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, LayoutTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

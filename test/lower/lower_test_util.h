@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "braze/device.h"
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
 #include "braze/ops.h"
@@ -180,6 +181,79 @@ inline void RunOpTestCase(const OpTestCase& tc, SchedulerKind kind) {
     EXPECT_TRUE(CompileRunCompare(c, kind, tc.tol))
         << tc.name << " at base shape " << ShapeString(shape);
   }
+}
+
+// The CUDA JIT (CompileOptions::cuda): compiles `c` for CUDA with the GPU heuristic;
+// with `run`, uploads the inputs, runs it on the device and compares the downloaded
+// outputs with the reference.
+inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance tol, bool run) {
+  if (!c.graph->status().ok()) {
+    return ::testing::AssertionFailure() << "graph: " << c.graph->status();
+  }
+  const ClusterSpec spec = SpecOf(c);
+  auto expected = ReferenceOutputs(spec, c.values);
+  if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
+  CompileOptions options;
+  options.cuda = true;
+  auto kernel = CompileCluster(spec, options);
+  if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
+  if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";
+  if (!run) return ::testing::AssertionSuccess();
+  std::vector<std::unique_ptr<DeviceTensor>> ins, outs;
+  std::vector<DeviceTensor*> in_ptrs, out_ptrs;
+  for (const HostTensor& v : c.values) {
+    auto d = DeviceTensor::Allocate(v.type());
+    if (!d.ok()) return ::testing::AssertionFailure() << "allocate: " << d.status();
+    if (absl::Status s = (*d)->CopyFromHost(v); !s.ok()) {
+      return ::testing::AssertionFailure() << "upload: " << s;
+    }
+    in_ptrs.push_back(d->get());
+    ins.push_back(*std::move(d));
+  }
+  for (const TensorType& t : (*kernel)->output_types()) {
+    auto d = DeviceTensor::Allocate(t);
+    if (!d.ok()) return ::testing::AssertionFailure() << "allocate: " << d.status();
+    out_ptrs.push_back(d->get());
+    outs.push_back(*std::move(d));
+  }
+  if (absl::Status s = (*kernel)->RunOnDevice(in_ptrs, out_ptrs); !s.ok()) {
+    return ::testing::AssertionFailure() << "run: " << s << "\nschedule:\n"
+                                         << (*kernel)->schedule_text();
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    HostTensor got;
+    if (absl::Status s = outs[i]->CopyToHost(&got); !s.ok()) {
+      return ::testing::AssertionFailure() << "download: " << s;
+    }
+    std::string why;
+    if (!AllClose(got, (*expected)[i], tol.rtol, tol.atol, &why)) {
+      return ::testing::AssertionFailure() << "output " << i << " on CUDA: " << why
+                                           << "\nschedule:\n" << (*kernel)->schedule_text();
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Every shape on a GPU; without one, the CUDA JIT compile of the first small shape (the
+// run needs a device; code generation and ptxas are checked in gpu_ptx_test).
+inline void RunOpTestCaseCuda(const OpTestCase& tc) {
+  const bool gpu = CheckCudaAvailable().ok();
+  std::vector<Shape> shapes = tc.small_shapes;
+  if (gpu) {
+    shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
+  } else if (shapes.size() > 1) {
+    shapes.resize(1);
+  }
+  for (const Shape& shape : shapes) {
+    Case c;
+    tc.build(c, shape);
+    EXPECT_TRUE(CompileRunCompareCuda(c, tc.tol, gpu))
+        << tc.name << " at base shape " << ShapeString(shape);
+  }
+}
+
+inline std::string CaseName(const ::testing::TestParamInfo<OpTestCase>& info) {
+  return info.param.name;
 }
 
 using OpParam = std::tuple<OpTestCase, SchedulerKind>;

@@ -100,6 +100,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
+// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+class ReduceMatMulTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(ReduceMatMulTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

@@ -243,13 +243,26 @@ TEST(SessionDevices, CudaPlacementIsAClearStatusNamingTheNode) {
     DeviceScope d(g, "cuda:0");
     y = Exp(x);
   }
+  if (CheckCudaAvailable().ok()) GTEST_SKIP() << "a CUDA device is present: cuda_test runs it";
   Session s(g);
   auto out = s.Run({{x, HostTensor::RandomUniform(DType::kF32, {4}, 1)}}, {y});
   ASSERT_FALSE(out.ok());
-  // No driver here: FailedPrecondition; with a driver: the executor is not there yet.
-  EXPECT_TRUE(out.status().code() == absl::StatusCode::kFailedPrecondition ||
-              out.status().code() == absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
   EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("node 'Exp'"));
+  EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("libcuda"));
+}
+
+TEST(SessionDevices, AutoIsCudaWhenPresentElseCpu) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4}, "x");
+  Tensor y = Exp(x);
+  Session s(g);  // device "auto"
+  auto out = s.Run({{x, HostTensor::RandomUniform(DType::kF32, {4}, 1)}}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const bool cuda = CheckCudaAvailable().ok();
+  // On CUDA the feed goes on and the fetch comes off the device.
+  EXPECT_EQ(s.stats().host_to_device_copies, cuda ? 1 : 0);
+  EXPECT_EQ(s.stats().device_to_host_copies, cuda ? 1 : 0);
 }
 
 TEST(SessionDevices, BadDefaultDeviceIsAnError) {

@@ -1,0 +1,195 @@
+// The CUDA variants (skipped with the reason where CheckCudaAvailable fails). Inputs are
+// Variables, so after the warm-up run they live on the device, and the result is a Run
+// target, not a fetch: a timed iteration is the step's kernels only, with no copies
+// (stats checked), followed by a device synchronize.
+//
+//   cuda_fused:    global auto-clustering: one Halide CUDA kernel per cluster.
+//   cuda_unfused:  no JIT: every op its own compiled CUDA kernel, buffers reused.
+//   baselines:     a device-to-device copy of the same bytes (Chain8's roof) and a plain
+//                  cuBLASLt GEMM (MatMulBiasRelu's).
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <vector>
+
+#include "braze/braze.h"
+#include "lower/cublas_gemm.h"
+#include "lower/device_tensor.h"
+
+namespace braze {
+namespace {
+
+enum CudaVariant { kCudaFused = 0, kCudaUnfused = 1, kCudaHalideMatMul = 2 };
+
+bool SkipWithoutCuda(benchmark::State& state) {
+  absl::Status s = CheckCudaAvailable();
+  if (!s.ok()) state.SkipWithError(std::string(s.message()).c_str());
+  return !s.ok();
+}
+
+void Fail(benchmark::State& state, const absl::Status& s) {
+  state.SkipWithError(s.ToString().c_str());
+}
+
+// Runs `targets` on cuda:0 in the variant; `bytes`/`flops` per iteration set counters.
+void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
+               const std::vector<Tensor>& targets, CudaVariant v, double bytes, double flops) {
+  SessionOptions opts;
+  opts.device = "cuda:0";
+  if (v != kCudaUnfused) opts.global_jit_level = JitLevel::kOn1;
+  if (v == kCudaHalideMatMul) opts.cuda_matmul = SessionOptions::CudaMatMul::kHalide;
+  Session session(g, opts);
+  std::vector<HostTensor> none;
+  absl::Status s = session.RunInto(feeds, {}, &none, targets);  // compile, upload variables
+  if (s.ok()) s = CudaSynchronize();
+  if (!s.ok()) return Fail(state, s);
+  session.ResetStats();
+  for (auto _ : state) {
+    s = session.RunInto(feeds, {}, &none, targets);
+    if (s.ok()) s = CudaSynchronize();
+    if (!s.ok()) return Fail(state, s);
+  }
+  const SessionStats st = session.stats();
+  const double runs = std::max<int64_t>(st.runs, 1);
+  state.counters["launches"] =
+      (st.cluster_launches + st.single_op_launches + st.gemm_launches) / runs;
+  state.counters["copies"] = (st.host_to_device_copies + st.device_to_host_copies) / runs;
+  if (bytes > 0) {
+    state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+  }
+  if (flops > 0) {
+    state.counters["GFLOP/s"] =
+        benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  }
+}
+
+constexpr int64_t kChainRows = 8192, kChainCols = 8192;  // 256 MiB of f32
+
+void BM_Chain8_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  Graph g;
+  Tensor x = Variable(g, HostTensor::RandomUniform(DType::kF32, {kChainRows, kChainCols}, 1), "x");
+  Tensor y = x;
+  for (int i = 0; i < 8; ++i) y = (i % 2 == 0) ? Tanh(y * 0.9 + 0.1) : Sigmoid(y) - y * 0.5;
+  const double bytes = 2.0 * kChainRows * kChainCols * 4;  // read x, write y
+  RunOnCuda(state, g, {}, {y}, static_cast<CudaVariant>(state.range(0)), bytes, 0);
+}
+BENCHMARK(BM_Chain8_cuda)
+    ->ArgName("variant")  // 0 fused, 1 unfused
+    ->Arg(kCudaFused)
+    ->Arg(kCudaUnfused)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Chain8's roof: a device-to-device copy of the same 256 MiB (read + write).
+void BM_Copy_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  const TensorType t{DType::kF32, {kChainRows, kChainCols}};
+  auto a = DeviceTensor::Allocate(t);
+  auto b = DeviceTensor::Allocate(t);
+  if (!a.ok() || !b.ok()) return Fail(state, a.ok() ? b.status() : a.status());
+  absl::Status s = (*a)->CopyFromHost(HostTensor::RandomUniform(DType::kF32, t.shape, 2));
+  for (auto _ : state) {
+    if (s.ok()) s = (*b)->CopyFrom(**a);
+    if (s.ok()) s = CudaSynchronize();
+    if (!s.ok()) return Fail(state, s);
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * (*a)->num_bytes(), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Copy_cuda)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void RowOp(benchmark::State& state, bool layernorm) {
+  if (SkipWithoutCuda(state)) return;
+  const int64_t rows = 16384, cols = 1024;
+  Graph g;
+  Tensor x = Variable(g, HostTensor::RandomUniform(DType::kF32, {rows, cols}, 3), "x");
+  Tensor y;
+  if (layernorm) {
+    Tensor gamma = Variable(g, HostTensor::RandomUniform(DType::kF32, {cols}, 4), "gamma");
+    Tensor beta = Variable(g, HostTensor::RandomUniform(DType::kF32, {cols}, 5), "beta");
+    y = LayerNorm(x, gamma, beta);
+  } else {
+    y = Softmax(x);
+  }
+  RunOnCuda(state, g, {}, {y}, static_cast<CudaVariant>(state.range(0)), 2.0 * rows * cols * 4,
+            0);
+}
+void BM_Softmax_cuda(benchmark::State& state) { RowOp(state, false); }
+void BM_LayerNorm_cuda(benchmark::State& state) { RowOp(state, true); }
+BENCHMARK(BM_Softmax_cuda)->ArgName("variant")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_LayerNorm_cuda)->ArgName("variant")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+constexpr int64_t kM = 4096, kK = 4096, kN = 4096;
+
+// Dense + ReLU: cuBLASLt with the bias+ReLU epilogue (fused, default), op by op
+// (unfused: GEMM, then Add and Relu kernels), or Braze's tiled Halide matmul (2).
+void BM_MatMulBiasRelu_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  Graph g;
+  Tensor x = Variable(g, HostTensor::RandomUniform(DType::kF32, {kM, kK}, 6), "x");
+  Tensor w = Variable(g, HostTensor::RandomUniform(DType::kF32, {kK, kN}, 7), "w");
+  Tensor b = Variable(g, HostTensor::RandomUniform(DType::kF32, {kN}, 8), "b");
+  Tensor y = Relu(MatMul(x, w) + b);
+  RunOnCuda(state, g, {}, {y}, static_cast<CudaVariant>(state.range(0)), 0, 2.0 * kM * kN * kK);
+}
+BENCHMARK(BM_MatMulBiasRelu_cuda)
+    ->ArgName("variant")  // 0 fused (cuBLASLt epilogue), 1 unfused, 2 Halide matmul
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The roof for MatMulBiasRelu: a plain cuBLASLt GEMM of the same size, no epilogue.
+void BM_PlainCublasGemm_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  auto a = DeviceTensor::Allocate({DType::kF32, {kM, kK}});
+  auto b = DeviceTensor::Allocate({DType::kF32, {kK, kN}});
+  auto c = DeviceTensor::Allocate({DType::kF32, {kM, kN}});
+  if (!a.ok() || !b.ok() || !c.ok()) return Fail(state, absl::InternalError("allocation failed"));
+  absl::Status s = (*a)->CopyFromHost(HostTensor::RandomUniform(DType::kF32, {kM, kK}, 6));
+  if (s.ok()) s = (*b)->CopyFromHost(HostTensor::RandomUniform(DType::kF32, {kK, kN}, 7));
+  GemmShape shape;
+  shape.m = kM;
+  shape.n = kN;
+  shape.k = kK;
+  for (auto _ : state) {
+    if (s.ok()) {
+      s = RunInCudaContext(0, [&] {
+        return CublasGemm("plain", shape, (*a)->device_address(), (*b)->device_address(), 0,
+                          (*c)->device_address());
+      });
+    }
+    if (s.ok()) s = CudaSynchronize();
+    if (!s.ok()) return Fail(state, s);
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kM * kN * kK / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_PlainCublasGemm_cuda)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One Fashion-MNIST-sized softmax regression train step (batch 128, SGD), fed from the
+// host each step as the demo does: two feeds on, the loss off.
+void BM_TrainStep_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {128, 784}, "x");
+  Tensor labels = Placeholder(g, DType::kF32, {128, 10}, "labels");
+  Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {784, 10}, 9, 0, 0.01), "w");
+  Tensor b = Variable(g, HostTensor::Filled(DType::kF32, {10}, 0), "b");
+  Tensor loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + b, labels));
+  auto train = Minimize(Optimizer::Sgd(0.1), loss, {w, b});
+  if (!train.ok()) return Fail(state, train.status());
+  HostTensor ys(DType::kF32, {128, 10});
+  for (int i = 0; i < 128; ++i) ys.SetDouble(i * 10 + i % 10, 1.0);
+  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {128, 784}, 10, 0, 1)},
+                 {labels, ys}};
+  std::vector<Tensor> targets = *train;
+  targets.push_back(loss);
+  RunOnCuda(state, g, feeds, targets, static_cast<CudaVariant>(state.range(0)), 0, 0);
+}
+BENCHMARK(BM_TrainStep_cuda)->ArgName("variant")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace braze
