@@ -55,7 +55,8 @@ void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
       (st.cluster_launches + st.single_op_launches + st.gemm_launches) / runs;
   state.counters["copies"] = (st.host_to_device_copies + st.device_to_host_copies) / runs;
   if (bytes > 0) {
-    state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["GB/s"] =
+        benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
   }
   if (flops > 0) {
     state.counters["GFLOP/s"] =
@@ -112,13 +113,22 @@ void RowOp(benchmark::State& state, bool layernorm) {
   } else {
     y = Softmax(x);
   }
-  RunOnCuda(state, g, {}, {y}, static_cast<CudaVariant>(state.range(0)), 2.0 * rows * cols * 4,
-            0);
+  RunOnCuda(state, g, {}, {y}, static_cast<CudaVariant>(state.range(0)), 2.0 * rows * cols * 4, 0);
 }
 void BM_Softmax_cuda(benchmark::State& state) { RowOp(state, false); }
 void BM_LayerNorm_cuda(benchmark::State& state) { RowOp(state, true); }
-BENCHMARK(BM_Softmax_cuda)->ArgName("variant")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_LayerNorm_cuda)->ArgName("variant")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Softmax_cuda)
+    ->ArgName("variant")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK(BM_LayerNorm_cuda)
+    ->ArgName("variant")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 constexpr int64_t kM = 4096, kK = 4096, kN = 4096;
 
@@ -164,8 +174,8 @@ void BM_PlainCublasGemm_cuda(benchmark::State& state) {
     if (s.ok()) s = CudaSynchronize();
     if (!s.ok()) return Fail(state, s);
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kM * kN * kK / 1e9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * kM * kN * kK / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PlainCublasGemm_cuda)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -183,13 +193,17 @@ void BM_TrainStep_cuda(benchmark::State& state) {
   if (!train.ok()) return Fail(state, train.status());
   HostTensor ys(DType::kF32, {128, 10});
   for (int i = 0; i < 128; ++i) ys.SetDouble(i * 10 + i % 10, 1.0);
-  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {128, 784}, 10, 0, 1)},
-                 {labels, ys}};
+  Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {128, 784}, 10, 0, 1)}, {labels, ys}};
   std::vector<Tensor> targets = *train;
   targets.push_back(loss);
   RunOnCuda(state, g, feeds, targets, static_cast<CudaVariant>(state.range(0)), 0, 0);
 }
-BENCHMARK(BM_TrainStep_cuda)->ArgName("variant")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TrainStep_cuda)
+    ->ArgName("variant")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace braze

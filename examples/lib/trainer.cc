@@ -310,8 +310,8 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
         "%s --jit=%s%s --device=%s: %d graph nodes; compiled the train step in %.2f s (%lld "
         "kernels, %.0f ms compiling)\n",
         info.program, JitModeName(flags.jit), flags.reference ? " --reference" : "",
-        flags.device.c_str(), g.num_nodes(),
-        Seconds(start), static_cast<long long>(s.compiles), s.compile_ms);
+        flags.device.c_str(), g.num_nodes(), Seconds(start), static_cast<long long>(s.compiles),
+        s.compile_ms);
     std::fflush(stdout);
   }
 
@@ -367,8 +367,8 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
       static_cast<long long>(timed_steps), timed_stats.cluster_launches * per_step,
       timed_stats.single_op_launches * per_step, timed_stats.reference_launches * per_step,
       timed_stats.gemm_launches * per_step, timed_stats.host_to_device_copies * per_step,
-      timed_stats.device_to_host_copies * per_step,
-      static_cast<long long>(timed_stats.compiles), static_cast<long long>(timed_stats.cache_hits));
+      timed_stats.device_to_host_copies * per_step, static_cast<long long>(timed_stats.compiles),
+      static_cast<long long>(timed_stats.cache_hits));
   const braze::SessionStats total = session.stats();
   std::printf("session: %lld runs, %lld compiles (%.0f ms); total %.1f s\n",
               static_cast<long long>(total.runs), static_cast<long long>(total.compiles),

@@ -40,7 +40,7 @@ struct TrainFlags {
   uint64_t seed = 1;        // shuffling and weight-initialization seed
   int64_t log_every = 600;  // steps between progress lines (600 = an epoch at 100)
   std::string data_dir = braze::kFashionMnistDir;
-  std::string device = "auto";  // SessionOptions::device
+  std::string device = "auto";   // SessionOptions::device
   std::string timeline;          // Chrome trace file; empty: none
   int64_t timeline_steps = 10;   // train steps traced; 0: the whole run
   bool reference = false;        // run every op on the reference kernels

@@ -7,9 +7,9 @@
 // abort the process, HALIDE14.md rule 4).
 #include "lower/compile.h"
 
-#include <atomic>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -200,25 +200,27 @@ class HalideKernel : public CompiledKernel {
     }
     for (size_t j = 0; j < outputs.size(); ++j) {
       if (outputs[j] == nullptr || outputs[j]->type() != lowered_.output_types[j]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            name_, ": output ", j, " must be a device tensor of ",
-            TypeString(lowered_.output_types[j])));
+        return absl::InvalidArgumentError(absl::StrCat(name_, ": output ", j,
+                                                       " must be a device tensor of ",
+                                                       TypeString(lowered_.output_types[j])));
       }
     }
     if (lowered_.info.outputs.empty()) return absl::OkStatus();
-    absl::Status status = CatchHalideErrors(
-        name_ + ": Halide run-time error", absl::StatusCode::kInvalidArgument, [&] {
-          for (size_t i = 0; i < inputs.size(); ++i) {
-            if (!lowered_.input_elided[i]) lowered_.params[i].set(inputs[i]->impl().buffer);
-          }
-          std::vector<Halide::Buffer<>> buffers;
-          for (size_t j = 0; j < outputs.size(); ++j) {
-            if (lowered_.pipeline_output[j] >= 0) buffers.push_back(outputs[j]->impl().buffer);
-          }
-          Halide::Realization realization(buffers);
-          pipeline_.realize(realization, target_);
-          return absl::OkStatus();
-        });
+    absl::Status status = CatchHalideErrors(name_ + ": Halide run-time error",
+                                            absl::StatusCode::kInvalidArgument, [&] {
+                                              for (size_t i = 0; i < inputs.size(); ++i) {
+                                                if (!lowered_.input_elided[i])
+                                                  lowered_.params[i].set(inputs[i]->impl().buffer);
+                                              }
+                                              std::vector<Halide::Buffer<>> buffers;
+                                              for (size_t j = 0; j < outputs.size(); ++j) {
+                                                if (lowered_.pipeline_output[j] >= 0)
+                                                  buffers.push_back(outputs[j]->impl().buffer);
+                                              }
+                                              Halide::Realization realization(buffers);
+                                              pipeline_.realize(realization, target_);
+                                              return absl::OkStatus();
+                                            });
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!lowered_.input_elided[i]) lowered_.params[i].reset();
     }

@@ -77,8 +77,8 @@ bool Resolve(void* lib, const char* name, F* fn) {
 absl::Status Initialize(CudaState& s, int ordinal) {
   BRAZE_RETURN_IF_ERROR(CheckCudaAvailable());
   if (ordinal < 0 || ordinal >= CudaDeviceCount()) {
-    return absl::InvalidArgumentError(absl::StrCat("no CUDA device ", ordinal, " (this machine has ",
-                                                   CudaDeviceCount(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("no CUDA device ", ordinal, " (this machine has ", CudaDeviceCount(), ")"));
   }
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (lib == nullptr) return absl::FailedPreconditionError("cannot load libcuda.so.1");
@@ -190,8 +190,7 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a device tensor of partial type ", TypeString(type)));
   }
-  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface,
-                         lower::CudaInterface(ordinal));
+  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface, lower::CudaInterface(ordinal));
   auto impl = std::make_unique<Impl>();
   std::vector<int> sizes;
   for (int d = static_cast<int>(type.shape.size()) - 1; d >= 0; --d) {
@@ -216,16 +215,16 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
 
 absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
   if (src.type() != type_) {
-    return absl::InvalidArgumentError(absl::StrCat("copy to the device: got ",
-                                                   TypeString(src.type()), ", the tensor is ",
-                                                   TypeString(type_)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "copy to the device: got ", TypeString(src.type()), ", the tensor is ", TypeString(type_)));
   }
   if (num_elements() == 0) return absl::OkStatus();
   Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
   std::memcpy(raw->data(), src.raw_data(), src.num_bytes());
   raw->set_host_dirty(true);
   raw->set_device_dirty(false);
-  return lower::RuntimeStatus("copy to the device", raw->copy_to_device(raw->raw_buffer()->device_interface));
+  return lower::RuntimeStatus("copy to the device",
+                              raw->copy_to_device(raw->raw_buffer()->device_interface));
 }
 
 absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
@@ -242,9 +241,9 @@ absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
 
 absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
   if (src.type() != type_ || src.ordinal_ != ordinal_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device copy: got ", TypeString(src.type()), " on cuda:", src.ordinal_, ", the tensor is ",
-        TypeString(type_), " on cuda:", ordinal_));
+    return absl::InvalidArgumentError(absl::StrCat("device copy: got ", TypeString(src.type()),
+                                                   " on cuda:", src.ordinal_, ", the tensor is ",
+                                                   TypeString(type_), " on cuda:", ordinal_));
   }
   if (num_elements() == 0) return absl::OkStatus();
   halide_buffer_t* from = src.impl_->buffer.raw_buffer();

@@ -31,7 +31,6 @@ Halide::Target SanitizedJitTarget() {
   return target;
 }
 
-
 using Halide::Expr;
 
 Halide::Type HalideType(DType dtype) {

@@ -368,8 +368,8 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
     nc.node_name = node.name();
     nc.op = node.op();
     nc.reason = CandidateCheck(node, needed.empty() || needed[id], &nc.explanation);
-    if (nc.reason == ExclusionReason::kNone && id < static_cast<int>(options.library_calls.size()) &&
-        options.library_calls[id]) {
+    if (nc.reason == ExclusionReason::kNone &&
+        id < static_cast<int>(options.library_calls.size()) && options.library_calls[id]) {
       nc.reason = ExclusionReason::kLibraryCall;
       nc.explanation = absl::StrCat(Quoted(node), " (", node.op_name(),
                                     ") runs as a cuBLAS GEMM on ", EffectiveDevice(node, options));

@@ -84,11 +84,12 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   // The target (host CPU features or HL_JIT_TARGET) and the thread count the kernel
   // applies are part of what was compiled.
   auto target = JitTargetString(options.cuda);
-  std::string key = absl::StrCat("target=", target.ok() ? *target : "?", ";sched=",
-                                 options.cuda ? absl::StrCat(GpuSchedulerName(options.gpu_scheduler),
-                                                             "@cuda:", options.cuda_ordinal)
-                                              : std::string(SchedulerName(options.scheduler)),
-                                 ";threads=", options.num_threads, ";args=");
+  std::string key = absl::StrCat(
+      "target=", target.ok() ? *target : "?", ";sched=",
+      options.cuda
+          ? absl::StrCat(GpuSchedulerName(options.gpu_scheduler), "@cuda:", options.cuda_ordinal)
+          : std::string(SchedulerName(options.scheduler)),
+      ";threads=", options.num_threads, ";args=");
   for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");
   for (int id : spec.nodes) {
     const Node& n = g.node(id);

@@ -151,12 +151,12 @@ absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
   out.space = space;
   if (v.variable >= 0) {
     VariableSlot& s = variables_.at(v.variable);
-    bool* valid = space == Space::kHost ? &s.host_valid
+    bool* valid = space == Space::kHost     ? &s.host_valid
                   : space == Space::kJitCpu ? &s.jit_valid
                                             : &s.cuda_valid;
     if (space == Space::kCuda && s.cuda_valid && s.cuda->ordinal() != ordinal) {
-      return absl::UnimplementedError(absl::StrCat("variable '", g_.node(v.variable).name(),
-                                                   "' lives on another CUDA device"));
+      return absl::UnimplementedError(
+          absl::StrCat("variable '", g_.node(v.variable).name(), "' lives on another CUDA device"));
     }
     if (!*valid) {
       Value from;
@@ -169,8 +169,8 @@ absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
         from.space = Space::kCuda;
         from.device = s.cuda.get();
       } else {
-        return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
-                                                          g_.node(v.variable).name(), "'"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("reading uninitialized variable '", g_.node(v.variable).name(), "'"));
       }
       HostTensor* host = space == Space::kJitCpu ? &s.jit : &s.host;
       BRAZE_RETURN_IF_ERROR(CopyInto(from, space, ordinal, host, &s.cuda));
@@ -186,8 +186,8 @@ absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
   if (v.space == space && (space != Space::kCuda || v.device->ordinal() == ordinal)) return v;
   Mirror& m = plan_.mirrors[{t.node_id(), t.index(), space}];
   const bool constant = t.node().op() == OpKind::kConst && v.host != nullptr;
-  const bool fresh = constant ? m.constant == v.host
-                              : mirrored_.count({t.node_id(), t.index(), space}) > 0;
+  const bool fresh =
+      constant ? m.constant == v.host : mirrored_.count({t.node_id(), t.index(), space}) > 0;
   if (!fresh) {
     BRAZE_RETURN_IF_ERROR(CopyInto(v, space, ordinal, &m.host, &m.device));
     if (constant) m.constant = v.host;
@@ -209,24 +209,23 @@ absl::Status Executor::RunStep(Step& step, bool compile_only) {
   for (const Tensor& in : step.inputs) {
     const Value& v = Slot(in);
     if (!v.defined()) {
-      const bool overwritten = OpCategoryOf(user.op()) == OpCategory::kState &&
-                               user.op() == OpKind::kAssign && in == user.input(0);
+      const bool overwritten = user.op() == OpKind::kAssign && in == user.input(0);
       if (overwritten) {
         types.push_back(in.type());
         inputs.emplace_back();
         continue;
       }
       if (in.node().op() == OpKind::kVariable) {
-        return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
-                                                          in.name(), "' (by ", step.name, ")"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("reading uninitialized variable '", in.name(), "' (by ", step.name, ")"));
       }
       return absl::InternalError(
           absl::StrCat(step.name, ": input '", in.name(), "' was not computed"));
     }
     auto type = TypeOf(v);
     if (!type.ok()) {
-      return absl::FailedPreconditionError(absl::StrCat("reading uninitialized variable '",
-                                                        in.name(), "' (by ", step.name, ")"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("reading uninitialized variable '", in.name(), "' (by ", step.name, ")"));
     }
     inputs.push_back(v);
     types.push_back(*type);
@@ -301,9 +300,8 @@ absl::Status Executor::RunAssign(Step& step, const std::vector<Value>& inputs) {
   const TensorType want = node.input(0).type();
   BRAZE_ASSIGN_OR_RETURN(const TensorType got, TypeOf(inputs[1]));
   if (got.dtype != want.dtype || !ShapeMatches(want.shape, got.shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(Label(node), ": the variable is ",
-                                                   TypeString(want), ", the value ",
-                                                   TypeString(got)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Label(node), ": the variable is ", TypeString(want), ", the value ", TypeString(got)));
   }
   Slot(step.outputs[0]) = inputs[1];
   updates_.emplace_back(node.input(0).node_id(), inputs[1]);
@@ -385,8 +383,8 @@ absl::Status Executor::RunCompiled(Step& step, const std::vector<Value>& inputs,
         return absl::InvalidArgumentError(absl::StrCat(
             what, " failed to compile (strict mode): ", result.kernel.status().message()));
       }
-      Warn(absl::StrCat(what, " failed to compile, running it op by op: ",
-                        result.kernel.status().message()));
+      Warn(absl::StrCat(
+          what, " failed to compile, running it op by op: ", result.kernel.status().message()));
       FallBack(step);
       return RunFallback(step, compile_only);
     }
@@ -395,20 +393,26 @@ absl::Status Executor::RunCompiled(Step& step, const std::vector<Value>& inputs,
     const auto& out_types = step.kernel->kernel->output_types();
     step.buffers.clear();
     step.device_buffers.clear();
-    for (const TensorType& t : out_types) step.buffers.emplace_back(t.dtype, t.shape);
+    // Host outputs (CUDA steps keep theirs in device_buffers; Session::Compile binds
+    // stand-ins of the types).
+    if (!cuda) {
+      for (const TensorType& t : out_types) step.buffers.emplace_back(t.dtype, t.shape);
+    }
     if (dumper_ != nullptr) {  // observability: runtime/dump.h
       BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *step.kernel->kernel));
     }
   }
+  const auto& out_types = step.kernel->kernel->output_types();
   if (compile_only) {
+    if (cuda) return StandIn(step, out_types);
     BindOutputs(step);
     return absl::OkStatus();
   }
   bool any_elements = false;
-  for (const HostTensor& b : step.buffers) any_elements |= b.num_elements() > 0;
+  for (const TensorType& t : out_types) any_elements |= NumElements(t.shape) > 0;
   absl::Status run_status;
   if (cuda) {
-    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, step.kernel->kernel->output_types()));
+    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, out_types));
     std::vector<DeviceTensor*> ins, outs;
     for (size_t i = 0; i < inputs.size(); ++i) {
       BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], Space::kCuda, step.ordinal));
@@ -476,23 +480,32 @@ absl::Status Executor::RunCompiled(Step& step, const std::vector<Value>& inputs,
 
 absl::Status Executor::RunGemm(Step& step, const std::vector<Value>& inputs,
                                const std::vector<TensorType>& types, bool compile_only) {
-  const Node& mm = g_.node(step.nodes.front());
-  BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
-  auto mm_types = InferOutputTypes(mm.op(), mm.attrs(), {types[0], types[1]});
-  if (!mm_types.ok()) return Annotate(Label(mm), mm_types.status());
-  const TensorType out = (*mm_types)[0];
+  if (types != step.input_types) {  // sizes once per input signature, not per Run
+    const Node& mm = g_.node(step.nodes.front());
+    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
+    auto mm_types = InferOutputTypes(mm.op(), mm.attrs(), {types[0], types[1]});
+    if (!mm_types.ok()) return Annotate(Label(mm), mm_types.status());
+    const TensorType& out = (*mm_types)[0];
+    const auto& attrs = mm.attrs_as<MatMulAttrs>();
+    GemmShape& shape = step.gemm;
+    shape.dtype = out.dtype;
+    const size_t r = out.shape.size();
+    shape.m = out.shape[r - 2];
+    shape.n = out.shape[r - 1];
+    shape.k = attrs.transpose_a ? types[0].shape[r - 2] : types[0].shape[r - 1];
+    shape.batch = 1;
+    for (size_t d = 0; d + 2 < r; ++d) shape.batch *= out.shape[d];
+    shape.transpose_a = attrs.transpose_a;
+    shape.transpose_b = attrs.transpose_b;
+    step.input_types = types;
+    step.device_buffers.clear();
+  }
+  // The output: out's batch dims (a's) then m x n.
+  TensorType out{step.gemm.dtype, Shape(types[0].shape.begin(), types[0].shape.end() - 2)};
+  out.shape.push_back(step.gemm.m);
+  out.shape.push_back(step.gemm.n);
   if (compile_only) return StandIn(step, {out});
-  const auto& attrs = mm.attrs_as<MatMulAttrs>();
-  GemmShape shape;
-  shape.dtype = out.dtype;
-  const size_t r = out.shape.size();
-  shape.m = out.shape[r - 2];
-  shape.n = out.shape[r - 1];
-  shape.k = attrs.transpose_a ? types[0].shape[r - 2] : types[0].shape[r - 1];
-  for (size_t d = 0; d + 2 < r; ++d) shape.batch *= out.shape[d];
-  shape.transpose_a = attrs.transpose_a;
-  shape.transpose_b = attrs.transpose_b;
-  shape.epilogue = step.epilogue;
+  const GemmShape& shape = step.gemm;
   absl::Status status = EnsureDeviceBuffers(step, {out});
   std::vector<DeviceTensor*> ins;
   for (size_t i = 0; status.ok() && i < inputs.size(); ++i) {

@@ -74,12 +74,12 @@ std::vector<Step> FindGemms(const Graph& g, const SessionOptions& options,
       if (vector) {
         s.nodes.push_back(add);
         s.inputs.push_back(bias);
-        s.epilogue = GemmEpilogue::kBias;
+        s.gemm.epilogue = GemmEpilogue::kBias;
         last = add;
         const int relu = only_consumer(add);
         if (relu >= 0 && g.node(relu).op() == OpKind::kRelu) {
           s.nodes.push_back(relu);
-          s.epilogue = GemmEpilogue::kBiasRelu;
+          s.gemm.epilogue = GemmEpilogue::kBiasRelu;
           last = relu;
         }
       }
@@ -179,8 +179,8 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
             absl::StrCat("this machine has ", CudaDeviceCount(), " CUDA device(s)"));
       }
       if (!cuda.ok()) {
-        return absl::Status(cuda.code(), absl::StrCat("node '", n.name(), "' is placed on ",
-                                                      device, ": ", cuda.message()));
+        return absl::Status(cuda.code(), absl::StrCat("node '", n.name(), "' is placed on ", device,
+                                                      ": ", cuda.message()));
       }
     }
   }

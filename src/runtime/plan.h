@@ -8,8 +8,8 @@
 
 #include <map>
 #include <memory>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,13 +29,12 @@ enum class Space { kHost, kJitCpu, kCuda };
 const char* SpaceName(Space space);
 
 struct Step {
-  // kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt, with `epilogue` folding the
+  // kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt, with gemm.epilogue folding the
   // bias Add (and Relu) that follow it; nodes = {matmul[, add[, relu]]}.
   enum class Kind { kCluster, kSingleOp, kReference, kGemm };
   Kind kind = Kind::kReference;
-  Space space = Space::kHost;  // where it runs (reference steps: always the host)
-  int ordinal = 0;             // the CUDA device, for kCuda
-  GemmEpilogue epilogue = GemmEpilogue::kNone;
+  Space space = Space::kHost;   // where it runs (reference steps: always the host)
+  int ordinal = 0;              // the CUDA device, for kCuda
   std::string name;             // the cluster's or the node's name
   std::vector<int> nodes;       // ascending ids (a topological order)
   std::vector<Tensor> inputs;   // values read from outside the step
@@ -43,6 +42,7 @@ struct Step {
 
   // Memoized per input signature.
   std::vector<TensorType> input_types;
+  GemmShape gemm;  // kGemm: the epilogue (from the plan) and sizes for input_types
   std::shared_ptr<SharedKernel> kernel;
   std::vector<HostTensor> buffers;  // one per output; reused across runs (host spaces)
   std::vector<std::shared_ptr<DeviceTensor>> device_buffers;  // the same, on CUDA
@@ -54,7 +54,7 @@ struct Step {
 
 // A value's copy in another space, kept across runs so copies reuse their memory.
 struct Mirror {
-  HostTensor host;                      // kHost, kJitCpu
+  HostTensor host;                       // kHost, kJitCpu
   std::shared_ptr<DeviceTensor> device;  // kCuda
   const HostTensor* constant = nullptr;  // a Const's value already copied here
 };

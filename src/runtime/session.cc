@@ -4,19 +4,15 @@
 // variables had when it started).
 #include "braze/session.h"
 
-#include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "braze/status.h"
-#include "runtime/executor.h"
 #include "runtime/dump.h"
+#include "runtime/executor.h"
 #include "runtime/flags.h"
 #include "runtime/plan.h"
-#include "runtime/timeline.h"
 
 namespace braze {
 namespace {

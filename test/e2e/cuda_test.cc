@@ -71,10 +71,11 @@ TEST_F(Cuda, RowReductionsAndComposites) {
     Tensor beta = Const(g, Random({cols}, 3), "beta");
     Tensor labels = Softmax(Placeholder(g, DType::kF32, shape, "labels_logits"));
     std::vector<Tensor> fetches = {
-        Softmax(x),     LogSoftmax(x),  LayerNorm(x, gamma, beta),
-        Gelu(x),        Sum(x, {-1}),   Mean(x, {0}),
-        Max(x),         ArgMax(x, -1),  SoftmaxCrossEntropyWithLogits(x, labels)};
-    Feeds feeds = {{x, Random(shape, 4)}, {g.FindTensor("labels_logits").value(), Random(shape, 5)}};
+        Softmax(x), LogSoftmax(x), LayerNorm(x, gamma, beta),
+        Gelu(x),    Sum(x, {-1}),  Mean(x, {0}),
+        Max(x),     ArgMax(x, -1), SoftmaxCrossEntropyWithLogits(x, labels)};
+    Feeds feeds = {{x, Random(shape, 4)},
+                   {g.FindTensor("labels_logits").value(), Random(shape, 5)}};
     ExpectCudaMatchesReference(g, feeds, fetches);
   }
 }
@@ -85,7 +86,7 @@ TEST_F(Cuda, MatMulsThroughCublasAndHalideMatchReference) {
     Tensor x = Placeholder(g, DType::kF32, {33, 65}, "x");
     Tensor w = Const(g, Random({65, 17}, 6), "w");
     Tensor b = Const(g, Random({17}, 7), "b");
-    Tensor dense = Dense(x, w, b, Activation::kRelu);       // GEMM + bias + ReLU epilogue
+    Tensor dense = Dense(x, w, b, Activation::kRelu);               // GEMM + bias + ReLU epilogue
     Tensor t = MatMul(x, Transpose(x, {1, 0}), false, true) * 0.1;  // transposes
     Tensor a3 = Reshape(x, {3, 11, 65});
     Tensor batched = BatchMatMul(a3, a3, false, true);

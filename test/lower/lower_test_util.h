@@ -227,8 +227,9 @@ inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance
     }
     std::string why;
     if (!AllClose(got, (*expected)[i], tol.rtol, tol.atol, &why)) {
-      return ::testing::AssertionFailure() << "output " << i << " on CUDA: " << why
-                                           << "\nschedule:\n" << (*kernel)->schedule_text();
+      return ::testing::AssertionFailure()
+             << "output " << i << " on CUDA: " << why << "\nschedule:\n"
+             << (*kernel)->schedule_text();
     }
   }
   return ::testing::AssertionSuccess();

@@ -6,26 +6,14 @@
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/reference_check.h"
 
 namespace braze {
 namespace {
 
 using ::testing::HasSubstr;
 
-void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
-                            const std::vector<HostTensor>& got, double rtol = 1e-4,
-                            double atol = 1e-5) {
-  SessionOptions ref_opts;
-  ref_opts.reference_only = true;
-  Session ref(g, ref_opts);
-  auto want = ref.Run(feeds, fetches);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_EQ(want->size(), got.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    std::string why;
-    EXPECT_TRUE(AllClose(got[i], (*want)[i], rtol, atol, &why)) << "fetch " << i << ": " << why;
-  }
-}
+using testing_util::ExpectMatchesReference;
 
 TEST(Fusion, SoftmaxUnderOneScopeIsOneClusterLaunch) {
   Graph g;

@@ -5,25 +5,14 @@
 #include <gtest/gtest.h>
 
 #include "braze/braze.h"
+#include "common/reference_check.h"
 #include "common/softmax_training.h"
 
 namespace braze {
 namespace {
 
 constexpr int64_t kF32 = 4;
-
-void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
-                            const std::vector<HostTensor>& got) {
-  SessionOptions ref_opts;
-  ref_opts.reference_only = true;
-  Session ref(g, ref_opts);
-  auto want = ref.Run(feeds, fetches);
-  ASSERT_TRUE(want.ok()) << want.status();
-  for (size_t i = 0; i < fetches.size(); ++i) {
-    std::string why;
-    EXPECT_TRUE(AllClose(got[i], (*want)[i], 1e-5, 1e-5, &why)) << fetches[i].name() << ": " << why;
-  }
-}
+using testing_util::ExpectMatchesReference;
 
 TEST(MemorySpaces, FeedAndFetchAreTheOnlyCopiesOfADeviceChain) {
   Graph g;
@@ -72,11 +61,11 @@ TEST(MemorySpaces, HostCallBetweenDeviceOpsCopiesOffAndOn) {
   {
     DeviceScope on(g, "jit:cpu");
     Tensor a = Exp(x);
-    auto h = HostCall(g, "on_host", {a}, {{DType::kF32, {6}}},
-                      [](absl::Span<const HostTensor> in)
-                          -> absl::StatusOr<std::vector<HostTensor>> {
-                        return std::vector<HostTensor>{in[0]};
-                      });
+    auto h =
+        HostCall(g, "on_host", {a}, {{DType::kF32, {6}}},
+                 [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                   return std::vector<HostTensor>{in[0]};
+                 });
     y = Log(h[0]) * 3.0;
   }
   Session s(g);
