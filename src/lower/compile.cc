@@ -292,12 +292,13 @@ absl::StatusOr<std::string> JitTargetString(bool cuda) {
   return result;
 }
 
-// kAuto's choice (see compile.h): row reductions get the safe default.
+// kAuto's choice (see compile.h): row reductions and matmuls get the safe default.
 SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
   for (const schedule::Stage& stage : info.stages) {
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
     if (reduction && stage.reduces_innermost) return SchedulerKind::kSafeDefault;
+    if (stage.kind == schedule::StageKind::kMatMul) return SchedulerKind::kSafeDefault;
   }
   return SchedulerKind::kAdams2019;
 }

@@ -213,11 +213,42 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
 
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                   const Value& a_in, const Value& b_in, const TensorType& out) {
-  const Value a = Materialize(ctx, name + "_a", a_in);
-  const Value b = Materialize(ctx, name + "_b", b_in);
+  Value a = Materialize(ctx, name + "_a", a_in);
+  Value b = Materialize(ctx, name + "_b", b_in);
   const int rank = static_cast<int>(a.shape.size());
   const int64_t k_extent = attrs.transpose_a ? a.shape[rank - 2] : a.shape[rank - 1];
   if (k_extent == 0) return Fill(out.dtype, out.shape, 0);
+
+  // The k loop reads every operand element n (or m) times. An operand that computes
+  // something (a ReLU mask, a scale) becomes a Func of its own, so a schedule can
+  // compute it once (compute_root) instead of at every read. A transposed b is repacked
+  // as [..., k, n]: the schedules vectorize over n, and reading b^T in place would be a
+  // gather with stride k (a backward dy * W^T).
+  struct Operand {
+    Halide::Func func;
+    Shape shape;
+    bool transpose = false;
+  };
+  std::vector<Operand> operands;
+  if (a.inline_body) {
+    a = Define(ctx, name + "_a", a.dtype, a.shape,
+               [src = a](const std::vector<Expr>& i) { return At(src, i); });
+  }
+  if (a.func.defined()) operands.push_back({a.func, a.shape});
+  bool transpose_b = attrs.transpose_b;
+  if (b.func.defined() && !transpose_b) operands.push_back({b.func, b.shape});
+  if (!b.constant.defined() && (transpose_b || b.inline_body)) {
+    Shape packed = b.shape;
+    if (transpose_b) std::swap(packed[rank - 2], packed[rank - 1]);
+    b = Define(ctx, name + (transpose_b ? "_bt" : "_b"), b.dtype, packed,
+               [src = b, transpose_b, rank](const std::vector<Expr>& i) {
+                 std::vector<Expr> j = i;
+                 if (transpose_b) std::swap(j[rank - 2], j[rank - 1]);
+                 return At(src, j);
+               });
+    operands.push_back({b.func, b.shape, transpose_b});
+    transpose_b = false;
+  }
 
   Halide::RDom k(0, static_cast<int>(k_extent), ctx.UniqueName(name + "_k"));
   std::vector<Halide::Var> vars = HalideVars(rank);
@@ -230,7 +261,7 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   } else {
     ai.insert(ai.end(), {m, Expr(k.x)});
   }
-  if (attrs.transpose_b) {
+  if (transpose_b) {
     bi.insert(bi.end(), {n, Expr(k.x)});
   } else {
     bi.insert(bi.end(), {Expr(k.x), n});
@@ -252,6 +283,11 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   stage.rdom = k;
   stage.extents = HalideExtents(out.shape);
   stage.reduction_extent = k_extent;
+  for (const Operand& o : operands) {
+    stage.operands.push_back(o.func);
+    stage.operand_extents.push_back(HalideExtents(o.shape));
+    stage.operand_transposes.push_back(o.transpose);
+  }
   ctx.stages().push_back(stage);
   return result;
 }

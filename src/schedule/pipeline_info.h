@@ -29,6 +29,11 @@ struct Stage {
   StageKind kind = StageKind::kReduction;
   Halide::Func acc;              // the Func with the update definition
   Halide::Func result;           // kMatMul only: the pure Func that reads `acc`
+  // kMatMul only: operand Funcs the k loop reads (computed operands, a repacked b^T),
+  // worth computing once rather than inlining; cluster inputs are read in place.
+  std::vector<Halide::Func> operands;
+  std::vector<Extents> operand_extents;
+  std::vector<bool> operand_transposes;  // the operand is b^T repacked: a transpose
   Halide::RDom rdom;             // the update's reduction domain
   Extents extents;               // of acc (and result)
   int64_t reduction_extent = 1;  // product of the RDom extents

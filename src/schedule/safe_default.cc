@@ -145,6 +145,36 @@ class SafeScheduler {
     log_ << line.str() << "\n";
   }
 
+  // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
+  // dims, so that Halide loads whole rows of g and transposes them in registers instead
+  // of gathering with the row stride; tiles in parallel over the outer dims.
+  void Transpose(Func f, const Extents& e) {
+    std::vector<Var> args = f.args();
+    const int w = std::min(VectorWidth(f.output_types()[0], e[0]),
+                           static_cast<int>(std::min<int64_t>(e[1], 8)));
+    std::ostringstream line;
+    line << f.name() << ":";
+    Var x = args[0], y = args[1], xo(x.name() + "_o"), yo(y.name() + "_o"), xi(x.name() + "_t"),
+        yi(y.name() + "_t");
+    Var outer = yo;
+    if (w > 1) {
+      f.tile(x, y, xo, yo, xi, yi, w, w, kGuard).vectorize(xi).vectorize(yi);
+      line << " tile(" << w << ", " << w << ").vectorize(both)";
+    } else {
+      outer = y;
+    }
+    for (size_t d = 2; d < args.size(); ++d) {
+      Var fused(outer.name() + "_" + args[d].name());
+      f.fuse(outer, args[d], fused);
+      outer = fused;
+    }
+    if (threads_ > 1 && Product(e) >= kMinParallelWork) {
+      f.parallel(outer);
+      line << " parallel(" << outer.name() << ")";
+    }
+    log_ << line.str() << "\n";
+  }
+
   // Row pipelines (softmax, layernorm): one output of rank >= 2 whose every reduction
   // runs over exactly the output's dim 0 and is read only at the reader's own row.
   // Then each accumulator is computed per output row (compute_at the output's row
@@ -292,28 +322,31 @@ class SafeScheduler {
         threads_ > 1 && Product(s.extents) * s.reduction_extent >= kMinParallelWork;
     if (s.reduces_innermost) w = 1;
     Var x = args[0];
+    Var xv(x.name() + "_v");
+    if (w > 1) {
+      // The reduction runs over outer input dims: dim 0 becomes the innermost loop,
+      // vectorized, so each step reads a contiguous run of the input. (By default an
+      // update's RVars are its innermost loops.) This split comes first: Halide allows
+      // RoundUp in an update only on a var that is not the inner half of another split.
+      update.split(x, x, xv, w, TailStrategy::RoundUp);
+    }
     if (parallel && rank >= 2 && s.extents[rank - 1] >= threads_) {
       update.parallel(args[rank - 1]);
       line << " parallel(" << args[rank - 1].name() << ")";
     } else if (parallel && s.extents[0] >= 2 * threads_) {
-      // A rank-1 accumulator (row sums, say): parallel chunks of dim 0, each a multiple
-      // of the vector width that divides the extent.
+      // A rank-1 accumulator (row or column sums): parallel chunks of dim 0, each a
+      // multiple of the vector width that divides the extent.
       const int64_t tasks = threads_ * kTasksPerThread;
       int64_t chunk = ((s.extents[0] + tasks - 1) / tasks + w - 1) / w * w;
       while (s.extents[0] % chunk != 0) chunk += w;
       if (chunk < s.extents[0]) {
         Var xo(x.name() + "_o"), xi(x.name() + "_i");
-        update.split(x, xo, xi, static_cast<int>(chunk), TailStrategy::RoundUp).parallel(xo);
+        update.split(x, xo, xi, static_cast<int>(chunk / w), TailStrategy::RoundUp).parallel(xo);
         line << " split(" << x.name() << ", " << chunk << ").parallel";
         x = xi;
       }
     }
     if (w > 1) {
-      // The reduction runs over outer input dims: make dim 0 the innermost loop,
-      // vectorized, so each step reads a contiguous run of the input. (By default an
-      // update's RVars are its innermost loops.)
-      Var xv(x.name() + "_v");
-      update.split(x, x, xv, w, TailStrategy::RoundUp);
       std::vector<VarOrRVar> order{xv};
       for (int i = 0; i < s.rdom.dimensions(); ++i) order.emplace_back(s.rdom[i]);
       update.reorder(order).vectorize(xv);
@@ -334,7 +367,21 @@ class SafeScheduler {
   // k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
   // and every split is ShiftInwards on the pure result or exact on the accumulator: no
   // GuardWithIf (see Reduction for why), and constant extents that unroll.
-  void MatMul(const Stage& s) {
+  void MatMul(const Stage& s, const std::set<std::string>& materialized) {
+    // Operands first: computed once, at root, unless they are stored anyway.
+    for (size_t i = 0; i < s.operands.size(); ++i) {
+      Func f = s.operands[i];
+      if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
+        continue;
+      }
+      f.compute_root();
+      log_ << f.name() << ": matmul operand, compute_root\n";
+      if (s.operand_transposes[i]) {
+        Transpose(f, s.operand_extents[i]);
+      } else {
+        Pointwise(f, s.operand_extents[i]);
+      }
+    }
     Func res = s.result;
     Func acc = s.acc;
     std::vector<Var> args = res.args();
@@ -372,6 +419,7 @@ class SafeScheduler {
   const Halide::Target& target_;
   const int threads_;
   std::ostringstream log_;
+  std::set<std::string> scheduled_operands_;
 };
 
 }  // namespace
@@ -380,6 +428,13 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
                              int parallelism) {
   SafeScheduler s(target, parallelism);
   if (s.RowPipeline(info)) return s.text();
+  // Funcs stored by their own schedule: outputs, accumulators and matmul results.
+  std::set<std::string> materialized;
+  for (const Func& f : info.outputs) materialized.insert(f.name());
+  for (const Stage& stage : info.stages) {
+    materialized.insert(stage.acc.name());
+    if (stage.result.defined()) materialized.insert(stage.result.name());
+  }
   for (const Stage& stage : info.stages) {
     switch (stage.kind) {
       case StageKind::kReduction:
@@ -387,7 +442,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
         s.Reduction(stage);
         break;
       case StageKind::kMatMul:
-        s.MatMul(stage);
+        s.MatMul(stage, materialized);
         break;
     }
   }
