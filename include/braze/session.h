@@ -39,12 +39,16 @@ struct SessionOptions {
   // devices, and are counted in SessionStats.
   std::string device = "auto";
   // MatMul/BatchMatMul on CUDA: kCublas (default) runs each as a cuBLASLt GEMM, a
-  // cluster boundary, with a following bias Add (+ Relu) folded into its epilogue; the
+  // cluster boundary, with a following bias Add folded into its epilogue; the
   // elementwise ops around it still fuse into Halide clusters. kHalide clusters them
   // like any op and uses Braze's tiled GPU matmul schedule. A GEMM cuBLAS refuses (or
   // no cuBLAS library) runs as a Halide kernel, with one warning.
   enum class CudaMatMul { kCublas, kHalide };
   CudaMatMul cuda_matmul = CudaMatMul::kCublas;
+  // Also fold a Relu after the bias into the cuBLASLt epilogue (RELU_BIAS). Off by
+  // default because it changes NaN results: cuBLASLt's ReLU is max(x, 0), which turns
+  // a NaN pre-activation into 0, while braze::Relu (reference, Halide) keeps the NaN.
+  bool cuda_relu_epilogue = false;
   int min_cluster_size = 4;  // smallest auto-cluster (TF's default); scopes: any size
   int max_cluster_size = 1 << 20;
   // A cluster is one Halide pipeline with one schedule. As XLA's fusion pass never puts

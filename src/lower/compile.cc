@@ -206,6 +206,7 @@ class HalideKernel : public CompiledKernel {
       }
     }
     if (lowered_.info.outputs.empty()) return absl::OkStatus();
+    lower::TakeRuntimeError();  // drop messages of earlier calls
     absl::Status status = CatchHalideErrors(name_ + ": Halide run-time error",
                                             absl::StatusCode::kInvalidArgument, [&] {
                                               for (size_t i = 0; i < inputs.size(); ++i) {
@@ -223,6 +224,11 @@ class HalideKernel : public CompiledKernel {
                                             });
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!lowered_.input_elided[i]) lowered_.params[i].reset();
+    }
+    // The CUDA runtime reports some errors (an unknown CUDA error code, say) through
+    // the default handler rather than the pipeline's: add them.
+    if (std::string more = lower::TakeRuntimeError(); !status.ok() && !more.empty()) {
+      status = absl::Status(status.code(), absl::StrCat(status.message(), " [", more, "]"));
     }
     return status;
   }

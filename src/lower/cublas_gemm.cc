@@ -103,6 +103,13 @@ absl::Status Validate(const std::string& name, const GemmShape& s, uint64_t a, u
   if (s.epilogue != GemmEpilogue::kNone && bias == 0) {
     return invalid("the bias epilogue has a null bias pointer");
   }
+  // The heuristic is told the bias pointer, but kernels that assume a 16-byte aligned
+  // bias have been seen to fault on less ("misaligned address", PyTorch and Marian
+  // reports), and a fault poisons the context for the rest of the process. Braze's own
+  // device buffers are cuMemAlloc'd (256-byte aligned), so this only refuses views.
+  if (s.epilogue != GemmEpilogue::kNone && bias % 16 != 0) {
+    return invalid("the bias is not 16-byte aligned");
+  }
   return absl::OkStatus();
 }
 

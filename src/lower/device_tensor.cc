@@ -178,7 +178,19 @@ DeviceTensor::~DeviceTensor() {
   // The data is device-side by design; drop it without the dirty-free assertion.
   Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
   raw->set_device_dirty(false);
-  if (raw->raw_buffer()->device != 0) raw->device_free();
+  halide_buffer_t* b = raw->raw_buffer();
+  if (b->device == 0) return;
+  // Halide's device_free aborts when the CUDA runtime cannot make the context current
+  // (a driver shut down at exit): leak the allocation then instead.
+  lower::CudaState& s = lower::State();
+  if (s.driver.ctx_push == nullptr || s.driver.ctx_push(s.context) != 0) {
+    b->device = 0;
+    b->device_interface = nullptr;
+    return;
+  }
+  lower::CuContext old = nullptr;
+  s.driver.ctx_pop(&old);
+  raw->device_free();
 }
 
 int64_t DeviceTensor::num_elements() const { return NumElements(type_.shape); }
@@ -203,6 +215,7 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
         return absl::OkStatus();
       }));
   if (NumElements(type.shape) > 0) {
+    lower::TakeRuntimeError();  // only this call's messages go into its Status
     const int rc = impl->buffer.get()->device_malloc(interface);
     if (rc != 0) {
       absl::Status s = lower::RuntimeStatus(
@@ -221,8 +234,9 @@ absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
   if (num_elements() == 0) return absl::OkStatus();
   Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
   std::memcpy(raw->data(), src.raw_data(), src.num_bytes());
+  raw->set_device_dirty(false);  // first: Halide asserts a buffer is never both dirty
   raw->set_host_dirty(true);
-  raw->set_device_dirty(false);
+  lower::TakeRuntimeError();
   return lower::RuntimeStatus("copy to the device",
                               raw->copy_to_device(raw->raw_buffer()->device_interface));
 }
@@ -234,6 +248,7 @@ absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
   // The device copy is the authority: whatever the flags say, copy it back.
   raw->set_host_dirty(false);
   raw->set_device_dirty(true);
+  lower::TakeRuntimeError();
   BRAZE_RETURN_IF_ERROR(lower::RuntimeStatus("copy to the host", raw->copy_to_host()));
   std::memcpy(dst->raw_data(), raw->data(), num_bytes());
   return absl::OkStatus();
@@ -249,9 +264,15 @@ absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
   halide_buffer_t* from = src.impl_->buffer.raw_buffer();
   halide_buffer_t* to = impl_->buffer.raw_buffer();
   const halide_device_interface_t* interface = to->device_interface;
+  lower::TakeRuntimeError();
   // Device to device: buffer_copy reads the source's device side when it is not host
-  // dirty, and leaves the destination device dirty.
-  from->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
+  // dirty, and leaves the destination device dirty. A host-dirty source (only after a
+  // failed CopyFromHost) holds its newest data on the host: upload that first.
+  if ((from->flags & halide_buffer_flag_host_dirty) != 0) {
+    BRAZE_RETURN_IF_ERROR(lower::RuntimeStatus(
+        "device-to-device copy (uploading the source)",
+        src.impl_->buffer.get()->copy_to_device(from->device_interface)));
+  }
   to->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
   return lower::RuntimeStatus("device-to-device copy",
                               interface->buffer_copy(nullptr, from, interface, to));

@@ -33,8 +33,8 @@ Step SingleStep(const Graph& g, int id, const SessionOptions& options,
 }
 
 // GEMMs for cuBLAS on CUDA: each MatMul/BatchMatMul placed on a CUDA device (f32/f64),
-// with the bias Add (a [n] vector) and Relu that follow when nothing else reads the
-// values in between. Returns the steps; marks their nodes in `library_calls`.
+// with the bias Add (a [n] vector) that follows, and the Relu after it when
+// options.cuda_relu_epilogue, when nothing else reads the values in between. Returns the steps; marks their nodes in `library_calls`.
 std::vector<Step> FindGemms(const Graph& g, const SessionOptions& options,
                             const std::string& default_device, const std::vector<bool>& needed,
                             const std::vector<std::vector<int>>& consumers,
@@ -76,7 +76,7 @@ std::vector<Step> FindGemms(const Graph& g, const SessionOptions& options,
         s.inputs.push_back(bias);
         s.gemm.epilogue = GemmEpilogue::kBias;
         last = add;
-        const int relu = only_consumer(add);
+        const int relu = options.cuda_relu_epilogue ? only_consumer(add) : -1;
         if (relu >= 0 && g.node(relu).op() == OpKind::kRelu) {
           s.nodes.push_back(relu);
           s.gemm.epilogue = GemmEpilogue::kBiasRelu;

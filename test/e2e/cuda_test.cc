@@ -1,6 +1,8 @@
 // Runs on a CUDA device: skipped (cleanly, with the reason) where CheckCudaAvailable
 // fails, as on the build machines and in CI; required to pass where a GPU exists.
 // Every compiled result is compared with the reference kernels on random inputs.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "braze/braze.h"
@@ -96,6 +98,41 @@ TEST_F(Cuda, MatMulsThroughCublasAndHalideMatchReference) {
       EXPECT_EQ(st.gemm_launches, 3);
     } else {
       EXPECT_EQ(st.gemm_launches, 0);
+    }
+  }
+}
+
+// cuBLASLt's ReLU epilogue is max(x, 0): NaN becomes 0. By default only the bias is
+// folded, so a NaN pre-activation stays NaN as in the reference; with
+// cuda_relu_epilogue the ReLU is folded too and the NaN row reads 0.
+TEST_F(Cuda, ReluEpilogueIsOptInBecauseItMapsNanToZero) {
+  if (absl::Status s = CublasAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4, 8}, "x");
+  Tensor w = Const(g, Random({8, 16}, 11), "w");
+  Tensor b = Const(g, Random({16}, 12), "b");
+  Tensor y = Relu(MatMul(x, w) + b);
+  HostTensor xv = Random({4, 8}, 13);
+  xv.SetDouble(2 * 8 + 5, std::nan(""));  // row 2 of the product is NaN
+  for (bool fold : {false, true}) {
+    SessionOptions opts;
+    opts.device = "cuda:0";
+    opts.global_jit_level = JitLevel::kOn1;
+    opts.min_cluster_size = 1;
+    opts.strict = true;
+    opts.cuda_relu_epilogue = fold;
+    Session s(g, opts);
+    auto got = s.Run({{x, xv}}, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(s.stats().gemm_launches, 1);
+    EXPECT_EQ(s.stats().cluster_launches, fold ? 0 : 1) << "the Relu kernel";
+    for (int j = 0; j < 16; ++j) {
+      const double v = (*got)[0].GetDouble(2 * 16 + j);
+      if (fold) {
+        EXPECT_EQ(v, 0.0) << j;
+      } else {
+        EXPECT_TRUE(std::isnan(v)) << j << ": " << v;
+      }
     }
   }
 }
