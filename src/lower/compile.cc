@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "lower/device_tensor_impl.h"
+#include "lower/jit_memory.h"
 #include "lower/gpu_attempts.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
@@ -364,6 +365,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         target = options.cuda ? lower::CudaJitTarget() : lower::SanitizedJitTarget();
         return absl::OkStatus();
       }));
+  lower::InstallJitHandlers();  // before the first pipeline runs: the buffer cache
   if (options.cuda) return CompileCudaCluster(spec, options, name, target, start);
   std::vector<SchedulerKind> chain = SchedulerChain(options.scheduler);
   if (options.scheduler == SchedulerKind::kAuto) {

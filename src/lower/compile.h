@@ -27,10 +27,12 @@ struct ClusterSpec {
 };
 
 // kAuto: per cluster, our safe default when the cluster reduces over the innermost
-// (contiguous) dim — softmax, layernorm, cross entropy, row sums — and Adams2019
-// otherwise. On this project's CPU, Adams2019 vectorizes such reductions across rows
-// and runs 2-4x slower than the safe default (bench/RESULTS.md); elementwise and matmul
-// clusters are where Adams2019 shines.
+// (contiguous) dim — softmax, layernorm, cross entropy, row sums — or holds a matmul,
+// and Adams2019 otherwise. On this project's CPU, Adams2019 vectorizes such reductions
+// across rows and runs 2-4x slower than the safe default (bench/RESULTS.md). A lone
+// matmul it schedules as well as ours, but a backward matmul fused with a ReLU mask, a
+// column sum and Adam's update got a schedule 4x slower than op by op and took seconds
+// to search (README, Examples); elementwise clusters are where Adams2019 shines.
 enum class SchedulerKind { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 const char* SchedulerName(SchedulerKind kind);
 

@@ -16,6 +16,7 @@
 #include "braze/device.h"
 #include "braze/status.h"
 #include "lower/device_tensor_impl.h"
+#include "lower/jit_memory.h"
 #include "lower/lower_util.h"
 
 namespace braze {
@@ -98,12 +99,12 @@ absl::Status Initialize(CudaState& s, int ordinal) {
     return absl::FailedPreconditionError(
         absl::StrCat("cuDevicePrimaryCtxRetain(", ordinal, ") failed: ", rc));
   }
-  Halide::JITHandlers handlers;
-  handlers.custom_error = RecordError;
-  handlers.custom_cuda_acquire_context = AcquireContext;
-  handlers.custom_cuda_release_context = ReleaseContext;
-  handlers.custom_cuda_get_stream = GetStream;
-  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
+  InstallJitHandlers([](Halide::JITHandlers* h) {
+    h->custom_error = RecordError;
+    h->custom_cuda_acquire_context = AcquireContext;
+    h->custom_cuda_release_context = ReleaseContext;
+    h->custom_cuda_get_stream = GetStream;
+  });
   s.ordinal = ordinal;
   return CatchHalideErrors("Halide's CUDA runtime", absl::StatusCode::kInternal, [&] {
     s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::CUDA,

@@ -86,6 +86,20 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
   int work_ = 0;
 };
 
+// f(x, y, ...) = buffer(x, y, ...): an input's or a constant's own wrapper Func.
+bool IsPlainLoad(const Func& f) {
+  const Halide::Internal::Function fn = f.function();
+  if (fn.has_update_definition() || fn.values().size() != 1) return false;
+  const auto* call = fn.values()[0].as<Halide::Internal::Call>();
+  if (call == nullptr || call->call_type != Halide::Internal::Call::Image) return false;
+  if (call->args.size() != fn.args().size()) return false;
+  for (size_t i = 0; i < call->args.size(); ++i) {
+    const auto* v = call->args[i].as<Halide::Internal::Variable>();
+    if (v == nullptr || v->name != fn.args()[i]) return false;
+  }
+  return true;
+}
+
 class SafeScheduler {
  public:
   SafeScheduler(const Halide::Target& target, int parallelism)
@@ -374,6 +388,7 @@ class SafeScheduler {
       if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
         continue;
       }
+      if (!s.operand_transposes[i] && IsPlainLoad(f)) continue;  // a copy would gain nothing
       f.compute_root();
       log_ << f.name() << ": matmul operand, compute_root\n";
       if (s.operand_transposes[i]) {
