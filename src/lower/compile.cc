@@ -324,6 +324,8 @@ static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(attempt.Name(), absl::StatusCode::kInternal, [&] {
         pipeline = Halide::Pipeline(lowered.info.outputs);
+        lower::UseJitBufferCache(&pipeline.jit_handlers());
+        lower::UseCudaHandlers(&pipeline.jit_handlers());
         schedule = lower::ApplyGpuAttempt(attempt, lowered, pipeline, target);
         pipeline.compile_jit(target);
         return absl::OkStatus();
@@ -365,7 +367,6 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         target = options.cuda ? lower::CudaJitTarget() : lower::SanitizedJitTarget();
         return absl::OkStatus();
       }));
-  lower::InstallJitHandlers();  // before the first pipeline runs: the buffer cache
   if (options.cuda) return CompileCudaCluster(spec, options, name, target, start);
   std::vector<SchedulerKind> chain = SchedulerChain(options.scheduler);
   if (options.scheduler == SchedulerKind::kAuto) {
@@ -387,6 +388,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(SchedulerName(kind), absl::StatusCode::kInternal, [&] {
         pipeline = Halide::Pipeline(lowered.info.outputs);
+        lower::UseJitBufferCache(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
         if (kind == SchedulerKind::kSafeDefault) {
           schedule = schedule::ApplySafeDefault(lowered.info, target, parallelism);

@@ -16,7 +16,6 @@
 #include "braze/device.h"
 #include "braze/status.h"
 #include "lower/device_tensor_impl.h"
-#include "lower/jit_memory.h"
 #include "lower/lower_util.h"
 
 namespace braze {
@@ -69,6 +68,16 @@ int32_t GetStream(Halide::JITUserContext*, void*, void** stream) {
   return 0;
 }
 
+}  // namespace
+
+void UseCudaHandlers(Halide::JITHandlers* handlers) {
+  handlers->custom_cuda_acquire_context = AcquireContext;
+  handlers->custom_cuda_release_context = ReleaseContext;
+  handlers->custom_cuda_get_stream = GetStream;
+}
+
+namespace {
+
 template <typename F>
 bool Resolve(void* lib, const char* name, F* fn) {
   *fn = reinterpret_cast<F>(dlsym(lib, name));
@@ -99,12 +108,12 @@ absl::Status Initialize(CudaState& s, int ordinal) {
     return absl::FailedPreconditionError(
         absl::StrCat("cuDevicePrimaryCtxRetain(", ordinal, ") failed: ", rc));
   }
-  InstallJitHandlers([](Halide::JITHandlers* h) {
-    h->custom_error = RecordError;
-    h->custom_cuda_acquire_context = AcquireContext;
-    h->custom_cuda_release_context = ReleaseContext;
-    h->custom_cuda_get_stream = GetStream;
-  });
+  // Defaults, for the device calls Braze makes outside pipelines; every CUDA pipeline
+  // also carries the context and stream handlers itself (UseCudaHandlers).
+  Halide::JITHandlers handlers;
+  handlers.custom_error = RecordError;
+  UseCudaHandlers(&handlers);
+  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
   s.ordinal = ordinal;
   return CatchHalideErrors("Halide's CUDA runtime", absl::StatusCode::kInternal, [&] {
     s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::CUDA,

@@ -24,6 +24,11 @@ Halide::Target CudaJitTarget();
 // is unavailable or `ordinal` is not the device this process uses.
 absl::StatusOr<const halide_device_interface_t*> CudaInterface(int ordinal);
 
+// Sets Braze's CUDA context (the device's primary) and stream (the legacy default)
+// handlers in `handlers`: every CUDA pipeline's jit_handlers() get them, so no realize
+// can see Halide's own context handler while Halide resets its defaults.
+void UseCudaHandlers(Halide::JITHandlers* handlers);
+
 // The message Halide's runtime reported on this thread since the last call, if any
 // (device calls made outside a pipeline have no other way to report one).
 std::string TakeRuntimeError();

@@ -1,4 +1,4 @@
-// Halide JIT handlers and the pipeline buffer cache; see jit_memory.h.
+// The pipeline buffer cache; see jit_memory.h.
 #include "lower/jit_memory.h"
 
 #include <cstdlib>
@@ -79,19 +79,9 @@ void Free(Halide::JITUserContext*, void* p) {
 
 }  // namespace
 
-void InstallJitHandlers(const std::function<void(Halide::JITHandlers*)>& extend) {
-  static std::mutex mu;
-  static Halide::JITHandlers* handlers = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (handlers == nullptr) {
-    handlers = new Halide::JITHandlers();  // never destroyed, as Halide keeps a copy
-    handlers->custom_malloc = Malloc;
-    handlers->custom_free = Free;
-  } else if (!extend) {
-    return;  // installed already
-  }
-  if (extend) extend(handlers);
-  Halide::Internal::JITSharedRuntime::set_default_handlers(*handlers);
+void UseJitBufferCache(Halide::JITHandlers* handlers) {
+  handlers->custom_malloc = Malloc;
+  handlers->custom_free = Free;
 }
 
 JitMemoryStats GetJitMemoryStats() {

@@ -1,7 +1,7 @@
-// Halide's JIT default handlers, installed in one place, and the buffer cache they
-// bring: heap allocations made inside compiled pipelines (a fused cluster's
-// intermediates: a matmul's result, a repacked operand) are kept for the next run
-// instead of going back to the system.
+// A buffer cache for Halide JIT pipelines: heap allocations of 64 KiB or more made
+// inside them (a fused cluster's intermediates: a matmul's result, a repacked operand)
+// are kept for the next run instead of going back to the system. Up to 1 GiB of free
+// blocks is kept for the life of the process; a block freed beyond that is released.
 //
 // Why: glibc serves allocations of a few MiB with fresh mmap'ed pages, so every run of
 // a fused cluster page-faulted and zeroed its intermediates again. A MatMul+bias+ReLU
@@ -12,7 +12,6 @@
 #define BRAZE_LOWER_JIT_MEMORY_H_
 
 #include <cstdint>
-#include <functional>
 
 namespace Halide {
 struct JITHandlers;
@@ -21,10 +20,12 @@ struct JITHandlers;
 namespace braze {
 namespace lower {
 
-// Sets Halide's JIT default handlers: Braze's custom_malloc/custom_free, then whatever
-// `extend` adds (the CUDA runtime's context, stream and error handlers). Each call
-// keeps what earlier calls added. Thread-safe.
-void InstallJitHandlers(const std::function<void(Halide::JITHandlers*)>& extend = nullptr);
+// Makes `handlers` (a Pipeline's jit_handlers()) allocate through the cache. Set per
+// pipeline, never as Halide's process-wide defaults: Halide resets its active default
+// handlers field by field (set_default_handlers, creating the CUDA runtime module)
+// while other threads copy them into a realize, and could pair our malloc with its
+// free. A pipeline's own handlers are copied after the defaults, as a pair.
+void UseJitBufferCache(Halide::JITHandlers* handlers);
 
 struct JitMemoryStats {
   int64_t allocations = 0;  // cached-size requests (>= kMinCachedBytes)

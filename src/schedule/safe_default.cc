@@ -356,7 +356,7 @@ class SafeScheduler {
       if (chunk < s.extents[0]) {
         Var xo(x.name() + "_o"), xi(x.name() + "_i");
         update.split(x, xo, xi, static_cast<int>(chunk / w), TailStrategy::RoundUp).parallel(xo);
-        line << " split(" << x.name() << ", " << chunk << ").parallel";
+        line << " split(" << x.name() << ", " << chunk / w << ").parallel";
         x = xi;
       }
     }

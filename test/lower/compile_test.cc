@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
-#include "lower/jit_memory.h"
 #include "lower/lower_test_util.h"
 #include "passes/mark_for_compilation.h"
 
@@ -63,30 +62,6 @@ TEST(CompileClusterTest, MultiOutputCluster) {
     c.outputs = {e, s, p, e, ArgMax(p, 1)};
     EXPECT_TRUE(CompileRunCompare(c, kind)) << SchedulerName(kind);
   }
-}
-
-// Heap buffers a pipeline allocates (here the repacked b^T and the matmul's result,
-// both over 64 KiB) come back from Braze's cache on later runs, and the results stay
-// right while their memory is reused.
-TEST(CompileClusterTest, IntermediatesReuseCachedMemory) {
-  Case c;
-  Tensor a = c.Input(DType::kF32, {150, 130}, 21);
-  Tensor b = c.Input(DType::kF32, {170, 130}, 22);
-  c.outputs = {Relu(MatMul(a, b, false, true) * 0.5)};
-  const ClusterSpec spec = SpecOf(c);
-  auto expected = ReferenceOutputs(spec, c.values);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  auto kernel = CompileCluster(spec, {SchedulerKind::kSafeDefault, 0});
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  int64_t reused_before = 0;
-  for (int run = 0; run < 3; ++run) {
-    if (run == 1) reused_before = lower::GetJitMemoryStats().reused;
-    auto actual = RunKernel(**kernel, c.values);
-    ASSERT_TRUE(actual.ok()) << actual.status();
-    std::string why;
-    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4, &why)) << "run " << run << why;
-  }
-  EXPECT_GE(lower::GetJitMemoryStats().reused - reused_before, 4) << "2 buffers x 2 runs";
 }
 
 // Regression for a Halide 14 miscompile: an update that selects on its own accumulator,
