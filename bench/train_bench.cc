@@ -71,8 +71,8 @@ void BM_MlpTrainStep(benchmark::State& state) {
       double(st.cluster_launches + st.single_op_launches + st.reference_launches) /
       std::max<int64_t>(1, st.runs);
   // The matmuls: x w, x^T dy and, except in the first layer (x is a feed), dy w^T.
-  const double flops = 2.0 * kBatch *
-                       (2 * kPixels * kHidden + 3 * kHidden * kHidden + 3 * kHidden * kClasses);
+  const double flops =
+      2.0 * kBatch * (2 * kPixels * kHidden + 3 * kHidden * kHidden + 3 * kHidden * kClasses);
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops / 1e9 * state.iterations(), benchmark::Counter::kIsRate);
 }

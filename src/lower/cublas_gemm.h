@@ -44,8 +44,8 @@ absl::Status CublasAvailable();
 // Runs one GEMM; `name` (the node or cluster) prefixes every error. InvalidArgument for
 // shapes or dtypes it does not take (the caller then uses a Halide kernel): not f32/f64,
 // k == 0, a dimension over 2^31-1, null pointers, a bias not 16-byte aligned, or no
-// cuBLASLt algorithm for the configuration. OK without any work when batch, m or n is 0. Internal with cuBLAS'
-// status name for a failing call. Asynchronous on the default stream. The caller must
+// cuBLASLt algorithm for the configuration. OK without any work when batch, m or n is 0. Internal
+// with cuBLAS' status name for a failing call. Asynchronous on the default stream. The caller must
 // have the device's primary context current (it pushes it, as device_tensor.cc does).
 // f32 accumulates in FP32 (CUBLAS_COMPUTE_32F, never TF32), f64 in FP64.
 absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_t a, uint64_t b,

@@ -279,9 +279,9 @@ absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
   // dirty, and leaves the destination device dirty. A host-dirty source (only after a
   // failed CopyFromHost) holds its newest data on the host: upload that first.
   if ((from->flags & halide_buffer_flag_host_dirty) != 0) {
-    BRAZE_RETURN_IF_ERROR(lower::RuntimeStatus(
-        "device-to-device copy (uploading the source)",
-        src.impl_->buffer.get()->copy_to_device(from->device_interface)));
+    BRAZE_RETURN_IF_ERROR(
+        lower::RuntimeStatus("device-to-device copy (uploading the source)",
+                             src.impl_->buffer.get()->copy_to_device(from->device_interface)));
   }
   to->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
   return lower::RuntimeStatus("device-to-device copy",

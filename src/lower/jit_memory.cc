@@ -23,7 +23,7 @@ constexpr size_t kPage = 4096;
 
 struct Cache {
   std::mutex mu;
-  std::multimap<size_t, void*> free_blocks;     // block size -> block
+  std::multimap<size_t, void*> free_blocks;      // block size -> block
   std::unordered_map<void*, size_t> block_size;  // every live cached-size block
   size_t cached_bytes = 0;
   int64_t allocations = 0;

@@ -28,9 +28,9 @@ namespace lower {
 void UseJitBufferCache(Halide::JITHandlers* handlers);
 
 struct JitMemoryStats {
-  int64_t allocations = 0;  // cached-size requests (>= kMinCachedBytes)
-  int64_t reused = 0;       // of those, served from the cache
-  int64_t cached_bytes = 0; // free blocks held now
+  int64_t allocations = 0;   // cached-size requests (>= kMinCachedBytes)
+  int64_t reused = 0;        // of those, served from the cache
+  int64_t cached_bytes = 0;  // free blocks held now
 };
 JitMemoryStats GetJitMemoryStats();
 

@@ -224,19 +224,14 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   // compute it once (compute_root) instead of at every read. A transposed b is repacked
   // as [..., k, n]: the schedules vectorize over n, and reading b^T in place would be a
   // gather with stride k (a backward dy * W^T).
-  struct Operand {
-    Halide::Func func;
-    Shape shape;
-    bool transpose = false;
-  };
-  std::vector<Operand> operands;
+  std::vector<schedule::Stage::Operand> operands;
   if (a.inline_body) {
     a = Define(ctx, name + "_a", a.dtype, a.shape,
                [src = a](const std::vector<Expr>& i) { return At(src, i); });
   }
-  if (a.func.defined()) operands.push_back({a.func, a.shape});
+  if (a.func.defined()) operands.push_back({a.func, HalideExtents(a.shape)});
   bool transpose_b = attrs.transpose_b;
-  if (b.func.defined() && !transpose_b) operands.push_back({b.func, b.shape});
+  if (b.func.defined() && !transpose_b) operands.push_back({b.func, HalideExtents(b.shape)});
   if (!b.constant.defined() && (transpose_b || b.inline_body)) {
     Shape packed = b.shape;
     if (transpose_b) std::swap(packed[rank - 2], packed[rank - 1]);
@@ -246,7 +241,7 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
                  if (transpose_b) std::swap(j[rank - 2], j[rank - 1]);
                  return At(src, j);
                });
-    operands.push_back({b.func, b.shape, transpose_b});
+    operands.push_back({b.func, HalideExtents(b.shape), transpose_b});
     transpose_b = false;
   }
 
@@ -283,11 +278,7 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   stage.rdom = k;
   stage.extents = HalideExtents(out.shape);
   stage.reduction_extent = k_extent;
-  for (const Operand& o : operands) {
-    stage.operands.push_back(o.func);
-    stage.operand_extents.push_back(HalideExtents(o.shape));
-    stage.operand_transposes.push_back(o.transpose);
-  }
+  stage.operands = std::move(operands);
   ctx.stages().push_back(stage);
   return result;
 }

@@ -34,7 +34,8 @@ Step SingleStep(const Graph& g, int id, const SessionOptions& options,
 
 // GEMMs for cuBLAS on CUDA: each MatMul/BatchMatMul placed on a CUDA device (f32/f64),
 // with the bias Add (a [n] vector) that follows, and the Relu after it when
-// options.cuda_relu_epilogue, when nothing else reads the values in between. Returns the steps; marks their nodes in `library_calls`.
+// options.cuda_relu_epilogue, when nothing else reads the values in between. Returns the steps;
+// marks their nodes in `library_calls`.
 std::vector<Step> FindGemms(const Graph& g, const SessionOptions& options,
                             const std::string& default_device, const std::vector<bool>& needed,
                             const std::vector<std::vector<int>>& consumers,

@@ -201,21 +201,13 @@ class GpuScheduler {
         if (name == s.acc.name() || materialized_.count(name) > 0) continue;
         bool computes = false;
         for (const auto& [callee, callee_fn] : Halide::Internal::find_direct_calls(fn)) {
-          computes |= callee != name && !IsInputWrapper(callee_fn);
+          computes |= callee != name && !IsPlainLoad(callee_fn);
         }
         if (!computes) continue;
         materialized_.insert(name);
         operands_.push_back(Func(fn));
       }
     }
-  }
-
-  // An ImageParam's own wrapper Func (Halide gives every ImageParam one): its only
-  // definition loads the input buffer.
-  static bool IsInputWrapper(const Function& fn) {
-    if (fn.has_update_definition() || fn.values().size() != 1) return false;
-    const auto* call = fn.values()[0].as<Halide::Internal::Call>();
-    return call != nullptr && call->call_type == Halide::Internal::Call::Image;
   }
 
   // The materialized Funcs that read `name`, looking through inlined pure Funcs.

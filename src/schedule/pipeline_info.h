@@ -27,13 +27,16 @@ enum class StageKind {
 
 struct Stage {
   StageKind kind = StageKind::kReduction;
-  Halide::Func acc;              // the Func with the update definition
-  Halide::Func result;           // kMatMul only: the pure Func that reads `acc`
+  Halide::Func acc;     // the Func with the update definition
+  Halide::Func result;  // kMatMul only: the pure Func that reads `acc`
   // kMatMul only: operand Funcs the k loop reads (computed operands, a repacked b^T),
   // worth computing once rather than inlining; cluster inputs are read in place.
-  std::vector<Halide::Func> operands;
-  std::vector<Extents> operand_extents;
-  std::vector<bool> operand_transposes;  // the operand is b^T repacked: a transpose
+  struct Operand {
+    Halide::Func func;
+    Extents extents;
+    bool transpose = false;  // b^T repacked: a transpose of its source
+  };
+  std::vector<Operand> operands;
   Halide::RDom rdom;             // the update's reduction domain
   Extents extents;               // of acc (and result)
   int64_t reduction_extent = 1;  // product of the RDom extents
@@ -41,6 +44,20 @@ struct Stage {
   // update over acc's dim 0 would turn contiguous loads into gathers.
   bool reduces_innermost = false;
 };
+
+// f(x, y, ...) = buffer(x, y, ...): the wrapper Func Halide gives every ImageParam, or
+// a constant's. Storing one is a copy; schedules inline it.
+inline bool IsPlainLoad(const Halide::Internal::Function& fn) {
+  if (fn.has_update_definition() || fn.values().size() != 1) return false;
+  const auto* call = fn.values()[0].as<Halide::Internal::Call>();
+  if (call == nullptr || call->call_type != Halide::Internal::Call::Image) return false;
+  if (call->args.size() != fn.args().size()) return false;
+  for (size_t i = 0; i < call->args.size(); ++i) {
+    const auto* v = call->args[i].as<Halide::Internal::Variable>();
+    if (v == nullptr || v->name != fn.args()[i]) return false;
+  }
+  return true;
+}
 
 struct PipelineInfo {
   // Pure Funcs, one per pipeline output. An output may also be read by other Funcs,

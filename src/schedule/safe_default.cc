@@ -86,20 +86,6 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
   int work_ = 0;
 };
 
-// f(x, y, ...) = buffer(x, y, ...): an input's or a constant's own wrapper Func.
-bool IsPlainLoad(const Func& f) {
-  const Halide::Internal::Function fn = f.function();
-  if (fn.has_update_definition() || fn.values().size() != 1) return false;
-  const auto* call = fn.values()[0].as<Halide::Internal::Call>();
-  if (call == nullptr || call->call_type != Halide::Internal::Call::Image) return false;
-  if (call->args.size() != fn.args().size()) return false;
-  for (size_t i = 0; i < call->args.size(); ++i) {
-    const auto* v = call->args[i].as<Halide::Internal::Variable>();
-    if (v == nullptr || v->name != fn.args()[i]) return false;
-  }
-  return true;
-}
-
 class SafeScheduler {
  public:
   SafeScheduler(const Halide::Target& target, int parallelism)
@@ -383,18 +369,18 @@ class SafeScheduler {
   // GuardWithIf (see Reduction for why), and constant extents that unroll.
   void MatMul(const Stage& s, const std::set<std::string>& materialized) {
     // Operands first: computed once, at root, unless they are stored anyway.
-    for (size_t i = 0; i < s.operands.size(); ++i) {
-      Func f = s.operands[i];
+    for (const Stage::Operand& o : s.operands) {
+      Func f = o.func;
       if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
         continue;
       }
-      if (!s.operand_transposes[i] && IsPlainLoad(f)) continue;  // a copy would gain nothing
+      if (!o.transpose && IsPlainLoad(f.function())) continue;  // a copy would gain nothing
       f.compute_root();
       log_ << f.name() << ": matmul operand, compute_root\n";
-      if (s.operand_transposes[i]) {
-        Transpose(f, s.operand_extents[i]);
+      if (o.transpose) {
+        Transpose(f, o.extents);
       } else {
-        Pointwise(f, s.operand_extents[i]);
+        Pointwise(f, o.extents);
       }
     }
     Func res = s.result;

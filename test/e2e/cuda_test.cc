@@ -1,9 +1,9 @@
 // Runs on a CUDA device: skipped (cleanly, with the reason) where CheckCudaAvailable
 // fails, as on the build machines and in CI; required to pass where a GPU exists.
 // Every compiled result is compared with the reference kernels on random inputs.
-#include <cmath>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "braze/braze.h"
 #include "common/softmax_training.h"

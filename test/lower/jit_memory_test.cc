@@ -1,6 +1,8 @@
 // The pipeline buffer cache (src/lower/jit_memory.h): intermediates are reused across
 // runs, results stay right, and a concurrent reset of Halide's default handlers (as
 // CUDA initialization does) cannot pair the cache's malloc with Halide's free.
+#include "lower/jit_memory.h"
+
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -11,7 +13,6 @@
 #include "Halide.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
-#include "lower/jit_memory.h"
 #include "lower/lower_test_util.h"
 
 namespace braze {
