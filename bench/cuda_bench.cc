@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "braze/braze.h"
-#include "lower/cublas_gemm.h"
-#include "lower/device_tensor.h"
+#include "device/cublas_gemm.h"
+#include "device/device_tensor.h"
 
 namespace braze {
 namespace {

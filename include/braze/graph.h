@@ -27,7 +27,7 @@
 namespace braze {
 
 enum class OpKind : uint16_t {
-#define BRAZE_OP(e, name, cat, arity) e,
+#define BRAZE_OP(e, name, cat, arity, compiled) e,
 #include "braze/op_list.def"
 #undef BRAZE_OP
 };
@@ -43,7 +43,7 @@ enum class OpCategory : uint8_t {
   kHostCall
 };
 inline constexpr int kNumOps = 0
-#define BRAZE_OP(e, name, cat, arity) +1
+#define BRAZE_OP(e, name, cat, arity, compiled) +1
 #include "braze/op_list.def"
 #undef BRAZE_OP
     ;
@@ -51,6 +51,9 @@ inline constexpr int kNumOps = 0
 const char* OpName(OpKind op);
 OpCategory OpCategoryOf(OpKind op);
 int OpArity(OpKind op);  // -1: variadic
+// True when the op has a Halide lowering and so may be compiled and join a cluster:
+// the Compiled column of op_list.def.
+bool OpIsCompilable(OpKind op);
 std::optional<OpKind> OpFromName(std::string_view name);
 
 class Graph;

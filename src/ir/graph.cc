@@ -14,10 +14,12 @@ struct OpInfo {
   const char* name;
   OpCategory category;
   int arity;
+  bool compiled;
 };
+constexpr bool kCompiled = true, kNotCompiled = false;
 
 constexpr OpInfo kOpInfo[] = {
-#define BRAZE_OP(e, name, cat, arity) {name, OpCategory::cat, arity},
+#define BRAZE_OP(e, name, cat, arity, compiled) {name, OpCategory::cat, arity, compiled},
 #include "braze/op_list.def"
 #undef BRAZE_OP
 };
@@ -33,6 +35,7 @@ std::string NodeLabel(const std::string& name, OpKind op) {
 const char* OpName(OpKind op) { return kOpInfo[static_cast<int>(op)].name; }
 OpCategory OpCategoryOf(OpKind op) { return kOpInfo[static_cast<int>(op)].category; }
 int OpArity(OpKind op) { return kOpInfo[static_cast<int>(op)].arity; }
+bool OpIsCompilable(OpKind op) { return kOpInfo[static_cast<int>(op)].compiled; }
 
 std::optional<OpKind> OpFromName(std::string_view name) {
   for (int i = 0; i < kNumOps; ++i) {

@@ -7,7 +7,7 @@
 // indices only. Rank-0 tensors get one var of extent 1: outputs, inputs and the
 // autoschedulers never see a 0-dimensional Func.
 //
-// Internal header: includes Halide.h; only src/lower and src/schedule .cc files use it.
+// Internal header: includes Halide.h; only src/lower and src/compile .cc files use it.
 #ifndef BRAZE_LOWER_LOWER_UTIL_H_
 #define BRAZE_LOWER_LOWER_UTIL_H_
 
@@ -19,6 +19,7 @@
 #include "Halide.h"
 #include "absl/status/status.h"
 #include "braze/dtype.h"
+#include "device/halide_util.h"
 #include "schedule/pipeline_info.h"
 
 namespace braze {
@@ -41,13 +42,8 @@ struct Value {
   Shape shape;  // row-major order, fully defined
 };
 
-// The JIT target of CPU kernels: HL_JIT_TARGET or the host, minus CPU features the host
-// lacks (see lower_util.cc). Throws Halide::Error for a bad HL_JIT_TARGET.
-Halide::Target SanitizedJitTarget();
-
-// f32 -> Float(32), f64 -> Float(64), i32 -> Int(32), bool -> UInt(8) holding 0/1 (the
-// HostTensor layout).
-Halide::Type HalideType(DType dtype);
+using device::CatchHalideErrors;
+using device::HalideType;
 
 // A constant of `dtype` converted with Cast's rules: bool is v != 0, i32 truncates toward
 // zero and saturates, NaN -> 0.
@@ -102,25 +98,6 @@ Value Materialize(LoweringContext& ctx, const std::string& name, const Value& v)
 // A value of the given type that is `v` everywhere (no Func). Also stands in for
 // tensors with no elements, which nothing ever reads.
 Value Fill(DType dtype, const Shape& shape, double v);
-
-// Runs fn() (returning absl::Status) and turns a Halide error (or any other exception)
-// thrown inside it into a Status of `code` whose message starts with `context`. This
-// is the one boundary where Halide's exceptions stop.
-template <typename Fn>
-absl::Status CatchHalideErrors(const std::string& context, absl::StatusCode code, Fn&& fn) {
-  auto message = [&](const char* what) {
-    std::string m = context + ": " + what;
-    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    return m;
-  };
-  try {
-    return fn();
-  } catch (const Halide::Error& e) {
-    return absl::Status(code, message(e.what()));
-  } catch (const std::exception& e) {
-    return absl::Status(code, message(e.what()));
-  }
-}
 
 }  // namespace lower
 }  // namespace braze

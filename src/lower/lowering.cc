@@ -41,6 +41,7 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
     case OpKind::kAssignAdd:
     case OpKind::kAssignSub:
     case OpKind::kHostCall:
+      // The kNotCompiled ops of op_list.def (OpIsCompilable): never clustered.
       return absl::InvalidArgumentError(
           absl::StrCat(node.op_name(), " has no Halide lowering and cannot be in a cluster"));
     case OpKind::kConst:

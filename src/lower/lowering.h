@@ -25,7 +25,7 @@
 
 #include "Halide.h"
 #include "absl/status/statusor.h"
-#include "lower/compile.h"
+#include "lower/cluster_spec.h"
 #include "schedule/pipeline_info.h"
 
 namespace braze {

@@ -13,63 +13,6 @@
 
 namespace braze {
 
-// No default: a new op must be decided here (-Werror=switch), and src/lower must then
-// lower it (lower_tests checks every op this accepts).
-bool HasHalideLowering(OpKind op) {
-  switch (op) {
-    case OpKind::kPlaceholder:
-    case OpKind::kVariable:
-    case OpKind::kAssign:
-    case OpKind::kAssignAdd:
-    case OpKind::kAssignSub:
-    case OpKind::kHostCall:
-      return false;
-    case OpKind::kConst:
-    case OpKind::kNeg:
-    case OpKind::kAbs:
-    case OpKind::kExp:
-    case OpKind::kLog:
-    case OpKind::kSqrt:
-    case OpKind::kRsqrt:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kRelu:
-    case OpKind::kSquare:
-    case OpKind::kReciprocal:
-    case OpKind::kSign:
-    case OpKind::kFloor:
-    case OpKind::kErf:
-    case OpKind::kCast:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kMaximum:
-    case OpKind::kMinimum:
-    case OpKind::kPow:
-    case OpKind::kGreater:
-    case OpKind::kLess:
-    case OpKind::kEqual:
-    case OpKind::kSelect:
-    case OpKind::kSum:
-    case OpKind::kMean:
-    case OpKind::kMax:
-    case OpKind::kMin:
-    case OpKind::kArgMax:
-    case OpKind::kMatMul:
-    case OpKind::kBatchMatMul:
-    case OpKind::kReshape:
-    case OpKind::kTranspose:
-    case OpKind::kBroadcastTo:
-    case OpKind::kConcat:
-    case OpKind::kSlice:
-    case OpKind::kPad:
-    case OpKind::kOneHot:
-      return true;
-  }
-  return false;
-}
-
 namespace {
 
 std::string Quoted(const Node& node) { return absl::StrCat("'", node.name(), "'"); }
@@ -238,7 +181,7 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
     *text = absl::StrCat(Quoted(node), " is not needed by the fetches or targets");
     return ExclusionReason::kNotNeeded;
   }
-  if (!HasHalideLowering(node.op())) {
+  if (!OpIsCompilable(node.op())) {
     if (node.op() == OpKind::kHostCall) {
       *text = absl::StrCat(Quoted(node), " (HostCall) runs a user C++ function; never compiled");
       return ExclusionReason::kNoLowering;
@@ -357,7 +300,7 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
         absl::StrCat("MarkForCompilation: cluster size limits must be positive (min ",
                      options.min_cluster_size, ", max ", options.max_cluster_size, ")"));
   }
-  const bool auto_jit = options.global_jit_level != JitLevel::kOff;
+  const bool auto_jit = options.auto_cluster;
 
   ClusteringResult result;
   result.nodes.resize(n);

@@ -40,17 +40,15 @@
 
 #include "absl/status/statusor.h"
 #include "braze/graph.h"
-#include "braze/session.h"
 #include "passes/pass.h"
 
 namespace braze {
 
-// True when `op` has a Halide lowering and so may be in a cluster: every op except
-// Placeholder, Variable, the Assign family and HostCall (Const is lowered).
-bool HasHalideLowering(OpKind op);
-
 struct ClusteringOptions {
-  JitLevel global_jit_level = JitLevel::kOff;
+  // Session-level auto-clustering (SessionOptions::global_jit_level kOn1/kOn2): every
+  // compilable op may be clustered. false (kOff): only ops under a compiling JitScope,
+  // and unscoped ops that join them.
+  bool auto_cluster = false;
   // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.
   int min_cluster_size = 4;
   int max_cluster_size = std::numeric_limits<int>::max();

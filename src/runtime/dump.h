@@ -25,7 +25,7 @@
 
 #include "absl/status/status.h"
 #include "braze/graph.h"
-#include "lower/compile.h"
+#include "compile/compile.h"
 #include "runtime/plan.h"
 
 namespace braze {

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
-#include "lower/cublas_gemm.h"
+#include "device/cublas_gemm.h"
 #include "reference/reference.h"
-#include "runtime/cluster_key.h"
+#include "compile/cluster_key.h"
 #include "runtime/timeline.h"
 
 namespace braze {

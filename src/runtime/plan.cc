@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
-#include "lower/compile.h"
+#include "compile/compile.h"
 
 namespace braze {
 namespace {
@@ -20,7 +20,7 @@ Step SingleStep(const Graph& g, int id, const SessionOptions& options,
                 const std::string& default_device) {
   const Node& n = g.node(id);
   Step s;
-  s.kind = (!options.reference_only && HasHalideLowering(n.op())) ? Step::Kind::kSingleOp
+  s.kind = (!options.reference_only && OpIsCompilable(n.op())) ? Step::Kind::kSingleOp
                                                                   : Step::Kind::kReference;
   if (s.kind == Step::Kind::kSingleOp) {
     s.space = SpaceOfDevice(n.device().empty() ? default_device : n.device(), &s.ordinal);
@@ -204,7 +204,7 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
   if (!options.reference_only) {
     ClusteringOptions copts;
     copts.default_device = default_device;
-    copts.global_jit_level = options.global_jit_level;
+    copts.auto_cluster = options.global_jit_level != JitLevel::kOff;
     copts.min_cluster_size = options.min_cluster_size;
     copts.max_cluster_size = options.max_cluster_size;
     copts.max_matmuls_per_cluster = options.max_matmuls_per_cluster;

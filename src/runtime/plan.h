@@ -15,10 +15,10 @@
 #include "absl/status/statusor.h"
 #include "braze/graph.h"
 #include "braze/session.h"
-#include "lower/cublas_gemm.h"
-#include "lower/device_tensor.h"
+#include "device/cublas_gemm.h"
+#include "device/device_tensor.h"
 #include "passes/mark_for_compilation.h"
-#include "runtime/compile_cache.h"
+#include "compile/compile_cache.h"
 
 namespace braze {
 

@@ -19,8 +19,11 @@ const char* RegistryName(SchedulerKind kind) {
       return "Mullapudi2016";
     case SchedulerKind::kLi2018:
       return "Li2018";
-    case SchedulerKind::kAuto:  // not a plugin
+    case SchedulerKind::kAuto:  // not plugins
     case SchedulerKind::kSafeDefault:
+    case SchedulerKind::kGpuFused:
+    case SchedulerKind::kGpuSeparate:
+    case SchedulerKind::kGpuSerial:
       break;
   }
   return nullptr;
@@ -34,8 +37,11 @@ const char* CompiledInPath(SchedulerKind kind) {
       return BRAZE_MULLAPUDI2016_SO;
     case SchedulerKind::kLi2018:
       return BRAZE_LI2018_SO;
-    case SchedulerKind::kAuto:  // not a plugin
+    case SchedulerKind::kAuto:  // not plugins
     case SchedulerKind::kSafeDefault:
+    case SchedulerKind::kGpuFused:
+    case SchedulerKind::kGpuSeparate:
+    case SchedulerKind::kGpuSerial:
       break;
   }
   return "";
@@ -49,8 +55,11 @@ const char* FileName(SchedulerKind kind) {
       return "libautoschedule_mullapudi2016.so";
     case SchedulerKind::kLi2018:
       return "libautoschedule_li2018.so";
-    case SchedulerKind::kAuto:  // not a plugin
+    case SchedulerKind::kAuto:  // not plugins
     case SchedulerKind::kSafeDefault:
+    case SchedulerKind::kGpuFused:
+    case SchedulerKind::kGpuSeparate:
+    case SchedulerKind::kGpuSerial:
       break;
   }
   return "";
@@ -89,7 +98,7 @@ std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
                                const Halide::Target& target, int parallelism) {
   const char* name = RegistryName(kind);
   if (name == nullptr) {
-    throw Halide::CompileError("ApplyAutoscheduler: SafeDefault is not an autoscheduler");
+    throw Halide::CompileError(std::string("ApplyAutoscheduler: ") + SchedulerName(kind) + " is not an autoscheduler");
   }
   EnsurePluginLoaded(kind);
   // HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "Halide.h"
-#include "lower/compile.h"
+#include "schedule/scheduler.h"
 
 namespace braze {
 namespace schedule {

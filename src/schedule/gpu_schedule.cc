@@ -11,18 +11,6 @@
 namespace braze {
 namespace schedule {
 
-const char* GpuPlanName(GpuPlan plan) {
-  switch (plan) {
-    case GpuPlan::kFused:
-      return "fused";
-    case GpuPlan::kSeparate:
-      return "separate";
-    case GpuPlan::kSerial:
-      return "serial";
-  }
-  return "unknown";
-}
-
 namespace {
 
 using Halide::Func;
@@ -131,13 +119,13 @@ enum class Host {
   kThread,        // pointwise tiles: column reductions per thread
 };
 
-class GpuScheduler {
+class GpuHeuristic {
  public:
-  GpuScheduler(const PipelineInfo& info, GpuPlan plan) : info_(info), plan_(plan) {}
+  GpuHeuristic(const PipelineInfo& info, SchedulerKind plan) : info_(info), plan_(plan) {}
 
   std::string Run() {
     Analyze();
-    if (plan_ == GpuPlan::kFused) ChooseHosts();
+    if (plan_ == SchedulerKind::kGpuFused) ChooseHosts();
     for (size_t j = 0; j < info_.outputs.size(); ++j) ScheduleOutput(static_cast<int>(j));
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
@@ -190,7 +178,7 @@ class GpuScheduler {
       stage_index_[s.acc.name()] = static_cast<int>(i);
       // The serial plan never rfactors: the fallback when Halide cannot prove an
       // update associative.
-      reductions_[i].kind = plan_ == GpuPlan::kSerial ? Kind::kColumn : Classify(s);
+      reductions_[i].kind = plan_ == SchedulerKind::kGpuSerial ? Kind::kColumn : Classify(s);
     }
     // A matmul reads each operand element m (or n) times: an operand that computes
     // something is materialized once instead of being inlined into the k loop. Operands
@@ -541,7 +529,7 @@ class GpuScheduler {
         acc.compute_at(thread_at());
         placed_.insert(acc.name());
         log_ << acc.name() << ": "
-             << (plan_ == GpuPlan::kSerial ? "serial"
+             << (plan_ == SchedulerKind::kGpuSerial ? "serial"
                  : s.reduces_innermost     ? "short rows"
                                            : "column")
              << ", a thread per output, " << where << "\n";
@@ -590,7 +578,7 @@ class GpuScheduler {
   }
 
   const PipelineInfo& info_;
-  const GpuPlan plan_;
+  const SchedulerKind plan_;
   std::ostringstream log_;
   std::map<std::string, Function> env_;
   std::map<std::string, std::set<std::string>> callers_;
@@ -607,12 +595,17 @@ class GpuScheduler {
 
 }  // namespace
 
-std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target, GpuPlan plan) {
+std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
+                             SchedulerKind plan) {
+  if (!IsGpuHeuristic(plan)) {
+    throw Halide::CompileError(std::string("ApplyGpuSchedule: ") + SchedulerName(plan) +
+                               " is not a plan of the GPU heuristic");
+  }
   if (!target.has_feature(Halide::Target::CUDA)) {
     throw Halide::CompileError("ApplyGpuSchedule: target " + target.to_string() +
                                " has no CUDA feature");
   }
-  return GpuScheduler(info, plan).Run();
+  return GpuHeuristic(info, plan).Run();
 }
 
 }  // namespace schedule

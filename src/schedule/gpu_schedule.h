@@ -33,24 +33,19 @@
 #include <string>
 
 #include "schedule/pipeline_info.h"
+#include "schedule/scheduler.h"
 
 namespace braze {
 namespace schedule {
-
-// How much the heuristic attempts; each level is a fallback for the one before when
-// Halide rejects a schedule (the caller re-lowers and retries with fresh Funcs).
-enum class GpuPlan {
-  kFused,     // reductions computed inside their consumer's kernel where possible
-  kSeparate,  // every reduction in kernels of its own, still cooperative
-  kSerial,    // one thread per reduction output, serial loops: no rfactor at all
-};
-const char* GpuPlanName(GpuPlan plan);
 
 // Schedules the Funcs in `info` for `target` (which must have Target::CUDA). Returns the
 // schedule as text, one line per scheduled Func; row reductions scheduled cooperatively
 // say "cooperative". Throws Halide::Error if Halide rejects a directive, and
 // Halide::CompileError if some Func with an update definition would be left unscheduled.
-std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target, GpuPlan plan);
+// `plan` is one of the heuristic's plans (kGpuFused, kGpuSeparate, kGpuSerial; see
+// schedule/scheduler.h), each the fallback of the one before.
+std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
+                             SchedulerKind plan);
 
 }  // namespace schedule
 }  // namespace braze

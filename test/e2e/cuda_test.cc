@@ -7,7 +7,7 @@
 
 #include "braze/braze.h"
 #include "common/softmax_training.h"
-#include "lower/cublas_gemm.h"
+#include "device/cublas_gemm.h"
 
 namespace braze {
 namespace {

@@ -21,7 +21,7 @@
 #include "braze/host_tensor.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
-#include "lower/compile.h"
+#include "compile/compile.h"
 #include "reference/reference.h"
 
 namespace braze {

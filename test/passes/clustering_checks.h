@@ -119,7 +119,7 @@ inline void ExpectValidClustering(const Graph& g, const ClusteringOptions& opts,
       EXPECT_NE(nc.reason, ExclusionReason::kNotNeeded);
       EXPECT_NE(nc.reason, ExclusionReason::kMarkedNoCompile);
       EXPECT_NE(nc.reason, ExclusionReason::kNoLowering);
-      if (opts.global_jit_level == JitLevel::kOff) {
+      if (!opts.auto_cluster) {
         EXPECT_NE(nc.reason, ExclusionReason::kClusterTooSmall);
       } else {
         EXPECT_NE(nc.reason, ExclusionReason::kJitOff);
@@ -153,7 +153,7 @@ inline void ExpectValidClustering(const Graph& g, const ClusteringOptions& opts,
     }
     EXPECT_EQ(cl.explicit_scope, has_explicit);
     if (!has_explicit) {
-      EXPECT_NE(opts.global_jit_level, JitLevel::kOff);
+      EXPECT_TRUE(opts.auto_cluster);
       EXPECT_GE(static_cast<int>(cl.nodes.size()), opts.min_cluster_size);
     }
     // Merges happen along edges only, so a cluster is weakly connected.

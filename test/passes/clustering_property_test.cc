@@ -126,8 +126,7 @@ RandomCase MakeRandomCase(uint32_t seed) {
     rc.needed = *LiveNodes(g, roots);
   }
   const int level = uniform(0, 2);
-  rc.options.global_jit_level =
-      level == 0 ? JitLevel::kOff : (level == 1 ? JitLevel::kOn1 : JitLevel::kOn2);
+  rc.options.auto_cluster = level != 0;  // kOn1 and kOn2 behave alike
   rc.options.min_cluster_size = uniform(1, 5);
   if (uniform(0, 1)) rc.options.max_cluster_size = uniform(2, 8);
   return rc;

@@ -77,16 +77,5 @@ TEST(Device, ClusteringNeverMergesDevicesAndJitDevicesAlwaysCompile) {
   EXPECT_EQ(r->clusters[cz].device, "cpu");
 }
 
-TEST(Device, CudaAvailabilityIsAStatusNeverAnAbort) {
-  absl::Status s = CheckCudaAvailable();
-  if (s.ok()) {
-    EXPECT_GT(CudaDeviceCount(), 0);
-  } else {
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(std::string(s.message()), HasSubstr("CUDA is not available"));
-    EXPECT_EQ(CudaDeviceCount(), 0);
-  }
-}
-
 }  // namespace
 }  // namespace braze

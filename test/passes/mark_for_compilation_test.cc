@@ -7,6 +7,7 @@
 
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "braze/session.h"  // JitLevel, as users name the levels
 #include "gtest/gtest.h"
 #include "passes/clustering_checks.h"
 #include "passes/dce.h"
@@ -21,7 +22,7 @@ using testing_internal::IsAcyclic;
 ClusteringOptions Level(JitLevel level, int min_size = 4,
                         int max_size = ClusteringOptions().max_cluster_size) {
   ClusteringOptions o;
-  o.global_jit_level = level;
+  o.auto_cluster = level != JitLevel::kOff;
   o.min_cluster_size = min_size;
   o.max_cluster_size = max_size;
   return o;

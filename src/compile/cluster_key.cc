@@ -1,4 +1,4 @@
-#include "runtime/cluster_key.h"
+#include "compile/cluster_key.h"
 
 #include <unordered_map>
 
@@ -87,7 +87,7 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   std::string key = absl::StrCat(
       "target=", target.ok() ? *target : "?", ";sched=",
       options.cuda
-          ? absl::StrCat(GpuSchedulerName(options.gpu_scheduler), "@cuda:", options.cuda_ordinal)
+          ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@cuda:", options.cuda_ordinal)
           : std::string(SchedulerName(options.scheduler)),
       ";threads=", options.num_threads, ";args=");
   for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");

@@ -2,7 +2,7 @@
 // before anything is loaded. Without a CUDA driver CublasAvailable says why and
 // CublasGemm fails cleanly. With one, GEMMs of odd shapes, every transpose combination,
 // batches and every epilogue are compared with a double-precision loop.
-#include "lower/cublas_gemm.h"
+#include "device/cublas_gemm.h"
 
 #include <dlfcn.h>
 
@@ -16,7 +16,7 @@
 #include "braze/host_tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "lower/device_tensor.h"
+#include "device/device_tensor.h"
 
 namespace braze {
 namespace {

@@ -1,61 +1,12 @@
-#include "braze/device.h"
-
+// The CUDA driver probe (braze/device.h: CheckCudaAvailable, CudaDeviceCount). The
+// driver is loaded at run time, so a build with the CUDA toolkit runs on machines
+// without a driver, and tells why CUDA is unavailable instead of failing to start.
 #include <dlfcn.h>
 
-#include <mutex>
-
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
+#include "braze/device.h"
 
 namespace braze {
-
-std::string Device::ToString() const {
-  std::string base = kind == Kind::kCpu ? "cpu" : absl::StrCat("cuda:", index);
-  return force_compile ? absl::StrCat("jit:", base) : base;
-}
-
-absl::StatusOr<Device> ParseDevice(const std::string& name) {
-  auto bad = [&]() {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad device \"", name, "\": expected cpu, cuda, cuda:N, jit:cpu, jit:cuda or jit:cuda:N"));
-  };
-  Device d;
-  std::string rest = name;
-  if (rest.rfind("jit:", 0) == 0) {
-    d.force_compile = true;
-    rest = rest.substr(4);
-  }
-  std::vector<std::string> parts = absl::StrSplit(rest, ':');
-  if (parts.empty() || parts.size() > 2) return bad();
-  if (parts[0] == "cpu") {
-    if (parts.size() == 2 && parts[1] != "0") return bad();
-    d.kind = Device::Kind::kCpu;
-  } else if (parts[0] == "cuda") {
-    d.kind = Device::Kind::kCuda;
-    if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &d.index) || d.index < 0)) {
-      return bad();
-    }
-  } else {
-    return bad();
-  }
-  return d;
-}
-
-bool IsJitDevice(const std::string& device) { return device.rfind("jit:", 0) == 0; }
-
-DeviceScope::DeviceScope(Graph& graph, const std::string& device)
-    : graph_(graph), previous_(graph.device()) {
-  auto parsed = ParseDevice(device);
-  if (!parsed.ok()) {
-    graph_.RecordError(parsed.status());
-    return;
-  }
-  graph_.set_device(parsed->ToString());
-}
-
-DeviceScope::~DeviceScope() { graph_.set_device(previous_); }
-
 namespace {
 
 struct CudaDriver {

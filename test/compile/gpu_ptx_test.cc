@@ -20,7 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
-#include "lower/cuda_codegen.h"
+#include "compile/cuda_codegen.h"
 #include "lower/lower_test_util.h"
 #include "passes/mark_for_compilation.h"
 
@@ -41,7 +41,7 @@ struct GpuCase {
   std::function<void(Case&)> build;
   Check check = Check::kElementwise;
   int max_kernels = 0;  // > 0: the cluster compiles to at most this many kernels
-  GpuScheduler scheduler = GpuScheduler::kHeuristic;
+  SchedulerKind scheduler = SchedulerKind::kGpuFused;
 };
 
 void PrintTo(const GpuCase& c, std::ostream* os) { *os << c.name; }
@@ -313,7 +313,7 @@ std::vector<GpuCase> Li2018Cases() {
   };
   for (GpuCase& c : cases) {
     c.name = "Li2018_" + c.name;
-    c.scheduler = GpuScheduler::kLi2018;
+    c.scheduler = SchedulerKind::kLi2018;
     c.check = Check::kAssembles;  // Li2018 is naive by design: no fusion or cooperation
     c.max_kernels = 0;
   }
@@ -339,12 +339,12 @@ std::vector<GpuCase> FallbackCases() {
   for (const GpuCase& b : base) {
     GpuCase separate = b;
     separate.name = "Separate_" + b.name;
-    separate.scheduler = GpuScheduler::kHeuristicSeparate;
+    separate.scheduler = SchedulerKind::kGpuSeparate;
     separate.max_kernels = 0;
     cases.push_back(separate);
     GpuCase serial = b;
     serial.name = "Serial_" + b.name;
-    serial.scheduler = GpuScheduler::kHeuristicSerial;
+    serial.scheduler = SchedulerKind::kGpuSerial;
     serial.max_kernels = 0;
     if (serial.check == Check::kRowReduction) serial.check = Check::kSerial;
     cases.push_back(serial);
@@ -374,7 +374,7 @@ bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
 TEST(GpuPtxCoverage, EveryLoweredOpHasACase) {
   for (int i = 0; i < kNumOps; ++i) {
     const OpKind op = static_cast<OpKind>(i);
-    EXPECT_EQ(OpCases(op).empty(), !HasHalideLowering(op)) << OpName(op);
+    EXPECT_EQ(OpCases(op).empty(), !OpIsCompilable(op)) << OpName(op);
   }
 }
 
@@ -402,12 +402,12 @@ TEST_P(GpuPtxTest, GeneratesAndAssembles) {
   ASSERT_FALSE(code->kernels.empty());
   EXPECT_NE(code->ptx.find(".target sm_86"), std::string::npos);
   EXPECT_EQ(code->launches, static_cast<int>(code->kernels.size()));
-  if (gc.scheduler != GpuScheduler::kLi2018) {
+  if (gc.scheduler != SchedulerKind::kLi2018) {
     // The plan asked for works for every case here (no fall-through), and puts every
     // Func on the GPU.
     EXPECT_EQ(code->scheduler_used, gc.scheduler) << absl::StrJoin(code->scheduler_failures, "; ");
     EXPECT_EQ(code->host_loops, 0);
-  } else if (code->scheduler_used != GpuScheduler::kLi2018) {
+  } else if (code->scheduler_used != SchedulerKind::kLi2018) {
     // Li2018 may fail (it puts 8-bit atomics in a softmax's max); then the heuristic's
     // schedule is used and the failure says why.
     ASSERT_FALSE(code->scheduler_failures.empty());
@@ -553,9 +553,9 @@ TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
     Case c;
     RandomCluster(seed).Build(c, 3 + static_cast<int>(seed % 5));
     ASSERT_TRUE(c.graph->status().ok()) << "seed " << seed << ": " << c.graph->status();
-    auto code = GenerateCudaCode(SpecOf(c, "random"), GpuScheduler::kHeuristic);
+    auto code = GenerateCudaCode(SpecOf(c, "random"), SchedulerKind::kGpuFused);
     ASSERT_TRUE(code.ok()) << "seed " << seed << ": " << code.status();
-    EXPECT_EQ(code->scheduler_used, GpuScheduler::kHeuristic)
+    EXPECT_EQ(code->scheduler_used, SchedulerKind::kGpuFused)
         << "seed " << seed << ": " << absl::StrJoin(code->scheduler_failures, "; ");
     EXPECT_EQ(code->host_loops, 0) << "seed " << seed << ":\n" << code->schedule;
     EXPECT_FALSE(code->kernels.empty()) << "seed " << seed;
@@ -569,7 +569,7 @@ TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
 TEST(GpuPtxCodegen, BadClusterIsAStatus) {
   ClusterSpec spec;
   spec.name = "no_graph";
-  auto code = GenerateCudaCode(spec, GpuScheduler::kHeuristic);
+  auto code = GenerateCudaCode(spec, SchedulerKind::kGpuFused);
   ASSERT_FALSE(code.ok());
   EXPECT_EQ(code.status().code(), absl::StatusCode::kInvalidArgument) << code.status();
   EXPECT_NE(code.status().message().find("no_graph"), std::string::npos) << code.status();

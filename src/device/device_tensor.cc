@@ -5,7 +5,7 @@
 // default handlers instead: the context is the device's primary context (shared with
 // the CUDA runtime API, hence cuBLAS), the stream is the legacy default stream, and
 // errors are recorded per thread and returned as Status.
-#include "lower/device_tensor.h"
+#include "device/device_tensor.h"
 
 #include <dlfcn.h>
 
@@ -15,11 +15,11 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
-#include "lower/device_tensor_impl.h"
-#include "lower/lower_util.h"
+#include "device/device_tensor_impl.h"
+#include "device/halide_util.h"
 
 namespace braze {
-namespace lower {
+namespace device {
 namespace {
 
 // The few driver entry points Braze calls itself (from the libcuda.so.1 that
@@ -178,7 +178,7 @@ std::string TakeRuntimeError() {
   return msg;
 }
 
-}  // namespace lower
+}  // namespace device
 
 DeviceTensor::DeviceTensor(TensorType type, int ordinal, std::unique_ptr<Impl> impl)
     : type_(std::move(type)), ordinal_(ordinal), impl_(std::move(impl)) {}
@@ -192,13 +192,13 @@ DeviceTensor::~DeviceTensor() {
   if (b->device == 0) return;
   // Halide's device_free aborts when the CUDA runtime cannot make the context current
   // (a driver shut down at exit): leak the allocation then instead.
-  lower::CudaState& s = lower::State();
+  device::CudaState& s = device::State();
   if (s.driver.ctx_push == nullptr || s.driver.ctx_push(s.context) != 0) {
     b->device = 0;
     b->device_interface = nullptr;
     return;
   }
-  lower::CuContext old = nullptr;
+  device::CuContext old = nullptr;
   s.driver.ctx_pop(&old);
   raw->device_free();
 }
@@ -212,23 +212,23 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a device tensor of partial type ", TypeString(type)));
   }
-  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface, lower::CudaInterface(ordinal));
+  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface, device::CudaInterface(ordinal));
   auto impl = std::make_unique<Impl>();
   std::vector<int> sizes;
   for (int d = static_cast<int>(type.shape.size()) - 1; d >= 0; --d) {
     sizes.push_back(static_cast<int>(type.shape[d]));
   }
   if (sizes.empty()) sizes.push_back(1);
-  BRAZE_RETURN_IF_ERROR(lower::CatchHalideErrors(
+  BRAZE_RETURN_IF_ERROR(device::CatchHalideErrors(
       "allocating a device tensor", absl::StatusCode::kResourceExhausted, [&] {
-        impl->buffer = Halide::Buffer<>(lower::HalideType(type.dtype), sizes);
+        impl->buffer = Halide::Buffer<>(device::HalideType(type.dtype), sizes);
         return absl::OkStatus();
       }));
   if (NumElements(type.shape) > 0) {
-    lower::TakeRuntimeError();  // only this call's messages go into its Status
+    device::TakeRuntimeError();  // only this call's messages go into its Status
     const int rc = impl->buffer.get()->device_malloc(interface);
     if (rc != 0) {
-      absl::Status s = lower::RuntimeStatus(
+      absl::Status s = device::RuntimeStatus(
           absl::StrCat("cudaMalloc of ", TypeString(type), " on cuda:", ordinal), rc);
       return absl::ResourceExhaustedError(s.message());
     }
@@ -246,8 +246,8 @@ absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
   std::memcpy(raw->data(), src.raw_data(), src.num_bytes());
   raw->set_device_dirty(false);  // first: Halide asserts a buffer is never both dirty
   raw->set_host_dirty(true);
-  lower::TakeRuntimeError();
-  return lower::RuntimeStatus("copy to the device",
+  device::TakeRuntimeError();
+  return device::RuntimeStatus("copy to the device",
                               raw->copy_to_device(raw->raw_buffer()->device_interface));
 }
 
@@ -258,8 +258,8 @@ absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
   // The device copy is the authority: whatever the flags say, copy it back.
   raw->set_host_dirty(false);
   raw->set_device_dirty(true);
-  lower::TakeRuntimeError();
-  BRAZE_RETURN_IF_ERROR(lower::RuntimeStatus("copy to the host", raw->copy_to_host()));
+  device::TakeRuntimeError();
+  BRAZE_RETURN_IF_ERROR(device::RuntimeStatus("copy to the host", raw->copy_to_host()));
   std::memcpy(dst->raw_data(), raw->data(), num_bytes());
   return absl::OkStatus();
 }
@@ -274,17 +274,17 @@ absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
   halide_buffer_t* from = src.impl_->buffer.raw_buffer();
   halide_buffer_t* to = impl_->buffer.raw_buffer();
   const halide_device_interface_t* interface = to->device_interface;
-  lower::TakeRuntimeError();
+  device::TakeRuntimeError();
   // Device to device: buffer_copy reads the source's device side when it is not host
   // dirty, and leaves the destination device dirty. A host-dirty source (only after a
   // failed CopyFromHost) holds its newest data on the host: upload that first.
   if ((from->flags & halide_buffer_flag_host_dirty) != 0) {
     BRAZE_RETURN_IF_ERROR(
-        lower::RuntimeStatus("device-to-device copy (uploading the source)",
+        device::RuntimeStatus("device-to-device copy (uploading the source)",
                              src.impl_->buffer.get()->copy_to_device(from->device_interface)));
   }
   to->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
-  return lower::RuntimeStatus("device-to-device copy",
+  return device::RuntimeStatus("device-to-device copy",
                               interface->buffer_copy(nullptr, from, interface, to));
 }
 
@@ -293,12 +293,12 @@ uint64_t DeviceTensor::device_address() const {
 }
 
 absl::Status CudaSynchronize() {
-  lower::CudaState& s = lower::State();
+  device::CudaState& s = device::State();
   {
     std::lock_guard<std::mutex> lock(s.mu);
     if (!s.initialized || !s.status.ok()) return absl::OkStatus();
   }
-  lower::ContextScope scope(s);
+  device::ContextScope scope(s);
   if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
   if (int rc = s.driver.ctx_synchronize(); rc != 0) {
     return absl::InternalError(absl::StrCat("cuCtxSynchronize failed: CUDA error ", rc));
@@ -307,8 +307,8 @@ absl::Status CudaSynchronize() {
 }
 
 absl::Status RunInCudaContext(int ordinal, const std::function<absl::Status()>& fn) {
-  BRAZE_RETURN_IF_ERROR(lower::CudaInterface(ordinal).status());
-  lower::ContextScope scope(lower::State());
+  BRAZE_RETURN_IF_ERROR(device::CudaInterface(ordinal).status());
+  device::ContextScope scope(device::State());
   if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
   return fn();
 }

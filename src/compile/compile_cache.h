@@ -3,8 +3,8 @@
 // Failed compiles are remembered too, so a broken cluster is not recompiled every run.
 // Bounded: least-recently-used kernels are dropped past the capacity (kernels in use by
 // a plan stay alive through their shared_ptr).
-#ifndef BRAZE_RUNTIME_COMPILE_CACHE_H_
-#define BRAZE_RUNTIME_COMPILE_CACHE_H_
+#ifndef BRAZE_COMPILE_COMPILE_CACHE_H_
+#define BRAZE_COMPILE_COMPILE_CACHE_H_
 
 #include <condition_variable>
 #include <cstdint>
@@ -16,7 +16,7 @@
 #include <unordered_map>
 
 #include "absl/status/statusor.h"
-#include "lower/compile.h"
+#include "compile/compile.h"
 
 namespace braze {
 
@@ -67,4 +67,4 @@ class CompileCache {
 
 }  // namespace braze
 
-#endif  // BRAZE_RUNTIME_COMPILE_CACHE_H_
+#endif  // BRAZE_COMPILE_COMPILE_CACHE_H_

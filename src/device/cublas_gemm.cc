@@ -11,7 +11,7 @@
 // pointer alignment) and kept for the process; a call then only sets the bias pointer
 // and enqueues cublasLtMatmul. One mutex covers the cache and the calls: the cached
 // matmul descriptor is mutated per call, and the calls are asynchronous anyway.
-#include "lower/cublas_gemm.h"
+#include "device/cublas_gemm.h"
 
 #include <dlfcn.h>
 

@@ -1,5 +1,5 @@
 // CUDA code generation and ptxas; see cuda_codegen.h.
-#include "lower/cuda_codegen.h"
+#include "compile/cuda_codegen.h"
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -22,7 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
-#include "lower/gpu_attempts.h"
+#include "compile/gpu_scheduling.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -32,23 +32,9 @@ extern char** environ;
 
 namespace braze {
 
-const char* GpuSchedulerName(GpuScheduler which) {
-  switch (which) {
-    case GpuScheduler::kHeuristic:
-      return "heuristic";
-    case GpuScheduler::kHeuristicSeparate:
-      return "heuristic (separate)";
-    case GpuScheduler::kHeuristicSerial:
-      return "heuristic (serial)";
-    case GpuScheduler::kLi2018:
-      return "Li2018";
-  }
-  return "unknown";
-}
-
 namespace {
 
-using lower::CatchHalideErrors;
+using device::CatchHalideErrors;
 
 // Li2018 sizes its GPU tiles for this much parallelism: an H100's SM count.
 constexpr int kGpuParallelism = 132;
@@ -103,12 +89,12 @@ std::vector<std::string> EntryNames(const std::string& ptx) {
 
 // Schedules and compiles a freshly lowered cluster to a Module; fills code's PTX and
 // counts. Every error is the schedule's (or Halide's) and names the attempt.
-absl::Status TryAttempt(const ClusterSpec& spec, lower::LoweredCluster& lowered,
-                        const lower::GpuAttempt& attempt, const Halide::Target& target,
-                        CudaKernelCode& code) {
-  absl::Status status = CatchHalideErrors(attempt.Name(), absl::StatusCode::kInternal, [&] {
+absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowered,
+                          SchedulerKind kind, const Halide::Target& target, CudaKernelCode& code) {
+  const std::string what = SchedulerName(kind);
+  absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
     Halide::Pipeline pipeline(lowered.info.outputs);
-    code.schedule = lower::ApplyGpuAttempt(attempt, lowered, pipeline, target);
+    code.schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
     std::vector<Halide::Argument> args;
     for (size_t i = 0; i < lowered.params.size(); ++i) {
       if (!lowered.input_elided[i]) args.push_back(lowered.params[i]);
@@ -133,7 +119,7 @@ absl::Status TryAttempt(const ClusterSpec& spec, lower::LoweredCluster& lowered,
     if (code.ptx.empty()) {
       return absl::FailedPreconditionError("the schedule produced no CUDA kernels");
     }
-    if (counter.loops > 0 && !attempt.li2018) {
+    if (counter.loops > 0 && kind != SchedulerKind::kLi2018) {
       // The heuristic puts every Func on the GPU; a host loop means a Func was missed.
       return absl::InternalError(
           absl::StrCat("the schedule left ", counter.loops, " loops on the host"));
@@ -141,15 +127,15 @@ absl::Status TryAttempt(const ClusterSpec& spec, lower::LoweredCluster& lowered,
     code.kernels = EntryNames(code.ptx);
     return absl::OkStatus();
   });
-  if (!status.ok() && status.message().rfind(attempt.Name(), 0) != 0) {
-    status = absl::Status(status.code(), absl::StrCat(attempt.Name(), ": ", status.message()));
+  if (!status.ok() && status.message().rfind(what, 0) != 0) {
+    status = absl::Status(status.code(), absl::StrCat(what, ": ", status.message()));
   }
   return status;
 }
 
 }  // namespace
 
-absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuScheduler which) {
+absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, SchedulerKind which) {
   const auto start = std::chrono::steady_clock::now();
   const std::string name = spec.name.empty() ? "cluster" : spec.name;
   Halide::Target target;
@@ -158,9 +144,8 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuSche
         target = CudaTarget();
         return absl::OkStatus();
       }));
-  const std::vector<lower::GpuAttempt> attempts = lower::GpuAttempts(which);
   std::vector<std::string> failures;
-  for (const lower::GpuAttempt& attempt : attempts) {
+  for (SchedulerKind kind : SchedulerChain(which, /*gpu=*/true)) {
     CudaKernelCode code;
     code.target = target.to_string();
     // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
@@ -169,14 +154,14 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuSche
     if (lowered.info.outputs.empty()) {
       code.schedule = "(every output is empty: nothing to compute)\n";
     } else {
-      absl::Status s = TryAttempt(spec, lowered, attempt, target, code);
+      absl::Status s = TryScheduler(spec, lowered, kind, target, code);
       if (!s.ok()) {
         failures.emplace_back(s.message());
         continue;
       }
     }
-    code.scheduler_used = attempt.Scheduler();
-    code.scheduler = attempt.Name();
+    code.scheduler_used = kind;
+    code.scheduler = SchedulerName(kind);
     code.scheduler_failures = std::move(failures);
     code.compile_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -186,54 +171,17 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuSche
       absl::StrCat(name, ": every GPU schedule failed: ", absl::StrJoin(failures, "; ")));
 }
 
-namespace lower {
+namespace compile {
 
-GpuScheduler GpuAttempt::Scheduler() const {
-  if (li2018) return GpuScheduler::kLi2018;
-  switch (plan) {
-    case schedule::GpuPlan::kFused:
-      return GpuScheduler::kHeuristic;
-    case schedule::GpuPlan::kSeparate:
-      return GpuScheduler::kHeuristicSeparate;
-    case schedule::GpuPlan::kSerial:
-      return GpuScheduler::kHeuristicSerial;
+std::string ApplyGpuScheduler(SchedulerKind kind, const lower::LoweredCluster& lowered,
+                              Halide::Pipeline& pipeline, const Halide::Target& target) {
+  if (kind == SchedulerKind::kLi2018) {
+    return schedule::ApplyAutoscheduler(kind, pipeline, target, kGpuParallelism);
   }
-  return GpuScheduler::kHeuristic;
+  return schedule::ApplyGpuSchedule(lowered.info, target, kind);
 }
 
-std::string GpuAttempt::Name() const {
-  return li2018 ? std::string("Li2018")
-                : absl::StrCat("heuristic (", schedule::GpuPlanName(plan), ")");
-}
-
-std::vector<GpuAttempt> GpuAttempts(GpuScheduler which) {
-  std::vector<GpuAttempt> attempts;
-  switch (which) {
-    case GpuScheduler::kLi2018:
-      attempts.push_back({true, schedule::GpuPlan::kFused});
-      [[fallthrough]];
-    case GpuScheduler::kHeuristic:
-      attempts.push_back({false, schedule::GpuPlan::kFused});
-      [[fallthrough]];
-    case GpuScheduler::kHeuristicSeparate:
-      attempts.push_back({false, schedule::GpuPlan::kSeparate});
-      [[fallthrough]];
-    case GpuScheduler::kHeuristicSerial:
-      attempts.push_back({false, schedule::GpuPlan::kSerial});
-      break;
-  }
-  return attempts;
-}
-
-std::string ApplyGpuAttempt(const GpuAttempt& attempt, const LoweredCluster& lowered,
-                            Halide::Pipeline& pipeline, const Halide::Target& target) {
-  if (attempt.li2018) {
-    return schedule::ApplyAutoscheduler(SchedulerKind::kLi2018, pipeline, target, kGpuParallelism);
-  }
-  return schedule::ApplyGpuSchedule(lowered.info, target, attempt.plan);
-}
-
-}  // namespace lower
+}  // namespace compile
 
 std::string PtxasPath() {
 #ifdef BRAZE_PTXAS_PATH

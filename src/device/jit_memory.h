@@ -8,8 +8,8 @@
 // cluster at 1024^3 ran 30% slower than the same three kernels op by op, whose outputs
 // the runtime reuses; with the cache both run at the same speed (bench/RESULTS.md).
 // XLA and TF keep such buffers in their own allocators (BFC) for the same reason.
-#ifndef BRAZE_LOWER_JIT_MEMORY_H_
-#define BRAZE_LOWER_JIT_MEMORY_H_
+#ifndef BRAZE_DEVICE_JIT_MEMORY_H_
+#define BRAZE_DEVICE_JIT_MEMORY_H_
 
 #include <cstdint>
 
@@ -18,7 +18,7 @@ struct JITHandlers;
 }  // namespace Halide
 
 namespace braze {
-namespace lower {
+namespace device {
 
 // Makes `handlers` (a Pipeline's jit_handlers()) allocate through the cache. Set per
 // pipeline, never as Halide's process-wide defaults: Halide resets its active default
@@ -34,7 +34,7 @@ struct JitMemoryStats {
 };
 JitMemoryStats GetJitMemoryStats();
 
-}  // namespace lower
+}  // namespace device
 }  // namespace braze
 
-#endif  // BRAZE_LOWER_JIT_MEMORY_H_
+#endif  // BRAZE_DEVICE_JIT_MEMORY_H_

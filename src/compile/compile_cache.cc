@@ -1,4 +1,4 @@
-#include "runtime/compile_cache.h"
+#include "compile/compile_cache.h"
 
 #include <chrono>
 

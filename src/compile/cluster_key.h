@@ -2,12 +2,12 @@
 // which argument feeds which input, which values are results), the concrete input types,
 // and the compile options. Two clusters with equal keys compile to the same kernel, even
 // across graphs and sessions. Constants enter by a hash of their bytes.
-#ifndef BRAZE_RUNTIME_CLUSTER_KEY_H_
-#define BRAZE_RUNTIME_CLUSTER_KEY_H_
+#ifndef BRAZE_COMPILE_CLUSTER_KEY_H_
+#define BRAZE_COMPILE_CLUSTER_KEY_H_
 
 #include <string>
 
-#include "lower/compile.h"
+#include "compile/compile.h"
 
 namespace braze {
 
@@ -15,4 +15,4 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options);
 
 }  // namespace braze
 
-#endif  // BRAZE_RUNTIME_CLUSTER_KEY_H_
+#endif  // BRAZE_COMPILE_CLUSTER_KEY_H_

@@ -11,19 +11,17 @@
 // the numbers that say whether a schedule's kernels fit a GPU's register file.
 //
 // No Halide include here: the runtime and tests see only ClusterSpec and strings.
-#ifndef BRAZE_LOWER_CUDA_CODEGEN_H_
-#define BRAZE_LOWER_CUDA_CODEGEN_H_
+#ifndef BRAZE_COMPILE_CUDA_CODEGEN_H_
+#define BRAZE_COMPILE_CUDA_CODEGEN_H_
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lower/compile.h"
+#include "compile/compile.h"
 
 namespace braze {
-
-// GpuScheduler (the plans tried, and their fallbacks) is declared in lower/compile.h.
 
 struct CudaKernelCode {
   std::string target;                // the Halide target string the code is for
@@ -31,8 +29,8 @@ struct CudaKernelCode {
   std::vector<std::string> kernels;  // the PTX entry points, in PTX order
   int launches = 0;                  // kernel launches in the host code, per run
   int host_loops = 0;                // loops left on the host (0: all compute on the GPU)
-  // The plan that produced the schedule (kHeuristic: fused).
-  GpuScheduler scheduler_used = GpuScheduler::kHeuristic;
+  // The scheduler that produced the schedule (schedule/scheduler.h).
+  SchedulerKind scheduler_used = SchedulerKind::kGpuFused;
   // What produced the schedule: "Li2018", or "heuristic (fused|separate|serial)" (the
   // heuristic's fallbacks when Halide rejects a more ambitious plan).
   std::string scheduler;
@@ -45,7 +43,7 @@ struct CudaKernelCode {
 // Generates the CUDA code for `spec` (concrete input types, as for CompileCluster).
 // Halide errors come back as a Status, naming the cluster; a schedule that fails falls
 // through to the next (Li2018 -> heuristic fused -> separate -> serial).
-absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, GpuScheduler which);
+absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, SchedulerKind which);
 
 struct PtxasKernel {
   std::string name;
@@ -73,4 +71,4 @@ absl::StatusOr<PtxasReport> AssemblePtx(const std::string& ptx,
 
 }  // namespace braze
 
-#endif  // BRAZE_LOWER_CUDA_CODEGEN_H_
+#endif  // BRAZE_COMPILE_CUDA_CODEGEN_H_

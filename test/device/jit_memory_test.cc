@@ -1,7 +1,7 @@
 // The pipeline buffer cache (src/lower/jit_memory.h): intermediates are reused across
 // runs, results stay right, and a concurrent reset of Halide's default handlers (as
 // CUDA initialization does) cannot pair the cache's malloc with Halide's free.
-#include "lower/jit_memory.h"
+#include "device/jit_memory.h"
 
 #include <atomic>
 #include <chrono>
@@ -38,13 +38,13 @@ TEST(JitMemoryTest, IntermediatesReuseCachedMemory) {
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   int64_t reused_before = 0;
   for (int run = 0; run < 3; ++run) {
-    if (run == 1) reused_before = lower::GetJitMemoryStats().reused;
+    if (run == 1) reused_before = device::GetJitMemoryStats().reused;
     auto actual = RunKernel(**kernel, c.values);
     ASSERT_TRUE(actual.ok()) << actual.status();
     std::string why;
     EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4, &why)) << "run " << run << why;
   }
-  EXPECT_GE(lower::GetJitMemoryStats().reused - reused_before, 4) << "2 buffers x 2 runs";
+  EXPECT_GE(device::GetJitMemoryStats().reused - reused_before, 4) << "2 buffers x 2 runs";
 }
 
 // Halide resets its active default handlers field by field whenever they are set (and

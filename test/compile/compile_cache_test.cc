@@ -1,6 +1,6 @@
 // The compile cache on its own: one compile per key under concurrent callers, failures
 // remembered, LRU eviction, counters.
-#include "runtime/compile_cache.h"
+#include "compile/compile_cache.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 // come back as Status. Kernels run through Pipeline::realize, whose JIT error handler
 // records the message and throws instead of calling the default handler (which would
 // abort the process, HALIDE14.md rule 4).
-#include "lower/compile.h"
+#include "compile/compile.h"
 
 #include <unistd.h>
 
@@ -23,9 +23,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
-#include "lower/device_tensor_impl.h"
-#include "lower/gpu_attempts.h"
-#include "lower/jit_memory.h"
+#include "device/device_tensor_impl.h"
+#include "compile/gpu_scheduling.h"
+#include "device/jit_memory.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -34,44 +34,10 @@
 
 namespace braze {
 
-const char* SchedulerName(SchedulerKind kind) {
-  switch (kind) {
-    case SchedulerKind::kAuto:
-      return "Auto";
-    case SchedulerKind::kAdams2019:
-      return "Adams2019";
-    case SchedulerKind::kMullapudi2016:
-      return "Mullapudi2016";
-    case SchedulerKind::kLi2018:
-      return "Li2018";
-    case SchedulerKind::kSafeDefault:
-      return "SafeDefault";
-  }
-  return "unknown";
-}
-
 namespace {
 
-using lower::CatchHalideErrors;
+using device::CatchHalideErrors;
 using lower::LoweredCluster;
-
-// The schedulers tried, in order, when `first` is chosen.
-std::vector<SchedulerKind> SchedulerChain(SchedulerKind first) {
-  switch (first) {
-    case SchedulerKind::kAuto:  // resolved by PickScheduler before the chain is built
-      return {SchedulerKind::kSafeDefault};
-    case SchedulerKind::kAdams2019:
-      return {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016,
-              SchedulerKind::kSafeDefault};
-    case SchedulerKind::kMullapudi2016:
-      return {SchedulerKind::kMullapudi2016, SchedulerKind::kSafeDefault};
-    case SchedulerKind::kLi2018:
-      return {SchedulerKind::kLi2018, SchedulerKind::kSafeDefault};
-    case SchedulerKind::kSafeDefault:
-      return {SchedulerKind::kSafeDefault};
-  }
-  return {SchedulerKind::kSafeDefault};
-}
 
 int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
 
@@ -207,7 +173,7 @@ class HalideKernel : public CompiledKernel {
       }
     }
     if (lowered_.info.outputs.empty()) return absl::OkStatus();
-    lower::TakeRuntimeError();  // drop messages of earlier calls
+    device::TakeRuntimeError();  // drop messages of earlier calls
     absl::Status status = CatchHalideErrors(name_ + ": Halide run-time error",
                                             absl::StatusCode::kInvalidArgument, [&] {
                                               for (size_t i = 0; i < inputs.size(); ++i) {
@@ -228,7 +194,7 @@ class HalideKernel : public CompiledKernel {
     }
     // The CUDA runtime reports some errors (an unknown CUDA error code, say) through
     // the default handler rather than the pipeline's: add them.
-    if (std::string more = lower::TakeRuntimeError(); !status.ok() && !more.empty()) {
+    if (std::string more = device::TakeRuntimeError(); !status.ok() && !more.empty()) {
       status = absl::Status(status.code(), absl::StrCat(status.message(), " [", more, "]"));
     }
     return status;
@@ -272,7 +238,7 @@ class HalideKernel : public CompiledKernel {
     std::vector<int> sizes;
     for (int d = t.rank() - 1; d >= 0; --d) sizes.push_back(static_cast<int>(t.dim(d)));
     if (sizes.empty()) sizes.push_back(1);
-    return Halide::Buffer<>(lower::HalideType(t.dtype()), t.raw_data(), sizes);
+    return Halide::Buffer<>(device::HalideType(t.dtype()), t.raw_data(), sizes);
   }
 
   const std::string name_;
@@ -293,7 +259,7 @@ absl::StatusOr<std::string> JitTargetString(bool cuda) {
   std::string result;
   BRAZE_RETURN_IF_ERROR(
       CatchHalideErrors("bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        result = (cuda ? lower::CudaJitTarget() : lower::SanitizedJitTarget()).to_string();
+        result = (cuda ? device::CudaJitTarget() : device::SanitizedJitTarget()).to_string();
         return absl::OkStatus();
       }));
   return result;
@@ -316,33 +282,30 @@ static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
     const ClusterSpec& spec, const CompileOptions& options, const std::string& name,
     const Halide::Target& target, std::chrono::steady_clock::time_point start) {
   std::vector<std::string> failures;
-  for (const lower::GpuAttempt& attempt : lower::GpuAttempts(options.gpu_scheduler)) {
+  for (SchedulerKind kind : SchedulerChain(options.gpu_scheduler, /*gpu=*/true)) {
+    const std::string what = SchedulerName(kind);
     // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
     Halide::Pipeline pipeline;
     std::string schedule = "(every output is empty: nothing to compute)\n";
     if (!lowered.info.outputs.empty()) {
-      absl::Status s = CatchHalideErrors(attempt.Name(), absl::StatusCode::kInternal, [&] {
+      absl::Status s = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
         pipeline = Halide::Pipeline(lowered.info.outputs);
-        lower::UseJitBufferCache(&pipeline.jit_handlers());
-        lower::UseCudaHandlers(&pipeline.jit_handlers());
-        schedule = lower::ApplyGpuAttempt(attempt, lowered, pipeline, target);
+        device::UseJitBufferCache(&pipeline.jit_handlers());
+        device::UseCudaHandlers(&pipeline.jit_handlers());
+        schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
         pipeline.compile_jit(target);
         return absl::OkStatus();
       });
       if (!s.ok()) {
-        failures.push_back(s.message().rfind(attempt.Name(), 0) == 0
-                               ? std::string(s.message())
-                               : absl::StrCat(attempt.Name(), ": ", s.message()));
+        failures.push_back(s.message().rfind(what, 0) == 0 ? std::string(s.message())
+                                                           : absl::StrCat(what, ": ", s.message()));
         continue;
       }
     }
-    // The CPU scheduler fields mean nothing here; scheduler_used() reports kSafeDefault
-    // and the text names the GPU schedule.
     auto kernel = std::make_unique<HalideKernel>(
-        name, std::move(lowered), std::move(pipeline), target, options.num_threads,
-        SchedulerKind::kSafeDefault, failures,
-        absl::StrCat("// CUDA: ", attempt.Name(), "\n", schedule), /*on_device=*/true);
+        name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind,
+        failures, absl::StrCat("// CUDA: ", what, "\n", schedule), /*on_device=*/true);
     kernel->set_compile_ms(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
@@ -364,21 +327,17 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   Halide::Target target;
   BRAZE_RETURN_IF_ERROR(
       CatchHalideErrors(name + ": bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        target = options.cuda ? lower::CudaJitTarget() : lower::SanitizedJitTarget();
+        target = options.cuda ? device::CudaJitTarget() : device::SanitizedJitTarget();
         return absl::OkStatus();
       }));
   if (options.cuda) return CompileCudaCluster(spec, options, name, target, start);
-  std::vector<SchedulerKind> chain = SchedulerChain(options.scheduler);
-  if (options.scheduler == SchedulerKind::kAuto) {
+  SchedulerKind first = options.scheduler;
+  if (first == SchedulerKind::kAuto) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));
-    chain = SchedulerChain(PickScheduler(probe.info));
-    // Auto never ends at a scheduler that failed: the safe default falls back to the
-    // autoschedulers too.
-    if (chain.front() == SchedulerKind::kSafeDefault) {
-      chain = {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019,
-               SchedulerKind::kMullapudi2016};
-    }
+    // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
+    if (PickScheduler(probe.info) == SchedulerKind::kAdams2019) first = SchedulerKind::kAdams2019;
   }
+  const std::vector<SchedulerKind> chain = SchedulerChain(first, /*gpu=*/false);
   std::vector<std::string> failures;
   for (SchedulerKind kind : chain) {
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
@@ -388,7 +347,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(SchedulerName(kind), absl::StatusCode::kInternal, [&] {
         pipeline = Halide::Pipeline(lowered.info.outputs);
-        lower::UseJitBufferCache(&pipeline.jit_handlers());
+        device::UseJitBufferCache(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
         if (kind == SchedulerKind::kSafeDefault) {
           schedule = schedule::ApplySafeDefault(lowered.info, target, parallelism);

@@ -7,8 +7,8 @@
 // Device pointers are CUdeviceptr values from DeviceTensor::device_address(), valid in
 // the device's primary context, the one cuBLAS uses (see device_tensor.h). Work goes to
 // the legacy default stream, after the Halide kernels before it.
-#ifndef BRAZE_LOWER_CUBLAS_GEMM_H_
-#define BRAZE_LOWER_CUBLAS_GEMM_H_
+#ifndef BRAZE_DEVICE_CUBLAS_GEMM_H_
+#define BRAZE_DEVICE_CUBLAS_GEMM_H_
 
 #include <cstdint>
 #include <string>
@@ -53,4 +53,4 @@ absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_
 
 }  // namespace braze
 
-#endif  // BRAZE_LOWER_CUBLAS_GEMM_H_
+#endif  // BRAZE_DEVICE_CUBLAS_GEMM_H_

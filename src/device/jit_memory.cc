@@ -1,5 +1,5 @@
 // The pipeline buffer cache; see jit_memory.h.
-#include "lower/jit_memory.h"
+#include "device/jit_memory.h"
 
 #include <cstdlib>
 #include <map>
@@ -10,7 +10,7 @@
 #include "Halide.h"
 
 namespace braze {
-namespace lower {
+namespace device {
 namespace {
 
 // Smaller blocks go straight to malloc: glibc's own free lists serve those well.
@@ -94,5 +94,5 @@ JitMemoryStats GetJitMemoryStats() {
   return s;
 }
 
-}  // namespace lower
+}  // namespace device
 }  // namespace braze

@@ -1,9 +1,9 @@
 // The Halide side of DeviceTensor, for src/lower only (includes Halide.h).
-#ifndef BRAZE_LOWER_DEVICE_TENSOR_IMPL_H_
-#define BRAZE_LOWER_DEVICE_TENSOR_IMPL_H_
+#ifndef BRAZE_DEVICE_DEVICE_TENSOR_IMPL_H_
+#define BRAZE_DEVICE_DEVICE_TENSOR_IMPL_H_
 
 #include "Halide.h"
-#include "lower/device_tensor.h"
+#include "device/device_tensor.h"
 
 namespace braze {
 
@@ -13,7 +13,7 @@ struct DeviceTensor::Impl {
   Halide::Buffer<> buffer;
 };
 
-namespace lower {
+namespace device {
 
 // The JIT target of CUDA kernels: the sanitized host target plus CUDA at capability
 // 8.6, the highest Halide 14 knows (its PTX runs on sm_90).
@@ -33,7 +33,7 @@ void UseCudaHandlers(Halide::JITHandlers* handlers);
 // (device calls made outside a pipeline have no other way to report one).
 std::string TakeRuntimeError();
 
-}  // namespace lower
+}  // namespace device
 }  // namespace braze
 
-#endif  // BRAZE_LOWER_DEVICE_TENSOR_IMPL_H_
+#endif  // BRAZE_DEVICE_DEVICE_TENSOR_IMPL_H_

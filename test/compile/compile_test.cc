@@ -22,9 +22,9 @@ namespace braze {
 namespace lowertest {
 namespace {
 
-TEST(HasHalideLoweringTest, EveryComputeOpAndConstButNoSourceStateOrHostCall) {
+TEST(OpIsCompilableTest, EveryComputeOpAndConstButNoSourceStateOrHostCall) {
   const std::vector<std::pair<OpKind, OpCategory>> ops = {
-#define BRAZE_OP(e, name, cat, arity) {OpKind::e, OpCategory::cat},
+#define BRAZE_OP(e, name, cat, arity, compiled) {OpKind::e, OpCategory::cat},
 #include "braze/op_list.def"
 #undef BRAZE_OP
   };
@@ -33,7 +33,7 @@ TEST(HasHalideLoweringTest, EveryComputeOpAndConstButNoSourceStateOrHostCall) {
     const bool expected =
         op == OpKind::kConst ||
         (cat != OpCategory::kSource && cat != OpCategory::kState && cat != OpCategory::kHostCall);
-    EXPECT_EQ(HasHalideLowering(op), expected) << OpName(op);
+    EXPECT_EQ(OpIsCompilable(op), expected) << OpName(op);
   }
 }
 

@@ -12,8 +12,8 @@
 //
 // No Halide include here; device_tensor.cc and compile.cc see the Halide buffer through
 // HalideDeviceBuffer() (lower/device_tensor_impl.h).
-#ifndef BRAZE_LOWER_DEVICE_TENSOR_H_
-#define BRAZE_LOWER_DEVICE_TENSOR_H_
+#ifndef BRAZE_DEVICE_DEVICE_TENSOR_H_
+#define BRAZE_DEVICE_DEVICE_TENSOR_H_
 
 #include <cstdint>
 #include <functional>
@@ -72,4 +72,4 @@ absl::Status CudaSynchronize();
 
 }  // namespace braze
 
-#endif  // BRAZE_LOWER_DEVICE_TENSOR_H_
+#endif  // BRAZE_DEVICE_DEVICE_TENSOR_H_

@@ -1,8 +1,8 @@
 // Compiling one cluster into one Halide pipeline, without exposing Halide: the runtime
 // and tests see only ClusterSpec -> CompiledKernel. Halide errors (compile or run time)
 // come back as absl::Status; no Halide handler may abort the process.
-#ifndef BRAZE_LOWER_COMPILE_H_
-#define BRAZE_LOWER_COMPILE_H_
+#ifndef BRAZE_COMPILE_COMPILE_H_
+#define BRAZE_COMPILE_COMPILE_H_
 
 #include <memory>
 #include <string>
@@ -10,58 +10,26 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "braze/graph.h"
 #include "braze/host_tensor.h"
-#include "lower/device_tensor.h"
+#include "device/device_tensor.h"
+#include "lower/cluster_spec.h"
+#include "schedule/scheduler.h"
 
 namespace braze {
 
-// A cluster to compile for concrete input types.
-struct ClusterSpec {
-  const Graph* graph = nullptr;
-  std::string name;                     // "cluster_0"; names the pipeline and its errors
-  std::vector<int> nodes;               // node ids, topological (increasing id) order
-  std::vector<Tensor> inputs;           // external values read by the cluster: arguments
-  std::vector<TensorType> input_types;  // concrete (fully defined) types of `inputs`
-  std::vector<Tensor> outputs;          // values used outside the cluster: results
-};
-
-// kAuto: per cluster, our safe default when the cluster reduces over the innermost
-// (contiguous) dim — softmax, layernorm, cross entropy, row sums — or holds a matmul,
-// and Adams2019 otherwise. On this project's CPU, Adams2019 vectorizes such reductions
-// across rows and runs 2-4x slower than the safe default (bench/RESULTS.md). A lone
-// matmul it schedules as well as ours, but a backward matmul fused with a ReLU mask, a
-// column sum and Adam's update got a schedule 4x slower than op by op and took seconds
-// to search (README, Examples); elementwise clusters are where Adams2019 shines.
-enum class SchedulerKind { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
-const char* SchedulerName(SchedulerKind kind);
-
-// GPU schedules (CompileOptions::cuda): Braze's heuristic (src/schedule/gpu_schedule.h)
-// has three plans, each the fallback of the one before when Halide rejects a schedule:
-// fused (reductions inside their consumer's kernel), separate (reductions in kernels of
-// their own, still cooperative) and serial (a thread per reduction output, no rfactor).
-// kHeuristic starts with fused; the other two start further down, for tuning and for
-// testing the fallbacks.
-enum class GpuScheduler {
-  kHeuristic,
-  kHeuristicSeparate,
-  kHeuristicSerial,
-  kLi2018,  // Halide's Li2018 autoscheduler; falls through to kHeuristic if it throws
-};
-const char* GpuSchedulerName(GpuScheduler which);
-
 struct CompileOptions {
-  // CPU kernels: which scheduler. Ignored for CUDA kernels.
+  // CPU kernels: which scheduler starts the chain (schedule/scheduler.h).
   SchedulerKind scheduler = SchedulerKind::kAuto;
   // Halide worker threads while this kernel runs; 0: Halide's default (HL_NUM_THREADS,
   // else all cores). Halide's pool is process-wide: the count is applied before each Run
   // whose kernel asks for a different one than the last Run did.
   int num_threads = 0;
-  // Compile for CUDA (the JIT host target plus cuda_capability_86) with `gpu_scheduler`;
-  // the kernel then runs with RunOnDevice on DeviceTensors of device `cuda_ordinal`.
+  // Compile for CUDA (the JIT host target plus cuda_capability_86) starting the GPU
+  // chain at `gpu_scheduler` (Li2018 or a heuristic plan); the kernel then runs with
+  // RunOnDevice on DeviceTensors of device `cuda_ordinal`.
   bool cuda = false;
   int cuda_ordinal = 0;
-  GpuScheduler gpu_scheduler = GpuScheduler::kHeuristic;
+  SchedulerKind gpu_scheduler = SchedulerKind::kGpuFused;
 };
 
 class CompiledKernel {
@@ -103,13 +71,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
 // InvalidArgument if HL_JIT_TARGET does not parse.
 absl::StatusOr<std::string> JitTargetString(bool cuda = false);
 
-// The autoscheduler plugin CompileCluster would load for `kind` (not kSafeDefault):
-// $BRAZE_HALIDE_PLUGIN_DIR/libautoschedule_<name>.so when that variable is set, else
-// the path CMake found at build time. A plugin is loaded at most once per process.
-std::string AutoschedulerPluginPath(SchedulerKind kind);
-
-// Which ops have a lowering: HasHalideLowering in passes/mark_for_compilation.h.
+// Which ops have a lowering: OpIsCompilable (braze/graph.h, from op_list.def).
 
 }  // namespace braze
 
-#endif  // BRAZE_LOWER_COMPILE_H_
+#endif  // BRAZE_COMPILE_COMPILE_H_

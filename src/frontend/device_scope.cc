@@ -1,0 +1,18 @@
+// DeviceScope (braze/device.h): placement as tf.device.
+#include "braze/device.h"
+
+namespace braze {
+
+DeviceScope::DeviceScope(Graph& graph, const std::string& device)
+    : graph_(graph), previous_(graph.device()) {
+  auto parsed = ParseDevice(device);
+  if (!parsed.ok()) {
+    graph_.RecordError(parsed.status());
+    return;
+  }
+  graph_.set_device(parsed->ToString());
+}
+
+DeviceScope::~DeviceScope() { graph_.set_device(previous_); }
+
+}  // namespace braze

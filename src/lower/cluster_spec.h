@@ -1,0 +1,25 @@
+// What the lowering turns into one Halide pipeline: a cluster of a graph's nodes with
+// concrete input types. No Halide include.
+#ifndef BRAZE_LOWER_CLUSTER_SPEC_H_
+#define BRAZE_LOWER_CLUSTER_SPEC_H_
+
+#include <string>
+#include <vector>
+
+#include "braze/graph.h"
+
+namespace braze {
+
+// A cluster to compile for concrete input types.
+struct ClusterSpec {
+  const Graph* graph = nullptr;
+  std::string name;                     // "cluster_0"; names the pipeline and its errors
+  std::vector<int> nodes;               // node ids, topological (increasing id) order
+  std::vector<Tensor> inputs;           // external values read by the cluster: arguments
+  std::vector<TensorType> input_types;  // concrete (fully defined) types of `inputs`
+  std::vector<Tensor> outputs;          // values used outside the cluster: results
+};
+
+}  // namespace braze
+
+#endif  // BRAZE_LOWER_CLUSTER_SPEC_H_
