@@ -4,7 +4,7 @@
 // Every Halide call sits inside CatchHalideErrors, so compile-time and run-time errors
 // come back as Status. Kernels run through Pipeline::realize, whose JIT error handler
 // records the message and throws instead of calling the default handler (which would
-// abort the process, HALIDE14.md rule 4).
+// abort the process, docs/HALIDE14.md rule 4).
 #include "compile/compile.h"
 
 #include <unistd.h>
@@ -43,7 +43,7 @@ int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency())
 
 // Halide's thread pool is process-wide. halide_set_num_threads is not exported by
 // libHalide, only by the JIT shared runtime, which exists after the first compile_jit
-// (HALIDE14.md §3). Setting the count before the pool's first parallel call is
+// (docs/HALIDE14.md §3). Setting the count before the pool's first parallel call is
 // reliable; raising it later takes effect at once, lowering it may lag.
 class ThreadCount {
  public:
@@ -86,54 +86,20 @@ class HalideKernel : public CompiledKernel {
         schedule_(std::move(schedule)),
         on_device_(on_device) {}
 
-  absl::Status Run(absl::Span<const HostTensor* const> inputs,
-                   absl::Span<HostTensor* const> outputs) override {
-    if (on_device_) {
-      return absl::FailedPreconditionError(
-          absl::StrCat(name_, ": a CUDA kernel runs on device tensors (RunOnDevice)"));
-    }
-    if (inputs.size() != lowered_.params.size() || outputs.size() != lowered_.output_types.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name_, ": Run got ", inputs.size(), " inputs and ", outputs.size(),
-                       " outputs; the kernel takes ", lowered_.params.size(), " and ",
-                       lowered_.output_types.size()));
-    }
-    // Halide checks the type and exact shape of every buffer it is given (bounds and
-    // strides are set at compile time); tensors it never sees are checked here.
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i] == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(name_, ": input ", i, " is null"));
-      }
-    }
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      if (outputs[j] == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(name_, ": output ", j, " is null"));
-      }
-      if (lowered_.pipeline_output[j] < 0 && outputs[j]->type() != lowered_.output_types[j]) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name_, ": output ", j, " is ", TypeString(outputs[j]->type()),
-                         ", expected ", TypeString(lowered_.output_types[j])));
-      }
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (lowered_.input_elided[i] && inputs[i]->num_elements() != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name_, ": input ", i, " is ", TypeString(inputs[i]->type()),
-                         " but the kernel was compiled for an empty tensor"));
-      }
-    }
+  absl::Status Launch(absl::Span<const KernelArg> inputs,
+                      absl::Span<const KernelArg> outputs) override {
+    BRAZE_RETURN_IF_ERROR(CheckArgs(inputs, outputs));
     if (lowered_.info.outputs.empty()) return absl::OkStatus();  // nothing to compute
-
-    ThreadCount::Use(num_threads_, target_);
+    if (!on_device_) ThreadCount::Use(num_threads_, target_);
+    device::TakeRuntimeError();  // drop messages of earlier calls
     absl::Status status = CatchHalideErrors(
         name_ + ": Halide run-time error", absl::StatusCode::kInvalidArgument, [&] {
           for (size_t i = 0; i < inputs.size(); ++i) {
-            if (lowered_.input_elided[i]) continue;
-            lowered_.params[i].set(Wrap(const_cast<HostTensor&>(*inputs[i])));
+            if (!lowered_.input_elided[i]) lowered_.params[i].set(BufferOf(inputs[i]));
           }
           std::vector<Halide::Buffer<>> buffers;
           for (size_t j = 0; j < outputs.size(); ++j) {
-            if (lowered_.pipeline_output[j] >= 0) buffers.push_back(Wrap(*outputs[j]));
+            if (lowered_.pipeline_output[j] >= 0) buffers.push_back(BufferOf(outputs[j]));
           }
           Halide::Realization realization(buffers);
           pipeline_.realize(realization, target_);
@@ -143,56 +109,7 @@ class HalideKernel : public CompiledKernel {
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!lowered_.input_elided[i]) lowered_.params[i].reset();
     }
-    return status;
-  }
-
-  absl::Status RunOnDevice(absl::Span<DeviceTensor* const> inputs,
-                           absl::Span<DeviceTensor* const> outputs) override {
-    if (!on_device_) return CompiledKernel::RunOnDevice(inputs, outputs);
-    if (inputs.size() != lowered_.params.size() || outputs.size() != lowered_.output_types.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name_, ": RunOnDevice got ", inputs.size(), " inputs and ", outputs.size(),
-                       " outputs; the kernel takes ", lowered_.params.size(), " and ",
-                       lowered_.output_types.size()));
-    }
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i] == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(name_, ": input ", i, " is null"));
-      }
-      if (lowered_.input_elided[i] && inputs[i]->num_elements() != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name_, ": input ", i, " is ", TypeString(inputs[i]->type()),
-                         " but the kernel was compiled for an empty tensor"));
-      }
-    }
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      if (outputs[j] == nullptr || outputs[j]->type() != lowered_.output_types[j]) {
-        return absl::InvalidArgumentError(absl::StrCat(name_, ": output ", j,
-                                                       " must be a device tensor of ",
-                                                       TypeString(lowered_.output_types[j])));
-      }
-    }
-    if (lowered_.info.outputs.empty()) return absl::OkStatus();
-    device::TakeRuntimeError();  // drop messages of earlier calls
-    absl::Status status = CatchHalideErrors(name_ + ": Halide run-time error",
-                                            absl::StatusCode::kInvalidArgument, [&] {
-                                              for (size_t i = 0; i < inputs.size(); ++i) {
-                                                if (!lowered_.input_elided[i])
-                                                  lowered_.params[i].set(inputs[i]->impl().buffer);
-                                              }
-                                              std::vector<Halide::Buffer<>> buffers;
-                                              for (size_t j = 0; j < outputs.size(); ++j) {
-                                                if (lowered_.pipeline_output[j] >= 0)
-                                                  buffers.push_back(outputs[j]->impl().buffer);
-                                              }
-                                              Halide::Realization realization(buffers);
-                                              pipeline_.realize(realization, target_);
-                                              return absl::OkStatus();
-                                            });
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (!lowered_.input_elided[i]) lowered_.params[i].reset();
-    }
-    // The CUDA runtime reports some errors (an unknown CUDA error code, say) through
+    // A device runtime reports some errors (an unknown CUDA error code, say) through
     // the default handler rather than the pipeline's: add them.
     if (std::string more = device::TakeRuntimeError(); !status.ok() && !more.empty()) {
       status = absl::Status(status.code(), absl::StrCat(status.message(), " [", more, "]"));
@@ -232,9 +149,56 @@ class HalideKernel : public CompiledKernel {
   void set_compile_ms(double ms) { compile_ms_ = ms; }
 
  private:
-  // A Halide buffer over the tensor's own memory (no copy), dims reversed; rank 0 is
-  // one element of a 1-D buffer, as the pipeline sees it.
-  static Halide::Buffer<> Wrap(HostTensor& t) {
+  // Halide checks the type and exact shape of every buffer it is given (bounds and
+  // strides are set at compile time); what it never sees is checked here: counts,
+  // nulls, the memory space, outputs that are not pipeline outputs, elided inputs.
+  absl::Status CheckArgs(absl::Span<const KernelArg> inputs,
+                         absl::Span<const KernelArg> outputs) const {
+    if (inputs.size() != lowered_.params.size() || outputs.size() != lowered_.output_types.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": launched with ", inputs.size(), " inputs and ", outputs.size(),
+                       " outputs; the kernel takes ", lowered_.params.size(), " and ",
+                       lowered_.output_types.size()));
+    }
+    const char* want = on_device_ ? "a device tensor" : "a host tensor";
+    auto check = [&](const KernelArg& a, const char* what, size_t i) -> absl::Status {
+      const bool ok = on_device_ ? (a.device != nullptr && a.host == nullptr)
+                                 : (a.host != nullptr && a.device == nullptr);
+      if (!ok) return absl::InvalidArgumentError(absl::StrCat(name_, ": ", what, " ", i,
+                                                              " must be ", want));
+      return absl::OkStatus();
+    };
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      BRAZE_RETURN_IF_ERROR(check(inputs[i], "input", i));
+      const TensorType type = TypeOf(inputs[i]);
+      if (lowered_.input_elided[i] && NumElements(type.shape) != 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": input ", i, " is ", TypeString(type),
+                         " but the kernel was compiled for an empty tensor"));
+      }
+    }
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      BRAZE_RETURN_IF_ERROR(check(outputs[j], "output", j));
+      const bool checked_by_halide = lowered_.pipeline_output[j] >= 0;
+      if (!checked_by_halide && TypeOf(outputs[j]) != lowered_.output_types[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": output ", j, " is ", TypeString(TypeOf(outputs[j])),
+                         ", expected ", TypeString(lowered_.output_types[j])));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static TensorType TypeOf(const KernelArg& a) {
+    return a.host != nullptr ? a.host->type() : a.device->type();
+  }
+
+  // The argument as Halide sees it: a host tensor wrapped without a copy (dims
+  // reversed; rank 0 is one element of a 1-D buffer, as the pipeline sees it), or the
+  // device tensor's own buffer.
+  static Halide::Buffer<> BufferOf(const KernelArg& a) {
+    if (a.device != nullptr) return a.device->impl().buffer;
+    HostTensor& t = *a.host;
     std::vector<int> sizes;
     for (int d = t.rank() - 1; d >= 0; --d) sizes.push_back(static_cast<int>(t.dim(d)));
     if (sizes.empty()) sizes.push_back(1);
@@ -276,25 +240,96 @@ SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
   return SchedulerKind::kAdams2019;
 }
 
-// The CUDA JIT: the GPU schedule chain of options.gpu_scheduler, compiled for
-// CudaJitTarget(). Compiling needs no GPU; running does.
-static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
-    const ClusterSpec& spec, const CompileOptions& options, const std::string& name,
-    const Halide::Target& target, std::chrono::steady_clock::time_point start) {
+namespace {
+
+// Applies `kind` to the freshly lowered `lowered` (whose Funcs `pipeline` holds) for
+// `target`; returns the schedule as text. Throws Halide::Error when Halide rejects it.
+std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
+                           Halide::Pipeline& pipeline, const Halide::Target& target,
+                           bool gpu, int parallelism) {
+  if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
+  std::string schedule =
+      kind == SchedulerKind::kSafeDefault
+          ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
+          : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
+  const std::vector<std::string> repaired =
+      schedule::DevectorizeGuardedUpdates(lowered.info.outputs);
+  if (!repaired.empty()) {
+    schedule += absl::StrCat("// Serial instead of vectorized (Halide 14 miscompiles ",
+                             "vectorized GuardWithIf updates): ", absl::StrJoin(repaired, ", "),
+                             "\n");
+  }
+  return schedule;
+}
+
+double MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+absl::Status CompiledKernel::Run(absl::Span<const HostTensor* const> inputs,
+                                 absl::Span<HostTensor* const> outputs) {
+  std::vector<KernelArg> in, out;
+  for (const HostTensor* t : inputs) in.push_back(KernelArg::Host(t));
+  for (HostTensor* t : outputs) out.push_back(KernelArg{t, nullptr});
+  return Launch(in, out);
+}
+
+absl::Status CompiledKernel::RunOnDevice(absl::Span<DeviceTensor* const> inputs,
+                                         absl::Span<DeviceTensor* const> outputs) {
+  std::vector<KernelArg> in, out;
+  for (DeviceTensor* t : inputs) in.push_back(KernelArg::Device(t));
+  for (DeviceTensor* t : outputs) out.push_back(KernelArg::Device(t));
+  return Launch(in, out);
+}
+
+// One driver for every target: the chain of schedulers for the target (CPU: the
+// options' scheduler, with kAuto resolved per cluster; GPU: the GPU chain), each tried
+// on freshly lowered Funcs (a failed schedule leaves directives on the old ones) until
+// Halide accepts one. Compiling needs no device; running a device kernel does.
+absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
+                                                               const CompileOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string name = spec.name.empty() ? "cluster" : spec.name;
+  if (options.num_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, ": num_threads must be >= 0, got ", options.num_threads));
+  }
+  const bool gpu = options.cuda;
+  const int parallelism = options.num_threads > 0 ? options.num_threads : HardwareThreads();
+  Halide::Target target;
+  BRAZE_RETURN_IF_ERROR(
+      CatchHalideErrors(name + ": bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
+        target = gpu ? device::CudaJitTarget() : device::SanitizedJitTarget();
+        return absl::OkStatus();
+      }));
+  SchedulerKind first = gpu ? options.gpu_scheduler : options.scheduler;
+  if (!gpu && first == SchedulerKind::kAuto) {
+    BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));
+    // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
+    if (PickScheduler(probe.info) == SchedulerKind::kAdams2019) first = SchedulerKind::kAdams2019;
+  }
   std::vector<std::string> failures;
-  for (SchedulerKind kind : SchedulerChain(options.gpu_scheduler, /*gpu=*/true)) {
+  for (SchedulerKind kind : SchedulerChain(first, gpu)) {
     const std::string what = SchedulerName(kind);
-    // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
+    // Lowering errors are the cluster's, not the schedule's: no point in going on.
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
     Halide::Pipeline pipeline;
     std::string schedule = "(every output is empty: nothing to compute)\n";
+    std::string timing;
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
         pipeline = Halide::Pipeline(lowered.info.outputs);
         device::UseJitBufferCache(&pipeline.jit_handlers());
-        device::UseCudaHandlers(&pipeline.jit_handlers());
-        schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
+        if (gpu) device::UseCudaHandlers(&pipeline.jit_handlers());
+        const auto t0 = std::chrono::steady_clock::now();
+        schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism);
+        const double schedule_ms = MsSince(t0);
+        const auto t1 = std::chrono::steady_clock::now();
         pipeline.compile_jit(target);
+        timing = absl::StrFormat("// schedule %.1f ms, compile_jit %.1f ms\n", schedule_ms,
+                                 MsSince(t1));
         return absl::OkStatus();
       });
       if (!s.ok()) {
@@ -304,90 +339,13 @@ static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
       }
     }
     auto kernel = std::make_unique<HalideKernel>(
-        name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind,
-        failures, absl::StrCat("// CUDA: ", what, "\n", schedule), /*on_device=*/true);
-    kernel->set_compile_ms(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
-    return std::unique_ptr<CompiledKernel>(std::move(kernel));
-  }
-  return absl::InternalError(
-      absl::StrCat(name, ": every GPU schedule failed: ", absl::StrJoin(failures, "; ")));
-}
-
-absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
-                                                               const CompileOptions& options) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::string name = spec.name.empty() ? "cluster" : spec.name;
-  if (options.num_threads < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, ": num_threads must be >= 0, got ", options.num_threads));
-  }
-  const int parallelism = options.num_threads > 0 ? options.num_threads : HardwareThreads();
-  Halide::Target target;
-  BRAZE_RETURN_IF_ERROR(
-      CatchHalideErrors(name + ": bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        target = options.cuda ? device::CudaJitTarget() : device::SanitizedJitTarget();
-        return absl::OkStatus();
-      }));
-  if (options.cuda) return CompileCudaCluster(spec, options, name, target, start);
-  SchedulerKind first = options.scheduler;
-  if (first == SchedulerKind::kAuto) {
-    BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));
-    // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
-    if (PickScheduler(probe.info) == SchedulerKind::kAdams2019) first = SchedulerKind::kAdams2019;
-  }
-  const std::vector<SchedulerKind> chain = SchedulerChain(first, /*gpu=*/false);
-  std::vector<std::string> failures;
-  for (SchedulerKind kind : chain) {
-    BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
-    Halide::Pipeline pipeline;
-    std::string schedule;
-    std::string timing;
-    if (!lowered.info.outputs.empty()) {
-      absl::Status s = CatchHalideErrors(SchedulerName(kind), absl::StatusCode::kInternal, [&] {
-        pipeline = Halide::Pipeline(lowered.info.outputs);
-        device::UseJitBufferCache(&pipeline.jit_handlers());
-        const auto t0 = std::chrono::steady_clock::now();
-        if (kind == SchedulerKind::kSafeDefault) {
-          schedule = schedule::ApplySafeDefault(lowered.info, target, parallelism);
-        } else {
-          schedule = schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
-        }
-        const std::vector<std::string> repaired =
-            schedule::DevectorizeGuardedUpdates(lowered.info.outputs);
-        if (!repaired.empty()) {
-          schedule += absl::StrCat(
-              "// Serial instead of vectorized (Halide 14 miscompiles ",
-              "vectorized GuardWithIf updates): ", absl::StrJoin(repaired, ", "), "\n");
-        }
-        const auto t1 = std::chrono::steady_clock::now();
-        pipeline.compile_jit(target);
-        const auto t2 = std::chrono::steady_clock::now();
-        timing = absl::StrFormat("// schedule %.1f ms, compile_jit %.1f ms\n",
-                                 std::chrono::duration<double, std::milli>(t1 - t0).count(),
-                                 std::chrono::duration<double, std::milli>(t2 - t1).count());
-        return absl::OkStatus();
-      });
-      if (!s.ok()) {
-        failures.push_back(s.message().rfind(SchedulerName(kind), 0) == 0
-                               ? std::string(s.message())
-                               : absl::StrCat(SchedulerName(kind), ": ", s.message()));
-        continue;
-      }
-    } else {
-      schedule = "(every output is empty: nothing to compute)\n";
-    }
-    auto kernel = std::make_unique<HalideKernel>(
         name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind, failures,
-        absl::StrCat("// ", SchedulerName(kind), "\n", timing, schedule));
-    kernel->set_compile_ms(
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count());
+        absl::StrCat("// ", gpu ? "CUDA: " : "", what, "\n", timing, schedule), gpu);
+    kernel->set_compile_ms(MsSince(start));
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }
-  return absl::InternalError(
-      absl::StrCat(name, ": every scheduler failed: ", absl::StrJoin(failures, "; ")));
+  return absl::InternalError(absl::StrCat(name, ": every ", gpu ? "GPU schedule" : "scheduler",
+                                          " failed: ", absl::StrJoin(failures, "; ")));
 }
 
 }  // namespace braze

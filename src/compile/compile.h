@@ -25,27 +25,40 @@ struct CompileOptions {
   // whose kernel asks for a different one than the last Run did.
   int num_threads = 0;
   // Compile for CUDA (the JIT host target plus cuda_capability_86) starting the GPU
-  // chain at `gpu_scheduler` (Li2018 or a heuristic plan); the kernel then runs with
-  // RunOnDevice on DeviceTensors of device `cuda_ordinal`.
+  // chain at `gpu_scheduler` (Li2018 or a heuristic plan); the kernel then launches on
+  // DeviceTensors of device `cuda_ordinal`.
   bool cuda = false;
   int cuda_ordinal = 0;
   SchedulerKind gpu_scheduler = SchedulerKind::kGpuFused;
 };
 
+// A kernel argument: a tensor in host memory or in a device's memory (one is set).
+struct KernelArg {
+  HostTensor* host = nullptr;
+  DeviceTensor* device = nullptr;
+  // An input is only read: a kernel never writes through an input's pointer.
+  static KernelArg Host(const HostTensor* t) { return {const_cast<HostTensor*>(t), nullptr}; }
+  static KernelArg Device(DeviceTensor* t) { return {nullptr, t}; }
+};
+
 class CompiledKernel {
  public:
   virtual ~CompiledKernel() = default;
-  // inputs/outputs are in ClusterSpec order; outputs are preallocated with
-  // output_types(). Thread-compatible: one Run at a time per kernel.
-  virtual absl::Status Run(absl::Span<const HostTensor* const> inputs,
-                           absl::Span<HostTensor* const> outputs) = 0;
-  // CUDA kernels (CompileOptions::cuda): the same on tensors in device memory; inputs
-  // and outputs stay there. Asynchronous: queued on the device's default stream.
-  // Unimplemented for CPU kernels.
-  virtual absl::Status RunOnDevice(absl::Span<DeviceTensor* const> inputs,
-                                   absl::Span<DeviceTensor* const> outputs) {
-    return absl::UnimplementedError("this kernel runs on the host (Run), not on a device");
-  }
+  // The one launch path, for every backend: inputs and outputs in ClusterSpec order, in
+  // the memory the kernel was compiled for (host tensors for CPU kernels, device
+  // tensors of device `cuda_ordinal` for CUDA kernels, see on_device()); outputs
+  // preallocated with output_types(), written in place. Device kernels are
+  // asynchronous (queued on the device's stream). Thread-compatible: one Launch at a
+  // time per kernel. Outputs are written through the pointers in `outputs`.
+  virtual absl::Status Launch(absl::Span<const KernelArg> inputs,
+                              absl::Span<const KernelArg> outputs) = 0;
+  // Launch on host tensors (CPU kernels).
+  absl::Status Run(absl::Span<const HostTensor* const> inputs,
+                   absl::Span<HostTensor* const> outputs);
+  // Launch on device tensors (device kernels).
+  absl::Status RunOnDevice(absl::Span<DeviceTensor* const> inputs,
+                           absl::Span<DeviceTensor* const> outputs);
+  // True when the kernel's arguments live in a device's memory.
   virtual bool on_device() const { return false; }
   virtual const std::vector<TensorType>& output_types() const = 0;
   // The scheduler that actually produced the schedule (after fall-through).

@@ -18,7 +18,7 @@ using Halide::Expr;
 
 Expr Const(DType dtype, double v) { return TypedConst(dtype, v); }
 
-// tanh(x) = 1 - 2 / (exp(2x) + 1): Halide 14's tanh is ~17x slower (HALIDE14.md rule 6).
+// tanh(x) = 1 - 2 / (exp(2x) + 1): Halide 14's tanh is ~17x slower (docs/HALIDE14.md rule 6).
 // Near 0 that form cancels (relative error ~eps/|x|), so small |x| uses the Taylor
 // series through x^9, whose truncation error below 0.04 is under 1e-16 relative.
 Expr TanhViaExp(const Expr& x, DType dtype) {

@@ -2,7 +2,7 @@
 //
 // Each becomes an accumulator Func with an update over an RDom, plus a pure Func that
 // reads it; the accumulator is registered as a schedule::Stage so the safe default can
-// compute_root/compute_at it (HALIDE14.md rule 2). The RDom lists reduced dims
+// compute_root/compute_at it (docs/HALIDE14.md rule 2). The RDom lists reduced dims
 // innermost first, so its inner loop walks the input's contiguous dim.
 //
 // Semantics follow src/reference/reduce.cc and matmul.cc: floating Sum/Mean accumulate

@@ -78,12 +78,12 @@ absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats)
   return slot.host;
 }
 
-Executor::Executor(const Graph& g, const SessionOptions& options, SessionStats& stats, Plan& plan,
-                   std::unordered_map<int, VariableSlot>& variables)
+Executor::Executor(const Graph& g, const SessionOptions& options, SessionStats& stats,
+                   PlanState& state, std::unordered_map<int, VariableSlot>& variables)
     : g_(g),
       options_(options),
       stats_(stats),
-      plan_(plan),
+      state_(state),
       variables_(variables),
       values_(g.num_nodes()) {
   for (int id = 0; id < g.num_nodes(); ++id) values_[id].resize(g.node(id).num_outputs());
@@ -184,7 +184,7 @@ absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
     return out;
   }
   if (v.space == space && (space != Space::kCuda || v.device->ordinal() == ordinal)) return v;
-  Mirror& m = plan_.mirrors[{t.node_id(), t.index(), space}];
+  Mirror& m = state_.mirrors[{t.node_id(), t.index(), space}];
   const bool constant = t.node().op() == OpKind::kConst && v.host != nullptr;
   const bool fresh =
       constant ? m.constant == v.host : mirrored_.count({t.node_id(), t.index(), space}) > 0;
@@ -201,8 +201,9 @@ absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
   return out;
 }
 
-absl::Status Executor::RunStep(Step& step, bool compile_only) {
-  if (step.fell_back) return RunFallback(step, compile_only);
+absl::Status Executor::RunStep(const Step& step, StepState& state, bool compile_only) {
+  if (compile_stopped_) return absl::OkStatus();
+  if (state.fell_back) return RunFallback(step, state, compile_only);
   const Node& user = g_.node(step.nodes.front());
   std::vector<Value> inputs;
   std::vector<TensorType> types;
@@ -232,8 +233,7 @@ absl::Status Executor::RunStep(Step& step, bool compile_only) {
   }
   if (step.kind == Step::Kind::kReference && user.op() == OpKind::kAssign) {
     if (compile_only) {
-      step.buffers = {HostTensor(types[1].dtype, types[1].shape)};
-      BindOutputs(step);
+      StandIn(step, state, {types[1]});
       return absl::OkStatus();
     }
     return RunAssign(step, inputs);
@@ -243,39 +243,47 @@ absl::Status Executor::RunStep(Step& step, bool compile_only) {
       if (compile_only) {
         auto out_types = InferOutputTypes(user.op(), user.attrs(), types);
         if (!out_types.ok()) return Annotate(Label(user), out_types.status());
-        return StandIn(step, *out_types);
+        StandIn(step, state, *out_types);
+        return absl::OkStatus();
       }
-      return RunReference(step, inputs, types);
+      return RunReference(step, state, inputs, types);
     }
     case Step::Kind::kCluster:
     case Step::Kind::kSingleOp:
-      return RunCompiled(step, inputs, types, compile_only);
+      return RunCompiled(step, state, inputs, types, compile_only);
     case Step::Kind::kGemm:
-      return RunGemm(step, inputs, types, compile_only);
+      return RunGemm(step, state, inputs, types, compile_only);
   }
   return absl::InternalError("bad step kind");
 }
 
-void Executor::FallBack(Step& step) {
-  step.fell_back = true;
-  step.kernel.reset();
-  step.input_types.clear();
-  step.fallback.clear();
-  if (step.kind == Step::Kind::kCluster || step.kind == Step::Kind::kGemm) {
-    step.fallback = OpByOpSteps(g_, step.nodes, options_);
-  } else {
-    Step ref;
-    ref.kind = Step::Kind::kReference;
-    ref.name = step.name;
-    ref.nodes = step.nodes;
-    ref.inputs = step.inputs;
-    ref.outputs = step.outputs;
-    step.fallback.push_back(std::move(ref));
+// The step's compile, kernel or library call failed (`what_failed`, `why`): strict mode
+// reports it (a library GEMM's refusal is not the user's error: it always falls back);
+// otherwise the plan's fallback for the step runs, now and from then on, with one
+// warning saying why.
+absl::Status Executor::FallBack(const Step& step, StepState& state, const char* what_failed,
+                                const absl::Status& why, bool compile_only) {
+  const std::string what = step.kind == Step::Kind::kCluster
+                               ? absl::StrCat("cluster '", step.name, "'")
+                               : Label(g_.node(step.nodes.front()));
+  if ((options_.strict && step.kind != Step::Kind::kGemm) || step.fallback.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " ", what_failed, " (strict mode): ", why.message()));
   }
+  const char* instead = step.kind == Step::Kind::kGemm      ? "running it as Halide kernels"
+                        : step.kind == Step::Kind::kCluster ? "running it op by op"
+                                                            : "running it on the reference kernel";
+  Warn(absl::StrCat(what, " ", what_failed, ": ", why.message(), "; ", instead));
+  state = StepState();
+  state.fell_back = true;
+  state.fallback.resize(step.fallback.size());
+  return RunFallback(step, state, compile_only);
 }
 
-absl::Status Executor::RunFallback(Step& step, bool compile_only) {
-  for (Step& s : step.fallback) BRAZE_RETURN_IF_ERROR(RunStep(s, compile_only));
+absl::Status Executor::RunFallback(const Step& step, StepState& state, bool compile_only) {
+  for (size_t i = 0; i < step.fallback.size(); ++i) {
+    BRAZE_RETURN_IF_ERROR(RunStep(step.fallback[i], state.fallback[i], compile_only));
+  }
   return absl::OkStatus();
 }
 
@@ -283,19 +291,22 @@ absl::Status Executor::RunFallback(Step& step, bool compile_only) {
 // outputs are stood in for by zeros of the inferred types, enough to plan and compile
 // the steps after them. A HostCall output of unknown shape ends compile-ahead there;
 // the rest compiles at the first Run.
-absl::Status Executor::StandIn(Step& step, const std::vector<TensorType>& out_types) {
-  step.buffers.clear();
+void Executor::StandIn(const Step& step, StepState& state,
+                       const std::vector<TensorType>& out_types) {
+  state.buffers.clear();
   for (const TensorType& t : out_types) {
-    if (!IsFullyDefined(t.shape)) return absl::CancelledError("unknown shape");
-    step.buffers.emplace_back(t.dtype, t.shape);
+    if (!IsFullyDefined(t.shape)) {
+      compile_stopped_ = true;
+      return;
+    }
+    state.buffers.emplace_back(t.dtype, t.shape);
   }
-  BindOutputs(step);
-  return absl::OkStatus();
+  BindOutputs(step, state);
 }
 
 // Assign: no kernel, wherever the new value lives. The output is the new value; the
 // variable takes it when the Run commits.
-absl::Status Executor::RunAssign(Step& step, const std::vector<Value>& inputs) {
+absl::Status Executor::RunAssign(const Step& step, const std::vector<Value>& inputs) {
   const Node& node = g_.node(step.nodes.front());
   const TensorType want = node.input(0).type();
   BRAZE_ASSIGN_OR_RETURN(const TensorType got, TypeOf(inputs[1]));
@@ -308,7 +319,8 @@ absl::Status Executor::RunAssign(Step& step, const std::vector<Value>& inputs) {
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunReference(Step& step, const std::vector<Value>& inputs,
+absl::Status Executor::RunReference(const Step& step, StepState& state,
+                                    const std::vector<Value>& inputs,
                                     const std::vector<TensorType>& types) {
   TimelineEvent trace(step.name, "reference");  // observability: runtime/timeline.h
   const Node& node = g_.node(step.nodes.front());
@@ -326,21 +338,22 @@ absl::Status Executor::RunReference(Step& step, const std::vector<Value>& inputs
   if (!out_types.ok()) return Annotate(Label(node), out_types.status());
   auto outputs = RunReferenceKernel(node, in, *out_types);
   if (!outputs.ok()) return Annotate(Label(node), outputs.status());
-  step.buffers = *std::move(outputs);
+  state.buffers = *std::move(outputs);
   ++stats_.reference_launches;
-  BindOutputs(step);
+  BindOutputs(step, state);
   if (OpCategoryOf(node.op()) == OpCategory::kState) {
     Value v;
-    v.host = &step.buffers[0];
+    v.host = &state.buffers[0];
     updates_.emplace_back(node.input(0).node_id(), v);
   }
   return absl::OkStatus();
 }
 
-absl::Status Executor::EnsureDeviceBuffers(Step& step, const std::vector<TensorType>& out_types) {
-  step.device_buffers.resize(out_types.size());
+absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
+                                           const std::vector<TensorType>& out_types) {
+  state.device_buffers.resize(out_types.size());
   for (size_t o = 0; o < out_types.size(); ++o) {
-    auto& b = step.device_buffers[o];
+    auto& b = state.device_buffers[o];
     if (b != nullptr && b->type() == out_types[o] && b->ordinal() == step.ordinal) continue;
     auto fresh = DeviceTensor::Allocate(out_types[o], step.ordinal);
     if (!fresh.ok()) return Annotate(step.name, fresh.status());
@@ -349,126 +362,118 @@ absl::Status Executor::EnsureDeviceBuffers(Step& step, const std::vector<TensorT
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunCompiled(Step& step, const std::vector<Value>& inputs,
-                                   const std::vector<TensorType>& types, bool compile_only) {
-  const bool cuda = step.space == Space::kCuda;
-  if (step.kernel == nullptr || types != step.input_types) {
-    ClusterSpec spec{&g_, step.name, step.nodes, step.inputs, types, step.outputs};
-    CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
-    copts.cuda = cuda;
-    copts.cuda_ordinal = step.ordinal;
-    // Shape errors are the user's: report them before trying to compile.
-    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
-    CompileCache::Result result;
-    if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
-      // Not through the cache: the failure is this session's alone.
-      result.kernel = absl::InternalError("injected compile failure");
-    } else {
-      TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
-      result = CompileCache::Global().GetOrCompile(ClusterKey(spec, copts),
-                                                   [&] { return CompileCluster(spec, copts); });
-      trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
-    }
-    if (result.hit) {
-      ++stats_.cache_hits;
-    } else if (result.kernel.ok() || result.compile_ms > 0) {
-      ++stats_.compiles;
-      stats_.compile_ms += result.compile_ms;
-    }
-    if (!result.kernel.ok()) {
-      const std::string what = step.kind == Step::Kind::kCluster
-                                   ? absl::StrCat("cluster '", step.name, "'")
-                                   : Label(g_.node(step.nodes.front()));
-      if (options_.strict) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " failed to compile (strict mode): ", result.kernel.status().message()));
-      }
-      Warn(absl::StrCat(
-          what, " failed to compile, running it op by op: ", result.kernel.status().message()));
-      FallBack(step);
-      return RunFallback(step, compile_only);
-    }
-    step.kernel = *result.kernel;
-    step.input_types = types;
-    const auto& out_types = step.kernel->kernel->output_types();
-    step.buffers.clear();
-    step.device_buffers.clear();
-    // Host outputs (CUDA steps keep theirs in device_buffers; Session::Compile binds
-    // stand-ins of the types).
-    if (!cuda) {
-      for (const TensorType& t : out_types) step.buffers.emplace_back(t.dtype, t.shape);
-    }
-    if (dumper_ != nullptr) {  // observability: runtime/dump.h
-      BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *step.kernel->kernel));
-    }
+// The kernel for `types` (compiled, or found in the cache) and output buffers of its
+// types, once per input signature. A compile failure is `*compile_error` (the caller
+// falls back); the status is for errors a fallback would not cure.
+absl::Status Executor::Prepare(const Step& step, StepState& state,
+                               const std::vector<TensorType>& types,
+                               absl::Status* compile_error) {
+  ClusterSpec spec{&g_, step.name, step.nodes, step.inputs, types, step.outputs};
+  CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
+  copts.cuda = step.space == Space::kCuda;
+  copts.cuda_ordinal = step.ordinal;
+  CompileCache::Result result;
+  if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
+    // Not through the cache: the failure is this session's alone.
+    result.kernel = absl::InternalError("injected compile failure");
+  } else {
+    TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
+    result = CompileCache::Global().GetOrCompile(ClusterKey(spec, copts),
+                                                 [&] { return CompileCluster(spec, copts); });
+    trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
   }
-  const auto& out_types = step.kernel->kernel->output_types();
-  if (compile_only) {
-    if (cuda) return StandIn(step, out_types);
-    BindOutputs(step);
+  if (result.hit) {
+    ++stats_.cache_hits;
+  } else if (result.kernel.ok() || result.compile_ms > 0) {
+    ++stats_.compiles;
+    stats_.compile_ms += result.compile_ms;
+  }
+  if (!result.kernel.ok()) {
+    *compile_error = result.kernel.status();
     return absl::OkStatus();
   }
+  state.kernel = *result.kernel;
+  state.input_types = types;
+  state.buffers.clear();
+  state.device_buffers.clear();
+  const auto& out_types = state.kernel->kernel->output_types();
+  if (step.space == Space::kCuda) {
+    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, state, out_types));
+  } else {
+    for (const TensorType& t : out_types) state.buffers.emplace_back(t.dtype, t.shape);
+  }
+  if (dumper_ != nullptr) {  // observability: runtime/dump.h
+    BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel));
+  }
+  return absl::OkStatus();
+}
+
+// The step's output arguments: its own buffers in its space, or, on the host, the
+// caller's destination tensor when the step produces a fetch of the same type (in
+// place; jit:cpu's results are copied off the device when fetched).
+absl::Status Executor::OutputArgs(const Step& step, StepState& state,
+                                  std::vector<KernelArg>* outs) {
+  for (size_t o = 0; o < step.outputs.size(); ++o) {
+    if (step.space == Space::kCuda) {
+      outs->push_back(KernelArg::Device(state.device_buffers[o].get()));
+      continue;
+    }
+    auto it = step.space == Space::kHost ? destinations_.find(Key(step.outputs[o]))
+                                         : destinations_.end();
+    const bool direct = it != destinations_.end() && it->second->type() == state.buffers[o].type();
+    outs->push_back(KernelArg{direct ? it->second : &state.buffers[o], nullptr});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Executor::RunCompiled(const Step& step, StepState& state,
+                                   const std::vector<Value>& inputs,
+                                   const std::vector<TensorType>& types, bool compile_only) {
+  if (state.kernel == nullptr || types != state.input_types) {
+    // Shape errors are the user's: report them before trying to compile.
+    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
+    absl::Status compile_error;
+    BRAZE_RETURN_IF_ERROR(Prepare(step, state, types, &compile_error));
+    if (!compile_error.ok()) {
+      return FallBack(step, state, "failed to compile", compile_error, compile_only);
+    }
+  }
+  const auto& out_types = state.kernel->kernel->output_types();
+  if (compile_only) {
+    if (step.space == Space::kCuda) {
+      StandIn(step, state, out_types);
+    } else {
+      BindOutputs(step, state);
+    }
+    return absl::OkStatus();
+  }
+  std::vector<KernelArg> ins, outs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], step.space, step.ordinal));
+    ins.push_back(v.device != nullptr ? KernelArg::Device(v.device) : KernelArg::Host(v.host));
+  }
+  BRAZE_RETURN_IF_ERROR(OutputArgs(step, state, &outs));
   bool any_elements = false;
   for (const TensorType& t : out_types) any_elements |= NumElements(t.shape) > 0;
   absl::Status run_status;
-  if (cuda) {
-    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, out_types));
-    std::vector<DeviceTensor*> ins, outs;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], Space::kCuda, step.ordinal));
-      ins.push_back(v.device);
-    }
-    for (auto& b : step.device_buffers) outs.push_back(b.get());
-    if (any_elements) {
-      std::lock_guard<std::mutex> lock(step.kernel->mu);
-      TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
-      run_status = step.kernel->kernel->RunOnDevice(ins, outs);
-    }
-    if (run_status.ok()) {
-      for (size_t o = 0; o < step.outputs.size(); ++o) {
-        Value& v = Slot(step.outputs[o]);
-        v = Value();
-        v.space = Space::kCuda;
-        v.device = outs[o];
-      }
-    }
-  } else {
-    std::vector<const HostTensor*> ins;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], step.space, 0));
-      ins.push_back(v.host);
-    }
-    std::vector<HostTensor*> outs;
-    for (size_t o = 0; o < step.buffers.size(); ++o) {
-      // In place only on the host: jit:cpu's results are copied off it when fetched.
-      auto it = step.space == Space::kHost ? destinations_.find(Key(step.outputs[o]))
-                                           : destinations_.end();
-      const bool direct = it != destinations_.end() && it->second->type() == step.buffers[o].type();
-      outs.push_back(direct ? it->second : &step.buffers[o]);
-    }
-    if (any_elements) {
-      std::lock_guard<std::mutex> lock(step.kernel->mu);
-      // Observability (runtime/timeline.h): one bar per launch, after the lock wait.
-      TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
-      run_status = step.kernel->kernel->Run(ins, outs);
-    }
-    if (run_status.ok()) {
-      for (size_t o = 0; o < step.outputs.size(); ++o) {
-        Value& v = Slot(step.outputs[o]);
-        v = Value();
-        v.space = step.space;
-        v.host = outs[o];
-      }
-    }
+  if (any_elements) {
+    std::lock_guard<std::mutex> lock(state.kernel->mu);
+    // Observability (runtime/timeline.h): one bar per launch, after the lock wait.
+    TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
+    run_status = state.kernel->kernel->Launch(ins, outs);
   }
   if (!run_status.ok()) {
     // Inputs were checked against the plan's shapes, so a Halide run-time error here
     // is the kernel's fault (e.g. a schedule's bounds): treated like a failed compile.
     // The kernel's errors already name the cluster or op.
-    if (options_.strict) return run_status;
-    Warn(absl::StrCat(run_status.message(), "; running '", step.name, "' op by op"));
-    FallBack(step);
-    return RunFallback(step, false);
+    return FallBack(step, state, "failed to run", run_status, /*compile_only=*/false);
+  }
+  for (size_t o = 0; o < step.outputs.size(); ++o) {
+    Value& v = Slot(step.outputs[o]);
+    v = Value();
+    v.space = step.space;
+    v.host = outs[o].host;
+    v.device = outs[o].device;
   }
   if (step.kind == Step::Kind::kCluster) {
     ++stats_.cluster_launches;
@@ -478,16 +483,17 @@ absl::Status Executor::RunCompiled(Step& step, const std::vector<Value>& inputs,
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunGemm(Step& step, const std::vector<Value>& inputs,
+absl::Status Executor::RunGemm(const Step& step, StepState& state,
+                               const std::vector<Value>& inputs,
                                const std::vector<TensorType>& types, bool compile_only) {
-  if (types != step.input_types) {  // sizes once per input signature, not per Run
+  if (types != state.input_types) {  // sizes once per input signature, not per Run
     const Node& mm = g_.node(step.nodes.front());
     BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
     auto mm_types = InferOutputTypes(mm.op(), mm.attrs(), {types[0], types[1]});
     if (!mm_types.ok()) return Annotate(Label(mm), mm_types.status());
     const TensorType& out = (*mm_types)[0];
     const auto& attrs = mm.attrs_as<MatMulAttrs>();
-    GemmShape& shape = step.gemm;
+    GemmShape& shape = state.gemm;
     shape.dtype = out.dtype;
     const size_t r = out.shape.size();
     shape.m = out.shape[r - 2];
@@ -497,16 +503,22 @@ absl::Status Executor::RunGemm(Step& step, const std::vector<Value>& inputs,
     for (size_t d = 0; d + 2 < r; ++d) shape.batch *= out.shape[d];
     shape.transpose_a = attrs.transpose_a;
     shape.transpose_b = attrs.transpose_b;
-    step.input_types = types;
-    step.device_buffers.clear();
+    shape.epilogue = step.nodes.size() == 1   ? GemmEpilogue::kNone
+                     : step.nodes.size() == 2 ? GemmEpilogue::kBias
+                                              : GemmEpilogue::kBiasRelu;
+    state.input_types = types;
+    state.device_buffers.clear();
   }
   // The output: out's batch dims (a's) then m x n.
-  TensorType out{step.gemm.dtype, Shape(types[0].shape.begin(), types[0].shape.end() - 2)};
-  out.shape.push_back(step.gemm.m);
-  out.shape.push_back(step.gemm.n);
-  if (compile_only) return StandIn(step, {out});
-  const GemmShape& shape = step.gemm;
-  absl::Status status = EnsureDeviceBuffers(step, {out});
+  TensorType out{state.gemm.dtype, Shape(types[0].shape.begin(), types[0].shape.end() - 2)};
+  out.shape.push_back(state.gemm.m);
+  out.shape.push_back(state.gemm.n);
+  if (compile_only) {
+    StandIn(step, state, {out});
+    return absl::OkStatus();
+  }
+  const GemmShape& shape = state.gemm;
+  absl::Status status = EnsureDeviceBuffers(step, state, {out});
   std::vector<DeviceTensor*> ins;
   for (size_t i = 0; status.ok() && i < inputs.size(); ++i) {
     auto v = In(step.inputs[i], inputs[i], Space::kCuda, step.ordinal);
@@ -515,23 +527,19 @@ absl::Status Executor::RunGemm(Step& step, const std::vector<Value>& inputs,
   }
   if (status.ok()) {
     TimelineEvent trace(step.name, "gemm");
-    DeviceTensor* result = step.device_buffers[0].get();
+    DeviceTensor* result = state.device_buffers[0].get();
     status = RunInCudaContext(step.ordinal, [&] {
       return CublasGemm(step.name, shape, ins[0]->device_address(), ins[1]->device_address(),
                         ins.size() > 2 ? ins[2]->device_address() : 0, result->device_address());
     });
   }
-  if (!status.ok()) {
-    // cuBLAS refused (or is missing): the same ops as Halide CUDA kernels.
-    Warn(absl::StrCat(step.name, ": ", status.message(), "; running it as Halide kernels"));
-    FallBack(step);
-    return RunFallback(step, false);
-  }
+  // cuBLAS refused (or is missing): the same ops as Halide CUDA kernels.
+  if (!status.ok()) return FallBack(step, state, "(cuBLAS GEMM) failed", status, false);
   ++stats_.gemm_launches;
   Value& v = Slot(step.outputs[0]);
   v = Value();
   v.space = Space::kCuda;
-  v.device = step.device_buffers[0].get();
+  v.device = state.device_buffers[0].get();
   return absl::OkStatus();
 }
 
@@ -546,13 +554,13 @@ absl::Status Executor::CheckShapes(const Step& step, const std::vector<TensorTyp
     for (const Tensor& t : n.inputs()) in.push_back(known.at(Key(t)));
     auto out = InferOutputTypes(n.op(), n.attrs(), in);
     if (!out.ok()) return Annotate(Label(n), out.status());
-    for (int o = 0; o < n.num_outputs(); ++o) known[static_cast<int64_t>(id) * 64 + o] = (*out)[o];
+    for (int o = 0; o < n.num_outputs(); ++o) known[Key(Tensor(const_cast<Graph*>(&g_), id, o))] = (*out)[o];
   }
   return absl::OkStatus();
 }
 
-void Executor::BindOutputs(Step& step) {
-  for (size_t o = 0; o < step.outputs.size(); ++o) BindHost(step.outputs[o], &step.buffers[o]);
+void Executor::BindOutputs(const Step& step, StepState& state) {
+  for (size_t o = 0; o < step.outputs.size(); ++o) BindHost(step.outputs[o], &state.buffers[o]);
 }
 
 absl::Status Executor::Fetch(const Tensor& t, HostTensor* out) {

@@ -1,9 +1,15 @@
 // Executor: runs one Session::Run's plan steps against a table of values that live in
-// memory spaces (runtime/plan.h: the host, jit:cpu, a CUDA device).
+// memory spaces (runtime/plan.h: the host, jit:cpu, a CUDA device). The plan is read
+// only; kernels, buffers, mirrors and fallbacks are kept in the PlanState.
+//
+// Every compiled step, whatever its space, launches through one path (RunCompiled ->
+// CompiledKernel::Launch): its inputs are brought into its space, its outputs are
+// buffers of that space. A step whose compile, kernel or library call fails switches
+// to the fallback the plan computed for it, and stays there.
 //
 // A step runs in its space; an input that lives elsewhere is copied into a Mirror kept
-// on the plan (once per Run, or once ever for a Const) and the copy is counted in
-// SessionStats. So values stay on their device between kernels, and copies happen only
+// in the plan state (once per Run, or once ever for a Const) and the copy is counted
+// in SessionStats. So values stay on their device between kernels, and copies happen only
 // at feeds, fetches, reference/HostCall ops and edges between devices.
 //
 // Variables have a replica per space (VariableSlot): a read in a space whose replica is
@@ -24,6 +30,7 @@
 #include "braze/session.h"
 #include "runtime/dump.h"
 #include "runtime/plan.h"
+#include "runtime/plan_state.h"
 
 namespace braze {
 
@@ -49,8 +56,8 @@ absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats)
 
 class Executor {
  public:
-  Executor(const Graph& g, const SessionOptions& options, SessionStats& stats, Plan& plan,
-           std::unordered_map<int, VariableSlot>& variables);
+  Executor(const Graph& g, const SessionOptions& options, SessionStats& stats,
+           PlanState& state, std::unordered_map<int, VariableSlot>& variables);
 
   void BindHost(const Tensor& t, const HostTensor* v);
   void BindVariable(const Tensor& t);
@@ -58,14 +65,23 @@ class Executor {
   void SetDestination(const Tensor& t, HostTensor* dest);
   void set_dumper(SessionDumper* dumper) { dumper_ = dumper; }
 
-  absl::Status RunStep(Step& step, bool compile_only);
+  // Runs `step` (plan.steps[i], with state.steps[i]). compile_only: compiles what the
+  // step needs and binds stand-ins for its outputs instead of running it.
+  absl::Status RunStep(const Step& step, StepState& state, bool compile_only);
+  // Compile-only runs stop at the first step whose inputs have an unknown shape (a
+  // HostCall's output): the rest compiles at the first Run. True once that happened;
+  // RunStep then does nothing.
+  bool compile_stopped() const { return compile_stopped_; }
   // Copies fetch `t` into `out` (off a device: counted).
   absl::Status Fetch(const Tensor& t, HostTensor* out);
   // Commits the Run's variable updates (Assign family).
   absl::Status CommitUpdates();
 
  private:
-  static int64_t Key(const Tensor& t) { return static_cast<int64_t>(t.node_id()) * 64 + t.index(); }
+  // A tensor's key in maps: node id and output index, without collisions.
+  static int64_t Key(const Tensor& t) {
+    return (static_cast<int64_t>(t.node_id()) << 32) | static_cast<uint32_t>(t.index());
+  }
   Value& Slot(const Tensor& t) { return values_[t.node_id()][t.index()]; }
   absl::StatusOr<TensorType> TypeOf(const Value& v) const;
   // `v` (the value of `t`) in `space`, copying it there if needed.
@@ -74,30 +90,36 @@ class Executor {
   absl::Status CopyInto(const Value& from, Space space, int ordinal, HostTensor* to_host,
                         std::shared_ptr<DeviceTensor>* to_device);
 
-  void FallBack(Step& step);
-  absl::Status RunFallback(Step& step, bool compile_only);
-  absl::Status StandIn(Step& step, const std::vector<TensorType>& out_types);
-  absl::Status RunAssign(Step& step, const std::vector<Value>& inputs);
-  absl::Status RunReference(Step& step, const std::vector<Value>& inputs,
+  absl::Status FallBack(const Step& step, StepState& state, const char* what_failed,
+                        const absl::Status& why, bool compile_only);
+  absl::Status RunFallback(const Step& step, StepState& state, bool compile_only);
+  void StandIn(const Step& step, StepState& state, const std::vector<TensorType>& out_types);
+  absl::Status RunAssign(const Step& step, const std::vector<Value>& inputs);
+  absl::Status RunReference(const Step& step, StepState& state, const std::vector<Value>& inputs,
                             const std::vector<TensorType>& types);
-  absl::Status RunCompiled(Step& step, const std::vector<Value>& inputs,
+  absl::Status Prepare(const Step& step, StepState& state, const std::vector<TensorType>& types,
+                       absl::Status* compile_error);
+  absl::Status RunCompiled(const Step& step, StepState& state, const std::vector<Value>& inputs,
                            const std::vector<TensorType>& types, bool compile_only);
-  absl::Status RunGemm(Step& step, const std::vector<Value>& inputs,
+  absl::Status OutputArgs(const Step& step, StepState& state, std::vector<KernelArg>* outs);
+  absl::Status RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,
                        const std::vector<TensorType>& types, bool compile_only);
   absl::Status CheckShapes(const Step& step, const std::vector<TensorType>& types);
-  absl::Status EnsureDeviceBuffers(Step& step, const std::vector<TensorType>& out_types);
-  void BindOutputs(Step& step);
+  absl::Status EnsureDeviceBuffers(const Step& step, StepState& state,
+                                   const std::vector<TensorType>& out_types);
+  void BindOutputs(const Step& step, StepState& state);
 
   const Graph& g_;
   const SessionOptions& options_;
   SessionStats& stats_;
-  Plan& plan_;
+  PlanState& state_;
   std::unordered_map<int, VariableSlot>& variables_;
   std::vector<std::vector<Value>> values_;
   std::vector<std::pair<int, Value>> updates_;
   std::unordered_map<int64_t, HostTensor*> destinations_;
   std::set<std::tuple<int, int, Space>> mirrored_;  // mirrors filled in this Run
   SessionDumper* dumper_ = nullptr;
+  bool compile_stopped_ = false;
 };
 
 }  // namespace braze

@@ -1,3 +1,4 @@
+// BuildPlan: the planning stages listed in plan.h, one function each, run in order.
 #include "runtime/plan.h"
 
 #include <algorithm>
@@ -7,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
-#include "compile/compile.h"
+#include "passes/gemm_match.h"
 
 namespace braze {
 namespace {
@@ -16,107 +17,28 @@ bool IsSource(OpKind op) {
   return op == OpKind::kPlaceholder || op == OpKind::kVariable || op == OpKind::kConst;
 }
 
-Step SingleStep(const Graph& g, int id, const SessionOptions& options,
-                const std::string& default_device) {
-  const Node& n = g.node(id);
-  Step s;
-  s.kind = (!options.reference_only && OpIsCompilable(n.op())) ? Step::Kind::kSingleOp
-                                                                  : Step::Kind::kReference;
-  if (s.kind == Step::Kind::kSingleOp) {
-    s.space = SpaceOfDevice(n.device().empty() ? default_device : n.device(), &s.ordinal);
-  }
-  s.name = n.name();
-  s.nodes = {id};
-  s.inputs = n.inputs();
-  for (int o = 0; o < n.num_outputs(); ++o) s.outputs.emplace_back(const_cast<Graph*>(&g), id, o);
-  return s;
+Space SpaceOf(const Device& d) {
+  if (d.kind == Device::Kind::kCuda) return Space::kCuda;
+  return d.force_compile ? Space::kJitCpu : Space::kHost;
 }
 
-// GEMMs for cuBLAS on CUDA: each MatMul/BatchMatMul placed on a CUDA device (f32/f64),
-// with the bias Add (a [n] vector) that follows, and the Relu after it when
-// options.cuda_relu_epilogue, when nothing else reads the values in between. Returns the steps;
-// marks their nodes in `library_calls`.
-std::vector<Step> FindGemms(const Graph& g, const SessionOptions& options,
-                            const std::string& default_device, const std::vector<bool>& needed,
-                            const std::vector<std::vector<int>>& consumers,
-                            const std::set<std::pair<int, int>>& fetched,
-                            std::vector<bool>* library_calls) {
-  std::vector<Step> gemms;
-  if (options.reference_only || options.cuda_matmul != SessionOptions::CudaMatMul::kCublas) {
-    return gemms;
-  }
-  auto device_of = [&](const Node& n) { return n.device().empty() ? default_device : n.device(); };
-  // The single needed consumer of output 0 of `id`, on the same device, or -1.
-  auto only_consumer = [&](int id) {
-    if (fetched.count({id, 0}) || consumers[id].size() != 1) return -1;
-    const int user = consumers[id][0];
-    return device_of(g.node(user)) == device_of(g.node(id)) ? user : -1;
-  };
-  for (int id = 0; id < g.num_nodes(); ++id) {
-    const Node& n = g.node(id);
-    if (!needed[id] || (n.op() != OpKind::kMatMul && n.op() != OpKind::kBatchMatMul)) continue;
-    Step s;
-    s.space = SpaceOfDevice(device_of(n), &s.ordinal);
-    const DType dtype = n.output(0).dtype;
-    if (s.space != Space::kCuda || (dtype != DType::kF32 && dtype != DType::kF64)) continue;
-    s.kind = Step::Kind::kGemm;
-    s.name = n.name();
-    s.nodes = {id};
-    s.inputs = n.inputs();
-    int last = id;
-    const int add = only_consumer(id);
-    if (add >= 0 && g.node(add).op() == OpKind::kAdd) {
-      const Node& a = g.node(add);
-      const Tensor bias = a.input(0).node_id() == id ? a.input(1) : a.input(0);
-      const int64_t cols = n.output(0).shape.empty() ? -1 : n.output(0).shape.back();
-      const bool vector = bias.shape().size() == 1 && bias.shape()[0] == cols && cols >= 0 &&
-                          bias.dtype() == dtype && bias.node_id() != id &&
-                          a.output(0).shape == n.output(0).shape;
-      if (vector) {
-        s.nodes.push_back(add);
-        s.inputs.push_back(bias);
-        s.gemm.epilogue = GemmEpilogue::kBias;
-        last = add;
-        const int relu = options.cuda_relu_epilogue ? only_consumer(add) : -1;
-        if (relu >= 0 && g.node(relu).op() == OpKind::kRelu) {
-          s.nodes.push_back(relu);
-          s.gemm.epilogue = GemmEpilogue::kBiasRelu;
-          last = relu;
-        }
-      }
-    }
-    s.outputs.emplace_back(const_cast<Graph*>(&g), last, 0);
-    for (int m : s.nodes) (*library_calls)[m] = true;
-    gemms.push_back(std::move(s));
-  }
-  return gemms;
-}
+// What the stages share: the graph, the options, and what earlier stages found.
+struct Planning {
+  const Graph& g;
+  const SessionOptions& options;
+  std::string default_device;   // canonical
+  std::vector<Device> device;   // by node id, for needed nodes (Place)
+  std::set<std::pair<int, int>> fetched;
+  std::vector<std::vector<int>> consumers;  // needed consumers, by node id
+  std::vector<GemmMatch> gemms;
+  std::vector<bool> library_calls;  // by node id: in a GEMM
+  Plan* plan = nullptr;
+};
 
-}  // namespace
+Tensor OutputOf(const Graph& g, int id, int o) { return Tensor(const_cast<Graph*>(&g), id, o); }
 
-const char* SpaceName(Space space) {
-  switch (space) {
-    case Space::kHost:
-      return "host";
-    case Space::kJitCpu:
-      return "jit:cpu";
-    case Space::kCuda:
-      return "cuda";
-  }
-  return "?";
-}
-
-Space SpaceOfDevice(const std::string& device, int* ordinal) {
-  *ordinal = 0;
-  auto d = ParseDevice(device);
-  if (!d.ok()) return Space::kHost;  // BuildPlan rejects bad devices before this matters
-  if (d->kind == Device::Kind::kCuda) {
-    *ordinal = d->index;
-    return Space::kCuda;
-  }
-  return d->force_compile ? Space::kJitCpu : Space::kHost;
-}
-
+// The default device, canonical ("cpu", "cuda:0", "jit:cpu"); "auto" is "cuda:0" when
+// CUDA is available, else "cpu".
 absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options) {
   if (options.device == "auto") {
     return std::string(CheckCudaAvailable().ok() ? "cuda:0" : "cpu");
@@ -125,151 +47,217 @@ absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options) 
   return d.ToString();
 }
 
-std::vector<Step> OpByOpSteps(const Graph& graph, const std::vector<int>& nodes,
-                              const SessionOptions& options) {
-  auto default_device = ResolveDefaultDevice(options);
+// 1. The nodes the fetches and targets need, stopping at fed tensors.
+void Prune(const std::vector<Tensor>& fetches, const std::vector<Tensor>& targets,
+           const std::vector<bool>& fed, Planning& p) {
+  std::vector<bool>& needed = p.plan->needed;
+  needed.assign(p.g.num_nodes(), false);
+  std::vector<int> stack;
+  for (const Tensor& t : fetches) stack.push_back(t.node_id());
+  for (const Tensor& t : targets) stack.push_back(t.node_id());
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (needed[id] || fed[id]) continue;
+    needed[id] = true;
+    for (const Tensor& in : p.g.node(id).inputs()) stack.push_back(in.node_id());
+  }
+  p.consumers.assign(p.g.num_nodes(), {});
+  for (int id = 0; id < p.g.num_nodes(); ++id) {
+    if (!needed[id]) continue;
+    for (const Tensor& in : p.g.node(id).inputs()) p.consumers[in.node_id()].push_back(id);
+  }
+  for (const Tensor& t : fetches) p.fetched.insert({t.node_id(), t.index()});
+}
+
+// 2. Strict mode: an op marked for compilation that has no lowering is the user's error.
+absl::Status CheckStrict(Planning& p) {
+  if (!p.options.strict) return absl::OkStatus();
+  for (int id = 0; id < p.g.num_nodes(); ++id) {
+    const Node& n = p.g.node(id);
+    if (p.plan->needed[id] && n.jit().compile.value_or(false) && n.op() == OpKind::kHostCall) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node '", n.name(), "' (HostCall) is marked for compilation but has no Halide "
+          "lowering (strict mode)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// 3. Every needed op's device, parsed once; a CUDA device must exist.
+absl::Status Place(Planning& p) {
+  p.device.assign(p.g.num_nodes(), Device{});
+  for (int id = 0; id < p.g.num_nodes(); ++id) {
+    if (!p.plan->needed[id]) continue;
+    const Node& n = p.g.node(id);
+    const std::string name = n.device().empty() ? p.default_device : n.device();
+    auto d = ParseDevice(name);
+    if (!d.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.name(), "' is placed on a bad device: ", d.status().message()));
+    }
+    if (d->kind == Device::Kind::kCuda) {
+      absl::Status cuda = CheckCudaAvailable();
+      if (cuda.ok() && d->index >= CudaDeviceCount()) {
+        cuda = absl::InvalidArgumentError(
+            absl::StrCat("this machine has ", CudaDeviceCount(), " CUDA device(s)"));
+      }
+      if (!cuda.ok()) {
+        return absl::Status(cuda.code(), absl::StrCat("node '", n.name(), "' is placed on ", name,
+                                                      ": ", cuda.message()));
+      }
+    }
+    p.device[id] = *d;
+  }
+  return absl::OkStatus();
+}
+
+// 4. GEMMs a library runs (cuBLASLt on CUDA).
+void FindGemms(Planning& p) {
+  p.library_calls.assign(p.g.num_nodes(), false);
+  if (p.options.reference_only ||
+      p.options.cuda_matmul != SessionOptions::CudaMatMul::kCublas) {
+    return;
+  }
+  GemmMatchOptions o;
+  o.default_device = p.default_device;
+  o.fold_relu = p.options.cuda_relu_epilogue;
+  p.gemms = MatchGemms(p.g, p.plan->needed, p.fetched, o);
+  for (const GemmMatch& m : p.gemms) {
+    for (int id : m.nodes) p.library_calls[id] = true;
+  }
+}
+
+// 5. Clusters of compilable ops (the Cluster stage).
+absl::Status ClusterOps(Planning& p) {
+  ClusteringResult& result = p.plan->clustering;
+  if (p.options.reference_only) {
+    result.nodes.resize(p.g.num_nodes());
+    return absl::OkStatus();
+  }
+  ClusteringOptions o;
+  o.default_device = p.default_device;
+  o.auto_cluster = p.options.global_jit_level != JitLevel::kOff;
+  o.min_cluster_size = p.options.min_cluster_size;
+  o.max_cluster_size = p.options.max_cluster_size;
+  o.max_matmuls_per_cluster = p.options.max_matmuls_per_cluster;
+  o.library_calls = p.library_calls;
+  BRAZE_ASSIGN_OR_RETURN(result, MarkForCompilation(p.g, o, p.plan->needed));
+  return absl::OkStatus();
+}
+
+// 6. Steps, each with its fallback.
+Step ReferenceStep(const Step& s) {
+  Step ref;
+  ref.kind = Step::Kind::kReference;
+  ref.name = s.name;
+  ref.nodes = s.nodes;
+  ref.inputs = s.inputs;
+  ref.outputs = s.outputs;
+  return ref;
+}
+
+Step SingleStep(const Planning& p, int id) {
+  const Node& n = p.g.node(id);
+  Step s;
+  s.kind = (!p.options.reference_only && OpIsCompilable(n.op())) ? Step::Kind::kSingleOp
+                                                                 : Step::Kind::kReference;
+  if (s.kind == Step::Kind::kSingleOp) {
+    s.space = SpaceOf(p.device[id]);
+    s.ordinal = p.device[id].index;
+  }
+  s.name = n.name();
+  s.nodes = {id};
+  s.inputs = n.inputs();
+  for (int o = 0; o < n.num_outputs(); ++o) s.outputs.push_back(OutputOf(p.g, id, o));
+  if (s.kind == Step::Kind::kSingleOp) s.fallback.push_back(ReferenceStep(s));
+  return s;
+}
+
+// One step per op of `nodes` (a cluster's or GEMM's fallback).
+std::vector<Step> OpByOp(const Planning& p, const std::vector<int>& nodes) {
   std::vector<Step> steps;
   for (int id : nodes) {
-    if (!IsSource(graph.node(id).op())) {
-      steps.push_back(SingleStep(graph, id, options, default_device.value_or("cpu")));
+    if (!IsSource(p.g.node(id).op())) steps.push_back(SingleStep(p, id));
+  }
+  return steps;
+}
+
+Step GemmStep(const Planning& p, const GemmMatch& m) {
+  Step s;
+  s.kind = Step::Kind::kGemm;
+  s.space = Space::kCuda;
+  s.ordinal = p.device[m.nodes.front()].index;
+  s.name = p.g.node(m.nodes.front()).name();
+  s.nodes = m.nodes;
+  s.inputs = m.inputs;
+  s.outputs = {m.output};
+  s.fallback = OpByOp(p, s.nodes);  // cuBLAS refused or missing: Halide CUDA kernels
+  return s;
+}
+
+Step ClusterStep(const Planning& p, const Cluster& cluster) {
+  Step s;
+  s.kind = Step::Kind::kCluster;
+  s.name = cluster.name;
+  s.nodes = cluster.nodes;
+  s.space = SpaceOf(p.device[cluster.nodes.front()]);  // one device per cluster
+  s.ordinal = p.device[cluster.nodes.front()].index;
+  const std::set<int> members(cluster.nodes.begin(), cluster.nodes.end());
+  for (int m : cluster.nodes) {
+    const Node& mn = p.g.node(m);
+    for (const Tensor& in : mn.inputs()) {
+      if (!members.count(in.node_id()) &&
+          std::find(s.inputs.begin(), s.inputs.end(), in) == s.inputs.end()) {
+        s.inputs.push_back(in);
+      }
+    }
+    for (int o = 0; o < mn.num_outputs(); ++o) {
+      bool escapes = p.fetched.count({m, o}) > 0;
+      for (int user : p.consumers[m]) {
+        if (members.count(user)) continue;
+        for (const Tensor& in : p.g.node(user).inputs()) {
+          if (in.node_id() == m && in.index() == o) escapes = true;
+        }
+      }
+      if (escapes) s.outputs.push_back(OutputOf(p.g, m, o));
+    }
+  }
+  s.fallback = OpByOp(p, s.nodes);
+  return s;
+}
+
+// Steps in node-id order of their first node; `step_of` maps node ids to them.
+std::vector<Step> MakeSteps(const Planning& p, std::unordered_map<int, int>* step_of) {
+  const ClusteringResult& cl = p.plan->clustering;
+  std::unordered_map<int, const GemmMatch*> gemm_at;  // first node id -> match
+  for (const GemmMatch& m : p.gemms) gemm_at[m.nodes.front()] = &m;
+  std::vector<Step> steps;
+  std::vector<bool> emitted_cluster(cl.clusters.size(), false);
+  auto add = [&](Step s) {
+    for (int m : s.nodes) (*step_of)[m] = static_cast<int>(steps.size());
+    steps.push_back(std::move(s));
+  };
+  for (int id = 0; id < p.g.num_nodes(); ++id) {
+    if (!p.plan->needed[id]) continue;
+    const int c = cl.ClusterOf(id);
+    if (c >= 0) {
+      if (!emitted_cluster[c]) add(ClusterStep(p, cl.clusters[c]));
+      emitted_cluster[c] = true;
+    } else if (p.library_calls[id]) {
+      auto it = gemm_at.find(id);
+      if (it != gemm_at.end()) add(GemmStep(p, *it->second));  // else a folded epilogue op
+    } else if (!IsSource(p.g.node(id).op())) {
+      add(SingleStep(p, id));
     }
   }
   return steps;
 }
 
-absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOptions& options,
-                                                const std::vector<Tensor>& fetches,
-                                                const std::vector<Tensor>& targets,
-                                                const std::vector<bool>& fed) {
-  const int num_nodes = g.num_nodes();
-  auto plan = std::make_unique<Plan>();
-  plan->needed.assign(num_nodes, false);
-  std::vector<int> stack;
-  for (const Tensor& t : fetches) stack.push_back(t.node_id());
-  for (const Tensor& t : targets) stack.push_back(t.node_id());
-  while (!stack.empty()) {
-    int id = stack.back();
-    stack.pop_back();
-    if (plan->needed[id] || fed[id]) continue;
-    plan->needed[id] = true;
-    for (const Tensor& in : g.node(id).inputs()) stack.push_back(in.node_id());
-  }
-
-  if (options.strict) {
-    for (int id = 0; id < num_nodes; ++id) {
-      const Node& n = g.node(id);
-      if (plan->needed[id] && n.jit().compile.value_or(false) && n.op() == OpKind::kHostCall) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("node '", n.name(),
-                         "' (HostCall) is marked for compilation but has no Halide "
-                         "lowering (strict mode)"));
-      }
-    }
-  }
-
-  BRAZE_ASSIGN_OR_RETURN(const std::string default_device, ResolveDefaultDevice(options));
-  for (int id = 0; id < num_nodes; ++id) {
-    if (!plan->needed[id]) continue;
-    const Node& n = g.node(id);
-    const std::string device = n.device().empty() ? default_device : n.device();
-    BRAZE_ASSIGN_OR_RETURN(Device d, ParseDevice(device));
-    if (d.kind == Device::Kind::kCuda) {
-      absl::Status cuda = CheckCudaAvailable();
-      if (cuda.ok() && d.index >= CudaDeviceCount()) {
-        cuda = absl::InvalidArgumentError(
-            absl::StrCat("this machine has ", CudaDeviceCount(), " CUDA device(s)"));
-      }
-      if (!cuda.ok()) {
-        return absl::Status(cuda.code(), absl::StrCat("node '", n.name(), "' is placed on ", device,
-                                                      ": ", cuda.message()));
-      }
-    }
-  }
-
-  // Consumers of every value, to find which cluster values escape.
-  std::vector<std::vector<int>> consumers(num_nodes);
-  for (int id = 0; id < num_nodes; ++id) {
-    if (!plan->needed[id]) continue;
-    for (const Tensor& in : g.node(id).inputs()) consumers[in.node_id()].push_back(id);
-  }
-  std::set<std::pair<int, int>> fetched;
-  for (const Tensor& t : fetches) fetched.insert({t.node_id(), t.index()});
-
-  std::vector<bool> library_calls(num_nodes, false);
-  std::vector<Step> gemms =
-      FindGemms(g, options, default_device, plan->needed, consumers, fetched, &library_calls);
-  std::unordered_map<int, int> gemm_at;  // first node id -> index in gemms
-  for (size_t i = 0; i < gemms.size(); ++i) gemm_at[gemms[i].nodes.front()] = static_cast<int>(i);
-
-  if (!options.reference_only) {
-    ClusteringOptions copts;
-    copts.default_device = default_device;
-    copts.auto_cluster = options.global_jit_level != JitLevel::kOff;
-    copts.min_cluster_size = options.min_cluster_size;
-    copts.max_cluster_size = options.max_cluster_size;
-    copts.max_matmuls_per_cluster = options.max_matmuls_per_cluster;
-    copts.library_calls = library_calls;
-    BRAZE_ASSIGN_OR_RETURN(plan->clustering, MarkForCompilation(g, copts, plan->needed));
-  } else {
-    plan->clustering.nodes.resize(num_nodes);
-  }
-  const ClusteringResult& cl = plan->clustering;
-
-  // Steps in node-id order of their first node; then a topological sort over steps.
-  std::vector<Step> steps;
-  std::unordered_map<int, int> step_of;  // node id -> step index
-  std::vector<bool> emitted_cluster(cl.clusters.size(), false);
-  for (int id = 0; id < num_nodes; ++id) {
-    if (!plan->needed[id]) continue;
-    const Node& n = g.node(id);
-    const int c = cl.ClusterOf(id);
-    if (c < 0) {
-      if (IsSource(n.op())) continue;
-      if (library_calls[id]) {
-        auto it = gemm_at.find(id);
-        if (it == gemm_at.end()) continue;  // a folded epilogue op: its GEMM's step
-        Step& gemm = gemms[it->second];
-        for (int m : gemm.nodes) step_of[m] = static_cast<int>(steps.size());
-        steps.push_back(std::move(gemm));
-        continue;
-      }
-      step_of[id] = static_cast<int>(steps.size());
-      steps.push_back(SingleStep(g, id, options, default_device));
-      continue;
-    }
-    if (emitted_cluster[c]) continue;
-    emitted_cluster[c] = true;
-    const Cluster& cluster = cl.clusters[c];
-    Step s;
-    s.kind = Step::Kind::kCluster;
-    s.space = SpaceOfDevice(cluster.device.empty() ? default_device : cluster.device, &s.ordinal);
-    s.name = cluster.name;
-    s.nodes = cluster.nodes;
-    std::set<int> members(cluster.nodes.begin(), cluster.nodes.end());
-    for (int m : cluster.nodes) {
-      step_of[m] = static_cast<int>(steps.size());
-      const Node& mn = g.node(m);
-      for (const Tensor& in : mn.inputs()) {
-        if (!members.count(in.node_id()) &&
-            std::find(s.inputs.begin(), s.inputs.end(), in) == s.inputs.end()) {
-          s.inputs.push_back(in);
-        }
-      }
-      for (int o = 0; o < mn.num_outputs(); ++o) {
-        bool escapes = fetched.count({m, o}) > 0;
-        for (int user : consumers[m]) {
-          if (members.count(user)) continue;
-          for (const Tensor& in : g.node(user).inputs()) {
-            if (in.node_id() == m && in.index() == o) escapes = true;
-          }
-        }
-        if (escapes) s.outputs.emplace_back(const_cast<Graph*>(&g), m, o);
-      }
-    }
-    steps.push_back(std::move(s));
-  }
-
-  // Kahn's algorithm over steps (clustering guarantees the step graph is acyclic).
+// 7. Kahn's algorithm over steps (clustering guarantees the step graph is acyclic).
+absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
+  std::vector<Step> steps = std::move(plan->steps);
+  plan->steps.clear();
   const int num_steps = static_cast<int>(steps.size());
   std::vector<std::set<int>> succ(num_steps);
   std::vector<int> indegree(num_steps, 0);
@@ -286,7 +274,7 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
     if (indegree[s] == 0) ready.insert(s);
   }
   while (!ready.empty()) {
-    int s = *ready.begin();
+    const int s = *ready.begin();
     ready.erase(ready.begin());
     plan->steps.push_back(std::move(steps[s]));
     for (int t : succ[s]) {
@@ -296,7 +284,52 @@ absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& g, const SessionOpt
   if (static_cast<int>(plan->steps.size()) != num_steps) {
     return absl::InternalError("the clustered graph has a cycle; clustering is broken");
   }
-  return plan;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* SpaceName(Space space) {
+  switch (space) {
+    case Space::kHost:
+      return "host";
+    case Space::kJitCpu:
+      return "jit:cpu";
+    case Space::kCuda:
+      return "cuda";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g,
+                                                      const SessionOptions& options,
+                                                      const std::vector<Tensor>& fetches,
+                                                      const std::vector<Tensor>& targets,
+                                                      const std::vector<bool>& fed,
+                                                      const PlanStageHook& after_stage) {
+  auto plan = std::make_unique<Plan>();
+  Planning p{g, options};
+  p.plan = plan.get();
+  auto done = [&](const char* stage) {
+    if (after_stage) after_stage(stage, *plan);
+  };
+  BRAZE_ASSIGN_OR_RETURN(p.default_device, ResolveDefaultDevice(options));
+  Prune(fetches, targets, fed, p);
+  done("prune");
+  BRAZE_RETURN_IF_ERROR(CheckStrict(p));
+  done("check_strict");
+  BRAZE_RETURN_IF_ERROR(Place(p));
+  done("place");
+  FindGemms(p);
+  done("match_gemms");
+  BRAZE_RETURN_IF_ERROR(ClusterOps(p));
+  done("cluster");
+  std::unordered_map<int, int> step_of;
+  plan->steps = MakeSteps(p, &step_of);
+  done("steps");
+  BRAZE_RETURN_IF_ERROR(Order(step_of, plan.get()));
+  done("order");
+  return std::unique_ptr<const Plan>(std::move(plan));
 }
 
 }  // namespace braze

@@ -1,24 +1,37 @@
 // An execution plan for one (fetches, targets, fed tensors) combination: which nodes must
 // run, how they are clustered, and an ordered list of steps (cluster launches, compiled
-// single-op kernels, reference kernels) whose order respects every data dependency.
-// Compiled kernels and output buffers are memoized on the steps per input signature, so
-// a plan run again with the same shapes neither looks anything up nor allocates.
+// single-op kernels, library GEMMs, reference kernels) whose order respects every data
+// dependency. Built once by BuildPlan and never changed: what the steps need per input
+// signature (kernels, buffers, mirrors, which steps fell back) lives in a PlanState
+// (runtime/plan_state.h) that the session owns beside it.
+//
+// The planning stages, in order (BuildPlan: each is a function in plan.cc, called by
+// name in this order, and `after_stage` is called after each one; the session logs
+// them at --v=2 and dumps the finished plan under BRAZE_FLAGS=--dump_to, runtime/dump.h):
+//   1. Prune        nodes the fetches and targets need, stopping at fed tensors
+//   2. CheckStrict  strict mode: a needed op marked for compilation must have a lowering
+//   3. Place        every needed op's device resolved and checked (a CUDA device must
+//                   exist)
+//   4. MatchGemms   MatMuls a library runs on CUDA, with their folded epilogues
+//                   (passes/gemm_match.h); never clustered
+//   5. Cluster      mark_for_compilation: clusters of compilable ops
+//                   (passes/mark_for_compilation.h)
+//   6. Steps        one step per cluster, GEMM or remaining op, each with its fallback
+//                   computed here (op by op for a cluster or GEMM, the reference kernel
+//                   for a single op), so the executor never plans
+//   7. Order        a topological order of the steps (Kahn's, ties in graph order)
 #ifndef BRAZE_RUNTIME_PLAN_H_
 #define BRAZE_RUNTIME_PLAN_H_
 
-#include <map>
+#include <functional>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "braze/graph.h"
 #include "braze/session.h"
-#include "device/cublas_gemm.h"
-#include "device/device_tensor.h"
 #include "passes/mark_for_compilation.h"
-#include "compile/compile_cache.h"
 
 namespace braze {
 
@@ -29,8 +42,8 @@ enum class Space { kHost, kJitCpu, kCuda };
 const char* SpaceName(Space space);
 
 struct Step {
-  // kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt, with gemm.epilogue folding the
-  // bias Add (and Relu) that follow it; nodes = {matmul[, add[, relu]]}.
+  // kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt with the bias Add (and Relu)
+  // that follow it folded into its epilogue; nodes = {matmul[, add[, relu]]}.
   enum class Kind { kCluster, kSingleOp, kReference, kGemm };
   Kind kind = Kind::kReference;
   Space space = Space::kHost;   // where it runs (reference steps: always the host)
@@ -39,50 +52,29 @@ struct Step {
   std::vector<int> nodes;       // ascending ids (a topological order)
   std::vector<Tensor> inputs;   // values read from outside the step
   std::vector<Tensor> outputs;  // values the step produces for others
-
-  // Memoized per input signature.
-  std::vector<TensorType> input_types;
-  GemmShape gemm;  // kGemm: the epilogue (from the plan) and sizes for input_types
-  std::shared_ptr<SharedKernel> kernel;
-  std::vector<HostTensor> buffers;  // one per output; reused across runs (host spaces)
-  std::vector<std::shared_ptr<DeviceTensor>> device_buffers;  // the same, on CUDA
-
-  // A cluster (or single op) whose compile failed runs these instead, one op each.
-  bool fell_back = false;
+  // What runs instead when this step's compile (or a run of its kernel, or the
+  // library call) fails: op by op for clusters and GEMMs, the reference kernel for a
+  // single op. Empty for reference steps (their errors are the user's).
   std::vector<Step> fallback;
-};
-
-// A value's copy in another space, kept across runs so copies reuse their memory.
-struct Mirror {
-  HostTensor host;                       // kHost, kJitCpu
-  std::shared_ptr<DeviceTensor> device;  // kCuda
-  const HostTensor* constant = nullptr;  // a Const's value already copied here
 };
 
 struct Plan {
   std::vector<bool> needed;  // by node id
-  // (node id, output, space) -> the value's copy there, for steps in that space.
-  std::map<std::tuple<int, int, Space>, Mirror> mirrors;
   ClusteringResult clustering;
   std::vector<Step> steps;
 };
 
+// Called after each planning stage with its name ("prune", ..., "order") and the plan
+// as far as it is built.
+using PlanStageHook = std::function<void(const char* stage, const Plan& plan)>;
+
 // Builds the plan. `fed[i]` marks nodes whose (single) output is fed.
-absl::StatusOr<std::unique_ptr<Plan>> BuildPlan(const Graph& graph, const SessionOptions& options,
-                                                const std::vector<Tensor>& fetches,
-                                                const std::vector<Tensor>& targets,
-                                                const std::vector<bool>& fed);
-
-// Where ops placed on `device` (canonical device string) run.
-Space SpaceOfDevice(const std::string& device, int* ordinal);
-
-// The session's default device, canonical ("cpu", "cuda:0", "jit:cpu"); "auto" is
-// "cuda:0" when CUDA is available, else "cpu".
-absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options);
-
-// One step per op of `nodes` (used for a cluster's op-by-op fallback).
-std::vector<Step> OpByOpSteps(const Graph& graph, const std::vector<int>& nodes,
-                              const SessionOptions& options);
+absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& graph,
+                                                      const SessionOptions& options,
+                                                      const std::vector<Tensor>& fetches,
+                                                      const std::vector<Tensor>& targets,
+                                                      const std::vector<bool>& fed,
+                                                      const PlanStageHook& after_stage = {});
 
 }  // namespace braze
 

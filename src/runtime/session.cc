@@ -13,6 +13,7 @@
 #include "runtime/executor.h"
 #include "runtime/flags.h"
 #include "runtime/plan.h"
+#include "runtime/plan_state.h"
 
 namespace braze {
 namespace {
@@ -26,7 +27,12 @@ std::string Label(const Node& n) {
 struct Session::State {
   mutable std::mutex mu;
   std::unordered_map<int, VariableSlot> variables;  // by node id, once initialized/assigned
-  std::unordered_map<std::string, std::unique_ptr<Plan>> plans;
+  // Per (feeds, fetches, targets): the plan, built once, and what running it keeps.
+  struct PlanEntry {
+    std::unique_ptr<const Plan> plan;
+    std::unique_ptr<PlanState> state;
+  };
+  std::unordered_map<std::string, PlanEntry> plans;
   const Plan* last_plan = nullptr;
   SessionStats stats;
   SessionDumper dumper;  // observability: BRAZE_FLAGS --dump_to, --clustering_debug
@@ -116,26 +122,27 @@ absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>&
   absl::StrAppend(&plan_key, "|n:", num_nodes);
 
   std::lock_guard<std::mutex> lock(state_->mu);
-  auto& slot = state_->plans[plan_key];
-  if (slot == nullptr) {
+  auto& entry = state_->plans[plan_key];
+  if (entry.plan == nullptr) {
     auto plan = BuildPlan(graph_, options_, fetches, targets, fed);
     if (!plan.ok()) {
       state_->plans.erase(plan_key);
       return plan.status();
     }
-    slot = *std::move(plan);
     // Observability (runtime/dump.h): --dump_to graphs, --clustering_debug summary.
-    absl::Status dumped = state_->dumper.OnPlanBuilt(graph_, *slot);
+    absl::Status dumped = state_->dumper.OnPlanBuilt(graph_, **plan);
     if (!dumped.ok()) {
       state_->plans.erase(plan_key);
       return dumped;
     }
+    entry.plan = *std::move(plan);
+    entry.state = std::make_unique<PlanState>(*entry.plan);
   }
-  Plan& plan = *slot;
+  const Plan& plan = *entry.plan;
   state_->last_plan = &plan;
   if (!compile_only) ++state_->stats.runs;
 
-  Executor exec(graph_, options_, state_->stats, plan, state_->variables);
+  Executor exec(graph_, options_, state_->stats, *entry.state, state_->variables);
   exec.set_dumper(&state_->dumper);
   for (const auto& [t, value] : feeds) exec.BindHost(t, &value);
   for (int id = 0; id < num_nodes; ++id) {
@@ -162,12 +169,10 @@ absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>&
     outputs->resize(fetches.size());
     for (size_t i = 0; i < fetches.size(); ++i) exec.SetDestination(fetches[i], &(*outputs)[i]);
   }
-  for (Step& step : plan.steps) {
-    absl::Status s = exec.RunStep(step, compile_only);
-    if (compile_only && absl::IsCancelled(s)) return absl::OkStatus();
-    BRAZE_RETURN_IF_ERROR(s);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    BRAZE_RETURN_IF_ERROR(exec.RunStep(plan.steps[i], entry.state->steps[i], compile_only));
   }
-  if (compile_only) return absl::OkStatus();
+  if (compile_only) return absl::OkStatus();  // perhaps stopped early: compile_stopped()
 
   for (size_t i = 0; i < fetches.size(); ++i) {
     BRAZE_RETURN_IF_ERROR(exec.Fetch(fetches[i], &(*outputs)[i]));

@@ -101,7 +101,7 @@ std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
     throw Halide::CompileError(std::string("ApplyAutoscheduler: ") + SchedulerName(kind) + " is not an autoscheduler");
   }
   EnsurePluginLoaded(kind);
-  // HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).
+  // docs/HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).
   const Halide::MachineParams params(parallelism, uint64_t{32} << 20, 40);
   Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);
   return results.schedule_source;

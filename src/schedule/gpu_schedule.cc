@@ -568,7 +568,7 @@ class GpuHeuristic {
          << "), k serial per thread\n";
   }
 
-  // HALIDE14.md rule 2, enforced: an unscheduled reduction is recomputed at every use.
+  // docs/HALIDE14.md rule 2, enforced: an unscheduled reduction is recomputed at every use.
   void CheckAllPlaced() const {
     for (const auto& [name, fn] : env_) {
       if (fn.has_update_definition() && placed_.count(name) == 0) {

@@ -1,6 +1,6 @@
 // Braze's own GPU schedule heuristic for a lowered cluster and a CUDA target.
 //
-// Halide 14's autoschedulers do not help here (HALIDE14.md §4): Adams2019 and
+// Halide 14's autoschedulers do not help here (docs/HALIDE14.md §4): Adams2019 and
 // Mullapudi2016 silently emit CPU code for a CUDA target, and Li2018 computes every Func
 // at root, one thread per output, with no cooperation within a reduction. So:
 //
@@ -23,7 +23,7 @@
 // - MatMul: the result is tiled 16x16 over (n, m) with batch dims in the block index,
 //   and the accumulator computed per thread (in registers) over k.
 //
-// No Func with an update definition is ever left unscheduled (HALIDE14.md rule 2): each
+// No Func with an update definition is ever left unscheduled (docs/HALIDE14.md rule 2): each
 // one is computed at root or at a loop of a GPU kernel, and this is checked at the end.
 //
 // Internal header: includes Halide.h (via pipeline_info.h).

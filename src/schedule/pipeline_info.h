@@ -3,7 +3,7 @@
 //
 // Internal header: it includes Halide.h, so only src/lower and src/schedule .cc files
 // may include it. The autoschedulers need only the outputs (estimates); the safe default
-// schedule needs the stages, because HALIDE14.md rule 2 says every Func with an update
+// schedule needs the stages, because docs/HALIDE14.md rule 2 says every Func with an update
 // definition must be compute_root or compute_at (an unscheduled softmax took 106 s).
 #ifndef BRAZE_SCHEDULE_PIPELINE_INFO_H_
 #define BRAZE_SCHEDULE_PIPELINE_INFO_H_

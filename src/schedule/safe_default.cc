@@ -18,7 +18,7 @@ using Halide::Var;
 using Halide::VarOrRVar;
 
 // Below this many elements of work a parallel loop costs more (a thread-pool wake-up
-// is microseconds, HALIDE14.md §3) than it saves.
+// is microseconds, docs/HALIDE14.md §3) than it saves.
 constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 // Parallel tasks per thread: enough to balance load, few enough to keep overhead low.
 constexpr int64_t kTasksPerThread = 4;
@@ -178,7 +178,7 @@ class SafeScheduler {
   // Row pipelines (softmax, layernorm): one output of rank >= 2 whose every reduction
   // runs over exactly the output's dim 0 and is read only at the reader's own row.
   // Then each accumulator is computed per output row (compute_at the output's row
-  // loop, as HALIDE14.md's hand schedule does), so the row stays in cache between the
+  // loop, as docs/HALIDE14.md's hand schedule does), so the row stays in cache between the
   // reductions and the output, and its update is vectorized by rfactor over an exact
   // split of the row's RVar (no GuardWithIf on any update). Returns false, with nothing
   // scheduled, when the pipeline is not of that form.
@@ -362,7 +362,7 @@ class SafeScheduler {
     log_ << line.str() << "\n";
   }
 
-  // HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
+  // docs/HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
   // accumulator is computed per strip so its 3x4 vectors stay in registers across the
   // k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
   // and every split is ShiftInwards on the pure result or exact on the accumulator: no

@@ -2,11 +2,11 @@
 // it must work for every shape the lowering produces (1x1, 7x3, 17x33x65, ...).
 //
 // - Output Funcs: vectorize dim 0 and parallelize the fused outer dims, both with
-//   GuardWithIf so extents smaller than a split factor are fine (HALIDE14.md rule 3).
+//   GuardWithIf so extents smaller than a split factor are fine (docs/HALIDE14.md rule 3).
 // - Every Func with an update definition is compute_root (rule 2: an unscheduled
 //   reduction is recomputed per use and took 106 s for a softmax); its pure and update
 //   stages are parallel over the outermost pure dim when there is enough work.
-// - MatMul: the register-tiled schedule of HALIDE14.md (§2f): tile 3 vectors x 32 rows,
+// - MatMul: the register-tiled schedule of docs/HALIDE14.md (§2f): tile 3 vectors x 32 rows,
 //   accumulator computed per 4-row strip, with a GuardWithIf variant for small shapes.
 // - Everything else (elementwise and layout Funcs) is inlined.
 //

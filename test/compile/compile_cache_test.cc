@@ -13,7 +13,7 @@ namespace {
 
 class FakeKernel : public CompiledKernel {
  public:
-  absl::Status Run(absl::Span<const HostTensor* const>, absl::Span<HostTensor* const>) override {
+  absl::Status Launch(absl::Span<const KernelArg>, absl::Span<const KernelArg>) override {
     return absl::OkStatus();
   }
   const std::vector<TensorType>& output_types() const override { return types_; }

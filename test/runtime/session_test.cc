@@ -1,5 +1,7 @@
 #include "braze/session.h"
 
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -188,6 +190,38 @@ TEST_P(SessionTest, HostCallRunsAndItsFailureNamesTheNode) {
   ASSERT_FALSE(err.ok());
   EXPECT_THAT(std::string(err.status().message()), HasSubstr("node 'broken' (HostCall)"));
   EXPECT_THAT(std::string(err.status().message()), HasSubstr("sensor offline"));
+}
+
+// Outputs are keyed by (node, index) without collisions: output 64 of a HostCall and
+// output 0 of the next node once shared a key (node * 64 + index), and a fetch of both
+// got one value twice.
+TEST_P(SessionTest, HostCallWithManyOutputsKeepsThemApart) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  std::vector<TensorSpec> specs(70, TensorSpec{DType::kF32, {3}});
+  auto outs =
+      HostCall(g, "many", {x}, specs,
+               [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                 std::vector<HostTensor> r;
+                 for (int k = 0; k < 70; ++k) {
+                   HostTensor t = in[0];
+                   for (int i = 0; i < 3; ++i) t.data<float>()[i] += 100 * k;
+                   r.push_back(t);
+                 }
+                 return r;
+               });
+  Tensor next = Exp(x);  // the node right after the HostCall
+  ASSERT_EQ(next.node_id(), outs[0].node_id() + 1);
+  Session s(g, Opts());
+  std::vector<HostTensor> got;
+  for (int run = 0; run < 2; ++run) {  // the second run writes into `got` in place
+    ASSERT_TRUE(
+        s.RunInto({{x, HostTensor::From<float>({0, 1, 2}, {3})}}, {outs[64], next, outs[69]}, &got)
+            .ok());
+    EXPECT_EQ(F(got[0]), (std::vector<float>{6400, 6401, 6402})) << "run " << run;
+    EXPECT_NEAR(F(got[1])[2], std::exp(2.0f), 1e-4) << "run " << run;
+    EXPECT_EQ(F(got[2]), (std::vector<float>{6900, 6901, 6902})) << "run " << run;
+  }
 }
 
 TEST_P(SessionTest, FeedingAnIntermediateSkipsItsProducers) {

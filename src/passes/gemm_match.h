@@ -1,0 +1,49 @@
+// GEMM pattern match: which MatMul/BatchMatMul ops a library GEMM runs (cuBLASLt on a
+// CUDA device), with the ops folded into its epilogue. A planning stage (runtime/
+// plan.cc), run before clustering: the matched ops are library calls, never clustered.
+//
+//   MatMul(a, b) -> Add(., bias[n]) -> Relu(.)       one GEMM with a bias (+ReLU) epilogue
+//        |              |
+//        only consumer  only consumer, same device, nothing else reads the value between
+//
+// Pure graph logic on device names: no driver is asked anything, so it is tested on
+// the CPU (test/passes/gemm_match_test.cc).
+#ifndef BRAZE_PASSES_GEMM_MATCH_H_
+#define BRAZE_PASSES_GEMM_MATCH_H_
+
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "braze/graph.h"
+
+namespace braze {
+
+struct GemmMatchOptions {
+  // The device of ops built with no placement ("cpu", "cuda:0", ...; canonical).
+  std::string default_device = "cpu";
+  // Also fold a Relu after the bias (SessionOptions::cuda_relu_epilogue: cuBLASLt's ReLU
+  // maps NaN to 0, braze::Relu keeps it, so it is opt-in).
+  bool fold_relu = false;
+};
+
+struct GemmMatch {
+  std::vector<int> nodes;      // {matmul[, add[, relu]]}: the GEMM and its epilogue
+  std::vector<Tensor> inputs;  // a, b[, bias]
+  Tensor output;               // the last node's output: what consumers read
+  bool bias() const { return nodes.size() >= 2; }
+  bool relu() const { return nodes.size() >= 3; }
+};
+
+// Every MatMul/BatchMatMul in `needed` (by node id) placed on a CUDA device, of dtype
+// f32 or f64, with the bias Add (a [n] vector of the same dtype) that is its only
+// consumer and the Relu after that (options.fold_relu), when no fetch (`fetched`:
+// (node id, output index) pairs) or other op reads the values in between.
+std::vector<GemmMatch> MatchGemms(const Graph& graph, const std::vector<bool>& needed,
+                                  const std::set<std::pair<int, int>>& fetched,
+                                  const GemmMatchOptions& options);
+
+}  // namespace braze
+
+#endif  // BRAZE_PASSES_GEMM_MATCH_H_

@@ -1,0 +1,51 @@
+// What a session keeps per plan while running it, apart from the plan itself (which
+// BuildPlan made and nobody changes): per step, the kernel and buffers for the last
+// input signature and whether the step fell back; per value, its copies in other
+// memory spaces. The executor writes only here.
+#ifndef BRAZE_RUNTIME_PLAN_STATE_H_
+#define BRAZE_RUNTIME_PLAN_STATE_H_
+
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include "braze/host_tensor.h"
+#include "compile/compile_cache.h"
+#include "device/cublas_gemm.h"
+#include "device/device_tensor.h"
+#include "runtime/plan.h"
+
+namespace braze {
+
+// Memoized per input signature, so a plan run again with the same shapes neither looks
+// anything up nor allocates.
+struct StepState {
+  std::vector<TensorType> input_types;
+  GemmShape gemm;  // kGemm: sizes for input_types, epilogue from the plan
+  std::shared_ptr<SharedKernel> kernel;
+  std::vector<HostTensor> buffers;  // one per output; reused across runs (host spaces)
+  std::vector<std::shared_ptr<DeviceTensor>> device_buffers;  // the same, on CUDA
+  // The step's compile, a run of its kernel or its library call failed: its
+  // Step::fallback runs from now on, with these states (one per fallback step).
+  bool fell_back = false;
+  std::vector<StepState> fallback;
+};
+
+// A value's copy in another space, kept across runs so copies reuse their memory.
+struct Mirror {
+  HostTensor host;                       // kHost, kJitCpu
+  std::shared_ptr<DeviceTensor> device;  // kCuda
+  const HostTensor* constant = nullptr;  // a Const's value already copied here
+};
+
+struct PlanState {
+  explicit PlanState(const Plan& plan) : steps(plan.steps.size()) {}
+  std::vector<StepState> steps;  // parallel to Plan::steps
+  // (node id, output, space) -> the value's copy there, for steps in that space.
+  std::map<std::tuple<int, int, Space>, Mirror> mirrors;
+};
+
+}  // namespace braze
+
+#endif  // BRAZE_RUNTIME_PLAN_STATE_H_
