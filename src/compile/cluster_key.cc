@@ -83,11 +83,11 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   };
   // The target (host CPU features or HL_JIT_TARGET) and the thread count the kernel
   // applies are part of what was compiled.
-  auto target = JitTargetString(options.cuda);
+  auto target = JitTargetString(options.device.kind);
+  const bool gpu = options.device.kind != Device::Kind::kCpu;
   std::string key = absl::StrCat(
       "target=", target.ok() ? *target : "?", ";sched=",
-      options.cuda
-          ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@cuda:", options.cuda_ordinal)
+      gpu ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@", options.device.ToString())
           : std::string(SchedulerName(options.scheduler)),
       ";threads=", options.num_threads, ";args=");
   for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");

@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "device/backend.h"
 #include "device/device_tensor_impl.h"
 #include "compile/gpu_scheduling.h"
 #include "device/jit_memory.h"
@@ -219,11 +220,11 @@ class HalideKernel : public CompiledKernel {
 
 }  // namespace
 
-absl::StatusOr<std::string> JitTargetString(bool cuda) {
+absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
   std::string result;
   BRAZE_RETURN_IF_ERROR(
       CatchHalideErrors("bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        result = (cuda ? device::CudaJitTarget() : device::SanitizedJitTarget()).to_string();
+        result = device::BackendFor(device).JitTarget().to_string();
         return absl::OkStatus();
       }));
   return result;
@@ -296,33 +297,42 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": num_threads must be >= 0, got ", options.num_threads));
   }
-  const bool gpu = options.cuda;
+  const device::Backend& backend = device::BackendFor(options.device.kind);
+  const bool gpu = backend.device_memory();
   const int parallelism = options.num_threads > 0 ? options.num_threads : HardwareThreads();
   Halide::Target target;
   BRAZE_RETURN_IF_ERROR(
       CatchHalideErrors(name + ": bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        target = gpu ? device::CudaJitTarget() : device::SanitizedJitTarget();
+        target = backend.JitTarget();
         return absl::OkStatus();
       }));
+  // Lowering errors are the cluster's, not the schedule's: no point in going on.
+  BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec));
   SchedulerKind first = gpu ? options.gpu_scheduler : options.scheduler;
   if (!gpu && first == SchedulerKind::kAuto) {
-    BRAZE_ASSIGN_OR_RETURN(LoweredCluster probe, lower::LowerCluster(spec));
     // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
-    if (PickScheduler(probe.info) == SchedulerKind::kAdams2019) first = SchedulerKind::kAdams2019;
+    if (PickScheduler(first_lowering.info) == SchedulerKind::kAdams2019) {
+      first = SchedulerKind::kAdams2019;
+    }
   }
   std::vector<std::string> failures;
+  bool fresh = true;  // first_lowering's Funcs carry no schedule yet
   for (SchedulerKind kind : SchedulerChain(first, gpu)) {
     const std::string what = SchedulerName(kind);
-    // Lowering errors are the cluster's, not the schedule's: no point in going on.
-    BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
+    LoweredCluster lowered;
+    if (fresh) {
+      lowered = std::move(first_lowering);
+      fresh = false;
+    } else {
+      BRAZE_ASSIGN_OR_RETURN(lowered, lower::LowerCluster(spec));
+    }
     Halide::Pipeline pipeline;
     std::string schedule = "(every output is empty: nothing to compute)\n";
     std::string timing;
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
         pipeline = Halide::Pipeline(lowered.info.outputs);
-        device::UseJitBufferCache(&pipeline.jit_handlers());
-        if (gpu) device::UseCudaHandlers(&pipeline.jit_handlers());
+        backend.InstallHandlers(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
         schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism);
         const double schedule_ms = MsSince(t0);
@@ -340,7 +350,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     }
     auto kernel = std::make_unique<HalideKernel>(
         name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind, failures,
-        absl::StrCat("// ", gpu ? "CUDA: " : "", what, "\n", timing, schedule), gpu);
+        absl::StrCat("// ", gpu ? options.device.ToString() + ": " : "", what, "\n", timing, schedule), gpu);
     kernel->set_compile_ms(MsSince(start));
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }

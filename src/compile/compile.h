@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "braze/device.h"
 #include "braze/host_tensor.h"
 #include "device/device_tensor.h"
 #include "lower/cluster_spec.h"
@@ -24,11 +25,11 @@ struct CompileOptions {
   // else all cores). Halide's pool is process-wide: the count is applied before each Run
   // whose kernel asks for a different one than the last Run did.
   int num_threads = 0;
-  // Compile for CUDA (the JIT host target plus cuda_capability_86) starting the GPU
-  // chain at `gpu_scheduler` (Li2018 or a heuristic plan); the kernel then launches on
-  // DeviceTensors of device `cuda_ordinal`.
-  bool cuda = false;
-  int cuda_ordinal = 0;
+  // The device the kernel runs on (its backend, device/backend.h, gives the target and
+  // the runtime handlers). A GPU (CUDA: the JIT host target plus cuda_capability_86)
+  // starts the GPU chain at `gpu_scheduler` (Li2018 or a heuristic plan), and its
+  // kernel launches on DeviceTensors of device `device.index`.
+  Device device;
   SchedulerKind gpu_scheduler = SchedulerKind::kGpuFused;
 };
 
@@ -46,7 +47,7 @@ class CompiledKernel {
   virtual ~CompiledKernel() = default;
   // The one launch path, for every backend: inputs and outputs in ClusterSpec order, in
   // the memory the kernel was compiled for (host tensors for CPU kernels, device
-  // tensors of device `cuda_ordinal` for CUDA kernels, see on_device()); outputs
+  // tensors of `CompileOptions::device` for GPU kernels, see on_device()); outputs
   // preallocated with output_types(), written in place. Device kernels are
   // asynchronous (queued on the device's stream). Thread-compatible: one Launch at a
   // time per kernel. Outputs are written through the pointers in `outputs`.
@@ -80,9 +81,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
 
 // The Halide target CompileCluster compiles for ("x86-64-linux-avx-avx2-...-jit"):
 // HL_JIT_TARGET or the host, minus CPU features the host lacks, plus
-// cuda-cuda_capability_86 when `cuda`. Part of any key for caching compiled kernels.
+// the device's features (cuda-cuda_capability_86 for CUDA). Part of any key for caching compiled kernels.
 // InvalidArgument if HL_JIT_TARGET does not parse.
-absl::StatusOr<std::string> JitTargetString(bool cuda = false);
+absl::StatusOr<std::string> JitTargetString(Device::Kind device = Device::Kind::kCpu);
 
 // Which ops have a lowering: OpIsCompilable (braze/graph.h, from op_list.def).
 

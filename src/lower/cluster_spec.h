@@ -18,6 +18,10 @@ struct ClusterSpec {
   std::vector<Tensor> inputs;           // external values read by the cluster: arguments
   std::vector<TensorType> input_types;  // concrete (fully defined) types of `inputs`
   std::vector<Tensor> outputs;          // values used outside the cluster: results
+  // The concrete type of each node's output (parallel to `nodes`), when the caller has
+  // inferred them already (the runtime does, once per input signature, to report a bad
+  // shape against its node). Empty: the lowering infers them.
+  std::vector<TensorType> node_types;
 };
 
 }  // namespace braze

@@ -159,7 +159,13 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
     result.input_elided.push_back(false);
   }
 
-  for (int id : spec.nodes) {
+  if (!spec.node_types.empty() && spec.node_types.size() != spec.nodes.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(spec.name, ": ", spec.node_types.size(),
+                                                   " node types for ", spec.nodes.size(),
+                                                   " nodes"));
+  }
+  for (size_t k = 0; k < spec.nodes.size(); ++k) {
+    const int id = spec.nodes[k];
     const Node& node = spec.graph->node(id);
     auto fail = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(spec.name, ": node '", node.name(), "' (",
@@ -179,7 +185,12 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
       in.push_back(it->second);
       in_types.push_back({it->second.dtype, it->second.shape});
     }
-    auto types = InferOutputTypes(node.op(), node.attrs(), in_types);
+    absl::StatusOr<std::vector<TensorType>> types;
+    if (!spec.node_types.empty()) {
+      types = std::vector<TensorType>{spec.node_types[k]};
+    } else {
+      types = InferOutputTypes(node.op(), node.attrs(), in_types);
+    }
     if (!types.ok()) return fail(types.status());
     if (types->size() != 1) {
       return fail(absl::InternalError(absl::StrCat(types->size(), " outputs; expected 1")));

@@ -367,11 +367,11 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
 // falls back); the status is for errors a fallback would not cure.
 absl::Status Executor::Prepare(const Step& step, StepState& state,
                                const std::vector<TensorType>& types,
-                               absl::Status* compile_error) {
-  ClusterSpec spec{&g_, step.name, step.nodes, step.inputs, types, step.outputs};
+                               std::vector<TensorType> node_types, absl::Status* compile_error) {
+  ClusterSpec spec{&g_, step.name, step.nodes, step.inputs, types, step.outputs,
+                   std::move(node_types)};
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
-  copts.cuda = step.space == Space::kCuda;
-  copts.cuda_ordinal = step.ordinal;
+  if (step.space == Space::kCuda) copts.device = Device{Device::Kind::kCuda, step.ordinal};
   CompileCache::Result result;
   if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
     // Not through the cache: the failure is this session's alone.
@@ -431,9 +431,9 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
                                    const std::vector<TensorType>& types, bool compile_only) {
   if (state.kernel == nullptr || types != state.input_types) {
     // Shape errors are the user's: report them before trying to compile.
-    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
+    BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> node_types, CheckShapes(step, types));
     absl::Status compile_error;
-    BRAZE_RETURN_IF_ERROR(Prepare(step, state, types, &compile_error));
+    BRAZE_RETURN_IF_ERROR(Prepare(step, state, types, std::move(node_types), &compile_error));
     if (!compile_error.ok()) {
       return FallBack(step, state, "failed to compile", compile_error, compile_only);
     }
@@ -488,7 +488,7 @@ absl::Status Executor::RunGemm(const Step& step, StepState& state,
                                const std::vector<TensorType>& types, bool compile_only) {
   if (types != state.input_types) {  // sizes once per input signature, not per Run
     const Node& mm = g_.node(step.nodes.front());
-    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types));
+    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types).status());
     auto mm_types = InferOutputTypes(mm.op(), mm.attrs(), {types[0], types[1]});
     if (!mm_types.ok()) return Annotate(Label(mm), mm_types.status());
     const TensorType& out = (*mm_types)[0];
@@ -543,9 +543,13 @@ absl::Status Executor::RunGemm(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
-// Re-infers every node's types for concrete inputs so a bad runtime shape is reported
-// against the node, as the reference path does.
-absl::Status Executor::CheckShapes(const Step& step, const std::vector<TensorType>& types) {
+// Infers every node's types for concrete inputs, once per input signature, so a bad
+// runtime shape is reported against the node, as the reference path does. The types
+// (output 0 of each node, parallel to step.nodes) go to the lowering, which then need
+// not infer them again.
+absl::StatusOr<std::vector<TensorType>> Executor::CheckShapes(
+    const Step& step, const std::vector<TensorType>& types) {
+  std::vector<TensorType> node_types;
   std::unordered_map<int64_t, TensorType> known;
   for (size_t i = 0; i < step.inputs.size(); ++i) known[Key(step.inputs[i])] = types[i];
   for (int id : step.nodes) {
@@ -554,9 +558,12 @@ absl::Status Executor::CheckShapes(const Step& step, const std::vector<TensorTyp
     for (const Tensor& t : n.inputs()) in.push_back(known.at(Key(t)));
     auto out = InferOutputTypes(n.op(), n.attrs(), in);
     if (!out.ok()) return Annotate(Label(n), out.status());
-    for (int o = 0; o < n.num_outputs(); ++o) known[Key(Tensor(const_cast<Graph*>(&g_), id, o))] = (*out)[o];
+    for (int o = 0; o < n.num_outputs(); ++o) {
+      known[Key(Tensor(const_cast<Graph*>(&g_), id, o))] = (*out)[o];
+    }
+    node_types.push_back((*out)[0]);
   }
-  return absl::OkStatus();
+  return node_types;
 }
 
 void Executor::BindOutputs(const Step& step, StepState& state) {

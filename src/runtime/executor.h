@@ -98,13 +98,14 @@ class Executor {
   absl::Status RunReference(const Step& step, StepState& state, const std::vector<Value>& inputs,
                             const std::vector<TensorType>& types);
   absl::Status Prepare(const Step& step, StepState& state, const std::vector<TensorType>& types,
-                       absl::Status* compile_error);
+                       std::vector<TensorType> node_types, absl::Status* compile_error);
   absl::Status RunCompiled(const Step& step, StepState& state, const std::vector<Value>& inputs,
                            const std::vector<TensorType>& types, bool compile_only);
   absl::Status OutputArgs(const Step& step, StepState& state, std::vector<KernelArg>* outs);
   absl::Status RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,
                        const std::vector<TensorType>& types, bool compile_only);
-  absl::Status CheckShapes(const Step& step, const std::vector<TensorType>& types);
+  absl::StatusOr<std::vector<TensorType>> CheckShapes(const Step& step,
+                                                      const std::vector<TensorType>& types);
   absl::Status EnsureDeviceBuffers(const Step& step, StepState& state,
                                    const std::vector<TensorType>& out_types);
   void BindOutputs(const Step& step, StepState& state);

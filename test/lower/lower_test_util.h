@@ -194,7 +194,7 @@ inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance
   auto expected = ReferenceOutputs(spec, c.values);
   if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
   CompileOptions options;
-  options.cuda = true;
+  options.device.kind = Device::Kind::kCuda;
   auto kernel = CompileCluster(spec, options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";
