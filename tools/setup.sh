@@ -8,6 +8,7 @@ set -euo pipefail
 
 packages=(
   cmake ninja-build gcc g++    # toolchain (project(braze C CXX) needs a C compiler too)
+  ccache                       # rebuilds on a 2-core machine: CMake uses it when present
   libhalide14-0-dev            # Halide 14: lowering, scheduling, JIT
   llvm-14-dev                  # Halide's CMake config runs find_dependency(LLVM 14)
   libabsl-dev                  # absl::Status and friends

@@ -23,9 +23,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "compile/gpu_scheduling.h"
 #include "device/backend.h"
 #include "device/device_tensor_impl.h"
-#include "compile/gpu_scheduling.h"
 #include "device/jit_memory.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
@@ -93,19 +93,21 @@ class HalideKernel : public CompiledKernel {
     if (lowered_.info.outputs.empty()) return absl::OkStatus();  // nothing to compute
     if (!on_device_) ThreadCount::Use(num_threads_, target_);
     device::TakeRuntimeError();  // drop messages of earlier calls
-    absl::Status status = CatchHalideErrors(
-        name_ + ": Halide run-time error", absl::StatusCode::kInvalidArgument, [&] {
-          for (size_t i = 0; i < inputs.size(); ++i) {
-            if (!lowered_.input_elided[i]) lowered_.params[i].set(BufferOf(inputs[i]));
-          }
-          std::vector<Halide::Buffer<>> buffers;
-          for (size_t j = 0; j < outputs.size(); ++j) {
-            if (lowered_.pipeline_output[j] >= 0) buffers.push_back(BufferOf(outputs[j]));
-          }
-          Halide::Realization realization(buffers);
-          pipeline_.realize(realization, target_);
-          return absl::OkStatus();
-        });
+    absl::Status status = CatchHalideErrors(name_ + ": Halide run-time error",
+                                            absl::StatusCode::kInvalidArgument, [&] {
+                                              for (size_t i = 0; i < inputs.size(); ++i) {
+                                                if (!lowered_.input_elided[i])
+                                                  lowered_.params[i].set(BufferOf(inputs[i]));
+                                              }
+                                              std::vector<Halide::Buffer<>> buffers;
+                                              for (size_t j = 0; j < outputs.size(); ++j) {
+                                                if (lowered_.pipeline_output[j] >= 0)
+                                                  buffers.push_back(BufferOf(outputs[j]));
+                                              }
+                                              Halide::Realization realization(buffers);
+                                              pipeline_.realize(realization, target_);
+                                              return absl::OkStatus();
+                                            });
     // Drop the references to the caller's memory.
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!lowered_.input_elided[i]) lowered_.params[i].reset();
@@ -165,8 +167,9 @@ class HalideKernel : public CompiledKernel {
     auto check = [&](const KernelArg& a, const char* what, size_t i) -> absl::Status {
       const bool ok = on_device_ ? (a.device != nullptr && a.host == nullptr)
                                  : (a.host != nullptr && a.device == nullptr);
-      if (!ok) return absl::InvalidArgumentError(absl::StrCat(name_, ": ", what, " ", i,
-                                                              " must be ", want));
+      if (!ok)
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": ", what, " ", i, " must be ", want));
       return absl::OkStatus();
     };
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -246,19 +249,18 @@ namespace {
 // Applies `kind` to the freshly lowered `lowered` (whose Funcs `pipeline` holds) for
 // `target`; returns the schedule as text. Throws Halide::Error when Halide rejects it.
 std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
-                           Halide::Pipeline& pipeline, const Halide::Target& target,
-                           bool gpu, int parallelism) {
+                           Halide::Pipeline& pipeline, const Halide::Target& target, bool gpu,
+                           int parallelism) {
   if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
-  std::string schedule =
-      kind == SchedulerKind::kSafeDefault
-          ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
-          : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
+  std::string schedule = kind == SchedulerKind::kSafeDefault
+                             ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
+                             : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
   const std::vector<std::string> repaired =
       schedule::DevectorizeGuardedUpdates(lowered.info.outputs);
   if (!repaired.empty()) {
-    schedule += absl::StrCat("// Serial instead of vectorized (Halide 14 miscompiles ",
-                             "vectorized GuardWithIf updates): ", absl::StrJoin(repaired, ", "),
-                             "\n");
+    schedule +=
+        absl::StrCat("// Serial instead of vectorized (Halide 14 miscompiles ",
+                     "vectorized GuardWithIf updates): ", absl::StrJoin(repaired, ", "), "\n");
   }
   return schedule;
 }
@@ -338,8 +340,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         const double schedule_ms = MsSince(t0);
         const auto t1 = std::chrono::steady_clock::now();
         pipeline.compile_jit(target);
-        timing = absl::StrFormat("// schedule %.1f ms, compile_jit %.1f ms\n", schedule_ms,
-                                 MsSince(t1));
+        timing =
+            absl::StrFormat("// schedule %.1f ms, compile_jit %.1f ms\n", schedule_ms, MsSince(t1));
         return absl::OkStatus();
       });
       if (!s.ok()) {
@@ -350,7 +352,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     }
     auto kernel = std::make_unique<HalideKernel>(
         name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind, failures,
-        absl::StrCat("// ", gpu ? options.device.ToString() + ": " : "", what, "\n", timing, schedule), gpu);
+        absl::StrCat("// ", gpu ? options.device.ToString() + ": " : "", what, "\n", timing,
+                     schedule),
+        gpu);
     kernel->set_compile_ms(MsSince(start));
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }

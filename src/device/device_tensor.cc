@@ -212,7 +212,8 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a device tensor of partial type ", TypeString(type)));
   }
-  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface, device::CudaInterface(ordinal));
+  BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface,
+                         device::CudaInterface(ordinal));
   auto impl = std::make_unique<Impl>();
   std::vector<int> sizes;
   for (int d = static_cast<int>(type.shape.size()) - 1; d >= 0; --d) {
@@ -248,7 +249,7 @@ absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
   raw->set_host_dirty(true);
   device::TakeRuntimeError();
   return device::RuntimeStatus("copy to the device",
-                              raw->copy_to_device(raw->raw_buffer()->device_interface));
+                               raw->copy_to_device(raw->raw_buffer()->device_interface));
 }
 
 absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
@@ -281,11 +282,11 @@ absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
   if ((from->flags & halide_buffer_flag_host_dirty) != 0) {
     BRAZE_RETURN_IF_ERROR(
         device::RuntimeStatus("device-to-device copy (uploading the source)",
-                             src.impl_->buffer.get()->copy_to_device(from->device_interface)));
+                              src.impl_->buffer.get()->copy_to_device(from->device_interface)));
   }
   to->flags &= ~static_cast<uint64_t>(halide_buffer_flag_host_dirty);
   return device::RuntimeStatus("device-to-device copy",
-                              interface->buffer_copy(nullptr, from, interface, to));
+                               interface->buffer_copy(nullptr, from, interface, to));
 }
 
 uint64_t DeviceTensor::device_address() const {

@@ -27,8 +27,6 @@ Halide::Target SanitizedJitTarget() {
   return target;
 }
 
-
-
 Halide::Type HalideType(DType dtype) {
   switch (dtype) {
     case DType::kF32:

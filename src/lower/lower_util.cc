@@ -12,7 +12,6 @@ namespace lower {
 
 using Halide::Expr;
 
-
 Expr TypedConst(DType dtype, double v) {
   switch (dtype) {
     case DType::kF32:

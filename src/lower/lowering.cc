@@ -160,9 +160,8 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
   }
 
   if (!spec.node_types.empty() && spec.node_types.size() != spec.nodes.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(spec.name, ": ", spec.node_types.size(),
-                                                   " node types for ", spec.nodes.size(),
-                                                   " nodes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.name, ": ", spec.node_types.size(), " node types for ", spec.nodes.size(), " nodes"));
   }
   for (size_t k = 0; k < spec.nodes.size(); ++k) {
     const int id = spec.nodes[k];

@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "compile/cluster_key.h"
 #include "device/cublas_gemm.h"
 #include "reference/reference.h"
-#include "compile/cluster_key.h"
 #include "runtime/timeline.h"
 
 namespace braze {
@@ -368,8 +368,8 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
 absl::Status Executor::Prepare(const Step& step, StepState& state,
                                const std::vector<TensorType>& types,
                                std::vector<TensorType> node_types, absl::Status* compile_error) {
-  ClusterSpec spec{&g_, step.name, step.nodes, step.inputs, types, step.outputs,
-                   std::move(node_types)};
+  ClusterSpec spec{&g_,   step.name,    step.nodes,           step.inputs,
+                   types, step.outputs, std::move(node_types)};
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
   if (step.space == Space::kCuda) copts.device = Device{Device::Kind::kCuda, step.ordinal};
   CompileCache::Result result;
@@ -418,8 +418,8 @@ absl::Status Executor::OutputArgs(const Step& step, StepState& state,
       outs->push_back(KernelArg::Device(state.device_buffers[o].get()));
       continue;
     }
-    auto it = step.space == Space::kHost ? destinations_.find(Key(step.outputs[o]))
-                                         : destinations_.end();
+    auto it =
+        step.space == Space::kHost ? destinations_.find(Key(step.outputs[o])) : destinations_.end();
     const bool direct = it != destinations_.end() && it->second->type() == state.buffers[o].type();
     outs->push_back(KernelArg{direct ? it->second : &state.buffers[o], nullptr});
   }
@@ -483,8 +483,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunGemm(const Step& step, StepState& state,
-                               const std::vector<Value>& inputs,
+absl::Status Executor::RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,
                                const std::vector<TensorType>& types, bool compile_only) {
   if (types != state.input_types) {  // sizes once per input signature, not per Run
     const Node& mm = g_.node(step.nodes.front());

@@ -56,8 +56,8 @@ absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats)
 
 class Executor {
  public:
-  Executor(const Graph& g, const SessionOptions& options, SessionStats& stats,
-           PlanState& state, std::unordered_map<int, VariableSlot>& variables);
+  Executor(const Graph& g, const SessionOptions& options, SessionStats& stats, PlanState& state,
+           std::unordered_map<int, VariableSlot>& variables);
 
   void BindHost(const Tensor& t, const HostTensor* v);
   void BindVariable(const Tensor& t);

@@ -26,8 +26,8 @@ Space SpaceOf(const Device& d) {
 struct Planning {
   const Graph& g;
   const SessionOptions& options;
-  std::string default_device;   // canonical
-  std::vector<Device> device;   // by node id, for needed nodes (Place)
+  std::string default_device;  // canonical
+  std::vector<Device> device;  // by node id, for needed nodes (Place)
   std::set<std::pair<int, int>> fetched;
   std::vector<std::vector<int>> consumers;  // needed consumers, by node id
   std::vector<GemmMatch> gemms;
@@ -76,9 +76,10 @@ absl::Status CheckStrict(Planning& p) {
   for (int id = 0; id < p.g.num_nodes(); ++id) {
     const Node& n = p.g.node(id);
     if (p.plan->needed[id] && n.jit().compile.value_or(false) && n.op() == OpKind::kHostCall) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "node '", n.name(), "' (HostCall) is marked for compilation but has no Halide "
-          "lowering (strict mode)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("node '", n.name(),
+                       "' (HostCall) is marked for compilation but has no Halide "
+                       "lowering (strict mode)"));
     }
   }
   return absl::OkStatus();
@@ -115,8 +116,7 @@ absl::Status Place(Planning& p) {
 // 4. GEMMs a library runs (cuBLASLt on CUDA).
 void FindGemms(Planning& p) {
   p.library_calls.assign(p.g.num_nodes(), false);
-  if (p.options.reference_only ||
-      p.options.cuda_matmul != SessionOptions::CudaMatMul::kCublas) {
+  if (p.options.reference_only || p.options.cuda_matmul != SessionOptions::CudaMatMul::kCublas) {
     return;
   }
   GemmMatchOptions o;
@@ -301,8 +301,7 @@ const char* SpaceName(Space space) {
   return "?";
 }
 
-absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g,
-                                                      const SessionOptions& options,
+absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const SessionOptions& options,
                                                       const std::vector<Tensor>& fetches,
                                                       const std::vector<Tensor>& targets,
                                                       const std::vector<bool>& fed,

@@ -98,7 +98,8 @@ std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
                                const Halide::Target& target, int parallelism) {
   const char* name = RegistryName(kind);
   if (name == nullptr) {
-    throw Halide::CompileError(std::string("ApplyAutoscheduler: ") + SchedulerName(kind) + " is not an autoscheduler");
+    throw Halide::CompileError(std::string("ApplyAutoscheduler: ") + SchedulerName(kind) +
+                               " is not an autoscheduler");
   }
   EnsurePluginLoaded(kind);
   // docs/HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).

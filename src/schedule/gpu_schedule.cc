@@ -530,8 +530,8 @@ class GpuHeuristic {
         placed_.insert(acc.name());
         log_ << acc.name() << ": "
              << (plan_ == SchedulerKind::kGpuSerial ? "serial"
-                 : s.reduces_innermost     ? "short rows"
-                                           : "column")
+                 : s.reduces_innermost              ? "short rows"
+                                                    : "column")
              << ", a thread per output, " << where << "\n";
         return;
       case Kind::kColumnTwoStage:

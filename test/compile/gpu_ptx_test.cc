@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/ops.h"
-#include "gtest/gtest.h"
 #include "compile/cuda_codegen.h"
+#include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 #include "passes/mark_for_compilation.h"
 

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/host_tensor.h"
+#include "device/device_tensor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "device/device_tensor.h"
 
 namespace braze {
 namespace {

@@ -20,8 +20,8 @@
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
 #include "braze/ops.h"
-#include "gtest/gtest.h"
 #include "compile/compile.h"
+#include "gtest/gtest.h"
 #include "reference/reference.h"
 
 namespace braze {

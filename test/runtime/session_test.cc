@@ -1,9 +1,9 @@
 #include "braze/session.h"
 
-#include <cmath>
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "braze/device.h"
 #include "braze/ops.h"
