@@ -23,9 +23,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
-#include "device/device_tensor_impl.h"
 #include "compile/gpu_scheduling.h"
+#include "device/device_tensor_impl.h"
+#include "device/halide_util.h"
 #include "device/jit_memory.h"
+#include "ir/logging.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -40,6 +42,14 @@ using device::CatchHalideErrors;
 using lower::LoweredCluster;
 
 int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// A scheduler of the chain failed and the next one gets the cluster: a verbose line, as
+// the kernel's scheduler_failures() keep the reason anyway; when the last one fails, the
+// compile's error says it all.
+void LogFallThrough(const std::string& name, const std::string& failure, bool last) {
+  if (last || !VLogIsOn(1)) return;
+  LogInfo(1, absl::StrCat(name, ": ", failure, "; falling through to the next scheduler"));
+}
 
 // Halide's thread pool is process-wide. halide_set_num_threads is not exported by
 // libHalide, only by the JIT shared runtime, which exists after the first compile_jit
@@ -219,6 +229,7 @@ class HalideKernel : public CompiledKernel {
     std::string text;
     absl::Status s =
         CatchHalideErrors(name_ + ": lowered statement", absl::StatusCode::kInternal, [&] {
+          device::HalideOutputCapture halide_output;  // lowering repeats its warnings
           Halide::Pipeline p = pipeline_;
           p.compile_to_lowered_stmt(path, args, Halide::Text, target_);
           return absl::OkStatus();
@@ -282,7 +293,8 @@ static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
     const ClusterSpec& spec, const CompileOptions& options, const std::string& name,
     const Halide::Target& target, std::chrono::steady_clock::time_point start) {
   std::vector<std::string> failures;
-  for (SchedulerKind kind : SchedulerChain(options.gpu_scheduler, /*gpu=*/true)) {
+  const std::vector<SchedulerKind> chain = SchedulerChain(options.gpu_scheduler, /*gpu=*/true);
+  for (SchedulerKind kind : chain) {
     const std::string what = SchedulerName(kind);
     // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
     BRAZE_ASSIGN_OR_RETURN(LoweredCluster lowered, lower::LowerCluster(spec));
@@ -290,6 +302,7 @@ static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
     std::string schedule = "(every output is empty: nothing to compute)\n";
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
+        device::HalideOutputCapture halide_output;  // to the log at --v=2
         pipeline = Halide::Pipeline(lowered.info.outputs);
         device::UseJitBufferCache(&pipeline.jit_handlers());
         device::UseCudaHandlers(&pipeline.jit_handlers());
@@ -300,12 +313,13 @@ static absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCudaCluster(
       if (!s.ok()) {
         failures.push_back(s.message().rfind(what, 0) == 0 ? std::string(s.message())
                                                            : absl::StrCat(what, ": ", s.message()));
+        LogFallThrough(name, failures.back(), kind == chain.back());
         continue;
       }
     }
     auto kernel = std::make_unique<HalideKernel>(
-        name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind,
-        failures, absl::StrCat("// CUDA: ", what, "\n", schedule), /*on_device=*/true);
+        name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind, failures,
+        absl::StrCat("// CUDA: ", what, "\n", schedule), /*on_device=*/true);
     kernel->set_compile_ms(
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
             .count());
@@ -346,6 +360,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     std::string timing;
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(SchedulerName(kind), absl::StatusCode::kInternal, [&] {
+        // Adams2019's passes, lowering's warnings: to the log at --v=2.
+        device::HalideOutputCapture halide_output;
         pipeline = Halide::Pipeline(lowered.info.outputs);
         device::UseJitBufferCache(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
@@ -373,6 +389,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         failures.push_back(s.message().rfind(SchedulerName(kind), 0) == 0
                                ? std::string(s.message())
                                : absl::StrCat(SchedulerName(kind), ": ", s.message()));
+        LogFallThrough(name, failures.back(), kind == chain.back());
         continue;
       }
     } else {
