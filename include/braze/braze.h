@@ -9,6 +9,7 @@
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
 #include "braze/jit_scope.h"
+#include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/optimizers.h"
 #include "braze/session.h"

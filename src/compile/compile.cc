@@ -26,7 +26,9 @@
 #include "compile/gpu_scheduling.h"
 #include "device/backend.h"
 #include "device/device_tensor_impl.h"
+#include "device/halide_util.h"
 #include "device/jit_memory.h"
+#include "ir/logging.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -41,6 +43,14 @@ using device::CatchHalideErrors;
 using lower::LoweredCluster;
 
 int HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+// A scheduler of the chain failed and the next one gets the cluster: a verbose line, as
+// the kernel's scheduler_failures() keep the reason anyway; when the last one fails, the
+// compile's error says it all.
+void LogFallThrough(const std::string& name, const std::string& failure, bool last) {
+  if (last || !VLogIsOn(1)) return;
+  LogInfo(1, absl::StrCat(name, ": ", failure, "; falling through to the next scheduler"));
+}
 
 // Halide's thread pool is process-wide. halide_set_num_threads is not exported by
 // libHalide, only by the JIT shared runtime, which exists after the first compile_jit
@@ -139,6 +149,7 @@ class HalideKernel : public CompiledKernel {
     std::string text;
     absl::Status s =
         CatchHalideErrors(name_ + ": lowered statement", absl::StatusCode::kInternal, [&] {
+          device::HalideOutputCapture halide_output;  // lowering repeats its warnings
           Halide::Pipeline p = pipeline_;
           p.compile_to_lowered_stmt(path, args, Halide::Text, target_);
           return absl::OkStatus();
@@ -319,7 +330,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   }
   std::vector<std::string> failures;
   bool fresh = true;  // first_lowering's Funcs carry no schedule yet
-  for (SchedulerKind kind : SchedulerChain(first, gpu)) {
+  const std::vector<SchedulerKind> chain = SchedulerChain(first, gpu);
+  for (SchedulerKind kind : chain) {
     const std::string what = SchedulerName(kind);
     LoweredCluster lowered;
     if (fresh) {
@@ -333,6 +345,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     std::string timing;
     if (!lowered.info.outputs.empty()) {
       absl::Status s = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
+        // Autoscheduler progress, lowering's warnings: to the log at --v=2.
+        device::HalideOutputCapture halide_output;
         pipeline = Halide::Pipeline(lowered.info.outputs);
         backend.InstallHandlers(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
@@ -347,6 +361,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       if (!s.ok()) {
         failures.push_back(s.message().rfind(what, 0) == 0 ? std::string(s.message())
                                                            : absl::StrCat(what, ": ", s.message()));
+        LogFallThrough(name, failures.back(), kind == chain.back());
         continue;
       }
     }

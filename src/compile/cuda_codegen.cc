@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "compile/gpu_scheduling.h"
+#include "device/halide_util.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -93,6 +94,7 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
                           SchedulerKind kind, const Halide::Target& target, CudaKernelCode& code) {
   const std::string what = SchedulerName(kind);
   absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
+    device::HalideOutputCapture halide_output;  // Halide's chatter: to the log at --v=2
     Halide::Pipeline pipeline(lowered.info.outputs);
     code.schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
     std::vector<Halide::Argument> args;

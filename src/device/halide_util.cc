@@ -6,9 +6,132 @@
 #endif
 
 #include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <streambuf>
+#include <string>
+
+#include "ir/logging.h"
 
 namespace braze {
 namespace device {
+namespace {
+
+// The buffer std::cerr writes into during a capture: a string appended to under a mutex,
+// since several compiling threads may write at once (std::stringbuf is not safe for
+// that). It has no put area, so every write comes through overflow or xsputn.
+class LockedStringBuf : public std::streambuf {
+ public:
+  // Removes and returns the text up to and including its last newline, or all of it.
+  std::string Take(bool all) {
+    std::lock_guard<std::mutex> lock(mu_);
+    size_t end = text_.size();
+    if (!all) {
+      const size_t newline = text_.rfind('\n');
+      end = newline == std::string::npos ? 0 : newline + 1;
+    }
+    std::string taken = text_.substr(0, end);
+    text_.erase(0, end);
+    return taken;
+  }
+
+ protected:
+  int_type overflow(int_type c) override {
+    if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+    std::lock_guard<std::mutex> lock(mu_);
+    text_.push_back(traits_type::to_char_type(c));
+    return c;
+  }
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_.append(s, static_cast<size_t>(n));
+    return n;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string text_;
+};
+
+struct CaptureState {
+  std::mutex mu;  // guards `active` and the swaps of std::cerr's buffer
+  int active = 0;
+  std::streambuf* saved = nullptr;  // std::cerr's own buffer while active > 0
+  LockedStringBuf buffer;
+};
+
+// Leaked on purpose, as std::cerr may be in use during static destruction.
+CaptureState& Capture() {
+  static CaptureState* const state = new CaptureState;
+  return *state;
+}
+
+// HL_DEBUG_CODEGEN / HL_DEBUG_AUTOSCHEDULE above 0: Halide's debug output was asked for
+// (Halide reads them with atoi, as here).
+bool HalideDebugRequested() {
+  static const bool requested = [] {
+    for (const char* name : {"HL_DEBUG_CODEGEN", "HL_DEBUG_AUTOSCHEDULE"}) {
+      const char* value = std::getenv(name);
+      if (value != nullptr && std::atoi(value) > 0) return true;
+    }
+    return false;
+  }();
+  return requested;
+}
+
+void ForwardLine(const std::string& line) {
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+  LogInfo(2, "halide: " + line);
+}
+
+// Sends `text` to the log line by line. On a terminal, Adams2019 draws a progress bar
+// and erases it with backspaces before the next line: applied here, they leave only the
+// line.
+void Forward(const std::string& text) {
+  if (text.empty() || !VLogIsOn(2)) return;
+  std::string line;
+  for (char c : text) {
+    if (c == '\n') {
+      ForwardLine(line);
+      line.clear();
+    } else if (c == '\b') {
+      if (!line.empty()) line.pop_back();
+    } else {
+      line.push_back(c);
+    }
+  }
+  ForwardLine(line);
+}
+
+}  // namespace
+
+HalideOutputCapture::HalideOutputCapture() : active_(!HalideDebugRequested()) {
+  if (!active_) return;
+  CaptureState& state = Capture();
+  std::lock_guard<std::mutex> lock(state.mu);
+  if (state.active++ == 0) {
+    std::cerr.flush();
+    state.saved = std::cerr.rdbuf(&state.buffer);
+  }
+}
+
+HalideOutputCapture::~HalideOutputCapture() {
+  if (!active_) return;
+  CaptureState& state = Capture();
+  std::string text;
+  {
+    std::lock_guard<std::mutex> lock(state.mu);
+    const bool last = --state.active == 0;
+    if (last) {
+      std::cerr.rdbuf(state.saved);
+      state.saved = nullptr;
+    }
+    // A partial line waits for the rest while other captures run.
+    text = state.buffer.Take(/*all=*/last);
+  }
+  // Outside the lock: the sink is the program's code and may be slow.
+  Forward(text);
+}
 
 // The JIT target: HL_JIT_TARGET or the host, minus features this CPU lacks. Halide 14
 // reports AVX512_SapphireRapids for any CPU with AVX512-VNNI and AVX512-BF16 and then

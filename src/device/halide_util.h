@@ -1,5 +1,6 @@
 // The Halide boundary shared by every layer that touches Halide: the JIT target of the
-// host, Braze dtypes as Halide types, and the one place Halide's exceptions stop.
+// host, Braze dtypes as Halide types, the one place Halide's exceptions stop, and the
+// capture of what Halide prints while it schedules and compiles.
 //
 // Internal header: includes Halide.h.
 #ifndef BRAZE_DEVICE_HALIDE_UTIL_H_
@@ -40,6 +41,51 @@ absl::Status CatchHalideErrors(const std::string& context, absl::StatusCode code
     return absl::Status(code, message(e.what()));
   }
 }
+
+// While alive, what Halide prints to std::cerr is captured instead of reaching stderr:
+// the Adams2019 autoscheduler's "generate_schedule for target=...", "Pass 0 of 5,
+// cost: ..." and "Cache (block) hits" lines (printed on every schedule, whatever the
+// debug level), and user warnings such as "Update definition 0 of function f has not
+// been scheduled" (lowering prints them at compile time). The captured lines go to the
+// log as info at verbosity 2, each prefixed "halide: " (braze/logging.h), so
+// BRAZE_FLAGS=--v=2 shows them and the default shows nothing. Wrap every call that
+// schedules or compiles a pipeline:
+//
+//   absl::Status s = CatchHalideErrors(what, code, [&] {
+//     HalideOutputCapture halide_output;  // ends (and forwards) even when Halide throws
+//     ...
+//   });
+//
+// std::cerr is one process-wide stream, so the capture is process-wide too: the first
+// capture to start swaps std::cerr's buffer for one of its own (thread-safe: Halide
+// writes from every thread that compiles), the last to end swaps the old one back. The
+// compile cache compiles different keys on several threads at once; their captures share
+// the buffer, and each capture, as it ends, forwards the complete lines captured so far,
+// so at --v=2 the lines of concurrent compiles can interleave (and a line can be
+// forwarded by another thread's capture than the one whose compile printed it).
+//
+// What else follows from capturing a global stream: whatever the program writes to
+// std::cerr on other threads while a compile runs is captured too and shows only at
+// --v=2, and a write to std::cerr at the moment the buffer is swapped races with the
+// swap. Braze's own default log sink writes to the C stderr stream, which the capture
+// does not touch.
+//
+// Not captured: everything, when HL_DEBUG_CODEGEN or HL_DEBUG_AUTOSCHEDULE is set above
+// 0 (the user asked Halide for its debug output, which then goes to stderr as Halide
+// writes it; a capture does nothing); what Halide's Adams2019 cost model prints to
+// stdout, which it does only when told to load weights (HL_WEIGHTS_DIR) that fail to
+// load or do not match, or to randomize them (HL_RANDOMIZE_WEIGHTS=1); and what LLVM
+// writes to file descriptor 2 itself.
+class HalideOutputCapture {
+ public:
+  HalideOutputCapture();
+  ~HalideOutputCapture();
+  HalideOutputCapture(const HalideOutputCapture&) = delete;
+  HalideOutputCapture& operator=(const HalideOutputCapture&) = delete;
+
+ private:
+  const bool active_;  // false when Halide's debug output was asked for
+};
 
 }  // namespace device
 }  // namespace braze

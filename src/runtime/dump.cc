@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "ir/logging.h"
 #include "runtime/flags.h"
 
 namespace braze {
@@ -239,9 +240,8 @@ absl::Status SessionDumper::OnPlanBuilt(const Graph& graph, const Plan& plan) {
   if (flags.dump_to.empty() && !flags.clustering_debug) return absl::OkStatus();
   const std::string prefix = absl::StrCat("session_", SessionId(), ".plan_", num_plans_++);
   if (flags.clustering_debug) {
-    const std::string text =
-        absl::StrCat("braze: ", prefix, " clustering:\n", plan.clustering.DebugString());
-    std::fputs(text.c_str(), stderr);
+    // Info at level 0: the flag asked for it, so it shows at the default verbosity.
+    LogInfo(0, absl::StrCat(prefix, " clustering:\n", plan.clustering.DebugString()));
   }
   if (flags.dump_to.empty()) return absl::OkStatus();
   BRAZE_RETURN_IF_ERROR(EnsureDirectory(flags.dump_to));

@@ -16,7 +16,8 @@
 //
 // <signature> spells the input types ("f32_7x33__f32_33") or, when long, a stable hash
 // of them. tools/braze-dump renders the .dot files. With --clustering_debug each new
-// plan's ClusteringResult::DebugString() goes to stderr.
+// plan's ClusteringResult::DebugString() is logged (info, verbosity 0; braze/logging.h),
+// so it goes to stderr unless the program installed a log sink.
 #ifndef BRAZE_RUNTIME_DUMP_H_
 #define BRAZE_RUNTIME_DUMP_H_
 

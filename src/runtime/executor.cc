@@ -8,6 +8,7 @@
 #include "braze/status.h"
 #include "compile/cluster_key.h"
 #include "device/cublas_gemm.h"
+#include "ir/logging.h"
 #include "reference/reference.h"
 #include "runtime/timeline.h"
 
@@ -38,7 +39,7 @@ SchedulerKind ToSchedulerKind(Scheduler s) {
   return SchedulerKind::kSafeDefault;
 }
 
-void Warn(const std::string& msg) { std::fprintf(stderr, "braze: warning: %s\n", msg.c_str()); }
+void Warn(const std::string& msg) { LogWarning(msg); }
 
 bool HostLike(Space s) { return s != Space::kCuda; }
 

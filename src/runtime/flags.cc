@@ -4,14 +4,16 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ir/logging.h"
 #include "runtime/timeline.h"
 
 namespace braze {
 namespace {
 
 constexpr char kKnownFlags[] =
-    "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE";
+    "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N";
 
 absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
@@ -56,6 +58,7 @@ FlagState* NewFlagStateFromEnvironment() {
     }
   }
   state->flags = *std::move(parsed);
+  if (state->flags.v) SetLogVerbosity(*state->flags.v);
   return state;
 }
 
@@ -93,6 +96,13 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
       } else {
         return Bad(absl::StrCat("--clustering_debug takes true, false, 1 or 0, not '", value, "'"));
       }
+    } else if (name == "v") {
+      int v = 0;
+      if (!has_value || value.empty()) return Bad("--v needs a value (--v=N)");
+      if (!absl::SimpleAtoi(value, &v) || v < 0) {
+        return Bad(absl::StrCat("--v takes a non-negative integer, not '", value, "'"));
+      }
+      flags.v = v;
     } else {
       return Bad(absl::StrCat("unknown flag '--", std::string(name), "'"));
     }
@@ -109,6 +119,7 @@ void SetBrazeFlagsForTesting(absl::StatusOr<BrazeFlags> flags) {
   if (flags.ok()) {
     state.flags = *std::move(flags);
     state.status = absl::OkStatus();
+    if (state.flags.v) SetLogVerbosity(*state.flags.v);
   } else {
     state.flags = BrazeFlags{};
     state.status = flags.status();

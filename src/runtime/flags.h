@@ -6,9 +6,15 @@
 //   --dump_to=DIR        per session, each new plan's graph before and after clustering
 //                        (Graphviz .dot) and each compiled kernel's Halide statement and
 //                        schedule (.txt) go to DIR (created if missing); runtime/dump.h
-//   --clustering_debug   prints each new plan's clustering summary to stderr
+//   --clustering_debug   logs each new plan's clustering summary (info, verbosity 0: to
+//                        stderr unless the program installed a log sink)
 //   --timeline=FILE      writes a Chrome trace (chrome://tracing, Perfetto) of every
 //                        kernel launch and compile to FILE; runtime/timeline.h
+//   --v=N                the log verbosity (braze/logging.h), N >= 0: 0 (default) shows
+//                        warnings and errors, 1 adds schedulers that failed and were
+//                        fallen through, 2 what Halide prints while scheduling and
+//                        compiling (Adams2019's passes, Halide's warnings); applied when
+//                        the flags are read, over any earlier SetLogVerbosity
 //
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
@@ -16,6 +22,7 @@
 #ifndef BRAZE_RUNTIME_FLAGS_H_
 #define BRAZE_RUNTIME_FLAGS_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +35,7 @@ struct BrazeFlags {
   std::string dump_to;  // empty: no dumps
   bool clustering_debug = false;
   std::string timeline;  // empty: no timeline from the environment
+  std::optional<int> v;  // --v=N; unset: the log verbosity is left as the program set it
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the
@@ -43,8 +51,9 @@ const BrazeFlags& GetBrazeFlags();
 const absl::Status& BrazeFlagsStatus();
 
 // Replaces the process's flags (and clears any BRAZE_FLAGS error, or installs `flags`'s
-// error), so tests can switch dumps on without an environment. The `timeline` field is
-// not acted on here: tests drive braze::Timeline directly. Not synchronized with running
+// error), so tests can switch dumps on without an environment. A `v` sets the log
+// verbosity, as from the environment. The `timeline` field is not acted on here: tests
+// drive braze::Timeline directly. Not synchronized with running
 // sessions: call it only while none runs.
 void SetBrazeFlagsForTesting(absl::StatusOr<BrazeFlags> flags);
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/timeline.h"
+#include "ir/logging.h"
 
 namespace braze {
 namespace {
@@ -96,7 +97,8 @@ void AppendJsonString(std::string* out, std::string_view s) {
 void FinishAtExit() {
   if (Timeline::active()) {
     absl::Status s = Timeline::Stop();
-    if (!s.ok()) std::fprintf(stderr, "braze: timeline: %s\n", std::string(s.message()).c_str());
+    // Nobody is left to return the Status to.
+    if (!s.ok()) LogError(absl::StrCat("timeline: ", s.message()));
   }
 }
 

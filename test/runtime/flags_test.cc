@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
 
@@ -26,11 +27,12 @@ TEST(Flags, ParsesEveryFlag) {
   // Whitespace separates flags, so "dump" is a stray token: values cannot hold spaces.
   EXPECT_FALSE(flags.ok());
 
-  flags = ParseBrazeFlags("  --dump_to=/tmp/d --clustering_debug\t--timeline=/tmp/t.json\n");
+  flags = ParseBrazeFlags("  --dump_to=/tmp/d --clustering_debug\t--timeline=/tmp/t.json\n --v=2");
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->dump_to, "/tmp/d");
   EXPECT_TRUE(flags->clustering_debug);
   EXPECT_EQ(flags->timeline, "/tmp/t.json");
+  EXPECT_EQ(flags->v, 2);
 }
 
 TEST(Flags, EmptyIsDefaults) {
@@ -40,6 +42,7 @@ TEST(Flags, EmptyIsDefaults) {
     EXPECT_EQ(flags->dump_to, "");
     EXPECT_FALSE(flags->clustering_debug);
     EXPECT_EQ(flags->timeline, "");
+    EXPECT_FALSE(flags->v.has_value());  // the log verbosity is left alone
   }
 }
 
@@ -51,6 +54,8 @@ TEST(Flags, BooleanFormsAndLastValueWins) {
   EXPECT_EQ(ParseBrazeFlags("--dump_to=a --dump_to=b")->dump_to, "b");
   // '=' inside a value is part of the value.
   EXPECT_EQ(ParseBrazeFlags("--timeline=a=b.json")->timeline, "a=b.json");
+  EXPECT_EQ(ParseBrazeFlags("--v=0")->v, 0);
+  EXPECT_EQ(ParseBrazeFlags("--v=3 --v=1")->v, 1);
 }
 
 TEST(Flags, UnknownFlagListsTheKnownOnes) {
@@ -60,7 +65,7 @@ TEST(Flags, UnknownFlagListsTheKnownOnes) {
   EXPECT_THAT(std::string(flags.status().message()),
               AllOf(HasSubstr("BRAZE_FLAGS"), HasSubstr("unknown flag '--xla_hlo_profile'"),
                     HasSubstr("--dump_to=DIR"), HasSubstr("--clustering_debug"),
-                    HasSubstr("--timeline=FILE")));
+                    HasSubstr("--timeline=FILE"), HasSubstr("--v=N")));
 }
 
 TEST(Flags, MalformedFlagsAreErrors) {
@@ -72,6 +77,12 @@ TEST(Flags, MalformedFlagsAreErrors) {
       {"--dump_to=", "--dump_to needs a value"},
       {"--timeline", "--timeline needs a value"},
       {"--clustering_debug=yes", "takes true, false, 1 or 0, not 'yes'"},
+      {"--v", "--v needs a value (--v=N)"},
+      {"--v=", "--v needs a value (--v=N)"},
+      {"--v=-1", "--v takes a non-negative integer, not '-1'"},
+      {"--v=two", "--v takes a non-negative integer, not 'two'"},
+      {"--v=2x", "--v takes a non-negative integer, not '2x'"},
+      {"--verbose=1", "unknown flag '--verbose'"},
       {"dump_to=/tmp", "malformed flag 'dump_to=/tmp'"},
       {"-dump_to=/tmp", "malformed flag '-dump_to=/tmp'"},
       {"--", "malformed flag '--'"},
@@ -148,6 +159,29 @@ TEST_F(EnvFlagsTest, UnopenableTimelineInEnvironmentFailsRun) {
   EXPECT_EXIT(RunAndExit(), ::testing::ExitedWithCode(0),
               "first: INVALID_ARGUMENT: BRAZE_FLAGS --timeline: cannot open timeline file "
               "'/nonexistent_braze_dir/trace.json'");
+}
+
+// --v applies when the flags are read (at the first Run), over the program's setting.
+TEST_F(EnvFlagsTest, VerbosityFromEnvironment) {
+  setenv("BRAZE_FLAGS", "--v=2", 1);
+  EXPECT_EXIT(
+      {
+        SetLogVerbosity(1);
+        const int before = LogVerbosity();
+        absl::Status s = RunTinyGraph();
+        std::fprintf(stderr, "verbosity %d then %d, %s\n", before, LogVerbosity(),
+                     s.ToString().c_str());
+        std::exit(s.ok() && LogVerbosity() == 2 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "verbosity 1 then 2, OK");
+  setenv("BRAZE_FLAGS", "--v=-3", 1);  // rejected like any bad flag, verbosity untouched
+  EXPECT_EXIT(
+      {
+        absl::Status s = RunTinyGraph();
+        std::fprintf(stderr, "%s\n", s.ToString().c_str());
+        std::exit(absl::IsInvalidArgument(s) && LogVerbosity() == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "--v takes a non-negative integer, not '-3'");
 }
 
 TEST_F(EnvFlagsTest, GoodEnvironmentRuns) {

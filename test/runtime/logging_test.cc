@@ -1,0 +1,151 @@
+// The runtime's messages go through the log (braze/logging.h): a cluster's compile
+// fallback is a warning a program's sink receives, with the reason; --clustering_debug's
+// summary is info at level 0; BRAZE_FLAGS --v sets the verbosity (flags_test has the
+// environment cases).
+#include "braze/logging.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+#include "runtime/flags.h"
+
+namespace braze {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+struct Message {
+  LogSeverity severity;
+  int verbosity;
+  std::string text;
+};
+
+class RuntimeLogTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SetLogVerbosity(0);
+    SetLogSink([this](LogSeverity severity, int verbosity, std::string_view text) {
+      messages_.push_back({severity, verbosity, std::string(text)});
+    });
+  }
+  void TearDown() override {
+    SetLogSink(nullptr);
+    SetLogVerbosity(0);
+    SetBrazeFlagsForTesting(BrazeFlags{});
+  }
+
+  std::vector<Message> messages_;  // sessions here run on this thread only
+};
+
+// A layer norm under one scope: one cluster, "cluster_0".
+struct ScopedLayerNorm {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {6, 5}, "x");
+  Tensor y;
+  ScopedLayerNorm() {
+    JitScope scope(g);
+    y = LayerNorm(x, Const(g, HostTensor::RandomUniform(DType::kF32, {5}, 3)),
+                  Const(g, HostTensor::RandomUniform(DType::kF32, {5}, 4)));
+  }
+  Feeds feeds() const { return {{x, HostTensor::RandomUniform(DType::kF32, {6, 5}, 5)}}; }
+};
+
+SessionOptions FailingClusters() {
+  SessionOptions options;
+  options.inject_compile_failure = [](const std::string& name) {
+    return name.rfind("cluster_", 0) == 0;
+  };
+  return options;
+}
+
+TEST_F(RuntimeLogTest, CompileFallbackIsAWarningWithTheReason) {
+  ScopedLayerNorm model;
+  Session session(model.g, FailingClusters());
+  testing::internal::CaptureStderr();
+  auto out = session.Run(model.feeds(), {model.y});
+  // The sink took the warning instead of stderr, and Halide said nothing.
+  EXPECT_THAT(testing::internal::GetCapturedStderr(), IsEmpty());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_GT(session.stats().single_op_launches, 3);  // it did run op by op
+  ASSERT_EQ(messages_.size(), 1u);
+  EXPECT_EQ(messages_[0].severity, LogSeverity::kWarning);
+  EXPECT_EQ(messages_[0].verbosity, 0);
+  EXPECT_EQ(messages_[0].text,
+            "cluster 'cluster_0' failed to compile: injected compile failure; running it op "
+            "by op");
+
+  // The plan keeps the fallback: no second warning on the next Run.
+  ASSERT_TRUE(session.Run(model.feeds(), {model.y}).ok());
+  EXPECT_EQ(messages_.size(), 1u);
+
+  // Without a sink, the same warning is a line on stderr.
+  SetLogSink(nullptr);
+  Session another(model.g, FailingClusters());
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(another.Run(model.feeds(), {model.y}).ok());
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "braze: warning: cluster 'cluster_0' failed to compile: injected compile "
+            "failure; running it op by op\n");
+}
+
+TEST_F(RuntimeLogTest, ClusteringDebugIsInfoAtLevelZero) {
+  BrazeFlags flags;
+  flags.clustering_debug = true;
+  SetBrazeFlagsForTesting(flags);
+  ScopedLayerNorm model;
+  Session session(model.g);
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(session.Run(model.feeds(), {model.y}).ok());
+  EXPECT_THAT(testing::internal::GetCapturedStderr(), IsEmpty());
+  ASSERT_EQ(messages_.size(), 1u);
+  EXPECT_EQ(messages_[0].severity, LogSeverity::kInfo);
+  EXPECT_EQ(messages_[0].verbosity, 0);
+  EXPECT_THAT(messages_[0].text, AllOf(StartsWith("session_"),
+                                       HasSubstr(".plan_0 clustering:\nmark_for_compilation: ")));
+}
+
+TEST_F(RuntimeLogTest, VerbosityFlagSetsTheLogVerbosityOnlyWhenGiven) {
+  BrazeFlags flags;
+  flags.v = 2;
+  SetBrazeFlagsForTesting(flags);
+  EXPECT_EQ(LogVerbosity(), 2);
+  SetLogVerbosity(1);
+  SetBrazeFlagsForTesting(BrazeFlags{});  // no --v: the program's setting stays
+  EXPECT_EQ(LogVerbosity(), 1);
+}
+
+// At --v=2 a session's compile sends Adams2019's passes to the sink (compile_tests has
+// the details of the capture).
+TEST_F(RuntimeLogTest, HalideOutputAtVerbosityTwo) {
+  SetLogVerbosity(2);
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {8, 13}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Exp(x) * 2.5 + 1.25;  // elementwise: Auto picks Adams2019; a shape no test compiles
+  }
+  Session session(g);
+  testing::internal::CaptureStderr();
+  ASSERT_TRUE(session.Run({{x, HostTensor::RandomUniform(DType::kF32, {8, 13}, 6)}}, {y}).ok());
+  EXPECT_EQ(session.stats().compiles, 1);
+  EXPECT_THAT(testing::internal::GetCapturedStderr(), IsEmpty());
+  int halide_lines = 0;
+  for (const Message& m : messages_) {
+    if (m.text.rfind("halide: Pass 0 of ", 0) == 0) ++halide_lines;
+    EXPECT_EQ(m.severity, LogSeverity::kInfo) << m.text;
+  }
+  EXPECT_EQ(halide_lines, 1);
+}
+
+}  // namespace
+}  // namespace braze
