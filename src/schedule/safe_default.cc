@@ -23,6 +23,13 @@ constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 // Parallel tasks per thread: enough to balance load, few enough to keep overhead low.
 constexpr int64_t kTasksPerThread = 4;
 constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
+// Vectorized pure definitions shift their last vector inwards (recomputing a few
+// elements) instead of guarding it. Halide 14 miscompiles a GuardWithIf-vectorized
+// loop of two iterations whose last holds one element (extent w + 1) when the body has
+// a select: both iterations store the first vector, and the last element is never
+// written (test/e2e/miscompile_test.cc, docs/HALIDE14.md). Every vector width here is
+// at most the extent it vectorizes (VectorWidth), which ShiftInwards needs.
+constexpr TailStrategy kShift = TailStrategy::ShiftInwards;
 // Row pipelines (RowPipeline) need rows at least this long.
 constexpr int64_t kMinRow = 8;
 
@@ -118,12 +125,12 @@ class SafeScheduler {
       f.split(args[0], xo, xi, static_cast<int>(chunk), kGuard).parallel(xo);
       line << " split(" << args[0].name() << ", " << chunk << ").parallel";
       if (w > 1) {
-        f.vectorize(xi, w, kGuard);
+        f.vectorize(xi, w, kShift);
         line << " vectorize(" << w << ")";
       }
     } else {
       if (w > 1) {
-        f.vectorize(args[0], w, kGuard);
+        f.vectorize(args[0], w, kShift);
         line << " vectorize(" << args[0].name() << ", " << w << ")";
       }
       if (parallel) {
@@ -158,7 +165,7 @@ class SafeScheduler {
         yi(y.name() + "_t");
     Var outer = yo;
     if (w > 1) {
-      f.tile(x, y, xo, yo, xi, yi, w, w, kGuard).vectorize(xi).vectorize(yi);
+      f.tile(x, y, xo, yo, xi, yi, w, w, kShift).vectorize(xi).vectorize(yi);
       line << " tile(" << w << ", " << w << ").vectorize(both)";
     } else {
       outer = y;
@@ -244,7 +251,7 @@ class SafeScheduler {
     std::ostringstream line;
     line << out.name() << ":";
     if (w > 1) {
-      out.vectorize(args[0], w, kGuard);
+      out.vectorize(args[0], w, kShift);
       line << " vectorize(" << args[0].name() << ", " << w << ")";
     }
     Var row = args[rank - 1];
