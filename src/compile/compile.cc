@@ -32,6 +32,7 @@
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
+#include "schedule/lowered_check.h"
 #include "schedule/safe_default.h"
 #include "schedule/schedule_check.h"
 
@@ -276,6 +277,20 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
   return schedule;
 }
 
+// Lowers the scheduled pipeline once more and rejects (throws Halide::CompileError) a
+// schedule Halide 14 miscompiles silently or that could never run at these shapes
+// (schedule/lowered_check.h). Costs one lowering, no code generation.
+void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
+                  const Halide::Target& target) {
+  std::vector<Halide::Argument> args;
+  for (size_t i = 0; i < lowered.params.size(); ++i) {
+    if (!lowered.input_elided[i]) args.push_back(lowered.params[i]);
+  }
+  const Halide::Module module = pipeline.compile_to_module(args, "braze_check", target);
+  const std::string problem = schedule::CheckLoweredModule(module);
+  if (!problem.empty()) throw Halide::CompileError(problem);
+}
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -353,9 +368,12 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism);
         const double schedule_ms = MsSince(t0);
         const auto t1 = std::chrono::steady_clock::now();
+        CheckLowered(lowered, pipeline, target);
+        const double check_ms = MsSince(t1);
+        const auto t2 = std::chrono::steady_clock::now();
         pipeline.compile_jit(target);
-        timing =
-            absl::StrFormat("// schedule %.1f ms, compile_jit %.1f ms\n", schedule_ms, MsSince(t1));
+        timing = absl::StrFormat("// schedule %.1f ms, check %.1f ms, compile_jit %.1f ms\n",
+                                 schedule_ms, check_ms, MsSince(t2));
         return absl::OkStatus();
       });
       if (!s.ok()) {

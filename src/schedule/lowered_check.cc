@@ -1,0 +1,158 @@
+// Checks of lowered code; see lowered_check.h.
+#include "schedule/lowered_check.h"
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace braze {
+namespace schedule {
+namespace {
+
+using namespace Halide::Internal;  // IR node types, in this file only
+using Halide::Expr;
+
+// The Func a buffer belongs to: "f" for "f", and for "f.0" (a Tuple component) too.
+std::string FuncOfBuffer(const std::string& buffer) {
+  const size_t dot = buffer.rfind('.');
+  if (dot != std::string::npos && dot + 1 < buffer.size() &&
+      buffer.find_first_not_of("0123456789", dot + 1) == std::string::npos) {
+    return buffer.substr(0, dot);
+  }
+  return buffer;
+}
+
+// A loop of a Func's stage: "f.s0.x.x" -> func "f", stage "s0", var "x.x".
+struct LoopName {
+  std::string func, stage, var;
+  static bool Parse(const std::string& name, LoopName* out) {
+    for (size_t pos = name.find(".s"); pos != std::string::npos; pos = name.find(".s", pos + 1)) {
+      size_t end = pos + 2;
+      while (end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]))) ++end;
+      if (end == pos + 2 || end >= name.size() || name[end] != '.') continue;
+      out->func = name.substr(0, pos);
+      out->stage = name.substr(pos + 1, end - pos - 1);
+      out->var = name.substr(end + 1);
+      return true;
+    }
+    return false;
+  }
+  // Reduction variables are named "<rdom>$x" (and their splits keep the "$").
+  bool pure() const { return var.find('$') == std::string::npos; }
+};
+
+class Checker : public IRVisitor {
+ public:
+  std::string problem;
+
+  // A parallel loop's body is outlined into a function of its own, whose argument is
+  // the loop variable: such an argument encloses the whole body like a For.
+  void EnterFunctionArgument(const std::string& name) {
+    Loop loop{name, {}};
+    if (LoopName::Parse(name, &loop.parsed)) loops_.push_back(loop);
+    loop_names_.insert(name);
+  }
+
+ private:
+  using IRVisitor::visit;
+
+  struct Loop {
+    std::string name;
+    LoopName parsed;
+  };
+
+  // The loop variables (names) an expression depends on, through lets.
+  std::set<std::string> DepsOf(const Expr& e) {
+    std::set<std::string> deps;
+    class Vars : public IRGraphVisitor {
+     public:
+      std::set<std::string> names;
+
+     private:
+      using IRGraphVisitor::visit;
+      void visit(const Variable* op) override { names.insert(op->name); }
+    } vars;
+    e.accept(&vars);
+    for (const std::string& v : vars.names) {
+      if (loop_names_.count(v)) deps.insert(v);
+      auto it = let_deps_.find(v);
+      if (it != let_deps_.end()) deps.insert(it->second.begin(), it->second.end());
+    }
+    return deps;
+  }
+
+  void visit(const LetStmt* op) override {
+    op->value.accept(this);
+    let_deps_[op->name] = DepsOf(op->value);
+    op->body.accept(this);
+  }
+  void visit(const Let* op) override {
+    op->value.accept(this);
+    let_deps_[op->name] = DepsOf(op->value);
+    op->body.accept(this);
+  }
+
+  void visit(const For* op) override {
+    op->min.accept(this);
+    op->extent.accept(this);
+    Loop loop{op->name, {}};
+    const bool named = LoopName::Parse(op->name, &loop.parsed);
+    const bool trivial = is_const_one(op->extent);
+    if (named && !trivial) loops_.push_back(loop);
+    loop_names_.insert(op->name);
+    op->body.accept(this);
+    loop_names_.erase(op->name);
+    if (named && !trivial) loops_.pop_back();
+  }
+
+  void visit(const Store* op) override {
+    IRVisitor::visit(op);
+    if (!problem.empty()) return;
+    const std::string func = FuncOfBuffer(op->name);
+    std::set<std::string> deps = DepsOf(op->index);
+    const std::set<std::string> pred = DepsOf(op->predicate);
+    deps.insert(pred.begin(), pred.end());
+    for (const Loop& loop : loops_) {
+      if (loop.parsed.func != func || !loop.parsed.pure()) continue;
+      if (!deps.count(loop.name)) {
+        std::ostringstream s;
+        s << "Halide 14 miscompiled the schedule of " << func << ": its store to " << op->name
+          << "[" << op->index << "] does not move with loop " << loop.name;
+        problem = s.str();
+        return;
+      }
+    }
+  }
+
+  void visit(const AssertStmt* op) override {
+    if (problem.empty() && is_const_zero(op->condition)) {
+      std::ostringstream s;
+      s << "the schedule can never run at these shapes: " << op->message;
+      problem = s.str();
+    }
+    IRVisitor::visit(op);
+  }
+
+  std::vector<Loop> loops_;
+  std::set<std::string> loop_names_;
+  std::map<std::string, std::set<std::string>> let_deps_;
+};
+
+}  // namespace
+
+std::string CheckLoweredModule(const Halide::Module& module) {
+  for (const Halide::Internal::LoweredFunc& f : module.functions()) {
+    Checker checker;
+    for (const Halide::Internal::LoweredArgument& arg : f.args) {
+      checker.EnterFunctionArgument(arg.name);
+    }
+    f.body.accept(&checker);
+    if (!checker.problem.empty()) return checker.problem;
+  }
+  return "";
+}
+
+}  // namespace schedule
+}  // namespace braze

@@ -1,0 +1,37 @@
+// Checks a scheduled pipeline's lowered code for two ways Halide 14 gets a schedule
+// wrong that would otherwise surface only at run time, or never:
+//
+// - A store of a pure definition that does not move with its loop. Halide 14's
+//   vectorization of a GuardWithIf-split loop whose body holds a select can drop the
+//   loop's index: every iteration stores the first vector and the tail is never
+//   written, silently (seen with the safe default at extent w + 1, with Adams2019 and
+//   Mullapudi2016 schedules; test/e2e/miscompile_test.cc). In a loop over a pure var of
+//   a Func's own stage, every store to that Func must depend on the loop variable.
+//   (Loops over reduction variables legitimately store to one place: they are not
+//   checked.)
+// - An assertion that always fails. With every extent fixed at compile time, a split
+//   larger than its extent (an autoscheduler's ShiftInwards split of 64 over 8 columns,
+//   say) makes the bounds check of an input constant-false: the kernel could never run.
+//
+// A schedule that fails either check is rejected like one Halide rejects, so the
+// compile driver falls through to the next scheduler.
+//
+// Internal header: includes Halide.h.
+#ifndef BRAZE_SCHEDULE_LOWERED_CHECK_H_
+#define BRAZE_SCHEDULE_LOWERED_CHECK_H_
+
+#include <string>
+
+#include "Halide.h"
+
+namespace braze {
+namespace schedule {
+
+// Empty when `module` (the pipeline lowered for its target) passes both checks, else
+// what is wrong, naming the Func and the loop or the failing check.
+std::string CheckLoweredModule(const Halide::Module& module);
+
+}  // namespace schedule
+}  // namespace braze
+
+#endif  // BRAZE_SCHEDULE_LOWERED_CHECK_H_

@@ -1,0 +1,145 @@
+// Regression tests for miscompiles an independent differential fuzzer found, one test
+// per class of bug, each run under every CPU scheduler in strict mode (a Halide run-time
+// error is a failure, not a silent op-by-op fallback) against the reference executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+
+namespace braze {
+namespace {
+
+const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019,
+                                 Scheduler::kMullapudi2016, Scheduler::kLi2018,
+                                 Scheduler::kSafeDefault};
+
+const char* Name(Scheduler s) {
+  switch (s) {
+    case Scheduler::kAuto:
+      return "Auto";
+    case Scheduler::kAdams2019:
+      return "Adams2019";
+    case Scheduler::kMullapudi2016:
+      return "Mullapudi2016";
+    case Scheduler::kLi2018:
+      return "Li2018";
+    case Scheduler::kSafeDefault:
+      return "SafeDefault";
+  }
+  return "?";
+}
+
+// Runs `fetches` fused under every scheduler and on the reference kernels; compares.
+void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
+                            double rtol = 2e-3, double atol = 2e-4) {
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  Session ref(g, ref_opts);
+  auto want = ref.Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (Scheduler sched : kSchedulers) {
+    SessionOptions opts;
+    opts.scheduler = sched;
+    opts.strict = true;
+    Session s(g, opts);
+    auto got = s.Run(feeds, fetches);
+    ASSERT_TRUE(got.ok()) << Name(sched) << ": " << got.status();
+    EXPECT_GE(s.stats().cluster_launches, 1) << Name(sched);
+    for (size_t f = 0; f < fetches.size(); ++f) {
+      const HostTensor& a = (*got)[f];
+      const HostTensor& b = (*want)[f];
+      ASSERT_EQ(a.type(), b.type()) << Name(sched) << " fetch " << f;
+      int64_t bad = 0, first = -1;
+      for (int64_t i = 0; i < a.num_elements(); ++i) {
+        const double x = a.GetDouble(i), y = b.GetDouble(i);
+        const bool ok = std::isnan(y) ? std::isnan(x) : std::fabs(x - y) <= atol + rtol * std::fabs(y);
+        if (!ok && bad++ == 0) first = i;
+      }
+      EXPECT_EQ(bad, 0) << Name(sched) << " fetch " << f << " ('" << fetches[f].name() << "'): "
+                        << bad << " of " << a.num_elements() << " elements differ; first ["
+                        << first << "]: got " << (first >= 0 ? a.GetDouble(first) : 0)
+                        << ", reference " << (first >= 0 ? b.GetDouble(first) : 0);
+    }
+  }
+}
+
+HostTensor Random(const Shape& s, uint64_t seed) {
+  return HostTensor::RandomUniform(DType::kF32, s, seed, -2, 2);
+}
+
+TEST(Miscompile, RowMaxSelectWithUnrelatedReductionsInTheCluster) {
+  Graph g;
+  Tensor in2 = Placeholder(g, DType::kF32, {5, 6}, "in2");
+  Tensor in0 = Placeholder(g, DType::kF32, {4}, "in0");
+  Tensor in1 = Placeholder(g, DType::kF32, {8}, "in1");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor mx = Max(in2, {1});
+    Tensor mul = Mul(mx, Const(g, HostTensor::Scalar<float>(0.7f)));
+    Tensor sel = Select(Greater(mx, mx), mx, mul);
+    Tensor ln = LayerNorm(in0, Const(g, HostTensor::Filled(DType::kF32, {4}, 1.5)),
+                          Const(g, HostTensor::Filled(DType::kF32, {4}, 0.25)));
+    Tensor sum = Sum(in1);
+    fetches = {sel, ln, sum};
+  }
+  ExpectMatchesReference(g, {{in2, Random({5, 6}, 1)}, {in0, Random({4}, 2)}, {in1, Random({8}, 3)}},
+                         fetches);
+}
+
+TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
+  Graph g;
+  Tensor in0 = Placeholder(g, DType::kF32, {9, 8}, "in0");
+  Tensor gamma = Placeholder(g, DType::kF32, {8}, "gamma");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor ln = LayerNorm(in0, gamma, Const(g, HostTensor::Filled(DType::kF32, {8}, 0.1)));
+    Tensor r = Reshape(ln, {72});
+    Tensor t = Transpose(Reshape(r, {9, 8}), {1, 0});
+    Tensor t2 = Transpose(t, {1, 0});
+    fetches = {Tanh(ln), t2, r};
+  }
+  ExpectMatchesReference(g, {{in0, Random({9, 8}, 4)}, {gamma, Random({8}, 5)}}, fetches);
+}
+
+TEST(Miscompile, BroadcastSumConcatSelect) {
+  Graph g;
+  Tensor in0 = Placeholder(g, DType::kF32, {27, 5, 8}, "in0");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor b = BroadcastTo(in0, {4, 27, 5, 8});
+    Tensor sum = Sum(b, {0});
+    Tensor cat = Concat({in0, Relu(in0)}, 0);
+    Tensor mul = Mul(sum, Const(g, HostTensor::Scalar<float>(0.3f)));
+    Tensor sel = Select(Greater(in0, sum), in0, mul);
+    fetches = {sel, cat};
+  }
+  ExpectMatchesReference(g, {{in0, Random({27, 5, 8}, 6)}}, fetches);
+}
+
+TEST(Miscompile, PadOfARowMax) {
+  Graph g;
+  Tensor in1 = Placeholder(g, DType::kF32, {3, 15}, "in1");
+  Tensor in2 = Placeholder(g, DType::kF32, {5, 27}, "in2");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor mx = Max(in1, {1});
+    Tensor pad = Pad(mx, {{1, 1}}, 0.0);
+    Tensor b = BroadcastTo(mx, {3, 3});
+    Tensor m = Maximum(in1, in1);
+    Tensor a = Sub(Abs(Pad(mx, {{0, 2}}, 0.5)), Pad(Mul(mx, mx), {{2, 0}}, -1.0));
+    Tensor cat = Concat({Sigmoid(in2), in2}, 1);
+    fetches = {pad, b, m, a, cat};
+  }
+  ExpectMatchesReference(g, {{in1, Random({3, 15}, 7)}, {in2, Random({5, 27}, 8)}}, fetches);
+}
+
+}  // namespace
+}  // namespace braze

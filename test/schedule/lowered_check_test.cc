@@ -1,0 +1,79 @@
+// The lowered-code checks catch the Halide 14 miscompile and the never-runnable split
+// on small pipelines built here, and pass correct schedules.
+#include "schedule/lowered_check.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace braze {
+namespace schedule {
+namespace {
+
+using ::testing::HasSubstr;
+
+// out(x) = select(f(x) > 1, f(x), f(x) / 2) over `n` elements, f computed at root,
+// out vectorized by `w` with `tail`.
+std::string Check(int n, int w, Halide::TailStrategy tail, bool with_select) {
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  in.dim(0).set_bounds(0, n);
+  Halide::Var x("x");
+  Halide::Func f("f"), out("out");
+  f(x) = in(x) * 2.0f;
+  out(x) = with_select ? Halide::select(f(x) > 1.0f, f(x), f(x) * 0.5f) : f(x) * 0.5f;
+  f.compute_root();
+  out.vectorize(x, w, tail);
+  out.output_buffer().dim(0).set_bounds(0, n);
+  Halide::Module m =
+      Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+  return CheckLoweredModule(m);
+}
+
+TEST(LoweredCheck, CatchesTheGuardedVectorLoopThatDropsItsIndex) {
+  // Halide 14: extent w + 1, GuardWithIf, a select: both iterations store lanes 0..3.
+  EXPECT_THAT(Check(5, 4, Halide::TailStrategy::GuardWithIf, true),
+              HasSubstr("does not move with loop out.s0.x.x"));
+}
+
+TEST(LoweredCheck, PassesCorrectSchedules) {
+  EXPECT_EQ(Check(5, 4, Halide::TailStrategy::ShiftInwards, true), "");
+  EXPECT_EQ(Check(5, 4, Halide::TailStrategy::GuardWithIf, false), "");
+  EXPECT_EQ(Check(37, 8, Halide::TailStrategy::GuardWithIf, true), "");
+  EXPECT_EQ(Check(64, 8, Halide::TailStrategy::RoundUp, true), "");
+}
+
+TEST(LoweredCheck, ReductionLoopsMayStoreInPlace) {
+  Halide::ImageParam in(Halide::Float(32), 2, "in");
+  in.dim(0).set_bounds(0, 16);
+  in.dim(1).set_bounds(0, 8);
+  in.dim(1).set_stride(16);
+  Halide::Var x("x");
+  Halide::RDom r(0, 16, "r");
+  Halide::Func sum("sum");
+  sum(x) = 0.0f;
+  sum(x) += in(r, x);
+  sum.output_buffer().dim(0).set_bounds(0, 8);
+  sum.update(0).vectorize(x, 8);
+  Halide::Module m =
+      Halide::Pipeline(sum).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_EQ(CheckLoweredModule(m), "");
+}
+
+TEST(LoweredCheck, CatchesASplitThatCanNeverRun) {
+  // A producer split by 64, shifted inwards, over 8 elements: it reads the input at -56.
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  in.dim(0).set_bounds(0, 8);
+  Halide::Var x("x"), xi("xi");
+  Halide::Func g("g"), out("out");
+  g(x) = in(x) + 1.0f;
+  out(x) = g(x) * 2.0f;
+  out.output_buffer().dim(0).set_bounds(0, 8);
+  out.split(x, x, xi, 64, Halide::TailStrategy::GuardWithIf);
+  g.compute_at(out, x).split(x, x, xi, 64, Halide::TailStrategy::ShiftInwards);
+  Halide::Module m =
+      Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_THAT(CheckLoweredModule(m), HasSubstr("can never run"));
+}
+
+}  // namespace
+}  // namespace schedule
+}  // namespace braze
