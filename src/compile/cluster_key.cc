@@ -4,6 +4,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 
@@ -17,6 +18,10 @@ struct Overloaded : Fs... {
 template <class... Fs>
 Overloaded(Fs...) -> Overloaded<Fs...>;
 
+// Every bit of a double (StrCat keeps 6 significant digits: 1.000001 and 1.000004 would
+// share a kernel).
+std::string Exact(double v) { return absl::StrFormat("%a", v); }
+
 std::string AttrKey(const Attrs& attrs) {
   return std::visit(
       Overloaded{
@@ -24,11 +29,13 @@ std::string AttrKey(const Attrs& attrs) {
           [](const PlaceholderAttrs& a) {
             return TypeString({a.dtype, a.shape});
           },
+          // The bytes themselves, not a hash of them: the value is compiled into the
+          // kernel, so two constants may share a kernel only when they are equal.
           [](const ConstAttrs& a) {
             const HostTensor& v = *a.value;
-            size_t h = absl::HashOf(
-                absl::string_view(static_cast<const char*>(v.raw_data()), v.num_bytes()));
-            return absl::StrCat(TypeString(v.type()), "#", h);
+            return absl::StrCat(TypeString(v.type()), "#",
+                                absl::string_view(static_cast<const char*>(v.raw_data()),
+                                                  v.num_bytes()));
           },
           [](const VariableAttrs& a) {
             return TypeString({a.dtype, a.shape});
@@ -51,10 +58,10 @@ std::string AttrKey(const Attrs& attrs) {
           [](const PadAttrs& a) {
             std::string s;
             for (auto [lo, hi] : a.paddings) absl::StrAppend(&s, lo, "/", hi, ",");
-            return absl::StrCat(s, a.value);
+            return absl::StrCat(s, Exact(a.value));
           },
           [](const OneHotAttrs& a) {
-            return absl::StrCat(a.depth, ",", a.on_value, ",", a.off_value, ",",
+            return absl::StrCat(a.depth, ",", Exact(a.on_value), ",", Exact(a.off_value), ",",
                                 DTypeName(a.dtype));
           },
           // Never compiled; the function's identity is the only honest key.

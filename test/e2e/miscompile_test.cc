@@ -141,5 +141,26 @@ TEST(Miscompile, PadOfARowMax) {
   ExpectMatchesReference(g, {{in1, Random({3, 15}, 7)}, {in2, Random({5, 27}, 8)}}, fetches);
 }
 
+// Two graphs that differ only in a Pad value beyond the sixth significant digit once
+// shared a kernel, so the second computed with the first's constant.
+TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
+  for (double value : {1.000001, 1.000004}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+    Tensor y;
+    {
+      JitScope scope(g);
+      y = Pad(Exp(x), {{1, 1}}, value);
+    }
+    SessionOptions opts;
+    opts.strict = true;
+    Session s(g, opts);
+    auto r = s.Run({{x, Random({3}, 9)}}, {y});
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].GetDouble(0), static_cast<float>(value));
+    EXPECT_EQ((*r)[0].GetDouble(4), static_cast<float>(value));
+  }
+}
+
 }  // namespace
 }  // namespace braze
