@@ -107,6 +107,18 @@ class Checker : public IRVisitor {
     if (named && !trivial) loops_.pop_back();
   }
 
+  // Inside a branch on a loop variable the variable may be pinned (loop partitioning
+  // of an outlined parallel loop gives `if (v < 1) {first} else {tail}`, and the tail's
+  // store is then at a constant place): stores there are not checked against it.
+  void visit(const IfThenElse* op) override {
+    op->condition.accept(this);
+    const std::set<std::string> deps = DepsOf(op->condition);
+    for (const std::string& v : deps) ++pinned_[v];
+    op->then_case.accept(this);
+    if (op->else_case.defined()) op->else_case.accept(this);
+    for (const std::string& v : deps) --pinned_[v];
+  }
+
   void visit(const Store* op) override {
     IRVisitor::visit(op);
     if (!problem.empty()) return;
@@ -115,7 +127,7 @@ class Checker : public IRVisitor {
     const std::set<std::string> pred = DepsOf(op->predicate);
     deps.insert(pred.begin(), pred.end());
     for (const Loop& loop : loops_) {
-      if (loop.parsed.func != func || !loop.parsed.pure()) continue;
+      if (loop.parsed.func != func || !loop.parsed.pure() || pinned_[loop.name] > 0) continue;
       if (!deps.count(loop.name)) {
         std::ostringstream s;
         s << "Halide 14 miscompiled the schedule of " << func << ": its store to " << op->name
@@ -138,6 +150,7 @@ class Checker : public IRVisitor {
   std::vector<Loop> loops_;
   std::set<std::string> loop_names_;
   std::map<std::string, std::set<std::string>> let_deps_;
+  std::map<std::string, int> pinned_;  // loop var -> enclosing branches on it
 };
 
 }  // namespace
