@@ -1,0 +1,247 @@
+// braze-fuzz: differential fuzzing of the compiler at scale. Each seed is a random
+// program (tools/fuzz/random_program.h) run fused, in strict mode, under a scheduler,
+// and on the reference kernels; outputs must agree. A failure is minimized and printed
+// as a self-contained C++ snippet.
+//
+//   braze-fuzz --seeds=1000:2000 --jobs=2 --budget=600
+//   braze-fuzz --seeds=4711 --scheduler=Mullapudi2016 --verbose
+//
+// Flags: --seeds=A:B (the half-open range, or one seed), --jobs=N (processes; seeds are
+// dealt round-robin), --budget=S (seconds; stops starting new seeds after that),
+// --scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random (random: one per
+// seed, from the seed), --jit_device (place ops on jit:cpu instead of a JitScope),
+// --no_minimize, --max_ops=N, --verbose (a line per seed). Exit status 1 on any
+// mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "braze/logging.h"
+#include "tools/fuzz/fuzz_runner.h"
+
+namespace braze {
+namespace fuzz {
+namespace {
+
+struct Flags {
+  uint64_t first = 1, last = 101;  // [first, last)
+  int jobs = 1;
+  double budget = 0;  // 0: none
+  std::string scheduler = "random";
+  bool jit_device = false;
+  bool minimize = true;
+  bool verbose = false;
+  int max_ops = 14;
+};
+
+bool ParseFlags(int argc, char** argv, Flags* f) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    std::string value;
+    if (size_t eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    }
+    if (arg == "--seeds") {
+      std::vector<std::string> parts = absl::StrSplit(value, ':');
+      if (!absl::SimpleAtoi(parts[0], &f->first)) return false;
+      f->last = f->first + 1;
+      if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &f->last)) return false;
+    } else if (arg == "--jobs") {
+      if (!absl::SimpleAtoi(value, &f->jobs) || f->jobs < 1) return false;
+    } else if (arg == "--budget") {
+      if (!absl::SimpleAtod(value, &f->budget)) return false;
+    } else if (arg == "--scheduler") {
+      f->scheduler = value;
+    } else if (arg == "--max_ops") {
+      if (!absl::SimpleAtoi(value, &f->max_ops) || f->max_ops < 3) return false;
+    } else if (arg == "--jit_device") {
+      f->jit_device = true;
+    } else if (arg == "--no_minimize") {
+      f->minimize = false;
+    } else if (arg == "--verbose") {
+      f->verbose = true;
+    } else {
+      return false;
+    }
+  }
+  return f->first < f->last;
+}
+
+bool SchedulerFor(const std::string& name, uint64_t seed, Scheduler* out) {
+  static const Scheduler kAll[] = {Scheduler::kAuto, Scheduler::kAdams2019,
+                                   Scheduler::kMullapudi2016, Scheduler::kLi2018,
+                                   Scheduler::kSafeDefault};
+  static const char* kNames[] = {"auto", "adams2019", "mullapudi2016", "li2018", "safedefault"};
+  if (name == "random") {
+    *out = kAll[(seed * 2654435761u >> 7) % 5];
+    return true;
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (name == kNames[i]) {
+      *out = kAll[i];
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* Name(Scheduler s) {
+  switch (s) {
+    case Scheduler::kAuto:
+      return "kAuto";
+    case Scheduler::kAdams2019:
+      return "kAdams2019";
+    case Scheduler::kMullapudi2016:
+      return "kMullapudi2016";
+    case Scheduler::kLi2018:
+      return "kLi2018";
+    case Scheduler::kSafeDefault:
+      return "kSafeDefault";
+  }
+  return "?";
+}
+
+struct Tally {
+  int64_t passed = 0, skipped = 0, mismatches = 0, errors = 0, launches = 0;
+};
+
+// Runs seeds first + shard, first + shard + jobs, ...; prints failures as they come.
+Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point start) {
+  Tally t;
+  GenerateOptions gen;
+  gen.max_ops = f.max_ops;
+  for (uint64_t seed = f.first + shard; seed < f.last; seed += f.jobs) {
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (f.budget > 0 && elapsed > f.budget) break;
+    Program p = GenerateProgram(seed, gen);
+    RunOptions o;
+    SchedulerFor(f.scheduler, seed, &o.scheduler);
+    o.jit_scope = !f.jit_device;
+    const Outcome out = RunProgram(p, o);
+    t.launches += out.cluster_launches;
+    switch (out.kind) {
+      case Outcome::Kind::kPass:
+        ++t.passed;
+        break;
+      case Outcome::Kind::kSkip:
+        ++t.skipped;
+        break;
+      case Outcome::Kind::kMismatch:
+        ++t.mismatches;
+        break;
+      case Outcome::Kind::kError:
+        ++t.errors;
+        break;
+    }
+    if (f.verbose) {
+      std::printf("seed %llu %s %s (%d ops, %lld launches)%s%s\n",
+                  static_cast<unsigned long long>(seed), Name(o.scheduler),
+                  OutcomeName(out.kind), static_cast<int>(p.ops.size()),
+                  static_cast<long long>(out.cluster_launches), out.detail.empty() ? "" : ": ",
+                  out.detail.c_str());
+      std::fflush(stdout);
+    }
+    if (out.kind == Outcome::Kind::kMismatch || out.kind == Outcome::Kind::kError) {
+      std::vector<bool> keep;
+      Outcome shown = out;
+      if (f.minimize) {
+        keep = Minimize(p, o, out.kind);
+        shown = RunProgram(p, o, keep);
+      }
+      std::printf(
+          "==== seed %llu: %s under Scheduler::%s (strict, %s)\n%s\n---- minimized program\n"
+          "%s// Session(g, {.scheduler = Scheduler::%s, .strict = true}) vs reference_only\n\n",
+          static_cast<unsigned long long>(seed), OutcomeName(shown.kind), Name(o.scheduler),
+          o.jit_scope ? "JitScope(g) around every op" : "ops on jit:cpu", shown.detail.c_str(),
+          ProgramToCpp(p, keep).c_str(), Name(o.scheduler));
+      std::fflush(stdout);
+    }
+  }
+  return t;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  if (!ParseFlags(argc, argv, &f)) {
+    std::fprintf(stderr,
+                 "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
+                 "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
+                 "[--jit_device] [--no_minimize] [--max_ops=N] [--verbose]\n");
+    return 2;
+  }
+  Scheduler unused;
+  if (!SchedulerFor(f.scheduler, 0, &unused)) {
+    std::fprintf(stderr, "braze-fuzz: unknown scheduler '%s'\n", f.scheduler.c_str());
+    return 2;
+  }
+  SetLogSink([](LogSeverity, int, std::string_view) {});  // fallbacks are failures here
+  const auto start = std::chrono::steady_clock::now();
+  Tally total;
+  if (f.jobs == 1) {
+    total = RunShard(f, 0, start);
+  } else {
+    std::vector<std::pair<pid_t, int>> children;  // pid, read end of its tally pipe
+    for (int shard = 0; shard < f.jobs; ++shard) {
+      int fds[2];
+      if (pipe(fds) != 0) return 2;
+      std::fflush(stdout);
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(fds[0]);
+        const Tally t = RunShard(f, shard, start);
+        if (write(fds[1], &t, sizeof(t)) != sizeof(t)) _exit(3);
+        _exit(0);
+      }
+      close(fds[1]);
+      children.emplace_back(pid, fds[0]);
+    }
+    for (auto [pid, fd] : children) {
+      Tally t;
+      const bool got = read(fd, &t, sizeof(t)) == sizeof(t);
+      close(fd);
+      int status = 0;
+      waitpid(pid, &status, 0);
+      if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::printf("braze-fuzz: a shard died (status %d): counted as an error\n", status);
+        ++total.errors;
+        continue;
+      }
+      total.passed += t.passed;
+      total.skipped += t.skipped;
+      total.mismatches += t.mismatches;
+      total.errors += t.errors;
+      total.launches += t.launches;
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t failed = total.mismatches + total.errors;
+  std::printf(
+      "braze-fuzz: seeds %llu:%llu, %lld graphs run: %lld passed, %lld skipped, %lld "
+      "mismatches, %lld errors, %lld cluster launches, %.0f s\n",
+      static_cast<unsigned long long>(f.first), static_cast<unsigned long long>(f.last),
+      static_cast<long long>(total.passed + total.skipped + failed),
+      static_cast<long long>(total.passed), static_cast<long long>(total.skipped),
+      static_cast<long long>(total.mismatches), static_cast<long long>(total.errors),
+      static_cast<long long>(total.launches), seconds);
+  std::printf("braze-fuzz: %lld passed, %lld failed\n", static_cast<long long>(total.passed),
+              static_cast<long long>(failed));
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace fuzz
+}  // namespace braze
+
+int main(int argc, char** argv) { return braze::fuzz::Main(argc, argv); }

@@ -1,0 +1,45 @@
+// Runs a random program (random_program.h) compiled and on the reference kernels and
+// compares; shrinks a failing program while it still fails the same way.
+#ifndef BRAZE_TOOLS_FUZZ_FUZZ_RUNNER_H_
+#define BRAZE_TOOLS_FUZZ_FUZZ_RUNNER_H_
+
+#include <string>
+#include <vector>
+
+#include "braze/session.h"
+#include "tools/fuzz/random_program.h"
+
+namespace braze {
+namespace fuzz {
+
+struct RunOptions {
+  Scheduler scheduler = Scheduler::kAuto;
+  // The compiled run: every op under one JitScope (false: placed on jit:cpu, the
+  // forced-compilation device, instead).
+  bool jit_scope = true;
+  bool strict = true;  // a cluster that fails to compile or run is an error, not a fallback
+  double rtol = 2e-3;
+  double atol = 2e-4;  // scaled by the largest magnitude in the reference output
+};
+
+struct Outcome {
+  enum class Kind { kPass, kSkip, kMismatch, kError };
+  Kind kind = Kind::kPass;
+  std::string detail;  // what differed, or the error
+  int runs = 0;        // feeds sizes compared (dynamic inputs run with several)
+  int64_t cluster_launches = 0;
+};
+const char* OutcomeName(Outcome::Kind kind);
+
+// The program with the ops in `keep` (empty: all), run with every feed size.
+Outcome RunProgram(const Program& program, const RunOptions& options,
+                   const std::vector<bool>& keep = {});
+
+// Drops fetches and ops (delta debugging, one at a time, while the outcome keeps its
+// kind); returns the ops to keep and updates `program`'s fetches and gradients flag.
+std::vector<bool> Minimize(Program& program, const RunOptions& options, Outcome::Kind kind);
+
+}  // namespace fuzz
+}  // namespace braze
+
+#endif  // BRAZE_TOOLS_FUZZ_FUZZ_RUNNER_H_

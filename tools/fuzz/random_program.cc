@@ -1,0 +1,731 @@
+// Random programs; see random_program.h.
+#include "tools/fuzz/random_program.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "braze/gradients.h"
+#include "braze/ops.h"
+
+namespace braze {
+namespace fuzz {
+namespace {
+
+// Odd, prime, tiny and vector-width-adjacent extents.
+constexpr int64_t kDims[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31};
+
+std::string Ints(const std::vector<int64_t>& v) { return absl::StrCat("{", absl::StrJoin(v, ", "), "}"); }
+std::string Ints(const std::vector<int>& v) { return absl::StrCat("{", absl::StrJoin(v, ", "), "}"); }
+std::string DTypeCode(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return "DType::kF32";
+    case DType::kF64:
+      return "DType::kF64";
+    case DType::kI32:
+      return "DType::kI32";
+    case DType::kBool:
+      return "DType::kBool";
+  }
+  return "?";
+}
+std::string Num(double v) { return absl::StrCat(v); }
+
+bool Floating(DType d) { return d == DType::kF32 || d == DType::kF64; }
+
+// Numpy broadcasting of two shapes, or false.
+bool Broadcast(const Shape& a, const Shape& b, Shape* out) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape s(r);
+  for (size_t i = 0; i < r; ++i) {
+    const int64_t da = i < r - a.size() ? 1 : a[i - (r - a.size())];
+    const int64_t db = i < r - b.size() ? 1 : b[i - (r - b.size())];
+    if (da != db && da != 1 && db != 1) return false;
+    s[i] = std::max(da, db);
+  }
+  if (out != nullptr) *out = s;
+  return true;
+}
+
+HostTensor RandomValues(DType dtype, const Shape& shape, uint64_t seed) {
+  const double lo = dtype == DType::kI32 ? -3 : -2, hi = dtype == DType::kI32 ? 4 : 2;
+  return HostTensor::RandomUniform(dtype, shape, seed, lo, hi);
+}
+
+class Generator {
+ public:
+  Generator(uint64_t seed, const GenerateOptions& options) : rng_(seed), options_(options) {
+    program_.seed = seed;
+  }
+
+  // Builds the program; false when the scratch graph rejected an op (try another seed).
+  bool Generate() {
+    MakeInputs();
+    const int num_ops = options_.min_ops + Uniform(options_.max_ops - options_.min_ops + 1);
+    for (int i = 0; i < num_ops; ++i) {
+      for (int attempt = 0; attempt < 20 && !AddRandomOp(); ++attempt) {
+      }
+      if (!g_.status().ok()) return false;
+    }
+    PickFetches();
+    program_.gradients = Chance(options_.gradients_probability);
+    return g_.status().ok() && !program_.fetches.empty();
+  }
+  Program Take() { return std::move(program_); }
+
+ private:
+  int Uniform(int n) { return n <= 1 ? 0 : static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
+  bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
+  double Value() { return std::round(std::uniform_real_distribution<double>(-2, 2)(rng_) * 1000) / 1000; }
+
+  Shape RandomShape(bool large) {
+    if (large) {
+      static const Shape kLarge[] = {{67, 521}, {3, 129, 101}, {40000}, {257, 131}, {2, 5, 61, 67}};
+      return kLarge[Uniform(5)];
+    }
+    Shape s(Uniform(5));  // rank 0-4
+    int64_t total = 1;
+    for (auto& d : s) {
+      d = Dim();
+      if (total * d > 4096) d = 1;
+      total *= d;
+    }
+    return s;
+  }
+
+  void MakeInputs() {
+    const int n = 1 + Uniform(3);
+    const bool large = Chance(options_.large_probability);
+    Shape base = RandomShape(large);
+    for (int i = 0; i < n; ++i) {
+      ProgramInput in;
+      in.dtype = Chance(0.85) ? DType::kF32 : (Chance(0.5) ? DType::kF64 : DType::kI32);
+      if (i == 0) {
+        in.shape = base;
+      } else if (Chance(0.5)) {
+        in.shape = Partner(base);
+      } else {
+        in.shape = RandomShape(false);
+      }
+      in.dynamic0 = !in.shape.empty() && Chance(options_.dynamic_probability);
+      Shape declared = in.shape;
+      if (in.dynamic0) declared[0] = -1;
+      Tensor t = Placeholder(g_, in.dtype, declared, absl::StrCat("in", i));
+      program_.inputs.push_back(in);
+      values_.push_back(t);
+    }
+  }
+
+  // A shape that broadcasts against `s`: a suffix of it with some dims set to 1.
+  Shape Partner(const Shape& s) {
+    Shape p(s.begin() + Uniform(static_cast<int>(s.size()) + 1), s.end());
+    for (auto& d : p) {
+      if (Chance(0.3)) d = 1;
+    }
+    return p;
+  }
+
+  // A random earlier value satisfying `ok`, or -1.
+  int Pick(const std::function<bool(const Tensor&)>& ok) {
+    std::vector<int> candidates;
+    for (size_t i = 0; i < values_.size(); ++i) {
+      if (ok(values_[i])) candidates.push_back(static_cast<int>(i));
+    }
+    if (candidates.empty()) return -1;
+    // Prefer recent values: longer chains, more fusion.
+    if (Chance(0.5)) return candidates.back();
+    return candidates[Uniform(static_cast<int>(candidates.size()))];
+  }
+  int PickDType(std::vector<DType> dtypes, int min_rank = 0) {
+    return Pick([&](const Tensor& t) {
+      return std::count(dtypes.begin(), dtypes.end(), t.dtype()) > 0 && t.rank() >= min_rank &&
+             NumElements(t.shape()) != 0;
+    });
+  }
+
+  // Records an op and builds it in the scratch graph; its value joins the pool.
+  void Push(std::vector<int> operands,
+            std::function<Tensor(Graph&, const std::vector<Tensor>&)> build,
+           std::string code) {
+    std::vector<Tensor> args;
+    for (int i : operands) args.push_back(values_[i]);
+    Tensor t = build(g_, args);
+    program_.ops.push_back({std::move(operands), std::move(build), std::move(code)});
+    values_.push_back(t);
+  }
+
+  // A constant operand as an op of its own: value index.
+  int AddConst(DType dtype, const Shape& shape) {
+    const uint64_t seed = rng_() % 100000;
+    Push({},
+        [dtype, shape, seed](Graph& g, const std::vector<Tensor>&) {
+          return Const(g, RandomValues(dtype, shape, seed));
+        },
+        absl::StrCat("Const(g, Random(", DTypeCode(dtype), ", ", Ints(shape), ", ", seed, "))"));
+    return static_cast<int>(values_.size()) - 1;
+  }
+
+  // A second operand broadcasting with value `a`: an earlier value or a new constant.
+  int BroadcastOperand(int a) {
+    const Tensor& x = values_[a];
+    int b = Pick([&](const Tensor& t) {
+      return t.dtype() == x.dtype() && IsFullyDefined(t.shape()) && IsFullyDefined(x.shape()) &&
+             Broadcast(x.shape(), t.shape(), nullptr);
+    });
+    if (b < 0 || Chance(0.3)) b = AddConst(x.dtype(), Partner(Concrete(x.shape())));
+    return b;
+  }
+  static Shape Concrete(Shape s) {
+    for (auto& d : s) d = std::max<int64_t>(d, 1);
+    return s;
+  }
+
+  bool AddRandomOp() {
+    switch (Uniform(20)) {
+      case 0:
+      case 1:
+      case 2:
+        return Unary();
+      case 3:
+      case 4:
+      case 5:
+        return Binary();
+      case 6:
+        return Compare();
+      case 7:
+        return SelectOp();
+      case 8:
+      case 9:
+        return Reduce();
+      case 10:
+        return MatMulOp();
+      case 11:
+        return ReshapeOp();
+      case 12:
+        return TransposeOp();
+      case 13:
+        return BroadcastToOp();
+      case 14:
+        return ConcatOp();
+      case 15:
+        return SliceOp();
+      case 16:
+        return PadOp();
+      case 17:
+        return CastOrOneHot();
+      case 18:
+      case 19:
+        return Composite();
+    }
+    return false;
+  }
+
+  bool Unary() {
+    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32});
+    if (a < 0) return false;
+    const bool integer = values_[a].dtype() == DType::kI32;
+    struct U {
+      const char* code;
+      Tensor (*fn)(Tensor);
+    };
+    static const U kFloat[] = {
+        {"Neg($0)", [](Tensor x) { return Neg(x); }},
+        {"Abs($0)", [](Tensor x) { return Abs(x); }},
+        {"Exp(Tanh($0))", [](Tensor x) { return Exp(Tanh(x)); }},
+        {"Log(Abs($0) + 1.0)", [](Tensor x) { return Log(Abs(x) + 1.0); }},
+        {"Sqrt(Abs($0))", [](Tensor x) { return Sqrt(Abs(x)); }},
+        {"Rsqrt(Abs($0) + 1.0)", [](Tensor x) { return Rsqrt(Abs(x) + 1.0); }},
+        {"Tanh($0)", [](Tensor x) { return Tanh(x); }},
+        {"Sigmoid($0)", [](Tensor x) { return Sigmoid(x); }},
+        {"Relu($0)", [](Tensor x) { return Relu(x); }},
+        {"Square($0)", [](Tensor x) { return Square(x); }},
+        {"Reciprocal(Abs($0) + 0.5)", [](Tensor x) { return Reciprocal(Abs(x) + 0.5); }},
+        {"Sign($0)", [](Tensor x) { return Sign(x); }},
+        {"Floor($0 * 3.0)", [](Tensor x) { return Floor(x * 3.0); }},
+        {"Erf($0)", [](Tensor x) { return Erf(x); }},
+    };
+    static const U kInt[] = {
+        {"Neg($0)", [](Tensor x) { return Neg(x); }},
+        {"Abs($0)", [](Tensor x) { return Abs(x); }},
+        {"Relu($0)", [](Tensor x) { return Relu(x); }},
+        {"Square($0)", [](Tensor x) { return Square(x); }},
+        {"Sign($0)", [](Tensor x) { return Sign(x); }},
+    };
+    const U& u = integer ? kInt[Uniform(5)] : kFloat[Uniform(14)];
+    auto fn = u.fn;
+    Push({a}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0]); }, u.code);
+    return true;
+  }
+
+  bool Binary() {
+    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32});
+    if (a < 0) return false;
+    const int b = BroadcastOperand(a);
+    const bool integer = values_[a].dtype() == DType::kI32;
+    struct B {
+      const char* code;
+      Tensor (*fn)(Tensor, Tensor);
+    };
+    static const B kFloat[] = {
+        {"Add($0, $1)", [](Tensor x, Tensor y) { return Add(x, y); }},
+        {"Sub($0, $1)", [](Tensor x, Tensor y) { return Sub(x, y); }},
+        {"Mul($0, $1)", [](Tensor x, Tensor y) { return Mul(x, y); }},
+        {"Div($0, Abs($1) + 0.5)", [](Tensor x, Tensor y) { return Div(x, Abs(y) + 0.5); }},
+        {"Maximum($0, $1)", [](Tensor x, Tensor y) { return Maximum(x, y); }},
+        {"Minimum($0, $1)", [](Tensor x, Tensor y) { return Minimum(x, y); }},
+        {"Pow(Abs($0) + 0.5, Tanh($1))",
+         [](Tensor x, Tensor y) { return Pow(Abs(x) + 0.5, Tanh(y)); }},
+    };
+    static const B kInt[] = {
+        {"Add($0, $1)", [](Tensor x, Tensor y) { return Add(x, y); }},
+        {"Sub($0, $1)", [](Tensor x, Tensor y) { return Sub(x, y); }},
+        {"Mul($0, $1)", [](Tensor x, Tensor y) { return Mul(x, y); }},
+        {"Div($0, $1)", [](Tensor x, Tensor y) { return Div(x, y); }},
+        {"Maximum($0, $1)", [](Tensor x, Tensor y) { return Maximum(x, y); }},
+        {"Minimum($0, $1)", [](Tensor x, Tensor y) { return Minimum(x, y); }},
+    };
+    const B& op = integer ? kInt[Uniform(6)] : kFloat[Uniform(7)];
+    auto fn = op.fn;
+    Push({a, b}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0], v[1]); }, op.code);
+    return true;
+  }
+
+  bool Compare() {
+    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32});
+    if (a < 0) return false;
+    const int b = BroadcastOperand(a);
+    switch (Uniform(3)) {
+      case 0:
+        Push({a, b}, [](Graph&, const std::vector<Tensor>& v) { return Greater(v[0], v[1]); },
+            "Greater($0, $1)");
+        break;
+      case 1:
+        Push({a, b}, [](Graph&, const std::vector<Tensor>& v) { return Less(v[0], v[1]); },
+            "Less($0, $1)");
+        break;
+      default:
+        // Equal of a value with itself and with a copy made by other ops.
+        Push({a, a}, [](Graph&, const std::vector<Tensor>& v) { return Equal(v[0], Relu(v[1])); },
+            "Equal($0, Relu($1))");
+    }
+    return true;
+  }
+
+  bool SelectOp() {
+    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32});
+    if (a < 0) return false;
+    const int b = BroadcastOperand(a);
+    int c = Pick([&](const Tensor& t) {
+      return t.dtype() == DType::kBool && IsFullyDefined(t.shape()) &&
+             IsFullyDefined(values_[a].shape()) && Broadcast(values_[a].shape(), t.shape(), nullptr);
+    });
+    if (c >= 0) {
+      Push({c, a, b}, [](Graph&, const std::vector<Tensor>& v) { return Select(v[0], v[1], v[2]); },
+          "Select($0, $1, $2)");
+    } else {
+      Push({a, b},
+          [](Graph&, const std::vector<Tensor>& v) { return Select(Greater(v[0], v[1]), v[0], v[1] * v[1]); },
+          "Select(Greater($0, $1), $0, $1 * $1)");
+    }
+    return true;
+  }
+
+  std::vector<int> RandomAxes(int rank) {
+    std::vector<int> axes;
+    for (int d = 0; d < rank; ++d) {
+      if (Chance(0.5)) axes.push_back(Chance(0.2) ? d - rank : d);  // negative axes too
+    }
+    return axes;  // empty: every axis
+  }
+
+  bool Reduce() {
+    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32}, 1);
+    if (a < 0) return false;
+    const int rank = values_[a].rank();
+    const std::vector<int> axes = RandomAxes(rank);
+    const bool keep = Chance(0.4);
+    const bool integer = values_[a].dtype() == DType::kI32;
+    const int which = Uniform(integer ? 4 : 5);
+    static const char* kNames[] = {"Sum", "Max", "Min", "ArgMax", "Mean"};
+    if (which == 3) {
+      const int axis = Uniform(rank);
+      Push({a}, [axis](Graph&, const std::vector<Tensor>& v) { return ArgMax(v[0], axis); },
+          absl::StrCat("ArgMax($0, ", axis, ")"));
+      return true;
+    }
+    Push({a},
+        [which, axes, keep](Graph&, const std::vector<Tensor>& v) {
+          switch (which) {
+            case 0:
+              return Sum(v[0], axes, keep);
+            case 1:
+              return Max(v[0], axes, keep);
+            case 2:
+              return Min(v[0], axes, keep);
+            default:
+              return Mean(v[0], axes, keep);
+          }
+        },
+        absl::StrCat(kNames[which], "($0, ", Ints(axes), ", ", keep ? "true" : "false", ")"));
+    return true;
+  }
+
+  bool MatMulOp() {
+    const bool batch = Chance(0.3);
+    const int a = Pick([&](const Tensor& t) {
+      return Floating(t.dtype()) && t.rank() == (batch ? 3 : 2) && IsFullyDefined(t.shape());
+    });
+    if (a < 0) return false;
+    const Shape& s = values_[a].shape();
+    const bool ta = Chance(0.3), tb = Chance(0.3);
+    const size_t r = s.size();
+    const int64_t k = ta ? s[r - 2] : s[r - 1];
+    const int64_t n = Dim();
+    Shape bs(s.begin(), s.end() - 2);
+    bs.push_back(tb ? n : k);
+    bs.push_back(tb ? k : n);
+    const int b = AddConst(values_[a].dtype(), bs);
+    Push({a, b},
+        [batch, ta, tb](Graph&, const std::vector<Tensor>& v) {
+          return batch ? BatchMatMul(v[0], v[1], ta, tb) : MatMul(v[0], v[1], ta, tb);
+        },
+        absl::StrCat(batch ? "BatchMatMul" : "MatMul", "($0, $1, ", ta ? "true" : "false", ", ",
+                     tb ? "true" : "false", ")"));
+    return true;
+  }
+
+  bool ReshapeOp() {
+    const int a = Pick([](const Tensor& t) { return IsFullyDefined(t.shape()) && t.rank() >= 0; });
+    if (a < 0) return false;
+    const Shape s = values_[a].shape();
+    const int64_t total = NumElements(s);
+    Shape out;
+    switch (Uniform(3)) {
+      case 0:
+        out = {total};
+        break;
+      case 1: {  // split the total into two factors, one of them -1
+        std::vector<int64_t> divisors;
+        for (int64_t d = 1; d <= total; ++d) {
+          if (total % d == 0) divisors.push_back(d);
+        }
+        const int64_t d = divisors[Uniform(static_cast<int>(divisors.size()))];
+        out = Chance(0.5) ? Shape{d, -1} : Shape{-1, d};
+        if (total == 0) out = {0, 1};
+        break;
+      }
+      default:  // a leading 1, or rank 0 for one element
+        out = total == 1 && Chance(0.5) ? Shape{} : s;
+        if (!(total == 1 && out.empty())) out.insert(out.begin(), 1);
+    }
+    Push({a}, [out](Graph&, const std::vector<Tensor>& v) { return Reshape(v[0], out); },
+        absl::StrCat("Reshape($0, ", Ints(out), ")"));
+    return true;
+  }
+
+  bool TransposeOp() {
+    const int a = Pick([](const Tensor& t) { return t.rank() >= 2; });
+    if (a < 0) return false;
+    std::vector<int> perm(values_[a].rank());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng_);
+    Push({a}, [perm](Graph&, const std::vector<Tensor>& v) { return Transpose(v[0], perm); },
+        absl::StrCat("Transpose($0, ", Ints(perm), ")"));
+    return true;
+  }
+
+  bool BroadcastToOp() {
+    const int a = Pick([](const Tensor& t) { return IsFullyDefined(t.shape()) && t.rank() <= 3; });
+    if (a < 0) return false;
+    Shape out = values_[a].shape();
+    for (auto& d : out) {
+      if (d == 1 && Chance(0.7)) d = Dim();
+    }
+    if (Chance(0.6)) out.insert(out.begin(), 1 + Uniform(4));
+    if (NumElements(out) > 50000) return false;
+    Push({a}, [out](Graph&, const std::vector<Tensor>& v) { return BroadcastTo(v[0], out); },
+        absl::StrCat("BroadcastTo($0, ", Ints(out), ")"));
+    return true;
+  }
+
+  bool ConcatOp() {
+    const int a = Pick([](const Tensor& t) { return t.rank() >= 1 && IsFullyDefined(t.shape()); });
+    if (a < 0) return false;
+    const Tensor& x = values_[a];
+    const int axis = Uniform(x.rank());
+    int b = Pick([&](const Tensor& t) {
+      if (t.dtype() != x.dtype() || t.rank() != x.rank() || !IsFullyDefined(t.shape())) return false;
+      for (int d = 0; d < x.rank(); ++d) {
+        if (d != axis && t.shape()[d] != x.shape()[d]) return false;
+      }
+      return true;
+    });
+    if (b < 0) {
+      Shape s = x.shape();
+      s[axis] = Dim();
+      b = AddConst(x.dtype(), s);
+    }
+    const bool three = Chance(0.3);
+    Push({a, b},
+        [axis, three](Graph&, const std::vector<Tensor>& v) {
+          if (three) return Concat({v[0], v[1], v[0]}, axis);
+          return Concat({v[0], v[1]}, axis);
+        },
+        absl::StrCat("Concat({$0, $1", three ? ", $0" : "", "}, ", axis, ")"));
+    return true;
+  }
+
+  bool SliceOp() {
+    const int a = Pick([](const Tensor& t) { return t.rank() >= 1 && IsFullyDefined(t.shape()) && NumElements(t.shape()) > 0; });
+    if (a < 0) return false;
+    const Shape& s = values_[a].shape();
+    std::vector<int64_t> begin, size;
+    for (int64_t d : s) {
+      const int64_t b = Uniform(static_cast<int>(d));
+      begin.push_back(b);
+      size.push_back(Chance(0.2) ? -1 : 1 + Uniform(static_cast<int>(d - b)));
+    }
+    Push({a}, [begin, size](Graph&, const std::vector<Tensor>& v) { return Slice(v[0], begin, size); },
+        absl::StrCat("Slice($0, ", Ints(begin), ", ", Ints(size), ")"));
+    return true;
+  }
+
+  bool PadOp() {
+    const int a = Pick([](const Tensor& t) { return t.rank() >= 1 && IsFullyDefined(t.shape()); });
+    if (a < 0) return false;
+    std::vector<std::pair<int64_t, int64_t>> pads;
+    std::string code = "{";
+    for (int d = 0; d < values_[a].rank(); ++d) {
+      pads.emplace_back(Uniform(3), Uniform(3));
+      absl::StrAppend(&code, d ? ", " : "", "{", pads.back().first, ", ", pads.back().second, "}");
+    }
+    code += "}";
+    const double value = Value();
+    Push({a}, [pads, value](Graph&, const std::vector<Tensor>& v) { return Pad(v[0], pads, value); },
+        absl::StrCat("Pad($0, ", code, ", ", Num(value), ")"));
+    return true;
+  }
+
+  bool CastOrOneHot() {
+    const int a = Pick([](const Tensor& t) { return NumElements(t.shape()) != 0; });
+    if (a < 0) return false;
+    const DType from = values_[a].dtype();
+    if (from == DType::kI32 && Chance(0.5)) {
+      const int64_t depth = 1 + Uniform(5);
+      const double on = Value(), off = Value();
+      Push({a},
+          [depth, on, off](Graph&, const std::vector<Tensor>& v) {
+            return OneHot(v[0], depth, on, off);
+          },
+          absl::StrCat("OneHot($0, ", depth, ", ", Num(on), ", ", Num(off), ")"));
+      return true;
+    }
+    static const DType kTo[] = {DType::kF32, DType::kF64, DType::kI32, DType::kBool};
+    DType to = kTo[Uniform(4)];
+    if (to == from) to = from == DType::kF32 ? DType::kI32 : DType::kF32;
+    if (to == DType::kI32 && Floating(from)) {
+      // Scale first so the truncation has work to do.
+      Push({a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0] * 3.0, to); },
+          absl::StrCat("Cast($0 * 3.0, ", DTypeCode(to), ")"));
+      return true;
+    }
+    Push({a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0], to); },
+        absl::StrCat("Cast($0, ", DTypeCode(to), ")"));
+    return true;
+  }
+
+  bool Composite() {
+    const int a = Pick([](const Tensor& t) {
+      return Floating(t.dtype()) && t.rank() >= 1 && IsFullyDefined(t.shape()) &&
+             NumElements(t.shape()) > 0;
+    });
+    if (a < 0) return false;
+    const Tensor& x = values_[a];
+    const int rank = x.rank();
+    const int64_t last = x.shape().back();
+    switch (Uniform(6)) {
+      case 0: {
+        const int axis = Uniform(rank) - (Chance(0.5) ? rank : 0);
+        Push({a}, [axis](Graph&, const std::vector<Tensor>& v) { return Softmax(v[0], axis); },
+            absl::StrCat("Softmax($0, ", axis, ")"));
+        return true;
+      }
+      case 1: {
+        const int axis = Uniform(rank);
+        Push({a}, [axis](Graph&, const std::vector<Tensor>& v) { return LogSoftmax(v[0], axis); },
+            absl::StrCat("LogSoftmax($0, ", axis, ")"));
+        return true;
+      }
+      case 2: {
+        const int labels = AddConst(x.dtype(), x.shape());
+        Push({a, labels},
+            [](Graph&, const std::vector<Tensor>& v) {
+              return SoftmaxCrossEntropyWithLogits(v[0], Softmax(v[1]));
+            },
+            "SoftmaxCrossEntropyWithLogits($0, Softmax($1))");
+        return true;
+      }
+      case 3: {
+        const int gamma = AddConst(x.dtype(), {last});
+        const int beta = AddConst(x.dtype(), {last});
+        Push({a, gamma, beta},
+            [](Graph&, const std::vector<Tensor>& v) { return LayerNorm(v[0], v[1], v[2]); },
+            "LayerNorm($0, $1, $2)");
+        return true;
+      }
+      case 4:
+        Push({a}, [](Graph&, const std::vector<Tensor>& v) { return Gelu(v[0]); }, "Gelu($0)");
+        return true;
+      default: {
+        if (rank != 2) return false;
+        const int64_t n = Dim();
+        const int w = AddConst(x.dtype(), {last, n});
+        const int b = AddConst(x.dtype(), {n});
+        const int act = Uniform(5);
+        static const char* kAct[] = {"kNone", "kRelu", "kGelu", "kSigmoid", "kTanh"};
+        Push({a, w, b},
+            [act](Graph&, const std::vector<Tensor>& v) {
+              return Dense(v[0], v[1], v[2], static_cast<Activation>(act));
+            },
+            absl::StrCat("Dense($0, $1, $2, Activation::", kAct[act], ")"));
+        return true;
+      }
+    }
+  }
+
+  void PickFetches() {
+    const int first_op = static_cast<int>(program_.inputs.size());
+    const int n = program_.num_values();
+    if (n == first_op) return;
+    std::vector<int> fetches = {n - 1};
+    for (int k = Uniform(3); k > 0; --k) fetches.push_back(first_op + Uniform(n - first_op));
+    std::sort(fetches.begin(), fetches.end());
+    fetches.erase(std::unique(fetches.begin(), fetches.end()), fetches.end());
+    program_.fetches = fetches;
+  }
+
+  std::mt19937_64 rng_;
+  GenerateOptions options_;
+  Program program_;
+  Graph g_;
+  std::vector<Tensor> values_;
+};
+
+}  // namespace
+
+Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
+  for (uint64_t attempt = 0;; ++attempt) {
+    Generator gen(seed * 7919 + attempt, options);
+    if (gen.Generate() || attempt >= 50) {
+      Program p = gen.Take();
+      p.seed = seed;
+      return p;
+    }
+  }
+}
+
+absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g,
+                                          const std::vector<bool>& keep) {
+  BuiltProgram built;
+  std::vector<Tensor> values;
+  std::vector<bool> present;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    Shape declared = p.inputs[i].shape;
+    if (p.inputs[i].dynamic0) declared[0] = -1;
+    values.push_back(Placeholder(g, p.inputs[i].dtype, declared, absl::StrCat("in", i)));
+    built.placeholders.push_back(values.back());
+    present.push_back(true);
+  }
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    const ProgramOp& op = p.ops[k];
+    bool ok = keep.empty() || keep[k];
+    std::vector<Tensor> args;
+    for (int i : op.operands) {
+      ok = ok && present[i];
+      args.push_back(values[i]);
+    }
+    values.push_back(ok ? op.build(g, args) : Tensor());
+    present.push_back(ok);
+  }
+  if (!g.status().ok()) return g.status();
+  std::vector<Tensor> float_fetches;
+  for (int f : p.fetches) {
+    if (!present[f]) continue;
+    built.fetches.push_back(values[f]);
+    if (values[f].dtype() == DType::kF32) float_fetches.push_back(values[f]);
+  }
+  if (p.gradients && !float_fetches.empty()) {
+    std::vector<Tensor> xs;
+    for (const Tensor& ph : built.placeholders) {
+      if (ph.dtype() == DType::kF32) xs.push_back(ph);
+    }
+    if (!xs.empty()) {
+      absl::StatusOr<std::vector<Tensor>> grads = Gradients(float_fetches, xs);
+      if (!grads.ok()) return grads.status();
+      for (const Tensor& t : *grads) built.fetches.push_back(t);
+    }
+  }
+  if (!g.status().ok()) return g.status();
+  return built;
+}
+
+std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
+  std::vector<HostTensor> feeds;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    Shape s = p.inputs[i].shape;
+    if (p.inputs[i].dynamic0 && size0 > 0) s[0] = size0;
+    feeds.push_back(RandomValues(p.inputs[i].dtype, s, p.seed * 131 + i * 17 + size0));
+  }
+  return feeds;
+}
+
+std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
+  std::string out = absl::StrCat(
+      "// braze-fuzz seed ", p.seed, "\n",
+      "HostTensor Random(DType d, Shape s, uint64_t seed) {\n"
+      "  return HostTensor::RandomUniform(d, s, seed, d == DType::kI32 ? -3 : -2,\n"
+      "                                   d == DType::kI32 ? 4 : 2);\n"
+      "}\n\n"
+      "Graph g;\nFeeds feeds;\n");
+  std::vector<bool> present;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    Shape declared = p.inputs[i].shape;
+    if (p.inputs[i].dynamic0) declared[0] = -1;
+    absl::StrAppend(&out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
+                    Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", Random(",
+                    DTypeCode(p.inputs[i].dtype), ", ", Ints(p.inputs[i].shape), ", ",
+                    p.seed * 131 + i * 17, "));\n");
+    present.push_back(true);
+  }
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    const ProgramOp& op = p.ops[k];
+    bool ok = keep.empty() || keep[k];
+    for (int i : op.operands) ok = ok && present[i];
+    present.push_back(ok);
+    if (!ok) continue;
+    std::string code = op.code;
+    for (size_t j = op.operands.size(); j-- > 0;) {
+      code = absl::StrReplaceAll(code, {{absl::StrCat("$", j), absl::StrCat("v", op.operands[j])}});
+    }
+    absl::StrAppend(&out, "Tensor v", p.inputs.size() + k, " = ", code, ";\n");
+  }
+  std::vector<std::string> fetches;
+  for (int f : p.fetches) {
+    if (present[f]) fetches.push_back(absl::StrCat("v", f));
+  }
+  absl::StrAppend(&out, "std::vector<Tensor> fetches = {", absl::StrJoin(fetches, ", "), "};\n");
+  if (p.gradients) {
+    absl::StrAppend(&out,
+                    "// and the gradients of the f32 fetches with respect to the f32 inputs:\n"
+                    "// Gradients(f32 fetches, f32 placeholders), appended to the fetches\n");
+  }
+  return out;
+}
+
+}  // namespace fuzz
+}  // namespace braze

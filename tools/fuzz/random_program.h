@@ -1,0 +1,85 @@
+// Random programs for differential testing: a graph of random ops, kept as data so it
+// can be rebuilt (with fewer ops, for minimizing a failure) and printed as C++.
+//
+// A program has 1-3 inputs (placeholders of random rank 0-4, odd, prime and tiny
+// extents, sometimes large enough for the parallel paths, sometimes f64 or i32, dim 0
+// sometimes declared -1) and a few to a few dozen ops drawn from every op family:
+// unary and binary elementwise with broadcasting, comparisons and Select, reductions
+// over random axes with and without keep_dims, ArgMax, MatMul and BatchMatMul with
+// transposes, every layout op on every axis (Reshape, Transpose, BroadcastTo, Concat,
+// Slice, Pad, OneHot), Cast between f32, f64, i32 and bool, and the composites
+// (Softmax, LogSoftmax, cross entropy, LayerNorm, Gelu, Dense). Values feed later ops
+// in any combination (a reduction broadcast back into its input, say). Several values
+// are fetched, intermediates included, so clusters have several outputs; with
+// `gradients`, the gradients of the fetches with respect to the f32 inputs are fetched
+// too.
+//
+// Used by tools/braze-fuzz (at scale) and test/e2e/fuzz_test.cc (a quick slice).
+#ifndef BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
+#define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "braze/graph.h"
+#include "braze/host_tensor.h"
+
+namespace braze {
+namespace fuzz {
+
+struct ProgramInput {
+  DType dtype = DType::kF32;
+  Shape shape;            // the concrete shape of the first feed
+  bool dynamic0 = false;  // dim 0 is declared -1 and fed with two sizes
+};
+
+// One op: how to build it from earlier values, and the same as C++ for reports.
+struct ProgramOp {
+  std::vector<int> operands;  // value indices: inputs first, then ops in order
+  std::function<Tensor(Graph& g, const std::vector<Tensor>& operands)> build;
+  std::string code;  // a C++ expression; "$0", "$1", ... stand for the operands
+};
+
+struct Program {
+  uint64_t seed = 0;
+  std::vector<ProgramInput> inputs;
+  std::vector<ProgramOp> ops;  // value i (i >= inputs.size()) is ops[i - inputs.size()]
+  std::vector<int> fetches;    // value indices
+  bool gradients = false;      // also fetch d(sum of the f32 fetches)/d(each f32 input)
+  int num_values() const { return static_cast<int>(inputs.size() + ops.size()); }
+};
+
+struct GenerateOptions {
+  int min_ops = 3;
+  int max_ops = 14;
+  double large_probability = 0.12;     // an input big enough for the parallel paths
+  double dynamic_probability = 0.15;   // an input with dim 0 declared -1
+  double gradients_probability = 0.3;  // fetch gradients too
+};
+
+Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
+
+// The program's graph: placeholders (dim 0 -1 where dynamic), ops, and the fetches
+// (then, with gradients, the gradients). Ops whose `keep` entry is false are left out,
+// and so is every op that reads one left out; fetches of left-out values are dropped.
+struct BuiltProgram {
+  std::vector<Tensor> placeholders;
+  std::vector<Tensor> fetches;
+};
+absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
+                                          const std::vector<bool>& keep = {});
+
+// Feeds for the placeholders: seeded random values, never all zeros. `size0` replaces
+// dim 0 of dynamic inputs (0: their first shape).
+std::vector<HostTensor> MakeFeeds(const Program& program, int64_t size0 = 0);
+
+// A self-contained C++ function that builds the program (ops in `keep`) and its feeds.
+std::string ProgramToCpp(const Program& program, const std::vector<bool>& keep = {});
+
+}  // namespace fuzz
+}  // namespace braze
+
+#endif  // BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
