@@ -1,6 +1,8 @@
 // The safe default schedule; see safe_default.h for the rules and why.
 #include "schedule/safe_default.h"
 
+#include "schedule/extremum_operands.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -99,6 +101,7 @@ class SafeScheduler {
       : target_(target), threads_(std::max(1, parallelism)) {}
 
   std::string text() const { return log_.str(); }
+  void Log(const std::string& line) { log_ << line << "\n"; }
 
   // The largest power of two <= the natural vector width that is <= extent.
   int VectorWidth(const Halide::Type& type, int64_t extent) const {
@@ -435,7 +438,14 @@ class SafeScheduler {
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
                              int parallelism) {
   SafeScheduler s(target, parallelism);
-  if (s.RowPipeline(info)) return s.text();
+  // Values compared with their own max or min are stored once (extremum_operands.h);
+  // the row pipeline inlines producers, so such clusters take the general path.
+  const std::vector<Func> shared = SharedExtremumOperands(info);
+  if (shared.empty() && s.RowPipeline(info)) return s.text();
+  for (Func f : shared) {
+    f.compute_root();  // small and rare: a gradient's mask operand, left to LLVM
+    s.Log(f.name() + ": compute_root (compared with its own extreme)");
+  }
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;
   for (const Func& f : info.outputs) materialized.insert(f.name());

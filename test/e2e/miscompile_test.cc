@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 
+#include "braze/gradients.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
@@ -139,6 +140,24 @@ TEST(Miscompile, PadOfARowMax) {
     fetches = {pad, b, m, a, cat};
   }
   ExpectMatchesReference(g, {{in1, Random({3, 15}, 7)}, {in2, Random({5, 27}, 8)}}, fetches);
+}
+
+// braze-fuzz seed 1401 (minimized): the gradient of a Max over padded values (ties).
+TEST(Miscompile, GradientOfMaxOverPaddedTies) {
+  Graph g;
+  Tensor v0 = Placeholder(g, DType::kF32, {2, 4, 3}, "in0");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor v9 = LayerNorm(v0, Const(g, Random({3}, 78710)), Const(g, Random({3}, 45740)));
+    Tensor v12 = Pad(BroadcastTo(v9, {2, 4, 3}), {{2, 2}, {0, 2}, {2, 0}}, 1.197);
+    Tensor v14 = Max(Reshape(v12, {1, 6, 6, 5}), {-3}, false);
+    Tensor v15 = Pow(Abs(v14) + 0.5, Tanh(v12));
+    auto grads = Gradients({v15}, {v0});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    fetches = {v15, (*grads)[0]};
+  }
+  ExpectMatchesReference(g, {{v0, Random({2, 4, 3}, 183531)}}, fetches);
 }
 
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once

@@ -92,7 +92,8 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   SessionOptions options;
   options.scheduler = o.scheduler;
   options.strict = o.strict;
-  options.device = "cpu";
+  options.device = o.device;
+  options.inject_compile_failure = o.inject_compile_failure;
   Session compiled(g, options);
   for (int64_t size0 : Sizes(p)) {
     const std::vector<HostTensor> values = MakeFeeds(p, size0);

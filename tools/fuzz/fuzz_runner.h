@@ -3,6 +3,7 @@
 #ifndef BRAZE_TOOLS_FUZZ_FUZZ_RUNNER_H_
 #define BRAZE_TOOLS_FUZZ_FUZZ_RUNNER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,9 @@ struct RunOptions {
   // forced-compilation device, instead).
   bool jit_scope = true;
   bool strict = true;  // a cluster that fails to compile or run is an error, not a fallback
+  std::string device = "cpu";  // the session's device ("cuda:0" where there is one)
+  // Testing hook passed to SessionOptions::inject_compile_failure.
+  std::function<bool(const std::string& step_name)> inject_compile_failure;
   double rtol = 2e-3;
   double atol = 2e-4;  // scaled by the largest magnitude in the reference output
 };

@@ -172,7 +172,7 @@ class Generator {
 
   // A second operand broadcasting with value `a`: an earlier value or a new constant.
   int BroadcastOperand(int a) {
-    const Tensor& x = values_[a];
+    const Tensor x = values_[a];  // a copy: Push and AddConst grow values_
     int b = Pick([&](const Tensor& t) {
       return t.dtype() == x.dtype() && IsFullyDefined(t.shape()) && IsFullyDefined(x.shape()) &&
              Broadcast(x.shape(), t.shape(), nullptr);
@@ -381,7 +381,7 @@ class Generator {
       return Floating(t.dtype()) && t.rank() == (batch ? 3 : 2) && IsFullyDefined(t.shape());
     });
     if (a < 0) return false;
-    const Shape& s = values_[a].shape();
+    const Shape s = values_[a].shape();
     const bool ta = Chance(0.3), tb = Chance(0.3);
     const size_t r = s.size();
     const int64_t k = ta ? s[r - 2] : s[r - 1];
@@ -456,7 +456,7 @@ class Generator {
   bool ConcatOp() {
     const int a = Pick([](const Tensor& t) { return t.rank() >= 1 && IsFullyDefined(t.shape()); });
     if (a < 0) return false;
-    const Tensor& x = values_[a];
+    const Tensor x = values_[a];  // a copy: Push and AddConst grow values_
     const int axis = Uniform(x.rank());
     int b = Pick([&](const Tensor& t) {
       if (t.dtype() != x.dtype() || t.rank() != x.rank() || !IsFullyDefined(t.shape())) return false;
@@ -483,7 +483,7 @@ class Generator {
   bool SliceOp() {
     const int a = Pick([](const Tensor& t) { return t.rank() >= 1 && IsFullyDefined(t.shape()) && NumElements(t.shape()) > 0; });
     if (a < 0) return false;
-    const Shape& s = values_[a].shape();
+    const Shape s = values_[a].shape();
     std::vector<int64_t> begin, size;
     for (int64_t d : s) {
       const int64_t b = Uniform(static_cast<int>(d));
@@ -545,7 +545,7 @@ class Generator {
              NumElements(t.shape()) > 0;
     });
     if (a < 0) return false;
-    const Tensor& x = values_[a];
+    const Tensor x = values_[a];  // a copy: Push and AddConst grow values_
     const int rank = x.rank();
     const int64_t last = x.shape().back();
     switch (Uniform(6)) {
