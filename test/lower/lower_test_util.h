@@ -106,8 +106,30 @@ inline absl::StatusOr<std::vector<HostTensor>> RunKernel(CompiledKernel& kernel,
   return outputs;
 }
 
+// Why a scheduler may refuse a cluster and hand it on, as the compile driver records it
+// (CompiledKernel::scheduler_failures), with the reason it is expected:
+//  - Li2018 makes CPU schedules with atomic (predicated) stores that Halide 14's CPU
+//    backend cannot lower;
+//  - Braze's lowered-code check (schedule/lowered_check.h) rejects a schedule Halide 14
+//    miscompiles silently or one that could never run at the cluster's shapes.
+// Anything else is a surprise: a test named after a scheduler fails when it did not run.
+inline const char* ExpectedRefusal(SchedulerKind scheduler, const std::string& failure) {
+  if (scheduler == SchedulerKind::kLi2018 &&
+      failure.find("Atomic predicated store is not supported") != std::string::npos) {
+    return "Li2018's atomic stores";
+  }
+  if (failure.find("Halide 14 miscompiled the schedule") != std::string::npos) {
+    return "lowered check: a miscompile";
+  }
+  if (failure.find("can never run at these shapes") != std::string::npos) {
+    return "lowered check: a split larger than its extent";
+  }
+  return nullptr;
+}
+
 // Compiles `c` under `scheduler`, runs it and compares every output with the reference.
-// `used` (optional) receives the scheduler that produced the schedule.
+// The scheduler must have made the schedule, or have refused for an expected reason
+// (ExpectedRefusal). `used` (optional) receives the scheduler that produced it.
 inline ::testing::AssertionResult CompileRunCompare(const Case& c, SchedulerKind scheduler,
                                                     Tolerance tol = {},
                                                     SchedulerKind* used = nullptr) {
@@ -122,6 +144,15 @@ inline ::testing::AssertionResult CompileRunCompare(const Case& c, SchedulerKind
   auto kernel = CompileCluster(spec, options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (used != nullptr) *used = (*kernel)->scheduler_used();
+  if (scheduler != SchedulerKind::kAuto && (*kernel)->scheduler_used() != scheduler) {
+    const std::vector<std::string>& failures = (*kernel)->scheduler_failures();
+    const std::string first = failures.empty() ? "(no failure recorded)" : failures[0];
+    if (ExpectedRefusal(scheduler, first) == nullptr) {
+      return ::testing::AssertionFailure()
+             << SchedulerName(scheduler) << " did not schedule the cluster ("
+             << SchedulerName((*kernel)->scheduler_used()) << " did): " << first;
+    }
+  }
   if (std::getenv("BRAZE_TEST_VERBOSE") != nullptr) {
     // One line per compile: chosen -> used scheduler, total ms, the timing line of the
     // schedule text, and the output types.
