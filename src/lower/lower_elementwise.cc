@@ -18,12 +18,21 @@ using Halide::Expr;
 
 Expr Const(DType dtype, double v) { return TypedConst(dtype, v); }
 
+// `cmp`, a comparison of `operand`'s type, under strict_float when that is floating.
+Expr Strict(const Expr& cmp, const Expr& operand) {
+  return operand.type().is_float() ? Halide::strict_float(cmp) : cmp;
+}
+
 // tanh(x) = 1 - 2 / (exp(2x) + 1): Halide 14's tanh is ~17x slower (docs/HALIDE14.md rule 6).
 // Near 0 that form cancels (relative error ~eps/|x|), so small |x| uses the Taylor
 // series through x^9, whose truncation error below 0.04 is under 1e-16 relative.
+//
+// The exp argument is clamped to |x| <= 20, where tanh is +-1 to within both types'
+// precision: an exp that overflows to inf inside LLVM's fast-math (which assumes no
+// infinities) turned Gelu(1e5) into 0 instead of 1e5 (braze-fuzz seed 2147).
 Expr TanhViaExp(const Expr& x, DType dtype) {
   auto c = [&](double v) { return Const(dtype, v); };
-  const Expr e = Halide::exp(x * c(2));
+  const Expr e = Halide::exp(Halide::clamp(x, c(-20), c(20)) * c(2));
   const Expr big = c(1) - c(2) / (e + c(1));
   const Expr x2 = x * x;
   const Expr poly =
@@ -89,7 +98,12 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [dt](Expr v) { return TanhViaExp(v, dt); };
       break;
     case OpKind::kSigmoid:
-      fn = [c](Expr v) { return c(1) / (c(1) + Halide::exp(-v)); };
+      // exp's argument clamped below overflow (see TanhViaExp): past it sigmoid is 0
+      // or 1 to within 1e-38 (f32) or 1e-307 (f64).
+      fn = [c, dt](Expr v) {
+        const double limit = dt == DType::kF64 ? 708 : 87;
+        return c(1) / (c(1) + Halide::exp(Halide::clamp(-v, c(-limit), c(limit))));
+      };
       break;
     case OpKind::kRelu:
       // Keeps NaN; strict so LLVM's no-NaNs flag cannot fold that away (see NanMax).
@@ -155,12 +169,16 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
         return NanMin(x, y);
       case OpKind::kPow:
         return Halide::pow(x, y);
+      // Float comparisons are strict: Halide 14's simplifier treats float arithmetic as
+      // real numbers and moves a constant across a comparison ((a + c == b) becomes
+      // (a == b - c)), which is not exact in floats: Equal(x, Relu(x)) came out false
+      // for positive x (braze-fuzz seed 2869). Inside strict_float it rewrites nothing.
       case OpKind::kGreater:
-        return x > y;
+        return Strict(x > y, x);
       case OpKind::kLess:
-        return x < y;
+        return Strict(x < y, x);
       case OpKind::kEqual:
-        return x == y;
+        return Strict(x == y, x);
       default:
         throw Halide::InternalError(std::string("LowerBinary: not a binary op: ") + OpName(op));
     }
