@@ -309,6 +309,17 @@ class SafeScheduler {
     return true;
   }
 
+  // A stored Func is computed over all of its extents, not just the region its readers
+  // need: the splits here are sized for the full extents, and over a smaller region (a
+  // Slice of a reduction or a matmul) they reached past the inputs (braze-fuzz seeds
+  // 2204 and 2909: a Const read at index 5 of 4, and at -1).
+  static void BoundToExtents(Func f, const Extents& e) {
+    std::vector<Var> args = f.args();
+    for (size_t d = 0; d < args.size() && d < e.size(); ++d) {
+      f.bound(args[d], 0, static_cast<int>(e[d]));
+    }
+  }
+
   // A reduction or ArgMax accumulator: compute_root, parallel over its outermost pure
   // dim; the update is vectorized over dim 0 only when that keeps loads contiguous.
   void Reduction(const Stage& s) {
@@ -323,6 +334,7 @@ class SafeScheduler {
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
     f.compute_root();
+    BoundToExtents(f, s.extents);
     if (w > 1) f.vectorize(args[0], w, TailStrategy::RoundUp);
     log_ << f.name() << ": compute_root vectorize(" << w << ")\n";
     Halide::Stage update = f.update(0);
@@ -405,7 +417,9 @@ class SafeScheduler {
     const int tile_y = static_cast<int>(std::min<int64_t>(32, m));
     const int strip = tile_y >= 4 ? 4 : tile_y;
     Var xi("mm_xi"), yi("mm_yi"), yii("mm_yii"), xy("mm_xy");
-    res.compute_root().tile(x, y, xi, yi, tile_x, tile_y).fuse(x, y, xy);
+    res.compute_root();
+    BoundToExtents(res, s.extents);
+    res.tile(x, y, xi, yi, tile_x, tile_y).fuse(x, y, xy);
     Var outer = xy;
     for (size_t d = 2; d < args.size(); ++d) {  // batch dims
       Var fused(outer.name() + "_" + args[d].name());

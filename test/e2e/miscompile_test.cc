@@ -203,6 +203,22 @@ TEST(Miscompile, ParallelChunksOfAConcat) {
   ExpectMatchesReference(g, {{v0, Random({40000}, 281257)}}, fetches);
 }
 
+// braze-fuzz seeds 2909 and 2204 (minimized): a Slice of a reduction and of a matmul.
+TEST(Miscompile, SliceOfAReductionAndOfAMatMul) {
+  Graph g;
+  Tensor v0 = Placeholder(g, DType::kF32, {31, 9, 7}, "in0");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor arg = ArgMax(Const(g, Random({4, 4}, 76782)), 0);
+    fetches.push_back(Pad(Slice(arg, {2}, {2}), {{1, 0}}, -1.084));
+    Tensor mm = BatchMatMul(Slice(v0, {19, 8, 0}, {1, 1, -1}), Const(g, Random({1, 7, 16}, 41046)));
+    fetches.push_back(Slice(mm, {0, 0, 12}, {1, 1, 2}));
+    fetches.push_back(Slice(Sum(v0, {1}), {3, 2}, {5, 4}));
+  }
+  ExpectMatchesReference(g, {{v0, Random({31, 9, 7}, 288724)}}, fetches);
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
