@@ -129,6 +129,9 @@ class Session {
   absl::Status RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
                            const std::vector<Tensor>& targets, bool compile_only,
                            std::vector<HostTensor>* outputs);
+  absl::Status RunUnguarded(const Feeds& feeds, const std::vector<Tensor>& fetches,
+                            const std::vector<Tensor>& targets, bool compile_only,
+                            std::vector<HostTensor>* outputs);
   struct State;
   const Graph& graph_;
   SessionOptions options_;

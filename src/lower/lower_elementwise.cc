@@ -5,6 +5,7 @@
 // from floating to i32 truncates, saturates and maps NaN to 0. Halide compiles with
 // LLVM fast-math flags (no-NaNs among them), so NaN checks use Halide::is_nan, which is
 // evaluated in strict-float mode.
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -17,6 +18,25 @@ namespace {
 using Halide::Expr;
 
 Expr Const(DType dtype, double v) { return TypedConst(dtype, v); }
+
+// f(v) where `value` is f's formula for finite v, and NaN and +-inf take their IEEE
+// results (NaN propagates). Halide's exp, log and erf and Braze's clamped tanh and
+// sigmoid are polynomials that LLVM's fast-math (no NaNs, no infinities) compiles
+// without regard for those inputs: Exp(inf) came out 0, Log(NaN) 89.1, Tanh(NaN) 1.
+// The tests read the bits with integer ops, which no fast-math flag can fold away.
+Expr WithSpecials(const Expr& v, const Expr& value, double at_inf, double at_neg_inf) {
+  const bool f64 = v.type().bits() == 64;
+  const Halide::Type bits_type = f64 ? Halide::UInt(64) : Halide::UInt(32);
+  const Expr bits = Halide::reinterpret(bits_type, v);
+  const Expr inf_bits =
+      Halide::Internal::make_const(bits_type, f64 ? uint64_t{0x7ff0000000000000} : 0x7f800000);
+  const Expr sign_bit =
+      Halide::Internal::make_const(bits_type, f64 ? uint64_t{0x8000000000000000} : 0x80000000);
+  const Halide::Type t = v.type();
+  return Halide::select(IsNanBits(v), v, bits == inf_bits, Halide::Internal::make_const(t, at_inf),
+                        bits == (inf_bits | sign_bit), Halide::Internal::make_const(t, at_neg_inf),
+                        value);
+}
 
 // `cmp`, a comparison of `operand`'s type, under strict_float when that is floating.
 Expr Strict(const Expr& cmp, const Expr& operand) {
@@ -83,10 +103,10 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [t](Expr v) { return Halide::cast(t, Halide::abs(v)); };
       break;
     case OpKind::kExp:
-      fn = [](Expr v) { return Halide::exp(v); };
+      fn = [](Expr v) { return WithSpecials(v, Halide::exp(v), INFINITY, 0); };
       break;
     case OpKind::kLog:
-      fn = [](Expr v) { return Halide::log(v); };
+      fn = [](Expr v) { return WithSpecials(v, Halide::log(v), INFINITY, NAN); };
       break;
     case OpKind::kSqrt:
       fn = [](Expr v) { return Halide::sqrt(v); };
@@ -95,14 +115,15 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [c](Expr v) { return c(1) / Halide::sqrt(v); };
       break;
     case OpKind::kTanh:
-      fn = [dt](Expr v) { return TanhViaExp(v, dt); };
+      fn = [dt](Expr v) { return WithSpecials(v, TanhViaExp(v, dt), 1, -1); };
       break;
     case OpKind::kSigmoid:
       // exp's argument clamped below overflow (see TanhViaExp): past it sigmoid is 0
       // or 1 to within 1e-38 (f32) or 1e-307 (f64).
       fn = [c, dt](Expr v) {
         const double limit = dt == DType::kF64 ? 708 : 87;
-        return c(1) / (c(1) + Halide::exp(Halide::clamp(-v, c(-limit), c(limit))));
+        return WithSpecials(v, c(1) / (c(1) + Halide::exp(Halide::clamp(-v, c(-limit), c(limit)))),
+                            1, 0);
       };
       break;
     case OpKind::kRelu:
@@ -129,7 +150,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [](Expr v) { return Halide::floor(v); };
       break;
     case OpKind::kErf:
-      fn = [dt](Expr v) { return Erf(v, dt); };
+      fn = [dt](Expr v) { return WithSpecials(v, Erf(v, dt), 1, -1); };
       break;
     default:
       throw Halide::InternalError(std::string("LowerUnary: not a unary op: ") + OpName(op));

@@ -1,6 +1,7 @@
 // The lowering pass; see lowering.h.
 #include "lower/lowering.h"
 
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -123,6 +124,24 @@ absl::Status CheckSpec(const ClusterSpec& spec) {
     if (id < 0 || id >= spec.graph->num_nodes()) {
       return absl::InvalidArgumentError(absl::StrCat(spec.name, ": no node ", id));
     }
+  }
+  // Halide 14 buffers (without the LargeBuffers feature) hold at most 2^31 - 1 bytes and
+  // take int extents: a larger tensor would be truncated silently, so it is refused
+  // here and runs on the reference kernels (or is an error in strict mode).
+  auto check_size = [&](const TensorType& t, const std::string& what) -> absl::Status {
+    const int64_t bytes = NumElements(t.shape) * static_cast<int64_t>(SizeOf(t.dtype));
+    if (bytes > std::numeric_limits<int32_t>::max()) {
+      return absl::UnimplementedError(absl::StrCat(spec.name, ": ", what, " is ", TypeString(t),
+                                                   ", over the 2 GiB a Halide 14 buffer holds"));
+    }
+    return absl::OkStatus();
+  };
+  for (size_t i = 0; i < spec.input_types.size(); ++i) {
+    BRAZE_RETURN_IF_ERROR(check_size(spec.input_types[i], absl::StrCat("input ", i)));
+  }
+  for (size_t i = 0; i < spec.node_types.size(); ++i) {
+    BRAZE_RETURN_IF_ERROR(check_size(
+        spec.node_types[i], absl::StrCat("node '", spec.graph->node(spec.nodes[i]).name(), "'")));
   }
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 // new op in op_list.def fails to compile here (-Werror=switch) until it has a kernel.
 #include "reference/reference.h"
 
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -51,7 +52,16 @@ Kernel RunAssign(OpKind op, const HostTensor& var, const HostTensor& value, cons
 Kernel RunHostCall(const HostCallAttrs& attrs, absl::Span<const HostTensor> inputs,
                    absl::Span<const TensorType> output_types) {
   if (!attrs.fn) return absl::InvalidArgumentError("HostCall has no function");
-  absl::StatusOr<std::vector<HostTensor>> result = attrs.fn(inputs);
+  // A user's function may throw: that is its failure, reported like a Status, never a
+  // crash of the program that runs it.
+  absl::StatusOr<std::vector<HostTensor>> result;
+  try {
+    result = attrs.fn(inputs);
+  } catch (const std::exception& e) {
+    result = absl::InternalError(absl::StrCat("threw an exception: ", e.what()));
+  } catch (...) {
+    result = absl::InternalError("threw an exception that is not a std::exception");
+  }
   if (!result.ok()) {
     return absl::Status(result.status().code(),
                         absl::StrCat("host function failed: ", result.status().message()));

@@ -5,6 +5,7 @@
 #include "braze/session.h"
 
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -78,9 +79,22 @@ absl::Status Session::RunInto(const Feeds& feeds, const std::vector<Tensor>& fet
   return RunInternal(feeds, fetches, targets, /*compile_only=*/false, outputs);
 }
 
+// A tensor too large for memory (BroadcastTo to a shape of 2^40 elements, say) is an
+// error of the Run, never an uncaught std::bad_alloc; nothing is committed then.
 absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
                                   const std::vector<Tensor>& targets, bool compile_only,
                                   std::vector<HostTensor>* outputs) {
+  try {
+    return RunUnguarded(feeds, fetches, targets, compile_only, outputs);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "out of memory: a tensor of this Run could not be allocated (see the graph's shapes)");
+  }
+}
+
+absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>& fetches,
+                                   const std::vector<Tensor>& targets, bool compile_only,
+                                   std::vector<HostTensor>* outputs) {
   BRAZE_RETURN_IF_ERROR(graph_.status());
   BRAZE_RETURN_IF_ERROR(BrazeFlagsStatus());  // a bad BRAZE_FLAGS: runtime/flags.h
   const int num_nodes = graph_.num_nodes();

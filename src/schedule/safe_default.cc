@@ -1,14 +1,14 @@
 // The safe default schedule; see safe_default.h for the rules and why.
 #include "schedule/safe_default.h"
 
-#include "schedule/extremum_operands.h"
-
 #include <algorithm>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "schedule/extremum_operands.h"
 
 namespace braze {
 namespace schedule {

@@ -15,9 +15,8 @@
 namespace braze {
 namespace {
 
-const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019,
-                                 Scheduler::kMullapudi2016, Scheduler::kLi2018,
-                                 Scheduler::kSafeDefault};
+const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                                 Scheduler::kLi2018, Scheduler::kSafeDefault};
 
 const char* Name(Scheduler s) {
   switch (s) {
@@ -70,10 +69,11 @@ void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vecto
                                         : std::fabs(x - y) <= atol_scaled + rtol * std::fabs(y);
         if (!ok && bad++ == 0) first = i;
       }
-      EXPECT_EQ(bad, 0) << Name(sched) << " fetch " << f << " ('" << fetches[f].name() << "'): "
-                        << bad << " of " << a.num_elements() << " elements differ; first ["
-                        << first << "]: got " << (first >= 0 ? a.GetDouble(first) : 0)
-                        << ", reference " << (first >= 0 ? b.GetDouble(first) : 0);
+      EXPECT_EQ(bad, 0) << Name(sched) << " fetch " << f << " ('" << fetches[f].name()
+                        << "'): " << bad << " of " << a.num_elements()
+                        << " elements differ; first [" << first << "]: got "
+                        << (first >= 0 ? a.GetDouble(first) : 0) << ", reference "
+                        << (first >= 0 ? b.GetDouble(first) : 0);
     }
   }
 }
@@ -98,8 +98,8 @@ TEST(Miscompile, RowMaxSelectWithUnrelatedReductionsInTheCluster) {
     Tensor sum = Sum(in1);
     fetches = {sel, ln, sum};
   }
-  ExpectMatchesReference(g, {{in2, Random({5, 6}, 1)}, {in0, Random({4}, 2)}, {in1, Random({8}, 3)}},
-                         fetches);
+  ExpectMatchesReference(
+      g, {{in2, Random({5, 6}, 1)}, {in0, Random({4}, 2)}, {in1, Random({8}, 3)}}, fetches);
 }
 
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {

@@ -13,9 +13,8 @@ namespace braze {
 namespace fuzz {
 namespace {
 
-const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019,
-                                 Scheduler::kMullapudi2016, Scheduler::kLi2018,
-                                 Scheduler::kSafeDefault};
+const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                                 Scheduler::kLi2018, Scheduler::kSafeDefault};
 
 void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit_scope) {
   int passed = 0;
@@ -52,9 +51,10 @@ TEST(RandomGraphs, GeneratorCoversTheOpFamilies) {
   std::string all;
   for (uint64_t seed = 1; seed < 151; ++seed) all += ProgramToCpp(GenerateProgram(seed));
   for (const char* op :
-       {"Placeholder", "Select(", "Sum(", "Max(", "ArgMax(", "MatMul(", "BatchMatMul(",
-        "Reshape(", "Transpose(", "BroadcastTo(", "Concat(", "Slice(", "Pad(", "OneHot(",
-        "Cast(", "Softmax(", "LayerNorm(", "Dense(", "DType::kF64", "DType::kI32", "{-1"}) {
+       {"Placeholder",  "Select(",     "Sum(",       "Max(",         "ArgMax(",    "MatMul(",
+        "BatchMatMul(", "Reshape(",    "Transpose(", "BroadcastTo(", "Concat(",    "Slice(",
+        "Pad(",         "OneHot(",     "Cast(",      "Softmax(",     "LayerNorm(", "Dense(",
+        "DType::kF64",  "DType::kI32", "{-1"}) {
     EXPECT_THAT(all, ::testing::HasSubstr(op));
   }
 }

@@ -146,10 +146,9 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
     }
     if (f.verbose) {
       std::printf("seed %llu %s %s (%d ops, %lld launches)%s%s\n",
-                  static_cast<unsigned long long>(seed), Name(o.scheduler),
-                  OutcomeName(out.kind), static_cast<int>(p.ops.size()),
-                  static_cast<long long>(out.cluster_launches), out.detail.empty() ? "" : ": ",
-                  out.detail.c_str());
+                  static_cast<unsigned long long>(seed), Name(o.scheduler), OutcomeName(out.kind),
+                  static_cast<int>(p.ops.size()), static_cast<long long>(out.cluster_launches),
+                  out.detail.empty() ? "" : ": ", out.detail.c_str());
       std::fflush(stdout);
     }
     if (out.kind == Outcome::Kind::kMismatch || out.kind == Outcome::Kind::kError) {

@@ -98,7 +98,8 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   for (int64_t size0 : Sizes(p)) {
     const std::vector<HostTensor> values = MakeFeeds(p, size0);
     Feeds feeds;
-    for (size_t i = 0; i < values.size(); ++i) feeds.emplace_back(built->placeholders[i], values[i]);
+    for (size_t i = 0; i < values.size(); ++i)
+      feeds.emplace_back(built->placeholders[i], values[i]);
     auto want = reference.Run(feeds, built->fetches);
     if (!want.ok()) continue;  // these sizes are invalid for the graph: the user's error
     auto got = compiled.Run(feeds, built->fetches);
@@ -113,8 +114,8 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       if (!diff.empty()) {
         out.kind = Outcome::Kind::kMismatch;
         out.detail = absl::StrCat("size0 ", size0, ", fetch ", f, " ('", built->fetches[f].name(),
-                                  "', cluster ", compiled.ClusterOf(built->fetches[f]).value_or("-"),
-                                  "): ", diff);
+                                  "', cluster ",
+                                  compiled.ClusterOf(built->fetches[f]).value_or("-"), "): ", diff);
         return out;
       }
     }

@@ -18,7 +18,7 @@ struct RunOptions {
   // The compiled run: every op under one JitScope (false: placed on jit:cpu, the
   // forced-compilation device, instead).
   bool jit_scope = true;
-  bool strict = true;  // a cluster that fails to compile or run is an error, not a fallback
+  bool strict = true;          // a cluster that fails to compile or run is an error, not a fallback
   std::string device = "cpu";  // the session's device ("cuda:0" where there is one)
   // Testing hook passed to SessionOptions::inject_compile_failure.
   std::function<bool(const std::string& step_name)> inject_compile_failure;

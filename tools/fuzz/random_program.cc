@@ -18,8 +18,12 @@ namespace {
 // Odd, prime, tiny and vector-width-adjacent extents.
 constexpr int64_t kDims[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31};
 
-std::string Ints(const std::vector<int64_t>& v) { return absl::StrCat("{", absl::StrJoin(v, ", "), "}"); }
-std::string Ints(const std::vector<int>& v) { return absl::StrCat("{", absl::StrJoin(v, ", "), "}"); }
+std::string Ints(const std::vector<int64_t>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ", "), "}");
+}
+std::string Ints(const std::vector<int>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ", "), "}");
+}
 std::string DTypeCode(DType d) {
   switch (d) {
     case DType::kF32:
@@ -81,7 +85,9 @@ class Generator {
   int Uniform(int n) { return n <= 1 ? 0 : static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
   bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
   int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
-  double Value() { return std::round(std::uniform_real_distribution<double>(-2, 2)(rng_) * 1000) / 1000; }
+  double Value() {
+    return std::round(std::uniform_real_distribution<double>(-2, 2)(rng_) * 1000) / 1000;
+  }
 
   Shape RandomShape(bool large) {
     if (large) {
@@ -150,8 +156,7 @@ class Generator {
 
   // Records an op and builds it in the scratch graph; its value joins the pool.
   void Push(std::vector<int> operands,
-            std::function<Tensor(Graph&, const std::vector<Tensor>&)> build,
-           std::string code) {
+            std::function<Tensor(Graph&, const std::vector<Tensor>&)> build, std::string code) {
     std::vector<Tensor> args;
     for (int i : operands) args.push_back(values_[i]);
     Tensor t = build(g_, args);
@@ -162,7 +167,8 @@ class Generator {
   // A constant operand as an op of its own: value index.
   int AddConst(DType dtype, const Shape& shape) {
     const uint64_t seed = rng_() % 100000;
-    Push({},
+    Push(
+        {},
         [dtype, shape, seed](Graph& g, const std::vector<Tensor>&) {
           return Const(g, RandomValues(dtype, shape, seed));
         },
@@ -258,7 +264,8 @@ class Generator {
     };
     const U& u = integer ? kInt[Uniform(5)] : kFloat[Uniform(14)];
     auto fn = u.fn;
-    Push({a}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0]); }, u.code);
+    Push(
+        {a}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0]); }, u.code);
     return true;
   }
 
@@ -291,7 +298,8 @@ class Generator {
     };
     const B& op = integer ? kInt[Uniform(6)] : kFloat[Uniform(7)];
     auto fn = op.fn;
-    Push({a, b}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0], v[1]); }, op.code);
+    Push(
+        {a, b}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0], v[1]); }, op.code);
     return true;
   }
 
@@ -301,16 +309,19 @@ class Generator {
     const int b = BroadcastOperand(a);
     switch (Uniform(3)) {
       case 0:
-        Push({a, b}, [](Graph&, const std::vector<Tensor>& v) { return Greater(v[0], v[1]); },
+        Push(
+            {a, b}, [](Graph&, const std::vector<Tensor>& v) { return Greater(v[0], v[1]); },
             "Greater($0, $1)");
         break;
       case 1:
-        Push({a, b}, [](Graph&, const std::vector<Tensor>& v) { return Less(v[0], v[1]); },
+        Push(
+            {a, b}, [](Graph&, const std::vector<Tensor>& v) { return Less(v[0], v[1]); },
             "Less($0, $1)");
         break;
       default:
         // Equal of a value with itself and with a copy made by other ops.
-        Push({a, a}, [](Graph&, const std::vector<Tensor>& v) { return Equal(v[0], Relu(v[1])); },
+        Push(
+            {a, a}, [](Graph&, const std::vector<Tensor>& v) { return Equal(v[0], Relu(v[1])); },
             "Equal($0, Relu($1))");
     }
     return true;
@@ -322,14 +333,19 @@ class Generator {
     const int b = BroadcastOperand(a);
     int c = Pick([&](const Tensor& t) {
       return t.dtype() == DType::kBool && IsFullyDefined(t.shape()) &&
-             IsFullyDefined(values_[a].shape()) && Broadcast(values_[a].shape(), t.shape(), nullptr);
+             IsFullyDefined(values_[a].shape()) &&
+             Broadcast(values_[a].shape(), t.shape(), nullptr);
     });
     if (c >= 0) {
-      Push({c, a, b}, [](Graph&, const std::vector<Tensor>& v) { return Select(v[0], v[1], v[2]); },
+      Push(
+          {c, a, b}, [](Graph&, const std::vector<Tensor>& v) { return Select(v[0], v[1], v[2]); },
           "Select($0, $1, $2)");
     } else {
-      Push({a, b},
-          [](Graph&, const std::vector<Tensor>& v) { return Select(Greater(v[0], v[1]), v[0], v[1] * v[1]); },
+      Push(
+          {a, b},
+          [](Graph&, const std::vector<Tensor>& v) {
+            return Select(Greater(v[0], v[1]), v[0], v[1] * v[1]);
+          },
           "Select(Greater($0, $1), $0, $1 * $1)");
     }
     return true;
@@ -354,11 +370,13 @@ class Generator {
     static const char* kNames[] = {"Sum", "Max", "Min", "ArgMax", "Mean"};
     if (which == 3) {
       const int axis = Uniform(rank);
-      Push({a}, [axis](Graph&, const std::vector<Tensor>& v) { return ArgMax(v[0], axis); },
+      Push(
+          {a}, [axis](Graph&, const std::vector<Tensor>& v) { return ArgMax(v[0], axis); },
           absl::StrCat("ArgMax($0, ", axis, ")"));
       return true;
     }
-    Push({a},
+    Push(
+        {a},
         [which, axes, keep](Graph&, const std::vector<Tensor>& v) {
           switch (which) {
             case 0:
@@ -390,7 +408,8 @@ class Generator {
     bs.push_back(tb ? n : k);
     bs.push_back(tb ? k : n);
     const int b = AddConst(values_[a].dtype(), bs);
-    Push({a, b},
+    Push(
+        {a, b},
         [batch, ta, tb](Graph&, const std::vector<Tensor>& v) {
           return batch ? BatchMatMul(v[0], v[1], ta, tb) : MatMul(v[0], v[1], ta, tb);
         },
@@ -423,7 +442,8 @@ class Generator {
         out = total == 1 && Chance(0.5) ? Shape{} : s;
         if (!(total == 1 && out.empty())) out.insert(out.begin(), 1);
     }
-    Push({a}, [out](Graph&, const std::vector<Tensor>& v) { return Reshape(v[0], out); },
+    Push(
+        {a}, [out](Graph&, const std::vector<Tensor>& v) { return Reshape(v[0], out); },
         absl::StrCat("Reshape($0, ", Ints(out), ")"));
     return true;
   }
@@ -434,7 +454,8 @@ class Generator {
     std::vector<int> perm(values_[a].rank());
     std::iota(perm.begin(), perm.end(), 0);
     std::shuffle(perm.begin(), perm.end(), rng_);
-    Push({a}, [perm](Graph&, const std::vector<Tensor>& v) { return Transpose(v[0], perm); },
+    Push(
+        {a}, [perm](Graph&, const std::vector<Tensor>& v) { return Transpose(v[0], perm); },
         absl::StrCat("Transpose($0, ", Ints(perm), ")"));
     return true;
   }
@@ -448,7 +469,8 @@ class Generator {
     }
     if (Chance(0.6)) out.insert(out.begin(), 1 + Uniform(4));
     if (NumElements(out) > 50000) return false;
-    Push({a}, [out](Graph&, const std::vector<Tensor>& v) { return BroadcastTo(v[0], out); },
+    Push(
+        {a}, [out](Graph&, const std::vector<Tensor>& v) { return BroadcastTo(v[0], out); },
         absl::StrCat("BroadcastTo($0, ", Ints(out), ")"));
     return true;
   }
@@ -459,7 +481,8 @@ class Generator {
     const Tensor x = values_[a];  // a copy: Push and AddConst grow values_
     const int axis = Uniform(x.rank());
     int b = Pick([&](const Tensor& t) {
-      if (t.dtype() != x.dtype() || t.rank() != x.rank() || !IsFullyDefined(t.shape())) return false;
+      if (t.dtype() != x.dtype() || t.rank() != x.rank() || !IsFullyDefined(t.shape()))
+        return false;
       for (int d = 0; d < x.rank(); ++d) {
         if (d != axis && t.shape()[d] != x.shape()[d]) return false;
       }
@@ -471,7 +494,8 @@ class Generator {
       b = AddConst(x.dtype(), s);
     }
     const bool three = Chance(0.3);
-    Push({a, b},
+    Push(
+        {a, b},
         [axis, three](Graph&, const std::vector<Tensor>& v) {
           if (three) return Concat({v[0], v[1], v[0]}, axis);
           return Concat({v[0], v[1]}, axis);
@@ -481,7 +505,9 @@ class Generator {
   }
 
   bool SliceOp() {
-    const int a = Pick([](const Tensor& t) { return t.rank() >= 1 && IsFullyDefined(t.shape()) && NumElements(t.shape()) > 0; });
+    const int a = Pick([](const Tensor& t) {
+      return t.rank() >= 1 && IsFullyDefined(t.shape()) && NumElements(t.shape()) > 0;
+    });
     if (a < 0) return false;
     const Shape s = values_[a].shape();
     std::vector<int64_t> begin, size;
@@ -490,7 +516,9 @@ class Generator {
       begin.push_back(b);
       size.push_back(Chance(0.2) ? -1 : 1 + Uniform(static_cast<int>(d - b)));
     }
-    Push({a}, [begin, size](Graph&, const std::vector<Tensor>& v) { return Slice(v[0], begin, size); },
+    Push(
+        {a},
+        [begin, size](Graph&, const std::vector<Tensor>& v) { return Slice(v[0], begin, size); },
         absl::StrCat("Slice($0, ", Ints(begin), ", ", Ints(size), ")"));
     return true;
   }
@@ -506,7 +534,8 @@ class Generator {
     }
     code += "}";
     const double value = Value();
-    Push({a}, [pads, value](Graph&, const std::vector<Tensor>& v) { return Pad(v[0], pads, value); },
+    Push(
+        {a}, [pads, value](Graph&, const std::vector<Tensor>& v) { return Pad(v[0], pads, value); },
         absl::StrCat("Pad($0, ", code, ", ", Num(value), ")"));
     return true;
   }
@@ -518,7 +547,8 @@ class Generator {
     if (from == DType::kI32 && Chance(0.5)) {
       const int64_t depth = 1 + Uniform(5);
       const double on = Value(), off = Value();
-      Push({a},
+      Push(
+          {a},
           [depth, on, off](Graph&, const std::vector<Tensor>& v) {
             return OneHot(v[0], depth, on, off);
           },
@@ -530,11 +560,13 @@ class Generator {
     if (to == from) to = from == DType::kF32 ? DType::kI32 : DType::kF32;
     if (to == DType::kI32 && Floating(from)) {
       // Scale first so the truncation has work to do.
-      Push({a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0] * 3.0, to); },
+      Push(
+          {a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0] * 3.0, to); },
           absl::StrCat("Cast($0 * 3.0, ", DTypeCode(to), ")"));
       return true;
     }
-    Push({a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0], to); },
+    Push(
+        {a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0], to); },
         absl::StrCat("Cast($0, ", DTypeCode(to), ")"));
     return true;
   }
@@ -551,19 +583,22 @@ class Generator {
     switch (Uniform(6)) {
       case 0: {
         const int axis = Uniform(rank) - (Chance(0.5) ? rank : 0);
-        Push({a}, [axis](Graph&, const std::vector<Tensor>& v) { return Softmax(v[0], axis); },
+        Push(
+            {a}, [axis](Graph&, const std::vector<Tensor>& v) { return Softmax(v[0], axis); },
             absl::StrCat("Softmax($0, ", axis, ")"));
         return true;
       }
       case 1: {
         const int axis = Uniform(rank);
-        Push({a}, [axis](Graph&, const std::vector<Tensor>& v) { return LogSoftmax(v[0], axis); },
+        Push(
+            {a}, [axis](Graph&, const std::vector<Tensor>& v) { return LogSoftmax(v[0], axis); },
             absl::StrCat("LogSoftmax($0, ", axis, ")"));
         return true;
       }
       case 2: {
         const int labels = AddConst(x.dtype(), x.shape());
-        Push({a, labels},
+        Push(
+            {a, labels},
             [](Graph&, const std::vector<Tensor>& v) {
               return SoftmaxCrossEntropyWithLogits(v[0], Softmax(v[1]));
             },
@@ -573,13 +608,15 @@ class Generator {
       case 3: {
         const int gamma = AddConst(x.dtype(), {last});
         const int beta = AddConst(x.dtype(), {last});
-        Push({a, gamma, beta},
+        Push(
+            {a, gamma, beta},
             [](Graph&, const std::vector<Tensor>& v) { return LayerNorm(v[0], v[1], v[2]); },
             "LayerNorm($0, $1, $2)");
         return true;
       }
       case 4:
-        Push({a}, [](Graph&, const std::vector<Tensor>& v) { return Gelu(v[0]); }, "Gelu($0)");
+        Push(
+            {a}, [](Graph&, const std::vector<Tensor>& v) { return Gelu(v[0]); }, "Gelu($0)");
         return true;
       default: {
         if (rank != 2) return false;
@@ -588,7 +625,8 @@ class Generator {
         const int b = AddConst(x.dtype(), {n});
         const int act = Uniform(5);
         static const char* kAct[] = {"kNone", "kRelu", "kGelu", "kSigmoid", "kTanh"};
-        Push({a, w, b},
+        Push(
+            {a, w, b},
             [act](Graph&, const std::vector<Tensor>& v) {
               return Dense(v[0], v[1], v[2], static_cast<Activation>(act));
             },
@@ -685,13 +723,13 @@ std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
 }
 
 std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
-  std::string out = absl::StrCat(
-      "// braze-fuzz seed ", p.seed, "\n",
-      "HostTensor Random(DType d, Shape s, uint64_t seed) {\n"
-      "  return HostTensor::RandomUniform(d, s, seed, d == DType::kI32 ? -3 : -2,\n"
-      "                                   d == DType::kI32 ? 4 : 2);\n"
-      "}\n\n"
-      "Graph g;\nFeeds feeds;\n");
+  std::string out =
+      absl::StrCat("// braze-fuzz seed ", p.seed, "\n",
+                   "HostTensor Random(DType d, Shape s, uint64_t seed) {\n"
+                   "  return HostTensor::RandomUniform(d, s, seed, d == DType::kI32 ? -3 : -2,\n"
+                   "                                   d == DType::kI32 ? 4 : 2);\n"
+                   "}\n\n"
+                   "Graph g;\nFeeds feeds;\n");
   std::vector<bool> present;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     Shape declared = p.inputs[i].shape;

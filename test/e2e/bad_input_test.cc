@@ -1,0 +1,191 @@
+// Bad input at every public entry point gives a clear Status naming the node (or the
+// argument), never a crash, and a failed Run changes no variable. Each case here is a
+// row of docs/BAD_INPUT.md.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+
+namespace braze {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Message(const absl::Status& s) { return std::string(s.message()); }
+
+// Compiled (a JitScope, strict or not) and reference sessions alike.
+std::vector<SessionOptions> AllModes() {
+  SessionOptions reference, fused, strict;
+  reference.reference_only = true;
+  strict.strict = true;
+  return {reference, fused, strict};
+}
+
+TEST(BadInput, FeedOfTheWrongShapeDtypeOrRankNamesThePlaceholder) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 3}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Exp(x) * 2.0;
+  }
+  for (const SessionOptions& o : AllModes()) {
+    Session s(g, o);
+    for (const HostTensor& bad :
+         {HostTensor(DType::kF32, {4, 2}), HostTensor(DType::kF64, {4, 3}),
+          HostTensor(DType::kF32, {12}), HostTensor(DType::kF32, {2, 2, 3})}) {
+      auto r = s.Run({{x, bad}}, {y});
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(Message(r.status()), HasSubstr("node 'x'"));
+    }
+  }
+}
+
+TEST(BadInput, MinusOneDimsThatDisagreeAtRunTimeNameTheNode) {
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {-1, 3}, "a");
+  Tensor b = Placeholder(g, DType::kF32, {-1, 3}, "b");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Add(a, b);
+  }
+  for (const SessionOptions& o : AllModes()) {
+    Session s(g, o);
+    auto r =
+        s.Run({{a, HostTensor(DType::kF32, {4, 3})}, {b, HostTensor(DType::kF32, {5, 3})}}, {y});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(Message(r.status()), HasSubstr("node 'Add'"));
+  }
+}
+
+TEST(BadInput, NanAndInfFlowAsTheReferenceSays) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2, 5}, "x");
+  std::vector<Tensor> ys;
+  {
+    JitScope scope(g);
+    ys = {Softmax(x), Max(x, {1}), Relu(x),    Exp(x),        Sum(x, {1}), Log(x),
+          Sqrt(x),    Tanh(x),     Sigmoid(x), Reciprocal(x), Rsqrt(x),    Erf(x),
+          Floor(x),   Sign(x),     Square(x),  Abs(x),        Neg(x),      Exp(-x)};
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  HostTensor in = HostTensor::From<float>({nan, 1, -2, 0, 4, inf, -inf, 0, 100, -100}, {2, 5});
+  SessionOptions reference;
+  reference.reference_only = true;
+  auto want = Session(g, reference).Run({{x, in}}, ys);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto got = Session(g).Run({{x, in}}, ys);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t f = 0; f < ys.size(); ++f) {
+    for (int64_t i = 0; i < (*want)[f].num_elements(); ++i) {
+      const double w = (*want)[f].GetDouble(i), v = (*got)[f].GetDouble(i);
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(v)) << ys[f].name() << "[" << i << "] = " << v;
+      } else if (std::isinf(w)) {
+        EXPECT_EQ(v, w) << ys[f].name() << "[" << i << "] of " << in.GetDouble(i);
+      } else {
+        EXPECT_NEAR(v, w, 1e-5 + 1e-4 * std::fabs(w))
+            << ys[f].name() << "[" << i << "] of " << in.GetDouble(i);
+      }
+    }
+  }
+}
+
+TEST(BadInput, ZeroSizeTensorsRunEverywhere) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 7}, "x");
+  std::vector<Tensor> ys;
+  {
+    JitScope scope(g);
+    ys = {Softmax(x), Sum(x, {0}), Max(x, {1}), Concat({x, x}, 0)};
+  }
+  for (const SessionOptions& o : AllModes()) {
+    auto r = Session(g, o).Run({{x, HostTensor(DType::kF32, {0, 7})}}, ys);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)[0].shape(), (Shape{0, 7}));
+    EXPECT_EQ((*r)[1].GetDouble(3), 0.0);  // a sum over nothing
+  }
+}
+
+TEST(BadInput, ShapesWhoseSizeOverflowsAreBuildErrorsNamingTheNode) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {int64_t{1} << 40, int64_t{1} << 40}, "huge");
+  Tensor y = Exp(x);
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_THAT(Message(g.status()), HasSubstr("huge"));
+  EXPECT_THAT(Message(g.status()), HasSubstr("too large"));
+  auto r = Session(g).Run({}, {y});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+
+  Graph g2;
+  Tensor negative = Placeholder(g2, DType::kF32, {3, -5}, "negative");
+  EXPECT_THAT(Message(g2.status()), HasSubstr("negative"));
+}
+
+TEST(BadInput, HostCallThatThrowsIsAStatusNamingTheNode) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  auto out = HostCall(g, "thrower", {x}, {{DType::kF32, {3}}},
+                      [](absl::Span<const HostTensor>) -> absl::StatusOr<std::vector<HostTensor>> {
+                        throw std::runtime_error("disk on fire");
+                      });
+  Tensor y = out[0] * 2.0;
+  for (const SessionOptions& o : AllModes()) {
+    if (o.strict) continue;  // HostCall outside a scope: strict has nothing to say
+    auto r = Session(g, o).Run({{x, HostTensor(DType::kF32, {3})}}, {y});
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(Message(r.status()), HasSubstr("node 'thrower' (HostCall)"));
+    EXPECT_THAT(Message(r.status()), HasSubstr("disk on fire"));
+  }
+}
+
+TEST(BadInput, AFailedRunChangesNoVariable) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::From<float>({1, 2, 3}, {3}), "v");
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  Tensor update;
+  {
+    JitScope scope(g);
+    update = Assign(v, v * 2.0);
+  }
+  auto fail = HostCall(g, "fails", {x}, {{DType::kF32, {3}}},
+                       [](absl::Span<const HostTensor>) -> absl::StatusOr<std::vector<HostTensor>> {
+                         return absl::UnavailableError("no");
+                       });
+  for (const SessionOptions& o : AllModes()) {
+    if (o.strict) continue;
+    Session s(g, o);
+    auto r = s.Run({{x, HostTensor(DType::kF32, {3})}}, {fail[0]}, {update});
+    ASSERT_FALSE(r.ok());
+    auto value = s.VariableValue(v);
+    ASSERT_TRUE(value.ok());
+    EXPECT_EQ(value->ToVector<float>(), (std::vector<float>{1, 2, 3}));
+  }
+}
+
+TEST(BadInput, TensorsFromAnotherGraphAndMissingFeedsNameThem) {
+  Graph g, other;
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  Tensor alien = Placeholder(other, DType::kF32, {3}, "alien");
+  Tensor y = Exp(x);
+  Session s(g);
+  auto r = s.Run({}, {y});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r.status()), HasSubstr("missing feed for node 'x'"));
+  r = s.Run({{x, HostTensor(DType::kF32, {3})}}, {alien});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r.status()), HasSubstr("another graph"));
+}
+
+}  // namespace
+}  // namespace braze
