@@ -286,8 +286,14 @@ void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
   for (size_t i = 0; i < lowered.params.size(); ++i) {
     if (!lowered.input_elided[i]) args.push_back(lowered.params[i]);
   }
+  std::map<std::string, int64_t> output_sizes;
+  for (size_t j = 0; j < lowered.output_types.size(); ++j) {
+    if (lowered.pipeline_output[j] < 0) continue;
+    const Halide::Func& f = lowered.info.outputs[lowered.pipeline_output[j]];
+    output_sizes[f.name()] = std::max<int64_t>(1, NumElements(lowered.output_types[j].shape));
+  }
   const Halide::Module module = pipeline.compile_to_module(args, "braze_check", target);
-  const std::string problem = schedule::CheckLoweredModule(module);
+  const std::string problem = schedule::CheckLoweredModule(module, output_sizes);
   if (!problem.empty()) throw Halide::CompileError(problem);
 }
 

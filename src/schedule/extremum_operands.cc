@@ -102,7 +102,11 @@ std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info) {
   std::set<std::string> chosen;
   for (const Stage& s : info.stages) {
     if (!IsExtremum(s)) continue;
-    Callees read(env, stored);
+    // The Funcs the update reads directly: storing those stores everything inlined
+    // into them too, once.
+    std::set<std::string> all;  // every Func counts as stored: no recursion
+    for (const auto& [name, unused] : env) all.insert(name);
+    Callees read(env, all);
     for (const Halide::Expr& v : s.acc.function().update(0).values()) v.accept(&read);
     for (const std::string& name : read.names) {
       auto it = env.find(name);

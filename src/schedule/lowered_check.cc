@@ -45,6 +45,7 @@ struct LoopName {
 
 class Checker : public IRVisitor {
  public:
+  explicit Checker(const std::map<std::string, int64_t>& sizes) : sizes_(sizes) {}
   std::string problem;
 
   // A parallel loop's body is outlined into a function of its own, whose argument is
@@ -86,7 +87,21 @@ class Checker : public IRVisitor {
   void visit(const LetStmt* op) override {
     op->value.accept(this);
     let_deps_[op->name] = DepsOf(op->value);
+    scope_.push(op->name, Halide::Internal::bounds_of_expr_in_scope(op->value, scope_));
     op->body.accept(this);
+    scope_.pop(op->name);
+  }
+
+  void visit(const Allocate* op) override {
+    int64_t size = 1;
+    for (const Expr& e : op->extents) {
+      const int64_t* c = as_const_int(e);
+      size = (c == nullptr || size < 0) ? -1 : size * *c;
+    }
+    const bool known = size >= 0 && op->new_expr.defined() == false;
+    if (known) sizes_[op->name] = size;
+    IRVisitor::visit(op);
+    if (known) sizes_.erase(op->name);
   }
   void visit(const Let* op) override {
     op->value.accept(this);
@@ -102,7 +117,13 @@ class Checker : public IRVisitor {
     const bool trivial = is_const_one(op->extent);
     if (named && !trivial) loops_.push_back(loop);
     loop_names_.insert(op->name);
+    scope_.push(
+        op->name,
+        Halide::Internal::Interval(
+            Halide::Internal::bounds_of_expr_in_scope(op->min, scope_).min,
+            Halide::Internal::bounds_of_expr_in_scope(op->min + op->extent - 1, scope_).max));
     op->body.accept(this);
+    scope_.pop(op->name);
     loop_names_.erase(op->name);
     if (named && !trivial) loops_.pop_back();
   }
@@ -122,6 +143,8 @@ class Checker : public IRVisitor {
   void visit(const Store* op) override {
     IRVisitor::visit(op);
     if (!problem.empty()) return;
+    CheckInBounds(op);
+    if (!problem.empty()) return;
     const std::string func = FuncOfBuffer(op->name);
     std::set<std::string> deps = DepsOf(op->index);
     const std::set<std::string> pred = DepsOf(op->predicate);
@@ -138,6 +161,25 @@ class Checker : public IRVisitor {
     }
   }
 
+  // A store whose index the enclosing loops bound to constants must stay inside its
+  // buffer: a guarded split that lost its guard wrote past the end of an output.
+  void CheckInBounds(const Store* op) {
+    auto size = sizes_.find(op->name);
+    if (size == sizes_.end() || !is_const_one(op->predicate)) return;
+    const Halide::Internal::Interval i =
+        Halide::Internal::bounds_of_expr_in_scope(op->index, scope_);
+    const int64_t* lo =
+        i.has_lower_bound() ? as_const_int(Halide::Internal::simplify(i.min)) : nullptr;
+    const int64_t* hi =
+        i.has_upper_bound() ? as_const_int(Halide::Internal::simplify(i.max)) : nullptr;
+    if ((lo != nullptr && *lo < 0) || (hi != nullptr && *hi >= size->second)) {
+      std::ostringstream s;
+      s << "Halide 14 miscompiled the schedule: a store to " << op->name << " reaches index "
+        << (lo != nullptr && *lo < 0 ? *lo : *hi) << " of " << size->second << " elements";
+      problem = s.str();
+    }
+  }
+
   void visit(const AssertStmt* op) override {
     if (problem.empty() && is_const_zero(op->condition)) {
       std::ostringstream s;
@@ -150,14 +192,17 @@ class Checker : public IRVisitor {
   std::vector<Loop> loops_;
   std::set<std::string> loop_names_;
   std::map<std::string, std::set<std::string>> let_deps_;
-  std::map<std::string, int> pinned_;  // loop var -> enclosing branches on it
+  std::map<std::string, int> pinned_;     // loop var -> enclosing branches on it
+  std::map<std::string, int64_t> sizes_;  // buffer -> elements, where known
+  Halide::Internal::Scope<Halide::Internal::Interval> scope_;
 };
 
 }  // namespace
 
-std::string CheckLoweredModule(const Halide::Module& module) {
+std::string CheckLoweredModule(const Halide::Module& module,
+                               const std::map<std::string, int64_t>& output_sizes) {
   for (const Halide::Internal::LoweredFunc& f : module.functions()) {
-    Checker checker;
+    Checker checker(output_sizes);
     for (const Halide::Internal::LoweredArgument& arg : f.args) {
       checker.EnterFunctionArgument(arg.name);
     }

@@ -20,6 +20,8 @@
 #ifndef BRAZE_SCHEDULE_LOWERED_CHECK_H_
 #define BRAZE_SCHEDULE_LOWERED_CHECK_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 
 #include "Halide.h"
@@ -27,9 +29,16 @@
 namespace braze {
 namespace schedule {
 
-// Empty when `module` (the pipeline lowered for its target) passes both checks, else
+// - A store out of its buffer. Where the loops around a store have constant bounds (the
+//   last piece of a partitioned loop, say), its index must stay inside the buffer: an
+//   output (`output_sizes`: buffer name -> elements) or an allocation of constant
+//   size. A guarded split into parallel chunks lost its guard in Halide 14 and wrote
+//   past the end of an output (heap corruption; braze-fuzz seed 3282).
+//
+// Empty when `module` (the pipeline lowered for its target) passes the checks, else
 // what is wrong, naming the Func and the loop or the failing check.
-std::string CheckLoweredModule(const Halide::Module& module);
+std::string CheckLoweredModule(const Halide::Module& module,
+                               const std::map<std::string, int64_t>& output_sizes = {});
 
 }  // namespace schedule
 }  // namespace braze

@@ -24,13 +24,14 @@ using Halide::VarOrRVar;
 constexpr int64_t kMinParallelWork = int64_t{1} << 15;
 // Parallel tasks per thread: enough to balance load, few enough to keep overhead low.
 constexpr int64_t kTasksPerThread = 4;
-constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
-// Vectorized pure definitions shift their last vector inwards (recomputing a few
-// elements) instead of guarding it. Halide 14 miscompiles a GuardWithIf-vectorized
-// loop of two iterations whose last holds one element (extent w + 1) when the body has
-// a select: both iterations store the first vector, and the last element is never
-// written (test/e2e/miscompile_test.cc, docs/HALIDE14.md). Every vector width here is
-// at most the extent it vectorizes (VectorWidth), which ShiftInwards needs.
+// Splits of pure definitions (vectors, parallel chunks, row tasks) shift their last
+// piece inwards, recomputing a few elements, and never guard it: Halide 14 miscompiles
+// GuardWithIf splits whose body has a select. A vector loop of two iterations whose
+// last holds one element (extent w + 1) stored the first vector twice and never wrote
+// the last element; a guarded split into parallel chunks lost the guard of its last
+// chunk and wrote 64 floats past the output (heap corruption; braze-fuzz seed 3282).
+// See test/e2e/miscompile_test.cc. Every factor here is at most the extent it splits
+// (VectorWidth, the chunk and task sizes), which ShiftInwards needs.
 constexpr TailStrategy kShift = TailStrategy::ShiftInwards;
 // Row pipelines (RowPipeline) need rows at least this long.
 constexpr int64_t kMinRow = 8;
@@ -125,7 +126,7 @@ class SafeScheduler {
       Var xo(args[0].name() + "_o"), xi(args[0].name() + "_i");
       int64_t chunk = (e[0] + threads_ * kTasksPerThread - 1) / (threads_ * kTasksPerThread);
       chunk = ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
-      f.split(args[0], xo, xi, static_cast<int>(chunk), kGuard).parallel(xo);
+      f.split(args[0], xo, xi, static_cast<int>(chunk), kShift).parallel(xo);
       line << " split(" << args[0].name() << ", " << chunk << ").parallel";
       if (w > 1) {
         f.vectorize(xi, w, kShift);
@@ -145,7 +146,7 @@ class SafeScheduler {
         }
         const int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * kTasksPerThread));
         if (task > 1) {
-          f.parallel(outer, static_cast<int>(task), kGuard);
+          f.parallel(outer, static_cast<int>(task), kShift);
         } else {
           f.parallel(outer);
         }
@@ -268,7 +269,7 @@ class SafeScheduler {
       const int64_t task = std::max<int64_t>(1, rows / (threads_ * kTasksPerThread));
       if (task > 1) {
         Var ro(row.name() + "_o"), ri(row.name() + "_i");
-        out.split(row, ro, ri, static_cast<int>(task), kGuard).parallel(ro);
+        out.split(row, ro, ri, static_cast<int>(task), kShift).parallel(ro);
         at = ri;
       } else {
         out.parallel(row);

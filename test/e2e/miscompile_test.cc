@@ -36,13 +36,15 @@ const char* Name(Scheduler s) {
 
 // Runs `fetches` fused under every scheduler and on the reference kernels; compares.
 void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
-                            double rtol = 2e-3, double atol = 2e-4) {
+                            std::vector<Scheduler> schedulers = {}, double rtol = 2e-3,
+                            double atol = 2e-4) {
+  if (schedulers.empty()) schedulers.assign(std::begin(kSchedulers), std::end(kSchedulers));
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
   Session ref(g, ref_opts);
   auto want = ref.Run(feeds, fetches);
   ASSERT_TRUE(want.ok()) << want.status();
-  for (Scheduler sched : kSchedulers) {
+  for (Scheduler sched : schedulers) {
     SessionOptions opts;
     opts.scheduler = sched;
     opts.strict = true;
@@ -217,6 +219,28 @@ TEST(Miscompile, SliceOfAReductionAndOfAMatMul) {
     fetches.push_back(Slice(Sum(v0, {1}), {3, 2}, {5, 4}));
   }
   ExpectMatchesReference(g, {{v0, Random({31, 9, 7}, 288724)}}, fetches);
+}
+
+// braze-fuzz seed 3957 (minimized): the gradient of a softmax through Concat, Transpose
+// and two Slices read uninitialized memory under Mullapudi2016 (NaN, varying per run).
+TEST(Miscompile, SoftmaxGradientThroughConcatAndSlices) {
+  Graph g;
+  Tensor v0 = Placeholder(g, DType::kF32, {17, 7, 9, 1}, "in0");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor v2 = Softmax(v0, 2);
+    Tensor v3 = Concat({v2, v2}, 1);
+    Tensor v4 = Transpose(v3, {2, 0, 1, 3});
+    Tensor v12 = Slice(Slice(v3, {16, 13, 4, 0}, {-1, -1, 2, 1}), {0, 0, 0, 0}, {1, 1, -1, 1});
+    auto grads = Gradients({v4, v12}, {v0});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    fetches = {v4, v12, (*grads)[0]};
+  }
+  for (int run = 0; run < 3; ++run) {  // uninitialized reads differ from run to run
+    ExpectMatchesReference(g, {{v0, Random({17, 7, 9, 1}, 518367)}}, fetches,
+                           {Scheduler::kMullapudi2016, Scheduler::kSafeDefault});
+  }
 }
 
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once

@@ -18,7 +18,7 @@ std::string Check(int n, int w, Halide::TailStrategy tail, bool with_select) {
   in.dim(0).set_bounds(0, n);
   Halide::Var x("x");
   Halide::Func f("f"), out("out");
-  f(x) = in(x) * 2.0f;
+  f(x) = in(x)*2.0f;
   out(x) = with_select ? Halide::select(f(x) > 1.0f, f(x), f(x) * 0.5f) : f(x) * 0.5f;
   f.compute_root();
   out.vectorize(x, w, tail);
@@ -72,6 +72,37 @@ TEST(LoweredCheck, CatchesASplitThatCanNeverRun) {
   Halide::Module m =
       Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
   EXPECT_THAT(CheckLoweredModule(m), HasSubstr("can never run"));
+}
+
+TEST(LoweredCheck, PassesParallelChunksThatStayInTheOutput) {
+  // Chunks of 5008 over 40000 elements with a select in the body, the last chunk
+  // shifted inwards: the bounds check finds every store inside the output.
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  in.dim(0).set_bounds(0, 40000);
+  Halide::Var x("x"), xo("xo"), xi("xi");
+  Halide::Func out("out");
+  out(x) = Halide::select(in(x) > 0.5f, in(x)*2.0f, in(x) + 1.0f);
+  out.output_buffer().dim(0).set_bounds(0, 40000);
+  out.split(x, xo, xi, 5008, Halide::TailStrategy::ShiftInwards)
+      .parallel(xo)
+      .vectorize(xi, 16, Halide::TailStrategy::ShiftInwards);
+  Halide::Module m =
+      Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_EQ(CheckLoweredModule(m, {{"out", 40000}}), "");
+}
+
+TEST(LoweredCheck, CatchesAStorePastAnAllocation) {
+  // A hand-built statement: for (i, 0, 10) buf[i] = 0 in an allocation of 8.
+  using namespace Halide::Internal;
+  Stmt store = Store::make("buf", Halide::Expr(0.0f), Variable::make(Halide::Int(32), "f.s0.i"),
+                           Parameter(), const_true(), ModulusRemainder());
+  Stmt loop = For::make("f.s0.i", 0, 10, ForType::Serial, Halide::DeviceAPI::None, store);
+  Stmt alloc =
+      Allocate::make("buf", Halide::Float(32), Halide::MemoryType::Heap, {8}, const_true(), loop);
+  Halide::Module m("check", Halide::get_host_target());
+  m.append(
+      LoweredFunc("check", std::vector<LoweredArgument>{}, alloc, Halide::LinkageType::External));
+  EXPECT_THAT(CheckLoweredModule(m), HasSubstr("reaches index 9 of 8"));
 }
 
 }  // namespace

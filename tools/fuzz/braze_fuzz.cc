@@ -10,7 +10,8 @@
 // dealt round-robin), --budget=S (seconds; stops starting new seeds after that),
 // --scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random (random: one per
 // seed, from the seed), --jit_device (place ops on jit:cpu instead of a JitScope),
-// --no_minimize, --max_ops=N, --verbose (a line per seed). Exit status 1 on any
+// --no_minimize, --max_ops=N, --verbose (a line per seed), --print (print the programs
+// as C++ and run nothing). Exit status 1 on any
 // mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,6 +41,7 @@ struct Flags {
   bool jit_device = false;
   bool minimize = true;
   bool verbose = false;
+  bool print = false;
   int max_ops = 14;
 };
 
@@ -70,6 +72,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->minimize = false;
     } else if (arg == "--verbose") {
       f->verbose = true;
+    } else if (arg == "--print") {
+      f->print = true;
     } else {
       return false;
     }
@@ -125,6 +129,10 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (f.budget > 0 && elapsed > f.budget) break;
     Program p = GenerateProgram(seed, gen);
+    if (f.print) {
+      std::printf("%s\n", ProgramToCpp(p).c_str());
+      continue;
+    }
     RunOptions o;
     SchedulerFor(f.scheduler, seed, &o.scheduler);
     o.jit_scope = !f.jit_device;
@@ -176,7 +184,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
-                 "[--jit_device] [--no_minimize] [--max_ops=N] [--verbose]\n");
+                 "[--jit_device] [--no_minimize] [--max_ops=N] [--verbose] [--print]\n");
     return 2;
   }
   Scheduler unused;
