@@ -32,6 +32,7 @@
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
+#include "schedule/extremum_operands.h"
 #include "schedule/lowered_check.h"
 #include "schedule/safe_default.h"
 #include "schedule/schedule_check.h"
@@ -267,6 +268,15 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
   std::string schedule = kind == SchedulerKind::kSafeDefault
                              ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
                              : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
+  if (kind != SchedulerKind::kSafeDefault) {
+    // The autoschedulers may inline a value into both a Max and a comparison with that
+    // Max; stored once, both read the same bits (schedule/extremum_operands.h; the
+    // safe default does this itself).
+    for (Halide::Func f : schedule::SharedExtremumOperands(lowered.info)) {
+      f.compute_root();
+      schedule += absl::StrCat("// ", f.name(), ": compute_root (compared with its own extreme)\n");
+    }
+  }
   const std::vector<std::string> repaired =
       schedule::DevectorizeGuardedUpdates(lowered.info.outputs);
   if (!repaired.empty()) {
