@@ -92,17 +92,6 @@ class Checker : public IRVisitor {
     scope_.pop(op->name);
   }
 
-  void visit(const Allocate* op) override {
-    int64_t size = 1;
-    for (const Expr& e : op->extents) {
-      const int64_t* c = as_const_int(e);
-      size = (c == nullptr || size < 0) ? -1 : size * *c;
-    }
-    const bool known = size >= 0 && op->new_expr.defined() == false;
-    if (known) sizes_[op->name] = size;
-    IRVisitor::visit(op);
-    if (known) sizes_.erase(op->name);
-  }
   void visit(const Let* op) override {
     op->value.accept(this);
     let_deps_[op->name] = DepsOf(op->value);
@@ -161,8 +150,10 @@ class Checker : public IRVisitor {
     }
   }
 
-  // A store whose index the enclosing loops bound to constants must stay inside its
-  // buffer: a guarded split that lost its guard wrote past the end of an output.
+  // A store to an output whose index the enclosing loops bound to constants must stay
+  // inside it: a guarded split that lost its guard wrote past the end of an output.
+  // (Not applied to internal allocations: their indices are offset by loop-dependent
+  // mins, and interval arithmetic over those is too loose to trust.)
   void CheckInBounds(const Store* op) {
     auto size = sizes_.find(op->name);
     if (size == sizes_.end() || !is_const_one(op->predicate)) return;
@@ -193,7 +184,7 @@ class Checker : public IRVisitor {
   std::set<std::string> loop_names_;
   std::map<std::string, std::set<std::string>> let_deps_;
   std::map<std::string, int> pinned_;     // loop var -> enclosing branches on it
-  std::map<std::string, int64_t> sizes_;  // buffer -> elements, where known
+  std::map<std::string, int64_t> sizes_;  // output buffer -> elements
   Halide::Internal::Scope<Halide::Internal::Interval> scope_;
 };
 

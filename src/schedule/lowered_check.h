@@ -29,10 +29,9 @@
 namespace braze {
 namespace schedule {
 
-// - A store out of its buffer. Where the loops around a store have constant bounds (the
-//   last piece of a partitioned loop, say), its index must stay inside the buffer: an
-//   output (`output_sizes`: buffer name -> elements) or an allocation of constant
-//   size. A guarded split into parallel chunks lost its guard in Halide 14 and wrote
+// - A store out of its output. Where the loops around a store to an output
+//   (`output_sizes`: buffer name -> elements) have constant bounds (the last piece of a
+//   partitioned loop, say), its index must stay inside the output. A guarded split into parallel chunks lost its guard in Halide 14 and wrote
 //   past the end of an output (heap corruption; braze-fuzz seed 3282).
 //
 // Empty when `module` (the pipeline lowered for its target) passes the checks, else

@@ -61,7 +61,7 @@ TEST(RandomGraphs, GeneratorCoversTheOpFamilies) {
 
 TEST(RandomGraphs, MinimizerShrinksAFailureToAFewOps) {
   // Every cluster fails to compile (strict): the smallest failing program keeps one op
-  // that clusters, and the inputs it reads.
+  // that clusters, and what it reads.
   RunOptions o;
   o.inject_compile_failure = [](const std::string& step) { return step.rfind("cluster", 0) == 0; };
   for (uint64_t seed = 1; seed < 40; ++seed) {
@@ -71,7 +71,9 @@ TEST(RandomGraphs, MinimizerShrinksAFailureToAFewOps) {
     std::vector<bool> keep = Minimize(p, o, Outcome::Kind::kError);
     EXPECT_EQ(RunProgram(p, o, keep).kind, Outcome::Kind::kError);
     const int kept = static_cast<int>(std::count(keep.begin(), keep.end(), true));
-    EXPECT_LE(kept, 3) << "seed " << seed << ": " << before << " ops\n" << ProgramToCpp(p, keep);
+    // One op that clusters, with the constants it reads (a LayerNorm's gamma and beta,
+    // a Dense's weights and bias): a handful at most, and fewer than the original.
+    EXPECT_LE(kept, 5) << "seed " << seed << ": " << before << " ops\n" << ProgramToCpp(p, keep);
     EXPECT_LT(kept, static_cast<int>(before)) << "seed " << seed;
     return;
   }

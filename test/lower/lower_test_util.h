@@ -124,6 +124,9 @@ inline const char* ExpectedRefusal(SchedulerKind scheduler, const std::string& f
   if (failure.find("can never run at these shapes") != std::string::npos) {
     return "lowered check: a split larger than its extent";
   }
+  if (failure.find("Failed to load") != std::string::npos) {
+    return "the autoscheduler plugin is missing (BRAZE_HALIDE_PLUGIN_DIR)";
+  }
   return nullptr;
 }
 

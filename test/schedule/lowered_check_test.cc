@@ -91,8 +91,8 @@ TEST(LoweredCheck, PassesParallelChunksThatStayInTheOutput) {
   EXPECT_EQ(CheckLoweredModule(m, {{"out", 40000}}), "");
 }
 
-TEST(LoweredCheck, CatchesAStorePastAnAllocation) {
-  // A hand-built statement: for (i, 0, 10) buf[i] = 0 in an allocation of 8.
+TEST(LoweredCheck, CatchesAStorePastAnOutput) {
+  // A hand-built statement: for (i, 0, 10) buf[i] = 0, with buf an output of 8.
   using namespace Halide::Internal;
   Stmt store = Store::make("buf", Halide::Expr(0.0f), Variable::make(Halide::Int(32), "f.s0.i"),
                            Parameter(), const_true(), ModulusRemainder());
