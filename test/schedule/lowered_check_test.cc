@@ -97,12 +97,11 @@ TEST(LoweredCheck, CatchesAStorePastAnOutput) {
   Stmt store = Store::make("buf", Halide::Expr(0.0f), Variable::make(Halide::Int(32), "f.s0.i"),
                            Parameter(), const_true(), ModulusRemainder());
   Stmt loop = For::make("f.s0.i", 0, 10, ForType::Serial, Halide::DeviceAPI::None, store);
-  Stmt alloc =
-      Allocate::make("buf", Halide::Float(32), Halide::MemoryType::Heap, {8}, const_true(), loop);
   Halide::Module m("check", Halide::get_host_target());
   m.append(
-      LoweredFunc("check", std::vector<LoweredArgument>{}, alloc, Halide::LinkageType::External));
-  EXPECT_THAT(CheckLoweredModule(m), HasSubstr("reaches index 9 of 8"));
+      LoweredFunc("check", std::vector<LoweredArgument>{}, loop, Halide::LinkageType::External));
+  EXPECT_THAT(CheckLoweredModule(m, {{"buf", 8}}), HasSubstr("reaches index 9 of 8"));
+  EXPECT_EQ(CheckLoweredModule(m, {{"buf", 10}}), "");
 }
 
 }  // namespace
