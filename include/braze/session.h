@@ -67,6 +67,22 @@ struct SessionOptions {
   // Testing hook: compiles of steps (clusters or single ops) whose name it accepts fail
   // as a real compile error would, to exercise the fallback and strict paths.
   std::function<bool(const std::string& step_name)> inject_compile_failure;
+  // Verify mode (also BRAZE_FLAGS=--verify), for checking a model: the first run of
+  // every compiled kernel for an input signature also runs the kernel's ops on the
+  // reference kernels, and any output element beyond
+  //   verify_atol * max(1, max |reference|) + verify_rtol * |reference|
+  // (NaN must match NaN; integers and bools exactly) fails the Run with an Internal
+  // Status naming the cluster, its ops, the scheduler, the output and the worst element,
+  // after writing the kernel's schedule and lowered statement to a dump directory
+  // (--dump_to, else a new /tmp/braze_verify_* directory) named in the Status. A
+  // mismatch is a compiler bug: verify mode reports it rather than falling back. No
+  // variable changes in a failed Run. Costs one reference evaluation per new signature.
+  bool verify = false;
+  double verify_rtol = 2e-3;
+  double verify_atol = 2e-4;
+  // Testing hook for verify mode: after a compiled step whose name it accepts runs, the
+  // first element of its first output is changed, as a miscompile would.
+  std::function<bool(const std::string& step_name)> inject_wrong_result;
 };
 
 // Counters since the session was created (or ResetStats).
@@ -78,6 +94,7 @@ struct SessionStats {
   int64_t single_op_launches = 0;  // compiled single-op kernels run (ops outside clusters)
   int64_t reference_launches = 0;  // ops run on reference kernels (HostCall, state, fallback)
   int64_t gemm_launches = 0;       // cuBLAS GEMMs run (CUDA MatMuls, with folded epilogues)
+  int64_t verified_kernels = 0;    // compiled kernels checked by verify mode
   double compile_ms = 0;           // wall time spent compiling
   // Copies between memory spaces (the host, jit:cpu's memory, a CUDA device): onto a
   // device (feeds, host results, variables' first use) and off it (fetches, HostCall

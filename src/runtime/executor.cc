@@ -10,7 +10,9 @@
 #include "device/cublas_gemm.h"
 #include "ir/logging.h"
 #include "reference/reference.h"
+#include "runtime/flags.h"
 #include "runtime/timeline.h"
+#include "runtime/verify.h"
 
 namespace braze {
 namespace {
@@ -395,6 +397,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
   }
   state.kernel = *result.kernel;
   state.input_types = types;
+  state.verified = false;
   state.buffers.clear();
   state.device_buffers.clear();
   const auto& out_types = state.kernel->kernel->output_types();
@@ -468,6 +471,13 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
     // is the kernel's fault (e.g. a schedule's bounds): treated like a failed compile.
     // The kernel's errors already name the cluster or op.
     return FallBack(step, state, "failed to run", run_status, /*compile_only=*/false);
+  }
+  if (options_.inject_wrong_result && options_.inject_wrong_result(step.name) &&
+      outs[0].host != nullptr && outs[0].host->num_elements() > 0) {
+    outs[0].host->SetDouble(0, outs[0].host->GetDouble(0) + 1);  // testing hook
+  }
+  if ((options_.verify || GetBrazeFlags().verify) && !state.verified) {
+    BRAZE_RETURN_IF_ERROR(Verify(step, state, inputs, outs));
   }
   for (size_t o = 0; o < step.outputs.size(); ++o) {
     Value& v = Slot(step.outputs[o]);
@@ -564,6 +574,33 @@ absl::StatusOr<std::vector<TensorType>> Executor::CheckShapes(
     node_types.push_back((*out)[0]);
   }
   return node_types;
+}
+
+// Verify mode: the kernel's first run for this signature against the reference kernels
+// (runtime/verify.h), on host copies of its inputs and outputs.
+absl::Status Executor::Verify(const Step& step, StepState& state, const std::vector<Value>& inputs,
+                              const std::vector<KernelArg>& outs) {
+  std::vector<HostTensor> in, out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, 0));
+    in.push_back(*host.host);
+  }
+  for (const KernelArg& a : outs) {
+    if (a.host != nullptr) {
+      out.push_back(*a.host);
+    } else {
+      out.emplace_back();
+      BRAZE_RETURN_IF_ERROR(a.device->CopyToHost(&out.back()));
+    }
+  }
+  VerifyOptions o;
+  o.rtol = options_.verify_rtol;
+  o.atol = options_.verify_atol;
+  o.dump_to = GetBrazeFlags().dump_to;
+  BRAZE_RETURN_IF_ERROR(VerifyStep(g_, step, in, out, *state.kernel->kernel, o));
+  state.verified = true;
+  ++stats_.verified_kernels;
+  return absl::OkStatus();
 }
 
 void Executor::BindOutputs(const Step& step, StepState& state) {

@@ -109,6 +109,8 @@ class Executor {
   absl::Status EnsureDeviceBuffers(const Step& step, StepState& state,
                                    const std::vector<TensorType>& out_types);
   void BindOutputs(const Step& step, StepState& state);
+  absl::Status Verify(const Step& step, StepState& state, const std::vector<Value>& inputs,
+                      const std::vector<KernelArg>& outs);
 
   const Graph& g_;
   const SessionOptions& options_;

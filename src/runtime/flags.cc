@@ -13,7 +13,8 @@ namespace braze {
 namespace {
 
 constexpr char kKnownFlags[] =
-    "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N";
+    "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N, "
+    "--verify[=true|false]";
 
 absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
@@ -88,13 +89,15 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
                                 name == "dump_to" ? "=DIR)" : "=FILE)"));
       }
       (name == "dump_to" ? flags.dump_to : flags.timeline) = value;
-    } else if (name == "clustering_debug") {
+    } else if (name == "clustering_debug" || name == "verify") {
+      bool& flag = name == "verify" ? flags.verify : flags.clustering_debug;
       if (!has_value || value == "true" || value == "1") {
-        flags.clustering_debug = true;
+        flag = true;
       } else if (value == "false" || value == "0") {
-        flags.clustering_debug = false;
+        flag = false;
       } else {
-        return Bad(absl::StrCat("--clustering_debug takes true, false, 1 or 0, not '", value, "'"));
+        return Bad(
+            absl::StrCat("--", std::string(name), " takes true, false, 1 or 0, not '", value, "'"));
       }
     } else if (name == "v") {
       int v = 0;

@@ -16,6 +16,10 @@
 //                        compiling (Adams2019's passes, Halide's warnings); applied when
 //                        the flags are read, over any earlier SetLogVerbosity
 //
+//   --verify             every session verifies its compiled kernels (SessionOptions::
+//                        verify): a kernel that disagrees with the reference kernels
+//                        fails the Run with a Status naming it, and is dumped
+//
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
 // stop the program at start-up: it is kept as a Status that every Session::Run returns.
@@ -36,6 +40,7 @@ struct BrazeFlags {
   bool clustering_debug = false;
   std::string timeline;  // empty: no timeline from the environment
   std::optional<int> v;  // --v=N; unset: the log verbosity is left as the program set it
+  bool verify = false;   // as SessionOptions::verify, for every session
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the

@@ -29,6 +29,7 @@ struct StepState {
   // The step's compile, a run of its kernel or its library call failed: its
   // Step::fallback runs from now on, with these states (one per fallback step).
   bool fell_back = false;
+  bool verified = false;  // verify mode checked the kernel for input_types
   std::vector<StepState> fallback;
 };
 
