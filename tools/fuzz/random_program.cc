@@ -124,6 +124,7 @@ class Generator {
       Tensor t = Placeholder(g_, in.dtype, declared, absl::StrCat("in", i));
       program_.inputs.push_back(in);
       values_.push_back(t);
+      exact_.push_back(true);
     }
   }
 
@@ -140,7 +141,7 @@ class Generator {
   int Pick(const std::function<bool(const Tensor&)>& ok) {
     std::vector<int> candidates;
     for (size_t i = 0; i < values_.size(); ++i) {
-      if (ok(values_[i])) candidates.push_back(static_cast<int>(i));
+      if (ok(values_[i]) && (!need_exact_ || exact_[i])) candidates.push_back(static_cast<int>(i));
     }
     if (candidates.empty()) return -1;
     // Prefer recent values: longer chains, more fusion.
@@ -160,9 +161,28 @@ class Generator {
     std::vector<Tensor> args;
     for (int i : operands) args.push_back(values_[i]);
     Tensor t = build(g_, args);
+    bool exact = !IsFloating(t.dtype()) || ExactOp(code);
+    for (int i : operands) exact = exact && exact_[i];
     program_.ops.push_back({std::move(operands), std::move(build), std::move(code)});
     values_.push_back(t);
+    exact_.push_back(exact);
   }
+
+  // Ops whose float result both implementations compute bit for bit from equal inputs:
+  // selections, layout, sign flips. Everything else may round differently in fused code
+  // (contracted FMAs, reassociated sums, approximate reciprocals), which is within the
+  // tolerance for continuous ops but flips a Floor, a comparison or an ArgMax near a tie.
+  // So discontinuous ops read only exact values: their oracle stays sound.
+  static bool ExactOp(const std::string& code) {
+    for (const char* prefix :
+         {"Const(", "Neg(", "Abs($0)", "Relu(", "Sign(", "Reshape(", "Transpose(", "BroadcastTo(",
+          "Concat(", "Slice(", "Pad(", "Maximum(", "Minimum(", "Max(", "Min(", "Select($0",
+          "Cast($0, DType::kF", "OneHot("}) {
+      if (code.rfind(prefix, 0) == 0) return true;
+    }
+    return false;
+  }
+  bool Exact(int value) const { return exact_[value]; }
 
   // A constant operand as an op of its own: value index.
   int AddConst(DType dtype, const Shape& shape) {
@@ -263,6 +283,11 @@ class Generator {
         {"Sign($0)", [](Tensor x) { return Sign(x); }},
     };
     const U& u = integer ? kInt[Uniform(5)] : kFloat[Uniform(14)];
+    const std::string unary_code = u.code;
+    if (!integer && !Exact(a) &&
+        (unary_code.rfind("Sign", 0) == 0 || unary_code.rfind("Floor", 0) == 0)) {
+      return false;  // discontinuous: exact operands only (see ExactOp)
+    }
     auto fn = u.fn;
     Push(
         {a}, [fn](Graph&, const std::vector<Tensor>& v) { return fn(v[0]); }, u.code);
@@ -304,9 +329,11 @@ class Generator {
   }
 
   bool Compare() {
+    need_exact_ = true;  // discontinuous: exact operands only (see ExactOp)
     const int a = PickDType({DType::kF32, DType::kF64, DType::kI32});
+    const int b = a < 0 ? -1 : BroadcastOperand(a);
+    need_exact_ = false;
     if (a < 0) return false;
-    const int b = BroadcastOperand(a);
     switch (Uniform(3)) {
       case 0:
         Push(
@@ -341,6 +368,7 @@ class Generator {
           {c, a, b}, [](Graph&, const std::vector<Tensor>& v) { return Select(v[0], v[1], v[2]); },
           "Select($0, $1, $2)");
     } else {
+      if (!Exact(a) || !Exact(b)) return false;  // the comparison needs exact operands
       Push(
           {a, b},
           [](Graph&, const std::vector<Tensor>& v) {
@@ -369,6 +397,7 @@ class Generator {
     const int which = Uniform(integer ? 4 : 5);
     static const char* kNames[] = {"Sum", "Max", "Min", "ArgMax", "Mean"};
     if (which == 3) {
+      if (!Exact(a)) return false;  // ArgMax is discontinuous: exact operands only
       const int axis = Uniform(rank);
       Push(
           {a}, [axis](Graph&, const std::vector<Tensor>& v) { return ArgMax(v[0], axis); },
@@ -558,6 +587,7 @@ class Generator {
     static const DType kTo[] = {DType::kF32, DType::kF64, DType::kI32, DType::kBool};
     DType to = kTo[Uniform(4)];
     if (to == from) to = from == DType::kF32 ? DType::kI32 : DType::kF32;
+    if (Floating(from) && !Floating(to) && !Exact(a)) return false;  // discontinuous
     if (to == DType::kI32 && Floating(from)) {
       // Scale first so the truncation has work to do.
       Push(
@@ -652,6 +682,8 @@ class Generator {
   Program program_;
   Graph g_;
   std::vector<Tensor> values_;
+  std::vector<bool> exact_;  // per value: see ExactOp
+  bool need_exact_ = false;  // Pick returns exact values only
 };
 
 }  // namespace
