@@ -113,7 +113,9 @@ std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info) {
       if (it == env.end() || stored.count(name) || chosen.count(name)) continue;
       const Function& f = it->second;
       if (f.has_update_definition() || IsPlainLoad(f)) continue;
-      bool compared = false;
+      // An ArgMax compares its input with the max that a second accumulator takes of
+      // the same input: always two readers (braze-fuzz seed 13860: index 8 of 0..7).
+      bool compared = s.kind == StageKind::kArgMax;
       for (const auto& [other, g] : env) {
         if (other == s.acc.name() || compared) continue;
         ComparedCallees cmp(env, stored);

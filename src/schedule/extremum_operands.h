@@ -23,7 +23,9 @@ namespace schedule {
 
 // The pure Funcs (not plain loads, outputs or accumulators) that the update of a Max,
 // Min or ArgMax accumulator reads and that a comparison in another Func also reads,
-// directly or through Funcs that would be inlined. Each should be computed at root.
+// directly or through Funcs that would be inlined, and every input of an ArgMax (its
+// index pass compares it with the max its other pass takes: an ArgMax of a computed
+// value returned an index past the end). Each should be computed at root.
 std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info);
 
 }  // namespace schedule

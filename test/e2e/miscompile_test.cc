@@ -244,6 +244,21 @@ TEST(Miscompile, SoftmaxGradientThroughConcatAndSlices) {
   }
 }
 
+// braze-fuzz seed 13860 (minimized, before the oracle change): ArgMax of a computed
+// value returned the extent (8 of 0..7): the max and the index pass recomputed the
+// value and rounded it differently, so no element equalled the max.
+TEST(Miscompile, ArgMaxOfAComputedValueStaysInRange) {
+  Graph g;
+  Tensor v2 = Placeholder(g, DType::kF32, {3, 8, 7}, "in2");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor v5 = Sub(Rsqrt(Abs(v2) + 1.0), Const(g, Random({}, 52883)));
+    fetches = {ArgMax(v5, 1), ArgMax(Exp(Tanh(v2 * 3.0)), 2), ArgMax(Sqrt(Abs(v2)), 0)};
+  }
+  ExpectMatchesReference(g, {{v2, Random({3, 8, 7}, 1815694)}}, fetches);
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
