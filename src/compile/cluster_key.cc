@@ -2,7 +2,6 @@
 
 #include <unordered_map>
 
-#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -33,9 +32,9 @@ std::string AttrKey(const Attrs& attrs) {
           // kernel, so two constants may share a kernel only when they are equal.
           [](const ConstAttrs& a) {
             const HostTensor& v = *a.value;
-            return absl::StrCat(TypeString(v.type()), "#",
-                                absl::string_view(static_cast<const char*>(v.raw_data()),
-                                                  v.num_bytes()));
+            return absl::StrCat(
+                TypeString(v.type()), "#",
+                absl::string_view(static_cast<const char*>(v.raw_data()), v.num_bytes()));
           },
           [](const VariableAttrs& a) {
             return TypeString({a.dtype, a.shape});

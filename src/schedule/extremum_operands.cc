@@ -18,7 +18,7 @@ using Env = std::map<std::string, Function>;
 // (pure, not stored): those are evaluated where they are read.
 class Callees : public Halide::Internal::IRGraphVisitor {
  public:
-  Callees(const Env& env, const std::set<std::string>& stored) : env_(env), stored_(stored) {}
+  explicit Callees(const std::set<std::string>& stored) : stored_(stored) {}
   std::set<std::string> names;
 
  private:
@@ -32,14 +32,13 @@ class Callees : public Halide::Internal::IRGraphVisitor {
       for (const Halide::Expr& v : f.values()) v.accept(this);
     }
   }
-  const Env& env_;
   const std::set<std::string>& stored_;
 };
 
 // The Funcs read under comparison nodes, following inlined Funcs.
 class ComparedCallees : public Halide::Internal::IRGraphVisitor {
  public:
-  ComparedCallees(const Env& env, const std::set<std::string>& stored) : callees(env, stored) {}
+  explicit ComparedCallees(const std::set<std::string>& stored) : callees(stored) {}
   Callees callees;
 
  private:
@@ -106,7 +105,7 @@ std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info) {
     // into them too, once.
     std::set<std::string> all;  // every Func counts as stored: no recursion
     for (const auto& [name, unused] : env) all.insert(name);
-    Callees read(env, all);
+    Callees read(all);
     for (const Halide::Expr& v : s.acc.function().update(0).values()) v.accept(&read);
     for (const std::string& name : read.names) {
       auto it = env.find(name);
@@ -118,7 +117,7 @@ std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info) {
       bool compared = s.kind == StageKind::kArgMax;
       for (const auto& [other, g] : env) {
         if (other == s.acc.name() || compared) continue;
-        ComparedCallees cmp(env, stored);
+        ComparedCallees cmp(stored);
         for (const Halide::Expr& v : AllValues(g)) v.accept(&cmp);
         compared = cmp.callees.names.count(name) > 0;
       }

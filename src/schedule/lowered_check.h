@@ -31,8 +31,9 @@ namespace schedule {
 
 // - A store out of its output. Where the loops around a store to an output
 //   (`output_sizes`: buffer name -> elements) have constant bounds (the last piece of a
-//   partitioned loop, say), its index must stay inside the output. A guarded split into parallel chunks lost its guard in Halide 14 and wrote
-//   past the end of an output (heap corruption; braze-fuzz seed 3282).
+//   partitioned loop, say), its index must stay inside the output. A guarded split into parallel
+//   chunks lost its guard in Halide 14 and wrote past the end of an output (heap corruption;
+//   braze-fuzz seed 3282).
 //
 // Empty when `module` (the pipeline lowered for its target) passes the checks, else
 // what is wrong, naming the Func and the loop or the failing check.
