@@ -84,18 +84,68 @@ class Checker : public IRVisitor {
     return deps;
   }
 
+  // Whether `e` reads a predicated (masked) load, directly or through a let.
+  bool ReadsMaskedLoad(const Expr& e) {
+    class Finder : public IRGraphVisitor {
+     public:
+      explicit Finder(const std::set<std::string>& masked) : masked_(masked) {}
+      bool found = false;
+
+     private:
+      using IRGraphVisitor::visit;
+      void visit(const Load* op) override {
+        if (!is_const_one(op->predicate)) found = true;
+        IRGraphVisitor::visit(op);
+      }
+      void visit(const Variable* op) override {
+        if (masked_.count(op->name)) found = true;
+      }
+      const std::set<std::string>& masked_;
+    } finder(masked_lets_);
+    e.accept(&finder);
+    return finder.found;
+  }
+
+  void NoteLet(const std::string& name, const Expr& value) {
+    let_deps_[name] = DepsOf(value);
+    let_values_[name] = value;
+    if (ReadsMaskedLoad(value)) masked_lets_.insert(name);
+  }
+
+  // A masked load leaves its inactive lanes undefined, and LLVM treats an integer
+  // division by an undefined lane as undefined behaviour for the whole vector: Halide's
+  // own `b == 0` guard cannot help, since each use of an undefined value may differ.
+  // Adams2019 vectorized a GuardWithIf split over 2 elements and every lane came out 0
+  // (braze-fuzz seed 23864).
+  void CheckDivisor(const Expr& divisor, const char* op_name) {
+    if (!problem.empty() || !divisor.type().is_vector() || divisor.type().is_float()) return;
+    if (!ReadsMaskedLoad(divisor)) return;
+    std::ostringstream s;
+    s << "Halide 14 miscompiles this schedule: a vectorized integer " << op_name
+      << " divides by lanes of a masked load (" << divisor << "), which are undefined";
+    problem = s.str();
+  }
+
+  void visit(const Div* op) override {
+    IRVisitor::visit(op);
+    CheckDivisor(op->b, "division");
+  }
+
+  void visit(const Mod* op) override {
+    IRVisitor::visit(op);
+    CheckDivisor(op->b, "modulo");
+  }
+
   void visit(const LetStmt* op) override {
     op->value.accept(this);
-    let_deps_[op->name] = DepsOf(op->value);
-    let_values_[op->name] = op->value;
+    NoteLet(op->name, op->value);
     op->body.accept(this);
     let_values_.erase(op->name);
   }
 
   void visit(const Let* op) override {
     op->value.accept(this);
-    let_deps_[op->name] = DepsOf(op->value);
-    let_values_[op->name] = op->value;
+    NoteLet(op->name, op->value);
     op->body.accept(this);
     let_values_.erase(op->name);
   }
@@ -211,6 +261,7 @@ class Checker : public IRVisitor {
   std::map<std::string, int> pinned_;       // loop var -> enclosing branches on it
   std::map<std::string, int64_t> sizes_;    // output buffer -> elements
   std::map<std::string, Expr> let_values_;  // the lets around the current node
+  std::set<std::string> masked_lets_;       // lets whose value reads a masked load
   Halide::Internal::Scope<Halide::Internal::Interval> scope_;
 };
 

@@ -34,6 +34,9 @@ namespace schedule {
 //   partitioned loop, say), its index must stay inside the output. A guarded split into parallel
 //   chunks lost its guard in Halide 14 and wrote past the end of an output (heap corruption;
 //   braze-fuzz seed 3282).
+// - A vectorized integer division or modulo by lanes of a masked load. The inactive
+//   lanes of a GuardWithIf tail's load are undefined, and LLVM may fold the division of
+//   the whole vector away (Adams2019 gave 0 for every element; braze-fuzz seed 23864).
 //
 // Empty when `module` (the pipeline lowered for its target) passes the checks, else
 // what is wrong, naming the Func and the loop or the failing check.

@@ -259,6 +259,26 @@ TEST(Miscompile, ArgMaxOfAComputedValueStaysInRange) {
   ExpectMatchesReference(g, {{v2, Random({3, 8, 7}, 1815694)}}, fetches);
 }
 
+// Adams2019 vectorized the last Div by 16 over 2 elements with GuardWithIf: its divisor
+// came from a masked load whose inactive lanes are undefined, and LLVM folded the
+// whole integer division away (every element 0; braze-fuzz seed 23864).
+TEST(Miscompile, IntegerDivisionByAMaskedVector) {
+  Graph g;
+  Tensor in = Placeholder(g, DType::kI32, {7}, "in");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor m = Min(in, {}, true);
+    Tensor c = Concat({m, m}, 0);
+    Tensor zero = Sign(Sub(Maximum(c, c), c));
+    Tensor q = Div(BroadcastTo(zero, {2}), BroadcastTo(zero, {2}));
+    Tensor v = Add(q, ScalarConst(g, -2, DType::kI32));
+    fetches = {Div(Abs(Sum(v, {0}, true)), v), Div(Mul(v, ScalarConst(g, 5, DType::kI32)), Add(v, Sign(v)))};
+  }
+  ExpectMatchesReference(g, {{in, HostTensor::RandomUniform(DType::kI32, {7}, 3126201, -3, 4)}},
+                         fetches);
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {

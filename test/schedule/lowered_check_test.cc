@@ -104,6 +104,31 @@ TEST(LoweredCheck, CatchesAStorePastAnOutput) {
   EXPECT_EQ(CheckLoweredModule(m, {{"buf", 10}}), "");
 }
 
+// out(x) = 7 / f(x) in i32 over 2 elements, vectorized by 16 with GuardWithIf: the
+// divisor is a masked load.
+TEST(LoweredCheck, CatchesIntegerDivisionByAMaskedLoad) {
+  Halide::ImageParam in(Halide::Int(32), 1, "in");
+  in.dim(0).set_bounds(0, 2);
+  Halide::Var x("x");
+  Halide::Func f("f"), out("out");
+  f(x) = in(x) - 2;
+  out(x) = 7 / f(x);
+  f.compute_root();
+  out.vectorize(x, 16, Halide::TailStrategy::GuardWithIf);
+  out.output_buffer().dim(0).set_bounds(0, 2);
+  Halide::Module m =
+      Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_THAT(CheckLoweredModule(m), HasSubstr("divides by lanes of a masked load"));
+
+  Halide::Func ok("ok");
+  ok(x) = 7 / f(x);
+  ok.vectorize(x, 2);
+  ok.output_buffer().dim(0).set_bounds(0, 2);
+  Halide::Module m2 =
+      Halide::Pipeline(ok).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_EQ(CheckLoweredModule(m2), "");
+}
+
 }  // namespace
 }  // namespace schedule
 }  // namespace braze
