@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "braze/status.h"
 #include "compile/cluster_key.h"
 #include "device/cublas_gemm.h"
@@ -62,6 +63,28 @@ void AssignHost(const HostTensor& from, HostTensor* to) {
   } else {
     *to = from;
   }
+}
+
+// --log_compiles (runtime/flags.h): one line per kernel a step prepares.
+void LogCompile(const Step& step, const std::vector<TensorType>& types,
+                const CompileCache::Result& result) {
+  std::string line = absl::StrCat("compile: ", step.kind == Step::Kind::kCluster ? "cluster '" : "'",
+                                  step.name, "' (", step.nodes.size(), " ops) for (");
+  for (size_t i = 0; i < types.size(); ++i) {
+    absl::StrAppend(&line, i > 0 ? ", " : "", TypeString(types[i]));
+  }
+  absl::StrAppend(&line, "): ");
+  if (!result.kernel.ok()) {
+    absl::StrAppend(&line, "failed: ", result.kernel.status().message());
+  } else {
+    const CompiledKernel& k = *(*result.kernel)->kernel;
+    absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
+                    result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
+    for (const std::string& refused : k.scheduler_failures()) {
+      absl::StrAppend(&line, "\n  refused first: ", refused);
+    }
+  }
+  LogInfo(0, line);
 }
 
 }  // namespace
@@ -391,6 +414,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
     ++stats_.compiles;
     stats_.compile_ms += result.compile_ms;
   }
+  if (GetBrazeFlags().log_compiles) LogCompile(step, types, result);
   if (!result.kernel.ok()) {
     *compile_error = result.kernel.status();
     return absl::OkStatus();

@@ -19,6 +19,10 @@
 //   --verify             every session verifies its compiled kernels (SessionOptions::
 //                        verify): a kernel that disagrees with the reference kernels
 //                        fails the Run with a Status naming it, and is dumped
+//   --log_compiles       logs (info, verbosity 0) one line per kernel a session prepares:
+//                        the cluster, its input signature, compiled or a cache hit, the
+//                        scheduler that produced it with each one refused before it and
+//                        why, the compile time; and a line per compile that failed
 //
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
@@ -41,6 +45,7 @@ struct BrazeFlags {
   std::string timeline;  // empty: no timeline from the environment
   std::optional<int> v;  // --v=N; unset: the log verbosity is left as the program set it
   bool verify = false;   // as SessionOptions::verify, for every session
+  bool log_compiles = false;
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the

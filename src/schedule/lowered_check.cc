@@ -121,7 +121,7 @@ class Checker : public IRVisitor {
     if (!problem.empty() || !divisor.type().is_vector() || divisor.type().is_float()) return;
     if (!ReadsMaskedLoad(divisor)) return;
     std::ostringstream s;
-    s << "Halide 14 miscompiles this schedule: a vectorized integer " << op_name
+    s << "Halide 14 miscompiled the schedule: a vectorized integer " << op_name
       << " divides by lanes of a masked load (" << divisor << "), which are undefined";
     problem = s.str();
   }

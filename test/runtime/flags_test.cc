@@ -27,12 +27,16 @@ TEST(Flags, ParsesEveryFlag) {
   // Whitespace separates flags, so "dump" is a stray token: values cannot hold spaces.
   EXPECT_FALSE(flags.ok());
 
-  flags = ParseBrazeFlags("  --dump_to=/tmp/d --clustering_debug\t--timeline=/tmp/t.json\n --v=2");
+  flags = ParseBrazeFlags(
+      "  --dump_to=/tmp/d --clustering_debug\t--timeline=/tmp/t.json\n --v=2 --verify "
+      "--log_compiles");
   ASSERT_TRUE(flags.ok()) << flags.status();
   EXPECT_EQ(flags->dump_to, "/tmp/d");
   EXPECT_TRUE(flags->clustering_debug);
   EXPECT_EQ(flags->timeline, "/tmp/t.json");
   EXPECT_EQ(flags->v, 2);
+  EXPECT_TRUE(flags->verify);
+  EXPECT_TRUE(flags->log_compiles);
 }
 
 TEST(Flags, EmptyIsDefaults) {
@@ -56,6 +60,7 @@ TEST(Flags, BooleanFormsAndLastValueWins) {
   EXPECT_EQ(ParseBrazeFlags("--timeline=a=b.json")->timeline, "a=b.json");
   EXPECT_EQ(ParseBrazeFlags("--v=0")->v, 0);
   EXPECT_EQ(ParseBrazeFlags("--v=3 --v=1")->v, 1);
+  EXPECT_FALSE(ParseBrazeFlags("--log_compiles --log_compiles=false")->log_compiles);
 }
 
 TEST(Flags, UnknownFlagListsTheKnownOnes) {

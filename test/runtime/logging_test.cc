@@ -97,6 +97,42 @@ TEST_F(RuntimeLogTest, CompileFallbackIsAWarningWithTheReason) {
             "failure; running it op by op\n");
 }
 
+// --log_compiles: a line per kernel a session prepares, naming the scheduler that made
+// it and each one that refused first (Li2018's CPU schedule of a layer norm has atomic
+// stores Halide 14 cannot lower), then a cache hit for the second session.
+TEST_F(RuntimeLogTest, LogCompilesNamesTheSchedulerAndEachRefusal) {
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {7, 13}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = LayerNorm(Sigmoid(x), Const(g, HostTensor::RandomUniform(DType::kF32, {13}, 3)),
+                  Const(g, HostTensor::RandomUniform(DType::kF32, {13}, 4)));
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 13}, 5)}};
+  SessionOptions options;
+  options.scheduler = Scheduler::kLi2018;
+  for (int round = 0; round < 2; ++round) {
+    Session session(g, options);
+    ASSERT_TRUE(session.Run(feeds, {y}).ok());
+  }
+  ASSERT_EQ(messages_.size(), 2u);
+  EXPECT_EQ(messages_[0].severity, LogSeverity::kInfo);
+  EXPECT_THAT(messages_[0].text,
+              AllOf(StartsWith("compile: cluster 'cluster_0' ("), HasSubstr(" ops) for (f32[7,13]): "),
+                    HasSubstr(" ms\n  refused first: Li2018: ")));
+  EXPECT_THAT(messages_[1].text, HasSubstr(", cache hit\n  refused first: Li2018: "));
+
+  // Off by default.
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  Session quiet(g, options);
+  ASSERT_TRUE(quiet.Run(feeds, {y}).ok());
+  EXPECT_EQ(messages_.size(), 2u);
+}
+
 TEST_F(RuntimeLogTest, ClusteringDebugIsInfoAtLevelZero) {
   BrazeFlags flags;
   flags.clustering_debug = true;
