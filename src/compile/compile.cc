@@ -277,6 +277,11 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
       schedule += absl::StrCat("// ", f.name(), ": compute_root (compared with its own extreme)\n");
     }
   }
+  const std::vector<std::string> restored = schedule::StoreAtComputeLevels(lowered.info.outputs);
+  if (!restored.empty()) {
+    schedule += absl::StrCat("// Stored where computed (no sliding windows, Halide 14 ",
+                             "miscompiles some): ", absl::StrJoin(restored, ", "), "\n");
+  }
   const std::vector<std::string> repaired =
       schedule::DevectorizeGuardedUpdates(lowered.info.outputs);
   if (!repaired.empty()) {

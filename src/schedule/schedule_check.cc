@@ -58,16 +58,21 @@ class TriggerFinder : public Halide::Internal::IRGraphVisitor {
   std::set<std::string> inlined_;
 };
 
-}  // namespace
-
-std::vector<std::string> DevectorizeGuardedUpdates(const std::vector<Halide::Func>& outputs) {
-  using Halide::Internal::ForType;
+std::map<std::string, Function> FuncsOf(const std::vector<Halide::Func>& outputs) {
   std::map<std::string, Function> env;
   for (const Halide::Func& out : outputs) {
     for (const auto& [name, f] : Halide::Internal::find_transitive_calls(out.function())) {
       env.emplace(name, f);
     }
   }
+  return env;
+}
+
+}  // namespace
+
+std::vector<std::string> DevectorizeGuardedUpdates(const std::vector<Halide::Func>& outputs) {
+  using Halide::Internal::ForType;
+  std::map<std::string, Function> env = FuncsOf(outputs);
   std::vector<std::string> changed;
   for (auto& [name, f] : env) {
     for (size_t i = 0; i < f.updates().size(); ++i) {
@@ -89,6 +94,18 @@ std::vector<std::string> DevectorizeGuardedUpdates(const std::vector<Halide::Fun
       }
       changed.push_back(name + ".update(" + std::to_string(i) + ")");
     }
+  }
+  return changed;
+}
+
+std::vector<std::string> StoreAtComputeLevels(const std::vector<Halide::Func>& outputs) {
+  std::vector<std::string> changed;
+  for (auto& [name, f] : FuncsOf(outputs)) {
+    Halide::Internal::FuncSchedule& schedule = f.schedule();
+    const std::string store = schedule.store_level().lock().to_string();
+    const std::string compute = schedule.compute_level().lock().to_string();
+    if (store != compute) changed.push_back(name + " (" + store + " -> " + compute + ")");
+    schedule.store_level() = schedule.compute_level();
   }
   return changed;
 }

@@ -1,6 +1,6 @@
 // Repairs schedules that Halide 14 is known to miscompile silently.
 //
-// The known case: an update definition with a GuardWithIf split and a vectorized loop
+// The first case: an update definition with a GuardWithIf split and a vectorized loop
 // whose value (including Funcs inlined into it) contains a select, a comparison or
 // boolean logic, or an is_nan-style test. Halide 14's vectorization of such a stage can
 // drop the outer loop's index, so every iteration rewrites the first vector and the
@@ -33,6 +33,17 @@ namespace schedule {
 // is_nan-style test into serial
 // loops. Returns the stages it changed ("f.update(0)").
 std::vector<std::string> DevectorizeGuardedUpdates(const std::vector<Halide::Func>& outputs);
+
+// In the pipeline computing `outputs`, stores every Func at the level it is computed at,
+// and returns those that an autoscheduler had stored further out ("f (g.s0.y -> g.s0.x)").
+// A storage level outside the compute level lets Halide 14 slide a window or fold
+// storage over the loops between them, and its sliding window got one case wrong:
+// Adams2019 stored a [9] row product at `y.outer`, computed it at `y.inner` inside a
+// loop over z it does not depend on, and Halide computed it only at the first z, so
+// every later z read the last y.inner's row for every y.inner (braze-fuzz seed 40455:
+// 194 of 1080 elements wrong, no error). Braze's ops have no stencils for a sliding
+// window to save work on, so none is allowed.
+std::vector<std::string> StoreAtComputeLevels(const std::vector<Halide::Func>& outputs);
 
 }  // namespace schedule
 }  // namespace braze

@@ -279,6 +279,24 @@ TEST(Miscompile, IntegerDivisionByAMaskedVector) {
                          fetches);
 }
 
+// Adams2019 stored a row of Mul (a constant of shape [1,12,9], squared) outside a loop
+// over the broadcast dim it does not depend on and computed it inside: Halide 14's
+// sliding window computed it at the first step of that loop only, and 194 of 1080
+// elements were wrong (braze-fuzz seed 40455). Every Func is now stored where computed.
+TEST(Miscompile, BroadcastOfASelectOverAPaddedInput) {
+  Graph g;
+  Tensor in = Placeholder(g, DType::kF32, {5, 9, 8}, "in");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor padded = Pad(in, {{0, 0}, {2, 1}, {0, 1}}, 0.852);
+    Tensor c = Const(g, Random({1, 12, 9}, 40391));
+    Tensor sel = Select(Greater(padded, c), padded, c * c);
+    fetches = {BroadcastTo(sel, {2, 5, 12, 9}), Greater(c, padded)};
+  }
+  ExpectMatchesReference(g, {{in, Random({5, 9, 8}, 5299605)}}, fetches);
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
