@@ -50,10 +50,18 @@ class Checker : public IRVisitor {
 
   // A parallel loop's body is outlined into a function of its own, whose argument is
   // the loop variable: such an argument encloses the whole body like a For.
-  void EnterFunctionArgument(const std::string& name) {
+  // `range` (min, extent), when known, is the loop's: its halide_do_par_for call's.
+  void EnterFunctionArgument(const std::string& name,
+                             const std::pair<int64_t, int64_t>* range = nullptr) {
     Loop loop{name, {}};
     if (LoopName::Parse(name, &loop.parsed)) loops_.push_back(loop);
     loop_names_.insert(name);
+    if (range != nullptr) {
+      // Loop variables are int32.
+      scope_.push(name,
+                  Halide::Internal::Interval(Expr(static_cast<int32_t>(range->first)),
+                                             Expr(static_cast<int32_t>(range->first + range->second - 1))));
+    }
   }
 
  private:
@@ -172,13 +180,56 @@ class Checker : public IRVisitor {
   // Inside a branch on a loop variable the variable may be pinned (loop partitioning
   // of an outlined parallel loop gives `if (v < 1) {first} else {tail}`, and the tail's
   // store is then at a constant place): stores there are not checked against it.
+  // The branch also narrows the loop variables' ranges for the bounds check: an
+  // outlined parallel loop's last chunk is its `else`.
   void visit(const IfThenElse* op) override {
     op->condition.accept(this);
     const std::set<std::string> deps = DepsOf(op->condition);
     for (const std::string& v : deps) ++pinned_[v];
+    const Expr condition = WithLetsSubstituted(op->condition);
+    Narrowed then_scope(this, deps, condition);
     op->then_case.accept(this);
-    if (op->else_case.defined()) op->else_case.accept(this);
+    then_scope.Release();
+    if (op->else_case.defined()) {
+      Narrowed else_scope(this, deps, !condition);
+      op->else_case.accept(this);
+    }
     for (const std::string& v : deps) --pinned_[v];
+  }
+
+  // Within its lifetime, the range of each of `vars` that has one is intersected with
+  // where `condition` can hold.
+  class Narrowed {
+   public:
+    Narrowed(Checker* checker, const std::set<std::string>& vars, const Expr& condition)
+        : checker_(checker) {
+      for (const std::string& v : vars) {
+        if (!checker_->scope_.contains(v)) continue;
+        const Halide::Internal::Interval where =
+            Halide::Internal::solve_for_outer_interval(condition, v);
+        checker_->scope_.push(v, Halide::Internal::Interval::make_intersection(
+                                     checker_->scope_.get(v), where));
+        pushed_.push_back(v);
+      }
+    }
+    ~Narrowed() { Release(); }
+    void Release() {
+      for (const std::string& v : pushed_) checker_->scope_.pop(v);
+      pushed_.clear();
+    }
+
+   private:
+    Checker* checker_;
+    std::vector<std::string> pushed_;
+  };
+
+  Expr WithLetsSubstituted(Expr e) const {
+    for (int round = 0; round < 16; ++round) {
+      Expr next = Halide::Internal::substitute(let_values_, e);
+      if (next.same_as(e)) break;
+      e = next;
+    }
+    return Halide::Internal::simplify(e);
   }
 
   void visit(const Store* op) override {
@@ -202,21 +253,16 @@ class Checker : public IRVisitor {
     }
   }
 
-  // A store to an output whose index the enclosing loops bound to constants must stay
-  // inside it: a guarded split that lost its guard wrote past the end of an output.
-  // (Not applied to internal allocations: their indices are offset by loop-dependent
-  // mins, and interval arithmetic over those is too loose to trust.)
+  // A store to an output or to an allocation of constant size whose index the enclosing
+  // loops bound to constants must stay inside it: a guarded split that lost its guard
+  // wrote past the end of an output, and, in an outlined parallel loop, past the end of
+  // an internal accumulator (Mullapudi2016, braze-fuzz seed 3957). An index that does
+  // not bound to constants (offset by a loop-dependent min, say) is not judged.
   void CheckInBounds(const Store* op) {
     auto size = sizes_.find(op->name);
     if (size == sizes_.end() || !is_const_one(op->predicate)) return;
     // Lets substituted and simplified first, so that terms which cancel do cancel.
-    Expr index = op->index;
-    for (int round = 0; round < 16; ++round) {
-      Expr next = Halide::Internal::substitute(let_values_, index);
-      if (next.same_as(index)) break;
-      index = next;
-    }
-    index = Halide::Internal::simplify(index);
+    const Expr index = WithLetsSubstituted(op->index);
     // Only affine indices: over min, max or select (a shifted-inwards tail, say) the
     // interval is loose, and a correct store was flagged (braze-fuzz seed 12266).
     class Nonlinear : public IRGraphVisitor {
@@ -259,20 +305,75 @@ class Checker : public IRVisitor {
   std::set<std::string> loop_names_;
   std::map<std::string, std::set<std::string>> let_deps_;
   std::map<std::string, int> pinned_;       // loop var -> enclosing branches on it
-  std::map<std::string, int64_t> sizes_;    // output buffer -> elements
+  std::map<std::string, int64_t> sizes_;    // buffer -> elements (outputs, allocations)
   std::map<std::string, Expr> let_values_;  // the lets around the current node
   std::set<std::string> masked_lets_;       // lets whose value reads a masked load
   Halide::Internal::Scope<Halide::Internal::Interval> scope_;
+};
+
+// What the whole module tells each function's checker: the elements of every
+// allocation of constant size, and the range of each outlined parallel loop (from its
+// halide_do_par_for call in the caller).
+class ModuleFacts : public IRGraphVisitor {
+ public:
+  std::map<std::string, int64_t> allocations;
+  std::map<std::string, std::pair<int64_t, int64_t>> par_for_ranges;  // function -> min, extent
+
+ private:
+  using IRGraphVisitor::visit;
+  std::set<std::string> conflicting_;
+
+  void visit(const Allocate* op) override {
+    int64_t elements = 1;
+    bool constant = true;
+    for (const Expr& e : op->extents) {
+      const int64_t* c = as_const_int(e);
+      constant = constant && c != nullptr;
+      if (c != nullptr) elements *= *c;
+    }
+    // A name allocated twice with different sizes is not judged.
+    auto [it, fresh] = allocations.emplace(op->name, elements);
+    if (!constant || (!fresh && it->second != elements) || conflicting_.count(op->name)) {
+      conflicting_.insert(op->name);
+      allocations.erase(op->name);
+    }
+    IRGraphVisitor::visit(op);
+  }
+
+  void visit(const Call* op) override {
+    IRGraphVisitor::visit(op);
+    if (op->name != "halide_do_par_for" || op->args.size() < 3) return;
+    Expr fn = op->args[0];
+    while (const auto* wrap = fn.as<Call>()) {
+      if (wrap->args.size() != 1) break;
+      fn = wrap->args[0];
+    }
+    while (const auto* cast = fn.as<Cast>()) fn = cast->value;
+    const auto* var = fn.as<Variable>();
+    const int64_t* min = as_const_int(op->args[1]);
+    const int64_t* extent = as_const_int(op->args[2]);
+    if (var == nullptr || min == nullptr || extent == nullptr) return;
+    std::string name = var->name;
+    if (name.rfind("::", 0) == 0) name = name.substr(2);
+    par_for_ranges[name] = {*min, *extent};
+  }
 };
 
 }  // namespace
 
 std::string CheckLoweredModule(const Halide::Module& module,
                                const std::map<std::string, int64_t>& output_sizes) {
+  ModuleFacts facts;
+  for (const Halide::Internal::LoweredFunc& f : module.functions()) f.body.accept(&facts);
+  std::map<std::string, int64_t> sizes = facts.allocations;
+  for (const auto& [name, elements] : output_sizes) sizes[name] = elements;
   for (const Halide::Internal::LoweredFunc& f : module.functions()) {
-    Checker checker(output_sizes);
+    Checker checker(sizes);
+    auto range = facts.par_for_ranges.find(f.name);
     for (const Halide::Internal::LoweredArgument& arg : f.args) {
-      checker.EnterFunctionArgument(arg.name);
+      LoopName parsed;
+      const bool loop = range != facts.par_for_ranges.end() && LoopName::Parse(arg.name, &parsed);
+      checker.EnterFunctionArgument(arg.name, loop ? &range->second : nullptr);
     }
     f.body.accept(&checker);
     if (!checker.problem.empty()) return checker.problem;

@@ -240,7 +240,7 @@ TEST(Miscompile, SoftmaxGradientThroughConcatAndSlices) {
   }
   for (int run = 0; run < 3; ++run) {  // uninitialized reads differ from run to run
     ExpectMatchesReference(g, {{v0, Random({17, 7, 9, 1}, 518367)}}, fetches,
-                           {Scheduler::kAuto, Scheduler::kSafeDefault});
+                           {Scheduler::kAuto, Scheduler::kSafeDefault, Scheduler::kMullapudi2016});
   }
 }
 
