@@ -280,10 +280,11 @@ class Checker : public IRVisitor {
     index.accept(&nonlinear);
     if (nonlinear.found) return;
     const Halide::Internal::Interval i = Halide::Internal::bounds_of_expr_in_scope(index, scope_);
-    const int64_t* lo =
-        i.has_lower_bound() ? as_const_int(Halide::Internal::simplify(i.min)) : nullptr;
-    const int64_t* hi =
-        i.has_upper_bound() ? as_const_int(Halide::Internal::simplify(i.max)) : nullptr;
+    // The simplified bounds are held here: as_const_int points into its argument.
+    const Expr min = i.has_lower_bound() ? Halide::Internal::simplify(i.min) : Expr();
+    const Expr max = i.has_upper_bound() ? Halide::Internal::simplify(i.max) : Expr();
+    const int64_t* lo = min.defined() ? as_const_int(min) : nullptr;
+    const int64_t* hi = max.defined() ? as_const_int(max) : nullptr;
     if ((lo != nullptr && *lo < 0) || (hi != nullptr && *hi >= size->second)) {
       std::ostringstream s;
       s << "Halide 14 miscompiled the schedule: a store to " << op->name << " reaches index "
