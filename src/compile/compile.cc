@@ -269,12 +269,13 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
                              ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
                              : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
   if (kind != SchedulerKind::kSafeDefault) {
-    // The autoschedulers may inline a value into both a Max and a comparison with that
-    // Max; stored once, both read the same bits (schedule/extremum_operands.h; the
+    // The autoschedulers may inline a value into both a reduction and a comparison
+    // with it; stored once, both read the same bits (schedule/extremum_operands.h; the
     // safe default does this itself).
-    for (Halide::Func f : schedule::SharedExtremumOperands(lowered.info)) {
+    for (Halide::Func f : schedule::ComparedReductionOperands(lowered.info)) {
       f.compute_root();
-      schedule += absl::StrCat("// ", f.name(), ": compute_root (compared with its own extreme)\n");
+      schedule +=
+          absl::StrCat("// ", f.name(), ": compute_root (read by a reduction and a comparison)\n");
     }
   }
   const std::vector<std::string> restored = schedule::StoreAtComputeLevels(lowered.info.outputs);

@@ -56,23 +56,6 @@ class ComparedCallees : public Halide::Internal::IRGraphVisitor {
   void visit(const Halide::Internal::GE* op) override { Compared(op); }
 };
 
-// True when the stage's update takes a max or min (Max, Min, ArgMax).
-bool IsExtremum(const Stage& s) {
-  if (s.kind == StageKind::kArgMax) return true;
-  if (s.kind != StageKind::kReduction) return false;
-  class Finder : public Halide::Internal::IRGraphVisitor {
-   public:
-    bool found = false;
-
-   private:
-    using IRGraphVisitor::visit;
-    void visit(const Halide::Internal::Max* op) override { found = true; }
-    void visit(const Halide::Internal::Min* op) override { found = true; }
-  } finder;
-  for (const Halide::Expr& v : s.acc.function().update(0).values()) v.accept(&finder);
-  return finder.found;
-}
-
 std::vector<Halide::Expr> AllValues(const Function& f) {
   std::vector<Halide::Expr> values = f.values();
   for (const auto& update : f.updates()) {
@@ -84,7 +67,7 @@ std::vector<Halide::Expr> AllValues(const Function& f) {
 
 }  // namespace
 
-std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info) {
+std::vector<Halide::Func> ComparedReductionOperands(const PipelineInfo& info) {
   Env env;
   for (const Halide::Func& out : info.outputs) {
     const Env calls = Halide::Internal::find_transitive_calls(out.function());
@@ -100,7 +83,6 @@ std::vector<Halide::Func> SharedExtremumOperands(const PipelineInfo& info) {
   std::vector<Halide::Func> result;
   std::set<std::string> chosen;
   for (const Stage& s : info.stages) {
-    if (!IsExtremum(s)) continue;
     // The Funcs the update reads directly: storing those stores everything inlined
     // into them too, once.
     std::set<std::string> all;  // every Func counts as stored: no recursion

@@ -453,13 +453,13 @@ class SafeScheduler {
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
                              int parallelism) {
   SafeScheduler s(target, parallelism);
-  // Values compared with their own max or min are stored once (extremum_operands.h);
+  // Values a reduction and a comparison both read are stored once (extremum_operands.h);
   // the row pipeline inlines producers, so such clusters take the general path.
-  const std::vector<Func> shared = SharedExtremumOperands(info);
+  const std::vector<Func> shared = ComparedReductionOperands(info);
   if (shared.empty() && s.RowPipeline(info)) return s.text();
   for (Func f : shared) {
     f.compute_root();  // small and rare: a gradient's mask operand, left to LLVM
-    s.Log(f.name() + ": compute_root (compared with its own extreme)");
+    s.Log(f.name() + ": compute_root (read by a reduction and a comparison)");
   }
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;

@@ -297,6 +297,25 @@ TEST(Miscompile, BroadcastOfASelectOverAPaddedInput) {
   ExpectMatchesReference(g, {{in, Random({5, 9, 8}, 5299605)}}, fetches);
 }
 
+// A value read by a reduction and by a comparison elsewhere is evaluated in two loop
+// nests when inlined, and the two evaluations need not round alike under fast-math:
+// in rows of equal values, Mean(v) == v held in the reference and flipped in fused code
+// (braze-fuzz seed 11293: Less(Mean(v), v)). Such values are stored once.
+TEST(Miscompile, ComparisonWithTheMeanOfItsOwnRow) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {37, 13}, "x");
+  Tensor y = Placeholder(g, DType::kF32, {37, 1}, "y");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor v = Div(Exp(BroadcastTo(y, {37, 13}) * 0.37), Sqrt(Abs(y) + 1.3)) * 3.1 + y;
+    Tensor mean = Mean(v, {1}, true);
+    fetches = {Equal(mean, v), Less(mean, v), Greater(Sum(v, {1}, true), v * 13.0)};
+  }
+  HostTensor ys = Random({37, 1}, 11293);
+  ExpectMatchesReference(g, {{x, Random({37, 13}, 1)}, {y, ys}}, fetches);
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
