@@ -17,6 +17,8 @@ packages=(
   zlib1g-dev                   # the .gz IDX reader
   dataset-fashion-mnist        # /usr/share/datasets/fashion-mnist (demo and data tests)
   graphviz                     # dot, for graph and cluster dumps
+  pocl-opencl-icd              # OpenCL on the CPU: the GPU schedules run here (opencl:0)
+  ocl-icd-libopencl1           # the OpenCL ICD loader (libOpenCL.so.1)
 )
 
 missing=()

@@ -2,7 +2,10 @@
 //
 //   "cpu"               the host (Halide host target, all cores)
 //   "cuda", "cuda:N"    NVIDIA GPU N (Halide CUDA target)
-//   "jit:cpu", "jit:cuda[:N]"
+//   "opencl", "opencl:N" OpenCL device N (Halide OpenCL target): any OpenCL GPU, or
+//                       POCL's device on the CPU (how the GPU path runs on machines
+//                       without a GPU)
+//   "jit:cpu", "jit:cuda[:N]", "jit:opencl[:N]"
 //                       forced-compilation devices, the seeds' XLA_CPU / XLA_GPU: every
 //                       op placed there is compiled (as under JitScope), whatever the
 //                       scopes and the session's jit level say. Mainly for testing.
@@ -13,6 +16,7 @@
 #define BRAZE_DEVICE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,11 +25,11 @@
 namespace braze {
 
 struct Device {
-  enum class Kind { kCpu, kCuda };
+  enum class Kind { kCpu, kCuda, kOpenCL };
   Kind kind = Kind::kCpu;
   int index = 0;
   bool force_compile = false;    // a "jit:" device
-  std::string ToString() const;  // canonical: "cpu", "cuda:0", "jit:cuda:1"
+  std::string ToString() const;  // canonical: "cpu", "cuda:0", "jit:cuda:1", "opencl:0"
   bool operator==(const Device& o) const {
     return kind == o.kind && index == o.index && force_compile == o.force_compile;
   }
@@ -59,6 +63,15 @@ class DeviceScope {
 absl::Status CheckCudaAvailable();
 // Number of CUDA devices, 0 when CheckCudaAvailable fails.
 int CudaDeviceCount();
+
+// OK when an OpenCL ICD loader (libOpenCL.so.1) with at least one device is present.
+// The loader and its drivers live in a link-map namespace of their own (dlmopen), so an
+// OpenCL driver built on another LLVM than Halide's (POCL) cannot bind to Halide's LLVM
+// symbols. Never aborts: FailedPrecondition with the reason.
+absl::Status CheckOpenCLAvailable();
+// The OpenCL devices of every platform, in order ("opencl:N" is the Nth), each as
+// "<platform>: <device name> (<type>)"; empty when CheckOpenCLAvailable fails.
+std::vector<std::string> OpenCLDevices();
 
 }  // namespace braze
 

@@ -7,6 +7,7 @@ namespace device {
 // Each defined in its backend's file.
 const Backend& HostBackendInstance();
 const Backend& CudaBackendInstance();
+const Backend& OpenCLBackendInstance();
 
 const Backend& BackendFor(Device::Kind kind) {
   switch (kind) {
@@ -14,6 +15,8 @@ const Backend& BackendFor(Device::Kind kind) {
       return HostBackendInstance();
     case Device::Kind::kCuda:
       return CudaBackendInstance();
+    case Device::Kind::kOpenCL:
+      return OpenCLBackendInstance();
   }
   return HostBackendInstance();
 }

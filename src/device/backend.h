@@ -1,6 +1,7 @@
 // The device interface: what compiling and launching a kernel needs from one kind of
-// device. The host (host_backend.cc) and CUDA (cuda_backend.cc) implement it; a new
-// device (OpenCL next) is a new file implementing it plus its case in BackendFor, while
+// device. The host (host_backend.cc), CUDA (cuda_backend.cc) and OpenCL
+// (opencl_backend.cc) implement it; a new device is a new file implementing it plus its
+// case in BackendFor, while
 // the compile driver (compile/compile.cc) and the kernel's one launch path stay as
 // they are.
 //

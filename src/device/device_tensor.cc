@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
+#include "device/backend.h"
 #include "device/device_tensor_impl.h"
 #include "device/halide_util.h"
 
@@ -51,12 +52,6 @@ CudaState& State() {
 
 thread_local std::string runtime_error;
 
-void RecordError(Halide::JITUserContext*, const char* msg) {
-  if (!runtime_error.empty()) runtime_error += "; ";
-  runtime_error += msg;
-  while (!runtime_error.empty() && runtime_error.back() == '\n') runtime_error.pop_back();
-}
-
 int32_t AcquireContext(Halide::JITUserContext*, void** ctx, bool create) {
   CudaState& s = State();
   *ctx = s.context;
@@ -69,6 +64,12 @@ int32_t GetStream(Halide::JITUserContext*, void*, void** stream) {
 }
 
 }  // namespace
+
+void RecordRuntimeError(Halide::JITUserContext*, const char* msg) {
+  if (!runtime_error.empty()) runtime_error += "; ";
+  runtime_error += msg;
+  while (!runtime_error.empty() && runtime_error.back() == '\n') runtime_error.pop_back();
+}
 
 void UseCudaHandlers(Halide::JITHandlers* handlers) {
   handlers->custom_cuda_acquire_context = AcquireContext;
@@ -111,7 +112,7 @@ absl::Status Initialize(CudaState& s, int ordinal) {
   // Defaults, for the device calls Braze makes outside pipelines; every CUDA pipeline
   // also carries the context and stream handlers itself (UseCudaHandlers).
   Halide::JITHandlers handlers;
-  handlers.custom_error = RecordError;
+  handlers.custom_error = RecordRuntimeError;
   UseCudaHandlers(&handlers);
   Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
   s.ordinal = ordinal;
@@ -180,8 +181,8 @@ std::string TakeRuntimeError() {
 
 }  // namespace device
 
-DeviceTensor::DeviceTensor(TensorType type, int ordinal, std::unique_ptr<Impl> impl)
-    : type_(std::move(type)), ordinal_(ordinal), impl_(std::move(impl)) {}
+DeviceTensor::DeviceTensor(TensorType type, Device device, std::unique_ptr<Impl> impl)
+    : type_(std::move(type)), device_(device), impl_(std::move(impl)) {}
 
 DeviceTensor::~DeviceTensor() {
   if (impl_ == nullptr || !impl_->buffer.defined()) return;
@@ -190,6 +191,10 @@ DeviceTensor::~DeviceTensor() {
   raw->set_device_dirty(false);
   halide_buffer_t* b = raw->raw_buffer();
   if (b->device == 0) return;
+  if (device_.kind != Device::Kind::kCuda) {
+    raw->device_free();
+    return;
+  }
   // Halide's device_free aborts when the CUDA runtime cannot make the context current
   // (a driver shut down at exit): leak the allocation then instead.
   device::CudaState& s = device::State();
@@ -207,13 +212,18 @@ int64_t DeviceTensor::num_elements() const { return NumElements(type_.shape); }
 size_t DeviceTensor::num_bytes() const { return num_elements() * SizeOf(type_.dtype); }
 
 absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const TensorType& type,
-                                                                     int ordinal) {
+                                                                     const Device& device) {
   if (!IsFullyDefined(type.shape)) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a device tensor of partial type ", TypeString(type)));
   }
+  const device::Backend& backend = device::BackendFor(device.kind);
+  if (!backend.device_memory()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot allocate a device tensor on ", device.ToString()));
+  }
   BRAZE_ASSIGN_OR_RETURN(const halide_device_interface_t* interface,
-                         device::CudaInterface(ordinal));
+                         backend.Interface(device.index));
   auto impl = std::make_unique<Impl>();
   std::vector<int> sizes;
   for (int d = static_cast<int>(type.shape.size()) - 1; d >= 0; --d) {
@@ -230,11 +240,11 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
     const int rc = impl->buffer.get()->device_malloc(interface);
     if (rc != 0) {
       absl::Status s = device::RuntimeStatus(
-          absl::StrCat("cudaMalloc of ", TypeString(type), " on cuda:", ordinal), rc);
+          absl::StrCat("device_malloc of ", TypeString(type), " on ", device.ToString()), rc);
       return absl::ResourceExhaustedError(s.message());
     }
   }
-  return std::unique_ptr<DeviceTensor>(new DeviceTensor(type, ordinal, std::move(impl)));
+  return std::unique_ptr<DeviceTensor>(new DeviceTensor(type, device, std::move(impl)));
 }
 
 absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
@@ -266,10 +276,10 @@ absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
 }
 
 absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
-  if (src.type() != type_ || src.ordinal_ != ordinal_) {
-    return absl::InvalidArgumentError(absl::StrCat("device copy: got ", TypeString(src.type()),
-                                                   " on cuda:", src.ordinal_, ", the tensor is ",
-                                                   TypeString(type_), " on cuda:", ordinal_));
+  if (src.type() != type_ || !(src.device_ == device_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device copy: got ", TypeString(src.type()), " on ", src.device_.ToString(),
+        ", the tensor is ", TypeString(type_), " on ", device_.ToString()));
   }
   if (num_elements() == 0) return absl::OkStatus();
   halide_buffer_t* from = src.impl_->buffer.raw_buffer();

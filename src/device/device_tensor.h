@@ -1,6 +1,6 @@
-// DeviceTensor: a dense tensor in CUDA device memory, owned by Braze and shared with
-// Halide's CUDA runtime (a Halide buffer with a device allocation) and with cuBLAS (its
-// CUdeviceptr). The runtime keeps values that live on a GPU in these between kernels;
+// DeviceTensor: a dense tensor in a device's memory (CUDA or OpenCL), owned by Braze and
+// shared with Halide's device runtime (a Halide buffer with a device allocation) and,
+// on CUDA, with cuBLAS (its CUdeviceptr). The runtime keeps values that live on a GPU in these between kernels;
 // copies to and from the host happen only where the runtime asks for them (feeds,
 // fetches, HostCall ops, cross-device edges) and each one is a call here.
 //
@@ -21,6 +21,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "braze/device.h"
 #include "braze/dtype.h"
 #include "braze/host_tensor.h"
 
@@ -28,11 +29,12 @@ namespace braze {
 
 class DeviceTensor {
  public:
-  // Allocates device memory for `type` on CUDA device `ordinal` (contents undefined).
-  // FailedPrecondition when CUDA is unavailable (CheckCudaAvailable's reason);
-  // Unimplemented when another device ordinal is already in use by this process.
-  static absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const TensorType& type,
-                                                                int ordinal = 0);
+  // Allocates device memory for `type` on `device` (CUDA or OpenCL; contents
+  // undefined). FailedPrecondition when the device's runtime is unavailable
+  // (CheckCudaAvailable's or CheckOpenCLAvailable's reason); Unimplemented when another
+  // device of the kind is already in use by this process; InvalidArgument for the host.
+  static absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(
+      const TensorType& type, const Device& device = Device{Device::Kind::kCuda, 0});
   ~DeviceTensor();
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;
@@ -40,7 +42,8 @@ class DeviceTensor {
   const TensorType& type() const { return type_; }
   int64_t num_elements() const;
   size_t num_bytes() const;
-  int ordinal() const { return ordinal_; }
+  const Device& device() const { return device_; }
+  int ordinal() const { return device_.index; }
 
   // Host -> device; `src` must have type(). Returns once the copy is done.
   absl::Status CopyFromHost(const HostTensor& src);
@@ -49,16 +52,17 @@ class DeviceTensor {
   // Device -> device (same device, same type), ordered after pending work.
   absl::Status CopyFrom(const DeviceTensor& src);
 
-  // The CUdeviceptr of the first element (0 for an empty tensor).
+  // The device handle of the first element (0 for an empty tensor): the CUdeviceptr on
+  // CUDA (for cuBLAS), Halide's cl_mem wrapper on OpenCL.
   uint64_t device_address() const;
 
   struct Impl;  // the Halide buffer; lower/device_tensor_impl.h
   Impl& impl() { return *impl_; }
 
  private:
-  DeviceTensor(TensorType type, int ordinal, std::unique_ptr<Impl> impl);
+  DeviceTensor(TensorType type, Device device, std::unique_ptr<Impl> impl);
   TensorType type_;
-  int ordinal_ = 0;
+  Device device_;
   std::unique_ptr<Impl> impl_;
 };
 

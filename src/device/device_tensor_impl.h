@@ -32,6 +32,20 @@ void UseCudaHandlers(Halide::JITHandlers* handlers);
 // The message Halide's runtime reported on this thread since the last call, if any
 // (device calls made outside a pipeline have no other way to report one).
 std::string TakeRuntimeError();
+// The JIT error handler that records those messages (instead of Halide's abort).
+void RecordRuntimeError(Halide::JITUserContext*, const char* msg);
+
+// The JIT target of OpenCL kernels: the sanitized host target plus OpenCL with doubles
+// (cl_khr_fp64; POCL has it, and a device without it fails f64 kernels' builds with a
+// Status).
+Halide::Target OpenCLJitTarget();
+// Halide's OpenCL device interface in the JIT runtime, with the isolated loader
+// (device/opencl_driver.h) and Braze's error handler installed. Status when OpenCL is
+// unavailable or `ordinal` is not 0 (Halide's runtime uses one device per process: the
+// first device of the first platform, OpenCLDevices()[0]).
+absl::StatusOr<const halide_device_interface_t*> OpenCLInterface(int ordinal);
+// Sets the isolated loader's handlers in `handlers` (a pipeline's jit_handlers()).
+void UseOpenCLHandlers(Halide::JITHandlers* handlers);
 
 }  // namespace device
 }  // namespace braze

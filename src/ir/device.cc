@@ -8,14 +8,17 @@
 namespace braze {
 
 std::string Device::ToString() const {
-  std::string base = kind == Kind::kCpu ? "cpu" : absl::StrCat("cuda:", index);
+  std::string base = kind == Kind::kCpu    ? "cpu"
+                     : kind == Kind::kCuda ? absl::StrCat("cuda:", index)
+                                           : absl::StrCat("opencl:", index);
   return force_compile ? absl::StrCat("jit:", base) : base;
 }
 
 absl::StatusOr<Device> ParseDevice(const std::string& name) {
   auto bad = [&]() {
     return absl::InvalidArgumentError(absl::StrCat(
-        "bad device \"", name, "\": expected cpu, cuda, cuda:N, jit:cpu, jit:cuda or jit:cuda:N"));
+        "bad device \"", name,
+        "\": expected cpu, cuda, cuda:N, opencl, opencl:N, or one of them after jit:"));
   };
   Device d;
   std::string rest = name;
@@ -28,8 +31,8 @@ absl::StatusOr<Device> ParseDevice(const std::string& name) {
   if (parts[0] == "cpu") {
     if (parts.size() == 2 && parts[1] != "0") return bad();
     d.kind = Device::Kind::kCpu;
-  } else if (parts[0] == "cuda") {
-    d.kind = Device::Kind::kCuda;
+  } else if (parts[0] == "cuda" || parts[0] == "opencl") {
+    d.kind = parts[0] == "cuda" ? Device::Kind::kCuda : Device::Kind::kOpenCL;
     if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &d.index) || d.index < 0)) {
       return bad();
     }

@@ -23,6 +23,9 @@ Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor
                           std::vector<int>(extents.begin(), extents.end()),
                           ctx.UniqueName(name + "_data"));
   std::memcpy(buffer.data(), value.raw_data(), value.num_bytes());
+  // Written on the host: a GPU pipeline's first run must upload it. Without the flag,
+  // Halide allocated the device copy and never filled it (Const on OpenCL read garbage).
+  buffer.set_host_dirty(true);
   return Define(ctx, name, value.dtype(), value.shape(), [&](const std::vector<Expr>& index) {
     return buffer(std::vector<Expr>(index.rbegin(), index.rend()));
   });

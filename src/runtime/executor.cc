@@ -158,7 +158,7 @@ absl::Status Executor::CopyInto(const Value& from, Space space, int ordinal, Hos
   BRAZE_ASSIGN_OR_RETURN(const TensorType type, TypeOf(from));
   if (*to_device == nullptr || (*to_device)->type() != type || (*to_device)->ordinal() != ordinal) {
     BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> fresh,
-                           DeviceTensor::Allocate(type, ordinal));
+                           DeviceTensor::Allocate(type, Device{Device::Kind::kCuda, ordinal}));
     *to_device = std::move(fresh);
   }
   if (from.host != nullptr) {
@@ -381,7 +381,7 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
   for (size_t o = 0; o < out_types.size(); ++o) {
     auto& b = state.device_buffers[o];
     if (b != nullptr && b->type() == out_types[o] && b->ordinal() == step.ordinal) continue;
-    auto fresh = DeviceTensor::Allocate(out_types[o], step.ordinal);
+    auto fresh = DeviceTensor::Allocate(out_types[o], Device{Device::Kind::kCuda, step.ordinal});
     if (!fresh.ok()) return Annotate(step.name, fresh.status());
     b = *std::move(fresh);
   }

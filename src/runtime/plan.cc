@@ -97,6 +97,14 @@ absl::Status Place(Planning& p) {
       return absl::InvalidArgumentError(
           absl::StrCat("node '", n.name(), "' is placed on a bad device: ", d.status().message()));
     }
+    if (d->kind == Device::Kind::kOpenCL) {
+      // The OpenCL backend compiles and runs kernels (compile/compile.h); sessions do not
+      // place values in its memory yet.
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", n.name(), "' is placed on ", name,
+          ": OpenCL devices are not supported in sessions yet (kernels compile and run on "
+          "OpenCL through CompileCluster)"));
+    }
     if (d->kind == Device::Kind::kCuda) {
       absl::Status cuda = CheckCudaAvailable();
       if (cuda.ok() && d->index >= CudaDeviceCount()) {

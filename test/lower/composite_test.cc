@@ -83,6 +83,13 @@ TEST_P(CompositeTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompositeTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 
+// The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
+class CompositeTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(CompositeTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, CompositeTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

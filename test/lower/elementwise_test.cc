@@ -152,6 +152,13 @@ TEST_P(ElementwiseTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 
+// The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
+class ElementwiseTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(ElementwiseTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

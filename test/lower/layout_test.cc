@@ -136,6 +136,13 @@ TEST_P(LayoutTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, LayoutTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 
+// The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
+class LayoutTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(LayoutTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, LayoutTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

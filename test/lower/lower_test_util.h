@@ -217,10 +217,11 @@ inline void RunOpTestCase(const OpTestCase& tc, SchedulerKind kind) {
   }
 }
 
-// The CUDA JIT (CompileOptions::cuda): compiles `c` for CUDA with the GPU heuristic;
+// A device backend (CUDA, OpenCL): compiles `c` for `device` with the GPU heuristic;
 // with `run`, uploads the inputs, runs it on the device and compares the downloaded
 // outputs with the reference.
-inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance tol, bool run) {
+inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Tolerance tol,
+                                                            const Device& device, bool run) {
   if (!c.graph->status().ok()) {
     return ::testing::AssertionFailure() << "graph: " << c.graph->status();
   }
@@ -228,7 +229,7 @@ inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance
   auto expected = ReferenceOutputs(spec, c.values);
   if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
   CompileOptions options;
-  options.device.kind = Device::Kind::kCuda;
+  options.device = device;
   auto kernel = CompileCluster(spec, options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";
@@ -236,7 +237,7 @@ inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance
   std::vector<std::unique_ptr<DeviceTensor>> ins, outs;
   std::vector<DeviceTensor*> in_ptrs, out_ptrs;
   for (const HostTensor& v : c.values) {
-    auto d = DeviceTensor::Allocate(v.type());
+    auto d = DeviceTensor::Allocate(v.type(), device);
     if (!d.ok()) return ::testing::AssertionFailure() << "allocate: " << d.status();
     if (absl::Status s = (*d)->CopyFromHost(v); !s.ok()) {
       return ::testing::AssertionFailure() << "upload: " << s;
@@ -245,7 +246,7 @@ inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance
     ins.push_back(*std::move(d));
   }
   for (const TensorType& t : (*kernel)->output_types()) {
-    auto d = DeviceTensor::Allocate(t);
+    auto d = DeviceTensor::Allocate(t, device);
     if (!d.ok()) return ::testing::AssertionFailure() << "allocate: " << d.status();
     out_ptrs.push_back(d->get());
     outs.push_back(*std::move(d));
@@ -262,7 +263,7 @@ inline ::testing::AssertionResult CompileRunCompareCuda(const Case& c, Tolerance
     std::string why;
     if (!AllClose(got, (*expected)[i], tol.rtol, tol.atol, &why)) {
       return ::testing::AssertionFailure()
-             << "output " << i << " on CUDA: " << why << "\nschedule:\n"
+             << "output " << i << " on " << device.ToString() << ": " << why << "\nschedule:\n"
              << (*kernel)->schedule_text();
     }
   }
@@ -282,7 +283,26 @@ inline void RunOpTestCaseCuda(const OpTestCase& tc) {
   for (const Shape& shape : shapes) {
     Case c;
     tc.build(c, shape);
-    EXPECT_TRUE(CompileRunCompareCuda(c, tc.tol, gpu))
+    EXPECT_TRUE(CompileRunCompareOnDevice(c, tc.tol, Device{Device::Kind::kCuda, 0}, gpu))
+        << tc.name << " at base shape " << ShapeString(shape);
+  }
+}
+
+// Every shape on opencl:0: with POCL (tools/setup.sh installs it) the GPU schedules run
+// here, on the CPU. Skipped, with the reason, on a machine without OpenCL. OpenCL's
+// double exp may be off by a few ulp (the spec allows 3), and Tanh near 0 divides two
+// such values that nearly cancel: f64 cases get an absolute tolerance of 1e-12 there
+// (POCL: TanhF64 was off by 9.4e-14 at 0.0212).
+inline void RunOpTestCaseOpenCL(const OpTestCase& tc) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  Tolerance tol = tc.tol;
+  tol.atol = std::max(tol.atol, 1e-12);
+  std::vector<Shape> shapes = tc.small_shapes;
+  shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
+  for (const Shape& shape : shapes) {
+    Case c;
+    tc.build(c, shape);
+    EXPECT_TRUE(CompileRunCompareOnDevice(c, tol, Device{Device::Kind::kOpenCL, 0}, true))
         << tc.name << " at base shape " << ShapeString(shape);
   }
 }

@@ -107,6 +107,13 @@ TEST_P(ReduceMatMulTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); 
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 
+// The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
+class ReduceMatMulTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(ReduceMatMulTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

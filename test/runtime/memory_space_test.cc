@@ -155,3 +155,27 @@ TEST(MemorySpaces, AssignChecksTheValueTypeAgainstTheVariable) {
 
 }  // namespace
 }  // namespace braze
+
+namespace braze {
+namespace {
+
+// OpenCL kernels compile and run (test/lower *OpenCL*), but sessions do not place
+// values on OpenCL devices yet: a Run says so, naming the node, and runs nothing.
+TEST(MemorySpaces, OpenCLPlacementIsUnimplementedNamingTheNode) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  Tensor y;
+  {
+    DeviceScope scope(g, "opencl");
+    y = Exp(x);
+  }
+  Session s(g);
+  auto out = s.Run({{x, HostTensor::From<float>({1, 2, 3}, {3})}}, {y});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_NE(out.status().message().find("node 'Exp' is placed on opencl:0"), std::string::npos)
+      << out.status();
+}
+
+}  // namespace
+}  // namespace braze

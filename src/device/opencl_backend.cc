@@ -1,0 +1,99 @@
+// The OpenCL backend: kernels compiled for the host target plus OpenCL, in device
+// memory (DeviceTensor), with Halide's OpenCL runtime loading the OpenCL library
+// through Braze's isolated loader (device/opencl_driver.h). On a machine without a GPU
+// the device is POCL's, running the same kernels on the CPU: the GPU schedules, device
+// buffers and copies are exercised there, but its timings are CPU timings.
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "braze/device.h"
+#include "braze/status.h"
+#include "device/backend.h"
+#include "device/device_tensor_impl.h"
+#include "device/halide_util.h"
+#include "device/jit_memory.h"
+#include "device/opencl_driver.h"
+
+namespace braze {
+namespace device {
+namespace {
+
+struct OpenCLState {
+  std::mutex mu;
+  bool initialized = false;
+  absl::Status status;
+  const halide_device_interface_t* interface = nullptr;
+};
+
+OpenCLState& State() {
+  static OpenCLState* state = new OpenCLState();
+  return *state;
+}
+
+absl::Status Initialize(OpenCLState& s) {
+  BRAZE_RETURN_IF_ERROR(CheckOpenCLAvailable());
+  // The defaults too, not only each pipeline's handlers: Halide's OpenCL runtime module
+  // loads the library with the default handlers when it is first created.
+  Halide::JITHandlers handlers;
+  handlers.custom_error = RecordRuntimeError;
+  UseOpenCLHandlers(&handlers);
+  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
+  return CatchHalideErrors("Halide's OpenCL runtime", absl::StatusCode::kInternal, [&] {
+    s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::OpenCL,
+                                                              OpenCLJitTarget(), "braze");
+    return s.interface != nullptr
+               ? absl::OkStatus()
+               : absl::InternalError("no OpenCL device interface in the JIT runtime");
+  });
+}
+
+class OpenCLBackend : public Backend {
+ public:
+  Device::Kind kind() const override { return Device::Kind::kOpenCL; }
+  bool device_memory() const override { return true; }
+  Halide::Target JitTarget() const override { return OpenCLJitTarget(); }
+  void InstallHandlers(Halide::JITHandlers* handlers) const override {
+    UseJitBufferCache(handlers);  // host-side intermediates of the pipeline
+    UseOpenCLHandlers(handlers);
+  }
+  absl::StatusOr<const halide_device_interface_t*> Interface(int ordinal) const override {
+    return OpenCLInterface(ordinal);
+  }
+};
+
+}  // namespace
+
+Halide::Target OpenCLJitTarget() {
+  return SanitizedJitTarget()
+      .with_feature(Halide::Target::OpenCL)
+      .with_feature(Halide::Target::CLDoubles);
+}
+
+void UseOpenCLHandlers(Halide::JITHandlers* handlers) {
+  handlers->custom_load_library = LoadLibraryIsolated;
+  handlers->custom_get_library_symbol = GetLibrarySymbol;
+}
+
+absl::StatusOr<const halide_device_interface_t*> OpenCLInterface(int ordinal) {
+  OpenCLState& s = State();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.initialized) {
+    s.initialized = true;
+    s.status = Initialize(s);
+  }
+  BRAZE_RETURN_IF_ERROR(s.status);
+  if (ordinal != 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        "opencl:", ordinal, " is not available: Halide's OpenCL runtime uses one device per "
+        "process, opencl:0 (", OpenCLDevices()[0], ")"));
+  }
+  return s.interface;
+}
+
+const Backend& OpenCLBackendInstance() {
+  static const OpenCLBackend* backend = new OpenCLBackend();
+  return *backend;
+}
+
+}  // namespace device
+}  // namespace braze

@@ -1,0 +1,107 @@
+// The OpenCL probe and the isolated loader; see opencl_driver.h and braze/device.h.
+#include "device/opencl_driver.h"
+
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "braze/device.h"
+
+namespace braze {
+namespace device {
+namespace {
+
+// The few OpenCL 1.2 entry points the probe calls (no OpenCL header at build time).
+using ClInt = int32_t;
+using ClUint = uint32_t;
+using ClPlatform = void*;
+using ClDevice = void*;
+constexpr ClUint kPlatformName = 0x0902;
+constexpr ClUint kDeviceName = 0x102B;
+constexpr ClUint kDeviceType = 0x1000;
+constexpr uint64_t kDeviceTypeAll = 0xFFFFFFFF;
+constexpr uint64_t kDeviceTypeCpu = 1 << 1, kDeviceTypeGpu = 1 << 2;
+
+struct Loader {
+  void* handle = nullptr;
+  absl::Status status;
+  std::vector<std::string> devices;
+};
+
+std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* object, ClUint what) {
+  char buffer[256] = {0};
+  if (get(object, what, sizeof(buffer) - 1, buffer, nullptr) != 0) return "?";
+  return buffer;
+}
+
+const Loader& TheLoader() {
+  static const Loader* loader = [] {
+    auto* l = new Loader();
+    l->handle = dlmopen(LM_ID_NEWLM, "libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (l->handle == nullptr) {
+      l->status = absl::FailedPreconditionError(
+          absl::StrCat("OpenCL is not available: cannot load libOpenCL.so.1 (", dlerror(),
+                       "); install ocl-icd-libopencl1 and a driver (pocl-opencl-icd runs "
+                       "OpenCL on the CPU)"));
+      return l;
+    }
+    using Platforms = ClInt (*)(ClUint, ClPlatform*, ClUint*);
+    using Devices = ClInt (*)(ClPlatform, uint64_t, ClUint, ClDevice*, ClUint*);
+    using GetInfo = ClInt (*)(void*, ClUint, size_t, void*, size_t*);
+    auto platforms = reinterpret_cast<Platforms>(dlsym(l->handle, "clGetPlatformIDs"));
+    auto devices = reinterpret_cast<Devices>(dlsym(l->handle, "clGetDeviceIDs"));
+    auto platform_info = reinterpret_cast<GetInfo>(dlsym(l->handle, "clGetPlatformInfo"));
+    auto device_info = reinterpret_cast<GetInfo>(dlsym(l->handle, "clGetDeviceInfo"));
+    if (!platforms || !devices || !platform_info || !device_info) {
+      l->status = absl::FailedPreconditionError(
+          "OpenCL is not available: libOpenCL.so.1 lacks clGetPlatformIDs");
+      return l;
+    }
+    ClPlatform ids[16];
+    ClUint n = 0;
+    if (platforms(16, ids, &n) != 0) n = 0;
+    for (ClUint p = 0; p < n && p < 16; ++p) {
+      ClDevice devs[16];
+      ClUint m = 0;
+      if (devices(ids[p], kDeviceTypeAll, 16, devs, &m) != 0) continue;
+      for (ClUint d = 0; d < m && d < 16; ++d) {
+        uint64_t type = 0;
+        device_info(devs[d], kDeviceType, sizeof(type), &type, nullptr);
+        const char* kind = (type & kDeviceTypeGpu) != 0   ? "GPU"
+                           : (type & kDeviceTypeCpu) != 0 ? "CPU"
+                                                          : "other";
+        l->devices.push_back(absl::StrCat(Info(platform_info, ids[p], kPlatformName), ": ",
+                                          Info(device_info, devs[d], kDeviceName), " (", kind,
+                                          ")"));
+      }
+    }
+    if (l->devices.empty()) {
+      l->status = absl::FailedPreconditionError(
+          "OpenCL is not available: no OpenCL platform with a device (is an ICD driver such "
+          "as pocl-opencl-icd installed?)");
+    }
+    return l;
+  }();
+  return *loader;
+}
+
+}  // namespace
+
+void* LoadLibraryIsolated(const char* name) {
+  if (std::strncmp(name, "libOpenCL.so", 12) == 0) return TheLoader().handle;
+  return dlopen(name, RTLD_LAZY);
+}
+
+void* GetLibrarySymbol(void* lib, const char* name) { return dlsym(lib, name); }
+
+}  // namespace device
+
+absl::Status CheckOpenCLAvailable() { return device::TheLoader().status; }
+
+std::vector<std::string> OpenCLDevices() { return device::TheLoader().devices; }
+
+}  // namespace braze
