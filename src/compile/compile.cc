@@ -308,8 +308,25 @@ void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
     const Halide::Func& f = lowered.info.outputs[lowered.pipeline_output[j]];
     output_sizes[f.name()] = std::max<int64_t>(1, NumElements(lowered.output_types[j].shape));
   }
+  // Every buffer's min and extent that the lowering constrained to a constant.
+  std::map<std::string, int64_t> known;
+  auto note = [&](const Halide::Internal::Parameter& p) {
+    for (int d = 0; d < p.dimensions(); ++d) {
+      const std::string prefix = p.name() + ".";
+      if (const int64_t* v = Halide::Internal::as_const_int(p.min_constraint(d))) {
+        known[prefix + "min." + std::to_string(d)] = *v;
+      }
+      if (const int64_t* v = Halide::Internal::as_const_int(p.extent_constraint(d))) {
+        known[prefix + "extent." + std::to_string(d)] = *v;
+      }
+    }
+  };
+  for (size_t i = 0; i < lowered.params.size(); ++i) {
+    if (!lowered.input_elided[i]) note(lowered.params[i].parameter());
+  }
+  for (const Halide::Func& f : lowered.info.outputs) note(f.output_buffer().parameter());
   const Halide::Module module = pipeline.compile_to_module(args, "braze_check", target);
-  const std::string problem = schedule::CheckLoweredModule(module, output_sizes);
+  const std::string problem = schedule::CheckLoweredModule(module, output_sizes, known);
   if (!problem.empty()) throw Halide::CompileError(problem);
 }
 

@@ -44,12 +44,12 @@ SchedulerKind ToSchedulerKind(Scheduler s) {
 
 void Warn(const std::string& msg) { LogWarning(msg); }
 
-bool HostLike(Space s) { return s != Space::kCuda; }
+bool HostLike(Space s) { return s != Space::kDevice; }
 
 // Counts one copy from space `from` to `to`.
 void CountCopy(Space from, Space to, size_t bytes, SessionStats& stats) {
   // Onto a device: into jit:cpu's memory or a GPU; off it otherwise.
-  if (to == Space::kCuda || (to == Space::kJitCpu && from == Space::kHost)) {
+  if (to == Space::kDevice || (to == Space::kJitCpu && from == Space::kHost)) {
     ++stats.host_to_device_copies;
   } else {
     ++stats.device_to_host_copies;
@@ -94,9 +94,9 @@ absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats)
   if (slot.jit_valid) {
     AssignHost(slot.jit, &slot.host);
     CountCopy(Space::kJitCpu, Space::kHost, slot.jit.num_bytes(), stats);
-  } else if (slot.cuda_valid) {
-    BRAZE_RETURN_IF_ERROR(slot.cuda->CopyToHost(&slot.host));
-    CountCopy(Space::kCuda, Space::kHost, slot.cuda->num_bytes(), stats);
+  } else if (slot.device_valid) {
+    BRAZE_RETURN_IF_ERROR(slot.on_device->CopyToHost(&slot.host));
+    CountCopy(Space::kDevice, Space::kHost, slot.on_device->num_bytes(), stats);
   } else {
     return absl::FailedPreconditionError("the variable is uninitialized");
   }
@@ -139,11 +139,12 @@ absl::StatusOr<TensorType> Executor::TypeOf(const Value& v) const {
   const VariableSlot& s = it->second;
   if (s.host_valid) return s.host.type();
   if (s.jit_valid) return s.jit.type();
-  if (s.cuda_valid) return s.cuda->type();
+  if (s.device_valid) return s.on_device->type();
   return absl::InternalError("uninitialized variable");
 }
 
-absl::Status Executor::CopyInto(const Value& from, Space space, int ordinal, HostTensor* to_host,
+absl::Status Executor::CopyInto(const Value& from, Space space, const Device& device,
+                                HostTensor* to_host,
                                 std::shared_ptr<DeviceTensor>* to_device) {
   if (HostLike(space)) {
     if (from.host != nullptr) {
@@ -151,38 +152,41 @@ absl::Status Executor::CopyInto(const Value& from, Space space, int ordinal, Hos
       CountCopy(from.space, space, from.host->num_bytes(), stats_);
     } else {
       BRAZE_RETURN_IF_ERROR(from.device->CopyToHost(to_host));
-      CountCopy(Space::kCuda, space, from.device->num_bytes(), stats_);
+      CountCopy(Space::kDevice, space, from.device->num_bytes(), stats_);
     }
     return absl::OkStatus();
   }
   BRAZE_ASSIGN_OR_RETURN(const TensorType type, TypeOf(from));
-  if (*to_device == nullptr || (*to_device)->type() != type || (*to_device)->ordinal() != ordinal) {
-    BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> fresh,
-                           DeviceTensor::Allocate(type, Device{Device::Kind::kCuda, ordinal}));
+  if (*to_device == nullptr || (*to_device)->type() != type || !((*to_device)->device() == device)) {
+    BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> fresh, DeviceTensor::Allocate(type, device));
     *to_device = std::move(fresh);
   }
   if (from.host != nullptr) {
     BRAZE_RETURN_IF_ERROR((*to_device)->CopyFromHost(*from.host));
-    CountCopy(from.space, Space::kCuda, from.host->num_bytes(), stats_);
+    CountCopy(from.space, Space::kDevice, from.host->num_bytes(), stats_);
     return absl::OkStatus();
   }
-  if (from.device->ordinal() != ordinal) {
-    return absl::UnimplementedError("copies between two CUDA devices are not supported");
+  if (!(from.device->device() == device)) {
+    return absl::UnimplementedError(absl::StrCat("copies between two GPU devices (",
+                                                 from.device->device().ToString(), " to ",
+                                                 device.ToString(), ") are not supported"));
   }
   return (*to_device)->CopyFrom(*from.device);
 }
 
-absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space, int ordinal) {
+absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
+                                   const Device& device) {
   Value out;
   out.space = space;
   if (v.variable >= 0) {
     VariableSlot& s = variables_.at(v.variable);
     bool* valid = space == Space::kHost     ? &s.host_valid
                   : space == Space::kJitCpu ? &s.jit_valid
-                                            : &s.cuda_valid;
-    if (space == Space::kCuda && s.cuda_valid && s.cuda->ordinal() != ordinal) {
-      return absl::UnimplementedError(
-          absl::StrCat("variable '", g_.node(v.variable).name(), "' lives on another CUDA device"));
+                                            : &s.device_valid;
+    if (space == Space::kDevice && s.device_valid && !(s.on_device->device() == device)) {
+      return absl::UnimplementedError(absl::StrCat("variable '", g_.node(v.variable).name(),
+                                                   "' lives on ", s.on_device->device().ToString(),
+                                                   ", not ", device.ToString()));
     }
     if (!*valid) {
       Value from;
@@ -191,35 +195,35 @@ absl::StatusOr<Value> Executor::In(const Tensor& t, const Value& v, Space space,
       } else if (s.jit_valid) {
         from.space = Space::kJitCpu;
         from.host = &s.jit;
-      } else if (s.cuda_valid) {
-        from.space = Space::kCuda;
-        from.device = s.cuda.get();
+      } else if (s.device_valid) {
+        from.space = Space::kDevice;
+        from.device = s.on_device.get();
       } else {
         return absl::FailedPreconditionError(
             absl::StrCat("reading uninitialized variable '", g_.node(v.variable).name(), "'"));
       }
       HostTensor* host = space == Space::kJitCpu ? &s.jit : &s.host;
-      BRAZE_RETURN_IF_ERROR(CopyInto(from, space, ordinal, host, &s.cuda));
+      BRAZE_RETURN_IF_ERROR(CopyInto(from, space, device, host, &s.on_device));
       *valid = true;
     }
-    if (space == Space::kCuda) {
-      out.device = s.cuda.get();
+    if (space == Space::kDevice) {
+      out.device = s.on_device.get();
     } else {
       out.host = space == Space::kJitCpu ? &s.jit : &s.host;
     }
     return out;
   }
-  if (v.space == space && (space != Space::kCuda || v.device->ordinal() == ordinal)) return v;
+  if (v.space == space && (space != Space::kDevice || v.device->device() == device)) return v;
   Mirror& m = state_.mirrors[{t.node_id(), t.index(), space}];
   const bool constant = t.node().op() == OpKind::kConst && v.host != nullptr;
   const bool fresh =
       constant ? m.constant == v.host : mirrored_.count({t.node_id(), t.index(), space}) > 0;
   if (!fresh) {
-    BRAZE_RETURN_IF_ERROR(CopyInto(v, space, ordinal, &m.host, &m.device));
+    BRAZE_RETURN_IF_ERROR(CopyInto(v, space, device, &m.host, &m.device));
     if (constant) m.constant = v.host;
     mirrored_.insert({t.node_id(), t.index(), space});
   }
-  if (space == Space::kCuda) {
+  if (space == Space::kDevice) {
     out.device = m.device.get();
   } else {
     out.host = &m.host;
@@ -357,7 +361,7 @@ absl::Status Executor::RunReference(const Step& step, StepState& state,
       in.emplace_back(types[i].dtype, types[i].shape);
       continue;
     }
-    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, 0));
+    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, Device{}));
     in.push_back(*host.host);
   }
   auto out_types = InferOutputTypes(node.op(), node.attrs(), types);
@@ -380,8 +384,8 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
   state.device_buffers.resize(out_types.size());
   for (size_t o = 0; o < out_types.size(); ++o) {
     auto& b = state.device_buffers[o];
-    if (b != nullptr && b->type() == out_types[o] && b->ordinal() == step.ordinal) continue;
-    auto fresh = DeviceTensor::Allocate(out_types[o], Device{Device::Kind::kCuda, step.ordinal});
+    if (b != nullptr && b->type() == out_types[o] && b->device() == step.device) continue;
+    auto fresh = DeviceTensor::Allocate(out_types[o], step.device);
     if (!fresh.ok()) return Annotate(step.name, fresh.status());
     b = *std::move(fresh);
   }
@@ -397,7 +401,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
   ClusterSpec spec{&g_,   step.name,    step.nodes,           step.inputs,
                    types, step.outputs, std::move(node_types)};
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
-  if (step.space == Space::kCuda) copts.device = Device{Device::Kind::kCuda, step.ordinal};
+  if (step.space == Space::kDevice) copts.device = Device{step.device.kind, step.device.index};
   CompileCache::Result result;
   if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
     // Not through the cache: the failure is this session's alone.
@@ -425,7 +429,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
   state.buffers.clear();
   state.device_buffers.clear();
   const auto& out_types = state.kernel->kernel->output_types();
-  if (step.space == Space::kCuda) {
+  if (step.space == Space::kDevice) {
     BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, state, out_types));
   } else {
     for (const TensorType& t : out_types) state.buffers.emplace_back(t.dtype, t.shape);
@@ -442,7 +446,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
 absl::Status Executor::OutputArgs(const Step& step, StepState& state,
                                   std::vector<KernelArg>* outs) {
   for (size_t o = 0; o < step.outputs.size(); ++o) {
-    if (step.space == Space::kCuda) {
+    if (step.space == Space::kDevice) {
       outs->push_back(KernelArg::Device(state.device_buffers[o].get()));
       continue;
     }
@@ -468,7 +472,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
   }
   const auto& out_types = state.kernel->kernel->output_types();
   if (compile_only) {
-    if (step.space == Space::kCuda) {
+    if (step.space == Space::kDevice) {
       StandIn(step, state, out_types);
     } else {
       BindOutputs(step, state);
@@ -477,7 +481,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
   }
   std::vector<KernelArg> ins, outs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], step.space, step.ordinal));
+    BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], step.space, step.device));
     ins.push_back(v.device != nullptr ? KernelArg::Device(v.device) : KernelArg::Host(v.host));
   }
   BRAZE_RETURN_IF_ERROR(OutputArgs(step, state, &outs));
@@ -555,14 +559,14 @@ absl::Status Executor::RunGemm(const Step& step, StepState& state, const std::ve
   absl::Status status = EnsureDeviceBuffers(step, state, {out});
   std::vector<DeviceTensor*> ins;
   for (size_t i = 0; status.ok() && i < inputs.size(); ++i) {
-    auto v = In(step.inputs[i], inputs[i], Space::kCuda, step.ordinal);
+    auto v = In(step.inputs[i], inputs[i], Space::kDevice, step.device);
     status = v.status();
     if (v.ok()) ins.push_back(v->device);
   }
   if (status.ok()) {
     TimelineEvent trace(step.name, "gemm");
     DeviceTensor* result = state.device_buffers[0].get();
-    status = RunInCudaContext(step.ordinal, [&] {
+    status = RunInCudaContext(step.device.index, [&] {
       return CublasGemm(step.name, shape, ins[0]->device_address(), ins[1]->device_address(),
                         ins.size() > 2 ? ins[2]->device_address() : 0, result->device_address());
     });
@@ -572,7 +576,7 @@ absl::Status Executor::RunGemm(const Step& step, StepState& state, const std::ve
   ++stats_.gemm_launches;
   Value& v = Slot(step.outputs[0]);
   v = Value();
-  v.space = Space::kCuda;
+  v.space = Space::kDevice;
   v.device = state.device_buffers[0].get();
   return absl::OkStatus();
 }
@@ -606,7 +610,7 @@ absl::Status Executor::Verify(const Step& step, StepState& state, const std::vec
                               const std::vector<KernelArg>& outs) {
   std::vector<HostTensor> in, out;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, 0));
+    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, Device{}));
     in.push_back(*host.host);
   }
   for (const KernelArg& a : outs) {
@@ -649,7 +653,7 @@ absl::Status Executor::Fetch(const Tensor& t, HostTensor* out) {
   if (v.host == out) return absl::OkStatus();  // written in place
   if (v.device != nullptr) {
     BRAZE_RETURN_IF_ERROR(v.device->CopyToHost(out));
-    CountCopy(Space::kCuda, Space::kHost, v.device->num_bytes(), stats_);
+    CountCopy(Space::kDevice, Space::kHost, v.device->num_bytes(), stats_);
     return absl::OkStatus();
   }
   AssignHost(*v.host, out);
@@ -667,17 +671,18 @@ absl::Status Executor::CommitUpdates() {
       if (!host.ok()) return host.status();
       slot.host = *host;
       slot.host_valid = true;
-      slot.jit_valid = slot.cuda_valid = false;
+      slot.jit_valid = slot.device_valid = false;
       continue;
     }
     if (v.device != nullptr) {
-      BRAZE_RETURN_IF_ERROR(CopyInto(v, Space::kCuda, v.device->ordinal(), nullptr, &slot.cuda));
+      BRAZE_RETURN_IF_ERROR(
+          CopyInto(v, Space::kDevice, v.device->device(), nullptr, &slot.on_device));
     } else {
       AssignHost(*v.host, v.space == Space::kJitCpu ? &slot.jit : &slot.host);
     }
     slot.host_valid = v.space == Space::kHost;
     slot.jit_valid = v.space == Space::kJitCpu;
-    slot.cuda_valid = v.space == Space::kCuda;
+    slot.device_valid = v.space == Space::kDevice;
   }
   return absl::OkStatus();
 }

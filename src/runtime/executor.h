@@ -37,16 +37,16 @@ namespace braze {
 struct VariableSlot {
   HostTensor host;  // kHost
   HostTensor jit;   // kJitCpu
-  std::shared_ptr<DeviceTensor> cuda;
-  bool host_valid = false, jit_valid = false, cuda_valid = false;
-  bool defined() const { return host_valid || jit_valid || cuda_valid; }
+  std::shared_ptr<DeviceTensor> on_device;  // kDevice: on the device it was last used on
+  bool host_valid = false, jit_valid = false, device_valid = false;
+  bool defined() const { return host_valid || jit_valid || device_valid; }
 };
 
 // A value during one Run.
 struct Value {
   Space space = Space::kHost;
   const HostTensor* host = nullptr;  // kHost, kJitCpu
-  DeviceTensor* device = nullptr;    // kCuda
+  DeviceTensor* device = nullptr;    // kDevice
   int variable = -1;                 // a Variable's node id: read from its slot per space
   bool defined() const { return host != nullptr || device != nullptr || variable >= 0; }
 };
@@ -85,9 +85,9 @@ class Executor {
   Value& Slot(const Tensor& t) { return values_[t.node_id()][t.index()]; }
   absl::StatusOr<TensorType> TypeOf(const Value& v) const;
   // `v` (the value of `t`) in `space`, copying it there if needed.
-  absl::StatusOr<Value> In(const Tensor& t, const Value& v, Space space, int ordinal);
+  absl::StatusOr<Value> In(const Tensor& t, const Value& v, Space space, const Device& device);
   // Copies `from` into host memory `*to_host` or device tensor `*to_device` in `space`.
-  absl::Status CopyInto(const Value& from, Space space, int ordinal, HostTensor* to_host,
+  absl::Status CopyInto(const Value& from, Space space, const Device& device, HostTensor* to_host,
                         std::shared_ptr<DeviceTensor>* to_device);
 
   absl::Status FallBack(const Step& step, StepState& state, const char* what_failed,

@@ -18,8 +18,14 @@ bool IsSource(OpKind op) {
 }
 
 Space SpaceOf(const Device& d) {
-  if (d.kind == Device::Kind::kCuda) return Space::kCuda;
+  if (d.kind == Device::Kind::kCuda || d.kind == Device::Kind::kOpenCL) return Space::kDevice;
   return d.force_compile ? Space::kJitCpu : Space::kHost;
+}
+
+// The device whose memory a step's values live in: "jit:cuda:0" computes in cuda:0's.
+Device MemoryDevice(Device d) {
+  d.force_compile = false;
+  return d;
 }
 
 // What the stages share: the graph, the options, and what earlier stages found.
@@ -38,10 +44,16 @@ struct Planning {
 Tensor OutputOf(const Graph& g, int id, int o) { return Tensor(const_cast<Graph*>(&g), id, o); }
 
 // The default device, canonical ("cpu", "cuda:0", "jit:cpu"); "auto" is "cuda:0" when
-// CUDA is available, else "cpu".
+// CUDA is available, else "opencl:0" when OpenCL's first device is a GPU, else "cpu"
+// (POCL's CPU device runs kernels on the host more slowly than the CPU backend: it is
+// used only when asked for by name).
 absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options) {
   if (options.device == "auto") {
-    return std::string(CheckCudaAvailable().ok() ? "cuda:0" : "cpu");
+    if (CheckCudaAvailable().ok()) return std::string("cuda:0");
+    const std::vector<std::string> opencl = OpenCLDevices();
+    const bool gpu = !opencl.empty() && opencl[0].size() >= 5 &&
+                     opencl[0].compare(opencl[0].size() - 5, 5, "(GPU)") == 0;
+    return std::string(gpu ? "opencl:0" : "cpu");
   }
   BRAZE_ASSIGN_OR_RETURN(Device d, ParseDevice(options.device));
   return d.ToString();
@@ -98,12 +110,17 @@ absl::Status Place(Planning& p) {
           absl::StrCat("node '", n.name(), "' is placed on a bad device: ", d.status().message()));
     }
     if (d->kind == Device::Kind::kOpenCL) {
-      // The OpenCL backend compiles and runs kernels (compile/compile.h); sessions do not
-      // place values in its memory yet.
-      return absl::UnimplementedError(absl::StrCat(
-          "node '", n.name(), "' is placed on ", name,
-          ": OpenCL devices are not supported in sessions yet (kernels compile and run on "
-          "OpenCL through CompileCluster)"));
+      absl::Status opencl = CheckOpenCLAvailable();
+      if (opencl.ok() && d->index != 0) {
+        // Halide's OpenCL runtime drives one device per process (device/device_tensor_impl.h).
+        opencl = absl::UnimplementedError(absl::StrCat(
+            "only opencl:0 (", OpenCLDevices()[0], ") is supported; this machine has ",
+            OpenCLDevices().size(), " OpenCL device(s)"));
+      }
+      if (!opencl.ok()) {
+        return absl::Status(opencl.code(), absl::StrCat("node '", n.name(), "' is placed on ",
+                                                        name, ": ", opencl.message()));
+      }
     }
     if (d->kind == Device::Kind::kCuda) {
       absl::Status cuda = CheckCudaAvailable();
@@ -172,7 +189,7 @@ Step SingleStep(const Planning& p, int id) {
                                                                  : Step::Kind::kReference;
   if (s.kind == Step::Kind::kSingleOp) {
     s.space = SpaceOf(p.device[id]);
-    s.ordinal = p.device[id].index;
+    s.device = MemoryDevice(p.device[id]);
   }
   s.name = n.name();
   s.nodes = {id};
@@ -194,8 +211,8 @@ std::vector<Step> OpByOp(const Planning& p, const std::vector<int>& nodes) {
 Step GemmStep(const Planning& p, const GemmMatch& m) {
   Step s;
   s.kind = Step::Kind::kGemm;
-  s.space = Space::kCuda;
-  s.ordinal = p.device[m.nodes.front()].index;
+  s.space = Space::kDevice;
+  s.device = MemoryDevice(p.device[m.nodes.front()]);
   s.name = p.g.node(m.nodes.front()).name();
   s.nodes = m.nodes;
   s.inputs = m.inputs;
@@ -210,7 +227,7 @@ Step ClusterStep(const Planning& p, const Cluster& cluster) {
   s.name = cluster.name;
   s.nodes = cluster.nodes;
   s.space = SpaceOf(p.device[cluster.nodes.front()]);  // one device per cluster
-  s.ordinal = p.device[cluster.nodes.front()].index;
+  s.device = MemoryDevice(p.device[cluster.nodes.front()]);
   const std::set<int> members(cluster.nodes.begin(), cluster.nodes.end());
   for (int m : cluster.nodes) {
     const Node& mn = p.g.node(m);
@@ -303,8 +320,8 @@ const char* SpaceName(Space space) {
       return "host";
     case Space::kJitCpu:
       return "jit:cpu";
-    case Space::kCuda:
-      return "cuda";
+    case Space::kDevice:
+      return "device";
   }
   return "?";
 }

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "braze/device.h"
 #include "braze/graph.h"
 #include "braze/session.h"
 #include "passes/mark_for_compilation.h"
@@ -36,9 +37,9 @@
 namespace braze {
 
 // Where a value lives: host memory, jit:cpu's memory (host memory too, but a device of
-// its own: values cross its boundary by counted copies, as XLA_CPU's do), or a CUDA
-// device (DeviceTensor).
-enum class Space { kHost, kJitCpu, kCuda };
+// its own: values cross its boundary by counted copies, as XLA_CPU's do), or a GPU
+// device's memory (DeviceTensor; CUDA or OpenCL, which device is the step's `device`).
+enum class Space { kHost, kJitCpu, kDevice };
 const char* SpaceName(Space space);
 
 struct Step {
@@ -47,7 +48,7 @@ struct Step {
   enum class Kind { kCluster, kSingleOp, kReference, kGemm };
   Kind kind = Kind::kReference;
   Space space = Space::kHost;   // where it runs (reference steps: always the host)
-  int ordinal = 0;              // the CUDA device, for kCuda
+  Device device;                // the GPU device (CUDA or OpenCL), for kDevice
   std::string name;             // the cluster's or the node's name
   std::vector<int> nodes;       // ascending ids (a topological order)
   std::vector<Tensor> inputs;   // values read from outside the step

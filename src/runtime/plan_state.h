@@ -36,7 +36,7 @@ struct StepState {
 // A value's copy in another space, kept across runs so copies reuse their memory.
 struct Mirror {
   HostTensor host;                       // kHost, kJitCpu
-  std::shared_ptr<DeviceTensor> device;  // kCuda
+  std::shared_ptr<DeviceTensor> device;  // kDevice
   const HostTensor* constant = nullptr;  // a Const's value already copied here
 };
 

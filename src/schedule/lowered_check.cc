@@ -45,7 +45,8 @@ struct LoopName {
 
 class Checker : public IRVisitor {
  public:
-  explicit Checker(const std::map<std::string, int64_t>& sizes) : sizes_(sizes) {}
+  Checker(const std::map<std::string, int64_t>& sizes, const std::map<std::string, int64_t>& known)
+      : sizes_(sizes), known_(known) {}
   std::string problem;
 
   // A parallel loop's body is outlined into a function of its own, whose argument is
@@ -116,7 +117,11 @@ class Checker : public IRVisitor {
 
   void NoteLet(const std::string& name, const Expr& value) {
     let_deps_[name] = DepsOf(value);
-    let_values_[name] = value;
+    // A buffer's min or extent that the cluster fixes is that constant, not the
+    // _halide_buffer_get_* call the let reads it with.
+    auto known = known_.find(name);
+    let_values_[name] =
+        known == known_.end() ? value : Expr(static_cast<int32_t>(known->second));
     if (ReadsMaskedLoad(value)) masked_lets_.insert(name);
   }
 
@@ -294,7 +299,7 @@ class Checker : public IRVisitor {
   }
 
   void visit(const AssertStmt* op) override {
-    if (problem.empty() && is_const_zero(op->condition)) {
+    if (problem.empty() && is_const_zero(WithLetsSubstituted(op->condition))) {
       std::ostringstream s;
       s << "the schedule can never run at these shapes: " << op->message;
       problem = s.str();
@@ -307,6 +312,7 @@ class Checker : public IRVisitor {
   std::map<std::string, std::set<std::string>> let_deps_;
   std::map<std::string, int> pinned_;       // loop var -> enclosing branches on it
   std::map<std::string, int64_t> sizes_;    // buffer -> elements (outputs, allocations)
+  std::map<std::string, int64_t> known_;    // "in0.extent.1" -> 61: fixed buffer shapes
   std::map<std::string, Expr> let_values_;  // the lets around the current node
   std::set<std::string> masked_lets_;       // lets whose value reads a masked load
   Halide::Internal::Scope<Halide::Internal::Interval> scope_;
@@ -363,13 +369,14 @@ class ModuleFacts : public IRGraphVisitor {
 }  // namespace
 
 std::string CheckLoweredModule(const Halide::Module& module,
-                               const std::map<std::string, int64_t>& output_sizes) {
+                               const std::map<std::string, int64_t>& output_sizes,
+                               const std::map<std::string, int64_t>& known_values) {
   ModuleFacts facts;
   for (const Halide::Internal::LoweredFunc& f : module.functions()) f.body.accept(&facts);
   std::map<std::string, int64_t> sizes = facts.allocations;
   for (const auto& [name, elements] : output_sizes) sizes[name] = elements;
   for (const Halide::Internal::LoweredFunc& f : module.functions()) {
-    Checker checker(sizes);
+    Checker checker(sizes, known_values);
     auto range = facts.par_for_ranges.find(f.name);
     for (const Halide::Internal::LoweredArgument& arg : f.args) {
       LoopName parsed;

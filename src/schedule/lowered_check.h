@@ -40,8 +40,14 @@ namespace schedule {
 //
 // Empty when `module` (the pipeline lowered for its target) passes the checks, else
 // what is wrong, naming the Func and the loop or the failing check.
+//
+// `known_values` ("in0.min.1" -> 0, "in0.extent.1" -> 61) are buffer fields the cluster
+// fixes: assertions are judged with them, so a bounds check that must fail at run time
+// ("Input buffer in0 is accessed at 120, which is beyond the max (60)": Adams2019 on a
+// padded softmax, braze-fuzz seed 57088) rejects the schedule at compile time.
 std::string CheckLoweredModule(const Halide::Module& module,
-                               const std::map<std::string, int64_t>& output_sizes = {});
+                               const std::map<std::string, int64_t>& output_sizes = {},
+                               const std::map<std::string, int64_t>& known_values = {});
 
 }  // namespace schedule
 }  // namespace braze

@@ -129,6 +129,27 @@ TEST(LoweredCheck, CatchesIntegerDivisionByAMaskedLoad) {
   EXPECT_EQ(CheckLoweredModule(m2), "");
 }
 
+// out(x) = in(x + 60) over 10 elements of an input fixed at 61: the input bounds check
+// can only fail at run time, and with the input's fixed shape known, it is constant-false
+// at compile time (Adams2019 on a padded softmax, braze-fuzz seed 57088).
+Halide::Module ShiftedRead(int input_extent) {
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  in.dim(0).set_bounds(0, input_extent);
+  Halide::Var x("x");
+  Halide::Func out("out");
+  out(x) = in(x + 60);
+  out.output_buffer().dim(0).set_bounds(0, 10);
+  return Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+}
+
+TEST(LoweredCheck, CatchesAnInputReadThatMustFailWithTheShapesKnown) {
+  const Halide::Module m = ShiftedRead(61);
+  EXPECT_EQ(CheckLoweredModule(m), "");  // unknown shapes: only the run can tell
+  EXPECT_THAT(CheckLoweredModule(m, {}, {{"in.min.0", 0}, {"in.extent.0", 61}}),
+              HasSubstr("can never run at these shapes"));
+  EXPECT_EQ(CheckLoweredModule(ShiftedRead(70), {}, {{"in.min.0", 0}, {"in.extent.0", 70}}), "");
+}
+
 }  // namespace
 }  // namespace schedule
 }  // namespace braze
