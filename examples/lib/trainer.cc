@@ -51,7 +51,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
                "%s: %s\n"
                "usage: %s [--jit=off|scope|auto] [--steps=N] [--batch=N] [--lr=X] [--seed=N]\n"
                "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
-               "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|jit:cpu]\n"
+               "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
                "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
                "               scope: the model, loss, gradients and updates are built under\n"
                "               JitScope(g) and fused; auto: session-level auto-clustering\n"

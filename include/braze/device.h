@@ -65,9 +65,9 @@ absl::Status CheckCudaAvailable();
 int CudaDeviceCount();
 
 // OK when an OpenCL ICD loader (libOpenCL.so.1) with at least one device is present.
-// The loader and its drivers live in a link-map namespace of their own (dlmopen), so an
-// OpenCL driver built on another LLVM than Halide's (POCL) cannot bind to Halide's LLVM
-// symbols. Never aborts: FailedPrecondition with the reason.
+// The drivers are loaded with deep binding first (src/device/opencl_driver.h), so one
+// built on another LLVM than Halide's (POCL) cannot bind to Halide's LLVM symbols.
+// Never aborts: FailedPrecondition with the reason.
 absl::Status CheckOpenCLAvailable();
 // The OpenCL devices of every platform, in order ("opencl:N" is the Nth), each as
 // "<platform>: <device name> (<type>)"; empty when CheckOpenCLAvailable fails.

@@ -1,10 +1,13 @@
-// The OpenCL probe and the isolated loader; see opencl_driver.h and braze/device.h.
+// The OpenCL probe and the deep-bound drivers; see opencl_driver.h and braze/device.h.
 #include "device/opencl_driver.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -38,10 +41,32 @@ std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* obje
   return buffer;
 }
 
+// Loads every installed ICD driver (the library named in each vendors/*.icd file) with
+// RTLD_DEEPBIND before the loader does: a driver and the libraries it brings (POCL:
+// libLLVM-15) then resolve their symbols among themselves before the process's global
+// scope, where Halide's LLVM 14 is. The loader's own dlopen of a driver finds it loaded.
+void PreloadDriversDeepBound() {
+  const char* env = std::getenv("OCL_ICD_VENDORS");
+  const std::string dir = env != nullptr && *env != '\0' ? env : "/etc/OpenCL/vendors";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* entry = readdir(d)) {
+    const std::string name = entry->d_name;
+    if (name.size() < 5 || name.compare(name.size() - 4, 4, ".icd") != 0) continue;
+    std::ifstream icd(dir + "/" + name);
+    std::string library;
+    if (std::getline(icd, library) && !library.empty()) {
+      dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    }
+  }
+  closedir(d);
+}
+
 const Loader& TheLoader() {
   static const Loader* loader = [] {
     auto* l = new Loader();
-    l->handle = dlmopen(LM_ID_NEWLM, "libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+    PreloadDriversDeepBound();
+    l->handle = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
     if (l->handle == nullptr) {
       l->status = absl::FailedPreconditionError(
           absl::StrCat("OpenCL is not available: cannot load libOpenCL.so.1 (", dlerror(),

@@ -1,12 +1,16 @@
-// The OpenCL loader in a link-map namespace of its own, for the probe (braze/device.h:
+// The OpenCL loader and its drivers, loaded so that a driver built on another LLVM than
+// Halide's cannot bind to Halide's LLVM symbols; for the probe (braze/device.h:
 // CheckOpenCLAvailable) and for Halide's OpenCL runtime, which loads the library and
 // looks up its symbols through the JIT handlers these functions fill.
 //
-// Why a namespace of its own: an OpenCL driver may link LLVM itself. POCL 3.1 (Debian
-// 12) links LLVM 15; loaded into a process that has Halide's LLVM 14, its calls bound to
-// LLVM 14's symbols and it crashed in llvm::VerifierPass::run. dlmopen(LM_ID_NEWLM)
-// gives the loader and everything it loads (the ICD drivers and their LLVM) their own
-// symbol scope. Opened once per process: namespaces are few (glibc allows 16).
+// Why: POCL 3.1 (Debian 12) links LLVM 15. Loaded into a process that has Halide's
+// LLVM 14, its calls bound to LLVM 14's symbols and it crashed in
+// llvm::VerifierPass::run. Each driver named in /etc/OpenCL/vendors (or
+// $OCL_ICD_VENDORS) is loaded first with RTLD_DEEPBIND, so it and the libraries it
+// brings look up their own symbols first. A link-map namespace of its own (dlmopen)
+// isolated it too, but brought a second C library into the process, and POCL's threads
+// allocating with it corrupted the heap within a few dozen kernels (malloc(): unsorted
+// double linked list corrupted, in the jit:opencl random-graph test).
 #ifndef BRAZE_DEVICE_OPENCL_DRIVER_H_
 #define BRAZE_DEVICE_OPENCL_DRIVER_H_
 
@@ -14,10 +18,10 @@ namespace braze {
 namespace device {
 
 // For JITHandlers::custom_load_library: any name of the OpenCL loader ("libOpenCL.so",
-// "libOpenCL.so.1", ...) gives the isolated loader's handle; other libraries are
-// dlopen'ed as Halide would.
+// "libOpenCL.so.1", ...) gives the loader opened after its drivers were deep-bound;
+// other libraries are dlopen'ed as Halide would.
 void* LoadLibraryIsolated(const char* name);
-// For JITHandlers::custom_get_library_symbol: dlsym, in whichever namespace `lib` is.
+// For JITHandlers::custom_get_library_symbol: dlsym.
 void* GetLibrarySymbol(void* lib, const char* name);
 
 }  // namespace device

@@ -16,7 +16,8 @@ namespace {
 const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
                                  Scheduler::kLi2018, Scheduler::kSafeDefault};
 
-void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit_scope) {
+void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit_scope,
+              const std::string& jit_device = "jit:cpu") {
   int passed = 0;
   int64_t launches = 0;
   for (uint64_t seed = first; seed < last; ++seed) {
@@ -25,6 +26,7 @@ void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit
     o.scheduler = kSchedulers[seed % 5];
     o.device = device;
     o.jit_scope = jit_scope;
+    o.jit_device = jit_device;
     const Outcome out = RunProgram(p, o);
     EXPECT_TRUE(out.kind == Outcome::Kind::kPass || out.kind == Outcome::Kind::kSkip)
         << "seed " << seed << ": " << OutcomeName(out.kind) << ": " << out.detail << "\n"
@@ -41,6 +43,12 @@ void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit
 TEST(RandomGraphs, FusedMatchesReferenceUnderEveryScheduler) { RunSlice(1, 151, "cpu", true); }
 
 TEST(RandomGraphs, JitCpuDeviceMatchesReference) { RunSlice(151, 181, "cpu", false); }
+
+// The GPU schedules on jit:opencl (POCL here): device buffers, copies, GPU kernels.
+TEST(RandomGraphs, JitOpenCLDeviceMatchesReference) {
+  if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
+  RunSlice(1, 61, "cpu", false, "jit:opencl");
+}
 
 TEST(RandomGraphs, CudaFusedMatchesReference) {
   if (!CheckCudaAvailable().ok()) GTEST_SKIP() << CheckCudaAvailable().message();

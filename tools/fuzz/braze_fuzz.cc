@@ -9,7 +9,8 @@
 // Flags: --seeds=A:B (the half-open range, or one seed), --jobs=N (processes; seeds are
 // dealt round-robin), --budget=S (seconds; stops starting new seeds after that),
 // --scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random (random: one per
-// seed, from the seed), --jit_device (place ops on jit:cpu instead of a JitScope),
+// seed, from the seed), --jit_device[=D] (place ops on D, jit:cpu by default or
+// jit:opencl, instead of a JitScope),
 // --no_minimize, --max_ops=N, --verbose (a line per seed), --print (print the programs
 // as C++ and run nothing). Exit status 1 on any
 // mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
@@ -38,7 +39,7 @@ struct Flags {
   int jobs = 1;
   double budget = 0;  // 0: none
   std::string scheduler = "random";
-  bool jit_device = false;
+  std::string jit_device;  // empty: a JitScope
   bool minimize = true;
   bool verbose = false;
   bool print = false;
@@ -67,7 +68,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (arg == "--max_ops") {
       if (!absl::SimpleAtoi(value, &f->max_ops) || f->max_ops < 3) return false;
     } else if (arg == "--jit_device") {
-      f->jit_device = true;
+      f->jit_device = value.empty() ? "jit:cpu" : value;
+      if (f->jit_device.rfind("jit:", 0) != 0) return false;
     } else if (arg == "--no_minimize") {
       f->minimize = false;
     } else if (arg == "--verbose") {
@@ -135,7 +137,8 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
     }
     RunOptions o;
     SchedulerFor(f.scheduler, seed, &o.scheduler);
-    o.jit_scope = !f.jit_device;
+    o.jit_scope = f.jit_device.empty();
+    if (!o.jit_scope) o.jit_device = f.jit_device;
     const Outcome out = RunProgram(p, o);
     t.launches += out.cluster_launches;
     switch (out.kind) {
@@ -170,7 +173,7 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
           "==== seed %llu: %s under Scheduler::%s (strict, %s)\n%s\n---- minimized program\n"
           "%s// Session(g, {.scheduler = Scheduler::%s, .strict = true}) vs reference_only\n\n",
           static_cast<unsigned long long>(seed), OutcomeName(shown.kind), Name(o.scheduler),
-          o.jit_scope ? "JitScope(g) around every op" : "ops on jit:cpu", shown.detail.c_str(),
+          o.jit_scope ? "JitScope(g) around every op" : ("ops on " + o.jit_device).c_str(), shown.detail.c_str(),
           ProgramToCpp(p, keep).c_str(), Name(o.scheduler));
       std::fflush(stdout);
     }
@@ -184,7 +187,7 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
-                 "[--jit_device] [--no_minimize] [--max_ops=N] [--verbose] [--print]\n");
+                 "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--verbose] [--print]\n");
     return 2;
   }
   Scheduler unused;

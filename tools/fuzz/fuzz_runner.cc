@@ -78,7 +78,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
     JitScope scope(g);
     built = BuildProgram(p, g, keep);
   } else {
-    DeviceScope device(g, "jit:cpu");
+    DeviceScope device(g, o.jit_device);
     built = BuildProgram(p, g, keep);
   }
   if (!built.ok() || built->fetches.empty()) {

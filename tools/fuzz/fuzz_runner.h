@@ -15,9 +15,10 @@ namespace fuzz {
 
 struct RunOptions {
   Scheduler scheduler = Scheduler::kAuto;
-  // The compiled run: every op under one JitScope (false: placed on jit:cpu, the
-  // forced-compilation device, instead).
+  // The compiled run: every op under one JitScope (false: placed on `jit_device`, a
+  // forced-compilation device, instead: jit:cpu, or jit:opencl for the GPU schedules).
   bool jit_scope = true;
+  std::string jit_device = "jit:cpu";
   bool strict = true;          // a cluster that fails to compile or run is an error, not a fallback
   std::string device = "cpu";  // the session's device ("cuda:0" where there is one)
   // Testing hook passed to SessionOptions::inject_compile_failure.
