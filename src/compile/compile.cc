@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -265,10 +266,29 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
                            Halide::Pipeline& pipeline, const Halide::Target& target, bool gpu,
                            int parallelism) {
   if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
+  // Found before an autoscheduler runs too: Mullapudi2016 inlines pure Funcs by
+  // rewriting their readers' definitions (and refuses Funcs scheduled beforehand), after
+  // which a shared value is no Func any more, and each reader rounds its own copy.
+  const std::vector<Halide::Func> shared_before =
+      kind == SchedulerKind::kSafeDefault ? std::vector<Halide::Func>()
+                                          : schedule::ComparedReductionOperands(lowered.info);
   std::string schedule = kind == SchedulerKind::kSafeDefault
                              ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
                              : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
   if (kind != SchedulerKind::kSafeDefault) {
+    std::set<std::string> shared_after;
+    for (const Halide::Func& f : schedule::ComparedReductionOperands(lowered.info)) {
+      shared_after.insert(f.name());
+    }
+    for (const Halide::Func& f : shared_before) {
+      if (shared_after.count(f.name()) == 0) {
+        // braze-fuzz seed 58698: x == max(x) false in whole columns of a Max gradient.
+        throw Halide::CompileError(absl::StrCat(
+            SchedulerName(kind), " inlined ", f.name(),
+            ", which a reduction and a comparison both read, into their definitions: each "
+            "would round its own copy"));
+      }
+    }
     // The autoschedulers may inline a value into both a reduction and a comparison
     // with it; stored once, both read the same bits (schedule/extremum_operands.h; the
     // safe default does this itself).

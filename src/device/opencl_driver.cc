@@ -65,6 +65,14 @@ void PreloadDriversDeepBound() {
 const Loader& TheLoader() {
   static const Loader* loader = [] {
     auto* l = new Loader();
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+    // The sanitizer runtimes refuse RTLD_DEEPBIND (google/sanitizers#611), and without
+    // it POCL's LLVM binds to Halide's: no OpenCL in ASan and TSan builds.
+    l->status = absl::FailedPreconditionError(
+        "OpenCL is not available in ASan/TSan builds: the drivers' deep binding "
+        "(src/device/opencl_driver.h) is incompatible with the sanitizer runtimes");
+    return l;
+#endif
     PreloadDriversDeepBound();
     l->handle = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
     if (l->handle == nullptr) {

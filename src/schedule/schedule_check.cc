@@ -104,7 +104,10 @@ std::vector<std::string> StoreAtComputeLevels(const std::vector<Halide::Func>& o
     Halide::Internal::FuncSchedule& schedule = f.schedule();
     const std::string store = schedule.store_level().lock().to_string();
     const std::string compute = schedule.compute_level().lock().to_string();
-    if (store != compute) changed.push_back(name + " (" + store + " -> " + compute + ")");
+    // An unset storage level (printed ".") means "with the compute level": not a change.
+    if (store != compute && !schedule.store_level().is_inlined()) {
+      changed.push_back(name + " (" + store + " -> " + compute + ")");
+    }
     schedule.store_level() = schedule.compute_level();
   }
   return changed;

@@ -316,6 +316,26 @@ TEST(Miscompile, ComparisonWithTheMeanOfItsOwnRow) {
   ExpectMatchesReference(g, {{x, Random({37, 13}, 1)}, {y, ys}}, fetches);
 }
 
+// Mullapudi2016 inlines pure Funcs by rewriting their consumers' definitions, so the
+// Max's input was computed as x*x + 2.8987 in the Max and as (x*x + 1.3706) + 1.5281 in
+// the gradient's x == max(x): no element of 3 columns equalled its max, and their
+// gradient was 0 (braze-fuzz seed 58698). Values shared so are now stored before the
+// autoscheduler runs.
+TEST(Miscompile, MaxGradientAfterConstantSubtractions) {
+  Graph g;
+  Tensor in = Placeholder(g, DType::kF32, {8, 13}, "in");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor v = Sub(Sub(Square(in), Const(g, Random({}, 79789))), Const(g, Random({}, 42380)));
+    Tensor m = Max(v, {-2}, true);
+    auto grads = Gradients({m}, {in});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    fetches = {m, (*grads)[0]};
+  }
+  ExpectMatchesReference(g, {{in, Random({8, 13}, 7689455)}}, fetches);
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
