@@ -47,34 +47,35 @@ const char* JitModeName(JitMode mode) {
 
 void Usage(FILE* out, const ExampleInfo& info) {
   const TrainFlags& d = info.defaults;
-  std::fprintf(out,
-               "%s: %s\n"
-               "usage: %s [--jit=off|scope|auto] [--steps=N] [--batch=N] [--lr=X] [--seed=N]\n"
-               "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
-               "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
-               "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
-               "               scope: the model, loss, gradients and updates are built under\n"
-               "               JitScope(g) and fused; auto: session-level auto-clustering\n"
-               "               (global_jit_level = kOn1). Default %s\n"
-               "  --steps      train steps in total (default %lld)\n"
-               "  --batch      examples per step (default %lld); a partial last batch of an epoch\n"
-               "               is skipped, so every step has one shape\n"
-               "  --lr         learning rate (default %g)\n"
-               "  --seed       shuffling and initialization seed (default %llu)\n"
-               "  --log_every  steps between progress lines (default %lld)\n"
-               "  --data_dir   directory with the Fashion-MNIST IDX files (default %s)\n"
-               "  --timeline   write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the\n"
-               "               compiles and the first --timeline_steps train steps to FILE\n"
-               "  --timeline_steps  train steps to trace (default %lld); 0 traces the whole run.\n"
-               "               Traced steps are not timed, except with 0\n"
-               "  --reference  run every op on the plain C++ reference kernels (nothing compiled)\n"
-               "  --min_test_accuracy  exit with status 1 if the final test accuracy is lower\n"
-               "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
-               "train step, compile and warm-up steps excluded).\n",
-               info.program, info.description, info.program, JitModeName(d.jit),
-               static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
-               static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
-               d.data_dir.c_str(), static_cast<long long>(d.timeline_steps));
+  std::fprintf(
+      out,
+      "%s: %s\n"
+      "usage: %s [--jit=off|scope|auto] [--steps=N] [--batch=N] [--lr=X] [--seed=N]\n"
+      "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
+      "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
+      "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
+      "               scope: the model, loss, gradients and updates are built under\n"
+      "               JitScope(g) and fused; auto: session-level auto-clustering\n"
+      "               (global_jit_level = kOn1). Default %s\n"
+      "  --steps      train steps in total (default %lld)\n"
+      "  --batch      examples per step (default %lld); a partial last batch of an epoch\n"
+      "               is skipped, so every step has one shape\n"
+      "  --lr         learning rate (default %g)\n"
+      "  --seed       shuffling and initialization seed (default %llu)\n"
+      "  --log_every  steps between progress lines (default %lld)\n"
+      "  --data_dir   directory with the Fashion-MNIST IDX files (default %s)\n"
+      "  --timeline   write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the\n"
+      "               compiles and the first --timeline_steps train steps to FILE\n"
+      "  --timeline_steps  train steps to trace (default %lld); 0 traces the whole run.\n"
+      "               Traced steps are not timed, except with 0\n"
+      "  --reference  run every op on the plain C++ reference kernels (nothing compiled)\n"
+      "  --min_test_accuracy  exit with status 1 if the final test accuracy is lower\n"
+      "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
+      "train step, compile and warm-up steps excluded).\n",
+      info.program, info.description, info.program, JitModeName(d.jit),
+      static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
+      static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
+      d.data_dir.c_str(), static_cast<long long>(d.timeline_steps));
 }
 
 bool ParseBool(const std::string& value, bool* out) {

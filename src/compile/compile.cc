@@ -163,6 +163,31 @@ class HalideKernel : public CompiledKernel {
     std::remove(path);
     return s.ok() ? ss.str() : absl::StrCat("// ", s.message(), "\n");
   }
+  DeviceSource device_source() const override {
+    if (!on_device_ || lowered_.info.outputs.empty()) return {};
+    std::vector<Halide::Argument> args;
+    for (size_t i = 0; i < lowered_.params.size(); ++i) {
+      if (!lowered_.input_elided[i]) args.push_back(lowered_.params[i]);
+    }
+    DeviceSource source;
+    source.extension = target_.has_feature(Halide::Target::OpenCL) ? "cl" : "ptx";
+    absl::Status s = CatchHalideErrors(name_ + ": device source", absl::StatusCode::kInternal, [&] {
+      device::HalideOutputCapture halide_output;
+      Halide::Pipeline p = pipeline_;
+      const Halide::Module module = p.compile_to_module(args, "braze_dump", target_);
+      // Halide keeps each GPU loop nest's source in a buffer "..._gpu_source_kernels".
+      for (const Halide::Buffer<>& b : module.buffers()) {
+        if (b.name().find("gpu_source_kernels") == std::string::npos) continue;
+        const char* bytes = static_cast<const char*>(b.data());
+        std::string text(bytes, bytes + b.size_in_bytes());
+        while (!text.empty() && text.back() == '\0') text.pop_back();
+        absl::StrAppend(&source.text, "// ", b.name(), "\n", text, "\n");
+      }
+      return absl::OkStatus();
+    });
+    if (!s.ok()) source.text = absl::StrCat("// ", s.message(), "\n");
+    return source;
+  }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
 
  private:

@@ -73,6 +73,13 @@ class CompiledKernel {
   // Halide's lowered statement of the scheduled pipeline (loop nest after scheduling),
   // produced on request: it lowers the pipeline again, so only dumps ask for it.
   virtual std::string lowered_stmt() const { return ""; }
+  // A device kernel's generated device code, for dumps: OpenCL C for OpenCL, PTX for
+  // CUDA, with its file extension ("cl", "ptx"); empty for CPU kernels. Produced on
+  // request (it compiles the pipeline to a module again).
+  struct DeviceSource {
+    std::string extension, text;
+  };
+  virtual DeviceSource device_source() const { return {}; }
 };
 
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.

@@ -277,9 +277,9 @@ absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
 
 absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
   if (src.type() != type_ || !(src.device_ == device_)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device copy: got ", TypeString(src.type()), " on ", src.device_.ToString(),
-        ", the tensor is ", TypeString(type_), " on ", device_.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device copy: got ", TypeString(src.type()), " on ", src.device_.ToString(),
+                     ", the tensor is ", TypeString(type_), " on ", device_.ToString()));
   }
   if (num_elements() == 0) return absl::OkStatus();
   halide_buffer_t* from = src.impl_->buffer.raw_buffer();

@@ -1,7 +1,7 @@
 // DeviceTensor: a dense tensor in a device's memory (CUDA or OpenCL), owned by Braze and
 // shared with Halide's device runtime (a Halide buffer with a device allocation) and,
-// on CUDA, with cuBLAS (its CUdeviceptr). The runtime keeps values that live on a GPU in these between kernels;
-// copies to and from the host happen only where the runtime asks for them (feeds,
+// on CUDA, with cuBLAS (its CUdeviceptr). The runtime keeps values that live on a GPU in these
+// between kernels; copies to and from the host happen only where the runtime asks for them (feeds,
 // fetches, HostCall ops, cross-device edges) and each one is a call here.
 //
 // Every CUDA context Braze touches is the device's primary context (the one the CUDA
@@ -33,8 +33,9 @@ class DeviceTensor {
   // undefined). FailedPrecondition when the device's runtime is unavailable
   // (CheckCudaAvailable's or CheckOpenCLAvailable's reason); Unimplemented when another
   // device of the kind is already in use by this process; InvalidArgument for the host.
-  static absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(
-      const TensorType& type, const Device& device = Device{Device::Kind::kCuda, 0});
+  static absl::StatusOr<std::unique_ptr<DeviceTensor>> Allocate(const TensorType& type,
+                                                                const Device& device = Device{
+                                                                    Device::Kind::kCuda, 0});
   ~DeviceTensor();
   DeviceTensor(const DeviceTensor&) = delete;
   DeviceTensor& operator=(const DeviceTensor&) = delete;

@@ -83,9 +83,11 @@ absl::StatusOr<const halide_device_interface_t*> OpenCLInterface(int ordinal) {
   }
   BRAZE_RETURN_IF_ERROR(s.status);
   if (ordinal != 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        "opencl:", ordinal, " is not available: Halide's OpenCL runtime uses one device per "
-        "process, opencl:0 (", OpenCLDevices()[0], ")"));
+    return absl::UnimplementedError(
+        absl::StrCat("opencl:", ordinal,
+                     " is not available: Halide's OpenCL runtime uses one device per "
+                     "process, opencl:0 (",
+                     OpenCLDevices()[0], ")"));
   }
   return s.interface;
 }

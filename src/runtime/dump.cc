@@ -277,9 +277,13 @@ absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
   if (text.back() != '\n') text.push_back('\n');
   absl::StrAppend(&text, "\n// Lowered Halide statement\n", kernel.lowered_stmt());
   if (text.back() != '\n') text.push_back('\n');
-  const std::string name = absl::StrCat(session, ".", FileNameFragment(step.name), ".",
-                                        SignatureFileName(types), ".txt");
-  return WriteFile(fs::path(flags.dump_to) / name, text);
+  const std::string base =
+      absl::StrCat(session, ".", FileNameFragment(step.name), ".", SignatureFileName(types));
+  BRAZE_RETURN_IF_ERROR(WriteFile(fs::path(flags.dump_to) / (base + ".txt"), text));
+  // A device kernel's generated code beside it: OpenCL C (.cl) or PTX (.ptx).
+  const CompiledKernel::DeviceSource source = kernel.device_source();
+  if (source.text.empty()) return absl::OkStatus();
+  return WriteFile(fs::path(flags.dump_to) / (base + "." + source.extension), source.text);
 }
 
 }  // namespace braze

@@ -68,8 +68,9 @@ void AssignHost(const HostTensor& from, HostTensor* to) {
 // --log_compiles (runtime/flags.h): one line per kernel a step prepares.
 void LogCompile(const Step& step, const std::vector<TensorType>& types,
                 const CompileCache::Result& result) {
-  std::string line = absl::StrCat("compile: ", step.kind == Step::Kind::kCluster ? "cluster '" : "'",
-                                  step.name, "' (", step.nodes.size(), " ops) for (");
+  std::string line =
+      absl::StrCat("compile: ", step.kind == Step::Kind::kCluster ? "cluster '" : "'", step.name,
+                   "' (", step.nodes.size(), " ops) for (");
   for (size_t i = 0; i < types.size(); ++i) {
     absl::StrAppend(&line, i > 0 ? ", " : "", TypeString(types[i]));
   }
@@ -144,8 +145,7 @@ absl::StatusOr<TensorType> Executor::TypeOf(const Value& v) const {
 }
 
 absl::Status Executor::CopyInto(const Value& from, Space space, const Device& device,
-                                HostTensor* to_host,
-                                std::shared_ptr<DeviceTensor>* to_device) {
+                                HostTensor* to_host, std::shared_ptr<DeviceTensor>* to_device) {
   if (HostLike(space)) {
     if (from.host != nullptr) {
       AssignHost(*from.host, to_host);
@@ -157,8 +157,10 @@ absl::Status Executor::CopyInto(const Value& from, Space space, const Device& de
     return absl::OkStatus();
   }
   BRAZE_ASSIGN_OR_RETURN(const TensorType type, TypeOf(from));
-  if (*to_device == nullptr || (*to_device)->type() != type || !((*to_device)->device() == device)) {
-    BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> fresh, DeviceTensor::Allocate(type, device));
+  if (*to_device == nullptr || (*to_device)->type() != type ||
+      !((*to_device)->device() == device)) {
+    BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<DeviceTensor> fresh,
+                           DeviceTensor::Allocate(type, device));
     *to_device = std::move(fresh);
   }
   if (from.host != nullptr) {

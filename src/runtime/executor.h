@@ -35,8 +35,8 @@
 namespace braze {
 
 struct VariableSlot {
-  HostTensor host;  // kHost
-  HostTensor jit;   // kJitCpu
+  HostTensor host;                          // kHost
+  HostTensor jit;                           // kJitCpu
   std::shared_ptr<DeviceTensor> on_device;  // kDevice: on the device it was last used on
   bool host_valid = false, jit_valid = false, device_valid = false;
   bool defined() const { return host_valid || jit_valid || device_valid; }

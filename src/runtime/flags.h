@@ -5,7 +5,8 @@
 //
 //   --dump_to=DIR        per session, each new plan's graph before and after clustering
 //                        (Graphviz .dot) and each compiled kernel's Halide statement and
-//                        schedule (.txt) go to DIR (created if missing); runtime/dump.h
+//                        schedule (.txt), and a device kernel's OpenCL C (.cl) or PTX
+//                        (.ptx), go to DIR (created if missing); runtime/dump.h
 //   --clustering_debug   logs each new plan's clustering summary (info, verbosity 0: to
 //                        stderr unless the program installed a log sink)
 //   --timeline=FILE      writes a Chrome trace (chrome://tracing, Perfetto) of every

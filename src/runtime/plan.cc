@@ -113,13 +113,13 @@ absl::Status Place(Planning& p) {
       absl::Status opencl = CheckOpenCLAvailable();
       if (opencl.ok() && d->index != 0) {
         // Halide's OpenCL runtime drives one device per process (device/device_tensor_impl.h).
-        opencl = absl::UnimplementedError(absl::StrCat(
-            "only opencl:0 (", OpenCLDevices()[0], ") is supported; this machine has ",
-            OpenCLDevices().size(), " OpenCL device(s)"));
+        opencl = absl::UnimplementedError(
+            absl::StrCat("only opencl:0 (", OpenCLDevices()[0], ") is supported; this machine has ",
+                         OpenCLDevices().size(), " OpenCL device(s)"));
       }
       if (!opencl.ok()) {
-        return absl::Status(opencl.code(), absl::StrCat("node '", n.name(), "' is placed on ",
-                                                        name, ": ", opencl.message()));
+        return absl::Status(opencl.code(), absl::StrCat("node '", n.name(), "' is placed on ", name,
+                                                        ": ", opencl.message()));
       }
     }
     if (d->kind == Device::Kind::kCuda) {

@@ -59,9 +59,9 @@ class Checker : public IRVisitor {
     loop_names_.insert(name);
     if (range != nullptr) {
       // Loop variables are int32.
-      scope_.push(name,
-                  Halide::Internal::Interval(Expr(static_cast<int32_t>(range->first)),
-                                             Expr(static_cast<int32_t>(range->first + range->second - 1))));
+      scope_.push(name, Halide::Internal::Interval(
+                            Expr(static_cast<int32_t>(range->first)),
+                            Expr(static_cast<int32_t>(range->first + range->second - 1))));
     }
   }
 
@@ -120,8 +120,7 @@ class Checker : public IRVisitor {
     // A buffer's min or extent that the cluster fixes is that constant, not the
     // _halide_buffer_get_* call the let reads it with.
     auto known = known_.find(name);
-    let_values_[name] =
-        known == known_.end() ? value : Expr(static_cast<int32_t>(known->second));
+    let_values_[name] = known == known_.end() ? value : Expr(static_cast<int32_t>(known->second));
     if (ReadsMaskedLoad(value)) masked_lets_.insert(name);
   }
 
@@ -212,8 +211,8 @@ class Checker : public IRVisitor {
         if (!checker_->scope_.contains(v)) continue;
         const Halide::Internal::Interval where =
             Halide::Internal::solve_for_outer_interval(condition, v);
-        checker_->scope_.push(v, Halide::Internal::Interval::make_intersection(
-                                     checker_->scope_.get(v), where));
+        checker_->scope_.push(
+            v, Halide::Internal::Interval::make_intersection(checker_->scope_.get(v), where));
         pushed_.push_back(v);
       }
     }

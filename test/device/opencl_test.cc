@@ -81,7 +81,8 @@ TEST_F(OpenCLTensorTest, EmptyScalarAndBadRequests) {
   // Wrong type in, another ordinal, the host, a partial shape: Status, not a crash.
   EXPECT_EQ((*scalar)->CopyFromHost(HostTensor::Scalar<int32_t>(1)).code(),
             absl::StatusCode::kInvalidArgument);
-  auto other = DeviceTensor::Allocate(TensorType{DType::kF32, {2}}, Device{Device::Kind::kOpenCL, 1});
+  auto other =
+      DeviceTensor::Allocate(TensorType{DType::kF32, {2}}, Device{Device::Kind::kOpenCL, 1});
   EXPECT_EQ(other.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(std::string(other.status().message()), HasSubstr("opencl:1"));
   EXPECT_EQ(DeviceTensor::Allocate(TensorType{DType::kF32, {2}}, Device{}).status().code(),

@@ -273,7 +273,8 @@ TEST(Miscompile, IntegerDivisionByAMaskedVector) {
     Tensor zero = Sign(Sub(Maximum(c, c), c));
     Tensor q = Div(BroadcastTo(zero, {2}), BroadcastTo(zero, {2}));
     Tensor v = Add(q, ScalarConst(g, -2, DType::kI32));
-    fetches = {Div(Abs(Sum(v, {0}, true)), v), Div(Mul(v, ScalarConst(g, 5, DType::kI32)), Add(v, Sign(v)))};
+    fetches = {Div(Abs(Sum(v, {0}, true)), v),
+               Div(Mul(v, ScalarConst(g, 5, DType::kI32)), Add(v, Sign(v)))};
   }
   ExpectMatchesReference(g, {{in, HostTensor::RandomUniform(DType::kI32, {7}, 3126201, -3, 4)}},
                          fetches);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "braze/device.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
@@ -162,6 +163,28 @@ TEST_F(DumpTest, SessionWritesGraphsBeforeAndAfterClusteringAndKernels) {
   ASSERT_NE(body, std::string::npos);
   EXPECT_GT(text.size() - body, 40u) << text;
   EXPECT_THAT(txts, testing::Contains(session_prefix + "." + graph.z.name() + ".f32_7x33.txt"));
+}
+
+// A device kernel's generated code lands beside its statement: OpenCL C on jit:opencl
+// (POCL here), and CPU kernels write none.
+TEST_F(DumpTest, DeviceKernelsWriteTheirOpenCLSource) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {5, 9}, "x");
+  Tensor y;
+  {
+    DeviceScope on(g, "jit:opencl");
+    y = Softmax(Tanh(x));
+  }
+  DumpTo(dir_);
+  Session session(g);
+  ASSERT_TRUE(session.Run({{x, HostTensor::RandomUniform(DType::kF32, {5, 9}, 3)}}, {y}).ok());
+  const std::vector<std::string> cls = FilesIn(dir_, ".cl");
+  ASSERT_EQ(cls.size(), 1u);
+  EXPECT_EQ(FilesIn(dir_, ".txt").size(), 1u);
+  const std::string source = ReadFile(dir_ / cls[0]);
+  EXPECT_THAT(source, HasSubstr("__kernel"));
+  EXPECT_THAT(source, HasSubstr("gpu_source_kernels"));
 }
 
 TEST_F(DumpTest, EachPlanAndSessionIsNumberedApart) {

@@ -121,9 +121,9 @@ TEST_F(RuntimeLogTest, LogCompilesNamesTheSchedulerAndEachRefusal) {
   }
   ASSERT_EQ(messages_.size(), 2u);
   EXPECT_EQ(messages_[0].severity, LogSeverity::kInfo);
-  EXPECT_THAT(messages_[0].text,
-              AllOf(StartsWith("compile: cluster 'cluster_0' ("), HasSubstr(" ops) for (f32[7,13]): "),
-                    HasSubstr(" ms\n  refused first: Li2018: ")));
+  EXPECT_THAT(messages_[0].text, AllOf(StartsWith("compile: cluster 'cluster_0' ("),
+                                       HasSubstr(" ops) for (f32[7,13]): "),
+                                       HasSubstr(" ms\n  refused first: Li2018: ")));
   EXPECT_THAT(messages_[1].text, HasSubstr(", cache hit\n  refused first: Li2018: "));
 
   // Off by default.

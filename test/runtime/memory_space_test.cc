@@ -189,4 +189,3 @@ TEST(MemorySpacesOpenCL, OnlyTheFirstDevice) {
 
 }  // namespace
 }  // namespace braze
-

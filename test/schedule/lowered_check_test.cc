@@ -111,7 +111,7 @@ TEST(LoweredCheck, CatchesIntegerDivisionByAMaskedLoad) {
   in.dim(0).set_bounds(0, 2);
   Halide::Var x("x");
   Halide::Func f("f"), out("out");
-  f(x) = in(x) - 2;
+  f(x) = in(x)-2;
   out(x) = 7 / f(x);
   f.compute_root();
   out.vectorize(x, 16, Halide::TailStrategy::GuardWithIf);

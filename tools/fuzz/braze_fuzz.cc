@@ -173,8 +173,8 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
           "==== seed %llu: %s under Scheduler::%s (strict, %s)\n%s\n---- minimized program\n"
           "%s// Session(g, {.scheduler = Scheduler::%s, .strict = true}) vs reference_only\n\n",
           static_cast<unsigned long long>(seed), OutcomeName(shown.kind), Name(o.scheduler),
-          o.jit_scope ? "JitScope(g) around every op" : ("ops on " + o.jit_device).c_str(), shown.detail.c_str(),
-          ProgramToCpp(p, keep).c_str(), Name(o.scheduler));
+          o.jit_scope ? "JitScope(g) around every op" : ("ops on " + o.jit_device).c_str(),
+          shown.detail.c_str(), ProgramToCpp(p, keep).c_str(), Name(o.scheduler));
       std::fflush(stdout);
     }
   }
@@ -187,7 +187,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
-                 "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--verbose] [--print]\n");
+                 "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--verbose] "
+                 "[--print]\n");
     return 2;
   }
   Scheduler unused;

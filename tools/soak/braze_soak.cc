@@ -11,7 +11,8 @@
 //   braze-soak --steps=1200 --churn_every=100 --rebuild_every=300   (the ctest slice)
 //
 // Flags: --steps=N, --churn_every=N, --rebuild_every=N, --sample_every=N,
-// --cache_capacity=N (the compile cache's, default 32: a model's 20 kernels fit, three models' do not),
+// --cache_capacity=N (the compile cache's, default 32: a model's 20 kernels fit, three models' do
+// not),
 // --max_growth_mib=M (default 24). Exit status 1 when RSS grew past the limit, a cache
 // outgrew its bound or a step failed. The last line reads "braze-soak: PASS ..." or
 // "braze-soak: FAIL ...".
@@ -49,7 +50,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
-    const std::string name = arg.substr(0, eq), value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    const std::string name = arg.substr(0, eq),
+                      value = eq == std::string::npos ? "" : arg.substr(eq + 1);
     int64_t* target = name == "--steps"            ? &flags->steps
                       : name == "--churn_every"    ? &flags->churn_every
                       : name == "--rebuild_every"  ? &flags->rebuild_every
@@ -95,9 +97,11 @@ struct Model {
   explicit Model(int width) {
     x = Placeholder(g, DType::kF32, {-1, kInputs}, "x");
     labels = Placeholder(g, DType::kF32, {-1, kClasses}, "labels");
-    Tensor w1 = Variable(g, HostTensor::RandomUniform(DType::kF32, {kInputs, width}, 1, -0.2, 0.2), "w1");
+    Tensor w1 =
+        Variable(g, HostTensor::RandomUniform(DType::kF32, {kInputs, width}, 1, -0.2, 0.2), "w1");
     Tensor b1 = Variable(g, HostTensor::RandomUniform(DType::kF32, {width}, 2, -0.1, 0.1), "b1");
-    Tensor w2 = Variable(g, HostTensor::RandomUniform(DType::kF32, {width, kClasses}, 3, -0.2, 0.2), "w2");
+    Tensor w2 =
+        Variable(g, HostTensor::RandomUniform(DType::kF32, {width, kClasses}, 3, -0.2, 0.2), "w2");
     Tensor b2 = Variable(g, HostTensor::RandomUniform(DType::kF32, {kClasses}, 4, -0.1, 0.1), "b2");
     JitScope scope(g);
     Tensor hidden = Dense(x, w1, b1, Activation::kRelu);
@@ -108,14 +112,16 @@ struct Model {
       std::fprintf(stderr, "braze-soak: %s\n", grads.status().ToString().c_str());
       std::exit(2);
     }
-    for (size_t i = 0; i < params.size(); ++i) updates.push_back(AssignSub(params[i], (*grads)[i] * 0.05));
+    for (size_t i = 0; i < params.size(); ++i)
+      updates.push_back(AssignSub(params[i], (*grads)[i] * 0.05));
   }
 };
 
 Feeds Batch(const Model& m, int rows, uint64_t seed) {
   HostTensor x = HostTensor::RandomUniform(DType::kF32, {rows, kInputs}, seed, -1, 1);
   HostTensor labels(DType::kF32, {rows, kClasses});
-  for (int r = 0; r < rows; ++r) labels.SetDouble(r * kClasses + static_cast<int>((seed + r) % kClasses), 1);
+  for (int r = 0; r < rows; ++r)
+    labels.SetDouble(r * kClasses + static_cast<int>((seed + r) % kClasses), 1);
   return {{m.x, std::move(x)}, {m.labels, std::move(labels)}};
 }
 
