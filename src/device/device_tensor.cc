@@ -71,6 +71,18 @@ void RecordRuntimeError(Halide::JITUserContext*, const char* msg) {
   while (!runtime_error.empty() && runtime_error.back() == '\n') runtime_error.pop_back();
 }
 
+void InstallDefaultDeviceHandlers() {
+  // Every device's handlers at once: setting the defaults replaces all of them, so a
+  // backend that set only its own would undo another's (OpenCL's init dropping CUDA's
+  // context handlers, say). The CUDA ones answer only CUDA calls, the OpenCL loader
+  // only loads of libOpenCL.
+  Halide::JITHandlers handlers;
+  handlers.custom_error = RecordRuntimeError;
+  UseCudaHandlers(&handlers);
+  UseOpenCLHandlers(&handlers);
+  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
+}
+
 void UseCudaHandlers(Halide::JITHandlers* handlers) {
   handlers->custom_cuda_acquire_context = AcquireContext;
   handlers->custom_cuda_release_context = ReleaseContext;
@@ -111,10 +123,7 @@ absl::Status Initialize(CudaState& s, int ordinal) {
   }
   // Defaults, for the device calls Braze makes outside pipelines; every CUDA pipeline
   // also carries the context and stream handlers itself (UseCudaHandlers).
-  Halide::JITHandlers handlers;
-  handlers.custom_error = RecordRuntimeError;
-  UseCudaHandlers(&handlers);
-  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
+  InstallDefaultDeviceHandlers();
   s.ordinal = ordinal;
   return CatchHalideErrors("Halide's CUDA runtime", absl::StatusCode::kInternal, [&] {
     s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::CUDA,

@@ -34,6 +34,10 @@ void UseCudaHandlers(Halide::JITHandlers* handlers);
 std::string TakeRuntimeError();
 // The JIT error handler that records those messages (instead of Halide's abort).
 void RecordRuntimeError(Halide::JITUserContext*, const char* msg);
+// Sets Halide's JIT default handlers for every device backend at once (errors recorded,
+// CUDA's primary context and stream, the OpenCL loader), for the device calls Braze
+// makes outside pipelines. Called when a device backend first initializes.
+void InstallDefaultDeviceHandlers();
 
 // The JIT target of OpenCL kernels: the sanitized host target plus OpenCL with doubles
 // (cl_khr_fp64; POCL has it, and a device without it fails f64 kernels' builds with a

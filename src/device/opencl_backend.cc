@@ -34,10 +34,7 @@ absl::Status Initialize(OpenCLState& s) {
   BRAZE_RETURN_IF_ERROR(CheckOpenCLAvailable());
   // The defaults too, not only each pipeline's handlers: Halide's OpenCL runtime module
   // loads the library with the default handlers when it is first created.
-  Halide::JITHandlers handlers;
-  handlers.custom_error = RecordRuntimeError;
-  UseOpenCLHandlers(&handlers);
-  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
+  InstallDefaultDeviceHandlers();
   return CatchHalideErrors("Halide's OpenCL runtime", absl::StatusCode::kInternal, [&] {
     s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::OpenCL,
                                                               OpenCLJitTarget(), "braze");

@@ -403,7 +403,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
   ClusterSpec spec{&g_,   step.name,    step.nodes,           step.inputs,
                    types, step.outputs, std::move(node_types)};
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
-  if (step.space == Space::kDevice) copts.device = Device{step.device.kind, step.device.index};
+  if (step.space == Space::kDevice) copts.device = step.device;
   CompileCache::Result result;
   if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
     // Not through the cache: the failure is this session's alone.
