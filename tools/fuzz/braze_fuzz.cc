@@ -14,13 +14,18 @@
 // --no_minimize, --max_ops=N, --verbose (a line per seed), --print (print the programs
 // as C++ and run nothing). Exit status 1 on any
 // mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
+// Every shard is a process: one that crashes is reported with the seed it was running
+// (and the command that reproduces it) and replaced by one that goes on with its seeds.
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -121,12 +126,22 @@ struct Tally {
   int64_t passed = 0, skipped = 0, mismatches = 0, errors = 0, launches = 0;
 };
 
-// Runs seeds first + shard, first + shard + jobs, ...; prints failures as they come.
-Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point start) {
-  Tally t;
+// What a shard process shares with the parent (in a MAP_SHARED page), so that a shard
+// killed by a signal still tells which seed it was running and what it had tallied, and
+// a replacement can go on with the seeds after it.
+struct ShardState {
+  Tally tally;
+  uint64_t running = 0;  // the seed being run; 0 between seeds
+  uint64_t next = 0;     // the next seed this shard starts
+};
+
+// Runs seeds state->next, state->next + jobs, ...; prints failures as they come.
+void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, ShardState* state) {
+  Tally& t = state->tally;
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
-  for (uint64_t seed = f.first + shard; seed < f.last; seed += f.jobs) {
+  for (uint64_t seed = state->next; seed < f.last; seed = state->next) {
+    state->next = seed + f.jobs;
     const double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (f.budget > 0 && elapsed > f.budget) break;
@@ -139,6 +154,7 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
     SchedulerFor(f.scheduler, seed, &o.scheduler);
     o.jit_scope = f.jit_device.empty();
     if (!o.jit_scope) o.jit_device = f.jit_device;
+    state->running = seed;
     const Outcome out = RunProgram(p, o);
     t.launches += out.cluster_launches;
     switch (out.kind) {
@@ -177,8 +193,87 @@ Tally RunShard(const Flags& f, int shard, std::chrono::steady_clock::time_point 
           shown.detail.c_str(), ProgramToCpp(p, keep).c_str(), Name(o.scheduler));
       std::fflush(stdout);
     }
+    state->running = 0;
   }
-  return t;
+}
+
+// A shard process died while running `seed`: the program is printed as it was generated
+// (a crash cannot be minimized in-process) with the command that reproduces it.
+void ReportCrash(const Flags& f, uint64_t seed, int status) {
+  GenerateOptions gen;
+  gen.max_ops = f.max_ops;
+  const std::string how = WIFSIGNALED(status)
+                              ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
+                                             strsignal(WTERMSIG(status)), ")")
+                              : absl::StrCat("exited with status ", WEXITSTATUS(status));
+  std::printf(
+      "==== seed %llu: crash, the shard running it was %s\n"
+      "reproduce: braze-fuzz --seeds=%llu --scheduler=%s --verbose%s\n---- program\n%s\n",
+      static_cast<unsigned long long>(seed), how.c_str(), static_cast<unsigned long long>(seed),
+      f.scheduler.c_str(), f.jit_device.empty() ? "" : (" --jit_device=" + f.jit_device).c_str(),
+      ProgramToCpp(GenerateProgram(seed, gen)).c_str());
+  std::fflush(stdout);
+}
+
+// Runs the shards as processes. One killed by a crash is counted as an error naming its
+// seed and replaced by a process that goes on from the next seed of that shard.
+Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
+  const size_t bytes = sizeof(ShardState) * f.jobs;
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    std::fprintf(stderr, "braze-fuzz: mmap of the shard states failed\n");
+    std::exit(2);
+  }
+  auto* states = new (shared) ShardState[f.jobs];
+  std::vector<pid_t> pids(f.jobs, -1);
+  auto start_shard = [&](int shard) {
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      RunShard(f, start, &states[shard]);
+      std::fflush(stdout);
+      _exit(0);
+    }
+    pids[shard] = pid;
+  };
+  for (int shard = 0; shard < f.jobs; ++shard) {
+    states[shard].next = f.first + shard;
+    start_shard(shard);
+  }
+  Tally crashes;
+  for (int alive = f.jobs; alive > 0;) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    int shard = 0;
+    while (shard < f.jobs && pids[shard] != pid) ++shard;
+    if (shard == f.jobs) continue;
+    ShardState& s = states[shard];
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+      --alive;
+      continue;
+    }
+    ++crashes.errors;
+    if (s.running == 0) {  // not a program's crash: do not restart it
+      std::printf("braze-fuzz: a shard died between seeds (status %d)\n", status);
+      --alive;
+      continue;
+    }
+    ReportCrash(f, s.running, status);
+    s.running = 0;
+    start_shard(shard);  // goes on from s.next
+  }
+  Tally total = crashes;
+  for (int shard = 0; shard < f.jobs; ++shard) {
+    const Tally& t = states[shard].tally;
+    total.passed += t.passed;
+    total.skipped += t.skipped;
+    total.mismatches += t.mismatches;
+    total.errors += t.errors;
+    total.launches += t.launches;
+  }
+  munmap(shared, bytes);
+  return total;
 }
 
 int Main(int argc, char** argv) {
@@ -198,43 +293,7 @@ int Main(int argc, char** argv) {
   }
   SetLogSink([](LogSeverity, int, std::string_view) {});  // fallbacks are failures here
   const auto start = std::chrono::steady_clock::now();
-  Tally total;
-  if (f.jobs == 1) {
-    total = RunShard(f, 0, start);
-  } else {
-    std::vector<std::pair<pid_t, int>> children;  // pid, read end of its tally pipe
-    for (int shard = 0; shard < f.jobs; ++shard) {
-      int fds[2];
-      if (pipe(fds) != 0) return 2;
-      std::fflush(stdout);
-      const pid_t pid = fork();
-      if (pid == 0) {
-        close(fds[0]);
-        const Tally t = RunShard(f, shard, start);
-        if (write(fds[1], &t, sizeof(t)) != sizeof(t)) _exit(3);
-        _exit(0);
-      }
-      close(fds[1]);
-      children.emplace_back(pid, fds[0]);
-    }
-    for (auto [pid, fd] : children) {
-      Tally t;
-      const bool got = read(fd, &t, sizeof(t)) == sizeof(t);
-      close(fd);
-      int status = 0;
-      waitpid(pid, &status, 0);
-      if (!got || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        std::printf("braze-fuzz: a shard died (status %d): counted as an error\n", status);
-        ++total.errors;
-        continue;
-      }
-      total.passed += t.passed;
-      total.skipped += t.skipped;
-      total.mismatches += t.mismatches;
-      total.errors += t.errors;
-      total.launches += t.launches;
-    }
-  }
+  const Tally total = RunShards(f, start);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const int64_t failed = total.mismatches + total.errors;
