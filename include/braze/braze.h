@@ -5,6 +5,7 @@
 #include "braze/data.h"
 #include "braze/device.h"
 #include "braze/dtype.h"
+#include "braze/function.h"
 #include "braze/gradients.h"
 #include "braze/graph.h"
 #include "braze/host_tensor.h"

@@ -255,6 +255,10 @@ class Graph {
   absl::Status status() const { return first_error_; }
   // Records an error found outside AddNode (kept if it is the first).
   void RecordError(absl::Status status);
+  // Rolls the graph back to its first `num_nodes` nodes and sets status() back to
+  // `status` (what it was then): a Function drops a trace that failed this way. Tensors
+  // to the dropped nodes become invalid; nothing may run the graph meanwhile.
+  void Truncate(int num_nodes, absl::Status status);
   // Finds a node by its full name.
   std::optional<Tensor> FindTensor(std::string_view name) const;
 

@@ -132,6 +132,10 @@ class Session {
 
   // The current value of a variable in this session (for tests, checkpoints).
   absl::StatusOr<HostTensor> VariableValue(const Tensor& variable) const;
+  // Sets a variable's value in this session, as an Assign would (checkpoint restore;
+  // braze::Function sharing a variable between sessions). InvalidArgument naming the
+  // variable on a dtype or shape mismatch.
+  absl::Status AssignVariable(const Tensor& variable, const HostTensor& value);
 
   // The cluster `t`'s node ran in during the last Run/Compile, or nullopt.
   std::optional<std::string> ClusterOf(const Tensor& t) const;

@@ -5,8 +5,17 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "frontend/eager_body.h"
 
 namespace braze {
+namespace frontend {
+
+EagerBody*& CurrentEagerBody() {
+  thread_local EagerBody* body = nullptr;
+  return body;
+}
+
+}  // namespace frontend
 
 JitScope::JitScope(Graph& graph, CompileOps compile_ops)
     : JitScope(graph, Options{std::move(compile_ops), std::nullopt}) {}
@@ -37,6 +46,10 @@ JitScope::JitScope(Graph& graph, Options options) : graph_(graph) {
     frame.compile = options.compile_ops.compile();
   }
   frame.token = graph_.NextToken();
+  if (frontend::EagerBody* eager = frontend::CurrentEagerBody();
+      eager != nullptr && eager->first_jit_scope.empty()) {
+    eager->first_jit_scope = frame.scope;
+  }
   scope_ = frame.scope;
   token_ = frame.token;
   frames.push_back(std::move(frame));

@@ -73,6 +73,11 @@ void Graph::RecordError(absl::Status status) {
   if (first_error_.ok() && !status.ok()) first_error_ = std::move(status);
 }
 
+void Graph::Truncate(int num_nodes, absl::Status status) {
+  if (num_nodes >= 0 && num_nodes < this->num_nodes()) nodes_.resize(num_nodes);
+  first_error_ = std::move(status);
+}
+
 // As TF's name_scope: re-entering a scope name gives a fresh one ("Softmax_1/"), so
 // composites built twice never interleave their ops' names.
 void Graph::PushNameScope(std::string_view scope) { name_scopes_.push_back(UniqueName(scope)); }

@@ -59,6 +59,25 @@ absl::StatusOr<HostTensor> Session::VariableValue(const Tensor& variable) const 
       absl::StrCat("variable '", variable.name(), "' is uninitialized"));
 }
 
+absl::Status Session::AssignVariable(const Tensor& variable, const HostTensor& value) {
+  if (!variable.valid() || variable.graph() != &graph_ ||
+      variable.node().op() != OpKind::kVariable) {
+    return absl::InvalidArgumentError("AssignVariable needs a Variable of this session's graph");
+  }
+  const TensorType& want = variable.type();
+  if (value.dtype() != want.dtype || value.shape() != want.shape) {
+    return absl::InvalidArgumentError(absl::StrCat("AssignVariable to ", Label(variable.node()),
+                                                   ": expected ", TypeString(want), ", got ",
+                                                   TypeString(value.type())));
+  }
+  std::lock_guard<std::mutex> lock(state_->mu);
+  VariableSlot& slot = state_->variables[variable.node_id()];
+  slot = VariableSlot{};
+  slot.host = value;
+  slot.host_valid = true;
+  return absl::OkStatus();
+}
+
 absl::Status Session::Compile(const Feeds& feeds, const std::vector<Tensor>& fetches,
                               const std::vector<Tensor>& targets) {
   return RunInternal(feeds, fetches, targets, /*compile_only=*/true, nullptr);

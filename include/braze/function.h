@@ -1,0 +1,157 @@
+// Function: TensorFlow's tf.function for C++ training loops. A body (a C++ lambda that
+// builds ops) is traced into a graph once per input signature; calls with a signature
+// seen before reuse that trace and its compiled kernels.
+//
+//   Graph g;                                   // where the model's state lives
+//   Tensor w = Variable(g, init, "w");
+//   FunctionOptions options;
+//   options.graph = &g;
+//   options.input_signature = {{{DType::kF32, {-1, 784}}, {DType::kF32, {-1, 10}}}};
+//   options.jit_compile = true;
+//   Function step(
+//       [&](Graph& g, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+//         Tensor loss = Mean(Square(MatMul(args[0], w) - args[1]));
+//         auto grads = Gradients({loss}, {w});   // optimizer updates run every call
+//         ApplyGradients(Optimizer::Sgd(0.1), {{(*grads)[0], w}});
+//         return {loss};
+//       },
+//       {.input_signature = {{{DType::kF32, {-1, 784}}, {DType::kF32, {-1, 10}}}},
+//        .jit_compile = true});
+//   auto loss = step({x_batch, y_batch});       // StatusOr<std::vector<HostTensor>>
+//
+// Semantics (TensorFlow's):
+// - The body runs once per new signature (dtype and shape of every argument); each
+//   argument is a Placeholder of that spec. tracing_count() counts traces.
+// - input_signature: calls are checked against it (a wrong count, dtype, rank or fixed
+//   dim is InvalidArgument naming the argument); one trace serves every size of a -1 dim.
+// - reduce_retracing: a call that matches no trace but differs from earlier calls of the
+//   same dtypes and ranks only in some dims is traced with those dims generalized to -1.
+//   Each such trace makes at least one more dim -1, so per combination of argument
+//   dtypes and ranks there are at most 1 + (sum of the ranks) traces.
+// - jit_compile: true compiles the whole body as one must-compile region (strict: an op
+//   that cannot compile, or a cluster that fails to, is InvalidArgument naming it);
+//   false compiles nothing (ops run one by one); unset leaves it to
+//   session.global_jit_level, and JitScopes opened inside the body work as documented.
+// - Every stateful op the body builds (Assign*, optimizer updates, HostCall) runs on each
+//   call, as TF's automatic control dependencies do; the returned tensors are fetched.
+// - State: Variables created outside the body and used by it (captured) live in a graph
+//   the function traces into: FunctionOptions::graph. (Without it the function traces
+//   into a graph of its own, and a tensor built outside the body is an error naming it.)
+//   Gradients and optimizers in the body then see the variables themselves. Variable
+//   values live on the device where they are used and are shared by every trace of a
+//   function and every Function capturing them: a Function whose copy is stale pulls the
+//   newest before it runs (one copy, only after another Function or AssignVariable
+//   changed it; a training loop copies nothing between calls). ReadVariable and
+//   AssignVariable read and write that shared value; Sessions a program creates itself
+//   keep their own values, as always. Variables the body creates itself (optimizer
+//   slots) belong to the trace that created them.
+// - Excessive retracing: when a function has traced 5 times within its last 10 calls, it
+//   warns once through the log sink (braze/logging.h), naming the function and the
+//   argument dims that changed, and suggesting input_signature or reduce_retracing.
+// - RunFunctionsEagerly(true) (tf.config.run_functions_eagerly): every call runs the body
+//   anew, its ops one by one on the reference kernels, caching no trace. A JitScope
+//   opened by a body then fails the call with FailedPrecondition naming the scope. (With
+//   FunctionOptions::graph set, that graph then grows by the body's ops on each call.)
+// - Thread safety: a Function may be called from several threads; a new signature is
+//   traced and compiled once. The graph a function traces into must outlive it, and
+//   must not be changed by other code while functions trace into or run it.
+// - Errors (wrong argument count, types, a body that returns no tensors or tensors of
+//   another graph, a body that throws, a build error inside the body) are a Status
+//   naming the function, and the argument or node. A trace that fails is not kept.
+#ifndef BRAZE_FUNCTION_H_
+#define BRAZE_FUNCTION_H_
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "braze/graph.h"
+#include "braze/host_tensor.h"
+#include "braze/session.h"
+
+namespace braze {
+
+struct FunctionOptions {
+  std::string name = "function";
+  // Fixed argument specs; a -1 dim accepts any size. Unset: trace per call signature.
+  std::optional<std::vector<TensorSpec>> input_signature;
+  bool reduce_retracing = false;
+  // true: the body is one must-compile region (strict: an op that cannot compile is
+  // InvalidArgument naming it); unset: session.global_jit_level decides (auto-clustering
+  // when on); false: nothing is compiled.
+  std::optional<bool> jit_compile;
+  SessionOptions session;  // device, scheduler, threads, ...
+  // The graph to trace into: where the Variables the body captures live. It must outlive
+  // the function. Null: the function traces into a graph of its own.
+  Graph* graph = nullptr;
+};
+
+using FunctionBody = std::function<std::vector<Tensor>(Graph& g, const std::vector<Tensor>& args)>;
+
+class Function;
+namespace function_internal {
+struct Trace;
+struct Shared;
+}  // namespace function_internal
+
+// One trace of a Function: the graph it was traced into, its arguments' specs and a
+// call that runs exactly this trace. Owned by its Function; valid while it lives.
+class ConcreteFunction {
+ public:
+  const std::vector<TensorSpec>& signature() const;
+  const Graph& graph() const;
+  const std::vector<Tensor>& inputs() const;   // the argument placeholders
+  const std::vector<Tensor>& outputs() const;  // what the body returned
+  absl::StatusOr<std::vector<HostTensor>> operator()(const std::vector<HostTensor>& args);
+  // Counters of the session this trace runs in (shared by the function's traces).
+  SessionStats stats() const;
+
+ private:
+  friend class Function;
+  ConcreteFunction(Function* function, function_internal::Trace* trace)
+      : function_(function), trace_(trace) {}
+  Function* function_;
+  function_internal::Trace* trace_;
+};
+
+class Function {
+ public:
+  explicit Function(FunctionBody body, FunctionOptions options = {});
+  ~Function();
+  Function(const Function&) = delete;
+  Function& operator=(const Function&) = delete;
+
+  absl::StatusOr<std::vector<HostTensor>> operator()(const std::vector<HostTensor>& args);
+  // The trace for `signature`, traced now if no trace matches it (tf.function's
+  // get_concrete_function). Checked against input_signature when there is one.
+  absl::StatusOr<ConcreteFunction*> GetConcreteFunction(const std::vector<TensorSpec>& signature);
+  int tracing_count() const;  // TF's experimental_get_tracing_count
+  const FunctionOptions& options() const;
+  // Counters of the session the traces run in.
+  SessionStats stats() const;
+
+ private:
+  friend class ConcreteFunction;
+  // The trace whose signature is exactly `spec`, traced now if there is none.
+  absl::StatusOr<ConcreteFunction*> FindOrTrace(const std::vector<TensorSpec>& spec, bool* traced);
+  std::unique_ptr<function_internal::Shared> shared_;
+};
+
+// tf.config.run_functions_eagerly: process-wide, for debugging.
+void RunFunctionsEagerly(bool enable);
+bool FunctionsRunEagerly();
+
+// The value of a Variable as Functions left it (the newest copy, wherever it is), or its
+// initial value when no Function has run it; FailedPrecondition when uninitialized.
+absl::StatusOr<HostTensor> ReadVariable(const Tensor& variable);
+// Sets the value every Function sees on its next call (checkpoint restore, tests).
+// InvalidArgument naming the variable on a dtype or shape mismatch.
+absl::Status AssignVariable(const Tensor& variable, const HostTensor& value);
+
+}  // namespace braze
+
+#endif  // BRAZE_FUNCTION_H_

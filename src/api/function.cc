@@ -1,0 +1,463 @@
+// braze::Function (braze/function.h): traces a body per signature into a graph, runs
+// each trace in one Session of the function's own, keeps captured variables coherent
+// with other Functions (api/variable_sync.h) and warns about excessive retracing.
+#include "braze/function.h"
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "api/signature.h"
+#include "api/variable_sync.h"
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "braze/status.h"
+#include "frontend/eager_body.h"
+#include "ir/logging.h"
+
+namespace braze {
+namespace function_internal {
+
+// A Variable a trace reads or assigns, and the version of it the function's session has.
+struct VariableUse {
+  Tensor variable;
+  bool assigned = false;
+  std::shared_ptr<api::SharedVariable> shared;
+  uint64_t* held = nullptr;  // in Shared::held; guarded by the SharedVariable's mutex
+};
+
+struct Trace {
+  int first_node = 0;  // the trace's nodes are first_node.. in the graph
+  api::Signature signature;
+  std::vector<Tensor> inputs, outputs, targets;
+  std::vector<VariableUse> variables;
+  std::unique_ptr<ConcreteFunction> concrete;
+};
+
+struct Shared {
+  FunctionBody body;
+  FunctionOptions options;
+  std::unique_ptr<Graph> own_graph;
+  Graph* graph = nullptr;
+  std::shared_ptr<std::shared_mutex> graph_mu;  // api::GraphLock(*graph)
+  std::unique_ptr<Session> session;
+
+  mutable std::mutex mu;  // everything below
+  std::vector<std::unique_ptr<Trace>> traces;
+  std::unordered_map<api::SharedVariable*, uint64_t> held;
+  std::vector<api::Signature> seen;  // call signatures traced (for reduce_retracing)
+  std::deque<bool> recent;           // the last 10 calls: did each trace?
+  std::vector<api::Signature> recent_traced;
+  bool warned = false;
+  int tracing_count = 0;
+};
+
+}  // namespace function_internal
+
+namespace {
+
+using function_internal::Shared;
+using function_internal::Trace;
+using function_internal::VariableUse;
+
+std::atomic<bool> run_eagerly{false};
+
+constexpr int kRetraceWindow = 10;  // TF: 5 traces within the last 10 calls
+constexpr int kRetraceLimit = 5;
+
+SessionOptions SessionOptionsFor(const FunctionOptions& options, bool eager) {
+  SessionOptions s = options.session;
+  if (options.jit_compile == true) s.strict = true;
+  if (eager) s.reference_only = true;
+  return s;
+}
+
+std::string FunctionLabel(const FunctionOptions& options) {
+  return absl::StrCat("function '", options.name, "'");
+}
+
+absl::Status Annotate(const FunctionOptions& options, const absl::Status& status) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(), absl::StrCat(FunctionLabel(options), ": ", status.message()));
+}
+
+// Stateful ops built by a trace run on every call (TF's automatic control dependencies).
+bool IsSideEffect(OpKind op) {
+  return op == OpKind::kAssign || op == OpKind::kAssignAdd || op == OpKind::kAssignSub ||
+         op == OpKind::kHostCall;
+}
+
+// Every Variable the outputs and targets depend on, and which of them targets assign.
+std::vector<std::pair<Tensor, bool>> VariablesUsed(Graph& g, const std::vector<Tensor>& roots) {
+  std::vector<bool> seen(g.num_nodes(), false);
+  std::vector<int> stack;
+  for (const Tensor& t : roots) stack.push_back(t.node_id());
+  std::set<int> assigned;
+  std::vector<std::pair<Tensor, bool>> out;
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (seen[id]) continue;
+    seen[id] = true;
+    const Node& n = g.node(id);
+    if (n.op() == OpKind::kAssign || n.op() == OpKind::kAssignAdd || n.op() == OpKind::kAssignSub) {
+      assigned.insert(n.input(0).node_id());
+    }
+    for (const Tensor& in : n.inputs()) stack.push_back(in.node_id());
+  }
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (seen[id] && g.node(id).op() == OpKind::kVariable) {
+      out.emplace_back(Tensor(&g, id, 0), assigned.count(id) > 0);
+    }
+  }
+  return out;
+}
+
+// Runs the body once into `g` for `signature`. On error the graph is rolled back to
+// what it was, so a failed trace leaves nothing behind.
+absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
+                                                 const FunctionOptions& options, Graph& g,
+                                                 const api::Signature& signature, bool eager) {
+  const int start = g.num_nodes();
+  const absl::Status status_before = g.status();
+  const size_t frames_before = g.jit_frames().size();
+  auto fail = [&](absl::Status status) {
+    g.mutable_jit_frames().resize(frames_before);
+    g.Truncate(start, status_before);
+    return Annotate(options, status);
+  };
+  auto trace = std::make_unique<Trace>();
+  trace->first_node = start;
+  trace->signature = signature;
+  frontend::EagerBody eager_body;
+  {
+    NameScope name(g, options.name);
+    for (size_t i = 0; i < signature.size(); ++i) {
+      trace->inputs.push_back(
+          Placeholder(g, signature[i].dtype, signature[i].shape, absl::StrCat("arg", i)));
+    }
+    std::optional<JitScope> scope;
+    if (options.jit_compile.has_value() && !eager) scope.emplace(g, *options.jit_compile);
+    frontend::EagerBody* outer = frontend::CurrentEagerBody();
+    frontend::CurrentEagerBody() = eager ? &eager_body : nullptr;
+    try {
+      trace->outputs = body(g, trace->inputs);
+    } catch (const std::exception& e) {
+      frontend::CurrentEagerBody() = outer;
+      return fail(absl::InternalError(absl::StrCat("the body threw: ", e.what())));
+    } catch (...) {
+      frontend::CurrentEagerBody() = outer;
+      return fail(absl::InternalError("the body threw a non-std::exception"));
+    }
+    frontend::CurrentEagerBody() = outer;
+  }
+  if (!eager_body.first_jit_scope.empty()) {
+    return fail(absl::FailedPreconditionError(
+        absl::StrCat("JitScope ", eager_body.first_jit_scope,
+                     " was opened while functions run eagerly (RunFunctionsEagerly(true)); as "
+                     "tf.xla.experimental.jit_scope, it needs graph execution")));
+  }
+  if (!g.status().ok() && status_before.ok()) {
+    absl::Status s = g.status();
+    if (absl::StrContains(s.message(), "comes from another graph")) {
+      s = absl::Status(s.code(), absl::StrCat(s.message(),
+                                              " (a function captures Variables of the graph "
+                                              "named by FunctionOptions::graph)"));
+    }
+    return fail(s);
+  }
+  if (trace->outputs.empty()) {
+    return fail(absl::InvalidArgumentError("the body returned no tensors"));
+  }
+  for (size_t i = 0; i < trace->outputs.size(); ++i) {
+    const Tensor& t = trace->outputs[i];
+    if (!t.valid()) {
+      return fail(absl::InvalidArgumentError(absl::StrCat("output ", i, " is not a tensor")));
+    }
+    if (t.graph() != &g) {
+      return fail(absl::InvalidArgumentError(absl::StrCat(
+          "output ", i, " ('", t.name(), "') is a tensor of another graph than the one traced")));
+    }
+  }
+  for (int id = start; id < g.num_nodes(); ++id) {
+    Node& n = g.mutable_node(id);
+    // jit_compile=true compiles the whole body, false none of it, whatever JitScopes
+    // inside say (as TF's XLA attribute on the function overrides them).
+    if (options.jit_compile.has_value() && !eager) n.mutable_jit().compile = *options.jit_compile;
+    if (IsSideEffect(n.op())) trace->targets.emplace_back(&g, id, 0);
+  }
+  return trace;
+}
+
+}  // namespace
+
+// ---- Function ----
+
+Function::Function(FunctionBody body, FunctionOptions options)
+    : shared_(std::make_unique<Shared>()) {
+  shared_->body = std::move(body);
+  shared_->options = std::move(options);
+  if (shared_->options.graph == nullptr) {
+    shared_->own_graph = std::make_unique<Graph>();
+    shared_->graph = shared_->own_graph.get();
+  } else {
+    shared_->graph = shared_->options.graph;
+  }
+  shared_->graph_mu = api::GraphLock(*shared_->graph);
+  shared_->session =
+      std::make_unique<Session>(*shared_->graph, SessionOptionsFor(shared_->options, false));
+}
+
+Function::~Function() {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  for (const auto& trace : shared_->traces) {
+    for (const VariableUse& v : trace->variables) v.shared->Release(*shared_->session);
+  }
+}
+
+const FunctionOptions& Function::options() const { return shared_->options; }
+
+int Function::tracing_count() const {
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  return shared_->tracing_count;
+}
+
+SessionStats Function::stats() const { return shared_->session->stats(); }
+
+namespace {
+
+// Runs `trace` in `session`: pulls stale variables in, runs, marks what it assigned.
+absl::StatusOr<std::vector<HostTensor>> RunTrace(const FunctionOptions& options, Trace& trace,
+                                                 Session& session,
+                                                 const std::vector<HostTensor>& args) {
+  for (VariableUse& v : trace.variables) {
+    BRAZE_RETURN_IF_ERROR(Annotate(options, v.shared->PullInto(session, v.held)));
+  }
+  Feeds feeds;
+  feeds.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) feeds.emplace_back(trace.inputs[i], args[i]);
+  absl::StatusOr<std::vector<HostTensor>> out = session.Run(feeds, trace.outputs, trace.targets);
+  if (!out.ok()) return Annotate(options, out.status());
+  for (VariableUse& v : trace.variables) {
+    if (v.assigned) v.shared->Updated(session, v.held);
+  }
+  return out;
+}
+
+// Fills trace.variables; held versions live in `held` (one per session).
+void BindVariables(Graph& g, Trace& trace,
+                   std::unordered_map<api::SharedVariable*, uint64_t>& held) {
+  std::vector<Tensor> roots = trace.outputs;
+  roots.insert(roots.end(), trace.targets.begin(), trace.targets.end());
+  for (auto& [variable, assigned] : VariablesUsed(g, roots)) {
+    // Variables the body created (optimizer slots) belong to this trace alone.
+    if (variable.node_id() >= trace.first_node) continue;
+    VariableUse use;
+    use.variable = variable;
+    use.assigned = assigned;
+    use.shared = api::SharedVariableOf(variable);
+    use.held = &held[use.shared.get()];  // 0 = the initial value, as a new session has
+    trace.variables.push_back(std::move(use));
+  }
+}
+
+// The trace whose signature covers `call`, preferring the most specific one.
+Trace* FindTrace(Shared& s, const api::Signature& call) {
+  Trace* best = nullptr;
+  int best_unknown = 0;
+  for (const auto& t : s.traces) {
+    if (!api::Covers(t->signature, call)) continue;
+    int unknown = 0;
+    for (const TensorSpec& spec : t->signature) {
+      for (int64_t d : spec.shape) unknown += d == kUnknownDim;
+    }
+    if (best == nullptr || unknown < best_unknown) {
+      best = t.get();
+      best_unknown = unknown;
+    }
+  }
+  return best;
+}
+
+// Records a call for the excessive-retracing warning; warns once.
+void NoteCall(Shared& s, bool traced, const api::Signature& signature) {
+  s.recent.push_back(traced);
+  s.recent_traced.push_back(traced ? signature : api::Signature{});
+  if (s.recent.size() > kRetraceWindow) {
+    s.recent.pop_front();
+    s.recent_traced.erase(s.recent_traced.begin());
+  }
+  int traces = 0;
+  std::vector<api::Signature> traced_signatures;
+  for (size_t i = 0; i < s.recent.size(); ++i) {
+    if (s.recent[i]) {
+      ++traces;
+      traced_signatures.push_back(s.recent_traced[i]);
+    }
+  }
+  if (s.warned || traces < kRetraceLimit) return;
+  s.warned = true;
+  LogWarning(absl::StrCat(
+      FunctionLabel(s.options), " has traced ", traces, " times within its last ", s.recent.size(),
+      " calls, which is expensive (each trace builds and compiles a graph). "
+      "Changed between traces: ",
+      api::ChangedDims(traced_signatures),
+      ". Give FunctionOptions::input_signature with -1 for dims that vary, or set "
+      "reduce_retracing."));
+}
+
+// A C++ body takes a vector, so its arity is what its first trace (or the
+// input_signature) had: a call with another count is an error, not a retrace that would
+// index past the arguments.
+absl::Status CheckCount(Shared& s, size_t count) {
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.traces.empty() || s.traces.front()->signature.size() == count) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(FunctionLabel(s.options), " takes ",
+                                                 s.traces.front()->signature.size(),
+                                                 " arguments (as traced first), got ", count));
+}
+
+// RunFunctionsEagerly: the body runs anew on the reference kernels; nothing is cached.
+// A function with a graph of its own traces into a scratch graph, dropped after.
+absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<HostTensor>& args) {
+  std::unique_ptr<Graph> scratch;
+  Graph* g = s.graph;
+  if (s.own_graph != nullptr) {
+    scratch = std::make_unique<Graph>();
+    g = scratch.get();
+  }
+  std::unique_lock<std::shared_mutex> graph_lock(*api::GraphLock(*g));
+  BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
+                         TraceBody(s.body, s.options, *g, api::SignatureOf(args), /*eager=*/true));
+  Session session(*g, SessionOptionsFor(s.options, /*eager=*/true));
+  std::unordered_map<api::SharedVariable*, uint64_t> held;
+  BindVariables(*g, *trace, held);
+  absl::StatusOr<std::vector<HostTensor>> out = RunTrace(s.options, *trace, session, args);
+  for (const VariableUse& v : trace->variables) v.shared->Release(session);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<TensorSpec>& spec,
+                                                        bool* traced) {
+  Shared& s = *shared_;
+  *traced = false;
+  BRAZE_RETURN_IF_ERROR(CheckCount(s, spec.size()));
+  auto find = [&]() -> ConcreteFunction* {
+    for (const auto& t : s.traces) {
+      if (api::Covers(t->signature, spec) && api::Covers(spec, t->signature)) {
+        return t->concrete.get();
+      }
+    }
+    return nullptr;
+  };
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (ConcreteFunction* found = find()) return found;
+  }
+  // Tracing grows the graph: no Function may run on it meanwhile.
+  std::unique_lock<std::shared_mutex> graph_lock(*s.graph_mu);
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (ConcreteFunction* found = find()) return found;  // another thread traced it
+  BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
+                         TraceBody(s.body, s.options, *s.graph, spec, /*eager=*/false));
+  BindVariables(*s.graph, *trace, s.held);
+  trace->concrete.reset(new ConcreteFunction(this, trace.get()));
+  ++s.tracing_count;
+  s.seen.push_back(spec);
+  s.traces.push_back(std::move(trace));
+  *traced = true;
+  return s.traces.back()->concrete.get();
+}
+
+absl::StatusOr<ConcreteFunction*> Function::GetConcreteFunction(
+    const std::vector<TensorSpec>& signature) {
+  const FunctionOptions& o = shared_->options;
+  if (o.input_signature) {
+    BRAZE_RETURN_IF_ERROR(api::CheckAgainst(o.name, *o.input_signature, signature));
+  }
+  bool traced = false;
+  return FindOrTrace(o.input_signature ? *o.input_signature : signature, &traced);
+}
+
+absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<HostTensor>& args) {
+  Shared& s = *shared_;
+  const api::Signature call = api::SignatureOf(args);
+  if (s.options.input_signature) {
+    BRAZE_RETURN_IF_ERROR(api::CheckAgainst(s.options.name, *s.options.input_signature, call));
+  }
+  BRAZE_RETURN_IF_ERROR(CheckCount(s, args.size()));
+  if (FunctionsRunEagerly()) return RunEagerly(s, args);
+  Trace* trace = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    trace = FindTrace(s, call);
+    if (trace != nullptr) NoteCall(s, false, call);
+  }
+  if (trace == nullptr) {
+    api::Signature spec = call;
+    if (s.options.input_signature) {
+      spec = *s.options.input_signature;
+    } else if (s.options.reduce_retracing) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      spec = api::Generalize(call, s.seen);
+    }
+    bool traced = false;
+    BRAZE_ASSIGN_OR_RETURN(ConcreteFunction * concrete, FindOrTrace(spec, &traced));
+    trace = concrete->trace_;
+    std::lock_guard<std::mutex> lock(s.mu);
+    NoteCall(s, traced, call);
+  }
+  std::shared_lock<std::shared_mutex> graph_lock(*s.graph_mu);
+  return RunTrace(s.options, *trace, *s.session, args);
+}
+
+// ---- ConcreteFunction ----
+
+const std::vector<TensorSpec>& ConcreteFunction::signature() const { return trace_->signature; }
+const Graph& ConcreteFunction::graph() const { return *function_->shared_->graph; }
+const std::vector<Tensor>& ConcreteFunction::inputs() const { return trace_->inputs; }
+const std::vector<Tensor>& ConcreteFunction::outputs() const { return trace_->outputs; }
+SessionStats ConcreteFunction::stats() const { return function_->stats(); }
+
+absl::StatusOr<std::vector<HostTensor>> ConcreteFunction::operator()(
+    const std::vector<HostTensor>& args) {
+  Shared& s = *function_->shared_;
+  const api::Signature call = api::SignatureOf(args);
+  if (!api::Covers(trace_->signature, call)) {
+    // As an input_signature check: the same words, naming the argument.
+    BRAZE_RETURN_IF_ERROR(api::CheckAgainst(s.options.name, trace_->signature, call));
+  }
+  std::shared_lock<std::shared_mutex> graph_lock(*s.graph_mu);
+  return RunTrace(s.options, *trace_, *s.session, args);
+}
+
+// ---- process-wide ----
+
+void RunFunctionsEagerly(bool enable) { run_eagerly.store(enable); }
+bool FunctionsRunEagerly() { return run_eagerly.load(); }
+
+absl::StatusOr<HostTensor> ReadVariable(const Tensor& variable) {
+  if (!variable.valid() || variable.node().op() != OpKind::kVariable) {
+    return absl::InvalidArgumentError("ReadVariable needs a Variable");
+  }
+  return api::SharedVariableOf(variable)->Read();
+}
+
+absl::Status AssignVariable(const Tensor& variable, const HostTensor& value) {
+  if (!variable.valid() || variable.node().op() != OpKind::kVariable) {
+    return absl::InvalidArgumentError("AssignVariable needs a Variable");
+  }
+  return api::SharedVariableOf(variable)->Write(value);
+}
+
+}  // namespace braze

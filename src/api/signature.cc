@@ -1,0 +1,116 @@
+#include "api/signature.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace braze {
+namespace api {
+namespace {
+
+bool SameKinds(const Signature& a, const Signature& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].dtype != b[i].dtype || a[i].shape.size() != b[i].shape.size()) return false;
+  }
+  return true;
+}
+
+std::string SpecString(const TensorSpec& spec) { return TypeString({spec.dtype, spec.shape}); }
+
+}  // namespace
+
+Signature SignatureOf(const std::vector<HostTensor>& args) {
+  Signature s;
+  s.reserve(args.size());
+  for (const HostTensor& a : args) s.push_back({a.dtype(), a.shape()});
+  return s;
+}
+
+std::string SignatureString(const Signature& signature) {
+  std::vector<std::string> parts;
+  for (const TensorSpec& spec : signature) parts.push_back(SpecString(spec));
+  return absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
+}
+
+bool Covers(const Signature& spec, const Signature& call) {
+  if (!SameKinds(spec, call)) return false;
+  for (size_t i = 0; i < spec.size(); ++i) {
+    for (size_t d = 0; d < spec[i].shape.size(); ++d) {
+      if (spec[i].shape[d] != kUnknownDim && spec[i].shape[d] != call[i].shape[d]) return false;
+    }
+  }
+  return true;
+}
+
+absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call) {
+  auto error = [&](size_t i, const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("function '", name, "': argument ", i, " ", what, ": expected ",
+                     SpecString(spec[i]), " (input_signature), got ", SpecString(call[i])));
+  };
+  if (spec.size() != call.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("function '", name, "' takes ", spec.size(),
+                                                   " arguments (input_signature), got ",
+                                                   call.size()));
+  }
+  for (size_t i = 0; i < spec.size(); ++i) {
+    if (spec[i].dtype != call[i].dtype) return error(i, "has the wrong dtype");
+    if (spec[i].shape.size() != call[i].shape.size()) return error(i, "has the wrong rank");
+    for (size_t d = 0; d < spec[i].shape.size(); ++d) {
+      if (spec[i].shape[d] != kUnknownDim && spec[i].shape[d] != call[i].shape[d]) {
+        return error(i, absl::StrCat("dim ", d, " differs"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Signature Generalize(const Signature& call, const std::vector<Signature>& seen) {
+  Signature out = call;
+  for (const Signature& s : seen) {
+    if (!SameKinds(s, call)) continue;
+    for (size_t i = 0; i < call.size(); ++i) {
+      for (size_t d = 0; d < call[i].shape.size(); ++d) {
+        if (s[i].shape[d] != call[i].shape[d]) out[i].shape[d] = kUnknownDim;
+      }
+    }
+  }
+  return out;
+}
+
+std::string ChangedDims(const std::vector<Signature>& traced) {
+  std::vector<std::string> parts;
+  if (traced.empty()) return "";
+  const Signature& first = traced.front();
+  for (size_t i = 0; i < first.size(); ++i) {
+    for (size_t d = 0; d < first[i].shape.size(); ++d) {
+      std::vector<std::string> values;
+      std::set<int64_t> distinct;
+      for (const Signature& s : traced) {
+        if (!SameKinds(s, first)) continue;
+        const int64_t v = s[i].shape[d];
+        if (distinct.insert(v).second) values.push_back(v < 0 ? "?" : absl::StrCat(v));
+      }
+      if (distinct.size() > 1) {
+        parts.push_back(
+            absl::StrCat("argument ", i, " dim ", d, " (", absl::StrJoin(values, ", "), ")"));
+      }
+    }
+  }
+  std::set<std::string> kinds;
+  for (const Signature& s : traced) {
+    std::vector<std::string> k;
+    for (const TensorSpec& spec : s) {
+      k.push_back(absl::StrCat(DTypeName(spec.dtype), "/", spec.shape.size()));
+    }
+    kinds.insert(absl::StrJoin(k, ","));
+  }
+  if (kinds.size() > 1) parts.push_back("argument dtypes or ranks");
+  return parts.empty() ? "no argument dims (the same signature traced again)"
+                       : absl::StrJoin(parts, ", ");
+}
+
+}  // namespace api
+}  // namespace braze

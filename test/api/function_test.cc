@@ -1,0 +1,524 @@
+// braze::Function: traces per signature, input_signature, reduce_retracing, jit_compile,
+// the retracing warning, captured variables, eager mode, threads and bad input.
+#include "braze/function.h"
+
+#include <atomic>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braze/braze.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace braze {
+namespace {
+
+using ::testing::HasSubstr;
+
+HostTensor Random(Shape shape, uint64_t seed) {
+  return HostTensor::RandomUniform(DType::kF32, std::move(shape), seed, -1.0, 1.0);
+}
+
+// y = tanh(x) * 2 + x, the body most tests use; `traces` counts body runs.
+FunctionBody Elementwise(std::atomic<int>* traces) {
+  return [traces](Graph&, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+    ++*traces;
+    return {Tanh(args[0]) * 2.0 + args[0]};
+  };
+}
+
+void ExpectElementwise(const HostTensor& x, const HostTensor& y) {
+  ASSERT_EQ(y.shape(), x.shape());
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    const double v = x.GetDouble(i);
+    EXPECT_NEAR(y.GetDouble(i), std::tanh(v) * 2 + v, 1e-5) << "element " << i;
+  }
+}
+
+// Captures log warnings for the test's lifetime.
+class Warnings {
+ public:
+  Warnings() {
+    SetLogSink([this](LogSeverity severity, int, std::string_view text) {
+      if (severity == LogSeverity::kWarning) messages.emplace_back(text);
+    });
+  }
+  ~Warnings() { SetLogSink(nullptr); }
+  std::vector<std::string> messages;
+};
+
+// Restores graph execution however a test ends.
+struct EagerFunctions {
+  EagerFunctions() { RunFunctionsEagerly(true); }
+  ~EagerFunctions() { RunFunctionsEagerly(false); }
+};
+
+TEST(FunctionTest, TracesOncePerSignatureAndReusesTheKernels) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.name = "elementwise";
+  o.jit_compile = true;
+  Function f(Elementwise(&traces), o);
+  const HostTensor x = Random({3, 7}, 1);
+  auto y = f({x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectElementwise(x, (*y)[0]);
+  const SessionStats first = f.stats();
+  EXPECT_GE(first.compiles + first.cache_hits, 1);
+  const HostTensor x2 = Random({3, 7}, 2);
+  y = f({x2});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectElementwise(x2, (*y)[0]);
+  EXPECT_EQ(traces.load(), 1);
+  EXPECT_EQ(f.tracing_count(), 1);
+  EXPECT_EQ(f.stats().compiles, first.compiles);  // no recompile
+  EXPECT_EQ(f.stats().cluster_launches, 2);
+
+  const HostTensor x3 = Random({5}, 3);  // a new signature: a new trace
+  y = f({x3});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectElementwise(x3, (*y)[0]);
+  EXPECT_EQ(f.tracing_count(), 2);
+}
+
+TEST(FunctionTest, InputSignatureServesEverySizeOfAnUnknownDimWithOneTrace) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.name = "sig";
+  o.input_signature = std::vector<TensorSpec>{{DType::kF32, {-1, 5}}};
+  o.jit_compile = true;
+  Function f(Elementwise(&traces), o);
+  for (int64_t batch : {1, 3, 7, 64, 13}) {
+    const HostTensor x = Random({batch, 5}, batch);
+    auto y = f({x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ExpectElementwise(x, (*y)[0]);
+  }
+  EXPECT_EQ(f.tracing_count(), 1);
+  EXPECT_EQ(traces.load(), 1);
+}
+
+TEST(FunctionTest, InputSignatureRejectsWhatContradictsItNamingTheArgument) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.name = "checked";
+  o.input_signature = std::vector<TensorSpec>{{DType::kF32, {-1, 5}}, {DType::kI32, {-1}}};
+  Function f(
+      [&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        ++traces;
+        return {Sum(a[0], {1}) + Cast(a[1], DType::kF32)};
+      },
+      o);
+  const HostTensor labels = HostTensor::From<int32_t>({1, 2}, {2});
+  auto bad_dtype = f({Random({2, 5}, 1), Random({2}, 2)});
+  EXPECT_EQ(bad_dtype.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad_dtype.status().message(), HasSubstr("function 'checked': argument 1"));
+  auto bad_dim = f({Random({2, 4}, 1), labels});
+  EXPECT_THAT(bad_dim.status().message(), HasSubstr("argument 0 dim 1"));
+  auto bad_rank = f({Random({2, 5, 1}, 1), labels});
+  EXPECT_THAT(bad_rank.status().message(), HasSubstr("argument 0 has the wrong rank"));
+  auto bad_count = f({Random({2, 5}, 1)});
+  EXPECT_THAT(bad_count.status().message(), HasSubstr("takes 2 arguments"));
+  EXPECT_EQ(traces.load(), 0);
+  auto ok = f({Random({2, 5}, 1), labels});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  auto spec = f.GetConcreteFunction({{DType::kF32, {-1, 4}}, {DType::kI32, {-1}}});
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FunctionTest, ReduceRetracingGeneralizesChangingDimsWithinItsBound) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.reduce_retracing = true;
+  Function f(Elementwise(&traces), o);
+  // Rank 2: at most 1 + 2 traces, whatever the sizes.
+  for (int64_t b = 1; b <= 12; ++b) {
+    for (int64_t c : {3, 5}) {
+      const HostTensor x = Random({b, c}, b * 10 + c);
+      auto y = f({x});
+      ASSERT_TRUE(y.ok()) << y.status();
+      ExpectElementwise(x, (*y)[0]);
+    }
+  }
+  EXPECT_LE(f.tracing_count(), 3);
+  EXPECT_GE(f.tracing_count(), 2);
+  auto concrete = f.GetConcreteFunction({{DType::kF32, {-1, -1}}});
+  ASSERT_TRUE(concrete.ok());
+  EXPECT_EQ((*concrete)->signature()[0].shape, (Shape{-1, -1}));
+}
+
+TEST(FunctionTest, WithoutReduceRetracingEverySizeTraces) {
+  std::atomic<int> traces{0};
+  Function f(Elementwise(&traces));
+  for (int64_t b = 1; b <= 4; ++b) ASSERT_TRUE(f({Random({b}, b)}).ok());
+  EXPECT_EQ(f.tracing_count(), 4);
+}
+
+TEST(FunctionTest, JitCompileTrueFusesAndIsStrict) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.name = "fused";
+  o.jit_compile = true;
+  Function f(Elementwise(&traces), o);
+  ASSERT_TRUE(f({Random({4, 4}, 1)}).ok());
+  EXPECT_EQ(f.stats().cluster_launches, 1);
+  EXPECT_EQ(f.stats().single_op_launches, 0);
+
+  // A HostCall cannot be compiled: InvalidArgument naming it, not a silent fallback.
+  Function host(
+      [](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        auto out = HostCall(
+            g, "identity", {a[0]}, {{DType::kF32, {4}}}, [](absl::Span<const HostTensor> in) {
+              return absl::StatusOr<std::vector<HostTensor>>(std::vector<HostTensor>{in[0]});
+            });
+        return {out[0] * 2.0};
+      },
+      o);
+  auto y = host({Random({4}, 2)});
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(y.status().message(), HasSubstr("function 'fused'"));
+  EXPECT_THAT(y.status().message(), HasSubstr("identity"));
+}
+
+TEST(FunctionTest, JitCompileFalseCompilesNothingEvenUnderAJitScope) {
+  FunctionOptions o;
+  o.jit_compile = false;
+  o.session.global_jit_level = JitLevel::kOn1;
+  Function f(
+      [](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        JitScope scope(g);
+        return {Exp(Tanh(a[0]) * 2.0 + 1.0)};
+      },
+      o);
+  const HostTensor x = Random({6}, 3);
+  auto y = f({x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_NEAR((*y)[0].GetDouble(5), std::exp(std::tanh(x.GetDouble(5)) * 2 + 1), 1e-4);
+  EXPECT_EQ(f.stats().cluster_launches, 0);
+  EXPECT_GT(f.stats().single_op_launches, 0);
+}
+
+TEST(FunctionTest, JitCompileUnsetLeavesItToScopesAndTheGlobalLevel) {
+  auto body = [](bool scoped) {
+    return [scoped](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+      std::optional<JitScope> scope;
+      if (scoped) scope.emplace(g);
+      return {Exp(Tanh(a[0]) * 2.0 + 1.0)};
+    };
+  };
+  const HostTensor x = Random({6}, 3);
+  Function plain(body(false));
+  ASSERT_TRUE(plain({x}).ok());
+  EXPECT_EQ(plain.stats().cluster_launches, 0);
+  Function scoped(body(true));
+  ASSERT_TRUE(scoped({x}).ok());
+  EXPECT_EQ(scoped.stats().cluster_launches, 1);
+  FunctionOptions o;
+  o.session.global_jit_level = JitLevel::kOn1;
+  Function auto_clustered(body(false), o);
+  ASSERT_TRUE(auto_clustered({x}).ok());
+  EXPECT_EQ(auto_clustered.stats().cluster_launches, 1);
+}
+
+TEST(FunctionTest, WarnsOnceAboutExcessiveRetracingNamingTheDims) {
+  Warnings warnings;
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.name = "retracer";
+  Function f(Elementwise(&traces), o);
+  for (int64_t b = 1; b <= 4; ++b) ASSERT_TRUE(f({Random({b, 3}, b)}).ok());
+  EXPECT_TRUE(warnings.messages.empty());
+  ASSERT_TRUE(f({Random({5, 3}, 5)}).ok());  // the 5th trace in 5 calls
+  ASSERT_EQ(warnings.messages.size(), 1u);
+  EXPECT_THAT(warnings.messages[0], HasSubstr("function 'retracer' has traced 5 times"));
+  EXPECT_THAT(warnings.messages[0], HasSubstr("argument 0 dim 0 (1, 2, 3, 4, 5)"));
+  EXPECT_THAT(warnings.messages[0], HasSubstr("input_signature"));
+  for (int64_t b = 6; b <= 12; ++b) ASSERT_TRUE(f({Random({b, 3}, b)}).ok());
+  EXPECT_EQ(warnings.messages.size(), 1u);  // once
+}
+
+TEST(FunctionTest, FewTracesAmongManyCallsDoNotWarn) {
+  Warnings warnings;
+  std::atomic<int> traces{0};
+  Function f(Elementwise(&traces));
+  for (int64_t b = 1; b <= 8; ++b) {
+    for (int rep = 0; rep < 3; ++rep) ASSERT_TRUE(f({Random({b}, b)}).ok());
+  }
+  EXPECT_EQ(f.tracing_count(), 8);  // 4 traces at most in any 10 calls
+  EXPECT_TRUE(warnings.messages.empty());
+}
+
+// Linear regression y = x w + b trained by SGD inside the body, variables captured.
+struct Regression {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::Filled(DType::kF32, {3, 1}, 0.0), "w");
+  Tensor b = Variable(g, HostTensor::Filled(DType::kF32, {1}, 0.0), "b");
+  FunctionBody Step() {
+    return [this](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+      Tensor loss = Mean(Square(MatMul(a[0], w) + b - a[1]));
+      auto grads = Gradients({loss}, {w, b});
+      if (!grads.ok()) return {};
+      auto updates = ApplyGradients(Optimizer::Sgd(0.1), {{(*grads)[0], w}, {(*grads)[1], b}});
+      if (!updates.ok()) return {};
+      return {loss};
+    };
+  }
+  // Targets of w = (1, -2, 0.5), b = 0.25.
+  std::vector<HostTensor> Batch(int64_t n, uint64_t seed) {
+    HostTensor x = Random({n, 3}, seed);
+    HostTensor y(DType::kF32, {n, 1});
+    for (int64_t i = 0; i < n; ++i) {
+      y.SetDouble(
+          i, x.GetDouble(3 * i) - 2 * x.GetDouble(3 * i + 1) + 0.5 * x.GetDouble(3 * i + 2) + 0.25);
+    }
+    return {x, y};
+  }
+};
+
+TEST(FunctionTest, CapturedVariablesLearnAcrossCallsAndTraces) {
+  Regression r;
+  FunctionOptions o;
+  o.name = "train_step";
+  o.graph = &r.g;
+  o.jit_compile = true;
+  Function step(r.Step(), o);
+  double first = 0, last = 0;
+  for (int i = 0; i < 300; ++i) {
+    // Batches of 16 and a last partial batch of 5: two traces, one set of variables.
+    auto loss = step(r.Batch(i % 4 == 3 ? 5 : 16, i));
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    if (i == 0) first = (*loss)[0].GetDouble(0);
+    last = (*loss)[0].GetDouble(0);
+  }
+  EXPECT_EQ(step.tracing_count(), 2);
+  EXPECT_LT(last, first * 1e-3);
+  auto w = ReadVariable(r.w);
+  ASSERT_TRUE(w.ok());
+  EXPECT_NEAR(w->GetDouble(0), 1.0, 0.02);
+  EXPECT_NEAR(w->GetDouble(1), -2.0, 0.02);
+  EXPECT_NEAR(w->GetDouble(2), 0.5, 0.02);
+  EXPECT_NEAR(ReadVariable(r.b)->GetDouble(0), 0.25, 0.02);
+}
+
+TEST(FunctionTest, TwoFunctionsShareTheVariablesTheyCapture) {
+  Graph g;
+  Tensor counter = Variable(g, HostTensor::From<float>({0, 0}, {2}), "counter");
+  FunctionOptions o;
+  o.graph = &g;
+  o.name = "bump";
+  Function bump(
+      [&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        return {AssignAdd(counter, a[0])};
+      },
+      o);
+  o.name = "read";
+  Function read(
+      [&](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> { return {counter * 1.0}; },
+      o);
+  const HostTensor one = HostTensor::From<float>({1, 2}, {2});
+  const HostTensor unused = HostTensor::Scalar<float>(0);
+  ASSERT_TRUE(bump({one}).ok());
+  ASSERT_TRUE(bump({one}).ok());
+  auto seen = read({unused});
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ((*seen)[0].GetDouble(1), 4.0);
+  // A value set from outside reaches both.
+  ASSERT_TRUE(AssignVariable(counter, HostTensor::From<float>({10, 20}, {2})).ok());
+  ASSERT_TRUE(bump({one}).ok());
+  seen = read({unused});
+  EXPECT_EQ((*seen)[0].GetDouble(0), 11.0);
+  EXPECT_EQ(ReadVariable(counter)->GetDouble(1), 22.0);
+  EXPECT_EQ(AssignVariable(counter, HostTensor::Scalar<float>(1)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FunctionTest, AFailedCallChangesNoVariable) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::From<float>({1, 1, 1}, {3}), "v");
+  FunctionOptions o;
+  o.graph = &g;
+  Function f(
+      [&](Graph& graph, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        AssignAdd(v, a[0]);
+        auto checked = HostCall(
+            graph, "check", {a[0]}, {{DType::kF32, {3}}},
+            [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+              if (in[0].GetDouble(0) < 0) {
+                return absl::InvalidArgumentError("negative");
+              }
+              return std::vector<HostTensor>{in[0]};
+            });
+        return {checked[0]};
+      },
+      o);
+  ASSERT_TRUE(f({HostTensor::From<float>({1, 2, 3}, {3})}).ok());
+  auto bad = f({HostTensor::From<float>({-1, 2, 3}, {3})});
+  EXPECT_FALSE(bad.ok());
+  EXPECT_EQ(ReadVariable(v)->GetDouble(0), 2.0);
+  EXPECT_EQ(ReadVariable(v)->GetDouble(2), 4.0);
+}
+
+TEST(FunctionTest, EagerCallsRunTheBodyEachTimeOnTheReferenceKernels) {
+  EagerFunctions eager;
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.jit_compile = true;
+  Function f(Elementwise(&traces), o);
+  for (int i = 0; i < 3; ++i) {
+    const HostTensor x = Random({4, 3}, i);
+    auto y = f({x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ExpectElementwise(x, (*y)[0]);
+  }
+  EXPECT_EQ(traces.load(), 3);
+  EXPECT_EQ(f.tracing_count(), 0);  // nothing traced and kept
+  EXPECT_EQ(f.stats().cluster_launches, 0);
+}
+
+TEST(FunctionTest, EagerCallsUpdateCapturedVariables) {
+  Regression r;
+  FunctionOptions o;
+  o.graph = &r.g;
+  Function step(r.Step(), o);
+  {
+    EagerFunctions eager;
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(step(r.Batch(8, i)).ok());
+  }
+  const double eager_w0 = ReadVariable(r.w)->GetDouble(0);
+  EXPECT_NE(eager_w0, 0.0);
+  ASSERT_TRUE(step(r.Batch(8, 3)).ok());  // graph mode goes on from there
+  EXPECT_NE(ReadVariable(r.w)->GetDouble(0), eager_w0);
+}
+
+TEST(FunctionTest, AJitScopeWhileRunningEagerlyIsAFailedPreconditionNamingIt) {
+  EagerFunctions eager;
+  FunctionOptions o;
+  o.name = "scoped";
+  Function f(
+      [](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        JitScope scope(g);
+        return {Exp(a[0])};
+      },
+      o);
+  auto y = f({Random({3}, 1)});
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(y.status().message(), HasSubstr("function 'scoped'"));
+  EXPECT_THAT(y.status().message(), HasSubstr("JitScope jit_scope_"));
+}
+
+TEST(FunctionTest, ConcurrentCallsTraceANewSignatureOnce) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.jit_compile = true;
+  Function f(Elementwise(&traces), o);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        const HostTensor x = Random({9, 2}, t * 100 + i);
+        auto y = f({x});
+        if (!y.ok() || std::abs((*y)[0].GetDouble(17) -
+                                (std::tanh(x.GetDouble(17)) * 2 + x.GetDouble(17))) > 1e-5) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(traces.load(), 1);
+  EXPECT_EQ(f.tracing_count(), 1);
+  EXPECT_EQ(f.stats().compiles + f.stats().cache_hits, 1);
+}
+
+TEST(FunctionTest, BadBodiesGiveAStatusNamingTheFunction) {
+  FunctionOptions o;
+  o.name = "bad";
+  const HostTensor x = Random({2, 3}, 1);
+
+  Function empty([](Graph&, const std::vector<Tensor>&) { return std::vector<Tensor>{}; }, o);
+  auto r = empty({x});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("function 'bad': the body returned no tensors"));
+
+  Graph other;
+  Tensor foreign = Placeholder(other, DType::kF32, {2, 3}, "foreign");
+  Function elsewhere(
+      [&](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> { return {foreign}; }, o);
+  r = elsewhere({x});
+  EXPECT_THAT(r.status().message(), HasSubstr("'foreign') is a tensor of another graph"));
+
+  Function mixes(
+      [&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        return {a[0] + Tanh(a[0]) + foreign};  // the Add lands in the function's graph
+      },
+      o);
+  r = mixes({x});
+  EXPECT_THAT(r.status().message(), HasSubstr("comes from another graph"));
+  EXPECT_THAT(r.status().message(), HasSubstr("FunctionOptions::graph"));
+  EXPECT_TRUE(other.status().ok());
+
+  Function throws(
+      [](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> {
+        throw std::runtime_error("boom");
+      },
+      o);
+  r = throws({x});
+  EXPECT_THAT(r.status().message(), HasSubstr("function 'bad': the body threw: boom"));
+  EXPECT_EQ(throws.tracing_count(), 0);
+}
+
+TEST(FunctionTest, ABuildErrorInTheBodyIsNotKeptAndLaterCallsWork) {
+  FunctionOptions o;
+  o.name = "shapes";
+  Function f(
+      [](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        Tensor w = Const(g, HostTensor::Filled(DType::kF32, {4, 2}, 0.5));
+        return {MatMul(a[0], w)};  // needs a[0] of 4 columns
+      },
+      o);
+  auto bad = f({Random({3, 5}, 1)});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("function 'shapes'"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("MatMul"));
+  EXPECT_EQ(f.tracing_count(), 0);
+  const HostTensor x = Random({3, 4}, 2);
+  auto good = f({x});
+  ASSERT_TRUE(good.ok()) << good.status();
+  double row0 = 0;
+  for (int j = 0; j < 4; ++j) row0 += 0.5 * x.GetDouble(j);
+  EXPECT_NEAR((*good)[0].GetDouble(0), row0, 1e-5);
+}
+
+TEST(FunctionTest, ConcreteFunctionsRunTheirOwnTrace) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.name = "concrete";
+  Function f(Elementwise(&traces), o);
+  auto c = f.GetConcreteFunction({{DType::kF32, {-1, 2}}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto again = f.GetConcreteFunction({{DType::kF32, {-1, 2}}});
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*c, *again);
+  EXPECT_EQ(f.tracing_count(), 1);
+  ASSERT_EQ((*c)->inputs().size(), 1u);
+  EXPECT_EQ((*c)->inputs()[0].graph(), &(*c)->graph());
+  EXPECT_EQ((*c)->signature()[0].shape, (Shape{-1, 2}));
+  const HostTensor x = Random({7, 2}, 4);
+  auto y = (**c)({x});
+  ASSERT_TRUE(y.ok()) << y.status();
+  ExpectElementwise(x, (*y)[0]);
+  // The plain call finds that trace: a [7,2] call does not retrace.
+  ASSERT_TRUE(f({x}).ok());
+  EXPECT_EQ(f.tracing_count(), 1);
+  auto wrong = (**c)({Random({7, 3}, 5)});
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.status().message(), HasSubstr("argument 0 dim 1"));
+}
+
+}  // namespace
+}  // namespace braze
