@@ -18,16 +18,29 @@ Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor
     // A literal lets Halide fold it (scalars from operators are the common case).
     return Fill(value.dtype(), value.shape(), value.GetDouble(0));
   }
-  const schedule::Extents extents = HalideExtents(value.shape());
-  Halide::Buffer<> buffer(HalideType(value.dtype()),
-                          std::vector<int>(extents.begin(), extents.end()),
+  // When JIT-compiling, Halide derives a constant buffer's alignment from its address.
+  // Halide 14 shifts a strided vector load near a buffer's end back by an element yet
+  // keeps the unshifted alignment, so a well-aligned constant got aligned 64-byte loads
+  // from misaligned addresses: a SIGSEGV (docs/HALIDE14.md, braze-fuzz seed 72558). So
+  // the data starts one element into its allocation (a crop shares it): Halide then
+  // assumes element alignment, as for every input buffer. One flat dimension keeps the
+  // crop contiguous; the index is the row-major offset.
+  const int64_t n = value.num_elements();
+  Halide::Buffer<> buffer(HalideType(value.dtype()), {static_cast<int>(n + 1)},
                           ctx.UniqueName(name + "_data"));
+  buffer.crop(0, 1, static_cast<int>(n));  // the allocation stays owned by the buffer
+  buffer.translate(0, -1);
   std::memcpy(buffer.data(), value.raw_data(), value.num_bytes());
   // Written on the host: a GPU pipeline's first run must upload it. Without the flag,
   // Halide allocated the device copy and never filled it (Const on OpenCL read garbage).
   buffer.set_host_dirty(true);
-  return Define(ctx, name, value.dtype(), value.shape(), [&](const std::vector<Expr>& index) {
-    return buffer(std::vector<Expr>(index.rbegin(), index.rend()));
+  const Shape shape = value.shape();
+  return Define(ctx, name, value.dtype(), shape, [&](const std::vector<Expr>& index) {
+    Expr flat = 0;
+    for (size_t d = 0; d < index.size(); ++d) {
+      flat = d == 0 ? index[d] : flat * static_cast<int>(shape[d]) + index[d];
+    }
+    return buffer(flat);
   });
 }
 
