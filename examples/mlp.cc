@@ -12,7 +12,6 @@
 // --timeline=FILE, --min_test_accuracy, ...; the last two lines printed are
 // `test_accuracy=<v>` and `step_ms=<v>`.
 #include <cmath>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,7 +25,8 @@ namespace {
 using braze::DType;
 using braze::HostTensor;
 using braze::Tensor;
-using braze_examples::JitMode;
+using braze_examples::Model;
+using braze_examples::StepInputs;
 using braze_examples::TrainFlags;
 using braze_examples::TrainGraph;
 
@@ -53,33 +53,32 @@ Layer MakeLayer(braze::Graph& g, int64_t fan_in, int64_t fan_out, double gain, u
   return layer;
 }
 
-absl::StatusOr<TrainGraph> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
-  TrainGraph m;
-  m.x = braze::Placeholder(g, DType::kF32, {-1, kPixels}, "x");
-  m.labels = braze::Placeholder(g, DType::kI32, {-1}, "labels");
+absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
   const uint64_t seed = flags.seed * 1000;
   const Layer l1 = MakeLayer(g, kPixels, kHidden, 2.0, seed + 1, "layer1");
   const Layer l2 = MakeLayer(g, kHidden, kHidden, 2.0, seed + 2, "layer2");
   const Layer l3 = MakeLayer(g, kHidden, kClasses, 1.0, seed + 3, "logits");
-
-  // As in mnist_softmax: under --jit=scope the model, loss, gradients and Adam's update
-  // math are built in one JitScope.
-  std::optional<braze::JitScope> scope;
-  if (flags.jit == JitMode::kScope) scope.emplace(g);
-
-  Tensor h1 = braze::Dense(m.x, l1.w, l1.b, braze::Activation::kRelu);
-  Tensor h2 = braze::Dense(h1, l2.w, l2.b, braze::Activation::kRelu);
-  Tensor logits = braze::Dense(h2, l3.w, l3.b);
-  m.loss =
-      braze::Mean(braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(m.labels, kClasses)));
-  BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::Minimize(braze::Optimizer::Adam(flags.lr), m.loss,
-                                                      {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b}));
-  {
-    braze::NameScope name_scope(g, "accuracy");
-    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), m.labels);
+  Model model;
+  model.step = [l1, l2, l3, lr = flags.lr](const StepInputs& in,
+                                           bool train) -> absl::StatusOr<TrainGraph> {
+    TrainGraph m;
+    Tensor h1 = braze::Dense(in.x, l1.w, l1.b, braze::Activation::kRelu);
+    Tensor h2 = braze::Dense(h1, l2.w, l2.b, braze::Activation::kRelu);
+    Tensor logits = braze::Dense(h2, l3.w, l3.b);
+    m.loss = braze::Mean(
+        braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(in.labels, kClasses)));
+    if (train) {
+      // Adam's slot variables are made here: under --api=function they belong to the
+      // train step's one trace.
+      BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::Minimize(braze::Optimizer::Adam(lr), m.loss,
+                                                          {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b}));
+    }
+    braze::NameScope name_scope(*in.x.graph(), "accuracy");
+    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);
     m.num_correct = braze::Sum(braze::Cast(correct, DType::kF32));
-  }
-  return m;
+    return m;
+  };
+  return model;
 }
 
 }  // namespace

@@ -14,11 +14,13 @@
 //   mnist_softmax --jit=scope   the model, loss, gradients and updates built under
 //                               JitScope(g): they fuse into a few clusters
 //   mnist_softmax --jit=auto    no scope; the session auto-clusters (global_jit_level)
+//   mnist_softmax --api=function  the train step as a braze::Function (tf.function) with
+//                               jit_compile=true, capturing W and b; every epoch's
+//                               partial last batch is trained too, by the same trace
 //
 // `--help` lists the other flags (--steps, --batch, --lr, --timeline=FILE, ...). The
 // training loop, evaluation and report are shared with the other examples
 // (lib/trainer.cc); the last two lines printed are `test_accuracy=<v>` and `step_ms=<v>`.
-#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,42 +32,39 @@ namespace {
 using braze::DType;
 using braze::HostTensor;
 using braze::Tensor;
-using braze_examples::JitMode;
+using braze_examples::Model;
+using braze_examples::StepInputs;
 using braze_examples::TrainFlags;
 using braze_examples::TrainGraph;
 
 constexpr int64_t kPixels = 784;
 constexpr int64_t kClasses = 10;
 
-absl::StatusOr<TrainGraph> BuildSoftmaxRegression(braze::Graph& g, const TrainFlags& flags) {
-  TrainGraph m;
-  m.x = braze::Placeholder(g, DType::kF32, {-1, kPixels}, "x");
-  m.labels = braze::Placeholder(g, DType::kI32, {-1}, "labels");
-  m.lr_scale = braze::Placeholder(g, DType::kF32, {}, "lr_scale");
+absl::StatusOr<Model> BuildSoftmaxRegression(braze::Graph& g, const TrainFlags& flags) {
   // Zero init is fine for softmax regression: the loss is convex and the gradient
   // already differs per class, so there is no symmetry to break.
   Tensor W = braze::Variable(g, HostTensor(DType::kF32, {kPixels, kClasses}), "W");
   Tensor b = braze::Variable(g, HostTensor(DType::kF32, {kClasses}), "b");
-
-  // Everything built while `scope` is alive may be compiled and fused, as under the
-  // seeds' `with jit_scope():`. The placeholders and variables stay outside: they are
-  // sources, not computation.
-  std::optional<braze::JitScope> scope;
-  if (flags.jit == JitMode::kScope) scope.emplace(g);
-
-  Tensor logits = braze::MatMul(m.x, W) + b;
-  m.loss =
-      braze::Mean(braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(m.labels, kClasses)));
-  BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, braze::Gradients({m.loss}, {W, b}));
-  BRAZE_ASSIGN_OR_RETURN(
-      m.train_ops, braze::ApplyGradients(braze::Optimizer::Sgd(flags.lr),
-                                         {{grads[0] * m.lr_scale, W}, {grads[1] * m.lr_scale, b}}));
-  {
-    braze::NameScope name_scope(g, "accuracy");
-    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), m.labels);
+  Model model;
+  model.uses_lr_scale = true;
+  model.step = [W, b, lr = flags.lr](const StepInputs& in,
+                                     bool train) -> absl::StatusOr<TrainGraph> {
+    TrainGraph m;
+    Tensor logits = braze::MatMul(in.x, W) + b;
+    m.loss = braze::Mean(
+        braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(in.labels, kClasses)));
+    if (train) {
+      BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, braze::Gradients({m.loss}, {W, b}));
+      BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::ApplyGradients(braze::Optimizer::Sgd(lr),
+                                                                {{grads[0] * in.lr_scale, W},
+                                                                 {grads[1] * in.lr_scale, b}}));
+    }
+    braze::NameScope name_scope(*in.x.graph(), "accuracy");
+    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);
     m.num_correct = braze::Sum(braze::Cast(correct, DType::kF32));
-  }
-  return m;
+    return m;
+  };
+  return model;
 }
 
 }  // namespace

@@ -5,8 +5,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -50,16 +55,22 @@ void Usage(FILE* out, const ExampleInfo& info) {
   std::fprintf(
       out,
       "%s: %s\n"
-      "usage: %s [--jit=off|scope|auto] [--steps=N] [--batch=N] [--lr=X] [--seed=N]\n"
+      "usage: %s [--jit=off|scope|auto] [--api=session|function] [--steps=N] [--batch=N] [--lr=X] "
+      "[--seed=N]\n"
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
       "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
       "               JitScope(g) and fused; auto: session-level auto-clustering\n"
       "               (global_jit_level = kOn1). Default %s\n"
+      "  --api        session: a Session runs the graph built once (default); function:\n"
+      "               the train step and evaluation are braze::Functions (tf.function)\n"
+      "               with input_signature batch -1, jit_compile from --jit (scope: true,\n"
+      "               off: false, auto: unset), capturing the model's variables; each\n"
+      "               epoch's partial last batch is trained too, by the same trace\n"
       "  --steps      train steps in total (default %lld)\n"
-      "  --batch      examples per step (default %lld); a partial last batch of an epoch\n"
-      "               is skipped, so every step has one shape\n"
+      "  --batch      examples per step (default %lld); with --api=session a partial last\n"
+      "               batch of an epoch is skipped, so every step has one shape\n"
       "  --lr         learning rate (default %g)\n"
       "  --seed       shuffling and initialization seed (default %llu)\n"
       "  --log_every  steps between progress lines (default %lld)\n"
@@ -121,6 +132,14 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       } else {
         ok = false;
       }
+    } else if (arg == "--api") {
+      if (value == "session") {
+        flags.api = Api::kSession;
+      } else if (value == "function") {
+        flags.api = Api::kFunction;
+      } else {
+        ok = false;
+      }
     } else if (arg == "--steps") {
       ok = absl::SimpleAtoi(value, &flags.steps) && flags.steps >= 1;
     } else if (arg == "--batch") {
@@ -169,22 +188,26 @@ HostTensor GatherRows(const HostTensor& src, const std::vector<int64_t>& rows, s
   return out;
 }
 
-// Hands out shuffled mini-batches, a fresh permutation every epoch.
+// Hands out shuffled mini-batches, a fresh permutation every epoch. With `partial`, an
+// epoch ends with the remainder as a smaller batch; without, the remainder is skipped.
 class Batcher {
  public:
-  Batcher(const braze::MnistSplit& split, int64_t batch, uint64_t seed)
+  Batcher(const braze::MnistSplit& split, int64_t batch, uint64_t seed, bool partial)
       : split_(split), batch_(batch), rng_(seed), order_(split.labels.dim(0)) {
     std::iota(order_.begin(), order_.end(), 0);
+    const int64_t n = static_cast<int64_t>(order_.size());
+    steps_per_epoch_ = partial ? (n + batch - 1) / batch : n / batch;
   }
-  int64_t steps_per_epoch() const { return static_cast<int64_t>(order_.size()) / batch_; }
+  int64_t steps_per_epoch() const { return steps_per_epoch_; }
 
   // The batch of global step `step` (steps are consecutive from 0).
   std::pair<HostTensor, HostTensor> Next(int64_t step) {
-    const int64_t in_epoch = step % steps_per_epoch();
+    const int64_t in_epoch = step % steps_per_epoch_;
     if (in_epoch == 0) std::shuffle(order_.begin(), order_.end(), rng_);
     const size_t begin = in_epoch * batch_;
-    return {GatherRows(split_.images, order_, begin, begin + batch_),
-            GatherRows(split_.labels, order_, begin, begin + batch_)};
+    const size_t end = std::min(order_.size(), begin + batch_);
+    return {GatherRows(split_.images, order_, begin, end),
+            GatherRows(split_.labels, order_, begin, end)};
   }
 
  private:
@@ -192,6 +215,7 @@ class Batcher {
   int64_t batch_;
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
+  int64_t steps_per_epoch_ = 1;
 };
 
 // The evaluation feeds of a split, gathered once.
@@ -206,20 +230,6 @@ std::vector<std::pair<HostTensor, HostTensor>> EvalChunks(const braze::MnistSpli
                         GatherRows(split.labels, rows, begin, end));
   }
   return chunks;
-}
-
-absl::StatusOr<double> Accuracy(braze::Session& session, const TrainGraph& m,
-                                const std::vector<std::pair<HostTensor, HostTensor>>& chunks) {
-  double correct = 0;
-  int64_t n = 0;
-  std::vector<HostTensor> out;
-  for (const auto& [images, labels] : chunks) {
-    BRAZE_RETURN_IF_ERROR(
-        session.RunInto({{m.x, images}, {m.labels, labels}}, {m.num_correct}, &out));
-    correct += out[0].GetDouble(0);
-    n += labels.dim(0);
-  }
-  return correct / std::max<int64_t>(n, 1);
 }
 
 braze::SessionStats Minus(const braze::SessionStats& a, const braze::SessionStats& b) {
@@ -252,6 +262,150 @@ void Accumulate(const braze::SessionStats& d, braze::SessionStats* total) {
   total->compile_ms += d.compile_ms;
 }
 
+// One way of running the model (--api): a train step, the evaluation of a chunk, the
+// counters, and an up-front compile of the train step.
+struct Runner {
+  std::function<absl::Status(HostTensor x, HostTensor labels, float lr_scale,
+                             std::vector<HostTensor>* out)>
+      train;  // out: loss, num_correct
+  std::function<absl::StatusOr<double>(const HostTensor& x, const HostTensor& labels)> correct;
+  std::function<braze::SessionStats()> stats;
+  std::function<absl::Status(HostTensor x, HostTensor labels)> compile;
+  std::function<std::string()> summary;  // the last report line
+  std::function<int()> traces;           // train-step traces (1 under --api=session)
+};
+
+// --api=session: placeholders, the step built once (under JitScope with --jit=scope),
+// one Session.
+absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model, braze::Graph& g,
+                                     std::unique_ptr<braze::Session>* session) {
+  StepInputs in;
+  in.x = braze::Placeholder(g, braze::DType::kF32, {-1, 784}, "x");
+  in.labels = braze::Placeholder(g, braze::DType::kI32, {-1}, "labels");
+  if (model.uses_lr_scale) in.lr_scale = braze::Placeholder(g, braze::DType::kF32, {}, "lr_scale");
+  TrainGraph m;
+  {
+    // Everything built while `scope` is alive may be compiled and fused, as under the
+    // seeds' `with jit_scope():`. The placeholders and variables stay outside: they are
+    // sources, not computation.
+    std::optional<braze::JitScope> scope;
+    if (flags.jit == JitMode::kScope) scope.emplace(g);
+    BRAZE_ASSIGN_OR_RETURN(m, model.step(in, /*train=*/true));
+  }
+  BRAZE_RETURN_IF_ERROR(g.status());
+  braze::SessionOptions options;
+  if (flags.jit == JitMode::kAuto) options.global_jit_level = braze::JitLevel::kOn1;
+  options.reference_only = flags.reference;
+  options.device = flags.device;
+  *session = std::make_unique<braze::Session>(g, options);
+  braze::Session* s = session->get();
+  auto feeds = [in](HostTensor x, HostTensor labels, float lr_scale) {
+    braze::Feeds f = {{in.x, std::move(x)}, {in.labels, std::move(labels)}};
+    if (in.lr_scale.valid()) f.emplace_back(in.lr_scale, HostTensor::Scalar(lr_scale));
+    return f;
+  };
+  const std::vector<braze::Tensor> fetches = {m.loss, m.num_correct};
+  Runner r;
+  r.train = [=](HostTensor x, HostTensor labels, float lr_scale, std::vector<HostTensor>* out) {
+    return s->RunInto(feeds(std::move(x), std::move(labels), lr_scale), fetches, out, m.train_ops);
+  };
+  r.correct = [=](const HostTensor& x, const HostTensor& labels) -> absl::StatusOr<double> {
+    std::vector<HostTensor> out;
+    BRAZE_RETURN_IF_ERROR(s->RunInto({{in.x, x}, {in.labels, labels}}, {m.num_correct}, &out));
+    return out[0].GetDouble(0);
+  };
+  r.stats = [s] { return s->stats(); };
+  r.compile = [=](HostTensor x, HostTensor labels) {
+    return s->Compile(feeds(std::move(x), std::move(labels), 1.0f), fetches, m.train_ops);
+  };
+  r.traces = [] { return 1; };
+  r.summary = [s, &g] {
+    const braze::SessionStats total = s->stats();
+    return absl::StrFormat("session: %d graph nodes, %lld runs, %lld compiles (%.0f ms)",
+                           g.num_nodes(), static_cast<long long>(total.runs),
+                           static_cast<long long>(total.compiles), total.compile_ms);
+  };
+  return r;
+}
+
+// --api=function: the train step and the evaluation as braze::Functions over the
+// model's graph (they capture its variables), batch -1 in their input_signature.
+absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& model, braze::Graph& g,
+                                      std::vector<std::unique_ptr<braze::Function>>* functions) {
+  braze::FunctionOptions options;
+  options.graph = &g;
+  if (flags.jit == JitMode::kScope) options.jit_compile = true;
+  if (flags.jit == JitMode::kOff) options.jit_compile = false;
+  if (flags.jit == JitMode::kAuto) options.session.global_jit_level = braze::JitLevel::kOn1;
+  options.session.reference_only = flags.reference;
+  options.session.device = flags.device;
+  const braze::TensorSpec images{braze::DType::kF32, {-1, 784}};
+  const braze::TensorSpec labels{braze::DType::kI32, {-1}};
+  // A C++ body cannot return a Status: a failed build is thrown, and the Function
+  // reports it as its call's Status.
+  auto body = [model](bool train) {
+    return [model, train](braze::Graph&, const std::vector<braze::Tensor>& args) {
+      StepInputs in{args[0], args[1], train && model.uses_lr_scale ? args[2] : braze::Tensor()};
+      absl::StatusOr<TrainGraph> m = model.step(in, train);
+      if (!m.ok()) throw std::runtime_error(std::string(m.status().message()));
+      return train ? std::vector<braze::Tensor>{m->loss, m->num_correct}
+                   : std::vector<braze::Tensor>{m->num_correct};
+    };
+  };
+  options.name = "train_step";
+  options.input_signature = std::vector<braze::TensorSpec>{images, labels};
+  if (model.uses_lr_scale) options.input_signature->push_back({braze::DType::kF32, {}});
+  functions->push_back(std::make_unique<braze::Function>(body(true), options));
+  braze::Function* train = functions->back().get();
+  options.name = "evaluate";
+  options.input_signature = std::vector<braze::TensorSpec>{images, labels};
+  functions->push_back(std::make_unique<braze::Function>(body(false), options));
+  braze::Function* evaluate = functions->back().get();
+  const bool lr_scale = model.uses_lr_scale;
+  auto args = [lr_scale](HostTensor x, HostTensor labels, float scale) {
+    std::vector<HostTensor> a = {std::move(x), std::move(labels)};
+    if (lr_scale) a.push_back(HostTensor::Scalar(scale));
+    return a;
+  };
+  Runner r;
+  r.train = [=](HostTensor x, HostTensor labels, float scale, std::vector<HostTensor>* out) {
+    BRAZE_ASSIGN_OR_RETURN(*out, (*train)(args(std::move(x), std::move(labels), scale)));
+    return absl::OkStatus();
+  };
+  r.correct = [=](const HostTensor& x, const HostTensor& labels) -> absl::StatusOr<double> {
+    BRAZE_ASSIGN_OR_RETURN(std::vector<HostTensor> out, (*evaluate)({x, labels}));
+    return out[0].GetDouble(0);
+  };
+  r.stats = [train] { return train->stats(); };
+  r.compile = [=](HostTensor x, HostTensor labels) {
+    // Traces the step; its first call compiles it (a Function compiles on first use).
+    return train->GetConcreteFunction(*train->options().input_signature).status();
+  };
+  r.traces = [train] { return train->tracing_count(); };
+  r.summary = [train, evaluate, &g] {
+    const braze::SessionStats total = train->stats();
+    return absl::StrFormat(
+        "functions: train_step traced %d time(s), evaluate %d; %d graph nodes; train_step: "
+        "%lld runs, %lld compiles (%.0f ms)",
+        train->tracing_count(), evaluate->tracing_count(), g.num_nodes(),
+        static_cast<long long>(total.runs), static_cast<long long>(total.compiles),
+        total.compile_ms);
+  };
+  return r;
+}
+
+absl::StatusOr<double> Accuracy(const Runner& runner,
+                                const std::vector<std::pair<HostTensor, HostTensor>>& chunks) {
+  double correct = 0;
+  int64_t n = 0;
+  for (const auto& [images, labels] : chunks) {
+    BRAZE_ASSIGN_OR_RETURN(double c, runner.correct(images, labels));
+    correct += c;
+    n += labels.dim(0);
+  }
+  return correct / std::max<int64_t>(n, 1);
+}
+
 absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const ModelBuilder& build) {
   const auto t0 = Clock::now();
   BRAZE_ASSIGN_OR_RETURN(braze::MnistSplit train, braze::LoadFashionMnist("train", flags.data_dir));
@@ -265,25 +419,17 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
               static_cast<long long>(test.labels.dim(0)), flags.data_dir.c_str(), Seconds(t0));
 
   braze::Graph g;
-  BRAZE_ASSIGN_OR_RETURN(TrainGraph m, build(g, flags));
-  BRAZE_RETURN_IF_ERROR(g.status());
+  BRAZE_ASSIGN_OR_RETURN(Model model, build(g, flags));
+  std::unique_ptr<braze::Session> session;
+  std::vector<std::unique_ptr<braze::Function>> functions;
+  const bool function_api = flags.api == Api::kFunction;
+  BRAZE_ASSIGN_OR_RETURN(Runner runner, function_api ? FunctionRunner(flags, model, g, &functions)
+                                                     : SessionRunner(flags, model, g, &session));
 
-  braze::SessionOptions options;
-  if (flags.jit == JitMode::kAuto) options.global_jit_level = braze::JitLevel::kOn1;
-  options.reference_only = flags.reference;
-  options.device = flags.device;
-  braze::Session session(g, options);
-
-  Batcher batcher(train, flags.batch, flags.seed);
+  Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api);
   const std::vector<std::pair<HostTensor, HostTensor>> test_chunks = EvalChunks(test);
-  const std::vector<braze::Tensor> fetches = {m.loss, m.num_correct};
-  auto make_feeds = [&](int64_t step, std::pair<HostTensor, HostTensor> batch) {
-    braze::Feeds feeds = {{m.x, std::move(batch.first)}, {m.labels, std::move(batch.second)}};
-    if (m.lr_scale.valid()) {
-      const double scale = 1.0 - static_cast<double>(step) / flags.steps;
-      feeds.emplace_back(m.lr_scale, HostTensor::Scalar(static_cast<float>(scale)));
-    }
-    return feeds;
+  auto lr_scale = [&](int64_t step) {
+    return static_cast<float>(1.0 - static_cast<double>(step) / flags.steps);
   };
 
   const bool tracing = !flags.timeline.empty();
@@ -294,24 +440,22 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   if (tracing && flags.timeline_steps > 0) untimed = std::max(untimed, flags.timeline_steps);
   untimed = std::min(untimed, flags.steps - 1);
 
-  // Plans and JIT-compiles the train step up front, so that compile time is reported on
-  // its own and never lands in a timed step.
+  // Plans and JIT-compiles (or traces) the train step up front, so that this time is
+  // reported on its own and never lands in a timed step.
   {
     const auto start = Clock::now();
     // Compile only needs the feeds' shapes: any batch of the right size will do.
     std::vector<int64_t> first(flags.batch);
     std::iota(first.begin(), first.end(), 0);
-    std::pair<HostTensor, HostTensor> shapes_only = {
-        GatherRows(train.images, first, 0, first.size()),
-        GatherRows(train.labels, first, 0, first.size())};
-    BRAZE_RETURN_IF_ERROR(
-        session.Compile(make_feeds(0, std::move(shapes_only)), fetches, m.train_ops));
-    const braze::SessionStats s = session.stats();
+    BRAZE_RETURN_IF_ERROR(runner.compile(GatherRows(train.images, first, 0, first.size()),
+                                         GatherRows(train.labels, first, 0, first.size())));
+    const braze::SessionStats s = runner.stats();
     std::printf(
-        "%s --jit=%s%s --device=%s: %d graph nodes; compiled the train step in %.2f s (%lld "
-        "kernels, %.0f ms compiling)\n",
-        info.program, JitModeName(flags.jit), flags.reference ? " --reference" : "",
-        flags.device.c_str(), g.num_nodes(), Seconds(start), static_cast<long long>(s.compiles),
+        "%s --api=%s --jit=%s%s --device=%s: %d graph nodes; %s the train step in %.2f s "
+        "(%lld kernels, %.0f ms compiling)\n",
+        info.program, function_api ? "function" : "session", JitModeName(flags.jit),
+        flags.reference ? " --reference" : "", flags.device.c_str(), g.num_nodes(),
+        function_api ? "traced" : "compiled", Seconds(start), static_cast<long long>(s.compiles),
         s.compile_ms);
     std::fflush(stdout);
   }
@@ -320,39 +464,42 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   double timed_seconds = 0;
   int64_t timed_steps = 0;
   double loss_sum = 0, correct_sum = 0;
-  int64_t logged_steps = 0;
+  int64_t logged_steps = 0, logged_examples = 0, partial_batches = 0;
   double test_accuracy = 0;
   std::vector<HostTensor> out;
   for (int64_t step = 0; step < flags.steps; ++step) {
-    braze::Feeds feeds = make_feeds(step, batcher.Next(step));
-    const bool timed = step >= untimed;
-    const braze::SessionStats before = session.stats();
+    auto [x, labels] = batcher.Next(step);
+    const int64_t batch = labels.dim(0);
+    partial_batches += batch != flags.batch;
+    const bool timed = step >= untimed && batch == flags.batch;
+    const braze::SessionStats before = runner.stats();
     const auto start = Clock::now();
-    BRAZE_RETURN_IF_ERROR(session.RunInto(feeds, fetches, &out, m.train_ops));
+    BRAZE_RETURN_IF_ERROR(runner.train(std::move(x), std::move(labels), lr_scale(step), &out));
     if (timed) {
       timed_seconds += Seconds(start);
-      Accumulate(Minus(session.stats(), before), &timed_stats);
+      Accumulate(Minus(runner.stats(), before), &timed_stats);
       ++timed_steps;
     }
     loss_sum += out[0].GetDouble(0);
     correct_sum += out[1].GetDouble(0);
     ++logged_steps;
+    logged_examples += batch;
     if (tracing && flags.timeline_steps > 0 && step + 1 == flags.timeline_steps) {
       BRAZE_RETURN_IF_ERROR(braze::StopTimeline());
       std::printf("wrote the timeline of the compiles and steps 1-%lld to %s\n",
                   static_cast<long long>(flags.timeline_steps), flags.timeline.c_str());
     }
     if ((step + 1) % flags.log_every == 0 || step + 1 == flags.steps) {
-      BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(session, m, test_chunks));
+      BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(runner, test_chunks));
       std::printf(
           "step %lld (epoch %.2f): loss %.4f train_batch_accuracy %.4f test_accuracy %.4f "
           "(%.1f s)\n",
           static_cast<long long>(step + 1),
           static_cast<double>(step + 1) / batcher.steps_per_epoch(), loss_sum / logged_steps,
-          correct_sum / (logged_steps * flags.batch), test_accuracy, Seconds(t0));
+          correct_sum / std::max<int64_t>(logged_examples, 1), test_accuracy, Seconds(t0));
       std::fflush(stdout);
       loss_sum = correct_sum = 0;
-      logged_steps = 0;
+      logged_steps = logged_examples = 0;
     }
   }
   if (tracing && (flags.timeline_steps == 0 || flags.timeline_steps > flags.steps)) {
@@ -370,12 +517,19 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
       timed_stats.gemm_launches * per_step, timed_stats.host_to_device_copies * per_step,
       timed_stats.device_to_host_copies * per_step, static_cast<long long>(timed_stats.compiles),
       static_cast<long long>(timed_stats.cache_hits));
-  const braze::SessionStats total = session.stats();
-  std::printf("session: %lld runs, %lld compiles (%.0f ms); total %.1f s\n",
-              static_cast<long long>(total.runs), static_cast<long long>(total.compiles),
-              total.compile_ms, Seconds(t0));
+  if (function_api) {
+    std::printf("trained %lld partial last batches (of %lld examples) with the same trace\n",
+                static_cast<long long>(partial_batches),
+                static_cast<long long>(train.labels.dim(0) % flags.batch));
+  }
+  std::printf("%s; total %.1f s\n", runner.summary().c_str(), Seconds(t0));
   std::printf("test_accuracy=%.4f\n", test_accuracy);
   std::printf("step_ms=%.3f\n", 1e3 * timed_seconds * per_step);
+  if (runner.traces() != 1) {
+    // input_signature has batch -1: full and partial batches must share one trace.
+    return absl::InternalError(
+        absl::StrCat("the train step was traced ", runner.traces(), " times, not once"));
+  }
   if (test_accuracy < flags.min_test_accuracy) {
     return absl::FailedPreconditionError(
         absl::StrFormat("test accuracy %.4f is below --min_test_accuracy %.4f", test_accuracy,

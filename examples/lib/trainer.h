@@ -3,10 +3,14 @@
 //
 // An example only builds its model (see mnist_softmax.cc and mlp.cc):
 //
-//   absl::StatusOr<TrainGraph> BuildSoftmax(braze::Graph& g, const TrainFlags& flags);
+//   absl::StatusOr<Model> BuildSoftmax(braze::Graph& g, const TrainFlags& flags);
 //   int main(int argc, char** argv) {
 //     return TrainMain(argc, argv, {"mnist_softmax", "...", defaults}, BuildSoftmax);
 //   }
+//
+// Under --api=function the train step and the evaluation are braze::Functions with
+// input_signature batch -1 (one trace each), capturing the model's variables, and every
+// epoch ends with its partial last batch, trained as well.
 //
 // Output: a line per `--log_every` steps (running train loss and batch accuracy, test
 // accuracy), a line stating what one train step launched (from Session::stats()), and
@@ -32,8 +36,13 @@ enum class JitMode {
   kAuto,   // SessionOptions::global_jit_level = JitLevel::kOn1
 };
 
+// How the train step is run: a Session over a graph built once (session), or a
+// braze::Function traced per input signature (function; see braze/function.h).
+enum class Api { kSession, kFunction };
+
 struct TrainFlags {
   JitMode jit = JitMode::kScope;
+  Api api = Api::kSession;
   int64_t steps = 3000;     // total train steps
   int64_t batch = 100;      // examples per step
   double lr = 0.5;          // (initial) learning rate
@@ -47,20 +56,33 @@ struct TrainFlags {
   double min_test_accuracy = 0;  // exit status 1 below this (for ctest)
 };
 
-// What an example's model builder hands back: the feeds, the fetches of a train step
-// and its Run targets.
-struct TrainGraph {
-  braze::Tensor x;                       // f32 [-1, 784] placeholder: pixels / 255
-  braze::Tensor labels;                  // i32 [-1] placeholder: 0..9
-  braze::Tensor loss;                    // f32 scalar: mean cross entropy of the batch
-  braze::Tensor num_correct;             // f32 scalar: how many argmax(logits) == labels
-  std::vector<braze::Tensor> train_ops;  // running all of them is one optimizer step
-  // Optional f32 scalar placeholder, fed 1 - step / steps each step (a linear decay to
-  // zero); invalid when the example has no schedule.
+// The inputs of a step: placeholders under --api=session, a Function's arguments under
+// --api=function.
+struct StepInputs {
+  braze::Tensor x;       // f32 [batch, 784]: pixels / 255
+  braze::Tensor labels;  // i32 [batch]: 0..9
+  // f32 scalar, fed 1 - step / steps each train step (a linear decay to zero); valid
+  // only when the model asked for it (Model::uses_lr_scale) and only in train steps.
   braze::Tensor lr_scale;
 };
 
-using ModelBuilder = std::function<absl::StatusOr<TrainGraph>(braze::Graph&, const TrainFlags&)>;
+// What one step of a model computes.
+struct TrainGraph {
+  braze::Tensor loss;                    // f32 scalar: mean cross entropy of the batch
+  braze::Tensor num_correct;             // f32 scalar: how many argmax(logits) == labels
+  std::vector<braze::Tensor> train_ops;  // running all of them is one optimizer step
+};
+
+// An example's model: its variables, created once on the graph by the ModelBuilder, and
+// `step`, which builds the step's ops from its inputs (with the optimizer's update when
+// `train`). Under --api=function, step runs inside Function bodies that capture the
+// variables: the train step once per trace, the evaluation once per trace.
+struct Model {
+  bool uses_lr_scale = false;
+  std::function<absl::StatusOr<TrainGraph>(const StepInputs& in, bool train)> step;
+};
+
+using ModelBuilder = std::function<absl::StatusOr<Model>(braze::Graph&, const TrainFlags&)>;
 
 struct ExampleInfo {
   const char* program;      // "mnist_softmax"
