@@ -255,6 +255,14 @@ class Graph {
   absl::Status status() const { return first_error_; }
   // Records an error found outside AddNode (kept if it is the first).
   void RecordError(absl::Status status);
+  // Capturing tensors of other graphs, for braze::Function: while set, AddNode hands
+  // every input from another graph to `capture` and uses what it returns (or records
+  // its error on the node). Capture(t) is t for a tensor of this graph, else the same
+  // mapping (t unchanged when no capture function is set). Gradients and optimizers
+  // map their variables through it, so a body can differentiate captured variables.
+  using CaptureFn = std::function<absl::StatusOr<Tensor>(const Tensor& outside)>;
+  void set_capture(CaptureFn capture) { capture_ = std::move(capture); }
+  absl::StatusOr<Tensor> Capture(const Tensor& t);
   // Rolls the graph back to its first `num_nodes` nodes and sets status() back to
   // `status` (what it was then): a Function drops a trace that failed this way. Tensors
   // to the dropped nodes become invalid; nothing may run the graph meanwhile.
@@ -289,6 +297,7 @@ class Graph {
   std::string device_;
   absl::Status first_error_;
   std::unordered_map<std::string, int> name_counts_;  // for UniqueName
+  CaptureFn capture_;
 };
 
 // RAII name scope: ops built inside are named "scope/Op".

@@ -6,10 +6,13 @@
 #include <atomic>
 #include <deque>
 #include <exception>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <shared_mutex>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -22,6 +25,7 @@
 #include "braze/status.h"
 #include "frontend/eager_body.h"
 #include "ir/logging.h"
+#include "ir/tracing.h"
 
 namespace braze {
 namespace function_internal {
@@ -32,6 +36,23 @@ struct VariableUse {
   bool assigned = false;
   std::shared_ptr<api::SharedVariable> shared;
   uint64_t* held = nullptr;  // in Shared::held; guarded by the SharedVariable's mutex
+};
+
+// What a function's graph holds for tensors of other graphs its bodies used: a Variable
+// standing for each outside Variable (sharing its value through api::SharedVariable)
+// and a copy of each outside Const.
+struct Captures {
+  std::map<std::tuple<uint64_t, int, int>, Tensor> here;  // outside tensor -> stand-in
+  std::unordered_map<int, Tensor> outside_variable;       // stand-in id -> outside Variable
+  // Forgets the stand-ins of a failed trace (its nodes from `first_node` on are gone).
+  void DropFrom(int first_node) {
+    for (auto it = here.begin(); it != here.end();) {
+      it = it->second.node_id() >= first_node ? here.erase(it) : std::next(it);
+    }
+    for (auto it = outside_variable.begin(); it != outside_variable.end();) {
+      it = it->first >= first_node ? outside_variable.erase(it) : std::next(it);
+    }
+  }
 };
 
 struct Trace {
@@ -49,6 +70,7 @@ struct Shared {
   Graph* graph = nullptr;
   std::shared_ptr<std::shared_mutex> graph_mu;  // api::GraphLock(*graph)
   std::unique_ptr<Session> session;
+  Captures captures;  // guarded by the graph lock (held exclusively while tracing)
 
   mutable std::mutex mu;  // everything below
   std::vector<std::unique_ptr<Trace>> traces;
@@ -64,6 +86,7 @@ struct Shared {
 
 namespace {
 
+using function_internal::Captures;
 using function_internal::Shared;
 using function_internal::Trace;
 using function_internal::VariableUse;
@@ -121,19 +144,44 @@ std::vector<std::pair<Tensor, bool>> VariablesUsed(Graph& g, const std::vector<T
   return out;
 }
 
+// The capture function of a trace into `g`: outside Variables get a Variable of `g`
+// (same type and initial value) whose value is shared with them; outside Consts a copy.
+Graph::CaptureFn CaptureInto(Graph& g, Captures& captures) {
+  return [&g, &captures](const Tensor& t) -> absl::StatusOr<Tensor> {
+    const auto key = std::make_tuple(t.graph()->id(), t.node_id(), t.index());
+    if (auto it = captures.here.find(key); it != captures.here.end()) return it->second;
+    const Node& n = t.node();
+    if (!n.status().ok()) return n.status();
+    if (n.op() != OpKind::kVariable && n.op() != OpKind::kConst) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "'", n.name(), "' (", n.op_name(),
+          ") of another graph cannot be captured: a Function captures Variables and Consts; "
+          "to use other tensors of a graph, trace into it (FunctionOptions::graph)"));
+    }
+    Tensor here = g.AddNode(n.op(), {}, n.attrs(), n.name());
+    if (n.op() == OpKind::kVariable) captures.outside_variable[here.node_id()] = t;
+    captures.here[key] = here;
+    return here;
+  };
+}
+
 // Runs the body once into `g` for `signature`. On error the graph is rolled back to
 // what it was, so a failed trace leaves nothing behind.
 absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
                                                  const FunctionOptions& options, Graph& g,
+                                                 Captures& captures,
                                                  const api::Signature& signature, bool eager) {
   const int start = g.num_nodes();
   const absl::Status status_before = g.status();
   const size_t frames_before = g.jit_frames().size();
   auto fail = [&](absl::Status status) {
+    g.set_capture(nullptr);
     g.mutable_jit_frames().resize(frames_before);
     g.Truncate(start, status_before);
+    captures.DropFrom(start);
     return Annotate(options, status);
   };
+  g.set_capture(CaptureInto(g, captures));
   auto trace = std::make_unique<Trace>();
   trace->first_node = start;
   trace->signature = signature;
@@ -148,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     if (options.jit_compile.has_value() && !eager) scope.emplace(g, *options.jit_compile);
     frontend::EagerBody* outer = frontend::CurrentEagerBody();
     frontend::CurrentEagerBody() = eager ? &eager_body : nullptr;
+    ir::TracingScope tracing(&g);  // ops on the program's graphs are built in g
     try {
       trace->outputs = body(g, trace->inputs);
     } catch (const std::exception& e) {
@@ -165,28 +214,25 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
                      " was opened while functions run eagerly (RunFunctionsEagerly(true)); as "
                      "tf.xla.experimental.jit_scope, it needs graph execution")));
   }
-  if (!g.status().ok() && status_before.ok()) {
-    absl::Status s = g.status();
-    if (absl::StrContains(s.message(), "comes from another graph")) {
-      s = absl::Status(s.code(), absl::StrCat(s.message(),
-                                              " (a function captures Variables of the graph "
-                                              "named by FunctionOptions::graph)"));
-    }
-    return fail(s);
-  }
+  if (!g.status().ok() && status_before.ok()) return fail(g.status());
   if (trace->outputs.empty()) {
     return fail(absl::InvalidArgumentError("the body returned no tensors"));
   }
   for (size_t i = 0; i < trace->outputs.size(); ++i) {
-    const Tensor& t = trace->outputs[i];
+    Tensor& t = trace->outputs[i];
     if (!t.valid()) {
       return fail(absl::InvalidArgumentError(absl::StrCat("output ", i, " is not a tensor")));
     }
-    if (t.graph() != &g) {
-      return fail(absl::InvalidArgumentError(absl::StrCat(
-          "output ", i, " ('", t.name(), "') is a tensor of another graph than the one traced")));
+    if (t.graph() != &g) {  // an outside Variable or Const returned as it is
+      absl::StatusOr<Tensor> here = g.Capture(t);
+      if (!here.ok()) {
+        return fail(absl::InvalidArgumentError(absl::StrCat(
+            "output ", i, " is a tensor of another graph: ", here.status().message())));
+      }
+      t = *here;
     }
   }
+  g.set_capture(nullptr);
   for (int id = start; id < g.num_nodes(); ++id) {
     Node& n = g.mutable_node(id);
     // jit_compile=true compiles the whole body, false none of it, whatever JitScopes
@@ -239,7 +285,7 @@ absl::StatusOr<std::vector<HostTensor>> RunTrace(const FunctionOptions& options,
                                                  Session& session,
                                                  const std::vector<HostTensor>& args) {
   for (VariableUse& v : trace.variables) {
-    BRAZE_RETURN_IF_ERROR(Annotate(options, v.shared->PullInto(session, v.held)));
+    BRAZE_RETURN_IF_ERROR(Annotate(options, v.shared->PullInto(session, v.variable, v.held)));
   }
   Feeds feeds;
   feeds.reserve(args.size());
@@ -247,23 +293,25 @@ absl::StatusOr<std::vector<HostTensor>> RunTrace(const FunctionOptions& options,
   absl::StatusOr<std::vector<HostTensor>> out = session.Run(feeds, trace.outputs, trace.targets);
   if (!out.ok()) return Annotate(options, out.status());
   for (VariableUse& v : trace.variables) {
-    if (v.assigned) v.shared->Updated(session, v.held);
+    if (v.assigned) v.shared->Updated(session, v.variable, v.held);
   }
   return out;
 }
 
 // Fills trace.variables; held versions live in `held` (one per session).
-void BindVariables(Graph& g, Trace& trace,
+void BindVariables(Graph& g, Trace& trace, const Captures& captures,
                    std::unordered_map<api::SharedVariable*, uint64_t>& held) {
   std::vector<Tensor> roots = trace.outputs;
   roots.insert(roots.end(), trace.targets.begin(), trace.targets.end());
   for (auto& [variable, assigned] : VariablesUsed(g, roots)) {
+    auto outside = captures.outside_variable.find(variable.node_id());
+    const bool captured = outside != captures.outside_variable.end();
     // Variables the body created (optimizer slots) belong to this trace alone.
-    if (variable.node_id() >= trace.first_node) continue;
+    if (!captured && variable.node_id() >= trace.first_node) continue;
     VariableUse use;
     use.variable = variable;
     use.assigned = assigned;
-    use.shared = api::SharedVariableOf(variable);
+    use.shared = api::SharedVariableOf(captured ? outside->second : variable);
     use.held = &held[use.shared.get()];  // 0 = the initial value, as a new session has
     trace.variables.push_back(std::move(use));
   }
@@ -335,11 +383,14 @@ absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<
     g = scratch.get();
   }
   std::unique_lock<std::shared_mutex> graph_lock(*api::GraphLock(*g));
+  Captures scratch_captures;
+  Captures& captures = scratch != nullptr ? scratch_captures : s.captures;
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
-                         TraceBody(s.body, s.options, *g, api::SignatureOf(args), /*eager=*/true));
+                         TraceBody(s.body, s.options, *g, captures, api::SignatureOf(args),
+                                   /*eager=*/true));
   Session session(*g, SessionOptionsFor(s.options, /*eager=*/true));
   std::unordered_map<api::SharedVariable*, uint64_t> held;
-  BindVariables(*g, *trace, held);
+  BindVariables(*g, *trace, captures, held);
   absl::StatusOr<std::vector<HostTensor>> out = RunTrace(s.options, *trace, session, args);
   for (const VariableUse& v : trace->variables) v.shared->Release(session);
   return out;
@@ -369,8 +420,8 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<Tensor
   std::lock_guard<std::mutex> lock(s.mu);
   if (ConcreteFunction* found = find()) return found;  // another thread traced it
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
-                         TraceBody(s.body, s.options, *s.graph, spec, /*eager=*/false));
-  BindVariables(*s.graph, *trace, s.held);
+                         TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false));
+  BindVariables(*s.graph, *trace, s.captures, s.held);
   trace->concrete.reset(new ConcreteFunction(this, trace.get()));
   ++s.tracing_count;
   s.seen.push_back(spec);

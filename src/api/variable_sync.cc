@@ -32,7 +32,7 @@ absl::StatusOr<HostTensor> InitialValue(const Tensor& variable) {
 
 absl::StatusOr<HostTensor> SharedVariable::Read() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (holder_ != nullptr) return holder_->VariableValue(variable_);
+  if (holder_ != nullptr) return holder_->VariableValue(holder_variable_);
   if (host_) return *host_;
   return InitialValue(variable_);
 }
@@ -51,13 +51,13 @@ absl::Status SharedVariable::Write(const HostTensor& value) {
   return absl::OkStatus();
 }
 
-absl::Status SharedVariable::PullInto(Session& session, uint64_t* held) {
+absl::Status SharedVariable::PullInto(Session& session, const Tensor& local, uint64_t* held) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (*held == version_ || holder_ == &session) {
+  if (*held == version_ || (holder_ == &session && holder_variable_ == local)) {
     *held = version_;
     return absl::OkStatus();
   }
-  absl::StatusOr<HostTensor> value = holder_ != nullptr ? holder_->VariableValue(variable_)
+  absl::StatusOr<HostTensor> value = holder_ != nullptr ? holder_->VariableValue(holder_variable_)
                                      : host_            ? absl::StatusOr<HostTensor>(*host_)
                                                         : InitialValue(variable_);
   if (!value.ok()) {
@@ -65,15 +65,16 @@ absl::Status SharedVariable::PullInto(Session& session, uint64_t* held) {
     if (version_ == 0) return absl::OkStatus();
     return value.status();
   }
-  if (absl::Status s = session.AssignVariable(variable_, *value); !s.ok()) return s;
+  if (absl::Status s = session.AssignVariable(local, *value); !s.ok()) return s;
   *held = version_;
   return absl::OkStatus();
 }
 
-void SharedVariable::Updated(Session& session, uint64_t* held) {
+void SharedVariable::Updated(Session& session, const Tensor& local, uint64_t* held) {
   std::lock_guard<std::mutex> lock(mu_);
   ++version_;
   holder_ = &session;
+  holder_variable_ = local;
   host_.reset();
   *held = version_;
 }
@@ -81,7 +82,7 @@ void SharedVariable::Updated(Session& session, uint64_t* held) {
 void SharedVariable::Release(Session& session) {
   std::lock_guard<std::mutex> lock(mu_);
   if (holder_ != &session) return;
-  absl::StatusOr<HostTensor> value = session.VariableValue(variable_);
+  absl::StatusOr<HostTensor> value = session.VariableValue(holder_variable_);
   if (value.ok()) host_ = *std::move(value);
   holder_ = nullptr;
 }

@@ -34,11 +34,13 @@ class SharedVariable {
   // Replaces the value (no session holds it afterwards).
   absl::Status Write(const HostTensor& value);
 
-  // Makes `session`'s copy the newest one if it is not (version `*held`), so its next Run
-  // reads it. Leaves a session that never saw it on the variable's initial value.
-  absl::Status PullInto(Session& session, uint64_t* held);
-  // `session` assigned the variable in a Run that succeeded: it now holds the newest.
-  void Updated(Session& session, uint64_t* held);
+  // Makes the copy `local` (a Variable of `session`'s graph standing for this one: the
+  // variable itself, or what a Function's graph captured for it) the newest one if it is
+  // not (version `*held`), so the session's next Run reads it. A session that never saw
+  // a changed value keeps the initial value it starts with.
+  absl::Status PullInto(Session& session, const Tensor& local, uint64_t* held);
+  // `session` assigned `local` in a Run that succeeded: it now holds the newest value.
+  void Updated(Session& session, const Tensor& local, uint64_t* held);
   // `session` is going away: if it holds the newest value, keep a host copy.
   void Release(Session& session);
 
@@ -49,6 +51,7 @@ class SharedVariable {
   Tensor variable_;
   uint64_t version_ = 0;            // 0: never changed since its initial value
   Session* holder_ = nullptr;       // the session with the newest value, if any
+  Tensor holder_variable_;          // and its Variable standing for this one
   std::optional<HostTensor> host_;  // else the newest value, if changed
 };
 

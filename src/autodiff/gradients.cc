@@ -122,12 +122,32 @@ using TensorKey = std::pair<int, int>;  // (node id, output index)
 
 TensorKey KeyOf(const Tensor& t) { return {t.node_id(), t.index()}; }
 
+// In a Function's body the xs may be variables of the program's graph: the body's
+// graph captures them (Graph::Capture), and gradients are taken for what stands for
+// them there.
+absl::StatusOr<std::vector<Tensor>> CapturedIn(const std::vector<Tensor>& ys,
+                                               const std::vector<Tensor>& xs) {
+  if (ys.empty() || !ys[0].valid()) return xs;
+  std::vector<Tensor> out;
+  out.reserve(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    absl::StatusOr<Tensor> x = ys[0].graph()->Capture(xs[i]);
+    if (!x.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Gradients: xs[", i, "]: ", x.status().message()));
+    }
+    out.push_back(*x);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<Tensor>> Gradients(const std::vector<Tensor>& ys,
-                                              const std::vector<Tensor>& xs,
+                                              const std::vector<Tensor>& xs_given,
                                               const std::vector<Tensor>& grad_ys,
                                               std::string_view name) {
+  BRAZE_ASSIGN_OR_RETURN(const std::vector<Tensor> xs, CapturedIn(ys, xs_given));
   BRAZE_RETURN_IF_ERROR(CheckArguments(ys, xs, grad_ys));
   Graph& g = *ys[0].graph();
   const std::string call_name = name.empty() ? "gradients" : std::string(name);

@@ -35,6 +35,16 @@ absl::Status CheckHyperparameters(const Optimizer& o) {
   return absl::OkStatus();
 }
 
+// In a Function's body the variables may be the program's: the body's graph captures
+// them (Graph::Capture), and the updates assign what stands for them there.
+absl::StatusOr<Tensor> CapturedVariable(Graph& g, const Tensor& var) {
+  absl::StatusOr<Tensor> here = g.Capture(var);
+  if (!here.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer: ", here.status().message()));
+  }
+  return *here;
+}
+
 // The variables must be distinct floating Variables of one graph.
 absl::Status CheckVariables(const std::vector<Tensor>& vars, const Graph* graph) {
   if (vars.empty()) return absl::InvalidArgumentError("optimizer: no variables to update");
@@ -180,17 +190,29 @@ absl::StatusOr<std::vector<Tensor>> ApplyGradients(
     const Optimizer& optimizer, const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars,
     std::string_view name) {
   BRAZE_RETURN_IF_ERROR(CheckHyperparameters(optimizer));
-  BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(grads_and_vars));
-  Graph& g = *grads_and_vars[0].second.graph();
+  std::vector<std::pair<Tensor, Tensor>> here = grads_and_vars;
+  if (!here.empty() && here[0].first.valid()) {
+    for (auto& [grad, var] : here) {
+      BRAZE_ASSIGN_OR_RETURN(var, CapturedVariable(*here[0].first.graph(), var));
+    }
+  }
+  BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(here));
+  Graph& g = *here[0].second.graph();
   NameScope scope(g, name.empty() ? std::string_view(optimizer.DefaultName()) : name);
-  return BuildUpdates(optimizer, grads_and_vars);
+  return BuildUpdates(optimizer, here);
 }
 
 absl::StatusOr<std::vector<Tensor>> Minimize(const Optimizer& optimizer, Tensor loss,
-                                             const std::vector<Tensor>& vars,
+                                             const std::vector<Tensor>& vars_given,
                                              std::string_view name) {
   BRAZE_RETURN_IF_ERROR(CheckHyperparameters(optimizer));
   if (!loss.valid()) return absl::InvalidArgumentError("Minimize: loss is not a tensor");
+  std::vector<Tensor> vars_here;
+  for (const Tensor& v : vars_given) {
+    BRAZE_ASSIGN_OR_RETURN(Tensor here, CapturedVariable(*loss.graph(), v));
+    vars_here.push_back(here);
+  }
+  const std::vector<Tensor>& vars = vars_here;
   BRAZE_RETURN_IF_ERROR(CheckVariables(vars, loss.graph()));
   Graph& g = *loss.graph();
   // One name scope for the whole step: "Adam/gradients/...", "Adam/w/m", ...

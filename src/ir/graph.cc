@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/tracing.h"
 
 namespace braze {
 namespace {
@@ -73,6 +74,42 @@ void Graph::RecordError(absl::Status status) {
   if (first_error_.ok() && !status.ok()) first_error_ = std::move(status);
 }
 
+absl::StatusOr<Tensor> Graph::Capture(const Tensor& t) {
+  if (!t.valid() || t.graph() == this || !capture_) return t;
+  return capture_(t);
+}
+
+namespace ir {
+namespace {
+
+struct TracingState {
+  Graph* graph = nullptr;
+  uint64_t first_new_id = 0;
+};
+
+TracingState& Tracing() {
+  thread_local TracingState state;
+  return state;
+}
+
+}  // namespace
+
+TracingScope::TracingScope(Graph* graph)
+    : previous_graph_(Tracing().graph), previous_first_new_id_(Tracing().first_new_id) {
+  Tracing().graph = graph;
+  Tracing().first_new_id = next_graph_id.load();
+}
+
+TracingScope::~TracingScope() {
+  Tracing().graph = previous_graph_;
+  Tracing().first_new_id = previous_first_new_id_;
+}
+
+Graph* TracingGraph() { return Tracing().graph; }
+uint64_t TracingFirstNewGraphId() { return Tracing().first_new_id; }
+
+}  // namespace ir
+
 void Graph::Truncate(int num_nodes, absl::Status status) {
   if (num_nodes >= 0 && num_nodes < this->num_nodes()) nodes_.resize(num_nodes);
   first_error_ = std::move(status);
@@ -105,6 +142,23 @@ std::string Graph::UniqueName(std::string_view base) {
 std::string Graph::NextJitScopeName() { return absl::StrCat("jit_scope_", next_jit_scope_++); }
 
 Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::string_view name) {
+  // Inside a Function's trace, ops on the program's graphs belong to the function.
+  if (Graph* traced = ir::TracingGraph();
+      traced != nullptr && traced != this && id_ < ir::TracingFirstNewGraphId()) {
+    return traced->AddNode(op, std::move(inputs), std::move(attrs), name);
+  }
+  absl::Status capture_error;
+  if (capture_) {
+    for (Tensor& in : inputs) {
+      if (!in.valid() || in.graph() == this) continue;
+      absl::StatusOr<Tensor> captured = capture_(in);
+      if (captured.ok()) {
+        in = *captured;
+      } else if (capture_error.ok()) {
+        capture_error = captured.status();
+      }
+    }
+  }
   auto node = std::make_unique<Node>();
   node->id_ = num_nodes();
   node->op_ = op;
@@ -114,6 +168,9 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
   const std::string label = NodeLabel(node->name_, op);
 
   absl::Status status;
+  if (!capture_error.ok()) {
+    status = absl::InvalidArgumentError(absl::StrCat(label, ": ", capture_error.message()));
+  }
   std::vector<TensorType> input_types;
   for (size_t i = 0; i < inputs.size() && status.ok(); ++i) {
     const Tensor& in = inputs[i];

@@ -335,6 +335,56 @@ TEST(FunctionTest, TwoFunctionsShareTheVariablesTheyCapture) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Without FunctionOptions::graph: the body's ops on the program's graph are built in the
+// function's graph, and the variables are captured (TF's FuncGraph captures).
+TEST(FunctionTest, VariablesOfTheProgramsGraphAreCapturedWithoutNamingIt) {
+  Regression r;
+  const int nodes_before = r.g.num_nodes();
+  FunctionOptions o;
+  o.name = "captured_step";
+  o.input_signature = std::vector<TensorSpec>{{DType::kF32, {-1, 3}}, {DType::kF32, {-1, 1}}};
+  Function step(r.Step(), o);
+  double first = 0, last = 0;
+  for (int i = 0; i < 300; ++i) {
+    auto loss = step(r.Batch(i % 3 == 2 ? 7 : 16, i));
+    ASSERT_TRUE(loss.ok()) << loss.status();
+    if (i == 0) first = (*loss)[0].GetDouble(0);
+    last = (*loss)[0].GetDouble(0);
+  }
+  EXPECT_EQ(step.tracing_count(), 1);
+  EXPECT_LT(last, first * 1e-3);
+  EXPECT_NEAR(ReadVariable(r.w)->GetDouble(1), -2.0, 0.02);
+  EXPECT_NEAR(ReadVariable(r.b)->GetDouble(0), 0.25, 0.02);
+  EXPECT_EQ(r.g.num_nodes(), nodes_before);  // the program's graph is untouched
+  EXPECT_TRUE(r.g.status().ok());
+
+  // A second function capturing the same variables sees the trained values, and
+  // returning a captured variable as it is works.
+  Function read([&](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> {
+    return {r.w, r.b};
+  });
+  auto values = read({HostTensor::Scalar<float>(0)});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_NEAR((*values)[0].GetDouble(0), 1.0, 0.02);
+  EXPECT_NEAR((*values)[1].GetDouble(0), 0.25, 0.02);
+}
+
+TEST(FunctionTest, AdamInACapturingBodyKeepsItsSlotsAcrossCalls) {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::From<float>({5, -3}, {2}), "w");
+  Function step([&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+    Tensor loss = Sum(Square(w - a[0]));
+    auto updates = Minimize(Optimizer::Adam(0.1), loss, {w});
+    if (!updates.ok()) throw std::runtime_error(std::string(updates.status().message()));
+    return {loss};
+  });
+  const HostTensor target = HostTensor::From<float>({1, 2}, {2});
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(step({target}).ok());
+  EXPECT_NEAR(ReadVariable(w)->GetDouble(0), 1.0, 0.05);
+  EXPECT_NEAR(ReadVariable(w)->GetDouble(1), 2.0, 0.05);
+  EXPECT_EQ(step.tracing_count(), 1);
+}
+
 TEST(FunctionTest, AFailedCallChangesNoVariable) {
   Graph g;
   Tensor v = Variable(g, HostTensor::From<float>({1, 1, 1}, {3}), "v");
@@ -450,7 +500,8 @@ TEST(FunctionTest, BadBodiesGiveAStatusNamingTheFunction) {
   Function elsewhere(
       [&](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> { return {foreign}; }, o);
   r = elsewhere({x});
-  EXPECT_THAT(r.status().message(), HasSubstr("'foreign') is a tensor of another graph"));
+  EXPECT_THAT(r.status().message(), HasSubstr("output 0 is a tensor of another graph"));
+  EXPECT_THAT(r.status().message(), HasSubstr("'foreign' (Placeholder)"));
 
   Function mixes(
       [&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
@@ -458,9 +509,18 @@ TEST(FunctionTest, BadBodiesGiveAStatusNamingTheFunction) {
       },
       o);
   r = mixes({x});
-  EXPECT_THAT(r.status().message(), HasSubstr("comes from another graph"));
+  EXPECT_THAT(r.status().message(), HasSubstr("'foreign' (Placeholder) of another graph cannot "
+                                              "be captured"));
   EXPECT_THAT(r.status().message(), HasSubstr("FunctionOptions::graph"));
+  Function foreign_first(
+      [&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+        return {foreign * 2.0 + a[0]};  // built on `other` first: still the function's
+      },
+      o);
+  r = foreign_first({x});
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot be captured"));
   EXPECT_TRUE(other.status().ok());
+  EXPECT_EQ(other.num_nodes(), 1);  // nothing was built on the program's graph
 
   Function throws(
       [](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> {
