@@ -4,7 +4,7 @@
 #   tools/sanitize.sh [asan|tsan|all]      # default: all
 #
 # asan: AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer) over the tests
-#       of ir, data, reference, passes and runtime, in build-asan/.
+#       of ir, data, reference, passes, runtime and api (braze::Function), in build-asan/.
 # tsan: ThreadSanitizer over every concurrency test (threads sharing sessions, the
 #       compile cache, the log, the timeline and Halide's output capture), in
 #       build-tsan/, with tools/sanitizers/tsan.supp.
@@ -17,22 +17,23 @@ mode="${1:-all}"
 
 run_asan() {
   BRAZE_SANITIZE=address,undefined "$root/tools/build.sh" ir_tests data_tests reference_tests \
-    passes_tests runtime_tests
+    passes_tests runtime_tests api_tests
   # allocator_may_return_null: the bad-input tests ask for more memory than exists and
   # expect ResourceExhausted, not ASan's abort.
   export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=0
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-  for t in ir data reference passes runtime; do
+  for t in ir data reference passes runtime api; do
     echo "== ASan+UBSan: ${t}_tests"
     "$root/build-asan/test/${t}_tests" --gtest_brief=1
   done
 }
 
 run_tsan() {
-  BRAZE_SANITIZE=thread "$root/tools/build.sh" ir_tests device_tests compile_tests runtime_tests
+  BRAZE_SANITIZE=thread "$root/tools/build.sh" ir_tests device_tests compile_tests runtime_tests \
+    api_tests
   export TSAN_OPTIONS="suppressions=$root/tools/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
   local filter='*Concurren*:*ThreadCounts*:*SinkSwaps*'
-  for t in ir device compile runtime; do
+  for t in ir device compile runtime api; do
     echo "== TSan: ${t}_tests ($filter)"
     "$root/build-tsan/test/${t}_tests" --gtest_brief=1 --gtest_filter="$filter"
   done
