@@ -61,6 +61,13 @@ struct SessionOptions {
   // jit_compile=true: a cluster that fails to compile, or an op marked for compilation
   // that has no lowering, is InvalidArgument naming it, instead of an op-by-op fallback.
   bool strict = false;
+  // Recompile guard (XLA's megamorphic rule): a compiled cluster or op that has met more
+  // than this many input signatures, with fewer than 50 runs per signature, is not
+  // compiled for new signatures any more: they run op by op on the reference kernels,
+  // after one warning naming the step and the input dims that keep changing. Signatures
+  // it compiled before still run compiled. 0: no guard. Strict mode (jit_compile=true)
+  // always compiles.
+  int max_signatures_per_cluster = 10;
   // Ops outside clusters run as compiled single-op kernels (the unfused path). With
   // reference_only, nothing is compiled: every op runs on the reference kernels.
   bool reference_only = false;

@@ -11,6 +11,7 @@ CompileCache& CompileCache::Global() {
 
 CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const CompileFn& compile) {
   std::shared_ptr<Entry> entry;
+  bool evicted = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = entries_.find(key);
@@ -21,6 +22,7 @@ CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const Co
       ready_cv_.wait(lock, [&] { return entry->ready; });
       return Result{entry->kernel, true, 0};
     }
+    evicted = evicted_.erase(key) > 0;
     entry = std::make_shared<Entry>();
     lru_.push_front(key);
     entry->lru = lru_.begin();
@@ -48,7 +50,7 @@ CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const Co
     EvictLocked();
   }
   ready_cv_.notify_all();
-  return Result{kernel, false, ms};
+  return Result{kernel, false, ms, evicted};
 }
 
 void CompileCache::EvictLocked() {
@@ -57,6 +59,8 @@ void CompileCache::EvictLocked() {
     // Entries still compiling stay: their waiters hold them.
     if (it != entries_.end() && !it->second->ready) break;
     if (it != entries_.end()) entries_.erase(it);
+    if (evicted_.size() >= 4 * capacity_ + 16) evicted_.clear();
+    evicted_.insert(lru_.back());
     lru_.pop_back();
     ++counters_.evictions;
   }

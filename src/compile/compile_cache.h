@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/status/statusor.h"
 #include "compile/compile.h"
@@ -37,6 +38,7 @@ class CompileCache {
     absl::StatusOr<std::shared_ptr<SharedKernel>> kernel;
     bool hit = false;       // found (compiled earlier or by a concurrent caller)
     double compile_ms = 0;  // this call's compile time, 0 on a hit
+    bool evicted = false;   // a miss for a key that was compiled and evicted before
   };
   Result GetOrCompile(const std::string& key, const CompileFn& compile);
 
@@ -62,6 +64,8 @@ class CompileCache {
   size_t capacity_;
   std::unordered_map<std::string, std::shared_ptr<Entry>> entries_;
   std::list<std::string> lru_;  // front = most recent
+  // Keys evicted (for --log_compiles' reasons); cleared when it outgrows 4x capacity.
+  std::unordered_set<std::string> evicted_;
   Counters counters_;
 };
 

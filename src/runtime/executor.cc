@@ -1,11 +1,13 @@
 // Executor: see executor.h.
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "compile/cluster_key.h"
 #include "device/cublas_gemm.h"
@@ -65,8 +67,51 @@ void AssignHost(const HostTensor& from, HostTensor* to) {
   }
 }
 
-// --log_compiles (runtime/flags.h): one line per kernel a step prepares.
-void LogCompile(const Step& step, const std::vector<TensorType>& types,
+// "input 0 dim 0 was 128, now 100": how `now` differs from `before` (same count).
+std::string SignatureChange(const std::vector<TensorType>& before,
+                            const std::vector<TensorType>& now) {
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < now.size() && i < before.size(); ++i) {
+    if (before[i].dtype != now[i].dtype || before[i].shape.size() != now[i].shape.size()) {
+      parts.push_back(
+          absl::StrCat("input ", i, " was ", TypeString(before[i]), ", now ", TypeString(now[i])));
+      continue;
+    }
+    for (size_t d = 0; d < now[i].shape.size(); ++d) {
+      if (before[i].shape[d] != now[i].shape[d]) {
+        parts.push_back(absl::StrCat("input ", i, " dim ", d, " was ", before[i].shape[d], ", now ",
+                                     now[i].shape[d]));
+      }
+    }
+  }
+  return parts.empty() ? "the same signature again" : absl::StrJoin(parts, ", ");
+}
+
+// "input 0 dim 0 (1, 2, 3, ...)": the dims that took several values among `seen`.
+std::string ChurningDims(const std::vector<std::vector<TensorType>>& seen) {
+  std::vector<std::string> parts;
+  const std::vector<TensorType>& first = seen.front();
+  for (size_t i = 0; i < first.size(); ++i) {
+    for (size_t d = 0; d < first[i].shape.size(); ++d) {
+      std::vector<int64_t> values;
+      for (const auto& s : seen) {
+        if (i >= s.size() || s[i].shape.size() != first[i].shape.size()) continue;
+        if (std::find(values.begin(), values.end(), s[i].shape[d]) == values.end()) {
+          values.push_back(s[i].shape[d]);
+        }
+      }
+      if (values.size() < 2) continue;
+      if (values.size() > 8) values.resize(8);
+      parts.push_back(absl::StrCat("input ", i, " dim ", d, " (", absl::StrJoin(values, ", "),
+                                   values.size() == 8 ? ", ...)" : ")"));
+    }
+  }
+  return parts.empty() ? "input dtypes or ranks" : absl::StrJoin(parts, ", ");
+}
+
+// --log_compiles (runtime/flags.h): one line per kernel a step prepares, with why it
+// was needed and what the compile cache had.
+void LogCompile(const Step& step, const std::vector<TensorType>& types, const std::string& reason,
                 const CompileCache::Result& result) {
   std::string line =
       absl::StrCat("compile: ", step.kind == Step::Kind::kCluster ? "cluster '" : "'", step.name,
@@ -74,7 +119,11 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types,
   for (size_t i = 0; i < types.size(); ++i) {
     absl::StrAppend(&line, i > 0 ? ", " : "", TypeString(types[i]));
   }
-  absl::StrAppend(&line, "): ");
+  absl::StrAppend(&line, "): ", reason, "; ");
+  if (!result.hit) {
+    absl::StrAppend(&line, result.evicted ? "evicted from the compile cache earlier, recompiled; "
+                                          : "not in the compile cache; ");
+  }
   if (!result.kernel.ok()) {
     absl::StrAppend(&line, "failed: ", result.kernel.status().message());
   } else {
@@ -399,7 +448,8 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
 // falls back); the status is for errors a fallback would not cure.
 absl::Status Executor::Prepare(const Step& step, StepState& state,
                                const std::vector<TensorType>& types,
-                               std::vector<TensorType> node_types, absl::Status* compile_error) {
+                               std::vector<TensorType> node_types, const std::string& reason,
+                               absl::Status* compile_error) {
   ClusterSpec spec{&g_,   step.name,    step.nodes,           step.inputs,
                    types, step.outputs, std::move(node_types)};
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
@@ -420,7 +470,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
     ++stats_.compiles;
     stats_.compile_ms += result.compile_ms;
   }
-  if (GetBrazeFlags().log_compiles) LogCompile(step, types, result);
+  if (GetBrazeFlags().log_compiles) LogCompile(step, types, reason, result);
   if (!result.kernel.ok()) {
     *compile_error = result.kernel.status();
     return absl::OkStatus();
@@ -463,11 +513,23 @@ absl::Status Executor::OutputArgs(const Step& step, StepState& state,
 absl::Status Executor::RunCompiled(const Step& step, StepState& state,
                                    const std::vector<Value>& inputs,
                                    const std::vector<TensorType>& types, bool compile_only) {
+  if (!compile_only) ++state.guard.runs;
   if (state.kernel == nullptr || types != state.input_types) {
     // Shape errors are the user's: report them before trying to compile.
     BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> node_types, CheckShapes(step, types));
+    if (Megamorphic(step, state, types)) {
+      // Not compiled: op by op on the reference kernels (no compile at all), this Run only.
+      state.fallback.resize(step.fallback.size());
+      for (StepState& f : state.fallback) f.guard.megamorphic = true;
+      return RunFallback(step, state, compile_only);
+    }
+    const std::string reason =
+        state.input_types.empty()
+            ? std::string("first use")
+            : absl::StrCat("new signature: ", SignatureChange(state.input_types, types));
     absl::Status compile_error;
-    BRAZE_RETURN_IF_ERROR(Prepare(step, state, types, std::move(node_types), &compile_error));
+    BRAZE_RETURN_IF_ERROR(
+        Prepare(step, state, types, std::move(node_types), reason, &compile_error));
     if (!compile_error.ok()) {
       return FallBack(step, state, "failed to compile", compile_error, compile_only);
     }
@@ -522,6 +584,37 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
     ++stats_.single_op_launches;
   }
   return absl::OkStatus();
+}
+
+bool Executor::Megamorphic(const Step& step, StepState& state,
+                           const std::vector<TensorType>& types) {
+  SignatureGuard& guard = state.guard;
+  const int limit = options_.max_signatures_per_cluster;
+  if (limit <= 0 || options_.strict || step.fallback.empty()) return false;
+  const bool known = std::find(guard.seen.begin(), guard.seen.end(), types) != guard.seen.end();
+  if (known) return false;
+  if (guard.megamorphic) return true;
+  if (static_cast<int>(guard.seen.size()) >= limit &&
+      guard.runs <
+          SignatureGuard::kRunsPerSignature * static_cast<int64_t>(guard.seen.size() + 1)) {
+    guard.megamorphic = true;
+    std::vector<std::vector<TensorType>> all = guard.seen;
+    all.push_back(types);
+    const std::string what = step.kind == Step::Kind::kCluster
+                                 ? absl::StrCat("cluster '", step.name, "'")
+                                 : Label(g_.node(step.nodes.front()));
+    Warn(absl::StrCat(what, " met ", all.size(), " input signatures in ", guard.runs,
+                      " runs (more than max_signatures_per_cluster = ", limit, ", fewer than ",
+                      SignatureGuard::kRunsPerSignature,
+                      " runs each): it is no longer compiled for new signatures, which run op "
+                      "by op on the reference kernels. Changing: ",
+                      ChurningDims(all),
+                      ". A -1 dim in an input_signature with reduce_retracing, or padding to a "
+                      "few sizes, avoids this."));
+    return true;
+  }
+  guard.seen.push_back(types);
+  return false;
 }
 
 absl::Status Executor::RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,

@@ -98,7 +98,11 @@ class Executor {
   absl::Status RunReference(const Step& step, StepState& state, const std::vector<Value>& inputs,
                             const std::vector<TensorType>& types);
   absl::Status Prepare(const Step& step, StepState& state, const std::vector<TensorType>& types,
-                       std::vector<TensorType> node_types, absl::Status* compile_error);
+                       std::vector<TensorType> node_types, const std::string& reason,
+                       absl::Status* compile_error);
+  // The recompile guard: true when `types` must not be compiled (the step is
+  // megamorphic and has not met them), after warning once when it becomes so.
+  bool Megamorphic(const Step& step, StepState& state, const std::vector<TensorType>& types);
   absl::Status RunCompiled(const Step& step, StepState& state, const std::vector<Value>& inputs,
                            const std::vector<TensorType>& types, bool compile_only);
   absl::Status OutputArgs(const Step& step, StepState& state, std::vector<KernelArg>* outs);

@@ -18,6 +18,17 @@
 
 namespace braze {
 
+// The recompile guard of a compiled step (XLA's "megamorphic" rule): the input
+// signatures it met and how often it ran. A step that met more than
+// SessionOptions::max_signatures_per_cluster signatures, with fewer than
+// kRunsPerSignature runs each on average, is no longer compiled for new signatures.
+struct SignatureGuard {
+  static constexpr int64_t kRunsPerSignature = 50;  // as XLA's kMinExecutionsPerCompile
+  std::vector<std::vector<TensorType>> seen;        // distinct signatures, in order
+  int64_t runs = 0;
+  bool megamorphic = false;
+};
+
 // Memoized per input signature, so a plan run again with the same shapes neither looks
 // anything up nor allocates.
 struct StepState {
@@ -30,6 +41,7 @@ struct StepState {
   // Step::fallback runs from now on, with these states (one per fallback step).
   bool fell_back = false;
   bool verified = false;  // verify mode checked the kernel for input_types
+  SignatureGuard guard;
   std::vector<StepState> fallback;
 };
 

@@ -13,6 +13,7 @@
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "compile/compile_cache.h"
 #include "runtime/flags.h"
 
 namespace braze {
@@ -122,7 +123,7 @@ TEST_F(RuntimeLogTest, LogCompilesNamesTheSchedulerAndEachRefusal) {
   ASSERT_EQ(messages_.size(), 2u);
   EXPECT_EQ(messages_[0].severity, LogSeverity::kInfo);
   EXPECT_THAT(messages_[0].text, AllOf(StartsWith("compile: cluster 'cluster_0' ("),
-                                       HasSubstr(" ops) for (f32[7,13]): "),
+                                       HasSubstr(" ops) for (f32[7,13]): first use; "),
                                        HasSubstr(" ms\n  refused first: Li2018: ")));
   EXPECT_THAT(messages_[1].text, HasSubstr(", cache hit\n  refused first: Li2018: "));
 
@@ -131,6 +132,64 @@ TEST_F(RuntimeLogTest, LogCompilesNamesTheSchedulerAndEachRefusal) {
   Session quiet(g, options);
   ASSERT_TRUE(quiet.Run(feeds, {y}).ok());
   EXPECT_EQ(messages_.size(), 2u);
+}
+
+// Each compile line says why the kernel was needed and what the cache had (as JAX's
+// explain_cache_misses): first use, a new signature with the dims that changed, a key
+// evicted from the compile cache.
+TEST_F(RuntimeLogTest, LogCompilesSaysWhyTheCacheMissed) {
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 6}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Tanh(Exp(x) * 0.75 + 1.0);
+  }
+  auto feed = [&](int64_t rows) {
+    return Feeds{{x, HostTensor::RandomUniform(DType::kF32, {rows, 6}, rows)}};
+  };
+  Session session(g);
+  ASSERT_TRUE(session.Run(feed(128), {y}).ok());
+  ASSERT_TRUE(session.Run(feed(100), {y}).ok());
+  ASSERT_EQ(messages_.size(), 2u);
+  EXPECT_THAT(messages_[0].text,
+              HasSubstr("for (f32[128,6]): first use; not in the compile cache"));
+  EXPECT_THAT(messages_[1].text,
+              HasSubstr("for (f32[100,6]): new signature: input 0 dim 0 was 128, now 100; not in "
+                        "the compile cache"));
+  // Back to 128: found in the cache.
+  ASSERT_TRUE(session.Run(feed(128), {y}).ok());
+  ASSERT_EQ(messages_.size(), 3u);
+  EXPECT_THAT(messages_[2].text, HasSubstr("new signature: input 0 dim 0 was 100, now 128; "));
+  EXPECT_THAT(messages_[2].text, HasSubstr(", cache hit"));
+}
+
+TEST_F(RuntimeLogTest, LogCompilesSaysAKernelWasEvicted) {
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3, 5}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Sigmoid(x * 1.2345 + 0.5);
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {3, 5}, 1)}};
+  {
+    Session first(g);
+    ASSERT_TRUE(first.Run(feeds, {y}).ok());
+  }
+  CompileCache::Global().set_capacity(0);  // evicts everything ready
+  CompileCache::Global().set_capacity(4096);
+  Session second(g);
+  ASSERT_TRUE(second.Run(feeds, {y}).ok());
+  ASSERT_EQ(messages_.size(), 2u);
+  EXPECT_THAT(messages_[1].text,
+              HasSubstr("first use; evicted from the compile cache earlier, recompiled; "));
 }
 
 TEST_F(RuntimeLogTest, ClusteringDebugIsInfoAtLevelZero) {
