@@ -30,6 +30,15 @@ enum class JitLevel { kOff, kOn1, kOn2 };
 // for the rest (elementwise chains, matmuls).
 enum class Scheduler { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 
+// When a compiled step (a cluster, or an op outside clusters) is compiled for a new
+// input signature. kEager: before its first run (blocking it). kLazy: its first
+// lazy_compile_threshold - 1 runs with that signature run op by op on the reference
+// kernels, the next one compiles (as XLA's lazy compilation of auto-clusters). kAsync:
+// the compile starts on another thread and runs go op by op on the reference kernels
+// until it is ready, then switch to it: no Run waits for a compile. Strict mode
+// (jit_compile=true) and Session::Compile always compile eagerly.
+enum class CompilePolicy { kEager, kLazy, kAsync };
+
 struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
   // Where ops with no DeviceScope placement run: "cpu", "cuda[:N]", "jit:cpu", ... (see
@@ -68,6 +77,8 @@ struct SessionOptions {
   // it compiled before still run compiled. 0: no guard. Strict mode (jit_compile=true)
   // always compiles.
   int max_signatures_per_cluster = 10;
+  CompilePolicy compile_policy = CompilePolicy::kEager;
+  int lazy_compile_threshold = 2;  // kLazy: compile at the K-th run of a signature
   // Ops outside clusters run as compiled single-op kernels (the unfused path). With
   // reference_only, nothing is compiled: every op runs on the reference kernels.
   bool reference_only = false;

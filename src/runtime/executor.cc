@@ -2,8 +2,12 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
+#include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -65,6 +69,12 @@ void AssignHost(const HostTensor& from, HostTensor* to) {
   } else {
     *to = from;
   }
+}
+
+std::string SignatureKey(const std::vector<TensorType>& types) {
+  std::string key;
+  for (const TensorType& t : types) absl::StrAppend(&key, TypeString(t), ";");
+  return key;
 }
 
 // "input 0 dim 0 was 128, now 100": how `now` differs from `before` (same count).
@@ -443,6 +453,72 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
+namespace {
+
+// A copy of a cluster's nodes in a graph of its own, its inputs placeholders of their
+// concrete types: what a background compile lowers, so that it never reads the
+// program's graph while the program goes on (and perhaps adds nodes to it).
+struct ClusterSnapshot {
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  ClusterSpec spec;
+};
+
+// Null when a node reads a value that is neither the cluster's nor one of its inputs
+// (not expected: the caller then compiles on its own thread).
+std::shared_ptr<ClusterSnapshot> Snapshot(const ClusterSpec& spec) {
+  auto snap = std::make_shared<ClusterSnapshot>();
+  Graph& h = *snap->graph;
+  std::map<std::pair<int, int>, Tensor> here;  // (node id, output) -> tensor of h
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const Tensor& in = spec.inputs[i];
+    Tensor p = h.AddNode(OpKind::kPlaceholder, {},
+                         PlaceholderAttrs{spec.input_types[i].dtype, spec.input_types[i].shape},
+                         absl::StrCat("input_", i));
+    here[{in.node_id(), in.index()}] = p;
+    snap->spec.inputs.push_back(p);
+  }
+  auto find = [&](const Tensor& t, Tensor* out) {
+    auto it = here.find({t.node_id(), t.index()});
+    if (it == here.end()) return false;
+    *out = it->second;
+    return true;
+  };
+  for (int id : spec.nodes) {
+    const Node& n = spec.graph->node(id);
+    std::vector<Tensor> inputs(n.num_inputs());
+    for (int i = 0; i < n.num_inputs(); ++i) {
+      if (!find(n.input(i), &inputs[i])) return nullptr;
+    }
+    Tensor t = h.AddNode(n.op(), std::move(inputs), n.attrs(), n.name());
+    for (int o = 0; o < n.num_outputs(); ++o) here[{id, o}] = Tensor(&h, t.node_id(), o);
+    snap->spec.nodes.push_back(t.node_id());
+  }
+  for (const Tensor& out : spec.outputs) {
+    snap->spec.outputs.emplace_back();
+    if (!find(out, &snap->spec.outputs.back())) return nullptr;
+  }
+  if (!h.status().ok()) return nullptr;
+  snap->spec.graph = &h;
+  snap->spec.name = spec.name;
+  snap->spec.input_types = spec.input_types;
+  snap->spec.node_types = spec.node_types;
+  return snap;
+}
+
+ClusterSpec SpecFor(const Graph& g, const Step& step, const std::vector<TensorType>& types,
+                    std::vector<TensorType> node_types) {
+  return ClusterSpec{&g,    step.name,    step.nodes,           step.inputs,
+                     types, step.outputs, std::move(node_types)};
+}
+
+}  // namespace
+
+CompileOptions Executor::CompileOptionsFor(const Step& step) const {
+  CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
+  if (step.space == Space::kDevice) copts.device = step.device;
+  return copts;
+}
+
 // The kernel for `types` (compiled, or found in the cache) and output buffers of its
 // types, once per input signature. A compile failure is `*compile_error` (the caller
 // falls back); the status is for errors a fallback would not cure.
@@ -450,10 +526,8 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
                                const std::vector<TensorType>& types,
                                std::vector<TensorType> node_types, const std::string& reason,
                                absl::Status* compile_error) {
-  ClusterSpec spec{&g_,   step.name,    step.nodes,           step.inputs,
-                   types, step.outputs, std::move(node_types)};
-  CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
-  if (step.space == Space::kDevice) copts.device = step.device;
+  const ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
+  const CompileOptions copts = CompileOptionsFor(step);
   CompileCache::Result result;
   if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
     // Not through the cache: the failure is this session's alone.
@@ -464,6 +538,38 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
                                                  [&] { return CompileCluster(spec, copts); });
     trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
   }
+  return Install(step, state, types, reason, result, compile_error);
+}
+
+// Starts compiling `types` on another thread (CompilePolicy::kAsync), from a snapshot.
+std::optional<std::shared_future<CompileCache::Result>> Executor::CompileInBackground(
+    const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types) {
+  const ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
+  const CompileOptions copts = CompileOptionsFor(step);
+  const std::string key = ClusterKey(spec, copts);
+  if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
+    std::promise<CompileCache::Result> failed;
+    CompileCache::Result result;
+    result.kernel = absl::InternalError("injected compile failure");
+    failed.set_value(std::move(result));
+    return failed.get_future().share();
+  }
+  std::shared_ptr<ClusterSnapshot> snap = Snapshot(spec);
+  if (snap == nullptr) return std::nullopt;
+  const std::string name = step.name;
+  return std::async(std::launch::async,
+                    [snap, copts, key, name]() {
+                      TimelineEvent trace(name, "compile");
+                      return CompileCache::Global().GetOrCompile(
+                          key, [&] { return CompileCluster(snap->spec, copts); });
+                    })
+      .share();
+}
+
+// Makes `result` the step's kernel for `types`, with its output buffers.
+absl::Status Executor::Install(const Step& step, StepState& state,
+                               const std::vector<TensorType>& types, const std::string& reason,
+                               const CompileCache::Result& result, absl::Status* compile_error) {
   if (result.hit) {
     ++stats_.cache_hits;
   } else if (result.kernel.ok() || result.compile_ms > 0) {
@@ -513,23 +619,52 @@ absl::Status Executor::OutputArgs(const Step& step, StepState& state,
 absl::Status Executor::RunCompiled(const Step& step, StepState& state,
                                    const std::vector<Value>& inputs,
                                    const std::vector<TensorType>& types, bool compile_only) {
+  if (state.no_compile && !step.fallback.empty()) {
+    return RunWithoutCompiling(step, state, compile_only);
+  }
   if (!compile_only) ++state.guard.runs;
   if (state.kernel == nullptr || types != state.input_types) {
     // Shape errors are the user's: report them before trying to compile.
     BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> node_types, CheckShapes(step, types));
-    if (Megamorphic(step, state, types)) {
-      // Not compiled: op by op on the reference kernels (no compile at all), this Run only.
-      state.fallback.resize(step.fallback.size());
-      for (StepState& f : state.fallback) f.guard.megamorphic = true;
-      return RunFallback(step, state, compile_only);
-    }
+    if (Megamorphic(step, state, types)) return RunWithoutCompiling(step, state, compile_only);
     const std::string reason =
         state.input_types.empty()
             ? std::string("first use")
             : absl::StrCat("new signature: ", SignatureChange(state.input_types, types));
     absl::Status compile_error;
-    BRAZE_RETURN_IF_ERROR(
-        Prepare(step, state, types, std::move(node_types), reason, &compile_error));
+    bool ready = false;  // a background compile finished and was installed
+    if (!compile_only && !options_.strict && !step.fallback.empty() &&
+        options_.compile_policy != CompilePolicy::kEager) {
+      const std::string signature = SignatureKey(types);
+      if (options_.compile_policy == CompilePolicy::kLazy &&
+          ++state.lazy_runs[signature] < options_.lazy_compile_threshold) {
+        return RunWithoutCompiling(step, state, compile_only);
+      }
+      if (options_.compile_policy == CompilePolicy::kAsync) {
+        auto it = state.pending.find(signature);
+        if (it == state.pending.end()) {
+          auto started = CompileInBackground(step, types, node_types);
+          if (started.has_value()) {
+            state.pending.emplace(signature, *std::move(started));
+            return RunWithoutCompiling(step, state, compile_only);
+          }
+          // Not copyable for another thread: compiled here, below.
+        } else if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+          return RunWithoutCompiling(step, state, compile_only);
+        } else {
+          const CompileCache::Result result = it->second.get();
+          state.pending.erase(it);
+          BRAZE_RETURN_IF_ERROR(Install(step, state, types,
+                                        absl::StrCat(reason, " (compiled in the background)"),
+                                        result, &compile_error));
+          ready = true;
+        }
+      }
+    }
+    if (!ready) {
+      BRAZE_RETURN_IF_ERROR(
+          Prepare(step, state, types, std::move(node_types), reason, &compile_error));
+    }
     if (!compile_error.ok()) {
       return FallBack(step, state, "failed to compile", compile_error, compile_only);
     }
@@ -584,6 +719,14 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
     ++stats_.single_op_launches;
   }
   return absl::OkStatus();
+}
+
+// Runs the step's fallback with none of its steps compiling: each op on its reference
+// kernel (the recompile guard, and lazy or async compiles not ready yet).
+absl::Status Executor::RunWithoutCompiling(const Step& step, StepState& state, bool compile_only) {
+  state.fallback.resize(step.fallback.size());
+  for (StepState& f : state.fallback) f.no_compile = true;
+  return RunFallback(step, state, compile_only);
 }
 
 bool Executor::Megamorphic(const Step& step, StepState& state,

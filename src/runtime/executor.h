@@ -19,7 +19,9 @@
 #ifndef BRAZE_RUNTIME_EXECUTOR_H_
 #define BRAZE_RUNTIME_EXECUTOR_H_
 
+#include <future>
 #include <memory>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <unordered_map>
@@ -100,6 +102,14 @@ class Executor {
   absl::Status Prepare(const Step& step, StepState& state, const std::vector<TensorType>& types,
                        std::vector<TensorType> node_types, const std::string& reason,
                        absl::Status* compile_error);
+  CompileOptions CompileOptionsFor(const Step& step) const;
+  // Null when the cluster cannot be copied for another thread (compile in place then).
+  std::optional<std::shared_future<CompileCache::Result>> CompileInBackground(
+      const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types);
+  absl::Status Install(const Step& step, StepState& state, const std::vector<TensorType>& types,
+                       const std::string& reason, const CompileCache::Result& result,
+                       absl::Status* compile_error);
+  absl::Status RunWithoutCompiling(const Step& step, StepState& state, bool compile_only);
   // The recompile guard: true when `types` must not be compiled (the step is
   // megamorphic and has not met them), after warning once when it becomes so.
   bool Megamorphic(const Step& step, StepState& state, const std::vector<TensorType>& types);

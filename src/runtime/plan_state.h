@@ -5,8 +5,10 @@
 #ifndef BRAZE_RUNTIME_PLAN_STATE_H_
 #define BRAZE_RUNTIME_PLAN_STATE_H_
 
+#include <future>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -42,6 +44,14 @@ struct StepState {
   bool fell_back = false;
   bool verified = false;  // verify mode checked the kernel for input_types
   SignatureGuard guard;
+  // A fallback step run in place of its uncompiled parent: never compiles, runs its
+  // own fallback (the reference kernel).
+  bool no_compile = false;
+  // CompilePolicy::kLazy: runs per input signature (SignatureKey) so far.
+  std::map<std::string, int> lazy_runs;
+  // CompilePolicy::kAsync: compiles under way, per input signature. Destroying the
+  // state waits for them (std::async's futures do).
+  std::map<std::string, std::shared_future<CompileCache::Result>> pending;
   std::vector<StepState> fallback;
 };
 
