@@ -223,6 +223,28 @@ TEST(FunctionTest, JitCompileUnsetLeavesItToScopesAndTheGlobalLevel) {
   EXPECT_EQ(auto_clustered.stats().cluster_launches, 1);
 }
 
+// Compile policies apply per Function (FunctionOptions::session); jit_compile=true is
+// must-compile, so it stays eager, as TF compiles a jit_compile function at its call.
+TEST(FunctionTest, CompilePoliciesApplyPerFunction) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.session.global_jit_level = JitLevel::kOn1;
+  o.session.compile_policy = CompilePolicy::kLazy;
+  o.session.lazy_compile_threshold = 3;
+  Function lazy(Elementwise(&traces), o);
+  for (int i = 0; i < 3; ++i) {
+    const HostTensor x = Random({5, 4}, i);
+    auto y = lazy({x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ExpectElementwise(x, (*y)[0]);
+    EXPECT_EQ(lazy.stats().cluster_launches, i < 2 ? 0 : 1) << i;
+  }
+  o.jit_compile = true;
+  Function must(Elementwise(&traces), o);
+  ASSERT_TRUE(must({Random({5, 4}, 7)}).ok());
+  EXPECT_EQ(must.stats().cluster_launches, 1);
+}
+
 TEST(FunctionTest, WarnsOnceAboutExcessiveRetracingNamingTheDims) {
   Warnings warnings;
   std::atomic<int> traces{0};
