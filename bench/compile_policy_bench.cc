@@ -5,7 +5,11 @@
 // iteration so that every iteration compiles from scratch. eager blocks on the
 // compile; lazy and async run the first step op by op on the reference kernels.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <vector>
 
 #include "braze/braze.h"
@@ -14,41 +18,55 @@
 namespace braze {
 namespace {
 
+// The tutorial's train step (softmax regression, batch 100) under one JitScope.
+struct TutorialStep {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {100, 784}, "x");
+  Tensor labels = Placeholder(g, DType::kI32, {100}, "labels");
+  Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {784, 10}, 1, 0, 0.01), "w");
+  Tensor b = Variable(g, HostTensor(DType::kF32, {10}), "b");
+  Tensor loss;
+  std::vector<Tensor> train;
+  absl::Status status;
+  TutorialStep() {
+    JitScope scope(g);
+    loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + b, OneHot(labels, 10)));
+    auto grads = Gradients({loss}, {w, b});
+    auto updates = grads.ok()
+                       ? ApplyGradients(Optimizer::Sgd(0.5), {{(*grads)[0], w}, {(*grads)[1], b}})
+                       : grads.status();
+    if (updates.ok()) {
+      train = *updates;
+    } else {
+      status = updates.status();
+    }
+  }
+  Feeds feeds() const {
+    std::vector<int32_t> label_values(100);
+    for (int i = 0; i < 100; ++i) label_values[i] = i % 10;
+    return {{x, HostTensor::RandomUniform(DType::kF32, {100, 784}, 2, 0, 1)},
+            {labels, HostTensor::From(label_values, {100})}};
+  }
+};
+
 void BM_FirstStep(benchmark::State& state) {
   const auto policy = static_cast<CompilePolicy>(state.range(0));
   int64_t compiled_first = 0, iterations = 0;
   for (auto _ : state) {
     state.PauseTiming();
     CompileCache::Global().Clear();
-    Graph g;
-    Tensor x = Placeholder(g, DType::kF32, {100, 784}, "x");
-    Tensor labels = Placeholder(g, DType::kI32, {100}, "labels");
-    Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {784, 10}, 1, 0, 0.01), "w");
-    Tensor b = Variable(g, HostTensor(DType::kF32, {10}), "b");
-    std::vector<Tensor> train;
-    Tensor loss;
-    {
-      JitScope scope(g);
-      loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + b, OneHot(labels, 10)));
-      auto grads = Gradients({loss}, {w, b});
-      auto updates = grads.ok()
-                         ? ApplyGradients(Optimizer::Sgd(0.5), {{(*grads)[0], w}, {(*grads)[1], b}})
-                         : grads.status();
-      if (!updates.ok()) {
-        state.SkipWithError(updates.status().ToString().c_str());
-        return;
-      }
-      train = *updates;
+    TutorialStep m;
+    if (!m.status.ok()) {
+      state.SkipWithError(m.status.ToString().c_str());
+      return;
     }
     SessionOptions options;
     options.compile_policy = policy;
-    auto session = std::make_unique<Session>(g, options);
-    std::vector<int32_t> label_values(100);
-    for (int i = 0; i < 100; ++i) label_values[i] = i % 10;
-    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {100, 784}, 2, 0, 1)},
-                         {labels, HostTensor::From(label_values, {100})}};
+    options.disk_cache = false;  // every iteration compiles (BM_DiskReload loads)
+    auto session = std::make_unique<Session>(m.g, options);
+    const Feeds feeds = m.feeds();
     state.ResumeTiming();
-    auto out = session->Run(feeds, {loss}, train);
+    auto out = session->Run(feeds, {m.loss}, m.train);
     state.PauseTiming();
     if (!out.ok()) {
       state.SkipWithError(out.status().ToString().c_str());
@@ -71,6 +89,49 @@ BENCHMARK(BM_FirstStep)
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// The same first step in a "second process": the in-memory compile cache emptied, the
+// kernels in the disk cache (a directory of this benchmark's own, filled once before).
+// Compare BM_FirstStep/policy:0, which compiles them.
+void BM_DiskReload(benchmark::State& state) {
+  const std::string dir = "/tmp/braze_bench_disk_cache_" + std::to_string(getpid());
+  const char* before = std::getenv("BRAZE_CACHE_DIR");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("BRAZE_CACHE_DIR", dir.c_str(), 1);
+  int64_t loaded = 0, iterations = 0;
+  {
+    TutorialStep warm;
+    Session fill(warm.g);
+    if (!fill.Run(warm.feeds(), {warm.loss}, warm.train).ok()) state.SkipWithError("fill failed");
+  }
+  for (auto _ : state) {
+    state.PauseTiming();
+    CompileCache::Global().Clear();
+    TutorialStep m;
+    auto session = std::make_unique<Session>(m.g);
+    const Feeds feeds = m.feeds();
+    state.ResumeTiming();
+    auto out = session->Run(feeds, {m.loss}, m.train);
+    state.PauseTiming();
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      break;
+    }
+    loaded += session->stats().disk_cache_hits;
+    ++iterations;
+    session.reset();
+    state.ResumeTiming();
+  }
+  state.counters["kernels_loaded"] =
+      static_cast<double>(loaded) / static_cast<double>(std::max<int64_t>(iterations, 1));
+  if (before != nullptr) {
+    setenv("BRAZE_CACHE_DIR", saved.c_str(), 1);
+  } else {
+    unsetenv("BRAZE_CACHE_DIR");
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_DiskReload)->Iterations(10)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // Warm dispatch: a Run (and a RunInto, reusing its outputs) of a tiny fused graph whose
 // kernel is compiled and planned: what a step costs beyond its kernels (feeds checked,

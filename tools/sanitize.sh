@@ -21,6 +21,8 @@ run_asan() {
   # allocator_may_return_null: the bad-input tests ask for more memory than exists and
   # expect ResourceExhausted, not ASan's abort.
   export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=0
+  # The disk cache tests use directories of their own; nothing else writes one.
+  export BRAZE_CACHE_DIR=off
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   for t in ir data reference passes runtime api; do
     echo "== ASan+UBSan: ${t}_tests"
@@ -31,6 +33,7 @@ run_asan() {
 run_tsan() {
   BRAZE_SANITIZE=thread "$root/tools/build.sh" ir_tests device_tests compile_tests runtime_tests \
     api_tests
+  export BRAZE_CACHE_DIR=off
   export TSAN_OPTIONS="suppressions=$root/tools/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
   local filter='*Concurren*:*ThreadCounts*:*SinkSwaps*'
   for t in ir device compile runtime api; do

@@ -245,6 +245,7 @@ braze::SessionStats Minus(const braze::SessionStats& a, const braze::SessionStat
   d.device_to_host_copies = a.device_to_host_copies - b.device_to_host_copies;
   d.copied_bytes = a.copied_bytes - b.copied_bytes;
   d.compile_ms = a.compile_ms - b.compile_ms;
+  d.disk_cache_hits = a.disk_cache_hits - b.disk_cache_hits;
   return d;
 }
 
@@ -260,6 +261,7 @@ void Accumulate(const braze::SessionStats& d, braze::SessionStats* total) {
   total->device_to_host_copies += d.device_to_host_copies;
   total->copied_bytes += d.copied_bytes;
   total->compile_ms += d.compile_ms;
+  total->disk_cache_hits += d.disk_cache_hits;
 }
 
 // One way of running the model (--api): a train step, the evaluation of a chunk, the
@@ -452,11 +454,11 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
     const braze::SessionStats s = runner.stats();
     std::printf(
         "%s --api=%s --jit=%s%s --device=%s: %d graph nodes; %s the train step in %.2f s "
-        "(%lld kernels, %.0f ms compiling)\n",
+        "(%lld kernels compiled in %.0f ms, %lld loaded from the disk cache)\n",
         info.program, function_api ? "function" : "session", JitModeName(flags.jit),
         flags.reference ? " --reference" : "", flags.device.c_str(), g.num_nodes(),
-        function_api ? "traced" : "compiled", Seconds(start), static_cast<long long>(s.compiles),
-        s.compile_ms);
+        function_api ? "traced" : "prepared", Seconds(start), static_cast<long long>(s.compiles),
+        s.compile_ms, static_cast<long long>(s.disk_cache_hits));
     std::fflush(stdout);
   }
 

@@ -78,6 +78,11 @@ struct SessionOptions {
   // always compiles.
   int max_signatures_per_cluster = 10;
   CompilePolicy compile_policy = CompilePolicy::kEager;
+  // The persistent compile cache (docs/DISK_CACHE.md): CPU kernels are compiled ahead of
+  // time into BRAZE_CACHE_DIR (default $XDG_CACHE_HOME/braze or ~/.cache/braze;
+  // BRAZE_CACHE_DIR=off turns it off for the process) and a later process loads them
+  // instead of compiling. false: this session neither reads nor writes it.
+  bool disk_cache = true;
   int lazy_compile_threshold = 2;  // kLazy: compile at the K-th run of a signature
   // Ops outside clusters run as compiled single-op kernels (the unfused path). With
   // reference_only, nothing is compiled: every op runs on the reference kernels.
@@ -108,6 +113,7 @@ struct SessionStats {
   int64_t runs = 0;
   int64_t compiles = 0;            // kernels this session compiled (cache misses)
   int64_t cache_hits = 0;          // kernels found compiled (by any session)
+  int64_t disk_cache_hits = 0;     // kernels loaded from the disk cache (not compiled)
   int64_t cluster_launches = 0;    // fused cluster kernels run
   int64_t single_op_launches = 0;  // compiled single-op kernels run (ops outside clusters)
   int64_t reference_launches = 0;  // ops run on reference kernels (HostCall, state, fallback)

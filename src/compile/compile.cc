@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "compile/disk_cache.h"
 #include "compile/gpu_scheduling.h"
 #include "device/backend.h"
 #include "device/device_tensor_impl.h"
@@ -262,6 +263,29 @@ class HalideKernel : public CompiledKernel {
 
 }  // namespace
 
+namespace {
+
+// The disk cache could not be used (no C compiler driver, an unwritable directory):
+// said once per process, then kernels are JIT-compiled as without it.
+void DiskCacheUnusable(const absl::Status& why) {
+  static std::once_flag once;
+  std::call_once(
+      once, [&] { LogWarning(absl::StrCat("disk cache off for this process: ", why.message())); });
+}
+
+std::atomic<bool> disk_cache_broken{false};
+
+// The non-elided inputs, the arguments of the compiled function.
+std::vector<Halide::Argument> ArgumentsOf(const LoweredCluster& lowered) {
+  std::vector<Halide::Argument> args;
+  for (size_t i = 0; i < lowered.params.size(); ++i) {
+    if (!lowered.input_elided[i]) args.push_back(lowered.params[i]);
+  }
+  return args;
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
   std::string result;
   BRAZE_RETURN_IF_ERROR(
@@ -418,6 +442,25 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         target = backend.JitTarget();
         return absl::OkStatus();
       }));
+  // The disk cache (compile/disk_cache.h), CPU kernels only: a stored kernel is loaded
+  // instead of compiled; else the kernel is compiled ahead of time into it.
+  disk_cache::Settings disk;
+  std::string full_key, runtime_target;
+  if (!gpu && !options.disk_key.empty() && !disk_cache_broken.load()) {
+    disk = disk_cache::CurrentSettings();
+    runtime_target = target.without_feature(Halide::Target::JIT).to_string();
+    if (disk.enabled) full_key = disk_cache::FullKey(options.disk_key, runtime_target);
+  }
+  if (!full_key.empty()) {
+    absl::StatusOr<std::unique_ptr<CompiledKernel>> stored =
+        disk_cache::Load(disk, full_key, runtime_target, name, options.num_threads);
+    if (stored.ok()) return stored;
+    if (!absl::IsNotFound(stored.status())) {
+      disk_cache_broken = true;
+      DiskCacheUnusable(stored.status());
+      full_key.clear();
+    }
+  }
   // Lowering errors are the cluster's, not the schedule's: no point in going on.
   BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec));
   SchedulerKind first = gpu ? options.gpu_scheduler : options.scheduler;
@@ -425,6 +468,17 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
     if (PickScheduler(first_lowering.info) == SchedulerKind::kAdams2019) {
       first = SchedulerKind::kAdams2019;
+    }
+  }
+  std::string object_path;
+  if (!full_key.empty()) {
+    char path[] = "/tmp/braze_kernel_XXXXXX.o";
+    const int fd = mkstemps(path, 2);
+    if (fd >= 0) {
+      close(fd);
+      object_path = path;
+    } else {
+      full_key.clear();  // no temporary file: JIT-compiled, the cache untouched
     }
   }
   std::vector<std::string> failures;
@@ -455,9 +509,16 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         CheckLowered(lowered, pipeline, target);
         const double check_ms = MsSince(t1);
         const auto t2 = std::chrono::steady_clock::now();
-        pipeline.compile_jit(target);
-        timing = absl::StrFormat("// schedule %.1f ms, check %.1f ms, compile_jit %.1f ms\n",
-                                 schedule_ms, check_ms, MsSince(t2));
+        if (!full_key.empty()) {
+          pipeline.compile_to_object(
+              object_path, ArgumentsOf(lowered), "braze_kernel",
+              target.without_feature(Halide::Target::JIT).with_feature(Halide::Target::NoRuntime));
+        } else {
+          pipeline.compile_jit(target);
+        }
+        timing = absl::StrFormat("// schedule %.1f ms, check %.1f ms, %s %.1f ms\n", schedule_ms,
+                                 check_ms, full_key.empty() ? "compile_jit" : "compile_to_object",
+                                 MsSince(t2));
         return absl::OkStatus();
       });
       if (!s.ok()) {
@@ -467,14 +528,34 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         continue;
       }
     }
-    auto kernel = std::make_unique<HalideKernel>(
-        name, std::move(lowered), std::move(pipeline), target, options.num_threads, kind, failures,
-        absl::StrCat("// ", gpu ? options.device.ToString() + ": " : "", what, "\n", timing,
-                     schedule),
-        gpu);
+    const std::string schedule_text = absl::StrCat(
+        "// ", gpu ? options.device.ToString() + ": " : "", what, "\n", timing, schedule);
+    if (!full_key.empty() && !lowered.info.outputs.empty()) {
+      disk_cache::KernelLayout layout{
+          lowered.input_elided, lowered.pipeline_output, lowered.output_types, kind, failures,
+          schedule_text};
+      absl::StatusOr<std::unique_ptr<CompiledKernel>> stored = disk_cache::StoreAndLoad(
+          disk, full_key, runtime_target, name, options.num_threads, object_path, layout);
+      std::remove(object_path.c_str());
+      if (stored.ok()) return stored;
+      // Not stored: JIT-compiled after all (the schedule is already on the pipeline).
+      disk_cache_broken = true;
+      DiskCacheUnusable(stored.status());
+      absl::Status jit = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
+        device::HalideOutputCapture halide_output;
+        pipeline.compile_jit(target);
+        return absl::OkStatus();
+      });
+      if (!jit.ok()) return jit;
+    }
+    if (!object_path.empty()) std::remove(object_path.c_str());
+    auto kernel =
+        std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline), target,
+                                       options.num_threads, kind, failures, schedule_text, gpu);
     kernel->set_compile_ms(MsSince(start));
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }
+  if (!object_path.empty()) std::remove(object_path.c_str());
   return absl::InternalError(absl::StrCat(name, ": every ", gpu ? "GPU schedule" : "scheduler",
                                           " failed: ", absl::StrJoin(failures, "; ")));
 }

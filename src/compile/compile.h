@@ -31,6 +31,9 @@ struct CompileOptions {
   // kernel launches on DeviceTensors of device `device.index`.
   Device device;
   SchedulerKind gpu_scheduler = SchedulerKind::kGpuFused;
+  // The cluster key (compile/cluster_key.h) under which a CPU kernel is kept in the
+  // disk cache (compile/disk_cache.h); empty: the disk cache is not used.
+  std::string disk_key;
 };
 
 // A kernel argument: a tensor in host memory or in a device's memory (one is set).
@@ -80,6 +83,8 @@ class CompiledKernel {
     std::string extension, text;
   };
   virtual DeviceSource device_source() const { return {}; }
+  // True when the kernel was loaded from the disk cache rather than compiled.
+  virtual bool loaded_from_disk() const { return false; }
 };
 
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.

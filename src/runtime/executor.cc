@@ -131,8 +131,11 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types, const st
   }
   absl::StrAppend(&line, "): ", reason, "; ");
   if (!result.hit) {
-    absl::StrAppend(&line, result.evicted ? "evicted from the compile cache earlier, recompiled; "
+    absl::StrAppend(&line, result.evicted ? "evicted from the compile cache earlier; "
                                           : "not in the compile cache; ");
+    if (result.kernel.ok() && (*result.kernel)->kernel->loaded_from_disk()) {
+      absl::StrAppend(&line, "loaded from the disk cache; ");
+    }
   }
   if (!result.kernel.ok()) {
     absl::StrAppend(&line, "failed: ", result.kernel.status().message());
@@ -519,6 +522,12 @@ CompileOptions Executor::CompileOptionsFor(const Step& step) const {
   return copts;
 }
 
+// The options a compile runs with: those of the key, plus the key for the disk cache.
+static CompileOptions WithDiskKey(CompileOptions copts, const std::string& key, bool disk_cache) {
+  if (disk_cache) copts.disk_key = key;
+  return copts;
+}
+
 // The kernel for `types` (compiled, or found in the cache) and output buffers of its
 // types, once per input signature. A compile failure is `*compile_error` (the caller
 // falls back); the status is for errors a fallback would not cure.
@@ -534,8 +543,10 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
     result.kernel = absl::InternalError("injected compile failure");
   } else {
     TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
-    result = CompileCache::Global().GetOrCompile(ClusterKey(spec, copts),
-                                                 [&] { return CompileCluster(spec, copts); });
+    const std::string key = ClusterKey(spec, copts);
+    const CompileOptions with_key = WithDiskKey(copts, key, options_.disk_cache);
+    result =
+        CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
     trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
   }
   return Install(step, state, types, reason, result, compile_error);
@@ -557,11 +568,12 @@ std::optional<std::shared_future<CompileCache::Result>> Executor::CompileInBackg
   std::shared_ptr<ClusterSnapshot> snap = Snapshot(spec);
   if (snap == nullptr) return std::nullopt;
   const std::string name = step.name;
+  const CompileOptions with_key = WithDiskKey(copts, key, options_.disk_cache);
   return std::async(std::launch::async,
-                    [snap, copts, key, name]() {
+                    [snap, with_key, key, name]() {
                       TimelineEvent trace(name, "compile");
                       return CompileCache::Global().GetOrCompile(
-                          key, [&] { return CompileCluster(snap->spec, copts); });
+                          key, [&] { return CompileCluster(snap->spec, with_key); });
                     })
       .share();
 }
@@ -572,6 +584,8 @@ absl::Status Executor::Install(const Step& step, StepState& state,
                                const CompileCache::Result& result, absl::Status* compile_error) {
   if (result.hit) {
     ++stats_.cache_hits;
+  } else if (result.kernel.ok() && (*result.kernel)->kernel->loaded_from_disk()) {
+    ++stats_.disk_cache_hits;
   } else if (result.kernel.ok() || result.compile_ms > 0) {
     ++stats_.compiles;
     stats_.compile_ms += result.compile_ms;

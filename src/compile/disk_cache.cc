@@ -1,0 +1,659 @@
+#include "compile/disk_cache.h"
+
+// clang-format off
+// Halide.h before <link.h>: elf.h defines macros (STB_LOCAL, ...) that clash with
+// names in it.
+#include "Halide.h"
+// clang-format on
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <link.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "braze/status.h"
+#include "device/halide_util.h"
+#include "ir/logging.h"
+
+extern char** environ;
+
+namespace braze {
+namespace disk_cache {
+namespace {
+
+namespace fs = std::filesystem;
+using device::CatchHalideErrors;
+
+constexpr char kMagic[] = "braze-aot 1";
+
+std::mutex counters_mu;
+Counters counters;
+
+void Count(int64_t Counters::*field) {
+  std::lock_guard<std::mutex> lock(counters_mu);
+  ++(counters.*field);
+}
+
+// ---- build IDs: what makes a stored kernel belong to this build ----
+
+// The GNU build ID note of a loaded object, as hex; empty if it has none.
+std::string BuildIdOf(const dl_phdr_info* info) {
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_NOTE) continue;
+    const char* p = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+    const char* end = p + ph.p_memsz;
+    while (p + sizeof(ElfW(Nhdr)) <= end) {
+      const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(p);
+      const char* name = p + sizeof(ElfW(Nhdr));
+      const char* desc = name + ((note->n_namesz + 3) & ~3u);
+      if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 &&
+          std::memcmp(name, "GNU", 4) == 0) {
+        std::string hex;
+        for (unsigned j = 0; j < note->n_descsz; ++j) {
+          absl::StrAppend(&hex, absl::Hex(static_cast<unsigned char>(desc[j]), absl::kZeroPad2));
+        }
+        return hex;
+      }
+      p = desc + ((note->n_descsz + 3) & ~3u);
+    }
+  }
+  return "";
+}
+
+struct BuildIds {
+  std::string executable, halide;
+};
+
+const BuildIds& Ids() {
+  static const BuildIds ids = [] {
+    BuildIds found;
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, size_t, void* data) {
+          auto* ids = static_cast<BuildIds*>(data);
+          const std::string name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+          if (name.empty() && ids->executable.empty()) ids->executable = BuildIdOf(info);
+          if (name.find("libHalide") != std::string::npos) ids->halide = BuildIdOf(info);
+          return 0;
+        },
+        &found);
+    return found;
+  }();
+  return ids;
+}
+
+uint32_t Crc(const void* data, size_t n, uint32_t seed = 0) {
+  return static_cast<uint32_t>(crc32(seed, static_cast<const Bytef*>(data), static_cast<uInt>(n)));
+}
+
+std::string NameOf(const std::string& text) {
+  const uint32_t a = Crc(text.data(), text.size());
+  const uint32_t b = Crc(text.data(), text.size(), 0x9e3779b9u);
+  return absl::StrCat(absl::Hex(a, absl::kZeroPad8), absl::Hex(b, absl::kZeroPad8));
+}
+
+absl::StatusOr<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+absl::Status WriteAtomically(const std::string& path, const std::string& bytes) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = mkstemp(tmp.data());
+  if (fd < 0)
+    return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", strerror(errno)));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    if (n <= 0) {
+      close(fd);
+      unlink(tmp.c_str());
+      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  fchmod(fd, 0644);
+  close(fd);
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename into ", path, ": ", strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// `cc -shared -o so_path object_path`, with the system's C compiler driver.
+absl::Status LinkShared(const std::string& object_path, const std::string& so_path) {
+  const char* cc = std::getenv("CC");
+  const std::string driver = cc != nullptr && *cc != '\0' ? cc : "cc";
+  std::vector<std::string> args = {driver, "-shared", "-o", so_path, object_path};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, driver.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot run the C compiler driver '", driver,
+                                                      "' to link kernels: ", strerror(rc),
+                                                      " (set CC, or BRAZE_CACHE_DIR=off)"));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::InternalError(absl::StrCat("'", driver, " -shared' failed linking ", object_path));
+  }
+  return absl::OkStatus();
+}
+
+// ---- the runtime ----
+
+struct Runtime {
+  std::string target;
+  void* handle = nullptr;
+  int (*set_num_threads)(int) = nullptr;
+};
+
+std::mutex runtime_mu;
+Runtime* loaded_runtime = nullptr;  // one per process: its symbols are global
+
+thread_local std::string* run_error = nullptr;
+
+extern "C" void BrazeAotError(void*, const char* message) {
+  if (run_error != nullptr) absl::StrAppend(run_error, message);
+}
+extern "C" void BrazeAotPrint(void*, const char* message) { LogInfo(2, message); }
+
+// ---- .meta files ----
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string Unescape(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) {
+      out += s[i + 1] == 'n' ? '\n' : s[i + 1];
+      ++i;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+struct Meta {
+  std::string key;
+  uint64_t so_size = 0;
+  uint32_t so_crc = 0;
+  KernelLayout layout;
+};
+
+std::string TypeText(const TensorType& t) {
+  std::vector<std::string> dims;
+  for (int64_t d : t.shape) dims.push_back(absl::StrCat(d));
+  return absl::StrCat(static_cast<int>(t.dtype), ":", absl::StrJoin(dims, ","));
+}
+
+std::string Serialize(const Meta& m) {
+  std::vector<std::string> elided, outputs, types;
+  for (bool e : m.layout.input_elided) elided.push_back(e ? "1" : "0");
+  for (int o : m.layout.pipeline_output) outputs.push_back(absl::StrCat(o));
+  for (const TensorType& t : m.layout.output_types) types.push_back(TypeText(t));
+  std::vector<std::string> failures;
+  for (const std::string& f : m.layout.failures) failures.push_back(Escape(f));
+  return absl::StrCat(
+      kMagic, "\nkey ", Escape(m.key), "\nso ", m.so_size, " ", m.so_crc, "\nelided ",
+      absl::StrJoin(elided, " "), "\noutputs ", absl::StrJoin(outputs, " "), "\ntypes ",
+      absl::StrJoin(types, " "), "\nscheduler ", static_cast<int>(m.layout.scheduler),
+      "\nfailures ", failures.size(), "\n", absl::StrJoin(failures, "\n"),
+      failures.empty() ? "" : "\n", "schedule ", Escape(m.layout.schedule), "\nend\n");
+}
+
+bool ParseType(const std::string& text, TensorType* t) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  int dtype = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &dtype)) return false;
+  t->dtype = static_cast<DType>(dtype);
+  t->shape.clear();
+  if (parts[1].empty()) return true;
+  for (absl::string_view d : absl::StrSplit(parts[1], ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(d, &v) || v < 0) return false;
+    t->shape.push_back(v);
+  }
+  return true;
+}
+
+// Parses what Serialize wrote; false on anything else.
+bool Parse(const std::string& text, Meta* m) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  size_t i = 0;
+  auto next = [&](const char* tag, std::string* rest) {
+    if (i >= lines.size()) return false;
+    const std::string& line = lines[i++];
+    const std::string prefix = absl::StrCat(tag, " ");
+    if (line == tag) {
+      rest->clear();
+      return true;
+    }
+    if (line.rfind(prefix, 0) != 0) return false;
+    *rest = line.substr(prefix.size());
+    return true;
+  };
+  if (lines.empty() || lines[i++] != kMagic) return false;
+  std::string rest;
+  if (!next("key", &rest)) return false;
+  m->key = Unescape(rest);
+  if (!next("so", &rest)) return false;
+  std::vector<std::string> so = absl::StrSplit(rest, ' ');
+  if (so.size() != 2 || !absl::SimpleAtoi(so[0], &m->so_size) ||
+      !absl::SimpleAtoi(so[1], &m->so_crc)) {
+    return false;
+  }
+  if (!next("elided", &rest)) return false;
+  for (absl::string_view e : absl::StrSplit(rest, ' ', absl::SkipEmpty())) {
+    if (e != "0" && e != "1") return false;
+    m->layout.input_elided.push_back(e == "1");
+  }
+  if (!next("outputs", &rest)) return false;
+  for (absl::string_view o : absl::StrSplit(rest, ' ', absl::SkipEmpty())) {
+    int v = 0;
+    if (!absl::SimpleAtoi(o, &v)) return false;
+    m->layout.pipeline_output.push_back(v);
+  }
+  if (!next("types", &rest)) return false;
+  for (absl::string_view t : absl::StrSplit(rest, ' ', absl::SkipEmpty())) {
+    TensorType type;
+    if (!ParseType(std::string(t), &type)) return false;
+    m->layout.output_types.push_back(type);
+  }
+  int scheduler = 0, num_failures = 0;
+  if (!next("scheduler", &rest) || !absl::SimpleAtoi(rest, &scheduler)) return false;
+  m->layout.scheduler = static_cast<SchedulerKind>(scheduler);
+  if (!next("failures", &rest) || !absl::SimpleAtoi(rest, &num_failures) || num_failures < 0) {
+    return false;
+  }
+  for (int f = 0; f < num_failures; ++f) {
+    if (i >= lines.size()) return false;
+    m->layout.failures.push_back(Unescape(lines[i++]));
+  }
+  if (!next("schedule", &rest)) return false;
+  m->layout.schedule = Unescape(rest);
+  if (!next("end", &rest)) return false;
+  return m->layout.output_types.size() == m->layout.pipeline_output.size();
+}
+
+// ---- the kernel ----
+
+class AotKernel : public CompiledKernel {
+ public:
+  AotKernel(std::string name, void* handle, int (*argv_fn)(void**), KernelLayout layout,
+            int (*set_num_threads)(int), std::string so_path, bool loaded)
+      : name_(std::move(name)),
+        handle_(handle),
+        argv_fn_(argv_fn),
+        layout_(std::move(layout)),
+        set_num_threads_(set_num_threads),
+        so_path_(std::move(so_path)),
+        loaded_(loaded) {}
+  ~AotKernel() override { dlclose(handle_); }
+
+  absl::Status Launch(absl::Span<const KernelArg> inputs,
+                      absl::Span<const KernelArg> outputs) override {
+    if (inputs.size() != layout_.input_elided.size() ||
+        outputs.size() != layout_.output_types.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": launched with ", inputs.size(), " inputs and ", outputs.size(),
+                       " outputs; the kernel takes ", layout_.input_elided.size(), " and ",
+                       layout_.output_types.size()));
+    }
+    std::vector<Halide::Runtime::Buffer<>> buffers;
+    buffers.reserve(inputs.size() + outputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].host == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": input ", i, " must be a host tensor"));
+      }
+      if (!layout_.input_elided[i]) buffers.push_back(Wrap(*inputs[i].host));
+    }
+    // Outputs in the pipeline's order.
+    std::vector<std::pair<int, size_t>> order;
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      if (outputs[j].host == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": output ", j, " must be a host tensor"));
+      }
+      if (outputs[j].host->type() != layout_.output_types[j]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(name_, ": output ", j, " is ", TypeString(outputs[j].host->type()),
+                         ", expected ", TypeString(layout_.output_types[j])));
+      }
+      if (layout_.pipeline_output[j] >= 0) order.emplace_back(layout_.pipeline_output[j], j);
+    }
+    if (order.empty()) return absl::OkStatus();  // nothing to compute
+    std::sort(order.begin(), order.end());
+    for (const auto& [index, j] : order) buffers.push_back(Wrap(*outputs[j].host));
+    std::vector<void*> args;
+    for (auto& b : buffers) args.push_back(b.raw_buffer());
+    SetThreads();
+    std::string error;
+    run_error = &error;
+    const int rc = argv_fn_(args.data());
+    run_error = nullptr;
+    if (rc != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name_, ": Halide run-time error: ", error.empty() ? absl::StrCat("code ", rc) : error));
+    }
+    return absl::OkStatus();
+  }
+
+  const std::vector<TensorType>& output_types() const override { return layout_.output_types; }
+  SchedulerKind scheduler_used() const override { return layout_.scheduler; }
+  const std::vector<std::string>& scheduler_failures() const override { return layout_.failures; }
+  double compile_ms() const override { return compile_ms_; }
+  std::string schedule_text() const override {
+    return absl::StrCat("// ahead of time, ", so_path_, "\n", layout_.schedule);
+  }
+  std::string lowered_stmt() const override {
+    return absl::StrCat("// this kernel came from the disk cache (", so_path_,
+                        "): run with BRAZE_CACHE_DIR=off to see its lowered statement\n");
+  }
+  bool loaded_from_disk() const override { return loaded_; }
+  void set_compile_ms(double ms) { compile_ms_ = ms; }
+  void set_num_threads(int n) { num_threads_ = n; }
+
+ private:
+  // The runtime's pool is process-wide: set only when another kernel asked for another
+  // count (setting it re-creates nothing, but costs microseconds per call).
+  void SetThreads() {
+    static std::atomic<int> current{-1};
+    if (set_num_threads_ == nullptr || current.load(std::memory_order_relaxed) == num_threads_) {
+      return;
+    }
+    set_num_threads_(num_threads_);
+    current.store(num_threads_, std::memory_order_relaxed);
+  }
+
+  // A host tensor as Halide sees it: dims reversed, rank 0 as one element of 1-D.
+  static Halide::Runtime::Buffer<> Wrap(HostTensor& t) {
+    std::vector<int> sizes;
+    for (int d = t.rank() - 1; d >= 0; --d) sizes.push_back(static_cast<int>(t.dim(d)));
+    if (sizes.empty()) sizes.push_back(1);
+    return Halide::Runtime::Buffer<>(device::HalideType(t.dtype()), t.raw_data(), sizes);
+  }
+
+  const std::string name_;
+  void* handle_;
+  int (*argv_fn_)(void**);
+  const KernelLayout layout_;
+  int (*set_num_threads_)(int);
+  const std::string so_path_;
+  const bool loaded_;
+  int num_threads_ = 0;
+  double compile_ms_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> Open(const std::string& so_path,
+                                                     const std::string& name,
+                                                     const KernelLayout& layout, int num_threads,
+                                                     bool loaded) {
+  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return absl::DataLossError(absl::StrCat("cannot load ", so_path, ": ", why ? why : "?"));
+  }
+  auto* fn = reinterpret_cast<int (*)(void**)>(dlsym(handle, "braze_kernel_argv"));
+  if (fn == nullptr) {
+    dlclose(handle);
+    return absl::DataLossError(absl::StrCat(so_path, " has no braze_kernel_argv"));
+  }
+  int (*set_threads)(int) = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(runtime_mu);
+    if (loaded_runtime != nullptr) set_threads = loaded_runtime->set_num_threads;
+  }
+  auto kernel = std::make_unique<AotKernel>(name, handle, fn, layout, set_threads, so_path, loaded);
+  kernel->set_num_threads(num_threads);
+  return std::unique_ptr<CompiledKernel>(std::move(kernel));
+}
+
+uint64_t DirectorySize(const fs::path& dir,
+                       std::vector<std::pair<fs::file_time_type, fs::path>>* metas) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file(ec)) continue;
+    total += e.file_size(ec);
+    if (e.path().extension() == ".meta") metas->emplace_back(e.last_write_time(ec), e.path());
+  }
+  return total;
+}
+
+// Deletes least recently used entries until the directory is under the bound.
+void Evict(const Settings& settings, const std::string& keep) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> metas;
+  uint64_t total = DirectorySize(settings.dir, &metas);
+  if (total <= settings.max_bytes) return;
+  std::sort(metas.begin(), metas.end());
+  std::error_code ec;
+  for (const auto& [time, meta] : metas) {
+    if (total <= settings.max_bytes) break;
+    if (meta.stem().string() == keep) continue;
+    fs::path so = meta;
+    so.replace_extension(".so");
+    const uint64_t bytes = fs::file_size(meta, ec) + fs::file_size(so, ec);
+    fs::remove(meta, ec);
+    fs::remove(so, ec);
+    total -= std::min(total, bytes);
+    Count(&Counters::evicted);
+  }
+}
+
+void Damaged(const std::string& base, const std::string& why) {
+  Count(&Counters::damaged);
+  LogWarning(absl::StrCat("disk cache: entry ", base, ".{so,meta} is damaged (", why,
+                          "): removed; the kernel is compiled again"));
+  std::error_code ec;
+  fs::remove(base + ".meta", ec);
+  fs::remove(base + ".so", ec);
+}
+
+}  // namespace
+
+Settings CurrentSettings() {
+  Settings s;
+  const char* dir = std::getenv("BRAZE_CACHE_DIR");
+  if (dir != nullptr) {
+    s.dir = dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
+    s.dir = absl::StrCat(xdg, "/braze");
+  } else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    s.dir = absl::StrCat(home, "/.cache/braze");
+  }
+  s.enabled =
+      !s.dir.empty() && s.dir != "off" && !Ids().executable.empty() && !Ids().halide.empty();
+  if (const char* mb = std::getenv("BRAZE_CACHE_MAX_MB"); mb != nullptr) {
+    uint64_t v = 0;
+    if (absl::SimpleAtoi(mb, &v)) s.max_bytes = v << 20;
+  }
+  return s;
+}
+
+std::string FullKey(const std::string& cluster_key, const std::string& target) {
+  const BuildIds& ids = Ids();
+  if (ids.executable.empty() || ids.halide.empty()) return "";
+  return absl::StrCat("exe ", ids.executable, " halide ", ids.halide, " target ", target, " | ",
+                      cluster_key);
+}
+
+absl::Status EnsureRuntime(const Settings& settings, const std::string& target) {
+  std::lock_guard<std::mutex> lock(runtime_mu);
+  if (loaded_runtime != nullptr) {
+    if (loaded_runtime->target == target) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("disk cache: this process already runs kernels for ", loaded_runtime->target));
+  }
+  std::error_code ec;
+  fs::create_directories(settings.dir, ec);
+  const std::string base =
+      absl::StrCat(settings.dir, "/runtime-", NameOf(FullKey("runtime", target)));
+  const std::string so = base + ".so";
+  if (!fs::exists(so, ec)) {
+    char object[] = "/tmp/braze_runtime_XXXXXX.o";
+    const int fd = mkstemps(object, 2);
+    if (fd < 0) return absl::InternalError("disk cache: cannot create a temporary file");
+    close(fd);
+    absl::Status built =
+        CatchHalideErrors("disk cache: Halide runtime", absl::StatusCode::kInternal, [&] {
+          Halide::compile_standalone_runtime(object, Halide::Target(target));
+          return absl::OkStatus();
+        });
+    std::string tmp_so = so + ".tmp." + std::to_string(getpid());
+    if (built.ok()) built = LinkShared(object, tmp_so);
+    std::remove(object);
+    if (built.ok() && rename(tmp_so.c_str(), so.c_str()) != 0) {
+      built = absl::InternalError(absl::StrCat("cannot rename into ", so));
+    }
+    if (!built.ok()) {
+      std::remove(tmp_so.c_str());
+      return built;
+    }
+  }
+  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    std::remove(so.c_str());  // damaged: the next process builds it again
+    return absl::DataLossError(absl::StrCat("cannot load ", so, ": ", why ? why : "?"));
+  }
+  auto set_error = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
+      dlsym(handle, "halide_set_error_handler"));
+  auto set_print = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
+      dlsym(handle, "halide_set_custom_print"));
+  if (set_error == nullptr || set_print == nullptr) {
+    dlclose(handle);
+    return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime"));
+  }
+  // Never Halide's default handler, which aborts.
+  set_error(&BrazeAotError);
+  set_print(&BrazeAotPrint);
+  loaded_runtime = new Runtime{
+      target, handle, reinterpret_cast<int (*)(int)>(dlsym(handle, "halide_set_num_threads"))};
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
+                                                     const std::string& full_key,
+                                                     const std::string& runtime_target,
+                                                     const std::string& name, int num_threads) {
+  const std::string base = absl::StrCat(settings.dir, "/", NameOf(full_key));
+  absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
+  if (!meta_text.ok()) {
+    Count(&Counters::misses);
+    return absl::NotFoundError("not in the disk cache");
+  }
+  Meta meta;
+  if (!Parse(*meta_text, &meta)) {
+    Damaged(base, "unreadable .meta");
+    return absl::NotFoundError("damaged entry");
+  }
+  if (meta.key != full_key) {
+    // Another key with the same file name (a hash collision), or a foreign file.
+    Damaged(base, "it belongs to another key");
+    return absl::NotFoundError("foreign entry");
+  }
+  absl::StatusOr<std::string> so = ReadFile(base + ".so");
+  if (!so.ok() || so->size() != meta.so_size || Crc(so->data(), so->size()) != meta.so_crc) {
+    Damaged(base, !so.ok() ? "no .so" : "the .so's size or checksum differs");
+    return absl::NotFoundError("damaged entry");
+  }
+  BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> kernel =
+      Open(base + ".so", name, meta.layout, num_threads, /*loaded=*/true);
+  if (!kernel.ok()) {
+    Damaged(base, std::string(kernel.status().message()));
+    return absl::NotFoundError("damaged entry");
+  }
+  std::error_code ec;
+  fs::last_write_time(base + ".meta", fs::file_time_type::clock::now(), ec);  // recently used
+  Count(&Counters::hits);
+  return kernel;
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
+    const Settings& settings, const std::string& full_key, const std::string& runtime_target,
+    const std::string& name, int num_threads, const std::string& object_path,
+    const KernelLayout& layout) {
+  std::error_code ec;
+  fs::create_directories(settings.dir, ec);
+  BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
+  const std::string stem = NameOf(full_key);
+  const std::string base = absl::StrCat(settings.dir, "/", stem);
+  static std::atomic<int> serial{0};
+  const std::string tmp_so = absl::StrCat(base, ".so.tmp.", getpid(), ".", serial++);
+  BRAZE_RETURN_IF_ERROR(LinkShared(object_path, tmp_so));
+  absl::StatusOr<std::string> so = ReadFile(tmp_so);
+  if (!so.ok()) return so.status();
+  Meta meta;
+  meta.key = full_key;
+  meta.so_size = so->size();
+  meta.so_crc = Crc(so->data(), so->size());
+  meta.layout = layout;
+  // The .so first, then its .meta: a reader that finds the .meta finds a whole .so (a
+  // concurrent writer of the same key writes the same bytes).
+  if (rename(tmp_so.c_str(), (base + ".so").c_str()) != 0) {
+    std::remove(tmp_so.c_str());
+    return absl::InternalError(absl::StrCat("cannot rename into ", base, ".so"));
+  }
+  BRAZE_RETURN_IF_ERROR(WriteAtomically(base + ".meta", Serialize(meta)));
+  Count(&Counters::stores);
+  Evict(settings, stem);
+  return Open(base + ".so", name, layout, num_threads, /*loaded=*/false);
+}
+
+Counters GetCounters() {
+  std::lock_guard<std::mutex> lock(counters_mu);
+  return counters;
+}
+
+}  // namespace disk_cache
+}  // namespace braze

@@ -1,0 +1,203 @@
+// The persistent compile cache (compile/disk_cache.h, SessionOptions::disk_cache): a
+// kernel stored by one "process" (here: a session, after the in-memory cache is
+// emptied) is loaded by the next instead of compiled; damaged, truncated and foreign
+// entries are a warning and a recompile; the directory stays under its bound; writers
+// of one key at once are safe; the switch turns it off.
+#include "compile/disk_cache.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braze/jit_scope.h"
+#include "braze/logging.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+#include "compile/cluster_key.h"
+#include "compile/compile.h"
+#include "compile/compile_cache.h"
+
+namespace braze {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class DiskCacheTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("braze_disk_cache_test_" + std::to_string(getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    setenv("BRAZE_CACHE_DIR", dir_.c_str(), 1);
+    unsetenv("BRAZE_CACHE_MAX_MB");
+    CompileCache::Global().Clear();
+    SetLogSink([this](LogSeverity severity, int, std::string_view text) {
+      if (severity == LogSeverity::kWarning) warnings_.emplace_back(text);
+    });
+  }
+  void TearDown() override {
+    SetLogSink(nullptr);
+    setenv("BRAZE_CACHE_DIR", "off", 1);
+    unsetenv("BRAZE_CACHE_MAX_MB");
+    CompileCache::Global().Clear();
+    fs::remove_all(dir_);
+  }
+
+  // A fused graph with a constant `c`, so each test's kernels are its own.
+  struct Model {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {9, 5}, "x");
+    Tensor y;
+    double c;
+    explicit Model(double constant) : c(constant) {
+      JitScope scope(g);
+      y = Sum(Tanh(x * constant) + x, {1});
+    }
+    Feeds feeds() const { return {{x, HostTensor::RandomUniform(DType::kF32, {9, 5}, 3)}}; }
+    void Check(const HostTensor& out) const {
+      const HostTensor in = feeds()[0].second;
+      for (int r = 0; r < 9; ++r) {
+        double want = 0;
+        for (int k = 0; k < 5; ++k) {
+          const double v = in.GetDouble(r * 5 + k);
+          want += std::tanh(v * c) + v;
+        }
+        ASSERT_NEAR(out.GetDouble(r), want, 1e-4) << r;
+      }
+    }
+  };
+
+  // Runs `m` in a new session as a new process would: nothing in memory.
+  SessionStats RunFresh(const Model& m, SessionOptions options = {}) {
+    CompileCache::Global().Clear();
+    Session s(m.g, options);
+    auto out = s.Run(m.feeds(), {m.y});
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (out.ok()) m.Check((*out)[0]);
+    return s.stats();
+  }
+
+  std::vector<fs::path> Files(const std::string& extension) const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().extension() == extension &&
+          e.path().filename().string().rfind("runtime-", 0) != 0) {
+        out.push_back(e.path());
+      }
+    }
+    return out;
+  }
+
+  fs::path dir_;
+  std::vector<std::string> warnings_;
+};
+
+TEST_F(DiskCacheTest, ASecondProcessLoadsInsteadOfCompiling) {
+  Model m(1.125);
+  const SessionStats first = RunFresh(m);
+  EXPECT_EQ(first.compiles, 1);
+  EXPECT_EQ(first.disk_cache_hits, 0);
+  ASSERT_EQ(Files(".meta").size(), 1u);
+  ASSERT_EQ(Files(".so").size(), 1u);
+  const SessionStats second = RunFresh(m);
+  EXPECT_EQ(second.compiles, 0);
+  EXPECT_EQ(second.disk_cache_hits, 1);
+  EXPECT_EQ(second.cluster_launches, 1);
+  EXPECT_TRUE(warnings_.empty());
+}
+
+TEST_F(DiskCacheTest, DamagedEntriesAreAWarningAndARecompile) {
+  Model m(1.25);
+  RunFresh(m);
+  const fs::path so = Files(".so").at(0), meta = Files(".meta").at(0);
+  auto damage_and_expect_recompile = [&](const std::string& what, auto damage) {
+    warnings_.clear();
+    // Damaged by another process: this one has unloaded it (a loaded library's file is
+    // never changed in place: writers rename new files over it).
+    CompileCache::Global().Clear();
+    damage();
+    const SessionStats s = RunFresh(m);
+    EXPECT_EQ(s.compiles, 1) << what;
+    EXPECT_EQ(s.disk_cache_hits, 0) << what;
+    ASSERT_EQ(warnings_.size(), 1u) << what;
+    EXPECT_THAT(warnings_[0], HasSubstr("is damaged")) << what;
+    // Written again: the next run loads it.
+    EXPECT_EQ(RunFresh(m).disk_cache_hits, 1) << what;
+  };
+  damage_and_expect_recompile("truncated .so", [&] { fs::resize_file(so, fs::file_size(so) / 2); });
+  damage_and_expect_recompile("flipped byte", [&] {
+    std::fstream f(so, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(200);
+    f.put('\x5a');
+  });
+  damage_and_expect_recompile("garbage .meta", [&] { std::ofstream(meta) << "not a meta file"; });
+  damage_and_expect_recompile("foreign .meta", [&] {
+    std::ifstream in(meta);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    text.replace(text.find("key ") + 4, 3, "XYZ");
+    std::ofstream(meta) << text;
+  });
+  damage_and_expect_recompile("missing .so", [&] { fs::remove(so); });
+}
+
+TEST_F(DiskCacheTest, TheDirectoryStaysUnderItsBound) {
+  setenv("BRAZE_CACHE_MAX_MB", "0", 1);  // every store evicts all older entries
+  for (double c : {1.5, 1.75, 2.0}) RunFresh(Model(c));
+  EXPECT_EQ(Files(".meta").size(), 1u);
+  EXPECT_EQ(Files(".so").size(), 1u);
+  EXPECT_EQ(RunFresh(Model(2.0)).disk_cache_hits, 1);  // the newest stayed
+  EXPECT_EQ(RunFresh(Model(1.5)).disk_cache_hits, 0);
+}
+
+TEST_F(DiskCacheTest, OffMeansNeitherReadNorWritten) {
+  Model m(2.25);
+  SessionOptions options;
+  options.disk_cache = false;
+  RunFresh(m, options);
+  EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
+  setenv("BRAZE_CACHE_DIR", "off", 1);
+  RunFresh(m);
+  EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
+}
+
+// Two compiles of one key at once (as two processes would: the in-memory cache is
+// bypassed) both succeed, and the entry they leave loads.
+TEST_F(DiskCacheTest, ConcurrentWritersOfOneKeyAreSafe) {
+  Model m(2.5);
+  std::vector<int> ids;
+  for (int id = 0; id < m.g.num_nodes(); ++id) {
+    if (m.g.node(id).op() != OpKind::kPlaceholder) ids.push_back(id);
+  }
+  ClusterSpec spec{&m.g, "cluster_0", ids, {m.x}, {m.x.type()}, {m.y}};
+  CompileOptions options;
+  options.disk_key = ClusterKey(spec, options);
+  std::vector<absl::Status> results(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] { results[t] = CompileCluster(spec, options).status(); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(results[0].ok()) << results[0];
+  EXPECT_TRUE(results[1].ok()) << results[1];
+  EXPECT_EQ(Files(".meta").size(), 1u);
+  auto loaded = CompileCluster(spec, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE((*loaded)->loaded_from_disk());
+  HostTensor out(DType::kF32, {9});
+  HostTensor in = m.feeds()[0].second;
+  ASSERT_TRUE((*loaded)->Run({&in}, {&out}).ok());
+  m.Check(out);
+  EXPECT_TRUE(warnings_.empty());
+}
+
+}  // namespace
+}  // namespace braze
