@@ -15,6 +15,15 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 mode="${1:-all}"
 
+# `set -e` does not apply inside functions called from `&&` lists or `case`, so every
+# test binary's status is checked here: a report (or a failed test) ends the run.
+run_or_fail() {
+  if ! "$@"; then
+    echo "sanitize.sh: FAILED: $*" >&2
+    exit 1
+  fi
+}
+
 run_asan() {
   BRAZE_SANITIZE=address,undefined "$root/tools/build.sh" ir_tests data_tests reference_tests \
     passes_tests runtime_tests api_tests
@@ -26,7 +35,7 @@ run_asan() {
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   for t in ir data reference passes runtime api; do
     echo "== ASan+UBSan: ${t}_tests"
-    "$root/build-asan/test/${t}_tests" --gtest_brief=1
+    run_or_fail "$root/build-asan/test/${t}_tests" --gtest_brief=1
   done
 }
 
@@ -38,14 +47,17 @@ run_tsan() {
   local filter='*Concurren*:*ThreadCounts*:*SinkSwaps*'
   for t in ir device compile runtime api; do
     echo "== TSan: ${t}_tests ($filter)"
-    "$root/build-tsan/test/${t}_tests" --gtest_brief=1 --gtest_filter="$filter"
+    run_or_fail "$root/build-tsan/test/${t}_tests" --gtest_brief=1 --gtest_filter="$filter"
   done
 }
 
 case "$mode" in
   asan) run_asan ;;
   tsan) run_tsan ;;
-  all) run_asan && run_tsan ;;
+  all)
+    run_asan
+    run_tsan
+    ;;
   *)
     echo "usage: tools/sanitize.sh [asan|tsan|all]" >&2
     exit 2
