@@ -63,6 +63,32 @@ void CountCopy(Space from, Space to, size_t bytes, SessionStats& stats) {
   stats.copied_bytes += static_cast<int64_t>(bytes);
 }
 
+// A copy between memory spaces as a timeline event of its own (runtime/timeline.h):
+// category "copy", named by its direction, with its size.
+class CopyEvent {
+ public:
+  CopyEvent(Space from, Space to, size_t bytes) : active_(Timeline::active()) {
+    if (!active_) return;
+    start_us_ = Timeline::NowMicros();
+    name_ = absl::StrCat("copy ", SpaceName(from), " -> ", SpaceName(to));
+    args_ = absl::StrCat("\"bytes\":", bytes);
+  }
+  ~CopyEvent() {
+    if (active_)
+      Timeline::Record(name_, "copy", start_us_, Timeline::NowMicros() - start_us_, args_);
+  }
+  CopyEvent(const CopyEvent&) = delete;
+  CopyEvent& operator=(const CopyEvent&) = delete;
+
+ private:
+  static const char* SpaceName(Space s) {
+    return s == Space::kHost ? "host" : s == Space::kJitCpu ? "jit:cpu" : "device";
+  }
+  const bool active_;
+  double start_us_ = 0;
+  std::string name_, args_;
+};
+
 void AssignHost(const HostTensor& from, HostTensor* to) {
   if (to->type() == from.type()) {
     if (from.num_bytes() > 0) std::memcpy(to->raw_data(), from.raw_data(), from.num_bytes());
@@ -155,9 +181,11 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types, const st
 absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats) {
   if (slot.host_valid) return slot.host;
   if (slot.jit_valid) {
+    CopyEvent event(Space::kJitCpu, Space::kHost, slot.jit.num_bytes());
     AssignHost(slot.jit, &slot.host);
     CountCopy(Space::kJitCpu, Space::kHost, slot.jit.num_bytes(), stats);
   } else if (slot.device_valid) {
+    CopyEvent event(Space::kDevice, Space::kHost, slot.on_device->num_bytes());
     BRAZE_RETURN_IF_ERROR(slot.on_device->CopyToHost(&slot.host));
     CountCopy(Space::kDevice, Space::kHost, slot.on_device->num_bytes(), stats);
   } else {
@@ -210,9 +238,11 @@ absl::Status Executor::CopyInto(const Value& from, Space space, const Device& de
                                 HostTensor* to_host, std::shared_ptr<DeviceTensor>* to_device) {
   if (HostLike(space)) {
     if (from.host != nullptr) {
+      CopyEvent event(from.space, space, from.host->num_bytes());
       AssignHost(*from.host, to_host);
       CountCopy(from.space, space, from.host->num_bytes(), stats_);
     } else {
+      CopyEvent event(Space::kDevice, space, from.device->num_bytes());
       BRAZE_RETURN_IF_ERROR(from.device->CopyToHost(to_host));
       CountCopy(Space::kDevice, space, from.device->num_bytes(), stats_);
     }
@@ -226,6 +256,7 @@ absl::Status Executor::CopyInto(const Value& from, Space space, const Device& de
     *to_device = std::move(fresh);
   }
   if (from.host != nullptr) {
+    CopyEvent event(from.space, Space::kDevice, from.host->num_bytes());
     BRAZE_RETURN_IF_ERROR((*to_device)->CopyFromHost(*from.host));
     CountCopy(from.space, Space::kDevice, from.host->num_bytes(), stats_);
     return absl::OkStatus();
@@ -904,10 +935,13 @@ absl::Status Executor::Fetch(const Tensor& t, HostTensor* out) {
   }
   if (v.host == out) return absl::OkStatus();  // written in place
   if (v.device != nullptr) {
+    CopyEvent event(Space::kDevice, Space::kHost, v.device->num_bytes());
     BRAZE_RETURN_IF_ERROR(v.device->CopyToHost(out));
     CountCopy(Space::kDevice, Space::kHost, v.device->num_bytes(), stats_);
     return absl::OkStatus();
   }
+  std::optional<CopyEvent> event;
+  if (v.space != Space::kHost) event.emplace(v.space, Space::kHost, v.host->num_bytes());
   AssignHost(*v.host, out);
   if (v.space != Space::kHost) CountCopy(v.space, Space::kHost, v.host->num_bytes(), stats_);
   return absl::OkStatus();

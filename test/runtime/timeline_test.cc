@@ -376,6 +376,34 @@ struct SoftmaxGraph {
   Tensor x, y;
 };
 
+// Copies between memory spaces are events of their own ("copy", with their bytes): on
+// jit:cpu (a memory space of its own) the feed goes on and the fetch comes off.
+TEST_F(TimelineTest, CopiesBetweenMemorySpacesAreEvents) {
+  SoftmaxGraph model(/*jit=*/true);
+  SessionOptions options;
+  options.device = "jit:cpu";
+  Session session(model.g, options);
+  const std::string path = TempPath("copies.json");
+  ASSERT_TRUE(Timeline::Start(path).ok());
+  ASSERT_TRUE(session.Run(model.feeds(), {model.y}).ok());
+  ASSERT_TRUE(Timeline::Stop().ok());
+  Trace t;
+  ASSERT_NO_FATAL_FAILURE(LoadTrace(path, &t));
+  const SessionStats s = session.stats();
+  EXPECT_EQ(t.Count("copy"), s.host_to_device_copies + s.device_to_host_copies);
+  bool on = false, off = false;
+  for (const Event& e : t.events) {
+    if (e.cat != "copy") continue;
+    on |= e.name == "copy host -> jit:cpu";
+    off |= e.name == "copy jit:cpu -> host";
+    ASSERT_NE(e.args, nullptr);
+    ASSERT_NE(e.args->Get("bytes"), nullptr);
+    EXPECT_EQ(e.args->Get("bytes")->number, 7 * 33 * 4);
+  }
+  EXPECT_TRUE(on);
+  EXPECT_TRUE(off);
+}
+
 TEST_F(TimelineTest, FusedSoftmaxIsOneBarAndUnfusedIsOnePerOp) {
   SoftmaxGraph fused_graph(/*jit=*/true), unfused_graph(/*jit=*/false);
   Session fused(fused_graph.g), unfused(unfused_graph.g);
