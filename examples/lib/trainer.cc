@@ -58,7 +58,8 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "usage: %s [--jit=off|scope|auto] [--api=session|function] [--steps=N] [--batch=N] [--lr=X] "
       "[--seed=N]\n"
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
-      "       [--reference] [--min_test_accuracy=X] [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
+      "       [--reference] [--min_test_accuracy=X] [--eval_rows=N]\n"
+      "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
       "               JitScope(g) and fused; auto: session-level auto-clustering\n"
@@ -81,6 +82,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "               Traced steps are not timed, except with 0\n"
       "  --reference  run every op on the plain C++ reference kernels (nothing compiled)\n"
       "  --min_test_accuracy  exit with status 1 if the final test accuracy is lower\n"
+      "  --eval_rows  evaluate on the first N test images only (default 0: all 10000)\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
@@ -162,6 +164,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = absl::SimpleAtoi(value, &flags.timeline_steps) && flags.timeline_steps >= 0;
     } else if (arg == "--reference") {
       ok = ParseBool(value, &flags.reference);
+    } else if (arg == "--eval_rows") {
+      ok = absl::SimpleAtoi(value, &flags.eval_rows) && flags.eval_rows >= 0;
     } else if (arg == "--min_test_accuracy") {
       ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
     } else {
@@ -218,9 +222,11 @@ class Batcher {
   int64_t steps_per_epoch_ = 1;
 };
 
-// The evaluation feeds of a split, gathered once.
-std::vector<std::pair<HostTensor, HostTensor>> EvalChunks(const braze::MnistSplit& split) {
-  const int64_t n = split.labels.dim(0);
+// The evaluation feeds of a split's first `limit` rows (0: all), gathered once.
+std::vector<std::pair<HostTensor, HostTensor>> EvalChunks(const braze::MnistSplit& split,
+                                                          int64_t limit) {
+  int64_t n = split.labels.dim(0);
+  if (limit > 0) n = std::min(n, limit);
   std::vector<int64_t> rows(n);
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<std::pair<HostTensor, HostTensor>> chunks;
@@ -429,7 +435,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
                                                      : SessionRunner(flags, model, g, &session));
 
   Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api);
-  const std::vector<std::pair<HostTensor, HostTensor>> test_chunks = EvalChunks(test);
+  const std::vector<std::pair<HostTensor, HostTensor>> test_chunks = EvalChunks(test, flags.eval_rows);
   auto lr_scale = [&](int64_t step) {
     return static_cast<float>(1.0 - static_cast<double>(step) / flags.steps);
   };

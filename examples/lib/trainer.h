@@ -54,6 +54,7 @@ struct TrainFlags {
   int64_t timeline_steps = 10;   // train steps traced; 0: the whole run
   bool reference = false;        // run every op on the reference kernels
   double min_test_accuracy = 0;  // exit status 1 below this (for ctest)
+  int64_t eval_rows = 0;         // test images evaluated: the first N; 0: all
 };
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under

@@ -80,6 +80,11 @@ void Prune(const std::vector<Tensor>& fetches, const std::vector<Tensor>& target
     for (const Tensor& in : p.g.node(id).inputs()) p.consumers[in.node_id()].push_back(id);
   }
   for (const Tensor& t : fetches) p.fetched.insert({t.node_id(), t.index()});
+  // A target that is not an update is run for its value, as TF runs it: a cluster
+  // computing it has it as an output (else the cluster would have none and fall back).
+  for (const Tensor& t : targets) {
+    if (!t.node().is_stateful()) p.fetched.insert({t.node_id(), t.index()});
+  }
 }
 
 // 2. Strict mode: an op marked for compilation that has no lowering is the user's error.

@@ -184,3 +184,27 @@ TEST(Fusion, ClusteringDebugStringExplainsExclusions) {
 
 }  // namespace
 }  // namespace braze
+
+namespace braze {
+namespace {
+
+// A pure tensor run as a target (not fetched) is computed by its cluster, which has it
+// as an output: one fused launch, no fallback, no warning.
+TEST(FusionTargets, APureTargetRunsInItsCluster) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4, 6}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Softmax(Tanh(x) * 2.0);
+  }
+  SessionOptions options;
+  options.strict = true;  // a fallback would be an error
+  Session session(g, options);
+  auto out = session.Run({{x, HostTensor::RandomUniform(DType::kF32, {4, 6}, 1)}}, {}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(session.stats().cluster_launches, 1);
+}
+
+}  // namespace
+}  // namespace braze
