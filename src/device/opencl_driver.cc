@@ -26,6 +26,8 @@ using ClDevice = void*;
 constexpr ClUint kPlatformName = 0x0902;
 constexpr ClUint kDeviceName = 0x102B;
 constexpr ClUint kDeviceType = 0x1000;
+constexpr ClUint kDeviceMaxWorkGroupSize = 0x1004;  // size_t
+constexpr ClUint kDeviceLocalMemSize = 0x1023;      // cl_ulong
 constexpr uint64_t kDeviceTypeAll = 0xFFFFFFFF;
 constexpr uint64_t kDeviceTypeCpu = 1 << 1, kDeviceTypeGpu = 1 << 2;
 
@@ -107,9 +109,26 @@ const Loader& TheLoader() {
         const char* kind = (type & kDeviceTypeGpu) != 0   ? "GPU"
                            : (type & kDeviceTypeCpu) != 0 ? "CPU"
                                                           : "other";
-        l->devices.push_back(absl::StrCat(Info(platform_info, ids[p], kPlatformName), ": ",
-                                          Info(device_info, devs[d], kDeviceName), " (", kind,
-                                          ")"));
+        const std::string name = absl::StrCat(Info(platform_info, ids[p], kPlatformName), ": ",
+                                              Info(device_info, devs[d], kDeviceName));
+        if (l->devices.empty()) {
+          // The device Halide's runtime drives (opencl:0). Braze's GPU schedules
+          // (schedule/gpu_schedule.cc) use up to 256 work-items per work-group and a few
+          // KiB of local memory: a device reporting less is refused here, by name, rather
+          // than failing at a kernel's first launch.
+          size_t max_group = 0;
+          uint64_t local_bytes = 0;
+          device_info(devs[d], kDeviceMaxWorkGroupSize, sizeof(max_group), &max_group, nullptr);
+          device_info(devs[d], kDeviceLocalMemSize, sizeof(local_bytes), &local_bytes, nullptr);
+          if (max_group < 256 || local_bytes < (32u << 10)) {
+            l->status = absl::FailedPreconditionError(
+                absl::StrCat("OpenCL device '", name, "' reports a maximum work-group size of ",
+                             max_group, " and ", local_bytes,
+                             " bytes of local memory; Braze's GPU schedules need 256 "
+                             "and 32 KiB"));
+          }
+        }
+        l->devices.push_back(absl::StrCat(name, " (", kind, ")"));
       }
     }
     if (l->devices.empty()) {

@@ -603,7 +603,8 @@ std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& tar
   }
   // The same plan serves CUDA and OpenCL: at most kMaxThreads (256) threads per block
   // and a few KiB of shared (local) memory per kernel, within what OpenCL GPUs and POCL
-  // report (CL_DEVICE_MAX_WORK_GROUP_SIZE >= 256, CL_DEVICE_LOCAL_MEM_SIZE >= 32 KiB).
+  // report (CL_DEVICE_MAX_WORK_GROUP_SIZE >= 256, CL_DEVICE_LOCAL_MEM_SIZE >= 32 KiB;
+  // device/opencl_driver.cc refuses a device that reports less, naming it).
   if (!target.has_feature(Halide::Target::CUDA) && !target.has_feature(Halide::Target::OpenCL)) {
     throw Halide::CompileError("ApplyGpuSchedule: target " + target.to_string() +
                                " has no GPU feature (CUDA or OpenCL)");
