@@ -184,6 +184,7 @@ struct Runtime {
 
 std::mutex runtime_mu;
 Runtime* loaded_runtime = nullptr;  // one per process: its symbols are global
+fs::path loaded_runtime_path;       // never evicted by this process
 
 thread_local std::string* run_error = nullptr;
 
@@ -457,14 +458,20 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Open(const std::string& so_path,
   return std::unique_ptr<CompiledKernel>(std::move(kernel));
 }
 
+// The directory's size, and its entries (a kernel's .meta, or a runtime's .so) with
+// their last use.
 uint64_t DirectorySize(const fs::path& dir,
-                       std::vector<std::pair<fs::file_time_type, fs::path>>* metas) {
+                       std::vector<std::pair<fs::file_time_type, fs::path>>* entries) {
   uint64_t total = 0;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (!e.is_regular_file(ec)) continue;
     total += e.file_size(ec);
-    if (e.path().extension() == ".meta") metas->emplace_back(e.last_write_time(ec), e.path());
+    const bool runtime =
+        e.path().filename().string().rfind("runtime-", 0) == 0 && e.path().extension() == ".so";
+    if (e.path().extension() == ".meta" || runtime) {
+      entries->emplace_back(e.last_write_time(ec), e.path());
+    }
   }
   return total;
 }
@@ -478,11 +485,12 @@ void Evict(const Settings& settings, const std::string& keep) {
   std::error_code ec;
   for (const auto& [time, meta] : metas) {
     if (total <= settings.max_bytes) break;
-    if (meta.stem().string() == keep) continue;
+    if (meta.stem().string() == keep || meta == loaded_runtime_path) continue;
     fs::path so = meta;
     so.replace_extension(".so");
-    const uint64_t bytes = fs::file_size(meta, ec) + fs::file_size(so, ec);
-    fs::remove(meta, ec);
+    const uint64_t bytes =
+        meta == so ? fs::file_size(so, ec) : fs::file_size(meta, ec) + fs::file_size(so, ec);
+    fs::remove(meta, ec);  // unlinking a library another process has loaded is safe
     fs::remove(so, ec);
     total -= std::min(total, bytes);
     Count(&Counters::evicted);
@@ -535,8 +543,9 @@ absl::Status EnsureRuntime(const Settings& settings, const std::string& target) 
   }
   std::error_code ec;
   fs::create_directories(settings.dir, ec);
-  const std::string base =
-      absl::StrCat(settings.dir, "/runtime-", NameOf(FullKey("runtime", target)));
+  // Shared by every build of Braze that uses this Halide: it depends on nothing else.
+  const std::string base = absl::StrCat(
+      settings.dir, "/runtime-", NameOf(absl::StrCat("halide ", Ids().halide, " target ", target)));
   const std::string so = base + ".so";
   if (!fs::exists(so, ec)) {
     char object[] = "/tmp/braze_runtime_XXXXXX.o";
@@ -559,6 +568,7 @@ absl::Status EnsureRuntime(const Settings& settings, const std::string& target) 
       return built;
     }
   }
+  fs::last_write_time(so, fs::file_time_type::clock::now(), ec);  // recently used
   void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* why = dlerror();
