@@ -35,7 +35,7 @@ Cache& TheCache() {
   return *cache;
 }
 
-void* Malloc(Halide::JITUserContext*, size_t size) {
+void* CachedMalloc(size_t size) {
   if (size < kMinCachedBytes) {
     return std::aligned_alloc(kAlignment, (size + kAlignment - 1) / kAlignment * kAlignment);
   }
@@ -61,7 +61,7 @@ void* Malloc(Halide::JITUserContext*, size_t size) {
   return p;
 }
 
-void Free(Halide::JITUserContext*, void* p) {
+void CachedFree(void* p) {
   if (p == nullptr) return;
   Cache& c = TheCache();
   {
@@ -77,7 +77,13 @@ void Free(Halide::JITUserContext*, void* p) {
   std::free(p);
 }
 
+void* Malloc(Halide::JITUserContext*, size_t size) { return CachedMalloc(size); }
+void Free(Halide::JITUserContext*, void* p) { CachedFree(p); }
+
 }  // namespace
+
+void* BufferCacheMalloc(void* /*user_context*/, size_t size) { return CachedMalloc(size); }
+void BufferCacheFree(void* /*user_context*/, void* p) { CachedFree(p); }
 
 void UseJitBufferCache(Halide::JITHandlers* handlers) {
   handlers->custom_malloc = Malloc;

@@ -11,6 +11,7 @@
 #ifndef BRAZE_DEVICE_JIT_MEMORY_H_
 #define BRAZE_DEVICE_JIT_MEMORY_H_
 
+#include <cstddef>
 #include <cstdint>
 
 namespace Halide {
@@ -26,6 +27,11 @@ namespace device {
 // while other threads copy them into a realize, and could pair our malloc with its
 // free. A pipeline's own handlers are copied after the defaults, as a pair.
 void UseJitBufferCache(Halide::JITHandlers* handlers);
+
+// The same cache as halide_malloc / halide_free replacements, for ahead-of-time kernels
+// (compile/disk_cache.h installs them in their runtime with halide_set_custom_malloc).
+void* BufferCacheMalloc(void* user_context, size_t size);
+void BufferCacheFree(void* user_context, void* p);
 
 struct JitMemoryStats {
   int64_t allocations = 0;   // cached-size requests (>= kMinCachedBytes)

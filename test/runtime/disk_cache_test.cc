@@ -4,6 +4,7 @@
 // entries are a warning and a recompile; the directory stays under its bound; writers
 // of one key at once are safe; the switch turns it off.
 #include "compile/disk_cache.h"
+#include "device/jit_memory.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -167,6 +168,28 @@ TEST_F(DiskCacheTest, OffMeansNeitherReadNorWritten) {
   setenv("BRAZE_CACHE_DIR", "off", 1);
   RunFresh(m);
   EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
+}
+
+// Ahead-of-time kernels allocate their intermediates through Braze's buffer cache, as
+// JIT kernels do (device/jit_memory.h): a fused matmul's temporaries are reused from
+// run to run instead of page-faulted afresh.
+TEST_F(DiskCacheTest, IntermediatesGoThroughTheBufferCache) {
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {256, 256}, "a");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Relu(MatMul(a, Const(g, HostTensor::RandomUniform(DType::kF32, {256, 256}, 4))) + 0.5);
+  }
+  Session session(g);
+  const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {256, 256}, 5)}};
+  ASSERT_TRUE(session.Run(feeds, {y}).ok());
+  ASSERT_EQ(Files(".meta").size(), 1u);  // an ahead-of-time kernel
+  const device::JitMemoryStats before = device::GetJitMemoryStats();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(session.Run(feeds, {y}).ok());
+  const device::JitMemoryStats after = device::GetJitMemoryStats();
+  EXPECT_GT(after.allocations, before.allocations);
+  EXPECT_GT(after.reused, before.reused);
 }
 
 // Two compiles of one key at once (as two processes would: the in-memory cache is
