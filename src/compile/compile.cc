@@ -470,6 +470,12 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       first = SchedulerKind::kAdams2019;
     }
   }
+  // Halide 14 assumes a constant embedded in ahead-of-time code is aligned to whatever
+  // the index allows (only JIT code looks at the real address): with a vectorized,
+  // predicated or shifted load that was an aligned 64-byte load from a misaligned
+  // address, a SIGSEGV (braze-fuzz seeds 80005, 80006, ...: every crash embedded a
+  // Const). Such kernels are JIT-compiled and not stored (docs/DISK_CACHE.md).
+  if (first_lowering.embeds_constants) full_key.clear();
   std::string object_path;
   if (!full_key.empty()) {
     char path[] = "/tmp/braze_kernel_XXXXXX.o";

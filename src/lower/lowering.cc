@@ -190,6 +190,9 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
                                                  node.op_name(), "): ", s.message()));
     };
     if (!node.status().ok()) return fail(node.status());
+    if (node.op() == OpKind::kConst && node.attrs_as<ConstAttrs>().value->num_elements() != 1) {
+      result.embeds_constants = true;
+    }
     std::vector<Value> in;
     std::vector<TensorType> in_types;
     for (const Tensor& t : node.inputs()) {

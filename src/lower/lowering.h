@@ -39,6 +39,9 @@ struct LoweredCluster {
   std::vector<TensorType> output_types;
   std::vector<int> pipeline_output;
   schedule::PipelineInfo info;
+  // A multi-element Const is a Halide buffer embedded in the pipeline (scalars are
+  // literals): such a pipeline is JIT-compiled only (compile/compile.cc says why).
+  bool embeds_constants = false;
 };
 
 // Lowers `spec`. Fresh Funcs every call: a schedule that failed may have left

@@ -4,7 +4,6 @@
 // entries are a warning and a recompile; the directory stays under its bound; writers
 // of one key at once are safe; the switch turns it off.
 #include "compile/disk_cache.h"
-#include "device/jit_memory.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -24,6 +23,7 @@
 #include "compile/cluster_key.h"
 #include "compile/compile.h"
 #include "compile/compile_cache.h"
+#include "device/jit_memory.h"
 
 namespace braze {
 namespace {
@@ -190,6 +190,40 @@ TEST_F(DiskCacheTest, IntermediatesGoThroughTheBufferCache) {
   const device::JitMemoryStats after = device::GetJitMemoryStats();
   EXPECT_GT(after.allocations, before.allocations);
   EXPECT_GT(after.reused, before.reused);
+}
+
+// A kernel that embeds a Const buffer is JIT-compiled and not stored: Halide 14 assumes
+// such a constant aligned in ahead-of-time code, which crashed (braze-fuzz seed 80006:
+// a LayerNorm over f64[3] with constant gamma and beta, a masked aligned load).
+TEST_F(DiskCacheTest, AKernelEmbeddingAConstantIsJitCompiledAndNotStored) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF64, {3}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = LayerNorm(Floor(x * 3.0), Const(g, HostTensor::RandomUniform(DType::kF64, {3}, 44665)),
+                  Const(g, HostTensor::RandomUniform(DType::kF64, {3}, 94483)));
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF64, {3}, 10480820, -2, 2)}};
+  SessionOptions ref_options;
+  ref_options.reference_only = true;
+  Session reference(g, ref_options);
+  auto want = reference.Run(feeds, {y});
+  ASSERT_TRUE(want.ok());
+  for (Scheduler s : {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                      Scheduler::kLi2018, Scheduler::kSafeDefault}) {
+    SessionOptions options;
+    options.scheduler = s;
+    options.strict = true;
+    CompileCache::Global().Clear();
+    Session session(g, options);
+    auto got = session.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    std::string why;
+    EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-9, 1e-9, &why)) << why;
+    EXPECT_EQ(session.stats().disk_cache_hits, 0);
+  }
+  EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
 }
 
 // Two compiles of one key at once (as two processes would: the in-memory cache is
