@@ -26,6 +26,7 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -187,10 +188,25 @@ std::mutex runtime_mu;
 Runtime* loaded_runtime = nullptr;  // one per process: its symbols are global
 fs::path loaded_runtime_path;       // never evicted by this process
 
+// Halide reports a run-time error on the thread that met it: the launching thread
+// (kept in `run_error`) or one of the runtime's workers inside a parallel loop (kept in
+// `worker_errors` until the launch that failed collects it).
 thread_local std::string* run_error = nullptr;
+std::mutex worker_errors_mu;
+std::string worker_errors;
 
 extern "C" void BrazeAotError(void*, const char* message) {
-  if (run_error != nullptr) absl::StrAppend(run_error, message);
+  if (run_error != nullptr) {
+    absl::StrAppend(run_error, message);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(worker_errors_mu);
+  if (worker_errors.size() < 4096) absl::StrAppend(&worker_errors, message);
+}
+
+std::string TakeWorkerErrors() {
+  std::lock_guard<std::mutex> lock(worker_errors_mu);
+  return std::exchange(worker_errors, std::string());
 }
 extern "C" void BrazeAotPrint(void*, const char* message) { LogInfo(2, message); }
 
@@ -383,6 +399,7 @@ class AotKernel : public CompiledKernel {
     const int rc = argv_fn_(args.data());
     run_error = nullptr;
     if (rc != 0) {
+      if (error.empty()) error = TakeWorkerErrors();
       return absl::InvalidArgumentError(absl::StrCat(
           name_, ": Halide run-time error: ", error.empty() ? absl::StrCat("code ", rc) : error));
     }
