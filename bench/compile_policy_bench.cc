@@ -100,6 +100,9 @@ void BM_DiskReload(benchmark::State& state) {
   setenv("BRAZE_CACHE_DIR", dir.c_str(), 1);
   int64_t loaded = 0, iterations = 0;
   {
+    // From scratch: kernels another benchmark left in memory would be found there and
+    // never stored.
+    CompileCache::Global().Clear();
     TutorialStep warm;
     Session fill(warm.g);
     if (!fill.Run(warm.feeds(), {warm.loss}, warm.train).ok()) state.SkipWithError("fill failed");
