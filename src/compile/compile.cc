@@ -190,6 +190,8 @@ class HalideKernel : public CompiledKernel {
     return source;
   }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
+  std::string disk_note() const override { return disk_note_; }
+  void set_disk_note(std::string note) { disk_note_ = std::move(note); }
 
  private:
   // Halide checks the type and exact shape of every buffer it is given (bounds and
@@ -259,6 +261,7 @@ class HalideKernel : public CompiledKernel {
   const std::string schedule_;
   const bool on_device_;
   double compile_ms_ = 0;
+  std::string disk_note_;
 };
 
 }  // namespace
@@ -475,7 +478,11 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   // predicated or shifted load that was an aligned 64-byte load from a misaligned
   // address, a SIGSEGV (braze-fuzz seeds 80005, 80006, ...: every crash embedded a
   // Const). Such kernels are JIT-compiled and not stored (docs/DISK_CACHE.md).
-  if (first_lowering.embeds_constants) full_key.clear();
+  std::string disk_note;
+  if (first_lowering.embeds_constants && !full_key.empty()) {
+    full_key.clear();
+    disk_note = "not stored in the disk cache: it embeds a constant buffer";
+  }
   std::string object_path;
   if (!full_key.empty()) {
     char path[] = "/tmp/braze_kernel_XXXXXX.o";
@@ -547,6 +554,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       // Not stored: JIT-compiled after all (the schedule is already on the pipeline).
       disk_cache_broken = true;
       DiskCacheUnusable(stored.status());
+      disk_note = absl::StrCat("not stored in the disk cache: ", stored.status().message());
       absl::Status jit = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
         device::HalideOutputCapture halide_output;
         pipeline.compile_jit(target);
@@ -559,6 +567,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline), target,
                                        options.num_threads, kind, failures, schedule_text, gpu);
     kernel->set_compile_ms(MsSince(start));
+    kernel->set_disk_note(disk_note);
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }
   if (!object_path.empty()) std::remove(object_path.c_str());

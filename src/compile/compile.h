@@ -85,6 +85,9 @@ class CompiledKernel {
   virtual DeviceSource device_source() const { return {}; }
   // True when the kernel was loaded from the disk cache rather than compiled.
   virtual bool loaded_from_disk() const { return false; }
+  // Why a CPU kernel compiled with the disk cache on was not stored there (empty when
+  // it was, or when the cache was off): said by --log_compiles.
+  virtual std::string disk_note() const { return ""; }
 };
 
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.

@@ -169,6 +169,7 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types, const st
     const CompiledKernel& k = *(*result.kernel)->kernel;
     absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
                     result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
+    if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
     for (const std::string& refused : k.scheduler_failures()) {
       absl::StrAppend(&line, "\n  refused first: ", refused);
     }

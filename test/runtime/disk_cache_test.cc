@@ -24,6 +24,7 @@
 #include "compile/compile.h"
 #include "compile/compile_cache.h"
 #include "device/jit_memory.h"
+#include "runtime/flags.h"
 
 namespace braze {
 namespace {
@@ -216,6 +217,13 @@ TEST_F(DiskCacheTest, AKernelEmbeddingAConstantIsJitCompiledAndNotStored) {
   Session reference(g, ref_options);
   auto want = reference.Run(feeds, {y});
   ASSERT_TRUE(want.ok());
+  BrazeFlags flags;
+  flags.log_compiles = true;  // says why the kernel is not stored
+  SetBrazeFlagsForTesting(flags);
+  std::vector<std::string> infos;
+  SetLogSink([&](LogSeverity severity, int, std::string_view text) {
+    if (severity == LogSeverity::kInfo) infos.emplace_back(text);
+  });
   for (Scheduler s : {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
                       Scheduler::kLi2018, Scheduler::kSafeDefault}) {
     SessionOptions options;
@@ -229,7 +237,10 @@ TEST_F(DiskCacheTest, AKernelEmbeddingAConstantIsJitCompiledAndNotStored) {
     EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-9, 1e-9, &why)) << why;
     EXPECT_EQ(session.stats().disk_cache_hits, 0);
   }
+  SetBrazeFlagsForTesting(BrazeFlags{});
   EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
+  ASSERT_FALSE(infos.empty());
+  EXPECT_THAT(infos[0], HasSubstr("not stored in the disk cache: it embeds a constant buffer"));
 }
 
 // Two compiles of one key at once (as two processes would: the in-memory cache is
