@@ -435,7 +435,8 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
                                                      : SessionRunner(flags, model, g, &session));
 
   Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api);
-  const std::vector<std::pair<HostTensor, HostTensor>> test_chunks = EvalChunks(test, flags.eval_rows);
+  const std::vector<std::pair<HostTensor, HostTensor>> test_chunks =
+      EvalChunks(test, flags.eval_rows);
   auto lr_scale = [&](int64_t step) {
     return static_cast<float>(1.0 - static_cast<double>(step) / flags.steps);
   };

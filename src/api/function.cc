@@ -75,9 +75,8 @@ struct Shared {
   mutable std::mutex mu;  // everything below
   std::vector<std::unique_ptr<Trace>> traces;
   std::unordered_map<api::SharedVariable*, uint64_t> held;
-  std::vector<api::Signature> seen;  // call signatures traced (for reduce_retracing)
-  std::deque<bool> recent;           // the last 10 calls: did each trace?
-  std::vector<api::Signature> recent_traced;
+  // The last 10 calls: the signature of each that traced, nullopt for the others.
+  std::deque<std::optional<api::Signature>> recent;
   bool warned = false;
   int tracing_count = 0;
 };
@@ -337,21 +336,15 @@ Trace* FindTrace(Shared& s, const api::Signature& call) {
 
 // Records a call for the excessive-retracing warning; warns once.
 void NoteCall(Shared& s, bool traced, const api::Signature& signature) {
-  s.recent.push_back(traced);
-  s.recent_traced.push_back(traced ? signature : api::Signature{});
-  if (s.recent.size() > kRetraceWindow) {
-    s.recent.pop_front();
-    s.recent_traced.erase(s.recent_traced.begin());
-  }
-  int traces = 0;
+  if (s.warned) return;
+  s.recent.push_back(traced ? std::optional<api::Signature>(signature) : std::nullopt);
+  if (s.recent.size() > kRetraceWindow) s.recent.pop_front();
   std::vector<api::Signature> traced_signatures;
-  for (size_t i = 0; i < s.recent.size(); ++i) {
-    if (s.recent[i]) {
-      ++traces;
-      traced_signatures.push_back(s.recent_traced[i]);
-    }
+  for (const auto& r : s.recent) {
+    if (r) traced_signatures.push_back(*r);
   }
-  if (s.warned || traces < kRetraceLimit) return;
+  const int traces = static_cast<int>(traced_signatures.size());
+  if (traces < kRetraceLimit) return;
   s.warned = true;
   LogWarning(absl::StrCat(
       FunctionLabel(s.options), " has traced ", traces, " times within its last ", s.recent.size(),
@@ -424,7 +417,6 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<Tensor
   BindVariables(*s.graph, *trace, s.captures, s.held);
   trace->concrete.reset(new ConcreteFunction(this, trace.get()));
   ++s.tracing_count;
-  s.seen.push_back(spec);
   s.traces.push_back(std::move(trace));
   *traced = true;
   return s.traces.back()->concrete.get();
@@ -460,7 +452,9 @@ absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<H
       spec = *s.options.input_signature;
     } else if (s.options.reduce_retracing) {
       std::lock_guard<std::mutex> lock(s.mu);
-      spec = api::Generalize(call, s.seen);
+      std::vector<api::Signature> traced;
+      for (const auto& t : s.traces) traced.push_back(t->signature);
+      spec = api::Generalize(call, traced);
     }
     bool traced = false;
     BRAZE_ASSIGN_OR_RETURN(ConcreteFunction * concrete, FindOrTrace(spec, &traced));

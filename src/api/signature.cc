@@ -1,9 +1,8 @@
 #include "api/signature.h"
 
-#include <set>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "ir/changing_dims.h"
 
 namespace braze {
 namespace api {
@@ -81,35 +80,12 @@ Signature Generalize(const Signature& call, const std::vector<Signature>& seen) 
 }
 
 std::string ChangedDims(const std::vector<Signature>& traced) {
-  std::vector<std::string> parts;
-  if (traced.empty()) return "";
-  const Signature& first = traced.front();
-  for (size_t i = 0; i < first.size(); ++i) {
-    for (size_t d = 0; d < first[i].shape.size(); ++d) {
-      std::vector<std::string> values;
-      std::set<int64_t> distinct;
-      for (const Signature& s : traced) {
-        if (!SameKinds(s, first)) continue;
-        const int64_t v = s[i].shape[d];
-        if (distinct.insert(v).second) values.push_back(v < 0 ? "?" : absl::StrCat(v));
-      }
-      if (distinct.size() > 1) {
-        parts.push_back(
-            absl::StrCat("argument ", i, " dim ", d, " (", absl::StrJoin(values, ", "), ")"));
-      }
-    }
-  }
-  std::set<std::string> kinds;
+  std::vector<std::vector<TensorType>> types;
   for (const Signature& s : traced) {
-    std::vector<std::string> k;
-    for (const TensorSpec& spec : s) {
-      k.push_back(absl::StrCat(DTypeName(spec.dtype), "/", spec.shape.size()));
-    }
-    kinds.insert(absl::StrJoin(k, ","));
+    types.emplace_back();
+    for (const TensorSpec& spec : s) types.back().push_back({spec.dtype, spec.shape});
   }
-  if (kinds.size() > 1) parts.push_back("argument dtypes or ranks");
-  return parts.empty() ? "no argument dims (the same signature traced again)"
-                       : absl::StrJoin(parts, ", ");
+  return ChangingDims(types, "argument");
 }
 
 }  // namespace api

@@ -1,5 +1,6 @@
 #include "api/variable_sync.h"
 
+#include <iterator>
 #include <map>
 #include <utility>
 
@@ -94,15 +95,16 @@ std::shared_ptr<SharedVariable> SharedVariableOf(const Tensor& variable) {
   return slot;
 }
 
-std::shared_ptr<SharedVariable> FindSharedVariable(const Tensor& variable) {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
-  auto it = Variables().find(Key(variable.graph()->id(), variable.node_id()));
-  return it == Variables().end() ? nullptr : it->second;
-}
-
 std::shared_ptr<std::shared_mutex> GraphLock(const Graph& graph) {
   static auto* locks = new std::map<uint64_t, std::weak_ptr<std::shared_mutex>>;
   std::lock_guard<std::mutex> lock(RegistryMutex());
+  if (locks->count(graph.id()) == 0) {
+    // The locks of graphs whose Functions are all gone: a program that makes Functions
+    // over many graphs keeps no entry per graph.
+    for (auto it = locks->begin(); it != locks->end();) {
+      it = it->second.expired() ? locks->erase(it) : std::next(it);
+    }
+  }
   std::weak_ptr<std::shared_mutex>& slot = (*locks)[graph.id()];
   std::shared_ptr<std::shared_mutex> mu = slot.lock();
   if (mu == nullptr) {

@@ -44,8 +44,6 @@ class SharedVariable {
   // `session` is going away: if it holds the newest value, keep a host copy.
   void Release(Session& session);
 
-  const Tensor& variable() const { return variable_; }
-
  private:
   std::mutex mu_;
   Tensor variable_;
@@ -58,8 +56,6 @@ class SharedVariable {
 // The one SharedVariable of `variable` (a Variable node), created on first use. Kept
 // for the process (a few bytes plus, once its Function is gone, one host copy).
 std::shared_ptr<SharedVariable> SharedVariableOf(const Tensor& variable);
-// The SharedVariable of `variable` if a Function has used it, else null.
-std::shared_ptr<SharedVariable> FindSharedVariable(const Tensor& variable);
 
 // One reader-writer lock per graph: tracing into a graph (which grows it) excludes every
 // Function's run on it; runs share it.

@@ -48,14 +48,6 @@ using device::CatchHalideErrors;
 
 constexpr char kMagic[] = "braze-aot 1";
 
-std::mutex counters_mu;
-Counters counters;
-
-void Count(int64_t Counters::*field) {
-  std::lock_guard<std::mutex> lock(counters_mu);
-  ++(counters.*field);
-}
-
 // ---- build IDs: what makes a stored kernel belong to this build ----
 
 // The GNU build ID note of a loaded object, as hex; empty if it has none.
@@ -511,12 +503,10 @@ void Evict(const Settings& settings, const std::string& keep) {
     fs::remove(meta, ec);  // unlinking a library another process has loaded is safe
     fs::remove(so, ec);
     total -= std::min(total, bytes);
-    Count(&Counters::evicted);
   }
 }
 
 void Damaged(const std::string& base, const std::string& why) {
-  Count(&Counters::damaged);
   LogWarning(absl::StrCat("disk cache: entry ", base, ".{so,meta} is damaged (", why,
                           "): removed; the kernel is compiled again"));
   std::error_code ec;
@@ -552,7 +542,9 @@ std::string FullKey(const std::string& cluster_key, const std::string& target) {
                       cluster_key);
 }
 
-absl::Status EnsureRuntime(const Settings& settings, const std::string& target) {
+// The Halide runtime for `target` (without "jit"), built into the directory if missing
+// and loaded RTLD_GLOBAL once per process.
+static absl::Status EnsureRuntime(const Settings& settings, const std::string& target) {
   std::lock_guard<std::mutex> lock(runtime_mu);
   if (loaded_runtime != nullptr) {
     if (loaded_runtime->target == target) return absl::OkStatus();
@@ -627,7 +619,6 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
   const std::string base = absl::StrCat(settings.dir, "/", NameOf(full_key));
   absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
   if (!meta_text.ok()) {
-    Count(&Counters::misses);
     return absl::NotFoundError("not in the disk cache");
   }
   Meta meta;
@@ -654,7 +645,6 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
   }
   std::error_code ec;
   fs::last_write_time(base + ".meta", fs::file_time_type::clock::now(), ec);  // recently used
-  Count(&Counters::hits);
   return kernel;
 }
 
@@ -684,14 +674,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
     return absl::InternalError(absl::StrCat("cannot rename into ", base, ".so"));
   }
   BRAZE_RETURN_IF_ERROR(WriteAtomically(base + ".meta", Serialize(meta)));
-  Count(&Counters::stores);
   Evict(settings, stem);
   return Open(base + ".so", name, layout, num_threads, /*loaded=*/false);
-}
-
-Counters GetCounters() {
-  std::lock_guard<std::mutex> lock(counters_mu);
-  return counters;
 }
 
 }  // namespace disk_cache

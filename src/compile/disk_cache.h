@@ -72,16 +72,6 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
     const std::string& name, int num_threads, const std::string& object_path,
     const KernelLayout& layout);
 
-// The Halide runtime for `target` (without "jit"), built into the directory if missing
-// and loaded RTLD_GLOBAL once per process. Used by StoreAndLoad and Load.
-absl::Status EnsureRuntime(const Settings& settings, const std::string& target);
-
-// Counters of this process, for tests and benchmarks.
-struct Counters {
-  int64_t hits = 0, misses = 0, stores = 0, damaged = 0, evicted = 0;
-};
-Counters GetCounters();
-
 }  // namespace disk_cache
 }  // namespace braze
 

@@ -15,6 +15,7 @@
 #include "braze/status.h"
 #include "compile/cluster_key.h"
 #include "device/cublas_gemm.h"
+#include "ir/changing_dims.h"
 #include "ir/logging.h"
 #include "reference/reference.h"
 #include "runtime/flags.h"
@@ -121,28 +122,6 @@ std::string SignatureChange(const std::vector<TensorType>& before,
     }
   }
   return parts.empty() ? "the same signature again" : absl::StrJoin(parts, ", ");
-}
-
-// "input 0 dim 0 (1, 2, 3, ...)": the dims that took several values among `seen`.
-std::string ChurningDims(const std::vector<std::vector<TensorType>>& seen) {
-  std::vector<std::string> parts;
-  const std::vector<TensorType>& first = seen.front();
-  for (size_t i = 0; i < first.size(); ++i) {
-    for (size_t d = 0; d < first[i].shape.size(); ++d) {
-      std::vector<int64_t> values;
-      for (const auto& s : seen) {
-        if (i >= s.size() || s[i].shape.size() != first[i].shape.size()) continue;
-        if (std::find(values.begin(), values.end(), s[i].shape[d]) == values.end()) {
-          values.push_back(s[i].shape[d]);
-        }
-      }
-      if (values.size() < 2) continue;
-      if (values.size() > 8) values.resize(8);
-      parts.push_back(absl::StrCat("input ", i, " dim ", d, " (", absl::StrJoin(values, ", "),
-                                   values.size() == 8 ? ", ...)" : ")"));
-    }
-  }
-  return parts.empty() ? "input dtypes or ranks" : absl::StrJoin(parts, ", ");
 }
 
 // --log_compiles (runtime/flags.h): one line per kernel a step prepares, with why it
@@ -797,7 +776,7 @@ bool Executor::Megamorphic(const Step& step, StepState& state,
                       SignatureGuard::kRunsPerSignature,
                       " runs each): it is no longer compiled for new signatures, which run op "
                       "by op on the reference kernels. Changing: ",
-                      ChurningDims(all),
+                      ChangingDims(all, "input"),
                       ". A -1 dim in an input_signature with reduce_retracing, or padding to a "
                       "few sizes, avoids this."));
     return true;

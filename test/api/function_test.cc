@@ -353,8 +353,11 @@ TEST(FunctionTest, TwoFunctionsShareTheVariablesTheyCapture) {
   seen = read({unused});
   EXPECT_EQ((*seen)[0].GetDouble(0), 11.0);
   EXPECT_EQ(ReadVariable(counter)->GetDouble(1), 22.0);
-  EXPECT_EQ(AssignVariable(counter, HostTensor::Scalar<float>(1)).code(),
-            absl::StatusCode::kInvalidArgument);
+  const absl::Status wrong = AssignVariable(counter, HostTensor::Scalar<float>(1));
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.message(), HasSubstr("variable 'counter': expected f32[2], got f32[]"));
+  EXPECT_EQ(ReadVariable(counter * 1.0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(AssignVariable(Tensor(), one).code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Without FunctionOptions::graph: the body's ops on the program's graph are built in the

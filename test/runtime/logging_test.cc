@@ -188,8 +188,7 @@ TEST_F(RuntimeLogTest, LogCompilesSaysAKernelWasEvicted) {
   Session second(g);
   ASSERT_TRUE(second.Run(feeds, {y}).ok());
   ASSERT_EQ(messages_.size(), 2u);
-  EXPECT_THAT(messages_[1].text,
-              HasSubstr("first use; evicted from the compile cache earlier; "));
+  EXPECT_THAT(messages_[1].text, HasSubstr("first use; evicted from the compile cache earlier; "));
 }
 
 TEST_F(RuntimeLogTest, ClusteringDebugIsInfoAtLevelZero) {

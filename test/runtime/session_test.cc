@@ -68,6 +68,26 @@ TEST_P(SessionTest, VariablesPersistAcrossRunsAndTargetsRunAssigns) {
   EXPECT_EQ(F(*s.VariableValue(w)), (std::vector<float>{5, 33}));
 }
 
+// AssignVariable (checkpoint restore) sets what the next Run reads; a wrong type or a
+// tensor that is not a Variable of this graph is InvalidArgument naming it.
+TEST_P(SessionTest, AssignVariableSetsTheValueAndRejectsWhatDoesNotFit) {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::From<float>({1, 2}, {2}), "w");
+  Tensor doubled = w * 2.0;
+  Session s(g, Opts());
+  ASSERT_TRUE(s.AssignVariable(w, HostTensor::From<float>({3, 4}, {2})).ok());
+  auto out = s.Run({}, {doubled});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{6, 8}));
+  absl::Status bad = s.AssignVariable(w, HostTensor::From<float>({1, 2, 3}, {3}));
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("'w'"));
+  EXPECT_THAT(bad.message(), HasSubstr("expected f32[2], got f32[3]"));
+  EXPECT_EQ(s.AssignVariable(doubled, HostTensor::From<float>({1, 2}, {2})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(F(*s.VariableValue(w)), (std::vector<float>{3, 4}));  // unchanged by the refusals
+}
+
 TEST_P(SessionTest, SessionsOnOneGraphAreIndependent) {
   Graph g;
   Tensor v = Variable(g, HostTensor::Scalar<float>(1), "v");
