@@ -78,6 +78,13 @@ struct SessionOptions {
   // always compiles.
   int max_signatures_per_cluster = 10;
   CompilePolicy compile_policy = CompilePolicy::kEager;
+  // Symbolic shapes (docs/SYMBOLIC_SHAPES.md): a dim the program left -1 (a
+  // placeholder's, a Function's input_signature or reduce_retracing) is compiled as a
+  // run-time extent, so one CPU kernel serves every size of it from 16 up (a training
+  // loop's smaller last batch compiles nothing); smaller sizes get kernels of their own.
+  // Scheduled by the safe default (scheduler kAuto or kSafeDefault; another scheduler,
+  // or a GPU, compiles per size). false: every signature compiles its own kernel.
+  bool symbolic_shapes = true;
   // The persistent compile cache (docs/DISK_CACHE.md): CPU kernels are compiled ahead of
   // time into BRAZE_CACHE_DIR (default $XDG_CACHE_HOME/braze or ~/.cache/braze;
   // BRAZE_CACHE_DIR=off turns it off for the process) and a later process loads them

@@ -96,7 +96,18 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
       gpu ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@", options.device.ToString())
           : std::string(SchedulerName(options.scheduler)),
       ";threads=", options.num_threads, ";args=");
-  for (const TensorType& t : spec.input_types) absl::StrAppend(&key, TypeString(t), ",");
+  // A symbolic dim enters as its class ("s0"), not its size: one kernel serves them all.
+  for (size_t i = 0; i < spec.input_types.size(); ++i) {
+    const TensorType& t = spec.input_types[i];
+    std::vector<std::string> dims;
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      const int k = i < spec.input_symbols.size() && d < spec.input_symbols[i].size()
+                        ? spec.input_symbols[i][d]
+                        : -1;
+      dims.push_back(k >= 0 ? absl::StrCat("s", k) : absl::StrCat(t.shape[d]));
+    }
+    absl::StrAppend(&key, DTypeName(t.dtype), "[", absl::StrJoin(dims, ","), "],");
+  }
   for (int id : spec.nodes) {
     const Node& n = g.node(id);
     absl::StrAppend(&key, ";", n.op_name(), "{", AttrKey(n.attrs()), "}(");

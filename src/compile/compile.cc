@@ -226,7 +226,10 @@ class HalideKernel : public CompiledKernel {
     for (size_t j = 0; j < outputs.size(); ++j) {
       BRAZE_RETURN_IF_ERROR(check(outputs[j], "output", j));
       const bool checked_by_halide = lowered_.pipeline_output[j] >= 0;
-      if (!checked_by_halide && TypeOf(outputs[j]) != lowered_.output_types[j]) {
+      const TensorType& want = lowered_.output_types[j];  // -1 dims: symbolic
+      const TensorType got = TypeOf(outputs[j]);
+      if (!checked_by_halide &&
+          (got.dtype != want.dtype || !ShapeMatches(want.shape, got.shape))) {
         return absl::InvalidArgumentError(
             absl::StrCat(name_, ": output ", j, " is ", TypeString(TypeOf(outputs[j])),
                          ", expected ", TypeString(lowered_.output_types[j])));
@@ -376,7 +379,10 @@ void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
   }
   std::map<std::string, int64_t> output_sizes;
   for (size_t j = 0; j < lowered.output_types.size(); ++j) {
-    if (lowered.pipeline_output[j] < 0) continue;
+    // A symbolic output's size is known at run time only: its stores are not bounded.
+    if (lowered.pipeline_output[j] < 0 || !IsFullyDefined(lowered.output_types[j].shape)) {
+      continue;
+    }
     const Halide::Func& f = lowered.info.outputs[lowered.pipeline_output[j]];
     output_sizes[f.name()] = std::max<int64_t>(1, NumElements(lowered.output_types[j].shape));
   }
@@ -467,7 +473,16 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   // Lowering errors are the cluster's, not the schedule's: no point in going on.
   BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec));
   SchedulerKind first = gpu ? options.gpu_scheduler : options.scheduler;
-  if (!gpu && first == SchedulerKind::kAuto) {
+  if (first_lowering.info.symbolic) {
+    // Symbolic extents: only the safe default's splits are chosen to hold for every size
+    // (schedule/pipeline_info.h); the caller compiles for concrete shapes if it fails.
+    if (gpu || (first != SchedulerKind::kAuto && first != SchedulerKind::kSafeDefault)) {
+      return absl::UnimplementedError(absl::StrCat(
+          name, ": symbolic shapes are compiled by the CPU safe default only, not by ",
+          SchedulerName(first)));
+    }
+    first = SchedulerKind::kSafeDefault;
+  } else if (!gpu && first == SchedulerKind::kAuto) {
     // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
     if (PickScheduler(first_lowering.info) == SchedulerKind::kAdams2019) {
       first = SchedulerKind::kAdams2019;

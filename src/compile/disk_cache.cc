@@ -268,7 +268,7 @@ bool ParseType(const std::string& text, TensorType* t) {
   if (parts[1].empty()) return true;
   for (absl::string_view d : absl::StrSplit(parts[1], ',')) {
     int64_t v = 0;
-    if (!absl::SimpleAtoi(d, &v) || v < 0) return false;
+    if (!absl::SimpleAtoi(d, &v) || v < -1) return false;  // -1: a symbolic dim
     t->shape.push_back(v);
   }
   return true;
@@ -373,7 +373,9 @@ class AotKernel : public CompiledKernel {
         return absl::InvalidArgumentError(
             absl::StrCat(name_, ": output ", j, " must be a host tensor"));
       }
-      if (outputs[j].host->type() != layout_.output_types[j]) {
+      const TensorType& want = layout_.output_types[j];  // -1 dims: symbolic
+      if (outputs[j].host->dtype() != want.dtype ||
+          !ShapeMatches(want.shape, outputs[j].host->shape())) {
         return absl::InvalidArgumentError(
             absl::StrCat(name_, ": output ", j, " is ", TypeString(outputs[j].host->type()),
                          ", expected ", TypeString(layout_.output_types[j])));

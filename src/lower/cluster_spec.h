@@ -22,6 +22,12 @@ struct ClusterSpec {
   // inferred them already (the runtime does, once per input signature, to report a bad
   // shape against its node). Empty: the lowering infers them.
   std::vector<TensorType> node_types;
+  // Symbolic shapes: for input i and row-major dim d, input_symbols[i][d] is the class of
+  // a symbolic dim (0, 1, ...; dims of one class have one size) or -1 for a concrete
+  // one; empty: every dim is concrete. The kernel then serves every size >=
+  // kMinSymbolicExtent (schedule/scheduler.h) of each class, and `input_types` (and
+  // `node_types`) hold one such signature: the schedule's estimates.
+  std::vector<std::vector<int>> input_symbols;
 };
 
 }  // namespace braze

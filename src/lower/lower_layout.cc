@@ -92,6 +92,47 @@ Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x
   });
 }
 
+bool ReshapeKeepsSymbols(const Value& x, const Shape& out_shape, const std::vector<int>& out_sym) {
+  // The runs LowerReshape forms (size-1 dims aside; symbolic dims are never 1).
+  auto out_symbol = [&](size_t d) { return d < out_sym.size() ? out_sym[d] : -1; };
+  std::vector<size_t> in_dims, out_dims;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (x.shape[d] != 1) in_dims.push_back(d);
+  }
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    if (out_shape[d] != 1) out_dims.push_back(d);
+  }
+  size_t i = 0, o = 0;
+  while (i < in_dims.size() && o < out_dims.size()) {
+    const size_t i0 = i, o0 = o;
+    int64_t pi = x.shape[in_dims[i++]];
+    int64_t po = out_shape[out_dims[o++]];
+    while (pi != po && i <= in_dims.size() && o <= out_dims.size()) {
+      if (pi < po) {
+        if (i == in_dims.size()) return false;
+        pi *= x.shape[in_dims[i++]];
+      } else {
+        if (o == out_dims.size()) return false;
+        po *= out_shape[out_dims[o++]];
+      }
+    }
+    if (i - i0 == 1 && o - o0 == 1) {
+      if (SymbolOf(x, in_dims[i0]) != out_symbol(out_dims[o0])) return false;
+      continue;
+    }
+    for (size_t k = i0; k < i; ++k) {
+      if (SymbolOf(x, in_dims[k]) >= 0) return false;
+    }
+    for (size_t k = o0; k < o; ++k) {
+      if (out_symbol(out_dims[k]) >= 0) return false;
+    }
+  }
+  for (size_t d = 0; d < out_shape.size(); ++d) {
+    if (out_shape[d] == 1 && out_symbol(d) >= 0) return false;
+  }
+  return true;
+}
+
 Value LowerTranspose(LoweringContext& ctx, const std::string& name, const TransposeAttrs& attrs,
                      const Value& x, const TensorType& out) {
   return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {

@@ -38,6 +38,9 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);
 Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x,
                    const TensorType& out);
+// True when a Reshape of `x` to `out_shape` maps every symbolic dim straight onto one
+// output dim of its class (`out_sym`), which LowerReshape then indexes without its size.
+bool ReshapeKeepsSymbols(const Value& x, const Shape& out_shape, const std::vector<int>& out_sym);
 Value LowerTranspose(LoweringContext& ctx, const std::string& name, const TransposeAttrs& attrs,
                      const Value& x, const TensorType& out);
 Value LowerBroadcastTo(LoweringContext& ctx, const std::string& name, const Value& x,

@@ -57,9 +57,13 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   const int rank = static_cast<int>(x.shape.size());
   std::vector<bool> reduced(rank, false);
   int64_t count = 1;
+  Expr count_expr = 1;  // count, or its symbolic value
+  bool symbolic = false;
   for (int axis : attrs.axes) {
     reduced[axis] = true;
     count *= x.shape[axis];
+    count_expr = Halide::Internal::simplify(count_expr * ctx.Extent(x, axis));
+    symbolic |= SymbolOf(x, axis) >= 0;
   }
   if (count == 0) return Fill(out.dtype, out.shape, Identity(op, out.dtype));
 
@@ -69,7 +73,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   for (int d = rank - 1; d >= 0; --d) {
     if (!reduced[d]) continue;
     rdom_dim[d] = static_cast<int>(region.size());
-    region.emplace_back(0, static_cast<int>(x.shape[d]));
+    region.emplace_back(0, ctx.Extent(x, d));
   }
   Halide::RDom r(region, ctx.UniqueName(name + "_r"));
 
@@ -139,6 +143,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   stage.rdom = r;
   stage.extents = HalideExtents(out.shape);
   stage.reduction_extent = count;
+  stage.reduction_symbolic = symbolic;
   stage.reduces_innermost = reduced[rank - 1];
   ctx.stages().push_back(stage);
 
@@ -158,7 +163,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
                                  Halide::reinterpret(ut, acc(args)[0]) | mask);
     }
     Expr a = acc(args);
-    if (op == OpKind::kMean) a = a / Halide::Internal::make_const(acc_type, double(count));
+    if (op == OpKind::kMean) a = a / Halide::cast(acc_type, count_expr);
     return a;  // Inline casts to the output type
   });
 }
@@ -170,7 +175,7 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
   const Value x = Materialize(ctx, name + "_in", input);
   const int rank = static_cast<int>(x.shape.size());
   const int axis = attrs.axis;
-  const int n = static_cast<int>(x.shape[axis]);
+  const Expr n = ctx.Extent(x, axis);
   const Value m = LowerReduce(ctx, name + "_max", OpKind::kMax, ReduceAttrs{{axis}, false}, x,
                               TensorType{x.dtype, out.shape});
 
@@ -199,7 +204,8 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
   stage.acc = acc;
   stage.rdom = r;
   stage.extents = HalideExtents(out.shape);
-  stage.reduction_extent = n;
+  stage.reduction_extent = x.shape[axis];
+  stage.reduction_symbolic = SymbolOf(x, axis) >= 0;
   stage.reduces_innermost = axis == rank - 1;
   ctx.stages().push_back(stage);
 
@@ -216,8 +222,11 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   Value a = Materialize(ctx, name + "_a", a_in);
   Value b = Materialize(ctx, name + "_b", b_in);
   const int rank = static_cast<int>(a.shape.size());
-  const int64_t k_extent = attrs.transpose_a ? a.shape[rank - 2] : a.shape[rank - 1];
+  const int k_dim = attrs.transpose_a ? rank - 2 : rank - 1;
+  const int64_t k_extent = a.shape[k_dim];
   if (k_extent == 0) return Fill(out.dtype, out.shape, 0);
+  const Expr k_size = ctx.Extent(a, k_dim);
+  const bool k_symbolic = SymbolOf(a, k_dim) >= 0;
 
   // The k loop reads every operand element n (or m) times. An operand that computes
   // something (a ReLU mask, a scale) becomes a Func of its own, so a schedule can
@@ -225,27 +234,38 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   // as [..., k, n]: the schedules vectorize over n, and reading b^T in place would be a
   // gather with stride k (a backward dy * W^T).
   std::vector<schedule::Stage::Operand> operands;
+  auto operand = [](const Value& v, bool transposed) {
+    return schedule::Stage::Operand{v.func, HalideExtents(v.shape), transposed,
+                                    HalideSymbolic(v.sym, v.shape.size())};
+  };
   if (a.inline_body) {
+    const std::vector<int> sym = a.sym;
     a = Define(ctx, name + "_a", a.dtype, a.shape,
                [src = a](const std::vector<Expr>& i) { return At(src, i); });
+    a.sym = sym;
   }
-  if (a.func.defined()) operands.push_back({a.func, HalideExtents(a.shape)});
+  if (a.func.defined()) operands.push_back(operand(a, false));
   bool transpose_b = attrs.transpose_b;
-  if (b.func.defined() && !transpose_b) operands.push_back({b.func, HalideExtents(b.shape)});
+  if (b.func.defined() && !transpose_b) operands.push_back(operand(b, false));
   if (!b.constant.defined() && (transpose_b || b.inline_body)) {
     Shape packed = b.shape;
-    if (transpose_b) std::swap(packed[rank - 2], packed[rank - 1]);
+    std::vector<int> sym = b.sym;
+    if (transpose_b) {
+      std::swap(packed[rank - 2], packed[rank - 1]);
+      if (sym.size() == packed.size()) std::swap(sym[rank - 2], sym[rank - 1]);
+    }
     b = Define(ctx, name + (transpose_b ? "_bt" : "_b"), b.dtype, packed,
                [src = b, transpose_b, rank](const std::vector<Expr>& i) {
                  std::vector<Expr> j = i;
                  if (transpose_b) std::swap(j[rank - 2], j[rank - 1]);
                  return At(src, j);
                });
-    operands.push_back({b.func, HalideExtents(b.shape), transpose_b});
+    b.sym = sym;
+    operands.push_back(operand(b, transpose_b));
     transpose_b = false;
   }
 
-  Halide::RDom k(0, static_cast<int>(k_extent), ctx.UniqueName(name + "_k"));
+  Halide::RDom k(0, k_size, ctx.UniqueName(name + "_k"));
   std::vector<Halide::Var> vars = HalideVars(rank);
   const std::vector<Expr> index = RowMajor(vars, rank);  // [batch..., m, n]
   std::vector<Expr> ai(index.begin(), index.end() - 2);
@@ -278,6 +298,7 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   stage.rdom = k;
   stage.extents = HalideExtents(out.shape);
   stage.reduction_extent = k_extent;
+  stage.reduction_symbolic = k_symbolic;
   stage.operands = std::move(operands);
   ctx.stages().push_back(stage);
   return result;

@@ -95,6 +95,18 @@ std::vector<Expr> BroadcastIndex(const Shape& in, const Shape& out,
   return result;
 }
 
+schedule::Symbolic HalideSymbolic(const std::vector<int>& sym, size_t rank) {
+  schedule::Symbolic result(std::max<size_t>(rank, 1), false);
+  for (size_t d = 0; d < rank && d < sym.size(); ++d) result[rank - 1 - d] = sym[d] >= 0;
+  return result;
+}
+
+Expr LoweringContext::Extent(const Value& v, size_t d) const {
+  const int k = SymbolOf(v, d);
+  if (k >= 0) return symbols_.at(k);
+  return Expr(static_cast<int>(v.shape[d]));
+}
+
 std::string LoweringContext::UniqueName(const std::string& base) {
   std::string clean;
   for (char c : base) clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

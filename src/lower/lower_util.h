@@ -39,8 +39,17 @@ struct Value {
   Halide::Expr constant;     // a value equal everywhere (or a tensor with no elements)
   Body inline_body;          // a value computed where it is read, from a row-major index
   DType dtype = DType::kF32;
-  Shape shape;  // row-major order, fully defined
+  Shape shape;  // row-major order, fully defined (a symbolic dim: its estimate)
+  // Symbolic shapes: per row-major dim, the symbol class of a symbolic dim, or -1;
+  // empty: every dim is concrete. LoweringContext::Extent gives a dim's extent.
+  std::vector<int> sym;
 };
+
+// The class of `v`'s row-major dim d, or -1 when it is concrete.
+inline int SymbolOf(const Value& v, size_t d) { return d < v.sym.size() ? v.sym[d] : -1; }
+
+// Per-dim symbolic flags in Halide order (reversed; rank 0 -> {false}), for schedules.
+schedule::Symbolic HalideSymbolic(const std::vector<int>& sym, size_t rank);
 
 using device::CatchHalideErrors;
 using device::HalideType;
@@ -78,8 +87,13 @@ class LoweringContext {
  public:
   std::string UniqueName(const std::string& base);
   std::vector<schedule::Stage>& stages() { return stages_; }
+  // Symbolic shapes: the extent of each symbol class (an input buffer's extent).
+  std::vector<Halide::Expr>& symbols() { return symbols_; }
+  // The extent of `v`'s row-major dim d: a constant, or its class's extent.
+  Halide::Expr Extent(const Value& v, size_t d) const;
 
  private:
+  std::vector<Halide::Expr> symbols_;
   std::map<std::string, int> counts_;
   std::vector<schedule::Stage> stages_;
 };

@@ -10,6 +10,7 @@
 #include "braze/status.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_util.h"
+#include "lower/symbolic.h"
 
 namespace braze {
 
@@ -19,15 +20,38 @@ namespace {
 using Halide::Expr;
 using ValueKey = std::pair<int, int>;  // (node id, output index)
 
-// Row-major strides in Halide dim order (dim 0 has stride 1).
-std::vector<int64_t> HalideStrides(const schedule::Extents& extents) {
-  std::vector<int64_t> strides(extents.size());
-  int64_t s = 1;
-  for (size_t d = 0; d < extents.size(); ++d) {
-    strides[d] = s;
-    s *= extents[d];
+// The symbol classes of a value's row-major dims (empty when none is symbolic).
+std::vector<int> SymbolsOf(const SymbolMap& symbols, const ValueKey& key) {
+  auto it = symbols.find(key);
+  return it == symbols.end() ? std::vector<int>() : it->second;
+}
+
+// The class of Halide dim d of a value with row-major classes `sym`, or -1.
+int HalideDimSymbol(const std::vector<int>& sym, size_t d) {
+  return d < sym.size() ? sym[sym.size() - 1 - d] : -1;
+}
+
+// The layout ops whose lowering computes with a dim's size, when that dim is symbolic:
+// a Concat along it (piece offsets), a Reshape that merges or splits it with other dims
+// (flat index arithmetic). Shape probing (symbolic.h) lets some of these through (a
+// Concat with one non-empty piece, a Reshape of [2, n] to [n, 2]), so they are refused
+// here: the caller compiles the cluster for its concrete shapes.
+absl::Status CheckSymbolicLayout(const Node& node, const std::vector<Value>& in,
+                                 const TensorType& out, const std::vector<int>& out_sym) {
+  auto refuse = [&](const std::string& why) {
+    return absl::UnimplementedError(
+        absl::StrCat("node '", node.name(), "' (", node.op_name(), ") ", why));
+  };
+  if (node.op() == OpKind::kConcat) {
+    const int axis = node.attrs_as<ConcatAttrs>().axis;
+    for (const Value& v : in) {
+      if (axis >= 0 && SymbolOf(v, axis) >= 0) return refuse("concatenates along a symbolic dim");
+    }
   }
-  return strides;
+  if (node.op() == OpKind::kReshape && !ReshapeKeepsSymbols(in[0], out.shape, out_sym)) {
+    return refuse("merges or splits a symbolic dim");
+  }
+  return absl::OkStatus();
 }
 
 // Lowers one node whose inputs are `in` to its single output of type `out`.
@@ -149,6 +173,7 @@ absl::Status CheckSpec(const ClusterSpec& spec) {
 absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
   LoweringContext ctx;
   std::map<ValueKey, Value> values;
+  BRAZE_ASSIGN_OR_RETURN(const SymbolMap symbols, InferSymbols(spec));
 
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorType& type = spec.input_types[i];
@@ -160,19 +185,37 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
       values[{t.node_id(), t.index()}] = Fill(type.dtype, type.shape, 0);
       continue;
     }
+    const std::vector<int> sym = SymbolsOf(symbols, {t.node_id(), t.index()});
     const schedule::Extents extents = HalideExtents(type.shape);
-    const std::vector<int64_t> strides = HalideStrides(extents);
     Halide::ImageParam param(HalideType(type.dtype), static_cast<int>(extents.size()),
                              ctx.UniqueName(name));
+    Expr stride = 1;
     for (size_t d = 0; d < extents.size(); ++d) {
       const int e = static_cast<int>(extents[d]);
-      param.dim(d).set_bounds(0, e).set_stride(static_cast<int>(strides[d]));
+      const int k = HalideDimSymbol(sym, d);
+      Expr extent = e;
+      if (k >= 0) {
+        std::vector<Expr>& classes = ctx.symbols();
+        if (classes.size() <= static_cast<size_t>(k)) classes.resize(k + 1);
+        if (!classes[k].defined()) {
+          classes[k] = param.dim(d).extent();  // the first buffer of the class gives it
+          param.dim(d).set_min(0);
+        } else {
+          param.dim(d).set_bounds(0, classes[k]);  // the others must match (Halide checks)
+        }
+        extent = classes[k];
+      } else {
+        param.dim(d).set_bounds(0, e);
+      }
+      param.dim(d).set_stride(stride);
       param.dim(d).set_estimate(0, e);
+      stride = Halide::Internal::simplify(stride * extent);
     }
     Value value;
     value.param = param;
     value.dtype = type.dtype;
     value.shape = type.shape;
+    value.sym = sym;
     values[{t.node_id(), t.index()}] = value;
     result.params.push_back(param);
     result.input_elided.push_back(false);
@@ -221,8 +264,18 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
       values[{id, 0}] = Fill(out.dtype, out.shape, 0);  // nothing to compute
       continue;
     }
+    const std::vector<int> out_sym = SymbolsOf(symbols, {id, 0});
+    if (!symbols.empty()) BRAZE_RETURN_IF_ERROR(CheckSymbolicLayout(node, in, out, out_sym));
+    const size_t first_stage = ctx.stages().size();
     absl::StatusOr<Value> value = LowerNode(ctx, node, in, out);
     if (!value.ok()) return fail(value.status());
+    value->sym = out_sym;
+    for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
+      // A node's stages hold its output (an ArgMax's inner Max too: the same dims).
+      schedule::Stage& stage = ctx.stages()[s];
+      stage.symbolic = HalideSymbolic(out_sym, out.shape.size());
+      if (stage.symbolic.size() != stage.extents.size()) stage.symbolic.clear();
+    }
     values[{id, 0}] = *value;
   }
 
@@ -240,13 +293,16 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
                                                      "') is not computed by the cluster"));
     }
     const Value& v = it->second;
-    result.output_types.push_back({v.dtype, v.shape});
+    TensorType out_type{v.dtype, v.shape};  // a symbolic dim is -1: known at run time
+    for (size_t d = 0; d < out_type.shape.size(); ++d) {
+      if (SymbolOf(v, d) >= 0) out_type.shape[d] = -1;
+    }
+    result.output_types.push_back(out_type);
     if (NumElements(v.shape) == 0) {
       result.pipeline_output.push_back(-1);
       continue;
     }
     const schedule::Extents extents = HalideExtents(v.shape);
-    const std::vector<int64_t> strides = HalideStrides(extents);
     // A computed value that nothing in the cluster reads is its own output Func (a copy
     // would be one more stage to schedule). Values read inside the cluster get a copy:
     // a schedule may need such a Func over more than the output's extent (a consumer's
@@ -265,17 +321,23 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
       out(vars) = At(v, index);
     }
     Halide::Region estimates;
+    Expr stride = 1;
     for (size_t d = 0; d < extents.size(); ++d) {
       const int e = static_cast<int>(extents[d]);
-      out.output_buffer().dim(d).set_bounds(0, e).set_stride(static_cast<int>(strides[d]));
+      const int k = HalideDimSymbol(v.sym, d);
+      const Expr extent = k >= 0 ? ctx.symbols().at(k) : Expr(e);
+      out.output_buffer().dim(d).set_bounds(0, extent).set_stride(stride);
       estimates.emplace_back(0, e);
+      stride = Halide::Internal::simplify(stride * extent);
     }
     out.set_estimates(estimates);
     result.pipeline_output.push_back(static_cast<int>(result.info.outputs.size()));
     result.info.outputs.push_back(out);
     result.info.output_extents.push_back(extents);
+    result.info.output_symbolic.push_back(HalideSymbolic(v.sym, v.shape.size()));
   }
   result.info.stages = ctx.stages();
+  result.info.symbolic = !ctx.symbols().empty();
   return absl::OkStatus();
 }
 

@@ -516,6 +516,7 @@ std::shared_ptr<ClusterSnapshot> Snapshot(const ClusterSpec& spec) {
   snap->spec.name = spec.name;
   snap->spec.input_types = spec.input_types;
   snap->spec.node_types = spec.node_types;
+  snap->spec.input_symbols = spec.input_symbols;
   return snap;
 }
 
@@ -523,6 +524,73 @@ ClusterSpec SpecFor(const Graph& g, const Step& step, const std::vector<TensorTy
                     std::vector<TensorType> node_types) {
   return ClusterSpec{&g,    step.name,    step.nodes,           step.inputs,
                      types, step.outputs, std::move(node_types)};
+}
+
+// The concrete type of each step output for these input types: a node's (node_types is
+// parallel to step.nodes) or an input's. A symbolic kernel's own output types have -1s.
+std::vector<TensorType> OutputTypes(const Step& step, const std::vector<TensorType>& types,
+                                    const std::vector<TensorType>& node_types) {
+  std::vector<TensorType> out;
+  for (const Tensor& t : step.outputs) {
+    TensorType type;
+    for (size_t p = 0; p < step.nodes.size() && p < node_types.size(); ++p) {
+      if (step.nodes[p] == t.node_id()) type = node_types[p];
+    }
+    for (size_t i = 0; i < step.inputs.size(); ++i) {
+      if (step.inputs[i] == t) type = types[i];
+    }
+    out.push_back(type);
+  }
+  return out;
+}
+
+// "input 0 dim 0": the symbolic dims of `symbols`, for the compile log.
+std::string SymbolicDims(const std::vector<std::vector<int>>& symbols) {
+  std::vector<std::string> dims;
+  for (size_t i = 0; i < symbols.size(); ++i) {
+    for (size_t d = 0; d < symbols[i].size(); ++d) {
+      if (symbols[i][d] >= 0) dims.push_back(absl::StrCat("input ", i, " dim ", d));
+    }
+  }
+  return absl::StrJoin(dims, ", ");
+}
+
+// The kernel for `spec` from the compile cache (compiled on a miss): the symbolic one
+// when spec has symbols, else, or when that is refused (symbolic.h says when), the one
+// for its concrete shapes. What happened is appended to `*note` for the compile log.
+CompileCache::Result GetKernel(ClusterSpec spec, const CompileOptions& copts, bool disk_cache,
+                               std::string* note) {
+  if (!spec.input_symbols.empty()) {
+    const std::string key = ClusterKey(spec, copts);
+    CompileOptions with_key = copts;
+    if (disk_cache) with_key.disk_key = key;
+    CompileCache::Result result =
+        CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
+    if (result.kernel.ok()) {
+      absl::StrAppend(note, "; symbolic in ", SymbolicDims(spec.input_symbols),
+                      " (one kernel for every size >= ", kMinSymbolicExtent, ")");
+      return result;
+    }
+    absl::StrAppend(note, "; no symbolic kernel (", result.kernel.status().message(),
+                    "): compiled for these sizes");
+    spec.input_symbols.clear();
+  }
+  const std::string key = ClusterKey(spec, copts);
+  CompileOptions with_key = copts;
+  if (disk_cache) with_key.disk_key = key;
+  return CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
+}
+
+// The signature as kernels see it: symbolic dims (`symbols`) as -2 - class, so every
+// size of them is one signature (the recompile guard counts kernels, not sizes).
+std::vector<TensorType> KernelSignature(std::vector<TensorType> types,
+                                        const std::vector<std::vector<int>>& symbols) {
+  for (size_t i = 0; i < types.size() && i < symbols.size(); ++i) {
+    for (size_t d = 0; d < types[i].shape.size() && d < symbols[i].size(); ++d) {
+      if (symbols[i][d] >= 0) types[i].shape[d] = -2 - symbols[i][d];
+    }
+  }
+  return types;
 }
 
 }  // namespace
@@ -533,10 +601,27 @@ CompileOptions Executor::CompileOptionsFor(const Step& step) const {
   return copts;
 }
 
-// The options a compile runs with: those of the key, plus the key for the disk cache.
-static CompileOptions WithDiskKey(CompileOptions copts, const std::string& key, bool disk_cache) {
-  if (disk_cache) copts.disk_key = key;
-  return copts;
+std::vector<std::vector<int>> Executor::InputSymbols(const Step& step,
+                                                     const std::vector<TensorType>& types) const {
+  if (!options_.symbolic_shapes || step.space == Space::kDevice) return {};
+  const SchedulerKind scheduler = ToSchedulerKind(options_.scheduler);
+  if (scheduler != SchedulerKind::kAuto && scheduler != SchedulerKind::kSafeDefault) return {};
+  std::vector<std::vector<int>> symbols(types.size());
+  std::vector<int64_t> sizes;  // of each class: equal sizes share one
+  for (size_t i = 0; i < types.size() && i < step.inputs.size(); ++i) {
+    const Shape& declared = step.inputs[i].shape();  // the graph's: -1 where unknown
+    const Shape& shape = types[i].shape;
+    symbols[i].assign(shape.size(), -1);
+    if (declared.size() != shape.size()) continue;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (declared[d] != -1 || shape[d] < kMinSymbolicExtent) continue;
+      auto it = std::find(sizes.begin(), sizes.end(), shape[d]);
+      symbols[i][d] = static_cast<int>(it - sizes.begin());
+      if (it == sizes.end()) sizes.push_back(shape[d]);
+    }
+  }
+  if (sizes.empty()) return {};
+  return symbols;
 }
 
 // The kernel for `types` (compiled, or found in the cache) and output buffers of its
@@ -546,29 +631,29 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
                                const std::vector<TensorType>& types,
                                std::vector<TensorType> node_types, const std::string& reason,
                                absl::Status* compile_error) {
-  const ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
+  ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
+  spec.input_symbols = InputSymbols(step, types);
+  std::vector<TensorType> out_types = OutputTypes(step, types, spec.node_types);
   const CompileOptions copts = CompileOptionsFor(step);
   CompileCache::Result result;
+  std::string note = reason;
   if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
     // Not through the cache: the failure is this session's alone.
     result.kernel = absl::InternalError("injected compile failure");
   } else {
     TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
-    const std::string key = ClusterKey(spec, copts);
-    const CompileOptions with_key = WithDiskKey(copts, key, options_.disk_cache);
-    result =
-        CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
+    result = GetKernel(std::move(spec), copts, options_.disk_cache, &note);
     trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
   }
-  return Install(step, state, types, reason, result, compile_error);
+  return Install(step, state, types, std::move(out_types), note, result, compile_error);
 }
 
 // Starts compiling `types` on another thread (CompilePolicy::kAsync), from a snapshot.
 std::optional<std::shared_future<CompileCache::Result>> Executor::CompileInBackground(
     const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types) {
-  const ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
+  ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
+  spec.input_symbols = InputSymbols(step, types);
   const CompileOptions copts = CompileOptionsFor(step);
-  const std::string key = ClusterKey(spec, copts);
   if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
     std::promise<CompileCache::Result> failed;
     CompileCache::Result result;
@@ -579,19 +664,20 @@ std::optional<std::shared_future<CompileCache::Result>> Executor::CompileInBackg
   std::shared_ptr<ClusterSnapshot> snap = Snapshot(spec);
   if (snap == nullptr) return std::nullopt;
   const std::string name = step.name;
-  const CompileOptions with_key = WithDiskKey(copts, key, options_.disk_cache);
+  const bool disk_cache = options_.disk_cache;
   return std::async(std::launch::async,
-                    [snap, with_key, key, name]() {
+                    [snap, copts, disk_cache, name]() {
                       TimelineEvent trace(name, "compile");
-                      return CompileCache::Global().GetOrCompile(
-                          key, [&] { return CompileCluster(snap->spec, with_key); });
+                      std::string note;  // the install logs "compiled in the background"
+                      return GetKernel(snap->spec, copts, disk_cache, &note);
                     })
       .share();
 }
 
 // Makes `result` the step's kernel for `types`, with its output buffers.
 absl::Status Executor::Install(const Step& step, StepState& state,
-                               const std::vector<TensorType>& types, const std::string& reason,
+                               const std::vector<TensorType>& types,
+                               std::vector<TensorType> out_types, const std::string& reason,
                                const CompileCache::Result& result, absl::Status* compile_error) {
   if (result.hit) {
     ++stats_.cache_hits;
@@ -611,11 +697,12 @@ absl::Status Executor::Install(const Step& step, StepState& state,
   state.verified = false;
   state.buffers.clear();
   state.device_buffers.clear();
-  const auto& out_types = state.kernel->kernel->output_types();
+  state.output_types = std::move(out_types);
+  const std::vector<TensorType>& out = state.output_types;
   if (step.space == Space::kDevice) {
-    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, state, out_types));
+    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, state, out));
   } else {
-    for (const TensorType& t : out_types) state.buffers.emplace_back(t.dtype, t.shape);
+    for (const TensorType& t : out) state.buffers.emplace_back(t.dtype, t.shape);
   }
   if (dumper_ != nullptr) {  // observability: runtime/dump.h
     BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel));
@@ -680,6 +767,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
           const CompileCache::Result result = it->second.get();
           state.pending.erase(it);
           BRAZE_RETURN_IF_ERROR(Install(step, state, types,
+                                        OutputTypes(step, types, node_types),
                                         absl::StrCat(reason, " (compiled in the background)"),
                                         result, &compile_error));
           ready = true;
@@ -694,7 +782,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
       return FallBack(step, state, "failed to compile", compile_error, compile_only);
     }
   }
-  const auto& out_types = state.kernel->kernel->output_types();
+  const std::vector<TensorType>& out_types = state.output_types;
   if (compile_only) {
     if (step.space == Space::kDevice) {
       StandIn(step, state, out_types);
@@ -755,8 +843,9 @@ absl::Status Executor::RunWithoutCompiling(const Step& step, StepState& state, b
 }
 
 bool Executor::Megamorphic(const Step& step, StepState& state,
-                           const std::vector<TensorType>& types) {
+                           const std::vector<TensorType>& signature) {
   SignatureGuard& guard = state.guard;
+  const std::vector<TensorType> types = KernelSignature(signature, InputSymbols(step, signature));
   const int limit = options_.max_signatures_per_cluster;
   if (limit <= 0 || options_.strict || step.fallback.empty()) return false;
   const bool known = std::find(guard.seen.begin(), guard.seen.end(), types) != guard.seen.end();

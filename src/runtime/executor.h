@@ -107,8 +107,12 @@ class Executor {
   std::optional<std::shared_future<CompileCache::Result>> CompileInBackground(
       const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types);
   absl::Status Install(const Step& step, StepState& state, const std::vector<TensorType>& types,
-                       const std::string& reason, const CompileCache::Result& result,
-                       absl::Status* compile_error);
+                       std::vector<TensorType> out_types, const std::string& reason,
+                       const CompileCache::Result& result, absl::Status* compile_error);
+  // Symbolic shapes: the class of each input dim (ClusterSpec::input_symbols) for `types`;
+  // empty when no dim is symbolic or symbolic shapes do not apply to the step.
+  std::vector<std::vector<int>> InputSymbols(const Step& step,
+                                             const std::vector<TensorType>& types) const;
   absl::Status RunWithoutCompiling(const Step& step, StepState& state, bool compile_only);
   // The recompile guard: true when `types` must not be compiled (the step is
   // megamorphic and has not met them), after warning once when it becomes so.

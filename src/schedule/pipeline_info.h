@@ -12,12 +12,33 @@
 #include <vector>
 
 #include "Halide.h"
+#include "schedule/scheduler.h"
 
 namespace braze {
 namespace schedule {
 
 // Extents in Halide dim order (dim 0 innermost). Rank-0 values are 1-D of extent 1.
+// In a symbolic pipeline an extent may be symbolic (see Symbolic): then it holds the
+// estimate, the size the kernel was first compiled for, not a fact.
 using Extents = std::vector<int64_t>;
+
+// Which extents of an Extents are symbolic (parallel to it; empty: none is). A symbolic
+// extent comes from a -1 dim of the program (a placeholder's, an input_signature's) and
+// is only known at run time: one kernel serves every size >= kMinSymbolicExtent, so a
+// schedule must not assume its value. It may split such a dim by a constant factor of
+// at most kMinSymbolicExtent with ShiftInwards (valid for every extent >= the factor),
+// but never bound() it, never round it up, and never rely on a factor dividing it.
+using Symbolic = std::vector<bool>;
+using braze::kMinSymbolicExtent;  // schedule/scheduler.h
+
+// True when dim d of `s` is symbolic.
+inline bool IsSymbolic(const Symbolic& s, size_t d) { return d < s.size() && s[d]; }
+inline bool AnySymbolic(const Symbolic& s) {
+  for (bool b : s) {
+    if (b) return true;
+  }
+  return false;
+}
 
 enum class StageKind {
   kReduction,  // Sum/Mean/Max/Min: `acc` reduces over an RDom (float Max/Min: a Tuple)
@@ -35,11 +56,14 @@ struct Stage {
     Halide::Func func;
     Extents extents;
     bool transpose = false;  // b^T repacked: a transpose of its source
+    Symbolic symbolic;       // of extents
   };
   std::vector<Operand> operands;
   Halide::RDom rdom;             // the update's reduction domain
   Extents extents;               // of acc (and result)
-  int64_t reduction_extent = 1;  // product of the RDom extents
+  Symbolic symbolic;             // of extents
+  int64_t reduction_extent = 1;  // product of the RDom extents (an estimate when symbolic)
+  bool reduction_symbolic = false;  // some RDom extent is symbolic
   // True when the RDom walks the input's innermost (contiguous) dim, so vectorizing the
   // update over acc's dim 0 would turn contiguous loads into gathers.
   bool reduces_innermost = false;
@@ -64,7 +88,11 @@ struct PipelineInfo {
   // and may be a kMatMul stage's `result`.
   std::vector<Halide::Func> outputs;
   std::vector<Extents> output_extents;
+  std::vector<Symbolic> output_symbolic;  // parallel to output_extents
   std::vector<Stage> stages;
+  // True when some extent of the pipeline is symbolic: only the safe default schedules
+  // it (its splits are chosen to hold for every size, see Symbolic).
+  bool symbolic = false;
 };
 
 }  // namespace schedule

@@ -33,6 +33,10 @@ constexpr int64_t kTasksPerThread = 4;
 // See test/e2e/miscompile_test.cc. Every factor here is at most the extent it splits
 // (VectorWidth, the chunk and task sizes), which ShiftInwards needs.
 constexpr TailStrategy kShift = TailStrategy::ShiftInwards;
+// The least work (elements reduced) worth a parallel task of its own: a Halide 14
+// worker takes each loop iteration under the thread pool's lock. Row sums, one task a
+// row, on 2 AVX2 cores: rows of 1024 ran slower than serial, rows of 4096 1.6x faster.
+constexpr int64_t kMinTaskWork = 4096;
 // Row pipelines (RowPipeline) need rows at least this long.
 constexpr int64_t kMinRow = 8;
 
@@ -40,6 +44,27 @@ int64_t Product(const Extents& e) {
   int64_t p = 1;
   for (int64_t v : e) p *= v;
   return p;
+}
+
+// The largest factor a ShiftInwards split of dim d may use: its extent, or for a
+// symbolic dim at most kMinSymbolicExtent, since its run-time extent is only known to be
+// at least that (pipeline_info.h). Equal to e[d] for every static dim.
+int64_t SplitBound(const Extents& e, const Symbolic& s, size_t d) {
+  return IsSymbolic(s, d) ? std::min(e[d], kMinSymbolicExtent) : e[d];
+}
+
+// The smallest run-time extent of dims [from, e.size()) fused into one: the factor a
+// ShiftInwards split of the fused var may use.
+int64_t FusedSplitBound(const Extents& e, const Symbolic& s, size_t from) {
+  int64_t p = 1;
+  for (size_t d = from; d < e.size(); ++d) p *= SplitBound(e, s, d);
+  return p;
+}
+
+// info.output_symbolic[i], or no symbolic dim where the lowering left it empty.
+const Symbolic& OutputSymbolic(const PipelineInfo& info, size_t i) {
+  static const Symbolic* const kNone = new Symbolic();
+  return i < info.output_symbolic.size() ? info.output_symbolic[i] : *kNone;
 }
 
 // Every call to a Func in `accs` made by `value` (a definition of the Func `caller`),
@@ -112,16 +137,19 @@ class SafeScheduler {
   }
 
   // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
-  void Pointwise(Func f, const Extents& e) {
+  void Pointwise(Func f, const Extents& e, const Symbolic& sym) {
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
-    const int w = VectorWidth(f.output_types()[0], e[0]);
+    const int w = VectorWidth(f.output_types()[0], SplitBound(e, sym, 0));
     const bool parallel = threads_ > 1 && Product(e) >= kMinParallelWork;
     std::ostringstream line;
     line << f.name() << ":";
     int64_t outer_extent = 1;
     for (int d = 1; d < rank; ++d) outer_extent *= e[d];
-    if (parallel && outer_extent < 2 * threads_) {
+    // A symbolic dim 0 cannot be cut into chunks: a chunk would be a split factor above
+    // kMinSymbolicExtent. Its rows go parallel instead, if there are two; else serial.
+    const bool sym0 = IsSymbolic(sym, 0);
+    if (parallel && outer_extent < 2 * threads_ && !sym0) {
       // Too few rows (or rank 1): split dim 0 into one chunk per task.
       Var xo(args[0].name() + "_o"), xi(args[0].name() + "_i");
       int64_t chunk = (e[0] + threads_ * kTasksPerThread - 1) / (threads_ * kTasksPerThread);
@@ -137,14 +165,17 @@ class SafeScheduler {
         f.vectorize(args[0], w, kShift);
         line << " vectorize(" << args[0].name() << ", " << w << ")";
       }
-      if (parallel) {
+      if (parallel && sym0 && outer_extent < 2) line << " serial (symbolic dim 0, one row)";
+      if (parallel && outer_extent >= 2) {
         Var outer = args[rank - 1];
         for (int d = rank - 2; d >= 1; --d) {
           Var fused(outer.name() + "_" + args[d].name());
           f.fuse(args[d], outer, fused);
           outer = fused;
         }
-        const int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * kTasksPerThread));
+        int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * kTasksPerThread));
+        // Symbolic rows: the task split must hold at their smallest run-time extent.
+        if (AnySymbolic(sym)) task = std::min(task, FusedSplitBound(e, sym, 1));
         if (task > 1) {
           f.parallel(outer, static_cast<int>(task), kShift);
         } else {
@@ -159,10 +190,11 @@ class SafeScheduler {
   // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
   // dims, so that Halide loads whole rows of g and transposes them in registers instead
   // of gathering with the row stride; tiles in parallel over the outer dims.
-  void Transpose(Func f, const Extents& e) {
+  void Transpose(Func f, const Extents& e, const Symbolic& sym) {
     std::vector<Var> args = f.args();
-    const int w = std::min(VectorWidth(f.output_types()[0], e[0]),
-                           static_cast<int>(std::min<int64_t>(e[1], 8)));
+    // Tiles of w x w, ShiftInwards: w may not exceed a symbolic dim's smallest extent.
+    const int w = std::min(VectorWidth(f.output_types()[0], SplitBound(e, sym, 0)),
+                           static_cast<int>(std::min<int64_t>(SplitBound(e, sym, 1), 8)));
     std::ostringstream line;
     line << f.name() << ":";
     Var x = args[0], y = args[1], xo(x.name() + "_o"), yo(y.name() + "_o"), xi(x.name() + "_t"),
@@ -192,23 +224,31 @@ class SafeScheduler {
   // loop, as docs/HALIDE14.md's hand schedule does), so the row stays in cache between the
   // reductions and the output, and its update is vectorized by rfactor over an exact
   // split of the row's RVar (no GuardWithIf on any update). Returns false, with nothing
-  // scheduled, when the pipeline is not of that form.
+  // scheduled, when the pipeline is not of that form. A symbolic row (or reduction) has
+  // no exact split: its updates stay scalar loops over the row.
   bool RowPipeline(const PipelineInfo& info) {
     if (info.outputs.size() != 1 || info.stages.empty()) return false;
     Func out = info.outputs[0];
     const Extents& e = info.output_extents[0];
+    const Symbolic& sym = OutputSymbolic(info, 0);
     const int rank = static_cast<int>(e.size());
     // Rows shorter than kMinRow stay compute_root: with a reduction of a few elements
     // computed next to its reader, LLVM's fast-math (no-NaNs) folded a 1-element row's
     // max(-inf, x) into x and lost the NaN flag (Softmax(Log(x)) gave 1, not NaN).
-    if (rank < 2 || Product(e) <= 0 || e[0] < kMinRow || out.has_update_definition()) {
+    if (rank < 2 || Product(e) <= 0 || SplitBound(e, sym, 0) < kMinRow ||
+        out.has_update_definition()) {
       return false;
     }
     int64_t rows = 1;
     for (int d = 1; d < rank; ++d) rows *= e[d];
     std::set<std::string> accs;
     int shift = -1;  // acc dim d is output dim d + shift
+    // The rfactor below splits each row's RVar by a factor that divides the row: only
+    // with a static row and static RDoms. (Equal estimates below are only a heuristic
+    // for symbolic extents; bounds inference keeps the schedule correct regardless.)
+    bool exact_rows = !IsSymbolic(sym, 0);
     for (const Stage& s : info.stages) {
+      exact_rows = exact_rows && !s.reduction_symbolic;
       if (s.kind != StageKind::kReduction || !s.reduces_innermost) return false;
       if (s.rdom.dimensions() != 1 || s.reduction_extent != e[0]) return false;
       if (s.acc.num_update_definitions() != 1) return false;
@@ -250,7 +290,7 @@ class SafeScheduler {
 
     // The output: vectorized dim 0, fused rows, parallel chunks of rows.
     std::vector<Var> args = out.args();
-    const int w = VectorWidth(out.output_types()[0], e[0]);
+    const int w = VectorWidth(out.output_types()[0], SplitBound(e, sym, 0));
     const bool parallel = threads_ > 1 && Product(e) >= kMinParallelWork && rows >= 2 * threads_;
     std::ostringstream line;
     line << out.name() << ":";
@@ -266,7 +306,9 @@ class SafeScheduler {
     }
     Var at = row;
     if (parallel) {
-      const int64_t task = std::max<int64_t>(1, rows / (threads_ * kTasksPerThread));
+      int64_t task = std::max<int64_t>(1, rows / (threads_ * kTasksPerThread));
+      // Symbolic rows: the task split must hold at their smallest run-time extent.
+      if (AnySymbolic(sym)) task = std::min(task, FusedSplitBound(e, sym, 1));
       if (task > 1) {
         Var ro(row.name() + "_o"), ri(row.name() + "_i");
         out.split(row, ro, ri, static_cast<int>(task), kShift).parallel(ro);
@@ -287,7 +329,7 @@ class SafeScheduler {
       while (lanes > 1 && e[0] % lanes != 0) lanes /= 2;
       std::ostringstream l;
       l << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ")";
-      if (lanes >= 4 && e[0] >= 2 * lanes) {
+      if (exact_rows && lanes >= 4 && e[0] >= 2 * lanes) {
         Halide::RVar r = s.rdom[0];
         Halide::RVar ro(r.name() + "_o"), ri(r.name() + "_i");
         Var u(f.name() + "_lane");
@@ -304,6 +346,7 @@ class SafeScheduler {
         }
       } else {
         f.update(0).unscheduled();  // a scalar loop over the row, as defined
+        if (!exact_rows) l << " update scalar (symbolic row)";
       }
       log_ << l.str() << "\n";
     }
@@ -313,11 +356,28 @@ class SafeScheduler {
   // A stored Func is computed over all of its extents, not just the region its readers
   // need: the splits here are sized for the full extents, and over a smaller region (a
   // Slice of a reduction or a matmul) they reached past the inputs (braze-fuzz seeds
-  // 2204 and 2909: a Const read at index 5 of 4, and at -1).
-  static void BoundToExtents(Func f, const Extents& e) {
+  // 2204 and 2909: a Const read at index 5 of 4, and at -1). A symbolic dim has no
+  // constant extent to bound it to (its value is only an estimate): it is left free.
+  static void BoundToExtents(Func f, const Extents& e, const Symbolic& sym) {
     std::vector<Var> args = f.args();
     for (size_t d = 0; d < args.size() && d < e.size(); ++d) {
-      f.bound(args[d], 0, static_cast<int>(e[d]));
+      if (!IsSymbolic(sym, d)) f.bound(args[d], 0, static_cast<int>(e[d]));
+    }
+  }
+
+  // The update of an accumulator whose dim 0 is symbolic and its only parallel work:
+  // dim 0 cannot be split (see Reduction), so one task per element, and only where each
+  // task reads a contiguous row worth a task. Column sums (the reduction over outer
+  // input dims) stay serial, dim 0 innermost: parallel over it, each task would walk a
+  // column with the row stride.
+  void SymbolicParallelDim0(Halide::Stage update, const Stage& s, std::ostringstream& line) {
+    const Var x = s.acc.args()[0];
+    if (s.reduces_innermost && s.reduction_extent >= kMinTaskWork) {
+      update.parallel(x);
+      line << " parallel(" << x.name() << ") (symbolic: a task per element)";
+    } else {
+      if (s.reduces_innermost) update.unscheduled();  // a loop per row, as defined
+      line << " serial (symbolic dim 0)";
     }
   }
 
@@ -330,20 +390,24 @@ class SafeScheduler {
     // select (Max, Min, ArgMax): the vector loop's index is dropped and only the first
     // lanes are ever written. And a guarded vectorized init (a constant store) made
     // LLVM take over 2 s to compile a 65x33 accumulator.
-    int w = VectorWidth(f.output_types()[0], s.extents[0]);
-    while (w > 1 && s.extents[0] % w != 0) w /= 2;
+    // A symbolic dim 0 divides by nothing and cannot be bound: its init (a constant:
+    // shifting reads no input) is vectorized ShiftInwards, and its update is not split
+    // at all (an update allows no ShiftInwards; RoundUp would read past the input).
+    const bool sym0 = IsSymbolic(s.symbolic, 0);
+    int w = VectorWidth(f.output_types()[0], SplitBound(s.extents, s.symbolic, 0));
+    while (!sym0 && w > 1 && s.extents[0] % w != 0) w /= 2;
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
     f.compute_root();
-    BoundToExtents(f, s.extents);
-    if (w > 1) f.vectorize(args[0], w, TailStrategy::RoundUp);
+    BoundToExtents(f, s.extents, s.symbolic);
+    if (w > 1) f.vectorize(args[0], w, sym0 ? kShift : TailStrategy::RoundUp);
     log_ << f.name() << ": compute_root vectorize(" << w << ")\n";
     Halide::Stage update = f.update(0);
     std::ostringstream line;
     line << f.name() << ".update(0):";
     const bool parallel =
         threads_ > 1 && Product(s.extents) * s.reduction_extent >= kMinParallelWork;
-    if (s.reduces_innermost) w = 1;
+    if (s.reduces_innermost || sym0) w = 1;
     Var x = args[0];
     Var xv(x.name() + "_v");
     if (w > 1) {
@@ -356,6 +420,8 @@ class SafeScheduler {
     if (parallel && rank >= 2 && s.extents[rank - 1] >= threads_) {
       update.parallel(args[rank - 1]);
       line << " parallel(" << args[rank - 1].name() << ")";
+    } else if (parallel && s.extents[0] >= 2 * threads_ && sym0) {
+      SymbolicParallelDim0(update, s, line);
     } else if (parallel && s.extents[0] >= 2 * threads_) {
       // A rank-1 accumulator (row or column sums): parallel chunks of dim 0, each a
       // multiple of the vector width that divides the extent.
@@ -385,6 +451,21 @@ class SafeScheduler {
     log_ << line.str() << "\n";
   }
 
+  // The register tile of a MatMul whose columns (dim 0) are symbolic: at most
+  // kMinSymbolicExtent columns (n, a SplitBound), so as many whole vectors as fit in 16
+  // (AVX2 f32: 2, AVX-512: 1), and strips of 12 / vectors rows, to keep about 12
+  // accumulators in flight like the 3 x 4 tile (AVX2 f32: 16 x 6, BLIS's sgemm kernel:
+  // 97-140 GFLOP/s at 512^3 and 1024^3 on 2 AVX2 cores, as fast as the static 3 x 4
+  // tile; 16 x 4 gave 64-101). The row tile is a multiple of the strip, so the
+  // accumulator's strips stay exact. (AVX-512's 16 x 12 is unmeasured.)
+  static void SymbolicColumnTile(int64_t n, int vw, int* tile_x, int* tile_y, int* strip) {
+    const int vectors = static_cast<int>(std::clamp<int64_t>(n / vw, 1, 3));
+    *tile_x = vw * vectors;
+    if (*tile_y < 1) return;
+    *strip = std::min(12 / vectors, *tile_y);
+    *tile_y = *tile_y / *strip * *strip;
+  }
+
   // docs/HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
   // accumulator is computed per strip so its 3x4 vectors stay in registers across the
   // k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
@@ -401,25 +482,28 @@ class SafeScheduler {
       f.compute_root();
       log_ << f.name() << ": matmul operand, compute_root\n";
       if (o.transpose) {
-        Transpose(f, o.extents);
+        Transpose(f, o.extents, o.symbolic);
       } else {
-        Pointwise(f, o.extents);
+        Pointwise(f, o.extents, o.symbolic);
       }
     }
     Func res = s.result;
     Func acc = s.acc;
     std::vector<Var> args = res.args();
     Var x = args[0], y = args[1];
-    const int64_t n = s.extents[0], m = s.extents[1];
+    // A symbolic dim's tile is at most kMinSymbolicExtent (SplitBound): 16 rows.
+    const int64_t n = SplitBound(s.extents, s.symbolic, 0);
+    const int64_t m = SplitBound(s.extents, s.symbolic, 1);
     const int vec = target_.natural_vector_size(res.output_types()[0]);
     int vw = vec;
     while (vw > 1 && vw > n) vw /= 2;
-    const int tile_x = n >= 3 * vec ? 3 * vec : vw;
-    const int tile_y = static_cast<int>(std::min<int64_t>(32, m));
-    const int strip = tile_y >= 4 ? 4 : tile_y;
+    int tile_x = n >= 3 * vec ? 3 * vec : vw;
+    int tile_y = static_cast<int>(std::min<int64_t>(32, m));
+    int strip = tile_y >= 4 ? 4 : tile_y;
+    if (IsSymbolic(s.symbolic, 0)) SymbolicColumnTile(n, vw, &tile_x, &tile_y, &strip);
     Var xi("mm_xi"), yi("mm_yi"), yii("mm_yii"), xy("mm_xy");
     res.compute_root();
-    BoundToExtents(res, s.extents);
+    BoundToExtents(res, s.extents, s.symbolic);
     res.tile(x, y, xi, yi, tile_x, tile_y).fuse(x, y, xy);
     Var outer = xy;
     for (size_t d = 2; d < args.size(); ++d) {  // batch dims
@@ -486,7 +570,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
       scheduled |=
           stage.kind == StageKind::kMatMul && stage.result.name() == info.outputs[i].name();
     }
-    if (!scheduled) s.Pointwise(info.outputs[i], info.output_extents[i]);
+    if (!scheduled) s.Pointwise(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i));
   }
   return s.text();
 }

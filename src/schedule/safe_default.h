@@ -9,6 +9,11 @@
 // - MatMul: the register-tiled schedule of docs/HALIDE14.md (§2f): tile 3 vectors x 32 rows,
 //   accumulator computed per 4-row strip, with a GuardWithIf variant for small shapes.
 // - Everything else (elementwise and layout Funcs) is inlined.
+// - Symbolic dims (pipeline_info.h) hold for every run-time extent >= kMinSymbolicExtent:
+//   they are split only by at most that with ShiftInwards and never bound(). An update
+//   is never split over one (it runs serially there, or one task per element), nor is
+//   a symbolic RVar (a symbolic row's reductions stay scalar loops), and a symbolic
+//   dim 0 is never cut into parallel chunks (its rows, if any, go parallel instead).
 //
 // Internal header: includes Halide.h (via pipeline_info.h).
 #ifndef BRAZE_SCHEDULE_SAFE_DEFAULT_H_

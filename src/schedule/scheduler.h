@@ -7,10 +7,18 @@
 #ifndef BRAZE_SCHEDULE_SCHEDULER_H_
 #define BRAZE_SCHEDULE_SCHEDULER_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace braze {
+
+// Symbolic shapes: a -1 dim of the program whose size is at least this is compiled as a
+// run-time extent, and one kernel serves every size from here up. Below it a kernel is
+// specialized to the size: the safe default's vectors and row strips split a dim by up
+// to 16 with ShiftInwards, which needs the extent to be at least the factor, and a size
+// of 1 broadcasts (numpy's rules), which a kernel for larger sizes does not do.
+constexpr int64_t kMinSymbolicExtent = 16;
 
 enum class SchedulerKind {
   // CPU. kAuto picks per cluster (compile/compile.cc, PickScheduler): Braze's safe

@@ -1,0 +1,227 @@
+// Symbolic shapes (SessionOptions::symbolic_shapes): a -1 dim of the program compiles
+// once, as a run-time extent, and that one kernel serves every size from
+// kMinSymbolicExtent up; every result is checked against the reference kernels.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "braze/jit_scope.h"
+#include "braze/logging.h"
+#include "braze/ops.h"
+#include "braze/optimizers.h"
+#include "braze/session.h"
+#include "runtime/flags.h"
+
+namespace braze {
+namespace {
+
+using ::testing::HasSubstr;
+
+void ExpectNear(const HostTensor& want, const HostTensor& got, double tol = 2e-5) {
+  ASSERT_EQ(want.type(), got.type());
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    const double w = want.GetDouble(i), v = got.GetDouble(i);
+    ASSERT_NEAR(v, w, tol * (1 + std::abs(w))) << "element " << i;
+  }
+}
+
+SessionOptions Reference() {
+  SessionOptions o;
+  o.reference_only = true;
+  return o;
+}
+
+SessionOptions NoDiskCache() {
+  SessionOptions o;
+  o.disk_cache = false;
+  return o;
+}
+
+// Two clusters: a softmax over rows (a row reduction) and a mean over the batch (a
+// reduction over the symbolic dim). `scale` makes each test's kernels its own (the
+// compile cache is process-wide and keyed by structure).
+struct RowsModel {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 37}, "x");
+  Tensor probs, column_mean;
+  explicit RowsModel(double scale) {
+    JitScope scope(g);
+    probs = Softmax(x * scale + 0.5);
+    column_mean = Mean(Tanh(x), {0}) * scale;
+  }
+  Feeds Feed(int64_t rows) const {
+    return {{x, HostTensor::RandomUniform(DType::kF32, {rows, 37}, 1000 + rows)}};
+  }
+};
+
+TEST(SymbolicShapesTest, OneKernelServesEverySizeFromTheMinimumUp) {
+  RowsModel m(2.0);
+  Session session(m.g, NoDiskCache());
+  Session reference(m.g, Reference());
+  const std::vector<int64_t> sizes = {64, 16, 17, 31, 97, 100, 128, 1021, 64};
+  for (int64_t rows : sizes) {
+    const Feeds feeds = m.Feed(rows);
+    auto got = session.Run(feeds, {m.probs, m.column_mean});
+    auto want = reference.Run(feeds, {m.probs, m.column_mean});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ((*got)[0].shape(), (Shape{rows, 37}));
+    ExpectNear((*want)[0], (*got)[0]);
+    ExpectNear((*want)[1], (*got)[1]);
+  }
+  const SessionStats stats = session.stats();
+  EXPECT_EQ(stats.compiles, 2) << "one kernel per cluster for every size >= 16";
+  EXPECT_EQ(stats.cache_hits, 2 * static_cast<int64_t>(sizes.size() - 1));
+  EXPECT_EQ(stats.cluster_launches, 2 * static_cast<int64_t>(sizes.size()));
+  EXPECT_EQ(stats.reference_launches, 0);
+}
+
+TEST(SymbolicShapesTest, SizesBelowTheMinimumGetKernelsOfTheirOwn) {
+  RowsModel m(3.0);
+  Session session(m.g, NoDiskCache());
+  Session reference(m.g, Reference());
+  for (int64_t rows : {1, 3, 1, 15, 40, 3, 64}) {
+    const Feeds feeds = m.Feed(rows);
+    auto got = session.Run(feeds, {m.probs, m.column_mean});
+    auto want = reference.Run(feeds, {m.probs, m.column_mean});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear((*want)[0], (*got)[0]);
+    ExpectNear((*want)[1], (*got)[1]);
+  }
+  // Per cluster: 1, 3 and 15 each, and one symbolic kernel for 40 and 64.
+  EXPECT_EQ(session.stats().compiles, 2 * 4);
+}
+
+TEST(SymbolicShapesTest, OffCompilesEverySize) {
+  RowsModel m(4.0);
+  SessionOptions options = NoDiskCache();
+  options.symbolic_shapes = false;
+  Session session(m.g, options);
+  for (int64_t rows : {20, 30, 40}) ASSERT_TRUE(session.Run(m.Feed(rows), {m.probs}).ok());
+  EXPECT_EQ(session.stats().compiles, 3);
+}
+
+// The tutorial's model: softmax regression trained by SGD. The step's clusters hold a
+// MatMul over the batch (x^T dy: a reduction whose extent is symbolic).
+struct SoftmaxRegression {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 50}, "x");
+  Tensor y = Placeholder(g, DType::kF32, {-1, 10}, "y");
+  Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {50, 10}, 5, 0.0, 0.1), "w");
+  Tensor b = Variable(g, HostTensor::Filled(DType::kF32, {10}, 0.1), "b");
+  Tensor loss;
+  std::vector<Tensor> step;
+  SoftmaxRegression() {
+    JitScope scope(g);
+    loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + b, y));
+    step = *Minimize(Optimizer::Sgd(0.5), loss, {w, b});
+  }
+  Feeds Batch(int64_t rows, uint64_t seed) const {
+    HostTensor labels = HostTensor::Filled(DType::kF32, {rows, 10}, 0);
+    for (int64_t r = 0; r < rows; ++r) labels.SetDouble(r * 10 + (r * 7 + seed) % 10, 1);
+    return {{x, HostTensor::RandomUniform(DType::kF32, {rows, 50}, seed)}, {y, labels}};
+  }
+};
+
+TEST(SymbolicShapesTest, ATrainingLoopWithASmallerLastBatchCompilesItsStepOnce) {
+  SoftmaxRegression m;
+  Session session(m.g, NoDiskCache());
+  Session reference(m.g, Reference());
+  // Two epochs of 300 examples in batches of 128: 128, 128, 44, 128, 128, 44.
+  int64_t compiles_after_first_batch = 0;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    for (int64_t start = 0; start < 300; start += 128) {
+      const int64_t rows = std::min<int64_t>(128, 300 - start);
+      const Feeds feeds = m.Batch(rows, 10 * epoch + start);
+      auto got = session.Run(feeds, {m.loss}, m.step);
+      auto want = reference.Run(feeds, {m.loss}, m.step);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectNear((*want)[0], (*got)[0], 1e-4);
+      if (compiles_after_first_batch == 0) {
+        compiles_after_first_batch = session.stats().compiles;
+        ASSERT_GT(compiles_after_first_batch, 0);
+      }
+    }
+  }
+  EXPECT_EQ(session.stats().compiles, compiles_after_first_batch)
+      << "the last batch (44 rows) ran the kernels compiled for 128";
+  auto w = session.Run({}, {m.w, m.b});
+  auto w_ref = reference.Run({}, {m.w, m.b});
+  ASSERT_TRUE(w.ok() && w_ref.ok());
+  ExpectNear((*w_ref)[0], (*w)[0], 1e-4);
+  ExpectNear((*w_ref)[1], (*w)[1], 1e-4);
+}
+
+TEST(SymbolicShapesTest, EachSizedDimGetsItsOwnSymbol) {
+  // Two -1 dims that differ (a batch and a sequence length) and a -1 inner dim.
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {-1, 24}, "a");
+  Tensor c = Placeholder(g, DType::kF32, {24, -1}, "c");
+  Tensor out, sums;
+  {
+    JitScope scope(g);
+    out = Relu(MatMul(a, c) - 0.375);  // [n, m]
+    sums = Sum(Exp(c * 0.5), {0});    // [m]: a symbolic innermost dim
+  }
+  Session session(g, NoDiskCache());
+  Session reference(g, Reference());
+  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{32, 40}, {40, 32}, {17, 100}, {33, 33}}) {
+    const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {n, 24}, n)},
+                         {c, HostTensor::RandomUniform(DType::kF32, {24, m}, m + 1)}};
+    auto got = session.Run(feeds, {out, sums});
+    auto want = reference.Run(feeds, {out, sums});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear((*want)[0], (*got)[0]);
+    ExpectNear((*want)[1], (*got)[1]);
+  }
+  // The MatMul's cluster: (32, 40), (40, 32), (17, 100) share one kernel; (33, 33) has
+  // one class for both dims, so a kernel of its own. The Sum's: one kernel.
+  EXPECT_EQ(session.stats().compiles, 3);
+}
+
+TEST(SymbolicShapesTest, AReshapeThatMergesTheSymbolicDimIsCompiledPerSize) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 6}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Reshape(Tanh(x), {-1}) * 2.0;  // [6n]: not a size one kernel can hold
+  }
+  Session session(g, NoDiskCache());
+  Session reference(g, Reference());
+  for (int64_t rows : {20, 21}) {
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {rows, 6}, rows)}};
+    auto got = session.Run(feeds, {y});
+    auto want = reference.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear((*want)[0], (*got)[0]);
+  }
+  EXPECT_EQ(session.stats().compiles, 2);
+}
+
+TEST(SymbolicShapesTest, LogCompilesNamesTheSymbolicDims) {
+  std::vector<std::string> lines;
+  SetLogSink([&](LogSeverity, int, std::string_view text) { lines.emplace_back(text); });
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  {
+    RowsModel m(5.0);
+    Session session(m.g, NoDiskCache());
+    ASSERT_TRUE(session.Run(m.Feed(50), {m.probs}).ok());
+    ASSERT_TRUE(session.Run(m.Feed(60), {m.probs}).ok());
+  }
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  SetLogSink(nullptr);
+  std::string all;
+  for (const std::string& l : lines) all += l + "\n";
+  EXPECT_THAT(all, HasSubstr("symbolic in input 0 dim 0"));
+  EXPECT_THAT(all, HasSubstr("cache hit"));
+}
+
+}  // namespace
+}  // namespace braze
