@@ -5,6 +5,8 @@
 //   unfused:  no JIT: every op is its own compiled Halide kernel (cached, buffers reused
 //             across runs) — TF's op-by-op executor, a fair baseline, not a slow loop.
 //   handloop: the fused computation written by hand in C++ (threads over rows/chunks).
+//   symbolic: fused, with the leading dim of the input a -1 placeholder dim: one kernel
+//             compiled for every size (docs/SYMBOLIC_SHAPES.md), run at the same size.
 //
 // Fetches go through Session::RunInto with a reused output, so no run copies its result.
 #include <benchmark/benchmark.h>
@@ -22,7 +24,13 @@
 namespace braze {
 namespace {
 
-enum Variant { kFused = 0, kUnfused = 1 };
+enum Variant { kFused = 0, kUnfused = 1, kSymbolic = 2 };
+
+// The placeholder's shape: its leading dim -1 for kSymbolic.
+Shape Declared(Shape shape, Variant v) {
+  if (v == kSymbolic) shape[0] = -1;
+  return shape;
+}
 
 // Splits [0, n) over the machine's cores, as the Halide kernels do.
 void ParallelFor(int64_t n, const std::function<void(int64_t, int64_t)>& body) {
@@ -89,8 +97,8 @@ Tensor Chain8(Tensor x) {
 
 std::unique_ptr<Workload> MakeChain8(Variant v) {
   auto w = std::make_unique<Workload>();
-  Tensor x = Placeholder(w->graph, DType::kF32, {kChainN}, "x");
-  if (v == kFused) {
+  Tensor x = Placeholder(w->graph, DType::kF32, Declared({kChainN}, v), "x");
+  if (v != kUnfused) {
     JitScope scope(w->graph);
     w->out = Chain8(x);
   } else {
@@ -130,19 +138,26 @@ void BM_Chain8_handloop(benchmark::State& state) {
   }
   SetRate(state, "GB/s", 2.0 * kChainN * sizeof(float) / 1e9);
 }
+void BM_Chain8_symbolic(benchmark::State& state) {
+  auto w = MakeChain8(kSymbolic);
+  RunSession(state, *w, kSymbolic);
+  SetRate(state, "GB/s", 2.0 * kChainN * sizeof(float) / 1e9);
+}
+BENCHMARK(BM_Chain8_symbolic)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
+
 BENCHMARK(BM_Chain8_handloop)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime();
 
 // ---- Softmax and LayerNorm over rows of 1024 ----
 std::unique_ptr<Workload> MakeRowOp(Variant v, int64_t rows, bool layernorm) {
   auto w = std::make_unique<Workload>();
-  Tensor x = Placeholder(w->graph, DType::kF32, {rows, 1024}, "x");
+  Tensor x = Placeholder(w->graph, DType::kF32, Declared({rows, 1024}, v), "x");
   auto build = [&] {
     if (!layernorm) return Softmax(x);
     Tensor gamma = Const(w->graph, HostTensor::RandomUniform(DType::kF32, {1024}, 2));
     Tensor beta = Const(w->graph, HostTensor::RandomUniform(DType::kF32, {1024}, 3));
     return LayerNorm(x, gamma, beta);
   };
-  if (v == kFused) {
+  if (v != kUnfused) {
     JitScope scope(w->graph);
     w->out = build();
   } else {
@@ -173,6 +188,33 @@ BENCHMARK(BM_Softmax)
 BENCHMARK(BM_LayerNorm)
     ->ArgNames({"unfused", "rows"})
     ->ArgsProduct({{kFused, kUnfused}, {4096, 16384}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
+
+void BM_Softmax_symbolic(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  auto w = MakeRowOp(kSymbolic, rows, false);
+  RunSession(state, *w, kSymbolic);
+  SetRate(state, "GB/s", 2.0 * rows * 1024 * sizeof(float) / 1e9);
+}
+void BM_LayerNorm_symbolic(benchmark::State& state) {
+  const int64_t rows = state.range(0);
+  auto w = MakeRowOp(kSymbolic, rows, true);
+  RunSession(state, *w, kSymbolic);
+  SetRate(state, "GB/s", 2.0 * rows * 1024 * sizeof(float) / 1e9);
+}
+BENCHMARK(BM_Softmax_symbolic)
+    ->ArgName("rows")
+    ->Arg(4096)
+    ->Arg(16384)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
+BENCHMARK(BM_LayerNorm_symbolic)
+    ->ArgName("rows")
+    ->Arg(4096)
+    ->Arg(16384)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5)
     ->UseRealTime();
@@ -235,10 +277,10 @@ constexpr int64_t kMM = 1024;
 
 std::unique_ptr<Workload> MakeMatMulBiasRelu(Variant v) {
   auto w = std::make_unique<Workload>();
-  Tensor a = Placeholder(w->graph, DType::kF32, {kMM, kMM}, "a");
+  Tensor a = Placeholder(w->graph, DType::kF32, Declared({kMM, kMM}, v), "a");
   Tensor b = Const(w->graph, HostTensor::RandomUniform(DType::kF32, {kMM, kMM}, 5));
   Tensor bias = Const(w->graph, HostTensor::RandomUniform(DType::kF32, {kMM}, 6));
-  if (v == kFused) {
+  if (v != kUnfused) {
     JitScope scope(w->graph);
     w->out = Relu(MatMul(a, b) + bias);
   } else {
@@ -260,6 +302,13 @@ BENCHMARK(BM_MatMulBiasRelu)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0)
     ->UseRealTime();
+
+void BM_MatMulBiasRelu_symbolic(benchmark::State& state) {
+  auto w = MakeMatMulBiasRelu(kSymbolic);
+  RunSession(state, *w, kSymbolic);
+  SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
+}
+BENCHMARK(BM_MatMulBiasRelu_symbolic)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime();
 
 void BM_MatMulBiasRelu_handloop(benchmark::State& state) {
   HostTensor a = HostTensor::RandomUniform(DType::kF32, {kMM, kMM}, 7);

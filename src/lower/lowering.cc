@@ -275,6 +275,11 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
       schedule::Stage& stage = ctx.stages()[s];
       stage.symbolic = HalideSymbolic(out_sym, out.shape.size());
       if (stage.symbolic.size() != stage.extents.size()) stage.symbolic.clear();
+      stage.symbolic_extents.assign(stage.symbolic.size(), Expr());
+      for (size_t d = 0; d < stage.symbolic.size(); ++d) {
+        const int k = HalideDimSymbol(out_sym, d);
+        if (k >= 0) stage.symbolic_extents[d] = ctx.symbols().at(k);
+      }
     }
     values[{id, 0}] = *value;
   }

@@ -603,7 +603,10 @@ CompileOptions Executor::CompileOptionsFor(const Step& step) const {
 
 std::vector<std::vector<int>> Executor::InputSymbols(const Step& step,
                                                      const std::vector<TensorType>& types) const {
-  if (!options_.symbolic_shapes || step.space == Space::kDevice) return {};
+  if (!options_.symbolic_shapes || !GetBrazeFlags().symbolic_shapes ||
+      step.space == Space::kDevice) {
+    return {};
+  }
   const SchedulerKind scheduler = ToSchedulerKind(options_.scheduler);
   if (scheduler != SchedulerKind::kAuto && scheduler != SchedulerKind::kSafeDefault) return {};
   std::vector<std::vector<int>> symbols(types.size());

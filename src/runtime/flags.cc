@@ -14,7 +14,7 @@ namespace {
 
 constexpr char kKnownFlags[] =
     "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N, "
-    "--verify[=true|false], --log_compiles[=true|false]";
+    "--verify[=true|false], --log_compiles[=true|false], --symbolic_shapes[=true|false]";
 
 absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
@@ -89,10 +89,12 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
                                 name == "dump_to" ? "=DIR)" : "=FILE)"));
       }
       (name == "dump_to" ? flags.dump_to : flags.timeline) = value;
-    } else if (name == "clustering_debug" || name == "verify" || name == "log_compiles") {
-      bool& flag = name == "verify"         ? flags.verify
-                   : name == "log_compiles" ? flags.log_compiles
-                                            : flags.clustering_debug;
+    } else if (name == "clustering_debug" || name == "verify" || name == "log_compiles" ||
+               name == "symbolic_shapes") {
+      bool& flag = name == "verify"            ? flags.verify
+                   : name == "log_compiles"    ? flags.log_compiles
+                   : name == "symbolic_shapes" ? flags.symbolic_shapes
+                                               : flags.clustering_debug;
       if (!has_value || value == "true" || value == "1") {
         flag = true;
       } else if (value == "false" || value == "0") {

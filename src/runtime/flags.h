@@ -24,6 +24,9 @@
 //                        the cluster, its input signature, compiled or a cache hit, the
 //                        scheduler that produced it with each one refused before it and
 //                        why, the compile time; and a line per compile that failed
+//   --symbolic_shapes=false  compiles every input signature for its own sizes, as if
+//                        each session had SessionOptions::symbolic_shapes = false
+//                        (docs/SYMBOLIC_SHAPES.md); default true
 //
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
@@ -47,6 +50,7 @@ struct BrazeFlags {
   std::optional<int> v;  // --v=N; unset: the log verbosity is left as the program set it
   bool verify = false;   // as SessionOptions::verify, for every session
   bool log_compiles = false;
+  bool symbolic_shapes = true;  // false: overrides SessionOptions::symbolic_shapes
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the

@@ -62,6 +62,9 @@ struct Stage {
   Halide::RDom rdom;             // the update's reduction domain
   Extents extents;               // of acc (and result)
   Symbolic symbolic;             // of extents
+  // The run-time extent of each symbolic dim of acc (Halide order; undefined for a
+  // constant dim; empty when none is symbolic): what bound() may use for them.
+  std::vector<Halide::Expr> symbolic_extents;
   int64_t reduction_extent = 1;  // product of the RDom extents (an estimate when symbolic)
   bool reduction_symbolic = false;  // some RDom extent is symbolic
   // True when the RDom walks the input's innermost (contiguous) dim, so vectorizing the

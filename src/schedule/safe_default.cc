@@ -137,7 +137,14 @@ class SafeScheduler {
   }
 
   // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
-  void Pointwise(Func f, const Extents& e, const Symbolic& sym) {
+  // One task's share of `extent`, in whole vectors of w.
+  int64_t Chunk(int64_t extent, int w) const {
+    const int64_t chunk = (extent + threads_ * kTasksPerThread - 1) / (threads_ * kTasksPerThread);
+    return ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
+  }
+
+  // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
+  void Pointwise(Func f, const Extents& e, const Symbolic& sym, bool output = false) {
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
     const int w = VectorWidth(f.output_types()[0], SplitBound(e, sym, 0));
@@ -147,13 +154,23 @@ class SafeScheduler {
     int64_t outer_extent = 1;
     for (int d = 1; d < rank; ++d) outer_extent *= e[d];
     // A symbolic dim 0 cannot be cut into chunks: a chunk would be a split factor above
-    // kMinSymbolicExtent. Its rows go parallel instead, if there are two; else serial.
+    // kMinSymbolicExtent. Its rows go parallel instead, if there are two; else serial,
+    // except for an output, whose chunked schedule is a specialization for run-time
+    // extents of at least a chunk (Halide tests the buffer's extent once per launch).
     const bool sym0 = IsSymbolic(sym, 0);
-    if (parallel && outer_extent < 2 * threads_ && !sym0) {
+    if (parallel && outer_extent < 2 * threads_ && sym0 && output) {
+      const int64_t chunk = Chunk(e[0], w);
+      Var xo(args[0].name() + "_o"), xi(args[0].name() + "_i");
+      Halide::Stage big = f.specialize(f.output_buffer().dim(0).extent() >= static_cast<int>(chunk));
+      big.split(args[0], xo, xi, static_cast<int>(chunk), kShift).parallel(xo);
+      if (w > 1) big.vectorize(xi, w, kShift);
+      if (w > 1) f.vectorize(args[0], w, kShift);
+      line << " specialize(extent >= " << chunk << "): split(" << args[0].name() << ", " << chunk
+           << ").parallel vectorize(" << w << "); else vectorize(" << w << ")";
+    } else if (parallel && outer_extent < 2 * threads_ && !sym0) {
       // Too few rows (or rank 1): split dim 0 into one chunk per task.
       Var xo(args[0].name() + "_o"), xi(args[0].name() + "_i");
-      int64_t chunk = (e[0] + threads_ * kTasksPerThread - 1) / (threads_ * kTasksPerThread);
-      chunk = ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
+      const int64_t chunk = Chunk(e[0], w);
       f.split(args[0], xo, xi, static_cast<int>(chunk), kShift).parallel(xo);
       line << " split(" << args[0].name() << ", " << chunk << ").parallel";
       if (w > 1) {
@@ -357,11 +374,18 @@ class SafeScheduler {
   // need: the splits here are sized for the full extents, and over a smaller region (a
   // Slice of a reduction or a matmul) they reached past the inputs (braze-fuzz seeds
   // 2204 and 2909: a Const read at index 5 of 4, and at -1). A symbolic dim has no
-  // constant extent to bound it to (its value is only an estimate): it is left free.
-  static void BoundToExtents(Func f, const Extents& e, const Symbolic& sym) {
+  // constant extent (its value is only an estimate): it is bounded to its run-time
+  // extent when the lowering gave it (`exprs`), so a tile of up to 16 never shifts
+  // below 0 when a reader needs only a few rows; else it is left free.
+  static void BoundToExtents(Func f, const Extents& e, const Symbolic& sym,
+                             const std::vector<Halide::Expr>& exprs = {}) {
     std::vector<Var> args = f.args();
     for (size_t d = 0; d < args.size() && d < e.size(); ++d) {
-      if (!IsSymbolic(sym, d)) f.bound(args[d], 0, static_cast<int>(e[d]));
+      if (!IsSymbolic(sym, d)) {
+        f.bound(args[d], 0, static_cast<int>(e[d]));
+      } else if (d < exprs.size() && exprs[d].defined()) {
+        f.bound(args[d], 0, exprs[d]);
+      }
     }
   }
 
@@ -399,7 +423,7 @@ class SafeScheduler {
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
     f.compute_root();
-    BoundToExtents(f, s.extents, s.symbolic);
+    BoundToExtents(f, s.extents, s.symbolic, s.symbolic_extents);
     if (w > 1) f.vectorize(args[0], w, sym0 ? kShift : TailStrategy::RoundUp);
     log_ << f.name() << ": compute_root vectorize(" << w << ")\n";
     Halide::Stage update = f.update(0);
@@ -503,7 +527,7 @@ class SafeScheduler {
     if (IsSymbolic(s.symbolic, 0)) SymbolicColumnTile(n, vw, &tile_x, &tile_y, &strip);
     Var xi("mm_xi"), yi("mm_yi"), yii("mm_yii"), xy("mm_xy");
     res.compute_root();
-    BoundToExtents(res, s.extents, s.symbolic);
+    BoundToExtents(res, s.extents, s.symbolic, s.symbolic_extents);
     res.tile(x, y, xi, yi, tile_x, tile_y).fuse(x, y, xy);
     Var outer = xy;
     for (size_t d = 2; d < args.size(); ++d) {  // batch dims
@@ -570,7 +594,9 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
       scheduled |=
           stage.kind == StageKind::kMatMul && stage.result.name() == info.outputs[i].name();
     }
-    if (!scheduled) s.Pointwise(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i));
+    if (!scheduled) {
+      s.Pointwise(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i), true);
+    }
   }
   return s.text();
 }

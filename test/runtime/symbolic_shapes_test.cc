@@ -203,6 +203,53 @@ TEST(SymbolicShapesTest, AReshapeThatMergesTheSymbolicDimIsCompiledPerSize) {
   EXPECT_EQ(session.stats().compiles, 2);
 }
 
+TEST(SymbolicShapesTest, ARankOneOutputIsChunkedAboveAChunkAndPlainBelow) {
+  // Compiled at 2^16 elements: parallel chunks in a specialization for extents of at
+  // least a chunk; below that, one vector loop. Sizes on both sides and at the edge.
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Minimum(Maximum(x * 1.5 + 0.25, ScalarConst(g, -0.5)), ScalarConst(g, 0.75)) * x;
+  }
+  Session session(g, NoDiskCache());
+  Session reference(g, Reference());
+  for (int64_t n : {65536, 16, 17, 100, 4095, 4096, 4097, 8191, 65535, 65537, 300007}) {
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {n}, n)}};
+    auto got = session.Run(feeds, {y});
+    auto want = reference.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear((*want)[0], (*got)[0]);
+  }
+  EXPECT_EQ(session.stats().compiles, 1);
+}
+
+TEST(SymbolicShapesTest, AFewRowsOfAStoredMatMulAreReadInBounds) {
+  // The MatMul's result is stored (tiled up to 16 rows) and only 5 rows are read: the
+  // tiles stay inside the symbolic extent, so nothing is read before row 0.
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {-1, 20}, "a");
+  Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {20, 24}, 3));
+  Tensor y;
+  {
+    JitScope scope(g);
+    Tensor h = MatMul(a, w);
+    y = Relu(Slice(h, {0, 0}, {5, 24})) * 0.5;
+  }
+  Session session(g, NoDiskCache());
+  Session reference(g, Reference());
+  for (int64_t rows : {64, 16, 21}) {
+    const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {rows, 20}, rows)}};
+    auto got = session.Run(feeds, {y});
+    auto want = reference.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ExpectNear((*want)[0], (*got)[0], 1e-4);
+  }
+  EXPECT_EQ(session.stats().compiles, 1);
+  EXPECT_EQ(session.stats().reference_launches, 0) << "no run fell back";
+}
+
 TEST(SymbolicShapesTest, LogCompilesNamesTheSymbolicDims) {
   std::vector<std::string> lines;
   SetLogSink([&](LogSeverity, int, std::string_view text) { lines.emplace_back(text); });
