@@ -190,8 +190,6 @@ class HalideKernel : public CompiledKernel {
     return source;
   }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
-  std::string disk_note() const override { return disk_note_; }
-  void set_disk_note(std::string note) { disk_note_ = std::move(note); }
 
  private:
   // Halide checks the type and exact shape of every buffer it is given (bounds and
@@ -264,7 +262,6 @@ class HalideKernel : public CompiledKernel {
   const std::string schedule_;
   const bool on_device_;
   double compile_ms_ = 0;
-  std::string disk_note_;
 };
 
 }  // namespace
@@ -460,11 +457,14 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     runtime_target = target.without_feature(Halide::Target::JIT).to_string();
     if (disk.enabled) full_key = disk_cache::FullKey(options.disk_key, runtime_target);
   }
+  std::string stale_note;  // why the disk cache missed, when another build stored it
   if (!full_key.empty()) {
     absl::StatusOr<std::unique_ptr<CompiledKernel>> stored =
         disk_cache::Load(disk, full_key, runtime_target, name, options.num_threads);
     if (stored.ok()) return stored;
-    if (!absl::IsNotFound(stored.status())) {
+    if (absl::IsNotFound(stored.status())) {
+      stale_note = disk_cache::StaleNote(disk, options.disk_key, runtime_target);
+    } else {
       disk_cache_broken = true;
       DiskCacheUnusable(stored.status());
       full_key.clear();
@@ -565,7 +565,11 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       absl::StatusOr<std::unique_ptr<CompiledKernel>> stored = disk_cache::StoreAndLoad(
           disk, full_key, runtime_target, name, options.num_threads, object_path, layout);
       std::remove(object_path.c_str());
-      if (stored.ok()) return stored;
+      if (stored.ok()) {
+        disk_cache::RecordBuild(disk, options.disk_key, runtime_target);
+        if (!stale_note.empty()) (*stored)->set_disk_note(stale_note + "; compiled and stored");
+        return stored;
+      }
       // Not stored: JIT-compiled after all (the schedule is already on the pipeline).
       disk_cache_broken = true;
       DiskCacheUnusable(stored.status());
@@ -582,6 +586,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline), target,
                                        options.num_threads, kind, failures, schedule_text, gpu);
     kernel->set_compile_ms(MsSince(start));
+    if (!stale_note.empty()) {
+      disk_note = absl::StrCat(stale_note, disk_note.empty() ? "" : "; ", disk_note);
+    }
     kernel->set_disk_note(disk_note);
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }

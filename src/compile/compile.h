@@ -85,9 +85,14 @@ class CompiledKernel {
   virtual DeviceSource device_source() const { return {}; }
   // True when the kernel was loaded from the disk cache rather than compiled.
   virtual bool loaded_from_disk() const { return false; }
-  // Why a CPU kernel compiled with the disk cache on was not stored there (empty when
-  // it was, or when the cache was off): said by --log_compiles.
-  virtual std::string disk_note() const { return ""; }
+  // What --log_compiles says of the disk cache for a kernel it compiled: why the
+  // kernel was not stored there, or why the cache missed ("disk entry stale: Halide
+  // build changed ..."). Empty when there is nothing to say or the cache was off.
+  const std::string& disk_note() const { return disk_note_; }
+  void set_disk_note(std::string note) { disk_note_ = std::move(note); }
+
+ private:
+  std::string disk_note_;
 };
 
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.

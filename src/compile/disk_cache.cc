@@ -29,6 +29,7 @@
 #include <utility>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -481,7 +482,8 @@ uint64_t DirectorySize(const fs::path& dir,
     total += e.file_size(ec);
     const bool runtime =
         e.path().filename().string().rfind("runtime-", 0) == 0 && e.path().extension() == ".so";
-    if (e.path().extension() == ".meta" || runtime) {
+    // A .builds note (RecordBuild) is an entry of its own: evicted alone, least used.
+    if (e.path().extension() == ".meta" || e.path().extension() == ".builds" || runtime) {
       entries->emplace_back(e.last_write_time(ec), e.path());
     }
   }
@@ -542,6 +544,35 @@ std::string FullKey(const std::string& cluster_key, const std::string& target) {
   if (ids.executable.empty() || ids.halide.empty()) return "";
   return absl::StrCat("exe ", ids.executable, " halide ", ids.halide, " target ", target, " | ",
                       cluster_key);
+}
+
+std::string BuildsPath(const Settings& settings, const std::string& cluster_key,
+                       const std::string& target) {
+  return absl::StrCat(settings.dir, "/", NameOf(absl::StrCat("target ", target, " | ", cluster_key)),
+                      ".builds");
+}
+
+static std::string ThisBuild() {
+  return absl::StrCat("exe ", Ids().executable, " halide ", Ids().halide);
+}
+
+void RecordBuild(const Settings& settings, const std::string& cluster_key,
+                 const std::string& target) {
+  // Best effort: the note only explains a later miss.
+  WriteAtomically(BuildsPath(settings, cluster_key, target), ThisBuild() + "\n").IgnoreError();
+}
+
+std::string StaleNote(const Settings& settings, const std::string& cluster_key,
+                      const std::string& target) {
+  absl::StatusOr<std::string> text = ReadFile(BuildsPath(settings, cluster_key, target));
+  if (!text.ok()) return "";
+  std::vector<std::string> words = absl::StrSplit(absl::StripAsciiWhitespace(*text), ' ');
+  if (words.size() != 4 || words[0] != "exe" || words[2] != "halide") return "";
+  const bool exe = words[1] != Ids().executable, halide = words[3] != Ids().halide;
+  if (!exe && !halide) return "";
+  return absl::StrCat("disk entry stale: ",
+                      exe && halide ? "Braze and Halide builds" : exe ? "Braze build" : "Halide build",
+                      " changed since it was stored");
 }
 
 // The Halide runtime for `target` (without "jit"), built into the directory if missing

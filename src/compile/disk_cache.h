@@ -56,6 +56,20 @@ struct KernelLayout {
 // cache is then not used).
 std::string FullKey(const std::string& cluster_key, const std::string& target);
 
+// Which build last stored a kernel for `cluster_key` and `target`: a line "exe <build
+// id> halide <build id>" in `<name>.builds` beside the entries. An entry of another
+// build is another key, so a rebuilt Braze or another Halide simply misses; this file
+// lets the miss say why. RecordBuild writes it (after a store); StaleNote reads it:
+// "disk entry stale: Halide build changed" (or Braze's, or both), empty when no other
+// build stored this kernel.
+void RecordBuild(const Settings& settings, const std::string& cluster_key,
+                 const std::string& target);
+std::string StaleNote(const Settings& settings, const std::string& cluster_key,
+                      const std::string& target);
+// The file RecordBuild writes (tests fake another build's with it).
+std::string BuildsPath(const Settings& settings, const std::string& cluster_key,
+                       const std::string& target);
+
 // The kernel stored under `full_key`, or NotFound (a damaged entry is removed, with a
 // warning). Other errors: the cache could not be used (the caller compiles).
 // `runtime_target`: the kernel's target without "no_runtime" (the runtime's).

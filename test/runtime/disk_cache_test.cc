@@ -31,6 +31,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class DiskCacheTest : public ::testing::Test {
  protected:
@@ -153,6 +154,37 @@ TEST_F(DiskCacheTest, DamagedEntriesAreAWarningAndARecompile) {
     std::ofstream(meta) << text;
   });
   damage_and_expect_recompile("missing .so", [&] { fs::remove(so); });
+}
+
+TEST_F(DiskCacheTest, LogCompilesSaysAnEntryOfAnotherBuildIsStale) {
+  Model m(1.375);
+  RunFresh(m);
+  ASSERT_EQ(Files(".builds").size(), 1u);
+  // Another build stored this kernel: its entry has another key (a miss), and the
+  // .builds note names that build.
+  for (const fs::path& p : Files(".meta")) fs::remove(p);
+  for (const fs::path& p : Files(".so")) fs::remove(p);
+  std::ofstream(Files(".builds").at(0)) << "exe 0123 halide 4567\n";
+  std::vector<std::string> lines;
+  SetLogSink([&](LogSeverity, int, std::string_view text) { lines.emplace_back(text); });
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  const SessionStats s = RunFresh(m);
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  EXPECT_EQ(s.compiles, 1);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], HasSubstr("disk entry stale: Braze and Halide builds changed since it "
+                                  "was stored; compiled and stored"));
+  // Stored again by this build: the next miss would have nothing to explain.
+  lines.clear();
+  SetBrazeFlagsForTesting(flags);
+  CompileCache::Global().Clear();
+  for (const fs::path& p : Files(".meta")) fs::remove(p);
+  RunFresh(m);
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_THAT(lines[0], Not(HasSubstr("stale")));
 }
 
 TEST_F(DiskCacheTest, TheDirectoryStaysUnderItsBound) {

@@ -11,7 +11,8 @@
 // --scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random (random: one per
 // seed, from the seed), --jit_device[=D] (place ops on D, jit:cpu by default or
 // jit:opencl, instead of a JitScope),
-// --no_minimize, --max_ops=N, --verbose (a line per seed), --print (print the programs
+// --no_minimize, --max_ops=N, --dynamic=P (the chance an input has dim 0 declared -1),
+// --verbose (a line per seed), --print (print the programs
 // as C++ and run nothing). Exit status 1 on any
 // mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
 // Every shard is a process: one that crashes is reported with the seed it was running
@@ -49,6 +50,7 @@ struct Flags {
   bool verbose = false;
   bool print = false;
   int max_ops = 14;
+  double dynamic = -1;  // < 0: the generator's default
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -75,6 +77,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (arg == "--jit_device") {
       f->jit_device = value.empty() ? "jit:cpu" : value;
       if (f->jit_device.rfind("jit:", 0) != 0) return false;
+    } else if (arg == "--dynamic") {
+      if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
     } else if (arg == "--no_minimize") {
       f->minimize = false;
     } else if (arg == "--verbose") {
@@ -140,6 +144,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
   Tally& t = state->tally;
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
+  if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
   for (uint64_t seed = state->next; seed < f.last; seed = state->next) {
     state->next = seed + f.jobs;
     const double elapsed =
@@ -202,6 +207,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
 void ReportCrash(const Flags& f, uint64_t seed, int status) {
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
+  if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
   const std::string how = WIFSIGNALED(status)
                               ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
                                              strsignal(WTERMSIG(status)), ")")
@@ -282,7 +288,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
-                 "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--verbose] "
+                 "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
+                 "[--verbose] "
                  "[--print]\n");
     return 2;
   }
