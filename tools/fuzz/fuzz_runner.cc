@@ -12,11 +12,11 @@ namespace fuzz {
 namespace {
 
 // The feed sizes of dim 0 of dynamic inputs: the first shape's, then others, 1 included,
-// and one of at least kMinSymbolicExtent after it, so a symbolic kernel (compiled for
-// the first size, or for the second) serves another size (docs/SYMBOLIC_SHAPES.md).
+// and two of at least kMinSymbolicExtent after them, so a symbolic kernel compiled for
+// one size serves another (docs/SYMBOLIC_SHAPES.md).
 std::vector<int64_t> Sizes(const Program& p) {
   for (const ProgramInput& in : p.inputs) {
-    if (in.dynamic0) return {0, in.shape[0] + 2, 1, in.shape[0] + 19};
+    if (in.dynamic0) return {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
   }
   return {0};
 }
