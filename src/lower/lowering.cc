@@ -221,6 +221,17 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
     result.input_elided.push_back(false);
   }
 
+  // Every class must have its extent from some input buffer: a class seen only in
+  // inputs with no elements (which have no buffer) has none, and is compiled concretely.
+  for (const auto& [key, sym] : symbols) {
+    for (int k : sym) {
+      if (k >= 0 && (static_cast<size_t>(k) >= ctx.symbols().size() ||
+                     !ctx.symbols()[k].defined())) {
+        return absl::UnimplementedError(absl::StrCat(
+            spec.name, ": a symbolic size appears only in inputs with no elements"));
+      }
+    }
+  }
   if (!spec.node_types.empty() && spec.node_types.size() != spec.nodes.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         spec.name, ": ", spec.node_types.size(), " node types for ", spec.nodes.size(), " nodes"));

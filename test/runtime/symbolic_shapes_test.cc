@@ -250,6 +250,25 @@ TEST(SymbolicShapesTest, AFewRowsOfAStoredMatMulAreReadInBounds) {
   EXPECT_EQ(session.stats().reference_launches, 0) << "no run fell back";
 }
 
+TEST(SymbolicShapesTest, ASymbolicSizeOnlyInAnEmptyInputIsCompiledPerSize) {
+  // x has no elements, so no buffer gives its batch size; the sum over its empty rows
+  // has that many elements.
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 0}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Exp(Sum(x, {1}) + 0.5);
+  }
+  Session session(g, NoDiskCache());
+  for (int64_t rows : {20, 33}) {
+    auto got = session.Run({{x, HostTensor(DType::kF32, {rows, 0})}}, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_EQ((*got)[0].shape(), (Shape{rows}));
+    for (int64_t i = 0; i < rows; ++i) ASSERT_NEAR((*got)[0].GetDouble(i), std::exp(0.5), 1e-6);
+  }
+}
+
 TEST(SymbolicShapesTest, LogCompilesNamesTheSymbolicDims) {
   std::vector<std::string> lines;
   SetLogSink([&](LogSeverity, int, std::string_view text) { lines.emplace_back(text); });
