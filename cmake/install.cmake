@@ -10,6 +10,10 @@ install(TARGETS ${BRAZE_LAYERS} braze EXPORT braze-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/braze
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# Stored schedules (docs/SCHEDULES.md): the runtime also looks here by default.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/schedules/
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/braze/schedules FILES_MATCHING PATTERN "*.schedule"
+        PATTERN "README*")
 install(EXPORT braze-targets NAMESPACE braze:: DESTINATION ${BRAZE_CMAKE_DIR})
 
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/brazeConfig.cmake.in

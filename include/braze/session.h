@@ -90,6 +90,14 @@ struct SessionOptions {
   // BRAZE_CACHE_DIR=off turns it off for the process) and a later process loads them
   // instead of compiling. false: this session neither reads nor writes it.
   bool disk_cache = true;
+  // Stored, tuned schedules (docs/SCHEDULES.md, written by tools/braze-tune): a CPU
+  // cluster under Scheduler::kAuto looks its signature up in these directories first,
+  // then in BRAZE_FLAGS --schedule_dirs, then in the repository's and the installed
+  // schedules/; an entry found is applied before Braze's own heuristics. An invalid or
+  // stale entry is one warning naming its file, and the default schedule.
+  // stored_schedules = false: none is used (BRAZE_FLAGS --stored_schedules=false too).
+  std::vector<std::string> schedule_dirs;
+  bool stored_schedules = true;
   int lazy_compile_threshold = 2;  // kLazy: compile at the K-th run of a signature
   // Ops outside clusters run as compiled single-op kernels (the unfused path). With
   // reference_only, nothing is compiled: every op runs on the reference kernels.

@@ -314,9 +314,10 @@ namespace {
 
 // Applies `kind` to the freshly lowered `lowered` (whose Funcs `pipeline` holds) for
 // `target`; returns the schedule as text. Throws Halide::Error when Halide rejects it.
+// `params`: a stored schedule's template factors (the safe default's own when null).
 std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
                            Halide::Pipeline& pipeline, const Halide::Target& target, bool gpu,
-                           int parallelism) {
+                           int parallelism, const ScheduleParams* params) {
   if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
   // Found before an autoscheduler runs too: Mullapudi2016 inlines pure Funcs by
   // rewriting their readers' definitions (and refuses Funcs scheduled beforehand), after
@@ -325,7 +326,8 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
       kind == SchedulerKind::kSafeDefault ? std::vector<Halide::Func>()
                                           : schedule::ComparedReductionOperands(lowered.info);
   std::string schedule = kind == SchedulerKind::kSafeDefault
-                             ? schedule::ApplySafeDefault(lowered.info, target, parallelism)
+                             ? schedule::ApplySafeDefault(lowered.info, target, parallelism,
+                                                          params ? *params : ScheduleParams())
                              : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
   if (kind != SchedulerKind::kSafeDefault) {
     std::set<std::string> shared_after;
@@ -405,6 +407,34 @@ void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
   if (!problem.empty()) throw Halide::CompileError(problem);
 }
 
+// One schedule to try: a scheduler of the chain, or the stored schedule (`stored`).
+struct Attempt {
+  SchedulerKind kind;
+  const StoredSchedule* stored = nullptr;
+};
+
+// The stored schedule, if any applies, then the chain that starts at `first`. A stored
+// autoscheduler choice cannot apply to a symbolic cluster (only the safe default's
+// splits hold for every size): refused with a warning, noted in `*note`.
+std::vector<Attempt> Attempts(const CompileOptions& options, SchedulerKind first, bool gpu,
+                              bool symbolic, std::string* note) {
+  std::vector<Attempt> attempts;
+  if (!gpu && options.stored_schedule) {
+    const StoredSchedule& stored = *options.stored_schedule;
+    if (symbolic && stored.params.scheduler != SchedulerKind::kSafeDefault) {
+      const std::string why = absl::StrCat("it names ", SchedulerName(stored.params.scheduler),
+                                           ", and this cluster has symbolic dims");
+      WarnStoredScheduleRefused(stored.path, why);
+      *note = absl::StrCat("stored schedule ", stored.path, " refused (", why,
+                           "): default schedule");
+    } else {
+      attempts.push_back({stored.params.scheduler, &stored});
+    }
+  }
+  for (SchedulerKind kind : SchedulerChain(first, gpu)) attempts.push_back({kind});
+  return attempts;
+}
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -461,7 +491,13 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   if (!full_key.empty()) {
     absl::StatusOr<std::unique_ptr<CompiledKernel>> stored =
         disk_cache::Load(disk, full_key, runtime_target, name, options.num_threads);
-    if (stored.ok()) return stored;
+    if (stored.ok()) {
+      const std::string text = (*stored)->schedule_text();
+      if (options.stored_schedule && text.rfind("// stored schedule ", 0) == 0) {
+        (*stored)->set_schedule_note(text.substr(3, text.find('\n') - 3));
+      }
+      return stored;
+    }
     if (absl::IsNotFound(stored.status())) {
       stale_note = disk_cache::StaleNote(disk, options.disk_key, runtime_target);
     } else {
@@ -511,9 +547,15 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   }
   std::vector<std::string> failures;
   bool fresh = true;  // first_lowering's Funcs carry no schedule yet
-  const std::vector<SchedulerKind> chain = SchedulerChain(first, gpu);
-  for (SchedulerKind kind : chain) {
-    const std::string what = SchedulerName(kind);
+  std::string schedule_note;  // --log_compiles: the stored schedule used or refused
+  const std::vector<Attempt> attempts =
+      Attempts(options, first, gpu, first_lowering.info.symbolic, &schedule_note);
+  for (const Attempt& attempt : attempts) {
+    const SchedulerKind kind = attempt.kind;
+    const bool last = &attempt == &attempts.back();
+    const std::string what = attempt.stored != nullptr
+                                 ? absl::StrCat("stored schedule ", attempt.stored->path)
+                                 : std::string(SchedulerName(kind));
     LoweredCluster lowered;
     if (fresh) {
       lowered = std::move(first_lowering);
@@ -531,7 +573,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         pipeline = Halide::Pipeline(lowered.info.outputs);
         backend.InstallHandlers(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
-        schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism);
+        schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism,
+                                  attempt.stored ? &attempt.stored->params : nullptr);
         const double schedule_ms = MsSince(t0);
         const auto t1 = std::chrono::steady_clock::now();
         CheckLowered(lowered, pipeline, target);
@@ -552,12 +595,22 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       if (!s.ok()) {
         failures.push_back(s.message().rfind(what, 0) == 0 ? std::string(s.message())
                                                            : absl::StrCat(what, ": ", s.message()));
-        LogFallThrough(name, failures.back(), kind == chain.back());
+        if (attempt.stored != nullptr) {
+          WarnStoredScheduleRefused(attempt.stored->path, std::string(s.message()));
+          schedule_note = absl::StrCat(what, " refused (Halide rejected it): default schedule");
+        }
+        LogFallThrough(name, failures.back(), last);
         continue;
       }
     }
-    const std::string schedule_text = absl::StrCat(
-        "// ", gpu ? options.device.ToString() + ": " : "", what, "\n", timing, schedule);
+    if (attempt.stored != nullptr) {
+      schedule_note = absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params));
+    }
+    const std::string schedule_text =
+        absl::StrCat("// ", gpu ? options.device.ToString() + ": " : "",
+                     attempt.stored ? absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params))
+                                    : what,
+                     "\n", timing, schedule);
     if (!full_key.empty() && !lowered.info.outputs.empty()) {
       disk_cache::KernelLayout layout{
           lowered.input_elided, lowered.pipeline_output, lowered.output_types, kind, failures,
@@ -568,6 +621,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       if (stored.ok()) {
         disk_cache::RecordBuild(disk, options.disk_key, runtime_target);
         if (!stale_note.empty()) (*stored)->set_disk_note(stale_note + "; compiled and stored");
+        (*stored)->set_schedule_note(schedule_note);
         return stored;
       }
       // Not stored: JIT-compiled after all (the schedule is already on the pipeline).
@@ -590,6 +644,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       disk_note = absl::StrCat(stale_note, disk_note.empty() ? "" : "; ", disk_note);
     }
     kernel->set_disk_note(disk_note);
+    kernel->set_schedule_note(schedule_note);
     return std::unique_ptr<CompiledKernel>(std::move(kernel));
   }
   if (!object_path.empty()) std::remove(object_path.c_str());

@@ -5,6 +5,7 @@
 #define BRAZE_COMPILE_COMPILE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "device/device_tensor.h"
 #include "lower/cluster_spec.h"
 #include "schedule/scheduler.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 
@@ -34,6 +36,11 @@ struct CompileOptions {
   // The cluster key (compile/cluster_key.h) under which a CPU kernel is kept in the
   // disk cache (compile/disk_cache.h); empty: the disk cache is not used.
   std::string disk_key;
+  // A stored, tuned schedule for this cluster (schedule/stored_schedule.h; CPU only),
+  // tried before the scheduler chain. When it cannot apply (Halide refuses it, or it
+  // names an autoscheduler for a symbolic cluster) one warning names its file and the
+  // chain runs as without it.
+  std::optional<StoredSchedule> stored_schedule;
 };
 
 // A kernel argument: a tensor in host memory or in a device's memory (one is set).
@@ -85,6 +92,10 @@ class CompiledKernel {
   virtual DeviceSource device_source() const { return {}; }
   // True when the kernel was loaded from the disk cache rather than compiled.
   virtual bool loaded_from_disk() const { return false; }
+  // The stored schedule the kernel was compiled with ("stored schedule <file>"), or why
+  // one was refused; empty when none was found. For --log_compiles.
+  const std::string& schedule_note() const { return schedule_note_; }
+  void set_schedule_note(std::string note) { schedule_note_ = std::move(note); }
   // What --log_compiles says of the disk cache for a kernel it compiled: why the
   // kernel was not stored there, or why the cache missed ("disk entry stale: Halide
   // build changed ..."). Empty when there is nothing to say or the cache was off.
@@ -93,6 +104,7 @@ class CompiledKernel {
 
  private:
   std::string disk_note_;
+  std::string schedule_note_;
 };
 
 // Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.

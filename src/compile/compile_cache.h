@@ -15,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "compile/compile.h"
@@ -39,6 +40,9 @@ class CompileCache {
     bool hit = false;       // found (compiled earlier or by a concurrent caller)
     double compile_ms = 0;  // this call's compile time, 0 on a hit
     bool evicted = false;   // a miss for a key that was compiled and evicted before
+    // Set by the caller, not the cache: the symbolic dims (lower/cluster_spec.h) of the
+    // spec the kernel was compiled for, empty when it serves only concrete sizes.
+    std::vector<std::vector<int>> input_symbols;
   };
   Result GetOrCompile(const std::string& key, const CompileFn& compile);
 

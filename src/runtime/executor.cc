@@ -148,6 +148,7 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types, const st
     const CompiledKernel& k = *(*result.kernel)->kernel;
     absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
                     result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
+    if (!k.schedule_note().empty()) absl::StrAppend(&line, "; ", k.schedule_note());
     if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
     for (const std::string& refused : k.scheduler_failures()) {
       absl::StrAppend(&line, "\n  refused first: ", refused);
@@ -555,29 +556,51 @@ std::string SymbolicDims(const std::vector<std::vector<int>>& symbols) {
   return absl::StrJoin(dims, ", ");
 }
 
+// The compile cache's key for `spec`, and the options to compile it with: `copts` plus
+// the stored schedule (schedule/stored_schedule.h) found for it in `schedule_dirs`, if
+// any. Only CPU clusters under the default scheduler (kAuto) look one up: a scheduler
+// the program chose explicitly is respected. The stored schedule's parameters enter
+// the key, so kernels compiled with and without it are different kernels.
+std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, bool disk_cache,
+                          const std::vector<std::string>& schedule_dirs, CompileOptions* with) {
+  *with = copts;
+  std::string key = ClusterKey(spec, copts);
+  if (!schedule_dirs.empty() && copts.device.kind == Device::Kind::kCpu &&
+      copts.scheduler == SchedulerKind::kAuto) {
+    // Threads do not enter the stored schedule's key: its factors are per thread.
+    const std::string lookup = ScheduleKeyHash(ClusterKey(spec, CompileOptions()));
+    static const absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
+    if (target.ok()) with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup, *target);
+    if (with->stored_schedule) {
+      absl::StrAppend(&key, ";stored=", ParamsSummary(with->stored_schedule->params));
+    }
+  }
+  if (disk_cache) with->disk_key = key;
+  return key;
+}
+
 // The kernel for `spec` from the compile cache (compiled on a miss): the symbolic one
 // when spec has symbols, else, or when that is refused (symbolic.h says when), the one
 // for its concrete shapes. What happened is appended to `*note` for the compile log.
 CompileCache::Result GetKernel(ClusterSpec spec, const CompileOptions& copts, bool disk_cache,
-                               std::string* note) {
+                               const std::vector<std::string>& schedule_dirs, std::string* note) {
   if (!spec.input_symbols.empty()) {
-    const std::string key = ClusterKey(spec, copts);
-    CompileOptions with_key = copts;
-    if (disk_cache) with_key.disk_key = key;
+    CompileOptions with_key;
+    const std::string key = KeyAndOptions(spec, copts, disk_cache, schedule_dirs, &with_key);
     CompileCache::Result result =
         CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
     if (result.kernel.ok()) {
       absl::StrAppend(note, "; symbolic in ", SymbolicDims(spec.input_symbols),
                       " (one kernel for every size >= ", kMinSymbolicExtent, ")");
+      result.input_symbols = spec.input_symbols;
       return result;
     }
     absl::StrAppend(note, "; no symbolic kernel (", result.kernel.status().message(),
                     "): compiled for these sizes");
     spec.input_symbols.clear();
   }
-  const std::string key = ClusterKey(spec, copts);
-  CompileOptions with_key = copts;
-  if (disk_cache) with_key.disk_key = key;
+  CompileOptions with_key;
+  const std::string key = KeyAndOptions(spec, copts, disk_cache, schedule_dirs, &with_key);
   return CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
 }
 
@@ -599,6 +622,15 @@ CompileOptions Executor::CompileOptionsFor(const Step& step) const {
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
   if (step.space == Space::kDevice) copts.device = step.device;
   return copts;
+}
+
+std::vector<std::string> Executor::ScheduleDirs() const {
+  const BrazeFlags& flags = GetBrazeFlags();
+  if (!options_.stored_schedules || !flags.stored_schedules) return {};
+  std::vector<std::string> dirs = options_.schedule_dirs;
+  dirs.insert(dirs.end(), flags.schedule_dirs.begin(), flags.schedule_dirs.end());
+  for (std::string& dir : DefaultScheduleDirs()) dirs.push_back(std::move(dir));
+  return dirs;
 }
 
 std::vector<std::vector<int>> Executor::InputSymbols(const Step& step,
@@ -645,7 +677,7 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
     result.kernel = absl::InternalError("injected compile failure");
   } else {
     TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
-    result = GetKernel(std::move(spec), copts, options_.disk_cache, &note);
+    result = GetKernel(std::move(spec), copts, options_.disk_cache, ScheduleDirs(), &note);
     trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
   }
   return Install(step, state, types, std::move(out_types), note, result, compile_error);
@@ -669,10 +701,10 @@ std::optional<std::shared_future<CompileCache::Result>> Executor::CompileInBackg
   const std::string name = step.name;
   const bool disk_cache = options_.disk_cache;
   return std::async(std::launch::async,
-                    [snap, copts, disk_cache, name]() {
+                    [snap, copts, disk_cache, name, dirs = ScheduleDirs()]() {
                       TimelineEvent trace(name, "compile");
                       std::string note;  // the install logs "compiled in the background"
-                      return GetKernel(snap->spec, copts, disk_cache, &note);
+                      return GetKernel(snap->spec, copts, disk_cache, dirs, &note);
                     })
       .share();
 }
@@ -708,7 +740,8 @@ absl::Status Executor::Install(const Step& step, StepState& state,
     for (const TensorType& t : out) state.buffers.emplace_back(t.dtype, t.shape);
   }
   if (dumper_ != nullptr) {  // observability: runtime/dump.h
-    BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel));
+    BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel,
+                                                   result.input_symbols));
   }
   return absl::OkStatus();
 }

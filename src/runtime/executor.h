@@ -103,6 +103,9 @@ class Executor {
                        std::vector<TensorType> node_types, const std::string& reason,
                        absl::Status* compile_error);
   CompileOptions CompileOptionsFor(const Step& step) const;
+  // Where stored schedules are looked up, in order: the session's schedule_dirs,
+  // BRAZE_FLAGS --schedule_dirs, then DefaultScheduleDirs(); none when turned off.
+  std::vector<std::string> ScheduleDirs() const;
   // Null when the cluster cannot be copied for another thread (compile in place then).
   std::optional<std::shared_future<CompileCache::Result>> CompileInBackground(
       const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types);

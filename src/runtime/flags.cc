@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "ir/logging.h"
 #include "runtime/timeline.h"
 
@@ -14,7 +15,8 @@ namespace {
 
 constexpr char kKnownFlags[] =
     "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N, "
-    "--verify[=true|false], --log_compiles[=true|false], --symbolic_shapes[=true|false]";
+    "--verify[=true|false], --log_compiles[=true|false], --symbolic_shapes[=true|false], "
+    "--schedule_dirs=DIR[:DIR...], --stored_schedules[=true|false]";
 
 absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
@@ -89,12 +91,21 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
                                 name == "dump_to" ? "=DIR)" : "=FILE)"));
       }
       (name == "dump_to" ? flags.dump_to : flags.timeline) = value;
+    } else if (name == "schedule_dirs") {
+      if (!has_value || value.empty()) {
+        return Bad("--schedule_dirs needs a value (--schedule_dirs=DIR[:DIR...])");
+      }
+      flags.schedule_dirs.clear();  // a repeated flag's last value wins
+      for (absl::string_view dir : absl::StrSplit(value, ':', absl::SkipEmpty())) {
+        flags.schedule_dirs.emplace_back(dir);
+      }
     } else if (name == "clustering_debug" || name == "verify" || name == "log_compiles" ||
-               name == "symbolic_shapes") {
-      bool& flag = name == "verify"            ? flags.verify
-                   : name == "log_compiles"    ? flags.log_compiles
-                   : name == "symbolic_shapes" ? flags.symbolic_shapes
-                                               : flags.clustering_debug;
+               name == "symbolic_shapes" || name == "stored_schedules") {
+      bool& flag = name == "verify"             ? flags.verify
+                   : name == "log_compiles"     ? flags.log_compiles
+                   : name == "symbolic_shapes"  ? flags.symbolic_shapes
+                   : name == "stored_schedules" ? flags.stored_schedules
+                                                : flags.clustering_debug;
       if (!has_value || value == "true" || value == "1") {
         flag = true;
       } else if (value == "false" || value == "0") {

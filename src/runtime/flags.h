@@ -27,6 +27,11 @@
 //   --symbolic_shapes=false  compiles every input signature for its own sizes, as if
 //                        each session had SessionOptions::symbolic_shapes = false
 //                        (docs/SYMBOLIC_SHAPES.md); default true
+//   --schedule_dirs=DIR[:DIR...]  also looks up stored, tuned schedules in these
+//                        directories, after the session's SessionOptions::schedule_dirs
+//                        and before the default ones (docs/SCHEDULES.md)
+//   --stored_schedules=false  uses no stored schedule in any session: every cluster
+//                        gets the default schedulers (a tuned schedule's A/B check)
 //
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
@@ -37,6 +42,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -51,6 +57,8 @@ struct BrazeFlags {
   bool verify = false;   // as SessionOptions::verify, for every session
   bool log_compiles = false;
   bool symbolic_shapes = true;  // false: overrides SessionOptions::symbolic_shapes
+  std::vector<std::string> schedule_dirs;  // searched after a session's own
+  bool stored_schedules = true;            // false: overrides SessionOptions::stored_schedules
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the

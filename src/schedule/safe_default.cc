@@ -19,11 +19,10 @@ using Halide::TailStrategy;
 using Halide::Var;
 using Halide::VarOrRVar;
 
-// Below this many elements of work a parallel loop costs more (a thread-pool wake-up
-// is microseconds, docs/HALIDE14.md §3) than it saves.
-constexpr int64_t kMinParallelWork = int64_t{1} << 15;
-// Parallel tasks per thread: enough to balance load, few enough to keep overhead low.
-constexpr int64_t kTasksPerThread = 4;
+// The tunable factors (ScheduleParams, stored_schedule.h) default to the choices made
+// here: below min_parallel_work (2^15) elements of work a parallel loop costs more (a
+// thread-pool wake-up is microseconds, docs/HALIDE14.md §3) than it saves; 4 parallel
+// tasks per thread balance load and keep overhead low.
 // Splits of pure definitions (vectors, parallel chunks, row tasks) shift their last
 // piece inwards, recomputing a few elements, and never guard it: Halide 14 miscompiles
 // GuardWithIf splits whose body has a select. A vector loop of two iterations whose
@@ -123,15 +122,15 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
 
 class SafeScheduler {
  public:
-  SafeScheduler(const Halide::Target& target, int parallelism)
-      : target_(target), threads_(std::max(1, parallelism)) {}
+  SafeScheduler(const Halide::Target& target, int parallelism, const ScheduleParams& params)
+      : target_(target), threads_(std::max(1, parallelism)), params_(params) {}
 
   std::string text() const { return log_.str(); }
   void Log(const std::string& line) { log_ << line << "\n"; }
 
-  // The largest power of two <= the natural vector width that is <= extent.
-  int VectorWidth(const Halide::Type& type, int64_t extent) const {
-    int w = target_.natural_vector_size(type);
+  // The largest power of two <= the natural vector width (x `factor`) that is <= extent.
+  int VectorWidth(const Halide::Type& type, int64_t extent, int factor = 1) const {
+    int w = target_.natural_vector_size(type) * factor;
     while (w > 1 && w > extent) w /= 2;
     return w;
   }
@@ -139,7 +138,8 @@ class SafeScheduler {
   // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
   // One task's share of `extent`, in whole vectors of w.
   int64_t Chunk(int64_t extent, int w) const {
-    const int64_t chunk = (extent + threads_ * kTasksPerThread - 1) / (threads_ * kTasksPerThread);
+    const int64_t tasks = threads_ * int64_t{params_.tasks_per_thread};
+    const int64_t chunk = (extent + tasks - 1) / tasks;
     return ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
   }
 
@@ -147,8 +147,8 @@ class SafeScheduler {
   void Pointwise(Func f, const Extents& e, const Symbolic& sym, bool output = false) {
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
-    const int w = VectorWidth(f.output_types()[0], SplitBound(e, sym, 0));
-    const bool parallel = threads_ > 1 && Product(e) >= kMinParallelWork;
+    const int w = VectorWidth(f.output_types()[0], SplitBound(e, sym, 0), params_.vector_factor);
+    const bool parallel = threads_ > 1 && Product(e) >= params_.min_parallel_work;
     std::ostringstream line;
     line << f.name() << ":";
     int64_t outer_extent = 1;
@@ -190,7 +190,7 @@ class SafeScheduler {
           f.fuse(args[d], outer, fused);
           outer = fused;
         }
-        int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * kTasksPerThread));
+        int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * params_.tasks_per_thread));
         // Symbolic rows: the task split must hold at their smallest run-time extent.
         if (AnySymbolic(sym)) task = std::min(task, FusedSplitBound(e, sym, 1));
         if (task > 1) {
@@ -228,7 +228,7 @@ class SafeScheduler {
       f.fuse(outer, args[d], fused);
       outer = fused;
     }
-    if (threads_ > 1 && Product(e) >= kMinParallelWork) {
+    if (threads_ > 1 && Product(e) >= params_.min_parallel_work) {
       f.parallel(outer);
       line << " parallel(" << outer.name() << ")";
     }
@@ -307,8 +307,10 @@ class SafeScheduler {
 
     // The output: vectorized dim 0, fused rows, parallel chunks of rows.
     std::vector<Var> args = out.args();
-    const int w = VectorWidth(out.output_types()[0], SplitBound(e, sym, 0));
-    const bool parallel = threads_ > 1 && Product(e) >= kMinParallelWork && rows >= 2 * threads_;
+    const int w =
+        VectorWidth(out.output_types()[0], SplitBound(e, sym, 0), params_.vector_factor);
+    const bool parallel =
+        threads_ > 1 && Product(e) >= params_.min_parallel_work && rows >= 2 * threads_;
     std::ostringstream line;
     line << out.name() << ":";
     if (w > 1) {
@@ -323,7 +325,7 @@ class SafeScheduler {
     }
     Var at = row;
     if (parallel) {
-      int64_t task = std::max<int64_t>(1, rows / (threads_ * kTasksPerThread));
+      int64_t task = std::max<int64_t>(1, rows / (threads_ * params_.tasks_per_thread));
       // Symbolic rows: the task split must hold at their smallest run-time extent.
       if (AnySymbolic(sym)) task = std::min(task, FusedSplitBound(e, sym, 1));
       if (task > 1) {
@@ -342,7 +344,7 @@ class SafeScheduler {
       f.compute_at(out, at);
       // Lanes: twice the vector width (independent accumulators), halved until they
       // divide the row exactly, so the RVar split has no tail.
-      int lanes = 2 * target_.natural_vector_size(Halide::Float(32));
+      int lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));
       while (lanes > 1 && e[0] % lanes != 0) lanes /= 2;
       std::ostringstream l;
       l << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ")";
@@ -430,7 +432,7 @@ class SafeScheduler {
     std::ostringstream line;
     line << f.name() << ".update(0):";
     const bool parallel =
-        threads_ > 1 && Product(s.extents) * s.reduction_extent >= kMinParallelWork;
+        threads_ > 1 && Product(s.extents) * s.reduction_extent >= params_.min_parallel_work;
     if (s.reduces_innermost || sym0) w = 1;
     Var x = args[0];
     Var xv(x.name() + "_v");
@@ -449,7 +451,7 @@ class SafeScheduler {
     } else if (parallel && s.extents[0] >= 2 * threads_) {
       // A rank-1 accumulator (row or column sums): parallel chunks of dim 0, each a
       // multiple of the vector width that divides the extent.
-      const int64_t tasks = threads_ * kTasksPerThread;
+      const int64_t tasks = threads_ * int64_t{params_.tasks_per_thread};
       int64_t chunk = ((s.extents[0] + tasks - 1) / tasks + w - 1) / w * w;
       while (s.extents[0] % chunk != 0) chunk += w;
       if (chunk < s.extents[0]) {
@@ -521,9 +523,10 @@ class SafeScheduler {
     const int vec = target_.natural_vector_size(res.output_types()[0]);
     int vw = vec;
     while (vw > 1 && vw > n) vw /= 2;
-    int tile_x = n >= 3 * vec ? 3 * vec : vw;
-    int tile_y = static_cast<int>(std::min<int64_t>(32, m));
-    int strip = tile_y >= 4 ? 4 : tile_y;
+    const int vectors = params_.matmul_vectors;
+    int tile_x = n >= vectors * vec ? vectors * vec : vw;
+    int tile_y = static_cast<int>(std::min<int64_t>(params_.matmul_rows, m));
+    int strip = std::min(params_.matmul_strip, tile_y);
     if (IsSymbolic(s.symbolic, 0)) SymbolicColumnTile(n, vw, &tile_x, &tile_y, &strip);
     Var xi("mm_xi"), yi("mm_yi"), yii("mm_yii"), xy("mm_xy");
     res.compute_root();
@@ -535,7 +538,7 @@ class SafeScheduler {
       res.fuse(outer, args[d], fused);
       outer = fused;
     }
-    if (threads_ > 1 && Product(s.extents) * s.reduction_extent >= kMinParallelWork) {
+    if (threads_ > 1 && Product(s.extents) * s.reduction_extent >= params_.min_parallel_work) {
       res.parallel(outer);
     }
     res.split(yi, yi, yii, strip).vectorize(xi, vw).unroll(xi).unroll(yii);
@@ -552,6 +555,7 @@ class SafeScheduler {
  private:
   const Halide::Target& target_;
   const int threads_;
+  const ScheduleParams params_;
   std::ostringstream log_;
   std::set<std::string> scheduled_operands_;
 };
@@ -559,12 +563,13 @@ class SafeScheduler {
 }  // namespace
 
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
-                             int parallelism) {
-  SafeScheduler s(target, parallelism);
+                             int parallelism, const ScheduleParams& params) {
+  SafeScheduler s(target, parallelism, params);
+  if (params != ScheduleParams()) s.Log("// stored parameters: " + ParamsSummary(params));
   // Values a reduction and a comparison both read are stored once (extremum_operands.h);
   // the row pipeline inlines producers, so such clusters take the general path.
   const std::vector<Func> shared = ComparedReductionOperands(info);
-  if (shared.empty() && s.RowPipeline(info)) return s.text();
+  if (shared.empty() && params.row_pipeline && s.RowPipeline(info)) return s.text();
   for (Func f : shared) {
     f.compute_root();  // small and rare: a gradient's mask operand, left to LLVM
     s.Log(f.name() + ": compute_root (read by a reduction and a comparison)");

@@ -22,15 +22,18 @@
 #include <string>
 
 #include "schedule/pipeline_info.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace schedule {
 
 // Applies the safe default schedule to the Funcs in `info` for `target`, using up to
-// `parallelism` threads. Returns the schedule as text (one line per Func). Throws
-// Halide::Error if Halide rejects a directive (a bug: the caller turns it into a Status).
+// `parallelism` threads, with the template factors of `params` (a stored, tuned
+// schedule's; the defaults are the safe default's own). Returns the schedule as text
+// (one line per Func). Throws Halide::Error if Halide rejects a directive (a bug, or an
+// invalid stored schedule: the caller turns it into a Status).
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
-                             int parallelism);
+                             int parallelism, const ScheduleParams& params = {});
 
 }  // namespace schedule
 }  // namespace braze

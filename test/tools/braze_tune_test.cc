@@ -1,0 +1,176 @@
+// braze-tune end to end (docs/SCHEDULES.md): a small program dumps its clusters, the
+// tool tunes them under a small budget and writes schedules/ entries, a session applies
+// them (and still matches the reference kernels); a second run resumes from the
+// journal; unreadable input is reported, not crashed on.
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braze/jit_scope.h"
+#include "braze/logging.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+#include "runtime/flags.h"
+
+namespace braze {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string TempDir() {
+  char dir[] = "/tmp/braze_tune_test_XXXXXX";
+  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
+}
+
+std::vector<std::string> FilesEndingIn(const std::string& dir, const std::string& suffix) {
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        files.push_back(dir + "/" + name);
+      }
+    }
+    closedir(d);
+  }
+  return files;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs the tool; returns its exit status and stdout + stderr.
+int RunTool(const std::string& args, std::string* output) {
+  const std::string cmd = std::string(BRAZE_TUNE_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  output->clear();
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Two clusters: a small dense layer with a ReLU, and a softmax over its rows.
+struct Program {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {24, 40}, "x");
+  Tensor w = Placeholder(g, DType::kF32, {40, 36}, "w");
+  Tensor h, y;
+  Program() {
+    JitScope scope(g);
+    h = Relu(MatMul(x, w) + 0.5);
+    y = Softmax(Exp(Neg(Square(h * 0.75 + 0.125))) * 2.0);
+  }
+  Feeds Feed() const {
+    return {{x, HostTensor::RandomUniform(DType::kF32, {24, 40}, 5)},
+            {w, HostTensor::RandomUniform(DType::kF32, {40, 36}, 6)}};
+  }
+};
+
+TEST(BrazeTuneTest, TunesADumpedProgramAndTheSessionAppliesTheWinners) {
+  Program p;
+  const std::string dump = TempDir(), out = TempDir() + "/schedules";
+  {
+    BrazeFlags flags;
+    flags.dump_to = dump;
+    flags.stored_schedules = false;
+    SetBrazeFlagsForTesting(flags);
+    SessionOptions o;
+    o.disk_cache = false;
+    o.min_cluster_size = 1;
+    Session session(p.g, o);
+    auto run = session.Run(p.Feed(), {p.y});
+    ASSERT_TRUE(run.ok()) << run.status();
+    SetBrazeFlagsForTesting(BrazeFlags{});
+  }
+  const size_t clusters = FilesEndingIn(dump, ".cluster").size();
+  ASSERT_GE(clusters, 1u);
+
+  std::string output;
+  ASSERT_EQ(RunTool("--help", &output), 0);
+  EXPECT_THAT(output, HasSubstr("--budget=SECONDS"));
+  // --min_speedup=0: every cluster's fastest candidate is stored, so the session below
+  // has entries to apply whatever this machine measures.
+  ASSERT_EQ(RunTool("--budget=30 --runs=2 --min_speedup=0 --out=" + out + " " + dump, &output), 0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("candidates, "));  // the progress bar
+  EXPECT_THAT(output, HasSubstr("ETA"));
+  EXPECT_THAT(output, HasSubstr("default ms"));    // the closing table
+  EXPECT_THAT(output, HasSubstr("speedup"));
+  const std::vector<std::string> entries = FilesEndingIn(out, ".schedule");
+  EXPECT_EQ(entries.size(), clusters) << output;
+  const std::string journal = ReadAll(out + "/tune.journal");
+  EXPECT_EQ(static_cast<size_t>(std::count(journal.begin(), journal.end(), '\n')), clusters);
+
+  // A session that looks in `out` compiles every cluster with its stored schedule, and
+  // its results still match the reference kernels.
+  std::vector<std::string> lines;
+  SetLogSink([&](LogSeverity, int, std::string_view text) { lines.emplace_back(text); });
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  SessionOptions o;
+  o.disk_cache = false;
+  o.min_cluster_size = 1;
+  o.schedule_dirs = {out};
+  Session tuned(p.g, o);
+  auto got = tuned.Run(p.Feed(), {p.y});
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  SetLogSink(nullptr);
+  ASSERT_TRUE(got.ok()) << got.status();
+  int applied = 0;
+  for (const std::string& line : lines) {
+    if (line.find("stored schedule " + out) != std::string::npos) ++applied;
+    EXPECT_THAT(line, Not(HasSubstr("refused"))) << line;
+  }
+  EXPECT_EQ(static_cast<size_t>(applied), clusters);
+  SessionOptions ref;
+  ref.reference_only = true;
+  Session reference(p.g, ref);
+  auto want = reference.Run(p.Feed(), {p.y});
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int64_t i = 0; i < (*want)[0].num_elements(); ++i) {
+    const double w = (*want)[0].GetDouble(i);
+    ASSERT_NEAR((*got)[0].GetDouble(i), w, 1e-5 * (1 + std::abs(w))) << "element " << i;
+  }
+
+  // Resumable: a second run finds every cluster in the journal and tunes none.
+  ASSERT_EQ(RunTool("--budget=30 --out=" + out + " " + dump, &output), 0) << output;
+  EXPECT_THAT(output, HasSubstr("0 clusters to tune (" + std::to_string(clusters) +
+                                " done in an earlier run"));
+}
+
+TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
+  const std::string dir = TempDir();
+  std::ofstream(dir + "/broken.cluster") << "braze-cluster 1\nname c\ninput 0 f32 [4\n";
+  std::string output;
+  EXPECT_EQ(RunTool("--budget=5 --out=" + dir + "/out " + dir, &output), 1) << output;
+  EXPECT_THAT(output, HasSubstr("skipping " + dir + "/broken.cluster"));
+  EXPECT_EQ(RunTool("--budget=-1 " + dir, &output), 2);
+  EXPECT_THAT(output, HasSubstr("bad value in '--budget=-1'"));
+  EXPECT_EQ(RunTool("--frobnicate " + dir, &output), 2);
+  EXPECT_THAT(output, HasSubstr("unknown flag '--frobnicate'"));
+  EXPECT_EQ(RunTool("", &output), 2);
+  EXPECT_THAT(output, HasSubstr("no dump directory"));
+}
+
+}  // namespace
+}  // namespace braze

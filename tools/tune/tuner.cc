@@ -1,0 +1,277 @@
+// The per-cluster schedule search of braze-tune; see tuner.h.
+#include "tools/tune/tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "braze/session.h"
+#include "braze/status.h"
+#include "compile/cluster_key.h"
+#include "compile/compile.h"
+
+namespace braze {
+namespace tune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// One factor of the safe default's template and the values tried for it, each from
+// the best point found so far (coordinate descent: factors interact little, and a
+// budget buys a pass over each rather than a grid).
+struct Axis {
+  const char* name;
+  std::vector<int64_t> values;
+  void (*set)(ScheduleParams&, int64_t);
+};
+
+std::vector<Axis> AxesFor(bool matmul, bool reduction) {
+  std::vector<Axis> axes = {
+      {"tasks_per_thread", {1, 2, 8, 16}, [](ScheduleParams& p, int64_t v) {
+         p.tasks_per_thread = static_cast<int>(v);
+       }},
+      {"vector_factor", {2, 4}, [](ScheduleParams& p, int64_t v) {
+         p.vector_factor = static_cast<int>(v);
+       }},
+      {"min_parallel_work", {4096, 1 << 18}, [](ScheduleParams& p, int64_t v) {
+         p.min_parallel_work = v;
+       }},
+  };
+  if (matmul) {
+    axes.push_back({"matmul_vectors", {1, 2, 4}, [](ScheduleParams& p, int64_t v) {
+                      p.matmul_vectors = static_cast<int>(v);
+                    }});
+    axes.push_back({"matmul_rows", {8, 16, 64, 128}, [](ScheduleParams& p, int64_t v) {
+                      p.matmul_rows = static_cast<int>(v);
+                    }});
+    axes.push_back({"matmul_strip", {2, 6, 8}, [](ScheduleParams& p, int64_t v) {
+                      p.matmul_strip = static_cast<int>(v);
+                    }});
+  }
+  if (reduction) {
+    axes.push_back({"row_lanes", {1, 4}, [](ScheduleParams& p, int64_t v) {
+                      p.row_lanes = static_cast<int>(v);
+                    }});
+    axes.push_back({"row_pipeline", {0}, [](ScheduleParams& p, int64_t v) {
+                      p.row_pipeline = v != 0;
+                    }});
+  }
+  return axes;
+}
+
+bool IsMatMul(OpKind op) { return op == OpKind::kMatMul || op == OpKind::kBatchMatMul; }
+bool IsReduction(OpKind op) {
+  return op == OpKind::kSum || op == OpKind::kMean || op == OpKind::kMax || op == OpKind::kMin ||
+         op == OpKind::kArgMax;
+}
+
+}  // namespace
+
+ClusterTuner::ClusterTuner(RebuiltCluster cluster, const TuneOptions& options)
+    : cluster_(std::move(cluster)), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<ClusterTuner>> ClusterTuner::Create(RebuiltCluster cluster,
+                                                                   const TuneOptions& options) {
+  std::unique_ptr<ClusterTuner> t(new ClusterTuner(std::move(cluster), options));
+  const ClusterSpec& spec = t->cluster_.spec;
+  ClusterResult& r = t->result_;
+  r.key_hash = ScheduleKeyHash(ClusterKey(spec, CompileOptions()));
+  r.name = spec.name;
+  std::vector<std::string> ops, inputs;
+  for (int id : spec.nodes) {
+    const Node& n = spec.graph->node(id);
+    ops.push_back(n.op_name());
+    t->has_matmul_ |= IsMatMul(n.op());
+    t->has_reduction_ |= IsReduction(n.op());
+  }
+  r.ops = absl::StrJoin(ops, " ");
+  for (size_t i = 0; i < spec.input_types.size(); ++i) {
+    TensorType type = spec.input_types[i];
+    std::vector<std::string> dims;
+    for (size_t d = 0; d < type.shape.size(); ++d) {
+      const bool sym = i < spec.input_symbols.size() && d < spec.input_symbols[i].size() &&
+                       spec.input_symbols[i][d] >= 0;
+      t->symbolic_ |= sym;
+      dims.push_back(sym ? absl::StrCat("s", spec.input_symbols[i][d], "=", type.shape[d])
+                         : absl::StrCat(type.shape[d]));
+    }
+    inputs.push_back(absl::StrCat(DTypeName(type.dtype), "[", absl::StrJoin(dims, ","), "]"));
+  }
+  r.inputs = absl::StrJoin(inputs, " ");
+  // Random inputs (never zeros), and the reference kernels' outputs for them.
+  Feeds feeds;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    t->inputs_.push_back(HostTensor::RandomUniform(spec.input_types[i].dtype,
+                                                   spec.input_types[i].shape, 1000 + i, -2, 2));
+    feeds.push_back({spec.inputs[i], t->inputs_.back()});
+  }
+  SessionOptions reference;
+  reference.reference_only = true;
+  Session session(*spec.graph, reference);
+  absl::StatusOr<std::vector<HostTensor>> want = session.Run(feeds, spec.outputs);
+  if (!want.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(spec.name, ": the reference kernels failed: ", want.status().message()));
+  }
+  t->reference_ = *std::move(want);
+  return t;
+}
+
+int ClusterTuner::PlannedCandidates() const {
+  int n = 2;  // the baseline and the template at its default factors
+  if (!symbolic_) n += 2;  // Adams2019, Mullapudi2016: their splits assume fixed sizes
+  for (const Axis& a : AxesFor(has_matmul_, has_reduction_)) n += a.values.size();
+  return n;
+}
+
+absl::Status ClusterTuner::Check(const std::vector<HostTensor>& got) const {
+  for (size_t j = 0; j < got.size(); ++j) {
+    const HostTensor& want = reference_[j];
+    double scale = 1;
+    for (int64_t i = 0; i < want.num_elements(); ++i) {
+      if (std::isfinite(want.GetDouble(i))) scale = std::max(scale, std::abs(want.GetDouble(i)));
+    }
+    const bool exact = !IsFloating(want.dtype());
+    for (int64_t i = 0; i < want.num_elements(); ++i) {
+      const double w = want.GetDouble(i), g = got[j].GetDouble(i);
+      if (std::isnan(w) && std::isnan(g)) continue;
+      const double tol = exact ? 0 : options_.atol * scale + options_.rtol * std::abs(w);
+      if (!(std::abs(g - w) <= tol) && !(w == g)) {
+        return absl::InternalError(absl::StrCat("output ", j, " element ", i, " is ", g,
+                                                ", the reference kernels give ", w));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+Measured ClusterTuner::Measure(const std::string& label, const ScheduleParams* params) {
+  Measured m;
+  m.label = label;
+  m.stored = params != nullptr;
+  if (params) m.params = *params;
+  CompileOptions options;
+  options.num_threads = options_.threads;
+  if (params) {
+    StoredSchedule candidate;
+    candidate.path = "(candidate)";
+    candidate.params = *params;
+    options.stored_schedule = candidate;
+  }
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> kernel = CompileCluster(cluster_.spec, options);
+  if (!kernel.ok()) {
+    m.error = absl::StrCat("compile failed: ", kernel.status().message());
+    return m;
+  }
+  // A candidate Halide refused fell through to the default: not what was asked for.
+  if (params && (*kernel)->schedule_note().find("refused") != std::string::npos) {
+    m.error = (*kernel)->schedule_note();
+    return m;
+  }
+  std::vector<HostTensor> outputs;
+  for (const HostTensor& r : reference_) outputs.emplace_back(r.dtype(), r.shape());
+  std::vector<const HostTensor*> in;
+  std::vector<HostTensor*> out;
+  for (const HostTensor& t : inputs_) in.push_back(&t);
+  for (HostTensor& t : outputs) out.push_back(&t);
+  // Correct first: a wrong schedule never wins, however fast.
+  if (absl::Status s = (*kernel)->Run(in, out); !s.ok()) {
+    m.error = absl::StrCat("run failed: ", s.message());
+    return m;
+  }
+  if (absl::Status s = Check(outputs); !s.ok()) {
+    m.error = absl::StrCat("wrong result: ", s.message());
+    return m;
+  }
+  std::vector<double> samples;
+  for (int r = 0; r < std::max(1, options_.runs); ++r) {
+    const Clock::time_point start = Clock::now();
+    int reps = 0;
+    double ms = 0;
+    do {
+      if (absl::Status s = (*kernel)->Run(in, out); !s.ok()) {
+        m.error = absl::StrCat("run failed: ", s.message());
+        return m;
+      }
+      ++reps;
+      ms = MsBetween(start, Clock::now());
+    } while (ms < options_.min_sample_ms);
+    samples.push_back(ms / reps);
+  }
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  m.median_ms = samples[samples.size() / 2];
+  return m;
+}
+
+ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& progress) {
+  ClusterResult& r = result_;
+  r.candidates = 0;
+  r.rejected.clear();
+  r.best = r.best_stored = Measured();
+  auto consider = [&](Measured m) {
+    ++r.candidates;
+    if (!m.error.empty()) {
+      r.rejected.push_back(m);
+    } else {
+      if (r.best.median_ms <= 0 || m.median_ms < r.best.median_ms) r.best = m;
+      if (m.stored && (r.best_stored.median_ms <= 0 || m.median_ms < r.best_stored.median_ms)) {
+        r.best_stored = m;
+      }
+    }
+    if (progress) progress(r.candidates, m);
+    return m;
+  };
+  r.baseline = consider(Measure("default", nullptr));
+  if (!r.baseline.error.empty()) return r;  // nothing to compare against
+  // The template at its default factors (the baseline already, where Auto picks it).
+  ScheduleParams point;  // the best template point so far: its defaults first
+  Measured base = consider(Measure("SafeDefault", &point));
+  double point_ms = base.error.empty() ? base.median_ms : 1e300;
+  if (!symbolic_) {
+    for (SchedulerKind k : {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016}) {
+      if (Clock::now() >= deadline) return r;
+      ScheduleParams p;
+      p.scheduler = k;
+      consider(Measure(SchedulerName(k), &p));
+    }
+  }
+  for (const Axis& axis : AxesFor(has_matmul_, has_reduction_)) {
+    ScheduleParams best_here = point;
+    for (int64_t v : axis.values) {
+      if (Clock::now() >= deadline) return r;
+      ScheduleParams p = point;
+      axis.set(p, v);
+      if (p == point) continue;
+      Measured m = consider(Measure(ParamsSummary(p), &p));
+      if (m.error.empty() && m.median_ms < point_ms) {
+        point_ms = m.median_ms;
+        best_here = p;
+      }
+    }
+    point = best_here;
+  }
+  return r;
+}
+
+StoredSchedule ClusterTuner::Entry(const std::string& measured_note) const {
+  StoredSchedule e;
+  e.key_hash = result_.key_hash;
+  absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
+  e.target = target.ok() ? *target : "?";
+  e.cluster = result_.name;
+  e.ops = result_.ops;
+  e.inputs = result_.inputs;
+  e.measured = measured_note;
+  e.params = result_.best_stored.params;
+  return e;
+}
+
+}  // namespace tune
+}  // namespace braze

@@ -1,0 +1,79 @@
+// The schedule search behind braze-tune (docs/SCHEDULES.md): for one cluster a dump
+// wrote (lower/cluster_text.h), compile candidate schedules (the default, the CPU
+// autoschedulers, and Braze's template with its factors varied one at a time from the
+// best found so far), time each on random inputs, check each against the reference
+// kernels, and keep the fastest correct one.
+#ifndef BRAZE_TOOLS_TUNE_TUNER_H_
+#define BRAZE_TOOLS_TUNE_TUNER_H_
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lower/cluster_text.h"
+#include "schedule/stored_schedule.h"
+
+namespace braze {
+namespace tune {
+
+struct TuneOptions {
+  int threads = 0;     // Halide worker threads while timing; 0: all cores
+  int runs = 7;        // timed samples per candidate; the median counts
+  double min_sample_ms = 2;  // a sample repeats the kernel until this much time passed
+  double rtol = 2e-3, atol = 2e-4;  // as verify mode: atol * max(1, max|ref|) + rtol * |ref|
+};
+
+// One candidate, measured.
+struct Measured {
+  std::string label;          // "default (Adams2019)", "SafeDefault tasks_per_thread=8"
+  bool stored = false;        // false: the default schedule (no stored entry)
+  ScheduleParams params;
+  double median_ms = 0;
+  std::string error;          // non-empty: compile failed, result wrong, or refused
+};
+
+struct ClusterResult {
+  std::string key_hash, name, ops, inputs;
+  Measured baseline;          // the schedule the runtime picks without a stored entry
+  Measured best;              // the fastest correct candidate (maybe the baseline)
+  Measured best_stored;       // the fastest correct stored candidate (not the baseline)
+  int candidates = 0;         // how many were measured
+  std::vector<Measured> rejected;  // wrong results or compile failures
+};
+
+// Called after each candidate: (candidates measured so far in this cluster).
+using Progress = std::function<void(int measured, const Measured& last)>;
+
+// A dumped cluster ready to tune: the rebuilt graph, its inputs, reference outputs.
+class ClusterTuner {
+ public:
+  // InvalidArgument when the cluster does not rebuild or the reference run fails.
+  static absl::StatusOr<std::unique_ptr<ClusterTuner>> Create(RebuiltCluster cluster,
+                                                              const TuneOptions& options);
+  const std::string& key_hash() const { return result_.key_hash; }
+  const ClusterResult& result() const { return result_; }
+  // The number of candidates Tune would measure with no deadline.
+  int PlannedCandidates() const;
+  // Measures the baseline, then candidates until `deadline` (the baseline always).
+  ClusterResult Tune(std::chrono::steady_clock::time_point deadline, const Progress& progress);
+  // The entry to store for the result's best stored candidate.
+  StoredSchedule Entry(const std::string& measured_note) const;
+
+ private:
+  ClusterTuner(RebuiltCluster cluster, const TuneOptions& options);
+  Measured Measure(const std::string& label, const ScheduleParams* params);
+  absl::Status Check(const std::vector<HostTensor>& got) const;
+
+  RebuiltCluster cluster_;
+  TuneOptions options_;
+  std::vector<HostTensor> inputs_, reference_;
+  bool has_matmul_ = false, has_reduction_ = false, symbolic_ = false;
+  ClusterResult result_;
+};
+
+}  // namespace tune
+}  // namespace braze
+
+#endif  // BRAZE_TOOLS_TUNE_TUNER_H_
