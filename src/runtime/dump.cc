@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "ir/logging.h"
+#include "lower/cluster_text.h"
 #include "runtime/flags.h"
 
 namespace braze {
@@ -256,7 +257,8 @@ absl::Status SessionDumper::OnPlanBuilt(const Graph& graph, const Plan& plan) {
 
 absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
                                           const std::vector<TensorType>& types,
-                                          const CompiledKernel& kernel) {
+                                          const CompiledKernel& kernel,
+                                          const std::vector<std::vector<int>>& input_symbols) {
   const BrazeFlags& flags = GetBrazeFlags();
   if (flags.dump_to.empty()) return absl::OkStatus();
   BRAZE_RETURN_IF_ERROR(EnsureDirectory(flags.dump_to));
@@ -280,6 +282,22 @@ absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
   const std::string base =
       absl::StrCat(session, ".", FileNameFragment(step.name), ".", SignatureFileName(types));
   BRAZE_RETURN_IF_ERROR(WriteFile(fs::path(flags.dump_to) / (base + ".txt"), text));
+  // The cluster itself, for tools that compile it again (lower/cluster_text.h).
+  ClusterSpec spec{&graph, step.name,    step.nodes, step.inputs,
+                   types,  step.outputs, {},         input_symbols};
+  absl::StatusOr<std::string> cluster = ClusterToText(spec);
+  if (!cluster.ok()) {
+    LogWarning(absl::StrCat("--dump_to: no .cluster file for ", step.name, ": ",
+                            cluster.status().message()));
+  } else {
+    const uint64_t hash = StableHash(*cluster);
+    const fs::path path = fs::path(flags.dump_to) / (base + ".cluster");
+    auto it = cluster_files_.find(path.string());
+    if (it == cluster_files_.end() || it->second != hash) {
+      BRAZE_RETURN_IF_ERROR(WriteFile(path, *cluster));
+      cluster_files_[path.string()] = hash;
+    }
+  }
   // A device kernel's generated code beside it: OpenCL C (.cl) or PTX (.ptx).
   const CompiledKernel::DeviceSource source = kernel.device_source();
   if (source.text.empty()) return absl::OkStatus();

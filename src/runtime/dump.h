@@ -13,6 +13,11 @@
 //                                           op; compiled or found in the compile cache):
 //                                           its input/output types, the scheduler used,
 //                                           and the lowered Halide statement / schedule
+//   session_S.<step>.<signature>.cluster    beside each .txt: the step's cluster as text
+//                                           (lower/cluster_text.h: ops, typed attrs,
+//                                           constants byte for byte, argument types and
+//                                           symbolic dims), from which ClusterFromText
+//                                           rebuilds it to compile again (braze-tune)
 //
 // <signature> spells the input types ("f32_7x33__f32_33") or, when long, a stable hash
 // of them. tools/braze-dump renders the .dot files. With --clustering_debug each new
@@ -21,6 +26,8 @@
 #ifndef BRAZE_RUNTIME_DUMP_H_
 #define BRAZE_RUNTIME_DUMP_H_
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,15 +44,21 @@ class SessionDumper {
  public:
   // A plan was built. Errors: the dump directory or a file could not be written.
   absl::Status OnPlanBuilt(const Graph& graph, const Plan& plan);
-  // `step` got `kernel` for inputs of `types`.
+  // `step` got `kernel` for inputs of `types`; `input_symbols` are the symbolic dims the
+  // kernel was compiled with (ClusterSpec::input_symbols; empty: concrete), which the
+  // .cluster file records. Writes each .cluster file once per session and content.
   absl::Status OnKernelReady(const Graph& graph, const Step& step,
-                             const std::vector<TensorType>& types, const CompiledKernel& kernel);
+                             const std::vector<TensorType>& types, const CompiledKernel& kernel,
+                             const std::vector<std::vector<int>>& input_symbols = {});
 
  private:
   int SessionId();  // assigned on first use, process-wide order
 
   int session_id_ = -1;
   int num_plans_ = 0;
+  // .cluster files written: path -> hash of the text (a later plan may name another
+  // cluster alike; that one is written over it, as its .txt is).
+  std::map<std::string, uint64_t> cluster_files_;
 };
 
 enum class DotStage { kBeforeClustering, kAfterClustering };

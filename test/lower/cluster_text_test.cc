@@ -1,0 +1,409 @@
+// The text form of a ClusterSpec (lower/cluster_text.h): every attribute kind round-trips
+// to the same cluster key and the same text, a rebuilt cluster compiles to a kernel that
+// computes what the original's does, and every malformed text is an InvalidArgument
+// naming the source and line (never a crash: every prefix and many mutations of a text
+// are parsed).
+#include "lower/cluster_text.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "braze/ops.h"
+#include "compile/cluster_key.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace {
+
+using lowertest::Case;
+using lowertest::SpecOf;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+float FloatFromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// A cluster with a node of every attribute kind, constants of odd values, several
+// results (one of them an argument passed through), and names that need escaping.
+Case EveryAttrKind() {
+  Case c;
+  Graph& g = *c.graph;
+  Tensor x = c.Input(DType::kF32, {6, 8}, 1);
+  Tensor idx = c.Input(DType::kI32, {6}, 2, 0, 5);
+  Tensor w = c.Input(DType::kF32, {8, 5}, 3);
+  Tensor b3 = c.Input(DType::kF32, {2, 3, 4}, 4);
+  const std::vector<float> odd = {0.1f,
+                                  -0.0f,
+                                  FloatFromBits(0x7fc01234u),  // a NaN with a payload
+                                  std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::denorm_min(),
+                                  std::numeric_limits<float>::max(),
+                                  1.0f / 3.0f,
+                                  -2.5e-38f};
+  Tensor cf = Const(g, HostTensor::From<float>(odd, {8}), "odd \"consts\"\n#1");
+  Tensor ci = Const(g, HostTensor::From<int32_t>({INT_MIN, -1, 7, INT_MAX}, {2, 2}), "ints");
+  Tensor cb = Const(g, HostTensor::From<bool>({true, false, true}, {3}), "bools");
+  Tensor cd = Const(g, HostTensor::Scalar<double>(std::nextafter(0.1, 1.0)), "f64 scalar");
+  Tensor ce = Const(g, HostTensor(DType::kF32, {0, 3}), "empty");
+  Tensor xs = Add(x, cf);
+  Tensor cast = Cast(xs, DType::kI32);
+  Tensor sum = Sum(x, {0}, true);
+  Tensor mean = Mean(x, {1});
+  Tensor mx = Max(b3, {0, 2}, true);
+  Tensor mn = Min(b3, {}, false);
+  Tensor am = ArgMax(x, 1);
+  Tensor mm = MatMul(x, w);
+  Tensor mm_tb = MatMul(x, x, false, true);
+  Tensor mm_ta = MatMul(x, x, true, false);
+  Tensor bmm = BatchMatMul(b3, b3, false, true);
+  Tensor reshaped = Reshape(x, {-1, 4});
+  Tensor transposed = Transpose(b3, {2, 0, 1});
+  Tensor broadcast = BroadcastTo(sum, {6, 8});
+  Tensor concat = Concat({x, broadcast, x}, 0);
+  Tensor sliced = Slice(x, {1, 2}, {-1, 3});
+  Tensor padded = Pad(x, {{1, 2}, {0, 3}}, 0.1);
+  Tensor onehot = OneHot(idx, 5, std::nextafter(1.0, 2.0), -0.3, DType::kF64);
+  Tensor sel = Select(Greater(x, broadcast), x, Neg(x));
+  Tensor ints = Mul(ci, ci);
+  Tensor bools = Equal(cb, cb);
+  Tensor dbl = Add(cd, cd);
+  Tensor empty = Relu(ce);
+  c.outputs = {cast,   mean,   mx,     mn,     am,  mm,   mm_tb, mm_ta, bmm,   reshaped, transposed,
+               concat, sliced, padded, onehot, sel, ints, bools, dbl,   empty, w};
+  return c;
+}
+
+std::string Text(const ClusterSpec& spec) {
+  absl::StatusOr<std::string> text = ClusterToText(spec);
+  EXPECT_TRUE(text.ok()) << text.status();
+  return text.ok() ? *text : std::string();
+}
+
+RebuiltCluster Rebuild(const std::string& text) {
+  absl::StatusOr<RebuiltCluster> rebuilt = ClusterFromText(text, "test.cluster");
+  EXPECT_TRUE(rebuilt.ok()) << rebuilt.status() << "\n" << text;
+  if (!rebuilt.ok()) return RebuiltCluster{};
+  return *std::move(rebuilt);
+}
+
+TEST(ClusterText, EveryAttrKindRoundTripsToTheSameKey) {
+  Case c = EveryAttrKind();
+  ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
+  const ClusterSpec spec = SpecOf(c, "cluster_7");
+  const std::string text = Text(spec);
+  if (std::getenv("BRAZE_TEST_VERBOSE") != nullptr) std::cerr << text;
+  RebuiltCluster rebuilt = Rebuild(text);
+  ASSERT_NE(rebuilt.graph, nullptr);
+  EXPECT_EQ(rebuilt.spec.graph, rebuilt.graph.get());
+  EXPECT_EQ(rebuilt.spec.name, "cluster_7");
+  EXPECT_EQ(rebuilt.spec.input_types, spec.input_types);
+  EXPECT_TRUE(rebuilt.spec.input_symbols.empty());
+  EXPECT_TRUE(rebuilt.spec.node_types.empty());
+  ASSERT_EQ(rebuilt.spec.nodes.size(), spec.nodes.size());
+  ASSERT_EQ(rebuilt.spec.outputs.size(), spec.outputs.size());
+  EXPECT_EQ(ClusterKey(rebuilt.spec, CompileOptions{}), ClusterKey(spec, CompileOptions{}));
+  // Lossless: the rebuilt cluster writes the same text (names included).
+  EXPECT_EQ(Text(rebuilt.spec), text);
+  for (size_t k = 0; k < spec.nodes.size(); ++k) {
+    const Node& a = spec.graph->node(spec.nodes[k]);
+    const Node& b = rebuilt.graph->node(rebuilt.spec.nodes[k]);
+    EXPECT_EQ(a.name(), b.name());
+    EXPECT_EQ(a.outputs(), b.outputs()) << a.name();  // concrete inputs: same types
+  }
+  // The argument passed through is the rebuilt argument itself.
+  EXPECT_EQ(rebuilt.spec.outputs.back(), rebuilt.spec.inputs[2]);
+  // Readable: the attributes are spelled out.
+  EXPECT_THAT(text, StartsWith("braze-cluster 1\n"));
+  EXPECT_THAT(text, HasSubstr("input 0 f32 [6,8]\n"));
+  EXPECT_THAT(text, HasSubstr(" MatMul transpose_a=0 transpose_b=1 in=a0,a0 "));
+  EXPECT_THAT(text, HasSubstr(" Sum axes=[0] keep_dims=1 in=a0 "));
+  EXPECT_THAT(text, HasSubstr(" Pad paddings=[1:2,0:3] value=0x1.999999999999ap-4 in=a0 "));
+  EXPECT_THAT(text, HasSubstr("value=i32[2,2]:00000080ffffffff07000000ffffff7f"));
+  EXPECT_THAT(text, HasSubstr("name=\"odd \\\"consts\\\"\\n#1\""));
+  EXPECT_THAT(text, HasSubstr("output 20 a2\nend\n"));
+}
+
+TEST(ClusterText, SymbolicInputsRoundTrip) {
+  Case c = EveryAttrKind();
+  ClusterSpec spec = SpecOf(c);
+  // Dim 0 of x and of idx are one class; b3's middle dim another; w concrete.
+  spec.input_symbols = {{0, -1}, {0}, {}, {-1, 1, -1}};
+  const std::string text = Text(spec);
+  EXPECT_THAT(text, HasSubstr("input 0 f32 [6,8] symbols [0,-1]\n"));
+  EXPECT_THAT(text, HasSubstr("input 2 f32 [8,5] symbols []\n"));
+  RebuiltCluster rebuilt = Rebuild(text);
+  ASSERT_NE(rebuilt.graph, nullptr);
+  EXPECT_EQ(rebuilt.spec.input_symbols, spec.input_symbols);
+  EXPECT_EQ(ClusterKey(rebuilt.spec, CompileOptions{}), ClusterKey(spec, CompileOptions{}));
+  EXPECT_NE(ClusterKey(rebuilt.spec, CompileOptions{}), ClusterKey(SpecOf(c), CompileOptions{}));
+  // The placeholders are declared as the program's were: symbolic dims unknown.
+  EXPECT_EQ(rebuilt.spec.inputs[0].shape(), (Shape{-1, 8}));
+  EXPECT_EQ(rebuilt.spec.inputs[3].shape(), (Shape{2, -1, 4}));
+  EXPECT_EQ(rebuilt.spec.inputs[2].shape(), (Shape{8, 5}));
+  EXPECT_EQ(rebuilt.spec.input_types, spec.input_types);
+}
+
+// Compiles the original and the rebuilt cluster and runs both on the same inputs.
+void ExpectSameResults(const ClusterSpec& spec, const std::vector<HostTensor>& values,
+                       const CompileOptions& options) {
+  RebuiltCluster rebuilt = Rebuild(Text(spec));
+  ASSERT_NE(rebuilt.graph, nullptr);
+  ASSERT_EQ(ClusterKey(rebuilt.spec, options), ClusterKey(spec, options));
+  auto original = CompileCluster(spec, options);
+  ASSERT_TRUE(original.ok()) << original.status();
+  auto again = CompileCluster(rebuilt.spec, options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  // Outputs of the reference's (concrete) types: a symbolic kernel's own have -1s.
+  auto reference = lowertest::ReferenceOutputs(spec, values);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  auto run = [&](CompiledKernel& kernel) {
+    std::vector<HostTensor> outputs;
+    for (const HostTensor& r : *reference) outputs.emplace_back(r.dtype(), r.shape());
+    std::vector<const HostTensor*> in;
+    for (const HostTensor& t : values) in.push_back(&t);
+    std::vector<HostTensor*> out;
+    for (HostTensor& t : outputs) out.push_back(&t);
+    absl::Status s = kernel.Run(in, out);
+    EXPECT_TRUE(s.ok()) << s;
+    return outputs;
+  };
+  const std::vector<HostTensor> want = run(**original);
+  const std::vector<HostTensor> got = run(**again);
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(AllClose(got[i], want[i], 1e-6, 1e-6, &why)) << "output " << i << ": " << why;
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(AllClose(got[i], (*reference)[i], 1e-4, 1e-5, &why))
+        << "output " << i << ": " << why;
+  }
+}
+
+TEST(ClusterText, RebuiltClusterComputesTheSame) {
+  Case c;
+  Graph& g = *c.graph;
+  Tensor x = c.Input(DType::kF32, {9, 12}, 11);
+  Tensor w = c.Input(DType::kF32, {7, 12}, 12);
+  Tensor labels = c.Input(DType::kI32, {9}, 13, 0, 7);
+  Tensor bias = Const(g, HostTensor::From<float>({0.1f, -0.2f, 0.3f, 1e-3f, 5, -7, 0.25f}, {7}));
+  Tensor logits = MatMul(x, w, false, true) + bias;  // [9,7]
+  Tensor probs = Softmax(logits);
+  Tensor loss = Mean(Sum(Neg(OneHot(labels, 7, 0.9, 0.1 / 6) * Log(probs)), {1}));
+  Tensor padded = Pad(Slice(probs, {1, 0}, {-1, 5}), {{0, 1}, {2, 0}}, 0.1);
+  c.outputs = {probs, loss, padded};
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  ExpectSameResults(SpecOf(c), c.values, CompileOptions{});
+}
+
+TEST(ClusterText, RebuiltSymbolicClusterComputesTheSame) {
+  // As the program declares them: the batch dim unknown.
+  Case c;
+  auto input = [&](uint64_t seed) {
+    c.inputs.push_back(Placeholder(*c.graph, DType::kF32, {-1, 16}));
+    c.values.push_back(HostTensor::RandomUniform(DType::kF32, {40, 16}, seed));
+    return c.inputs.back();
+  };
+  Tensor x = input(21);
+  Tensor y = input(22);
+  Tensor z = Sum(Tanh(x) * y + 0.5, {1}, true) / Max(Abs(y) + 1.0, {1}, true);
+  c.outputs = {z, Transpose(y * 2.0, {1, 0})};
+  ClusterSpec spec = SpecOf(c);
+  spec.input_symbols = {{0, -1}, {0, -1}};
+  CompileOptions options;
+  options.scheduler = SchedulerKind::kSafeDefault;
+  ExpectSameResults(spec, c.values, options);
+}
+
+TEST(ClusterText, WriterRefusesWhatItCannotSpell) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4}, "x");
+  std::vector<Tensor> h =
+      HostCall(g, "fn", {x}, {TensorSpec{DType::kF32, {4}}},
+               [](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                 return std::vector<HostTensor>{in[0]};
+               });
+  Tensor y = Neg(h[0]);
+  ClusterSpec with_host_call{&g, "c", {h[0].node_id(), y.node_id()}, {x}, {x.type()}, {y}, {}, {}};
+  absl::StatusOr<std::string> text = ClusterToText(with_host_call);
+  ASSERT_FALSE(text.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(text.status()));
+  EXPECT_THAT(std::string(text.status().message()), HasSubstr("HostCall"));
+  // A node reading a value the cluster does not have.
+  ClusterSpec dangling{&g, "c", {y.node_id()}, {x}, {x.type()}, {y}, {}, {}};
+  text = ClusterToText(dangling);
+  ASSERT_FALSE(text.ok());
+  EXPECT_THAT(std::string(text.status().message()), HasSubstr("neither an argument"));
+  // Input types must be concrete.
+  ClusterSpec unknown{&g, "c", {}, {x}, {{DType::kF32, {-1}}}, {x}, {}, {}};
+  EXPECT_FALSE(ClusterToText(unknown).ok());
+}
+
+const char* const kValid = R"(braze-cluster 1
+# a comment
+name "c"
+input 0 f32 [4,3]
+input 1 f32 [3,2] symbols [-1,-1]
+
+node 0 MatMul transpose_a=0 transpose_b=0 in=a0,a1 name="mm"
+node 1 Const value=f32[]:0000803f in= name="one"   # 1
+node 2 Add in=n0.0,n1.0 name="add"
+output 0 n2.0
+end
+)";
+
+// The error of parsing `text` (which must fail) as "src.cluster".
+std::string ErrorOf(const std::string& text) {
+  absl::StatusOr<RebuiltCluster> r = ClusterFromText(text, "src.cluster");
+  EXPECT_FALSE(r.ok()) << text;
+  if (r.ok()) return "";
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  return std::string(r.status().message());
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  EXPECT_NE(text.find(from), std::string::npos) << from;
+  return absl::StrReplaceAll(text, {{from, to}});
+}
+
+TEST(ClusterTextErrors, ValidTextParses) {
+  absl::StatusOr<RebuiltCluster> r = ClusterFromText(kValid, "src.cluster");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->spec.nodes.size(), 3u);
+  EXPECT_EQ(r->spec.outputs[0].shape(), (Shape{4, 2}));
+  EXPECT_EQ(r->spec.input_symbols.size(), 2u);
+  // Hex floats and decimals are both numbers.
+  const std::string pad =
+      "braze-cluster 1\nname \"p\"\ninput 0 f32 [2]\n"
+      "node 0 Pad paddings=[1:1] value=VALUE in=a0 name=\"p\"\noutput 0 n0.0\nend\n";
+  for (const char* v : {"0.1", "-0x1.8p+1", "-0", "inf", "-inf", "nan", "1e-40"}) {
+    r = ClusterFromText(Replace(pad, "VALUE", v), "pad");
+    ASSERT_TRUE(r.ok()) << v << ": " << r.status();
+  }
+  r = ClusterFromText(Replace(pad, "VALUE", "0.1"), "pad");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->graph->node(r->spec.nodes[0]).attrs_as<PadAttrs>().value, 0.1);
+}
+
+TEST(ClusterTextErrors, NameTheSourceLineAndWhat) {
+  EXPECT_EQ(ErrorOf(Replace(kValid, "braze-cluster 1", "braze-cluster 2")),
+            "src.cluster:1: format version 2 is not supported (this build reads version 1)");
+  EXPECT_THAT(ErrorOf(Replace(kValid, "braze-cluster 1", "digraph {")),
+              StartsWith("src.cluster:1: not a cluster text"));
+  EXPECT_EQ(ErrorOf(Replace(kValid, "Add in=", "Frobnicate in=")),
+            "src.cluster:9: unknown op 'Frobnicate'");
+  EXPECT_EQ(ErrorOf(Replace(kValid, "in=n0.0,n1.0", "in=n0.0,n3.0")),
+            "src.cluster:9: 'n3.0' refers to node 3, not defined yet (2 node(s) before it)");
+  EXPECT_THAT(ErrorOf(Replace(kValid, "in=n0.0,n1.0", "in=n0.0,n1.1")),
+              StartsWith("src.cluster:9: 'n1.1' refers to output 1 of node 1"));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "in=a0,a1", "in=a0,a2")),
+              StartsWith("src.cluster:7: 'a2' refers to argument 2 of 2"));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "in=a0,a1", "in=a0,x1")),
+              StartsWith("src.cluster:7: bad reference 'x1'"));
+  // A line cut short: a missing key, an unclosed quote, a cut hex value.
+  EXPECT_EQ(ErrorOf(Replace(kValid, " transpose_b=0 in=a0,a1 name=\"mm\"", " transpose_b=0")),
+            "src.cluster:7: missing in=");
+  EXPECT_EQ(ErrorOf(Replace(kValid, "name=\"mm\"", "name=\"m")),
+            "src.cluster:7: a quoted string is not closed");
+  EXPECT_THAT(ErrorOf(Replace(kValid, ":0000803f", ":0000803")),
+              StartsWith("src.cluster:8: node 1 (Const): value: an odd number"));
+  EXPECT_EQ(ErrorOf(Replace(kValid, ":0000803f", ":000080")),
+            "src.cluster:8: node 1 (Const): value: f32[] holds 4 bytes, the hex gives 3");
+  EXPECT_THAT(ErrorOf(Replace(kValid, "transpose_b=0", "transpose_b=")),
+              StartsWith("src.cluster:7: node 0 (MatMul): transpose_b: '' is not 0 or 1"));
+  // The file cut short.
+  EXPECT_EQ(ErrorOf(Replace(kValid, "end\n", "")),
+            "src.cluster:11: the text ends before its 'end' line (cut short?)");
+  EXPECT_EQ(ErrorOf(""), "src.cluster:1: empty: no 'braze-cluster 1' header");
+  // Bad numbers.
+  EXPECT_THAT(ErrorOf(Replace(kValid, "[4,3]", "[4,x]")),
+              StartsWith("src.cluster:4: input shape: 'x' is not an integer"));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "[4,3]", "[4,-3]")),
+              StartsWith("src.cluster:4: input shape: -3 is out of range"));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "[4,3]", "[4,99999999999999999999]")),
+              StartsWith("src.cluster:4: input shape:"));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "symbols [-1,-1]", "symbols [-1]")),
+              StartsWith("src.cluster:5: symbols [-1] for an input of rank 2"));
+  // A graph error: shape inference refuses the node.
+  EXPECT_THAT(ErrorOf(Replace(kValid, "input 1 f32 [3,2]", "input 1 f32 [5,2]")),
+              testing::AllOf(StartsWith("src.cluster:7: "), HasSubstr("inner dimensions differ")));
+  EXPECT_THAT(ErrorOf(Replace(kValid, "Add in=n0.0,n1.0", "Add in=n0.0")),
+              testing::AllOf(StartsWith("src.cluster:9: "), HasSubstr("expects 2 inputs, got 1")));
+  // Keys the op does not have, or given twice.
+  EXPECT_EQ(ErrorOf(Replace(kValid, "Add in=", "Add axis=1 in=")),
+            "src.cluster:9: unknown key 'axis' for Add");
+  EXPECT_EQ(ErrorOf(Replace(kValid, "Add in=", "Add in=a0 in=")),
+            "src.cluster:9: key 'in' given twice");
+  // Order: indices in sequence, sections in order, nothing after the end.
+  EXPECT_EQ(ErrorOf(Replace(kValid, "node 2 Add", "node 3 Add")),
+            "src.cluster:9: node 3 where node 2 is next");
+  EXPECT_EQ(ErrorOf(Replace(kValid, "output 0 n2.0\n", "output 0 n2.0\ninput 2 f32 [1]\n")),
+            "src.cluster:11: an input after the first node or output");
+  EXPECT_EQ(ErrorOf(absl::StrCat(kValid, "node 3 Neg in=a0 name=\"late\"\n")),
+            "src.cluster:12: text after 'end': 'node'");
+  EXPECT_THAT(ErrorOf(Replace(kValid, "name=\"one\"", "name=\"o\\qne\"")),
+              StartsWith("src.cluster:8: name: unknown escape \\q"));
+  // A HostCall has no text form.
+  EXPECT_THAT(ErrorOf(Replace(kValid, "Add in=n0.0,n1.0", "HostCall in=n0.0,n1.0")),
+              StartsWith("src.cluster:9: node 2 (HostCall): a HostCall"));
+}
+
+// Every prefix of a text and many random single-byte edits parse to a result or an
+// InvalidArgument naming the source; none crashes.
+TEST(ClusterTextErrors, NoInputCrashes) {
+  Case c = EveryAttrKind();
+  ClusterSpec spec = SpecOf(c);
+  spec.input_symbols = {{0, -1}, {0}, {}, {-1, 1, -1}};
+  const std::string text = Text(spec);
+  const size_t end = text.rfind("end\n");
+  for (size_t n = 0; n < text.size(); ++n) {
+    absl::StatusOr<RebuiltCluster> r = ClusterFromText(text.substr(0, n), "cut");
+    if (n >= end + 3) {
+      EXPECT_TRUE(r.ok()) << n << ": " << r.status();
+    } else {
+      ASSERT_FALSE(r.ok()) << n;
+      EXPECT_TRUE(absl::IsInvalidArgument(r.status()));
+      EXPECT_THAT(std::string(r.status().message()), StartsWith("cut:")) << n;
+    }
+  }
+  std::mt19937 rng(7);
+  const std::string alphabet = "0123456789-x.,:=[]\"\\#anpe \nfi";
+  int failures = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string edited = text;
+    const size_t at = rng() % edited.size();
+    if (rng() % 4 == 0) {
+      edited.erase(at, 1);
+    } else {
+      edited[at] = alphabet[rng() % alphabet.size()];
+    }
+    absl::StatusOr<RebuiltCluster> r = ClusterFromText(edited, "edit");
+    if (r.ok()) {
+      EXPECT_EQ(r->spec.graph, r->graph.get());
+      EXPECT_TRUE(r->graph->status().ok());
+      continue;
+    }
+    ++failures;
+    EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), StartsWith("edit:"));
+  }
+  EXPECT_GT(failures, 1000);
+}
+
+}  // namespace
+}  // namespace braze
