@@ -1,4 +1,4 @@
-// Braze benchmarks (Google Benchmark; main comes from benchmark_main).
+// Braze benchmarks (Google Benchmark; main is main.cc).
 //
 // BM_Copy measures the machine's memory roof (memcpy, read + write bytes), the number
 // every elementwise result is judged against. BM_ReferenceChain8 runs an 8-op elementwise

@@ -19,6 +19,8 @@ packages=(
   graphviz                     # dot, for graph and cluster dumps
   pocl-opencl-icd              # OpenCL on the CPU: the GPU schedules run here (opencl:0)
   ocl-icd-libopencl1           # the OpenCL ICD loader (libOpenCL.so.1)
+  libeigen3-dev libdnnl-dev    # bench peers: braze_bench runs the workloads with Eigen,
+  libopenblas-dev              #   oneDNN and OpenBLAS too (each skipped when absent)
 )
 
 missing=()
