@@ -81,7 +81,10 @@ std::optional<std::string> ReadFile(const std::string& path) {
 }  // namespace
 
 bool ScheduleParams::operator==(const ScheduleParams& o) const {
-  if (scheduler != o.scheduler || row_pipeline != o.row_pipeline) return false;
+  if (scheduler != o.scheduler || row_pipeline != o.row_pipeline ||
+      row_materialize != o.row_materialize) {
+    return false;
+  }
   for (const IntKnob& k : IntKnobs()) {
     if (k.Get(*this) != k.Get(o)) return false;
   }
@@ -96,6 +99,7 @@ std::string ParamsSummary(const ScheduleParams& params) {
     if (k.Get(params) != k.Get(defaults)) absl::StrAppend(&s, " ", k.name, "=", k.Get(params));
   }
   if (!params.row_pipeline) absl::StrAppend(&s, " row_pipeline=false");
+  if (!params.row_materialize) absl::StrAppend(&s, " row_materialize=false");
   return s;
 }
 
@@ -130,6 +134,7 @@ std::string FormatStoredSchedule(const StoredSchedule& e) {
   absl::StrAppend(&text, "scheduler: ", SchedulerName(e.params.scheduler), "\n");
   for (const IntKnob& k : IntKnobs()) absl::StrAppend(&text, k.name, ": ", k.Get(e.params), "\n");
   absl::StrAppend(&text, "row_pipeline: ", e.params.row_pipeline ? "true" : "false", "\n");
+  absl::StrAppend(&text, "row_materialize: ", e.params.row_materialize ? "true" : "false", "\n");
   return text;
 }
 
@@ -186,11 +191,12 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
       }
       e.params.scheduler = *kind;
       has_scheduler = true;
-    } else if (name == "row_pipeline") {
+    } else if (name == "row_pipeline" || name == "row_materialize") {
       if (value != "true" && value != "false") {
-        return error(absl::StrCat("row_pipeline must be true or false, got '", value, "'"));
+        return error(absl::StrCat(name, " must be true or false, got '", value, "'"));
       }
-      e.params.row_pipeline = value == "true";
+      (name == "row_pipeline" ? e.params.row_pipeline : e.params.row_materialize) =
+          value == "true";
     } else {
       const IntKnob* knob = nullptr;
       for (const IntKnob& k : IntKnobs()) {

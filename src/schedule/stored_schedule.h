@@ -30,7 +30,7 @@ namespace braze {
 
 // The version of the templates' parameters below. An entry tuned for another version is
 // stale: bump this whenever a parameter's meaning or a template's shape changes.
-constexpr int kScheduleTemplatesVersion = 1;
+constexpr int kScheduleTemplatesVersion = 2;  // 2: row_materialize
 
 // The knobs of the CPU templates; the defaults are the safe default's own choices, so
 // a default ScheduleParams schedules exactly as the safe default always has.
@@ -45,6 +45,7 @@ struct ScheduleParams {
   int matmul_strip = 4;                  // rows per accumulator strip, 1..8
   int row_lanes = 2;                     // row reductions: rfactor lanes = width x 1, 2, 4
   bool row_pipeline = true;              // reductions computed per output row
+  bool row_materialize = true;           // a row's shared math values computed once per row
 
   bool operator==(const ScheduleParams& o) const;
   bool operator!=(const ScheduleParams& o) const { return !(*this == o); }

@@ -36,6 +36,7 @@ StoredSchedule Example() {
   e.params.matmul_strip = 6;
   e.params.row_lanes = 4;
   e.params.row_pipeline = false;
+  e.params.row_materialize = false;
   return e;
 }
 
@@ -70,7 +71,8 @@ TEST(StoredScheduleTest, FormatParsesBackTheSame) {
   EXPECT_EQ(back->path, "x.schedule");
   EXPECT_EQ(ParamsSummary(back->params),
             "SafeDefault tasks_per_thread=8 min_parallel_work=4096 vector_factor=2 "
-            "matmul_vectors=2 matmul_rows=64 matmul_strip=6 row_lanes=4 row_pipeline=false");
+            "matmul_vectors=2 matmul_rows=64 matmul_strip=6 row_lanes=4 row_pipeline=false "
+            "row_materialize=false");
   EXPECT_EQ(ParamsSummary(ScheduleParams()), "SafeDefault");
 }
 
@@ -98,7 +100,7 @@ TEST(StoredScheduleTest, BadEntriesNameTheFileAndLine) {
       {"row_pipeline: false", "row_pipeline: maybe", "row_pipeline must be"},
       {"row_lanes: 4", "tile_size: 4", "unknown field 'tile_size'"},
       {"braze-schedule 1", "braze-schedule 9", "not a stored schedule"},
-      {"templates: 1", "templates: one", "templates must be a number"},
+      {"templates: 2", "templates: one", "templates must be a number"},
       {"row_lanes: 4", "row_lanes 4", "expected 'name: value'"},
       {"row_lanes: 4", "row_lanes: 4\nrow_lanes: 2", "given twice"},
   };
@@ -171,7 +173,7 @@ TEST(StoredScheduleTest, StaleInvalidOrMismatchedEntriesWarnOnceAndAreNotUsed) {
   other_target.target = "arm-64-linux-jit";
   StoredSchedule renamed = Example();  // its key is not its file's name
   const std::vector<Case> cases = {
-      {stale.key_hash, FormatStoredSchedule(stale), "stale: tuned for version 0"},
+      {stale.key_hash, FormatStoredSchedule(stale), "stale: tuned for version " + std::to_string(kScheduleTemplatesVersion - 1)},
       {other_target.key_hash, FormatStoredSchedule(other_target), "tuned for target arm-64"},
       {ScheduleKeyHash("renamed"), FormatStoredSchedule(renamed), "is not its file's name"},
       {ScheduleKeyHash("broken"), "braze-schedule 1\nkey: zz\n", "key must be 16 hex digits"},

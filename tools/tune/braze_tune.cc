@@ -256,10 +256,11 @@ int Run(const Flags& flags) {
     const double speedup = ok ? r.baseline.median_ms / r.best_stored.median_ms : 0;
     const bool store = ok && speedup >= flags.min_speedup;
     if (store) {
-      const std::string note = absl::StrFormat(
+      std::string note = absl::StrFormat(
           "default %.4g ms, tuned %.4g ms (%.2fx), threads %d, median of %d, %d candidates",
           r.baseline.median_ms, r.best_stored.median_ms, speedup, flags.threads, flags.runs,
           r.candidates);
+      if (r.inputs_used == "positive") note += ", checked on positive inputs";
       std::ofstream(StoredSchedulePath(flags.out, r.key_hash))
           << FormatStoredSchedule(t.Entry(note));
     }
@@ -287,6 +288,10 @@ int Run(const Flags& flags) {
     std::printf("%-18s %-34s %12.4f %12.4f %7.2fx  %s\n", r.key_hash.c_str(), ops.c_str(),
                 r.baseline.median_ms, tuned, r.baseline.median_ms / tuned,
                 stored[i] ? ParamsSummary(r.best_stored.params).c_str() : "default kept");
+    if (!r.signed_mismatch.empty()) {
+      std::printf("%18s   checked on positive inputs: on signed ones the default schedule "
+                  "itself disagreed (%s)\n", "", r.signed_mismatch.substr(0, 120).c_str());
+    }
     for (const Measured& m : r.rejected) {
       std::printf("%18s   rejected %s: %s\n", "", m.label.c_str(), m.error.substr(0, 160).c_str());
     }

@@ -62,6 +62,9 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
     axes.push_back({"row_pipeline", {0}, [](ScheduleParams& p, int64_t v) {
                       p.row_pipeline = v != 0;
                     }});
+    axes.push_back({"row_materialize", {0}, [](ScheduleParams& p, int64_t v) {
+                      p.row_materialize = v != 0;
+                    }});
   }
   return axes;
 }
@@ -105,12 +108,18 @@ absl::StatusOr<std::unique_ptr<ClusterTuner>> ClusterTuner::Create(RebuiltCluste
     inputs.push_back(absl::StrCat(DTypeName(type.dtype), "[", absl::StrJoin(dims, ","), "]"));
   }
   r.inputs = absl::StrJoin(inputs, " ");
-  // Random inputs (never zeros), and the reference kernels' outputs for them.
+  BRAZE_RETURN_IF_ERROR(t->MakeInputs(-2, 2));
+  return t;
+}
+
+absl::Status ClusterTuner::MakeInputs(double lo, double hi) {
+  const ClusterSpec& spec = cluster_.spec;
+  inputs_.clear();
   Feeds feeds;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    t->inputs_.push_back(HostTensor::RandomUniform(spec.input_types[i].dtype,
-                                                   spec.input_types[i].shape, 1000 + i, -2, 2));
-    feeds.push_back({spec.inputs[i], t->inputs_.back()});
+    inputs_.push_back(HostTensor::RandomUniform(spec.input_types[i].dtype,
+                                                spec.input_types[i].shape, 1000 + i, lo, hi));
+    feeds.push_back({spec.inputs[i], inputs_.back()});
   }
   SessionOptions reference;
   reference.reference_only = true;
@@ -120,8 +129,8 @@ absl::StatusOr<std::unique_ptr<ClusterTuner>> ClusterTuner::Create(RebuiltCluste
     return absl::InvalidArgumentError(
         absl::StrCat(spec.name, ": the reference kernels failed: ", want.status().message()));
   }
-  t->reference_ = *std::move(want);
-  return t;
+  reference_ = *std::move(want);
+  return absl::OkStatus();
 }
 
 int ClusterTuner::PlannedCandidates() const {
@@ -190,30 +199,70 @@ Measured ClusterTuner::Measure(const std::string& label, const ScheduleParams* p
     m.error = absl::StrCat("wrong result: ", s.message());
     return m;
   }
+  m.median_ms = Time(**kernel);
+  if (m.median_ms < 0) {
+    m.error = "a timed run failed";
+    return m;
+  }
+  m.kernel = std::shared_ptr<CompiledKernel>(std::move(*kernel));
+  return m;
+}
+
+double ClusterTuner::Time(CompiledKernel& kernel) {
+  std::vector<HostTensor> outputs;
+  for (const HostTensor& r : reference_) outputs.emplace_back(r.dtype(), r.shape());
+  std::vector<const HostTensor*> in;
+  std::vector<HostTensor*> out;
+  for (const HostTensor& t : inputs_) in.push_back(&t);
+  for (HostTensor& t : outputs) out.push_back(&t);
   std::vector<double> samples;
   for (int r = 0; r < std::max(1, options_.runs); ++r) {
     const Clock::time_point start = Clock::now();
     int reps = 0;
     double ms = 0;
     do {
-      if (absl::Status s = (*kernel)->Run(in, out); !s.ok()) {
-        m.error = absl::StrCat("run failed: ", s.message());
-        return m;
-      }
+      if (!kernel.Run(in, out).ok()) return -1;
       ++reps;
       ms = MsBetween(start, Clock::now());
     } while (ms < options_.min_sample_ms);
     samples.push_back(ms / reps);
   }
   std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  m.median_ms = samples[samples.size() / 2];
-  return m;
+  return samples[samples.size() / 2];
 }
 
 ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& progress) {
+  Search(deadline, progress);
+  ClusterResult& r = result_;
+  // The search's times come from one measurement each, minutes apart on a machine whose
+  // load drifts: the default and the winner are timed again, alternately, and those
+  // times decide (and are the ones reported).
+  if (r.baseline.kernel && r.best_stored.kernel) {
+    std::vector<double> base, best;
+    for (int round = 0; round < 3; ++round) {
+      base.push_back(Time(*r.baseline.kernel));
+      best.push_back(Time(*r.best_stored.kernel));
+    }
+    std::sort(base.begin(), base.end());
+    std::sort(best.begin(), best.end());
+    if (base[0] > 0 && best[0] > 0) {
+      r.baseline.median_ms = base[1];
+      r.best_stored.median_ms = best[1];
+      if (r.best.stored) r.best = r.best_stored;
+      if (r.baseline.median_ms < r.best.median_ms) r.best = r.baseline;
+    }
+  }
+  r.baseline.kernel.reset();
+  r.best.kernel.reset();
+  r.best_stored.kernel.reset();
+  return r;
+}
+
+void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) {
   ClusterResult& r = result_;
   r.candidates = 0;
   r.rejected.clear();
+  r.signed_mismatch.clear();
   r.best = r.best_stored = Measured();
   auto consider = [&](Measured m) {
     ++r.candidates;
@@ -228,15 +277,24 @@ ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& pro
     if (progress) progress(r.candidates, m);
     return m;
   };
-  r.baseline = consider(Measure("default", nullptr));
-  if (!r.baseline.error.empty()) return r;  // nothing to compare against
+  r.inputs_used = "signed";
+  Measured baseline = Measure("default", nullptr);
+  if (baseline.error.rfind("wrong result", 0) == 0 && MakeInputs(0.5, 1.5).ok()) {
+    // The default itself disagrees on signed inputs: judge every candidate on positive
+    // ones, where the cluster is well conditioned, rather than tune nothing.
+    r.inputs_used = "positive";
+    r.signed_mismatch = baseline.error;
+    baseline = Measure("default", nullptr);
+  }
+  r.baseline = consider(baseline);
+  if (!r.baseline.error.empty()) return;  // nothing to compare against
   // The template at its default factors (the baseline already, where Auto picks it).
   ScheduleParams point;  // the best template point so far: its defaults first
   Measured base = consider(Measure("SafeDefault", &point));
   double point_ms = base.error.empty() ? base.median_ms : 1e300;
   if (!symbolic_) {
     for (SchedulerKind k : {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016}) {
-      if (Clock::now() >= deadline) return r;
+      if (Clock::now() >= deadline) return;
       ScheduleParams p;
       p.scheduler = k;
       consider(Measure(SchedulerName(k), &p));
@@ -245,7 +303,7 @@ ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& pro
   for (const Axis& axis : AxesFor(has_matmul_, has_reduction_)) {
     ScheduleParams best_here = point;
     for (int64_t v : axis.values) {
-      if (Clock::now() >= deadline) return r;
+      if (Clock::now() >= deadline) return;
       ScheduleParams p = point;
       axis.set(p, v);
       if (p == point) continue;
@@ -257,7 +315,6 @@ ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& pro
     }
     point = best_here;
   }
-  return r;
 }
 
 StoredSchedule ClusterTuner::Entry(const std::string& measured_note) const {

@@ -8,10 +8,12 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compile/compile.h"
 #include "lower/cluster_text.h"
 #include "schedule/stored_schedule.h"
 
@@ -32,6 +34,7 @@ struct Measured {
   ScheduleParams params;
   double median_ms = 0;
   std::string error;          // non-empty: compile failed, result wrong, or refused
+  std::shared_ptr<CompiledKernel> kernel;  // kept for the final head-to-head
 };
 
 struct ClusterResult {
@@ -40,6 +43,12 @@ struct ClusterResult {
   Measured best;              // the fastest correct candidate (maybe the baseline)
   Measured best_stored;       // the fastest correct stored candidate (not the baseline)
   int candidates = 0;         // how many were measured
+  // The inputs the candidates were checked on: "signed" (uniform in [-2, 2]), or
+  // "positive" (in [0.5, 1.5]) when the default schedule itself disagreed with the
+  // reference kernels on signed ones (an ill-conditioned cluster: a comparison with a
+  // value near 0, a division by a difference near 0).
+  std::string inputs_used;
+  std::string signed_mismatch;  // the default's disagreement on signed inputs, if any
   std::vector<Measured> rejected;  // wrong results or compile failures
 };
 
@@ -63,8 +72,14 @@ class ClusterTuner {
 
  private:
   ClusterTuner(RebuiltCluster cluster, const TuneOptions& options);
+  // The search proper: baseline, then candidates until `deadline`.
+  void Search(std::chrono::steady_clock::time_point deadline, const Progress& progress);
   Measured Measure(const std::string& label, const ScheduleParams* params);
+  // Times a compiled kernel: the median of options_.runs samples; < 0 on a failed run.
+  double Time(CompiledKernel& kernel);
   absl::Status Check(const std::vector<HostTensor>& got) const;
+  // Random inputs in [lo, hi] and the reference kernels' outputs for them.
+  absl::Status MakeInputs(double lo, double hi);
 
   RebuiltCluster cluster_;
   TuneOptions options_;
