@@ -96,7 +96,8 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
       gpu ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@", options.device.ToString())
           : std::string(SchedulerName(options.scheduler)),
       ";threads=", options.num_threads, ";args=");
-  // A symbolic dim enters as its class ("s0"), not its size: one kernel serves them all.
+  // A symbolic dim enters as its class ("s0"), not its size: one kernel serves them all;
+  // a class estimated below kMinSymbolicExtent is "t0", the kernel for sizes 1 to 15.
   for (size_t i = 0; i < spec.input_types.size(); ++i) {
     const TensorType& t = spec.input_types[i];
     std::vector<std::string> dims;
@@ -104,7 +105,8 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
       const int k = i < spec.input_symbols.size() && d < spec.input_symbols[i].size()
                         ? spec.input_symbols[i][d]
                         : -1;
-      dims.push_back(k >= 0 ? absl::StrCat("s", k) : absl::StrCat(t.shape[d]));
+      const char* prefix = t.shape[d] < kMinSymbolicExtent ? "t" : "s";
+      dims.push_back(k >= 0 ? absl::StrCat(prefix, k) : absl::StrCat(t.shape[d]));
     }
     absl::StrAppend(&key, DTypeName(t.dtype), "[", absl::StrJoin(dims, ","), "],");
   }

@@ -43,6 +43,9 @@ class CompileCache {
     // Set by the caller, not the cache: the symbolic dims (lower/cluster_spec.h) of the
     // spec the kernel was compiled for, empty when it serves only concrete sizes.
     std::vector<std::vector<int>> input_symbols;
+    // With input_symbols: the input types it was compiled for (each class at its
+    // estimate, which may differ from this run's sizes).
+    std::vector<TensorType> input_types;
   };
   Result GetOrCompile(const std::string& key, const CompileFn& compile);
 

@@ -354,6 +354,15 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
   }
   result.info.stages = ctx.stages();
   result.info.symbolic = !ctx.symbols().empty();
+  // A class estimated below kMinSymbolicExtent: the kernel for sizes 1 to 15.
+  for (size_t i = 0; i < spec.input_symbols.size() && i < spec.input_types.size(); ++i) {
+    for (size_t d = 0; d < spec.input_symbols[i].size(); ++d) {
+      if (spec.input_symbols[i][d] >= 0 && d < spec.input_types[i].shape.size() &&
+          spec.input_types[i].shape[d] < kMinSymbolicExtent) {
+        result.info.symbolic_min_extent = 1;
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -258,7 +258,8 @@ absl::Status SessionDumper::OnPlanBuilt(const Graph& graph, const Plan& plan) {
 absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
                                           const std::vector<TensorType>& types,
                                           const CompiledKernel& kernel,
-                                          const std::vector<std::vector<int>>& input_symbols) {
+                                          const std::vector<std::vector<int>>& input_symbols,
+                                          const std::vector<TensorType>& compiled_types) {
   const BrazeFlags& flags = GetBrazeFlags();
   if (flags.dump_to.empty()) return absl::OkStatus();
   BRAZE_RETURN_IF_ERROR(EnsureDirectory(flags.dump_to));
@@ -283,8 +284,14 @@ absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
       absl::StrCat(session, ".", FileNameFragment(step.name), ".", SignatureFileName(types));
   BRAZE_RETURN_IF_ERROR(WriteFile(fs::path(flags.dump_to) / (base + ".txt"), text));
   // The cluster itself, for tools that compile it again (lower/cluster_text.h).
-  ClusterSpec spec{&graph, step.name,    step.nodes, step.inputs,
-                   types,  step.outputs, {},         input_symbols};
+  ClusterSpec spec{&graph,
+                   step.name,
+                   step.nodes,
+                   step.inputs,
+                   compiled_types.empty() ? types : compiled_types,
+                   step.outputs,
+                   {},
+                   input_symbols};
   absl::StatusOr<std::string> cluster = ClusterToText(spec);
   if (!cluster.ok()) {
     LogWarning(absl::StrCat("--dump_to: no .cluster file for ", step.name, ": ",

@@ -47,9 +47,12 @@ class SessionDumper {
   // `step` got `kernel` for inputs of `types`; `input_symbols` are the symbolic dims the
   // kernel was compiled with (ClusterSpec::input_symbols; empty: concrete), which the
   // .cluster file records. Writes each .cluster file once per session and content.
+  // `input_symbols` and `compiled_types`: a symbolic kernel's classes and the input
+  // types it was compiled for (its estimates; empty: `types`), which its .cluster holds.
   absl::Status OnKernelReady(const Graph& graph, const Step& step,
                              const std::vector<TensorType>& types, const CompiledKernel& kernel,
-                             const std::vector<std::vector<int>>& input_symbols = {});
+                             const std::vector<std::vector<int>>& input_symbols = {},
+                             const std::vector<TensorType>& compiled_types = {});
 
  private:
   int SessionId();  // assigned on first use, process-wide order

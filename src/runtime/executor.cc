@@ -579,20 +579,49 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
   return key;
 }
 
+// When a symbol class of `spec` is smaller than kMinSymbolicExtent, makes `spec` the one
+// of the kernel for sizes 1 to 15: each class at a fixed estimate (15 - class, never 1,
+// which would broadcast), shapes inferred again. The estimate below kMinSymbolicExtent
+// is what marks that kernel (its key, its splits by 1); all its small sizes share it.
+bool ForSmallSizes(ClusterSpec* spec) {
+  bool small = false;
+  for (size_t i = 0; i < spec->input_symbols.size() && i < spec->input_types.size(); ++i) {
+    for (size_t d = 0; d < spec->input_symbols[i].size(); ++d) {
+      small |= spec->input_symbols[i][d] >= 0 &&
+               spec->input_types[i].shape[d] < kMinSymbolicExtent;
+    }
+  }
+  if (!small) return false;
+  for (size_t i = 0; i < spec->input_symbols.size() && i < spec->input_types.size(); ++i) {
+    for (size_t d = 0; d < spec->input_symbols[i].size(); ++d) {
+      const int k = spec->input_symbols[i][d];
+      if (k >= 0) spec->input_types[i].shape[d] = std::max<int64_t>(2, kMinSymbolicExtent - 1 - k);
+    }
+  }
+  spec->node_types.clear();
+  return true;
+}
+
 // The kernel for `spec` from the compile cache (compiled on a miss): the symbolic one
 // when spec has symbols, else, or when that is refused (symbolic.h says when), the one
 // for its concrete shapes. What happened is appended to `*note` for the compile log.
 CompileCache::Result GetKernel(ClusterSpec spec, const CompileOptions& copts, bool disk_cache,
                                const std::vector<std::string>& schedule_dirs, std::string* note) {
   if (!spec.input_symbols.empty()) {
+    ClusterSpec symbolic = spec;
+    const bool small = ForSmallSizes(&symbolic);
     CompileOptions with_key;
-    const std::string key = KeyAndOptions(spec, copts, disk_cache, schedule_dirs, &with_key);
-    CompileCache::Result result =
-        CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
+    const std::string key = KeyAndOptions(symbolic, copts, disk_cache, schedule_dirs, &with_key);
+    CompileCache::Result result = CompileCache::Global().GetOrCompile(
+        key, [&] { return CompileCluster(symbolic, with_key); });
     if (result.kernel.ok()) {
       absl::StrAppend(note, "; symbolic in ", SymbolicDims(spec.input_symbols),
-                      " (one kernel for every size >= ", kMinSymbolicExtent, ")");
+                      small ? absl::StrCat(" (one kernel for every size from 1 to ",
+                                           kMinSymbolicExtent - 1, ")")
+                            : absl::StrCat(" (one kernel for every size >= ", kMinSymbolicExtent,
+                                           ")"));
       result.input_symbols = spec.input_symbols;
+      result.input_types = symbolic.input_types;
       return result;
     }
     absl::StrAppend(note, "; no symbolic kernel (", result.kernel.status().message(),
@@ -649,7 +678,7 @@ std::vector<std::vector<int>> Executor::InputSymbols(const Step& step,
     symbols[i].assign(shape.size(), -1);
     if (declared.size() != shape.size()) continue;
     for (size_t d = 0; d < shape.size(); ++d) {
-      if (declared[d] != -1 || shape[d] < kMinSymbolicExtent) continue;
+      if (declared[d] != -1 || shape[d] < 1) continue;  // size 0: nothing to compute
       auto it = std::find(sizes.begin(), sizes.end(), shape[d]);
       symbols[i][d] = static_cast<int>(it - sizes.begin());
       if (it == sizes.end()) sizes.push_back(shape[d]);
@@ -740,8 +769,9 @@ absl::Status Executor::Install(const Step& step, StepState& state,
     for (const TensorType& t : out) state.buffers.emplace_back(t.dtype, t.shape);
   }
   if (dumper_ != nullptr) {  // observability: runtime/dump.h
+    // A symbolic kernel's .cluster holds it as compiled: its classes at their estimates.
     BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel,
-                                                   result.input_symbols));
+                                                 result.input_symbols, result.input_types));
   }
   return absl::OkStatus();
 }

@@ -96,6 +96,9 @@ struct PipelineInfo {
   // True when some extent of the pipeline is symbolic: only the safe default schedules
   // it (its splits are chosen to hold for every size, see Symbolic).
   bool symbolic = false;
+  // The least run-time extent of a symbolic dim: kMinSymbolicExtent, or 1 for the kernel
+  // that serves sizes below it (lowering: a class's estimate below kMinSymbolicExtent).
+  int64_t symbolic_min_extent = kMinSymbolicExtent;
 };
 
 }  // namespace schedule

@@ -46,17 +46,18 @@ int64_t Product(const Extents& e) {
 }
 
 // The largest factor a ShiftInwards split of dim d may use: its extent, or for a
-// symbolic dim at most kMinSymbolicExtent, since its run-time extent is only known to be
-// at least that (pipeline_info.h). Equal to e[d] for every static dim.
-int64_t SplitBound(const Extents& e, const Symbolic& s, size_t d) {
-  return IsSymbolic(s, d) ? std::min(e[d], kMinSymbolicExtent) : e[d];
+// symbolic dim at most `least`, its least run-time extent (PipelineInfo::
+// symbolic_min_extent: kMinSymbolicExtent, or 1 in the kernel for smaller sizes).
+// Equal to e[d] for every static dim.
+int64_t SplitBound(const Extents& e, const Symbolic& s, size_t d, int64_t least) {
+  return IsSymbolic(s, d) ? std::min(e[d], least) : e[d];
 }
 
 // The smallest run-time extent of dims [from, e.size()) fused into one: the factor a
 // ShiftInwards split of the fused var may use.
-int64_t FusedSplitBound(const Extents& e, const Symbolic& s, size_t from) {
+int64_t FusedSplitBound(const Extents& e, const Symbolic& s, size_t from, int64_t least) {
   int64_t p = 1;
-  for (size_t d = from; d < e.size(); ++d) p *= SplitBound(e, s, d);
+  for (size_t d = from; d < e.size(); ++d) p *= SplitBound(e, s, d, least);
   return p;
 }
 
@@ -164,6 +165,13 @@ class SafeScheduler {
       : target_(target), threads_(std::max(1, parallelism)), params_(params) {}
 
   std::string text() const { return log_.str(); }
+  void set_symbolic_min_extent(int64_t least) { least_ = std::max<int64_t>(1, least); }
+  int64_t Bound(const Extents& e, const Symbolic& s, size_t d) const {
+    return SplitBound(e, s, d, least_);
+  }
+  int64_t FusedBound(const Extents& e, const Symbolic& s, size_t from) const {
+    return FusedSplitBound(e, s, from, least_);
+  }
   void Log(const std::string& line) { log_ << line << "\n"; }
 
   // The largest power of two <= the natural vector width (x `factor`) that is <= extent.
@@ -185,7 +193,7 @@ class SafeScheduler {
   void Pointwise(Func f, const Extents& e, const Symbolic& sym, bool output = false) {
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
-    const int w = VectorWidth(f.output_types()[0], SplitBound(e, sym, 0), params_.vector_factor);
+    const int w = VectorWidth(f.output_types()[0], Bound(e, sym, 0), params_.vector_factor);
     const bool parallel = threads_ > 1 && Product(e) >= params_.min_parallel_work;
     std::ostringstream line;
     line << f.name() << ":";
@@ -230,7 +238,7 @@ class SafeScheduler {
         }
         int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * params_.tasks_per_thread));
         // Symbolic rows: the task split must hold at their smallest run-time extent.
-        if (AnySymbolic(sym)) task = std::min(task, FusedSplitBound(e, sym, 1));
+        if (AnySymbolic(sym)) task = std::min(task, FusedBound(e, sym, 1));
         if (task > 1) {
           f.parallel(outer, static_cast<int>(task), kShift);
         } else {
@@ -248,8 +256,8 @@ class SafeScheduler {
   void Transpose(Func f, const Extents& e, const Symbolic& sym) {
     std::vector<Var> args = f.args();
     // Tiles of w x w, ShiftInwards: w may not exceed a symbolic dim's smallest extent.
-    const int w = std::min(VectorWidth(f.output_types()[0], SplitBound(e, sym, 0)),
-                           static_cast<int>(std::min<int64_t>(SplitBound(e, sym, 1), 8)));
+    const int w = std::min(VectorWidth(f.output_types()[0], Bound(e, sym, 0)),
+                           static_cast<int>(std::min<int64_t>(Bound(e, sym, 1), 8)));
     std::ostringstream line;
     line << f.name() << ":";
     Var x = args[0], y = args[1], xo(x.name() + "_o"), yo(y.name() + "_o"), xi(x.name() + "_t"),
@@ -290,7 +298,7 @@ class SafeScheduler {
     // Rows shorter than kMinRow stay compute_root: with a reduction of a few elements
     // computed next to its reader, LLVM's fast-math (no-NaNs) folded a 1-element row's
     // max(-inf, x) into x and lost the NaN flag (Softmax(Log(x)) gave 1, not NaN).
-    if (rank < 2 || Product(e) <= 0 || SplitBound(e, sym, 0) < kMinRow ||
+    if (rank < 2 || Product(e) <= 0 || Bound(e, sym, 0) < kMinRow ||
         out.has_update_definition()) {
       return false;
     }
@@ -346,7 +354,7 @@ class SafeScheduler {
     // The output: vectorized dim 0, fused rows, parallel chunks of rows.
     std::vector<Var> args = out.args();
     const int w =
-        VectorWidth(out.output_types()[0], SplitBound(e, sym, 0), params_.vector_factor);
+        VectorWidth(out.output_types()[0], Bound(e, sym, 0), params_.vector_factor);
     const bool parallel =
         threads_ > 1 && Product(e) >= params_.min_parallel_work && rows >= 2 * threads_;
     std::ostringstream line;
@@ -365,7 +373,7 @@ class SafeScheduler {
     if (parallel) {
       int64_t task = std::max<int64_t>(1, rows / (threads_ * params_.tasks_per_thread));
       // Symbolic rows: the task split must hold at their smallest run-time extent.
-      if (AnySymbolic(sym)) task = std::min(task, FusedSplitBound(e, sym, 1));
+      if (AnySymbolic(sym)) task = std::min(task, FusedBound(e, sym, 1));
       if (task > 1) {
         Var ro(row.name() + "_o"), ri(row.name() + "_i");
         out.split(row, ro, ri, static_cast<int>(task), kShift).parallel(ro);
@@ -412,7 +420,7 @@ class SafeScheduler {
     }
     for (Func f : shared) {
       f.compute_at(out, at);
-      const int fw = VectorWidth(f.output_types()[0], SplitBound(e, sym, 0));
+      const int fw = VectorWidth(f.output_types()[0], Bound(e, sym, 0));
       if (fw > 1) f.vectorize(f.args()[0], fw, kShift);
       log_ << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ") vectorize("
            << fw << ") (read by several of the row's readers)\n";
@@ -508,7 +516,7 @@ class SafeScheduler {
     // shifting reads no input) is vectorized ShiftInwards, and its update is not split
     // at all (an update allows no ShiftInwards; RoundUp would read past the input).
     const bool sym0 = IsSymbolic(s.symbolic, 0);
-    int w = VectorWidth(f.output_types()[0], SplitBound(s.extents, s.symbolic, 0));
+    int w = VectorWidth(f.output_types()[0], Bound(s.extents, s.symbolic, 0));
     while (!sym0 && w > 1 && s.extents[0] % w != 0) w /= 2;
     std::vector<Var> args = f.args();
     const int rank = static_cast<int>(args.size());
@@ -606,8 +614,8 @@ class SafeScheduler {
     std::vector<Var> args = res.args();
     Var x = args[0], y = args[1];
     // A symbolic dim's tile is at most kMinSymbolicExtent (SplitBound): 16 rows.
-    const int64_t n = SplitBound(s.extents, s.symbolic, 0);
-    const int64_t m = SplitBound(s.extents, s.symbolic, 1);
+    const int64_t n = Bound(s.extents, s.symbolic, 0);
+    const int64_t m = Bound(s.extents, s.symbolic, 1);
     const int vec = target_.natural_vector_size(res.output_types()[0]);
     int vw = vec;
     while (vw > 1 && vw > n) vw /= 2;
@@ -644,6 +652,7 @@ class SafeScheduler {
   const Halide::Target& target_;
   const int threads_;
   const ScheduleParams params_;
+  int64_t least_ = kMinSymbolicExtent;  // a symbolic dim's least run-time extent
   std::ostringstream log_;
   std::set<std::string> scheduled_operands_;
 };
@@ -653,6 +662,7 @@ class SafeScheduler {
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
                              int parallelism, const ScheduleParams& params) {
   SafeScheduler s(target, parallelism, params);
+  s.set_symbolic_min_extent(info.symbolic_min_extent);
   if (params != ScheduleParams()) s.Log("// stored parameters: " + ParamsSummary(params));
   // Values a reduction and a comparison both read are stored once (extremum_operands.h);
   // the row pipeline inlines producers, so such clusters take the general path.

@@ -13,11 +13,12 @@
 
 namespace braze {
 
-// Symbolic shapes: a -1 dim of the program whose size is at least this is compiled as a
-// run-time extent, and one kernel serves every size from here up. Below it a kernel is
-// specialized to the size: the safe default's vectors and row strips split a dim by up
-// to 16 with ShiftInwards, which needs the extent to be at least the factor, and a size
-// of 1 broadcasts (numpy's rules), which a kernel for larger sizes does not do.
+// Symbolic shapes: a -1 dim of the program is compiled as a run-time extent, and one
+// kernel serves every size from this up: the safe default's vectors and row strips split
+// such a dim by up to 16 with ShiftInwards, which needs the extent to be at least the
+// factor. Sizes 1 to 15 share a second kernel, compiled when one first occurs, whose
+// splits of symbolic dims are by 1 (it serves every size >= 1, slower). Size 0 (no
+// elements) compiles for its concrete shape: a kernel with nothing to compute.
 constexpr int64_t kMinSymbolicExtent = 16;
 
 enum class SchedulerKind {

@@ -79,20 +79,46 @@ TEST(SymbolicShapesTest, OneKernelServesEverySizeFromTheMinimumUp) {
   EXPECT_EQ(stats.reference_launches, 0);
 }
 
-TEST(SymbolicShapesTest, SizesBelowTheMinimumGetKernelsOfTheirOwn) {
+TEST(SymbolicShapesTest, SizesBelowTheMinimumShareASecondKernel) {
   RowsModel m(3.0);
   Session session(m.g, NoDiskCache());
   Session reference(m.g, Reference());
-  for (int64_t rows : {1, 3, 1, 15, 40, 3, 64}) {
+  for (int64_t rows : {1, 3, 1, 15, 40, 3, 2, 64, 7, 16}) {
     const Feeds feeds = m.Feed(rows);
     auto got = session.Run(feeds, {m.probs, m.column_mean});
     auto want = reference.Run(feeds, {m.probs, m.column_mean});
     ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ((*got)[0].shape(), (Shape{rows, 37}));
     ExpectNear((*want)[0], (*got)[0]);
     ExpectNear((*want)[1], (*got)[1]);
   }
-  // Per cluster: 1, 3 and 15 each, and one symbolic kernel for 40 and 64.
-  EXPECT_EQ(session.stats().compiles, 2 * 4);
+  // Per cluster: one kernel for 1 to 15, one for 16 and up.
+  EXPECT_EQ(session.stats().compiles, 2 * 2);
+  EXPECT_EQ(session.stats().reference_launches, 0);
+}
+
+TEST(SymbolicShapesTest, SizeZeroComputesNothingAndMatches) {
+  RowsModel m(3.5);
+  Session session(m.g, NoDiskCache());
+  Session reference(m.g, Reference());
+  for (int64_t rows : {0, 20, 0, 5}) {
+    const Feeds feeds = m.Feed(rows);
+    auto got = session.Run(feeds, {m.probs, m.column_mean});
+    auto want = reference.Run(feeds, {m.probs, m.column_mean});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ((*got)[0].shape(), (Shape{rows, 37}));
+    ExpectNear((*want)[0], (*got)[0]);
+    // The mean over no rows is 0/0: NaN in both.
+    for (int64_t i = 0; i < (*want)[1].num_elements(); ++i) {
+      const double w = (*want)[1].GetDouble(i), g = (*got)[1].GetDouble(i);
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(g)) << "element " << i;
+      } else {
+        EXPECT_NEAR(g, w, 2e-5 * (1 + std::abs(w)));
+      }
+    }
+  }
 }
 
 TEST(SymbolicShapesTest, OffCompilesEverySize) {
@@ -114,10 +140,12 @@ struct SoftmaxRegression {
   Tensor b = Variable(g, HostTensor::Filled(DType::kF32, {10}, 0.1), "b");
   Tensor loss;
   std::vector<Tensor> step;
-  SoftmaxRegression() {
+  // `lr`: tests use different rates, so that each compiles kernels of its own (the
+  // compile cache is process-wide).
+  explicit SoftmaxRegression(double lr = 0.5) {
     JitScope scope(g);
     loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + b, y));
-    step = *Minimize(Optimizer::Sgd(0.5), loss, {w, b});
+    step = *Minimize(Optimizer::Sgd(lr), loss, {w, b});
   }
   Feeds Batch(int64_t rows, uint64_t seed) const {
     HostTensor labels = HostTensor::Filled(DType::kF32, {rows, 10}, 0);
@@ -149,6 +177,40 @@ TEST(SymbolicShapesTest, ATrainingLoopWithASmallerLastBatchCompilesItsStepOnce) 
   }
   EXPECT_EQ(session.stats().compiles, compiles_after_first_batch)
       << "the last batch (44 rows) ran the kernels compiled for 128";
+  auto w = session.Run({}, {m.w, m.b});
+  auto w_ref = reference.Run({}, {m.w, m.b});
+  ASSERT_TRUE(w.ok() && w_ref.ok());
+  ExpectNear((*w_ref)[0], (*w)[0], 1e-4);
+  ExpectNear((*w_ref)[1], (*w)[1], 1e-4);
+}
+
+TEST(SymbolicShapesTest, ALastBatchBelowTheMinimumCompilesOnceMore) {
+  SoftmaxRegression m(0.25);
+  Session session(m.g, NoDiskCache());
+  Session reference(m.g, Reference());
+  // Two epochs of 261 examples in batches of 128: 128, 128, 5, 128, 128, 5; then a
+  // batch of one.
+  int64_t compiles_after_first_batch = 0, compiles_after_first_epoch = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    for (int64_t start = 0; start < 261; start += 128) {
+      const int64_t rows = epoch == 2 ? 1 : std::min<int64_t>(128, 261 - start);
+      const Feeds feeds = m.Batch(rows, 10 * epoch + start);
+      auto got = session.Run(feeds, {m.loss}, m.step);
+      auto want = reference.Run(feeds, {m.loss}, m.step);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      ExpectNear((*want)[0], (*got)[0], 1e-4);
+      if (compiles_after_first_batch == 0) compiles_after_first_batch = session.stats().compiles;
+    }
+    if (epoch == 0) compiles_after_first_epoch = session.stats().compiles;
+  }
+  ASSERT_GT(compiles_after_first_batch, 0);
+  // The batch of 5 compiled, once, each symbolic cluster's kernel for sizes 1 to 15.
+  EXPECT_GT(compiles_after_first_epoch, compiles_after_first_batch);
+  EXPECT_LE(compiles_after_first_epoch, 2 * compiles_after_first_batch);
+  EXPECT_EQ(session.stats().compiles, compiles_after_first_epoch)
+      << "the second epoch and the batches of one compiled nothing";
+  EXPECT_EQ(session.stats().reference_launches, 0);
   auto w = session.Run({}, {m.w, m.b});
   auto w_ref = reference.Run({}, {m.w, m.b});
   ASSERT_TRUE(w.ok() && w_ref.ok());
