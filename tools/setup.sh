@@ -21,6 +21,7 @@ packages=(
   ocl-icd-libopencl1           # the OpenCL ICD loader (libOpenCL.so.1)
   libeigen3-dev libdnnl-dev    # bench peers: braze_bench runs the workloads with Eigen,
   libopenblas-dev              #   oneDNN and OpenBLAS too (each skipped when absent)
+  python3-matplotlib           # tools/braze-plot (benchmark JSON -> PNG) and its test
 )
 
 missing=()
