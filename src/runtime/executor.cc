@@ -616,8 +616,9 @@ CompileCache::Result GetKernel(ClusterSpec spec, const CompileOptions& copts, bo
         key, [&] { return CompileCluster(symbolic, with_key); });
     if (result.kernel.ok()) {
       absl::StrAppend(note, "; symbolic in ", SymbolicDims(spec.input_symbols),
-                      small ? absl::StrCat(" (one kernel for every size from 1 to ",
-                                           kMinSymbolicExtent - 1, ")")
+                      small ? absl::StrCat(" (a size below ", kMinSymbolicExtent,
+                                           ": one kernel for every size >= 1, its symbolic "
+                                           "dims unsplit)")
                             : absl::StrCat(" (one kernel for every size >= ", kMinSymbolicExtent,
                                            ")"));
       result.input_symbols = spec.input_symbols;
@@ -706,7 +707,11 @@ absl::Status Executor::Prepare(const Step& step, StepState& state,
     result.kernel = absl::InternalError("injected compile failure");
   } else {
     TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
+    const bool wanted_symbols = !spec.input_symbols.empty();
     result = GetKernel(std::move(spec), copts, options_.disk_cache, ScheduleDirs(), &note);
+    if (wanted_symbols && result.kernel.ok() && result.input_symbols.empty()) {
+      state.symbolic_refused = true;
+    }
     trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
   }
   return Install(step, state, types, std::move(out_types), note, result, compile_error);
@@ -911,7 +916,9 @@ absl::Status Executor::RunWithoutCompiling(const Step& step, StepState& state, b
 bool Executor::Megamorphic(const Step& step, StepState& state,
                            const std::vector<TensorType>& signature) {
   SignatureGuard& guard = state.guard;
-  const std::vector<TensorType> types = KernelSignature(signature, InputSymbols(step, signature));
+  const std::vector<TensorType> types =
+      state.symbolic_refused ? signature
+                             : KernelSignature(signature, InputSymbols(step, signature));
   const int limit = options_.max_signatures_per_cluster;
   if (limit <= 0 || options_.strict || step.fallback.empty()) return false;
   const bool known = std::find(guard.seen.begin(), guard.seen.end(), types) != guard.seen.end();

@@ -45,6 +45,9 @@ struct StepState {
   bool fell_back = false;
   bool verified = false;  // verify mode checked the kernel for input_types
   SignatureGuard guard;
+  // The step asked for a symbolic kernel and was refused one (a Concat along the
+  // dynamic dim, say): every size compiles, so the guard counts concrete signatures.
+  bool symbolic_refused = false;
   // A fallback step run in place of its uncompiled parent: never compiles, runs its
   // own fallback (the reference kernel).
   bool no_compile = false;

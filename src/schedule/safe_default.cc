@@ -82,6 +82,7 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
         first_(first_row_dim),
         shift_(shift) {}
   bool ok = true;
+  bool seen = false;  // some call to a Func in `accs` was checked
 
  private:
   using IRGraphMutator::visit;
@@ -99,6 +100,7 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
       if (skip_.count(f.name())) {
         return op;
       } else if (accs_.count(f.name())) {
+        seen = true;
         for (size_t d = first_; d < args.size(); ++d) {
           const Halide::Expr a = Halide::Internal::simplify(args[d]);
           const auto* v = a.as<Halide::Internal::Variable>();
@@ -458,12 +460,13 @@ class SafeScheduler {
           !CallsMathFunction(fn) || !fn.output_types()[0].is_float()) {
         continue;
       }
-      // Read by the output only at the output's own position: each row's region is
-      // the whole row, at least the vector width.
+      // Read by the output, and only at the output's own position: each row's region
+      // is then the whole row, at least the vector width. (Read by accumulators alone,
+      // its region may be one element of the row: a value broadcast along it.)
       const std::set<std::string> self = {name};
       RowCallChecker check(self, out_vars, 0, 0, accs);
       for (const Halide::Expr& v : out.function().values()) check.mutate(v);
-      if (check.ok) shared.emplace_back(fn);
+      if (check.ok && check.seen) shared.emplace_back(fn);
     }
     return shared;
   }

@@ -202,6 +202,10 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
       for (const IntKnob& k : IntKnobs()) {
         if (name == k.name) knob = &k;
       }
+      if (knob == nullptr && has_templates && e.templates_version != kScheduleTemplatesVersion) {
+        // Another version's field: the entry is stale, which the lookup says.
+        continue;
+      }
       if (knob == nullptr) return error(absl::StrCat("unknown field '", name, "'"));
       int64_t v = 0;
       if (!absl::SimpleAtoi(value, &v) || v < knob->lo || v > knob->hi ||

@@ -398,3 +398,31 @@ TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
 
 }  // namespace
 }  // namespace braze
+
+namespace braze {
+namespace {
+
+// A row pipeline's value that only its reductions read (exp of a per-row input,
+// broadcast along each row): it is one element per row, so the safe default must not
+// compute it per row vectorized over the row's width (ShiftInwards would evaluate it
+// at 15 negative indices and read `b` out of bounds). Found by review of the row
+// materialization (safe_default.cc, SharedRowValues), which now requires the output
+// to read the value at its own position.
+TEST(Miscompile, ARowValueOnlyTheReductionsReadIsComputedWhereRead) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {24, 64}, "x");
+  Tensor b = Placeholder(g, DType::kF32, {24, 1}, "b");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor e = Exp(b);
+    Tensor s1 = Sum(x * e, {1}, /*keep_dims=*/true);
+    Tensor s2 = Sum(x * x * e, {1}, /*keep_dims=*/true);
+    fetches = {x * s1 + s2};
+  }
+  ExpectMatchesReference(g, {{x, Random({24, 64}, 11)}, {b, Random({24, 1}, 12)}}, fetches,
+                         {Scheduler::kAuto, Scheduler::kSafeDefault});
+}
+
+}  // namespace
+}  // namespace braze

@@ -79,6 +79,30 @@ TEST_F(RecompileGuardTest, AClusterMeetingEverNewShapesStopsCompilingAndSaysSo) 
   EXPECT_EQ(session.stats().cluster_launches, launches + 1);
 }
 
+TEST_F(RecompileGuardTest, ASizeChurnThatSymbolicShapesRefuseStillTripsTheGuard) {
+  // Flattening x merges its -1 dim with another: one kernel cannot serve every size
+  // (docs/SYMBOLIC_SHAPES.md), so every size compiles, and the guard counts them.
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 3}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Reshape(Tanh(x * 1.5 + 0.25) * x, {-1});
+  }
+  SessionOptions options;
+  options.max_signatures_per_cluster = 4;
+  options.disk_cache = false;
+  Session session(g, options);
+  for (int64_t rows = 1; rows <= 12; ++rows) {
+    auto out = session.Run({{x, HostTensor::RandomUniform(DType::kF32, {rows, 3}, rows)}}, {y});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].shape(), (Shape{rows * 3}));
+  }
+  EXPECT_GT(session.stats().reference_launches, 0);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_THAT(warnings_[0], HasSubstr("no longer compiled for new signatures"));
+}
+
 TEST_F(RecompileGuardTest, ManyRunsPerSignatureKeepCompiling) {
   Churn c;
   SessionOptions options;

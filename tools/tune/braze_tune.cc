@@ -82,8 +82,8 @@ bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
     const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
     bool ok = true;
-    if (name == "budget") {
-      ok = absl::SimpleAtod(value, &f->budget_s) && f->budget_s > 0;
+    if (name == "budget") {  // at most a year: the deadline arithmetic stays in range
+      ok = absl::SimpleAtod(value, &f->budget_s) && f->budget_s > 0 && f->budget_s <= 3.2e7;
     } else if (name == "threads") {
       ok = absl::SimpleAtoi(value, &f->threads) && f->threads >= 0;
     } else if (name == "runs") {
@@ -143,6 +143,27 @@ std::string ReadAll(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// Writes `text` to `path` through a temporary file and a rename, so a reader never sees
+// half an entry; false (and a message) when it cannot be written.
+bool WriteAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+    if (!out.flush()) {
+      std::fprintf(stderr, "\nbraze-tune: cannot write %s\n", tmp.c_str());
+      std::remove(tmp.c_str());
+      return false;
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::fprintf(stderr, "\nbraze-tune: cannot rename %s to %s\n", tmp.c_str(), path.c_str());
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 // DIR/tune.journal: one line per finished cluster, "<key> <default ms> <best ms> <what>".
@@ -239,10 +260,14 @@ int Run(const Flags& flags) {
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(flags.budget_s * 1000));
   std::vector<ClusterResult> results;
   std::vector<bool> stored;
-  int measured_before = 0;
+  int measured_before = 0, unfinished = 0, write_errors = 0;
   for (size_t i = 0; i < tuners.size(); ++i) {
     // An equal share of what is left, so an early cluster cannot starve the others.
     const Clock::duration left = end - Clock::now();
+    if (left <= Clock::duration::zero()) {  // budget spent: left for the next run
+      unfinished += static_cast<int>(tuners.size() - i);
+      break;
+    }
     const Clock::time_point deadline = Clock::now() + left / static_cast<int>(tuners.size() - i);
     ClusterTuner& t = *tuners[i];
     const std::string tag = absl::StrCat("cluster ", i + 1, "/", tuners.size(), " (", t.key_hash(), ")");
@@ -261,19 +286,39 @@ int Run(const Flags& flags) {
           r.baseline.median_ms, r.best_stored.median_ms, speedup, flags.threads, flags.runs,
           r.candidates);
       if (r.inputs_used == "positive") note += ", checked on positive inputs";
-      std::ofstream(StoredSchedulePath(flags.out, r.key_hash))
-          << FormatStoredSchedule(t.Entry(note));
+      if (!WriteAtomically(StoredSchedulePath(flags.out, r.key_hash),
+                           FormatStoredSchedule(t.Entry(note)))) {
+        ++write_errors;
+        continue;  // not journaled: the next run tunes it again
+      }
+    } else if (r.baseline.error.empty() && r.complete) {
+      // The default wins now: an entry an earlier run stored must not outlive that.
+      std::remove(StoredSchedulePath(flags.out, r.key_hash).c_str());
     }
-    std::ofstream(journal_path, std::ios::app)
-        << r.key_hash << " " << r.baseline.median_ms << " "
-        << (store ? r.best_stored.median_ms : r.baseline.median_ms) << " "
-        << (store ? ParamsSummary(r.best_stored.params)
-                  : r.baseline.error.empty() ? "default kept" : "failed")
-        << "\n";
     results.push_back(r);
     stored.push_back(store);
+    // A search the deadline cut short keeps what it stored, and is not journaled: the
+    // next run searches it again.
+    if (!r.complete && r.baseline.error.empty()) {
+      ++unfinished;
+      continue;
+    }
+    std::ofstream journal(journal_path, std::ios::app);
+    journal << r.key_hash << " " << r.baseline.median_ms << " "
+            << (store ? r.best_stored.median_ms : r.baseline.median_ms) << " "
+            << (store ? ParamsSummary(r.best_stored.params)
+                      : r.baseline.error.empty() ? "default kept" : "failed")
+            << "\n";
+    if (!journal.flush()) {
+      std::fprintf(stderr, "\nbraze-tune: cannot append to %s\n", journal_path.c_str());
+      ++write_errors;
+    }
   }
   bar.Done();
+  if (unfinished > 0) {
+    std::printf("braze-tune: %d clusters not finished within the budget: run again to go on\n",
+                unfinished);
+  }
   std::printf("\n%-18s %-34s %12s %12s %8s  %s\n", "cluster (key)", "ops", "default ms",
               "tuned ms", "speedup", "schedule");
   for (size_t i = 0; i < results.size(); ++i) {
@@ -285,9 +330,13 @@ int Run(const Flags& flags) {
       continue;
     }
     const double tuned = stored[i] ? r.best_stored.median_ms : r.baseline.median_ms;
-    std::printf("%-18s %-34s %12.4f %12.4f %7.2fx  %s\n", r.key_hash.c_str(), ops.c_str(),
+    std::printf("%-18s %-34s %12.4f %12.4f %7.2fx  %s%s\n", r.key_hash.c_str(), ops.c_str(),
                 r.baseline.median_ms, tuned, r.baseline.median_ms / tuned,
-                stored[i] ? ParamsSummary(r.best_stored.params).c_str() : "default kept");
+                (stored[i] ? ParamsSummary(r.best_stored.params)
+                 : r.complete ? std::string("default kept")
+                              : std::string("default kept so far"))
+                    .c_str(),
+                r.complete ? "" : " (search cut short by the budget: not journaled)");
     if (!r.signed_mismatch.empty()) {
       std::printf("%18s   checked on positive inputs: on signed ones the default schedule "
                   "itself disagreed (%s)\n", "", r.signed_mismatch.substr(0, 120).c_str());
@@ -297,6 +346,7 @@ int Run(const Flags& flags) {
     }
   }
   SetLogSink(nullptr);
+  if (write_errors > 0) return 1;
   return bad > 0 && results.empty() ? 1 : 0;
 }
 

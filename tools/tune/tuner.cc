@@ -261,6 +261,7 @@ ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& pro
 void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) {
   ClusterResult& r = result_;
   r.candidates = 0;
+  r.complete = false;
   r.rejected.clear();
   r.signed_mismatch.clear();
   r.best = r.best_stored = Measured();
@@ -294,7 +295,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   double point_ms = base.error.empty() ? base.median_ms : 1e300;
   if (!symbolic_) {
     for (SchedulerKind k : {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016}) {
-      if (Clock::now() >= deadline) return;
+      if (Clock::now() >= deadline) return;  // incomplete
       ScheduleParams p;
       p.scheduler = k;
       consider(Measure(SchedulerName(k), &p));
@@ -303,7 +304,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   for (const Axis& axis : AxesFor(has_matmul_, has_reduction_)) {
     ScheduleParams best_here = point;
     for (int64_t v : axis.values) {
-      if (Clock::now() >= deadline) return;
+      if (Clock::now() >= deadline) return;  // incomplete
       ScheduleParams p = point;
       axis.set(p, v);
       if (p == point) continue;
@@ -315,6 +316,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
     }
     point = best_here;
   }
+  r.complete = true;
 }
 
 StoredSchedule ClusterTuner::Entry(const std::string& measured_note) const {

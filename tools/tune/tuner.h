@@ -43,6 +43,7 @@ struct ClusterResult {
   Measured best;              // the fastest correct candidate (maybe the baseline)
   Measured best_stored;       // the fastest correct stored candidate (not the baseline)
   int candidates = 0;         // how many were measured
+  bool complete = false;      // the search tried every candidate (no deadline cut it)
   // The inputs the candidates were checked on: "signed" (uniform in [-2, 2]), or
   // "positive" (in [0.5, 1.5]) when the default schedule itself disagreed with the
   // reference kernels on signed ones (an ill-conditioned cluster: a comparison with a
