@@ -48,10 +48,10 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
     axes.push_back({"matmul_vectors", {1, 2, 4}, [](ScheduleParams& p, int64_t v) {
                       p.matmul_vectors = static_cast<int>(v);
                     }});
-    axes.push_back({"matmul_rows", {8, 16, 64, 128}, [](ScheduleParams& p, int64_t v) {
+    axes.push_back({"matmul_rows", {8, 16, 24, 48, 64, 128}, [](ScheduleParams& p, int64_t v) {
                       p.matmul_rows = static_cast<int>(v);
                     }});
-    axes.push_back({"matmul_strip", {2, 6, 8}, [](ScheduleParams& p, int64_t v) {
+    axes.push_back({"matmul_strip", {2, 3, 6, 8}, [](ScheduleParams& p, int64_t v) {
                       p.matmul_strip = static_cast<int>(v);
                     }});
   }
