@@ -60,8 +60,8 @@ HostTensor ComputeChain8() {
 HostTensor ComputeRowOp(int64_t rows, bool layernorm) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {rows, kRowCols}, "x");
-  Tensor y = layernorm ? LayerNorm(x, Const(g, LayerNormGamma()), Const(g, LayerNormBeta()))
-                       : Softmax(x);
+  Tensor y =
+      layernorm ? LayerNorm(x, Const(g, LayerNormGamma()), Const(g, LayerNormBeta())) : Softmax(x);
   return RunOnReferenceKernels(g, {{x, RowInput(rows)}}, y);
 }
 
@@ -138,8 +138,8 @@ const std::vector<float>& MlpTrainReferenceLosses(int64_t batch) {
   return it->second;
 }
 
-bool CheckClose(benchmark::State& state, const float* got, const HostTensor& want,
-                double atol, double rtol) {
+bool CheckClose(benchmark::State& state, const float* got, const HostTensor& want, double atol,
+                double rtol) {
   const int64_t n = want.num_elements();
   if (n == 0) {
     state.SkipWithError("no reference result from Braze (see stderr)");
@@ -161,8 +161,8 @@ bool CheckClose(benchmark::State& state, const float* got, const HostTensor& wan
     }
   }
   if (worst < 0) return true;
-  state.SkipWithError(absl::StrCat("result differs from Braze's reference at element ", worst,
-                                   ": ", got[worst], " vs ", w[worst])
+  state.SkipWithError(absl::StrCat("result differs from Braze's reference at element ", worst, ": ",
+                                   got[worst], " vs ", w[worst])
                           .c_str());
   return false;
 }
@@ -176,8 +176,8 @@ bool CheckTrainLosses(benchmark::State& state, const std::function<float()>& ste
   for (int i = 0; i < kCheckedSteps; ++i) {
     const float got = step();
     if (!(std::fabs(got - want[i]) <= rtol * std::fabs(want[i]))) {
-      state.SkipWithError(absl::StrCat("loss of step ", i, " is ", got, ", Braze's ", want[i])
-                              .c_str());
+      state.SkipWithError(
+          absl::StrCat("loss of step ", i, " is ", got, ", Braze's ", want[i]).c_str());
       return false;
     }
   }
@@ -189,8 +189,7 @@ void SetRate(benchmark::State& state, const char* name, double per_iteration) {
       benchmark::Counter(per_iteration * state.iterations(), benchmark::Counter::kIsRate);
 }
 
-benchmark::internal::Benchmark* PeerDefaults(benchmark::internal::Benchmark* b,
-                                             double min_time) {
+benchmark::internal::Benchmark* PeerDefaults(benchmark::internal::Benchmark* b, double min_time) {
   return b->Unit(benchmark::kMillisecond)->MinTime(min_time)->UseRealTime();
 }
 

@@ -29,13 +29,13 @@ constexpr float kLayerNormEpsilon = 1e-5f;
 // MatMul + bias + ReLU: relu(a b + bias), all 1024 square.
 constexpr int64_t kMM = 1024;
 
-HostTensor Chain8Input();               // [kChainN], seed 1
-HostTensor RowInput(int64_t rows);      // [rows, 1024] in [-4, 4), seed 4
-HostTensor LayerNormGamma();            // [1024], seed 2
-HostTensor LayerNormBeta();             // [1024], seed 3
-HostTensor MatMulA();                   // [1024, 1024], seed 7
-HostTensor MatMulB();                   // [1024, 1024], seed 5
-HostTensor MatMulBias();                // [1024], seed 6
+HostTensor Chain8Input();           // [kChainN], seed 1
+HostTensor RowInput(int64_t rows);  // [rows, 1024] in [-4, 4), seed 4
+HostTensor LayerNormGamma();        // [1024], seed 2
+HostTensor LayerNormBeta();         // [1024], seed 3
+HostTensor MatMulA();               // [1024, 1024], seed 7
+HostTensor MatMulB();               // [1024, 1024], seed 5
+HostTensor MatMulBias();            // [1024], seed 6
 
 // Braze's reference results for those inputs, computed on first use and kept.
 const HostTensor& Chain8Reference();
@@ -56,8 +56,8 @@ const std::vector<float>& MlpTrainReferenceLosses(int64_t batch);
 // True when every element of got is within atol * max(1, max |want|) + rtol * |want| of
 // want (the rule of SessionOptions' verify mode); otherwise SkipWithError naming the
 // worst element, and false.
-bool CheckClose(benchmark::State& state, const float* got, const HostTensor& want,
-                double atol, double rtol);
+bool CheckClose(benchmark::State& state, const float* got, const HostTensor& want, double atol,
+                double rtol);
 // Runs `step` (one train step, returning the loss before its update) kCheckedSteps
 // times and compares the losses with want, relative tolerance rtol; SkipWithError and
 // false on a mismatch.
@@ -72,8 +72,7 @@ void SetRate(benchmark::State& state, const char* name, double per_iteration);
 inline double ReadWriteGB(int64_t n) { return 2.0 * n * sizeof(float) / 1e9; }
 
 // The settings every peer benchmark of one workload shares with Braze's variant of it.
-benchmark::internal::Benchmark* PeerDefaults(benchmark::internal::Benchmark* b,
-                                             double min_time);
+benchmark::internal::Benchmark* PeerDefaults(benchmark::internal::Benchmark* b, double min_time);
 // Softmax and LayerNorm's sizes: ArgName("rows"), 4096 and 16384.
 benchmark::internal::Benchmark* RowSizes(benchmark::internal::Benchmark* b);
 

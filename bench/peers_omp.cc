@@ -59,8 +59,7 @@ void SoftmaxRow(const float* x, float* o, int64_t cols) {
   for (int64_t c = 0; c < cols; ++c) o[c] *= inv;
 }
 
-void LayerNormRow(const float* x, const float* gamma, const float* beta, float* o,
-                  int64_t cols) {
+void LayerNormRow(const float* x, const float* gamma, const float* beta, float* o, int64_t cols) {
   float sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < cols; ++c) sum += x[c];
@@ -76,7 +75,9 @@ void LayerNormRow(const float* x, const float* gamma, const float* beta, float* 
 struct RowOp {
   HostTensor x, gamma, beta, y;
   explicit RowOp(int64_t rows)
-      : x(RowInput(rows)), gamma(LayerNormGamma()), beta(LayerNormBeta()),
+      : x(RowInput(rows)),
+        gamma(LayerNormGamma()),
+        beta(LayerNormBeta()),
         y(DType::kF32, {rows, kRowCols}) {}
   int64_t rows() const { return x.dim(0); }
 
@@ -86,8 +87,8 @@ struct RowOp {
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows(); ++r) {
       if (layernorm) {
-        LayerNormRow(in + r * kRowCols, gamma.data<float>(), beta.data<float>(),
-                     out + r * kRowCols, kRowCols);
+        LayerNormRow(in + r * kRowCols, gamma.data<float>(), beta.data<float>(), out + r * kRowCols,
+                     kRowCols);
       } else {
         SoftmaxRow(in + r * kRowCols, out + r * kRowCols, kRowCols);
       }
@@ -98,8 +99,7 @@ struct RowOp {
 void RunRowOp(benchmark::State& state, bool layernorm) {
   RowOp op(state.range(0));
   op.Run(layernorm);
-  const HostTensor& want =
-      layernorm ? LayerNormReference(op.rows()) : SoftmaxReference(op.rows());
+  const HostTensor& want = layernorm ? LayerNormReference(op.rows()) : SoftmaxReference(op.rows());
   if (!CheckClose(state, op.y.data<float>(), want, 1e-5, 1e-4)) return;
   for (auto _ : state) {
     op.Run(layernorm);
@@ -121,8 +121,11 @@ BENCHMARK(BM_LayerNorm_omp)->Apply([](auto* b) { PeerDefaults(RowSizes(b), 0.5);
 class SoftmaxRegression {
  public:
   explicit SoftmaxRegression(int64_t batch)
-      : batch_(batch), x_(TrainImages(batch)), labels_(TrainLabels(batch).ToVector<int>()),
-        params_(kParams, 0.0f), partial_(omp_get_max_threads() * kParams),
+      : batch_(batch),
+        x_(TrainImages(batch)),
+        labels_(TrainLabels(batch).ToVector<int>()),
+        params_(kParams, 0.0f),
+        partial_(omp_get_max_threads() * kParams),
         loss_(omp_get_max_threads()) {}
 
   // One SGD step; returns the batch's mean loss before the update.
@@ -197,8 +200,8 @@ class SoftmaxRegression {
 void BM_SoftmaxTrainStep_handfused(benchmark::State& state) {
   const int64_t batch = state.range(0);
   SoftmaxRegression model(batch);
-  if (!CheckTrainLosses(state, [&] { return model.Step(); },
-                        SoftmaxTrainReferenceLosses(batch), 1e-3)) {
+  if (!CheckTrainLosses(
+          state, [&] { return model.Step(); }, SoftmaxTrainReferenceLosses(batch), 1e-3)) {
     return;
   }
   for (auto _ : state) benchmark::DoNotOptimize(model.Step());

@@ -72,8 +72,7 @@ void BM_Softmax_onednn(benchmark::State& state) {
     memory dst = p.Wrap({rows, kRowCols}, y.data<float>());
     dnnl::softmax_forward::desc desc(dnnl::prop_kind::forward_inference, src.get_desc(),
                                      /*softmax_axis=*/1);
-    p.Set(dnnl::softmax_forward({desc, p.engine()}),
-          {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+    p.Set(dnnl::softmax_forward({desc, p.engine()}), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
   } catch (const dnnl::error& e) {
     state.SkipWithError(e.what());
     return;
@@ -122,8 +121,7 @@ void BM_MatMulBiasRelu_onednn(benchmark::State& state) {
     relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
     dnnl::primitive_attr attr;
     attr.set_post_ops(relu);
-    dnnl::matmul::desc desc(src.get_desc(), weights.get_desc(), mbias.get_desc(),
-                            dst.get_desc());
+    dnnl::matmul::desc desc(src.get_desc(), weights.get_desc(), mbias.get_desc(), dst.get_desc());
     p.Set(dnnl::matmul({desc, attr, p.engine()}), {{DNNL_ARG_SRC, src},
                                                    {DNNL_ARG_WEIGHTS, weights},
                                                    {DNNL_ARG_BIAS, mbias},

@@ -62,9 +62,16 @@ struct Layer {
   int64_t in, out;
   std::vector<float> w, b, gw, gb, mw, vw, mb, vb;
   Layer(HostTensor initial, int64_t in_, int64_t out_)
-      : in(in_), out(out_), w(initial.data<float>(), initial.data<float>() + in * out),
-        b(out, 0.0f), gw(in * out), gb(out), mw(in * out, 0.0f), vw(in * out, 0.0f),
-        mb(out, 0.0f), vb(out, 0.0f) {}
+      : in(in_),
+        out(out_),
+        w(initial.data<float>(), initial.data<float>() + in * out),
+        b(out, 0.0f),
+        gw(in * out),
+        gb(out),
+        mw(in * out, 0.0f),
+        vw(in * out, 0.0f),
+        mb(out, 0.0f),
+        vb(out, 0.0f) {}
 };
 
 // Adam as optimizers.h (TensorFlow's): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
@@ -76,8 +83,7 @@ struct Adam {
 
   void Update(std::vector<Layer>& layers) {
     ++t;
-    const float lr =
-        float(kMlpLr * std::sqrt(1 - std::pow(kBeta2, t)) / (1 - std::pow(kBeta1, t)));
+    const float lr = float(kMlpLr * std::sqrt(1 - std::pow(kBeta2, t)) / (1 - std::pow(kBeta1, t)));
     for (Layer& l : layers) {
       Apply(lr, l.gw, l.mw, l.vw, l.w);
       Apply(lr, l.gb, l.mb, l.vb, l.b);
@@ -99,9 +105,14 @@ struct Adam {
 class Mlp {
  public:
   explicit Mlp(int64_t batch)
-      : batch_(batch), x_(TrainImages(batch)), labels_(TrainLabels(batch).ToVector<int>()),
-        h1_(batch * kHidden), h2_(batch * kHidden), logits_(batch * kClasses),
-        dh_(batch * kHidden), dh1_(batch * kHidden) {
+      : batch_(batch),
+        x_(TrainImages(batch)),
+        labels_(TrainLabels(batch).ToVector<int>()),
+        h1_(batch * kHidden),
+        h2_(batch * kHidden),
+        logits_(batch * kClasses),
+        dh_(batch * kHidden),
+        dh1_(batch * kHidden) {
     const int64_t sizes[] = {kPixels, kHidden, kHidden, kClasses};
     for (int i = 0; i < 3; ++i) layers_.emplace_back(MlpInitialWeight(i), sizes[i], sizes[i + 1]);
   }
@@ -187,8 +198,8 @@ class Mlp {
 void BM_MlpTrainStep_openblas(benchmark::State& state) {
   const int64_t batch = state.range(0);
   Mlp model(batch);
-  if (!CheckTrainLosses(state, [&] { return model.Step(); }, MlpTrainReferenceLosses(batch),
-                        1e-3)) {
+  if (!CheckTrainLosses(
+          state, [&] { return model.Step(); }, MlpTrainReferenceLosses(batch), 1e-3)) {
     return;
   }
   for (auto _ : state) benchmark::DoNotOptimize(model.Step());

@@ -53,13 +53,12 @@ absl::StatusOr<TrainStep> MakeSoftmaxTrainStep(int64_t batch, bool fused) {
   return Make(
       batch, fused, Optimizer::Sgd(kSoftmaxLr),
       [](Graph& g) {
-        return std::vector<Tensor>{
-            Variable(g, HostTensor(DType::kF32, {kPixels, kClasses}), "W"),
-            Variable(g, HostTensor(DType::kF32, {kClasses}), "b")};
+        return std::vector<Tensor>{Variable(g, HostTensor(DType::kF32, {kPixels, kClasses}), "W"),
+                                   Variable(g, HostTensor(DType::kF32, {kClasses}), "b")};
       },
       [](Tensor x, Tensor labels, const std::vector<Tensor>& v) {
-        return Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, v[0]) + v[1],
-                                                  OneHot(labels, kClasses)));
+        return Mean(
+            SoftmaxCrossEntropyWithLogits(MatMul(x, v[0]) + v[1], OneHot(labels, kClasses)));
       });
 }
 
@@ -79,8 +78,7 @@ absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused) {
       [](Tensor x, Tensor labels, const std::vector<Tensor>& v) {
         Tensor h1 = Dense(x, v[0], v[1], Activation::kRelu);
         Tensor h2 = Dense(h1, v[2], v[3], Activation::kRelu);
-        return Mean(SoftmaxCrossEntropyWithLogits(Dense(h2, v[4], v[5]),
-                                                  OneHot(labels, kClasses)));
+        return Mean(SoftmaxCrossEntropyWithLogits(Dense(h2, v[4], v[5]), OneHot(labels, kClasses)));
       });
 }
 

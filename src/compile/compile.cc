@@ -226,8 +226,7 @@ class HalideKernel : public CompiledKernel {
       const bool checked_by_halide = lowered_.pipeline_output[j] >= 0;
       const TensorType& want = lowered_.output_types[j];  // -1 dims: symbolic
       const TensorType got = TypeOf(outputs[j]);
-      if (!checked_by_halide &&
-          (got.dtype != want.dtype || !ShapeMatches(want.shape, got.shape))) {
+      if (!checked_by_halide && (got.dtype != want.dtype || !ShapeMatches(want.shape, got.shape))) {
         return absl::InvalidArgumentError(
             absl::StrCat(name_, ": output ", j, " is ", TypeString(TypeOf(outputs[j])),
                          ", expected ", TypeString(lowered_.output_types[j])));
@@ -425,8 +424,8 @@ std::vector<Attempt> Attempts(const CompileOptions& options, SchedulerKind first
       const std::string why = absl::StrCat("it names ", SchedulerName(stored.params.scheduler),
                                            ", and this cluster has symbolic dims");
       WarnStoredScheduleRefused(stored.path, why);
-      *note = absl::StrCat("stored schedule ", stored.path, " refused (", why,
-                           "): default schedule");
+      *note =
+          absl::StrCat("stored schedule ", stored.path, " refused (", why, "): default schedule");
     } else {
       attempts.push_back({stored.params.scheduler, &stored});
     }
@@ -513,9 +512,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     // Symbolic extents: only the safe default's splits are chosen to hold for every size
     // (schedule/pipeline_info.h); the caller compiles for concrete shapes if it fails.
     if (gpu || (first != SchedulerKind::kAuto && first != SchedulerKind::kSafeDefault)) {
-      return absl::UnimplementedError(absl::StrCat(
-          name, ": symbolic shapes are compiled by the CPU safe default only, not by ",
-          SchedulerName(first)));
+      return absl::UnimplementedError(
+          absl::StrCat(name, ": symbolic shapes are compiled by the CPU safe default only, not by ",
+                       SchedulerName(first)));
     }
     first = SchedulerKind::kSafeDefault;
   } else if (!gpu && first == SchedulerKind::kAuto) {
@@ -546,7 +545,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     }
   }
   std::vector<std::string> failures;
-  bool fresh = true;  // first_lowering's Funcs carry no schedule yet
+  bool fresh = true;          // first_lowering's Funcs carry no schedule yet
   std::string schedule_note;  // --log_compiles: the stored schedule used or refused
   const std::vector<Attempt> attempts =
       Attempts(options, first, gpu, first_lowering.info.symbolic, &schedule_note);
@@ -606,11 +605,10 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     if (attempt.stored != nullptr) {
       schedule_note = absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params));
     }
-    const std::string schedule_text =
-        absl::StrCat("// ", gpu ? options.device.ToString() + ": " : "",
-                     attempt.stored ? absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params))
-                                    : what,
-                     "\n", timing, schedule);
+    const std::string schedule_text = absl::StrCat(
+        "// ", gpu ? options.device.ToString() + ": " : "",
+        attempt.stored ? absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params)) : what,
+        "\n", timing, schedule);
     if (!full_key.empty() && !lowered.info.outputs.empty()) {
       disk_cache::KernelLayout layout{
           lowered.input_elided, lowered.pipeline_output, lowered.output_types, kind, failures,

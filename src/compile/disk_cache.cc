@@ -28,8 +28,8 @@
 #include <sstream>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -548,8 +548,8 @@ std::string FullKey(const std::string& cluster_key, const std::string& target) {
 
 std::string BuildsPath(const Settings& settings, const std::string& cluster_key,
                        const std::string& target) {
-  return absl::StrCat(settings.dir, "/", NameOf(absl::StrCat("target ", target, " | ", cluster_key)),
-                      ".builds");
+  return absl::StrCat(settings.dir, "/",
+                      NameOf(absl::StrCat("target ", target, " | ", cluster_key)), ".builds");
 }
 
 static std::string ThisBuild() {
@@ -571,7 +571,9 @@ std::string StaleNote(const Settings& settings, const std::string& cluster_key,
   const bool exe = words[1] != Ids().executable, halide = words[3] != Ids().halide;
   if (!exe && !halide) return "";
   return absl::StrCat("disk entry stale: ",
-                      exe && halide ? "Braze and Halide builds" : exe ? "Braze build" : "Halide build",
+                      exe && halide ? "Braze and Halide builds"
+                      : exe         ? "Braze build"
+                                    : "Halide build",
                       " changed since it was stored");
 }
 

@@ -225,10 +225,10 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
   // inputs with no elements (which have no buffer) has none, and is compiled concretely.
   for (const auto& [key, sym] : symbols) {
     for (int k : sym) {
-      if (k >= 0 && (static_cast<size_t>(k) >= ctx.symbols().size() ||
-                     !ctx.symbols()[k].defined())) {
-        return absl::UnimplementedError(absl::StrCat(
-            spec.name, ": a symbolic size appears only in inputs with no elements"));
+      if (k >= 0 &&
+          (static_cast<size_t>(k) >= ctx.symbols().size() || !ctx.symbols()[k].defined())) {
+        return absl::UnimplementedError(
+            absl::StrCat(spec.name, ": a symbolic size appears only in inputs with no elements"));
       }
     }
   }

@@ -567,8 +567,10 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
   std::string key = ClusterKey(spec, copts);
   if (!schedule_dirs.empty() && copts.device.kind == Device::Kind::kCpu &&
       copts.scheduler == SchedulerKind::kAuto) {
-    // Threads do not enter the stored schedule's key: its factors are per thread.
-    const std::string lookup = ScheduleKeyHash(ClusterKey(spec, CompileOptions()));
+    // Threads do not enter the stored schedule's key (its factors are per thread): the
+    // key under default options, which is `key` itself unless a thread count was set.
+    const std::string lookup =
+        ScheduleKeyHash(copts.num_threads == 0 ? key : ClusterKey(spec, CompileOptions()));
     static const absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
     if (target.ok()) with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup, *target);
     if (with->stored_schedule) {
@@ -587,8 +589,7 @@ bool ForSmallSizes(ClusterSpec* spec) {
   bool small = false;
   for (size_t i = 0; i < spec->input_symbols.size() && i < spec->input_types.size(); ++i) {
     for (size_t d = 0; d < spec->input_symbols[i].size(); ++d) {
-      small |= spec->input_symbols[i][d] >= 0 &&
-               spec->input_types[i].shape[d] < kMinSymbolicExtent;
+      small |= spec->input_symbols[i][d] >= 0 && spec->input_types[i].shape[d] < kMinSymbolicExtent;
     }
   }
   if (!small) return false;
@@ -615,12 +616,12 @@ CompileCache::Result GetKernel(ClusterSpec spec, const CompileOptions& copts, bo
     CompileCache::Result result = CompileCache::Global().GetOrCompile(
         key, [&] { return CompileCluster(symbolic, with_key); });
     if (result.kernel.ok()) {
-      absl::StrAppend(note, "; symbolic in ", SymbolicDims(spec.input_symbols),
-                      small ? absl::StrCat(" (a size below ", kMinSymbolicExtent,
-                                           ": one kernel for every size >= 1, its symbolic "
-                                           "dims unsplit)")
-                            : absl::StrCat(" (one kernel for every size >= ", kMinSymbolicExtent,
-                                           ")"));
+      absl::StrAppend(
+          note, "; symbolic in ", SymbolicDims(spec.input_symbols),
+          small ? absl::StrCat(" (a size below ", kMinSymbolicExtent,
+                               ": one kernel for every size >= 1, its symbolic "
+                               "dims unsplit)")
+                : absl::StrCat(" (one kernel for every size >= ", kMinSymbolicExtent, ")"));
       result.input_symbols = spec.input_symbols;
       result.input_types = symbolic.input_types;
       return result;
@@ -837,8 +838,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
         } else {
           const CompileCache::Result result = it->second.get();
           state.pending.erase(it);
-          BRAZE_RETURN_IF_ERROR(Install(step, state, types,
-                                        OutputTypes(step, types, node_types),
+          BRAZE_RETURN_IF_ERROR(Install(step, state, types, OutputTypes(step, types, node_types),
                                         absl::StrCat(reason, " (compiled in the background)"),
                                         result, &compile_error));
           ready = true;

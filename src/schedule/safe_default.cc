@@ -209,7 +209,8 @@ class SafeScheduler {
     if (parallel && outer_extent < 2 * threads_ && sym0 && output) {
       const int64_t chunk = Chunk(e[0], w);
       Var xo(args[0].name() + "_o"), xi(args[0].name() + "_i");
-      Halide::Stage big = f.specialize(f.output_buffer().dim(0).extent() >= static_cast<int>(chunk));
+      Halide::Stage big =
+          f.specialize(f.output_buffer().dim(0).extent() >= static_cast<int>(chunk));
       big.split(args[0], xo, xi, static_cast<int>(chunk), kShift).parallel(xo);
       if (w > 1) big.vectorize(xi, w, kShift);
       if (w > 1) f.vectorize(args[0], w, kShift);
@@ -300,8 +301,7 @@ class SafeScheduler {
     // Rows shorter than kMinRow stay compute_root: with a reduction of a few elements
     // computed next to its reader, LLVM's fast-math (no-NaNs) folded a 1-element row's
     // max(-inf, x) into x and lost the NaN flag (Softmax(Log(x)) gave 1, not NaN).
-    if (rank < 2 || Product(e) <= 0 || Bound(e, sym, 0) < kMinRow ||
-        out.has_update_definition()) {
+    if (rank < 2 || Product(e) <= 0 || Bound(e, sym, 0) < kMinRow || out.has_update_definition()) {
       return false;
     }
     int64_t rows = 1;
@@ -355,8 +355,7 @@ class SafeScheduler {
 
     // The output: vectorized dim 0, fused rows, parallel chunks of rows.
     std::vector<Var> args = out.args();
-    const int w =
-        VectorWidth(out.output_types()[0], Bound(e, sym, 0), params_.vector_factor);
+    const int w = VectorWidth(out.output_types()[0], Bound(e, sym, 0), params_.vector_factor);
     const bool parallel =
         threads_ > 1 && Product(e) >= params_.min_parallel_work && rows >= 2 * threads_;
     std::ostringstream line;
@@ -424,8 +423,8 @@ class SafeScheduler {
       f.compute_at(out, at);
       const int fw = VectorWidth(f.output_types()[0], Bound(e, sym, 0));
       if (fw > 1) f.vectorize(f.args()[0], fw, kShift);
-      log_ << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ") vectorize("
-           << fw << ") (read by several of the row's readers)\n";
+      log_ << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ") vectorize(" << fw
+           << ") (read by several of the row's readers)\n";
     }
     return true;
   }
@@ -456,8 +455,8 @@ class SafeScheduler {
     std::vector<std::string> out_vars;
     for (const Var& v : out.args()) out_vars.push_back(v.name());
     for (const auto& [name, fn] : funcs) {
-      if (readers_of[name] < 2 || fn.args().size() != out_vars.size() ||
-          !CallsMathFunction(fn) || !fn.output_types()[0].is_float()) {
+      if (readers_of[name] < 2 || fn.args().size() != out_vars.size() || !CallsMathFunction(fn) ||
+          !fn.output_types()[0].is_float()) {
         continue;
       }
       // Read by the output, and only at the output's own position: each row's region

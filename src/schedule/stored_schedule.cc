@@ -154,19 +154,21 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
     if (line.empty() || line[0] == '#') continue;
     if (!header) {
       if (line != kHeader) {
-        return error(absl::StrCat("not a stored schedule: expected '", kHeader, "', got '",
-                                  line, "'"));
+        return error(
+            absl::StrCat("not a stored schedule: expected '", kHeader, "', got '", line, "'"));
       }
       header = true;
       continue;
     }
     const size_t colon = line.find(':');
-    if (colon == absl::string_view::npos) return error(absl::StrCat("expected 'name: value', got '", line, "'"));
+    if (colon == absl::string_view::npos)
+      return error(absl::StrCat("expected 'name: value', got '", line, "'"));
     const std::string name(absl::StripAsciiWhitespace(line.substr(0, colon)));
     const std::string value(absl::StripAsciiWhitespace(line.substr(colon + 1)));
     if (!seen.insert(name).second) return error(absl::StrCat("'", name, "' given twice"));
     if (name == "key") {
-      if (!IsHex16(value)) return error(absl::StrCat("key must be 16 hex digits, got '", value, "'"));
+      if (!IsHex16(value))
+        return error(absl::StrCat("key must be 16 hex digits, got '", value, "'"));
       e.key_hash = value;
       has_key = true;
     } else if (name == "target") {
@@ -179,15 +181,15 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
       }
       has_templates = true;
     } else if (name == "cluster" || name == "ops" || name == "inputs" || name == "measured") {
-      (name == "cluster" ? e.cluster
-       : name == "ops"   ? e.ops
+      (name == "cluster"  ? e.cluster
+       : name == "ops"    ? e.ops
        : name == "inputs" ? e.inputs
                           : e.measured) = value;
     } else if (name == "scheduler") {
       std::optional<SchedulerKind> kind = StoredSchedulerNamed(value);
       if (!kind) {
-        return error(absl::StrCat("scheduler must be SafeDefault, Adams2019 or Mullapudi2016, got '",
-                                  value, "'"));
+        return error(absl::StrCat(
+            "scheduler must be SafeDefault, Adams2019 or Mullapudi2016, got '", value, "'"));
       }
       e.params.scheduler = *kind;
       has_scheduler = true;
@@ -195,8 +197,7 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
       if (value != "true" && value != "false") {
         return error(absl::StrCat(name, " must be true or false, got '", value, "'"));
       }
-      (name == "row_pipeline" ? e.params.row_pipeline : e.params.row_materialize) =
-          value == "true";
+      (name == "row_pipeline" ? e.params.row_pipeline : e.params.row_materialize) = value == "true";
     } else {
       const IntKnob* knob = nullptr;
       for (const IntKnob& k : IntKnobs()) {
@@ -219,7 +220,8 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
   auto missing = [&](const char* what) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": no '", what, "' line"));
   };
-  if (!header) return absl::InvalidArgumentError(absl::StrCat(path, ": empty, not a stored schedule"));
+  if (!header)
+    return absl::InvalidArgumentError(absl::StrCat(path, ": empty, not a stored schedule"));
   if (!has_key) return missing("key");
   if (!has_target) return missing("target");
   if (!has_templates) return missing("templates");
@@ -238,8 +240,8 @@ void WarnStoredScheduleRefused(const std::string& path, const std::string& why) 
     std::lock_guard<std::mutex> lock(mu);
     if (!warned->insert(path).second) return;
   }
-  LogWarning(absl::StrCat("stored schedule ", path, " refused: ", why,
-                          "; using the default schedule"));
+  LogWarning(
+      absl::StrCat("stored schedule ", path, " refused: ", why, "; using the default schedule"));
 }
 
 std::optional<StoredSchedule> FindStoredSchedule(const std::vector<std::string>& dirs,
@@ -255,8 +257,8 @@ std::optional<StoredSchedule> FindStoredSchedule(const std::vector<std::string>&
       return std::nullopt;
     }
     if (entry->key_hash != key_hash) {
-      WarnStoredScheduleRefused(path, absl::StrCat("its key ", entry->key_hash,
-                                                   " is not its file's name"));
+      WarnStoredScheduleRefused(
+          path, absl::StrCat("its key ", entry->key_hash, " is not its file's name"));
       return std::nullopt;
     }
     if (entry->templates_version != kScheduleTemplatesVersion) {

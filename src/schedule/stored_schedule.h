@@ -37,15 +37,15 @@ constexpr int kScheduleTemplatesVersion = 2;  // 2: row_materialize
 struct ScheduleParams {
   // kSafeDefault (with the knobs below), kAdams2019 or kMullapudi2016 (knobs unused).
   SchedulerKind scheduler = SchedulerKind::kSafeDefault;
-  int tasks_per_thread = 4;              // parallel tasks per worker thread: 1..64
-  int64_t min_parallel_work = 1 << 15;   // elements below which a loop stays serial
-  int vector_factor = 1;                 // pointwise vectors: natural width x 1, 2 or 4
-  int matmul_vectors = 3;                // matmul register tile: vectors across, 1..4
-  int matmul_rows = 32;                  // matmul tile rows, 1..256
-  int matmul_strip = 4;                  // rows per accumulator strip, 1..8
-  int row_lanes = 2;                     // row reductions: rfactor lanes = width x 1, 2, 4
-  bool row_pipeline = true;              // reductions computed per output row
-  bool row_materialize = true;           // a row's shared math values computed once per row
+  int tasks_per_thread = 4;             // parallel tasks per worker thread: 1..64
+  int64_t min_parallel_work = 1 << 15;  // elements below which a loop stays serial
+  int vector_factor = 1;                // pointwise vectors: natural width x 1, 2 or 4
+  int matmul_vectors = 3;               // matmul register tile: vectors across, 1..4
+  int matmul_rows = 32;                 // matmul tile rows, 1..256
+  int matmul_strip = 4;                 // rows per accumulator strip, 1..8
+  int row_lanes = 2;                    // row reductions: rfactor lanes = width x 1, 2, 4
+  bool row_pipeline = true;             // reductions computed per output row
+  bool row_materialize = true;          // a row's shared math values computed once per row
 
   bool operator==(const ScheduleParams& o) const;
   bool operator!=(const ScheduleParams& o) const { return !(*this == o); }
@@ -56,13 +56,13 @@ struct ScheduleParams {
 std::string ParamsSummary(const ScheduleParams& params);
 
 struct StoredSchedule {
-  std::string key_hash;   // ScheduleKeyHash of the cluster key: the file's name
-  std::string target;     // the Halide target it was tuned for (also in the key)
+  std::string key_hash;  // ScheduleKeyHash of the cluster key: the file's name
+  std::string target;    // the Halide target it was tuned for (also in the key)
   int templates_version = kScheduleTemplatesVersion;
   ScheduleParams params;
   // For the reader: the cluster's name and ops, its input types, what tuning measured.
   std::string cluster, ops, inputs, measured;
-  std::string path;       // where it was read from (set by the reader)
+  std::string path;  // where it was read from (set by the reader)
 };
 
 // The stable 64-bit FNV-1a hash of a cluster key, as 16 lower-case hex digits.

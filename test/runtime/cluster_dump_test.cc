@@ -15,6 +15,7 @@
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/temp_files.h"
 #include "compile/cluster_key.h"
 #include "lower/cluster_text.h"
 #include "runtime/flags.h"
@@ -22,29 +23,11 @@
 namespace braze {
 namespace {
 
+using testing_util::FilesIn;
+using testing_util::ReadFile;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<std::string> FilesIn(const fs::path& dir, const std::string& suffix) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() >= suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      names.push_back(name);
-    }
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 class ClusterDumpTest : public ::testing::Test {
  protected:

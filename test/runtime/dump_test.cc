@@ -21,22 +21,19 @@
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/temp_files.h"
 #include "runtime/flags.h"
 
 namespace braze {
 namespace {
 
+using testing_util::FilesIn;
+using testing_util::ReadFile;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
-
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Exit status of a shell command, or -1 if it did not exit normally.
 int Shell(const std::string& command) {
@@ -50,20 +47,6 @@ bool HaveDot() { return Shell("command -v dot >/dev/null 2>&1") == 0; }
 fs::path SourceDir() {
   if (const char* dir = std::getenv("BRAZE_SOURCE_DIR")) return dir;
   return fs::path(__FILE__).parent_path().parent_path().parent_path();
-}
-
-std::vector<std::string> FilesIn(const fs::path& dir, const std::string& suffix) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() >= suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      names.push_back(name);
-    }
-  }
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 // x -> softmax (one JitScope: a cluster) -> Neg under compile=false -> a HostCall whose

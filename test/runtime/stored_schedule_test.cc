@@ -2,6 +2,8 @@
 // cluster's signature in its schedule_dirs and compiles with it (the compile log says
 // so); a stale one is refused with one warning and the default schedule runs. Every
 // result is checked against the reference kernels.
+#include "schedule/stored_schedule.h"
+
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -17,43 +19,21 @@
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/temp_files.h"
 #include "compile/cluster_key.h"
 #include "lower/cluster_text.h"
 #include "runtime/flags.h"
-#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace {
 
+using testing_util::FilesIn;
+using testing_util::MakeTempDir;
+using testing_util::ReadFile;
+using testing_util::WriteFile;
+
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string TempDir() {
-  char dir[] = "/tmp/braze_stored_XXXXXX";
-  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
-}
-
-std::vector<std::string> FilesEndingIn(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> files;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        files.push_back(dir + "/" + name);
-      }
-    }
-    closedir(d);
-  }
-  return files;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // One cluster: a softmax over rows, then a scale. `scale` keeps each test's kernels
 // its own (the compile cache is process-wide and keyed by structure).
@@ -97,7 +77,7 @@ struct Logs {
 // The stored-schedule key of the model's one cluster, as braze-tune computes it: from
 // the cluster a dump wrote (BRAZE_FLAGS --dump_to), rebuilt.
 std::string KeyHashOfTheCluster(Model& m, const Feeds& feeds) {
-  const std::string dump = TempDir();
+  const std::string dump = MakeTempDir("braze_stored_");
   BrazeFlags flags;
   flags.dump_to = dump;
   flags.stored_schedules = false;
@@ -110,10 +90,11 @@ std::string KeyHashOfTheCluster(Model& m, const Feeds& feeds) {
     EXPECT_TRUE(out.ok()) << out.status();
   }
   SetBrazeFlagsForTesting(BrazeFlags{});
-  const std::vector<std::string> clusters = FilesEndingIn(dump, ".cluster");
+  const std::vector<std::string> clusters = FilesIn(dump, ".cluster");
   EXPECT_EQ(clusters.size(), 1u);
   if (clusters.empty()) return "";
-  absl::StatusOr<RebuiltCluster> rebuilt = ClusterFromText(ReadAll(clusters[0]), clusters[0]);
+  const std::string file = dump + "/" + clusters[0];
+  absl::StatusOr<RebuiltCluster> rebuilt = ClusterFromText(ReadFile(file), file);
   EXPECT_TRUE(rebuilt.ok()) << rebuilt.status();
   if (!rebuilt.ok()) return "";
   return ScheduleKeyHash(ClusterKey(rebuilt->spec, CompileOptions()));
@@ -127,11 +108,6 @@ StoredSchedule Entry(const std::string& key_hash) {
   e.params.vector_factor = 2;
   e.params.row_lanes = 1;
   return e;
-}
-
-void Write(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
 }
 
 void ExpectMatchesReference(Model& m, const Feeds& feeds, const HostTensor& got) {
@@ -152,9 +128,9 @@ TEST(StoredScheduleRuntimeTest, AStoredScheduleIsAppliedAndSaysSo) {
   const Feeds feeds = m.Feed(shape);
   const std::string key = KeyHashOfTheCluster(m, feeds);
   ASSERT_FALSE(key.empty());
-  const std::string dir = TempDir();
+  const std::string dir = MakeTempDir("braze_stored_");
   const std::string path = StoredSchedulePath(dir, key);
-  Write(path, FormatStoredSchedule(Entry(key)));
+  WriteFile(path, FormatStoredSchedule(Entry(key)));
 
   SessionOptions o;
   o.disk_cache = false;
@@ -186,11 +162,11 @@ TEST(StoredScheduleRuntimeTest, AStaleScheduleIsRefusedWithOneWarning) {
   const Feeds feeds = m.Feed(shape);
   const std::string key = KeyHashOfTheCluster(m, feeds);
   ASSERT_FALSE(key.empty());
-  const std::string dir = TempDir();
+  const std::string dir = MakeTempDir("braze_stored_");
   const std::string path = StoredSchedulePath(dir, key);
   StoredSchedule stale = Entry(key);
   stale.templates_version = kScheduleTemplatesVersion + 1;
-  Write(path, FormatStoredSchedule(stale));
+  WriteFile(path, FormatStoredSchedule(stale));
 
   SessionOptions o;
   o.disk_cache = false;
@@ -215,12 +191,12 @@ TEST(StoredScheduleRuntimeTest, AnAutoschedulerEntryIsRefusedForASymbolicCluster
   const Feeds feeds = m.Feed(shape);
   const std::string key = KeyHashOfTheCluster(m, feeds);
   ASSERT_FALSE(key.empty());
-  const std::string dir = TempDir();
+  const std::string dir = MakeTempDir("braze_stored_");
   const std::string path = StoredSchedulePath(dir, key);
   StoredSchedule adams = Entry(key);
   adams.params = ScheduleParams();
   adams.params.scheduler = SchedulerKind::kAdams2019;
-  Write(path, FormatStoredSchedule(adams));
+  WriteFile(path, FormatStoredSchedule(adams));
 
   SessionOptions o;
   o.disk_cache = false;

@@ -227,11 +227,12 @@ TEST(SymbolicShapesTest, EachSizedDimGetsItsOwnSymbol) {
   {
     JitScope scope(g);
     out = Relu(MatMul(a, c) - 0.375);  // [n, m]
-    sums = Sum(Exp(c * 0.5), {0});    // [m]: a symbolic innermost dim
+    sums = Sum(Exp(c * 0.5), {0});     // [m]: a symbolic innermost dim
   }
   Session session(g, NoDiskCache());
   Session reference(g, Reference());
-  for (auto [n, m] : std::vector<std::pair<int64_t, int64_t>>{{32, 40}, {40, 32}, {17, 100}, {33, 33}}) {
+  for (auto [n, m] :
+       std::vector<std::pair<int64_t, int64_t>>{{32, 40}, {40, 32}, {17, 100}, {33, 33}}) {
     const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {n, 24}, n)},
                          {c, HostTensor::RandomUniform(DType::kF32, {24, m}, m + 1)}};
     auto got = session.Run(feeds, {out, sums});

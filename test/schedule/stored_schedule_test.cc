@@ -14,9 +14,13 @@
 #include <vector>
 
 #include "braze/logging.h"
+#include "common/temp_files.h"
 
 namespace braze {
 namespace {
+
+using testing_util::MakeTempDir;
+using testing_util::WriteFile;
 
 using ::testing::HasSubstr;
 
@@ -38,16 +42,6 @@ StoredSchedule Example() {
   e.params.row_pipeline = false;
   e.params.row_materialize = false;
   return e;
-}
-
-std::string TempDir() {
-  char dir[] = "/tmp/braze_sched_test_XXXXXX";
-  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
-}
-
-void Write(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
 }
 
 TEST(StoredScheduleTest, KeyHashIsStableHex) {
@@ -118,10 +112,11 @@ TEST(StoredScheduleTest, BadEntriesNameTheFileAndLine) {
   // A line number, where there is a line to blame.
   std::string text = good;
   text.replace(text.find("row_lanes: 4"), 12, "row_lanes: 5");
-  EXPECT_THAT(std::string(ParseStoredSchedule(text, "f").status().message()),
-              HasSubstr("f:" + std::to_string(1 + std::count(text.begin(),
-                                                              text.begin() + text.find("row_lanes: 5"),
-                                                              '\n'))));
+  EXPECT_THAT(
+      std::string(ParseStoredSchedule(text, "f").status().message()),
+      HasSubstr("f:" +
+                std::to_string(
+                    1 + std::count(text.begin(), text.begin() + text.find("row_lanes: 5"), '\n'))));
   for (const char* field : {"key: ", "target: ", "templates: ", "scheduler: "}) {
     std::string missing = good;
     const size_t at = missing.find(std::string("\n") + field);
@@ -147,9 +142,9 @@ struct Warnings {
 };
 
 TEST(StoredScheduleTest, LookupFindsTheFirstDirectoryWithTheKey) {
-  const std::string a = TempDir(), b = TempDir();
+  const std::string a = MakeTempDir("braze_sched_test_"), b = MakeTempDir("braze_sched_test_");
   StoredSchedule e = Example();
-  Write(StoredSchedulePath(b, e.key_hash), FormatStoredSchedule(e));
+  WriteFile(StoredSchedulePath(b, e.key_hash), FormatStoredSchedule(e));
   Warnings warnings;
   std::optional<StoredSchedule> found = FindStoredSchedule({a, b}, e.key_hash, e.target);
   ASSERT_TRUE(found.has_value());
@@ -161,7 +156,7 @@ TEST(StoredScheduleTest, LookupFindsTheFirstDirectoryWithTheKey) {
 }
 
 TEST(StoredScheduleTest, StaleInvalidOrMismatchedEntriesWarnOnceAndAreNotUsed) {
-  const std::string dir = TempDir();
+  const std::string dir = MakeTempDir("braze_sched_test_");
   struct Case {
     std::string key, text, why;
   };
@@ -173,14 +168,15 @@ TEST(StoredScheduleTest, StaleInvalidOrMismatchedEntriesWarnOnceAndAreNotUsed) {
   other_target.target = "arm-64-linux-jit";
   StoredSchedule renamed = Example();  // its key is not its file's name
   const std::vector<Case> cases = {
-      {stale.key_hash, FormatStoredSchedule(stale), "stale: tuned for version " + std::to_string(kScheduleTemplatesVersion - 1)},
+      {stale.key_hash, FormatStoredSchedule(stale),
+       "stale: tuned for version " + std::to_string(kScheduleTemplatesVersion - 1)},
       {other_target.key_hash, FormatStoredSchedule(other_target), "tuned for target arm-64"},
       {ScheduleKeyHash("renamed"), FormatStoredSchedule(renamed), "is not its file's name"},
       {ScheduleKeyHash("broken"), "braze-schedule 1\nkey: zz\n", "key must be 16 hex digits"},
   };
   for (const Case& c : cases) {
     const std::string path = StoredSchedulePath(dir, c.key);
-    Write(path, c.text);
+    WriteFile(path, c.text);
     Warnings warnings;
     EXPECT_FALSE(FindStoredSchedule({dir}, c.key, Example().target).has_value()) << c.why;
     EXPECT_FALSE(FindStoredSchedule({dir}, c.key, Example().target).has_value()) << c.why;

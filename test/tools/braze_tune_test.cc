@@ -20,40 +20,18 @@
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/temp_files.h"
 #include "runtime/flags.h"
 
 namespace braze {
 namespace {
 
+using testing_util::FilesIn;
+using testing_util::MakeTempDir;
+using testing_util::ReadFile;
+
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string TempDir() {
-  char dir[] = "/tmp/braze_tune_test_XXXXXX";
-  return mkdtemp(dir) ? std::string(dir) : std::string("/tmp");
-}
-
-std::vector<std::string> FilesEndingIn(const std::string& dir, const std::string& suffix) {
-  std::vector<std::string> files;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.size() > suffix.size() &&
-          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        files.push_back(dir + "/" + name);
-      }
-    }
-    closedir(d);
-  }
-  return files;
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Runs the tool; returns its exit status and stdout + stderr.
 int RunTool(const std::string& args, std::string* output) {
@@ -87,7 +65,8 @@ struct Program {
 
 TEST(BrazeTuneTest, TunesADumpedProgramAndTheSessionAppliesTheWinners) {
   Program p;
-  const std::string dump = TempDir(), out = TempDir() + "/schedules";
+  const std::string dump = MakeTempDir("braze_tune_test_"),
+                    out = MakeTempDir("braze_tune_test_") + "/schedules";
   {
     BrazeFlags flags;
     flags.dump_to = dump;
@@ -101,7 +80,7 @@ TEST(BrazeTuneTest, TunesADumpedProgramAndTheSessionAppliesTheWinners) {
     ASSERT_TRUE(run.ok()) << run.status();
     SetBrazeFlagsForTesting(BrazeFlags{});
   }
-  const size_t clusters = FilesEndingIn(dump, ".cluster").size();
+  const size_t clusters = FilesIn(dump, ".cluster").size();
   ASSERT_GE(clusters, 1u);
 
   std::string output;
@@ -113,11 +92,11 @@ TEST(BrazeTuneTest, TunesADumpedProgramAndTheSessionAppliesTheWinners) {
       << output;
   EXPECT_THAT(output, HasSubstr("candidates, "));  // the progress bar
   EXPECT_THAT(output, HasSubstr("ETA"));
-  EXPECT_THAT(output, HasSubstr("default ms"));    // the closing table
+  EXPECT_THAT(output, HasSubstr("default ms"));  // the closing table
   EXPECT_THAT(output, HasSubstr("speedup"));
-  const std::vector<std::string> entries = FilesEndingIn(out, ".schedule");
+  const std::vector<std::string> entries = FilesIn(out, ".schedule");
   EXPECT_EQ(entries.size(), clusters) << output;
-  const std::string journal = ReadAll(out + "/tune.journal");
+  const std::string journal = ReadFile(out + "/tune.journal");
   EXPECT_EQ(static_cast<size_t>(std::count(journal.begin(), journal.end(), '\n')), clusters);
 
   // A session that looks in `out` compiles every cluster with its stored schedule, and
@@ -159,7 +138,7 @@ TEST(BrazeTuneTest, TunesADumpedProgramAndTheSessionAppliesTheWinners) {
 }
 
 TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
-  const std::string dir = TempDir();
+  const std::string dir = MakeTempDir("braze_tune_test_");
   std::ofstream(dir + "/broken.cluster") << "braze-cluster 1\nname c\ninput 0 f32 [4\n";
   std::string output;
   EXPECT_EQ(RunTool("--budget=5 --out=" + dir + "/out " + dir, &output), 1) << output;

@@ -112,7 +112,8 @@ bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
 }
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 // The .cluster files named, or found in the directories named, sorted.
@@ -196,10 +197,10 @@ class ProgressBar {
     const double by_rate = done > 0 ? elapsed / done * (total_ - done) : budget_s_;
     const double eta = std::min(by_rate, budget_s_ - elapsed);
     const int width = 30, filled = std::min(width, width * done / total_);
-    const std::string line = absl::StrFormat(
-        "[%s%s] %d/%d candidates, %s elapsed, ETA %s  %s", std::string(filled, '#'),
-        std::string(width - filled, '.'), done, total_, Duration(elapsed), Duration(eta),
-        what.substr(0, 60));
+    const std::string line =
+        absl::StrFormat("[%s%s] %d/%d candidates, %s elapsed, ETA %s  %s", std::string(filled, '#'),
+                        std::string(width - filled, '.'), done, total_, Duration(elapsed),
+                        Duration(eta), what.substr(0, 60));
     std::fprintf(stderr, tty_ ? "\r%-130s" : "%s\n", line.c_str());
     std::fflush(stderr);
   }
@@ -216,15 +217,16 @@ class ProgressBar {
 
 int Run(const Flags& flags) {
   SetLogSink([](LogSeverity severity, int, std::string_view text) {
-    if (severity != LogSeverity::kInfo) std::fprintf(stderr, "\nbraze-tune: %.*s\n",
-                                                     static_cast<int>(text.size()), text.data());
+    if (severity != LogSeverity::kInfo)
+      std::fprintf(stderr, "\nbraze-tune: %.*s\n", static_cast<int>(text.size()), text.data());
   });
   if (mkdir(flags.out.c_str(), 0755) != 0 && errno != EEXIST) {
     std::fprintf(stderr, "braze-tune: cannot create %s\n", flags.out.c_str());
     return 2;
   }
   const std::string journal_path = flags.out + "/tune.journal";
-  const std::set<std::string> done = flags.force ? std::set<std::string>() : JournalKeys(journal_path);
+  const std::set<std::string> done =
+      flags.force ? std::set<std::string>() : JournalKeys(journal_path);
   TuneOptions options;
   options.threads = flags.threads;
   options.runs = flags.runs;
@@ -251,8 +253,10 @@ int Run(const Flags& flags) {
     }
     tuners.push_back(*std::move(tuner));
   }
-  std::printf("braze-tune: %zu clusters to tune (%d done in an earlier run, %d unreadable), "
-              "budget %s\n", tuners.size(), skipped, bad, Duration(flags.budget_s).c_str());
+  std::printf(
+      "braze-tune: %zu clusters to tune (%d done in an earlier run, %d unreadable), "
+      "budget %s\n",
+      tuners.size(), skipped, bad, Duration(flags.budget_s).c_str());
   int total = 0;
   for (const auto& t : tuners) total += t->PlannedCandidates();
   ProgressBar bar(total, flags.budget_s);
@@ -270,7 +274,8 @@ int Run(const Flags& flags) {
     }
     const Clock::time_point deadline = Clock::now() + left / static_cast<int>(tuners.size() - i);
     ClusterTuner& t = *tuners[i];
-    const std::string tag = absl::StrCat("cluster ", i + 1, "/", tuners.size(), " (", t.key_hash(), ")");
+    const std::string tag =
+        absl::StrCat("cluster ", i + 1, "/", tuners.size(), " (", t.key_hash(), ")");
     ClusterResult r = t.Tune(deadline, [&](int n, const Measured& m) {
       bar.Update(measured_before + n, absl::StrCat(tag, ": ", m.label));
     });
@@ -306,8 +311,9 @@ int Run(const Flags& flags) {
     std::ofstream journal(journal_path, std::ios::app);
     journal << r.key_hash << " " << r.baseline.median_ms << " "
             << (store ? r.best_stored.median_ms : r.baseline.median_ms) << " "
-            << (store ? ParamsSummary(r.best_stored.params)
-                      : r.baseline.error.empty() ? "default kept" : "failed")
+            << (store                      ? ParamsSummary(r.best_stored.params)
+                : r.baseline.error.empty() ? "default kept"
+                                           : "failed")
             << "\n";
     if (!journal.flush()) {
       std::fprintf(stderr, "\nbraze-tune: cannot append to %s\n", journal_path.c_str());
@@ -319,8 +325,8 @@ int Run(const Flags& flags) {
     std::printf("braze-tune: %d clusters not finished within the budget: run again to go on\n",
                 unfinished);
   }
-  std::printf("\n%-18s %-34s %12s %12s %8s  %s\n", "cluster (key)", "ops", "default ms",
-              "tuned ms", "speedup", "schedule");
+  std::printf("\n%-18s %-34s %12s %12s %8s  %s\n", "cluster (key)", "ops", "default ms", "tuned ms",
+              "speedup", "schedule");
   for (size_t i = 0; i < results.size(); ++i) {
     const ClusterResult& r = results[i];
     const std::string ops = r.ops.size() > 34 ? r.ops.substr(0, 31) + "..." : r.ops;
@@ -332,14 +338,16 @@ int Run(const Flags& flags) {
     const double tuned = stored[i] ? r.best_stored.median_ms : r.baseline.median_ms;
     std::printf("%-18s %-34s %12.4f %12.4f %7.2fx  %s%s\n", r.key_hash.c_str(), ops.c_str(),
                 r.baseline.median_ms, tuned, r.baseline.median_ms / tuned,
-                (stored[i] ? ParamsSummary(r.best_stored.params)
+                (stored[i]    ? ParamsSummary(r.best_stored.params)
                  : r.complete ? std::string("default kept")
                               : std::string("default kept so far"))
                     .c_str(),
                 r.complete ? "" : " (search cut short by the budget: not journaled)");
     if (!r.signed_mismatch.empty()) {
-      std::printf("%18s   checked on positive inputs: on signed ones the default schedule "
-                  "itself disagreed (%s)\n", "", r.signed_mismatch.substr(0, 120).c_str());
+      std::printf(
+          "%18s   checked on positive inputs: on signed ones the default schedule "
+          "itself disagreed (%s)\n",
+          "", r.signed_mismatch.substr(0, 120).c_str());
     }
     for (const Measured& m : r.rejected) {
       std::printf("%18s   rejected %s: %s\n", "", m.label.c_str(), m.error.substr(0, 160).c_str());

@@ -34,15 +34,15 @@ struct Axis {
 
 std::vector<Axis> AxesFor(bool matmul, bool reduction) {
   std::vector<Axis> axes = {
-      {"tasks_per_thread", {1, 2, 8, 16}, [](ScheduleParams& p, int64_t v) {
-         p.tasks_per_thread = static_cast<int>(v);
-       }},
-      {"vector_factor", {2, 4}, [](ScheduleParams& p, int64_t v) {
-         p.vector_factor = static_cast<int>(v);
-       }},
-      {"min_parallel_work", {4096, 1 << 18}, [](ScheduleParams& p, int64_t v) {
-         p.min_parallel_work = v;
-       }},
+      {"tasks_per_thread",
+       {1, 2, 8, 16},
+       [](ScheduleParams& p, int64_t v) { p.tasks_per_thread = static_cast<int>(v); }},
+      {"vector_factor",
+       {2, 4},
+       [](ScheduleParams& p, int64_t v) { p.vector_factor = static_cast<int>(v); }},
+      {"min_parallel_work",
+       {4096, 1 << 18},
+       [](ScheduleParams& p, int64_t v) { p.min_parallel_work = v; }},
   };
   if (matmul) {
     axes.push_back({"matmul_vectors", {1, 2, 4}, [](ScheduleParams& p, int64_t v) {
@@ -59,12 +59,10 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
     axes.push_back({"row_lanes", {1, 4}, [](ScheduleParams& p, int64_t v) {
                       p.row_lanes = static_cast<int>(v);
                     }});
-    axes.push_back({"row_pipeline", {0}, [](ScheduleParams& p, int64_t v) {
-                      p.row_pipeline = v != 0;
-                    }});
-    axes.push_back({"row_materialize", {0}, [](ScheduleParams& p, int64_t v) {
-                      p.row_materialize = v != 0;
-                    }});
+    axes.push_back(
+        {"row_pipeline", {0}, [](ScheduleParams& p, int64_t v) { p.row_pipeline = v != 0; }});
+    axes.push_back(
+        {"row_materialize", {0}, [](ScheduleParams& p, int64_t v) { p.row_materialize = v != 0; }});
   }
   return axes;
 }
@@ -134,7 +132,7 @@ absl::Status ClusterTuner::MakeInputs(double lo, double hi) {
 }
 
 int ClusterTuner::PlannedCandidates() const {
-  int n = 2;  // the baseline and the template at its default factors
+  int n = 2;               // the baseline and the template at its default factors
   if (!symbolic_) n += 2;  // Adams2019, Mullapudi2016: their splits assume fixed sizes
   for (const Axis& a : AxesFor(has_matmul_, has_reduction_)) n += a.values.size();
   return n;

@@ -21,35 +21,35 @@ namespace braze {
 namespace tune {
 
 struct TuneOptions {
-  int threads = 0;     // Halide worker threads while timing; 0: all cores
-  int runs = 7;        // timed samples per candidate; the median counts
-  double min_sample_ms = 2;  // a sample repeats the kernel until this much time passed
+  int threads = 0;                  // Halide worker threads while timing; 0: all cores
+  int runs = 7;                     // timed samples per candidate; the median counts
+  double min_sample_ms = 2;         // a sample repeats the kernel until this much time passed
   double rtol = 2e-3, atol = 2e-4;  // as verify mode: atol * max(1, max|ref|) + rtol * |ref|
 };
 
 // One candidate, measured.
 struct Measured {
-  std::string label;          // "default (Adams2019)", "SafeDefault tasks_per_thread=8"
-  bool stored = false;        // false: the default schedule (no stored entry)
+  std::string label;    // "default (Adams2019)", "SafeDefault tasks_per_thread=8"
+  bool stored = false;  // false: the default schedule (no stored entry)
   ScheduleParams params;
   double median_ms = 0;
-  std::string error;          // non-empty: compile failed, result wrong, or refused
+  std::string error;                       // non-empty: compile failed, result wrong, or refused
   std::shared_ptr<CompiledKernel> kernel;  // kept for the final head-to-head
 };
 
 struct ClusterResult {
   std::string key_hash, name, ops, inputs;
-  Measured baseline;          // the schedule the runtime picks without a stored entry
-  Measured best;              // the fastest correct candidate (maybe the baseline)
-  Measured best_stored;       // the fastest correct stored candidate (not the baseline)
-  int candidates = 0;         // how many were measured
-  bool complete = false;      // the search tried every candidate (no deadline cut it)
+  Measured baseline;      // the schedule the runtime picks without a stored entry
+  Measured best;          // the fastest correct candidate (maybe the baseline)
+  Measured best_stored;   // the fastest correct stored candidate (not the baseline)
+  int candidates = 0;     // how many were measured
+  bool complete = false;  // the search tried every candidate (no deadline cut it)
   // The inputs the candidates were checked on: "signed" (uniform in [-2, 2]), or
   // "positive" (in [0.5, 1.5]) when the default schedule itself disagreed with the
   // reference kernels on signed ones (an ill-conditioned cluster: a comparison with a
   // value near 0, a division by a difference near 0).
   std::string inputs_used;
-  std::string signed_mismatch;  // the default's disagreement on signed inputs, if any
+  std::string signed_mismatch;     // the default's disagreement on signed inputs, if any
   std::vector<Measured> rejected;  // wrong results or compile failures
 };
 
