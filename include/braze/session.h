@@ -58,6 +58,14 @@ struct SessionOptions {
   // default because it changes NaN results: cuBLASLt's ReLU is max(x, 0), which turns
   // a NaN pre-activation into 0, while braze::Relu (reference, Halide) keeps the NaN.
   bool cuda_relu_epilogue = false;
+  // MatMul/BatchMatMul on the CPU: kLibrary (default) computes each f32 one of at least
+  // 2^21 multiply-adds with oneDNN's sgemm, called from inside its cluster's Halide
+  // kernel (an extern stage, as XLA's CPU backend calls Eigen), so the ops around it
+  // stay fused in the same kernel; smaller ones, f64 ones, and every one when oneDNN is
+  // not installed (logged once), run as Braze's tiled Halide loops. kHalide: always the
+  // Halide loops. A stored schedule may also choose per cluster (docs/CPU_GEMM.md).
+  enum class CpuMatMul { kLibrary, kHalide };
+  CpuMatMul cpu_matmul = CpuMatMul::kLibrary;
   int min_cluster_size = 4;  // smallest auto-cluster (TF's default); scopes: any size
   int max_cluster_size = 1 << 20;
   // A cluster is one Halide pipeline with one schedule. As XLA's fusion pass never puts

@@ -95,7 +95,7 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
       "target=", target.ok() ? *target : "?", ";sched=",
       gpu ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@", options.device.ToString())
           : std::string(SchedulerName(options.scheduler)),
-      ";threads=", options.num_threads, ";args=");
+      ";threads=", options.num_threads, options.cpu_gemm_library ? "" : ";matmul=halide", ";args=");
   // A symbolic dim enters as its class ("s0"), not its size: one kernel serves them all;
   // a class estimated below kMinSymbolicExtent is "t0", the kernel for sizes 1 to 15.
   for (size_t i = 0; i < spec.input_types.size(); ++i) {

@@ -27,6 +27,7 @@
 #include "compile/disk_cache.h"
 #include "compile/gpu_scheduling.h"
 #include "device/backend.h"
+#include "device/cpu_gemm.h"
 #include "device/device_tensor_impl.h"
 #include "device/halide_util.h"
 #include "device/jit_memory.h"
@@ -434,6 +435,39 @@ std::vector<Attempt> Attempts(const CompileOptions& options, SchedulerKind first
   return attempts;
 }
 
+// How an attempt lowers: the CPU GEMM library takes the big f32 matmuls under the CPU
+// safe default (the autoschedulers and GPU schedules plan their own loops), unless the
+// options or the stored schedule turn it off or no library loads.
+lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& attempt, bool gpu,
+                                int parallelism) {
+  lower::LowerOptions lo;
+  const bool wanted = options.cpu_gemm_library && !gpu &&
+                      attempt.kind == SchedulerKind::kSafeDefault &&
+                      (attempt.stored == nullptr || attempt.stored->params.matmul_library);
+  if (!wanted) return lo;
+  const absl::Status available = CpuGemmAvailable();
+  if (!available.ok()) {
+    static std::once_flag once;  // not silent, but once per process, not per cluster
+    std::call_once(once, [&] { LogWarning(std::string(available.message())); });
+    return lo;
+  }
+  lo.library_gemm_min_work = kLibraryGemmMinWork;
+  lo.library_gemm_threads = parallelism;
+  return lo;
+}
+
+// A pipeline calling the CPU GEMM library gets the extern's address from us: Braze's
+// static libraries export no symbols for Halide's JIT linker to find.
+void InstallLibraryExterns(const LoweredCluster& lowered, Halide::Pipeline& pipeline) {
+  if (!lowered.calls_library) return;
+  const Halide::Type buffer = Halide::type_of<halide_buffer_t*>();
+  const Halide::ExternSignature signature(
+      Halide::Int(32), false,
+      {buffer, buffer, Halide::Int(32), Halide::Int(32), Halide::Int(32), Halide::Int(32), buffer});
+  pipeline.set_jit_externs({{kCpuGemmF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
+                                                    CpuGemmF32Address(), signature))}});
+}
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -555,13 +589,16 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     const std::string what = attempt.stored != nullptr
                                  ? absl::StrCat("stored schedule ", attempt.stored->path)
                                  : std::string(SchedulerName(kind));
+    const lower::LowerOptions lowering = LoweringFor(options, attempt, gpu, parallelism);
     LoweredCluster lowered;
-    if (fresh) {
+    if (fresh && lowering.library_gemm_min_work < 0) {
       lowered = std::move(first_lowering);
       fresh = false;
     } else {
-      BRAZE_ASSIGN_OR_RETURN(lowered, lower::LowerCluster(spec));
+      BRAZE_ASSIGN_OR_RETURN(lowered, lower::LowerCluster(spec, lowering));
     }
+    // Object code would need the library's symbol from the process: JIT-compiled only.
+    const bool store = !full_key.empty() && !lowered.calls_library;
     Halide::Pipeline pipeline;
     std::string schedule = "(every output is empty: nothing to compute)\n";
     std::string timing;
@@ -571,6 +608,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         device::HalideOutputCapture halide_output;
         pipeline = Halide::Pipeline(lowered.info.outputs);
         backend.InstallHandlers(&pipeline.jit_handlers());
+        InstallLibraryExterns(lowered, pipeline);
         const auto t0 = std::chrono::steady_clock::now();
         schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism,
                                   attempt.stored ? &attempt.stored->params : nullptr);
@@ -579,16 +617,16 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         CheckLowered(lowered, pipeline, target);
         const double check_ms = MsSince(t1);
         const auto t2 = std::chrono::steady_clock::now();
-        if (!full_key.empty()) {
+        if (store) {
           pipeline.compile_to_object(
               object_path, ArgumentsOf(lowered), "braze_kernel",
               target.without_feature(Halide::Target::JIT).with_feature(Halide::Target::NoRuntime));
         } else {
           pipeline.compile_jit(target);
         }
-        timing = absl::StrFormat("// schedule %.1f ms, check %.1f ms, %s %.1f ms\n", schedule_ms,
-                                 check_ms, full_key.empty() ? "compile_jit" : "compile_to_object",
-                                 MsSince(t2));
+        timing =
+            absl::StrFormat("// schedule %.1f ms, check %.1f ms, %s %.1f ms\n", schedule_ms,
+                            check_ms, store ? "compile_to_object" : "compile_jit", MsSince(t2));
         return absl::OkStatus();
       });
       if (!s.ok()) {
@@ -609,7 +647,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         "// ", gpu ? options.device.ToString() + ": " : "",
         attempt.stored ? absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params)) : what,
         "\n", timing, schedule);
-    if (!full_key.empty() && !lowered.info.outputs.empty()) {
+    if (store && !lowered.info.outputs.empty()) {
       disk_cache::KernelLayout layout{
           lowered.input_elided, lowered.pipeline_output, lowered.output_types, kind, failures,
           schedule_text};
@@ -634,6 +672,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       if (!jit.ok()) return jit;
     }
     if (!object_path.empty()) std::remove(object_path.c_str());
+    if (!full_key.empty() && lowered.calls_library) {
+      disk_note = "not stored in the disk cache: it calls the CPU GEMM library";
+    }
     auto kernel =
         std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline), target,
                                        options.num_threads, kind, failures, schedule_text, gpu);

@@ -41,7 +41,17 @@ struct CompileOptions {
   // names an autoscheduler for a symbolic cluster) one warning names its file and the
   // chain runs as without it.
   std::optional<StoredSchedule> stored_schedule;
+  // CPU safe-default kernels: an f32 MatMul/BatchMatMul of at least
+  // kLibraryGemmMinWork multiply-adds calls the CPU GEMM library (device/cpu_gemm.h)
+  // from inside the pipeline when it loads (SessionOptions::cpu_matmul; a stored
+  // schedule's matmul_library can turn it off per cluster).
+  bool cpu_gemm_library = true;
 };
+
+// The least batch * m * n * k for which a matmul calls the CPU GEMM library: below it
+// the library's fixed cost (threads woken, packing) exceeds Braze's own tiled loops
+// (bench/RESULTS.md: at 64^3 dnnl_sgemm took 39 us against OpenBLAS' 5).
+inline constexpr int64_t kLibraryGemmMinWork = int64_t{1} << 21;
 
 // A kernel argument: a tensor in host memory or in a device's memory (one is set).
 struct KernelArg {

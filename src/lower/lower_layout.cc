@@ -35,13 +35,15 @@ Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor
   // Halide allocated the device copy and never filled it (Const on OpenCL read garbage).
   buffer.set_host_dirty(true);
   const Shape shape = value.shape();
-  return Define(ctx, name, value.dtype(), shape, [&](const std::vector<Expr>& index) {
+  Value v = Define(ctx, name, value.dtype(), shape, [&](const std::vector<Expr>& index) {
     Expr flat = 0;
     for (size_t d = 0; d < index.size(); ++d) {
       flat = d == 0 ? index[d] : flat * static_cast<int>(shape[d]) + index[d];
     }
     return buffer(flat);
   });
+  v.const_value = &value;
+  return v;
 }
 
 Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x,

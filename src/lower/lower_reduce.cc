@@ -17,8 +17,10 @@
 // update needs a comparison, so it is the one that may run serially.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
+#include "device/cpu_gemm.h"
 #include "lower/lower_ops.h"
 
 namespace braze {
@@ -217,6 +219,73 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
                 [acc_value](const std::vector<Expr>& index) { return At(acc_value, index); });
 }
 
+namespace {
+
+// The matmul as an extern stage calling the CPU GEMM library (device/cpu_gemm.h), which
+// reads each operand as a stored buffer: a cluster input is handed over in place, any
+// other operand is a Func the schedule stores (Stage::operands).
+Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
+                         const Value& a, const Value& b, const TensorType& out, const Expr& k_size,
+                         int64_t k_extent) {
+  std::vector<schedule::Stage::Operand> operands;
+  auto argument = [&](Value v, const std::string& suffix) -> Halide::ExternFuncArgument {
+    if (v.param.defined()) return v.param;
+    const HostTensor* c = v.const_value;
+    if (c != nullptr && c->shape() == v.shape && c->dtype() == v.dtype) {
+      // A Const: a dense buffer of its own, in Halide's dim order, rather than a copy
+      // computed from the flat one at every run.
+      std::vector<int> extents;
+      for (auto d = v.shape.rbegin(); d != v.shape.rend(); ++d) {
+        extents.push_back(static_cast<int>(*d));
+      }
+      Halide::Buffer<> buffer(HalideType(v.dtype), extents, ctx.UniqueName(name + suffix));
+      std::memcpy(buffer.data(), c->raw_data(), c->num_bytes());
+      buffer.set_host_dirty(true);
+      return buffer;
+    }
+    if (v.inline_body) {
+      const std::vector<int> sym = v.sym;
+      v = Define(ctx, name + suffix, v.dtype, v.shape,
+                 [src = v](const std::vector<Expr>& i) { return At(src, i); });
+      v.sym = sym;
+    }
+    std::vector<Expr> extents;
+    for (size_t d = v.shape.size(); d-- > 0;) extents.push_back(ctx.Extent(v, d));
+    operands.push_back(
+        {v.func, HalideExtents(v.shape), false, HalideSymbolic(v.sym, v.shape.size()), extents});
+    return v.func;
+  };
+  const int rank = static_cast<int>(out.shape.size());
+  Halide::Func gemm(ctx.UniqueName(name));
+  gemm.define_extern(kCpuGemmF32Symbol,
+                     {argument(a, "_a"), argument(b, "_b"), Expr(attrs.transpose_a ? 1 : 0),
+                      Expr(attrs.transpose_b ? 1 : 0), Halide::cast<int32_t>(k_size),
+                      Expr(ctx.library_gemm_threads)},
+                     Halide::Float(32), rank);
+  ctx.calls_library = true;
+  schedule::Stage stage;
+  stage.kind = schedule::StageKind::kLibraryMatMul;
+  stage.acc = gemm;
+  stage.result = gemm;
+  stage.extents = HalideExtents(out.shape);
+  stage.reduction_extent = k_extent;
+  stage.operands = std::move(operands);
+  ctx.stages().push_back(stage);
+  Value result;
+  result.func = gemm;
+  result.dtype = out.dtype;
+  result.shape = out.shape;
+  return result;
+}
+
+// LowerOptions::library_gemm_min_work: f32, and enough work to pay for the call.
+bool UseLibrary(const LoweringContext& ctx, const TensorType& out, int64_t k_extent) {
+  if (ctx.library_gemm_min_work < 0 || out.dtype != DType::kF32) return false;
+  return NumElements(out.shape) * k_extent >= ctx.library_gemm_min_work;
+}
+
+}  // namespace
+
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                   const Value& a_in, const Value& b_in, const TensorType& out) {
   Value a = Materialize(ctx, name + "_a", a_in);
@@ -227,6 +296,9 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   if (k_extent == 0) return Fill(out.dtype, out.shape, 0);
   const Expr k_size = ctx.Extent(a, k_dim);
   const bool k_symbolic = SymbolOf(a, k_dim) >= 0;
+  if (UseLibrary(ctx, out, k_extent)) {
+    return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent);
+  }
 
   // The k loop reads every operand element n (or m) times. An operand that computes
   // something (a ReLU mask, a scale) becomes a Func of its own, so a schedule can

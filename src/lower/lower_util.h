@@ -19,6 +19,7 @@
 #include "Halide.h"
 #include "absl/status/status.h"
 #include "braze/dtype.h"
+#include "braze/host_tensor.h"
 #include "device/halide_util.h"
 #include "schedule/pipeline_info.h"
 
@@ -43,6 +44,9 @@ struct Value {
   // Symbolic shapes: per row-major dim, the symbol class of a symbolic dim, or -1;
   // empty: every dim is concrete. LoweringContext::Extent gives a dim's extent.
   std::vector<int> sym;
+  // A multi-element Const's data (the graph's, alive while lowering), for a consumer that
+  // takes whole buffers (the library GEMM): it gets its own copy, not the Func's reads.
+  const HostTensor* const_value = nullptr;
 };
 
 // The class of `v`'s row-major dim d, or -1 when it is concrete.
@@ -85,6 +89,11 @@ std::vector<Halide::Expr> BroadcastIndex(const Shape& in, const Shape& out,
 // which the safe default schedule must place.
 class LoweringContext {
  public:
+  // LowerOptions' library GEMM settings (lowering.h).
+  int64_t library_gemm_min_work = -1;
+  int library_gemm_threads = 0;
+  bool calls_library = false;  // some MatMul became a library call
+
   std::string UniqueName(const std::string& base);
   std::vector<schedule::Stage>& stages() { return stages_; }
   // Symbolic shapes: the extent of each symbol class (an input buffer's extent).

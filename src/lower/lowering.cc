@@ -170,8 +170,10 @@ absl::Status CheckSpec(const ClusterSpec& spec) {
   return absl::OkStatus();
 }
 
-absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
+absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, LoweredCluster& result) {
   LoweringContext ctx;
+  ctx.library_gemm_min_work = options.library_gemm_min_work;
+  ctx.library_gemm_threads = options.library_gemm_threads;
   std::map<ValueKey, Value> values;
   BRAZE_ASSIGN_OR_RETURN(const SymbolMap symbols, InferSymbols(spec));
 
@@ -353,6 +355,7 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
     result.info.output_symbolic.push_back(HalideSymbolic(v.sym, v.shape.size()));
   }
   result.info.stages = ctx.stages();
+  result.calls_library = ctx.calls_library;
   result.info.symbolic = !ctx.symbols().empty();
   // A class estimated below kMinSymbolicExtent: the kernel for sizes 1 to 15.
   for (size_t i = 0; i < spec.input_symbols.size() && i < spec.input_types.size(); ++i) {
@@ -368,12 +371,12 @@ absl::Status Lower(const ClusterSpec& spec, LoweredCluster& result) {
 
 }  // namespace
 
-absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec) {
+absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec, const LowerOptions& options) {
   BRAZE_RETURN_IF_ERROR(CheckSpec(spec));
   LoweredCluster result;
   BRAZE_RETURN_IF_ERROR(CatchHalideErrors(spec.name + ": lowering failed",
                                           absl::StatusCode::kInternal,
-                                          [&] { return Lower(spec, result); }));
+                                          [&] { return Lower(spec, options, result); }));
   return result;
 }
 

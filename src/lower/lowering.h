@@ -42,11 +42,25 @@ struct LoweredCluster {
   // A multi-element Const is a Halide buffer embedded in the pipeline (scalars are
   // literals): such a pipeline is JIT-compiled only (compile/compile.cc says why).
   bool embeds_constants = false;
+  // Some MatMul is an extern stage calling the CPU GEMM library (device/cpu_gemm.h):
+  // the pipeline needs that symbol (Pipeline::set_jit_externs), and its object code
+  // would need it from the process, so it is JIT-compiled only.
+  bool calls_library = false;
+};
+
+struct LowerOptions {
+  // An f32 MatMul/BatchMatMul doing at least this many multiply-adds (batch * m * n * k,
+  // at the estimate for symbolic dims) becomes an extern stage calling the CPU GEMM
+  // library instead of Braze's Halide loops; < 0: none does (GPU targets, the
+  // autoschedulers, no library, SessionOptions::cpu_matmul = kHalide).
+  int64_t library_gemm_min_work = -1;
+  int library_gemm_threads = 0;  // the library's thread count; 0: its default
 };
 
 // Lowers `spec`. Fresh Funcs every call: a schedule that failed may have left
 // directives on the previous ones. Never throws; Halide errors become a Status.
-absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec);
+absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec,
+                                            const LowerOptions& options = {});
 
 }  // namespace lower
 }  // namespace braze

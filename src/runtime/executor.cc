@@ -568,9 +568,11 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
   if (!schedule_dirs.empty() && copts.device.kind == Device::Kind::kCpu &&
       copts.scheduler == SchedulerKind::kAuto) {
     // Threads do not enter the stored schedule's key (its factors are per thread): the
-    // key under default options, which is `key` itself unless a thread count was set.
-    const std::string lookup =
-        ScheduleKeyHash(copts.num_threads == 0 ? key : ClusterKey(spec, CompileOptions()));
+    // key under default options, which is `key` itself unless a thread count was set
+    // or the GEMM library turned off.
+    const std::string lookup = ScheduleKeyHash(copts.num_threads == 0 && copts.cpu_gemm_library
+                                                   ? key
+                                                   : ClusterKey(spec, CompileOptions()));
     static const absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
     if (target.ok()) with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup, *target);
     if (with->stored_schedule) {
@@ -652,6 +654,7 @@ std::vector<TensorType> KernelSignature(std::vector<TensorType> types,
 CompileOptions Executor::CompileOptionsFor(const Step& step) const {
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
   if (step.space == Space::kDevice) copts.device = step.device;
+  copts.cpu_gemm_library = options_.cpu_matmul == SessionOptions::CpuMatMul::kLibrary;
   return copts;
 }
 

@@ -83,6 +83,7 @@ std::vector<Halide::Func> ComparedReductionOperands(const PipelineInfo& info) {
   std::vector<Halide::Func> result;
   std::set<std::string> chosen;
   for (const Stage& s : info.stages) {
+    if (s.kind == StageKind::kLibraryMatMul) continue;  // an extern stage: no update
     // The Funcs the update reads directly: storing those stores everything inlined
     // into them too, once.
     std::set<std::string> all;  // every Func counts as stored: no recursion

@@ -44,6 +44,10 @@ enum class StageKind {
   kReduction,  // Sum/Mean/Max/Min: `acc` reduces over an RDom (float Max/Min: a Tuple)
   kArgMax,     // `acc` is the smallest index holding the maximum
   kMatMul,     // `acc` (+= over k) is read only by `result`, a pure copy of it
+  // An extern stage calling the CPU GEMM library (device/cpu_gemm.h): `acc` and
+  // `result` are the extern Func, which must be stored (compute_root), as must the
+  // `operands` it is handed (a cluster input is handed over in place, not listed).
+  kLibraryMatMul,
 };
 
 struct Stage {
@@ -57,15 +61,18 @@ struct Stage {
     Extents extents;
     bool transpose = false;  // b^T repacked: a transpose of its source
     Symbolic symbolic;       // of extents
+    // kLibraryMatMul: each dim's run-time extent (Halide order), which bounds the
+    // stored operand: Halide cannot see through the extern stage's bounds query.
+    std::vector<Halide::Expr> extent_exprs;
   };
   std::vector<Operand> operands;
-  Halide::RDom rdom;             // the update's reduction domain
-  Extents extents;               // of acc (and result)
-  Symbolic symbolic;             // of extents
+  Halide::RDom rdom;  // the update's reduction domain
+  Extents extents;    // of acc (and result)
+  Symbolic symbolic;  // of extents
   // The run-time extent of each symbolic dim of acc (Halide order; undefined for a
   // constant dim; empty when none is symbolic): what bound() may use for them.
   std::vector<Halide::Expr> symbolic_extents;
-  int64_t reduction_extent = 1;  // product of the RDom extents (an estimate when symbolic)
+  int64_t reduction_extent = 1;     // product of the RDom extents (an estimate when symbolic)
   bool reduction_symbolic = false;  // some RDom extent is symbolic
   // True when the RDom walks the input's innermost (contiguous) dim, so vectorizing the
   // update over acc's dim 0 would turn contiguous loads into gathers.

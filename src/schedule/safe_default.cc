@@ -590,6 +590,25 @@ class SafeScheduler {
     *tile_y = *tile_y / *strip * *strip;
   }
 
+  // The library GEMM's extern stage and the operands it is handed are stored whole:
+  // Halide passes an extern stage buffers, never values computed on demand.
+  void LibraryMatMul(const Stage& s, const std::set<std::string>& materialized) {
+    for (const Stage::Operand& o : s.operands) {
+      Func f = o.func;
+      if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
+        continue;
+      }
+      f.compute_root();
+      BoundToExtents(f, o.extents, o.symbolic, o.extent_exprs);
+      log_ << f.name() << ": library matmul operand, compute_root bound to its extents\n";
+      Pointwise(f, o.extents, o.symbolic);
+    }
+    Func gemm = s.result;
+    gemm.compute_root();
+    log_ << gemm.name() << ": extern " << gemm.function().extern_function_name()
+         << " (the CPU GEMM library), compute_root\n";
+  }
+
   // docs/HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
   // accumulator is computed per strip so its 3x4 vectors stay in registers across the
   // k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
@@ -690,14 +709,17 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
       case StageKind::kMatMul:
         s.MatMul(stage, materialized);
         break;
+      case StageKind::kLibraryMatMul:
+        s.LibraryMatMul(stage, materialized);
+        break;
     }
   }
   for (size_t i = 0; i < info.outputs.size(); ++i) {
     // A MatMul result that is also an output already has its tiled schedule.
     bool scheduled = false;
     for (const Stage& stage : info.stages) {
-      scheduled |=
-          stage.kind == StageKind::kMatMul && stage.result.name() == info.outputs[i].name();
+      scheduled |= (stage.kind == StageKind::kMatMul || stage.kind == StageKind::kLibraryMatMul) &&
+                   stage.result.name() == info.outputs[i].name();
     }
     if (!scheduled) {
       s.Pointwise(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i), true);

@@ -82,7 +82,7 @@ std::optional<std::string> ReadFile(const std::string& path) {
 
 bool ScheduleParams::operator==(const ScheduleParams& o) const {
   if (scheduler != o.scheduler || row_pipeline != o.row_pipeline ||
-      row_materialize != o.row_materialize) {
+      row_materialize != o.row_materialize || matmul_library != o.matmul_library) {
     return false;
   }
   for (const IntKnob& k : IntKnobs()) {
@@ -100,6 +100,7 @@ std::string ParamsSummary(const ScheduleParams& params) {
   }
   if (!params.row_pipeline) absl::StrAppend(&s, " row_pipeline=false");
   if (!params.row_materialize) absl::StrAppend(&s, " row_materialize=false");
+  if (!params.matmul_library) absl::StrAppend(&s, " matmul_library=false");
   return s;
 }
 
@@ -135,6 +136,7 @@ std::string FormatStoredSchedule(const StoredSchedule& e) {
   for (const IntKnob& k : IntKnobs()) absl::StrAppend(&text, k.name, ": ", k.Get(e.params), "\n");
   absl::StrAppend(&text, "row_pipeline: ", e.params.row_pipeline ? "true" : "false", "\n");
   absl::StrAppend(&text, "row_materialize: ", e.params.row_materialize ? "true" : "false", "\n");
+  absl::StrAppend(&text, "matmul_library: ", e.params.matmul_library ? "true" : "false", "\n");
   return text;
 }
 
@@ -193,11 +195,13 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
       }
       e.params.scheduler = *kind;
       has_scheduler = true;
-    } else if (name == "row_pipeline" || name == "row_materialize") {
+    } else if (name == "row_pipeline" || name == "row_materialize" || name == "matmul_library") {
       if (value != "true" && value != "false") {
         return error(absl::StrCat(name, " must be true or false, got '", value, "'"));
       }
-      (name == "row_pipeline" ? e.params.row_pipeline : e.params.row_materialize) = value == "true";
+      (name == "row_pipeline"      ? e.params.row_pipeline
+       : name == "row_materialize" ? e.params.row_materialize
+                                   : e.params.matmul_library) = value == "true";
     } else {
       const IntKnob* knob = nullptr;
       for (const IntKnob& k : IntKnobs()) {

@@ -46,6 +46,7 @@ struct ScheduleParams {
   int row_lanes = 2;                    // row reductions: rfactor lanes = width x 1, 2, 4
   bool row_pipeline = true;             // reductions computed per output row
   bool row_materialize = true;          // a row's shared math values computed once per row
+  bool matmul_library = true;           // a big f32 matmul calls the CPU GEMM library
 
   bool operator==(const ScheduleParams& o) const;
   bool operator!=(const ScheduleParams& o) const { return !(*this == o); }

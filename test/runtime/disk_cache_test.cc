@@ -20,9 +20,11 @@
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/reference_check.h"
 #include "compile/cluster_key.h"
 #include "compile/compile.h"
 #include "compile/compile_cache.h"
+#include "device/cpu_gemm.h"
 #include "device/jit_memory.h"
 #include "runtime/flags.h"
 
@@ -219,7 +221,9 @@ TEST_F(DiskCacheTest, IntermediatesGoThroughTheBufferCache) {
     JitScope scope(g);
     y = Relu(MatMul(a, b) + 0.5);
   }
-  Session session(g);
+  SessionOptions options;
+  options.cpu_matmul = SessionOptions::CpuMatMul::kHalide;  // a library GEMM is not stored
+  Session session(g, options);
   const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {256, 256}, 5)},
                        {b, HostTensor::RandomUniform(DType::kF32, {256, 256}, 4)}};
   ASSERT_TRUE(session.Run(feeds, {y}).ok());
@@ -229,6 +233,42 @@ TEST_F(DiskCacheTest, IntermediatesGoThroughTheBufferCache) {
   const device::JitMemoryStats after = device::GetJitMemoryStats();
   EXPECT_GT(after.allocations, before.allocations);
   EXPECT_GT(after.reused, before.reused);
+}
+
+// A kernel calling the CPU GEMM library (docs/CPU_GEMM.md) is JIT-compiled and not
+// stored: its object code would need the extern's symbol from the process.
+TEST_F(DiskCacheTest, AKernelCallingTheGemmLibraryIsJitCompiledAndNotStored) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {131, 257}, "a");
+  Tensor b = Placeholder(g, DType::kF32, {257, 127}, "b");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Relu(MatMul(a, b) + 0.5);
+  }
+  const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {131, 257}, 5)},
+                       {b, HostTensor::RandomUniform(DType::kF32, {257, 127}, 4)}};
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  std::vector<std::string> infos;
+  SetLogSink([&](LogSeverity severity, int, std::string_view text) {
+    if (severity == LogSeverity::kInfo) infos.emplace_back(text);
+  });
+  for (int process = 0; process < 2; ++process) {
+    CompileCache::Global().Clear();
+    Session session(g);
+    auto got = session.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    testing_util::ExpectMatchesReference(g, feeds, {y}, *got);
+    EXPECT_EQ(session.stats().disk_cache_hits, 0);
+  }
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  SetLogSink(nullptr);
+  EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
+  ASSERT_FALSE(infos.empty());
+  EXPECT_THAT(infos[0], HasSubstr("not stored in the disk cache: it calls the CPU GEMM library"));
 }
 
 // A kernel that embeds a Const buffer is JIT-compiled and not stored: Halide 14 assumes

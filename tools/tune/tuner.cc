@@ -45,6 +45,9 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
        [](ScheduleParams& p, int64_t v) { p.min_parallel_work = v; }},
   };
   if (matmul) {
+    // First: with the library GEMM (the default) the tile knobs below change nothing.
+    axes.push_back(
+        {"matmul_library", {0}, [](ScheduleParams& p, int64_t v) { p.matmul_library = v != 0; }});
     axes.push_back({"matmul_vectors", {1, 2, 4}, [](ScheduleParams& p, int64_t v) {
                       p.matmul_vectors = static_cast<int>(v);
                     }});

@@ -1,0 +1,296 @@
+// CPU GEMMs through oneDNN; see cpu_gemm.h.
+//
+// Halide buffers are column-major in Halide's dim order, which is Braze's row-major:
+// dim 0 is a row's contiguous run, dim 1's stride is the leading dimension. So a
+// Halide [n, m] buffer is the row-major m x n matrix dnnl_sgemm takes, and no operand
+// is swapped (cublas_gemm.cc, column-major, has to swap them).
+#include "device/cpu_gemm.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "HalideRuntime.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+#include <oneapi/dnnl/dnnl.h>
+#define BRAZE_HAVE_DNNL 1
+#else
+#define BRAZE_HAVE_DNNL 0
+#endif
+
+namespace braze {
+namespace {
+
+#if BRAZE_HAVE_DNNL
+// The oneDNN C functions used, looked up in the dlopen'ed library (the header gives
+// their types only).
+struct Api {
+  decltype(&dnnl_engine_create) engine_create = nullptr;
+  decltype(&dnnl_stream_create) stream_create = nullptr;
+  decltype(&dnnl_stream_wait) stream_wait = nullptr;
+  decltype(&dnnl_memory_desc_init_by_strides) memory_desc_init = nullptr;
+  decltype(&dnnl_memory_create) memory_create = nullptr;
+  decltype(&dnnl_memory_set_data_handle) set_data_handle = nullptr;
+  decltype(&dnnl_matmul_desc_init) matmul_desc_init = nullptr;
+  decltype(&dnnl_primitive_desc_create) primitive_desc_create = nullptr;
+  decltype(&dnnl_primitive_desc_destroy) primitive_desc_destroy = nullptr;
+  decltype(&dnnl_primitive_create) primitive_create = nullptr;
+  decltype(&dnnl_primitive_execute) primitive_execute = nullptr;
+  decltype(&dnnl_version) version = nullptr;
+  void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
+};
+#endif
+
+struct Library {
+  absl::Status status;
+  std::string name;
+#if BRAZE_HAVE_DNNL
+  Api api;
+  dnnl_engine_t engine = nullptr;
+#endif
+};
+
+#if BRAZE_HAVE_DNNL
+template <typename F>
+bool Find(void* handle, const char* symbol, F* fn) {
+  *fn = reinterpret_cast<F>(dlsym(handle, symbol));
+  return *fn != nullptr;
+}
+#endif
+
+const Library& Loaded() {
+  static const Library* library = [] {
+    auto* lib = new Library;
+#if !BRAZE_HAVE_DNNL
+    lib->status = absl::FailedPreconditionError(
+        "this build of Braze has no oneDNN headers (Debian's libdnnl-dev): matmuls compile as "
+        "Halide loops");
+#else
+    void* handle = nullptr;
+    for (const char* so : {"libdnnl.so.2", "libdnnl.so"}) {
+      handle = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+      if (handle != nullptr) break;
+    }
+    if (handle == nullptr) {
+      lib->status = absl::FailedPreconditionError(
+          "oneDNN is not installed (no libdnnl.so.2: Debian's libdnnl2): matmuls compile as "
+          "Halide loops");
+      return lib;
+    }
+    Api& a = lib->api;
+    const bool found = Find(handle, "dnnl_engine_create", &a.engine_create) &&
+                       Find(handle, "dnnl_stream_create", &a.stream_create) &&
+                       Find(handle, "dnnl_stream_wait", &a.stream_wait) &&
+                       Find(handle, "dnnl_memory_desc_init_by_strides", &a.memory_desc_init) &&
+                       Find(handle, "dnnl_memory_create", &a.memory_create) &&
+                       Find(handle, "dnnl_memory_set_data_handle", &a.set_data_handle) &&
+                       Find(handle, "dnnl_matmul_desc_init", &a.matmul_desc_init) &&
+                       Find(handle, "dnnl_primitive_desc_create", &a.primitive_desc_create) &&
+                       Find(handle, "dnnl_primitive_desc_destroy", &a.primitive_desc_destroy) &&
+                       Find(handle, "dnnl_primitive_create", &a.primitive_create) &&
+                       Find(handle, "dnnl_primitive_execute", &a.primitive_execute) &&
+                       Find(handle, "dnnl_version", &a.version);
+    Find(handle, "omp_set_num_threads", &a.set_threads);  // absent with oneDNN's TBB build
+    if (!found || a.engine_create(&lib->engine, dnnl_cpu, 0) != dnnl_success) {
+      lib->status = absl::FailedPreconditionError(
+          "libdnnl lacks the matmul C API of oneDNN 2 or has no CPU engine: matmuls compile "
+          "as Halide loops");
+      return lib;
+    }
+    const dnnl_version_t* v = a.version();
+    lib->name = absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch);
+#endif
+    return lib;
+  }();
+  return *library;
+}
+
+#if BRAZE_HAVE_DNNL
+// One GEMM configuration: sizes, leading dimensions, transposes and thread count (a
+// primitive's partitioning is fixed when it is created).
+struct GemmKey {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool ta, tb;
+  int threads;
+  bool operator==(const GemmKey& o) const {
+    return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
+           ta == o.ta && tb == o.tb && threads == o.threads;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const GemmKey& g) {
+    return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.threads);
+  }
+};
+
+// A matmul primitive with its memory objects and stream; one call at a time (`mu`).
+// oneDNN's matmul primitive: about 5% faster than its dnnl_sgemm at 1024^3 on AVX-512
+// (docs/CPU_GEMM.md), and ready-made after the first call of a configuration.
+struct Prepared {
+  std::mutex mu;
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_stream_t stream = nullptr;
+};
+
+// Null when oneDNN refuses the configuration.
+std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g) {
+  const Api& api = lib.api;
+  dnnl_memory_desc_t a, b, c;
+  const dnnl_dims_t a_dims = {g.m, g.k}, b_dims = {g.k, g.n}, c_dims = {g.m, g.n};
+  const dnnl_dims_t a_strides = {g.ta ? 1 : g.lda, g.ta ? g.lda : 1};
+  const dnnl_dims_t b_strides = {g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1};
+  const dnnl_dims_t c_strides = {g.ldc, 1};
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd = nullptr;
+  auto p = std::make_shared<Prepared>();
+  bool ok = api.memory_desc_init(&a, 2, a_dims, dnnl_f32, a_strides) == dnnl_success &&
+            api.memory_desc_init(&b, 2, b_dims, dnnl_f32, b_strides) == dnnl_success &&
+            api.memory_desc_init(&c, 2, c_dims, dnnl_f32, c_strides) == dnnl_success &&
+            api.matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
+            api.primitive_desc_create(&pd, &desc, nullptr, lib.engine, nullptr) == dnnl_success;
+  ok = ok && api.primitive_create(&p->primitive, pd) == dnnl_success &&
+       api.memory_create(&p->a, &a, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       api.memory_create(&p->b, &b, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       api.memory_create(&p->c, &c, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       api.stream_create(&p->stream, lib.engine, dnnl_stream_default_flags) == dnnl_success;
+  if (pd != nullptr) api.primitive_desc_destroy(pd);
+  return ok ? p : nullptr;  // a failed one's objects are a few bytes: kept, not freed
+}
+
+// The prepared primitive for `g`, made at its first use. The cache is bounded: past
+// kMaxPrepared configurations (symbolic shapes meet many) it starts again; a primitive
+// in use stays alive through its caller's reference.
+std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g) {
+  constexpr size_t kMaxPrepared = 256;
+  static std::mutex mu;
+  static auto* cache = new absl::flat_hash_map<GemmKey, std::shared_ptr<Prepared>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache->find(g);
+  if (it != cache->end()) return it->second;
+  if (cache->size() >= kMaxPrepared) cache->clear();
+  std::shared_ptr<Prepared> p = Prepare(lib, g);
+  if (p != nullptr) cache->emplace(g, p);
+  return p;
+}
+
+// out = a b on one matrix each (row-major, leading dimensions in g). False on an error.
+bool RunGemm(const Library& lib, const GemmKey& g, const float* a, const float* b, float* c) {
+  const Api& api = lib.api;
+  if (api.set_threads != nullptr && g.threads > 0) api.set_threads(g.threads);
+  std::shared_ptr<Prepared> p = Lookup(lib, g);
+  if (p == nullptr) return false;
+  std::lock_guard<std::mutex> lock(p->mu);
+  const dnnl_exec_arg_t args[] = {
+      {DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+  return api.set_data_handle(p->a, const_cast<float*>(a)) == dnnl_success &&
+         api.set_data_handle(p->b, const_cast<float*>(b)) == dnnl_success &&
+         api.set_data_handle(p->c, c) == dnnl_success &&
+         api.primitive_execute(p->primitive, p->stream, 3, args) == dnnl_success &&
+         api.stream_wait(p->stream) == dnnl_success;
+}
+#endif
+
+bool IsBoundsQuery(const halide_buffer_t* b) { return b->host == nullptr && b->device == 0; }
+
+// The address of the element at (dims 0 and 1 at their mins, `batch` for dims 2...).
+const float* At(const halide_buffer_t* b, int64_t d0, int64_t d1, const int64_t* batch) {
+  int64_t offset = (d0 - b->dim[0].min) * b->dim[0].stride;
+  offset += (d1 - b->dim[1].min) * static_cast<int64_t>(b->dim[1].stride);
+  for (int d = 2; d < b->dimensions; ++d) {
+    offset += (batch[d - 2] - b->dim[d].min) * static_cast<int64_t>(b->dim[d].stride);
+  }
+  return reinterpret_cast<const float*>(b->host) + offset;
+}
+
+void SetDim(halide_buffer_t* b, int d, int32_t min, int32_t extent) {
+  b->dim[d].min = min;
+  b->dim[d].extent = extent;
+}
+
+// The regions of a and b that out's region needs: every k, out's rows (m), columns (n)
+// and batch.
+void AnswerBoundsQuery(halide_buffer_t* a, halide_buffer_t* b, bool ta, bool tb, int32_t k,
+                       const halide_buffer_t* out) {
+  const halide_dimension_t& n = out->dim[0];
+  const halide_dimension_t& m = out->dim[1];
+  if (IsBoundsQuery(a)) {
+    SetDim(a, ta ? 1 : 0, 0, k);
+    SetDim(a, ta ? 0 : 1, m.min, m.extent);
+    for (int d = 2; d < a->dimensions; ++d) SetDim(a, d, out->dim[d].min, out->dim[d].extent);
+  }
+  if (IsBoundsQuery(b)) {
+    SetDim(b, tb ? 0 : 1, 0, k);
+    SetDim(b, tb ? 1 : 0, n.min, n.extent);
+    for (int d = 2; d < b->dimensions; ++d) SetDim(b, d, out->dim[d].min, out->dim[d].extent);
+  }
+}
+
+}  // namespace
+
+absl::Status CpuGemmAvailable() { return Loaded().status; }
+
+std::string CpuGemmLibrary() { return Loaded().status.ok() ? Loaded().name : std::string(); }
+
+extern "C" int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a,
+                                  int32_t transpose_b, int32_t k, int32_t threads,
+                                  halide_buffer_t* out) {
+  const bool ta = transpose_a != 0, tb = transpose_b != 0;
+  // Halide asks for bounds with query buffers (no memory); an input it already holds
+  // may come as itself, so a query is any buffer without memory, out included.
+  if (IsBoundsQuery(a) || IsBoundsQuery(b) || IsBoundsQuery(out)) {
+    AnswerBoundsQuery(a, b, ta, tb, k, out);
+    return 0;
+  }
+  const Library& lib = Loaded();
+  if (!lib.status.ok()) return -1;
+#if !BRAZE_HAVE_DNNL
+  return -1;
+#else
+  if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || out->dim[0].stride != 1) return -2;
+  const int64_t n = out->dim[0].extent, m = out->dim[1].extent;
+  if (n == 0 || m == 0) return 0;
+  // A leading dimension must be at least a row's length even where one row is read.
+  const GemmKey key{m,
+                    n,
+                    k,
+                    std::max<int64_t>(a->dim[1].stride, ta ? m : k),
+                    std::max<int64_t>(b->dim[1].stride, tb ? k : n),
+                    std::max<int64_t>(out->dim[1].stride, n),
+                    ta,
+                    tb,
+                    threads};
+  // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
+  int64_t batch[8] = {0};
+  const int batch_dims = out->dimensions - 2;
+  if (batch_dims > 8) return -2;
+  for (int d = 0; d < batch_dims; ++d) {
+    if (out->dim[d + 2].extent == 0) return 0;
+    batch[d] = out->dim[d + 2].min;
+  }
+  const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min;
+  while (true) {
+    const float* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
+    const float* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
+    float* pc = const_cast<float*>(At(out, n0, m0, batch));
+    if (!RunGemm(lib, key, pa, pb, pc)) return -3;
+    int d = 0;
+    for (; d < batch_dims; ++d) {
+      const halide_dimension_t& dim = out->dim[d + 2];
+      if (++batch[d] < dim.min + dim.extent) break;
+      batch[d] = dim.min;
+    }
+    if (d == batch_dims) return 0;
+  }
+#endif
+}
+
+void* CpuGemmF32Address() { return reinterpret_cast<void*>(&braze_cpu_gemm_f32); }
+
+}  // namespace braze

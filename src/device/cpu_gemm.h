@@ -1,0 +1,52 @@
+// GEMMs on the CPU through oneDNN's matmul primitive, called from inside a cluster's Halide
+// pipeline as an extern stage, as XLA's CPU backend calls Eigen or MKL for a dot: the
+// elementwise ops and reductions around the matmul stay fused in the same kernel (the
+// lowering, src/lower/lower_reduce.cc, decides which MatMuls become such a stage).
+//
+// oneDNN is loaded at run time (dlopen of libdnnl.so.2, then libdnnl.so), as cuBLASLt is
+// on CUDA: Braze links no BLAS, binaries run on machines without one, and a matmul then
+// compiles as Braze's own tiled Halide loops. Measured on the 2-core AVX-512 VM at
+// 1024^3 (docs/CPU_GEMM.md): oneDNN's matmul 198 GFLOP/s, its dnnl_sgemm 188, OpenBLAS
+// 163, Braze's Halide matmul about 170; at the MLP's 128 x 1024 x 784, 197 vs 144
+// (OpenBLAS). A primitive is made per GEMM configuration at its first call and kept.
+//
+// oneDNN threads with OpenMP (libgomp). Each call sets the calling thread's OpenMP
+// thread count to the kernel's (SessionOptions::num_threads, else every core). libgomp
+// spins its threads for a while after each call unless OMP_WAIT_POLICY=passive: on a
+// machine with few cores, set it so Halide's own workers are not starved
+// (docs/CPU_GEMM.md).
+#ifndef BRAZE_DEVICE_CPU_GEMM_H_
+#define BRAZE_DEVICE_CPU_GEMM_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace braze {
+
+// The extern stage's C symbol (f32 only: oneDNN has no double GEMM). Its signature:
+//   int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a,
+//                          int32_t transpose_b, int32_t k, int32_t threads,
+//                          halide_buffer_t* out)
+// Buffers in Halide's dim order: out [n, m, batch...], a [k, m, batch...] ([m, k, ...]
+// when transpose_a), b [n, k, batch...] ([k, n, ...] when transpose_b); each with a unit
+// stride in dim 0. Bounds queries answer the whole k range and out's m, n and batch
+// ranges. Returns 0, or a negative code Halide reports as the stage's error:
+// -1 oneDNN not loadable, -2 a buffer whose dim 0 is not dense (or over 8 batch dims),
+// -3 oneDNN refused the configuration or failed.
+inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
+
+// OK when oneDNN loads and has dnnl_sgemm; FailedPrecondition naming what is missing
+// otherwise. Loaded once per process; the result is kept. Thread-safe.
+absl::Status CpuGemmAvailable();
+
+// The library and version that runs CPU GEMMs ("oneDNN 2.6.3"), or "" when none loads.
+std::string CpuGemmLibrary();
+
+// braze_cpu_gemm_f32's address, for a JIT pipeline's externs (Pipeline::set_jit_externs):
+// Braze's static libraries do not export it to Halide's JIT linker by name.
+void* CpuGemmF32Address();
+
+}  // namespace braze
+
+#endif  // BRAZE_DEVICE_CPU_GEMM_H_

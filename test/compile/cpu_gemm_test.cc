@@ -1,0 +1,156 @@
+// The CPU GEMM library inside Halide pipelines (device/cpu_gemm.h): which matmuls call
+// it, and that every one of them matches the reference kernels: odd and prime extents,
+// transposes, batches, computed and constant operands, the ops fused around it, and the
+// same cluster with the library turned off. Skipped (with the reason) where oneDNN is
+// not installed; CI installs it (tools/setup.sh).
+#include "device/cpu_gemm.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+bool CallsLibrary(const CompiledKernel& kernel) {
+  return absl::StrContains(kernel.schedule_text(), kCpuGemmF32Symbol);
+}
+
+// Compiles `c` under the safe default (library on unless `library` is false), checks
+// whether it called the library, and compares its outputs with the reference kernels.
+void CheckCase(const Case& c, bool expect_library, bool library = true, double rtol = 1e-4,
+               double atol = 1e-4) {
+  CompileOptions options;
+  options.scheduler = SchedulerKind::kSafeDefault;
+  options.cpu_gemm_library = library;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(CallsLibrary(**kernel), expect_library) << (*kernel)->schedule_text();
+  auto actual = RunKernel(**kernel, c.values);
+  ASSERT_TRUE(actual.ok()) << actual.status();
+  auto expected = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(actual->size(), expected->size());
+  for (size_t i = 0; i < actual->size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(AllClose((*actual)[i], (*expected)[i], rtol, atol, &why)) << "output " << i << why;
+  }
+}
+
+class CpuGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const absl::Status available = CpuGemmAvailable();
+    if (!available.ok()) GTEST_SKIP() << available.message();
+  }
+};
+
+TEST_F(CpuGemmTest, PrimeExtentsEveryTransposeMatchTheReference) {
+  // 131 x 127 x 257: 4.3M multiply-adds, over kLibraryGemmMinWork.
+  const int64_t m = 131, n = 127, k = 257;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(std::to_string(ta) + std::to_string(tb));
+      Case c;
+      Tensor a = c.Input(DType::kF32, ta ? Shape{k, m} : Shape{m, k}, 1);
+      Tensor b = c.Input(DType::kF32, tb ? Shape{n, k} : Shape{k, n}, 2);
+      c.outputs = {MatMul(a, b, ta, tb)};
+      CheckCase(c, /*expect_library=*/true);
+    }
+  }
+}
+
+TEST_F(CpuGemmTest, FusedWithComputedOperandsBiasReluAndAConstant) {
+  // relu(exp(x) @ W + bias) with W a constant and the matmul also an output: the exp is
+  // a stored operand, the constant a buffer of its own, the epilogue fused after it.
+  Case c;
+  Tensor x = c.Input(DType::kF32, {97, 211}, 3);
+  Tensor bias = c.Input(DType::kF32, {113}, 4);
+  Tensor w = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {211, 113}, 5));
+  Tensor mm = MatMul(Exp(x), w);
+  c.outputs = {Relu(mm + bias), mm};
+  CheckCase(c, /*expect_library=*/true);
+}
+
+TEST_F(CpuGemmTest, AConsumerReadingPartOfTheProduct) {
+  // Only rows 5..104 and columns 3..119 are read: the call computes that region, at
+  // offsets into its operands.
+  Case c;
+  Tensor a = c.Input(DType::kF32, {131, 257}, 17);
+  Tensor b = c.Input(DType::kF32, {257, 127}, 18);
+  c.outputs = {Slice(MatMul(Sigmoid(a), b), {5, 3}, {100, 117})};
+  CheckCase(c, /*expect_library=*/true);
+}
+
+TEST_F(CpuGemmTest, BatchMatMulOddBatch) {
+  Case c;
+  Tensor a = c.Input(DType::kF32, {3, 67, 131}, 6);
+  Tensor b = c.Input(DType::kF32, {3, 97, 131}, 7);
+  c.outputs = {Sum(BatchMatMul(a, b, false, true), {2})};
+  CheckCase(c, /*expect_library=*/true);
+}
+
+TEST_F(CpuGemmTest, SmallF64AndTurnedOffStayHalideLoops) {
+  {
+    Case c;  // 16^3 = 4096 multiply-adds: the library's fixed cost would dominate
+    Tensor a = c.Input(DType::kF32, {16, 16}, 8);
+    c.outputs = {MatMul(a, a)};
+    CheckCase(c, /*expect_library=*/false);
+  }
+  {
+    Case c;  // f64: oneDNN has no double GEMM
+    Tensor a = c.Input(DType::kF64, {131, 257}, 9);
+    Tensor b = c.Input(DType::kF64, {257, 127}, 10);
+    c.outputs = {MatMul(a, b)};
+    CheckCase(c, /*expect_library=*/false);
+  }
+  {
+    Case c;
+    Tensor a = c.Input(DType::kF32, {131, 257}, 11);
+    Tensor b = c.Input(DType::kF32, {257, 127}, 12);
+    c.outputs = {MatMul(a, b)};
+    CheckCase(c, /*expect_library=*/false, /*library=*/false);
+  }
+}
+
+TEST_F(CpuGemmTest, AutoschedulersPlanTheirOwnLoops) {
+  Case c;
+  Tensor a = c.Input(DType::kF32, {131, 257}, 13);
+  Tensor b = c.Input(DType::kF32, {257, 127}, 14);
+  c.outputs = {Tanh(MatMul(a, b))};
+  CompileOptions options;
+  options.scheduler = SchedulerKind::kMullapudi2016;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_FALSE(CallsLibrary(**kernel));
+}
+
+TEST_F(CpuGemmTest, NewInputsEachRunAndOneThread) {
+  Case c;
+  Tensor a = c.Input(DType::kF32, {256, 300}, 15);
+  Tensor b = c.Input(DType::kF32, {300, 129}, 16);
+  c.outputs = {MatMul(a, b) * 2.0f};
+  CompileOptions options;
+  options.num_threads = 1;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_TRUE(CallsLibrary(**kernel));
+  for (uint64_t seed = 20; seed < 23; ++seed) {
+    std::vector<HostTensor> values = {HostTensor::RandomUniform(DType::kF32, {256, 300}, seed),
+                                      HostTensor::RandomUniform(DType::kF32, {300, 129}, seed + 9)};
+    auto actual = RunKernel(**kernel, values);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    auto expected = ReferenceOutputs(SpecOf(c), values);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4)) << seed;
+  }
+}
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
