@@ -19,7 +19,8 @@ packages=(
   graphviz                     # dot, for graph and cluster dumps
   pocl-opencl-icd              # OpenCL on the CPU: the GPU schedules run here (opencl:0)
   ocl-icd-libopencl1           # the OpenCL ICD loader (libOpenCL.so.1)
-  libeigen3-dev libdnnl-dev    # bench peers: braze_bench runs the workloads with Eigen,
+  libdnnl-dev                  # CPU matmuls call oneDNN (docs/CPU_GEMM.md); also a peer
+  libeigen3-dev                # bench peers: braze_bench runs the workloads with Eigen,
   libopenblas-dev              #   oneDNN and OpenBLAS too (each skipped when absent)
   python3-matplotlib           # tools/braze-plot (benchmark JSON -> PNG) and its test
 )

@@ -71,6 +71,15 @@ std::string AttrKey(const Attrs& attrs) {
       attrs);
 }
 
+// The CPU GEMM library settings, when not the defaults: they change what compiles.
+std::string GemmKeyPart(const CompileOptions& options) {
+  if (!options.cpu_gemm_library) return ";matmul=halide";
+  if (options.cpu_gemm_min_work != kLibraryGemmMinWork) {
+    return absl::StrCat(";gemm_min_work=", options.cpu_gemm_min_work);
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
@@ -95,7 +104,7 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
       "target=", target.ok() ? *target : "?", ";sched=",
       gpu ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@", options.device.ToString())
           : std::string(SchedulerName(options.scheduler)),
-      ";threads=", options.num_threads, options.cpu_gemm_library ? "" : ";matmul=halide", ";args=");
+      ";threads=", options.num_threads, GemmKeyPart(options), ";args=");
   // A symbolic dim enters as its class ("s0"), not its size: one kernel serves them all;
   // a class estimated below kMinSymbolicExtent is "t0", the kernel for sizes 1 to 15.
   for (size_t i = 0; i < spec.input_types.size(); ++i) {

@@ -451,7 +451,7 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
     std::call_once(once, [&] { LogWarning(std::string(available.message())); });
     return lo;
   }
-  lo.library_gemm_min_work = kLibraryGemmMinWork;
+  lo.library_gemm_min_work = options.cpu_gemm_min_work;
   lo.library_gemm_threads = parallelism;
   return lo;
 }

@@ -20,6 +20,11 @@
 
 namespace braze {
 
+// The least batch * m * n * k for which a matmul calls the CPU GEMM library: below it
+// the library's fixed cost (threads woken, packing) exceeds Braze's own tiled loops
+// (docs/CPU_GEMM.md: at 64^3 dnnl_sgemm took 39 us, OpenBLAS 5).
+inline constexpr int64_t kLibraryGemmMinWork = int64_t{1} << 21;
+
 struct CompileOptions {
   // CPU kernels: which scheduler starts the chain (schedule/scheduler.h).
   SchedulerKind scheduler = SchedulerKind::kAuto;
@@ -46,12 +51,9 @@ struct CompileOptions {
   // from inside the pipeline when it loads (SessionOptions::cpu_matmul; a stored
   // schedule's matmul_library can turn it off per cluster).
   bool cpu_gemm_library = true;
+  // The least batch * m * n * k for which it does (BRAZE_FLAGS --cpu_gemm_min_work).
+  int64_t cpu_gemm_min_work = kLibraryGemmMinWork;
 };
-
-// The least batch * m * n * k for which a matmul calls the CPU GEMM library: below it
-// the library's fixed cost (threads woken, packing) exceeds Braze's own tiled loops
-// (bench/RESULTS.md: at 64^3 dnnl_sgemm took 39 us against OpenBLAS' 5).
-inline constexpr int64_t kLibraryGemmMinWork = int64_t{1} << 21;
 
 // A kernel argument: a tensor in host memory or in a device's memory (one is set).
 struct KernelArg {

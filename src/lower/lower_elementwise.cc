@@ -50,14 +50,20 @@ Expr Strict(const Expr& cmp, const Expr& operand) {
 // The exp argument is clamped to |x| <= 20, where tanh is +-1 to within both types'
 // precision: an exp that overflows to inf inside LLVM's fast-math (which assumes no
 // infinities) turned Gelu(1e5) into 0 instead of 1e5 (braze-fuzz seed 2147).
+//
+// The form is evaluated at |x| and the sign put back: for x < 0, 1 - 2 / (e + 1) is a
+// difference of two numbers near 1 and 2, and came out exactly -1 wherever tanh(x)
+// rounds to -0.99999994 (x in -9 .. -8.3 in f32); then Gelu's 1 + tanh(...) was 0, not
+// 6e-8, and the gradient of Sqrt(Abs(Gelu(x))) NaN, not finite (braze-fuzz seed 901243).
 Expr TanhViaExp(const Expr& x, DType dtype) {
   auto c = [&](double v) { return Const(dtype, v); };
-  const Expr e = Halide::exp(Halide::clamp(x, c(-20), c(20)) * c(2));
+  const Expr ax = Halide::abs(x);
+  const Expr e = Halide::exp(Halide::min(ax, c(20)) * c(2));
   const Expr big = c(1) - c(2) / (e + c(1));
   const Expr x2 = x * x;
   const Expr poly =
       c(1) + x2 * (c(-1.0 / 3) + x2 * (c(2.0 / 15) + x2 * (c(-17.0 / 315) + x2 * c(62.0 / 2835))));
-  return Halide::select(Halide::abs(x) < c(0.04), x * poly, big);
+  return Halide::select(ax < c(0.04), x * poly, Halide::select(x < c(0), -big, big));
 }
 
 Expr Erf(const Expr& x, DType dtype) {

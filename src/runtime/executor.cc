@@ -9,11 +9,13 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "compile/cluster_key.h"
+#include "device/cpu_gemm.h"
 #include "device/cublas_gemm.h"
 #include "ir/changing_dims.h"
 #include "ir/logging.h"
@@ -149,6 +151,9 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types, const st
     absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
                     result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
     if (!k.schedule_note().empty()) absl::StrAppend(&line, "; ", k.schedule_note());
+    if (absl::StrContains(k.schedule_text(), kCpuGemmF32Symbol)) {
+      absl::StrAppend(&line, "; matmul by ", CpuGemmLibrary());
+    }
     if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
     for (const std::string& refused : k.scheduler_failures()) {
       absl::StrAppend(&line, "\n  refused first: ", refused);
@@ -570,9 +575,10 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
     // Threads do not enter the stored schedule's key (its factors are per thread): the
     // key under default options, which is `key` itself unless a thread count was set
     // or the GEMM library turned off.
-    const std::string lookup = ScheduleKeyHash(copts.num_threads == 0 && copts.cpu_gemm_library
-                                                   ? key
-                                                   : ClusterKey(spec, CompileOptions()));
+    const bool default_key = copts.num_threads == 0 && copts.cpu_gemm_library &&
+                             copts.cpu_gemm_min_work == kLibraryGemmMinWork;
+    const std::string lookup =
+        ScheduleKeyHash(default_key ? key : ClusterKey(spec, CompileOptions()));
     static const absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
     if (target.ok()) with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup, *target);
     if (with->stored_schedule) {
@@ -654,7 +660,11 @@ std::vector<TensorType> KernelSignature(std::vector<TensorType> types,
 CompileOptions Executor::CompileOptionsFor(const Step& step) const {
   CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
   if (step.space == Space::kDevice) copts.device = step.device;
-  copts.cpu_gemm_library = options_.cpu_matmul == SessionOptions::CpuMatMul::kLibrary;
+  copts.cpu_gemm_library = options_.cpu_matmul == SessionOptions::CpuMatMul::kLibrary &&
+                           GetBrazeFlags().cpu_gemm_library;
+  if (GetBrazeFlags().cpu_gemm_min_work > 0) {
+    copts.cpu_gemm_min_work = GetBrazeFlags().cpu_gemm_min_work;
+  }
   return copts;
 }
 

@@ -16,7 +16,8 @@ namespace {
 constexpr char kKnownFlags[] =
     "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N, "
     "--verify[=true|false], --log_compiles[=true|false], --symbolic_shapes[=true|false], "
-    "--schedule_dirs=DIR[:DIR...], --stored_schedules[=true|false]";
+    "--schedule_dirs=DIR[:DIR...], --stored_schedules[=true|false], "
+    "--cpu_gemm_library[=true|false], --cpu_gemm_min_work=N";
 
 absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
@@ -100,11 +101,13 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
         flags.schedule_dirs.emplace_back(dir);
       }
     } else if (name == "clustering_debug" || name == "verify" || name == "log_compiles" ||
-               name == "symbolic_shapes" || name == "stored_schedules") {
+               name == "symbolic_shapes" || name == "stored_schedules" ||
+               name == "cpu_gemm_library") {
       bool& flag = name == "verify"             ? flags.verify
                    : name == "log_compiles"     ? flags.log_compiles
                    : name == "symbolic_shapes"  ? flags.symbolic_shapes
                    : name == "stored_schedules" ? flags.stored_schedules
+                   : name == "cpu_gemm_library" ? flags.cpu_gemm_library
                                                 : flags.clustering_debug;
       if (!has_value || value == "true" || value == "1") {
         flag = true;
@@ -121,6 +124,12 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
         return Bad(absl::StrCat("--v takes a non-negative integer, not '", value, "'"));
       }
       flags.v = v;
+    } else if (name == "cpu_gemm_min_work") {
+      int64_t n = 0;
+      if (!has_value || !absl::SimpleAtoi(value, &n) || n < 1) {
+        return Bad(absl::StrCat("--cpu_gemm_min_work takes a positive integer, not '", value, "'"));
+      }
+      flags.cpu_gemm_min_work = n;
     } else {
       return Bad(absl::StrCat("unknown flag '--", std::string(name), "'"));
     }

@@ -32,6 +32,11 @@
 //                        and before the default ones (docs/SCHEDULES.md)
 //   --stored_schedules=false  uses no stored schedule in any session: every cluster
 //                        gets the default schedulers (a tuned schedule's A/B check)
+//   --cpu_gemm_library=false  no CPU matmul calls oneDNN, as if each session had
+//                        SessionOptions::cpu_matmul = kHalide (docs/CPU_GEMM.md)
+//   --cpu_gemm_min_work=N  the least batch*m*n*k for which a matmul calls oneDNN
+//                        (default 2^21); 1 sends every f32 matmul there, which is how
+//                        braze-fuzz checks the library path on small, odd shapes
 //
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
@@ -56,9 +61,11 @@ struct BrazeFlags {
   std::optional<int> v;  // --v=N; unset: the log verbosity is left as the program set it
   bool verify = false;   // as SessionOptions::verify, for every session
   bool log_compiles = false;
-  bool symbolic_shapes = true;  // false: overrides SessionOptions::symbolic_shapes
+  bool symbolic_shapes = true;             // false: overrides SessionOptions::symbolic_shapes
   std::vector<std::string> schedule_dirs;  // searched after a session's own
   bool stored_schedules = true;            // false: overrides SessionOptions::stored_schedules
+  bool cpu_gemm_library = true;            // false: overrides SessionOptions::cpu_matmul
+  int64_t cpu_gemm_min_work = -1;          // > 0: replaces kLibraryGemmMinWork
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the

@@ -21,6 +21,23 @@ std::string KeyOf(const std::function<Tensor(Tensor)>& op, DType in = DType::kF3
   return ClusterKey(spec, CompileOptions{});
 }
 
+// The CPU GEMM library settings change the code, so they change the key; their
+// defaults add nothing (stored schedules are keyed under the default options).
+TEST(ClusterKey, GemmLibrarySettingsWhenNotTheDefaults) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {5, 5}, "x");
+  Tensor y = MatMul(x, x);
+  ClusterSpec spec{&g, "c", {y.node_id()}, {x}, {x.type()}, {y}};
+  CompileOptions off, one;
+  off.cpu_gemm_library = false;
+  one.cpu_gemm_min_work = 1;
+  const std::string base = ClusterKey(spec, CompileOptions{});
+  EXPECT_EQ(base.find("gemm"), std::string::npos) << base;
+  EXPECT_NE(ClusterKey(spec, off), base);
+  EXPECT_NE(ClusterKey(spec, one), base);
+  EXPECT_NE(ClusterKey(spec, one), ClusterKey(spec, off));
+}
+
 TEST(ClusterKey, PadValueToTheLastBit) {
   auto pad = [](double v) { return [v](Tensor x) { return Pad(x, {{1, 2}}, v); }; };
   EXPECT_EQ(KeyOf(pad(1.000001)), KeyOf(pad(1.000001)));

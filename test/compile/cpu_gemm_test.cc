@@ -151,6 +151,37 @@ TEST_F(CpuGemmTest, NewInputsEachRunAndOneThread) {
   }
 }
 
+// cpu_gemm_min_work = 1 (what braze-fuzz runs under): even 1 x 1 x 1 calls the library,
+// with a size-1 dim's arbitrary stride and every transpose.
+TEST_F(CpuGemmTest, TinyMatmulsWithAMinimumOfOne) {
+  for (const Shape& s : {Shape{1, 1}, Shape{1, 3}, Shape{5, 1}, Shape{2, 1, 3}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(::testing::PrintToString(s) + std::to_string(ta) + std::to_string(tb));
+        Case c;
+        Tensor a = c.Input(DType::kF32, s, 30);
+        const size_t r = s.size();
+        const int64_t k = ta ? s[r - 2] : s[r - 1];
+        Shape bs(s.begin(), s.end() - 2);
+        bs.push_back(tb ? 2 : k);
+        bs.push_back(tb ? k : 2);
+        Tensor b = c.Input(DType::kF32, bs, 31);
+        c.outputs = {r == 3 ? BatchMatMul(a, b, ta, tb) : MatMul(a, b, ta, tb)};
+        CompileOptions options;
+        options.cpu_gemm_min_work = 1;
+        auto kernel = CompileCluster(SpecOf(c), options);
+        ASSERT_TRUE(kernel.ok()) << kernel.status();
+        EXPECT_TRUE(CallsLibrary(**kernel));
+        auto actual = RunKernel(**kernel, c.values);
+        ASSERT_TRUE(actual.ok()) << actual.status();
+        auto expected = ReferenceOutputs(SpecOf(c), c.values);
+        ASSERT_TRUE(expected.ok()) << expected.status();
+        EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-5));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

@@ -1,5 +1,6 @@
 // Every elementwise op (unary, Cast, binary with broadcasting, Select) compiled under
 // every scheduler and compared with the reference kernels.
+#include <cmath>
 #include <vector>
 
 #include "braze/ops.h"
@@ -147,6 +148,27 @@ INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTest,
 
 // The same ops as CUDA kernels (runs on a GPU; compiles only without one).
 class ElementwiseTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+
+// Near saturation tanh rounds to +-0.99999994 in f32 for |x| in 8.3 .. 9; computed as
+// 1 - 2 / (exp(2x) + 1) at a negative x it came out exactly -1, and Gelu's 1 + tanh(...)
+// 0 instead of 6e-8 (the gradient of Sqrt(Abs(Gelu(x))) then NaN: braze-fuzz seed
+// 901243). Both signs must round as std::tanh does there.
+TEST(TanhTest, SaturatesSymmetricallyAsTheReference) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {2, 64}, 5, 8.35, 8.6);
+  c.outputs = {Tanh(x), Tanh(-x)};
+  auto kernel = CompileCluster(SpecOf(c), {SchedulerKind::kSafeDefault, 0});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto got = RunKernel(**kernel, c.values);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const HostTensor& in = c.values[0];
+  for (int64_t i = 0; i < in.num_elements(); ++i) {
+    const float v = in.data<float>()[i];
+    EXPECT_EQ((*got)[0].data<float>()[i], std::tanh(v)) << v;
+    EXPECT_EQ((*got)[1].data<float>()[i], std::tanh(-v)) << -v;
+    EXPECT_GT((*got)[1].data<float>()[i], -1.0f) << -v;
+  }
+}
 
 TEST_P(ElementwiseTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
 

@@ -61,6 +61,13 @@ TEST(Flags, BooleanFormsAndLastValueWins) {
   EXPECT_EQ(ParseBrazeFlags("--v=0")->v, 0);
   EXPECT_EQ(ParseBrazeFlags("--v=3 --v=1")->v, 1);
   EXPECT_FALSE(ParseBrazeFlags("--log_compiles --log_compiles=false")->log_compiles);
+  EXPECT_TRUE(ParseBrazeFlags("")->cpu_gemm_library);
+  EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_library=false")->cpu_gemm_library);
+  EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_library=maybe").ok());
+  EXPECT_EQ(ParseBrazeFlags("")->cpu_gemm_min_work, -1);
+  EXPECT_EQ(ParseBrazeFlags("--cpu_gemm_min_work=1")->cpu_gemm_min_work, 1);
+  EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_min_work=0").ok());
+  EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_min_work").ok());
 }
 
 TEST(Flags, UnknownFlagListsTheKnownOnes) {
