@@ -637,6 +637,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
           schedule_note = absl::StrCat(what, " refused (Halide rejected it): default schedule");
         }
         LogFallThrough(name, failures.back(), last);
+        if (VLogIsOn(2)) LogInfo(2, absl::StrCat(name, ": the refused schedule:\n", schedule));
         continue;
       }
     }

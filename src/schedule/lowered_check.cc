@@ -303,13 +303,18 @@ class Checker : public IRVisitor {
     // Lets substituted and simplified first, so that terms which cancel do cancel.
     const Expr index = WithLetsSubstituted(op->index);
     // Only affine indices: over min, max or select (a shifted-inwards tail, say) the
-    // interval is loose, and a correct store was flagged (braze-fuzz seed 12266).
+    // interval is loose, and a correct store was flagged (braze-fuzz seed 12266); so it
+    // is over floor division and modulo, whose terms the interval takes apart: loop
+    // partitioning's ((y * -3) / 2) * 2 + y * 3 "reached" 8 of 6 elements for values 0
+    // and -1 (braze-fuzz seed 900918).
     class Nonlinear : public IRGraphVisitor {
      public:
       bool found = false;
 
      private:
       using IRGraphVisitor::visit;
+      void visit(const Div*) override { found = true; }
+      void visit(const Mod*) override { found = true; }
       void visit(const Min*) override { found = true; }
       void visit(const Max*) override { found = true; }
       void visit(const Select*) override { found = true; }

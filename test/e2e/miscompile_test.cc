@@ -375,6 +375,25 @@ TEST(Miscompile, StoreInsideALoopWhoseExtentDependsOnAnOuterOne) {
   ExpectMatchesReference(g, {{in, Random({2, 4, 4}, 11387830)}}, fetches);
 }
 
+// braze-fuzz seed 900918: a [2, 3] output vectorized by 2 over its rows of 3. Halide's
+// loop partitioning wrote the tail's store index with floor divisions of the row loop,
+// ((y * -3) / 2) * 2 + y * 3 + 4, whose interval, taking the two terms apart, reached 8
+// of 6 elements (the real values: 4 and 3, in a branch never taken). The lowered check
+// called it a miscompile and strict mode refused the cluster; such indices are no
+// longer judged, as with min, max and select.
+TEST(Miscompile, AStoreIndexWithFloorDivisionsIsNotAFalseAlarm) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {8}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor halves = Concat({Slice(Erf(x * x), {5}, {3}), Slice(Erf(x * x), {5}, {3})}, 0);
+    Tensor rows = Transpose(Reshape(halves, {-1, 3}), {0, 1});
+    fetches = {halves, rows, Transpose(rows, {1, 0})};
+  }
+  ExpectMatchesReference(g, {{x, Random({8}, 118020292)}}, fetches, {Scheduler::kSafeDefault});
+}
+
 // Two graphs that differ only in a Pad value beyond the sixth significant digit once
 // shared a kernel, so the second computed with the first's constant.
 TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
