@@ -305,7 +305,10 @@ SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
     if (reduction && stage.reduces_innermost) return SchedulerKind::kSafeDefault;
-    if (stage.kind == schedule::StageKind::kMatMul) return SchedulerKind::kSafeDefault;
+    if (stage.kind == schedule::StageKind::kMatMul ||
+        stage.kind == schedule::StageKind::kLibraryMatMul) {
+      return SchedulerKind::kSafeDefault;
+    }
   }
   return SchedulerKind::kAdams2019;
 }
@@ -540,7 +543,16 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     }
   }
   // Lowering errors are the cluster's, not the schedule's: no point in going on.
-  BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec));
+  // Lowered as the safe default would lower it (the scheduler of every cluster with a
+  // matmul), so the usual first attempt takes this lowering rather than making another.
+  const Attempt likely{
+      options.scheduler == SchedulerKind::kAuto ? SchedulerKind::kSafeDefault : options.scheduler,
+      options.stored_schedule ? &*options.stored_schedule : nullptr};
+  const lower::LowerOptions first_options = LoweringFor(options, likely, gpu, parallelism);
+  BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec, first_options));
+  // No matmul the library would take: every attempt's lowering is this one.
+  const bool library_irrelevant =
+      first_options.library_gemm_min_work >= 0 && !first_lowering.calls_library;
   SchedulerKind first = gpu ? options.gpu_scheduler : options.scheduler;
   if (first_lowering.info.symbolic) {
     // Symbolic extents: only the safe default's splits are chosen to hold for every size
@@ -591,7 +603,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
                                  : std::string(SchedulerName(kind));
     const lower::LowerOptions lowering = LoweringFor(options, attempt, gpu, parallelism);
     LoweredCluster lowered;
-    if (fresh && lowering.library_gemm_min_work < 0) {
+    const bool same_lowering =
+        library_irrelevant || lowering.library_gemm_min_work == first_options.library_gemm_min_work;
+    if (fresh && same_lowering) {
       lowered = std::move(first_lowering);
       fresh = false;
     } else {
