@@ -2,8 +2,9 @@
 //
 // Halide buffers are column-major in Halide's dim order, which is Braze's row-major:
 // dim 0 is a row's contiguous run, dim 1's stride is the leading dimension. So a
-// Halide [n, m] buffer is the row-major m x n matrix dnnl_sgemm takes, and no operand
-// is swapped (cublas_gemm.cc, column-major, has to swap them).
+// Halide [n, m] buffer is the row-major m x n matrix oneDNN's matmul describes with
+// strides {ld, 1}, a transposed operand with {1, ld}, and no operand is swapped
+// (cublas_gemm.cc, column-major, has to swap them).
 #include "device/cpu_gemm.h"
 
 #include <dlfcn.h>
