@@ -44,6 +44,14 @@ struct Api {
   decltype(&dnnl_primitive_desc_destroy) primitive_desc_destroy = nullptr;
   decltype(&dnnl_primitive_create) primitive_create = nullptr;
   decltype(&dnnl_primitive_execute) primitive_execute = nullptr;
+  decltype(&dnnl_primitive_destroy) primitive_destroy = nullptr;
+  decltype(&dnnl_primitive_attr_create) attr_create = nullptr;
+  decltype(&dnnl_primitive_attr_destroy) attr_destroy = nullptr;
+  decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
+  decltype(&dnnl_primitive_desc_query_md) query_md = nullptr;
+  decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
+  decltype(&dnnl_memory_destroy) memory_destroy = nullptr;
+  decltype(&dnnl_stream_destroy) stream_destroy = nullptr;
   decltype(&dnnl_version) version = nullptr;
   void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
 };
@@ -86,18 +94,27 @@ const Library& Loaded() {
       return lib;
     }
     Api& a = lib->api;
-    const bool found = Find(handle, "dnnl_engine_create", &a.engine_create) &&
-                       Find(handle, "dnnl_stream_create", &a.stream_create) &&
-                       Find(handle, "dnnl_stream_wait", &a.stream_wait) &&
-                       Find(handle, "dnnl_memory_desc_init_by_strides", &a.memory_desc_init) &&
-                       Find(handle, "dnnl_memory_create", &a.memory_create) &&
-                       Find(handle, "dnnl_memory_set_data_handle", &a.set_data_handle) &&
-                       Find(handle, "dnnl_matmul_desc_init", &a.matmul_desc_init) &&
-                       Find(handle, "dnnl_primitive_desc_create", &a.primitive_desc_create) &&
-                       Find(handle, "dnnl_primitive_desc_destroy", &a.primitive_desc_destroy) &&
-                       Find(handle, "dnnl_primitive_create", &a.primitive_create) &&
-                       Find(handle, "dnnl_primitive_execute", &a.primitive_execute) &&
-                       Find(handle, "dnnl_version", &a.version);
+    const bool found =
+        Find(handle, "dnnl_engine_create", &a.engine_create) &&
+        Find(handle, "dnnl_stream_create", &a.stream_create) &&
+        Find(handle, "dnnl_stream_wait", &a.stream_wait) &&
+        Find(handle, "dnnl_memory_desc_init_by_strides", &a.memory_desc_init) &&
+        Find(handle, "dnnl_memory_create", &a.memory_create) &&
+        Find(handle, "dnnl_memory_set_data_handle", &a.set_data_handle) &&
+        Find(handle, "dnnl_matmul_desc_init", &a.matmul_desc_init) &&
+        Find(handle, "dnnl_primitive_desc_create", &a.primitive_desc_create) &&
+        Find(handle, "dnnl_primitive_desc_destroy", &a.primitive_desc_destroy) &&
+        Find(handle, "dnnl_primitive_create", &a.primitive_create) &&
+        Find(handle, "dnnl_primitive_execute", &a.primitive_execute) &&
+        Find(handle, "dnnl_primitive_destroy", &a.primitive_destroy) &&
+        Find(handle, "dnnl_primitive_attr_create", &a.attr_create) &&
+        Find(handle, "dnnl_primitive_attr_destroy", &a.attr_destroy) &&
+        Find(handle, "dnnl_primitive_attr_set_scratchpad_mode", &a.attr_set_scratchpad_mode) &&
+        Find(handle, "dnnl_primitive_desc_query_md", &a.query_md) &&
+        Find(handle, "dnnl_memory_desc_get_size", &a.memory_desc_get_size) &&
+        Find(handle, "dnnl_memory_destroy", &a.memory_destroy) &&
+        Find(handle, "dnnl_stream_destroy", &a.stream_destroy) &&
+        Find(handle, "dnnl_version", &a.version);
     Find(handle, "omp_set_num_threads", &a.set_threads);  // absent with oneDNN's TBB build
     if (!found || a.engine_create(&lib->engine, dnnl_cpu, 0) != dnnl_success) {
       lib->status = absl::FailedPreconditionError(
@@ -130,14 +147,30 @@ struct GemmKey {
   }
 };
 
-// A matmul primitive with its memory objects and stream; one call at a time (`mu`).
-// oneDNN's matmul primitive: about 5% faster than its dnnl_sgemm at 1024^3 on AVX-512
-// (docs/CPU_GEMM.md), and ready-made after the first call of a configuration.
+// A matmul primitive with its memory objects, stream and scratchpad; one call at a time
+// (`mu`). The scratchpad is the primitive's own (oneDNN's user mode): in its default
+// mode oneDNN keeps a thread-local one, and a primitive must then run on the thread
+// that created it, which a process-wide cache used by any session's thread cannot
+// promise. oneDNN's matmul primitive: about 5% faster than its dnnl_sgemm at 1024^3 on
+// AVX-512 (docs/CPU_GEMM.md), and ready-made after the first call of a configuration.
 struct Prepared {
+  explicit Prepared(const Api& api) : api(api) {}
+  ~Prepared() {
+    for (dnnl_memory_t m : {a, b, c, scratch}) {
+      if (m != nullptr) api.memory_destroy(m);
+    }
+    if (stream != nullptr) api.stream_destroy(stream);
+    if (primitive != nullptr) api.primitive_destroy(primitive);
+  }
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+
+  const Api& api;
   std::mutex mu;
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratch = nullptr;
   dnnl_stream_t stream = nullptr;
+  std::unique_ptr<char[]> scratch_bytes;
 };
 
 // Null when oneDNN refuses the configuration.
@@ -149,20 +182,29 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g) {
   const dnnl_dims_t b_strides = {g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1};
   const dnnl_dims_t c_strides = {g.ldc, 1};
   dnnl_matmul_desc_t desc;
+  dnnl_primitive_attr_t attr = nullptr;
   dnnl_primitive_desc_t pd = nullptr;
-  auto p = std::make_shared<Prepared>();
+  auto p = std::make_shared<Prepared>(api);
   bool ok = api.memory_desc_init(&a, 2, a_dims, dnnl_f32, a_strides) == dnnl_success &&
             api.memory_desc_init(&b, 2, b_dims, dnnl_f32, b_strides) == dnnl_success &&
             api.memory_desc_init(&c, 2, c_dims, dnnl_f32, c_strides) == dnnl_success &&
             api.matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
-            api.primitive_desc_create(&pd, &desc, nullptr, lib.engine, nullptr) == dnnl_success;
+            api.attr_create(&attr) == dnnl_success &&
+            api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+            api.primitive_desc_create(&pd, &desc, attr, lib.engine, nullptr) == dnnl_success;
+  const dnnl_memory_desc_t* scratch = ok ? api.query_md(pd, dnnl_query_scratchpad_md, 0) : nullptr;
+  const size_t scratch_size = scratch != nullptr ? api.memory_desc_get_size(scratch) : 0;
+  if (scratch_size > 0) p->scratch_bytes.reset(new char[scratch_size]);
   ok = ok && api.primitive_create(&p->primitive, pd) == dnnl_success &&
        api.memory_create(&p->a, &a, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.memory_create(&p->b, &b, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.memory_create(&p->c, &c, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       (scratch_size == 0 || api.memory_create(&p->scratch, scratch, lib.engine,
+                                               p->scratch_bytes.get()) == dnnl_success) &&
        api.stream_create(&p->stream, lib.engine, dnnl_stream_default_flags) == dnnl_success;
   if (pd != nullptr) api.primitive_desc_destroy(pd);
-  return ok ? p : nullptr;  // a failed one's objects are a few bytes: kept, not freed
+  if (attr != nullptr) api.attr_destroy(attr);
+  return ok ? p : nullptr;
 }
 
 // The prepared primitive for `g`, made at its first use. The cache is bounded: past
@@ -188,12 +230,15 @@ bool RunGemm(const Library& lib, const GemmKey& g, const float* a, const float* 
   std::shared_ptr<Prepared> p = Lookup(lib, g);
   if (p == nullptr) return false;
   std::lock_guard<std::mutex> lock(p->mu);
-  const dnnl_exec_arg_t args[] = {
-      {DNNL_ARG_SRC, p->a}, {DNNL_ARG_WEIGHTS, p->b}, {DNNL_ARG_DST, p->c}};
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->a},
+                                  {DNNL_ARG_WEIGHTS, p->b},
+                                  {DNNL_ARG_DST, p->c},
+                                  {DNNL_ARG_SCRATCHPAD, p->scratch}};
+  const int nargs = p->scratch != nullptr ? 4 : 3;
   return api.set_data_handle(p->a, const_cast<float*>(a)) == dnnl_success &&
          api.set_data_handle(p->b, const_cast<float*>(b)) == dnnl_success &&
          api.set_data_handle(p->c, c) == dnnl_success &&
-         api.primitive_execute(p->primitive, p->stream, 3, args) == dnnl_success &&
+         api.primitive_execute(p->primitive, p->stream, nargs, args) == dnnl_success &&
          api.stream_wait(p->stream) == dnnl_success;
 }
 #endif
@@ -213,6 +258,27 @@ const float* At(const halide_buffer_t* b, int64_t d0, int64_t d1, const int64_t*
 void SetDim(halide_buffer_t* b, int d, int32_t min, int32_t extent) {
   b->dim[d].min = min;
   b->dim[d].extent = extent;
+}
+
+// True when `b` holds [d0, d0 + e0) x [d1, d1 + e1) and out's batch region, with dim 0
+// dense and each row of dim 0 apart by at least its length.
+bool Covers(const halide_buffer_t* b, int64_t d0, int64_t e0, int64_t d1, int64_t e1,
+            const halide_buffer_t* out) {
+  auto holds = [](const halide_dimension_t& dim, int64_t min, int64_t extent) {
+    return dim.min <= min && min + extent <= int64_t{dim.min} + dim.extent;
+  };
+  if (b->dimensions != out->dimensions || b->dim[0].stride != 1) return false;
+  if (!holds(b->dim[0], d0, e0) || !holds(b->dim[1], d1, e1)) return false;
+  if (b->dim[1].extent > 1 && b->dim[1].stride < b->dim[0].extent) return false;
+  for (int d = 2; d < b->dimensions; ++d) {
+    if (!holds(b->dim[d], out->dim[d].min, out->dim[d].extent)) return false;
+  }
+  return true;
+}
+
+// dim 1's stride: the leading dimension (any value of at least a row holds one row).
+int64_t LeadingDim(const halide_buffer_t* b) {
+  return std::max<int64_t>(b->dim[1].stride, b->dim[0].extent);
 }
 
 // The regions of a and b that out's region needs: every k, out's rows (m), columns (n)
@@ -254,19 +320,17 @@ extern "C" int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_
 #if !BRAZE_HAVE_DNNL
   return -1;
 #else
-  if (a->dim[0].stride != 1 || b->dim[0].stride != 1 || out->dim[0].stride != 1) return -2;
   const int64_t n = out->dim[0].extent, m = out->dim[1].extent;
   if (n == 0 || m == 0) return 0;
-  // A leading dimension must be at least a row's length even where one row is read.
-  const GemmKey key{m,
-                    n,
-                    k,
-                    std::max<int64_t>(a->dim[1].stride, ta ? m : k),
-                    std::max<int64_t>(b->dim[1].stride, tb ? k : n),
-                    std::max<int64_t>(out->dim[1].stride, n),
-                    ta,
-                    tb,
-                    threads};
+  const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min;
+  // Every element read must be in its buffer, rows dense: a buffer realized over less
+  // than asked for would be read out of bounds, never silently.
+  const bool covered = ta ? Covers(a, m0, m, 0, k, out) : Covers(a, 0, k, m0, m, out);
+  if (!covered || !(tb ? Covers(b, 0, k, n0, n, out) : Covers(b, n0, n, 0, k, out)) ||
+      !Covers(out, n0, n, m0, m, out)) {
+    return -2;
+  }
+  const GemmKey key{m, n, k, LeadingDim(a), LeadingDim(b), LeadingDim(out), ta, tb, threads};
   // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
   int64_t batch[8] = {0};
   const int batch_dims = out->dimensions - 2;
@@ -275,7 +339,6 @@ extern "C" int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_
     if (out->dim[d + 2].extent == 0) return 0;
     batch[d] = out->dim[d + 2].min;
   }
-  const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min;
   while (true) {
     const float* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
     const float* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);

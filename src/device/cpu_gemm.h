@@ -32,7 +32,8 @@ namespace braze {
 // when transpose_a), b [n, k, batch...] ([k, n, ...] when transpose_b); each with a unit
 // stride in dim 0. Bounds queries answer the whole k range and out's m, n and batch
 // ranges. Returns 0, or a negative code Halide reports as the stage's error:
-// -1 oneDNN not loadable, -2 a buffer whose dim 0 is not dense (or over 8 batch dims),
+// -1 oneDNN not loadable, -2 a buffer that does not hold the region read, or whose dim 0
+// is not dense (or over 8 batch dims),
 // -3 oneDNN refused the configuration or failed.
 inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
 

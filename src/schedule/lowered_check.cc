@@ -304,17 +304,31 @@ class Checker : public IRVisitor {
     const Expr index = WithLetsSubstituted(op->index);
     // Only affine indices: over min, max or select (a shifted-inwards tail, say) the
     // interval is loose, and a correct store was flagged (braze-fuzz seed 12266); so it
-    // is over floor division and modulo, whose terms the interval takes apart: loop
-    // partitioning's ((y * -3) / 2) * 2 + y * 3 "reached" 8 of 6 elements for values 0
-    // and -1 (braze-fuzz seed 900918).
+    // is over a floor division or modulo of anything but a loop variable (plus a
+    // constant): loop partitioning's ((y * -3) / 2) * 2 + y * 3 "reached" 8 of 6
+    // elements for values 0 and -1 (braze-fuzz seed 900918). A fused loop's v / e and
+    // v % e stay judged: their intervals are exact.
     class Nonlinear : public IRGraphVisitor {
      public:
       bool found = false;
 
      private:
       using IRGraphVisitor::visit;
-      void visit(const Div*) override { found = true; }
-      void visit(const Mod*) override { found = true; }
+      static bool PlainVariable(const Expr& e) {
+        if (const auto* add = e.as<Add>()) {
+          return (add->a.as<Variable>() && is_const(add->b)) ||
+                 (add->b.as<Variable>() && is_const(add->a));
+        }
+        return e.as<Variable>() != nullptr;
+      }
+      void visit(const Div* op) override {
+        if (!PlainVariable(op->a) || !is_const(op->b)) found = true;
+        IRGraphVisitor::visit(op);
+      }
+      void visit(const Mod* op) override {
+        if (!PlainVariable(op->a) || !is_const(op->b)) found = true;
+        IRGraphVisitor::visit(op);
+      }
       void visit(const Min*) override { found = true; }
       void visit(const Max*) override { found = true; }
       void visit(const Select*) override { found = true; }

@@ -592,10 +592,17 @@ class SafeScheduler {
 
   // The library GEMM's extern stage and the operands it is handed are stored whole:
   // Halide passes an extern stage buffers, never values computed on demand.
+  // Stored whole means bounded too: Halide realizes a Func handed to an extern stage
+  // over the region the stage's bounds query answers, which it cannot check, so every
+  // Func the call reads (its own result included, when another call reads it) is bound
+  // to its extents.
   void LibraryMatMul(const Stage& s, const std::set<std::string>& materialized) {
     for (const Stage::Operand& o : s.operands) {
       Func f = o.func;
-      if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
+      // Not skipped for being another matmul's operand: that one may have left a plain
+      // load inline, which an extern stage cannot read.
+      scheduled_operands_.insert(f.name());
+      if (materialized.count(f.name()) > 0 || !rooted_operands_.insert(f.name()).second) {
         continue;
       }
       f.compute_root();
@@ -605,8 +612,9 @@ class SafeScheduler {
     }
     Func gemm = s.result;
     gemm.compute_root();
+    BoundToExtents(gemm, s.extents, s.symbolic, s.symbolic_extents);
     log_ << gemm.name() << ": extern " << gemm.function().extern_function_name()
-         << " (the CPU GEMM library), compute_root\n";
+         << " (the CPU GEMM library), compute_root bound to its extents\n";
   }
 
   // docs/HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
@@ -623,6 +631,7 @@ class SafeScheduler {
       }
       if (!o.transpose && IsPlainLoad(f.function())) continue;  // a copy would gain nothing
       f.compute_root();
+      rooted_operands_.insert(f.name());
       log_ << f.name() << ": matmul operand, compute_root\n";
       if (o.transpose) {
         Transpose(f, o.extents, o.symbolic);
@@ -676,6 +685,7 @@ class SafeScheduler {
   int64_t least_ = kMinSymbolicExtent;  // a symbolic dim's least run-time extent
   std::ostringstream log_;
   std::set<std::string> scheduled_operands_;
+  std::set<std::string> rooted_operands_;  // the operands made compute_root so far
 };
 
 }  // namespace

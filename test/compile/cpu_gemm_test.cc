@@ -5,7 +5,9 @@
 // not installed; CI installs it (tools/setup.sh).
 #include "device/cpu_gemm.h"
 
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -180,6 +182,58 @@ TEST_F(CpuGemmTest, TinyMatmulsWithAMinimumOfOne) {
       }
     }
   }
+}
+
+// One library call reading another's product twice (a and b the same Func), of which
+// only a few columns are read: the inner product is still realized whole (bounded), so
+// the outer call reads no more than its buffer holds.
+TEST_F(CpuGemmTest, AProductReadTwiceByAnotherCallIsRealizedWhole) {
+  Case c;
+  Tensor p = c.Input(DType::kF32, {37, 37}, 40);
+  Tensor q = c.Input(DType::kF32, {37, 37}, 41);
+  Tensor g = MatMul(p, q);
+  c.outputs = {Slice(MatMul(g, g), {0, 0}, {37, 5})};
+  CompileOptions options;
+  options.cpu_gemm_min_work = 1;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_TRUE(CallsLibrary(**kernel));
+  auto actual = RunKernel(**kernel, c.values);
+  ASSERT_TRUE(actual.ok()) << actual.status();
+  auto expected = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-3));
+}
+
+// The primitive of one configuration is cached for the process and used by whichever
+// thread runs a kernel: two kernels of the same shape run at once on two threads, many
+// times (each primitive has its own scratchpad, so no thread-local state is shared).
+TEST_F(CpuGemmTest, ConcurrentRunsOfOneConfigurationOnTwoThreads) {
+  std::vector<Case> cases(2);
+  std::vector<std::unique_ptr<CompiledKernel>> kernels;
+  for (int i = 0; i < 2; ++i) {
+    Tensor a = cases[i].Input(DType::kF32, {131, 257}, 50 + i);
+    Tensor b = cases[i].Input(DType::kF32, {257, 127}, 60 + i);
+    cases[i].outputs = {MatMul(a, b) * (1.0 + i)};
+    auto kernel = CompileCluster(SpecOf(cases[i]), CompileOptions{});
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    ASSERT_TRUE(CallsLibrary(**kernel));
+    kernels.push_back(*std::move(kernel));
+  }
+  std::vector<int> ok(2, 1);  // not vector<bool>: its bits share a word between threads
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 2; ++i) {
+    threads.emplace_back([&, i] {
+      auto expected = ReferenceOutputs(SpecOf(cases[i]), cases[i].values);
+      for (int run = 0; run < 20 && ok[i]; ++run) {
+        auto actual = RunKernel(*kernels[i], cases[i].values);
+        ok[i] = expected.ok() && actual.ok() && AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(ok[0]);
+  EXPECT_TRUE(ok[1]);
 }
 
 }  // namespace
