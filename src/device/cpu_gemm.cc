@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -170,7 +171,9 @@ struct Prepared {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratch = nullptr;
   dnnl_stream_t stream = nullptr;
-  std::unique_ptr<char[]> scratch_bytes;
+  // 4 KiB-aligned, as oneDNN's own scratchpads: its kernels place aligned sub-buffers
+  // at offsets from the base.
+  std::unique_ptr<void, decltype(&std::free)> scratch_bytes{nullptr, &std::free};
 };
 
 // Null when oneDNN refuses the configuration.
@@ -194,7 +197,12 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g) {
             api.primitive_desc_create(&pd, &desc, attr, lib.engine, nullptr) == dnnl_success;
   const dnnl_memory_desc_t* scratch = ok ? api.query_md(pd, dnnl_query_scratchpad_md, 0) : nullptr;
   const size_t scratch_size = scratch != nullptr ? api.memory_desc_get_size(scratch) : 0;
-  if (scratch_size > 0) p->scratch_bytes.reset(new char[scratch_size]);
+  if (scratch_size > 0) {
+    constexpr size_t kAlign = 4096;
+    p->scratch_bytes.reset(
+        std::aligned_alloc(kAlign, (scratch_size + kAlign - 1) / kAlign * kAlign));
+    ok = ok && p->scratch_bytes != nullptr;
+  }
   ok = ok && api.primitive_create(&p->primitive, pd) == dnnl_success &&
        api.memory_create(&p->a, &a, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.memory_create(&p->b, &b, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
