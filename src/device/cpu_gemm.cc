@@ -231,23 +231,19 @@ std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g) {
   return p;
 }
 
-// out = a b on one matrix each (row-major, leading dimensions in g). False on an error.
-bool RunGemm(const Library& lib, const GemmKey& g, const float* a, const float* b, float* c) {
-  const Api& api = lib.api;
-  if (api.set_threads != nullptr && g.threads > 0) api.set_threads(g.threads);
-  std::shared_ptr<Prepared> p = Lookup(lib, g);
-  if (p == nullptr) return false;
-  std::lock_guard<std::mutex> lock(p->mu);
-  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p->a},
-                                  {DNNL_ARG_WEIGHTS, p->b},
-                                  {DNNL_ARG_DST, p->c},
-                                  {DNNL_ARG_SCRATCHPAD, p->scratch}};
-  const int nargs = p->scratch != nullptr ? 4 : 3;
-  return api.set_data_handle(p->a, const_cast<float*>(a)) == dnnl_success &&
-         api.set_data_handle(p->b, const_cast<float*>(b)) == dnnl_success &&
-         api.set_data_handle(p->c, c) == dnnl_success &&
-         api.primitive_execute(p->primitive, p->stream, nargs, args) == dnnl_success &&
-         api.stream_wait(p->stream) == dnnl_success;
+// out = a b on one matrix each (row-major, leading dimensions in the primitive). False
+// on an error. The caller holds p->mu.
+bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, float* c) {
+  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p.a},
+                                  {DNNL_ARG_WEIGHTS, p.b},
+                                  {DNNL_ARG_DST, p.c},
+                                  {DNNL_ARG_SCRATCHPAD, p.scratch}};
+  const int nargs = p.scratch != nullptr ? 4 : 3;
+  return api.set_data_handle(p.a, const_cast<float*>(a)) == dnnl_success &&
+         api.set_data_handle(p.b, const_cast<float*>(b)) == dnnl_success &&
+         api.set_data_handle(p.c, c) == dnnl_success &&
+         api.primitive_execute(p.primitive, p.stream, nargs, args) == dnnl_success &&
+         api.stream_wait(p.stream) == dnnl_success;
 }
 #endif
 
@@ -339,6 +335,11 @@ extern "C" int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_
     return -2;
   }
   const GemmKey key{m, n, k, LeadingDim(a), LeadingDim(b), LeadingDim(out), ta, tb, threads};
+  // Once per call, not per batch index: every batch index has the same configuration.
+  if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
+  const std::shared_ptr<Prepared> prepared = Lookup(lib, key);
+  if (prepared == nullptr) return -3;
+  std::lock_guard<std::mutex> lock(prepared->mu);
   // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
   int64_t batch[8] = {0};
   const int batch_dims = out->dimensions - 2;
@@ -351,7 +352,7 @@ extern "C" int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_
     const float* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
     const float* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
     float* pc = const_cast<float*>(At(out, n0, m0, batch));
-    if (!RunGemm(lib, key, pa, pb, pc)) return -3;
+    if (!RunGemm(lib.api, *prepared, pa, pb, pc)) return -3;
     int d = 0;
     for (; d < batch_dims; ++d) {
       const halide_dimension_t& dim = out->dim[d + 2];

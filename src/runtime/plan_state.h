@@ -38,7 +38,7 @@ struct StepState {
   GemmShape gemm;  // kGemm: sizes for input_types, epilogue from the plan
   std::shared_ptr<SharedKernel> kernel;
   std::vector<TensorType> output_types;  // the kernel's outputs for input_types
-  std::vector<HostTensor> buffers;  // one per output; reused across runs (host spaces)
+  std::vector<HostTensor> buffers;       // one per output; reused across runs (host spaces)
   std::vector<std::shared_ptr<DeviceTensor>> device_buffers;  // the same, on CUDA
   // The step's compile, a run of its kernel or its library call failed: its
   // Step::fallback runs from now on, with these states (one per fallback step).

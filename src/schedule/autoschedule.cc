@@ -81,15 +81,35 @@ namespace {
 
 // Loads the plugin for `kind` unless an earlier call did. A failed load is retried next
 // time (the environment may have been fixed); a successful one is never repeated.
+//
+// The first call loads every plugin: loading one adds to Halide's registry of
+// autoschedulers, which Pipeline::auto_schedule reads with no lock, so a plugin loaded
+// while another thread autoschedules raced with it (TSan: add_autoscheduler against
+// find_autoscheduler, two clusters compiling at once under different schedulers).
 void EnsurePluginLoaded(SchedulerKind kind) {
   static std::mutex mu;
   static std::map<SchedulerKind, std::string>* loaded =
       new std::map<SchedulerKind, std::string>();  // kind -> path; never destroyed
+  static bool tried_all = false;
   std::lock_guard<std::mutex> lock(mu);
-  if (loaded->count(kind) > 0) return;
-  const std::string path = AutoschedulerPluginPath(kind);
-  Halide::load_plugin(path);  // throws Halide::Error when dlopen fails
-  (*loaded)[kind] = path;
+  auto load = [&](SchedulerKind k) {
+    if (loaded->count(k) > 0) return;
+    const std::string path = AutoschedulerPluginPath(k);
+    Halide::load_plugin(path);  // throws Halide::Error when dlopen fails
+    (*loaded)[k] = path;
+  };
+  if (!tried_all) {
+    tried_all = true;
+    for (SchedulerKind k :
+         {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016, SchedulerKind::kLi2018}) {
+      try {
+        load(k);
+      } catch (const Halide::Error&) {
+        // Reported below if `kind` is the one missing; the others when asked for.
+      }
+    }
+  }
+  load(kind);
 }
 
 }  // namespace

@@ -23,13 +23,10 @@ bool CallsLibrary(const CompiledKernel& kernel) {
   return absl::StrContains(kernel.schedule_text(), kCpuGemmF32Symbol);
 }
 
-// Compiles `c` under the safe default (library on unless `library` is false), checks
+// Compiles `c` with `options` (the safe default unless they say otherwise), checks
 // whether it called the library, and compares its outputs with the reference kernels.
-void CheckCase(const Case& c, bool expect_library, bool library = true, double rtol = 1e-4,
-               double atol = 1e-4) {
-  CompileOptions options;
-  options.scheduler = SchedulerKind::kSafeDefault;
-  options.cpu_gemm_library = library;
+void CheckCompiled(const Case& c, const CompileOptions& options, bool expect_library,
+                   double rtol = 1e-4, double atol = 1e-4) {
   auto kernel = CompileCluster(SpecOf(c), options);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_EQ(CallsLibrary(**kernel), expect_library) << (*kernel)->schedule_text();
@@ -42,6 +39,21 @@ void CheckCase(const Case& c, bool expect_library, bool library = true, double r
     std::string why;
     EXPECT_TRUE(AllClose((*actual)[i], (*expected)[i], rtol, atol, &why)) << "output " << i << why;
   }
+}
+
+// The safe default, the library on unless `library` is false.
+void CheckCase(const Case& c, bool expect_library, bool library = true) {
+  CompileOptions options;
+  options.scheduler = SchedulerKind::kSafeDefault;
+  options.cpu_gemm_library = library;
+  CheckCompiled(c, options, expect_library);
+}
+
+// Every f32 matmul on the library, however small (what braze-fuzz runs under).
+CompileOptions MinimumOfOne() {
+  CompileOptions options;
+  options.cpu_gemm_min_work = 1;
+  return options;
 }
 
 class CpuGemmTest : public ::testing::Test {
@@ -169,16 +181,7 @@ TEST_F(CpuGemmTest, TinyMatmulsWithAMinimumOfOne) {
         bs.push_back(tb ? k : 2);
         Tensor b = c.Input(DType::kF32, bs, 31);
         c.outputs = {r == 3 ? BatchMatMul(a, b, ta, tb) : MatMul(a, b, ta, tb)};
-        CompileOptions options;
-        options.cpu_gemm_min_work = 1;
-        auto kernel = CompileCluster(SpecOf(c), options);
-        ASSERT_TRUE(kernel.ok()) << kernel.status();
-        EXPECT_TRUE(CallsLibrary(**kernel));
-        auto actual = RunKernel(**kernel, c.values);
-        ASSERT_TRUE(actual.ok()) << actual.status();
-        auto expected = ReferenceOutputs(SpecOf(c), c.values);
-        ASSERT_TRUE(expected.ok()) << expected.status();
-        EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-5));
+        CheckCompiled(c, MinimumOfOne(), /*expect_library=*/true, 1e-5, 1e-5);
       }
     }
   }
@@ -193,16 +196,7 @@ TEST_F(CpuGemmTest, AProductReadTwiceByAnotherCallIsRealizedWhole) {
   Tensor q = c.Input(DType::kF32, {37, 37}, 41);
   Tensor g = MatMul(p, q);
   c.outputs = {Slice(MatMul(g, g), {0, 0}, {37, 5})};
-  CompileOptions options;
-  options.cpu_gemm_min_work = 1;
-  auto kernel = CompileCluster(SpecOf(c), options);
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
-  EXPECT_TRUE(CallsLibrary(**kernel));
-  auto actual = RunKernel(**kernel, c.values);
-  ASSERT_TRUE(actual.ok()) << actual.status();
-  auto expected = ReferenceOutputs(SpecOf(c), c.values);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-3));
+  CheckCompiled(c, MinimumOfOne(), /*expect_library=*/true, 1e-4, 1e-3);
 }
 
 // The primitive of one configuration is cached for the process and used by whichever
