@@ -55,6 +55,12 @@ std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars, int rank) {
 
 Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
                   const ReduceAttrs& attrs, const Value& input, const TensorType& out) {
+  if (attrs.axes.empty()) {
+    // Nothing to reduce (a scalar's reduction, over all of its zero axes): each element
+    // is its own sum, mean, max or min. An RDom over no dims is not a loop Halide builds.
+    return Inline(out.dtype, out.shape,
+                  [input](const std::vector<Expr>& index) { return At(input, index); });
+  }
   const Value x = Materialize(ctx, name + "_in", input);
   const int rank = static_cast<int>(x.shape.size());
   std::vector<bool> reduced(rank, false);

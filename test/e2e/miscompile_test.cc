@@ -104,6 +104,22 @@ TEST(Miscompile, RowMaxSelectWithUnrelatedReductionsInTheCluster) {
       g, {{in2, Random({5, 6}, 1)}, {in0, Random({4}, 2)}, {in1, Random({8}, 3)}}, fetches);
 }
 
+// A reduction of a rank-0 tensor (over all of its zero axes) reduces nothing: it is the
+// value itself. Lowering built an RDom over no dims and read reduced[rank - 1] at rank
+// 0, and the compile crashed (SIGSEGV) under every scheduler.
+TEST(Miscompile, ReductionsOfAScalarAreTheScalar) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {}, "x");
+  Tensor n = Placeholder(g, DType::kI32, {}, "n");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    fetches = {Sum(x) + 1.0, Mean(x) * 2.0, Max(Exp(x)) - 1.0, Min(x, {}, true) * 3.0,
+               Sum(n) * Const(g, HostTensor::Scalar<int32_t>(5))};
+  }
+  ExpectMatchesReference(g, {{x, Random({}, 6)}, {n, HostTensor::Scalar<int32_t>(-7)}}, fetches);
+}
+
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
   Graph g;
   Tensor in0 = Placeholder(g, DType::kF32, {9, 8}, "in0");
