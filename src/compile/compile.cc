@@ -444,6 +444,7 @@ std::vector<Attempt> Attempts(const CompileOptions& options, SchedulerKind first
 lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& attempt, bool gpu,
                                 int parallelism) {
   lower::LowerOptions lo;
+  lo.gpu = gpu;
   const bool wanted = options.cpu_gemm_library && !gpu &&
                       attempt.kind == SchedulerKind::kSafeDefault &&
                       (attempt.stored == nullptr || attempt.stored->params.matmul_library);

@@ -68,10 +68,44 @@ Expr TanhViaExp(const Expr& x, DType dtype) {
 
 Expr Erf(const Expr& x, DType dtype) {
   // Halide's erf is f32-only ("accurate up to the last three bits"); f64 calls libm's
-  // erf, which the JIT resolves from the process.
-  if (dtype == DType::kF32) return Halide::erf(x);
+  // erf, which the JIT resolves from the process. Halide's came out NaN for |x| from
+  // about 1.4e11 (its polynomial overflows); erf(+-6) is +-1 in f32, so the argument is
+  // clamped there.
+  if (dtype == DType::kF32) return Halide::erf(Halide::clamp(x, -6.0f, 6.0f));
   return Halide::Internal::Call::make(Halide::Float(64), "erf", {x},
                                       Halide::Internal::Call::PureExtern);
+}
+
+// Halide's f32 exp builds 2^k from the integer k = x / ln 2 and came out 0, not inf, for
+// x from about 1.6e9 (k overflowed). Past +-200, exp is inf or 0 in f32 and Halide's
+// gives those: the argument is clamped there. Its f64 exp is right over the whole range.
+Expr ExpOf(const Expr& x, DType dtype) {
+  if (dtype == DType::kF32) return Halide::exp(Halide::clamp(x, -200.0f, 200.0f));
+  return Halide::exp(x);
+}
+
+// Halide's f32 log reads a subnormal's exponent field as if it were normal (log(1.4e-45)
+// came out -88.03, not -103.28). A subnormal is scaled into the normal range by 2^24
+// (exact) and 24 ln 2 taken off again.
+Expr LogOf(const Expr& x, DType dtype) {
+  if (dtype != DType::kF32) return Halide::log(x);
+  const Expr bits = Halide::reinterpret(Halide::UInt(32), x) & Halide::Expr(0x7fffffffu);
+  const Expr subnormal =
+      bits < Halide::Expr(0x00800000u);  // |x| below FLT_MIN (zero too: log is -inf)
+  const Expr scaled = Halide::select(subnormal, x * 16777216.0f, x);
+  return Halide::log(scaled) - Halide::select(subnormal, 16.635532333438686f, 0.0f);
+}
+
+// pow as libm computes it (powf / pow, which the JIT resolves from the process), like
+// the reference's std::pow. Halide's pow is exp(y log x) with sign fix-ups, and missed
+// IEEE pow's special cases: pow(NaN, 2) came out inf, pow(inf, 0.5) 1.8e19, pow(x, x) 0
+// where it overflows, and subnormal bases were wrong. The call is scalar per lane, and
+// strict: with fast-math flags LLVM rewrites pow(x, 0.5) as sqrt(x), which is NaN, not
+// inf, at -inf.
+Expr PowOf(const Expr& x, const Expr& y) {
+  const bool f64 = x.type().bits() == 64;
+  return Halide::strict_float(Halide::Internal::Call::make(x.type(), f64 ? "pow" : "powf", {x, y},
+                                                           Halide::Internal::Call::PureExtern));
 }
 
 // Floor division with x / 0 = 0. Halide's integer division is Euclidean (the remainder
@@ -109,10 +143,10 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [t](Expr v) { return Halide::cast(t, Halide::abs(v)); };
       break;
     case OpKind::kExp:
-      fn = [](Expr v) { return WithSpecials(v, Halide::exp(v), INFINITY, 0); };
+      fn = [dt](Expr v) { return WithSpecials(v, ExpOf(v, dt), INFINITY, 0); };
       break;
     case OpKind::kLog:
-      fn = [](Expr v) { return WithSpecials(v, Halide::log(v), INFINITY, NAN); };
+      fn = [dt](Expr v) { return WithSpecials(v, LogOf(v, dt), INFINITY, NAN); };
       break;
     case OpKind::kSqrt:
       fn = [](Expr v) { return Halide::sqrt(v); };
@@ -168,7 +202,10 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
 Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, DType to) {
   return Define(ctx, name, to, x.shape, [&](const std::vector<Expr>& index) -> Expr {
     const Expr v = At(x, index);
-    if (to == DType::kBool) return Halide::select(v != Halide::Internal::make_zero(v.type()), 1, 0);
+    // Strict: under LLVM's no-NaNs flag, NaN != 0 came out false (Mullapudi2016's schedule).
+    if (to == DType::kBool) {
+      return Halide::select(Strict(v != Halide::Internal::make_zero(v.type()), v), 1, 0);
+    }
     if (x.dtype == DType::kBool) return Halide::select(v != 0, Const(to, 1), Const(to, 0));
     if (to == DType::kI32 && IsFloating(x.dtype)) return FloatToI32(v);
     return Halide::cast(HalideType(to), v);
@@ -195,7 +232,9 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
       case OpKind::kMinimum:
         return NanMin(x, y);
       case OpKind::kPow:
-        return Halide::pow(x, y);
+        // GPU backends map Halide's pow to the device's, which has IEEE's special cases
+        // (OpenCL C and CUDA's libdevice both specify them); they have no libm.
+        return ctx.gpu ? Halide::pow(x, y) : PowOf(x, y);
       // Float comparisons are strict: Halide 14's simplifier treats float arithmetic as
       // real numbers and moves a constant across a comparison ((a + c == b) becomes
       // (a == b - c)), which is not exact in floats: Equal(x, Relu(x)) came out false

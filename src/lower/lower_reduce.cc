@@ -113,7 +113,6 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   const int fbits = x.dtype == DType::kF64 ? 64 : 32;
   const Halide::Type ut = Halide::UInt(fbits);
   const Halide::Type st = Halide::Int(fbits);
-  const uint64_t abs_mask = fbits == 64 ? 0x7fffffffffffffff : 0x7fffffff;
   const uint64_t inf_bits = fbits == 64 ? 0x7ff0000000000000 : 0x7f800000;
   const uint64_t qnan_bits = fbits == 64 ? 0x7ff8000000000000 : 0x7fc00000;
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
@@ -133,10 +132,8 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
         return op == OpKind::kMax ? Halide::max(a, b) : Halide::min(a, b);
       };
       if (nan_flag) {
-        acc(vars) = Halide::Tuple(
-            pick(acc(vars)[0], v),
-            Halide::max(acc(vars)[1],
-                        Halide::reinterpret(ut, v) & Halide::Internal::make_const(ut, abs_mask)));
+        acc(vars) = Halide::Tuple(pick(acc(vars)[0], v),
+                                  Halide::max(acc(vars)[1], AbsBits(Halide::reinterpret(ut, v))));
       } else {
         acc(vars) = pick(acc(vars), v);
       }

@@ -67,6 +67,9 @@ Halide::Expr TypedConst(DType dtype, double v);
 // schedule/schedule_check.h). Floating x only.
 Halide::Expr IsNanBits(const Halide::Expr& x);
 
+// A float's bits (u32 or u64) with the sign bit cleared: |x|'s bits.
+Halide::Expr AbsBits(const Halide::Expr& bits);
+
 // numpy's maximum/minimum: NaN-propagating for floats, plain for integers.
 Halide::Expr NanMax(const Halide::Expr& a, const Halide::Expr& b);
 Halide::Expr NanMin(const Halide::Expr& a, const Halide::Expr& b);
@@ -92,6 +95,7 @@ class LoweringContext {
   // LowerOptions' library GEMM settings (lowering.h).
   int64_t library_gemm_min_work = -1;
   int library_gemm_threads = 0;
+  bool gpu = false;            // LowerOptions::gpu
   bool calls_library = false;  // some MatMul became a library call
 
   std::string UniqueName(const std::string& base);

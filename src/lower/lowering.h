@@ -55,6 +55,8 @@ struct LowerOptions {
   // autoschedulers, no library, SessionOptions::cpu_matmul = kHalide).
   int64_t library_gemm_min_work = -1;
   int library_gemm_threads = 0;  // the library's thread count; 0: its default
+  // A GPU target: math that calls the host's libm on the CPU uses the GPU's own.
+  bool gpu = false;
 };
 
 // Lowers `spec`. Fresh Funcs every call: a schedule that failed may have left

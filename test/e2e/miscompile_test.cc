@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "braze/gradients.h"
 #include "braze/jit_scope.h"
@@ -118,6 +119,24 @@ TEST(Miscompile, ReductionsOfAScalarAreTheScalar) {
                Sum(n) * Const(g, HostTensor::Scalar<int32_t>(5))};
   }
   ExpectMatchesReference(g, {{x, Random({}, 6)}, {n, HostTensor::Scalar<int32_t>(-7)}}, fetches);
+}
+
+// Cast to bool is x != 0, which is true for NaN. Beside two casts to i32 of the same
+// input, Mullapudi2016's schedule compiled it under LLVM's no-NaNs flag and NaN came
+// out false; the comparison is now strict.
+TEST(Miscompile, CastOfNaNToBoolIsTrue) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {16}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    fetches = {Cast(x, DType::kI32), Cast(x, DType::kBool), Cast(x * 2.0, DType::kI32)};
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  HostTensor in = HostTensor::From<float>({-3.5f, -1, -0.0f, 0, 0.5f, 2.5f, 1e30f, -1e30f, inf,
+                                           -inf, nan, 3e9f, -3e9f, 2147483520.f, 7, 1},
+                                          {16});
+  ExpectMatchesReference(g, {{x, in}}, fetches);
 }
 
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {

@@ -42,6 +42,13 @@ struct Case {
     values.push_back(HostTensor::RandomUniform(dtype, shape, seed, lo, hi));
     return t;
   }
+  // Adds a placeholder fed with `value`.
+  Tensor Input(HostTensor value) {
+    Tensor t = Placeholder(*graph, value.dtype(), value.shape());
+    inputs.push_back(t);
+    values.push_back(std::move(value));
+    return t;
+  }
 };
 
 // Every non-placeholder node, in id order, with the placeholders as inputs.

@@ -388,7 +388,8 @@ class Generator {
   }
 
   bool Reduce() {
-    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32}, 1);
+    // Rank 0 too: a scalar's reduction reduces nothing (it crashed the lowering once).
+    const int a = PickDType({DType::kF32, DType::kF64, DType::kI32});
     if (a < 0) return false;
     const int rank = values_[a].rank();
     const std::vector<int> axes = RandomAxes(rank);
@@ -397,7 +398,8 @@ class Generator {
     const int which = Uniform(integer ? 4 : 5);
     static const char* kNames[] = {"Sum", "Max", "Min", "ArgMax", "Mean"};
     if (which == 3) {
-      if (!Exact(a)) return false;  // ArgMax is discontinuous: exact operands only
+      // ArgMax is discontinuous: exact operands only; and it needs an axis.
+      if (!Exact(a) || rank == 0) return false;
       const int axis = Uniform(rank);
       Push(
           {a}, [axis](Graph&, const std::vector<Tensor>& v) { return ArgMax(v[0], axis); },
