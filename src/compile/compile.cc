@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "compile/codegen_workarounds.h"
 #include "compile/disk_cache.h"
 #include "compile/gpu_scheduling.h"
 #include "device/backend.h"
@@ -622,6 +623,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         // Autoscheduler progress, lowering's warnings: to the log at --v=2.
         device::HalideOutputCapture halide_output;
         pipeline = Halide::Pipeline(lowered.info.outputs);
+        InstallCodegenWorkarounds(pipeline);
         backend.InstallHandlers(&pipeline.jit_handlers());
         InstallLibraryExterns(lowered, pipeline);
         const auto t0 = std::chrono::steady_clock::now();

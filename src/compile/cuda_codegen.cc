@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
+#include "compile/codegen_workarounds.h"
 #include "compile/gpu_scheduling.h"
 #include "device/halide_util.h"
 #include "lower/lower_util.h"
@@ -96,6 +97,7 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
   absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
     device::HalideOutputCapture halide_output;  // Halide's chatter: to the log at --v=2
     Halide::Pipeline pipeline(lowered.info.outputs);
+    InstallCodegenWorkarounds(pipeline);
     code.schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
     std::vector<Halide::Argument> args;
     for (size_t i = 0; i < lowered.params.size(); ++i) {
@@ -152,7 +154,9 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Schedul
     code.target = target.to_string();
     // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
     // Lowering errors are the cluster's, not the schedule's: no point in retrying.
-    BRAZE_ASSIGN_OR_RETURN(lower::LoweredCluster lowered, lower::LowerCluster(spec));
+    lower::LowerOptions gpu_lowering;
+    gpu_lowering.gpu = true;
+    BRAZE_ASSIGN_OR_RETURN(lower::LoweredCluster lowered, lower::LowerCluster(spec, gpu_lowering));
     if (lowered.info.outputs.empty()) {
       code.schedule = "(every output is empty: nothing to compute)\n";
     } else {

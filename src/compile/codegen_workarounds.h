@@ -1,0 +1,32 @@
+// Repairs to a lowered pipeline for Halide 14 code generation bugs, installed on every
+// pipeline Braze compiles (Pipeline::add_custom_lowering_pass: they run at the end of
+// lowering, before LLVM code generation).
+//
+// Strided loads at a constant address: Halide 14 turns a vector load with stride 2 to 4
+// into dense loads and shuffles. When the ramp's base is a constant, its alignment is
+// "exactly b" (modulus 0), and the shift of the base down to a multiple of the stride
+// then computes the remainder modulo 0, which Halide defines as 0: every dense load is
+// marked as aligned to the full vector. An internal buffer read at c[8 + 3i] became a
+// vmovaps of element 6 and the kernel died of a general-protection fault (braze-fuzz seed
+// 1103469, Mullapudi2016; reproduced standalone for strides 2, 3, 4 and 8 to 32 lanes,
+// with every base whose shifted value is not a multiple of the vector).
+// The repair marks such loads' alignment unknown, so the dense loads are unaligned.
+//
+// Internal header: includes Halide.h.
+#ifndef BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
+#define BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
+
+#include "Halide.h"
+
+namespace braze {
+
+// Adds the repairs above to `pipeline` (once per pipeline).
+void InstallCodegenWorkarounds(Halide::Pipeline& pipeline);
+
+// The repair itself, for tests: `s` with every vector load whose index is a ramp with a
+// constant base and a stride other than 1 given unknown alignment.
+Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt& s);
+
+}  // namespace braze
+
+#endif  // BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
