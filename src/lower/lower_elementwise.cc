@@ -113,7 +113,7 @@ Expr PowOf(const Expr& x, const Expr& y) {
 // and the remainder non-zero: floor = euclid - 1 there.
 Expr FloorDivI32(const Expr& a, const Expr& b) {
   const Expr q = a / b;
-  const Expr r = a - q * b;
+  const Expr r = WrapSub(a, WrapMul(q, b));
   return Halide::select(b == 0, 0, b < 0 && r != 0, q - 1, q);
 }
 
@@ -135,7 +135,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
   std::function<Expr(Expr)> fn;
   switch (op) {
     case OpKind::kNeg:
-      fn = [](Expr v) { return -v; };
+      fn = [c](Expr v) { return v.type().is_int() ? WrapSub(c(0), v) : -v; };
       break;
     case OpKind::kAbs:
       // Halide's abs of an int returns the unsigned type; casting back wraps
@@ -174,7 +174,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       };
       break;
     case OpKind::kSquare:
-      fn = [](Expr v) { return v * v; };
+      fn = [](Expr v) { return WrapMul(v, v); };
       break;
     case OpKind::kReciprocal:
       fn = [c](Expr v) { return c(1) / v; };
@@ -220,11 +220,11 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
     const Expr y = At(b, BroadcastIndex(b.shape, out.shape, index));
     switch (op) {
       case OpKind::kAdd:
-        return x + y;
+        return WrapAdd(x, y);
       case OpKind::kSub:
-        return x - y;
+        return WrapSub(x, y);
       case OpKind::kMul:
-        return x * y;
+        return WrapMul(x, y);
       case OpKind::kDiv:
         return is_int ? FloorDivI32(x, y) : x / y;
       case OpKind::kMaximum:

@@ -124,7 +124,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   switch (op) {
     case OpKind::kSum:
     case OpKind::kMean:
-      acc(vars) = acc(vars) + Halide::cast(acc_type, v);
+      acc(vars) = WrapAdd(acc(vars), Halide::cast(acc_type, v));
       break;
     case OpKind::kMax:
     case OpKind::kMin: {

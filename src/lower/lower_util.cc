@@ -59,6 +59,31 @@ Expr IsNanBits(const Expr& x) {
 
 // strict_float: Halide compiles with LLVM's no-NaNs flag, under which LLVM may fold
 // select(is_nan(a), a, x) to x (selecting a NaN would be "impossible").
+namespace {
+
+bool SignedInt32(const Expr& e) { return e.type().is_int() && e.type().bits() == 32; }
+
+Expr AsUnsigned(const Expr& e) {
+  return Halide::reinterpret(e.type().with_code(Halide::Type::UInt), e);
+}
+
+}  // namespace
+
+Expr WrapAdd(const Expr& a, const Expr& b) {
+  if (!SignedInt32(a)) return a + b;
+  return Halide::reinterpret(a.type(), AsUnsigned(a) + AsUnsigned(b));
+}
+
+Expr WrapSub(const Expr& a, const Expr& b) {
+  if (!SignedInt32(a)) return a - b;
+  return Halide::reinterpret(a.type(), AsUnsigned(a) - AsUnsigned(b));
+}
+
+Expr WrapMul(const Expr& a, const Expr& b) {
+  if (!SignedInt32(a)) return a * b;
+  return Halide::reinterpret(a.type(), AsUnsigned(a) * AsUnsigned(b));
+}
+
 Expr NanMax(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::max(a, b);
   return Halide::strict_float(

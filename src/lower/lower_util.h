@@ -72,6 +72,14 @@ Halide::Expr AbsBits(const Halide::Expr& bits);
 
 // numpy's maximum/minimum: NaN-propagating for floats, plain for integers.
 Halide::Expr NanMax(const Halide::Expr& a, const Halide::Expr& b);
+
+// a + b, a - b, a * b that wrap like the reference's two's complement ints. Halide takes
+// signed overflow as impossible and simplified Greater(x + 1, x) to true at INT32_MAX;
+// for Int(32) these compute in UInt(32), where overflow wraps, and reinterpret back (the
+// same instructions). Other types: the plain op.
+Halide::Expr WrapAdd(const Halide::Expr& a, const Halide::Expr& b);
+Halide::Expr WrapSub(const Halide::Expr& a, const Halide::Expr& b);
+Halide::Expr WrapMul(const Halide::Expr& a, const Halide::Expr& b);
 Halide::Expr NanMin(const Halide::Expr& a, const Halide::Expr& b);
 
 // Extents in Halide order (reversed), rank 0 -> {1}.

@@ -139,6 +139,26 @@ TEST(Miscompile, CastOfNaNToBoolIsTrue) {
   ExpectMatchesReference(g, {{x, in}}, fetches);
 }
 
+// i32 arithmetic wraps in the reference (two's complement). Halide takes signed overflow
+// as impossible: Greater(x + 1, x) simplified to true at INT32_MAX under every scheduler.
+// Add, Sub, Mul, Neg, Square and Sum now compute in u32 and reinterpret.
+TEST(Miscompile, IntegerArithmeticWrapsLikeTheReference) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kI32, {3, 4}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor one = Const(g, HostTensor::Scalar<int32_t>(1));
+    fetches = {Greater(x + one, x), Less(x - one, x), Equal(x * x, Square(x)),        Neg(x) + one,
+               Sum(x, {1}),         Sum(x * x, {0}),  MatMul(x, Transpose(x, {1, 0}))};
+  }
+  const int32_t big = std::numeric_limits<int32_t>::max(),
+                small = std::numeric_limits<int32_t>::min();
+  HostTensor in = HostTensor::From<int32_t>(
+      {big, big - 1, small, small + 1, 65536, 46341, -46341, 1 << 30, 7, -7, 0, 1}, {3, 4});
+  ExpectMatchesReference(g, {{x, in}}, fetches);
+}
+
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
   Graph g;
   Tensor in0 = Placeholder(g, DType::kF32, {9, 8}, "in0");
