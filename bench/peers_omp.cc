@@ -72,6 +72,39 @@ void LayerNormRow(const float* x, const float* gamma, const float* beta, float* 
   for (int64_t c = 0; c < cols; ++c) o[c] = (x[c] - mean) * inv * gamma[c] + beta[c];
 }
 
+// The same rows with Braze's numerics, which are the reference kernels': sums accumulated
+// in f64 (exact for a row of f32 values of one sign and similar size) and softmax's
+// division a division, not a multiply by a reciprocal. These loops show what those
+// numerics cost a hand loop; the f32 loops above are the peers of issue 14's goals.
+void SoftmaxRowF64(const float* x, float* o, int64_t cols) {
+  float m = x[0];
+#pragma omp simd reduction(max : m)
+  for (int64_t c = 0; c < cols; ++c) m = x[c] > m ? x[c] : m;
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < cols; ++c) sum += (o[c] = expf(x[c] - m));
+  const float s = static_cast<float>(sum);
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c) o[c] /= s;
+}
+
+void LayerNormRowF64(const float* x, const float* gamma, const float* beta, float* o,
+                     int64_t cols) {
+  double sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t c = 0; c < cols; ++c) sum += x[c];
+  const float mean = static_cast<float>(sum / cols);
+  double sq = 0;
+#pragma omp simd reduction(+ : sq)
+  for (int64_t c = 0; c < cols; ++c) {
+    const float d = x[c] - mean;
+    sq += d * d;
+  }
+  const float inv = 1.0f / std::sqrt(static_cast<float>(sq / cols) + kLayerNormEpsilon);
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c) o[c] = (x[c] - mean) * inv * gamma[c] + beta[c];
+}
+
 struct RowOp {
   HostTensor x, gamma, beta, y;
   explicit RowOp(int64_t rows)
@@ -81,28 +114,30 @@ struct RowOp {
         y(DType::kF32, {rows, kRowCols}) {}
   int64_t rows() const { return x.dim(0); }
 
-  void Run(bool layernorm) {
+  void Run(bool layernorm, bool f64) {
     const float* in = x.data<float>();
     float* out = y.data<float>();
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows(); ++r) {
+      const float* xr = in + r * kRowCols;
+      float* yr = out + r * kRowCols;
       if (layernorm) {
-        LayerNormRow(in + r * kRowCols, gamma.data<float>(), beta.data<float>(), out + r * kRowCols,
-                     kRowCols);
+        (f64 ? LayerNormRowF64 : LayerNormRow)(xr, gamma.data<float>(), beta.data<float>(), yr,
+                                               kRowCols);
       } else {
-        SoftmaxRow(in + r * kRowCols, out + r * kRowCols, kRowCols);
+        (f64 ? SoftmaxRowF64 : SoftmaxRow)(xr, yr, kRowCols);
       }
     }
   }
 };
 
-void RunRowOp(benchmark::State& state, bool layernorm) {
+void RunRowOp(benchmark::State& state, bool layernorm, bool f64 = false) {
   RowOp op(state.range(0));
-  op.Run(layernorm);
+  op.Run(layernorm, f64);
   const HostTensor& want = layernorm ? LayerNormReference(op.rows()) : SoftmaxReference(op.rows());
   if (!CheckClose(state, op.y.data<float>(), want, 1e-5, 1e-4)) return;
   for (auto _ : state) {
-    op.Run(layernorm);
+    op.Run(layernorm, f64);
     benchmark::ClobberMemory();
   }
   SetRate(state, "GB/s", ReadWriteGB(op.rows() * kRowCols));
@@ -111,6 +146,10 @@ void BM_Softmax_omp(benchmark::State& state) { RunRowOp(state, false); }
 void BM_LayerNorm_omp(benchmark::State& state) { RunRowOp(state, true); }
 BENCHMARK(BM_Softmax_omp)->Apply([](auto* b) { PeerDefaults(RowSizes(b), 0.5); });
 BENCHMARK(BM_LayerNorm_omp)->Apply([](auto* b) { PeerDefaults(RowSizes(b), 0.5); });
+void BM_Softmax_omp_f64sums(benchmark::State& state) { RunRowOp(state, false, true); }
+void BM_LayerNorm_omp_f64sums(benchmark::State& state) { RunRowOp(state, true, true); }
+BENCHMARK(BM_Softmax_omp_f64sums)->Apply([](auto* b) { PeerDefaults(RowSizes(b), 0.5); });
+BENCHMARK(BM_LayerNorm_omp_f64sums)->Apply([](auto* b) { PeerDefaults(RowSizes(b), 0.5); });
 
 // ---- Softmax regression train step, hand-fused ----
 // W [784, 10] is kept with its rows padded to 16 lanes (zeros that stay zero: their
