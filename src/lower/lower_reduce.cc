@@ -102,8 +102,14 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   const bool is_sum = op == OpKind::kSum || op == OpKind::kMean;
   const bool is_float = IsFloating(x.dtype);
   const DType acc_dtype = is_sum && is_float ? DType::kF64 : x.dtype;
-  const Halide::Type acc_type = HalideType(acc_dtype);
-  const Expr identity = TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
+  // An i32 sum wraps like the reference's: it accumulates in u32 (Halide takes signed
+  // overflow as impossible; unsigned wraps), a plain add that rfactor still proves
+  // associative, and the result is reinterpreted back.
+  const bool wrapping_sum = is_sum && x.dtype == DType::kI32;
+  const Halide::Type acc_type = wrapping_sum ? Halide::UInt(32) : HalideType(acc_dtype);
+  const Expr identity = wrapping_sum
+                            ? Halide::Internal::make_zero(acc_type)
+                            : TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
   // Float Max/Min also track the largest |bits| seen, max(acc, bits(v) & 0x7f..f): a
   // NaN is present iff it exceeds the infinity pattern, decided after the reduction.
   // That keeps selects, comparisons and NaN tests out of the update (each can trip a
@@ -124,7 +130,8 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   switch (op) {
     case OpKind::kSum:
     case OpKind::kMean:
-      acc(vars) = WrapAdd(acc(vars), Halide::cast(acc_type, v));
+      acc(vars) =
+          acc(vars) + (wrapping_sum ? Halide::reinterpret(acc_type, v) : Halide::cast(acc_type, v));
       break;
     case OpKind::kMax:
     case OpKind::kMin: {
@@ -168,6 +175,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
                                  Halide::reinterpret(ut, acc(args)[0]) | mask);
     }
     Expr a = acc(args);
+    if (wrapping_sum) a = Halide::reinterpret(Halide::Int(32), a);
     if (op == OpKind::kMean) a = a / Halide::cast(acc_type, count_expr);
     return a;  // Inline casts to the output type
   });
