@@ -1,7 +1,8 @@
 // Lowering of elementwise ops: unary math, Cast, broadcasting binary ops and Select.
 //
 // Semantics follow the reference kernels (src/reference/elementwise.cc): Maximum,
-// Minimum, Relu and Sign propagate NaN; i32 Div is floor division with x / 0 = 0; Cast
+// Minimum, Relu and Sign propagate NaN; i32 Add, Sub, Mul, Neg and Square wrap (two's
+// complement); i32 Div is floor division with x / 0 = 0; Cast
 // from floating to i32 truncates, saturates and maps NaN to 0. Halide compiles with
 // LLVM fast-math flags (no-NaNs among them), so NaN checks use Halide::is_nan, which is
 // evaluated in strict-float mode.
