@@ -28,6 +28,7 @@
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
+#include "schedule/extremum_operands.h"
 #include "schedule/gpu_schedule.h"
 
 extern char** environ;
@@ -182,7 +183,18 @@ namespace compile {
 std::string ApplyGpuScheduler(SchedulerKind kind, const lower::LoweredCluster& lowered,
                               Halide::Pipeline& pipeline, const Halide::Target& target) {
   if (kind == SchedulerKind::kLi2018) {
-    return schedule::ApplyAutoscheduler(kind, pipeline, target, kGpuParallelism);
+    std::string text = schedule::ApplyAutoscheduler(kind, pipeline, target, kGpuParallelism);
+    // A value that a reduction and a comparison both read must be stored once
+    // (schedule/extremum_operands.h); inlined, each reader rounds its own copy (braze-fuzz
+    // seeds 1130088, 1130170 on OpenCL). Refused, the chain goes on to the heuristic.
+    for (const Halide::Func& f : schedule::ComparedReductionOperands(lowered.info)) {
+      if (f.function().schedule().compute_level().is_inlined()) {
+        throw Halide::CompileError(absl::StrCat(
+            "Li2018 inlined ", f.name(),
+            ", which a reduction and a comparison both read: each would round its own copy"));
+      }
+    }
+    return text;
   }
   return schedule::ApplyGpuSchedule(lowered.info, target, kind);
 }

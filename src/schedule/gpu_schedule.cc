@@ -6,7 +6,10 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "schedule/extremum_operands.h"
 
 namespace braze {
 namespace schedule {
@@ -135,10 +138,10 @@ class GpuHeuristic {
         ScheduleReduction(s, reductions_[i]);
       }
     }
-    for (Func f : operands_) {
+    for (auto& [f, why] : operands_) {
       f.compute_root();
       const Var xi = PointwiseTile(f, f.args(), {});
-      log_ << f.name() << ": matmul operand, compute_root, tile -> " << xi.name() << "\n";
+      log_ << f.name() << ": " << why << ", compute_root, tile -> " << xi.name() << "\n";
     }
     CheckAllPlaced();
     return log_.str();
@@ -193,8 +196,16 @@ class GpuHeuristic {
         }
         if (!computes) continue;
         materialized_.insert(name);
-        operands_.push_back(Func(fn));
+        operands_.push_back({Func(fn), "matmul operand"});
       }
+    }
+    // A value that a reduction and a comparison both read is stored once, so both see
+    // the same bits (extremum_operands.h). Inlined, a Max's kernel and its gradient's
+    // x == max(x) each simplified x / c their own way on OpenCL (x * (1/c) in one), no
+    // element equalled the max, and the gradient was 0 / 0 (braze-fuzz seed 1130088).
+    for (Func f : ComparedReductionOperands(info_)) {
+      if (!materialized_.insert(f.name()).second) continue;
+      operands_.push_back({f, "read by a reduction and a comparison"});
     }
   }
 
@@ -586,9 +597,9 @@ class GpuHeuristic {
   std::set<std::string> matmul_results_;
   std::map<std::string, int> output_index_;
   std::map<std::string, int> stage_index_;
-  std::vector<Reduction> reductions_;  // per stage (unused for matmul stages)
-  std::vector<Func> operands_;
-  std::vector<Host> hosts_;  // per output; empty unless fusing
+  std::vector<Reduction> reductions_;                   // per stage (unused for matmul stages)
+  std::vector<std::pair<Func, std::string>> operands_;  // stored once, and why
+  std::vector<Host> hosts_;                             // per output; empty unless fusing
   std::map<int, LoopLevel> block_level_, thread_level_;
   std::set<std::string> placed_;
 };

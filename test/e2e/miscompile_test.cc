@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "braze/device.h"
 #include "braze/gradients.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
@@ -157,6 +158,43 @@ TEST(Miscompile, IntegerArithmeticWrapsLikeTheReference) {
   HostTensor in = HostTensor::From<int32_t>(
       {big, big - 1, small, small + 1, 65536, 46341, -46341, 1 << 30, 7, -7, 0, 1}, {3, 4});
   ExpectMatchesReference(g, {{x, in}}, fetches);
+}
+
+// On the GPU too, a value that a reduction and a comparison both read is stored once.
+// The GPU heuristic inlined v = x / c into a Max's kernel and into its gradient's
+// x == max(x); on OpenCL one kernel computed x * (1/c), the other x / c, no element
+// equalled the max, and the gradient was 0 / 0 = NaN everywhere (braze-fuzz seed
+// 1130088 under Li2018, 1130094 under the heuristic). Li2018 inlining such a value is
+// refused (the chain goes on to the heuristic), which stores it once.
+TEST(Miscompile, MaxGradientOnOpenCLSeesTheSameBitsAsTheMax) {
+  if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 7}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor c = Const(g, HostTensor::RandomUniform(DType::kF32, {}, 20224, -2, 2));
+    Tensor m = Max(Div(x, Abs(c) + 0.5));
+    fetches = {m, Gradients({m}, {x}).value()[0]};
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {28, 7}, 148041545, -2, 2)}};
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto want = Session(g, ref_opts).Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (Scheduler sched : {Scheduler::kAuto, Scheduler::kLi2018}) {
+    SessionOptions opts;
+    opts.device = "jit:opencl";
+    opts.scheduler = sched;
+    opts.strict = true;
+    auto got = Session(g, opts).Run(feeds, fetches);
+    ASSERT_TRUE(got.ok()) << Name(sched) << ": " << got.status();
+    for (size_t f = 0; f < fetches.size(); ++f) {
+      std::string why;
+      EXPECT_TRUE(AllClose((*got)[f], (*want)[f], 1e-5, 1e-6, &why))
+          << Name(sched) << " fetch " << f << ": " << why;
+    }
+  }
 }
 
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
