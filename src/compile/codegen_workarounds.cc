@@ -24,14 +24,52 @@ class UnalignConstantStrides : public IRMutator {
   }
 };
 
+// Finds a Load anywhere in an Expr.
+class ReadsABuffer : public Halide::Internal::IRVisitor {
+ public:
+  bool found = false;
+
+ private:
+  using IRVisitor::visit;
+  void visit(const Load* op) override { found = true; }
+};
+
+class ComputeSkippableStages : public IRMutator {
+  using IRMutator::visit;
+  int device_loops_ = 0;
+
+  Halide::Internal::Stmt visit(const Halide::Internal::For* op) override {
+    const bool device =
+        op->device_api != Halide::DeviceAPI::None && op->device_api != Halide::DeviceAPI::Host;
+    device_loops_ += device;
+    Halide::Internal::Stmt s = IRMutator::visit(op);
+    device_loops_ -= device;
+    return s;
+  }
+
+  Halide::Internal::Stmt visit(const Halide::Internal::IfThenElse* op) override {
+    if (device_loops_ == 0 && !op->else_case.defined()) {
+      ReadsABuffer reads;
+      op->condition.accept(&reads);
+      if (reads.found) return mutate(op->then_case);
+    }
+    return IRMutator::visit(op);
+  }
+};
+
 }  // namespace
+
+Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s) {
+  return ComputeSkippableStages().mutate(s);
+}
 
 Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt& s) {
   return UnalignConstantStrides().mutate(s);
 }
 
-void InstallCodegenWorkarounds(Halide::Pipeline& pipeline) {
+void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
   pipeline.add_custom_lowering_pass(new UnalignConstantStrides);
+  if (gpu) pipeline.add_custom_lowering_pass(new ComputeSkippableStages);
 }
 
 }  // namespace braze

@@ -12,6 +12,14 @@
 // with every base whose shifted value is not a multiple of the vector).
 // The repair marks such loads' alignment unknown, so the dense loads are unaligned.
 //
+// Skipped stages on a GPU: when a Func is only needed under a select, Halide 14 wraps its
+// production in `if (condition)` on the host, and the condition may read another Func's
+// buffer, which on a GPU holds its value on the device only (no copy to the host is
+// made for it). The host then read garbage: the count of a Minimum gradient was never
+// computed and the gradient came out 0 instead of 21 on OpenCL (braze-fuzz seed
+// 1130789). The repair, for GPU targets, drops such host-side conditions: the stage is
+// always computed (its values are only unused where the condition is false).
+//
 // Internal header: includes Halide.h.
 #ifndef BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
 #define BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
@@ -20,12 +28,16 @@
 
 namespace braze {
 
-// Adds the repairs above to `pipeline` (once per pipeline).
-void InstallCodegenWorkarounds(Halide::Pipeline& pipeline);
+// Adds the repairs above to `pipeline` (once per pipeline); `gpu`: a GPU target.
+void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu);
 
 // The repair itself, for tests: `s` with every vector load whose index is a ramp with a
 // constant base and a stride other than 1 given unknown alignment.
 Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt& s);
+
+// The GPU repair, for tests: `s` with every host-side `if` (no else, outside any GPU
+// loop) whose condition reads a buffer replaced by its body.
+Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s);
 
 }  // namespace braze
 

@@ -623,7 +623,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         // Autoscheduler progress, lowering's warnings: to the log at --v=2.
         device::HalideOutputCapture halide_output;
         pipeline = Halide::Pipeline(lowered.info.outputs);
-        InstallCodegenWorkarounds(pipeline);
+        InstallCodegenWorkarounds(pipeline, gpu);
         backend.InstallHandlers(&pipeline.jit_handlers());
         InstallLibraryExterns(lowered, pipeline);
         const auto t0 = std::chrono::steady_clock::now();

@@ -98,7 +98,7 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
   absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
     device::HalideOutputCapture halide_output;  // Halide's chatter: to the log at --v=2
     Halide::Pipeline pipeline(lowered.info.outputs);
-    InstallCodegenWorkarounds(pipeline);
+    InstallCodegenWorkarounds(pipeline, /*gpu=*/true);
     code.schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
     std::vector<Halide::Argument> args;
     for (size_t i = 0; i < lowered.params.size(); ++i) {

@@ -20,7 +20,7 @@ TEST(CodegenWorkarounds, StridedLoadsAtAConstantAddressRunAndAreRight) {
     c.compute_root().bound(x, 0, 64);
     out.bound(x, 0, 16).vectorize(x, 16).parallel(y);
     Halide::Pipeline p(out);
-    InstallCodegenWorkarounds(p);
+    InstallCodegenWorkarounds(p, /*gpu=*/false);
     Halide::Buffer<float> o = p.realize({16, 7});
     for (int yy = 0; yy < 7; ++yy) {
       for (int xx = 0; xx < 16; ++xx) {
@@ -49,6 +49,26 @@ TEST(CodegenWorkarounds, OnlyConstantBaseStridedLoadsLoseTheirAlignment) {
   EXPECT_EQ(dense.remainder, 8);
   const ModulusRemainder variable = alignment_after(Ramp::make(v, 3, 16));
   EXPECT_EQ(variable.modulus, 0);  // untouched: only constant bases are repaired
+}
+
+TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {
+  using namespace Halide::Internal;
+  const Stmt body = Evaluate::make(0);
+  const Halide::Expr load = Load::make(Halide::Float(32), "count", 0, Halide::Buffer<>(),
+                                       Parameter(), const_true(), ModulusRemainder());
+  const Halide::Expr v = Variable::make(Halide::Int(32), "v");
+  // Host side, reading a buffer: dropped, the body stays.
+  EXPECT_TRUE(ComputeSkippableGpuStages(IfThenElse::make(load > 0.0f, body)).same_as(body));
+  // No buffer read, or an else branch: kept.
+  EXPECT_TRUE(ComputeSkippableGpuStages(IfThenElse::make(v > 0, body)).as<IfThenElse>());
+  EXPECT_TRUE(
+      ComputeSkippableGpuStages(IfThenElse::make(load > 0.0f, body, body)).as<IfThenElse>());
+  // Inside a GPU loop: kept (device code reads device memory).
+  const Stmt gpu = For::make("t", 0, 4, ForType::GPUThread, Halide::DeviceAPI::OpenCL,
+                             IfThenElse::make(load > 0.0f, body));
+  const Stmt out = ComputeSkippableGpuStages(gpu);
+  ASSERT_TRUE(out.as<For>());
+  EXPECT_TRUE(out.as<For>()->body.as<IfThenElse>());
 }
 
 }  // namespace

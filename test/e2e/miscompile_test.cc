@@ -197,6 +197,38 @@ TEST(Miscompile, MaxGradientOnOpenCLSeesTheSameBitsAsTheMax) {
   }
 }
 
+// On a GPU, Halide 14 skips a stage needed only under a select with a host-side `if`
+// that reads another stage's buffer, whose value is on the device only: the count of
+// this Minimum gradient was never computed and the gradient was 0, not 21, on OpenCL
+// (braze-fuzz seed 1130789). GPU pipelines now always compute such stages.
+TEST(Miscompile, GpuStagesSkippedBySelectsAreComputed) {
+  if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3, 7}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor c = Const(g, HostTensor::Scalar<float>(-1.3267f));
+    Tensor s = Reshape(Sum(x), {});
+    Tensor mask = Cast(Greater(x, Minimum(s, c)), DType::kF32);
+    Tensor ds = Select(Greater(s, c), Const(g, HostTensor::Scalar<float>(0.f)), Sum(mask));
+    fetches = {(1.0 - mask) + BroadcastTo(ds, {3, 7})};
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {3, 7}, 148133359, -2, 2)}};
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto want = Session(g, ref_opts).Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_EQ((*want)[0].GetDouble(0), 21);  // the select takes the count here
+  SessionOptions opts;
+  opts.device = "jit:opencl";
+  opts.strict = true;
+  auto got = Session(g, opts).Run(feeds, fetches);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::string why;
+  EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-5, 1e-6, &why)) << why;
+}
+
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
   Graph g;
   Tensor in0 = Placeholder(g, DType::kF32, {9, 8}, "in0");
