@@ -1,5 +1,8 @@
 #include "compile/codegen_workarounds.h"
 
+#include <cstdint>
+#include <cstring>
+
 namespace braze {
 namespace {
 
@@ -57,7 +60,34 @@ class ComputeSkippableStages : public IRMutator {
   }
 };
 
+class ExactDoubleConstants : public IRMutator {
+  using IRMutator::visit;
+  int device_loops_ = 0;
+
+  Halide::Internal::Stmt visit(const Halide::Internal::For* op) override {
+    const bool device =
+        op->device_api != Halide::DeviceAPI::None && op->device_api != Halide::DeviceAPI::Host;
+    device_loops_ += device;
+    Halide::Internal::Stmt s = IRMutator::visit(op);
+    device_loops_ -= device;
+    return s;
+  }
+
+  Expr visit(const Halide::Internal::FloatImm* op) override {
+    if (device_loops_ == 0 || op->type.bits() != 64) return op;
+    uint64_t bits;
+    static_assert(sizeof(bits) == sizeof(op->value));
+    std::memcpy(&bits, &op->value, sizeof(bits));
+    return Halide::reinterpret(
+        op->type, Halide::Internal::make_const(Halide::UInt(64, op->type.lanes()), bits));
+  }
+};
+
 }  // namespace
+
+Halide::Internal::Stmt ExactDoubleConstantsOnGpu(const Halide::Internal::Stmt& s) {
+  return ExactDoubleConstants().mutate(s);
+}
 
 Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s) {
   return ComputeSkippableStages().mutate(s);
@@ -69,7 +99,10 @@ Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt&
 
 void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
   pipeline.add_custom_lowering_pass(new UnalignConstantStrides);
-  if (gpu) pipeline.add_custom_lowering_pass(new ComputeSkippableStages);
+  if (gpu) {
+    pipeline.add_custom_lowering_pass(new ComputeSkippableStages);
+    pipeline.add_custom_lowering_pass(new ExactDoubleConstants);
+  }
 }
 
 }  // namespace braze

@@ -229,6 +229,32 @@ TEST(Miscompile, GpuStagesSkippedBySelectsAreComputed) {
   EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-5, 1e-6, &why)) << why;
 }
 
+// Halide 14's OpenCL C printed f64 constants rounded to f32 ((double) float_from_bits):
+// x * 0.1 was off by 1.5e-9 relative, far beyond f64's precision. Device code now
+// carries each f64 constant as its 64 bits.
+TEST(Miscompile, F64ConstantsOnOpenCLAreExact) {
+  if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF64, {16}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    fetches = {x * 0.1 + 1.0 / 3.0};
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF64, {16}, 5, -2, 2)}};
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto want = Session(g, ref_opts).Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  SessionOptions opts;
+  opts.device = "jit:opencl";
+  opts.strict = true;
+  auto got = Session(g, opts).Run(feeds, fetches);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::string why;
+  EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-15, 1e-15, &why)) << why;
+}
+
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
   Graph g;
   Tensor in0 = Placeholder(g, DType::kF32, {9, 8}, "in0");
