@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "peers_common.h"
@@ -47,54 +48,36 @@ void BM_Chain8_omp(benchmark::State& state) {
 BENCHMARK(BM_Chain8_omp)->Apply([](auto* b) { PeerDefaults(b, 0.5); });
 
 // ---- Softmax and LayerNorm, one row at a time ----
+// Acc = float: the peers of issue 14's goals, sums in f32 and softmax multiplying by the
+// reciprocal of its sum. Acc = double: the same rows with Braze's numerics, which are the
+// reference kernels': sums in f64 (exact for a row of f32 values of one sign and similar
+// size) and softmax's division a division; they show what those numerics cost a loop.
+template <typename Acc>
 void SoftmaxRow(const float* x, float* o, int64_t cols) {
   float m = x[0];
 #pragma omp simd reduction(max : m)
   for (int64_t c = 0; c < cols; ++c) m = x[c] > m ? x[c] : m;
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < cols; ++c) sum += (o[c] = expf(x[c] - m));
-  const float inv = 1.0f / sum;
-#pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) o[c] *= inv;
-}
-
-void LayerNormRow(const float* x, const float* gamma, const float* beta, float* o, int64_t cols) {
-  float sum = 0;
-#pragma omp simd reduction(+ : sum)
-  for (int64_t c = 0; c < cols; ++c) sum += x[c];
-  const float mean = sum / cols;
-  float sq = 0;
-#pragma omp simd reduction(+ : sq)
-  for (int64_t c = 0; c < cols; ++c) sq += (x[c] - mean) * (x[c] - mean);
-  const float inv = 1.0f / std::sqrt(sq / cols + kLayerNormEpsilon);
-#pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) o[c] = (x[c] - mean) * inv * gamma[c] + beta[c];
-}
-
-// The same rows with Braze's numerics, which are the reference kernels': sums accumulated
-// in f64 (exact for a row of f32 values of one sign and similar size) and softmax's
-// division a division, not a multiply by a reciprocal. These loops show what those
-// numerics cost a hand loop; the f32 loops above are the peers of issue 14's goals.
-void SoftmaxRowF64(const float* x, float* o, int64_t cols) {
-  float m = x[0];
-#pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < cols; ++c) m = x[c] > m ? x[c] : m;
-  double sum = 0;
+  Acc sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < cols; ++c) sum += (o[c] = expf(x[c] - m));
   const float s = static_cast<float>(sum);
+  if constexpr (std::is_same_v<Acc, double>) {
 #pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) o[c] /= s;
+    for (int64_t c = 0; c < cols; ++c) o[c] /= s;
+  } else {
+    const float inv = 1.0f / s;
+#pragma omp simd
+    for (int64_t c = 0; c < cols; ++c) o[c] *= inv;
+  }
 }
 
-void LayerNormRowF64(const float* x, const float* gamma, const float* beta, float* o,
-                     int64_t cols) {
-  double sum = 0;
+template <typename Acc>
+void LayerNormRow(const float* x, const float* gamma, const float* beta, float* o, int64_t cols) {
+  Acc sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < cols; ++c) sum += x[c];
   const float mean = static_cast<float>(sum / cols);
-  double sq = 0;
+  Acc sq = 0;
 #pragma omp simd reduction(+ : sq)
   for (int64_t c = 0; c < cols; ++c) {
     const float d = x[c] - mean;
@@ -122,10 +105,10 @@ struct RowOp {
       const float* xr = in + r * kRowCols;
       float* yr = out + r * kRowCols;
       if (layernorm) {
-        (f64 ? LayerNormRowF64 : LayerNormRow)(xr, gamma.data<float>(), beta.data<float>(), yr,
-                                               kRowCols);
+        (f64 ? LayerNormRow<double> : LayerNormRow<float>)(xr, gamma.data<float>(),
+                                                           beta.data<float>(), yr, kRowCols);
       } else {
-        (f64 ? SoftmaxRowF64 : SoftmaxRow)(xr, yr, kRowCols);
+        (f64 ? SoftmaxRow<double> : SoftmaxRow<float>)(xr, yr, kRowCols);
       }
     }
   }

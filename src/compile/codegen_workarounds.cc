@@ -37,9 +37,11 @@ class ReadsABuffer : public Halide::Internal::IRVisitor {
   void visit(const Load* op) override { found = true; }
 };
 
-class ComputeSkippableStages : public IRMutator {
+// An IRMutator that knows whether it is inside a GPU loop (device code) or on the host.
+class DeviceAwareMutator : public IRMutator {
+ protected:
   using IRMutator::visit;
-  int device_loops_ = 0;
+  bool on_device() const { return device_loops_ > 0; }
 
   Halide::Internal::Stmt visit(const Halide::Internal::For* op) override {
     const bool device =
@@ -50,8 +52,15 @@ class ComputeSkippableStages : public IRMutator {
     return s;
   }
 
+ private:
+  int device_loops_ = 0;
+};
+
+class ComputeSkippableStages : public DeviceAwareMutator {
+  using DeviceAwareMutator::visit;
+
   Halide::Internal::Stmt visit(const Halide::Internal::IfThenElse* op) override {
-    if (device_loops_ == 0 && !op->else_case.defined()) {
+    if (!on_device() && !op->else_case.defined()) {
       ReadsABuffer reads;
       op->condition.accept(&reads);
       if (reads.found) return mutate(op->then_case);
@@ -60,21 +69,11 @@ class ComputeSkippableStages : public IRMutator {
   }
 };
 
-class ExactDoubleConstants : public IRMutator {
-  using IRMutator::visit;
-  int device_loops_ = 0;
-
-  Halide::Internal::Stmt visit(const Halide::Internal::For* op) override {
-    const bool device =
-        op->device_api != Halide::DeviceAPI::None && op->device_api != Halide::DeviceAPI::Host;
-    device_loops_ += device;
-    Halide::Internal::Stmt s = IRMutator::visit(op);
-    device_loops_ -= device;
-    return s;
-  }
+class ExactDoubleConstants : public DeviceAwareMutator {
+  using DeviceAwareMutator::visit;
 
   Expr visit(const Halide::Internal::FloatImm* op) override {
-    if (device_loops_ == 0 || op->type.bits() != 64) return op;
+    if (!on_device() || op->type.bits() != 64) return op;
     uint64_t bits;
     static_assert(sizeof(bits) == sizeof(op->value));
     std::memcpy(&bits, &op->value, sizeof(bits));
@@ -84,10 +83,6 @@ class ExactDoubleConstants : public IRMutator {
 };
 
 }  // namespace
-
-Halide::Internal::Stmt ExactDoubleConstantsOnGpu(const Halide::Internal::Stmt& s) {
-  return ExactDoubleConstants().mutate(s);
-}
 
 Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s) {
   return ComputeSkippableStages().mutate(s);

@@ -21,11 +21,9 @@
 // always computed (its values are only unused where the condition is false).
 //
 // f64 constants in OpenCL C: Halide 14 prints an f64 constant as `(double)
-// float_from_bits(...)`, the constant rounded to f32, so 1/3 in an f64 mean became
-// 0.3333333432674408 and 3v/3 was no longer v; a LayerNorm of equal values then had a
-// nonzero x - mean, and its gradient 0.002 instead of 0 (braze-fuzz seed 1131302). The
-// repair, for GPU targets, writes each f64 constant in device code as its 64 bits,
-// reinterpreted (`as_double(...ul)` in OpenCL C).
+// float_from_bits(...)`, the constant rounded to f32 (x * 0.1 in f64 was off by 1.5e-9
+// relative). The repair, for GPU targets, writes each f64 constant in device code as
+// its 64 bits, reinterpreted (`as_double(...ul)` in OpenCL C).
 //
 // Internal header: includes Halide.h.
 #ifndef BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
@@ -45,10 +43,6 @@ Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt&
 // The GPU repair, for tests: `s` with every host-side `if` (no else, outside any GPU
 // loop) whose condition reads a buffer replaced by its body.
 Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s);
-
-// The f64 repair, for tests: `s` with every f64 constant inside a GPU loop written as
-// reinterpret(Float(64), its bits).
-Halide::Internal::Stmt ExactDoubleConstantsOnGpu(const Halide::Internal::Stmt& s);
 
 }  // namespace braze
 

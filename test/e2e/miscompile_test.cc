@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <string>
 
 #include "braze/device.h"
 #include "braze/gradients.h"
@@ -36,10 +37,11 @@ const char* Name(Scheduler s) {
   return "?";
 }
 
-// Runs `fetches` fused under every scheduler and on the reference kernels; compares.
+// Runs `fetches` fused under every scheduler (or `schedulers`) on `device` ("": the
+// default) and on the reference kernels; compares.
 void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
                             std::vector<Scheduler> schedulers = {}, double rtol = 2e-3,
-                            double atol = 2e-4) {
+                            double atol = 2e-4, const std::string& device = "") {
   if (schedulers.empty()) schedulers.assign(std::begin(kSchedulers), std::end(kSchedulers));
   SessionOptions ref_opts;
   ref_opts.reference_only = true;
@@ -50,6 +52,7 @@ void ExpectMatchesReference(const Graph& g, const Feeds& feeds, const std::vecto
     SessionOptions opts;
     opts.scheduler = sched;
     opts.strict = true;
+    if (!device.empty()) opts.device = device;
     Session s(g, opts);
     auto got = s.Run(feeds, fetches);
     ASSERT_TRUE(got.ok()) << Name(sched) << ": " << got.status();
@@ -178,23 +181,8 @@ TEST(Miscompile, MaxGradientOnOpenCLSeesTheSameBitsAsTheMax) {
     fetches = {m, Gradients({m}, {x}).value()[0]};
   }
   const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {28, 7}, 148041545, -2, 2)}};
-  SessionOptions ref_opts;
-  ref_opts.reference_only = true;
-  auto want = Session(g, ref_opts).Run(feeds, fetches);
-  ASSERT_TRUE(want.ok()) << want.status();
-  for (Scheduler sched : {Scheduler::kAuto, Scheduler::kLi2018}) {
-    SessionOptions opts;
-    opts.device = "jit:opencl";
-    opts.scheduler = sched;
-    opts.strict = true;
-    auto got = Session(g, opts).Run(feeds, fetches);
-    ASSERT_TRUE(got.ok()) << Name(sched) << ": " << got.status();
-    for (size_t f = 0; f < fetches.size(); ++f) {
-      std::string why;
-      EXPECT_TRUE(AllClose((*got)[f], (*want)[f], 1e-5, 1e-6, &why))
-          << Name(sched) << " fetch " << f << ": " << why;
-    }
-  }
+  ExpectMatchesReference(g, feeds, fetches, {Scheduler::kAuto, Scheduler::kLi2018}, 1e-5, 1e-6,
+                         "jit:opencl");
 }
 
 // On a GPU, Halide 14 skips a stage needed only under a select with a host-side `if`
@@ -214,19 +202,9 @@ TEST(Miscompile, GpuStagesSkippedBySelectsAreComputed) {
     Tensor ds = Select(Greater(s, c), Const(g, HostTensor::Scalar<float>(0.f)), Sum(mask));
     fetches = {(1.0 - mask) + BroadcastTo(ds, {3, 7})};
   }
+  // These values make the select take the count (the reference's gradient is 21).
   const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {3, 7}, 148133359, -2, 2)}};
-  SessionOptions ref_opts;
-  ref_opts.reference_only = true;
-  auto want = Session(g, ref_opts).Run(feeds, fetches);
-  ASSERT_TRUE(want.ok()) << want.status();
-  ASSERT_EQ((*want)[0].GetDouble(0), 21);  // the select takes the count here
-  SessionOptions opts;
-  opts.device = "jit:opencl";
-  opts.strict = true;
-  auto got = Session(g, opts).Run(feeds, fetches);
-  ASSERT_TRUE(got.ok()) << got.status();
-  std::string why;
-  EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-5, 1e-6, &why)) << why;
+  ExpectMatchesReference(g, feeds, fetches, {Scheduler::kAuto}, 1e-5, 1e-6, "jit:opencl");
 }
 
 // Halide 14's OpenCL C printed f64 constants rounded to f32 ((double) float_from_bits):
@@ -242,17 +220,7 @@ TEST(Miscompile, F64ConstantsOnOpenCLAreExact) {
     fetches = {x * 0.1 + 1.0 / 3.0};
   }
   const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF64, {16}, 5, -2, 2)}};
-  SessionOptions ref_opts;
-  ref_opts.reference_only = true;
-  auto want = Session(g, ref_opts).Run(feeds, fetches);
-  ASSERT_TRUE(want.ok()) << want.status();
-  SessionOptions opts;
-  opts.device = "jit:opencl";
-  opts.strict = true;
-  auto got = Session(g, opts).Run(feeds, fetches);
-  ASSERT_TRUE(got.ok()) << got.status();
-  std::string why;
-  EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-15, 1e-15, &why)) << why;
+  ExpectMatchesReference(g, feeds, fetches, {Scheduler::kAuto}, 1e-15, 1e-15, "jit:opencl");
 }
 
 TEST(Miscompile, LayerNormThroughReshapeAndTransposes) {
