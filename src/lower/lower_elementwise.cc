@@ -77,12 +77,50 @@ Expr Erf(const Expr& x, DType dtype) {
                                       Halide::Internal::Call::PureExtern);
 }
 
+// exp for f32 on the CPU: Cody-Waite reduction to |r| <= ln2 / 2 around the nearest
+// k = round(x / ln 2), Cephes' degree-5 minimax polynomial there (within 1 ulp of
+// std::exp over the range: FloatMathTest), times 2^k applied in two steps so that
+// results below FLT_MIN come out subnormal and rounded once, as libm's do (Halide's exp
+// flushes them to 0: Log(Exp(-100)) was -inf, not -100). x is clamped to [-104, 89],
+// where exp is 0 (below denorm_min / 2) and inf; NaN is the caller's (WithSpecials).
+//
+// As fast as Halide's exp in a softmax (timed side by side): k is rounded by adding
+// 1.5 * 2^23, whose low bits then hold k, with no floor and no float-to-int conversion,
+// and the polynomial is two degrees shorter. The reduction is strict: Halide's
+// simplifier treats floats as reals and would fold the two parts of ln 2 into one. The
+// polynomial is left to fast math, so LLVM fuses it into FMAs.
+Expr ExpF32(const Expr& x_in) {
+  const Halide::Type u32 = Halide::UInt(32);
+  auto u = [&](uint32_t v) { return Halide::Internal::make_const(u32, v); };
+  const Expr x = Halide::clamp(x_in, -104.0f, 89.0f);
+  // Fused or not, the sum rounds to an integer in the low bits (ulp 1 in [2^23, 2^24)).
+  const Expr shifted = x * 1.44269504088896341f + 12582912.0f;
+  // kb = k + 256 in [106, 385], unsigned: Halide refuses to fold signed arithmetic it
+  // cannot bound, and the shifts below are logical.
+  const Expr kb = Halide::reinterpret(u32, shifted) - u(0x4B400000 - 256);
+  const Expr kf = Halide::cast(Halide::Float(32), Halide::cast(Halide::Int(32), kb)) - 256.0f;
+  const Expr r = Halide::strict_float((x - kf * 0.693359375f) - kf * -2.12194440e-4f);
+  const Expr p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
+                   4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+  const Expr y = p * (r * r) + r + 1.0f;  // in [0.7, 1.42]
+  // 2^k = 2^k1 * 2^k2 with k1 = floor(k / 2) and k2 = k - k1 in [-75, 65]. y * 2^k1 is a
+  // normal f32, so it is exact as an add to y's exponent field (no float operation for
+  // fast math to reorder); the product with 2^k2 is the one rounding. Biased exponents:
+  // k1 + 127 = kb / 2 - 128 + 127, k2 + 127 = kb - kb / 2 - 1.
+  const Expr k1b = kb >> 1;
+  const Expr y_k1 = Halide::reinterpret(Halide::Float(32),
+                                        Halide::reinterpret(u32, y) + ((k1b - u(128)) << 23));
+  const Expr two_k2 = Halide::reinterpret(Halide::Float(32), (kb - k1b - u(1)) << 23);
+  return y_k1 * two_k2;
+}
+
 // Halide's f32 exp builds 2^k from the integer k = x / ln 2 and came out 0, not inf, for
 // x from about 1.6e9 (k overflowed). Past +-200, exp is inf or 0 in f32 and Halide's
 // gives those: the argument is clamped there. Its f64 exp is right over the whole range.
-Expr ExpOf(const Expr& x, DType dtype) {
-  if (dtype == DType::kF32) return Halide::exp(Halide::clamp(x, -200.0f, 200.0f));
-  return Halide::exp(x);
+Expr ExpOf(const Expr& x, DType dtype, bool gpu) {
+  if (dtype != DType::kF32) return Halide::exp(x);
+  if (gpu) return Halide::exp(Halide::clamp(x, -200.0f, 200.0f));
+  return ExpF32(x);
 }
 
 // Halide's f32 log reads a subnormal's exponent field as if it were normal (log(1.4e-45)
@@ -118,6 +156,30 @@ Expr FloorDivI32(const Expr& a, const Expr& b) {
   return Halide::select(b == 0, 0, b < 0 && r != 0, q - 1, q);
 }
 
+// x / c for f32 where c is one value (a scalar, a constant): x times c's reciprocal,
+// both in f64, rounded once to f32. Halide's simplifier turns x / c for a constant c
+// into x * (1 / c) in f32, which is not the quotient (x / 3 was an ulp off the
+// reference's for a third of x); this is IEEE's f32 quotient, bit for bit: the f64
+// reciprocal and product are within 2^-52 relative of x / c, and a quotient of two
+// 24-bit significands is never within 2^-49 relative of a midpoint between f32 values
+// (it would need 25 significant bits), so both round alike. Every f32 quotient,
+// subnormal and overflowing ones included, is a normal f64 on the way, and zeros,
+// infinities and NaN give IEEE's results. Strict: under fast math LLVM would turn
+// x * (1 / c) back into a division, which it may then approximate. Divisors that vary
+// stay a vdivps (exact): the f64 form of a row's division was slower in a softmax.
+Expr DivByOneValue(const Expr& x, const Expr& y) {
+  const Expr reciprocal = Halide::Expr(1.0) / Halide::cast(Halide::Float(64), y);
+  return Halide::strict_float(
+      Halide::cast(Halide::Float(32), Halide::cast(Halide::Float(64), x) * reciprocal));
+}
+
+// True when b is one value (a scalar, or any shape of one element).
+bool IsOneValue(const Shape& b) {
+  int64_t n = 1;
+  for (int64_t d : b) n *= d;
+  return n == 1;
+}
+
 // Float -> i32 with Cast's rules: truncate toward zero, saturate, NaN -> 0.
 Expr FloatToI32(const Expr& v) {
   const Halide::Type ft = v.type();
@@ -144,7 +206,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [t](Expr v) { return Halide::cast(t, Halide::abs(v)); };
       break;
     case OpKind::kExp:
-      fn = [dt](Expr v) { return WithSpecials(v, ExpOf(v, dt), INFINITY, 0); };
+      fn = [dt, gpu = ctx.gpu](Expr v) { return WithSpecials(v, ExpOf(v, dt, gpu), INFINITY, 0); };
       break;
     case OpKind::kLog:
       fn = [dt](Expr v) { return WithSpecials(v, LogOf(v, dt), INFINITY, NAN); };
@@ -216,6 +278,9 @@ Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, D
 Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& a,
                   const Value& b, const TensorType& out) {
   const bool is_int = a.dtype == DType::kI32;
+  // GPU targets keep Halide's division: f64 is slow or missing on many devices.
+  const bool one_value_divisor = op == OpKind::kDiv && a.dtype == DType::kF32 && !ctx.gpu &&
+                                     IsOneValue(b.shape);
   return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) -> Expr {
     const Expr x = At(a, BroadcastIndex(a.shape, out.shape, index));
     const Expr y = At(b, BroadcastIndex(b.shape, out.shape, index));
@@ -227,7 +292,9 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
       case OpKind::kMul:
         return WrapMul(x, y);
       case OpKind::kDiv:
-        return is_int ? FloorDivI32(x, y) : x / y;
+        if (is_int) return FloorDivI32(x, y);
+        if (one_value_divisor) return DivByOneValue(x, y);
+        return x / y;
       case OpKind::kMaximum:
         return NanMax(x, y);
       case OpKind::kMinimum:

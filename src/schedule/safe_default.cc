@@ -131,19 +131,45 @@ class RowCallChecker : public Halide::Internal::IRGraphMutator {
   int work_ = 0;
 };
 
-// True when a definition of `f` calls a math library function (exp, log, pow, ...):
-// worth computing once rather than once per reader.
-bool CallsMathFunction(const Halide::Internal::Function& f) {
-  struct Finder : public Halide::Internal::IRVisitor {
-    bool found = false;
-    using IRVisitor::visit;
-    void visit(const Halide::Internal::Call* op) override {
-      found |= op->call_type == Halide::Internal::Call::PureExtern;
-      IRVisitor::visit(op);
-    }
-  } finder;
-  for (const Halide::Expr& v : f.values()) v.accept(&finder);
-  return finder.found;
+// Counts the operations of an expression, and whether it calls a math library function.
+class OperationCounter : public Halide::Internal::IRVisitor {
+ public:
+  bool math_call = false;
+  int ops = 0;
+
+ private:
+  using IRVisitor::visit;
+  void visit(const Halide::Internal::Call* op) override {
+    math_call |= op->call_type == Halide::Internal::Call::PureExtern;
+    const bool read = op->call_type == Halide::Internal::Call::Halide ||
+                      op->call_type == Halide::Internal::Call::Image;
+    ops += read ? 0 : 1;  // a reinterpret, a shift: an operation; a read is not
+    IRVisitor::visit(op);
+  }
+  void visit(const Halide::Internal::Add* op) override { Count(op); }
+  void visit(const Halide::Internal::Sub* op) override { Count(op); }
+  void visit(const Halide::Internal::Mul* op) override { Count(op); }
+  void visit(const Halide::Internal::Div* op) override { Count(op); }
+  void visit(const Halide::Internal::Min* op) override { Count(op); }
+  void visit(const Halide::Internal::Max* op) override { Count(op); }
+  void visit(const Halide::Internal::Select* op) override { Count(op); }
+  void visit(const Halide::Internal::Cast* op) override { Count(op); }
+  template <typename T>
+  void Count(const T* op) {
+    ++ops;
+    IRVisitor::visit(op);
+  }
+};
+
+// True when a definition of `f` is worth computing once rather than once per reader:
+// it calls a math library function (log, pow, ...) or is a long formula of its own, as
+// Braze's f32 exp is (a polynomial and its reduction, some 40 operations:
+// lower_elementwise.cc).
+bool ExpensiveToRecompute(const Halide::Internal::Function& f) {
+  constexpr int kLongFormula = 24;  // operations; x * scale + bias is 2
+  OperationCounter counter;
+  for (const Halide::Expr& v : f.values()) v.accept(&counter);
+  return counter.math_call || counter.ops >= kLongFormula;
 }
 
 // The pure Funcs `reader`'s definitions read, directly or through other pure Funcs
@@ -455,7 +481,7 @@ class SafeScheduler {
     std::vector<std::string> out_vars;
     for (const Var& v : out.args()) out_vars.push_back(v.name());
     for (const auto& [name, fn] : funcs) {
-      if (readers_of[name] < 2 || fn.args().size() != out_vars.size() || !CallsMathFunction(fn) ||
+      if (readers_of[name] < 2 || fn.args().size() != out_vars.size() || !ExpensiveToRecompute(fn) ||
           !fn.output_types()[0].is_float()) {
         continue;
       }

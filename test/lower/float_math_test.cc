@@ -1,0 +1,168 @@
+// Braze's own f32 math on the CPU, held to libm and IEEE: the exp polynomial
+// (lower_elementwise.cc ExpF32) within 2 ulp of std::exp over its whole range, subnormal
+// results included, and f32 division equal to IEEE's quotient bit for bit for every
+// class of operand, by a constant too (lowered as a reciprocal in f64, DivByOneValue).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Distance in representable f32 values between two finite floats of one sign.
+int64_t UlpDistance(float a, float b) {
+  auto ordered = [](float f) {
+    const int64_t u = Bits(f) & 0x7fffffff;
+    return std::signbit(f) ? -u : u;
+  };
+  return std::llabs(ordered(a) - ordered(b));
+}
+
+// Runs `c` (one f32 output) under `scheduler` and returns the output.
+std::vector<float> Compiled(const Case& c, SchedulerKind scheduler) {
+  CompileOptions options;
+  options.scheduler = scheduler;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  if (!kernel.ok()) return {};
+  auto got = RunKernel(**kernel, c.values);
+  EXPECT_TRUE(got.ok()) << got.status();
+  if (!got.ok()) return {};
+  const HostTensor& out = (*got)[0];
+  return std::vector<float>(out.data<float>(), out.data<float>() + out.num_elements());
+}
+
+// Every 4096th f32 from -104 to 89 (both signs of the exponent field, every binade),
+// the ends of the range and values whose exp is subnormal.
+HostTensor ExpArguments() {
+  std::vector<float> v = {-103.97f, -103.28f, -100.0f, -95.5f, -87.34f, -87.33f, 88.72f, 88.7228f,
+                          0.0f,     -0.0f,     1e-30f,  -1e-30f};
+  for (uint32_t u = 0; u < 0x7f800000; u += 4096) {
+    for (float f : {FromBits(u), -FromBits(u)}) {
+      if (f >= -104.0f && f <= 89.0f) v.push_back(f);
+    }
+  }
+  HostTensor t(DType::kF32, {static_cast<int64_t>(v.size())});
+  std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
+  return t;
+}
+
+TEST(FloatMathTest, ExpIsWithinTwoUlpOfLibmIncludingSubnormalResults) {
+  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+    Case c;
+    Tensor x = c.Input(ExpArguments());
+    c.outputs = {Exp(x)};
+    const std::vector<float> got = Compiled(c, s);
+    ASSERT_EQ(got.size(), static_cast<size_t>(c.values[0].num_elements()));
+    int64_t worst = 0;
+    float worst_at = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float v = c.values[0].data<float>()[i];
+      const float want = std::exp(v);
+      ASSERT_TRUE(std::isfinite(got[i]) || std::isinf(want)) << "exp(" << v << ") = " << got[i];
+      const int64_t d = std::isinf(want) ? (std::isinf(got[i]) ? 0 : 99) : UlpDistance(got[i], want);
+      if (d > worst) worst = d, worst_at = v;
+    }
+    EXPECT_LE(worst, 2) << SchedulerName(s) << ": exp(" << worst_at << ") off by " << worst
+                        << " ulp";
+  }
+}
+
+// Operands of every class: random bit patterns (every exponent), zeros, subnormals,
+// infinities and NaN, in rows of a prime length.
+HostTensor AllClasses(Shape shape, uint64_t seed) {
+  HostTensor t(DType::kF32, shape);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f,
+                            3.0f,
+                            std::numeric_limits<float>::denorm_min(),
+                            -1e-40f,
+                            std::numeric_limits<float>::min(),
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const uint32_t r = rng();
+    p[i] = (r % 8 == 0) ? specials[(r >> 8) % 11] : FromBits(rng());
+  }
+  return t;
+}
+
+bool SameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || Bits(a) == Bits(b); }
+
+TEST(FloatMathTest, DivisionIsIeeeDivisionForEveryClassOfOperand) {
+  const int64_t rows = 37, cols = 131;
+  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+    Case c;
+    Tensor x = c.Input(AllClasses({rows, cols}, 1));
+    Tensor per_row = c.Input(AllClasses({rows, 1}, 2));
+    Tensor tiny = c.Input(HostTensor::Filled(DType::kF32, {}, 1e-40));
+    // Each part is one comparison below: divisors per row, a constant (which Halide
+    // would turn into a multiplication by 1/3), a subnormal scalar (whose f32 reciprocal
+    // would overflow).
+    c.outputs = {Concat({x / per_row, x / 3.0, x / tiny}, 0)};
+    const std::vector<float> got = Compiled(c, s);
+    ASSERT_EQ(got.size(), static_cast<size_t>(3 * rows * cols));
+    const float* xv = c.values[0].data<float>();
+    const float* dv = c.values[1].data<float>();
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float by_row = xv[i] / dv[i / cols];
+      const float by_three = xv[i] / 3.0f;
+      const float by_tiny = xv[i] / 1e-40f;
+      ASSERT_TRUE(SameFloat(got[i], by_row)) << xv[i] << " / " << dv[i / cols];
+      ASSERT_TRUE(SameFloat(got[rows * cols + i], by_three)) << xv[i] << " / 3";
+      ASSERT_TRUE(SameFloat(got[2 * rows * cols + i], by_tiny)) << xv[i] << " / 1e-40";
+    }
+  }
+}
+
+// A column (innermost extent 1) and a scalar divided by a constant: the quotient too.
+TEST(FloatMathTest, DivisionOfAColumnOrAScalarByAConstantIsIeeeDivision) {
+  Case c;
+  Tensor col = c.Input(AllClasses({53, 1}, 3));
+  Tensor scalar = c.Input(HostTensor::Filled(DType::kF32, {}, 0.7));
+  c.outputs = {Concat({col / 3.0, Reshape(scalar / 3.0, {1, 1})}, 0)};
+  const std::vector<float> got = Compiled(c, SchedulerKind::kSafeDefault);
+  ASSERT_EQ(got.size(), 54u);
+  for (int64_t i = 0; i < 53; ++i) {
+    const float v = c.values[0].data<float>()[i];
+    ASSERT_TRUE(SameFloat(got[i], v / 3.0f)) << v << " / 3";
+  }
+  EXPECT_EQ(got[53], 0.7f / 3.0f);
+}
+
+// Softmax's division: a row's exp over the row's sum, equal to the reference's quotient.
+TEST(FloatMathTest, SoftmaxDividesLikeTheReference) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {29, 257}, 7, -30, 30);
+  c.outputs = {Softmax(x)};
+  EXPECT_TRUE(CompileRunCompare(c, SchedulerKind::kSafeDefault, {1e-6, 0}));
+}
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
