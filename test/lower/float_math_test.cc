@@ -1,7 +1,8 @@
 // Braze's own f32 math on the CPU, held to libm and IEEE: the exp polynomial
 // (lower_elementwise.cc ExpF32) within 2 ulp of std::exp over its whole range, subnormal
 // results included, and f32 division equal to IEEE's quotient bit for bit for every
-// class of operand, by a constant too (lowered as a reciprocal in f64, DivByOneValue).
+// class of operand, by a constant or a row's value too (lowered as a reciprocal in f64,
+// DivByRowInvariant).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
