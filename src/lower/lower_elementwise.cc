@@ -82,7 +82,7 @@ Expr Erf(const Expr& x, DType dtype) {
 // std::exp over the range: FloatMathTest), times 2^k applied in two steps so that
 // results below FLT_MIN come out subnormal and rounded once, as libm's do (Halide's exp
 // flushes them to 0: Log(Exp(-100)) was -inf, not -100). x is clamped to [-104, 89],
-// where exp is 0 (below denorm_min / 2) and inf; NaN is the caller's (WithSpecials).
+// where exp is 0 (below denorm_min / 2) and inf; NaN is the caller's (one bit test).
 //
 // As fast as Halide's exp in a softmax (timed side by side): k is rounded by adding
 // 1.5 * 2^23, whose low bits then hold k, with no floor and no float-to-int conversion,
@@ -111,7 +111,12 @@ Expr ExpF32(const Expr& x_in) {
   const Expr y_k1 = Halide::reinterpret(Halide::Float(32),
                                         Halide::reinterpret(u32, y) + ((k1b - u(128)) << 23));
   const Expr two_k2 = Halide::reinterpret(Halide::Float(32), (kb - k1b - u(1)) << 23);
-  return y_k1 * two_k2;
+  // Overflow (k = 128 and y >= 1: at least 2^128) is decided with integer compares and
+  // answered with a constant: Halide's float ops carry LLVM's no-infinities flag, under
+  // which a product that overflows is poison (+inf came in through the clamp as 89).
+  const Expr overflow = kb >= u(384) && Halide::reinterpret(u32, y) >= u(0x3f800000);
+  return Halide::select(overflow, Halide::Internal::make_const(Halide::Float(32), INFINITY),
+                        y_k1 * two_k2);
 }
 
 // Halide's f32 exp builds 2^k from the integer k = x / ln 2 and came out 0, not inf, for
@@ -156,30 +161,19 @@ Expr FloorDivI32(const Expr& a, const Expr& b) {
   return Halide::select(b == 0, 0, b < 0 && r != 0, q - 1, q);
 }
 
-// x / y for f32 where y is one value along the innermost dim (a scalar, a constant, a
-// row's sum): x times y's reciprocal, both in f64, rounded once to f32. That is IEEE's
-// f32 quotient, bit for bit: the f64 reciprocal and product are within 2^-52 relative
-// of x / y, and a quotient of two 24-bit significands is never within 2^-49 relative
-// of a midpoint between f32 values (it would need 25 significant bits), so both round
-// alike. Every f32 quotient, subnormal and overflowing ones included, is a normal f64
-// on the way, and zeros, infinities and NaN give IEEE's results.
-//  - For a constant, Halide's simplifier would turn x / c into x * (1 / c) in f32,
-//    which is not the quotient (x / 3 was an ulp off the reference's for a third of x).
-//  - For a row's value the reciprocal is hoisted out of the row: conversions and
-//    multiplies cost less than a vdivps per 16 lanes (softmax 256x1024 on one thread,
-//    side by side: 0.147 vs 0.154 ms).
-// Strict: under fast math LLVM would turn x * (1 / y) back into a division, which it
-// may then approximate.
-Expr DivByRowInvariant(const Expr& x, const Expr& y) {
-  const Expr reciprocal = Halide::Expr(1.0) / Halide::cast(Halide::Float(64), y);
-  return Halide::strict_float(
-      Halide::cast(Halide::Float(32), Halide::cast(Halide::Float(64), x) * reciprocal));
-}
+// x / c for f32 where c is one value (a scalar, a constant): IEEE's quotient, a vdivps.
+// Halide's simplifier turns a division by a constant into a multiplication by its f32
+// reciprocal, which is not the quotient (x / 3 was an ulp off the reference's for a
+// third of x); inside strict_float it leaves the division alone. (A product with an f64
+// reciprocal, tried first, is not the quotient either where that is exactly halfway
+// between two subnormals: 147 * 2^-149 / 98 rounded down, not to even.)
+Expr DivByOneValue(const Expr& x, const Expr& y) { return Halide::strict_float(x / y); }
 
-// True when b, broadcast to out, is one value along out's innermost dim: a scalar, a
-// column, one element.
-bool InvariantAlongInnermost(const Shape& b, const Shape& out) {
-  return b.empty() || b.size() < out.size() || b.back() == 1;
+// True when b is one value (rank 0, or every extent 1).
+bool IsOneValue(const Shape& b) {
+  int64_t n = 1;
+  for (int64_t d : b) n *= d;
+  return n == 1;
 }
 
 // Float -> i32 with Cast's rules: truncate toward zero, saturate, NaN -> 0.
@@ -284,9 +278,7 @@ Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, D
 Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& a,
                   const Value& b, const TensorType& out) {
   const bool is_int = a.dtype == DType::kI32;
-  // GPU targets keep Halide's division: f64 is slow or missing on many devices.
-  const bool row_invariant_divisor = op == OpKind::kDiv && a.dtype == DType::kF32 &&
-                                     !ctx.gpu && InvariantAlongInnermost(b.shape, out.shape);
+  const bool one_value_divisor = op == OpKind::kDiv && IsFloating(a.dtype) && IsOneValue(b.shape);
   return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) -> Expr {
     const Expr x = At(a, BroadcastIndex(a.shape, out.shape, index));
     const Expr y = At(b, BroadcastIndex(b.shape, out.shape, index));
@@ -299,7 +291,7 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
         return WrapMul(x, y);
       case OpKind::kDiv:
         if (is_int) return FloorDivI32(x, y);
-        if (row_invariant_divisor) return DivByRowInvariant(x, y);
+        if (one_value_divisor) return DivByOneValue(x, y);
         return x / y;
       case OpKind::kMaximum:
         return NanMax(x, y);

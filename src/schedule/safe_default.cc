@@ -437,14 +437,13 @@ class SafeScheduler {
           l << " update split(" << r.name() << ", " << lanes << ").rfactor vectorize";
           // The lanes' fold as a vector reduce (a tree of shuffles and vector ops), not
           // `lanes` dependent scalar ops: 64 vmaxss in a chain per softmax row (5-10%
-          // of a row pipeline on one thread, side by side). Exact for max and min; an f64
-          // sum only changes which f64 roundings it makes.
-          try {
-            f.update(0).atomic().vectorize(ri);
-            l << " tree";
-          } catch (const Halide::Error&) {
-            // A fold Halide cannot vectorize stays a scalar loop.
-          }
+          // of a row pipeline on one thread, side by side). Exact for max, min and the
+          // wrapping integer sum; an f64 sum only changes which f64 roundings it makes.
+          // Its operator is the one rfactor just proved associative. Not caught: Halide
+          // sets the loop type before it checks, so a throw here would leave a half-made
+          // schedule; it fails the scheduler instead (the compile falls through).
+          f.update(0).atomic().vectorize(ri);
+          l << " tree";
         } catch (const Halide::Error&) {
           // Not provably associative: the split update stays scalar (and exact).
           l << " update split(" << r.name() << ", " << lanes << ") (no rfactor)";
