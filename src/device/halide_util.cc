@@ -3,11 +3,14 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <dlfcn.h>
 #endif
 
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 #include <mutex>
+#include <stdexcept>
 #include <streambuf>
 #include <string>
 
@@ -132,6 +135,38 @@ HalideOutputCapture::~HalideOutputCapture() {
   // Outside the lock: the sink is the program's code and may be slow.
   Forward(text);
 }
+
+namespace {
+
+thread_local int llvm_errors_throw = 0;  // LlvmFatalErrorsThrow guards alive on this thread
+
+void OnLlvmFatalError(void*, const char* reason, bool gen_crash_diag) {
+  if (llvm_errors_throw > 0) throw std::runtime_error(std::string("LLVM ERROR: ") + reason);
+  std::fprintf(stderr, "LLVM ERROR: %s\n", reason);  // LLVM's default handling
+  if (gen_crash_diag) std::abort();
+  std::exit(1);
+}
+
+void InstallLlvmFatalErrorHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    using Handler = void (*)(void*, const char*, bool);
+    using Install = void (*)(Handler, void*);
+    // llvm::install_fatal_error_handler(fatal_error_handler_t, void*), LLVM 14.
+    auto install = reinterpret_cast<Install>(
+        dlsym(RTLD_DEFAULT, "_ZN4llvm27install_fatal_error_handlerEPFvPvPKcbES0_"));
+    if (install != nullptr) install(&OnLlvmFatalError, nullptr);
+  });
+}
+
+}  // namespace
+
+LlvmFatalErrorsThrow::LlvmFatalErrorsThrow() {
+  InstallLlvmFatalErrorHandler();
+  ++llvm_errors_throw;
+}
+
+LlvmFatalErrorsThrow::~LlvmFatalErrorsThrow() { --llvm_errors_throw; }
 
 // The JIT target: HL_JIT_TARGET or the host, minus features this CPU lacks. Halide 14
 // reports AVX512_SapphireRapids for any CPU with AVX512-VNNI and AVX512-BF16 and then

@@ -23,9 +23,29 @@ Halide::Target SanitizedJitTarget();
 // HostTensor layout).
 Halide::Type HalideType(DType dtype);
 
-// Runs fn() (returning absl::Status) and turns a Halide error (or any other exception)
-// thrown inside it into a Status of `code` whose message starts with `context`. This
-// is the one boundary where Halide's exceptions stop.
+// While alive on a thread, an LLVM fatal error on that thread (report_fatal_error, which
+// prints "LLVM ERROR: ..." and ends the process) throws a std::runtime_error instead,
+// so that a kernel LLVM cannot compile is a failed compile (the scheduler chain falls
+// through, or the cluster runs op by op) and not a dead process. LLVM 14's x86 DAG
+// combiner aborted on the AVX-512 code of a small MatMul of a Transpose ("Invalid size
+// request on a scalable vector", braze-fuzz seed 1400264). The exception unwinds through
+// LLVM frames built without exception handling: what they own leaks (the failed
+// module's code generator state); no lock LLVM takes during codegen outlives its
+// ExecutionEngine, which Halide destroys. Elsewhere, LLVM's own behaviour is kept (the
+// message, then abort). The handler is installed once per process, through the symbol
+// libHalide's LLVM exports.
+class LlvmFatalErrorsThrow {
+ public:
+  LlvmFatalErrorsThrow();
+  ~LlvmFatalErrorsThrow();
+  LlvmFatalErrorsThrow(const LlvmFatalErrorsThrow&) = delete;
+  LlvmFatalErrorsThrow& operator=(const LlvmFatalErrorsThrow&) = delete;
+};
+
+// Runs fn() (returning absl::Status) and turns a Halide error (or any other exception,
+// an LLVM fatal error among them: LlvmFatalErrorsThrow) thrown inside it into a Status
+// of `code` whose message starts with `context`. This is the one boundary where
+// Halide's exceptions stop.
 template <typename Fn>
 absl::Status CatchHalideErrors(const std::string& context, absl::StatusCode code, Fn&& fn) {
   auto message = [&](const char* what) {
@@ -34,6 +54,7 @@ absl::Status CatchHalideErrors(const std::string& context, absl::StatusCode code
     return m;
   };
   try {
+    LlvmFatalErrorsThrow llvm_errors;
     return fn();
   } catch (const Halide::Error& e) {
     return absl::Status(code, message(e.what()));

@@ -1102,7 +1102,31 @@ absl::Status Executor::Fetch(const Tensor& t, HostTensor* out) {
   return absl::OkStatus();
 }
 
+HostTensor* Executor::StepBuffer(const HostTensor* p) {
+  for (StepState& step : state_.steps) {
+    for (HostTensor& b : step.buffers) {
+      if (&b == p) return &b;
+    }
+    for (StepState& fallback : step.fallback) {
+      for (HostTensor& b : fallback.buffers) {
+        if (&b == p) return &b;
+      }
+    }
+  }
+  return nullptr;
+}
+
+// A new value in one of the plan's step buffers becomes the variable's storage by a
+// swap, not a copy: the step gets the variable's old storage and overwrites it on its
+// next run, as it would its own. A training step's weights and optimizer slots (22 MB
+// for the MLP example with Adam) were copied at every commit. Copied as before: values
+// in a caller's tensor (fed, or fetched into), in a mirror (which may cache a Const),
+// taken by two variables, or of another type than the variable's storage.
 absl::Status Executor::CommitUpdates() {
+  std::map<const HostTensor*, int> takers;
+  for (const auto& [var, value] : updates_) {
+    if (value.host != nullptr && value.variable < 0) ++takers[value.host];
+  }
   for (const auto& [var, value] : updates_) {
     VariableSlot& slot = variables_[var];
     Value v = value;
@@ -1119,7 +1143,13 @@ absl::Status Executor::CommitUpdates() {
       BRAZE_RETURN_IF_ERROR(
           CopyInto(v, Space::kDevice, v.device->device(), nullptr, &slot.on_device));
     } else {
-      AssignHost(*v.host, v.space == Space::kJitCpu ? &slot.jit : &slot.host);
+      HostTensor* to = v.space == Space::kJitCpu ? &slot.jit : &slot.host;
+      HostTensor* owned = takers[v.host] == 1 ? StepBuffer(v.host) : nullptr;
+      if (owned != nullptr && owned->type() == to->type()) {
+        std::swap(*owned, *to);
+      } else {
+        AssignHost(*v.host, to);
+      }
     }
     slot.host_valid = v.space == Space::kHost;
     slot.jit_valid = v.space == Space::kJitCpu;

@@ -130,6 +130,8 @@ class Executor {
   absl::Status EnsureDeviceBuffers(const Step& step, StepState& state,
                                    const std::vector<TensorType>& out_types);
   void BindOutputs(const Step& step, StepState& state);
+  // `p` when it is one of this plan's step output buffers (reused across runs), mutable.
+  HostTensor* StepBuffer(const HostTensor* p);
   absl::Status Verify(const Step& step, StepState& state, const std::vector<Value>& inputs,
                       const std::vector<KernelArg>& outs);
 

@@ -562,5 +562,48 @@ TEST(Miscompile, ARowValueOnlyTheReductionsReadIsComputedWhereRead) {
                          {Scheduler::kAuto, Scheduler::kSafeDefault});
 }
 
+// braze-fuzz seed 1400264: LLVM 14's x86 DAG combiner aborted the process ("LLVM ERROR:
+// Invalid size request on a scalable vector") on the AVX-512 code the safe default made
+// for a MatMul of a small Transpose of an input (strided loads of 10 lanes feeding
+// broadcasts). An LLVM fatal error inside a compile is now a failed compile
+// (device/halide_util.h LlvmFatalErrorsThrow): Auto falls through to the next
+// scheduler, the default mode runs the cluster op by op, strict mode says so. On a CPU
+// where LLVM compiles it, every mode simply succeeds.
+TEST(Miscompile, AnLlvmFatalErrorIsAFailedCompileNotAnAbort) {
+  Graph g;
+  Tensor in1 = Placeholder(g, DType::kF32, {5, 3}, "in1");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor mm = MatMul(Transpose(in1, {1, 0}), Const(g, Random({31, 5}, 35256)), false, true);
+    fetches.push_back(Pad(mm, {{0, 2}, {0, 2}}, -0.937));
+  }
+  const Feeds feeds = {{in1, Random({5, 3}, 183434601)}};
+  ExpectMatchesReference(g, feeds, fetches, {Scheduler::kAuto});
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  auto want = Session(g, ref_opts).Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (bool strict : {false, true}) {
+    SessionOptions opts;
+    opts.scheduler = Scheduler::kSafeDefault;
+    opts.strict = strict;
+    Session s(g, opts);
+    auto got = s.Run(feeds, fetches);
+    if (strict && !got.ok()) {
+      EXPECT_NE(got.status().message().find("LLVM ERROR"), std::string::npos) << got.status();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << got.status();
+    const HostTensor& a = (*got)[0];
+    const HostTensor& b = (*want)[0];
+    ASSERT_EQ(a.type(), b.type());
+    for (int64_t i = 0; i < a.num_elements(); ++i) {
+      EXPECT_NEAR(a.GetDouble(i), b.GetDouble(i), 1e-4 + 1e-4 * std::fabs(b.GetDouble(i))) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braze
+

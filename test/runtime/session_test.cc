@@ -68,6 +68,44 @@ TEST_P(SessionTest, VariablesPersistAcrossRunsAndTargetsRunAssigns) {
   EXPECT_EQ(F(*s.VariableValue(w)), (std::vector<float>{5, 33}));
 }
 
+// A Run's new variable values are taken from the steps' buffers without a copy
+// (Executor::CommitUpdates swaps storage). Each variable keeps a value of its own over
+// many runs: one value taken by two variables, a value fetched too, a variable set from
+// a Const, and a variable read by another's update.
+TEST_P(SessionTest, VariableUpdatesKeepTheirOwnValuesOverRuns) {
+  Graph g;
+  Tensor a = Variable(g, HostTensor::From<float>({1, 2, 3}, {3}), "a");
+  Tensor b = Variable(g, HostTensor::From<float>({0, 0, 0}, {3}), "b");
+  Tensor c = Variable(g, HostTensor::From<float>({0, 0, 0}, {3}), "c");
+  Tensor d = Variable(g, HostTensor::From<float>({0, 0, 0}, {3}), "d");
+  Tensor next = a * 2.0 + 1.0;
+  Tensor updates[] = {Assign(a, next), Assign(b, next), Assign(c, a + b),
+                      Assign(d, Const(g, HostTensor::From<float>({7, 8, 9}, {3})))};
+  Session s(g, Opts());
+  std::vector<float> wa = {1, 2, 3}, wb = {0, 0, 0}, wc = {0, 0, 0};
+  for (int run = 0; run < 4; ++run) {
+    std::vector<float> want_next(3), want_c(3);
+    for (int i = 0; i < 3; ++i) {
+      want_next[i] = wa[i] * 2 + 1;
+      want_c[i] = wa[i] + wb[i];  // the values at the start of the Run
+    }
+    auto out = s.Run({}, {next}, {updates[0], updates[1], updates[2], updates[3]});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(F((*out)[0]), want_next) << "run " << run;
+    wa = wb = want_next;
+    wc = want_c;
+    EXPECT_EQ(F(*s.VariableValue(a)), wa) << "run " << run;
+    EXPECT_EQ(F(*s.VariableValue(b)), wb) << "run " << run;
+    EXPECT_EQ(F(*s.VariableValue(c)), wc) << "run " << run;
+    EXPECT_EQ(F(*s.VariableValue(d)), (std::vector<float>{7, 8, 9})) << "run " << run;
+  }
+  // A Run that only reads changes nothing.
+  auto out = s.Run({}, {a, b, c, d});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), wa);
+  EXPECT_EQ(F((*out)[2]), wc);
+}
+
 // AssignVariable (checkpoint restore) sets what the next Run reads; a wrong type or a
 // tensor that is not a Variable of this graph is InvalidArgument naming it.
 TEST_P(SessionTest, AssignVariableSetsTheValueAndRejectsWhatDoesNotFit) {
