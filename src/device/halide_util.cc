@@ -140,11 +140,11 @@ namespace {
 
 thread_local int llvm_errors_throw = 0;  // LlvmFatalErrorsThrow guards alive on this thread
 
-void OnLlvmFatalError(void*, const char* reason, bool gen_crash_diag) {
+void OnLlvmFatalError(void*, const char* reason, bool /*gen_crash_diag*/) {
   if (llvm_errors_throw > 0) throw std::runtime_error(std::string("LLVM ERROR: ") + reason);
-  std::fprintf(stderr, "LLVM ERROR: %s\n", reason);  // LLVM's default handling
-  if (gen_crash_diag) std::abort();
-  std::exit(1);
+  // Outside a compile: LLVM's own message; returning lets LLVM end the process as it
+  // would without a handler (its interrupt handlers, then exit or abort).
+  std::fprintf(stderr, "LLVM ERROR: %s\n", reason);
 }
 
 void InstallLlvmFatalErrorHandler() {

@@ -29,11 +29,16 @@ Halide::Type HalideType(DType dtype);
 // through, or the cluster runs op by op) and not a dead process. LLVM 14's x86 DAG
 // combiner aborted on the AVX-512 code of a small MatMul of a Transpose ("Invalid size
 // request on a scalable vector", braze-fuzz seed 1400264). The exception unwinds through
-// LLVM frames built without exception handling: what they own leaks (the failed
-// module's code generator state); no lock LLVM takes during codegen outlives its
-// ExecutionEngine, which Halide destroys. Elsewhere, LLVM's own behaviour is kept (the
-// message, then abort). The handler is installed once per process, through the symbol
-// libHalide's LLVM exports.
+// LLVM frames built without exception handling, whose objects are not destroyed: the
+// failed module's MCJIT engine, target machine and code generator state leak (Halide
+// holds the engine in a local until codegen succeeds), once per failed attempt, and a
+// lock MCJIT held stays held on an engine nothing uses again. LLVM 14 releases its own
+// handler lock before calling the handler, and Halide's JIT runtime lock is released by
+// its (exception-aware) frames. A fatal error raised while an IR pass holds value
+// handles on the stack could leave them dangling when Halide then frees the module:
+// the only one seen is in instruction selection, which holds none. Elsewhere, LLVM's
+// own behaviour is kept (its message, then exit or abort). The handler is installed
+// once per process, through the symbol libHalide's LLVM exports.
 class LlvmFatalErrorsThrow {
  public:
   LlvmFatalErrorsThrow();
