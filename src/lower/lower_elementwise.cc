@@ -100,16 +100,19 @@ Expr ExpF32(const Expr& x_in) {
   const Expr kb = Halide::reinterpret(u32, shifted) - u(0x4B400000 - 256);
   const Expr kf = Halide::cast(Halide::Float(32), Halide::cast(Halide::Int(32), kb)) - 256.0f;
   const Expr r = Halide::strict_float((x - kf * 0.693359375f) - kf * -2.12194440e-4f);
-  const Expr p = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r +
-                   4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f;
+  Expr p = 1.9875691500e-4f;  // Horner, highest degree first
+  for (float c :
+       {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f}) {
+    p = p * r + c;
+  }
   const Expr y = p * (r * r) + r + 1.0f;  // in [0.7, 1.42]
   // 2^k = 2^k1 * 2^k2 with k1 = floor(k / 2) and k2 = k - k1 in [-75, 65]. y * 2^k1 is a
   // normal f32, so it is exact as an add to y's exponent field (no float operation for
   // fast math to reorder); the product with 2^k2 is the one rounding. Biased exponents:
   // k1 + 127 = kb / 2 - 128 + 127, k2 + 127 = kb - kb / 2 - 1.
   const Expr k1b = kb >> 1;
-  const Expr y_k1 = Halide::reinterpret(Halide::Float(32),
-                                        Halide::reinterpret(u32, y) + ((k1b - u(128)) << 23));
+  const Expr y_k1 =
+      Halide::reinterpret(Halide::Float(32), Halide::reinterpret(u32, y) + ((k1b - u(128)) << 23));
   const Expr two_k2 = Halide::reinterpret(Halide::Float(32), (kb - k1b - u(1)) << 23);
   // Overflow (k = 128 and y >= 1: at least 2^128) is decided with integer compares and
   // answered with a constant: Halide's float ops carry LLVM's no-infinities flag, under
@@ -122,10 +125,10 @@ Expr ExpF32(const Expr& x_in) {
 // Halide's f32 exp builds 2^k from the integer k = x / ln 2 and came out 0, not inf, for
 // x from about 1.6e9 (k overflowed). Past +-200, exp is inf or 0 in f32 and Halide's
 // gives those: the argument is clamped there. Its f64 exp is right over the whole range.
-Expr ExpOf(const Expr& x, DType dtype, bool gpu) {
-  if (dtype != DType::kF32) return Halide::exp(x);
-  if (gpu) return Halide::exp(Halide::clamp(x, -200.0f, 200.0f));
-  return ExpF32(x);
+// (The CPU's f32 exp is ExpF32.)
+Expr ExpOf(const Expr& x, DType dtype) {
+  if (dtype == DType::kF32) return Halide::exp(Halide::clamp(x, -200.0f, 200.0f));
+  return Halide::exp(x);
 }
 
 // Halide's f32 log reads a subnormal's exponent field as if it were normal (log(1.4e-45)
@@ -205,7 +208,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [dt, gpu = ctx.gpu](Expr v) {
         // Braze's f32 exp maps +-inf to inf and 0 through its clamp; NaN needs the test.
         if (dt == DType::kF32 && !gpu) return Halide::select(IsNanBits(v), v, ExpF32(v));
-        return WithSpecials(v, ExpOf(v, dt, gpu), INFINITY, 0);
+        return WithSpecials(v, ExpOf(v, dt), INFINITY, 0);
       };
       break;
     case OpKind::kLog:

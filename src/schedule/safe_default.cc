@@ -430,23 +430,27 @@ class SafeScheduler {
         Var u(f.name() + "_lane");
         Halide::Stage update = f.update(0);
         update.split(r, ro, ri, lanes);  // exact: lanes divides the row
+        bool factored = false;
         try {
           Func intm = update.rfactor(ri, u);
           intm.compute_at(out, at).vectorize(u);
           intm.update(0).reorder({VarOrRVar(u), VarOrRVar(ro)}).vectorize(u);
           l << " update split(" << r.name() << ", " << lanes << ").rfactor vectorize";
+          factored = true;
+        } catch (const Halide::Error&) {
+          // Not provably associative: the split update stays scalar (and exact).
+          l << " update split(" << r.name() << ", " << lanes << ") (no rfactor)";
+        }
+        if (factored) {
           // The lanes' fold as a vector reduce (a tree of shuffles and vector ops), not
           // `lanes` dependent scalar ops: 64 vmaxss in a chain per softmax row (5-10%
           // of a row pipeline on one thread, side by side). Exact for max, min and the
           // wrapping integer sum; an f64 sum only changes which f64 roundings it makes.
-          // Its operator is the one rfactor just proved associative. Not caught: Halide
-          // sets the loop type before it checks, so a throw here would leave a half-made
-          // schedule; it fails the scheduler instead (the compile falls through).
+          // Its operator is the one rfactor just proved associative. Outside the try:
+          // Halide sets the loop type before it checks, so a throw here would leave a
+          // half-made schedule; it fails the scheduler instead (the compile falls through).
           f.update(0).atomic().vectorize(ri);
           l << " tree";
-        } catch (const Halide::Error&) {
-          // Not provably associative: the split update stays scalar (and exact).
-          l << " update split(" << r.name() << ", " << lanes << ") (no rfactor)";
         }
       } else {
         f.update(0).unscheduled();  // a scalar loop over the row, as defined
@@ -490,8 +494,8 @@ class SafeScheduler {
     std::vector<std::string> out_vars;
     for (const Var& v : out.args()) out_vars.push_back(v.name());
     for (const auto& [name, fn] : funcs) {
-      if (readers_of[name] < 2 || fn.args().size() != out_vars.size() || !ExpensiveToRecompute(fn) ||
-          !fn.output_types()[0].is_float()) {
+      if (readers_of[name] < 2 || fn.args().size() != out_vars.size() ||
+          !ExpensiveToRecompute(fn) || !fn.output_types()[0].is_float()) {
         continue;
       }
       // Read by the output, and only at the output's own position: each row's region

@@ -606,4 +606,3 @@ TEST(Miscompile, AnLlvmFatalErrorIsAFailedCompileNotAnAbort) {
 
 }  // namespace
 }  // namespace braze
-

@@ -56,8 +56,8 @@ std::vector<float> Compiled(const Case& c, SchedulerKind scheduler) {
 // Every 4096th f32 from -104 to 89 (both signs of the exponent field, every binade),
 // the ends of the range and values whose exp is subnormal.
 HostTensor ExpArguments() {
-  std::vector<float> v = {-103.97f, -103.28f, -100.0f, -95.5f, -87.34f, -87.33f, 88.72f, 88.7228f,
-                          0.0f,     -0.0f,     1e-30f,  -1e-30f};
+  std::vector<float> v = {-103.97f, -103.28f, -100.0f, -95.5f, -87.34f, -87.33f,
+                          88.72f,   88.7228f, 0.0f,    -0.0f,  1e-30f,  -1e-30f};
   for (uint32_t u = 0; u < 0x7f800000; u += 4096) {
     for (float f : {FromBits(u), -FromBits(u)}) {
       if (f >= -104.0f && f <= 89.0f) v.push_back(f);
@@ -81,7 +81,8 @@ TEST(FloatMathTest, ExpIsWithinOneUlpOfLibmIncludingSubnormalResults) {
       const float v = c.values[0].data<float>()[i];
       const float want = std::exp(v);
       ASSERT_TRUE(std::isfinite(got[i]) || std::isinf(want)) << "exp(" << v << ") = " << got[i];
-      const int64_t d = std::isinf(want) ? (std::isinf(got[i]) ? 0 : 99) : UlpDistance(got[i], want);
+      const int64_t d =
+          std::isinf(want) ? (std::isinf(got[i]) ? 0 : 99) : UlpDistance(got[i], want);
       if (d > worst) worst = d, worst_at = v;
     }
     EXPECT_LE(worst, 1) << SchedulerName(s) << ": exp(" << worst_at << ") off by " << worst
@@ -178,7 +179,8 @@ TEST(FloatMathTest, SubnormalTiesRoundToEven) {
     for (int i = 0; i < 3; ++i) {
       const float want = FromBits(xs[i]) / FromBits(ys[i]);
       EXPECT_EQ(Bits(got[i]), Bits(want)) << SchedulerName(s) << " row " << i;
-      EXPECT_EQ(Bits(got[3 + i]), Bits(FromBits(xs[i]) / 98.0f)) << SchedulerName(s) << " row " << i;
+      EXPECT_EQ(Bits(got[3 + i]), Bits(FromBits(xs[i]) / 98.0f))
+          << SchedulerName(s) << " row " << i;
     }
   }
 }
@@ -186,9 +188,11 @@ TEST(FloatMathTest, SubnormalTiesRoundToEven) {
 // Exp of the special values and the ends of its range, as libm gives them.
 TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> v = {inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.7f,
-                                88.72283f, 88.7229f, 89.0f, 1e30f, -103.9f, -104.0f, -1e30f,
-                                0.0f, -0.0f};
+  const std::vector<float> v = {inf,     -inf,      std::numeric_limits<float>::quiet_NaN(),
+                                88.7f,   88.72283f, 88.7229f,
+                                89.0f,   1e30f,     -103.9f,
+                                -104.0f, -1e30f,    0.0f,
+                                -0.0f};
   Case c;
   HostTensor t(DType::kF32, {static_cast<int64_t>(v.size())});
   std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
