@@ -218,7 +218,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [](Expr v) { return Halide::sqrt(v); };
       break;
     case OpKind::kRsqrt:
-      fn = [c](Expr v) { return c(1) / Halide::sqrt(v); };
+      fn = [c](Expr v) { return Halide::strict_float(c(1) / Halide::sqrt(v)); };
       break;
     case OpKind::kTanh:
       fn = [dt](Expr v) { return WithSpecials(v, TanhViaExp(v, dt), 1, -1); };
@@ -240,10 +240,10 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       };
       break;
     case OpKind::kSquare:
-      fn = [](Expr v) { return WrapMul(v, v); };
+      fn = [](Expr v) { return Strict(WrapMul(v, v), v); };
       break;
     case OpKind::kReciprocal:
-      fn = [c](Expr v) { return c(1) / v; };
+      fn = [c](Expr v) { return Halide::strict_float(c(1) / v); };
       break;
     case OpKind::kSign:
       // Zero and NaN map to themselves.
@@ -286,16 +286,20 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
     const Expr x = At(a, BroadcastIndex(a.shape, out.shape, index));
     const Expr y = At(b, BroadcastIndex(b.shape, out.shape, index));
     switch (op) {
+      // Float arithmetic is strict: Halide 14's simplifier treats floats as reals and
+      // LLVM's fast-math flags assume no NaN or infinity, so across ops x - x became 0,
+      // x * 0 0, x / x 1 and (a - c) + c a where the reference has NaN (c infinite),
+      // and (a + b) - b a where it has 0 (b = 3e38). Inside strict_float neither rewrites.
       case OpKind::kAdd:
-        return WrapAdd(x, y);
+        return Strict(WrapAdd(x, y), x);
       case OpKind::kSub:
-        return WrapSub(x, y);
+        return Strict(WrapSub(x, y), x);
       case OpKind::kMul:
-        return WrapMul(x, y);
+        return Strict(WrapMul(x, y), x);
       case OpKind::kDiv:
         if (is_int) return FloorDivI32(x, y);
         if (one_value_divisor) return DivByOneValue(x, y);
-        return x / y;
+        return Halide::strict_float(x / y);
       case OpKind::kMaximum:
         return NanMax(x, y);
       case OpKind::kMinimum:

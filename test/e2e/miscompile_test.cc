@@ -604,5 +604,53 @@ TEST(Miscompile, AnLlvmFatalErrorIsAFailedCompileNotAnAbort) {
   }
 }
 
+// Halide 14's simplifier treats floats as reals and LLVM's fast-math flags assume no NaN
+// or infinity: across ops, x - x came out 0, x * 0 and 0 * x 0, x / x 1, 0 / x 0 and
+// (a - c) + c a where the reference has NaN (c infinite or NaN), (a + b) - b a where it
+// has 0 (b = 3e38), (a * 1e10) * b finite where a * 1e10 overflows, and Gelu(3e38) inf
+// (its 0.5 moved out of 0.5 * x * (1 + t)). Float arithmetic is now strict per op.
+void BuildFloatIdentities(Graph& g, const Tensor& a, const Tensor& b, const Tensor& c,
+                          std::vector<Tensor>* fetches) {
+  JitScope scope(g);
+  const Tensor zero = Const(g, HostTensor::Scalar<float>(0.0f));
+  const Tensor big = Const(g, HostTensor::Scalar<float>(1e10f));
+  *fetches = {Sub(c, c),           Mul(c, zero),      Mul(zero, c),
+              Div(c, c),           Div(zero, c),      Add(Sub(a, c), c),
+              Sub(Add(a, c), a),   Sub(Add(a, b), b), Add(Add(a, b), Neg(b)),
+              Mul(Mul(b, big), a), Gelu(b),           Square(c) - Square(c)};
+}
+
+Feeds FloatIdentityFeeds(const Tensor& a, const Tensor& b, const Tensor& c) {
+  // c: every class an identity can get wrong, at odd positions of a prime extent.
+  HostTensor cv = Random({11}, 7);
+  const float specials[] = {INFINITY, NAN, 0.0f, -INFINITY, -0.0f, 3e38f};
+  for (int i = 0; i < 6; ++i) cv.SetDouble(2 * i, specials[i]);
+  HostTensor bv = HostTensor::Filled(DType::kF32, {11}, 3e38);
+  bv.SetDouble(3, -3e38);
+  return {{a, Random({11}, 8)}, {b, bv}, {c, cv}};
+}
+
+TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflows) {
+  Graph g;
+  const Tensor a = Placeholder(g, DType::kF32, {11}, "a");
+  const Tensor b = Placeholder(g, DType::kF32, {11}, "b");
+  const Tensor c = Placeholder(g, DType::kF32, {11}, "c");
+  std::vector<Tensor> fetches;
+  BuildFloatIdentities(g, a, b, c, &fetches);
+  ExpectMatchesReference(g, FloatIdentityFeeds(a, b, c), fetches);
+}
+
+TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflowsOnOpenCL) {
+  if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
+  Graph g;
+  const Tensor a = Placeholder(g, DType::kF32, {11}, "a");
+  const Tensor b = Placeholder(g, DType::kF32, {11}, "b");
+  const Tensor c = Placeholder(g, DType::kF32, {11}, "c");
+  std::vector<Tensor> fetches;
+  BuildFloatIdentities(g, a, b, c, &fetches);
+  ExpectMatchesReference(g, FloatIdentityFeeds(a, b, c), fetches, {Scheduler::kAuto}, 2e-3, 2e-4,
+                         "jit:opencl");
+}
+
 }  // namespace
 }  // namespace braze
