@@ -4,8 +4,8 @@
 // Minimum, Relu and Sign propagate NaN; i32 Add, Sub, Mul, Neg and Square wrap (two's
 // complement); i32 Div is floor division with x / 0 = 0; Cast
 // from floating to i32 truncates, saturates and maps NaN to 0. Halide compiles with
-// LLVM fast-math flags (no-NaNs among them), so NaN checks use Halide::is_nan, which is
-// evaluated in strict-float mode.
+// LLVM fast-math flags (no-NaNs among them), so NaN checks test bits (IsNanBits) or are
+// strict.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -179,13 +179,17 @@ bool IsOneValue(const Shape& b) {
   return n == 1;
 }
 
-// Float -> i32 with Cast's rules: truncate toward zero, saturate, NaN -> 0.
+// Float -> i32 with Cast's rules: truncate toward zero, saturate, NaN -> 0. NaN is tested
+// on its bits and the range with strict compares: with is_nan, Li2018's schedule of
+// Cast(-Max(x) * 3) gave INT_MIN (x86's conversion of NaN) for a row with a NaN
+// (braze-fuzz --specials seed 1503039).
 Expr FloatToI32(const Expr& v) {
   const Halide::Type ft = v.type();
   const Expr hi = Halide::Internal::make_const(ft, 2147483648.0);
   const Expr lo = Halide::Internal::make_const(ft, -2147483648.0);
-  return Halide::select(Halide::is_nan(v), 0, v >= hi, std::numeric_limits<int32_t>::max(), v < lo,
-                        std::numeric_limits<int32_t>::min(), Halide::cast(Halide::Int(32), v));
+  return Halide::select(IsNanBits(v), 0, Strict(v >= hi, v), std::numeric_limits<int32_t>::max(),
+                        Strict(v < lo, v), std::numeric_limits<int32_t>::min(),
+                        Halide::cast(Halide::Int(32), v));
 }
 
 }  // namespace

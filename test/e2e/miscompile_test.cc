@@ -143,6 +143,29 @@ TEST(Miscompile, CastOfNaNToBoolIsTrue) {
   ExpectMatchesReference(g, {{x, in}}, fetches);
 }
 
+// The same after a Transpose and after a row Max (braze-fuzz --specials seeds 1502702,
+// 1503039): Adams2019 gave INT_MAX and Li2018 INT_MIN for NaN, the NaN test (is_nan)
+// folded away under LLVM's no-NaNs flag in their loop nests. NaN is now tested on bits.
+TEST(Miscompile, CastOfNaNToI32IsZeroInEveryLoopNest) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {13, 7, 4, 2}, "x");
+  Tensor row = Placeholder(g, DType::kF32, {5, 4}, "row");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    fetches = {Cast(Transpose(x, {0, 3, 1, 2}) * 3.0, DType::kI32),
+               Cast(Neg(Max(row, {1}, true)) * 3.0, DType::kI32)};
+  }
+  HostTensor xv = Random({13, 7, 4, 2}, 11);
+  HostTensor rv = Random({5, 4}, 12);
+  const float specials[] = {std::nanf(""), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), -0.0f, 3e9f};
+  for (int64_t i = 0; i < xv.num_elements(); i += 9) xv.SetDouble(i, specials[(i / 9) % 5]);
+  rv.SetDouble(1, std::nanf(""));
+  rv.SetDouble(14, std::numeric_limits<float>::infinity());
+  ExpectMatchesReference(g, {{x, xv}, {row, rv}}, fetches);
+}
+
 // i32 arithmetic wraps in the reference (two's complement). Halide takes signed overflow
 // as impossible: Greater(x + 1, x) simplified to true at INT32_MAX under every scheduler.
 // Add, Sub, Mul, Neg, Square and Sum now compute in u32 and reinterpret.

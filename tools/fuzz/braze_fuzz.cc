@@ -12,6 +12,7 @@
 // seed, from the seed), --jit_device[=D] (place ops on D, jit:cpu by default or
 // jit:opencl, instead of a JitScope),
 // --no_minimize, --max_ops=N, --dynamic=P (the chance an input has dim 0 declared -1),
+// --specials=P (the chance a float input holds infinities, NaN, zeros and subnormals),
 // --verbose (a line per seed), --print (print the programs
 // as C++ and run nothing). Exit status 1 on any
 // mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
@@ -51,6 +52,7 @@ struct Flags {
   bool print = false;
   int max_ops = 14;
   double dynamic = -1;  // < 0: the generator's default
+  double specials = 0;
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -79,6 +81,10 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (f->jit_device.rfind("jit:", 0) != 0) return false;
     } else if (arg == "--dynamic") {
       if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
+    } else if (arg == "--specials") {
+      if (!absl::SimpleAtod(value, &f->specials) || f->specials < 0 || f->specials > 1) {
+        return false;
+      }
     } else if (arg == "--no_minimize") {
       f->minimize = false;
     } else if (arg == "--verbose") {
@@ -145,6 +151,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
   if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
+  gen.specials_probability = f.specials;
   for (uint64_t seed = state->next; seed < f.last; seed = state->next) {
     state->next = seed + f.jobs;
     const double elapsed =
@@ -208,16 +215,21 @@ void ReportCrash(const Flags& f, uint64_t seed, int status) {
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
   if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
+  gen.specials_probability = f.specials;
   const std::string how = WIFSIGNALED(status)
                               ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
                                              strsignal(WTERMSIG(status)), ")")
                               : absl::StrCat("exited with status ", WEXITSTATUS(status));
+  // Every flag that changes the program or where it runs.
+  std::string flags = absl::StrCat(" --max_ops=", f.max_ops);
+  if (f.dynamic >= 0) absl::StrAppend(&flags, " --dynamic=", f.dynamic);
+  if (f.specials > 0) absl::StrAppend(&flags, " --specials=", f.specials);
+  if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
       "==== seed %llu: crash, the shard running it was %s\n"
       "reproduce: braze-fuzz --seeds=%llu --scheduler=%s --verbose%s\n---- program\n%s\n",
       static_cast<unsigned long long>(seed), how.c_str(), static_cast<unsigned long long>(seed),
-      f.scheduler.c_str(), f.jit_device.empty() ? "" : (" --jit_device=" + f.jit_device).c_str(),
-      ProgramToCpp(GenerateProgram(seed, gen)).c_str());
+      f.scheduler.c_str(), flags.c_str(), ProgramToCpp(GenerateProgram(seed, gen)).c_str());
   std::fflush(stdout);
 }
 
@@ -289,6 +301,7 @@ int Main(int argc, char** argv) {
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
+                 "[--specials=P] "
                  "[--verbose] "
                  "[--print]\n");
     return 2;

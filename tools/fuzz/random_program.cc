@@ -2,6 +2,7 @@
 #include "tools/fuzz/random_program.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 
@@ -58,6 +59,36 @@ bool Broadcast(const Shape& a, const Shape& b, Shape* out) {
 HostTensor RandomValues(DType dtype, const Shape& shape, uint64_t seed) {
   const double lo = dtype == DType::kI32 ? -3 : -2, hi = dtype == DType::kI32 ? 4 : 2;
   return HostTensor::RandomUniform(dtype, shape, seed, lo, hi);
+}
+
+// The values that fast-math folding, reassociation and polynomial ranges get wrong:
+// infinities, NaN, both zeros and a subnormal of the type. No huge finite values: their
+// sums overflow or not depending on the order, which is not fixed.
+// WithSpecials as the C++ that reproduces a program prints it (kept equal to it).
+constexpr char kWithSpecialsSource[] = R"(HostTensor WithSpecials(HostTensor t, uint64_t seed) {
+  const int64_t n = t.num_elements();
+  const double tiny = t.dtype() == DType::kF32 ? 1e-40 : 1e-310;
+  const double specials[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, tiny, -tiny};
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  for (int64_t i = 0; i < n; ++i) {
+    if (rng() % 8 == 0) t.SetDouble(i, specials[rng() % 7]);
+  }
+  t.SetDouble(static_cast<int64_t>(rng() % n), specials[rng() % 7]);
+  return t;
+}
+)";
+
+HostTensor WithSpecials(HostTensor t, uint64_t seed) {
+  const int64_t n = t.num_elements();
+  if (n == 0 || !Floating(t.dtype())) return t;
+  const double tiny = t.dtype() == DType::kF32 ? 1e-40 : 1e-310;
+  const double specials[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, tiny, -tiny};
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  for (int64_t i = 0; i < n; ++i) {
+    if (rng() % 8 == 0) t.SetDouble(i, specials[rng() % 7]);
+  }
+  t.SetDouble(static_cast<int64_t>(rng() % n), specials[rng() % 7]);
+  return t;
 }
 
 class Generator {
@@ -696,6 +727,11 @@ Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
     if (gen.Generate() || attempt >= 50) {
       Program p = gen.Take();
       p.seed = seed;
+      std::mt19937_64 rng(seed * 104729 + 17);
+      for (ProgramInput& in : p.inputs) {
+        const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+        in.specials = Floating(in.dtype) && u < options.specials_probability;
+      }
       return p;
     }
   }
@@ -751,7 +787,9 @@ std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     Shape s = p.inputs[i].shape;
     if (p.inputs[i].dynamic0 && size0 > 0) s[0] = size0;
-    feeds.push_back(RandomValues(p.inputs[i].dtype, s, p.seed * 131 + i * 17 + size0));
+    const uint64_t seed = p.seed * 131 + i * 17 + size0;
+    HostTensor values = RandomValues(p.inputs[i].dtype, s, seed);
+    feeds.push_back(p.inputs[i].specials ? WithSpecials(std::move(values), seed) : values);
   }
   return feeds;
 }
@@ -762,16 +800,20 @@ std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
                    "HostTensor Random(DType d, Shape s, uint64_t seed) {\n"
                    "  return HostTensor::RandomUniform(d, s, seed, d == DType::kI32 ? -3 : -2,\n"
                    "                                   d == DType::kI32 ? 4 : 2);\n"
-                   "}\n\n"
+                   "}\n",
+                   kWithSpecialsSource,
+                   "\n"
                    "Graph g;\nFeeds feeds;\n");
   std::vector<bool> present;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     Shape declared = p.inputs[i].shape;
     if (p.inputs[i].dynamic0) declared[0] = -1;
-    absl::StrAppend(&out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
-                    Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", Random(",
-                    DTypeCode(p.inputs[i].dtype), ", ", Ints(p.inputs[i].shape), ", ",
-                    p.seed * 131 + i * 17, "));\n");
+    absl::StrAppend(
+        &out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
+        Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", ",
+        p.inputs[i].specials ? "WithSpecials(Random(" : "Random(", DTypeCode(p.inputs[i].dtype),
+        ", ", Ints(p.inputs[i].shape), ", ", p.seed * 131 + i * 17, ")",
+        p.inputs[i].specials ? absl::StrCat(", ", p.seed * 131 + i * 17, ")") : "", ");\n");
     present.push_back(true);
   }
   for (size_t k = 0; k < p.ops.size(); ++k) {

@@ -34,6 +34,7 @@ struct ProgramInput {
   DType dtype = DType::kF32;
   Shape shape;            // the concrete shape of the first feed
   bool dynamic0 = false;  // dim 0 is declared -1 and fed with two sizes
+  bool specials = false;  // some values are +-inf, NaN, +-0 or subnormal (floats only)
 };
 
 // One op: how to build it from earlier values, and the same as C++ for reports.
@@ -58,6 +59,9 @@ struct GenerateOptions {
   double large_probability = 0.12;     // an input big enough for the parallel paths
   double dynamic_probability = 0.15;   // an input with dim 0 declared -1
   double gradients_probability = 0.3;  // fetch gradients too
+  // The chance a float input has specials (ProgramInput::specials). Drawn from a stream
+  // of its own: a seed gives the same ops with or without them.
+  double specials_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
@@ -72,7 +76,8 @@ struct BuiltProgram {
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
                                           const std::vector<bool>& keep = {});
 
-// Feeds for the placeholders: seeded random values, never all zeros. `size0` replaces
+// Feeds for the placeholders: seeded random values, never all zeros; an input with
+// specials has about one value in 8 replaced by one of them (at least one). `size0` replaces
 // dim 0 of dynamic inputs (0: their first shape).
 std::vector<HostTensor> MakeFeeds(const Program& program, int64_t size0 = 0);
 
