@@ -72,7 +72,11 @@ Expr Erf(const Expr& x, DType dtype) {
   // erf, which the JIT resolves from the process. Halide's came out NaN for |x| from
   // about 1.4e11 (its polynomial overflows); erf(+-6) is +-1 in f32, so the argument is
   // clamped there.
-  if (dtype == DType::kF32) return Halide::erf(Halide::clamp(x, -6.0f, 6.0f));
+  // Halide's f32 erf is +0 at -0: zeros are returned as they are (erf(-0) = -0).
+  if (dtype == DType::kF32) {
+    const Expr zero = (Halide::reinterpret(Halide::UInt(32), x) << 1) == Halide::Expr(0u);
+    return Halide::select(zero, x, Halide::erf(Halide::clamp(x, -6.0f, 6.0f)));
+  }
   return Halide::Internal::Call::make(Halide::Float(64), "erf", {x},
                                       Halide::Internal::Call::PureExtern);
 }
@@ -201,12 +205,21 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
   std::function<Expr(Expr)> fn;
   switch (op) {
     case OpKind::kNeg:
-      fn = [c](Expr v) { return v.type().is_int() ? WrapSub(c(0), v) : -v; };
+      // A float's negation is a product with -1, strict: Halide's -v is 0 - v, +0 at v = +0
+      // (1 / Neg(0) came out inf, not -inf) wherever LLVM did not make it an fneg.
+      fn = [c](Expr v) {
+        return v.type().is_int() ? WrapSub(c(0), v) : Halide::strict_float(v * c(-1));
+      };
       break;
     case OpKind::kAbs:
       // Halide's abs of an int returns the unsigned type; casting back wraps
       // abs(INT32_MIN) to INT32_MIN like the reference.
-      fn = [t](Expr v) { return Halide::cast(t, Halide::abs(v)); };
+      // A float's |x| clears its sign bit: Halide's f64 abs gave -0 at -0 on the CPU.
+      fn = [t](Expr v) {
+        if (!t.is_float()) return Halide::cast(t, Halide::abs(v));
+        const Halide::Type bits = Halide::UInt(t.bits());
+        return Halide::reinterpret(t, AbsBits(Halide::reinterpret(bits, v)));
+      };
       break;
     case OpKind::kExp:
       fn = [dt, gpu = ctx.gpu](Expr v) {

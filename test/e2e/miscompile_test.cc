@@ -675,5 +675,44 @@ TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflowsOnOpenCL) {
                          "jit:opencl");
 }
 
+// Signed zeros as the reference has them, seen through 1 / x (+-inf): Neg(+0) was +0
+// (Halide's -x is 0 - x), f64 Abs(-0) -0, f32 Erf(-0) +0; on the CPU and on OpenCL.
+void BuildSignedZeros(Graph& g, const Tensor& x, const Tensor& y, std::vector<Tensor>* fetches) {
+  JitScope scope(g);
+  for (const Tensor& t : {x, y}) {
+    for (const Tensor& u :
+         {Neg(t), Tanh(t), Sqrt(t), Abs(t), Floor(t), Sign(t), Relu(t), Erf(t), Square(t), Gelu(t),
+          t * 1.0, t + 0.0, t - 0.0, t / 1.0, Maximum(t, t), Minimum(t, t), Rsqrt(t), Log(t)}) {
+      fetches->push_back(Reciprocal(u));
+    }
+  }
+}
+
+Feeds SignedZeroFeeds(const Tensor& x, const Tensor& y) {
+  return {{x, HostTensor::From<float>({0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, -1e-30f}, {6})},
+          {y, HostTensor::From<double>({0.0, -0.0, 1e-310, -1e-310, 1e-30, -1e-30}, {6})}};
+}
+
+TEST(Miscompile, SignedZerosAreTheReferences) {
+  Graph g;
+  const Tensor x = Placeholder(g, DType::kF32, {6}, "x");
+  const Tensor y = Placeholder(g, DType::kF64, {6}, "y");
+  std::vector<Tensor> fetches;
+  BuildSignedZeros(g, x, y, &fetches);
+  ExpectMatchesReference(g, SignedZeroFeeds(x, y), fetches,
+                         {Scheduler::kSafeDefault, Scheduler::kAdams2019});
+}
+
+TEST(Miscompile, SignedZerosAreTheReferencesOnOpenCL) {
+  if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
+  Graph g;
+  const Tensor x = Placeholder(g, DType::kF32, {6}, "x");
+  const Tensor y = Placeholder(g, DType::kF64, {6}, "y");
+  std::vector<Tensor> fetches;
+  BuildSignedZeros(g, x, y, &fetches);
+  ExpectMatchesReference(g, SignedZeroFeeds(x, y), fetches, {Scheduler::kAuto}, 2e-3, 2e-4,
+                         "jit:opencl");
+}
+
 }  // namespace
 }  // namespace braze
