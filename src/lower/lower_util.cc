@@ -84,16 +84,19 @@ Expr WrapMul(const Expr& a, const Expr& b) {
   return Halide::reinterpret(a.type(), AsUnsigned(a) * AsUnsigned(b));
 }
 
+// As the reference: a NaN operand, else of two equal values a (Maximum(-0, +0) is -0;
+// Halide's max gave +0). Written with < only: Halide rewrites a >= b as !(a < b), which
+// is true, not false, when b is NaN.
 Expr NanMax(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::max(a, b);
   return Halide::strict_float(
-      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, Halide::max(a, b)));
+      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, a < b, b, a));
 }
 
 Expr NanMin(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::min(a, b);
   return Halide::strict_float(
-      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, Halide::min(a, b)));
+      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, b < a, b, a));
 }
 
 schedule::Extents HalideExtents(const Shape& shape) {

@@ -676,13 +676,16 @@ TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflowsOnOpenCL) {
 }
 
 // Signed zeros as the reference has them, seen through 1 / x (+-inf): Neg(+0) was +0
-// (Halide's -x is 0 - x), f64 Abs(-0) -0, f32 Erf(-0) +0; on the CPU and on OpenCL.
+// (Halide's -x is 0 - x), f64 Abs(-0) -0, f32 Erf(-0) +0, Maximum(-0, +0) +0 (the
+// reference returns its first operand of two equal ones); on the CPU and on OpenCL.
 void BuildSignedZeros(Graph& g, const Tensor& x, const Tensor& y, std::vector<Tensor>* fetches) {
   JitScope scope(g);
   for (const Tensor& t : {x, y}) {
     for (const Tensor& u :
-         {Neg(t), Tanh(t), Sqrt(t), Abs(t), Floor(t), Sign(t), Relu(t), Erf(t), Square(t), Gelu(t),
-          t * 1.0, t + 0.0, t - 0.0, t / 1.0, Maximum(t, t), Minimum(t, t), Rsqrt(t), Log(t)}) {
+         {Neg(t),         Tanh(t),        Sqrt(t),        Abs(t),        Floor(t), Sign(t),
+          Relu(t),        Erf(t),         Square(t),      Gelu(t),       t * 1.0,  t + 0.0,
+          t - 0.0,        t / 1.0,        Maximum(t, t),  Minimum(t, t), Rsqrt(t), Log(t),
+          Maximum(t, -t), Minimum(t, -t), Maximum(-t, t), Minimum(-t, t)}) {
       fetches->push_back(Reciprocal(u));
     }
   }
