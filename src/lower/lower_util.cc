@@ -85,18 +85,18 @@ Expr WrapMul(const Expr& a, const Expr& b) {
 }
 
 // As the reference: a NaN operand, else of two equal values a (Maximum(-0, +0) is -0;
-// Halide's max gave +0). Written with < only: Halide rewrites a >= b as !(a < b), which
-// is true, not false, when b is NaN.
+// Halide's max gave +0). `a < b ? b : a` is x86's maxps(b, a) exactly, a NaN a included
+// (the comparison is false), so only a NaN b needs a test, and none when b is a
+// constant: one vmaxps for a Maximum with a constant. Written with < only: Halide
+// rewrites a >= b as !(a < b), which is true, not false, when b is NaN.
 Expr NanMax(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::max(a, b);
-  return Halide::strict_float(
-      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, a < b, b, a));
+  return Halide::strict_float(Halide::select(Halide::is_nan(b), b, a < b, b, a));
 }
 
 Expr NanMin(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::min(a, b);
-  return Halide::strict_float(
-      Halide::select(Halide::is_nan(a), a, Halide::is_nan(b), b, b < a, b, a));
+  return Halide::strict_float(Halide::select(Halide::is_nan(b), b, b < a, b, a));
 }
 
 schedule::Extents HalideExtents(const Shape& shape) {
