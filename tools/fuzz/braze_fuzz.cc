@@ -33,6 +33,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "braze/logging.h"
 #include "tools/fuzz/fuzz_runner.h"
@@ -222,8 +223,10 @@ void ReportCrash(const Flags& f, uint64_t seed, int status) {
                               : absl::StrCat("exited with status ", WEXITSTATUS(status));
   // Every flag that changes the program or where it runs.
   std::string flags = absl::StrCat(" --max_ops=", f.max_ops);
-  if (f.dynamic >= 0) absl::StrAppend(&flags, " --dynamic=", f.dynamic);
-  if (f.specials > 0) absl::StrAppend(&flags, " --specials=", f.specials);
+  if (f.dynamic >= 0) absl::StrAppend(&flags, " --dynamic=", absl::StrFormat("%.17g", f.dynamic));
+  if (f.specials > 0) {
+    absl::StrAppend(&flags, " --specials=", absl::StrFormat("%.17g", f.specials));
+  }
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
       "==== seed %llu: crash, the shard running it was %s\n"
