@@ -632,90 +632,71 @@ TEST(Miscompile, AnLlvmFatalErrorIsAFailedCompileNotAnAbort) {
 // (a - c) + c a where the reference has NaN (c infinite or NaN), (a + b) - b a where it
 // has 0 (b = 3e38), (a * 1e10) * b finite where a * 1e10 overflows, and Gelu(3e38) inf
 // (its 0.5 moved out of 0.5 * x * (1 + t)). Float arithmetic is now strict per op.
-void BuildFloatIdentities(Graph& g, const Tensor& a, const Tensor& b, const Tensor& c,
-                          std::vector<Tensor>* fetches) {
-  JitScope scope(g);
-  const Tensor zero = Const(g, HostTensor::Scalar<float>(0.0f));
-  const Tensor big = Const(g, HostTensor::Scalar<float>(1e10f));
-  *fetches = {Sub(c, c),           Mul(c, zero),      Mul(zero, c),
-              Div(c, c),           Div(zero, c),      Add(Sub(a, c), c),
-              Sub(Add(a, c), a),   Sub(Add(a, b), b), Add(Add(a, b), Neg(b)),
-              Mul(Mul(b, big), a), Gelu(b),           Square(c) - Square(c)};
-}
-
-Feeds FloatIdentityFeeds(const Tensor& a, const Tensor& b, const Tensor& c) {
+void ExpectFloatIdentities(std::vector<Scheduler> schedulers, const std::string& device) {
+  Graph g;
+  const Tensor a = Placeholder(g, DType::kF32, {11}, "a");
+  const Tensor b = Placeholder(g, DType::kF32, {11}, "b");
+  const Tensor c = Placeholder(g, DType::kF32, {11}, "c");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    const Tensor zero = Const(g, HostTensor::Scalar<float>(0.0f));
+    const Tensor big = Const(g, HostTensor::Scalar<float>(1e10f));
+    fetches = {Sub(c, c),           Mul(c, zero),      Mul(zero, c),
+               Div(c, c),           Div(zero, c),      Add(Sub(a, c), c),
+               Sub(Add(a, c), a),   Sub(Add(a, b), b), Add(Add(a, b), Neg(b)),
+               Mul(Mul(b, big), a), Gelu(b),           Square(c) - Square(c)};
+  }
   // c: every class an identity can get wrong, at odd positions of a prime extent.
   HostTensor cv = Random({11}, 7);
   const float specials[] = {INFINITY, NAN, 0.0f, -INFINITY, -0.0f, 3e38f};
   for (int i = 0; i < 6; ++i) cv.SetDouble(2 * i, specials[i]);
   HostTensor bv = HostTensor::Filled(DType::kF32, {11}, 3e38);
   bv.SetDouble(3, -3e38);
-  return {{a, Random({11}, 8)}, {b, bv}, {c, cv}};
+  ExpectMatchesReference(g, {{a, Random({11}, 8)}, {b, bv}, {c, cv}}, fetches,
+                         std::move(schedulers), 2e-3, 2e-4, device);
 }
 
-TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflows) {
-  Graph g;
-  const Tensor a = Placeholder(g, DType::kF32, {11}, "a");
-  const Tensor b = Placeholder(g, DType::kF32, {11}, "b");
-  const Tensor c = Placeholder(g, DType::kF32, {11}, "c");
-  std::vector<Tensor> fetches;
-  BuildFloatIdentities(g, a, b, c, &fetches);
-  ExpectMatchesReference(g, FloatIdentityFeeds(a, b, c), fetches);
-}
+TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflows) { ExpectFloatIdentities({}, ""); }
 
 TEST(Miscompile, FloatIdentitiesKeepNaNsInfinitiesAndOverflowsOnOpenCL) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
-  Graph g;
-  const Tensor a = Placeholder(g, DType::kF32, {11}, "a");
-  const Tensor b = Placeholder(g, DType::kF32, {11}, "b");
-  const Tensor c = Placeholder(g, DType::kF32, {11}, "c");
-  std::vector<Tensor> fetches;
-  BuildFloatIdentities(g, a, b, c, &fetches);
-  ExpectMatchesReference(g, FloatIdentityFeeds(a, b, c), fetches, {Scheduler::kAuto}, 2e-3, 2e-4,
-                         "jit:opencl");
+  ExpectFloatIdentities({Scheduler::kAuto}, "jit:opencl");
 }
 
 // Signed zeros as the reference has them, seen through 1 / x (+-inf): Neg(+0) was +0
 // (Halide's -x is 0 - x), f64 Abs(-0) -0, f32 Erf(-0) +0, Maximum(-0, +0) +0 (the
 // reference returns its first operand of two equal ones); on the CPU and on OpenCL.
-void BuildSignedZeros(Graph& g, const Tensor& x, const Tensor& y, std::vector<Tensor>* fetches) {
-  JitScope scope(g);
-  for (const Tensor& t : {x, y}) {
-    for (const Tensor& u :
-         {Neg(t),         Tanh(t),        Sqrt(t),        Abs(t),        Floor(t), Sign(t),
-          Relu(t),        Erf(t),         Square(t),      Gelu(t),       t * 1.0,  t + 0.0,
-          t - 0.0,        t / 1.0,        Maximum(t, t),  Minimum(t, t), Rsqrt(t), Log(t),
-          Maximum(t, -t), Minimum(t, -t), Maximum(-t, t), Minimum(-t, t)}) {
-      fetches->push_back(Reciprocal(u));
-    }
-  }
-}
-
-Feeds SignedZeroFeeds(const Tensor& x, const Tensor& y) {
-  return {{x, HostTensor::From<float>({0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, -1e-30f}, {6})},
-          {y, HostTensor::From<double>({0.0, -0.0, 1e-310, -1e-310, 1e-30, -1e-30}, {6})}};
-}
-
-TEST(Miscompile, SignedZerosAreTheReferences) {
+void ExpectSignedZeros(std::vector<Scheduler> schedulers, const std::string& device) {
   Graph g;
   const Tensor x = Placeholder(g, DType::kF32, {6}, "x");
   const Tensor y = Placeholder(g, DType::kF64, {6}, "y");
   std::vector<Tensor> fetches;
-  BuildSignedZeros(g, x, y, &fetches);
-  ExpectMatchesReference(g, SignedZeroFeeds(x, y), fetches,
-                         {Scheduler::kSafeDefault, Scheduler::kAdams2019});
+  {
+    JitScope scope(g);
+    for (const Tensor& t : {x, y}) {
+      for (const Tensor& u :
+           {Neg(t),         Tanh(t),        Sqrt(t),        Abs(t),        Floor(t), Sign(t),
+            Relu(t),        Erf(t),         Square(t),      Gelu(t),       t * 1.0,  t + 0.0,
+            t - 0.0,        t / 1.0,        Maximum(t, t),  Minimum(t, t), Rsqrt(t), Log(t),
+            Maximum(t, -t), Minimum(t, -t), Maximum(-t, t), Minimum(-t, t)}) {
+        fetches.push_back(Reciprocal(u));
+      }
+    }
+  }
+  const Feeds feeds = {
+      {x, HostTensor::From<float>({0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, -1e-30f}, {6})},
+      {y, HostTensor::From<double>({0.0, -0.0, 1e-310, -1e-310, 1e-30, -1e-30}, {6})}};
+  ExpectMatchesReference(g, feeds, fetches, std::move(schedulers), 2e-3, 2e-4, device);
+}
+
+TEST(Miscompile, SignedZerosAreTheReferences) {
+  ExpectSignedZeros({Scheduler::kSafeDefault, Scheduler::kAdams2019}, "");
 }
 
 TEST(Miscompile, SignedZerosAreTheReferencesOnOpenCL) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
-  Graph g;
-  const Tensor x = Placeholder(g, DType::kF32, {6}, "x");
-  const Tensor y = Placeholder(g, DType::kF64, {6}, "y");
-  std::vector<Tensor> fetches;
-  BuildSignedZeros(g, x, y, &fetches);
-  ExpectMatchesReference(g, SignedZeroFeeds(x, y), fetches, {Scheduler::kAuto}, 2e-3, 2e-4,
-                         "jit:opencl");
+  ExpectSignedZeros({Scheduler::kAuto}, "jit:opencl");
 }
-
 }  // namespace
 }  // namespace braze

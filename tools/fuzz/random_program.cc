@@ -63,37 +63,31 @@ HostTensor RandomValues(DType dtype, const Shape& shape, uint64_t seed) {
 
 // The values that fast-math folding, reassociation and polynomial ranges get wrong:
 // infinities, NaN, both zeros and a subnormal of the type. No huge finite values: their
-// sums overflow or not depending on the order, which is not fixed.
-// WithSpecials as the C++ that reproduces a program prints it (kept equal to it).
-constexpr char kWithSpecialsSource[] = R"(HostTensor WithSpecials(HostTensor t, uint64_t seed) {
-  const int64_t n = t.num_elements();
-  const double tiny = t.dtype() == DType::kF32 ? 1e-40 : 1e-310;
-  const double specials[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, tiny, -tiny};
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  for (int64_t i = 0; i < n; ++i) {
-    if (rng() % 8 == 0) t.SetDouble(i, specials[rng() % 7]);
-  }
-  // Named, in the order g++ evaluated the two as arguments (which C++ leaves unspecified).
-  const double last = specials[rng() % 7];
-  t.SetDouble(static_cast<int64_t>(rng() % n), last);
-  return t;
-}
-)";
+// sums overflow or not depending on the order, which is not fixed. One body defines
+// WithSpecials and kWithSpecialsSource, its text for the C++ that reproduces a program.
+// The last value is drawn before its index: the order g++ evaluated the two in as
+// arguments (C++ leaves that unspecified), so seeds recorded before keep their feeds.
+#define BRAZE_WITH_SPECIALS(...)                         \
+  HostTensor WithSpecials(HostTensor t, uint64_t seed)   \
+      __VA_ARGS__ constexpr char kWithSpecialsSource[] = \
+          "HostTensor WithSpecials(HostTensor t, uint64_t seed) " #__VA_ARGS__ "\n";
 
-HostTensor WithSpecials(HostTensor t, uint64_t seed) {
+// clang-format off
+BRAZE_WITH_SPECIALS({
   const int64_t n = t.num_elements();
-  if (n == 0 || !Floating(t.dtype())) return t;
+  if (n == 0 || (t.dtype() != DType::kF32 && t.dtype() != DType::kF64)) return t;
   const double tiny = t.dtype() == DType::kF32 ? 1e-40 : 1e-310;
   const double specials[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, tiny, -tiny};
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
   for (int64_t i = 0; i < n; ++i) {
     if (rng() % 8 == 0) t.SetDouble(i, specials[rng() % 7]);
   }
-  // Named, in the order g++ evaluated the two as arguments (which C++ leaves unspecified).
   const double last = specials[rng() % 7];
   t.SetDouble(static_cast<int64_t>(rng() % n), last);
   return t;
-}
+})
+// clang-format on
+#undef BRAZE_WITH_SPECIALS
 
 class Generator {
  public:
