@@ -241,12 +241,14 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [dt](Expr v) { return WithSpecials(v, TanhViaExp(v, dt), 1, -1); };
       break;
     case OpKind::kSigmoid:
-      // exp's argument clamped below overflow (see TanhViaExp): past it sigmoid is 0
-      // or 1 to within 1e-38 (f32) or 1e-307 (f64).
-      fn = [c, dt](Expr v) {
-        const double limit = dt == DType::kF64 ? 708 : 87;
-        return WithSpecials(v, c(1) / (c(1) + Halide::exp(Halide::clamp(-v, c(-limit), c(limit)))),
-                            1, 0);
+      // The reference's form (reference/elementwise.cc): e = exp(-|v|) in (0, 1], never
+      // overflowing, and e / (1 + e) below 0, so sigmoid(-88) is its subnormal and
+      // sigmoid(-90) is 8e-40, not 0 or a clamp's 1.6e-38. Finite operands only (the
+      // specials are selected around it), so fast math cannot change it.
+      fn = [c, dt, gpu = ctx.gpu](Expr v) {
+        const Expr minus_abs = -Halide::abs(v);
+        const Expr e = dt == DType::kF32 && !gpu ? ExpF32(minus_abs) : ExpOf(minus_abs, dt);
+        return WithSpecials(v, Halide::select(v < c(0), e, c(1)) / (c(1) + e), 1, 0);
       };
       break;
     case OpKind::kRelu:

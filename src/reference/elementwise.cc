@@ -124,7 +124,12 @@ absl::Status UnaryFloating(OpKind op, const HostTensor& x, HostTensor& out) {
       MapUnary<T, T>(x, out, [](T v) { return std::tanh(v); });
       return absl::OkStatus();
     case OpKind::kSigmoid:
-      MapUnary<T, T>(x, out, [](T v) { return T(1) / (T(1) + std::exp(-v)); });
+      // e = exp(-|v|) never overflows, and e / (1 + e) for v < 0 keeps the small results
+      // that 1 / (1 + exp(-v)) loses to exp's overflow (sigmoid(-90) = 8e-40, not 0).
+      MapUnary<T, T>(x, out, [](T v) {
+        const T e = std::exp(-std::abs(v));
+        return (v < 0 ? e : T(1)) / (T(1) + e);
+      });
       return absl::OkStatus();
     case OpKind::kReciprocal:
       MapUnary<T, T>(x, out, [](T v) { return T(1) / v; });

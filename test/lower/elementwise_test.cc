@@ -92,6 +92,29 @@ OpTestCase Extreme(std::string name, std::function<Tensor(Tensor)> fn, DType dty
           tol};
 }
 
+// Sigmoid far out in both tails, compared relatively down to the last subnormal: below
+// -87 (f32) and -708 (f64) the compiled kernel returned sigmoid at the clamp (1.6e-38,
+// 3.3e-308) and the reference 1 / (1 + exp(-v)) returned 0 once exp overflowed; both
+// are now exp(v) / (1 + exp(v)) there (sigmoid(-90) = 8e-40).
+OpTestCase SigmoidTails(DType dtype) {
+  const bool f64 = dtype == DType::kF64;
+  const std::vector<double> v =
+      f64 ? std::vector<double>{-700, -708.5, -709, -720, -740,  -744, -745.5,
+                                -750, -1e300, 700,  745,  1e300, -0.0}
+          : std::vector<double>{-80,    -87.5,  -88,  -88.5, -89,   -90, -95,  -100, -103,
+                                -103.9, -104.5, -120, -1e3,  -1e30, 80,  88.5, 1e30, -0.0};
+  const Tolerance tol = f64 ? Tolerance{1e-12, 5e-324} : Tolerance{2e-6, 1.5e-45};
+  return {f64 ? "SigmoidTailsF64" : "SigmoidTails",
+          [=](Case& c, const Shape&) {
+            HostTensor t(dtype, {static_cast<int64_t>(v.size())});
+            for (size_t i = 0; i < v.size(); ++i) t.SetDouble(static_cast<int64_t>(i), v[i]);
+            c.outputs.push_back(Sigmoid(c.Input(t)));
+          },
+          {{1}},
+          {},
+          tol};
+}
+
 Tensor PowOf(Tensor x, double y) {
   return Pow(x, Const(*x.graph(), HostTensor::Filled(x.dtype(), {}, y)));
 }
@@ -124,6 +147,7 @@ void AddExtremeCases(std::vector<OpTestCase>* cases) {
          }) {
       cases->push_back(Extreme("Extreme" + name + s, fn, dt));
     }
+    cases->push_back(SigmoidTails(dt));
   }
 }
 

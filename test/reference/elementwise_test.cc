@@ -94,6 +94,33 @@ TEST(UnaryTest, FloatingMathInDouble) {
   EXPECT_TRUE(EvalNear(Erf(x), F64({0.8427007929497149, -0.9953222650189527}, {2}), 1e-15));
 }
 
+// Far in the negative tail sigmoid(v) is exp(v): 1 / (1 + exp(-v)) was 0 once exp(-v)
+// overflowed (v < -88.7 in f32, -709.8 in f64), where the true value is still a normal
+// or subnormal number. Compared with long double within a relative 1e-6 of the result
+// (plus half the smallest subnormal), never with an absolute tolerance that 0 passes.
+TEST(UnaryTest, SigmoidTailsKeepTheirSmallValues) {
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    const bool f64 = dt == DType::kF64;
+    const std::vector<double> v =
+        f64 ? std::vector<double>{-700, -709, -720, -744, -746, 720}
+            : std::vector<double>{-87, -88.5, -90, -100, -103.5, -120, 90};
+    Graph g;
+    HostTensor t(dt, {static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.SetDouble(static_cast<int64_t>(i), v[i]);
+    absl::StatusOr<HostTensor> got = reftest::Evaluate(Sigmoid(Const(g, t)));
+    ASSERT_TRUE(got.ok()) << got.status();
+    const double half_denorm = f64 ? 2.5e-324 : 7.1e-46;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const long double x = v[i];
+      const double want = static_cast<double>(1.0L / (1.0L + std::exp(-x)));
+      const double rounded = f64 ? want : static_cast<double>(static_cast<float>(want));
+      EXPECT_NEAR(got->GetDouble(static_cast<int64_t>(i)), rounded,
+                  1e-6 * std::fabs(rounded) + half_denorm)
+          << DTypeName(dt) << " sigmoid(" << v[i] << ")";
+    }
+  }
+}
+
 TEST(UnaryTest, ZeroSizeTensors) {
   Graph g;
   Tensor f = Const(g, HostTensor(DType::kF32, {0, 3}));
