@@ -17,7 +17,10 @@ namespace braze {
 class HostTensor {
  public:
   HostTensor() : HostTensor(DType::kF32, Shape{0}) {}
-  // Zero-filled tensor. Every dim must be >= 0.
+  // Zero-filled tensor. Every dim must be >= 0 and the byte size must fit in an int64:
+  // otherwise the tensor holds no values and num_elements() is -1, which Run (as a feed),
+  // Const and AssignVariable reject with InvalidArgument. A size that fits but cannot be
+  // allocated throws std::bad_alloc, as std::vector does (Run returns ResourceExhausted).
   HostTensor(DType dtype, Shape shape);
 
   HostTensor(const HostTensor& other);
@@ -59,7 +62,7 @@ class HostTensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int i) const { return shape_[i]; }
   int64_t num_elements() const { return num_elements_; }
-  size_t num_bytes() const { return num_elements_ * SizeOf(dtype_); }
+  size_t num_bytes() const { return num_elements_ < 0 ? 0 : num_elements_ * SizeOf(dtype_); }
   TensorType type() const { return {dtype_, shape_}; }
 
   template <typename T>

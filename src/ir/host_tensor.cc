@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -15,8 +16,21 @@ std::shared_ptr<uint8_t> Allocate(size_t bytes) {
   // 64-byte alignment suits AVX-512 loads and lets Halide wrap the memory directly.
   size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) throw std::bad_alloc();  // as operator new: Run turns it into a Status
   std::memset(p, 0, rounded);
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+// The element count, or -1 when a dim is negative or the byte size overflows an int64
+// (the count would wrap: {2^32, 2^32} gave 0 elements and was read past its end).
+int64_t CheckedNumElements(DType dtype, const Shape& shape) {
+  int64_t n = 1, bytes = static_cast<int64_t>(SizeOf(dtype));
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n) || __builtin_mul_overflow(bytes, d, &bytes)) {
+      return -1;
+    }
+  }
+  return n;
 }
 
 template <typename T>
@@ -34,8 +48,7 @@ T SaturatingCast(double v) {
 }  // namespace
 
 HostTensor::HostTensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  num_elements_ = NumElements(shape_);
-  assert(num_elements_ >= 0);
+  num_elements_ = CheckedNumElements(dtype_, shape_);
   data_ = Allocate(num_bytes());
 }
 

@@ -237,6 +237,10 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
     case OpKind::kConst: {
       BRAZE_ATTRS(ConstAttrs);
       if (a->value == nullptr) return Invalid("Const without a value");
+      if (a->value->num_elements() < 0) {
+        return Invalid("Const value's shape " + ShapeString(a->value->shape()) +
+                       " has a negative dim or a byte size past int64");
+      }
       return Types{a->value->type()};
     }
     case OpKind::kVariable: {

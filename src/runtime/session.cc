@@ -133,10 +133,21 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     const auto& [t, value] = feeds[i];
     BRAZE_RETURN_IF_ERROR(check_tensor(t, "feed", i));
     const TensorType& want = t.type();
+    if (value.num_elements() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed for ", Label(t.node()), ": the value's shape ", ShapeString(value.shape()),
+          " has a negative dim or a byte size past int64"));
+    }
     if (value.dtype() != want.dtype || !ShapeMatches(want.shape, value.shape())) {
       return absl::InvalidArgumentError(absl::StrCat("feed for ", Label(t.node()), ": expected ",
                                                      TypeString(want), ", got ",
                                                      TypeString(value.type())));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (feeds[j].first.node_id() == t.node_id() && feeds[j].first.index() == t.index()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(Label(t.node()), " is fed twice (feeds ", j, " and ", i, ")"));
+      }
     }
     fed[t.node_id()] = t.node().num_outputs() == 1;
     absl::StrAppend(&plan_key, t.node_id(), ".", t.index(), ",");

@@ -132,6 +132,67 @@ TEST(BadInput, ShapesWhoseSizeOverflowsAreBuildErrorsNamingTheNode) {
   EXPECT_THAT(Message(g2.status()), HasSubstr("negative"));
 }
 
+// A HostTensor whose shape has a negative dim or whose byte size overflows holds no
+// values (num_elements -1): {2^32, 2^32} wrapped to 0 elements and a compiled Slice read
+// past its end; {-1, 3} corrupted the heap. Fed, it is an error naming the placeholder.
+TEST(BadInput, HostTensorsOfImpossibleShapesAreRejectedNamingTheNode) {
+  const int64_t big = int64_t{1} << 32;
+  for (const Shape& shape : {Shape{big, big}, Shape{-1, 3}, Shape{big * 16, big / 4}}) {
+    const HostTensor bad(DType::kF32, shape);
+    EXPECT_EQ(bad.num_elements(), -1) << ShapeString(shape);
+    EXPECT_EQ(bad.num_bytes(), 0u);
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {-1, -1}, "x");
+    Tensor y;
+    {
+      JitScope scope(g);
+      y = Slice(x, {0, 0}, {2, 2}) * 2.0;
+    }
+    for (const SessionOptions& o : AllModes()) {
+      auto r = Session(g, o).Run({{x, bad}}, {y});
+      ASSERT_FALSE(r.ok()) << ShapeString(shape);
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(Message(r.status()), HasSubstr("node 'x'"));
+    }
+    Graph g2;
+    Tensor c = Const(g2, bad, "c");
+    EXPECT_THAT(Message(g2.status()), HasSubstr("node 'c'"));
+    EXPECT_FALSE(Session(g2).Run({}, {c}).ok());
+  }
+}
+
+// A tensor that fits the index types but not in memory (4 TiB) is ResourceExhausted from
+// Run: the allocation's failure was not checked, and memset wrote through null.
+TEST(BadInput, ATensorTooLargeForMemoryIsResourceExhausted) {
+  Graph g;
+  Tensor big = BroadcastTo(ScalarConst(g, 1.0), {int64_t{1} << 20, int64_t{1} << 20});
+  Tensor sum = Sum(big, {0, 1});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  for (const SessionOptions& o : AllModes()) {
+    for (const Tensor& fetch : {big, sum}) {
+      auto r = Session(g, o).Run({}, {fetch});
+      ASSERT_FALSE(r.ok());
+      if (o.strict) {  // strict mode refuses the cluster Halide cannot hold before that
+        EXPECT_THAT(Message(r.status()), HasSubstr("node 'BroadcastTo'"));
+      } else {
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+      }
+    }
+  }
+}
+
+TEST(BadInput, ATensorFedTwiceIsAnError) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2}, "x");
+  Tensor y = x * 2.0;
+  auto r =
+      Session(g).Run({{x, HostTensor(DType::kF32, {2})}, {x, HostTensor(DType::kF32, {2})}}, {y});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r.status()), HasSubstr("node 'x'"));
+  EXPECT_THAT(Message(r.status()), HasSubstr("fed twice"));
+}
+
 TEST(BadInput, HostCallThatThrowsIsAStatusNamingTheNode) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {3}, "x");
