@@ -59,6 +59,14 @@ std::optional<OpKind> OpFromName(std::string_view name);
 class Graph;
 class Node;
 
+namespace internal {
+// Appended to "... is not a tensor" errors: where an invalid Tensor comes from, since a
+// builder with no valid input (Concat of an empty list) has no graph to record it on.
+inline constexpr char kNotATensorHint[] =
+    " (a default-constructed Tensor, or what an op builder returns when none of its inputs "
+    "is a tensor, as Concat of an empty list)";
+}  // namespace internal
+
 // A handle to output `index` of node `node_id` in `graph`. Cheap to copy.
 class Tensor {
  public:

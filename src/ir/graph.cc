@@ -175,7 +175,8 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
   for (size_t i = 0; i < inputs.size() && status.ok(); ++i) {
     const Tensor& in = inputs[i];
     if (!in.valid()) {
-      status = absl::InvalidArgumentError(absl::StrCat(label, ": input ", i, " is not a tensor"));
+      status = absl::InvalidArgumentError(
+          absl::StrCat(label, ": input ", i, " is not a tensor", internal::kNotATensorHint));
     } else if (in.graph() != this) {
       status = absl::InvalidArgumentError(
           absl::StrCat(label, ": input ", i, " comes from another graph"));

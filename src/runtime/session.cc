@@ -119,7 +119,8 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   const int num_nodes = graph_.num_nodes();
   auto check_tensor = [&](const Tensor& t, const char* what, size_t i) -> absl::Status {
     if (!t.valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " ", i, " is not a tensor"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " ", i, " is not a tensor", internal::kNotATensorHint));
     }
     if (t.graph() != &graph_) {
       return absl::InvalidArgumentError(

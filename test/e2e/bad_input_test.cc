@@ -193,6 +193,21 @@ TEST(BadInput, ATensorFedTwiceIsAnError) {
   EXPECT_THAT(Message(r.status()), HasSubstr("fed twice"));
 }
 
+// Concat of nothing has no graph to record its error on: it returns an invalid Tensor,
+// and the error where it is used says where such a Tensor comes from.
+TEST(BadInput, AnInvalidTensorSaysWhereItComesFrom) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2}, "x");
+  Tensor nothing = Concat({}, 0);
+  EXPECT_FALSE(nothing.valid());
+  Tensor y = x + nothing;
+  EXPECT_THAT(Message(g.status()), HasSubstr("input 1 is not a tensor"));
+  EXPECT_THAT(Message(g.status()), HasSubstr("Concat of an empty list"));
+  auto r = Session(g).Run({{x, HostTensor(DType::kF32, {2})}}, {nothing});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(Message(r.status()), HasSubstr("Concat of an empty list"));
+}
+
 TEST(BadInput, HostCallThatThrowsIsAStatusNamingTheNode) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {3}, "x");
