@@ -21,7 +21,8 @@
 //   Assign's value does not receive the gradient of the Assign's result).
 //
 // Tie rules, as TensorFlow: Maximum(a, b) sends the gradient to `a` where a >= b and
-// Minimum(a, b) to `a` where a <= b; Max/Min reductions split the gradient evenly among
+// Minimum(a, b) to `a` where a <= b, to `b` elsewhere (where either is NaN too);
+// Max/Min reductions split the gradient evenly among
 // all positions that attain the extreme value. Relu passes the gradient where x > 0.
 // Pow(x, y)'s gradient for y is 0 where x <= 0 (log x is taken only where x > 0).
 //

@@ -243,8 +243,10 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kTanh:
       dx[0] = dy * (1.0 - Square(y));
       break;
+    // sigmoid(x) sigmoid(-x): y (1 - y) is 0 once y rounds to 1 (x >= 17 in f32, 37 in
+    // f64), where this keeps its value (4.2e-18 at 40).
     case OpKind::kSigmoid:
-      dx[0] = dy * (y * (1.0 - y));
+      dx[0] = dy * (y * Sigmoid(Neg(x)));
       break;
     case OpKind::kRelu:
       dx[0] = Select(Greater(x, zero()), dy, zero());
@@ -287,12 +289,13 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     }
     case OpKind::kMaximum:
     case OpKind::kMinimum: {
-      // Ties go to `a` (TF: a >= b for Maximum, a <= b for Minimum); `b_wins` is the
-      // strict complement.
+      // To `a` where a >= b (a <= b for Minimum), as TF; elsewhere to `b`, NaN included
+      // (a >= b is false when either is NaN: a strict `b wins` test gave those to a).
       const Tensor a = node.input(0), b = node.input(1);
-      Tensor b_wins = node.op() == OpKind::kMaximum ? Less(a, b) : Greater(a, b);
-      set_binary(needs[0] ? Select(b_wins, zero(), dy) : Tensor(),
-                 needs[1] ? Select(b_wins, dy, zero()) : Tensor());
+      const Tensor a_beats = node.op() == OpKind::kMaximum ? Greater(a, b) : Less(a, b);
+      const Tensor tie = Equal(a, b);
+      set_binary(needs[0] ? Select(a_beats, dy, Select(tie, dy, zero())) : Tensor(),
+                 needs[1] ? Select(a_beats, zero(), Select(tie, zero(), dy)) : Tensor());
       break;
     }
     case OpKind::kPow: {
@@ -304,8 +307,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
         // unselected branch never computes log(0) or log(negative).
         Tensor positive = Greater(a, zero());
         Tensor safe_a = Select(positive, a, ScalarConst(g, 1.0, a.dtype()));
-        Tensor log_a = Select(positive, Log(safe_a), zero());
-        db = dy * (y * log_a);
+        // Selected after the product: at a = 0 with b < 0, y is inf and inf * 0 was NaN.
+        db = Select(positive, dy * (y * Log(safe_a)), zero());
       }
       set_binary(da, db);
       break;

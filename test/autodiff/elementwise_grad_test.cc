@@ -151,19 +151,22 @@ TEST(BinaryGradTest, SameTensorOnBothSides) {
 TEST(BinaryGradTest, MaximumAndMinimumTiesGoToTheFirstOperand) {
   for (bool is_max : {true, false}) {
     Graph g;
-    Tensor a = Placeholder(g, DType::kF64, {3}, "a");
-    Tensor b = Placeholder(g, DType::kF64, {3}, "b");
+    Tensor a = Placeholder(g, DType::kF64, {5}, "a");
+    Tensor b = Placeholder(g, DType::kF64, {5}, "b");
     Tensor y = is_max ? Maximum(a, b) : Minimum(a, b);
     auto grads = Gradients({y}, {a, b});
     ASSERT_TRUE(grads.ok()) << grads.status();
+    // The last two pairs hold a NaN: a >= b is false there, so `b` gets the gradient
+    // (a strict "b wins" test had given both to `a`).
+    const double nan = std::nan("");
     auto out = RunReference(g,
-                            {{a, HostTensor::From<double>({1, 2, 3}, {3})},
-                             {b, HostTensor::From<double>({1, 0, 5}, {3})}},
+                            {{a, HostTensor::From<double>({1, 2, 3, 1, nan}, {5})},
+                             {b, HostTensor::From<double>({1, 0, 5, nan, 1}, {5})}},
                             *grads);
     const std::vector<double> da =
-        is_max ? std::vector<double>{1, 1, 0} : std::vector<double>{1, 0, 1};
+        is_max ? std::vector<double>{1, 1, 0, 0, 0} : std::vector<double>{1, 0, 1, 0, 0};
     const std::vector<double> db =
-        is_max ? std::vector<double>{0, 0, 1} : std::vector<double>{0, 1, 0};
+        is_max ? std::vector<double>{0, 0, 1, 1, 1} : std::vector<double>{0, 1, 0, 1, 1};
     EXPECT_EQ(out[0].ToVector<double>(), da) << (is_max ? "Maximum" : "Minimum");
     EXPECT_EQ(out[1].ToVector<double>(), db) << (is_max ? "Maximum" : "Minimum");
   }
@@ -185,6 +188,37 @@ TEST(PowGradTest, ExponentGradientIsZeroWhereBaseIsNotPositive) {
   EXPECT_EQ(db[0], 0);
   EXPECT_EQ(db[1], 0);
   EXPECT_NEAR(db[2], 4 * std::log(2.0), 1e-12);
+  // At a = 0 with b < 0, a^b is inf: the gradient was inf * 0 = NaN.
+  auto at_zero = RunReference(g,
+                              {{a, HostTensor::From<double>({0, 0, -0.0}, {3})},
+                               {b, HostTensor::From<double>({-1, -2.5, -1}, {3})}},
+                              *grads);
+  EXPECT_EQ(at_zero[1].ToVector<double>(), (std::vector<double>{0, 0, 0}));
+}
+
+// sigmoid'(x) = sigmoid(x) sigmoid(-x): y (1 - y) was 0 once y rounded to 1.
+TEST(SigmoidGradTest, KeepsItsValueInThePositiveTail) {
+  for (DType dt : {DType::kF32, DType::kF64}) {
+    Graph g;
+    Tensor x = Placeholder(g, dt, {4}, "x");
+    auto grads = Gradients({Sigmoid(x)}, {x});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    HostTensor v(dt, {4});
+    const std::vector<double> xs = {20, 40, -40, 0};
+    for (int i = 0; i < 4; ++i) v.SetDouble(i, xs[i]);
+    for (bool compiled : {false, true}) {
+      SessionOptions o;
+      o.reference_only = !compiled;
+      auto out = Session(g, o).Run({{x, v}}, *grads);
+      ASSERT_TRUE(out.ok()) << out.status();
+      for (int i = 0; i < 4; ++i) {
+        const double want =
+            std::exp(-std::fabs(xs[i])) / std::pow(1 + std::exp(-std::fabs(xs[i])), 2);
+        EXPECT_NEAR((*out)[0].GetDouble(i), want, 1e-5 * want)
+            << DTypeName(dt) << " x = " << xs[i] << (compiled ? " compiled" : " reference");
+      }
+    }
+  }
 }
 
 TEST(SelectGradTest, BranchesGetTheGradientWhereSelectedConditionGetsNone) {
