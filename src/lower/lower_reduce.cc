@@ -121,9 +121,17 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   const Halide::Type st = Halide::Int(fbits);
   const uint64_t inf_bits = fbits == 64 ? 0x7ff0000000000000 : 0x7f800000;
   const uint64_t qnan_bits = fbits == 64 ? 0x7ff8000000000000 : 0x7fc00000;
+  // Float Max/Min compare the values' order keys, integers ordered as the floats with
+  // -0 < +0 (the bits, negatives' magnitudes flipped): Max of {-0, +0} is +0 and Min -0 in
+  // whatever order lanes and threads combine (the reference's rule); a float max kept
+  // whichever zero came last in its own order. The key is its own inverse.
+  const Expr sign_shift = Halide::Internal::make_const(st, fbits - 1);
+  const Expr magnitude = Halide::Internal::make_const(st, int64_t(inf_bits | (inf_bits - 1)));
+  auto order_key = [=](const Expr& bits) { return bits ^ ((bits >> sign_shift) & magnitude); };
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   if (nan_flag) {
-    acc(vars) = Halide::Tuple(identity, Halide::Internal::make_zero(ut));
+    acc(vars) = Halide::Tuple(order_key(Halide::reinterpret(st, identity)),
+                              Halide::Internal::make_zero(ut));
   } else {
     acc(vars) = identity;
   }
@@ -139,7 +147,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
         return op == OpKind::kMax ? Halide::max(a, b) : Halide::min(a, b);
       };
       if (nan_flag) {
-        acc(vars) = Halide::Tuple(pick(acc(vars)[0], v),
+        acc(vars) = Halide::Tuple(pick(acc(vars)[0], order_key(Halide::reinterpret(st, v))),
                                   Halide::max(acc(vars)[1], AbsBits(Halide::reinterpret(ut, v))));
       } else {
         acc(vars) = pick(acc(vars), v);
@@ -172,7 +180,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
       const Expr flag = Halide::reinterpret(ut, diff) >> (fbits - 1);
       const Expr mask = flag * Halide::Internal::make_const(ut, qnan_bits);
       return Halide::reinterpret(HalideType(in_dtype),
-                                 Halide::reinterpret(ut, acc(args)[0]) | mask);
+                                 Halide::reinterpret(ut, order_key(acc(args)[0])) | mask);
     }
     Expr a = acc(args);
     if (wrapping_sum) a = Halide::reinterpret(Halide::Int(32), a);

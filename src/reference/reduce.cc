@@ -1,8 +1,8 @@
 // Reduction reference kernels: Sum, Mean, Max, Min over axes, and ArgMax.
 //
 // Floating reductions accumulate in double, i32 ones in int64 (exact; the final Sum
-// wraps to i32 like compiled code). Max and Min propagate NaN (numpy); ArgMax returns
-// the first maximum, or the first NaN when there is one.
+// wraps to i32 like compiled code). Max and Min propagate NaN (numpy) and order -0 < +0;
+// ArgMax returns the first maximum, or the first NaN when there is one.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -37,6 +37,15 @@ bool IsNan(A v) {
   return false;
 }
 
+// x is -0 and y is +0.
+template <typename A>
+bool NegZeroThenPos(A x, A y) {
+  if constexpr (std::is_floating_point_v<A>) {
+    return x == 0 && y == 0 && std::signbit(x) && !std::signbit(y);
+  }
+  return false;
+}
+
 // Reduces x into out. `out_strides` maps each input dim to its output stride (0 for
 // reduced dims); `count` is the number of input elements per output element.
 template <typename T>
@@ -52,12 +61,14 @@ void Reduce(OpKind op, const HostTensor& x, const std::vector<int64_t>& out_stri
     });
   };
   switch (op) {
+    // Keeps a NaN accumulator; takes v when it is larger (smaller) or NaN. Of the zeros,
+    // -0 < +0 (IEEE 754-2019's maximum and minimum): the result does not depend on the
+    // order compiled code combines lanes and threads in.
     case OpKind::kMax:
-      // Keeps a NaN accumulator; takes v when it is larger or NaN.
-      fold([](A a, A v) { return IsNan(a) || a >= v ? a : v; });
+      fold([](A a, A v) { return IsNan(a) || a > v || (a == v && !NegZeroThenPos(a, v)) ? a : v; });
       break;
     case OpKind::kMin:
-      fold([](A a, A v) { return IsNan(a) || a <= v ? a : v; });
+      fold([](A a, A v) { return IsNan(a) || a < v || (a == v && !NegZeroThenPos(v, a)) ? a : v; });
       break;
     default:  // Sum, Mean
       fold([](A a, A v) { return a + v; });

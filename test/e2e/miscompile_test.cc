@@ -684,9 +684,32 @@ void ExpectSignedZeros(std::vector<Scheduler> schedulers, const std::string& dev
       }
     }
   }
+  // Max and Min reductions of zeros: -0 < +0, however lanes and threads combine (a
+  // compiled Max kept whichever zero its own order saw last). Rows of 37: one +0 among
+  // -0s, all -0, one -0 among +0s, all +0.
+  const Tensor zf = Placeholder(g, DType::kF32, {4, 37}, "zf");
+  const Tensor zd = Placeholder(g, DType::kF64, {4, 37}, "zd");
+  {
+    JitScope scope(g);
+    for (const Tensor& z : {zf, zd}) {
+      for (int axis : {0, 1}) {
+        fetches.push_back(Reciprocal(Max(z, {axis})));
+        fetches.push_back(Reciprocal(Min(z, {axis})));
+      }
+    }
+  }
+  HostTensor zeros_f(DType::kF32, {4, 37}), zeros_d(DType::kF64, {4, 37});
+  for (int64_t i = 0; i < 4 * 37; ++i) {
+    const int64_t row = i / 37, col = i % 37;
+    const bool negative = row < 2 ? !(row == 0 && col == 18) : (row == 2 && col == 18);
+    zeros_f.SetDouble(i, negative ? -0.0 : 0.0);
+    zeros_d.SetDouble(i, negative ? -0.0 : 0.0);
+  }
   const Feeds feeds = {
       {x, HostTensor::From<float>({0.0f, -0.0f, 1e-40f, -1e-40f, 1e-30f, -1e-30f}, {6})},
-      {y, HostTensor::From<double>({0.0, -0.0, 1e-310, -1e-310, 1e-30, -1e-30}, {6})}};
+      {y, HostTensor::From<double>({0.0, -0.0, 1e-310, -1e-310, 1e-30, -1e-30}, {6})},
+      {zf, zeros_f},
+      {zd, zeros_d}};
   ExpectMatchesReference(g, feeds, fetches, std::move(schedulers), 2e-3, 2e-4, device);
 }
 
