@@ -3,6 +3,7 @@
 #ifndef BRAZE_HOST_TENSOR_H_
 #define BRAZE_HOST_TENSOR_H_
 
+#include <algorithm>
 #include <cassert>
 #include <cstdint>
 #include <initializer_list>
@@ -32,7 +33,10 @@ class HostTensor {
   static HostTensor From(const std::vector<T>& values, Shape shape) {
     HostTensor t(DTypeOf<T>(), std::move(shape));
     assert(static_cast<int64_t>(values.size()) == t.num_elements());
-    for (size_t i = 0; i < values.size(); ++i) t.SetDouble(i, static_cast<double>(values[i]));
+    // Never past the tensor (an impossible shape holds nothing; NDEBUG drops the assert).
+    const size_t n =
+        std::min(values.size(), static_cast<size_t>(std::max<int64_t>(t.num_elements(), 0)));
+    for (size_t i = 0; i < n; ++i) t.SetDouble(i, static_cast<double>(values[i]));
     return t;
   }
   template <typename T>
@@ -83,12 +87,13 @@ class HostTensor {
   void SetDouble(int64_t i, double v);  // integers truncate toward zero, bool is v != 0
   template <typename T>
   std::vector<T> ToVector() const {
-    std::vector<T> out(num_elements_);
+    std::vector<T> out(std::max<int64_t>(num_elements_, 0));
     for (int64_t i = 0; i < num_elements_; ++i) out[i] = static_cast<T>(GetDouble(i));
     return out;
   }
 
-  // Same dtype and element count, new shape; shares nothing (deep copy).
+  // Same dtype and element count, new shape; shares nothing (deep copy). A shape of
+  // another count gets the values that fit (never a copy past either buffer).
   HostTensor Reshaped(Shape shape) const;
   std::string DebugString(int max_elements = 16) const;
 

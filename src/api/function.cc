@@ -434,6 +434,14 @@ absl::StatusOr<ConcreteFunction*> Function::GetConcreteFunction(
 
 absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<HostTensor>& args) {
   Shared& s = *shared_;
+  for (size_t i = 0; i < args.size(); ++i) {
+    // Before the signature: a -1 dim there means "any size" and would trace generically.
+    if (args[i].num_elements() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Function '", s.options.name, "': argument ",
+                                                     i, " has shape ", ShapeString(args[i].shape()),
+                                                     ": a negative dim or a byte size past int64"));
+    }
+  }
   const api::Signature call = api::SignatureOf(args);
   if (s.options.input_signature) {
     BRAZE_RETURN_IF_ERROR(api::CheckAgainst(s.options.name, *s.options.input_signature, call));

@@ -41,8 +41,7 @@ bool IsFloating(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) return -1;
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;  // unknown, or past int64
   }
   return n;
 }

@@ -29,23 +29,6 @@ constexpr OpInfo kOpInfo[] = {
 
 std::atomic<uint64_t> next_graph_id{1};
 
-// A shape whose dims are all >= -1 and whose byte size fits in an int64 (unknown dims
-// count as 1): a larger one cannot be allocated, and its element count would overflow.
-absl::Status CheckTensorSize(const TensorType& t) {
-  int64_t bytes = static_cast<int64_t>(SizeOf(t.dtype));
-  for (int64_t d : t.shape) {
-    if (d < -1) return absl::InvalidArgumentError(absl::StrCat("dimension ", d, " is negative"));
-    const int64_t n = std::max<int64_t>(d, 1);
-    if (bytes > std::numeric_limits<int64_t>::max() / n) {
-      return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeString(t.shape),
-                                                     " is too large: its byte size overflows "
-                                                     "a 64-bit integer"));
-    }
-    bytes *= n;
-  }
-  return absl::OkStatus();
-}
-
 std::string NodeLabel(const std::string& name, OpKind op) {
   return absl::StrCat("node '", name, "' (", OpName(op), ")");
 }
@@ -202,11 +185,6 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
   }
   if (status.ok()) {
     auto types = InferOutputTypes(op, node->attrs_, input_types);
-    if (types.ok()) {
-      for (const TensorType& t : *types) {
-        if (absl::Status size = CheckTensorSize(t); !size.ok()) types = size;
-      }
-    }
     if (types.ok()) {
       node->outputs_ = *std::move(types);
     } else {

@@ -1,6 +1,7 @@
 // Output types of every op. Runs at build time (dims may be -1) and again at run time
 // with the concrete shapes of the feeds, so one function is the single source of truth.
 #include <algorithm>
+#include <limits>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -217,8 +218,29 @@ absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs& attrs,
-                                                         absl::Span<const TensorType> in) {
+namespace {
+
+// A shape whose dims are all >= -1 and whose byte size fits in an int64 (unknown dims
+// count as 1): a larger one cannot be allocated, and its element count would overflow.
+absl::Status CheckTensorSize(const TensorType& t) {
+  int64_t bytes = static_cast<int64_t>(SizeOf(t.dtype));
+  for (int64_t d : t.shape) {
+    if (d < -1) return absl::InvalidArgumentError(absl::StrCat("dimension ", d, " is negative"));
+    const int64_t n = std::max<int64_t>(d, 1);
+    if (bytes > std::numeric_limits<int64_t>::max() / n) {
+      return absl::InvalidArgumentError(absl::StrCat("shape ", ShapeString(t.shape),
+                                                     " is too large: its byte size overflows "
+                                                     "a 64-bit integer"));
+    }
+    bytes *= n;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
+                                                       absl::Span<const TensorType> in) {
   const int arity = OpArity(op);
   if (arity >= 0 && static_cast<int>(in.size()) != arity) {
     return Invalid(absl::StrCat(OpName(op), " expects ", arity, " inputs, got ", in.size()));
@@ -379,6 +401,16 @@ absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs&
   }
 #undef BRAZE_ATTRS
   return absl::InternalError("unknown op");
+}
+
+// Every output, at build time and at run time: a shape inferred from fed shapes (a Sum
+// of a {0, 2^32, 2^32} feed is {2^32, 2^32}) was allocated with a wrapped count.
+absl::StatusOr<std::vector<TensorType>> InferOutputTypes(OpKind op, const Attrs& attrs,
+                                                         absl::Span<const TensorType> in) {
+  absl::StatusOr<std::vector<TensorType>> types = InferUnchecked(op, attrs, in);
+  if (!types.ok()) return types;
+  for (const TensorType& t : *types) BRAZE_RETURN_IF_ERROR(CheckTensorSize(t));
+  return types;
 }
 
 }  // namespace braze

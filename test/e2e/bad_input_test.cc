@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "braze/function.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"
@@ -159,6 +160,36 @@ TEST(BadInput, HostTensorsOfImpossibleShapesAreRejectedNamingTheNode) {
     EXPECT_THAT(Message(g2.status()), HasSubstr("node 'c'"));
     EXPECT_FALSE(Session(g2).Run({}, {c}).ok());
   }
+}
+
+// Shapes inferred at run time from fed shapes are checked as built ones are: a Sum of a
+// {0, 2^32, 2^32} feed (no elements) is {2^32, 2^32}, whose count wrapped.
+TEST(BadInput, ARunTimeShapeWhoseSizeOverflowsNamesTheNode) {
+  const int64_t big = int64_t{1} << 32;
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, -1, -1}, "x");
+  Tensor y = Sum(x, {0});
+  for (const SessionOptions& o : AllModes()) {
+    auto r = Session(g, o).Run({{x, HostTensor(DType::kF32, {0, big, big})}}, {y});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(Message(r.status()), HasSubstr("too large"));
+  }
+}
+
+// The helpers never touch memory past an impossible shape's (empty) buffer.
+TEST(BadInput, HostTensorHelpersStayInsideTheirBuffers) {
+  const HostTensor v = HostTensor::From<float>({1, 2, 3, 4, 5, 6, 7, 8}, {8});
+  EXPECT_EQ(v.Reshaped({-1, 8}).num_elements(), -1);
+  EXPECT_EQ(v.Reshaped({2, 2}).ToVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_TRUE(HostTensor(DType::kF32, {-1}).ToVector<float>().empty());
+  EXPECT_EQ(HostTensor::From<float>({1, 2}, {-1}).num_elements(), -1);
+  Function f([](Graph&, const std::vector<Tensor>& a) { return std::vector<Tensor>{a[0] * 2.0}; },
+             {});
+  auto r = f({HostTensor(DType::kF32, {-1, 3})});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r.status()), HasSubstr("argument 0"));
 }
 
 // A tensor that fits the index types but not in memory (4 TiB) is ResourceExhausted from
