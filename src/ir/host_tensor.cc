@@ -25,13 +25,9 @@ std::shared_ptr<uint8_t> Allocate(size_t bytes) {
 // The element count, or -1 when a dim is negative or the byte size overflows an int64
 // (the count would wrap: {2^32, 2^32} gave 0 elements and was read past its end).
 int64_t CheckedNumElements(DType dtype, const Shape& shape) {
-  int64_t n = 1, bytes = static_cast<int64_t>(SizeOf(dtype));
-  for (int64_t d : shape) {
-    if (d < 0 || __builtin_mul_overflow(n, d, &n) || __builtin_mul_overflow(bytes, d, &bytes)) {
-      return -1;
-    }
-  }
-  return n;
+  const int64_t n = NumElements(shape);
+  const int64_t size = static_cast<int64_t>(SizeOf(dtype));
+  return n > std::numeric_limits<int64_t>::max() / size ? -1 : n;
 }
 
 template <typename T>

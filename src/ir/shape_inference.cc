@@ -216,10 +216,6 @@ absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
   return Types{{x.dtype, out}};
 }
 
-}  // namespace
-
-namespace {
-
 // A shape whose dims are all >= -1 and whose byte size fits in an int64 (unknown dims
 // count as 1): a larger one cannot be allocated, and its element count would overflow.
 absl::Status CheckTensorSize(const TensorType& t) {
@@ -236,8 +232,6 @@ absl::Status CheckTensorSize(const TensorType& t) {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
                                                        absl::Span<const TensorType> in) {
@@ -402,6 +396,8 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
 #undef BRAZE_ATTRS
   return absl::InternalError("unknown op");
 }
+
+}  // namespace
 
 // Every output, at build time and at run time: a shape inferred from fed shapes (a Sum
 // of a {0, 2^32, 2^32} feed is {2^32, 2^32}) was allocated with a wrapped count.

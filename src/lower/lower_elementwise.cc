@@ -262,8 +262,8 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       // The reference's form (reference/elementwise.cc): e = exp(-|v|) in (0, 1], never
       // overflowing, and e / (1 + e) below 0, so sigmoid(-88) is its subnormal and
       // sigmoid(-90) is 8e-40, not 0 or a clamp's 1.6e-38 (on the CPU: GPUs' exp may
-      // flush subnormal results to 0). Finite operands only (the
-      // specials are selected around it), so fast math cannot change it.
+      // flush subnormal results to 0). Finite operands only (the specials are selected
+      // around it), so fast math cannot change it.
       fn = [c, dt, gpu = ctx.gpu](Expr v) {
         const Expr minus_abs = -Halide::abs(v);
         const Expr e = dt == DType::kF32 && !gpu ? ExpF32(minus_abs) : ExpOf(minus_abs, dt);

@@ -92,6 +92,20 @@ OpTestCase Extreme(std::string name, std::function<Tensor(Tensor)> fn, DType dty
           tol};
 }
 
+// fn over the values `v` of `dtype` (one rank-1 input), compared with `tol`.
+OpTestCase OnValues(std::string name, DType dtype, std::vector<double> v, Tensor (*fn)(Tensor),
+                    Tolerance tol) {
+  return {std::move(name),
+          [=](Case& c, const Shape&) {
+            HostTensor t(dtype, {static_cast<int64_t>(v.size())});
+            for (size_t i = 0; i < v.size(); ++i) t.SetDouble(static_cast<int64_t>(i), v[i]);
+            c.outputs.push_back(fn(c.Input(t)));
+          },
+          {{1}},
+          {},
+          tol};
+}
+
 // Sigmoid far out in both tails, compared relatively down to the last subnormal: below
 // -87 (f32) and -708 (f64) the compiled kernel returned sigmoid at the clamp (1.6e-38,
 // 3.3e-308) and the reference 1 / (1 + exp(-v)) returned 0 once exp overflowed; both
@@ -104,15 +118,7 @@ OpTestCase SigmoidTails(DType dtype) {
           : std::vector<double>{-80,    -87.5,  -88,  -88.5, -89,   -90, -95,  -100, -103,
                                 -103.9, -104.5, -120, -1e3,  -1e30, 80,  88.5, 1e30, -0.0};
   const Tolerance tol = f64 ? Tolerance{1e-12, 5e-324} : Tolerance{2e-6, 1.5e-45};
-  return {f64 ? "SigmoidTailsF64" : "SigmoidTails",
-          [=](Case& c, const Shape&) {
-            HostTensor t(dtype, {static_cast<int64_t>(v.size())});
-            for (size_t i = 0; i < v.size(); ++i) t.SetDouble(static_cast<int64_t>(i), v[i]);
-            c.outputs.push_back(Sigmoid(c.Input(t)));
-          },
-          {{1}},
-          {},
-          tol};
+  return OnValues(f64 ? "SigmoidTailsF64" : "SigmoidTails", dtype, v, Sigmoid, tol);
 }
 
 // Tanh below 0.625, where 1 - 2 / (exp(2x) + 1) cancels: it was 34 ulp off at 0.0443
@@ -124,15 +130,7 @@ OpTestCase TanhNearZero(DType dtype) {
   const size_t n = v.size();
   for (size_t i = 0; i < n; ++i) v.push_back(-v[i]);
   const Tolerance tol = f64 ? Tolerance{5e-16, 0} : Tolerance{2.5e-7, 0};
-  return {f64 ? "TanhNearZeroF64" : "TanhNearZero",
-          [=](Case& c, const Shape&) {
-            HostTensor t(dtype, {static_cast<int64_t>(v.size())});
-            for (size_t i = 0; i < v.size(); ++i) t.SetDouble(static_cast<int64_t>(i), v[i]);
-            c.outputs.push_back(Tanh(c.Input(t)));
-          },
-          {{1}},
-          {},
-          tol};
+  return OnValues(f64 ? "TanhNearZeroF64" : "TanhNearZero", dtype, v, Tanh, tol);
 }
 
 Tensor PowOf(Tensor x, double y) {
