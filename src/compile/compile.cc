@@ -446,6 +446,7 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
                                 int parallelism) {
   lower::LowerOptions lo;
   lo.gpu = gpu;
+  lo.cuda = options.device.kind == Device::Kind::kCuda;
   const bool wanted = options.cpu_gemm_library && !gpu &&
                       attempt.kind == SchedulerKind::kSafeDefault &&
                       (attempt.stored == nullptr || attempt.stored->params.matmul_library);

@@ -157,6 +157,7 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Schedul
     // Lowering errors are the cluster's, not the schedule's: no point in retrying.
     lower::LowerOptions gpu_lowering;
     gpu_lowering.gpu = true;
+    gpu_lowering.cuda = true;
     BRAZE_ASSIGN_OR_RETURN(lower::LoweredCluster lowered, lower::LowerCluster(spec, gpu_lowering));
     if (lowered.info.outputs.empty()) {
       code.schedule = "(every output is empty: nothing to compute)\n";

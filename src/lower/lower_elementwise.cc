@@ -85,9 +85,11 @@ Expr TanhViaExp(const Expr& x, DType dtype) {
   return Halide::select(zero, x, ax < c(0.625), small, Halide::select(x < c(0), -big, big));
 }
 
-Expr Erf(const Expr& x, DType dtype) {
+Expr Erf(const Expr& x, DType dtype, bool cuda) {
   // Halide's erf is f32-only ("accurate up to the last three bits"); f64 calls libm's
-  // erf, which the JIT resolves from the process. Halide's came out NaN for |x| from
+  // erf, which the JIT resolves from the process, OpenCL C's builtin erf, or on CUDA
+  // libdevice's __nv_erf (a call to "erf" left PTX with an unresolved extern, which the
+  // driver refused: CUDA_ERROR_INVALID_PTX on an H200). Halide's came out NaN for |x| from
   // about 1.4e11 (its polynomial overflows); erf(+-6) is +-1 in f32, so the argument is
   // clamped there.
   // Halide's f32 erf is +0 at -0: zeros are returned as they are (erf(-0) = -0).
@@ -95,7 +97,7 @@ Expr Erf(const Expr& x, DType dtype) {
     const Expr zero = (Halide::reinterpret(Halide::UInt(32), x) << 1) == Halide::Expr(0u);
     return Halide::select(zero, x, Halide::erf(Halide::clamp(x, -6.0f, 6.0f)));
   }
-  return Halide::Internal::Call::make(Halide::Float(64), "erf", {x},
+  return Halide::Internal::Call::make(Halide::Float(64), cuda ? "__nv_erf" : "erf", {x},
                                       Halide::Internal::Call::PureExtern);
 }
 
@@ -294,7 +296,7 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       fn = [](Expr v) { return Halide::floor(v); };
       break;
     case OpKind::kErf:
-      fn = [dt](Expr v) { return WithSpecials(v, Erf(v, dt), 1, -1); };
+      fn = [dt, cuda = ctx.cuda](Expr v) { return WithSpecials(v, Erf(v, dt, cuda), 1, -1); };
       break;
     default:
       throw Halide::InternalError(std::string("LowerUnary: not a unary op: ") + OpName(op));

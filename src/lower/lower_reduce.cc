@@ -125,9 +125,14 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   // -0 < +0 (the bits, negatives' magnitudes flipped): Max of {-0, +0} is +0 and Min -0 in
   // whatever order lanes and threads combine (the reference's rule); a float max kept
   // whichever zero came last in its own order. The key is its own inverse.
+  //
+  // Written |bits| ^ (bits >> sign): the same value as bits ^ ((bits >> sign) & |mask|),
+  // which LLVM 14's NVPTX backend selects as `bfe.u64 x, 63, 63` (its bit-field match
+  // sizes the field by the shift amount's i32 type, not the value's): one bit instead
+  // of 63, so an f64 Min over negatives returned the one nearest zero on an H200.
   const Expr sign_shift = Halide::Internal::make_const(st, fbits - 1);
   const Expr magnitude = Halide::Internal::make_const(st, int64_t(inf_bits | (inf_bits - 1)));
-  auto order_key = [=](const Expr& bits) { return bits ^ ((bits >> sign_shift) & magnitude); };
+  auto order_key = [=](const Expr& bits) { return (bits & magnitude) ^ (bits >> sign_shift); };
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   if (nan_flag) {
     acc(vars) = Halide::Tuple(order_key(Halide::reinterpret(st, identity)),

@@ -104,6 +104,7 @@ class LoweringContext {
   int64_t library_gemm_min_work = -1;
   int library_gemm_threads = 0;
   bool gpu = false;            // LowerOptions::gpu
+  bool cuda = false;           // LowerOptions::cuda
   bool calls_library = false;  // some MatMul became a library call
 
   std::string UniqueName(const std::string& base);

@@ -175,6 +175,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   ctx.library_gemm_min_work = options.library_gemm_min_work;
   ctx.library_gemm_threads = options.library_gemm_threads;
   ctx.gpu = options.gpu;
+  ctx.cuda = options.cuda;
   std::map<ValueKey, Value> values;
   BRAZE_ASSIGN_OR_RETURN(const SymbolMap symbols, InferSymbols(spec));
 

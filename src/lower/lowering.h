@@ -57,6 +57,9 @@ struct LowerOptions {
   int library_gemm_threads = 0;  // the library's thread count; 0: its default
   // A GPU target: math that calls the host's libm on the CPU uses the GPU's own.
   bool gpu = false;
+  // That GPU is CUDA: the GPU's own math is libdevice's (__nv_erf, ...), which Halide
+  // links into every PTX module; OpenCL C has the libm names as builtins.
+  bool cuda = false;
 };
 
 // Lowers `spec`. Fresh Funcs every call: a schedule that failed may have left

@@ -2,6 +2,7 @@
 #include "schedule/lowered_check.h"
 
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
@@ -424,9 +425,37 @@ class ModuleFacts : public IRGraphVisitor {
 
 }  // namespace
 
+std::string CheckPtxBitFieldExtracts(const std::string& ptx) {
+  // bfe.{u,s}{32,64} %d, %a, <pos>, <len>; only immediate fields can be judged.
+  // The regex runs on the lines that hold a bfe only: a module is thousands of lines.
+  static const std::regex bfe(R"(bfe\.[us](32|64)\s+%\w+,\s*%\w+,\s*(\d+),\s*(\d+);)");
+  for (size_t at = ptx.find("bfe."); at != std::string::npos; at = ptx.find("bfe.", at + 1)) {
+    const size_t end = ptx.find('\n', at);
+    const std::string line = ptx.substr(at, end == std::string::npos ? end : end - at);
+    std::smatch m;
+    if (!std::regex_search(line, m, bfe)) continue;
+    const int width = std::stoi(m[1].str());
+    const int64_t pos = std::stoll(m[2].str()), len = std::stoll(m[3].str());
+    if (pos + len > width) {
+      return "PTX bit-field extract past its operand (LLVM 14 NVPTX miscompile of a "
+             "shift-and-mask): " +
+             m.str();
+    }
+  }
+  return "";
+}
+
 std::string CheckLoweredModule(const Halide::Module& module,
                                const std::map<std::string, int64_t>& output_sizes,
                                const std::map<std::string, int64_t>& known_values) {
+  for (const Halide::Buffer<>& b : module.buffers()) {
+    if (b.name().find("gpu_source_kernels") == std::string::npos) continue;
+    if (!module.target().has_feature(Halide::Target::CUDA)) continue;
+    const char* bytes = static_cast<const char*>(b.data());
+    const std::string problem =
+        CheckPtxBitFieldExtracts(std::string(bytes, bytes + b.size_in_bytes()));
+    if (!problem.empty()) return problem;
+  }
   ModuleFacts facts;
   for (const Halide::Internal::LoweredFunc& f : module.functions()) f.body.accept(&facts);
   std::map<std::string, int64_t> sizes = facts.allocations;

@@ -45,9 +45,20 @@ namespace schedule {
 // fixes: assertions are judged with them, so a bounds check that must fail at run time
 // ("Input buffer in0 is accessed at 120, which is beyond the max (60)": Adams2019 on a
 // padded softmax, braze-fuzz seed 57088) rejects the schedule at compile time.
+//
+// A CUDA module's PTX (the "..._gpu_source_kernels" buffers) is checked too, by
+// CheckPtxBitFieldExtracts.
 std::string CheckLoweredModule(const Halide::Module& module,
                                const std::map<std::string, int64_t>& output_sizes = {},
                                const std::map<std::string, int64_t>& known_values = {});
+
+// Empty, or the first `bfe` in `ptx` whose constant field runs past its operand's width
+// (position + length > 32 or 64). LLVM 14's NVPTX backend selects (x >> c) & mask on 64
+// bits as such a bfe when c > 32 (its match sizes the field by the shift amount's i32
+// type), and PTX then extracts only the bits that exist: `bfe.u64 x, 63, 63` is x's sign
+// bit, not 63 copies of it. An f64 Min came out wrong that way on an H200. Lowering
+// avoids the pattern (lower_reduce.cc); this catches it anywhere else.
+std::string CheckPtxBitFieldExtracts(const std::string& ptx);
 
 }  // namespace schedule
 }  // namespace braze

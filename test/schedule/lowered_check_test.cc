@@ -153,3 +153,29 @@ TEST(LoweredCheck, CatchesAnInputReadThatMustFailWithTheShapesKnown) {
 }  // namespace
 }  // namespace schedule
 }  // namespace braze
+
+namespace braze {
+namespace schedule {
+namespace {
+
+// The PTX LLVM 14 emitted for an f64 order key, bits ^ ((bits >> 63) & 0x7f..f), which
+// an H200 ran as "flip the lowest bit": an f64 Min over negatives was the one nearest 0.
+TEST(PtxCheck, CatchesABitFieldExtractPastItsOperand) {
+  const std::string bad =
+      "\tld.global.nc.u64 \t%rd68, [%rd67];\n"
+      "\tbfe.u64 \t%rd69, %rd68, 63, 63;\n"
+      "\txor.b64  \t%rd70, %rd69, %rd68;\n";
+  EXPECT_THAT(CheckPtxBitFieldExtracts(bad),
+              ::testing::HasSubstr("bfe.u64 \t%rd69, %rd68, 63, 63;"));
+  EXPECT_NE(CheckPtxBitFieldExtracts("bfe.s32 %r1, %r2, 31, 2;"), "");
+}
+
+TEST(PtxCheck, PassesFieldsInsideTheirOperand) {
+  EXPECT_EQ(CheckPtxBitFieldExtracts("bfe.u64 %rd1, %rd2, 32, 32;\nbfe.s32 %r1, %r2, 8, 24;\n"
+                                     "shr.s64 %rd70, %rd68, 63;\nbfe.u32 %r3, %r4, %r5, 4;\n"),
+            "");
+}
+
+}  // namespace
+}  // namespace schedule
+}  // namespace braze
