@@ -20,6 +20,9 @@ namespace braze {
 
 // kBiasGelu is cuBLASLt's GELU, the tanh form 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))),
 // the same formula as braze::Gelu (src/frontend/ops.cc), not the erf form.
+// kBiasRelu is cuBLASLt's RELU_BIAS, whose NaN handling cuBLASLt does not document: on
+// an H200 (cuBLASLt 13) a NaN pre-activation stayed NaN, but callers must not rely on
+// either NaN or 0 (SessionOptions::cuda_relu_epilogue is opt-in for that reason).
 enum class GemmEpilogue { kNone, kBias, kBiasRelu, kBiasGelu };
 const char* GemmEpilogueName(GemmEpilogue e);
 

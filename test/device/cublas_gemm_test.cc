@@ -155,8 +155,15 @@ std::vector<double> Reference(const GemmShape& s, const HostTensor& a, const Hos
   return out;
 }
 
-// A device copy of `host` preceded by `offset` padding elements, so that the address
-// passed to cuBLAS (returned) is only as aligned as the offset makes it.
+// What the padding around every uploaded operand holds.
+constexpr double kPadding = 12345.0;
+
+// A device copy of `host` with `offset` padding elements before and after it, so that
+// the address passed to cuBLAS (returned) is only as aligned as the offset makes it.
+// The padding is kPadding, not HostTensor's zeros: on an H200 the output's leading
+// padding read 0 where 12345 was expected because this filled only the values, so
+// CheckGemm compared untouched zeros with 12345 (every output matched the reference;
+// cuBLASLt had not written there).
 struct OnDevice {
   std::unique_ptr<DeviceTensor> tensor;
   uint64_t address = 0;
@@ -164,7 +171,8 @@ struct OnDevice {
 
 OnDevice Upload(const HostTensor& host, int64_t offset) {
   OnDevice d;
-  HostTensor padded(host.dtype(), Shape{host.num_elements() + offset});
+  HostTensor padded =
+      HostTensor::Filled(host.dtype(), Shape{host.num_elements() + 2 * offset}, kPadding);
   for (int64_t i = 0; i < host.num_elements(); ++i) padded.SetDouble(i + offset, host.GetDouble(i));
   auto t = DeviceTensor::Allocate(padded.type());
   EXPECT_TRUE(t.ok()) << t.status();
@@ -187,7 +195,7 @@ void CheckGemm(const GemmShape& s, uint64_t seed, int64_t offset = 0) {
   HostTensor a = HostTensor::RandomUniform(s.dtype, a_shape, seed);
   HostTensor b = HostTensor::RandomUniform(s.dtype, b_shape, seed + 1);
   HostTensor bias = HostTensor::RandomUniform(s.dtype, Shape{s.n}, seed + 2);
-  HostTensor out_init = HostTensor::Filled(s.dtype, Shape{s.batch * s.m * s.n}, 12345.0);
+  HostTensor out_init = HostTensor::Filled(s.dtype, Shape{s.batch * s.m * s.n}, kPadding);
   OnDevice da = Upload(a, offset), db = Upload(b, offset), dbias = Upload(bias, offset);
   OnDevice dout = Upload(out_init, offset);
   if (dout.tensor == nullptr || da.tensor == nullptr || db.tensor == nullptr) return;
@@ -223,8 +231,13 @@ void CheckGemm(const GemmShape& s, uint64_t seed, int64_t offset = 0) {
       if (++failures == 5) return;
     }
   }
-  // The padding before the output is untouched.
-  for (int64_t i = 0; i < offset; ++i) EXPECT_EQ(got.GetDouble(i), 12345.0);
+  // The padding around the output is untouched.
+  const int64_t end = offset + static_cast<int64_t>(want.size());
+  for (int64_t i = 0; i < offset; ++i) {
+    EXPECT_EQ(got.GetDouble(i), kPadding) << "before out[0], at " << i - offset;
+    EXPECT_EQ(got.GetDouble(end + i), kPadding)
+        << "after out[" << want.size() - 1 << "], at +" << i + 1;
+  }
 }
 
 TEST(CublasGemmGpu, MatchesReference) {

@@ -23,6 +23,16 @@ class MemorySpaces : public ::testing::TestWithParam<std::string> {
     }
   }
   const std::string& device() const { return GetParam(); }
+  // Ops outside the DeviceScope run on the host, as these tests count. The default
+  // device, "auto", is cuda:0 where a CUDA device is present (or opencl:0 where
+  // OpenCL's first device is a GPU): on an H200 that put those ops on cuda:0, so the
+  // jit:cpu test counted 2 copies each way, not 1, and the jit:opencl ones needed
+  // cuda:0 <-> opencl:0 copies, which are not supported (Unimplemented).
+  static SessionOptions OnHost() {
+    SessionOptions o;
+    o.device = "cpu";
+    return o;
+  }
 };
 
 TEST_P(MemorySpaces, FeedAndFetchAreTheOnlyCopiesOfADeviceChain) {
@@ -33,7 +43,7 @@ TEST_P(MemorySpaces, FeedAndFetchAreTheOnlyCopiesOfADeviceChain) {
     DeviceScope on(g, device());
     y = Tanh(Exp(x) * 0.5 + 1.0) - x;
   }
-  Session s(g);
+  Session s(g, OnHost());
   Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 5}, 1)}};
   for (int run = 1; run <= 3; ++run) {
     auto out = s.Run(feeds, {y});
@@ -56,7 +66,7 @@ TEST_P(MemorySpaces, CrossDeviceEdgesCopyOncePerValue) {
     b = a * 2.0 + a;  // reads `a` twice: one copy onto the device
   }
   Tensor c = Sqrt(b) + b;  // host, reads `b` twice: one copy off it
-  Session s(g);
+  Session s(g, OnHost());
   Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {4, 3}, 2)}};
   auto out = s.Run(feeds, {c});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -79,7 +89,7 @@ TEST_P(MemorySpaces, HostCallBetweenDeviceOpsCopiesOffAndOn) {
                  });
     y = Log(h[0]) * 3.0;
   }
-  Session s(g);
+  Session s(g, OnHost());
   Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {6}, 3)}};
   auto out = s.Run(feeds, {y});
   ASSERT_TRUE(out.ok()) << out.status();
@@ -99,7 +109,7 @@ TEST_P(MemorySpaces, ConstantsAreCopiedOntoTheDeviceOnce) {
     DeviceScope on(g, device());
     y = x * w + w;
   }
-  Session s(g);
+  Session s(g, OnHost());
   Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {3, 4}, 5)}};
   for (int run = 0; run < 4; ++run) ASSERT_TRUE(s.Run(feeds, {y}).ok());
   // Four feeds, one constant; four fetches.
@@ -137,7 +147,7 @@ TEST_P(MemorySpaces, VariableAssignedOnHostIsReadFreshOnTheDevice) {
     DeviceScope on(g, device());
     read = v * 10.0;
   }
-  Session s(g);
+  Session s(g, OnHost());
   for (int i = 0; i < 3; ++i) {
     auto out = s.Run({}, {read});
     ASSERT_TRUE(out.ok()) << out.status();
@@ -154,7 +164,7 @@ TEST_P(MemorySpaces, AssignChecksTheValueTypeAgainstTheVariable) {
   Tensor v = Variable(g, DType::kF32, {3}, "v");
   Tensor p = Placeholder(g, DType::kF32, {-1}, "p");
   Tensor set = Assign(v, p, "set_v");
-  Session s(g);
+  Session s(g, OnHost());
   auto bad = s.Run({{p, HostTensor::Filled(DType::kF32, {4}, 1)}}, {}, {set});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("set_v"), std::string::npos) << bad.status();
