@@ -55,8 +55,8 @@ struct SessionOptions {
   enum class CudaMatMul { kCublas, kHalide };
   CudaMatMul cuda_matmul = CudaMatMul::kCublas;
   // Also fold a Relu after the bias into the cuBLASLt epilogue (RELU_BIAS). Off by
-  // default because it changes NaN results: cuBLASLt's ReLU is max(x, 0), which turns
-  // a NaN pre-activation into 0, while braze::Relu (reference, Halide) keeps the NaN.
+  // default because cuBLASLt does not document what its ReLU does with NaN, while
+  // braze::Relu (reference, Halide) keeps it (an H200 with cuBLASLt 13 kept it too).
   bool cuda_relu_epilogue = false;
   // MatMul/BatchMatMul on the CPU: kLibrary (default) computes each f32 one of at least
   // 2^21 multiply-adds with oneDNN's sgemm, called from inside its cluster's Halide

@@ -172,11 +172,12 @@ Expr LogOf(const Expr& x, DType dtype) {
 // IEEE pow's special cases: pow(NaN, 2) came out inf, pow(inf, 0.5) 1.8e19, pow(x, x) 0
 // where it overflows, and subnormal bases were wrong. The call is scalar per lane, and
 // strict: with fast-math flags LLVM rewrites pow(x, 0.5) as sqrt(x), which is NaN, not
-// inf, at -inf.
-Expr PowOf(const Expr& x, const Expr& y) {
+// inf, at -inf. On CUDA the same pow is libdevice's __nv_powf / __nv_pow.
+Expr PowOf(const Expr& x, const Expr& y, bool cuda) {
   const bool f64 = x.type().bits() == 64;
-  return Halide::strict_float(Halide::Internal::Call::make(x.type(), f64 ? "pow" : "powf", {x, y},
-                                                           Halide::Internal::Call::PureExtern));
+  const char* name = cuda ? (f64 ? "__nv_pow" : "__nv_powf") : (f64 ? "pow" : "powf");
+  return Halide::strict_float(
+      Halide::Internal::Call::make(x.type(), name, {x, y}, Halide::Internal::Call::PureExtern));
 }
 
 // Floor division with x / 0 = 0. Halide's integer division is Euclidean (the remainder
@@ -308,10 +309,16 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
 Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, DType to) {
   return Define(ctx, name, to, x.shape, [&](const std::vector<Expr>& index) -> Expr {
     const Expr v = At(x, index);
-    // Strict: under LLVM's no-NaNs flag, NaN != 0 came out false (Mullapudi2016's schedule).
-    if (to == DType::kBool) {
-      return Halide::select(Strict(v != Halide::Internal::make_zero(v.type()), v), 1, 0);
+    // A float is true unless it is +-0, read from its bits (sign shifted out): a float
+    // compare came out false for NaN != 0 under LLVM's no-NaNs flag (Mullapudi2016 on the
+    // CPU; on CUDA even strict, where Halide 14's PTX backend sets that flag for the whole
+    // module, and its f32 flush-to-zero made 1e-40 false too: an H200).
+    if (to == DType::kBool && IsFloating(x.dtype)) {
+      const Halide::Type bits = Halide::UInt(v.type().bits());
+      return Halide::select(
+          (Halide::reinterpret(bits, v) << 1) != Halide::Internal::make_zero(bits), 1, 0);
     }
+    if (to == DType::kBool) return Halide::select(v != 0, 1, 0);
     if (x.dtype == DType::kBool) return Halide::select(v != 0, Const(to, 1), Const(to, 0));
     if (to == DType::kI32 && IsFloating(x.dtype)) return FloatToI32(v);
     return Halide::cast(HalideType(to), v);
@@ -345,9 +352,11 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
       case OpKind::kMinimum:
         return NanMin(x, y);
       case OpKind::kPow:
-        // GPU backends map Halide's pow to the device's, which has IEEE's special cases
-        // (OpenCL C and CUDA's libdevice both specify them); they have no libm.
-        return ctx.gpu ? Halide::pow(x, y) : PowOf(x, y);
+        // libm's pow on the CPU, libdevice's on CUDA (linked into every PTX module) and
+        // OpenCL C's builtin (Halide's pow on OpenCL): each has IEEE's special cases.
+        // Halide's own f32 pow, exp(log|x| * y) with selects, does not: on an H200 it gave
+        // Pow(NaN, 2) = inf and Pow(inf, 0.5) = 1.8e19, as it once did on the CPU.
+        return ctx.gpu && !ctx.cuda ? Halide::pow(x, y) : PowOf(x, y, ctx.cuda);
       // Float comparisons are strict: Halide 14's simplifier treats float arithmetic as
       // real numbers and moves a constant across a comparison ((a + c == b) becomes
       // (a == b - c)), which is not exact in floats: Equal(x, Relu(x)) came out false

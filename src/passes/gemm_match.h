@@ -23,8 +23,8 @@ namespace braze {
 struct GemmMatchOptions {
   // The device of ops built with no placement ("cpu", "cuda:0", ...; canonical).
   std::string default_device = "cpu";
-  // Also fold a Relu after the bias (SessionOptions::cuda_relu_epilogue: cuBLASLt's ReLU
-  // maps NaN to 0, braze::Relu keeps it, so it is opt-in).
+  // Also fold a Relu after the bias (SessionOptions::cuda_relu_epilogue: opt-in, as
+  // cuBLASLt does not document its ReLU's NaN handling and braze::Relu keeps NaN).
   bool fold_relu = false;
 };
 

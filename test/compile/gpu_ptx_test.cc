@@ -132,8 +132,13 @@ std::vector<GpuCase> OpCases(OpKind op) {
     case OpKind::kErf:
       return {Unary("Erf", Erf), Unary("ErfF64", Erf, DType::kF64)};
     case OpKind::kCast:
-      return {{"CastF32ToI32", [](Case& c) {
+      return {{"CastF32ToI32",
+               [](Case& c) {
                  c.outputs = {Cast(c.Input(DType::kF32, kOdd3d, 8, -50, 50), DType::kI32)};
+               }},
+              {"CastF32ToBool", [](Case& c) {
+                 c.outputs = {
+                     Cast(Cast(c.Input(DType::kF32, kOdd3d, 9, -1, 1), DType::kBool), DType::kI32)};
                }}};
     case OpKind::kAdd:
       return {Binary("Add", Add)};
@@ -148,7 +153,7 @@ std::vector<GpuCase> OpCases(OpKind op) {
     case OpKind::kMinimum:
       return {Binary("Minimum", Minimum)};
     case OpKind::kPow:
-      return {Binary("Pow", Pow)};
+      return {Binary("Pow", Pow), Binary("PowF64", Pow, DType::kF64)};
     case OpKind::kGreater:
       return {Binary("Greater", Greater)};
     case OpKind::kLess:

@@ -1,0 +1,59 @@
+#!/bin/bash
+# The CUDA checks, as one script for a machine with an NVIDIA GPU (docs/CUDA.md): run
+# from the repository root there, with the test and bench binaries built here and packed
+# with the shared libraries they load into .gpu/bundle.tar.xz (bin/, lib/, plugins/: the
+# Halide autoscheduler plugins). Writes log.txt and cuda.json (the CUDA benchmarks, Google
+# Benchmark JSON) into $OUT (default /tmp/out).
+#
+#   tools/gpu-check.sh          # about 4 minutes on a 16-core H200 machine
+#
+# The first run (2026-11-26, H200) found the bugs listed in docs/CUDA.md.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/log.txt") 2>&1
+T0=$SECONDS
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+nproc
+mkdir -p /tmp/g && tar -xJf .gpu/bundle.tar.xz -C /tmp/g
+rm -f /tmp/g/lib/libmvec.so.1  # the machine's glibc brings its own
+cub=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
+  find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
+echo "cublasLt: $cub"
+export LD_LIBRARY_PATH=/tmp/g/lib:$(dirname "$cub") BRAZE_HALIDE_PLUGIN_DIR=/tmp/g/plugins
+B=/tmp/g/bin
+
+# One command under a time limit, with its status and time.
+t() {
+  local lim=$1 s=$SECONDS
+  shift
+  echo "== $*"
+  timeout "$lim" "$@"
+  echo "== rc=$? $((SECONDS - s))s (total $((SECONDS - T0))s)"
+}
+
+# A gtest binary's filtered tests in 8 shards at once (one GPU, 16 cores). Waits for the
+# shards by pid: a bare `wait` would also wait for the tee above, forever.
+shards() {
+  local lim=$1 bin=$2 filter=$3 s=$SECONDS pids=""
+  echo "== $bin $filter (8 shards)"
+  for i in 0 1 2 3 4 5 6 7; do
+    GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i BRAZE_CACHE_DIR=off \
+      timeout "$lim" "$B/$bin" --gtest_brief=1 --gtest_filter="$filter" >"/tmp/shard$i.log" 2>&1 &
+    pids="$pids $!"
+  done
+  wait $pids
+  cat /tmp/shard*.log | grep -v "^Running main\|^\[==========\]\|^$"
+  echo "== $((SECONDS - s))s (total $((SECONDS - T0))s)"
+}
+
+t 60 "$B/device_tests" --gtest_brief=1
+shards 120 e2e_tests '*Cuda*'
+shards 120 lower_tests '*Cuda*'
+t 60 "$B/runtime_tests" --gtest_brief=1 --gtest_filter='*Device*:*Cuda*:*Memory*'
+OMP_WAIT_POLICY=passive t 180 "$B/braze_bench" --benchmark_filter=cuda --benchmark_repetitions=3 \
+  --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
+  --benchmark_out_format=json
+BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=1:1000000 --jobs=12 --budget=60 \
+  --jit_device=jit:cuda --specials=0.2 --dynamic=0.2
+echo "done in $((SECONDS - T0))s"
