@@ -5,7 +5,7 @@
 # Halide autoscheduler plugins). Writes log.txt and cuda.json (the CUDA benchmarks, Google
 # Benchmark JSON) into $OUT (default /tmp/out).
 #
-#   tools/gpu-check.sh          # about 4 minutes on a 16-core H200 machine
+#   tools/gpu-check.sh          # 4 to 6 minutes on a 16-core H200 machine
 #
 # The first run (2026-11-26, H200) found the bugs listed in docs/CUDA.md.
 set -u

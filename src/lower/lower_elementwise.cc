@@ -172,12 +172,21 @@ Expr LogOf(const Expr& x, DType dtype) {
 // IEEE pow's special cases: pow(NaN, 2) came out inf, pow(inf, 0.5) 1.8e19, pow(x, x) 0
 // where it overflows, and subnormal bases were wrong. The call is scalar per lane, and
 // strict: with fast-math flags LLVM rewrites pow(x, 0.5) as sqrt(x), which is NaN, not
-// inf, at -inf. On CUDA the same pow is libdevice's __nv_powf / __nv_pow.
+// inf, at -inf. On CUDA it is libdevice's __nv_pow, for f32 too, on the operands widened
+// (exact) and rounded back once: Halide links libdevice for flush-to-zero, so
+// __nv_powf reads a subnormal base as 0 (pow(2^-149, 0.5) would be 2^-63.5, not
+// 2^-74.5); __nv_pow has no such branch.
 Expr PowOf(const Expr& x, const Expr& y, bool cuda) {
   const bool f64 = x.type().bits() == 64;
-  const char* name = cuda ? (f64 ? "__nv_pow" : "__nv_powf") : (f64 ? "pow" : "powf");
-  return Halide::strict_float(
-      Halide::Internal::Call::make(x.type(), name, {x, y}, Halide::Internal::Call::PureExtern));
+  auto call = [](const char* name, const Expr& a, const Expr& b) {
+    return Halide::Internal::Call::make(a.type(), name, {a, b}, Halide::Internal::Call::PureExtern);
+  };
+  if (cuda && !f64) {
+    const Halide::Type d = Halide::Float(64);
+    return Halide::strict_float(
+        Halide::cast(x.type(), call("__nv_pow", Halide::cast(d, x), Halide::cast(d, y))));
+  }
+  return Halide::strict_float(call(cuda ? "__nv_pow" : (f64 ? "pow" : "powf"), x, y));
 }
 
 // Floor division with x / 0 = 0. Halide's integer division is Euclidean (the remainder
@@ -294,7 +303,15 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       };
       break;
     case OpKind::kFloor:
-      fn = [](Expr v) { return Halide::floor(v); };
+      // On CUDA Halide's f32 floor is libdevice's, linked for flush-to-zero: it compiles
+      // to cvt.rmi.ftz.f32, so Floor(-1e-40) would be -0, not -1. The f64 floor of the
+      // widened value is exact and has no such mode.
+      fn = [cuda = ctx.cuda, dt](Expr v) {
+        if (cuda && dt == DType::kF32) {
+          return Halide::cast(v.type(), Halide::floor(Halide::cast(Halide::Float(64), v)));
+        }
+        return Halide::floor(v);
+      };
       break;
     case OpKind::kErf:
       fn = [dt, cuda = ctx.cuda](Expr v) { return WithSpecials(v, Erf(v, dt, cuda), 1, -1); };
@@ -312,7 +329,8 @@ Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, D
     // A float is true unless it is +-0, read from its bits (sign shifted out): a float
     // compare came out false for NaN != 0 under LLVM's no-NaNs flag (Mullapudi2016 on the
     // CPU; on CUDA even strict, where Halide 14's PTX backend sets that flag for the whole
-    // module, and its f32 flush-to-zero made 1e-40 false too: an H200).
+    // module: an H200). An integer test no float flag can fold (LLVM 14 does not turn it
+    // back into a float compare).
     if (to == DType::kBool && IsFloating(x.dtype)) {
       const Halide::Type bits = Halide::UInt(v.type().bits());
       return Halide::select(

@@ -151,6 +151,7 @@ void AddExtremeCases(std::vector<OpTestCase>* cases) {
              {"Tanh", [](Tensor x) { return Tanh(x); }},
              {"Sigmoid", [](Tensor x) { return Sigmoid(x); }},
              {"Sqrt", [](Tensor x) { return Sqrt(x); }},
+             {"Floor", [](Tensor x) { return Floor(x); }},
              {"Rsqrt", [](Tensor x) { return Rsqrt(x); }},
              {"Reciprocal", [](Tensor x) { return Reciprocal(x); }},
              {"PowSquare", [](Tensor x) { return PowOf(x, 2); }},

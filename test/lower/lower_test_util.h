@@ -286,9 +286,9 @@ inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Toler
 // Every shape on a GPU; without one, the CUDA JIT compile of the first small shape (the
 // run needs a device; code generation and ptxas are checked in gpu_ptx_test).
 //
-// Halide 14 compiles every PTX function with f32 flush-to-zero (docs/CUDA.md): an f32
-// result below FLT_MIN may read 0 (an H200 gave sigmoid(-87.5) = 0, not 9.98e-39), so
-// f32 outputs are compared with an absolute floor of FLT_MIN there.
+// Halide's f32 exp, which GPUs use, returns 0 below FLT_MIN (docs/CUDA.md): an H200 gave
+// sigmoid(-87.5) = 0, not 9.98e-39, so f32 outputs are compared with an absolute floor
+// of FLT_MIN there.
 inline void RunOpTestCaseCuda(const OpTestCase& tc) {
   const bool gpu = CheckCudaAvailable().ok();
   std::vector<Shape> shapes = tc.small_shapes;

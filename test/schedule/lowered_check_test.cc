@@ -170,6 +170,28 @@ TEST(PtxCheck, CatchesABitFieldExtractPastItsOperand) {
   EXPECT_NE(CheckPtxBitFieldExtracts("bfe.s32 %r1, %r2, 31, 2;"), "");
 }
 
+// out(x) = (in(x) >> 63) & 0x7f..f over i64 on a CUDA target (no GPU needed: Halide
+// compiles the PTX into the module while lowering): the whole check reaches the PTX
+// and rejects what LLVM 14 makes of it; with the mask applied first it passes.
+std::string CheckCudaShiftAndMask(bool mask_after_shift) {
+  Halide::ImageParam in(Halide::Int(64), 1, "in");
+  in.dim(0).set_bounds(0, 256);
+  Halide::Var x("x"), xo("xo"), xi("xi");
+  Halide::Func out("out");
+  const Halide::Expr mask = Halide::Expr(int64_t{0x7fffffffffffffff});
+  out(x) = mask_after_shift ? (in(x) >> 63) & mask : (in(x)&mask) ^ (in(x) >> 63);
+  out.gpu_tile(x, xo, xi, 64);
+  out.output_buffer().dim(0).set_bounds(0, 256);
+  const Halide::Target cuda("x86-64-linux-cuda-cuda_capability_86");
+  Halide::Module m = Halide::Pipeline(out).compile_to_module({in}, "check", cuda);
+  return CheckLoweredModule(m);
+}
+
+TEST(PtxCheck, TheLoweredCheckReadsACudaModulesPtx) {
+  EXPECT_THAT(CheckCudaShiftAndMask(true), HasSubstr("bfe.u64"));
+  EXPECT_EQ(CheckCudaShiftAndMask(false), "");
+}
+
 TEST(PtxCheck, PassesFieldsInsideTheirOperand) {
   EXPECT_EQ(CheckPtxBitFieldExtracts("bfe.u64 %rd1, %rd2, 32, 32;\nbfe.s32 %r1, %r2, 8, 24;\n"
                                      "shr.s64 %rd70, %rd68, 63;\nbfe.u32 %r3, %r4, %r5, 4;\n"),
