@@ -328,10 +328,17 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
     clusterer.ContractEdges(/*explicit_only=*/true);
     if (auto_jit) clusterer.ContractEdges(/*explicit_only=*/false);
 
-    // Keep explicit clusters at any size; auto-clusters only with auto-jit and min size.
+    // Keep explicit clusters at any size; auto-clusters only with auto-jit and min size,
+    // and with something to compute: Consts are bound once and copied to a device once,
+    // while a cluster of only Consts would copy them again every Run (a Const whose only
+    // consumer is a cuBLAS GEMM was such a kernel launch on an H200).
+    std::vector<int> computing(n, 0);
+    for (int id = 0; id < n; ++id) {
+      if (candidate[id] && graph.node(id).op() != OpKind::kConst) ++computing[clusterer.Find(id)];
+    }
     auto keep = [&](int rep) {
       return clusterer.is_explicit(rep) ||
-             (auto_jit && clusterer.size(rep) >= options.min_cluster_size);
+             (auto_jit && clusterer.size(rep) >= options.min_cluster_size && computing[rep] > 0);
     };
     bool dissolved_any = false;
     for (int id = 0; id < n; ++id) {
@@ -342,11 +349,15 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
       candidate[id] = false;
       const Node& node = graph.node(id);
       std::string why =
-          auto_jit ? absl::StrCat(Quoted(node), "'s auto-cluster has ", clusterer.size(rep),
-                                  " op(s), under min_cluster_size ", options.min_cluster_size)
-                   : absl::StrCat(Quoted(node),
-                                  " is outside any JitScope and global_jit_level is kOff, so "
-                                  "it may only join a cluster of compile=true ops");
+          auto_jit && computing[rep] == 0
+              ? absl::StrCat(Quoted(node),
+                             "'s auto-cluster holds only constants, which are "
+                             "bound once: nothing to compute")
+          : auto_jit ? absl::StrCat(Quoted(node), "'s auto-cluster has ", clusterer.size(rep),
+                                    " op(s), under min_cluster_size ", options.min_cluster_size)
+                     : absl::StrCat(Quoted(node),
+                                    " is outside any JitScope and global_jit_level is kOff, so "
+                                    "it may only join a cluster of compile=true ops");
       NodeClustering& nc = result.nodes[id];
       const Refusal& refusal = clusterer.refusal(rep);
       if (refusal.reason != ExclusionReason::kNone) {

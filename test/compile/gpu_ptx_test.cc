@@ -130,7 +130,7 @@ std::vector<GpuCase> OpCases(OpKind op) {
       return {Unary("Sign", Sign)};
     case OpKind::kFloor: {
       GpuCase floor = Unary("Floor", Floor);
-      floor.no_ftz = true;  // its cvt.rmi.ftz.f32 made Floor(-1e-40) -0, not -1
+      floor.no_ftz = true;  // its cvt.rmi.ftz.f32 would make Floor(-1e-40) -0, not -1
       return {floor};
     }
     case OpKind::kErf:
@@ -418,7 +418,7 @@ TEST_P(GpuPtxTest, GeneratesAndAssembles) {
   // miscompile an H200 ran: schedule/lowered_check.h).
   EXPECT_EQ(schedule::CheckPtxBitFieldExtracts(code->ptx), "");
   // No flush-to-zero instruction (libdevice's f32 functions, which Halide links in their
-  // FTZ mode, read subnormals as 0: Floor(-1e-40) was -0) but two that are harmless:
+  // FTZ mode, read subnormals as 0: Floor(-1e-40) would be -0) but two that are harmless:
   // the floor of exp's x * log2(e) (a subnormal x still gives exp(x) = 1 + x) and the
   // f32 reciprocal seed that libdevice's f64 log and pow refine.
   for (size_t at = code->ptx.find(".ftz"); at != std::string::npos;

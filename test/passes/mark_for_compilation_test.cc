@@ -163,6 +163,23 @@ TEST_F(ClusteringTest, AvoidsCycleThroughNonCompilableOp) {
   EXPECT_FALSE(IsAcyclic(BuildQuotient(g, naive)));
 }
 
+// A Const is bound once (and copied to a device once): an auto-cluster of nothing but
+// Consts would copy it again on every Run. On an H200 a Const whose only consumer was a
+// cuBLAS GEMM (a library call, outside clusters) was such a kernel, launched every Run.
+TEST_F(ClusteringTest, AnAutoClusterOfOnlyConstantsIsDissolved) {
+  Tensor k = Const(g, HostTensor::Filled(DType::kF32, {2, 2}, 3.0), "k");
+  Tensor h = Host(k);  // k's only consumer is never compiled
+  Tensor y = Exp(h) + Const(g, HostTensor::Filled(DType::kF32, {2, 2}, 1.0), "one");
+  ClusteringResult r = Cluster(g, Level(JitLevel::kOn1, /*min_size=*/1));
+  EXPECT_EQ(C(r, k), -1);
+  EXPECT_EQ(Why(r, k), ExclusionReason::kClusterTooSmall);
+  EXPECT_NE(r.nodes[k.node_id()].explanation.find("only constants"), std::string::npos)
+      << r.nodes[k.node_id()].explanation;
+  // A Const with compute beside it stays in that cluster.
+  ASSERT_EQ(r.clusters.size(), 1u);
+  EXPECT_GE(C(r, y), 0);
+}
+
 TEST_F(ClusteringTest, CycleRefusalIsTheReasonForDissolvedAutoClusters) {
   Tensor x = Exp(a);
   Tensor y = Neg(x);
