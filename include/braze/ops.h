@@ -78,6 +78,7 @@ Tensor BatchMatMul(Tensor a, Tensor b, bool transpose_a = false, bool transpose_
 // ---- Layout ----
 Tensor Reshape(Tensor x, Shape shape);  // one dim may be -1
 Tensor Transpose(Tensor x, std::vector<int> perm);
+// A -1 in `shape` keeps x's dim aligned with it (from the right): [-1, 1] to [-1, 5].
 Tensor BroadcastTo(Tensor x, Shape shape);
 Tensor Concat(std::vector<Tensor> xs, int axis);
 Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);

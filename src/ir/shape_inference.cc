@@ -356,12 +356,27 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     }
     case OpKind::kBroadcastTo: {
       BRAZE_ATTRS(BroadcastToAttrs);
-      auto s = BroadcastShapes(in[0].shape, a->shape);
-      if (!s.ok() || s->size() != a->shape.size() || !ShapeMatches(a->shape, *s)) {
+      // A -1 in the target keeps the input's dim aligned with it (from the right), so a
+      // dynamic batch can be broadcast along the others: [-1, 1] to [-1, 5] is [n, 5].
+      // It was accepted and then never ran ("f32[?,5] is not fully defined").
+      Shape target = a->shape;
+      const int64_t lead =
+          static_cast<int64_t>(target.size()) - static_cast<int64_t>(in[0].shape.size());
+      for (int64_t i = 0; i < static_cast<int64_t>(target.size()); ++i) {
+        if (target[i] != -1) continue;
+        if (i < lead) {
+          return Invalid(absl::StrCat("BroadcastTo's shape ", ShapeString(a->shape), " has -1 at ",
+                                      i, ", where ", ShapeString(in[0].shape),
+                                      " has no dim to keep"));
+        }
+        target[i] = in[0].shape[i - lead];
+      }
+      auto s = BroadcastShapes(in[0].shape, target);
+      if (!s.ok() || s->size() != target.size() || !ShapeMatches(target, *s)) {
         return Invalid(absl::StrCat("cannot broadcast ", ShapeString(in[0].shape), " to ",
                                     ShapeString(a->shape)));
       }
-      return Types{{in[0].dtype, a->shape}};
+      return Types{{in[0].dtype, target}};
     }
     case OpKind::kConcat: {
       BRAZE_ATTRS(ConcatAttrs);

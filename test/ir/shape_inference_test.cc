@@ -79,6 +79,9 @@ TEST(ShapeInference, Layout) {
   EXPECT_EQ(S(OneHot(idx, 10)), (Shape{5, 10}));
   Tensor u = Placeholder(g, DType::kF32, {-1, 4});
   EXPECT_EQ(S(Reshape(u, {-1, 2, 2})), (Shape{-1, 2, 2}));
+  // BroadcastTo's -1 keeps the input's dim aligned with it.
+  EXPECT_EQ(S(BroadcastTo(Placeholder(g, DType::kF32, {-1, 1}), {-1, 5})), (Shape{-1, 5}));
+  EXPECT_EQ(S(BroadcastTo(Placeholder(g, DType::kF32, {3, 1}), {2, -1, 5})), (Shape{2, 3, 5}));
   EXPECT_TRUE(g.status().ok()) << g.status();
 }
 
@@ -202,6 +205,11 @@ INSTANTIATE_TEST_SUITE_P(
                     BroadcastTo(Placeholder(g, DType::kF32, {3}), {2, 4});
                   },
                   "'BroadcastTo'", "cannot broadcast [3] to [2,4]"},
+        ErrorCase{"broadcast_to_unknown_lead",
+                  [](Graph& g) {
+                    BroadcastTo(Placeholder(g, DType::kF32, {3}), {-1, 3});
+                  },
+                  "'BroadcastTo'", "has -1 at 0, where [3] has no dim to keep"},
         ErrorCase{"onehot", [](Graph& g) { OneHot(Placeholder(g, DType::kF32, {3}), 4); },
                   "'OneHot'", "indices must be i32"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });

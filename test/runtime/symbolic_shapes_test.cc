@@ -97,6 +97,32 @@ TEST(SymbolicShapesTest, SizesBelowTheMinimumShareASecondKernel) {
   EXPECT_EQ(session.stats().reference_launches, 0);
 }
 
+// BroadcastTo's -1 keeps the batch dim: [n, 1] to [n, 5] in strict mode (the broadcast
+// was accepted and then never ran: "f32[?,5] is not fully defined"), sizes 0 to 97.
+TEST(SymbolicShapesTest, BroadcastToKeepsADynamicBatchDim) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 1}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Exp(BroadcastTo(x, {-1, 5}) * 0.25) +
+        Const(g, HostTensor::RandomUniform(DType::kF32, {5}, 3));
+  }
+  SessionOptions strict = NoDiskCache();
+  strict.strict = true;
+  Session session(g, strict);
+  Session reference(g, Reference());
+  for (int64_t rows : {3, 1, 17, 0, 97}) {
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {rows, 1}, rows)}};
+    auto got = session.Run(feeds, {y});
+    auto want = reference.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ((*got)[0].shape(), (Shape{rows, 5}));
+    ExpectNear((*want)[0], (*got)[0]);
+  }
+}
+
 TEST(SymbolicShapesTest, SizeZeroComputesNothingAndMatches) {
   RowsModel m(3.5);
   Session session(m.g, NoDiskCache());
