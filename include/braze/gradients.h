@@ -45,6 +45,12 @@
 //     is 1 only at run time while the other operand's is larger is not summed over, and
 //     that operand's gradient has the output's size there. Give operands that broadcast
 //     a static 1 in that dim (e.g. a bias of shape [1, n] or [n]).
+//   - A grad_y's shape is checked against its y's where both dims are known when the
+//     graph is built. Where either is unknown, the grad_y must have y's shape at run
+//     time and nothing checks it (the same rule as the broadcast one above): a grad_y
+//     that broadcasts against y (a 1 where y has 3, or y's 1 where it has 2) gives
+//     gradients of the broadcast shape, and one that does not fails the Run in a
+//     gradient op. Feed grad_ys of y's shape, or leave grad_ys empty.
 //   - Reshape's gradient needs at most one unknown dim in the input shape; Concat's needs
 //     the concat-axis sizes of all but the last input; Slice with an explicit size and
 //     Pad with trailing padding need the sliced/padded dim. Otherwise Gradients returns
