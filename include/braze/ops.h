@@ -25,7 +25,9 @@ Tensor Variable(Graph& g, HostTensor initial_value, std::string_view name = "");
 // An uninitialized variable: reading it before an Assign is an error.
 Tensor Variable(Graph& g, DType dtype, Shape shape, std::string_view name = "");
 // var must be a Variable's output. The result is the new value. Variable reads in one
-// Run see the value the variable had when the Run started.
+// Run see the value the variable had when the Run started. Several updates of one
+// variable in a Run apply in the order they were built, each to the one before it (as
+// tf.function orders them): AssignAdd(v, 1) then AssignAdd(v, 10) adds 11.
 Tensor Assign(Tensor var, Tensor value, std::string_view name = "");
 Tensor AssignAdd(Tensor var, Tensor value, std::string_view name = "");
 Tensor AssignSub(Tensor var, Tensor value, std::string_view name = "");

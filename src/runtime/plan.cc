@@ -38,6 +38,9 @@ struct Planning {
   std::vector<std::vector<int>> consumers;  // needed consumers, by node id
   std::vector<GemmMatch> gemms;
   std::vector<bool> library_calls;  // by node id: in a GEMM
+  // By node id of a needed Assign/AssignAdd/AssignSub: the needed one on the same
+  // variable just before it in node (program) order, whose result it updates.
+  std::unordered_map<int, int> prior_update;
   Plan* plan = nullptr;
 };
 
@@ -199,6 +202,14 @@ Step SingleStep(const Planning& p, int id) {
   s.name = n.name();
   s.nodes = {id};
   s.inputs = n.inputs();
+  // Several updates of one variable in a Run apply in program order, as tf.function's
+  // automatic control dependencies order them: each updates the one before it (reads of
+  // the variable still see its value from before the Run). Each computed its value from
+  // the variable's, and the last one won: AssignAdd(v, 1) and AssignAdd(v, 10) left
+  // v + 10 (a black-box test).
+  if (auto it = p.prior_update.find(id); it != p.prior_update.end()) {
+    s.inputs[0] = OutputOf(p.g, it->second, 0);
+  }
   for (int o = 0; o < n.num_outputs(); ++o) s.outputs.push_back(OutputOf(p.g, id, o));
   if (s.kind == Step::Kind::kSingleOp) s.fallback.push_back(ReferenceStep(s));
   return s;
@@ -255,6 +266,18 @@ Step ClusterStep(const Planning& p, const Cluster& cluster) {
   }
   s.fallback = OpByOp(p, s.nodes);
   return s;
+}
+
+// Planning::prior_update for the needed nodes.
+void ChainUpdates(Planning& p) {
+  std::unordered_map<int, int> last;  // variable node id -> its latest needed update
+  for (int id = 0; id < p.g.num_nodes(); ++id) {
+    const Node& n = p.g.node(id);
+    if (!p.plan->needed[id] || OpCategoryOf(n.op()) != OpCategory::kState) continue;
+    const int var = n.input(0).node_id();
+    if (auto it = last.find(var); it != last.end()) p.prior_update[id] = it->second;
+    last[var] = id;
+  }
 }
 
 // Steps in node-id order of their first node; `step_of` maps node ids to them.
@@ -354,6 +377,7 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   BRAZE_RETURN_IF_ERROR(ClusterOps(p));
   done("cluster");
   std::unordered_map<int, int> step_of;
+  ChainUpdates(p);
   plan->steps = MakeSteps(p, &step_of);
   done("steps");
   BRAZE_RETURN_IF_ERROR(Order(step_of, plan.get()));

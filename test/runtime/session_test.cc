@@ -68,6 +68,29 @@ TEST_P(SessionTest, VariablesPersistAcrossRunsAndTargetsRunAssigns) {
   EXPECT_EQ(F(*s.VariableValue(w)), (std::vector<float>{5, 33}));
 }
 
+// Several updates of one variable in a Run apply in program order, each to the one
+// before (tf.function's order); the last one computed from the variable alone used to
+// win: v + 10, not v + 11 (a black-box test). Reads still see the value before the Run.
+TEST_P(SessionTest, UpdatesOfOneVariableInARunApplyInProgramOrder) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::From<float>({2, 3}, {2}), "v");
+  Tensor plus1 = AssignAdd(v, ScalarConst(g, 1.0) + v * 0.0, "plus1");
+  Tensor times = Assign(v, v * 3.0, "times3");  // reads v from before the Run
+  Tensor minus = AssignSub(v, ScalarConst(g, 10.0) + v * 0.0, "minus10");
+  Tensor read = v + 0.0;
+  Session s(g, Opts());
+  auto out = s.Run({}, {plus1, times, minus, read}, {plus1, times, minus});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(F((*out)[0]), (std::vector<float>{3, 4}));
+  EXPECT_EQ(F((*out)[1]), (std::vector<float>{6, 9}));  // Assign replaces: 3 * v
+  EXPECT_EQ(F((*out)[2]), (std::vector<float>{-4, -1}));
+  EXPECT_EQ(F((*out)[3]), (std::vector<float>{2, 3}));
+  EXPECT_EQ(F(*s.VariableValue(v)), (std::vector<float>{-4, -1}));
+  // A Run of only some of them chains those: v - 10 + 1.
+  ASSERT_TRUE(s.Run({}, {}, {minus, plus1}).ok());
+  EXPECT_EQ(F(*s.VariableValue(v)), (std::vector<float>{-13, -10}));
+}
+
 // A Run's new variable values are taken from the steps' buffers without a copy
 // (Executor::CommitUpdates swaps storage). Each variable keeps a value of its own over
 // many runs: one value taken by two variables, a value fetched too, a variable set from
