@@ -506,6 +506,7 @@ void Evict(const Settings& settings, const std::string& keep) {
         meta == so ? fs::file_size(so, ec) : fs::file_size(meta, ec) + fs::file_size(so, ec);
     fs::remove(meta, ec);  // unlinking a library another process has loaded is safe
     fs::remove(so, ec);
+    if (meta == so) fs::remove(fs::path(so).replace_extension(".sum"), ec);  // a runtime's
     total -= std::min(total, bytes);
   }
 }
@@ -577,6 +578,11 @@ std::string StaleNote(const Settings& settings, const std::string& cluster_key,
                       " changed since it was stored");
 }
 
+// A runtime .so's size and checksum, as its .sum file holds them.
+static std::string RuntimeSum(const std::string& bytes) {
+  return absl::StrCat("size ", bytes.size(), " crc32 ", Crc(bytes.data(), bytes.size()), "\n");
+}
+
 // The Halide runtime for `target` (without "jit"), built into the directory if missing
 // and loaded RTLD_GLOBAL once per process.
 static absl::Status EnsureRuntime(const Settings& settings, const std::string& target) {
@@ -592,6 +598,21 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
   const std::string base = absl::StrCat(
       settings.dir, "/runtime-", NameOf(absl::StrCat("halide ", Ids().halide, " target ", target)));
   const std::string so = base + ".so";
+  const std::string sum = base + ".sum";
+  // The .so is loaded only when its size and checksum match its .sum: dlopen of a
+  // truncated one died of SIGBUS, in every later process too (a black-box test).
+  if (fs::exists(so, ec)) {
+    absl::StatusOr<std::string> bytes = ReadFile(so), want = ReadFile(sum);
+    const std::string got = bytes.ok() ? RuntimeSum(*bytes) : "";
+    if (!want.ok() || *want != got) {
+      LogWarning(
+          absl::StrCat("disk cache: the Halide runtime ", so, " is damaged (",
+                       want.ok() ? "its size or checksum differs from its .sum" : "it has no .sum",
+                       "): removed; it is built again"));
+      fs::remove(so, ec);
+      fs::remove(sum, ec);
+    }
+  }
   if (!fs::exists(so, ec)) {
     char object[] = "/tmp/braze_runtime_XXXXXX.o";
     const int fd = mkstemps(object, 2);
@@ -605,6 +626,12 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     std::string tmp_so = so + ".tmp." + std::to_string(getpid());
     if (built.ok()) built = LinkShared(object, tmp_so);
     std::remove(object);
+    // The .sum before the .so: a process that finds the .so finds its .sum (a concurrent
+    // builder writes the same bytes).
+    if (built.ok()) {
+      absl::StatusOr<std::string> bytes = ReadFile(tmp_so);
+      built = bytes.ok() ? WriteAtomically(sum, RuntimeSum(*bytes)) : bytes.status();
+    }
     if (built.ok() && rename(tmp_so.c_str(), so.c_str()) != 0) {
       built = absl::InternalError(absl::StrCat("cannot rename into ", so));
     }
