@@ -3,6 +3,7 @@
 // with other Functions (api/variable_sync.h) and warns about excessive retracing.
 #include "braze/function.h"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <exception>
@@ -91,6 +92,64 @@ using function_internal::Trace;
 using function_internal::VariableUse;
 
 std::atomic<bool> run_eagerly{false};
+
+// Re-entrant calls on one thread. A Function called from its own body while it traces,
+// or a Function on the same graph called then, waited forever for a lock its own thread
+// held (black-box tests): such a call is an error. A call from a HostCall of a running
+// trace shares the running call's graph lock (and its Session refuses a nested Run).
+thread_local std::vector<const Shared*> tracing_here;
+struct HeldGraphLock {
+  const std::shared_mutex* mu;
+  bool exclusive;
+};
+thread_local std::vector<HeldGraphLock> graph_locks_here;
+
+// Before anything takes s.mu, which the tracing call holds.
+absl::Status NotTracingHere(const Shared& s) {
+  if (std::find(tracing_here.begin(), tracing_here.end(), &s) == tracing_here.end()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "Function '", s.options.name,
+      "' was called from its own body while it is being traced: recursion is not supported"));
+}
+
+// Holds a graph lock for its scope: exclusive to trace (the graph grows), shared to run.
+// Where this thread holds it already, a shared request reuses the hold and anything
+// else fails (status()).
+class ScopedGraphLock {
+ public:
+  ScopedGraphLock(std::shared_mutex& mu, bool exclusive, const FunctionOptions& options)
+      : mu_(mu), exclusive_(exclusive) {
+    for (const HeldGraphLock& held : graph_locks_here) {
+      if (held.mu != &mu) continue;
+      if (exclusive || held.exclusive) {
+        status_ = absl::FailedPreconditionError(absl::StrCat(
+            "Function '", options.name, "' was called while ",
+            held.exclusive ? "a Function on its graph is being traced"
+                           : "a Function on its graph runs",
+            " on this thread (from a Function body or a HostCall): ",
+            exclusive ? "tracing" : "running", " it would wait for that call forever"));
+      }
+      return;
+    }
+    exclusive ? mu.lock() : mu.lock_shared();
+    locked_ = true;
+    graph_locks_here.push_back({&mu, exclusive});
+  }
+  ~ScopedGraphLock() {
+    if (!locked_) return;
+    graph_locks_here.pop_back();
+    exclusive_ ? mu_.unlock() : mu_.unlock_shared();
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  std::shared_mutex& mu_;
+  const bool exclusive_;
+  bool locked_ = false;
+  absl::Status status_;
+};
 
 constexpr int kRetraceWindow = 10;  // TF: 5 traces within the last 10 calls
 constexpr int kRetraceLimit = 5;
@@ -375,7 +434,9 @@ absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<
     scratch = std::make_unique<Graph>();
     g = scratch.get();
   }
-  std::unique_lock<std::shared_mutex> graph_lock(*api::GraphLock(*g));
+  const std::shared_ptr<std::shared_mutex> graph_mu = api::GraphLock(*g);
+  ScopedGraphLock graph_lock(*graph_mu, /*exclusive=*/true, s.options);
+  BRAZE_RETURN_IF_ERROR(graph_lock.status());
   Captures scratch_captures;
   Captures& captures = scratch != nullptr ? scratch_captures : s.captures;
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
@@ -395,6 +456,7 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<Tensor
                                                         bool* traced) {
   Shared& s = *shared_;
   *traced = false;
+  BRAZE_RETURN_IF_ERROR(NotTracingHere(s));
   BRAZE_RETURN_IF_ERROR(CheckCount(s, spec.size()));
   auto find = [&]() -> ConcreteFunction* {
     for (const auto& t : s.traces) {
@@ -409,11 +471,15 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<Tensor
     if (ConcreteFunction* found = find()) return found;
   }
   // Tracing grows the graph: no Function may run on it meanwhile.
-  std::unique_lock<std::shared_mutex> graph_lock(*s.graph_mu);
+  ScopedGraphLock graph_lock(*s.graph_mu, /*exclusive=*/true, s.options);
+  BRAZE_RETURN_IF_ERROR(graph_lock.status());
   std::lock_guard<std::mutex> lock(s.mu);
   if (ConcreteFunction* found = find()) return found;  // another thread traced it
-  BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
-                         TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false));
+  tracing_here.push_back(&s);
+  absl::StatusOr<std::unique_ptr<Trace>> traced_body =
+      TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false);
+  tracing_here.pop_back();
+  BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace, std::move(traced_body));
   BindVariables(*s.graph, *trace, s.captures, s.held);
   trace->concrete.reset(new ConcreteFunction(this, trace.get()));
   ++s.tracing_count;
@@ -434,6 +500,7 @@ absl::StatusOr<ConcreteFunction*> Function::GetConcreteFunction(
 
 absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<HostTensor>& args) {
   Shared& s = *shared_;
+  BRAZE_RETURN_IF_ERROR(NotTracingHere(s));
   for (size_t i = 0; i < args.size(); ++i) {
     // Before the signature: a -1 dim there means "any size" and would trace generically.
     if (args[i].num_elements() < 0) {
@@ -470,7 +537,8 @@ absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<H
     std::lock_guard<std::mutex> lock(s.mu);
     NoteCall(s, traced, call);
   }
-  std::shared_lock<std::shared_mutex> graph_lock(*s.graph_mu);
+  ScopedGraphLock graph_lock(*s.graph_mu, /*exclusive=*/false, s.options);
+  BRAZE_RETURN_IF_ERROR(graph_lock.status());
   return RunTrace(s.options, *trace, *s.session, args);
 }
 
@@ -490,7 +558,8 @@ absl::StatusOr<std::vector<HostTensor>> ConcreteFunction::operator()(
     // As an input_signature check: the same words, naming the argument.
     BRAZE_RETURN_IF_ERROR(api::CheckAgainst(s.options.name, trace_->signature, call));
   }
-  std::shared_lock<std::shared_mutex> graph_lock(*s.graph_mu);
+  ScopedGraphLock graph_lock(*s.graph_mu, /*exclusive=*/false, s.options);
+  BRAZE_RETURN_IF_ERROR(graph_lock.status());
   return RunTrace(s.options, *trace_, *s.session, args);
 }
 

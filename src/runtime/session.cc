@@ -4,6 +4,7 @@
 // variables had when it started).
 #include "braze/session.h"
 
+#include <algorithm>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -98,11 +99,26 @@ absl::Status Session::RunInto(const Feeds& feeds, const std::vector<Tensor>& fet
   return RunInternal(feeds, fetches, targets, /*compile_only=*/false, outputs);
 }
 
+namespace {
+// The sessions whose Run is on this thread's stack: a HostCall that runs its own
+// session again would wait for that session's lock forever (a black-box test).
+thread_local std::vector<const Session*> running_here;
+}  // namespace
+
 // A tensor too large for memory (BroadcastTo to a shape of 2^40 elements, say) is an
 // error of the Run, never an uncaught std::bad_alloc; nothing is committed then.
 absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
                                   const std::vector<Tensor>& targets, bool compile_only,
                                   std::vector<HostTensor>* outputs) {
+  if (std::find(running_here.begin(), running_here.end(), this) != running_here.end()) {
+    return absl::FailedPreconditionError(
+        "Session::Run called from inside one of this session's own Runs (a HostCall's "
+        "function?): a Run cannot wait for itself; use another Session");
+  }
+  running_here.push_back(this);
+  struct Pop {
+    ~Pop() { running_here.pop_back(); }
+  } pop;
   try {
     return RunUnguarded(feeds, fetches, targets, compile_only, outputs);
   } catch (const std::bad_alloc&) {

@@ -600,6 +600,41 @@ TEST(FunctionTest, ABuildErrorInTheBodyIsNotKeptAndLaterCallsWork) {
   EXPECT_NEAR((*good)[0].GetDouble(0), row0, 1e-5);
 }
 
+// Re-entrant calls on one thread are errors, not a wait for a lock the thread holds
+// (each hung forever before; black-box tests): a body calling its own Function while it
+// traces, and a HostCall calling the running Function (whose Session refuses a nested
+// Run). The Function works afterwards.
+TEST(FunctionTest, ReentrantCallsAreErrorsNotHangs) {
+  Function* self = nullptr;
+  std::string inner_status;
+  Function f([&](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+    if (a[0].rank() == 0) {
+      auto r = (*self)({HostTensor::Filled(DType::kF32, {2}, 1)});
+      inner_status = r.status().ToString();
+    }
+    if (a[0].rank() == 2) {
+      return HostCall(
+          g, "reenter", {a[0]}, {{DType::kF32, {1, 2}}},
+          [&](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+            auto r = (*self)({HostTensor::Filled(DType::kF32, {1, 2}, 1)});
+            if (!r.ok()) return r.status();
+            return std::vector<HostTensor>{(*r)[0]};
+          });
+    }
+    return {a[0] * 2.0};
+  });
+  self = &f;
+  auto out = f({HostTensor::Scalar<float>(1)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(inner_status, HasSubstr("called from its own body while it is being traced"));
+  auto reentered = f({HostTensor::Filled(DType::kF32, {1, 2}, 3)});
+  ASSERT_FALSE(reentered.ok());
+  EXPECT_THAT(reentered.status().message(), HasSubstr("cannot wait for itself"));
+  auto later = f({HostTensor::Filled(DType::kF32, {2}, 4)});
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_EQ(later->at(0).GetDouble(1), 8.0);
+}
+
 TEST(FunctionTest, ConcreteFunctionsRunTheirOwnTrace) {
   std::atomic<int> traces{0};
   FunctionOptions o;
