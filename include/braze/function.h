@@ -54,7 +54,10 @@
 //   FunctionOptions::graph set, that graph then grows by the body's ops on each call.)
 // - Thread safety: a Function may be called from several threads; a new signature is
 //   traced and compiled once. The graph a function traces into must outlive it, and
-//   must not be changed by other code while functions trace into or run it.
+//   must not be changed by other code while functions trace into or run it. A call on
+//   the thread that is tracing the same Function (from its body), or that would trace
+//   into a graph this thread is running or tracing, is FailedPrecondition, and so is a
+//   HostCall of a running trace calling its own Function (its Session is running).
 // - Errors (wrong argument count, types, a body that returns no tensors or tensors of
 //   another graph, a body that throws, a build error inside the body) are a Status
 //   naming the function, and the argument or node. A trace that fails is not kept.

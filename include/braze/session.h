@@ -161,7 +161,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Feeds any tensor (usually placeholders), computes `fetches` and runs `targets` for
-  // their side effects (Assign ops). Returns one HostTensor per fetch.
+  // their side effects (Assign ops). Returns one HostTensor per fetch. A Run from inside
+  // one of this session's own Runs (a HostCall's function) is FailedPrecondition.
   absl::StatusOr<std::vector<HostTensor>> Run(const Feeds& feeds,
                                               const std::vector<Tensor>& fetches,
                                               const std::vector<Tensor>& targets = {});
