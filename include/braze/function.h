@@ -139,8 +139,13 @@ class Function {
 
  private:
   friend class ConcreteFunction;
-  // The trace whose signature is exactly `spec`, traced now if there is none.
-  absl::StatusOr<ConcreteFunction*> FindOrTrace(const std::vector<TensorSpec>& spec, bool* traced);
+  // The trace whose signature is exactly `spec`, traced now if there is none. With
+  // `reduce_call` (reduce_retracing), a trace covering that call found under the tracing
+  // lock is returned instead, and `spec` is generalized again there against the traces
+  // other threads made meanwhile.
+  absl::StatusOr<ConcreteFunction*> FindOrTrace(
+      const std::vector<TensorSpec>& spec, bool* traced,
+      const std::vector<TensorSpec>* reduce_call = nullptr);
   std::unique_ptr<function_internal::Shared> shared_;
 };
 

@@ -452,8 +452,10 @@ absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<
 
 }  // namespace
 
-absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<TensorSpec>& spec,
-                                                        bool* traced) {
+absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
+    const std::vector<TensorSpec>& spec_in, bool* traced,
+    const std::vector<TensorSpec>* reduce_call) {
+  std::vector<TensorSpec> spec = spec_in;
   Shared& s = *shared_;
   *traced = false;
   BRAZE_RETURN_IF_ERROR(NotTracingHere(s));
@@ -474,6 +476,15 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(const std::vector<Tensor
   ScopedGraphLock graph_lock(*s.graph_mu, /*exclusive=*/true, s.options);
   BRAZE_RETURN_IF_ERROR(graph_lock.status());
   std::lock_guard<std::mutex> lock(s.mu);
+  if (reduce_call != nullptr) {
+    // Threads that generalized against the same traces at once each traced their own
+    // call: 3 traces where reduce_retracing allows 2 (a black-box test). Under this
+    // lock the traces are current.
+    if (Trace* covering = FindTrace(s, *reduce_call)) return covering->concrete.get();
+    std::vector<api::Signature> traces;
+    for (const auto& t : s.traces) traces.push_back(t->signature);
+    spec = api::Generalize(*reduce_call, traces);
+  }
   if (ConcreteFunction* found = find()) return found;  // another thread traced it
   tracing_here.push_back(&s);
   absl::StatusOr<std::unique_ptr<Trace>> traced_body =
@@ -532,7 +543,9 @@ absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<H
       spec = api::Generalize(call, traced);
     }
     bool traced = false;
-    BRAZE_ASSIGN_OR_RETURN(ConcreteFunction * concrete, FindOrTrace(spec, &traced));
+    const bool reduce = !s.options.input_signature && s.options.reduce_retracing;
+    BRAZE_ASSIGN_OR_RETURN(ConcreteFunction * concrete,
+                           FindOrTrace(spec, &traced, reduce ? &call : nullptr));
     trace = concrete->trace_;
     std::lock_guard<std::mutex> lock(s.mu);
     NoteCall(s, traced, call);
