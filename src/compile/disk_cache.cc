@@ -578,6 +578,23 @@ std::string StaleNote(const Settings& settings, const std::string& cluster_key,
                       " changed since it was stored");
 }
 
+// Creates the cache directory if missing; an error names it and why it cannot be used
+// (the first failure used to be the linker's, on a file in /tmp).
+static absl::Status MakeDirectory(const Settings& settings) {
+  std::error_code ec;
+  fs::create_directories(settings.dir, ec);
+  if (!fs::is_directory(settings.dir, ec)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BRAZE_CACHE_DIR ", settings.dir, " is not a directory and cannot be made one",
+                     ec ? absl::StrCat(" (", ec.message(), ")") : std::string()));
+  }
+  if (access(settings.dir.c_str(), W_OK) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("BRAZE_CACHE_DIR ", settings.dir, " is not writable (", strerror(errno), ")"));
+  }
+  return absl::OkStatus();
+}
+
 // A runtime .so's size and checksum, as its .sum file holds them.
 static std::string RuntimeSum(const std::string& bytes) {
   return absl::StrCat("size ", bytes.size(), " crc32 ", Crc(bytes.data(), bytes.size()), "\n");
@@ -593,7 +610,7 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
         absl::StrCat("disk cache: this process already runs kernels for ", loaded_runtime->target));
   }
   std::error_code ec;
-  fs::create_directories(settings.dir, ec);
+  BRAZE_RETURN_IF_ERROR(MakeDirectory(settings));
   // Shared by every build of Braze that uses this Halide: it depends on nothing else.
   const std::string base = absl::StrCat(
       settings.dir, "/runtime-", NameOf(absl::StrCat("halide ", Ids().halide, " target ", target)));
@@ -714,8 +731,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
     const Settings& settings, const std::string& full_key, const std::string& runtime_target,
     const std::string& name, int num_threads, const std::string& object_path,
     const KernelLayout& layout) {
-  std::error_code ec;
-  fs::create_directories(settings.dir, ec);
+  BRAZE_RETURN_IF_ERROR(MakeDirectory(settings));
   BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
   const std::string stem = NameOf(full_key);
   const std::string base = absl::StrCat(settings.dir, "/", stem);
