@@ -245,6 +245,9 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
   trace->signature = signature;
   frontend::EagerBody eager_body;
   {
+    // Before the arguments: a Function called while another traces (from its body) made
+    // its arguments in the outer trace's graph, and then could not capture them.
+    ir::TracingScope tracing(&g);  // ops on the program's graphs are built in g
     NameScope name(g, options.name);
     for (size_t i = 0; i < signature.size(); ++i) {
       trace->inputs.push_back(
@@ -254,7 +257,6 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     if (options.jit_compile.has_value() && !eager) scope.emplace(g, *options.jit_compile);
     frontend::EagerBody* outer = frontend::CurrentEagerBody();
     frontend::CurrentEagerBody() = eager ? &eager_body : nullptr;
-    ir::TracingScope tracing(&g);  // ops on the program's graphs are built in g
     try {
       trace->outputs = body(g, trace->inputs);
     } catch (const std::exception& e) {

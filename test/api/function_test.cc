@@ -637,6 +637,25 @@ TEST(FunctionTest, ReduceRetracingKeepsItsBoundUnderConcurrentFirstCalls) {
   EXPECT_LE(f.tracing_count(), 2);
 }
 
+// A Function with a graph of its own, called from another's body while that traces,
+// traces and runs as on its own (it made its arguments in the outer trace's graph, then
+// failed to capture them: a black-box test).
+TEST(FunctionTest, AnotherFunctionRunsFromInsideATrace) {
+  Function inner([](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+    return {Mul(a[0], a[0])};
+  });
+  double seen = -1;
+  Function outer([&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+    auto r = inner({HostTensor::Scalar<float>(3)});
+    seen = r.ok() ? (*r)[0].GetDouble(0) : -2;
+    return {a[0] + 1.0};
+  });
+  auto out = outer({HostTensor::Scalar<float>(1)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].GetDouble(0), 2.0);
+  EXPECT_EQ(seen, 9.0);
+}
+
 TEST(FunctionTest, ReentrantCallsAreErrorsNotHangs) {
   Function* self = nullptr;
   std::string inner_status;
