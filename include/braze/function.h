@@ -36,7 +36,8 @@
 //   call, as TF's automatic control dependencies do; the returned tensors are fetched.
 // - State: Variables created outside the body and used by it (captured) live in a graph
 //   the function traces into: FunctionOptions::graph. (Without it the function traces
-//   into a graph of its own, and a tensor built outside the body is an error naming it.)
+//   into a graph of its own: Variables and Consts built outside the body are captured
+//   into it, and any other tensor built outside the body is an error naming it.)
 //   Gradients and optimizers in the body then see the variables themselves. Variable
 //   values live on the device where they are used and are shared by every trace of a
 //   function and every Function capturing them: a Function whose copy is stale pulls the
