@@ -407,13 +407,13 @@ void NoteCall(Shared& s, bool traced, const api::Signature& signature) {
   const int traces = static_cast<int>(traced_signatures.size());
   if (traces < kRetraceLimit) return;
   s.warned = true;
-  LogWarning(absl::StrCat(
-      FunctionLabel(s.options), " has traced ", traces, " times within its last ", s.recent.size(),
-      " calls, which is expensive (each trace builds and compiles a graph). "
-      "Changed between traces: ",
-      api::ChangedDims(traced_signatures),
-      ". Give FunctionOptions::input_signature with -1 for dims that vary, or set "
-      "reduce_retracing."));
+  LogWarning(absl::StrCat(FunctionLabel(s.options), " has traced ", traces,
+                          " times within its last ", s.recent.size(),
+                          " calls, which is expensive (each trace builds and compiles a graph). "
+                          "Changed between traces: ",
+                          api::ChangedDims(traced_signatures),
+                          ". Give FunctionOptions::input_signature with -1 for dims that vary",
+                          s.options.reduce_retracing ? "." : ", or set reduce_retracing."));
 }
 
 // A C++ body takes a vector, so its arity is what its first trace (or the
@@ -571,7 +571,8 @@ absl::StatusOr<std::vector<HostTensor>> ConcreteFunction::operator()(
   const api::Signature call = api::SignatureOf(args);
   if (!api::Covers(trace_->signature, call)) {
     // As an input_signature check: the same words, naming the argument.
-    BRAZE_RETURN_IF_ERROR(api::CheckAgainst(s.options.name, trace_->signature, call));
+    BRAZE_RETURN_IF_ERROR(
+        api::CheckAgainst(s.options.name, trace_->signature, call, "the concrete function's"));
   }
   ScopedGraphLock graph_lock(*s.graph_mu, /*exclusive=*/false, s.options);
   BRAZE_RETURN_IF_ERROR(graph_lock.status());

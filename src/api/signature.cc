@@ -43,16 +43,16 @@ bool Covers(const Signature& spec, const Signature& call) {
   return true;
 }
 
-absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call) {
+absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call,
+                          const char* source) {
   auto error = [&](size_t i, const std::string& what) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("function '", name, "': argument ", i, " ", what, ": expected ",
-                     SpecString(spec[i]), " (input_signature), got ", SpecString(call[i])));
+    return absl::InvalidArgumentError(absl::StrCat("function '", name, "': argument ", i, " ", what,
+                                                   ": expected ", SpecString(spec[i]), " (", source,
+                                                   "), got ", SpecString(call[i])));
   };
   if (spec.size() != call.size()) {
     return absl::InvalidArgumentError(absl::StrCat("function '", name, "' takes ", spec.size(),
-                                                   " arguments (input_signature), got ",
-                                                   call.size()));
+                                                   " arguments (", source, "), got ", call.size()));
   }
   for (size_t i = 0; i < spec.size(); ++i) {
     if (spec[i].dtype != call[i].dtype) return error(i, "has the wrong dtype");

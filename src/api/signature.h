@@ -24,7 +24,8 @@ std::string SignatureString(const Signature& signature);  // "(f32[?,784], i32[?
 bool Covers(const Signature& spec, const Signature& call);
 // OK when `call` fits `spec`, else InvalidArgument naming function `name` and the first
 // argument that does not (count, dtype, rank or a fixed dim).
-absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call);
+absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call,
+                          const char* source = "input_signature");
 
 // reduce_retracing: `call` with -1 in every dim where it differs from an earlier
 // signature of the same dtypes and ranks (those in `seen`); `call` itself when none.
