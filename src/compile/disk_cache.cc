@@ -579,8 +579,9 @@ std::string StaleNote(const Settings& settings, const std::string& cluster_key,
 }
 
 // Creates the cache directory if missing; an error names it and why it cannot be used
-// (the first failure used to be the linker's, on a file in /tmp).
-static absl::Status MakeDirectory(const Settings& settings) {
+// (the first failure used to be the linker's, on a file in /tmp). A read-only directory
+// still serves loads: `writable` is asked for only to store.
+static absl::Status MakeDirectory(const Settings& settings, bool writable) {
   std::error_code ec;
   fs::create_directories(settings.dir, ec);
   if (!fs::is_directory(settings.dir, ec)) {
@@ -588,7 +589,7 @@ static absl::Status MakeDirectory(const Settings& settings) {
         absl::StrCat("BRAZE_CACHE_DIR ", settings.dir, " is not a directory and cannot be made one",
                      ec ? absl::StrCat(" (", ec.message(), ")") : std::string()));
   }
-  if (access(settings.dir.c_str(), W_OK) != 0) {
+  if (writable && access(settings.dir.c_str(), W_OK) != 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("BRAZE_CACHE_DIR ", settings.dir, " is not writable (", strerror(errno), ")"));
   }
@@ -610,7 +611,7 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
         absl::StrCat("disk cache: this process already runs kernels for ", loaded_runtime->target));
   }
   std::error_code ec;
-  BRAZE_RETURN_IF_ERROR(MakeDirectory(settings));
+  BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/false));
   // Shared by every build of Braze that uses this Halide: it depends on nothing else.
   const std::string base = absl::StrCat(
       settings.dir, "/runtime-", NameOf(absl::StrCat("halide ", Ids().halide, " target ", target)));
@@ -625,12 +626,17 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
       LogWarning(
           absl::StrCat("disk cache: the Halide runtime ", so, " is damaged (",
                        want.ok() ? "its size or checksum differs from its .sum" : "it has no .sum",
-                       "): removed; it is built again"));
+                       "): removing it and building it again"));
       fs::remove(so, ec);
       fs::remove(sum, ec);
+      if (fs::exists(so, ec)) {  // a read-only or another user's directory: never load it
+        return absl::DataLossError(
+            absl::StrCat("the damaged Halide runtime ", so, " cannot be removed"));
+      }
     }
   }
   if (!fs::exists(so, ec)) {
+    BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/true));
     char object[] = "/tmp/braze_runtime_XXXXXX.o";
     const int fd = mkstemps(object, 2);
     if (fd < 0) return absl::InternalError("disk cache: cannot create a temporary file");
@@ -731,7 +737,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
     const Settings& settings, const std::string& full_key, const std::string& runtime_target,
     const std::string& name, int num_threads, const std::string& object_path,
     const KernelLayout& layout) {
-  BRAZE_RETURN_IF_ERROR(MakeDirectory(settings));
+  BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/true));
   BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
   const std::string stem = NameOf(full_key);
   const std::string base = absl::StrCat(settings.dir, "/", stem);

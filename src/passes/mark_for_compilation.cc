@@ -50,6 +50,9 @@ class Clusterer {
       // Ids are topological, so these insertions never reorder or fail.
       for (int p : Producers(id)) cycles_.InsertEdge(p, id);
     }
+    for (const auto& [from, to] : options.extra_edges) {
+      if (from >= 0 && from < to && to < n) cycles_.InsertEdge(from, to);
+    }
   }
 
   // Contracts edges until nothing merges. With `explicit_only`, one side of every merge

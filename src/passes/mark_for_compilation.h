@@ -36,6 +36,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -61,6 +62,10 @@ struct ClusteringOptions {
   // By node id: ops the runtime hands to a library instead (cuBLAS GEMMs on CUDA, with
   // their folded epilogue); never clustered. Empty: none.
   std::vector<bool> library_calls;
+  // Ordering edges (from, to), from < to, besides the ops' inputs: the runtime runs
+  // several updates of one variable in order, each reading the one before (no cluster
+  // may hold an op before the first and one after the second).
+  std::vector<std::pair<int, int>> extra_edges;
 };
 
 // A node's device with "" resolved to `default_device`.

@@ -175,6 +175,7 @@ absl::Status ClusterOps(Planning& p) {
   o.max_cluster_size = p.options.max_cluster_size;
   o.max_matmuls_per_cluster = p.options.max_matmuls_per_cluster;
   o.library_calls = p.library_calls;
+  for (const auto& [id, prior] : p.prior_update) o.extra_edges.emplace_back(prior, id);
   BRAZE_ASSIGN_OR_RETURN(result, MarkForCompilation(p.g, o, p.plan->needed));
   return absl::OkStatus();
 }
@@ -374,10 +375,10 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   done("place");
   FindGemms(p);
   done("match_gemms");
+  ChainUpdates(p);
   BRAZE_RETURN_IF_ERROR(ClusterOps(p));
   done("cluster");
   std::unordered_map<int, int> step_of;
-  ChainUpdates(p);
   plan->steps = MakeSteps(p, &step_of);
   done("steps");
   BRAZE_RETURN_IF_ERROR(Order(step_of, plan.get()));

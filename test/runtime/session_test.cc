@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 
 #include "braze/device.h"
+#include "braze/jit_scope.h"
 #include "braze/ops.h"
 
 namespace braze {
@@ -89,6 +91,36 @@ TEST_P(SessionTest, UpdatesOfOneVariableInARunApplyInProgramOrder) {
   // A Run of only some of them chains those: v - 10 + 1.
   ASSERT_TRUE(s.Run({}, {}, {minus, plus1}).ok());
   EXPECT_EQ(F(*s.VariableValue(v)), (std::vector<float>{-13, -10}));
+}
+
+// The chain is an ordering edge the clusterer sees: a cluster whose `a` feeds the first
+// update and whose `a + u2` reads the second would make the steps cyclic (the Run
+// failed with INTERNAL "the clustered graph has a cycle"; a review found it).
+TEST_P(SessionTest, ChainedUpdatesNeverMakeTheClusteredStepsCyclic) {
+  for (bool scoped : {false, true}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+    Tensor v = Variable(g, HostTensor::Filled(DType::kF32, {3}, 1.0), "v");
+    Tensor out, first;
+    {
+      std::optional<JitScope> scope;
+      if (scoped) scope.emplace(g);
+      Tensor a = x * 2.0;
+      first = AssignAdd(v, a);
+      Tensor second = AssignAdd(v, ScalarConst(g, 10.0) + x * 0.0);
+      out = a + second;
+    }
+    SessionOptions o = Opts();
+    if (!scoped) {
+      o.global_jit_level = JitLevel::kOn1;
+      o.min_cluster_size = 1;
+    }
+    Session s(g, o);
+    auto got = s.Run({{x, HostTensor::Filled(DType::kF32, {3}, 1)}}, {out}, {first});
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(F((*got)[0]), (std::vector<float>{15, 15, 15}));  // 2 + (1 + 2 + 10)
+    EXPECT_EQ(F(*s.VariableValue(v)), (std::vector<float>{13, 13, 13}));
+  }
 }
 
 // A Run's new variable values are taken from the steps' buffers without a copy
