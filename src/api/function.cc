@@ -488,10 +488,14 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
     spec = api::Generalize(*reduce_call, traces);
   }
   if (ConcreteFunction* found = find()) return found;  // another thread traced it
-  tracing_here.push_back(&s);
-  absl::StatusOr<std::unique_ptr<Trace>> traced_body =
-      TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false);
-  tracing_here.pop_back();
+  absl::StatusOr<std::unique_ptr<Trace>> traced_body;
+  {
+    tracing_here.push_back(&s);
+    struct Pop {
+      ~Pop() { tracing_here.pop_back(); }
+    } pop;  // whatever leaves the trace, even an exception
+    traced_body = TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false);
+  }
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace, std::move(traced_body));
   BindVariables(*s.graph, *trace, s.captures, s.held);
   trace->concrete.reset(new ConcreteFunction(this, trace.get()));

@@ -1127,14 +1127,24 @@ absl::Status Executor::CommitUpdates() {
   for (const auto& [var, value] : updates_) {
     if (value.host != nullptr && value.variable < 0) ++takers[value.host];
   }
-  for (const auto& [var, value] : updates_) {
+  // Assign(a, b) of another variable takes b's value from before the Run, as every read
+  // in a Run does: read before any update is applied (Assign(p, q) after an update of q
+  // committed q's new value into p; a review found it).
+  std::map<size_t, HostTensor> sources;
+  for (size_t i = 0; i < updates_.size(); ++i) {
+    const auto& [var, value] = updates_[i];
+    if (value.variable < 0 || value.variable == var) continue;
+    auto host = ReadVariable(variables_.at(value.variable), stats_);
+    if (!host.ok()) return host.status();
+    sources[i] = *std::move(host);
+  }
+  for (size_t i = 0; i < updates_.size(); ++i) {
+    const auto& [var, value] = updates_[i];
     VariableSlot& slot = variables_[var];
     Value v = value;
     if (v.variable >= 0) {  // Assign(a, b) of another variable: b's host value
       if (v.variable == var) continue;
-      auto host = ReadVariable(variables_.at(v.variable), stats_);
-      if (!host.ok()) return host.status();
-      slot.host = *host;
+      slot.host = std::move(sources.at(i));
       slot.host_valid = true;
       slot.jit_valid = slot.device_valid = false;
       continue;

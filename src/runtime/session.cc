@@ -40,6 +40,25 @@ struct Session::State {
   SessionDumper dumper;  // observability: BRAZE_FLAGS --dump_to, --clustering_debug
 };
 
+namespace {
+// The sessions whose Run is on this thread's stack: a HostCall that runs its own
+// session again, or reads or sets its variables (directly, or as a Function sharing
+// them does), would wait for that session's lock forever (a black-box test, a review).
+thread_local std::vector<const Session*> running_here;
+
+bool RunningHere(const Session* s) {
+  return std::find(running_here.begin(), running_here.end(), s) != running_here.end();
+}
+
+absl::Status NotRunningHere(const Session* s, const char* what) {
+  if (!RunningHere(s)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(what,
+                   " called from inside one of this session's own Runs (a HostCall's function?): "
+                   "the Run holds the session; use another Session"));
+}
+}  // namespace
+
 Session::Session(const Graph& graph, SessionOptions options)
     : graph_(graph), options_(std::move(options)), state_(std::make_unique<State>()) {}
 
@@ -49,6 +68,7 @@ absl::StatusOr<HostTensor> Session::VariableValue(const Tensor& variable) const 
   if (variable.graph() != &graph_ || variable.node().op() != OpKind::kVariable) {
     return absl::InvalidArgumentError("VariableValue needs a Variable of this session's graph");
   }
+  BRAZE_RETURN_IF_ERROR(NotRunningHere(this, "Session::VariableValue"));
   std::lock_guard<std::mutex> lock(state_->mu);
   auto it = state_->variables.find(variable.node_id());
   if (it != state_->variables.end() && it->second.defined()) {
@@ -71,6 +91,7 @@ absl::Status Session::AssignVariable(const Tensor& variable, const HostTensor& v
                                                    ": expected ", TypeString(want), ", got ",
                                                    TypeString(value.type())));
   }
+  BRAZE_RETURN_IF_ERROR(NotRunningHere(this, "Session::AssignVariable"));
   std::lock_guard<std::mutex> lock(state_->mu);
   VariableSlot& slot = state_->variables[variable.node_id()];
   slot = VariableSlot{};
@@ -99,18 +120,12 @@ absl::Status Session::RunInto(const Feeds& feeds, const std::vector<Tensor>& fet
   return RunInternal(feeds, fetches, targets, /*compile_only=*/false, outputs);
 }
 
-namespace {
-// The sessions whose Run is on this thread's stack: a HostCall that runs its own
-// session again would wait for that session's lock forever (a black-box test).
-thread_local std::vector<const Session*> running_here;
-}  // namespace
-
 // A tensor too large for memory (BroadcastTo to a shape of 2^40 elements, say) is an
 // error of the Run, never an uncaught std::bad_alloc; nothing is committed then.
 absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
                                   const std::vector<Tensor>& targets, bool compile_only,
                                   std::vector<HostTensor>* outputs) {
-  if (std::find(running_here.begin(), running_here.end(), this) != running_here.end()) {
+  if (RunningHere(this)) {
     return absl::FailedPreconditionError(
         "Session::Run called from inside one of this session's own Runs (a HostCall's "
         "function?): a Run cannot wait for itself; use another Session");
@@ -256,6 +271,7 @@ std::string Session::ClusteringDebugString() const {
 }
 
 SessionStats Session::stats() const {
+  if (RunningHere(this)) return state_->stats;  // this thread holds the lock
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->stats;
 }

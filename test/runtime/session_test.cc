@@ -93,6 +93,48 @@ TEST_P(SessionTest, UpdatesOfOneVariableInARunApplyInProgramOrder) {
   EXPECT_EQ(F(*s.VariableValue(v)), (std::vector<float>{-13, -10}));
 }
 
+// A HostCall that runs, reads or sets its own session gets FailedPrecondition (each
+// waited forever for the lock its own Run holds); stats stay readable; the next Run works.
+TEST_P(SessionTest, AHostCallCannotReenterItsOwnSession) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::From<float>({5}, {1}), "v");
+  Tensor x = Placeholder(g, DType::kF32, {1}, "x");
+  Session* self = nullptr;
+  std::vector<std::string> seen;
+  Tensor h =
+      HostCall(g, "reenter", {x}, {{DType::kF32, {1}}},
+               [&](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                 seen.push_back(self->Run({{x, in[0]}}, {x * 2.0}).status().ToString());
+                 seen.push_back(self->VariableValue(v).status().ToString());
+                 seen.push_back(self->AssignVariable(v, in[0]).ToString());
+                 self->stats();
+                 return std::vector<HostTensor>{in[0]};
+               })[0];
+  Session s(g, Opts());
+  self = &s;
+  ASSERT_TRUE(s.Run({{x, HostTensor::From<float>({3}, {1})}}, {h}).ok());
+  ASSERT_EQ(seen.size(), 3u);
+  for (const std::string& status : seen) EXPECT_THAT(status, HasSubstr("own Runs")) << status;
+  EXPECT_EQ(F(*s.VariableValue(v)), (std::vector<float>{5}));
+  ASSERT_TRUE(s.Run({{x, HostTensor::From<float>({3}, {1})}}, {x * 2.0}).ok());
+}
+
+// Assign(a, b) of another variable takes b's value from before the Run, like every
+// read: a swap through two Assigns swaps, whatever else updates b in the Run (it took
+// b's value at commit, after b's own update: p = 12, q = 12 here; a review found it).
+TEST_P(SessionTest, AssignFromAnotherVariableReadsItsValueFromBeforeTheRun) {
+  Graph g;
+  Tensor p = Variable(g, HostTensor::From<float>({1}, {1}), "p");
+  Tensor q = Variable(g, HostTensor::From<float>({2}, {1}), "q");
+  Tensor bump = AssignAdd(q, ScalarConst(g, 10.0) + q * 0.0, "bump_q");
+  Tensor p_from_q = Assign(p, q, "p_from_q");
+  Tensor q_from_p = Assign(q, p, "q_from_p");
+  Session s(g, Opts());
+  ASSERT_TRUE(s.Run({}, {}, {bump, p_from_q, q_from_p}).ok());
+  EXPECT_EQ(F(*s.VariableValue(p)), (std::vector<float>{2}));
+  EXPECT_EQ(F(*s.VariableValue(q)), (std::vector<float>{1}));
+}
+
 // The chain is an ordering edge the clusterer sees: a cluster whose `a` feeds the first
 // update and whose `a + u2` reads the second would make the steps cyclic (the Run
 // failed with INTERNAL "the clustered graph has a cycle"; a review found it).
