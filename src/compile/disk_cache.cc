@@ -623,10 +623,10 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     absl::StatusOr<std::string> bytes = ReadFile(so), want = ReadFile(sum);
     const std::string got = bytes.ok() ? RuntimeSum(*bytes) : "";
     if (!want.ok() || *want != got) {
-      LogWarning(
-          absl::StrCat("disk cache: the Halide runtime ", so, " is damaged (",
-                       want.ok() ? "its size or checksum differs from its .sum" : "it has no .sum",
-                       "): removing it and building it again"));
+      LogWarning(absl::StrCat("disk cache: the Halide runtime ", so,
+                              want.ok() ? " is damaged (its size or checksum differs from its .sum)"
+                                        : " has no .sum (damaged, or stored by an older Braze)",
+                              ": removing it and building it again"));
       fs::remove(so, ec);
       fs::remove(sum, ec);
       if (fs::exists(so, ec)) {  // a read-only or another user's directory: never load it
