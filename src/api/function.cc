@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/signature.h"
@@ -491,9 +492,7 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
   absl::StatusOr<std::unique_ptr<Trace>> traced_body;
   {
     tracing_here.push_back(&s);
-    struct Pop {
-      ~Pop() { tracing_here.pop_back(); }
-    } pop;  // whatever leaves the trace, even an exception
+    const auto pop = absl::MakeCleanup([] { tracing_here.pop_back(); });  // even on a throw
     traced_body = TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false);
   }
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace, std::move(traced_body));
@@ -539,15 +538,8 @@ absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<H
     if (trace != nullptr) NoteCall(s, false, call);
   }
   if (trace == nullptr) {
-    api::Signature spec = call;
-    if (s.options.input_signature) {
-      spec = *s.options.input_signature;
-    } else if (s.options.reduce_retracing) {
-      std::lock_guard<std::mutex> lock(s.mu);
-      std::vector<api::Signature> traced;
-      for (const auto& t : s.traces) traced.push_back(t->signature);
-      spec = api::Generalize(call, traced);
-    }
+    // With reduce_retracing, FindOrTrace generalizes the call under its tracing lock.
+    const api::Signature& spec = s.options.input_signature ? *s.options.input_signature : call;
     bool traced = false;
     const bool reduce = !s.options.input_signature && s.options.reduce_retracing;
     BRAZE_ASSIGN_OR_RETURN(ConcreteFunction * concrete,

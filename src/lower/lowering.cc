@@ -153,9 +153,9 @@ absl::Status CheckSpec(const ClusterSpec& spec) {
   // take int extents: a larger tensor would be truncated silently, so it is refused
   // here and runs on the reference kernels (or is an error in strict mode).
   auto check_size = [&](const TensorType& t, const std::string& what) -> absl::Status {
-    if (!IsFullyDefined(t.shape)) {  // an op whose run-time shape was left unknown
-      return absl::UnimplementedError(
-          absl::StrCat(spec.name, ": ", what, " is ", TypeString(t), ", not fully defined"));
+    if (!IsFullyDefined(t.shape)) {  // concrete inputs give concrete types: a Braze bug
+      return absl::InternalError(absl::StrCat(spec.name, ": ", what, " is ", TypeString(t),
+                                              ", left unknown by shape inference"));
     }
     const int64_t n = NumElements(t.shape);  // -1: past int64
     if (n < 0 || n > std::numeric_limits<int32_t>::max() / static_cast<int64_t>(SizeOf(t.dtype))) {

@@ -9,6 +9,7 @@
 #include <new>
 #include <unordered_map>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "runtime/dump.h"
@@ -125,15 +126,9 @@ absl::Status Session::RunInto(const Feeds& feeds, const std::vector<Tensor>& fet
 absl::Status Session::RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
                                   const std::vector<Tensor>& targets, bool compile_only,
                                   std::vector<HostTensor>* outputs) {
-  if (RunningHere(this)) {
-    return absl::FailedPreconditionError(
-        "Session::Run called from inside one of this session's own Runs (a HostCall's "
-        "function?): a Run cannot wait for itself; use another Session");
-  }
+  BRAZE_RETURN_IF_ERROR(NotRunningHere(this, "Session::Run"));
   running_here.push_back(this);
-  struct Pop {
-    ~Pop() { running_here.pop_back(); }
-  } pop;
+  const auto pop = absl::MakeCleanup([] { running_here.pop_back(); });
   try {
     return RunUnguarded(feeds, fetches, targets, compile_only, outputs);
   } catch (const std::bad_alloc&) {

@@ -345,5 +345,25 @@ TEST_F(DiskCacheTest, ConcurrentWritersOfOneKeyAreSafe) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// A cache path that is not a directory is named, with the reason, before anything is
+// written (the warning blamed 'cc -shared' on a file in /tmp: a black-box test).
+TEST(DiskCacheDirectory, APathThatIsNotADirectoryIsNamed) {
+  const fs::path file =
+      fs::temp_directory_path() / ("braze_cache_is_a_file_" + std::to_string(getpid()));
+  std::ofstream(file) << "not a directory";
+  disk_cache::Settings settings;
+  settings.enabled = true;
+  for (const fs::path& dir : {file, file / "sub"}) {
+    settings.dir = dir.string();
+    auto kernel = disk_cache::StoreAndLoad(settings, "key", "host", "k", 1, "/nonexistent.o",
+                                           disk_cache::KernelLayout{});
+    ASSERT_FALSE(kernel.ok());
+    EXPECT_EQ(kernel.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(std::string(kernel.status().message()),
+                HasSubstr(settings.dir + " is not a directory"));
+  }
+  fs::remove(file);
+}
+
 }  // namespace
 }  // namespace braze
