@@ -56,4 +56,14 @@ OMP_WAIT_POLICY=passive t 180 "$B/braze_bench" --benchmark_filter=cuda --benchma
   --benchmark_out_format=json
 BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=1:1000000 --jobs=12 --budget=60 \
   --jit_device=jit:cuda --specials=0.2 --dynamic=0.2
+# Where Chain8's fused kernel spends its time (Nsight Compute, where the image has it): the
+# kernel of the first timed iteration, after the warm-up run's compile.
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+if [ -n "$ncu" ]; then
+  BRAZE_CACHE_DIR=off t 120 "$ncu" --launch-skip 1 --launch-count 1 --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
+    "$B/braze_bench" --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01
+else
+  echo "== no ncu"
+fi
 echo "done in $((SECONDS - T0))s"
