@@ -32,6 +32,7 @@
 #include "device/device_tensor_impl.h"
 #include "device/halide_util.h"
 #include "device/jit_memory.h"
+#include "device/stream_copy.h"
 #include "ir/logging.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
@@ -40,6 +41,7 @@
 #include "schedule/lowered_check.h"
 #include "schedule/safe_default.h"
 #include "schedule/schedule_check.h"
+#include "schedule/stream_stores.h"
 
 namespace braze {
 
@@ -300,8 +302,11 @@ absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
   return result;
 }
 
-// kAuto's choice (see compile.h): row reductions and matmuls get the safe default.
-SchedulerKind PickScheduler(const schedule::PipelineInfo& info) {
+// kAuto's choice (see compile.h): row reductions and matmuls get the safe default, and
+// so does a pipeline with an output it writes with streaming stores, which the
+// autoschedulers cannot (schedule/stream_stores.h).
+SchedulerKind PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target) {
+  if (schedule::StreamsAnOutput(info, target, ScheduleParams())) return SchedulerKind::kSafeDefault;
   for (const schedule::Stage& stage : info.stages) {
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
@@ -321,7 +326,8 @@ namespace {
 // `params`: a stored schedule's template factors (the safe default's own when null).
 std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
                            Halide::Pipeline& pipeline, const Halide::Target& target, bool gpu,
-                           int parallelism, const ScheduleParams* params) {
+                           int parallelism, const ScheduleParams* params,
+                           std::vector<std::string>* streamed) {
   if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
   // Found before an autoscheduler runs too: Mullapudi2016 inlines pure Funcs by
   // rewriting their readers' definitions (and refuses Funcs scheduled beforehand), after
@@ -329,10 +335,11 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
   const std::vector<Halide::Func> shared_before =
       kind == SchedulerKind::kSafeDefault ? std::vector<Halide::Func>()
                                           : schedule::ComparedReductionOperands(lowered.info);
-  std::string schedule = kind == SchedulerKind::kSafeDefault
-                             ? schedule::ApplySafeDefault(lowered.info, target, parallelism,
-                                                          params ? *params : ScheduleParams())
-                             : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
+  std::string schedule =
+      kind == SchedulerKind::kSafeDefault
+          ? schedule::ApplySafeDefault(lowered.info, target, parallelism,
+                                       params ? *params : ScheduleParams(), streamed)
+          : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
   if (kind != SchedulerKind::kSafeDefault) {
     std::set<std::string> shared_after;
     for (const Halide::Func& f : schedule::ComparedReductionOperands(lowered.info)) {
@@ -462,16 +469,27 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
   return lo;
 }
 
-// A pipeline calling the CPU GEMM library gets the extern's address from us: Braze's
-// static libraries export no symbols for Halide's JIT linker to find.
-void InstallLibraryExterns(const LoweredCluster& lowered, Halide::Pipeline& pipeline) {
-  if (!lowered.calls_library) return;
+// A pipeline calling the CPU GEMM library or the streaming copy gets their addresses
+// from us: Braze's static libraries export no symbols for Halide's JIT linker to find.
+void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipeline& pipeline) {
+  std::map<std::string, Halide::JITExtern> externs;
   const Halide::Type buffer = Halide::type_of<halide_buffer_t*>();
-  const Halide::ExternSignature signature(
-      Halide::Int(32), false,
-      {buffer, buffer, Halide::Int(32), Halide::Int(32), Halide::Int(32), Halide::Int(32), buffer});
-  pipeline.set_jit_externs({{kCpuGemmF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
-                                                    CpuGemmF32Address(), signature))}});
+  if (lowered.calls_library) {
+    const Halide::ExternSignature signature(Halide::Int(32), false,
+                                            {buffer, buffer, Halide::Int(32), Halide::Int(32),
+                                             Halide::Int(32), Halide::Int(32), buffer});
+    externs.emplace(kCpuGemmF32Symbol,
+                    Halide::JITExtern(Halide::ExternCFunction(CpuGemmF32Address(), signature)));
+  }
+  if (streams) {
+    const Halide::Type pointer = Halide::type_of<void*>();
+    const Halide::ExternSignature signature(
+        Halide::Int(32), false,
+        {pointer, Halide::Int(64), pointer, Halide::Int(64), Halide::Int(64)});
+    externs.emplace(kStreamCopySymbol,
+                    Halide::JITExtern(Halide::ExternCFunction(StreamCopyAddress(), signature)));
+  }
+  if (!externs.empty()) pipeline.set_jit_externs(externs);
 }
 
 double MsSince(std::chrono::steady_clock::time_point t) {
@@ -568,7 +586,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     first = SchedulerKind::kSafeDefault;
   } else if (!gpu && first == SchedulerKind::kAuto) {
     // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
-    if (PickScheduler(first_lowering.info) == SchedulerKind::kAdams2019) {
+    if (PickScheduler(first_lowering.info, target) == SchedulerKind::kAdams2019) {
       first = SchedulerKind::kAdams2019;
     }
   }
@@ -614,8 +632,10 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     } else {
       BRAZE_ASSIGN_OR_RETURN(lowered, lower::LowerCluster(spec, lowering));
     }
-    // Object code would need the library's symbol from the process: JIT-compiled only.
-    const bool store = !full_key.empty() && !lowered.calls_library;
+    // Object code would need the library's (or the streaming copy's) symbol from the
+    // process: JIT-compiled only.
+    bool store = !full_key.empty() && !lowered.calls_library;
+    std::vector<std::string> streamed;
     Halide::Pipeline pipeline;
     std::string schedule = "(every output is empty: nothing to compute)\n";
     std::string timing;
@@ -626,14 +646,21 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         pipeline = Halide::Pipeline(lowered.info.outputs);
         InstallCodegenWorkarounds(pipeline, gpu);
         backend.InstallHandlers(&pipeline.jit_handlers());
-        InstallLibraryExterns(lowered, pipeline);
         const auto t0 = std::chrono::steady_clock::now();
         schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism,
-                                  attempt.stored ? &attempt.stored->params : nullptr);
+                                  attempt.stored ? &attempt.stored->params : nullptr, &streamed);
         const double schedule_ms = MsSince(t0);
         const auto t1 = std::chrono::steady_clock::now();
+        // Checked with plain stores: the rewrite to streaming stores (installed after)
+        // copies each tile to exactly the elements the checked stores wrote.
         CheckLowered(lowered, pipeline, target);
         const double check_ms = MsSince(t1);
+        auto rewritten = std::make_shared<int>(0);
+        if (!streamed.empty()) {
+          schedule::AddStreamStoresPass(pipeline, streamed, kStreamCopySymbol, rewritten);
+          store = false;
+        }
+        InstallJitExterns(lowered, !streamed.empty(), pipeline);
         const auto t2 = std::chrono::steady_clock::now();
         if (store) {
           pipeline.compile_to_object(
@@ -645,6 +672,11 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         timing =
             absl::StrFormat("// schedule %.1f ms, check %.1f ms, %s %.1f ms\n", schedule_ms,
                             check_ms, store ? "compile_to_object" : "compile_jit", MsSince(t2));
+        if (!streamed.empty()) {
+          // A tile loop the rewrite did not recognize keeps plain stores (same values).
+          absl::StrAppend(&timing, "// ", *rewritten, " tile loop(s) of ",
+                          absl::StrJoin(streamed, ", "), " rewritten to ", kStreamCopySymbol, "\n");
+        }
         return absl::OkStatus();
       });
       if (!s.ok()) {
@@ -693,6 +725,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     if (!object_path.empty()) std::remove(object_path.c_str());
     if (!full_key.empty() && lowered.calls_library) {
       disk_note = "not stored in the disk cache: it calls the CPU GEMM library";
+    } else if (!full_key.empty() && !streamed.empty()) {
+      disk_note = "not stored in the disk cache: it calls the streaming-store copy";
     }
     auto kernel =
         std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline), target,

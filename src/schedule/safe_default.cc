@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "schedule/extremum_operands.h"
 
 namespace braze {
@@ -32,6 +33,11 @@ using Halide::VarOrRVar;
 // See test/e2e/miscompile_test.cc. Every factor here is at most the extent it splits
 // (VectorWidth, the chunk and task sizes), which ShiftInwards needs.
 constexpr TailStrategy kShift = TailStrategy::ShiftInwards;
+
+// A streamed output's tile (stream_stores.h): computed into a stack buffer of this size,
+// which stays in L1 until the copy writes it out (16 KiB: within 2% of the best of
+// 8-32 KiB on Chain8; docs/STREAMING_STORES.md).
+constexpr int64_t kStreamTileBytes = 16 << 10;
 // The least work (elements reduced) worth a parallel task of its own: a Halide 14
 // worker takes each loop iteration under the thread pool's lock. Row sums, one task a
 // row, on 2 AVX2 cores: rows of 1024 ran slower than serial, rows of 4096 1.6x faster.
@@ -65,6 +71,15 @@ int64_t FusedSplitBound(const Extents& e, const Symbolic& s, size_t from, int64_
 const Symbolic& OutputSymbolic(const PipelineInfo& info, size_t i) {
   static const Symbolic* const kNone = new Symbolic();
   return i < info.output_symbolic.size() ? info.output_symbolic[i] : *kNone;
+}
+
+// An output big enough for streaming stores (SafeScheduler::Streams).
+bool StreamSized(const Func& f, const Extents& e, const Symbolic& sym, const Halide::Target& target,
+                 const ScheduleParams& params) {
+  if (target.arch != Halide::Target::X86 || params.stream_min_mib <= 0 || AnySymbolic(sym)) {
+    return false;
+  }
+  return Product(e) * f.output_types()[0].bytes() >= (int64_t{params.stream_min_mib} << 20);
 }
 
 // Every call to a Func in `accs` made by `value` (a definition of the Func `caller`),
@@ -193,6 +208,7 @@ class SafeScheduler {
       : target_(target), threads_(std::max(1, parallelism)), params_(params) {}
 
   std::string text() const { return log_.str(); }
+  const std::vector<std::string>& streamed() const { return streamed_; }
   void set_symbolic_min_extent(int64_t least) { least_ = std::max<int64_t>(1, least); }
   int64_t Bound(const Extents& e, const Symbolic& s, size_t d) const {
     return SplitBound(e, s, d, least_);
@@ -215,6 +231,30 @@ class SafeScheduler {
     const int64_t tasks = threads_ * int64_t{params_.tasks_per_thread};
     const int64_t chunk = (extent + tasks - 1) / tasks;
     return ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
+  }
+
+  // Whether output f (extents e) is written with streaming stores (stream_stores.h): on
+  // x86, every dim static, at least stream_min_mib MiB. Below a few MiB the output is
+  // better left in the caches for its reader; the default (32 MiB) is past the L2 of
+  // every core together on the machines measured (docs/STREAMING_STORES.md).
+  bool Streams(const Func& f, const Extents& e, const Symbolic& sym) const {
+    return StreamSized(f, e, sym, target_, params_);
+  }
+
+  // Whether output f, whose rows (dim 0) are vectorized by w, streams a row at a time:
+  // rows of whole vectors, a row a tile of 1 to 64 KiB (a longer row would need a tile
+  // loop of its own; a shorter one copies too little per call).
+  bool StreamsRows(const Func& f, const Extents& e, const Symbolic& sym, int w) const {
+    const int64_t row_bytes = e[0] * f.output_types()[0].bytes();
+    return w > 1 && e[0] % w == 0 && row_bytes >= kStreamTileBytes / 16 &&
+           row_bytes <= 4 * kStreamTileBytes && Streams(f, e, sym);
+  }
+
+  // A streamed tile: about kStreamTileBytes of whole vectors of w, at most `extent`.
+  int64_t StreamTile(const Func& f, int64_t extent, int w) const {
+    const int64_t bytes = f.output_types()[0].bytes();
+    const int64_t tile = std::max<int64_t>(1, kStreamTileBytes / (bytes * w)) * w;
+    return std::min(tile, extent / w * w);
   }
 
   // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
@@ -248,14 +288,26 @@ class SafeScheduler {
       const int64_t chunk = Chunk(e[0], w);
       f.split(args[0], xo, xi, static_cast<int>(chunk), kShift).parallel(xo);
       line << " split(" << args[0].name() << ", " << chunk << ").parallel";
-      if (w > 1) {
+      const int64_t tile = output && Streams(f, e, sym) ? StreamTile(f, chunk, w) : 0;
+      if (tile >= w && w > 1) {
+        // Streamed: tiles of whole vectors, each computed to the stack and then copied.
+        Var xt(args[0].name() + "_t"), xv(args[0].name() + "_v");
+        f.split(xi, xt, xv, static_cast<int>(tile), kShift).vectorize(xv, w, kShift);
+        streamed_.push_back(f.name());
+        line << " split(" << tile << ") vectorize(" << w << ") streaming stores";
+      } else if (w > 1) {
         f.vectorize(xi, w, kShift);
         line << " vectorize(" << w << ")";
       }
     } else {
+      const bool stream = output && StreamsRows(f, e, sym, w);
       if (w > 1) {
         f.vectorize(args[0], w, kShift);
         line << " vectorize(" << args[0].name() << ", " << w << ")";
+      }
+      if (stream) {
+        streamed_.push_back(f.name());
+        line << " streaming stores";
       }
       if (parallel && sym0 && outer_extent < 2) line << " serial (symbolic dim 0, one row)";
       if (parallel && outer_extent >= 2) {
@@ -389,6 +441,10 @@ class SafeScheduler {
     if (w > 1) {
       out.vectorize(args[0], w, kShift);
       line << " vectorize(" << args[0].name() << ", " << w << ")";
+    }
+    if (StreamsRows(out, e, sym, w)) {
+      streamed_.push_back(out.name());
+      line << " streaming stores";
     }
     Var row = args[rank - 1];
     for (int d = rank - 2; d >= 1; --d) {
@@ -723,15 +779,32 @@ class SafeScheduler {
   const ScheduleParams params_;
   int64_t least_ = kMinSymbolicExtent;  // a symbolic dim's least run-time extent
   std::ostringstream log_;
+  std::vector<std::string> streamed_;  // outputs written with streaming stores
   std::set<std::string> scheduled_operands_;
   std::set<std::string> rooted_operands_;  // the operands made compute_root so far
 };
 
 }  // namespace
 
+bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target,
+                     const ScheduleParams& params) {
+  for (size_t i = 0; i < info.outputs.size(); ++i) {
+    if (StreamSized(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i), target,
+                    params)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
-                             int parallelism, const ScheduleParams& params) {
+                             int parallelism, const ScheduleParams& params,
+                             std::vector<std::string>* streamed) {
   SafeScheduler s(target, parallelism, params);
+  // What the schedule streams, whichever way it returns.
+  auto cleanup = absl::MakeCleanup([&] {
+    if (streamed != nullptr) *streamed = s.streamed();
+  });
   s.set_symbolic_min_extent(info.symbolic_min_extent);
   if (params != ScheduleParams()) s.Log("// stored parameters: " + ParamsSummary(params));
   // Values a reduction and a comparison both read are stored once (extremum_operands.h);

@@ -20,6 +20,7 @@
 #define BRAZE_SCHEDULE_SAFE_DEFAULT_H_
 
 #include <string>
+#include <vector>
 
 #include "schedule/pipeline_info.h"
 #include "schedule/stored_schedule.h"
@@ -32,8 +33,16 @@ namespace schedule {
 // schedule's; the defaults are the safe default's own). Returns the schedule as text
 // (one line per Func). Throws Halide::Error if Halide rejects a directive (a bug, or an
 // invalid stored schedule: the caller turns it into a Status).
+// Whether some output of `info` is big enough for the safe default to consider writing
+// it with streaming stores (whether it does depends on its shape too).
+bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target,
+                     const ScheduleParams& params);
+
+// `streamed`, when given, receives the outputs the schedule writes with streaming stores
+// (stream_stores.h): the caller installs the pass that rewrites their tiles.
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
-                             int parallelism, const ScheduleParams& params = {});
+                             int parallelism, const ScheduleParams& params = {},
+                             std::vector<std::string>* streamed = nullptr);
 
 }  // namespace schedule
 }  // namespace braze

@@ -55,6 +55,7 @@ const std::vector<IntKnob>& IntKnobs() {
       {"matmul_rows", 1, 256, false, nullptr, &ScheduleParams::matmul_rows},
       {"matmul_strip", 1, 8, false, nullptr, &ScheduleParams::matmul_strip},
       {"row_lanes", 1, 4, true, nullptr, &ScheduleParams::row_lanes},
+      {"stream_min_mib", 0, 1 << 20, false, nullptr, &ScheduleParams::stream_min_mib},
   };
   return knobs;
 }

@@ -44,6 +44,7 @@ struct ScheduleParams {
   int matmul_rows = 32;                 // matmul tile rows, 1..256
   int matmul_strip = 4;                 // rows per accumulator strip, 1..8
   int row_lanes = 2;                    // row reductions: rfactor lanes = width x 1, 2, 4
+  int stream_min_mib = 32;              // outputs of at least this many MiB stream; 0: none
   bool row_pipeline = true;             // reductions computed per output row
   bool row_materialize = true;          // a row's shared math values computed once per row
   bool matmul_library = true;           // a big f32 matmul calls the CPU GEMM library

@@ -43,6 +43,11 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
       {"min_parallel_work",
        {4096, 1 << 18},
        [](ScheduleParams& p, int64_t v) { p.min_parallel_work = v; }},
+      // Streaming stores: never, or from 4 MiB (they pay where the output outgrows the
+      // caches, which differs per machine).
+      {"stream_min_mib",
+       {0, 4},
+       [](ScheduleParams& p, int64_t v) { p.stream_min_mib = static_cast<int>(v); }},
   };
   if (matmul) {
     // First: with the library GEMM (the default) the tile knobs below change nothing.

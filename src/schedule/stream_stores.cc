@@ -1,0 +1,125 @@
+// The streaming-stores rewrite; see stream_stores.h.
+#include "schedule/stream_stores.h"
+
+#include <set>
+#include <utility>
+
+namespace braze {
+namespace schedule {
+namespace {
+
+using namespace Halide::Internal;  // IR node types, in this file only
+using Halide::Expr;
+
+// True when `e` loads from any buffer in `names`.
+class LoadsFrom : public IRVisitor {
+ public:
+  explicit LoadsFrom(const std::set<std::string>& names) : names_(names) {}
+  bool found = false;
+
+ private:
+  using IRVisitor::visit;
+  void visit(const Load* op) override {
+    found |= names_.count(op->name) > 0;
+    IRVisitor::visit(op);
+  }
+  const std::set<std::string>& names_;
+};
+
+bool Reads(const Stmt& s, const std::set<std::string>& names) {
+  LoadsFrom v(names);
+  s.accept(&v);
+  return v.found;
+}
+
+class StreamStores : public IRMutator {
+ public:
+  StreamStores(std::set<std::string> outputs, std::string symbol, std::shared_ptr<int> rewritten)
+      : outputs_(std::move(outputs)),
+        symbol_(std::move(symbol)),
+        rewritten_(std::move(rewritten)) {}
+
+ private:
+  using IRMutator::visit;
+
+  Stmt visit(const For* op) override {
+    Stmt tile = Rewrite(op);
+    return tile.defined() ? tile : IRMutator::visit(op);
+  }
+
+  // The rewritten loop, or an undefined Stmt when `op` is not of the form required.
+  Stmt Rewrite(const For* op) {
+    const int64_t* n = as_const_int(op->extent);
+    if (op->for_type != ForType::Serial || op->device_api != Halide::DeviceAPI::None ||
+        n == nullptr || *n < 1) {
+      return Stmt();
+    }
+    std::vector<std::pair<std::string, Expr>> lets;
+    Stmt body = op->body;
+    while (const LetStmt* let = body.as<LetStmt>()) {
+      lets.emplace_back(let->name, let->value);
+      body = let->body;
+    }
+    const Store* store = body.as<Store>();
+    if (store == nullptr || outputs_.count(store->name) == 0 || !is_const_one(store->predicate)) {
+      return Stmt();
+    }
+    const Ramp* ramp = store->index.as<Ramp>();
+    if (ramp == nullptr || !is_const_one(ramp->stride) || Reads(op->body, outputs_)) return Stmt();
+    const int lanes = ramp->lanes;
+    // The vector's first element as a function of the loop variable alone (the loop's
+    // own lets substituted), which must be linear with step `lanes`.
+    Expr base = ramp->base;
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+      base = substitute(it->first, it->second, base);
+    const Expr v = Variable::make(Halide::Int(32), op->name);
+    const Expr first = simplify(substitute(op->name, op->min, base));
+    if (!is_const_zero(simplify(base - first - (v - op->min) * lanes))) return Stmt();
+
+    const Halide::Type type = store->value.type().element_of();
+    const int64_t elements = *n * lanes;
+    const std::string tile = unique_name(store->name + "_stream_tile");
+    Stmt compute = Store::make(tile, store->value, Ramp::make((v - op->min) * lanes, 1, lanes),
+                               Halide::Internal::Parameter(), store->predicate,
+                               Halide::Internal::ModulusRemainder());
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it) {
+      compute = LetStmt::make(it->first, it->second, compute);
+    }
+    compute = For::make(op->name, op->min, op->extent, op->for_type, op->device_api, compute);
+    const Expr bytes = Halide::Internal::make_const(Halide::Int(64), elements * type.bytes());
+    const Expr copy = Call::make(
+        Halide::Int(32), symbol_,
+        {Variable::make(Halide::Handle(), store->name),
+         Halide::cast<int64_t>(first) * Halide::Internal::make_const(Halide::Int(64), type.bytes()),
+         Variable::make(Halide::Handle(), tile), Halide::Internal::make_zero(Halide::Int(64)),
+         bytes},
+        Call::Extern);
+    if (rewritten_) ++*rewritten_;
+    return Allocate::make(tile, type, Halide::MemoryType::Stack,
+                          {Halide::Internal::make_const(Halide::Int(32), elements)},
+                          Halide::Internal::const_true(),
+                          Block::make(compute, Evaluate::make(copy)));
+  }
+
+  const std::set<std::string> outputs_;
+  const std::string symbol_;
+  const std::shared_ptr<int> rewritten_;
+};
+
+}  // namespace
+
+std::unique_ptr<IRMutator> NewStreamStoresPass(const std::vector<std::string>& outputs,
+                                               const std::string& copy_symbol,
+                                               std::shared_ptr<int> rewritten) {
+  return std::make_unique<StreamStores>(std::set<std::string>(outputs.begin(), outputs.end()),
+                                        copy_symbol, std::move(rewritten));
+}
+
+void AddStreamStoresPass(Halide::Pipeline& pipeline, const std::vector<std::string>& outputs,
+                         const std::string& copy_symbol, std::shared_ptr<int> rewritten) {
+  IRMutator* pass = NewStreamStoresPass(outputs, copy_symbol, std::move(rewritten)).release();
+  pipeline.add_custom_lowering_pass(pass, [pass] { delete pass; });
+}
+
+}  // namespace schedule
+}  // namespace braze

@@ -1,0 +1,122 @@
+// Streaming stores (schedule/stream_stores.h, device/stream_copy.h): outputs the safe
+// default writes tile by tile through the non-temporal copy must equal the reference at
+// every shape the schedule streams, including extents whose last tile overlaps the one
+// before it, rows, several element sizes and NaN, and shapes it must not stream.
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "braze/ops.h"
+#include "compile/compile.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+// Compiles `c` under the safe default with streaming from `stream_min_mib` MiB, runs it
+// and compares with the reference; `streams` says whether the schedule must stream.
+::testing::AssertionResult StreamRunCompare(const Case& c, int stream_min_mib, bool streams,
+                                            SchedulerKind scheduler = SchedulerKind::kSafeDefault) {
+  const ClusterSpec spec = SpecOf(c);
+  auto expected = ReferenceOutputs(spec, c.values);
+  if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
+  CompileOptions options;
+  options.scheduler = scheduler;
+  if (stream_min_mib >= 0) {
+    StoredSchedule stored;
+    stored.params.stream_min_mib = stream_min_mib;
+    stored.path = "(test)";
+    options.stored_schedule = stored;
+  }
+  auto kernel = CompileCluster(spec, options);
+  if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
+  const std::string text = (*kernel)->schedule_text();
+  if (absl::StrContains(text, "streaming stores") != streams) {
+    return ::testing::AssertionFailure() << (streams ? "not streamed" : "streamed") << ":\n"
+                                         << text;
+  }
+  // The rewrite took place: the lowered code calls the copy (or does not).
+  if (streams && (!absl::StrContains(text, "rewritten to braze_stream_copy") ||
+                  absl::StrContains(text, "// 0 tile loop"))) {
+    return ::testing::AssertionFailure() << "no braze_stream_copy in the lowered code:\n" << text;
+  }
+  auto actual = RunKernel(**kernel, c.values);
+  if (!actual.ok()) return ::testing::AssertionFailure() << "run: " << actual.status();
+  for (size_t i = 0; i < actual->size(); ++i) {
+    std::string why;
+    if (!AllClose((*actual)[i], (*expected)[i], 1e-6, 1e-6, &why)) {
+      return ::testing::AssertionFailure() << "output " << i << ": " << why;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+Tensor Chain(Tensor x) {
+  Tensor y = (x * 1.5 + 0.25) * x - 0.125;
+  const DType t = x.dtype();
+  y = Minimum(Maximum(y, ScalarConst(*x.graph(), -2.0, t)), ScalarConst(*x.graph(), 2.0, t));
+  return y * 0.5 + 1.0;
+}
+
+// One dim: chunks per task cut into tiles; at a prime extent the last chunk and the last
+// tile of each chunk shift inwards over their neighbours.
+TEST(StreamingStores, OneDimensionAtPrimeExtents) {
+  for (int64_t n : {int64_t{262147}, int64_t{1000003}}) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {n}, 1);
+    for (int64_t i : {int64_t{0}, int64_t{17}, n / 2, n - 1})
+      c.values[0].SetDouble(i, std::nan(""));
+    c.outputs = {Chain(x)};
+    EXPECT_TRUE(StreamRunCompare(c, 1, true)) << n;
+  }
+}
+
+// f64, i32 and bool outputs (8, 4 and 1 bytes an element) in one cluster.
+TEST(StreamingStores, ElementSizes) {
+  Case c;
+  Tensor x = c.Input(DType::kF64, {524309}, 2);
+  c.outputs = {Chain(x), Cast(x * 1000.0, DType::kI32),
+               Greater(x, ScalarConst(*x.graph(), 0.0, DType::kF64))};
+  EXPECT_TRUE(StreamRunCompare(c, 1, true));
+}
+
+// Rows: a pointwise output and a softmax (the row pipeline) stream a row at a time.
+TEST(StreamingStores, Rows) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {1021, 512}, 3);
+  c.outputs = {Chain(x)};
+  EXPECT_TRUE(StreamRunCompare(c, 1, true));
+  Case s;
+  Tensor y = s.Input(DType::kF32, {1021, 512}, 4, -5, 5);
+  s.outputs = {Softmax(y)};
+  EXPECT_TRUE(StreamRunCompare(s, 1, true));
+}
+
+// Not streamed: rows that are not whole vectors, too small an output, streaming off.
+TEST(StreamingStores, NotStreamed) {
+  Case odd;
+  Tensor x = odd.Input(DType::kF32, {1021, 257}, 5);
+  odd.outputs = {Chain(x)};
+  EXPECT_TRUE(StreamRunCompare(odd, 1, false));
+  Case small;
+  Tensor y = small.Input(DType::kF32, {1000003}, 6);
+  small.outputs = {Chain(y)};
+  EXPECT_TRUE(StreamRunCompare(small, 8, false));
+  EXPECT_TRUE(StreamRunCompare(small, 0, false));
+}
+
+// With no stored schedule, Auto picks the safe default for an output of 32 MiB or more
+// (the autoschedulers cannot stream) and streams it.
+TEST(StreamingStores, AutoStreamsLargeOutputs) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {8388617}, 7);
+  c.outputs = {Chain(x)};
+  EXPECT_TRUE(StreamRunCompare(c, -1, true, SchedulerKind::kAuto));
+}
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
