@@ -305,8 +305,11 @@ absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
 // kAuto's choice (see compile.h): row reductions and matmuls get the safe default, and
 // so does a pipeline with an output it writes with streaming stores, which the
 // autoschedulers cannot (schedule/stream_stores.h).
-SchedulerKind PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target) {
-  if (schedule::StreamsAnOutput(info, target, ScheduleParams())) return SchedulerKind::kSafeDefault;
+SchedulerKind PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target,
+                            int parallelism) {
+  if (schedule::StreamsAnOutput(info, target, parallelism, ScheduleParams())) {
+    return SchedulerKind::kSafeDefault;
+  }
   for (const schedule::Stage& stage : info.stages) {
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
@@ -586,7 +589,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     first = SchedulerKind::kSafeDefault;
   } else if (!gpu && first == SchedulerKind::kAuto) {
     // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
-    if (PickScheduler(first_lowering.info, target) == SchedulerKind::kAdams2019) {
+    if (PickScheduler(first_lowering.info, target, parallelism) == SchedulerKind::kAdams2019) {
       first = SchedulerKind::kAdams2019;
     }
   }

@@ -34,10 +34,13 @@ using Halide::VarOrRVar;
 // (VectorWidth, the chunk and task sizes), which ShiftInwards needs.
 constexpr TailStrategy kShift = TailStrategy::ShiftInwards;
 
-// A streamed output's tile (stream_stores.h): computed into a stack buffer of this size,
-// which stays in L1 until the copy writes it out (16 KiB: within 2% of the best of
-// 8-32 KiB on Chain8; docs/STREAMING_STORES.md).
+// A streamed output's tile (stream_stores.h): computed into a stack buffer of at most
+// this size, which stays in L1 until the copy writes it out. 16 KiB is also the most
+// Halide 14 puts on the stack (larger buffers are malloc'ed per use); 8-32 KiB ran
+// Chain8 alike (docs/STREAMING_STORES.md). Below kMinStreamTileBytes a copy call a tile
+// costs more than streaming saves.
 constexpr int64_t kStreamTileBytes = 16 << 10;
+constexpr int64_t kMinStreamTileBytes = 1 << 10;
 // The least work (elements reduced) worth a parallel task of its own: a Halide 14
 // worker takes each loop iteration under the thread pool's lock. Row sums, one task a
 // row, on 2 AVX2 cores: rows of 1024 ran slower than serial, rows of 4096 1.6x faster.
@@ -241,13 +244,13 @@ class SafeScheduler {
     return StreamSized(f, e, sym, target_, params_);
   }
 
-  // Whether output f, whose rows (dim 0) are vectorized by w, streams a row at a time:
-  // rows of whole vectors, a row a tile of 1 to 64 KiB (a longer row would need a tile
-  // loop of its own; a shorter one copies too little per call).
+  // Whether a row pipeline's output f, its rows (dim 0) vectorized by w, streams a row at
+  // a time: rows of whole vectors, 1 to 16 KiB (a shorter row copies too little per
+  // call; a longer one would not fit Halide's stack buffers).
   bool StreamsRows(const Func& f, const Extents& e, const Symbolic& sym, int w) const {
     const int64_t row_bytes = e[0] * f.output_types()[0].bytes();
-    return w > 1 && e[0] % w == 0 && row_bytes >= kStreamTileBytes / 16 &&
-           row_bytes <= 4 * kStreamTileBytes && Streams(f, e, sym);
+    return w > 1 && e[0] % w == 0 && row_bytes >= kMinStreamTileBytes &&
+           row_bytes <= kStreamTileBytes && Streams(f, e, sym);
   }
 
   // A streamed tile: about kStreamTileBytes of whole vectors of w, at most `extent`.
@@ -256,7 +259,41 @@ class SafeScheduler {
     const int64_t tile = std::max<int64_t>(1, kStreamTileBytes / (bytes * w)) * w;
     return std::min(tile, extent / w * w);
   }
+  // Pointwise's tile for output f when it streams (elements of dim 0, whole vectors),
+  // else 0. The tile cuts the span dim 0 is scheduled in: a task's chunk when dim 0 is
+  // split into chunks, else the row. Tiles must divide the span, or be at most a quarter
+  // of it: a last tile shifted inwards over the one before recomputes their overlap.
+  int64_t PointwiseStreamTile(const Func& f, const Extents& e, const Symbolic& sym) const {
+    const int w = VectorWidth(f.output_types()[0], Bound(e, sym, 0), params_.vector_factor);
+    if (w <= 1 || !Streams(f, e, sym)) return 0;
+    const int64_t span = ChunksDim0(e, sym) ? Chunk(e[0], w) : e[0];
+    const int64_t tile = StreamTile(f, span, w);
+    const bool whole = span % tile == 0 || tile * 4 <= span;
+    return tile >= w && whole && tile * f.output_types()[0].bytes() >= kMinStreamTileBytes ? tile
+                                                                                           : 0;
+  }
+  // Whether Pointwise splits a static dim 0 into one chunk per parallel task (rank 1, or
+  // too few rows to share out).
+  bool ChunksDim0(const Extents& e, const Symbolic& sym) const {
+    int64_t outer_extent = 1;
+    for (size_t d = 1; d < e.size(); ++d) outer_extent *= e[d];
+    return threads_ > 1 && Product(e) >= params_.min_parallel_work && outer_extent < 2 * threads_ &&
+           !IsSymbolic(sym, 0);
+  }
 
+  // Splits dim 0 (or `inner`, the chunk's var) of a streamed output f into tiles of
+  // `tile`, vectorized by w, unless the tile is the whole span; records f as streamed.
+  void StreamTiles(Func f, Var inner, int64_t span, int64_t tile, int w, std::ostream& line) {
+    if (tile < span) {
+      Var xt(inner.name() + "_t"), xv(inner.name() + "_v");
+      f.split(inner, xt, xv, static_cast<int>(tile), kShift).vectorize(xv, w, kShift);
+      line << " split(" << tile << ")";
+    } else {
+      f.vectorize(inner, w, kShift);
+    }
+    line << " vectorize(" << w << ") streaming stores";
+    streamed_.push_back(f.name());
+  }
   // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
   void Pointwise(Func f, const Extents& e, const Symbolic& sym, bool output = false) {
     std::vector<Var> args = f.args();
@@ -288,26 +325,22 @@ class SafeScheduler {
       const int64_t chunk = Chunk(e[0], w);
       f.split(args[0], xo, xi, static_cast<int>(chunk), kShift).parallel(xo);
       line << " split(" << args[0].name() << ", " << chunk << ").parallel";
-      const int64_t tile = output && Streams(f, e, sym) ? StreamTile(f, chunk, w) : 0;
-      if (tile >= w && w > 1) {
+      const int64_t tile = output ? PointwiseStreamTile(f, e, sym) : 0;
+      if (tile > 0) {
         // Streamed: tiles of whole vectors, each computed to the stack and then copied.
-        Var xt(args[0].name() + "_t"), xv(args[0].name() + "_v");
-        f.split(xi, xt, xv, static_cast<int>(tile), kShift).vectorize(xv, w, kShift);
-        streamed_.push_back(f.name());
-        line << " split(" << tile << ") vectorize(" << w << ") streaming stores";
+        StreamTiles(f, xi, chunk, tile, w, line);
       } else if (w > 1) {
         f.vectorize(xi, w, kShift);
         line << " vectorize(" << w << ")";
       }
     } else {
-      const bool stream = output && StreamsRows(f, e, sym, w);
-      if (w > 1) {
+      // A row (or the whole of rank 1 on one thread) streamed in tiles.
+      const int64_t tile = output ? PointwiseStreamTile(f, e, sym) : 0;
+      if (tile > 0) {
+        StreamTiles(f, args[0], e[0], tile, w, line);
+      } else if (w > 1) {
         f.vectorize(args[0], w, kShift);
         line << " vectorize(" << args[0].name() << ", " << w << ")";
-      }
-      if (stream) {
-        streamed_.push_back(f.name());
-        line << " streaming stores";
       }
       if (parallel && sym0 && outer_extent < 2) line << " serial (symbolic dim 0, one row)";
       if (parallel && outer_extent >= 2) {
@@ -786,11 +819,13 @@ class SafeScheduler {
 
 }  // namespace
 
-bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target,
+bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target, int parallelism,
                      const ScheduleParams& params) {
+  SafeScheduler s(target, parallelism, params);
+  s.set_symbolic_min_extent(info.symbolic_min_extent);
   for (size_t i = 0; i < info.outputs.size(); ++i) {
-    if (StreamSized(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i), target,
-                    params)) {
+    if (s.PointwiseStreamTile(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i)) >
+        0) {
       return true;
     }
   }

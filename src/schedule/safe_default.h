@@ -33,16 +33,16 @@ namespace schedule {
 // schedule's; the defaults are the safe default's own). Returns the schedule as text
 // (one line per Func). Throws Halide::Error if Halide rejects a directive (a bug, or an
 // invalid stored schedule: the caller turns it into a Status).
-// Whether some output of `info` is big enough for the safe default to consider writing
-// it with streaming stores (whether it does depends on its shape too).
-bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target,
-                     const ScheduleParams& params);
-
 // `streamed`, when given, receives the outputs the schedule writes with streaming stores
 // (stream_stores.h): the caller installs the pass that rewrites their tiles.
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
                              int parallelism, const ScheduleParams& params = {},
                              std::vector<std::string>* streamed = nullptr);
+
+// Whether the safe default would write some output of `info` with streaming stores, as
+// a pointwise output (what kAuto asks before it picks an autoscheduler, which cannot).
+bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target, int parallelism,
+                     const ScheduleParams& params);
 
 }  // namespace schedule
 }  // namespace braze

@@ -32,6 +32,9 @@ bool Reads(const Stmt& s, const std::set<std::string>& names) {
   return v.found;
 }
 
+// Halide 14's largest stack allocation (runtime/constants.h).
+constexpr int64_t kMaxTileBytes = 16384;
+
 class StreamStores : public IRMutator {
  public:
   StreamStores(std::set<std::string> outputs, std::string symbol, std::shared_ptr<int> rewritten)
@@ -78,6 +81,9 @@ class StreamStores : public IRMutator {
 
     const Halide::Type type = store->value.type().element_of();
     const int64_t elements = *n * lanes;
+    // Halide 14 puts at most 16 KiB on the stack; a larger tile would be malloc'ed at
+    // every use (and its size could outgrow the Int(32) extent below).
+    if (elements * type.bytes() > kMaxTileBytes) return Stmt();
     const std::string tile = unique_name(store->name + "_stream_tile");
     Stmt compute = Store::make(tile, store->value, Ramp::make((v - op->min) * lanes, 1, lanes),
                                Halide::Internal::Parameter(), store->predicate,

@@ -16,15 +16,18 @@ namespace braze {
 namespace lowertest {
 namespace {
 
-// Compiles `c` under the safe default with streaming from `stream_min_mib` MiB, runs it
-// and compares with the reference; `streams` says whether the schedule must stream.
-::testing::AssertionResult StreamRunCompare(const Case& c, int stream_min_mib, bool streams,
-                                            SchedulerKind scheduler = SchedulerKind::kSafeDefault) {
+// Compiles `c` under the safe default with streaming from `stream_min_mib` MiB (-1: the
+// default parameters), runs it on `threads` threads (0: every core) and compares with
+// the reference; `streams` is how many outputs the schedule must stream.
+::testing::AssertionResult StreamRunCompare(const Case& c, int stream_min_mib, int streams,
+                                            SchedulerKind scheduler = SchedulerKind::kSafeDefault,
+                                            int threads = 0) {
   const ClusterSpec spec = SpecOf(c);
   auto expected = ReferenceOutputs(spec, c.values);
   if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
   CompileOptions options;
   options.scheduler = scheduler;
+  options.num_threads = threads;
   if (stream_min_mib >= 0) {
     StoredSchedule stored;
     stored.params.stream_min_mib = stream_min_mib;
@@ -34,14 +37,20 @@ namespace {
   auto kernel = CompileCluster(spec, options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   const std::string text = (*kernel)->schedule_text();
-  if (absl::StrContains(text, "streaming stores") != streams) {
-    return ::testing::AssertionFailure() << (streams ? "not streamed" : "streamed") << ":\n"
-                                         << text;
+  int streamed = 0;
+  for (size_t at = text.find("streaming stores"); at != std::string::npos;
+       at = text.find("streaming stores", at + 1)) {
+    ++streamed;
   }
-  // The rewrite took place: the lowered code calls the copy (or does not).
-  if (streams && (!absl::StrContains(text, "rewritten to braze_stream_copy") ||
-                  absl::StrContains(text, "// 0 tile loop"))) {
-    return ::testing::AssertionFailure() << "no braze_stream_copy in the lowered code:\n" << text;
+  if (streamed != streams) {
+    return ::testing::AssertionFailure()
+           << streamed << " outputs streamed, not " << streams << ":\n"
+           << text;
+  }
+  // The rewrite took place: the compile says how many loops call the copy.
+  if (streams > 0 && (!absl::StrContains(text, "rewritten to braze_stream_copy") ||
+                      absl::StrContains(text, "// 0 tile loop"))) {
+    return ::testing::AssertionFailure() << "no loop rewritten to the copy:\n" << text;
   }
   auto actual = RunKernel(**kernel, c.values);
   if (!actual.ok()) return ::testing::AssertionFailure() << "run: " << actual.status();
@@ -62,59 +71,82 @@ Tensor Chain(Tensor x) {
 }
 
 // One dim: chunks per task cut into tiles; at a prime extent the last chunk and the last
-// tile of each chunk shift inwards over their neighbours.
+// tile of each chunk shift inwards over their neighbours. On one thread (no chunks: one
+// loop of tiles) and on three.
 TEST(StreamingStores, OneDimensionAtPrimeExtents) {
   for (int64_t n : {int64_t{262147}, int64_t{1000003}}) {
-    Case c;
-    Tensor x = c.Input(DType::kF32, {n}, 1);
-    for (int64_t i : {int64_t{0}, int64_t{17}, n / 2, n - 1})
-      c.values[0].SetDouble(i, std::nan(""));
-    c.outputs = {Chain(x)};
-    EXPECT_TRUE(StreamRunCompare(c, 1, true)) << n;
+    for (int threads : {0, 1, 3}) {
+      Case c;
+      Tensor x = c.Input(DType::kF32, {n}, 1);
+      for (int64_t i : {int64_t{0}, int64_t{17}, n / 2, n - 1}) {
+        c.values[0].SetDouble(i, std::nan(""));
+      }
+      c.outputs = {Chain(x)};
+      EXPECT_TRUE(StreamRunCompare(c, 1, 1, SchedulerKind::kSafeDefault, threads))
+          << n << " on " << threads << " threads";
+    }
   }
 }
 
-// f64, i32 and bool outputs (8, 4 and 1 bytes an element) in one cluster.
+// f64, i32 and bool outputs (8, 4 and 1 bytes an element, each at least 1 MiB) in one
+// cluster.
 TEST(StreamingStores, ElementSizes) {
   Case c;
-  Tensor x = c.Input(DType::kF64, {524309}, 2);
+  Tensor x = c.Input(DType::kF64, {1048583}, 2);
   c.outputs = {Chain(x), Cast(x * 1000.0, DType::kI32),
                Greater(x, ScalarConst(*x.graph(), 0.0, DType::kF64))};
-  EXPECT_TRUE(StreamRunCompare(c, 1, true));
+  EXPECT_TRUE(StreamRunCompare(c, 1, 3));
 }
 
-// Rows: a pointwise output and a softmax (the row pipeline) stream a row at a time.
+// Rows: a pointwise output and a softmax (the row pipeline) stream a row at a time;
+// rows longer than a tile stream in tiles, the last shifted inwards.
 TEST(StreamingStores, Rows) {
   Case c;
   Tensor x = c.Input(DType::kF32, {1021, 512}, 3);
   c.outputs = {Chain(x)};
-  EXPECT_TRUE(StreamRunCompare(c, 1, true));
+  EXPECT_TRUE(StreamRunCompare(c, 1, 1));
   Case s;
   Tensor y = s.Input(DType::kF32, {1021, 512}, 4, -5, 5);
   s.outputs = {Softmax(y)};
-  EXPECT_TRUE(StreamRunCompare(s, 1, true));
+  EXPECT_TRUE(StreamRunCompare(s, 1, 1));
+  for (int64_t row : {8192, 20011}) {
+    Case l;
+    Tensor z = l.Input(DType::kF32, {67, row}, 5);
+    l.outputs = {Chain(z)};
+    EXPECT_TRUE(StreamRunCompare(l, 1, 1)) << row;
+  }
 }
 
-// Not streamed: rows that are not whole vectors, too small an output, streaming off.
+// Not streamed: rows that are not whole vectors or tiles (a second tile would recompute
+// most of the first), too small an output, streaming off.
 TEST(StreamingStores, NotStreamed) {
-  Case odd;
-  Tensor x = odd.Input(DType::kF32, {1021, 257}, 5);
-  odd.outputs = {Chain(x)};
-  EXPECT_TRUE(StreamRunCompare(odd, 1, false));
+  for (int64_t row : {257, 9001}) {
+    Case odd;
+    Tensor x = odd.Input(DType::kF32, {1021, row}, 5);
+    odd.outputs = {Chain(x)};
+    EXPECT_TRUE(StreamRunCompare(odd, 1, 0)) << row;
+  }
   Case small;
   Tensor y = small.Input(DType::kF32, {1000003}, 6);
   small.outputs = {Chain(y)};
-  EXPECT_TRUE(StreamRunCompare(small, 8, false));
-  EXPECT_TRUE(StreamRunCompare(small, 0, false));
+  EXPECT_TRUE(StreamRunCompare(small, 8, 0));
+  EXPECT_TRUE(StreamRunCompare(small, 0, 0));
 }
 
 // With no stored schedule, Auto picks the safe default for an output of 32 MiB or more
-// (the autoschedulers cannot stream) and streams it.
+// that it streams (the autoschedulers cannot stream), and leaves one it would not
+// stream (rows of 257) to Adams2019.
 TEST(StreamingStores, AutoStreamsLargeOutputs) {
   Case c;
   Tensor x = c.Input(DType::kF32, {8388617}, 7);
   c.outputs = {Chain(x)};
-  EXPECT_TRUE(StreamRunCompare(c, -1, true, SchedulerKind::kAuto));
+  EXPECT_TRUE(StreamRunCompare(c, -1, 1, SchedulerKind::kAuto));
+  Case odd;
+  Tensor y = odd.Input(DType::kF32, {32771, 257}, 8);
+  odd.outputs = {Chain(y)};
+  SchedulerKind used = SchedulerKind::kAuto;
+  EXPECT_TRUE(CompileRunCompare(odd, SchedulerKind::kAuto, {}, &used));
+  EXPECT_EQ(used, SchedulerKind::kAdams2019) << SchedulerName(used);
 }
 
 }  // namespace
