@@ -635,9 +635,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     } else {
       BRAZE_ASSIGN_OR_RETURN(lowered, lower::LowerCluster(spec, lowering));
     }
-    // Object code would need the library's (or the streaming copy's) symbol from the
-    // process: JIT-compiled only.
-    bool store = !full_key.empty() && !lowered.calls_library;
+    // Stored kernels find the CPU GEMM library's extern and the streaming copy in the
+    // stored runtime (disk_cache.cc's trampolines).
+    const bool store = !full_key.empty();
     std::vector<std::string> streamed;
     Halide::Pipeline pipeline;
     std::string schedule = "(every output is empty: nothing to compute)\n";
@@ -661,7 +661,6 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         auto rewritten = std::make_shared<int>(0);
         if (!streamed.empty()) {
           schedule::AddStreamStoresPass(pipeline, streamed, kStreamCopySymbol, rewritten);
-          store = false;
         }
         InstallJitExterns(lowered, !streamed.empty(), pipeline);
         const auto t2 = std::chrono::steady_clock::now();
@@ -726,11 +725,6 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
       if (!jit.ok()) return jit;
     }
     if (!object_path.empty()) std::remove(object_path.c_str());
-    if (!full_key.empty() && lowered.calls_library) {
-      disk_note = "not stored in the disk cache: it calls the CPU GEMM library";
-    } else if (!full_key.empty() && !streamed.empty()) {
-      disk_note = "not stored in the disk cache: it calls the streaming-store copy";
-    }
     auto kernel =
         std::make_unique<HalideKernel>(name, std::move(lowered), std::move(pipeline), target,
                                        options.num_threads, kind, failures, schedule_text, gpu);

@@ -34,8 +34,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "braze/status.h"
+#include "device/cpu_gemm.h"
 #include "device/halide_util.h"
 #include "device/jit_memory.h"
+#include "device/stream_copy.h"
 #include "ir/logging.h"
 
 extern char** environ;
@@ -140,11 +142,14 @@ absl::Status WriteAtomically(const std::string& path, const std::string& bytes) 
   return absl::OkStatus();
 }
 
-// `cc -shared -o so_path object_path`, with the system's C compiler driver.
-absl::Status LinkShared(const std::string& object_path, const std::string& so_path) {
+// `cc -shared -o so_path object_path [-O2 -fPIC c_source]`, with the system's C compiler
+// driver.
+absl::Status LinkShared(const std::string& object_path, const std::string& so_path,
+                        const std::string& c_source = "") {
   const char* cc = std::getenv("CC");
   const std::string driver = cc != nullptr && *cc != '\0' ? cc : "cc";
   std::vector<std::string> args = {driver, "-shared", "-o", so_path, object_path};
+  if (!c_source.empty()) args.insert(args.end(), {"-O2", "-fPIC", c_source});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -170,6 +175,32 @@ absl::Status LinkShared(const std::string& object_path, const std::string& so_pa
 }
 
 // ---- the runtime ----
+
+// Kernels call two functions of Braze's own by name: the CPU GEMM library's extern stage
+// and the streaming-store copy. Braze's static libraries export no symbols, so the
+// stored runtime (loaded RTLD_GLOBAL, where each kernel's undefined symbols resolve)
+// defines both, as jumps through addresses Braze sets when it loads the runtime.
+// Compiled from this source by `cc` with the runtime's link.
+constexpr char kExternTrampolines[] = R"(
+typedef int (*GemmFn)(void*, void*, int, int, int, int, void*);
+typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
+static GemmFn gemm_fn;
+static CopyFn copy_fn;
+void braze_set_extern_addresses(void* gemm, void* copy) {
+  gemm_fn = (GemmFn)gemm;
+  copy_fn = (CopyFn)copy;
+}
+int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads, void* out) {
+  return gemm_fn(a, b, ta, tb, k, threads, out);
+}
+int braze_stream_copy(void* dst, long long dst_offset, const void* src, long long src_offset,
+                      long long bytes) {
+  return copy_fn(dst, dst_offset, src, src_offset, bytes);
+}
+)";
+// Part of the runtime's name: a runtime stored without the trampolines (or with others)
+// is another file.
+constexpr char kTrampolinesVersion[] = "externs 1";
 
 struct Runtime {
   std::string target;
@@ -614,7 +645,8 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
   BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/false));
   // Shared by every build of Braze that uses this Halide: it depends on nothing else.
   const std::string base = absl::StrCat(
-      settings.dir, "/runtime-", NameOf(absl::StrCat("halide ", Ids().halide, " target ", target)));
+      settings.dir, "/runtime-",
+      NameOf(absl::StrCat("halide ", Ids().halide, " target ", target, " ", kTrampolinesVersion)));
   const std::string so = base + ".so";
   const std::string sum = base + ".sum";
   // The .so is loaded only when its size and checksum match its .sum: dlopen of a
@@ -647,8 +679,11 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
           return absl::OkStatus();
         });
     std::string tmp_so = so + ".tmp." + std::to_string(getpid());
-    if (built.ok()) built = LinkShared(object, tmp_so);
+    const std::string source = so + ".externs." + std::to_string(getpid()) + ".c";
+    if (built.ok()) built = WriteAtomically(source, kExternTrampolines);
+    if (built.ok()) built = LinkShared(object, tmp_so, source);
     std::remove(object);
+    std::remove(source.c_str());
     // The .sum before the .so: a process that finds the .so finds its .sum (a concurrent
     // builder writes the same bytes).
     if (built.ok()) {
@@ -674,10 +709,13 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
       dlsym(handle, "halide_set_error_handler"));
   auto set_print = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
       dlsym(handle, "halide_set_custom_print"));
-  if (set_error == nullptr || set_print == nullptr) {
+  auto set_externs =
+      reinterpret_cast<void (*)(void*, void*)>(dlsym(handle, "braze_set_extern_addresses"));
+  if (set_error == nullptr || set_print == nullptr || set_externs == nullptr) {
     dlclose(handle);
-    return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime"));
+    return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime built by Braze"));
   }
+  set_externs(CpuGemmF32Address(), StreamCopyAddress());
   // Never Halide's default handler, which aborts.
   set_error(&BrazeAotError);
   set_print(&BrazeAotPrint);

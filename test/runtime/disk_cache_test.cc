@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -235,9 +236,23 @@ TEST_F(DiskCacheTest, IntermediatesGoThroughTheBufferCache) {
   EXPECT_GT(after.reused, before.reused);
 }
 
-// A kernel calling the CPU GEMM library (docs/CPU_GEMM.md) is JIT-compiled and not
-// stored: its object code would need the extern's symbol from the process.
-TEST_F(DiskCacheTest, AKernelCallingTheGemmLibraryIsJitCompiledAndNotStored) {
+// Runs `targets` of `g` in two "processes" (the in-memory cache emptied before each):
+// the first compiles and stores, the second loads; both match the reference.
+void StoreThenLoad(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& targets) {
+  for (int process = 0; process < 2; ++process) {
+    CompileCache::Global().Clear();
+    Session session(g);
+    auto got = session.Run(feeds, targets);
+    ASSERT_TRUE(got.ok()) << got.status();
+    testing_util::ExpectMatchesReference(g, feeds, targets, *got);
+    EXPECT_EQ(session.stats().disk_cache_hits, process) << "process " << process;
+    EXPECT_EQ(session.stats().compiles, 1 - process) << "process " << process;
+  }
+}
+
+// A kernel calling the CPU GEMM library (docs/CPU_GEMM.md) is stored and loaded like any
+// other: the stored runtime's trampoline reaches the library's extern stage.
+TEST_F(DiskCacheTest, AKernelCallingTheGemmLibraryIsStoredAndLoaded) {
   if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
   Graph g;
   Tensor a = Placeholder(g, DType::kF32, {131, 257}, "a");
@@ -249,26 +264,30 @@ TEST_F(DiskCacheTest, AKernelCallingTheGemmLibraryIsJitCompiledAndNotStored) {
   }
   const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {131, 257}, 5)},
                        {b, HostTensor::RandomUniform(DType::kF32, {257, 127}, 4)}};
-  BrazeFlags flags;
-  flags.log_compiles = true;
-  SetBrazeFlagsForTesting(flags);
-  std::vector<std::string> infos;
-  SetLogSink([&](LogSeverity severity, int, std::string_view text) {
-    if (severity == LogSeverity::kInfo) infos.emplace_back(text);
-  });
-  for (int process = 0; process < 2; ++process) {
-    CompileCache::Global().Clear();
-    Session session(g);
-    auto got = session.Run(feeds, {y});
-    ASSERT_TRUE(got.ok()) << got.status();
-    testing_util::ExpectMatchesReference(g, feeds, {y}, *got);
-    EXPECT_EQ(session.stats().disk_cache_hits, 0);
+  StoreThenLoad(g, feeds, {y});
+  EXPECT_EQ(Files(".meta").size(), 1u);
+  EXPECT_TRUE(warnings_.empty());
+}
+
+// A kernel writing its output with streaming stores (docs/STREAMING_STORES.md) is stored
+// and loaded: the copy it calls comes through the stored runtime too.
+TEST_F(DiskCacheTest, AKernelWithStreamingStoresIsStoredAndLoaded) {
+  Graph g;
+  const int64_t n = 8388617;  // 32 MiB of f32 and a little more: streamed by default
+  Tensor x = Placeholder(g, DType::kF32, {n}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Tanh(x * 1.5) + x;
   }
-  SetBrazeFlagsForTesting(BrazeFlags{});
-  SetLogSink(nullptr);
-  EXPECT_TRUE(!fs::exists(dir_) || Files(".meta").empty());
-  ASSERT_FALSE(infos.empty());
-  EXPECT_THAT(infos[0], HasSubstr("not stored in the disk cache: it calls the CPU GEMM library"));
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {n}, 6)}};
+  StoreThenLoad(g, feeds, {y});
+  ASSERT_EQ(Files(".meta").size(), 1u);
+  std::ifstream meta(Files(".meta")[0]);
+  std::stringstream text;
+  text << meta.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("rewritten to braze_stream_copy"));
+  EXPECT_TRUE(warnings_.empty());
 }
 
 // A kernel that embeds a Const buffer is JIT-compiled and not stored: Halide 14 assumes
