@@ -182,6 +182,9 @@ absl::Status LinkShared(const std::string& object_path, const std::string& so_pa
 // defines both, as jumps through addresses Braze sets when it loads the runtime.
 // Compiled from this source by `cc` with the runtime's link.
 constexpr char kExternTrampolines[] = R"(
+#ifdef __cplusplus
+extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
+#endif
 typedef int (*GemmFn)(void*, void*, int, int, int, int, void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
 static GemmFn gemm_fn;
@@ -197,10 +200,13 @@ int braze_stream_copy(void* dst, long long dst_offset, const void* src, long lon
                       long long bytes) {
   return copy_fn(dst, dst_offset, src, src_offset, bytes);
 }
+#ifdef __cplusplus
+}
+#endif
 )";
 // Part of the runtime's name: a runtime stored without the trampolines (or with others)
 // is another file.
-constexpr char kTrampolinesVersion[] = "externs 1";
+constexpr char kTrampolinesVersion[] = "externs 2";
 
 struct Runtime {
   std::string target;
