@@ -302,6 +302,15 @@ absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
   return result;
 }
 
+// Whether the cluster has a MatMul or BatchMatMul (which the GEMM library may take).
+bool HasMatMul(const ClusterSpec& spec) {
+  for (int id : spec.nodes) {
+    const OpKind op = spec.graph->node(id).op();
+    if (op == OpKind::kMatMul || op == OpKind::kBatchMatMul) return true;
+  }
+  return false;
+}
+
 // kAuto's choice (see compile.h): row reductions and matmuls get the safe default, and
 // so does a pipeline with an output it writes with streaming stores, which the
 // autoschedulers cannot (schedule/stream_stores.h).
@@ -545,7 +554,17 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
   if (!gpu && !options.disk_key.empty() && !disk_cache_broken.load()) {
     disk = disk_cache::CurrentSettings();
     runtime_target = target.without_feature(Halide::Target::JIT).to_string();
-    if (disk.enabled) full_key = disk_cache::FullKey(options.disk_key, runtime_target);
+    if (disk.enabled) {
+      // Whether the GEMM library loads here (libdnnl may be gone since a kernel calling
+      // it was stored: that kernel would fail, where a compile here lowers its matmuls to
+      // Halide loops), asked only of clusters with a matmul; and the cores a kernel's
+      // schedule and GEMM calls were sized for, when the options leave it to the machine
+      // (a cache directory shared by machines of other sizes).
+      const bool gemm = options.cpu_gemm_library && HasMatMul(spec) && CpuGemmAvailable().ok();
+      full_key = disk_cache::FullKey(
+          absl::StrCat(options.disk_key, ";gemm=", gemm ? 1 : 0, ";cores=", parallelism),
+          runtime_target);
+    }
   }
   std::string stale_note;  // why the disk cache missed, when another build stored it
   if (!full_key.empty()) {

@@ -204,9 +204,6 @@ int braze_stream_copy(void* dst, long long dst_offset, const void* src, long lon
 }
 #endif
 )";
-// Part of the runtime's name: a runtime stored without the trampolines (or with others)
-// is another file.
-constexpr char kTrampolinesVersion[] = "externs 2";
 
 struct Runtime {
   std::string target;
@@ -650,9 +647,11 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
   std::error_code ec;
   BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/false));
   // Shared by every build of Braze that uses this Halide: it depends on nothing else.
-  const std::string base = absl::StrCat(
-      settings.dir, "/runtime-",
-      NameOf(absl::StrCat("halide ", Ids().halide, " target ", target, " ", kTrampolinesVersion)));
+  const std::string base =
+      absl::StrCat(settings.dir, "/runtime-",
+                   // A runtime with other trampolines is another file.
+                   NameOf(absl::StrCat("halide ", Ids().halide, " target ", target, " externs ",
+                                       NameOf(kExternTrampolines))));
   const std::string so = base + ".so";
   const std::string sum = base + ".sum";
   // The .so is loaded only when its size and checksum match its .sum: dlopen of a
@@ -685,11 +684,19 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
           return absl::OkStatus();
         });
     std::string tmp_so = so + ".tmp." + std::to_string(getpid());
-    const std::string source = so + ".externs." + std::to_string(getpid()) + ".c";
+    // The source under one name in a private directory: compilers record its name in the
+    // .so, and concurrent builders must write the same bytes (see the .sum below).
+    char source_dir[] = "/tmp/braze_externs_XXXXXX";
+    const bool have_dir = mkdtemp(source_dir) != nullptr;
+    const std::string source = std::string(source_dir) + "/braze_externs.c";
+    if (built.ok() && !have_dir) built = absl::InternalError("cannot create a temporary directory");
     if (built.ok()) built = WriteAtomically(source, kExternTrampolines);
     if (built.ok()) built = LinkShared(object, tmp_so, source);
     std::remove(object);
-    std::remove(source.c_str());
+    if (have_dir) {
+      std::remove(source.c_str());
+      rmdir(source_dir);
+    }
     // The .sum before the .so: a process that finds the .so finds its .sum (a concurrent
     // builder writes the same bytes).
     if (built.ok()) {
@@ -717,11 +724,20 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
       dlsym(handle, "halide_set_custom_print"));
   auto set_externs =
       reinterpret_cast<void (*)(void*, void*)>(dlsym(handle, "braze_set_extern_addresses"));
-  if (set_error == nullptr || set_print == nullptr || set_externs == nullptr) {
+  // The trampolines must not be what Braze's own names resolve to: with two copies of
+  // Braze in a process, the second's address of its function could be the first's
+  // trampoline (the real ones are hidden for that reason), which would jump to itself.
+  const bool ours = dlsym(handle, "braze_cpu_gemm_f32") != CpuGemmF32Address() &&
+                    dlsym(handle, "braze_stream_copy") != StreamCopyAddress();
+  if (set_error == nullptr || set_print == nullptr || set_externs == nullptr || !ours) {
     dlclose(handle);
+    if (!ours) return absl::FailedPreconditionError("disk cache: Braze's externs resolve to " + so);
+    std::remove(so.c_str());  // not what this Braze builds: the next process builds it again
+    std::remove(sum.c_str());
     return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime built by Braze"));
   }
   set_externs(CpuGemmF32Address(), StreamCopyAddress());
+  loaded_runtime_path = so;  // never evicted by this process
   // Never Halide's default handler, which aborts.
   set_error(&BrazeAotError);
   set_print(&BrazeAotPrint);

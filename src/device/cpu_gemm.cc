@@ -309,9 +309,11 @@ absl::Status CpuGemmAvailable() { return Loaded().status; }
 
 std::string CpuGemmLibrary() { return Loaded().status.ok() ? Loaded().name : std::string(); }
 
-extern "C" int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a,
-                                  int32_t transpose_b, int32_t k, int32_t threads,
-                                  halide_buffer_t* out) {
+// Hidden: kernels reach it by address (JIT) or through the disk cache's runtime, and a
+// second copy of Braze in the process must not bind its name to that runtime's jump.
+extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
+    halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a, int32_t transpose_b, int32_t k,
+    int32_t threads, halide_buffer_t* out) {
   const bool ta = transpose_a != 0, tb = transpose_b != 0;
   // Halide asks for bounds with query buffers (no memory); an input it already holds
   // may come as itself, so a query is any buffer without memory, out included.

@@ -51,8 +51,9 @@ StreamLinesFn PickStreamLines() {
 
 }  // namespace
 
-extern "C" int braze_stream_copy(void* dst, int64_t dst_offset, const void* src, int64_t src_offset,
-                                 int64_t bytes) {
+// Hidden, as braze_cpu_gemm_f32 (cpu_gemm.cc) is.
+extern "C" __attribute__((visibility("hidden"))) int braze_stream_copy(
+    void* dst, int64_t dst_offset, const void* src, int64_t src_offset, int64_t bytes) {
   char* d = static_cast<char*>(dst) + dst_offset;
   const char* s = static_cast<const char*>(src) + src_offset;
 #if defined(__x86_64__)

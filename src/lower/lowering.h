@@ -44,7 +44,7 @@ struct LoweredCluster {
   bool embeds_constants = false;
   // Some MatMul is an extern stage calling the CPU GEMM library (device/cpu_gemm.h):
   // the pipeline needs that symbol (Pipeline::set_jit_externs), and its object code
-  // would need it from the process, so it is JIT-compiled only.
+  // finds it in the disk cache's runtime (compile/disk_cache.cc).
   bool calls_library = false;
 };
 
