@@ -259,6 +259,7 @@ class SafeScheduler {
     const int64_t tile = std::max<int64_t>(1, kStreamTileBytes / (bytes * w)) * w;
     return std::min(tile, extent / w * w);
   }
+
   // Pointwise's tile for output f when it streams (elements of dim 0, whole vectors),
   // else 0. The tile cuts the span dim 0 is scheduled in: a task's chunk when dim 0 is
   // split into chunks, else the row. Tiles must divide the span, or be at most a quarter
@@ -272,6 +273,7 @@ class SafeScheduler {
     return tile >= w && whole && tile * f.output_types()[0].bytes() >= kMinStreamTileBytes ? tile
                                                                                            : 0;
   }
+
   // Whether Pointwise splits a static dim 0 into one chunk per parallel task (rank 1, or
   // too few rows to share out).
   bool ChunksDim0(const Extents& e, const Symbolic& sym) const {
@@ -294,6 +296,7 @@ class SafeScheduler {
     line << " vectorize(" << w << ") streaming stores";
     streamed_.push_back(f.name());
   }
+
   // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
   void Pointwise(Func f, const Extents& e, const Symbolic& sym, bool output = false) {
     std::vector<Var> args = f.args();
