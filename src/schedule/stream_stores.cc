@@ -114,16 +114,10 @@ class StreamStores : public IRMutator {
 
 }  // namespace
 
-std::unique_ptr<IRMutator> NewStreamStoresPass(const std::vector<std::string>& outputs,
-                                               const std::string& copy_symbol,
-                                               std::shared_ptr<int> rewritten) {
-  return std::make_unique<StreamStores>(std::set<std::string>(outputs.begin(), outputs.end()),
-                                        copy_symbol, std::move(rewritten));
-}
-
 void AddStreamStoresPass(Halide::Pipeline& pipeline, const std::vector<std::string>& outputs,
                          const std::string& copy_symbol, std::shared_ptr<int> rewritten) {
-  IRMutator* pass = NewStreamStoresPass(outputs, copy_symbol, std::move(rewritten)).release();
+  IRMutator* pass = new StreamStores(std::set<std::string>(outputs.begin(), outputs.end()),
+                                     copy_symbol, std::move(rewritten));
   pipeline.add_custom_lowering_pass(pass, [pass] { delete pass; });
 }
 

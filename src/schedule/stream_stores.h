@@ -24,13 +24,9 @@
 namespace braze {
 namespace schedule {
 
-// The pass for `outputs` (Func names), calling `copy_symbol`. `*rewritten`, when given,
-// counts the loops it rewrote (each compile lowers again: the count adds up).
-std::unique_ptr<Halide::Internal::IRMutator> NewStreamStoresPass(
-    const std::vector<std::string>& outputs, const std::string& copy_symbol,
-    std::shared_ptr<int> rewritten = nullptr);
-
-// Installs the pass on `pipeline` (which owns it from then on).
+// Installs the pass for `outputs` (Func names), calling `copy_symbol`, on `pipeline`
+// (which owns it from then on). `*rewritten`, when given, counts the loops it rewrote
+// (each compile lowers again: the count adds up).
 void AddStreamStoresPass(Halide::Pipeline& pipeline, const std::vector<std::string>& outputs,
                          const std::string& copy_symbol, std::shared_ptr<int> rewritten = nullptr);
 
