@@ -500,6 +500,9 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
         {pointer, Halide::Int(64), pointer, Halide::Int(64), Halide::Int(64)});
     externs.emplace(kStreamCopySymbol,
                     Halide::JITExtern(Halide::ExternCFunction(StreamCopyAddress(), signature)));
+    externs.emplace(kStreamFenceSymbol, Halide::JITExtern(Halide::ExternCFunction(
+                                            StreamFenceAddress(),
+                                            Halide::ExternSignature(Halide::Int(32), false, {}))));
   }
   if (!externs.empty()) pipeline.set_jit_externs(externs);
 }
@@ -679,7 +682,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
         const double check_ms = MsSince(t1);
         auto rewritten = std::make_shared<int>(0);
         if (!streamed.empty()) {
-          schedule::AddStreamStoresPass(pipeline, streamed, kStreamCopySymbol, rewritten);
+          schedule::AddStreamStoresPass(pipeline, streamed, kStreamCopySymbol, kStreamFenceSymbol,
+                                        rewritten);
         }
         InstallJitExterns(lowered, !streamed.empty(), pipeline);
         const auto t2 = std::chrono::steady_clock::now();

@@ -176,10 +176,10 @@ absl::Status LinkShared(const std::string& object_path, const std::string& so_pa
 
 // ---- the runtime ----
 
-// Kernels call two functions of Braze's own by name: the CPU GEMM library's extern stage
-// and the streaming-store copy. Braze's static libraries export no symbols, so the
+// Kernels call functions of Braze's own by name: the CPU GEMM library's extern stage
+// and the streaming-store copy and fence. Braze's static libraries export no symbols, so the
 // stored runtime (loaded RTLD_GLOBAL, where each kernel's undefined symbols resolve)
-// defines both, as jumps through addresses Braze sets when it loads the runtime.
+// defines them, as jumps through addresses Braze sets when it loads the runtime.
 // Compiled from this source by `cc` with the runtime's link.
 constexpr char kExternTrampolines[] = R"(
 #ifdef __cplusplus
@@ -187,11 +187,14 @@ extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
 #endif
 typedef int (*GemmFn)(void*, void*, int, int, int, int, void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
+typedef int (*FenceFn)(void);
 static GemmFn gemm_fn;
 static CopyFn copy_fn;
-void braze_set_extern_addresses(void* gemm, void* copy) {
+static FenceFn fence_fn;
+void braze_set_extern_addresses(void* gemm, void* copy, void* fence) {
   gemm_fn = (GemmFn)gemm;
   copy_fn = (CopyFn)copy;
+  fence_fn = (FenceFn)fence;
 }
 int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads, void* out) {
   return gemm_fn(a, b, ta, tb, k, threads, out);
@@ -200,6 +203,7 @@ int braze_stream_copy(void* dst, long long dst_offset, const void* src, long lon
                       long long bytes) {
   return copy_fn(dst, dst_offset, src, src_offset, bytes);
 }
+int braze_stream_fence(void) { return fence_fn(); }
 #ifdef __cplusplus
 }
 #endif
@@ -723,7 +727,7 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
   auto set_print = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
       dlsym(handle, "halide_set_custom_print"));
   auto set_externs =
-      reinterpret_cast<void (*)(void*, void*)>(dlsym(handle, "braze_set_extern_addresses"));
+      reinterpret_cast<void (*)(void*, void*, void*)>(dlsym(handle, "braze_set_extern_addresses"));
   // The addresses given are Braze's own functions, never these trampolines: the real ones
   // are hidden, so a second copy of Braze in the process cannot bind its names to them
   // (which would make each trampoline jump to itself).
@@ -733,7 +737,7 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     std::remove(sum.c_str());
     return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime built by Braze"));
   }
-  set_externs(CpuGemmF32Address(), StreamCopyAddress());
+  set_externs(CpuGemmF32Address(), StreamCopyAddress(), StreamFenceAddress());
   loaded_runtime_path = so;  // never evicted by this process
   // Never Halide's default handler, which aborts.
   set_error(&BrazeAotError);

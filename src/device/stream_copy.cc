@@ -66,11 +66,18 @@ extern "C" __attribute__((visibility("hidden"))) int braze_stream_copy(
   stream_lines(d + head, s + head, lines);
   const int64_t done = head + lines * 64;
   std::memcpy(d + done, s + done, static_cast<size_t>(bytes - done));
-  // Non-temporal stores are weakly ordered: fence them before the thread pool's
-  // completion signal tells another thread the tile is written.
-  _mm_sfence();
 #else
   std::memcpy(d, s, static_cast<size_t>(bytes));
+#endif
+  return 0;
+}
+
+// The fence the kernel calls once per parallel task and once before it returns.
+extern "C" __attribute__((visibility("hidden"))) int braze_stream_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
 #endif
   return 0;
 }
@@ -78,5 +85,6 @@ extern "C" __attribute__((visibility("hidden"))) int braze_stream_copy(
 namespace braze {
 
 void* StreamCopyAddress() { return reinterpret_cast<void*>(&braze_stream_copy); }
+void* StreamFenceAddress() { return reinterpret_cast<void*>(&braze_stream_fence); }
 
 }  // namespace braze

@@ -17,12 +17,19 @@ namespace braze {
 //                         int64_t src_offset, int64_t bytes)
 // Copies `bytes` bytes from src + src_offset to dst + dst_offset (byte offsets: Halide
 // IR has no pointer arithmetic), with non-temporal stores on x86-64 for the 64-byte
-// aligned lines of the destination, and a store fence at the end, so the data is
-// visible to any thread that later synchronizes with this one. Returns 0.
+// aligned lines of the destination. Returns 0. The stores are weakly ordered and not
+// fenced here (a fence per tile cost more than small tiles save): the kernel calls
+// braze_stream_fence before another thread may read what it copied.
 inline constexpr char kStreamCopySymbol[] = "braze_stream_copy";
 
-// braze_stream_copy's address, for a JIT pipeline's externs (Pipeline::set_jit_externs).
+// int braze_stream_fence(): a store fence (sfence on x86-64), after which the
+// calling thread's non-temporal stores are visible to any thread that later
+// synchronizes with it. Returns 0.
+inline constexpr char kStreamFenceSymbol[] = "braze_stream_fence";
+
+// The two functions' addresses, for a JIT pipeline's externs (Pipeline::set_jit_externs).
 void* StreamCopyAddress();
+void* StreamFenceAddress();
 
 }  // namespace braze
 

@@ -34,12 +34,14 @@ using Halide::VarOrRVar;
 // (VectorWidth, the chunk and task sizes), which ShiftInwards needs.
 constexpr TailStrategy kShift = TailStrategy::ShiftInwards;
 
-// A streamed output's tile (stream_stores.h): computed into a stack buffer of at most
-// this size, which stays in L1 until the copy writes it out. 16 KiB is also the most
-// Halide 14 puts on the stack (larger buffers are malloc'ed per use); 8-32 KiB ran
-// Chain8 alike (docs/STREAMING_STORES.md). Below kMinStreamTileBytes a copy call a tile
-// costs more than streaming saves.
-constexpr int64_t kStreamTileBytes = 16 << 10;
+// A streamed output's tile (stream_stores.h): computed into a stack buffer of about
+// kStreamTileBytes, which stays in L1 until the copy writes it out. Chain8 ran fastest
+// with 1-2 KiB tiles (2.7 ms; 4 KiB 3.0, the buffer and the output 4 KiB apart; 16 KiB
+// 2.95: docs/STREAMING_STORES.md). A row pipeline streams whole rows of up to
+// kMaxStreamTileBytes, the most Halide 14 puts on the stack (larger buffers are
+// malloc'ed per use). Below kMinStreamTileBytes a copy call costs more than it saves.
+constexpr int64_t kStreamTileBytes = 2 << 10;
+constexpr int64_t kMaxStreamTileBytes = 16 << 10;
 constexpr int64_t kMinStreamTileBytes = 1 << 10;
 // The least work (elements reduced) worth a parallel task of its own: a Halide 14
 // worker takes each loop iteration under the thread pool's lock. Row sums, one task a
@@ -250,7 +252,7 @@ class SafeScheduler {
   bool StreamsRows(const Func& f, const Extents& e, const Symbolic& sym, int w) const {
     const int64_t row_bytes = e[0] * f.output_types()[0].bytes();
     return w > 1 && e[0] % w == 0 && row_bytes >= kMinStreamTileBytes &&
-           row_bytes <= kStreamTileBytes && Streams(f, e, sym);
+           row_bytes <= kMaxStreamTileBytes && Streams(f, e, sym);
   }
 
   // A streamed tile: about kStreamTileBytes of whole vectors of w, at most `extent`.
@@ -474,13 +476,20 @@ class SafeScheduler {
         threads_ > 1 && Product(e) >= params_.min_parallel_work && rows >= 2 * threads_;
     std::ostringstream line;
     line << out.name() << ":";
-    if (w > 1) {
+    const bool streams = StreamsRows(out, e, sym, w);
+    // A streamed row longer than a tile is written a tile at a time when the tiles
+    // divide it: LayerNorm's 4 KiB rows as one tile each ran 4.0 ms at 16384 rows, in
+    // 2 KiB tiles 3.5 (docs/STREAMING_STORES.md).
+    const int64_t tile = streams ? StreamTile(out, e[0], w) : 0;
+    if (streams && tile < e[0] && e[0] % tile == 0) {
+      StreamTiles(out, args[0], e[0], tile, w, line);
+    } else if (w > 1) {
       out.vectorize(args[0], w, kShift);
       line << " vectorize(" << args[0].name() << ", " << w << ")";
-    }
-    if (StreamsRows(out, e, sym, w)) {
-      streamed_.push_back(out.name());
-      line << " streaming stores";
+      if (streams) {
+        streamed_.push_back(out.name());
+        line << " streaming stores";
+      }
     }
     Var row = args[rank - 1];
     for (int d = rank - 2; d >= 1; --d) {

@@ -109,7 +109,7 @@ TEST(StreamingStores, Rows) {
   Tensor y = s.Input(DType::kF32, {1021, 512}, 4, -5, 5);
   s.outputs = {Softmax(y)};
   EXPECT_TRUE(StreamRunCompare(s, 1, 1));
-  for (int64_t row : {8192, 20011}) {
+  for (int64_t row : {8192, 9001, 20011}) {
     Case l;
     Tensor z = l.Input(DType::kF32, {67, row}, 5);
     l.outputs = {Chain(z)};
@@ -120,7 +120,7 @@ TEST(StreamingStores, Rows) {
 // Not streamed: rows that are not whole vectors or tiles (a second tile would recompute
 // most of the first), too small an output, streaming off.
 TEST(StreamingStores, NotStreamed) {
-  for (int64_t row : {257, 9001}) {
+  for (int64_t row : {257, 1500}) {
     Case odd;
     Tensor x = odd.Input(DType::kF32, {1021, row}, 5);
     odd.outputs = {Chain(x)};

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
 
@@ -12,7 +13,8 @@ namespace braze {
 namespace schedule {
 namespace {
 
-int copies = 0;
+std::atomic<int> copies{0};
+std::atomic<int> fences{0};
 
 // The test's copy: a plain memcpy that counts its calls.
 extern "C" int test_stream_copy(void* dst, int64_t dst_offset, const void* src, int64_t src_offset,
@@ -23,10 +25,16 @@ extern "C" int test_stream_copy(void* dst, int64_t dst_offset, const void* src, 
   return 0;
 }
 
+extern "C" int test_stream_fence() {
+  ++fences;
+  return 0;
+}
+
 // out(x) = in(x) * 2 + x over `n` elements, scheduled by `schedule`, with the pass for
-// out: returns the loops rewritten; every element is checked and `*calls` receives
-// the copies made.
-int RunStreamed(int n, void (*schedule)(Halide::Func&, Halide::Var), int* calls) {
+// out: returns the loops rewritten; every element is checked, `*calls` receives the
+// copies made and `*fenced` (when given) the fences.
+int RunStreamed(int n, void (*schedule)(Halide::Func&, Halide::Var), int* calls,
+                int* fenced = nullptr) {
   Halide::ImageParam in(Halide::Float(32), 1, "in");
   Halide::Var x("x");
   Halide::Func out("out");
@@ -34,21 +42,26 @@ int RunStreamed(int n, void (*schedule)(Halide::Func&, Halide::Var), int* calls)
   schedule(out, x);
   Halide::Pipeline p(out);
   auto rewritten = std::make_shared<int>(0);
-  AddStreamStoresPass(p, {out.name()}, "test_stream_copy", rewritten);
+  AddStreamStoresPass(p, {out.name()}, "test_stream_copy", "test_stream_fence", rewritten);
   const Halide::Type ptr = Halide::type_of<void*>();
   p.set_jit_externs(
       {{"test_stream_copy", Halide::JITExtern(Halide::ExternCFunction(
                                 reinterpret_cast<void*>(&test_stream_copy),
                                 Halide::ExternSignature(Halide::Int(32), false,
                                                         {ptr, Halide::Int(64), ptr, Halide::Int(64),
-                                                         Halide::Int(64)})))}});
+                                                         Halide::Int(64)})))},
+       {"test_stream_fence", Halide::JITExtern(Halide::ExternCFunction(
+                                 reinterpret_cast<void*>(&test_stream_fence),
+                                 Halide::ExternSignature(Halide::Int(32), false, {})))}});
   Halide::Buffer<float> input(n), output(n);
   for (int i = 0; i < n; ++i) input(i) = 0.5f * static_cast<float>(i % 97) - 7.0f;
   output.fill(-1.0f);
   in.set(input);
   copies = 0;
+  fences = 0;
   p.realize(output);
   *calls = copies;
+  if (fenced != nullptr) *fenced = fences;
   for (int i = 0; i < n; ++i) {
     EXPECT_EQ(output(i), input(i) * 2.0f + static_cast<float>(i)) << "element " << i;
     if (output(i) != input(i) * 2.0f + static_cast<float>(i)) break;
@@ -57,7 +70,7 @@ int RunStreamed(int n, void (*schedule)(Halide::Func&, Halide::Var), int* calls)
 }
 
 TEST(StreamStores, RewritesTilesOfConsecutiveVectors) {
-  int calls = 0;
+  int calls = 0, fenced = 0;
   // 1027 = 16 tiles of 64 and a last tile shifted inwards over the one before it.
   EXPECT_EQ(RunStreamed(
                 1027,
@@ -66,9 +79,29 @@ TEST(StreamStores, RewritesTilesOfConsecutiveVectors) {
                   f.split(x, t, v, 64, Halide::TailStrategy::ShiftInwards)
                       .vectorize(v, 8, Halide::TailStrategy::ShiftInwards);
                 },
-                &calls),
+                &calls, &fenced),
             1);
   EXPECT_EQ(calls, 17);
+  EXPECT_EQ(fenced, 1);  // once, before the pipeline returns: the copies do not fence
+}
+
+TEST(StreamStores, EachParallelTaskFencesOnceAfterItsCopies) {
+  int calls = 0, fenced = 0;
+  // 6 parallel tasks of 512 elements (the last shifted inwards), each 8 tiles of 64:
+  // 48 copies, a fence at the end of each task and one at the end of the pipeline.
+  EXPECT_EQ(RunStreamed(
+                3001,
+                [](Halide::Func& f, Halide::Var x) {
+                  Halide::Var task("task"), xi("xi"), t("t"), v("v");
+                  f.split(x, task, xi, 512, Halide::TailStrategy::ShiftInwards)
+                      .parallel(task)
+                      .split(xi, t, v, 64, Halide::TailStrategy::ShiftInwards)
+                      .vectorize(v, 8, Halide::TailStrategy::ShiftInwards);
+                },
+                &calls, &fenced),
+            1);
+  EXPECT_EQ(calls, 48);
+  EXPECT_EQ(fenced, 7);
 }
 
 TEST(StreamStores, LeavesOtherLoopsAlone) {
