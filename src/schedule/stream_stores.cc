@@ -50,6 +50,8 @@ class StreamStores : public IRMutator {
   Stmt mutate(const Stmt& s) override {
     if (depth_ > 0) return IRMutator::mutate(s);
     copies_ = 0;
+    serial_unfenced_ = false;
+    parallel_depth_ = 0;
     ++depth_;
     Stmt result = IRMutator::mutate(s);
     --depth_;
@@ -63,15 +65,24 @@ class StreamStores : public IRMutator {
   // tile cost 150 ns, more than a 1 KiB tile's copy saves); each parallel task fences
   // once after its last copy, before the thread pool hears the task is done, and the
   // pipeline once before it returns, so whoever synchronizes with it reads the data.
+  // Copies made outside any parallel loop are fenced before the next parallel loop
+  // starts, whose workers might read them.
   Stmt visit(const For* op) override {
     Stmt tile = Rewrite(op);
     if (tile.defined()) return tile;
+    const bool parallel = op->for_type == ForType::Parallel;
+    const bool fence_before = parallel && parallel_depth_ == 0 && serial_unfenced_;
+    if (fence_before) serial_unfenced_ = false;
     const int before = copies_;
+    parallel_depth_ += parallel ? 1 : 0;
     Stmt s = IRMutator::visit(op);
+    parallel_depth_ -= parallel ? 1 : 0;
     const For* loop = s.as<For>();
-    if (op->for_type != ForType::Parallel || copies_ == before || loop == nullptr) return s;
-    return For::make(loop->name, loop->min, loop->extent, loop->for_type, loop->device_api,
-                     Block::make(loop->body, Fence()));
+    if (parallel && copies_ != before && loop != nullptr) {
+      s = For::make(loop->name, loop->min, loop->extent, loop->for_type, loop->device_api,
+                    Block::make(loop->body, Fence()));
+    }
+    return fence_before ? Block::make(Fence(), s) : s;
   }
 
   Stmt Fence() const {
@@ -129,6 +140,7 @@ class StreamStores : public IRMutator {
          bytes},
         Call::Extern);
     ++copies_;
+    serial_unfenced_ |= parallel_depth_ == 0;
     if (rewritten_) ++*rewritten_;
     return Allocate::make(tile, type, Halide::MemoryType::Stack,
                           {Halide::Internal::make_const(Halide::Int(32), elements)},
@@ -142,6 +154,8 @@ class StreamStores : public IRMutator {
   const std::shared_ptr<int> rewritten_;
   int copies_ = 0;  // loops rewritten so far in this lowering
   int depth_ = 0;
+  int parallel_depth_ = 0;        // parallel loops around the statement visited
+  bool serial_unfenced_ = false;  // a copy outside them since the last fence
 };
 
 }  // namespace

@@ -28,7 +28,8 @@ namespace schedule {
 // Installs the pass for `outputs` (Func names) on `pipeline` (which owns it from then
 // on). Each rewritten loop calls `copy_symbol` (device/stream_copy.h's signature), which
 // does not fence; `fence_symbol` (int(), a store fence) is called at the end of every
-// parallel task that copied and at the end of the pipeline. `*rewritten`, when given,
+// parallel task that copied, before a parallel loop that follows copies made outside
+// any, and at the end of the pipeline. `*rewritten`, when given,
 // counts the loops it rewrote (each compile lowers again: the count adds up).
 void AddStreamStoresPass(Halide::Pipeline& pipeline, const std::vector<std::string>& outputs,
                          const std::string& copy_symbol, const std::string& fence_symbol,

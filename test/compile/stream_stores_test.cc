@@ -18,10 +18,11 @@ namespace {
 
 // Compiles `c` under the safe default with streaming from `stream_min_mib` MiB (-1: the
 // default parameters), runs it on `threads` threads (0: every core) and compares with
-// the reference; `streams` is how many outputs the schedule must stream.
+// the reference; `streams` is how many outputs the schedule must stream, and its text
+// must contain `schedule` when that is given.
 ::testing::AssertionResult StreamRunCompare(const Case& c, int stream_min_mib, int streams,
                                             SchedulerKind scheduler = SchedulerKind::kSafeDefault,
-                                            int threads = 0) {
+                                            int threads = 0, const std::string& schedule = "") {
   const ClusterSpec spec = SpecOf(c);
   auto expected = ReferenceOutputs(spec, c.values);
   if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
@@ -46,6 +47,9 @@ namespace {
     return ::testing::AssertionFailure()
            << streamed << " outputs streamed, not " << streams << ":\n"
            << text;
+  }
+  if (!schedule.empty() && !absl::StrContains(text, schedule)) {
+    return ::testing::AssertionFailure() << "no '" << schedule << "' in:\n" << text;
   }
   // The rewrite took place: the compile says how many loops call the copy.
   if (streams > 0 && (!absl::StrContains(text, "rewritten to braze_stream_copy") ||
@@ -109,6 +113,17 @@ TEST(StreamingStores, Rows) {
   Tensor y = s.Input(DType::kF32, {1021, 512}, 4, -5, 5);
   s.outputs = {Softmax(y)};
   EXPECT_TRUE(StreamRunCompare(s, 1, 1));
+  // Row pipelines whose rows are longer than a tile stream them a tile at a time: rows of
+  // 1024 floats in two tiles of 512, 263 rows (1.05 MiB).
+  for (bool layernorm : {false, true}) {
+    Case r;
+    Tensor z = r.Input(DType::kF32, {263, 1024}, 6, -5, 5);
+    Tensor gamma = r.Input(DType::kF32, {1024}, 7);
+    Tensor beta = r.Input(DType::kF32, {1024}, 8);
+    r.outputs = {layernorm ? LayerNorm(z, gamma, beta) : Softmax(z)};
+    EXPECT_TRUE(StreamRunCompare(r, 1, 1, SchedulerKind::kSafeDefault, 0, "split(512)"))
+        << layernorm;
+  }
   for (int64_t row : {8192, 9001, 20011}) {
     Case l;
     Tensor z = l.Input(DType::kF32, {67, row}, 5);
