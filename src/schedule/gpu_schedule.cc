@@ -45,6 +45,8 @@ constexpr int64_t kShortColumn = 64;
 // Two-stage reductions aim at about this many threads in the first stage, each summing
 // at least kMinPerThread elements (fewer, longer threads waste no launch overhead).
 constexpr int64_t kTargetThreads = 65536;
+// Block reductions one output's kernel may host on OpenCL (see ChooseHosts).
+constexpr int kMaxOpenCLHostedBlockReductions = 2;
 constexpr int64_t kMinPerThread = 16;
 // Shared allocations are multiples of this many elements: 8 bytes for any element type
 // (see Cooperative for the Halide 14 bug this avoids).
@@ -124,7 +126,8 @@ enum class Host {
 
 class GpuHeuristic {
  public:
-  GpuHeuristic(const PipelineInfo& info, SchedulerKind plan) : info_(info), plan_(plan) {}
+  GpuHeuristic(const PipelineInfo& info, SchedulerKind plan, bool opencl)
+      : info_(info), plan_(plan), opencl_(opencl) {}
 
   std::string Run() {
     Analyze();
@@ -280,6 +283,14 @@ class GpuHeuristic {
           break;
       }
       if (want == Host::kNone || (hosts_[host] != Host::kNone && hosts_[host] != want)) continue;
+      // A block reduction synchronizes its threads with barriers, which Halide puts
+      // inside the `if` of a stage a select may skip. POCL's work-group compiler copies
+      // the code after each such barrier: five in one kernel compiled for over 30
+      // minutes, four 33 s, three 2.6 s (pocl issue 205). On OpenCL a kernel hosts at
+      // most kMaxOpenCLHostedBlockReductions; the rest get kernels of their own.
+      const bool block = want != Host::kThread;
+      if (opencl_ && block && block_reductions_[host] >= kMaxOpenCLHostedBlockReductions) continue;
+      block_reductions_[host] += block ? 1 : 0;
       hosts_[host] = want;
       r.host = host;
     }
@@ -590,6 +601,7 @@ class GpuHeuristic {
 
   const PipelineInfo& info_;
   const SchedulerKind plan_;
+  const bool opencl_;
   std::ostringstream log_;
   std::map<std::string, Function> env_;
   std::map<std::string, std::set<std::string>> callers_;
@@ -600,6 +612,7 @@ class GpuHeuristic {
   std::vector<Reduction> reductions_;                   // per stage (unused for matmul stages)
   std::vector<std::pair<Func, std::string>> operands_;  // stored once, and why
   std::vector<Host> hosts_;                             // per output; empty unless fusing
+  std::map<int, int> block_reductions_;  // per output: block reductions its kernel hosts
   std::map<int, LoopLevel> block_level_, thread_level_;
   std::set<std::string> placed_;
 };
@@ -620,7 +633,7 @@ std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& tar
     throw Halide::CompileError("ApplyGpuSchedule: target " + target.to_string() +
                                " has no GPU feature (CUDA or OpenCL)");
   }
-  return GpuHeuristic(info, plan).Run();
+  return GpuHeuristic(info, plan, target.has_feature(Halide::Target::OpenCL)).Run();
 }
 
 }  // namespace schedule

@@ -2,8 +2,11 @@
 // ArgMax, MatMul and BatchMatMul with every transpose combination, compiled under every
 // scheduler and compared with the reference kernels. Empty inputs check the identities
 // (Sum 0, Mean NaN, Max -inf, Min +inf) and K = 0 products.
+#include <map>
+#include <string>
 #include <vector>
 
+#include "braze/gradients.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
@@ -117,6 +120,44 @@ class ReduceMatMulTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
 TEST_P(ReduceMatMulTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+
+// braze-fuzz seed 3500676 on jit:opencl: the gradient of a LayerNorm of a broadcast
+// scalar behind a Relu and a Select. The GPU heuristic fused five row reductions into
+// one output's kernel, each behind a condition (Halide skips stages a select does not
+// need), so the kernel had 20 barriers, most inside `if`s; POCL's work-group compiler
+// replicates the code after each conditional barrier and ran for over 30 minutes (4
+// reductions: 33 s, 3: 2.6 s). On OpenCL an output's kernel now hosts at most two.
+TEST(ReduceOpenCL, AKernelHostsAtMostTwoBlockReductions) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  Case c;
+  Graph& g = *c.graph;
+  Tensor x = c.Input(DType::kF32, {}, 458588556, -2, 2);
+  Tensor scale = Const(g, HostTensor::RandomUniform(DType::kF32, {}, 57325, -2, 2));
+  Tensor gamma = Const(g, HostTensor::RandomUniform(DType::kF32, {4}, 45453, -2, 2));
+  Tensor beta = Const(g, HostTensor::RandomUniform(DType::kF32, {4}, 85507, -2, 2));
+  Tensor other = Const(g, HostTensor::RandomUniform(DType::kF32, {}, 94751, -2, 2));
+  Tensor b = BroadcastTo(Relu(Sum(x, {}, true) * scale), {4});
+  Tensor y = Select(Greater(beta, x), Max(Slice(LayerNorm(b, gamma, beta), {1}, {3}), {0}), other);
+  absl::StatusOr<std::vector<Tensor>> grads = Gradients({b, beta, y}, {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  c.outputs = {b, y, (*grads)[0]};
+
+  CompileOptions options;
+  options.device = Device{Device::Kind::kOpenCL, 0};
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string text = (*kernel)->schedule_text();
+  std::map<std::string, int> hosted;  // "in NAME's kernel" lines per NAME
+  for (size_t at = text.find(" in "); at != std::string::npos; at = text.find(" in ", at + 1)) {
+    const size_t end = text.find("'s kernel", at);
+    const size_t line_end = text.find('\n', at);
+    if (end != std::string::npos && end < line_end) ++hosted[text.substr(at + 4, end - at - 4)];
+  }
+  ASSERT_FALSE(hosted.empty()) << text;
+  // Checked before running: a kernel with more would not finish compiling in the test.
+  for (const auto& [name, n] : hosted) ASSERT_LE(n, 2) << name << "\n" << text;
+  EXPECT_TRUE(CompileRunCompareOnDevice(c, {1e-4, 1e-5}, options.device, true));
+}
 
 }  // namespace
 }  // namespace lowertest
