@@ -18,6 +18,9 @@
 // mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
 // Every shard is a process: one that crashes is reported with the seed it was running
 // (and the command that reproduces it) and replaced by one that goes on with its seeds.
+// --seed_timeout=S (default 600; 0: none) does the same to a seed that runs longer than
+// S seconds before any mismatch is minimized: a hang is a failure too (seed 3500676 on
+// jit:opencl once held a run for half an hour in POCL's kernel compiler).
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -54,6 +57,7 @@ struct Flags {
   int max_ops = 14;
   double dynamic = -1;  // < 0: the generator's default
   double specials = 0;
+  double seed_timeout = 600;  // seconds; 0: none
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -86,6 +90,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!absl::SimpleAtod(value, &f->specials) || f->specials < 0 || f->specials > 1) {
         return false;
       }
+    } else if (arg == "--seed_timeout") {
+      if (!absl::SimpleAtod(value, &f->seed_timeout) || f->seed_timeout < 0) return false;
     } else if (arg == "--no_minimize") {
       f->minimize = false;
     } else if (arg == "--verbose") {
@@ -142,8 +148,9 @@ struct Tally {
 // a replacement can go on with the seeds after it.
 struct ShardState {
   Tally tally;
-  uint64_t running = 0;  // the seed being run; 0 between seeds
-  uint64_t next = 0;     // the next seed this shard starts
+  uint64_t running = 0;     // the seed being run; 0 between seeds
+  uint64_t next = 0;        // the next seed this shard starts
+  uint64_t minimizing = 0;  // nonzero while a failure is minimized (no timeout then)
 };
 
 // Runs seeds state->next, state->next + jobs, ...; prints failures as they come.
@@ -195,8 +202,10 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
       std::vector<bool> keep;
       Outcome shown = out;
       if (f.minimize) {
+        state->minimizing = 1;
         keep = Minimize(p, o, out.kind);
         shown = RunProgram(p, o, keep);
+        state->minimizing = 0;
       }
       std::printf(
           "==== seed %llu: %s under Scheduler::%s (strict, %s)\n%s\n---- minimized program\n"
@@ -212,15 +221,16 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
 
 // A shard process died while running `seed`: the program is printed as it was generated
 // (a crash cannot be minimized in-process) with the command that reproduces it.
-void ReportCrash(const Flags& f, uint64_t seed, int status) {
+void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
   if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
   gen.specials_probability = f.specials;
-  const std::string how = WIFSIGNALED(status)
-                              ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
-                                             strsignal(WTERMSIG(status)), ")")
-                              : absl::StrCat("exited with status ", WEXITSTATUS(status));
+  const std::string how =
+      timed_out             ? absl::StrCat("killed after --seed_timeout=", f.seed_timeout, " s")
+      : WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
+                                           strsignal(WTERMSIG(status)), ")")
+                            : absl::StrCat("exited with status ", WEXITSTATUS(status));
   // Every flag that changes the program or where it runs.
   std::string flags = absl::StrCat(" --max_ops=", f.max_ops);
   if (f.dynamic >= 0) absl::StrAppend(&flags, " --dynamic=", absl::StrFormat("%.17g", f.dynamic));
@@ -229,10 +239,11 @@ void ReportCrash(const Flags& f, uint64_t seed, int status) {
   }
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
-      "==== seed %llu: crash, the shard running it was %s\n"
+      "==== seed %llu: %s, the shard running it was %s\n"
       "reproduce: braze-fuzz --seeds=%llu --scheduler=%s --verbose%s\n---- program\n%s\n",
-      static_cast<unsigned long long>(seed), how.c_str(), static_cast<unsigned long long>(seed),
-      f.scheduler.c_str(), flags.c_str(), ProgramToCpp(GenerateProgram(seed, gen)).c_str());
+      static_cast<unsigned long long>(seed), timed_out ? "hang" : "crash", how.c_str(),
+      static_cast<unsigned long long>(seed), f.scheduler.c_str(), flags.c_str(),
+      ProgramToCpp(GenerateProgram(seed, gen)).c_str());
   std::fflush(stdout);
 }
 
@@ -262,13 +273,36 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     start_shard(shard);
   }
   Tally crashes;
+  // Per shard: the seed last seen running, since when, and whether it was killed for it.
+  using Clock = std::chrono::steady_clock;
+  std::vector<uint64_t> seen(f.jobs, 0);
+  std::vector<Clock::time_point> since(f.jobs, Clock::now());
+  std::vector<bool> timed_out(f.jobs, false);
   for (int alive = f.jobs; alive > 0;) {
     int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
+    const pid_t pid = waitpid(-1, &status, f.seed_timeout > 0 ? WNOHANG : 0);
     if (pid < 0) break;
+    if (pid == 0) {  // none exited: watch for a seed that runs too long
+      for (int i = 0; i < f.jobs; ++i) {
+        const uint64_t running = states[i].running;
+        if (running != seen[i]) {
+          seen[i] = running;
+          since[i] = Clock::now();
+        } else if (running != 0 && states[i].minimizing == 0 && !timed_out[i] &&
+                   std::chrono::duration<double>(Clock::now() - since[i]).count() >
+                       f.seed_timeout) {
+          timed_out[i] = true;
+          kill(pids[i], SIGKILL);
+        }
+      }
+      usleep(200 * 1000);
+      continue;
+    }
     int shard = 0;
     while (shard < f.jobs && pids[shard] != pid) ++shard;
     if (shard == f.jobs) continue;
+    const bool killed_for_time = timed_out[shard];
+    timed_out[shard] = false;
     ShardState& s = states[shard];
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       --alive;
@@ -280,7 +314,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
       --alive;
       continue;
     }
-    ReportCrash(f, s.running, status);
+    ReportCrash(f, s.running, status, killed_for_time);
     s.running = 0;
     start_shard(shard);  // goes on from s.next
   }
@@ -304,7 +338,7 @@ int Main(int argc, char** argv) {
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
-                 "[--specials=P] "
+                 "[--specials=P] [--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");
     return 2;

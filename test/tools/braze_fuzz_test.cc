@@ -1,0 +1,49 @@
+// braze-fuzz as a process: seeds that pass, and --seed_timeout reporting a seed that
+// runs too long as a hang (with the command that reproduces it) and going on with the
+// next seeds instead of waiting for it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace braze {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs the tool; returns its exit status and stdout + stderr.
+int RunFuzz(const std::string& args, std::string* output) {
+  const std::string cmd = std::string(BRAZE_FUZZ_PATH) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return -1;
+  char buf[4096];
+  size_t n;
+  output->clear();
+  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
+  const int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(BrazeFuzz, SeedsPass) {
+  std::string out;
+  EXPECT_EQ(RunFuzz("--seeds=100:103", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("braze-fuzz: 3 passed, 0 failed")) << out;
+}
+
+// A timeout far below a seed's compile time: every seed is killed and reported, and the
+// run still ends, with exit status 1.
+TEST(BrazeFuzz, ASeedRunningPastTheTimeoutIsReportedAsAHang) {
+  std::string out;
+  EXPECT_EQ(RunFuzz("--seeds=101:103 --seed_timeout=0.05", &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("==== seed 101: hang, the shard running it was killed after "
+                             "--seed_timeout=0.05 s"))
+      << out;
+  EXPECT_THAT(out, HasSubstr("reproduce: braze-fuzz --seeds=101 ")) << out;
+  EXPECT_THAT(out, HasSubstr("==== seed 102: hang")) << out;
+  EXPECT_THAT(out, HasSubstr("braze-fuzz: 0 passed, 2 failed")) << out;
+}
+
+}  // namespace
+}  // namespace braze
