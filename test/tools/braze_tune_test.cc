@@ -22,6 +22,7 @@
 #include "braze/session.h"
 #include "common/temp_files.h"
 #include "runtime/flags.h"
+#include "tools/tune/tuner.h"
 
 namespace braze {
 namespace {
@@ -135,6 +136,28 @@ TEST(BrazeTuneTest, TunesADumpedProgramAndTheSessionAppliesTheWinners) {
   ASSERT_EQ(RunTool("--budget=30 --out=" + out + " " + dump, &output), 0) << output;
   EXPECT_THAT(output, HasSubstr("0 clusters to tune (" + std::to_string(clusters) +
                                 " done in an earlier run"));
+}
+
+// The store rule: faster by --min_speedup in the medians, and apart from the default in
+// every alternated re-timing; --min_speedup=0 stores the fastest always.
+TEST(BrazeTuneTest, StoresOnlyAWinnerClearOfTheNoise) {
+  tune::ClusterResult r;
+  r.baseline.median_ms = 3.6;
+  r.best_stored.median_ms = 3.0;
+  r.best_stored.stored = true;
+  double speedup = 0;
+  r.separated = true;
+  EXPECT_TRUE(tune::ShouldStoreWinner(r, 1.03, &speedup));
+  EXPECT_DOUBLE_EQ(speedup, 1.2);
+  r.separated = false;  // 1.2x in the medians, but the timings overlap: noise
+  EXPECT_FALSE(tune::ShouldStoreWinner(r, 1.03, &speedup));
+  EXPECT_TRUE(tune::ShouldStoreWinner(r, 0, &speedup));
+  r.separated = true;
+  r.best_stored.median_ms = 3.55;  // 1.014x: below --min_speedup
+  EXPECT_FALSE(tune::ShouldStoreWinner(r, 1.03, &speedup));
+  r.baseline.error = "compile failed";
+  EXPECT_FALSE(tune::ShouldStoreWinner(r, 0, &speedup));
+  EXPECT_EQ(speedup, 0);
 }
 
 TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {

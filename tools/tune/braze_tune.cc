@@ -8,9 +8,10 @@
 // share of the budget: its default schedule is measured, then candidates (the CPU
 // autoschedulers; Braze's template with each factor varied from the best point so far),
 // each checked against the reference kernels before it may win, timed as the median of
-// --runs samples. A winner at least --min_speedup times faster than the default is
-// written at once; every finished cluster is recorded in DIR/tune.journal, so a run
-// that is stopped and started again goes on where it was (--force tunes all again).
+// --runs samples. A winner at least --min_speedup times faster than the default, in
+// each of three alternated re-timings, is written at once; every finished cluster is recorded in
+// DIR/tune.journal, so a run that is stopped and started again goes on where it was (--force tunes
+// all again).
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -281,10 +282,12 @@ int Run(const Flags& flags) {
     });
     measured_before += t.PlannedCandidates();
     // The winner stored is the fastest stored candidate, when it beats the default by
-    // --min_speedup (0: always, even when the default itself was fastest).
-    const bool ok = r.baseline.error.empty() && r.best_stored.median_ms > 0;
-    const double speedup = ok ? r.baseline.median_ms / r.best_stored.median_ms : 0;
-    const bool store = ok && speedup >= flags.min_speedup;
+    // --min_speedup in the medians and each of its alternated re-timings beats each of
+    // the default's (on a 2-core VM one cluster's times moved 15% within minutes, and
+    // a 1.17x "winner" measured level in the benchmark); --min_speedup=0 stores it
+    // always, even when the default itself was fastest.
+    double speedup = 0;
+    const bool store = ShouldStoreWinner(r, flags.min_speedup, &speedup);
     if (store) {
       std::string note = absl::StrFormat(
           "default %.4g ms, tuned %.4g ms (%.2fx), threads %d, median of %d, %d candidates",

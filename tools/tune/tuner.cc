@@ -237,6 +237,13 @@ double ClusterTuner::Time(CompiledKernel& kernel) {
   return samples[samples.size() / 2];
 }
 
+bool ShouldStoreWinner(const ClusterResult& r, double min_speedup, double* speedup) {
+  const bool ok = r.baseline.error.empty() && r.baseline.median_ms > 0 &&
+                  r.best_stored.error.empty() && r.best_stored.median_ms > 0;
+  *speedup = ok ? r.baseline.median_ms / r.best_stored.median_ms : 0;
+  return ok && *speedup >= min_speedup && (min_speedup == 0 || r.separated);
+}
+
 ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& progress) {
   Search(deadline, progress);
   ClusterResult& r = result_;
@@ -262,6 +269,7 @@ ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& pro
     if (base[0] > 0 && best[0] > 0) {
       r.baseline.median_ms = base[1];
       r.best_stored.median_ms = best[1];
+      r.separated = best.back() < base.front();
       if (r.best.stored) r.best = r.best_stored;
       if (r.baseline.median_ms < r.best.median_ms) r.best = r.baseline;
     }

@@ -51,7 +51,16 @@ struct ClusterResult {
   std::string inputs_used;
   std::string signed_mismatch;     // the default's disagreement on signed inputs, if any
   std::vector<Measured> rejected;  // wrong results or compile failures
+  // Every one of the winner's alternated re-timings was faster than every one of the
+  // default's: the gain is more than the machine's run-to-run noise.
+  bool separated = false;
 };
+
+// Whether braze-tune stores `r`'s fastest stored candidate: it beats the default by
+// `min_speedup` in the medians and each of its alternated re-timings beats each of the
+// default's (r.separated); min_speedup 0 stores it always. `*speedup`: default/tuned,
+// 0 when either has no time.
+bool ShouldStoreWinner(const ClusterResult& r, double min_speedup, double* speedup);
 
 // Called after each candidate: (candidates measured so far in this cluster).
 using Progress = std::function<void(int measured, const Measured& last)>;
