@@ -3,6 +3,7 @@
 // scheduler and compared with the reference kernels. Empty inputs check the identities
 // (Sum 0, Mean NaN, Max -inf, Min +inf) and K = 0 products.
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -147,11 +148,21 @@ TEST(ReduceOpenCL, AKernelHostsAtMostTwoBlockReductions) {
   auto kernel = CompileCluster(SpecOf(c), options);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   const std::string text = (*kernel)->schedule_text();
-  std::map<std::string, int> hosted;  // "in NAME's kernel" lines per NAME
-  for (size_t at = text.find(" in "); at != std::string::npos; at = text.find(" in ", at + 1)) {
-    const size_t end = text.find("'s kernel", at);
-    const size_t line_end = text.find('\n', at);
-    if (end != std::string::npos && end < line_end) ++hosted[text.substr(at + 4, end - at - 4)];
+  // Block reductions log "ACC: row, in OUT's kernel" or "ACC: combine in OUT's kernel"
+  // (column reductions, a thread per output, take no barriers and are not counted).
+  std::map<std::string, int> hosted;  // block reductions per hosting output
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    size_t at = line.find(": row, in ");
+    if (at != std::string::npos) {
+      at += 10;
+    } else if ((at = line.find(": combine in ")) != std::string::npos) {
+      at += 13;
+    } else {
+      continue;
+    }
+    const size_t end = line.find("'s kernel", at);
+    if (end != std::string::npos) ++hosted[line.substr(at, end - at)];
   }
   ASSERT_FALSE(hosted.empty()) << text;
   // Checked before running: a kernel with more would not finish compiling in the test.

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -148,9 +149,10 @@ struct Tally {
 // a replacement can go on with the seeds after it.
 struct ShardState {
   Tally tally;
-  uint64_t running = 0;     // the seed being run; 0 between seeds
-  uint64_t next = 0;        // the next seed this shard starts
-  uint64_t minimizing = 0;  // nonzero while a failure is minimized (no timeout then)
+  std::atomic<uint64_t> running{0};     // the seed being run; 0 between seeds
+  uint64_t next = 0;                    // the next seed this shard starts
+  std::atomic<uint64_t> minimizing{0};  // nonzero while a failure is minimized and
+                                        // reported (no timeout then)
 };
 
 // Runs seeds state->next, state->next + jobs, ...; prints failures as they come.
@@ -201,11 +203,10 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     if (out.kind == Outcome::Kind::kMismatch || out.kind == Outcome::Kind::kError) {
       std::vector<bool> keep;
       Outcome shown = out;
+      state->minimizing = 1;
       if (f.minimize) {
-        state->minimizing = 1;
         keep = Minimize(p, o, out.kind);
         shown = RunProgram(p, o, keep);
-        state->minimizing = 0;
       }
       std::printf(
           "==== seed %llu: %s under Scheduler::%s (strict, %s)\n%s\n---- minimized program\n"
@@ -216,6 +217,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
       std::fflush(stdout);
     }
     state->running = 0;
+    state->minimizing = 0;
   }
 }
 
@@ -285,12 +287,15 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     if (pid == 0) {  // none exited: watch for a seed that runs too long
       for (int i = 0; i < f.jobs; ++i) {
         const uint64_t running = states[i].running;
-        if (running != seen[i]) {
+        // A seed's time counts from when it was first seen, or from the end of its
+        // minimization and report, which may take long.
+        if (running != seen[i] || states[i].minimizing != 0) {
           seen[i] = running;
           since[i] = Clock::now();
-        } else if (running != 0 && states[i].minimizing == 0 && !timed_out[i] &&
+        } else if (running != 0 && !timed_out[i] &&
                    std::chrono::duration<double>(Clock::now() - since[i]).count() >
-                       f.seed_timeout) {
+                       f.seed_timeout &&
+                   states[i].running == running) {
           timed_out[i] = true;
           kill(pids[i], SIGKILL);
         }
@@ -301,7 +306,9 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     int shard = 0;
     while (shard < f.jobs && pids[shard] != pid) ++shard;
     if (shard == f.jobs) continue;
-    const bool killed_for_time = timed_out[shard];
+    // Killed by us, not a crash of its own that came first.
+    const bool killed_for_time =
+        timed_out[shard] && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
     timed_out[shard] = false;
     ShardState& s = states[shard];
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -309,6 +316,11 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
       continue;
     }
     ++crashes.errors;
+    if (s.running == 0 && killed_for_time) {  // the seed ended as we killed: go on
+      --crashes.errors;
+      start_shard(shard);
+      continue;
+    }
     if (s.running == 0) {  // not a program's crash: do not restart it
       std::printf("braze-fuzz: a shard died between seeds (status %d)\n", status);
       --alive;

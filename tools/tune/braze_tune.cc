@@ -52,8 +52,10 @@ flags:
   --threads=N          Halide worker threads while timing; 0 = all cores (default 0)
   --runs=N             timed samples per candidate, the median counts (default 7)
   --out=DIR            where winners and tune.journal go (default schedules)
-  --min_speedup=X      store the fastest candidate only if default/tuned >= X
-                       (default 1.03; 0: always, even when the default was faster)
+  --min_speedup=X      store the fastest candidate only if default/tuned >= X and
+                       each of its three alternated re-timings beats each of the
+                       default's (default 1.03; 0: always, even when the default
+                       was faster)
   --force              tune clusters the journal says are done
   --help               this text
 )";

@@ -284,6 +284,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   ClusterResult& r = result_;
   r.candidates = 0;
   r.complete = false;
+  r.separated = false;
   r.rejected.clear();
   r.signed_mismatch.clear();
   r.best = r.best_stored = Measured();
