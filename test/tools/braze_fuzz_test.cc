@@ -3,29 +3,21 @@
 // next seeds instead of waiting for it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
+
+#include "common/run_command.h"
 
 namespace braze {
 namespace {
 
 using ::testing::HasSubstr;
 
-// Runs the tool; returns its exit status and stdout + stderr.
+// Runs the tool, without the disk cache (a kernel loaded from it could let a seed finish
+// within the timeout); returns its exit status and stdout + stderr.
 int RunFuzz(const std::string& args, std::string* output) {
-  // No disk cache: a kernel loaded from it could let a seed finish within the timeout.
-  const std::string cmd =
-      "BRAZE_CACHE_DIR=off " + std::string(BRAZE_FUZZ_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  output->clear();
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return testing_util::RunCommand(
+      "BRAZE_CACHE_DIR=off " + std::string(BRAZE_FUZZ_PATH) + " " + args, output);
 }
 
 TEST(BrazeFuzz, SeedsPass) {

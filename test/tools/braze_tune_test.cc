@@ -5,12 +5,10 @@
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,6 +18,7 @@
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "common/run_command.h"
 #include "common/temp_files.h"
 #include "runtime/flags.h"
 #include "tools/tune/tuner.h"
@@ -36,15 +35,7 @@ using ::testing::Not;
 
 // Runs the tool; returns its exit status and stdout + stderr.
 int RunTool(const std::string& args, std::string* output) {
-  const std::string cmd = std::string(BRAZE_TUNE_PATH) + " " + args + " 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[4096];
-  size_t n;
-  output->clear();
-  while ((n = fread(buf, 1, sizeof(buf), pipe)) > 0) output->append(buf, n);
-  const int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return testing_util::RunCommand(std::string(BRAZE_TUNE_PATH) + " " + args, output);
 }
 
 // Two clusters: a small dense layer with a ReLU, and a softmax over its rows.
