@@ -24,6 +24,30 @@ run_or_fail() {
   fi
 }
 
+# LeakSanitizer's stop-the-world tracer sometimes crashes at exit ("Tracer caught signal
+# 11"), after every test passed and before any leak is examined: a known, intermittent
+# fault of the sanitizer runtime (google/sanitizers#1353), seen once in CI on runtime_tests
+# and never in 6 local reruns. That crash, and only it, is not a finding: the binary is
+# run once more and must then pass. Any report, failed test or second crash still fails.
+run_asan_binary() {
+  local log
+  log="$(mktemp)"
+  if "$@" 2>&1 | tee "$log"; then
+    rm -f "$log"
+    return 0
+  fi
+  if grep -q "Tracer caught signal" "$log" && grep -q "LeakSanitizer has encountered a fatal error" "$log" &&
+    ! grep -q "ERROR: \(AddressSanitizer\|LeakSanitizer\)\|runtime error:\|\[  FAILED  \]" "$log"; then
+    rm -f "$log"
+    echo "sanitize.sh: LeakSanitizer's tracer crashed at exit (not a finding); running $1 again" >&2
+    run_or_fail "$@"
+    return 0
+  fi
+  rm -f "$log"
+  echo "sanitize.sh: FAILED: $*" >&2
+  exit 1
+}
+
 run_asan() {
   BRAZE_SANITIZE=address,undefined "$root/tools/build.sh" ir_tests data_tests reference_tests \
     passes_tests runtime_tests api_tests
@@ -35,7 +59,7 @@ run_asan() {
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   for t in ir data reference passes runtime api; do
     echo "== ASan+UBSan: ${t}_tests"
-    run_or_fail "$root/build-asan/test/${t}_tests" --gtest_brief=1
+    run_asan_binary "$root/build-asan/test/${t}_tests" --gtest_brief=1
   done
 }
 
