@@ -130,20 +130,20 @@ Expr ExpF32(const Expr& x_in) {
     p = p * r + c;
   }
   const Expr y = p * (r * r) + r + 1.0f;  // in [0.7, 1.42]
-  // 2^k = 2^k1 * 2^k2 with k1 = floor(k / 2) and k2 = k - k1 in [-75, 65]. y * 2^k1 is a
-  // normal f32, so it is exact as an add to y's exponent field (no float operation for
-  // fast math to reorder); the product with 2^k2 is the one rounding. Biased exponents:
-  // k1 + 127 = kb / 2 - 128 + 127, k2 + 127 = kb - kb / 2 - 1.
-  const Expr k1b = kb >> 1;
-  const Expr y_k1 =
-      Halide::reinterpret(Halide::Float(32), Halide::reinterpret(u32, y) + ((k1b - u(128)) << 23));
-  const Expr two_k2 = Halide::reinterpret(Halide::Float(32), (kb - k1b - u(1)) << 23);
-  // Overflow (k = 128 and y >= 1: at least 2^128) is decided with integer compares and
-  // answered with a constant: Halide's float ops carry LLVM's no-infinities flag, under
-  // which a product that overflows is poison (+inf came in through the clamp as 89).
-  const Expr overflow = kb >= u(384) && Halide::reinterpret(u32, y) >= u(0x3f800000);
-  return Halide::select(overflow, Halide::Internal::make_const(Halide::Float(32), INFINITY),
-                        y_k1 * two_k2);
+  // 2^k = 2^k1 * 2^k2 with k1 = max(k, -125) and k2 = k - k1 in [-25, 0]. y * 2^k1 is a
+  // normal f32 or overflows, so it is an add to y's exponent field (no float operation
+  // for fast math to reorder), saturated at infinity's bits by an unsigned min: y * 2^128
+  // is inf exactly when y >= 1. The product with 2^k2, 1 unless the result is below
+  // FLT_MIN, is the one rounding (subnormal results rounded once). No compare and no
+  // select: an earlier form built 2^k as two halves, whose exponent add could overflow,
+  // and caught that with two integer compares and a select, all on AVX-512's one
+  // compare port; this form ran Softmax 4096x1024 about 9% faster.
+  // Biased: kb = k + 256, k1 + 256 = max(kb, 131), and 256 << 23 is 2^31 (mod 2^32).
+  const Expr k1b = Halide::max(kb, u(131));
+  const Expr y_k1_bits = Halide::min(
+      Halide::reinterpret(u32, y) + (k1b << 23) + u(0x80000000u), u(0x7f800000));
+  const Expr two_k2 = Halide::reinterpret(Halide::Float(32), (kb + u(127) - k1b) << 23);
+  return Halide::reinterpret(Halide::Float(32), y_k1_bits) * two_k2;
 }
 
 // Halide's f32 exp builds 2^k from the integer k = x / ln 2 and came out 0, not inf, for
