@@ -47,6 +47,9 @@ struct Value {
   // A multi-element Const's data (the graph's, alive while lowering), for a consumer that
   // takes whole buffers (the library GEMM): it gets its own copy, not the Func's reads.
   const HostTensor* const_value = nullptr;
+  // Every element is >= 0, -0, +inf or NaN (an Exp, a Square, ...: NonNegative in
+  // lowering.cc): a sum of such terms cannot cancel (lower_reduce.cc pairs them in f32).
+  bool nonnegative = false;
 };
 
 // The class of `v`'s row-major dim d, or -1 when it is concrete.

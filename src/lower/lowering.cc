@@ -54,6 +54,49 @@ absl::Status CheckSymbolicLayout(const Node& node, const std::vector<Value>& in,
   return absl::OkStatus();
 }
 
+// Whether every element of `node`'s float output is >= 0, -0, +inf or NaN whatever its
+// inputs' values are, given which inputs are (`in[i].nonnegative`). Conservative: false
+// for anything not listed.
+bool NonNegative(const Node& node, const std::vector<Value>& in) {
+  auto all_in = [&] {
+    for (const Value& v : in) {
+      if (!v.nonnegative) return false;
+    }
+    return !in.empty();
+  };
+  switch (node.op()) {
+    case OpKind::kExp:
+    case OpKind::kSquare:
+    case OpKind::kAbs:
+    case OpKind::kSqrt:  // NaN below 0, -0 at -0
+    case OpKind::kRelu:
+    case OpKind::kSigmoid:
+      return true;
+    case OpKind::kMul:
+      // x * x, or a product of non-negative factors.
+      return node.inputs()[0] == node.inputs()[1] || all_in();
+    case OpKind::kMaximum:
+      return in[0].nonnegative || in[1].nonnegative;
+    case OpKind::kAdd:
+    case OpKind::kDiv:
+    case OpKind::kMinimum:
+    case OpKind::kSum:
+    case OpKind::kMean:
+    case OpKind::kMax:
+    case OpKind::kMin:
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kBroadcastTo:
+    case OpKind::kSlice:
+    case OpKind::kConcat:
+      return all_in();
+    case OpKind::kSelect:
+      return in[1].nonnegative && in[2].nonnegative;
+    default:
+      return false;
+  }
+}
+
 // Lowers one node whose inputs are `in` to its single output of type `out`.
 absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
                                 const std::vector<Value>& in, const TensorType& out) {
@@ -289,6 +332,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     absl::StatusOr<Value> value = LowerNode(ctx, node, in, out);
     if (!value.ok()) return fail(value.status());
     value->sym = out_sym;
+    value->nonnegative = IsFloating(out.dtype) && NonNegative(node, in);
     for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
       // A node's stages hold its output (an ArgMax's inner Max too: the same dims).
       schedule::Stage& stage = ctx.stages()[s];

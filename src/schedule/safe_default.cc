@@ -521,11 +521,15 @@ class SafeScheduler {
       f.compute_at(out, at);
       // Lanes: twice the vector width (independent accumulators), halved until they
       // divide the row exactly, so the RVar split has no tail.
+      // The RDom may be shorter than the row: a sum of non-negative terms reads them in
+      // groups (lower_reduce.cc, SumGroup).
+      const int64_t* rdom_extent = Halide::Internal::as_const_int(s.rdom[0].extent());
+      const int64_t n = rdom_extent != nullptr ? *rdom_extent : e[0];
       int lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));
-      while (lanes > 1 && e[0] % lanes != 0) lanes /= 2;
+      while (lanes > 1 && n % lanes != 0) lanes /= 2;
       std::ostringstream l;
       l << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ")";
-      if (exact_rows && lanes >= 4 && e[0] >= 2 * lanes) {
+      if (exact_rows && lanes >= 4 && n >= 2 * lanes) {
         Halide::RVar r = s.rdom[0];
         Halide::RVar ro(r.name() + "_o"), ri(r.name() + "_i");
         Var u(f.name() + "_lane");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
+#include "lower/lowering.h"
 
 namespace braze {
 namespace lowertest {
@@ -208,6 +210,105 @@ TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
     } else {
       EXPECT_LE(UlpDistance(got[i], want), 1) << "exp(" << v[i] << ") = " << got[i];
     }
+  }
+}
+
+// Sums of non-negative f32 terms add groups of 4 (or 2) terms in f32 before the f64
+// accumulator (lower_reduce.cc SumGroup). With no cancellation that stays within a few
+// ulp of the reference's f64 sum: rows of every grouping (1024 and 1000: 4; 18 and 10: 2;
+// 9 and 7: none), terms spread over many binades, on every scheduler.
+TEST(FloatMathTest, SumsOfNonNegativeTermsStayWithinThreeUlpOfTheF64Sum) {
+  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+    for (int64_t n : {1024, 1000, 18, 10, 9, 7}) {
+      Case c;
+      // exp(x) for x in [-20, 20] spans 17 decimal orders; squares and |x| 2 to 4.
+      Tensor x = c.Input(DType::kF32, {37, n}, 11 + n, -20, 20);
+      c.outputs = {Sum(Square(x), {1}), Mean(Abs(x), {1}), Sum(Exp(x), {1}),
+                   Sum(Square(x), {0, 1})};
+      auto want = ReferenceOutputs(SpecOf(c), c.values);
+      ASSERT_TRUE(want.ok()) << want.status();
+      CompileOptions options;
+      options.scheduler = s;
+      auto kernel = CompileCluster(SpecOf(c), options);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto got = RunKernel(**kernel, c.values);
+      ASSERT_TRUE(got.ok()) << got.status();
+      for (size_t o = 0; o < c.outputs.size(); ++o) {
+        // Exp's terms are themselves within 1 ulp of std::exp's: 2 ulp more for the sum.
+        const int64_t bound = o == 2 ? 5 : 3;
+        for (int64_t i = 0; i < (*got)[o].num_elements(); ++i) {
+          const float g = (*got)[o].data<float>()[i], w = (*want)[o].data<float>()[i];
+          ASSERT_LE(UlpDistance(g, w), bound) << SchedulerName(s) << " n=" << n << " output " << o
+                                              << " row " << i << ": " << g << " vs " << w;
+        }
+      }
+    }
+  }
+}
+
+// The same sums at the edges: a row whose group sums overflow f32 only because the
+// whole row does (inf, as the f64 sum rounds to), one that ends just below FLT_MAX
+// (finite: the 3 terms share a group), infinities and NaN (kept), and zeros of both
+// signs (+0, as the f64 sum of +0 and -0s).
+TEST(FloatMathTest, SumsOfNonNegativeTermsOverflowAndKeepSpecialsAsTheReference) {
+  const float big = 0.3f * std::numeric_limits<float>::max();
+  const float inf = std::numeric_limits<float>::infinity();
+  const int64_t n = 16;  // groups of 4: terms 0, 4, 8 and 12 share one
+  HostTensor t(DType::kF32, {5, n});
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = -0.0f;
+  p[0 * n + 0] = p[0 * n + 4] = p[0 * n + 8] = p[0 * n + 12] = big;  // 1.2 FLT_MAX: inf
+  p[1 * n + 0] = p[1 * n + 4] = p[1 * n + 8] = big;                  // 0.9 FLT_MAX
+  p[2 * n + 3] = inf;
+  p[3 * n + 5] = std::numeric_limits<float>::quiet_NaN();
+  Case c;
+  c.outputs = {Sum(Abs(c.Input(t)), {1})};
+  const std::vector<float> got = Compiled(c, SchedulerKind::kSafeDefault);
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_EQ(got[0], inf);
+  EXPECT_LE(UlpDistance(got[1], static_cast<float>(3.0 * big)), 1) << got[1];
+  EXPECT_EQ(got[2], inf);
+  EXPECT_TRUE(std::isnan(got[3])) << got[3];
+  EXPECT_EQ(Bits(got[4]), 0u) << got[4];
+}
+
+// Which sums group their terms: f32 sums of terms known to be non-negative, on the CPU.
+// The grouped reduction's loop is a quarter (or half) of the row.
+TEST(FloatMathTest, OnlyNonNegativeF32SumsOnTheCpuGroupTheirTerms) {
+  struct Want {
+    std::function<Tensor(Tensor)> f;
+    DType dtype;
+    int64_t n;
+    bool gpu;
+    int64_t rdom;
+  };
+  const std::vector<Want> wants = {
+      {[](Tensor x) { return Sum(Square(x), {1}); }, DType::kF32, 1024, false, 256},
+      {[](Tensor x) { return Sum(Mul(x, x), {1}); }, DType::kF32, 1024, false, 256},
+      {[](Tensor x) {
+         return Mean(Exp(Transpose(x, {0, 1})), {1});
+       },
+       DType::kF32, 10, false, 5},
+      {[](Tensor x) { return Sum(Abs(x), {1}); }, DType::kF32, 9, false, 9},
+      {[](Tensor x) { return Sum(x, {1}); }, DType::kF32, 1024, false, 1024},
+      {[](Tensor x) { return Sum(Sub(Square(x), x), {1}); }, DType::kF32, 1024, false, 1024},
+      {[](Tensor x) { return Sum(Mul(x, Exp(x)), {1}); }, DType::kF32, 1024, false, 1024},
+      {[](Tensor x) { return Sum(Square(x), {1}); }, DType::kF64, 1024, false, 1024},
+      {[](Tensor x) { return Sum(Square(x), {1}); }, DType::kF32, 1024, true, 1024},
+  };
+  for (size_t i = 0; i < wants.size(); ++i) {
+    const Want& w = wants[i];
+    Case c;
+    c.outputs = {w.f(c.Input(w.dtype, {3, w.n}, 5))};
+    lower::LowerOptions options;
+    options.gpu = w.gpu;
+    auto lowered = lower::LowerCluster(SpecOf(c), options);
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    ASSERT_EQ(lowered->info.stages.size(), 1u) << "case " << i;
+    const int64_t* extent =
+        Halide::Internal::as_const_int(lowered->info.stages[0].rdom[0].extent());
+    ASSERT_NE(extent, nullptr) << "case " << i;
+    EXPECT_EQ(*extent, w.rdom) << "case " << i;
   }
 }
 
