@@ -105,8 +105,9 @@ Expr Erf(const Expr& x, DType dtype, bool cuda) {
 // k = round(x / ln 2), Cephes' degree-5 minimax polynomial there (within 1 ulp of
 // std::exp over the range: FloatMathTest), times 2^k applied in two steps so that
 // results below FLT_MIN come out subnormal and rounded once, as libm's do (Halide's exp
-// flushes them to 0: Log(Exp(-100)) was -inf, not -100). x is clamped to [-104, 89],
-// where exp is 0 (below denorm_min / 2) and inf; NaN is the caller's (one bit test).
+// flushes them to 0: Log(Exp(-100)) was -inf, not -100). x is clamped to [-104,
+// 88.7228317], where exp is 0 (below denorm_min / 2) and FLT_MAX; above it is inf (one
+// integer compare); NaN is the caller's (one bit test).
 //
 // As fast as Halide's exp in a softmax (timed side by side): k is rounded by adding
 // 1.5 * 2^23, whose low bits then hold k, with no floor and no float-to-int conversion,
@@ -116,7 +117,7 @@ Expr Erf(const Expr& x, DType dtype, bool cuda) {
 Expr ExpF32(const Expr& x_in) {
   const Halide::Type u32 = Halide::UInt(32);
   auto u = [&](uint32_t v) { return Halide::Internal::make_const(u32, v); };
-  const Expr x = Halide::clamp(x_in, -104.0f, 89.0f);
+  const Expr x = Halide::clamp(x_in, -104.0f, 88.72283172607422f);
   // Fused or not, the sum rounds to an integer in the low bits (ulp 1 in [2^23, 2^24)).
   const Expr shifted = x * 1.44269504088896341f + 12582912.0f;
   // kb = k + 256 in [106, 385], unsigned: Halide refuses to fold signed arithmetic it
@@ -130,20 +131,25 @@ Expr ExpF32(const Expr& x_in) {
     p = p * r + c;
   }
   const Expr y = p * (r * r) + r + 1.0f;  // in [0.7, 1.42]
-  // 2^k = 2^k1 * 2^k2 with k1 = max(k, -125) and k2 = k - k1 in [-25, 0]. y * 2^k1 is a
-  // normal f32 or overflows, so it is an add to y's exponent field (no float operation
-  // for fast math to reorder), saturated at infinity's bits by an unsigned min: y * 2^128
-  // is inf exactly when y >= 1. The product with 2^k2, 1 unless the result is below
-  // FLT_MIN, is the one rounding (subnormal results rounded once). No compare and no
-  // select: an earlier form built 2^k as two halves, whose exponent add could overflow,
-  // and caught that with two integer compares and a select, all on AVX-512's one
-  // compare port; this form ran Softmax 4096x1024 about 9% faster.
-  // Biased: kb = k + 256, k1 + 256 = max(kb, 131), and 256 << 23 is 2^31 (mod 2^32).
+  // 2^k = 2^k1 * 2^k2 with k1 = max(k, -125) and k2 = k - k1 in [-25, 0]. x is clamped
+  // below ln(FLT_MAX), so y * 2^k1 is a normal f32 (at k = 128, y < 1): an add to y's
+  // exponent field (no float operation for fast math to reorder). The product with 2^k2,
+  // 1 unless the result is below FLT_MIN, is the one rounding (subnormal results rounded
+  // once), and never overflows: Halide's float ops carry LLVM's no-infinities flag, under
+  // which an infinite operand or result is poison. exp is inf from 88.72283935546875
+  // (bits 0x42b17218; the float below it has a finite exp): one integer compare of the
+  // argument's bits, positive floats ordering as integers, answered with a constant.
+  // (An earlier form built 2^k as two halves, whose exponent add could overflow, and
+  // caught that with two compares of its own: all of them on AVX-512's one compare port;
+  // this form ran Softmax 4096x1024 3-4% faster.) Biased: kb = k + 256,
+  // k1 + 256 = max(kb, 131), and 256 << 23 is 2^31 (mod 2^32).
   const Expr k1b = Halide::max(kb, u(131));
-  const Expr y_k1_bits = Halide::min(
-      Halide::reinterpret(u32, y) + (k1b << 23) + u(0x80000000u), u(0x7f800000));
+  const Expr y_k1 = Halide::reinterpret(Halide::Float(32),
+                                        Halide::reinterpret(u32, y) + (k1b << 23) + u(0x80000000u));
   const Expr two_k2 = Halide::reinterpret(Halide::Float(32), (kb + u(127) - k1b) << 23);
-  return Halide::reinterpret(Halide::Float(32), y_k1_bits) * two_k2;
+  const Expr overflow = Halide::reinterpret(Halide::Int(32), x_in) >= 0x42b17218;
+  return Halide::select(overflow, Halide::Internal::make_const(Halide::Float(32), INFINITY),
+                        y_k1 * two_k2);
 }
 
 // Halide's f32 exp builds 2^k from the integer k = x / ln 2 and came out 0, not inf, for
@@ -253,7 +259,8 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       break;
     case OpKind::kExp:
       fn = [dt, gpu = ctx.gpu](Expr v) {
-        // Braze's f32 exp maps +-inf to inf and 0 through its clamp; NaN needs the test.
+        // Braze's f32 exp maps -inf to 0 through its clamp and +inf to inf through its
+        // overflow test; NaN needs the test here.
         if (dt == DType::kF32 && !gpu) return Halide::select(IsNanBits(v), v, ExpF32(v));
         return WithSpecials(v, ExpOf(v, dt), INFINITY, 0);
       };
