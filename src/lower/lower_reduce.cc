@@ -7,10 +7,10 @@
 //
 // Semantics follow src/reference/reduce.cc and matmul.cc: floating Sum/Mean accumulate
 // in double (long rows stay accurate; on the CPU a sum of non-negative f32 terms first
-// adds groups of 4 in f32, within 2 roundings of the f64 sum: SumGroup); Max/Min propagate NaN; empty reductions give
-// Sum 0, Mean NaN, Max -inf / INT32_MIN, Min +inf / INT32_MAX; ArgMax returns the first
-// maximum (or the first NaN). MatMul accumulates in the element type: with the
-// register-tiled schedules that is what keeps it fast.
+// adds groups of 4 in f32, within 2 roundings of the f64 sum: SumGroup); Max/Min
+// propagate NaN; empty reductions give Sum 0, Mean NaN, Max -inf / INT32_MIN, Min +inf / INT32_MAX;
+// ArgMax returns the first maximum (or the first NaN). MatMul accumulates in the element type: with
+// the register-tiled schedules that is what keeps it fast.
 //
 // Updates keep selects, comparisons and NaN tests out where they can (float Max/Min
 // track NaN with an integer max): Halide 14 miscompiles vectorized GuardWithIf updates
@@ -55,10 +55,14 @@ std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars, int rank) {
 // Floating sums accumulate in f64 (the reference's rule). A sum of non-negative f32
 // terms (Value::nonnegative: exps, squares, ...) first adds its terms in groups of 4 (or
 // 2) in f32 on the CPU, then those in f64: with no cancellation each group's sum is
-// within 2 f32 roundings (2^-23 relative) of its exact value, so the whole is too, and a
-// group overflows to inf only when the whole sum does. It saves the widening of 3 terms
-// in 4, the costliest part of the reduction: LayerNorm's variance and softmax's sum of
-// exps (measured in bench/RESULTS.md). Rows of an odd length, or too short, keep 1.
+// within 2 f32 roundings (2^-23 relative) of its exact value, so the whole is too. A
+// Sum's group overflows to inf only when the whole sum does (its f32 result is then inf
+// too); a Mean's would also where the mean is finite (16 squares of 1.5e19), so a Mean
+// adds its terms scaled by 1 / group (exact but for subnormal terms, which then lose at
+// most 2^-150 each) and multiplies the f64 sum back. It saves the widening of 3 terms in
+// 4, the costliest part of the reduction: LayerNorm's variance and softmax's sum of exps
+// (measured in bench/RESULTS.md). Rows of an odd length, or too short, keep 1. The group
+// is strict: Halide's simplifier would move a Mean's scale out of the adds.
 int SumGroup(int64_t n) {
   if (n % 4 == 0 && n >= 16) return 4;
   if (n % 2 == 0 && n >= 8) return 2;
@@ -130,7 +134,11 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
       at[inner] = at[inner] + static_cast<int>(j * (x.shape[inner] / group));
       terms.push_back(At(x, at));
     }
-    v = group == 2 ? terms[0] + terms[1] : (terms[0] + terms[1]) + (terms[2] + terms[3]);
+    if (op == OpKind::kMean) {
+      for (Expr& t : terms) t = t * (1.0f / static_cast<float>(group));
+    }
+    v = Halide::strict_float(group == 2 ? terms[0] + terms[1]
+                                        : (terms[0] + terms[1]) + (terms[2] + terms[3]));
   }
   const DType acc_dtype = is_sum && is_float ? DType::kF64 : x.dtype;
   // An i32 sum wraps like the reference's: it accumulates in u32 (Halide takes signed
@@ -220,6 +228,9 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     }
     Expr a = acc(args);
     if (wrapping_sum) a = Halide::reinterpret(Halide::Int(32), a);
+    // A Mean's groups added their terms divided by `group` (exact: a power of two).
+    if (op == OpKind::kMean && group > 1)
+      a = Halide::strict_float(a * Halide::Internal::make_const(acc_type, group));
     if (op == OpKind::kMean) a = a / Halide::cast(acc_type, count_expr);
     return a;  // Inline casts to the output type
   });

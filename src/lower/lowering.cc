@@ -54,7 +54,8 @@ absl::Status CheckSymbolicLayout(const Node& node, const std::vector<Value>& in,
   return absl::OkStatus();
 }
 
-// Whether every element of `node`'s float output is >= 0, -0, +inf or NaN whatever its
+// Whether every element of `node`'s float output is >= 0, -0, +inf or NaN (never a
+// negative number nor -inf: a sum of them cannot cancel) whatever its
 // inputs' values are, given which inputs are (`in[i].nonnegative`). Conservative: false
 // for anything not listed.
 bool NonNegative(const Node& node, const std::vector<Value>& in) {
@@ -77,12 +78,11 @@ bool NonNegative(const Node& node, const std::vector<Value>& in) {
       return node.inputs()[0] == node.inputs()[1] || all_in();
     case OpKind::kMaximum:
       return in[0].nonnegative || in[1].nonnegative;
+    // Not Div (x / -0 is -inf) nor the Max reduction (-inf over no elements).
     case OpKind::kAdd:
-    case OpKind::kDiv:
     case OpKind::kMinimum:
     case OpKind::kSum:
     case OpKind::kMean:
-    case OpKind::kMax:
     case OpKind::kMin:
     case OpKind::kReshape:
     case OpKind::kTranspose:

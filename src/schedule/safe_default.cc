@@ -555,13 +555,13 @@ class SafeScheduler {
       Func f = s.acc;
       f.compute_at(out, at);
       // Lanes: twice the vector width (independent accumulators), halved until they
-      // divide the row exactly, so the RVar split has no tail.
+      // divide the row exactly (the RVar split has no tail) and it holds two of them.
       // The RDom may be shorter than the row: a sum of non-negative terms reads them in
       // groups (lower_reduce.cc, SumGroup).
       const int64_t* rdom_extent = Halide::Internal::as_const_int(s.rdom[0].extent());
       const int64_t n = rdom_extent != nullptr ? *rdom_extent : e[0];
       int lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));
-      while (lanes > 1 && n % lanes != 0) lanes /= 2;
+      while (lanes > 1 && (n % lanes != 0 || n < 2 * lanes)) lanes /= 2;
       std::ostringstream l;
       l << f.name() << ": compute_at(" << out.name() << ", " << at.name() << ")";
       if (exact_rows && lanes >= 4 && n >= 2 * lanes) {

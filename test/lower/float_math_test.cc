@@ -190,11 +190,10 @@ TEST(FloatMathTest, SubnormalTiesRoundToEven) {
 // Exp of the special values and the ends of its range, as libm gives them.
 TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
   const float inf = std::numeric_limits<float>::infinity();
-  const std::vector<float> v = {inf,     -inf,      std::numeric_limits<float>::quiet_NaN(),
-                                88.7f,   88.72283f, 88.7229f,
-                                89.0f,   1e30f,     -103.9f,
-                                -104.0f, -1e30f,    0.0f,
-                                -0.0f};
+  const std::vector<float> v = {
+      inf, -inf, std::numeric_limits<float>::quiet_NaN(), 88.7f, 88.72283f, 88.7229f,
+      // The last f32 with a finite exp, and the first whose is inf.
+      88.72283172607422f, 88.72283935546875f, 89.0f, 1e30f, -103.9f, -104.0f, -1e30f, 0.0f, -0.0f};
   Case c;
   HostTensor t(DType::kF32, {static_cast<int64_t>(v.size())});
   std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
@@ -272,6 +271,35 @@ TEST(FloatMathTest, SumsOfNonNegativeTermsOverflowAndKeepSpecialsAsTheReference)
   EXPECT_EQ(Bits(got[4]), 0u) << got[4];
 }
 
+// A Mean's groups must not overflow where the mean is finite: rows of 32 squares of
+// +-1.5e19 (2.25e38 each; 4 of them overflow f32), of 2.89e38 and 0 alternating; and
+// subnormal terms (a Mean scales them by 1/4 in its groups) stay within 2 ulp.
+TEST(FloatMathTest, GroupedMeansOfHugeAndSubnormalTermsAreTheReferences) {
+  HostTensor t(DType::kF32, {3, 32});
+  float* p = t.data<float>();
+  for (int i = 0; i < 32; ++i) {
+    p[i] = i % 2 == 0 ? 1.5e19f : -1.5e19f;
+    p[32 + i] = i % 2 == 0 ? 1.7e19f : 0.0f;
+    p[64 + i] = FromBits(1 + 37 * i);  // subnormals of many sizes
+  }
+  Case c;
+  Tensor x = c.Input(t);
+  c.outputs = {Mean(Square(x), {1}), Mean(Abs(x), {1})};
+  auto want = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto kernel = CompileCluster(SpecOf(c), CompileOptions());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto got = RunKernel(**kernel, c.values);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (size_t o = 0; o < 2; ++o) {
+    for (int64_t r = 0; r < 3; ++r) {
+      const float g = (*got)[o].data<float>()[r], w = (*want)[o].data<float>()[r];
+      ASSERT_TRUE(std::isfinite(w)) << o << " " << r;
+      EXPECT_LE(UlpDistance(g, w), 2) << "output " << o << " row " << r << ": " << g << " vs " << w;
+    }
+  }
+}
+
 // Which sums group their terms: f32 sums of terms known to be non-negative, on the CPU.
 // The grouped reduction's loop is a quarter (or half) of the row.
 TEST(FloatMathTest, OnlyNonNegativeF32SumsOnTheCpuGroupTheirTerms) {
@@ -285,10 +313,14 @@ TEST(FloatMathTest, OnlyNonNegativeF32SumsOnTheCpuGroupTheirTerms) {
   const std::vector<Want> wants = {
       {[](Tensor x) { return Sum(Square(x), {1}); }, DType::kF32, 1024, false, 256},
       {[](Tensor x) { return Sum(Mul(x, x), {1}); }, DType::kF32, 1024, false, 256},
+      // Reduced over a dim that is not the last (strided), and keeping it.
       {[](Tensor x) {
-         return Mean(Exp(Transpose(x, {0, 1})), {1});
+         return Mean(Exp(Transpose(x, {1, 0})), {0});
        },
        DType::kF32, 10, false, 5},
+      {[](Tensor x) { return Sum(Relu(x), {1}, true); }, DType::kF32, 64, false, 16},
+      // x / -0 is -inf, and a Max over nothing -inf: neither is non-negative.
+      {[](Tensor x) { return Sum(Div(Exp(x), Relu(x)), {1}); }, DType::kF32, 1024, false, 1024},
       {[](Tensor x) { return Sum(Abs(x), {1}); }, DType::kF32, 9, false, 9},
       {[](Tensor x) { return Sum(x, {1}); }, DType::kF32, 1024, false, 1024},
       {[](Tensor x) { return Sum(Sub(Square(x), x), {1}); }, DType::kF32, 1024, false, 1024},
