@@ -120,7 +120,7 @@ Expr ExpF32(const Expr& x_in) {
   const Expr x = Halide::clamp(x_in, -104.0f, 88.72283172607422f);
   // Fused or not, the sum rounds to an integer in the low bits (ulp 1 in [2^23, 2^24)).
   const Expr shifted = x * 1.44269504088896341f + 12582912.0f;
-  // kb = k + 256 in [106, 385], unsigned: Halide refuses to fold signed arithmetic it
+  // kb = k + 256 in [106, 384], unsigned: Halide refuses to fold signed arithmetic it
   // cannot bound, and the shifts below are logical.
   const Expr kb = Halide::reinterpret(u32, shifted) - u(0x4B400000 - 256);
   const Expr kf = Halide::cast(Halide::Float(32), Halide::cast(Halide::Int(32), kb)) - 256.0f;
