@@ -53,20 +53,22 @@ std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars, int rank) {
 }
 
 // Floating sums accumulate in f64 (the reference's rule). A sum of non-negative f32
-// terms (Value::nonnegative: exps, squares, ...) first adds its terms in groups of 4 (or
-// 2) in f32 on the CPU, then those in f64: with no cancellation each group's sum is
+// terms (Value::nonnegative: exps, squares, ...) first adds its terms in groups of 4
+// in f32 on the CPU, then those in f64: with no cancellation each group's sum is
 // within 2 f32 roundings (2^-23 relative) of its exact value, so the whole is too. A
 // Sum's group overflows to inf only when the whole sum does (its f32 result is then inf
 // too); a Mean's would also where the mean is finite (16 squares of 1.5e19), so a Mean
 // adds its terms scaled by 1 / group (exact but for subnormal terms, which then lose at
 // most 2^-150 each) and multiplies the f64 sum back. It saves the widening of 3 terms in
 // 4, the costliest part of the reduction: LayerNorm's variance and softmax's sum of exps
-// (measured in bench/RESULTS.md). Rows of an odd length, or too short, keep 1. The group
-// is strict: Halide's simplifier would move a Mean's scale out of the adds.
+// (measured in bench/RESULTS.md). Other rows keep 1 (SumGroup). The group is strict:
+// Halide's simplifier would move a Mean's scale out of the adds.
 int SumGroup(int64_t n) {
-  if (n % 4 == 0 && n >= 16) return 4;
-  if (n % 2 == 0 && n >= 8) return 2;
-  return 1;
+  // Only rows whose grouped loop still fills two accumulators of 32 lanes: grouping the
+  // softmax regression step's rows of 10 (in pairs, a scalar loop either way) made its
+  // batch-1024 step 10.7 -> 12.9 ms (its exps are largely subnormal); with rows from
+  // 256 only, 8.0-8.2.
+  return n % 4 == 0 && n >= 256 ? 4 : 1;
 }
 
 }  // namespace
@@ -127,7 +129,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   }
   Expr v = At(x, in_index);
   if (group > 1) {
-    // The group's terms, a quarter (or half) of the row apart, added as a tree in f32.
+    // The group's 4 terms, a quarter of the row apart, added as a tree in f32.
     std::vector<Expr> terms = {v};
     for (int j = 1; j < group; ++j) {
       std::vector<Expr> at = in_index;
@@ -137,8 +139,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     if (op == OpKind::kMean) {
       for (Expr& t : terms) t = t * (1.0f / static_cast<float>(group));
     }
-    v = Halide::strict_float(group == 2 ? terms[0] + terms[1]
-                                        : (terms[0] + terms[1]) + (terms[2] + terms[3]));
+    v = Halide::strict_float((terms[0] + terms[1]) + (terms[2] + terms[3]));
   }
   const DType acc_dtype = is_sum && is_float ? DType::kF64 : x.dtype;
   // An i32 sum wraps like the reference's: it accumulates in u32 (Halide takes signed

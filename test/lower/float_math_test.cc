@@ -212,13 +212,13 @@ TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
   }
 }
 
-// Sums of non-negative f32 terms add groups of 4 (or 2) terms in f32 before the f64
-// accumulator (lower_reduce.cc SumGroup). With no cancellation that stays within a few
-// ulp of the reference's f64 sum: rows of every grouping (1024 and 1000: 4; 18 and 10: 2;
-// 9 and 7: none), terms spread over many binades, on every scheduler.
+// Sums of non-negative f32 terms add groups of 4 terms in f32 before the f64 accumulator
+// (lower_reduce.cc SumGroup). With no cancellation that stays within a few ulp of the
+// reference's f64 sum: rows that group (1024, 1000, 260) and rows that do not (252, 18,
+// 9), terms spread over many binades, on every scheduler.
 TEST(FloatMathTest, SumsOfNonNegativeTermsStayWithinThreeUlpOfTheF64Sum) {
   for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
-    for (int64_t n : {1024, 1000, 18, 10, 9, 7}) {
+    for (int64_t n : {1024, 1000, 260, 252, 18, 9}) {
       Case c;
       // exp(x) for x in [-20, 20] spans 17 decimal orders; squares and |x| 2 to 4.
       Tensor x = c.Input(DType::kF32, {37, n}, 11 + n, -20, 20);
@@ -252,12 +252,12 @@ TEST(FloatMathTest, SumsOfNonNegativeTermsStayWithinThreeUlpOfTheF64Sum) {
 TEST(FloatMathTest, SumsOfNonNegativeTermsOverflowAndKeepSpecialsAsTheReference) {
   const float big = 0.3f * std::numeric_limits<float>::max();
   const float inf = std::numeric_limits<float>::infinity();
-  const int64_t n = 16;  // groups of 4: terms 0, 4, 8 and 12 share one
+  const int64_t n = 256;  // groups of 4: terms 0, 64, 128 and 192 share one
   HostTensor t(DType::kF32, {5, n});
   float* p = t.data<float>();
   for (int64_t i = 0; i < t.num_elements(); ++i) p[i] = -0.0f;
-  p[0 * n + 0] = p[0 * n + 4] = p[0 * n + 8] = p[0 * n + 12] = big;  // 1.2 FLT_MAX: inf
-  p[1 * n + 0] = p[1 * n + 4] = p[1 * n + 8] = big;                  // 0.9 FLT_MAX
+  p[0 * n + 0] = p[0 * n + 64] = p[0 * n + 128] = p[0 * n + 192] = big;  // 1.2 FLT_MAX: inf
+  p[1 * n + 0] = p[1 * n + 64] = p[1 * n + 128] = big;                   // 0.9 FLT_MAX
   p[2 * n + 3] = inf;
   p[3 * n + 5] = std::numeric_limits<float>::quiet_NaN();
   Case c;
@@ -271,16 +271,17 @@ TEST(FloatMathTest, SumsOfNonNegativeTermsOverflowAndKeepSpecialsAsTheReference)
   EXPECT_EQ(Bits(got[4]), 0u) << got[4];
 }
 
-// A Mean's groups must not overflow where the mean is finite: rows of 32 squares of
+// A Mean's groups must not overflow where the mean is finite: rows of 256 squares of
 // +-1.5e19 (2.25e38 each; 4 of them overflow f32), of 2.89e38 and 0 alternating; and
 // subnormal terms (a Mean scales them by 1/4 in its groups) stay within 2 ulp.
 TEST(FloatMathTest, GroupedMeansOfHugeAndSubnormalTermsAreTheReferences) {
-  HostTensor t(DType::kF32, {3, 32});
+  const int n = 256;
+  HostTensor t(DType::kF32, {3, n});
   float* p = t.data<float>();
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < n; ++i) {
     p[i] = i % 2 == 0 ? 1.5e19f : -1.5e19f;
-    p[32 + i] = i % 2 == 0 ? 1.7e19f : 0.0f;
-    p[64 + i] = FromBits(1 + 37 * i);  // subnormals of many sizes
+    p[n + i] = i % 2 == 0 ? 1.7e19f : 0.0f;
+    p[2 * n + i] = FromBits(1 + 37 * i);  // subnormals of many sizes
   }
   Case c;
   Tensor x = c.Input(t);
@@ -301,7 +302,7 @@ TEST(FloatMathTest, GroupedMeansOfHugeAndSubnormalTermsAreTheReferences) {
 }
 
 // Which sums group their terms: f32 sums of terms known to be non-negative, on the CPU.
-// The grouped reduction's loop is a quarter (or half) of the row.
+// The grouped reduction's loop is a quarter of the row (rows of 256 and more).
 TEST(FloatMathTest, OnlyNonNegativeF32SumsOnTheCpuGroupTheirTerms) {
   struct Want {
     std::function<Tensor(Tensor)> f;
@@ -317,8 +318,9 @@ TEST(FloatMathTest, OnlyNonNegativeF32SumsOnTheCpuGroupTheirTerms) {
       {[](Tensor x) {
          return Mean(Exp(Transpose(x, {1, 0})), {0});
        },
-       DType::kF32, 10, false, 5},
-      {[](Tensor x) { return Sum(Relu(x), {1}, true); }, DType::kF32, 64, false, 16},
+       DType::kF32, 256, false, 64},
+      {[](Tensor x) { return Sum(Relu(x), {1}, true); }, DType::kF32, 512, false, 128},
+      {[](Tensor x) { return Sum(Relu(x), {1}, true); }, DType::kF32, 252, false, 252},
       // x / -0 is -inf, and a Max over nothing -inf: neither is non-negative.
       {[](Tensor x) { return Sum(Div(Exp(x), Relu(x)), {1}); }, DType::kF32, 1024, false, 1024},
       {[](Tensor x) { return Sum(Abs(x), {1}); }, DType::kF32, 9, false, 9},
