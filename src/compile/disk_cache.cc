@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -549,6 +550,29 @@ void Evict(const Settings& settings, const std::string& keep) {
   }
 }
 
+// A lock on the cache directory (flock: between processes, and between two opens in one
+// process) held while an entry's .so and .meta are replaced (exclusive) or read
+// (shared), so that a reader sees, and two writers leave, one writer's pair. Two writers
+// of one key do not write the same bytes: Halide's unique names differ between two
+// compiles in one process, and a .meta of one with the .so of the other was found
+// damaged at the next load (DiskCacheTest.ConcurrentWritersOfOneKeyAreSafe, under TSan).
+// Without a lock (a directory that cannot be opened) the checksum still catches a mix.
+class DirectoryLock {
+ public:
+  DirectoryLock(const std::string& dir, bool exclusive)
+      : fd_(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)) {
+    if (fd_ >= 0) flock(fd_, exclusive ? LOCK_EX : LOCK_SH);
+  }
+  ~DirectoryLock() {
+    if (fd_ >= 0) close(fd_);  // closing the last descriptor releases the lock
+  }
+  DirectoryLock(const DirectoryLock&) = delete;
+  DirectoryLock& operator=(const DirectoryLock&) = delete;
+
+ private:
+  int fd_;
+};
+
 void Damaged(const std::string& base, const std::string& why) {
   LogWarning(absl::StrCat("disk cache: entry ", base, ".{so,meta} is damaged (", why,
                           "): removed; the kernel is compiled again"));
@@ -763,24 +787,29 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
                                                      const std::string& runtime_target,
                                                      const std::string& name, int num_threads) {
   const std::string base = absl::StrCat(settings.dir, "/", NameOf(full_key));
-  absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
-  if (!meta_text.ok()) {
-    return absl::NotFoundError("not in the disk cache");
-  }
   Meta meta;
-  if (!Parse(*meta_text, &meta)) {
-    Damaged(base, "unreadable .meta");
-    return absl::NotFoundError("damaged entry");
-  }
-  if (meta.key != full_key) {
-    // Another key with the same file name (a hash collision), or a foreign file.
-    Damaged(base, "it belongs to another key");
-    return absl::NotFoundError("foreign entry");
-  }
-  absl::StatusOr<std::string> so = ReadFile(base + ".so");
-  if (!so.ok() || so->size() != meta.so_size || Crc(so->data(), so->size()) != meta.so_crc) {
-    Damaged(base, !so.ok() ? "no .so" : "the .so's size or checksum differs");
-    return absl::NotFoundError("damaged entry");
+  {
+    // The pair is checked as one writer left it. (A writer may replace it before the
+    // dlopen below: with a kernel of the same key and layout.)
+    DirectoryLock lock(settings.dir, /*exclusive=*/false);
+    absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
+    if (!meta_text.ok()) {
+      return absl::NotFoundError("not in the disk cache");
+    }
+    if (!Parse(*meta_text, &meta)) {
+      Damaged(base, "unreadable .meta");
+      return absl::NotFoundError("damaged entry");
+    }
+    if (meta.key != full_key) {
+      // Another key with the same file name (a hash collision), or a foreign file.
+      Damaged(base, "it belongs to another key");
+      return absl::NotFoundError("foreign entry");
+    }
+    absl::StatusOr<std::string> so = ReadFile(base + ".so");
+    if (!so.ok() || so->size() != meta.so_size || Crc(so->data(), so->size()) != meta.so_crc) {
+      Damaged(base, !so.ok() ? "no .so" : "the .so's size or checksum differs");
+      return absl::NotFoundError("damaged entry");
+    }
   }
   BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
   absl::StatusOr<std::unique_ptr<CompiledKernel>> kernel =
@@ -812,13 +841,16 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
   meta.so_size = so->size();
   meta.so_crc = Crc(so->data(), so->size());
   meta.layout = layout;
-  // The .so first, then its .meta: a reader that finds the .meta finds a whole .so (a
-  // concurrent writer of the same key writes the same bytes).
-  if (rename(tmp_so.c_str(), (base + ".so").c_str()) != 0) {
-    std::remove(tmp_so.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename into ", base, ".so"));
+  // The .so first, then its .meta, as one pair (DirectoryLock): a reader that finds the
+  // .meta finds its whole .so.
+  {
+    DirectoryLock lock(settings.dir, /*exclusive=*/true);
+    if (rename(tmp_so.c_str(), (base + ".so").c_str()) != 0) {
+      std::remove(tmp_so.c_str());
+      return absl::InternalError(absl::StrCat("cannot rename into ", base, ".so"));
+    }
+    BRAZE_RETURN_IF_ERROR(WriteAtomically(base + ".meta", Serialize(meta)));
   }
-  BRAZE_RETURN_IF_ERROR(WriteAtomically(base + ".meta", Serialize(meta)));
   Evict(settings, stem);
   return Open(base + ".so", name, layout, num_threads, /*loaded=*/false);
 }
