@@ -118,10 +118,10 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
-// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
-absl::Status WriteAtomically(const std::string& path, const std::string& bytes) {
+// Writes `bytes` to a new temporary file next to `path` and returns its name.
+absl::StatusOr<std::string> WriteTemporary(const std::string& path, const std::string& bytes) {
   std::string tmp = path + ".tmp.XXXXXX";
-  const int fd = mkstemp(tmp.data());
+  const int fd = mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0)
     return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", strerror(errno)));
   size_t done = 0;
@@ -136,8 +136,15 @@ absl::Status WriteAtomically(const std::string& path, const std::string& bytes) 
   }
   fchmod(fd, 0644);
   close(fd);
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
+  return tmp;
+}
+
+// Writes `bytes` to `path` through a temporary file in the same directory and a rename.
+absl::Status WriteAtomically(const std::string& path, const std::string& bytes) {
+  absl::StatusOr<std::string> tmp = WriteTemporary(path, bytes);
+  if (!tmp.ok()) return tmp.status();
+  if (rename(tmp->c_str(), path.c_str()) != 0) {
+    unlink(tmp->c_str());
     return absl::InternalError(absl::StrCat("cannot rename into ", path, ": ", strerror(errno)));
   }
   return absl::OkStatus();
@@ -530,26 +537,6 @@ uint64_t DirectorySize(const fs::path& dir,
 }
 
 // Deletes least recently used entries until the directory is under the bound.
-void Evict(const Settings& settings, const std::string& keep) {
-  std::vector<std::pair<fs::file_time_type, fs::path>> metas;
-  uint64_t total = DirectorySize(settings.dir, &metas);
-  if (total <= settings.max_bytes) return;
-  std::sort(metas.begin(), metas.end());
-  std::error_code ec;
-  for (const auto& [time, meta] : metas) {
-    if (total <= settings.max_bytes) break;
-    if (meta.stem().string() == keep || meta == loaded_runtime_path) continue;
-    fs::path so = meta;
-    so.replace_extension(".so");
-    const uint64_t bytes =
-        meta == so ? fs::file_size(so, ec) : fs::file_size(meta, ec) + fs::file_size(so, ec);
-    fs::remove(meta, ec);  // unlinking a library another process has loaded is safe
-    fs::remove(so, ec);
-    if (meta == so) fs::remove(fs::path(so).replace_extension(".sum"), ec);  // a runtime's
-    total -= std::min(total, bytes);
-  }
-}
-
 // A lock on the cache directory (flock: between processes, and between two opens in one
 // process) held while an entry's .so and .meta are replaced (exclusive) or read
 // (shared), so that a reader sees, and two writers leave, one writer's pair. Two writers
@@ -572,6 +559,27 @@ class DirectoryLock {
  private:
   int fd_;
 };
+
+void Evict(const Settings& settings, const std::string& keep) {
+  std::vector<std::pair<fs::file_time_type, fs::path>> metas;
+  uint64_t total = DirectorySize(settings.dir, &metas);
+  if (total <= settings.max_bytes) return;
+  std::sort(metas.begin(), metas.end());
+  std::error_code ec;
+  DirectoryLock lock(settings.dir, /*exclusive=*/true);  // a pair goes as one
+  for (const auto& [time, meta] : metas) {
+    if (total <= settings.max_bytes) break;
+    if (meta.stem().string() == keep || meta == loaded_runtime_path) continue;
+    fs::path so = meta;
+    so.replace_extension(".so");
+    const uint64_t bytes =
+        meta == so ? fs::file_size(so, ec) : fs::file_size(meta, ec) + fs::file_size(so, ec);
+    fs::remove(meta, ec);  // unlinking a library another process has loaded is safe
+    fs::remove(so, ec);
+    if (meta == so) fs::remove(fs::path(so).replace_extension(".sum"), ec);  // a runtime's
+    total -= std::min(total, bytes);
+  }
+}
 
 void Damaged(const std::string& base, const std::string& why) {
   LogWarning(absl::StrCat("disk cache: entry ", base, ".{so,meta} is damaged (", why,
@@ -787,29 +795,27 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
                                                      const std::string& runtime_target,
                                                      const std::string& name, int num_threads) {
   const std::string base = absl::StrCat(settings.dir, "/", NameOf(full_key));
+  // The pair is checked and opened as one writer left it. Lock order: this lock, then
+  // runtime_mu (EnsureRuntime, Open); nothing takes them the other way round.
+  DirectoryLock lock(settings.dir, /*exclusive=*/false);
+  absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
+  if (!meta_text.ok()) {
+    return absl::NotFoundError("not in the disk cache");
+  }
   Meta meta;
-  {
-    // The pair is checked as one writer left it. (A writer may replace it before the
-    // dlopen below: with a kernel of the same key and layout.)
-    DirectoryLock lock(settings.dir, /*exclusive=*/false);
-    absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
-    if (!meta_text.ok()) {
-      return absl::NotFoundError("not in the disk cache");
-    }
-    if (!Parse(*meta_text, &meta)) {
-      Damaged(base, "unreadable .meta");
-      return absl::NotFoundError("damaged entry");
-    }
-    if (meta.key != full_key) {
-      // Another key with the same file name (a hash collision), or a foreign file.
-      Damaged(base, "it belongs to another key");
-      return absl::NotFoundError("foreign entry");
-    }
-    absl::StatusOr<std::string> so = ReadFile(base + ".so");
-    if (!so.ok() || so->size() != meta.so_size || Crc(so->data(), so->size()) != meta.so_crc) {
-      Damaged(base, !so.ok() ? "no .so" : "the .so's size or checksum differs");
-      return absl::NotFoundError("damaged entry");
-    }
+  if (!Parse(*meta_text, &meta)) {
+    Damaged(base, "unreadable .meta");
+    return absl::NotFoundError("damaged entry");
+  }
+  if (meta.key != full_key) {
+    // Another key with the same file name (a hash collision), or a foreign file.
+    Damaged(base, "it belongs to another key");
+    return absl::NotFoundError("foreign entry");
+  }
+  absl::StatusOr<std::string> so = ReadFile(base + ".so");
+  if (!so.ok() || so->size() != meta.so_size || Crc(so->data(), so->size()) != meta.so_crc) {
+    Damaged(base, !so.ok() ? "no .so" : "the .so's size or checksum differs");
+    return absl::NotFoundError("damaged entry");
   }
   BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
   absl::StatusOr<std::unique_ptr<CompiledKernel>> kernel =
@@ -843,13 +849,25 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
   meta.layout = layout;
   // The .so first, then its .meta, as one pair (DirectoryLock): a reader that finds the
   // .meta finds its whole .so.
+  absl::StatusOr<std::string> tmp_meta = WriteTemporary(base + ".meta", Serialize(meta));
+  if (!tmp_meta.ok()) {
+    std::remove(tmp_so.c_str());
+    return tmp_meta.status();
+  }
   {
     DirectoryLock lock(settings.dir, /*exclusive=*/true);
     if (rename(tmp_so.c_str(), (base + ".so").c_str()) != 0) {
       std::remove(tmp_so.c_str());
+      std::remove(tmp_meta->c_str());
       return absl::InternalError(absl::StrCat("cannot rename into ", base, ".so"));
     }
-    BRAZE_RETURN_IF_ERROR(WriteAtomically(base + ".meta", Serialize(meta)));
+    if (rename(tmp_meta->c_str(), (base + ".meta").c_str()) != 0) {
+      // No half pair: the new .so with an older .meta would be found damaged.
+      std::remove(tmp_meta->c_str());
+      std::remove((base + ".so").c_str());
+      std::remove((base + ".meta").c_str());
+      return absl::InternalError(absl::StrCat("cannot rename into ", base, ".meta"));
+    }
   }
   Evict(settings, stem);
   return Open(base + ".so", name, layout, num_threads, /*loaded=*/false);
