@@ -27,7 +27,7 @@ run_or_fail() {
 # LeakSanitizer's stop-the-world tracer sometimes crashes at exit ("Tracer caught signal
 # 11"), after every test passed and before any leak is examined: a known, intermittent
 # fault of the sanitizer runtime (google/sanitizers#1353), seen once in CI on runtime_tests
-# and never in 6 local reruns. That crash, and only it, is not a finding: the binary is
+# and never in 10 local reruns. That crash, and only it, is not a finding: the binary is
 # run once more and must then pass. Any report, failed test or second crash still fails.
 run_asan_binary() {
   local log

@@ -536,7 +536,6 @@ uint64_t DirectorySize(const fs::path& dir,
   return total;
 }
 
-// Deletes least recently used entries until the directory is under the bound.
 // A lock on the cache directory (flock: between processes, and between two opens in one
 // process) held while an entry's .so and .meta are replaced (exclusive) or read
 // (shared), so that a reader sees, and two writers leave, one writer's pair. Two writers
@@ -560,6 +559,7 @@ class DirectoryLock {
   int fd_;
 };
 
+// Deletes least recently used entries until the directory is under the bound.
 void Evict(const Settings& settings, const std::string& keep) {
   std::vector<std::pair<fs::file_time_type, fs::path>> metas;
   uint64_t total = DirectorySize(settings.dir, &metas);

@@ -7,10 +7,10 @@
 //
 // Semantics follow src/reference/reduce.cc and matmul.cc: floating Sum/Mean accumulate
 // in double (long rows stay accurate; on the CPU a sum of non-negative f32 terms first
-// adds groups of 4 in f32, within 2 roundings of the f64 sum: SumGroup); Max/Min
-// propagate NaN; empty reductions give Sum 0, Mean NaN, Max -inf / INT32_MIN, Min +inf / INT32_MAX;
-// ArgMax returns the first maximum (or the first NaN). MatMul accumulates in the element type: with
-// the register-tiled schedules that is what keeps it fast.
+// adds groups of 4 in f32, within 2 roundings of the f64 sum: GroupsTerms); Max/Min
+// propagate NaN; empty reductions give Sum 0, Mean NaN, Max -inf / INT32_MIN, Min +inf /
+// INT32_MAX; ArgMax returns the first maximum (or the first NaN). MatMul accumulates in
+// the element type: with the register-tiled schedules that is what keeps it fast.
 //
 // Updates keep selects, comparisons and NaN tests out where they can (float Max/Min
 // track NaN with an integer max): Halide 14 miscompiles vectorized GuardWithIf updates
@@ -61,15 +61,15 @@ std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars, int rank) {
 // adds its terms scaled by 1 / group (exact but for subnormal terms, which then lose at
 // most 2^-150 each) and multiplies the f64 sum back. It saves the widening of 3 terms in
 // 4, the costliest part of the reduction: LayerNorm's variance and softmax's sum of exps
-// (measured in bench/RESULTS.md). Other rows keep 1 (SumGroup). The group is strict:
-// Halide's simplifier would move a Mean's scale out of the adds.
-int SumGroup(int64_t n) {
-  // Only rows whose grouped loop still fills two accumulators of 32 lanes: grouping the
-  // softmax regression step's rows of 10 (in pairs, a scalar loop either way) made its
-  // batch-1024 step 10.7 -> 12.9 ms (its exps are largely subnormal); with rows from
-  // 256 only, 8.0-8.2.
-  return n % 4 == 0 && n >= 256 ? 4 : 1;
-}
+// (measured in bench/RESULTS.md). The group is strict: Halide's simplifier would move a
+// Mean's scale out of the adds.
+constexpr int kSumGroup = 4;
+
+// Whether a row of n non-negative terms is read in groups: only rows whose grouped loop
+// still fills two accumulators of 32 lanes. Grouping the softmax regression step's rows
+// of 10 (in pairs, a scalar loop either way) made its batch-1024 step 10.7 -> 12.9 ms
+// (its exps are largely subnormal); with rows from 256 only, 8.0-8.2.
+bool GroupsTerms(int64_t n) { return n % kSumGroup == 0 && n >= 256; }
 
 }  // namespace
 
@@ -97,13 +97,11 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
 
   const bool is_sum = op == OpKind::kSum || op == OpKind::kMean;
   const bool is_float = IsFloating(x.dtype);
-  // The innermost reduced dim, read `group` elements a step (SumGroup).
+  // The innermost reduced dim, read kSumGroup elements a step when `grouped`.
   int inner = rank - 1;
   while (!reduced[inner]) --inner;
-  const int group =
-      is_sum && x.dtype == DType::kF32 && input.nonnegative && !ctx.gpu && SymbolOf(x, inner) < 0
-          ? SumGroup(x.shape[inner])
-          : 1;
+  const bool grouped = is_sum && x.dtype == DType::kF32 && input.nonnegative && !ctx.gpu &&
+                       SymbolOf(x, inner) < 0 && GroupsTerms(x.shape[inner]);
 
   // Reduced dims, innermost first.
   Halide::Region region;
@@ -111,7 +109,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   for (int d = rank - 1; d >= 0; --d) {
     if (!reduced[d]) continue;
     rdom_dim[d] = static_cast<int>(region.size());
-    region.emplace_back(0, d == inner && group > 1 ? Expr(x.shape[d] / group) : ctx.Extent(x, d));
+    region.emplace_back(0, d == inner && grouped ? Expr(x.shape[d] / kSumGroup) : ctx.Extent(x, d));
   }
   Halide::RDom r(region, ctx.UniqueName(name + "_r"));
 
@@ -128,18 +126,16 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     }
   }
   Expr v = At(x, in_index);
-  if (group > 1) {
+  if (grouped) {
     // The group's 4 terms, a quarter of the row apart, added as a tree in f32.
-    std::vector<Expr> terms = {v};
-    for (int j = 1; j < group; ++j) {
+    Expr t[kSumGroup];
+    for (int j = 0; j < kSumGroup; ++j) {
       std::vector<Expr> at = in_index;
-      at[inner] = at[inner] + static_cast<int>(j * (x.shape[inner] / group));
-      terms.push_back(At(x, at));
+      at[inner] = at[inner] + static_cast<int>(j * (x.shape[inner] / kSumGroup));
+      t[j] = At(x, at);
+      if (op == OpKind::kMean) t[j] = t[j] * (1.0f / kSumGroup);
     }
-    if (op == OpKind::kMean) {
-      for (Expr& t : terms) t = t * (1.0f / static_cast<float>(group));
-    }
-    v = Halide::strict_float((terms[0] + terms[1]) + (terms[2] + terms[3]));
+    v = Halide::strict_float((t[0] + t[1]) + (t[2] + t[3]));
   }
   const DType acc_dtype = is_sum && is_float ? DType::kF64 : x.dtype;
   // An i32 sum wraps like the reference's: it accumulates in u32 (Halide takes signed
@@ -229,9 +225,9 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     }
     Expr a = acc(args);
     if (wrapping_sum) a = Halide::reinterpret(Halide::Int(32), a);
-    // A Mean's groups added their terms divided by `group` (exact: a power of two).
-    if (op == OpKind::kMean && group > 1)
-      a = Halide::strict_float(a * Halide::Internal::make_const(acc_type, group));
+    // A Mean's groups added their terms divided by kSumGroup (exact: a power of two).
+    if (op == OpKind::kMean && grouped)
+      a = Halide::strict_float(a * Halide::Internal::make_const(acc_type, kSumGroup));
     if (op == OpKind::kMean) a = a / Halide::cast(acc_type, count_expr);
     return a;  // Inline casts to the output type
   });

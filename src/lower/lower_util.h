@@ -48,7 +48,7 @@ struct Value {
   // takes whole buffers (the library GEMM): it gets its own copy, not the Func's reads.
   const HostTensor* const_value = nullptr;
   // Every element is >= 0, -0, +inf or NaN (an Exp, a Square, ...: NonNegative in
-  // lowering.cc): a sum of such terms cannot cancel (lower_reduce.cc pairs them in f32).
+  // lowering.cc): a sum of such terms cannot cancel (lower_reduce.cc groups them in f32).
   bool nonnegative = false;
 };
 

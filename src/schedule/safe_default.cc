@@ -275,10 +275,10 @@ class SafeScheduler {
   // the caches: below the size from which outputs stream (stream_min_mib, or its default
   // where streaming is off).
   bool CacheResident(const Func& f, const Extents& e, const Symbolic& sym) const {
-    const int64_t mib =
-        params_.stream_min_mib > 0 ? params_.stream_min_mib : ScheduleParams().stream_min_mib;
+    ScheduleParams p = params_;
+    if (p.stream_min_mib <= 0) p.stream_min_mib = ScheduleParams().stream_min_mib;
     return target_.arch == Halide::Target::X86 && !AnySymbolic(sym) &&
-           Product(e) * f.output_types()[0].bytes() < (mib << 20);
+           !StreamSized(f, e, sym, target_, p);
   }
 
   // Whether a row pipeline's output f, its rows (dim 0) vectorized by w, streams a row at
@@ -557,7 +557,7 @@ class SafeScheduler {
       // Lanes: twice the vector width (independent accumulators), halved until they
       // divide the row exactly (the RVar split has no tail) and it holds two of them.
       // The RDom may be shorter than the row: a sum of non-negative terms reads them in
-      // groups (lower_reduce.cc, SumGroup).
+      // groups (lower_reduce.cc, GroupsTerms).
       const int64_t* rdom_extent = Halide::Internal::as_const_int(s.rdom[0].extent());
       const int64_t n = rdom_extent != nullptr ? *rdom_extent : e[0];
       int lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));

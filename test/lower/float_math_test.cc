@@ -213,7 +213,7 @@ TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
 }
 
 // Sums of non-negative f32 terms add groups of 4 terms in f32 before the f64 accumulator
-// (lower_reduce.cc SumGroup). With no cancellation that stays within a few ulp of the
+// (lower_reduce.cc GroupsTerms). With no cancellation that stays within a few ulp of the
 // reference's f64 sum: rows that group (1024, 1000, 260) and rows that do not (252, 18,
 // 9), terms spread over many binades, on every scheduler.
 TEST(FloatMathTest, SumsOfNonNegativeTermsStayWithinThreeUlpOfTheF64Sum) {
