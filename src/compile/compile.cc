@@ -492,6 +492,12 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
                                              Halide::Int(32), Halide::Int(32), buffer});
     externs.emplace(kCpuGemmF32Symbol,
                     Halide::JITExtern(Halide::ExternCFunction(CpuGemmF32Address(), signature)));
+    const Halide::ExternSignature bias_signature(
+        Halide::Int(32), false,
+        {buffer, buffer, buffer, Halide::Int(32), Halide::Int(32), Halide::Int(32), Halide::Int(32),
+         Halide::Int(32), buffer});
+    externs.emplace(kCpuGemmBiasF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
+                                               CpuGemmBiasF32Address(), bias_signature)));
   }
   if (streams) {
     const Halide::Type pointer = Halide::type_of<void*>();

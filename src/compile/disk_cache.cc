@@ -194,18 +194,25 @@ constexpr char kExternTrampolines[] = R"(
 extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
 #endif
 typedef int (*GemmFn)(void*, void*, int, int, int, int, void*);
+typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
 typedef int (*FenceFn)(void);
 static GemmFn gemm_fn;
+static GemmBiasFn gemm_bias_fn;
 static CopyFn copy_fn;
 static FenceFn fence_fn;
-void braze_set_extern_addresses(void* gemm, void* copy, void* fence) {
+void braze_set_extern_addresses(void* gemm, void* gemm_bias, void* copy, void* fence) {
   gemm_fn = (GemmFn)gemm;
+  gemm_bias_fn = (GemmBiasFn)gemm_bias;
   copy_fn = (CopyFn)copy;
   fence_fn = (FenceFn)fence;
 }
 int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads, void* out) {
   return gemm_fn(a, b, ta, tb, k, threads, out);
+}
+int braze_cpu_gemm_bias_f32(void* a, void* b, void* bias, int ta, int tb, int k, int relu,
+                            int threads, void* out) {
+  return gemm_bias_fn(a, b, bias, ta, tb, k, relu, threads, out);
 }
 int braze_stream_copy(void* dst, long long dst_offset, const void* src, long long src_offset,
                       long long bytes) {
@@ -758,8 +765,8 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
       dlsym(handle, "halide_set_error_handler"));
   auto set_print = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
       dlsym(handle, "halide_set_custom_print"));
-  auto set_externs =
-      reinterpret_cast<void (*)(void*, void*, void*)>(dlsym(handle, "braze_set_extern_addresses"));
+  auto set_externs = reinterpret_cast<void (*)(void*, void*, void*, void*)>(
+      dlsym(handle, "braze_set_extern_addresses"));
   // The addresses given are Braze's own functions, never these trampolines: the real ones
   // are hidden, so a second copy of Braze in the process cannot bind its names to them
   // (which would make each trampoline jump to itself).
@@ -769,7 +776,8 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     std::remove(sum.c_str());
     return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime built by Braze"));
   }
-  set_externs(CpuGemmF32Address(), StreamCopyAddress(), StreamFenceAddress());
+  set_externs(CpuGemmF32Address(), CpuGemmBiasF32Address(), StreamCopyAddress(),
+              StreamFenceAddress());
   loaded_runtime_path = so;  // never evicted by this process
   // Never Halide's default handler, which aborts.
   set_error(&BrazeAotError);

@@ -10,15 +10,23 @@
 #include <dlfcn.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "HalideRuntime.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "ir/logging.h"
 
 #if __has_include(<oneapi/dnnl/dnnl.h>)
 #include <oneapi/dnnl/dnnl.h>
@@ -49,6 +57,11 @@ struct Api {
   decltype(&dnnl_primitive_attr_create) attr_create = nullptr;
   decltype(&dnnl_primitive_attr_destroy) attr_destroy = nullptr;
   decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
+  decltype(&dnnl_primitive_attr_set_post_ops) attr_set_post_ops = nullptr;
+  decltype(&dnnl_post_ops_create) post_ops_create = nullptr;
+  decltype(&dnnl_post_ops_append_eltwise) post_ops_append_eltwise = nullptr;
+  decltype(&dnnl_post_ops_destroy) post_ops_destroy = nullptr;
+  decltype(&dnnl_primitive_desc_query) query = nullptr;
   decltype(&dnnl_primitive_desc_query_md) query_md = nullptr;
   decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
   decltype(&dnnl_memory_destroy) memory_destroy = nullptr;
@@ -111,6 +124,11 @@ const Library& Loaded() {
         Find(handle, "dnnl_primitive_attr_create", &a.attr_create) &&
         Find(handle, "dnnl_primitive_attr_destroy", &a.attr_destroy) &&
         Find(handle, "dnnl_primitive_attr_set_scratchpad_mode", &a.attr_set_scratchpad_mode) &&
+        Find(handle, "dnnl_primitive_attr_set_post_ops", &a.attr_set_post_ops) &&
+        Find(handle, "dnnl_post_ops_create", &a.post_ops_create) &&
+        Find(handle, "dnnl_post_ops_append_eltwise", &a.post_ops_append_eltwise) &&
+        Find(handle, "dnnl_post_ops_destroy", &a.post_ops_destroy) &&
+        Find(handle, "dnnl_primitive_desc_query", &a.query) &&
         Find(handle, "dnnl_primitive_desc_query_md", &a.query_md) &&
         Find(handle, "dnnl_memory_desc_get_size", &a.memory_desc_get_size) &&
         Find(handle, "dnnl_memory_destroy", &a.memory_destroy) &&
@@ -132,19 +150,24 @@ const Library& Loaded() {
 }
 
 #if BRAZE_HAVE_DNNL
-// One GEMM configuration: sizes, leading dimensions, transposes and thread count (a
-// primitive's partitioning is fixed when it is created).
+// What the primitive does after the product (the extern's `bias` and `relu`).
+enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasRelu = 2 };
+
+// One GEMM configuration: sizes, leading dimensions, transposes, epilogue and thread
+// count (a primitive's partitioning is fixed when it is created).
 struct GemmKey {
   int64_t m, n, k, lda, ldb, ldc;
   bool ta, tb;
+  int epilogue;
   int threads;
   bool operator==(const GemmKey& o) const {
     return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
-           ta == o.ta && tb == o.tb && threads == o.threads;
+           ta == o.ta && tb == o.tb && epilogue == o.epilogue && threads == o.threads;
   }
   template <typename H>
   friend H AbslHashValue(H h, const GemmKey& g) {
-    return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.threads);
+    return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.epilogue,
+                      g.threads);
   }
 };
 
@@ -157,7 +180,7 @@ struct GemmKey {
 struct Prepared {
   explicit Prepared(const Api& api) : api(api) {}
   ~Prepared() {
-    for (dnnl_memory_t m : {a, b, c, scratch}) {
+    for (dnnl_memory_t m : {a, b, bias, c, scratch}) {
       if (m != nullptr) api.memory_destroy(m);
     }
     if (stream != nullptr) api.stream_destroy(stream);
@@ -169,32 +192,62 @@ struct Prepared {
   const Api& api;
   std::mutex mu;
   dnnl_primitive_t primitive = nullptr;
-  dnnl_memory_t a = nullptr, b = nullptr, c = nullptr, scratch = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, c = nullptr, scratch = nullptr;
   dnnl_stream_t stream = nullptr;
+  std::string impl;            // oneDNN's name of the implementation ("brg:avx512_core")
+  bool relu_post_ops = false;  // the primitive applies the ReLU; else the caller does
   // 4 KiB-aligned, as oneDNN's own scratchpads: its kernels place aligned sub-buffers
   // at offsets from the base.
   std::unique_ptr<void, decltype(&std::free)> scratch_bytes{nullptr, &std::free};
 };
 
-// Null when oneDNN refuses the configuration.
-std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g) {
+// The ReLU as oneDNN post-ops that keep NaN, as braze::Relu does. oneDNN's own ReLU
+// (alpha 0) is max(x, 0), which turns NaN into 0, as do its clip and binary max. ELU
+// with alpha 0 is x > 0 ? x : 0 * (exp(x) - 1): x itself above 0, NaN for NaN (0 * NaN),
+// -0 for every other x, -inf included (exp(-inf) - 1 = -1); the linear x * 1 + 0 then
+// makes that -0 a 0. Its exp costs about 3% at 1024^3 over oneDNN's ReLU; a separate
+// pass over the product cost 7-12%. Used only for implementations the self-test below
+// has checked (ReluPostOpsChecked).
+bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr) {
+  dnnl_post_ops_t ops = nullptr;
+  const bool ok =
+      api.post_ops_create(&ops) == dnnl_success &&
+      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f) == dnnl_success &&
+      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f) == dnnl_success &&
+      api.attr_set_post_ops(attr, ops) == dnnl_success;
+  if (ops != nullptr) api.post_ops_destroy(ops);
+  return ok;
+}
+
+// Null when oneDNN refuses the configuration. `relu_post_ops`: a kBiasRelu key's ReLU
+// by the primitive (else by the caller).
+std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool relu_post_ops) {
   const Api& api = lib.api;
-  dnnl_memory_desc_t a, b, c;
+  dnnl_memory_desc_t a, b, bias, c;
   const dnnl_dims_t a_dims = {g.m, g.k}, b_dims = {g.k, g.n}, c_dims = {g.m, g.n};
   const dnnl_dims_t a_strides = {g.ta ? 1 : g.lda, g.ta ? g.lda : 1};
   const dnnl_dims_t b_strides = {g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1};
   const dnnl_dims_t c_strides = {g.ldc, 1};
+  const dnnl_dims_t bias_dims = {1, g.n}, bias_strides = {g.n, 1};
+  const bool has_bias = g.epilogue != kNoEpilogue;
   dnnl_matmul_desc_t desc;
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_primitive_desc_t pd = nullptr;
   auto p = std::make_shared<Prepared>(api);
+  p->relu_post_ops = relu_post_ops && g.epilogue == kBiasRelu;
   bool ok = api.memory_desc_init(&a, 2, a_dims, dnnl_f32, a_strides) == dnnl_success &&
             api.memory_desc_init(&b, 2, b_dims, dnnl_f32, b_strides) == dnnl_success &&
+            api.memory_desc_init(&bias, 2, bias_dims, dnnl_f32, bias_strides) == dnnl_success &&
             api.memory_desc_init(&c, 2, c_dims, dnnl_f32, c_strides) == dnnl_success &&
-            api.matmul_desc_init(&desc, &a, &b, nullptr, &c) == dnnl_success &&
+            api.matmul_desc_init(&desc, &a, &b, has_bias ? &bias : nullptr, &c) == dnnl_success &&
             api.attr_create(&attr) == dnnl_success &&
             api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+            (!p->relu_post_ops || AppendRelu(api, attr)) &&
             api.primitive_desc_create(&pd, &desc, attr, lib.engine, nullptr) == dnnl_success;
+  const char* impl = nullptr;
+  if (ok && api.query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) {
+    p->impl = impl;
+  }
   const dnnl_memory_desc_t* scratch = ok ? api.query_md(pd, dnnl_query_scratchpad_md, 0) : nullptr;
   const size_t scratch_size = scratch != nullptr ? api.memory_desc_get_size(scratch) : 0;
   if (scratch_size > 0) {
@@ -206,6 +259,8 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g) {
   ok = ok && api.primitive_create(&p->primitive, pd) == dnnl_success &&
        api.memory_create(&p->a, &a, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.memory_create(&p->b, &b, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       (!has_bias ||
+        api.memory_create(&p->bias, &bias, lib.engine, DNNL_MEMORY_NONE) == dnnl_success) &&
        api.memory_create(&p->c, &c, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        (scratch_size == 0 || api.memory_create(&p->scratch, scratch, lib.engine,
                                                p->scratch_bytes.get()) == dnnl_success) &&
@@ -214,6 +269,92 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g) {
   if (attr != nullptr) api.attr_destroy(attr);
   return ok ? p : nullptr;
 }
+
+// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive).
+// False on an error. The caller holds p->mu.
+bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, const float* bias,
+             float* c) {
+  dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
+  int nargs = 3;
+  if (p.scratch != nullptr) args[nargs++] = {DNNL_ARG_SCRATCHPAD, p.scratch};
+  if (p.bias != nullptr) args[nargs++] = {DNNL_ARG_BIAS, p.bias};
+  return api.set_data_handle(p.a, const_cast<float*>(a)) == dnnl_success &&
+         api.set_data_handle(p.b, const_cast<float*>(b)) == dnnl_success &&
+         (p.bias == nullptr ||
+          api.set_data_handle(p.bias, const_cast<float*>(bias)) == dnnl_success) &&
+         api.set_data_handle(p.c, c) == dnnl_success &&
+         api.primitive_execute(p.primitive, p.stream, nargs, args) == dnnl_success &&
+         api.stream_wait(p.stream) == dnnl_success;
+}
+
+// braze::Relu (x < 0 ? 0 : x, NaN kept) over rows x cols at c, rows ldc apart: the
+// epilogue's ReLU where the primitive does not apply it.
+void ReluInPlace(float* c, int64_t rows, int64_t cols, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = c + i * ldc;
+    for (int64_t j = 0; j < cols; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+  }
+}
+
+// True when oneDNN's results with the ReLU post-ops equal braze::Relu of its results
+// without them (NaN where NaN, 0 for every negative and -inf, the value itself
+// otherwise) on inputs with NaN, infinities, signed zeros, subnormals and FLT_MAX, at
+// extents with vector tails.
+bool ReluPostOpsMatch(const Library& lib, int64_t m, int64_t n, int64_t k, std::string* impl) {
+  const GemmKey g{m, n, k, k, n, n, false, false, kBiasRelu, 1};
+  std::shared_ptr<Prepared> fused = Prepare(lib, g, true), plain = Prepare(lib, g, false);
+  if (fused == nullptr || plain == nullptr || !fused->relu_post_ops) return false;
+  *impl = fused->impl;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float big = std::numeric_limits<float>::max();
+  const float specials[] = {nan, inf, -inf, -3.0f, 3.0f, -0.0f, 0.0f, -1e-40f, 1e-40f, big, -big};
+  std::vector<float> a(m * k), b(k * n), bias(n), want(m * n), got(m * n);
+  uint32_t state = 12345;  // a fixed LCG: values in [-1, 1)
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return static_cast<float>(state >> 8) / 8388608.0f - 1.0f;
+  };
+  for (float& x : a) x = next();
+  for (float& x : b) x = next();
+  for (int64_t j = 0; j < n; ++j) bias[j] = j % 2 == 0 ? specials[(j / 2) % 11] : next();
+  a[0] = nan;                    // row 0 NaN
+  a[k + (k > 1 ? 1 : 0)] = inf;  // row 1 +-inf or NaN
+  if (m > 2) a[2 * k] = -inf;    // row 2
+  if (!RunGemm(lib.api, *plain, a.data(), b.data(), bias.data(), want.data()) ||
+      !RunGemm(lib.api, *fused, a.data(), b.data(), bias.data(), got.data())) {
+    return false;
+  }
+  for (int64_t i = 0; i < m * n; ++i) {
+    const float relu = want[i] < 0.0f ? 0.0f : want[i];
+    if (std::isnan(relu) ? !std::isnan(got[i]) : got[i] != relu) return false;
+  }
+  return true;
+}
+
+// Whether the ReLU post-ops may be used with implementation `impl`: a self-test (once
+// per process) runs them on two shapes and keeps the names of the implementations that
+// passed. Any other implementation (another ISA, a reference kernel) gets the ReLU from
+// the caller, with one warning per process.
+bool ReluPostOpsChecked(const Library& lib, const std::string& impl) {
+  static const std::set<std::string>* passed = [&lib] {
+    auto* names = new std::set<std::string>;
+    for (const auto [m, n, k] : {std::array<int64_t, 3>{5, 37, 3}, {33, 70, 17}}) {
+      std::string name;
+      if (ReluPostOpsMatch(lib, m, n, k, &name)) names->insert(name);
+    }
+    return names;
+  }();
+  if (passed->count(impl) > 0) return true;
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    LogWarning(absl::StrCat("oneDNN's NaN-keeping ReLU post-ops are not confirmed for its '", impl,
+                            "' matmul: the ReLU after such a matmul runs as a loop of its own"));
+  });
+  return false;
+}
+
+std::atomic<bool> relu_post_ops_allowed{true};  // AllowCpuGemmReluPostOpsForTesting
 
 // The prepared primitive for `g`, made at its first use. The cache is bounded: past
 // kMaxPrepared configurations (symbolic shapes meet many) it starts again; a primitive
@@ -226,24 +367,13 @@ std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g) {
   auto it = cache->find(g);
   if (it != cache->end()) return it->second;
   if (cache->size() >= kMaxPrepared) cache->clear();
-  std::shared_ptr<Prepared> p = Prepare(lib, g);
+  std::shared_ptr<Prepared> p = Prepare(lib, g, /*relu_post_ops=*/g.epilogue == kBiasRelu);
+  if (p != nullptr && p->relu_post_ops &&
+      (!relu_post_ops_allowed.load() || !ReluPostOpsChecked(lib, p->impl))) {
+    p = Prepare(lib, g, false);
+  }
   if (p != nullptr) cache->emplace(g, p);
   return p;
-}
-
-// out = a b on one matrix each (row-major, leading dimensions in the primitive). False
-// on an error. The caller holds p->mu.
-bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, float* c) {
-  const dnnl_exec_arg_t args[] = {{DNNL_ARG_SRC, p.a},
-                                  {DNNL_ARG_WEIGHTS, p.b},
-                                  {DNNL_ARG_DST, p.c},
-                                  {DNNL_ARG_SCRATCHPAD, p.scratch}};
-  const int nargs = p.scratch != nullptr ? 4 : 3;
-  return api.set_data_handle(p.a, const_cast<float*>(a)) == dnnl_success &&
-         api.set_data_handle(p.b, const_cast<float*>(b)) == dnnl_success &&
-         api.set_data_handle(p.c, c) == dnnl_success &&
-         api.primitive_execute(p.primitive, p.stream, nargs, args) == dnnl_success &&
-         api.stream_wait(p.stream) == dnnl_success;
 }
 #endif
 
@@ -285,10 +415,10 @@ int64_t LeadingDim(const halide_buffer_t* b) {
   return std::max<int64_t>(b->dim[1].stride, b->dim[0].extent);
 }
 
-// The regions of a and b that out's region needs: every k, out's rows (m), columns (n)
-// and batch.
-void AnswerBoundsQuery(halide_buffer_t* a, halide_buffer_t* b, bool ta, bool tb, int32_t k,
-                       const halide_buffer_t* out) {
+// The regions of a, b and bias that out's region needs: every k, out's rows (m),
+// columns (n) and batch; the bias's columns.
+void AnswerBoundsQuery(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
+                       bool tb, int32_t k, const halide_buffer_t* out) {
   const halide_dimension_t& n = out->dim[0];
   const halide_dimension_t& m = out->dim[1];
   if (IsBoundsQuery(a)) {
@@ -301,29 +431,24 @@ void AnswerBoundsQuery(halide_buffer_t* a, halide_buffer_t* b, bool ta, bool tb,
     SetDim(b, tb ? 1 : 0, n.min, n.extent);
     for (int d = 2; d < b->dimensions; ++d) SetDim(b, d, out->dim[d].min, out->dim[d].extent);
   }
+  if (bias != nullptr && IsBoundsQuery(bias)) SetDim(bias, 0, n.min, n.extent);
 }
 
-}  // namespace
-
-absl::Status CpuGemmAvailable() { return Loaded().status; }
-
-std::string CpuGemmLibrary() { return Loaded().status.ok() ? Loaded().name : std::string(); }
-
-// Hidden: kernels reach it by address (JIT) or through the disk cache's runtime, and a
-// second copy of Braze in the process must not bind its name to that runtime's jump.
-extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
-    halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a, int32_t transpose_b, int32_t k,
-    int32_t threads, halide_buffer_t* out) {
-  const bool ta = transpose_a != 0, tb = transpose_b != 0;
+// out = a b (+ bias, then ReLU when `relu`) for both externs; `bias` null: none.
+int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta, bool tb, int32_t k,
+         bool relu, int32_t threads, halide_buffer_t* out) {
   // Halide asks for bounds with query buffers (no memory); an input it already holds
   // may come as itself, so a query is any buffer without memory, out included.
-  if (IsBoundsQuery(a) || IsBoundsQuery(b) || IsBoundsQuery(out)) {
-    AnswerBoundsQuery(a, b, ta, tb, k, out);
+  if (IsBoundsQuery(a) || IsBoundsQuery(b) || IsBoundsQuery(out) ||
+      (bias != nullptr && IsBoundsQuery(bias))) {
+    AnswerBoundsQuery(a, b, bias, ta, tb, k, out);
     return 0;
   }
   const Library& lib = Loaded();
   if (!lib.status.ok()) return -1;
 #if !BRAZE_HAVE_DNNL
+  (void)relu;
+  (void)threads;
   return -1;
 #else
   const int64_t n = out->dim[0].extent, m = out->dim[1].extent;
@@ -336,11 +461,22 @@ extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
       !Covers(out, n0, n, m0, m, out)) {
     return -2;
   }
-  const GemmKey key{m, n, k, LeadingDim(a), LeadingDim(b), LeadingDim(out), ta, tb, threads};
+  if (bias != nullptr &&
+      (bias->dimensions != 1 || bias->dim[0].stride != 1 || bias->dim[0].min > n0 ||
+       n0 + n > bias->dim[0].min + bias->dim[0].extent)) {
+    return -2;
+  }
+  const float* pbias = bias == nullptr
+                           ? nullptr
+                           : reinterpret_cast<const float*>(bias->host) + (n0 - bias->dim[0].min);
+  const int epilogue = bias == nullptr ? kNoEpilogue : relu ? kBiasRelu : kBias;
+  const GemmKey key{m,  n,  k,        LeadingDim(a), LeadingDim(b), LeadingDim(out),
+                    ta, tb, epilogue, threads};
   // Once per call, not per batch index: every batch index has the same configuration.
   if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
   const std::shared_ptr<Prepared> prepared = Lookup(lib, key);
   if (prepared == nullptr) return -3;
+  const bool relu_here = epilogue == kBiasRelu && !prepared->relu_post_ops;
   std::lock_guard<std::mutex> lock(prepared->mu);
   // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
   int64_t batch[8] = {0};
@@ -354,7 +490,8 @@ extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
     const float* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
     const float* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
     float* pc = const_cast<float*>(At(out, n0, m0, batch));
-    if (!RunGemm(lib.api, *prepared, pa, pb, pc)) return -3;
+    if (!RunGemm(lib.api, *prepared, pa, pb, pbias, pc)) return -3;
+    if (relu_here) ReluInPlace(pc, m, n, key.ldc);
     int d = 0;
     for (; d < batch_dims; ++d) {
       const halide_dimension_t& dim = out->dim[d + 2];
@@ -366,6 +503,36 @@ extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
 #endif
 }
 
+}  // namespace
+
+absl::Status CpuGemmAvailable() { return Loaded().status; }
+
+std::string CpuGemmLibrary() { return Loaded().status.ok() ? Loaded().name : std::string(); }
+
+// Hidden: kernels reach them by address (JIT) or through the disk cache's runtime, and a
+// second copy of Braze in the process must not bind their names to that runtime's jumps.
+extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
+    halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a, int32_t transpose_b, int32_t k,
+    int32_t threads, halide_buffer_t* out) {
+  return Gemm(a, b, nullptr, transpose_a != 0, transpose_b != 0, k, false, threads, out);
+}
+
+extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_bias_f32(
+    halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, int32_t transpose_a,
+    int32_t transpose_b, int32_t k, int32_t relu, int32_t threads, halide_buffer_t* out) {
+  return Gemm(a, b, bias, transpose_a != 0, transpose_b != 0, k, relu != 0, threads, out);
+}
+
+void AllowCpuGemmReluPostOpsForTesting(bool allowed) {
+#if BRAZE_HAVE_DNNL
+  relu_post_ops_allowed = allowed;
+#else
+  (void)allowed;
+#endif
+}
+
 void* CpuGemmF32Address() { return reinterpret_cast<void*>(&braze_cpu_gemm_f32); }
+
+void* CpuGemmBiasF32Address() { return reinterpret_cast<void*>(&braze_cpu_gemm_bias_f32); }
 
 }  // namespace braze

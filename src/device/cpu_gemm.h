@@ -37,6 +37,19 @@ namespace braze {
 // -3 oneDNN refused the configuration or failed.
 inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
 
+// The same with a bias epilogue, and a ReLU after it when `relu` is nonzero:
+//   int braze_cpu_gemm_bias_f32(halide_buffer_t* a, halide_buffer_t* b,
+//                               halide_buffer_t* bias, int32_t transpose_a,
+//                               int32_t transpose_b, int32_t k, int32_t relu,
+//                               int32_t threads, halide_buffer_t* out)
+// out = relu(a b + bias), bias [n] broadcast over rows (and batch), dense. The bias is
+// added by oneDNN's matmul (its bias argument: one f32 add after the product, as the
+// Add it replaces), the ReLU by post-ops that keep NaN as braze::Relu does, checked
+// once per process against the same primitive without them (cpu_gemm.cc); where that
+// check does not cover oneDNN's implementation, the call applies the ReLU itself.
+// Bounds queries also answer the bias's columns; codes as above.
+inline constexpr char kCpuGemmBiasF32Symbol[] = "braze_cpu_gemm_bias_f32";
+
 // OK when oneDNN loads and has dnnl_sgemm; FailedPrecondition naming what is missing
 // otherwise. Loaded once per process; the result is kept. Thread-safe.
 absl::Status CpuGemmAvailable();
@@ -44,9 +57,15 @@ absl::Status CpuGemmAvailable();
 // The library and version that runs CPU GEMMs ("oneDNN 2.6.3"), or "" when none loads.
 std::string CpuGemmLibrary();
 
+// Tests: false makes configurations prepared from now on apply the ReLU in the call's
+// own loop (the path taken where the check above fails), true (the default) restores
+// the post-ops.
+void AllowCpuGemmReluPostOpsForTesting(bool allowed);
+
 // braze_cpu_gemm_f32's address, for a JIT pipeline's externs (Pipeline::set_jit_externs):
 // Braze's static libraries do not export it to Halide's JIT linker by name.
 void* CpuGemmF32Address();
+void* CpuGemmBiasF32Address();  // braze_cpu_gemm_bias_f32's
 
 }  // namespace braze
 

@@ -31,8 +31,17 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
                   const ReduceAttrs& attrs, const Value& x, const TensorType& out);
 Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
                   const Value& x, const TensorType& out);
+// A bias Add, and the ReLU after it, that a matmul may take into its library call
+// (gemm_epilogue.h finds them). LowerMatMul sets `folded` when it did: its result is
+// then the Add's (or the Relu's) value.
+struct MatMulEpilogue {
+  const Value* bias = nullptr;  // the Add's other operand
+  bool relu = false;
+  bool folded = false;
+};
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
-                  const Value& a, const Value& b, const TensorType& out);
+                  const Value& a, const Value& b, const TensorType& out,
+                  MatMulEpilogue* epilogue = nullptr);
 
 // lower_layout.cc
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);

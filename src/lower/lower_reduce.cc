@@ -287,9 +287,10 @@ namespace {
 // The matmul as an extern stage calling the CPU GEMM library (device/cpu_gemm.h), which
 // reads each operand as a stored buffer: a cluster input is handed over in place, any
 // other operand is a Func the schedule stores (Stage::operands).
+// With `epilogue`, out = relu(a b + bias) in the same call.
 Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                          const Value& a, const Value& b, const TensorType& out, const Expr& k_size,
-                         int64_t k_extent) {
+                         int64_t k_extent, const MatMulEpilogue* epilogue) {
   std::vector<schedule::Stage::Operand> operands;
   auto argument = [&](Value v, const std::string& suffix) -> Halide::ExternFuncArgument {
     if (v.param.defined()) return v.param;
@@ -320,11 +321,18 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   };
   const int rank = static_cast<int>(out.shape.size());
   Halide::Func gemm(ctx.UniqueName(name));
-  gemm.define_extern(kCpuGemmF32Symbol,
-                     {argument(a, "_a"), argument(b, "_b"), Expr(attrs.transpose_a ? 1 : 0),
-                      Expr(attrs.transpose_b ? 1 : 0), Halide::cast<int32_t>(k_size),
-                      Expr(ctx.library_gemm_threads)},
-                     Halide::Float(32), rank);
+  const Expr ta = attrs.transpose_a ? 1 : 0, tb = attrs.transpose_b ? 1 : 0;
+  const Expr k = Halide::cast<int32_t>(k_size), threads = ctx.library_gemm_threads;
+  if (epilogue == nullptr) {
+    gemm.define_extern(kCpuGemmF32Symbol,
+                       {argument(a, "_a"), argument(b, "_b"), ta, tb, k, threads},
+                       Halide::Float(32), rank);
+  } else {
+    gemm.define_extern(kCpuGemmBiasF32Symbol,
+                       {argument(a, "_a"), argument(b, "_b"), argument(*epilogue->bias, "_bias"),
+                        ta, tb, k, Expr(epilogue->relu ? 1 : 0), threads},
+                       Halide::Float(32), rank);
+  }
   ctx.calls_library = true;
   schedule::Stage stage;
   stage.kind = schedule::StageKind::kLibraryMatMul;
@@ -341,6 +349,12 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   return result;
 }
 
+// A bias the call can add: f32 [n], n the product's columns.
+bool IsRowBias(const Value& bias, const TensorType& out) {
+  return bias.dtype == DType::kF32 && bias.shape.size() == 1 && !out.shape.empty() &&
+         bias.shape[0] == out.shape.back();
+}
+
 // LowerOptions::library_gemm_min_work: f32, and enough work to pay for the call.
 bool UseLibrary(const LoweringContext& ctx, const TensorType& out, int64_t k_extent) {
   if (ctx.library_gemm_min_work < 0 || out.dtype != DType::kF32) return false;
@@ -350,7 +364,8 @@ bool UseLibrary(const LoweringContext& ctx, const TensorType& out, int64_t k_ext
 }  // namespace
 
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
-                  const Value& a_in, const Value& b_in, const TensorType& out) {
+                  const Value& a_in, const Value& b_in, const TensorType& out,
+                  MatMulEpilogue* epilogue) {
   Value a = Materialize(ctx, name + "_a", a_in);
   Value b = Materialize(ctx, name + "_b", b_in);
   const int rank = static_cast<int>(a.shape.size());
@@ -360,7 +375,11 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   const Expr k_size = ctx.Extent(a, k_dim);
   const bool k_symbolic = SymbolOf(a, k_dim) >= 0;
   if (UseLibrary(ctx, out, k_extent)) {
-    return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent);
+    if (epilogue != nullptr && epilogue->bias != nullptr && IsRowBias(*epilogue->bias, out)) {
+      epilogue->folded = true;
+      return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent, epilogue);
+    }
+    return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent, nullptr);
   }
 
   // The k loop reads every operand element n (or m) times. An operand that computes

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "lower/gemm_epilogue.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_util.h"
 #include "lower/symbolic.h"
@@ -98,8 +99,10 @@ bool NonNegative(const Node& node, const std::vector<Value>& in) {
 }
 
 // Lowers one node whose inputs are `in` to its single output of type `out`.
+// `epilogue`: a MatMul's bias Add and ReLU it may fold (LowerMatMul).
 absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
-                                const std::vector<Value>& in, const TensorType& out) {
+                                const std::vector<Value>& in, const TensorType& out,
+                                MatMulEpilogue* epilogue) {
   const std::string name = absl::StrCat(node.op_name(), "_", node.id());
   const OpKind op = node.op();
   switch (op) {
@@ -153,7 +156,7 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
       return LowerArgMax(ctx, name, node.attrs_as<ArgMaxAttrs>(), in[0], out);
     case OpKind::kMatMul:
     case OpKind::kBatchMatMul:
-      return LowerMatMul(ctx, name, node.attrs_as<MatMulAttrs>(), in[0], in[1], out);
+      return LowerMatMul(ctx, name, node.attrs_as<MatMulAttrs>(), in[0], in[1], out, epilogue);
     case OpKind::kReshape:
       return LowerReshape(ctx, name, in[0], out);
     case OpKind::kTranspose:
@@ -287,8 +290,11 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     return absl::InvalidArgumentError(absl::StrCat(
         spec.name, ": ", spec.node_types.size(), " node types for ", spec.nodes.size(), " nodes"));
   }
+  const std::map<int, GemmEpilogueNodes> epilogues = FindGemmEpilogues(spec);
+  std::set<int> folded;  // Adds and Relus a matmul's library call computes
   for (size_t k = 0; k < spec.nodes.size(); ++k) {
     const int id = spec.nodes[k];
+    if (folded.count(id) > 0) continue;  // its value is the matmul's
     const Node& node = spec.graph->node(id);
     auto fail = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(spec.name, ": node '", node.name(), "' (",
@@ -328,11 +334,27 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     }
     const std::vector<int> out_sym = SymbolsOf(symbols, {id, 0});
     if (!symbols.empty()) BRAZE_RETURN_IF_ERROR(CheckSymbolicLayout(node, in, out, out_sym));
+    // A bias lowered before the matmul may go into its library call (an Add whose
+    // bias comes later in the graph's order stays an op of its own).
+    MatMulEpilogue epilogue;
+    auto e = epilogues.find(id);
+    if (e != epilogues.end()) {
+      auto bias = values.find({e->second.bias.node_id(), e->second.bias.index()});
+      if (bias != values.end()) epilogue.bias = &bias->second;
+      epilogue.relu = e->second.relu >= 0;
+    }
     const size_t first_stage = ctx.stages().size();
-    absl::StatusOr<Value> value = LowerNode(ctx, node, in, out);
+    absl::StatusOr<Value> value = LowerNode(ctx, node, in, out, &epilogue);
     if (!value.ok()) return fail(value.status());
-    value->sym = out_sym;
-    value->nonnegative = IsFloating(out.dtype) && NonNegative(node, in);
+    int result_id = id;  // the node whose value this is
+    if (epilogue.folded) {
+      result_id = epilogue.relu ? e->second.relu : e->second.add;
+      folded.insert(e->second.add);
+      if (epilogue.relu) folded.insert(e->second.relu);
+    }
+    value->sym = SymbolsOf(symbols, {result_id, 0});
+    value->nonnegative =
+        epilogue.folded ? epilogue.relu : IsFloating(out.dtype) && NonNegative(node, in);
     for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
       // A node's stages hold its output (an ArgMax's inner Max too: the same dims).
       schedule::Stage& stage = ctx.stages()[s];
@@ -344,7 +366,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
         if (k >= 0) stage.symbolic_extents[d] = ctx.symbols().at(k);
       }
     }
-    values[{id, 0}] = *value;
+    values[{result_id, 0}] = *value;
   }
 
   std::set<ValueKey> consumed;  // values some node of the cluster reads

@@ -151,7 +151,8 @@ void LogCompile(const Step& step, const std::vector<TensorType>& types, const st
     absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
                     result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
     if (!k.schedule_note().empty()) absl::StrAppend(&line, "; ", k.schedule_note());
-    if (absl::StrContains(k.schedule_text(), kCpuGemmF32Symbol)) {
+    if (absl::StrContains(k.schedule_text(), kCpuGemmF32Symbol) ||
+        absl::StrContains(k.schedule_text(), kCpuGemmBiasF32Symbol)) {
       absl::StrAppend(&line, "; matmul by ", CpuGemmLibrary());
     }
     if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());

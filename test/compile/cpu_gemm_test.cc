@@ -5,12 +5,14 @@
 // not installed; CI installs it (tools/setup.sh).
 #include "device/cpu_gemm.h"
 
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
@@ -20,7 +22,30 @@ namespace lowertest {
 namespace {
 
 bool CallsLibrary(const CompiledKernel& kernel) {
-  return absl::StrContains(kernel.schedule_text(), kCpuGemmF32Symbol);
+  return absl::StrContains(kernel.schedule_text(), kCpuGemmF32Symbol) ||
+         absl::StrContains(kernel.schedule_text(), kCpuGemmBiasF32Symbol);
+}
+
+// The call with the bias (and maybe ReLU) epilogue.
+bool CallsWithBias(const CompiledKernel& kernel) {
+  return absl::StrContains(kernel.schedule_text(), kCpuGemmBiasF32Symbol);
+}
+
+// `c` compiled by the safe default with the library: whether its call takes the bias,
+// and its outputs against the reference kernels.
+void CheckEpilogue(const Case& c, bool expect_bias) {
+  auto kernel = CompileCluster(SpecOf(c), CompileOptions{});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(CallsWithBias(**kernel), expect_bias) << (*kernel)->schedule_text();
+  auto actual = RunKernel(**kernel, c.values);
+  ASSERT_TRUE(actual.ok()) << actual.status();
+  auto expected = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_EQ(actual->size(), expected->size());
+  for (size_t i = 0; i < actual->size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(AllClose((*actual)[i], (*expected)[i], 1e-4, 1e-4, &why)) << "output " << i << why;
+  }
 }
 
 // Compiles `c` with `options` (the safe default unless they say otherwise), checks
@@ -228,6 +253,159 @@ TEST_F(CpuGemmTest, ConcurrentRunsOfOneConfigurationOnTwoThreads) {
   for (std::thread& t : threads) t.join();
   EXPECT_TRUE(ok[0]);
   EXPECT_TRUE(ok[1]);
+}
+
+// Relu(MatMul(a, b) + bias[n]) is one call: oneDNN adds the bias and applies the ReLU
+// (gemm_epilogue.h). Every transpose, the bias on either side of the Add, with and
+// without the ReLU, prime extents.
+TEST_F(CpuGemmTest, BiasAndReluGoIntoTheCall) {
+  const int64_t m = 131, n = 127, k = 257;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (bool relu : {false, true}) {
+        for (bool bias_first : {false, true}) {
+          SCOPED_TRACE(absl::StrCat(ta, tb, relu, bias_first));
+          Case c;
+          Tensor bias = c.Input(DType::kF32, {n}, 3);
+          Tensor a = c.Input(DType::kF32, ta ? Shape{k, m} : Shape{m, k}, 1);
+          Tensor b = c.Input(DType::kF32, tb ? Shape{n, k} : Shape{k, n}, 2);
+          Tensor mm = MatMul(a, b, ta, tb);
+          Tensor y = bias_first ? bias + mm : mm + bias;
+          c.outputs = {relu ? Relu(y) : y};
+          CheckEpilogue(c, /*expect_bias=*/true);
+        }
+      }
+    }
+  }
+}
+
+// The ReLU keeps NaN and makes every negative a zero, -inf included, as braze::Relu does
+// (oneDNN's own ReLU post-op makes NaN a 0: cpu_gemm.cc). NaN and infinities come from
+// the operands (whole rows) and from the bias (whole columns).
+TEST_F(CpuGemmTest, TheFoldedReluKeepsNaNAndZeroesNegativeInfinity) {
+  const int64_t m = 37, n = 53, k = 1201;  // m * n * k over the library's minimum, 2^21
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Case c;
+  HostTensor av = HostTensor::RandomUniform(DType::kF32, {m, k}, 7);
+  HostTensor bv = HostTensor::RandomUniform(DType::kF32, {k, n}, 8, 0.5, 1.0);  // positive
+  HostTensor biasv = HostTensor::RandomUniform(DType::kF32, {n}, 9);
+  av.data<float>()[0] = nan;           // row 0: NaN
+  av.data<float>()[1 * k + 4] = inf;   // row 1: +inf
+  av.data<float>()[2 * k + 9] = -inf;  // row 2: -inf, 0 after the ReLU
+  const float specials[] = {nan, inf, -inf, -0.0f, 1e-40f, -1e-40f, 3e38f, -3e38f};
+  for (int i = 0; i < 8; ++i) biasv.data<float>()[5 * i + 1] = specials[i];
+  Tensor a = c.Input(av), b = c.Input(bv), bias = c.Input(biasv);
+  c.outputs = {Relu(MatMul(a, b) + bias)};
+  CheckEpilogue(c, /*expect_bias=*/true);
+}
+
+// Where oneDNN's post-ops are not confirmed, the call applies the ReLU itself: special
+// values, a batch, and a consumer reading part of the result.
+TEST_F(CpuGemmTest, TheCallsOwnReluLoopWhereThePostOpsAreNotUsed) {
+  AllowCpuGemmReluPostOpsForTesting(false);
+  const int64_t m = 41, n = 59, k = 1031;  // shapes of their own: new configurations
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Case c;
+  HostTensor av = HostTensor::RandomUniform(DType::kF32, {2, m, k}, 17);
+  HostTensor biasv = HostTensor::RandomUniform(DType::kF32, {n}, 19);
+  av.data<float>()[3] = nan;
+  av.data<float>()[m * k + 5 * k] = -inf;
+  biasv.data<float>()[2] = -inf;
+  biasv.data<float>()[7] = nan;
+  Tensor a = c.Input(av);
+  Tensor b = c.Input(DType::kF32, {2, k, n}, 18);
+  Tensor bias = c.Input(biasv);
+  c.outputs = {Slice(Relu(BatchMatMul(a, b) + bias), {0, 0, 0}, {2, m, n - 3})};
+  CheckEpilogue(c, /*expect_bias=*/true);
+  AllowCpuGemmReluPostOpsForTesting(true);
+}
+
+// BatchMatMul with a bias: one call per batch index, the same bias for each.
+TEST_F(CpuGemmTest, BatchMatMulWithBiasAndRelu) {
+  Case c;
+  Tensor a = c.Input(DType::kF32, {3, 67, 131}, 6);
+  Tensor b = c.Input(DType::kF32, {3, 97, 131}, 7);
+  Tensor bias = c.Input(DType::kF32, {97}, 8);
+  c.outputs = {Relu(BatchMatMul(a, b, false, true) + bias)};
+  CheckEpilogue(c, /*expect_bias=*/true);
+}
+
+// Where the product or the sum is read by anything else, or the bias is not a row
+// vector lowered before the matmul, the Add (or the ReLU) stays an op of the pipeline,
+// and the results are the same.
+TEST_F(CpuGemmTest, EpiloguesReadElsewhereStayOps) {
+  const int64_t m = 131, n = 127, k = 257;
+  auto inputs = [&](Case& c, Tensor* a, Tensor* b, Tensor* bias) {
+    *bias = c.Input(DType::kF32, {n}, 3);
+    *a = c.Input(DType::kF32, {m, k}, 1);
+    *b = c.Input(DType::kF32, {k, n}, 2);
+  };
+  {
+    SCOPED_TRACE("the sum is also an output: the bias goes in, the ReLU stays");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor y = MatMul(a, b) + bias;
+    c.outputs = {Relu(y), y};
+    CheckEpilogue(c, /*expect_bias=*/true);
+  }
+  {
+    SCOPED_TRACE("the sum is read twice");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor y = MatMul(a, b) + bias;
+    c.outputs = {Relu(y) * y};
+    CheckEpilogue(c, /*expect_bias=*/true);
+  }
+  {
+    SCOPED_TRACE("the product is read twice");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor mm = MatMul(a, b);
+    c.outputs = {Relu(mm + bias) - mm};
+    CheckEpilogue(c, /*expect_bias=*/false);
+  }
+  {
+    SCOPED_TRACE("the product is an output");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor mm = MatMul(a, b);
+    c.outputs = {Relu(mm + bias), mm};
+    CheckEpilogue(c, /*expect_bias=*/false);
+  }
+  {
+    SCOPED_TRACE("a bias computed after the matmul");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor mm = MatMul(a, b);
+    c.outputs = {Relu(mm + Exp(bias))};
+    CheckEpilogue(c, /*expect_bias=*/false);
+  }
+  {
+    SCOPED_TRACE("a computed bias lowered before it");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor e = Exp(bias);
+    c.outputs = {Relu(MatMul(a, b) + e)};
+    CheckEpilogue(c, /*expect_bias=*/true);
+  }
+  {
+    SCOPED_TRACE("a [1, n] bias, a scalar, a matrix");
+    Case c;
+    Tensor a, b, bias;
+    inputs(c, &a, &b, &bias);
+    Tensor row = c.Input(DType::kF32, {1, n}, 4);
+    Tensor full = c.Input(DType::kF32, {m, n}, 5);
+    c.outputs = {Relu(MatMul(a, b) + row), MatMul(a, b) + 0.5f, MatMul(a, b) + full};
+    CheckEpilogue(c, /*expect_bias=*/false);
+  }
 }
 
 }  // namespace

@@ -279,6 +279,27 @@ TEST_F(DiskCacheTest, AKernelCallingTheGemmLibraryIsStoredAndLoaded) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// The call with a bias and ReLU epilogue (a symbol of its own) is stored and loaded too.
+TEST_F(DiskCacheTest, AKernelCallingTheGemmWithItsEpilogueIsStoredAndLoaded) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {131, 257}, "a");
+  Tensor b = Placeholder(g, DType::kF32, {257, 127}, "b");
+  Tensor bias = Placeholder(g, DType::kF32, {127}, "bias");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Relu(MatMul(a, b) + bias);
+  }
+  const Feeds feeds = {{a, HostTensor::RandomUniform(DType::kF32, {131, 257}, 5)},
+                       {b, HostTensor::RandomUniform(DType::kF32, {257, 127}, 4)},
+                       {bias, HostTensor::RandomUniform(DType::kF32, {127}, 3)}};
+  StoreThenLoad(g, feeds, {y});
+  ASSERT_EQ(Files(".meta").size(), 1u);
+  EXPECT_THAT(MetaText(), HasSubstr("extern braze_cpu_gemm_bias_f32"));
+  EXPECT_TRUE(warnings_.empty());
+}
+
 // A kernel writing its output with streaming stores (docs/STREAMING_STORES.md) is stored
 // and loaded: the copy it calls comes through the stored runtime too.
 TEST_F(DiskCacheTest, AKernelWithStreamingStoresIsStoredAndLoaded) {
