@@ -376,8 +376,13 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   const bool k_symbolic = SymbolOf(a, k_dim) >= 0;
   if (UseLibrary(ctx, out, k_extent)) {
     if (epilogue != nullptr && epilogue->bias != nullptr && IsRowBias(*epilogue->bias, out)) {
+      // A bias equal everywhere (a 1-element Const, a broadcast scalar) has no Func or
+      // buffer yet: the call takes buffers.
+      MatMulEpilogue stored = *epilogue;
+      const Value bias = Materialize(ctx, name + "_bias", *epilogue->bias);
+      stored.bias = &bias;
       epilogue->folded = true;
-      return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent, epilogue);
+      return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent, &stored);
     }
     return LowerLibraryMatMul(ctx, name, attrs, a, b, out, k_size, k_extent, nullptr);
   }

@@ -322,6 +322,29 @@ TEST_F(CpuGemmTest, TheCallsOwnReluLoopWhereThePostOpsAreNotUsed) {
   AllowCpuGemmReluPostOpsForTesting(true);
 }
 
+// A bias equal everywhere has no buffer of its own until the call needs one: a
+// one-element Const (braze-fuzz seed 1200509 crashed in the schedule on it) and a
+// broadcast scalar.
+TEST_F(CpuGemmTest, ABiasEqualEverywhereGoesIntoTheCall) {
+  for (int64_t n : {1, 29}) {
+    SCOPED_TRACE(n);
+    Case c;
+    Tensor a = c.Input(DType::kF32, {2, 13}, 1);
+    Tensor w = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {13, n}, 2));
+    Tensor one = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {1}, 3));
+    Tensor bias = n == 1 ? one : BroadcastTo(ScalarConst(*c.graph, -0.25), {n});
+    c.outputs = {Relu(MatMul(a, w) + bias)};
+    auto kernel = CompileCluster(SpecOf(c), MinimumOfOne());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_TRUE(CallsWithBias(**kernel)) << (*kernel)->schedule_text();
+    auto actual = RunKernel(**kernel, c.values);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    auto expected = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-5));
+  }
+}
+
 // BatchMatMul with a bias: one call per batch index, the same bias for each.
 TEST_F(CpuGemmTest, BatchMatMulWithBiasAndRelu) {
   Case c;
