@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace braze {
 namespace {
@@ -24,6 +25,35 @@ class UnalignConstantStrides : public IRMutator {
     }
     return Load::make(op->type, op->name, mutate(op->index), op->image, op->param,
                       mutate(op->predicate), ModulusRemainder());
+  }
+};
+
+// A vector load with stride 2 to 4 whose base is `e + c` (c not a multiple of the
+// stride) gets its base through a Let: Halide's code generator then sees a variable, not
+// the constant it would subtract (CodeGen_LLVM's "offset"), and loads from the base
+// itself. Alignment is kept: where it gives the offset, the shifted base stays >= 0.
+class StridedLoadsFromTheirBase : public IRMutator {
+  using IRMutator::visit;
+
+  Expr visit(const Load* op) override {
+    const Ramp* ramp = op->index.as<Ramp>();
+    const Halide::Internal::IntImm* stride =
+        ramp != nullptr ? ramp->stride.as<Halide::Internal::IntImm>() : nullptr;
+    const Halide::Internal::Add* add =
+        ramp != nullptr ? ramp->base.as<Halide::Internal::Add>() : nullptr;
+    const Halide::Internal::IntImm* c =
+        add != nullptr ? add->b.as<Halide::Internal::IntImm>() : nullptr;
+    if (stride == nullptr || stride->value < 2 || stride->value > 4 || c == nullptr ||
+        Halide::Internal::mod_imp(c->value, stride->value) == 0) {
+      return IRMutator::visit(op);
+    }
+    const std::string name = Halide::Internal::unique_name("braze_strided_base");
+    const Expr base = mutate(ramp->base);
+    const Expr index =
+        Ramp::make(Halide::Internal::Variable::make(base.type(), name), ramp->stride, ramp->lanes);
+    return Halide::Internal::Let::make(name, base,
+                                       Load::make(op->type, op->name, index, op->image, op->param,
+                                                  mutate(op->predicate), op->alignment));
   }
 };
 
@@ -92,8 +122,13 @@ Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt&
   return UnalignConstantStrides().mutate(s);
 }
 
+Halide::Internal::Stmt LoadStridedVectorsFromTheirBase(const Halide::Internal::Stmt& s) {
+  return StridedLoadsFromTheirBase().mutate(s);
+}
+
 void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
   pipeline.add_custom_lowering_pass(new UnalignConstantStrides);
+  pipeline.add_custom_lowering_pass(new StridedLoadsFromTheirBase);
   if (gpu) {
     pipeline.add_custom_lowering_pass(new ComputeSkippableStages);
     pipeline.add_custom_lowering_pass(new ExactDoubleConstants);

@@ -12,6 +12,17 @@
 // with every base whose shifted value is not a multiple of the vector).
 // The repair marks such loads' alignment unknown, so the dense loads are unaligned.
 //
+// Strided loads below their base: for the same dense loads, when the ramp's base is
+// `e + c` and c is not a multiple of the stride, Halide 14 loads from `e + c - (c mod
+// stride)` and shuffles from lane (c mod stride): with e + c = 0 that is one element
+// before the buffer. In a small internal buffer (a stack allocation) LLVM treats that
+// load as undefined, and the whole vector came out as garbage: the first row of a Pad of
+// a transposed comparison (Pad(Transpose(Cast(Equal(t, min))) + 1), a Min gradient: got
+// 0, reference 1, braze-fuzz seed 1201835, the safe default; reproduced standalone with
+// select(d < 2, 5, f(max(d, 2) - 2 + 3l)). An external buffer would be read before its
+// first element. The repair binds such a base to a Let, so the code generator sees a
+// variable and loads from the base itself.
+//
 // Skipped stages on a GPU: when a Func is only needed under a select, Halide 14 wraps its
 // production in `if (condition)` on the host, and the condition may read another Func's
 // buffer, which on a GPU holds its value on the device only (no copy to the host is
@@ -39,6 +50,11 @@ void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu);
 // The repair itself, for tests: `s` with every vector load whose index is a ramp with a
 // constant base and a stride other than 1 given unknown alignment.
 Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt& s);
+
+// The repair of strided loads below their base, for tests: `s` with every vector load
+// of stride 2 to 4 whose base is `e + c` (c not a multiple of the stride) reading its
+// base through a Let.
+Halide::Internal::Stmt LoadStridedVectorsFromTheirBase(const Halide::Internal::Stmt& s);
 
 // The GPU repair, for tests: `s` with every host-side `if` (no else, outside any GPU
 // loop) whose condition reads a buffer replaced by its body.

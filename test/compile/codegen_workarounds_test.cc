@@ -51,6 +51,47 @@ TEST(CodegenWorkarounds, OnlyConstantBaseStridedLoadsLoseTheirAlignment) {
   EXPECT_EQ(variable.modulus, 0);  // untouched: only constant bases are repaired
 }
 
+// out(l, d) = d < 2 ? 5 : (t(max(d, 2) - 2 + 3l) == 0.5 ? 2 : 1), vectorized by 4 over
+// l, with t a small internal buffer: the strided load's base is `max(d, 2) + -2`, which
+// Halide 14 shifted to one element before t. Without the repair the row d = 2 came out
+// as garbage (NaN, 0, 1.4e-45: LLVM's value for an out-of-bounds stack load).
+TEST(CodegenWorkarounds, StridedLoadsBelowTheirBaseRunAndAreRight) {
+  Halide::Var x("x"), l("l"), d("d");
+  Halide::Func t("t"), out("out");
+  t(x) = Halide::select(x == 6, 0.5f, Halide::cast<float>(x) * 0.25f + 10.0f);
+  t.compute_root().bound(x, 0, 12);
+  out(l, d) = Halide::select(d < 2, 5.0f,
+                             Halide::select(t(Halide::max(d, 2) - 2 + 3 * l) == 0.5f, 2.0f, 1.0f));
+  out.bound(l, 0, 4).bound(d, 0, 5).vectorize(l, 4);
+  Halide::Pipeline p(out);
+  InstallCodegenWorkarounds(p, /*gpu=*/false);
+  Halide::Buffer<float> o = p.realize({4, 5});
+  for (int dd = 0; dd < 5; ++dd) {
+    for (int ll = 0; ll < 4; ++ll) {
+      const int i = dd - 2 + 3 * ll;
+      const float want = dd < 2 ? 5.0f : i == 6 ? 2.0f : 1.0f;
+      EXPECT_EQ(o(ll, dd), want) << "l " << ll << " d " << dd;
+    }
+  }
+}
+
+TEST(CodegenWorkarounds, OnlyStridedLoadsWithAnOddConstantGetTheirBaseFromALet) {
+  using namespace Halide::Internal;
+  const Halide::Expr v = Variable::make(Halide::Int(32), "v");
+  auto rewritten = [&](const Halide::Expr& index) {
+    const Halide::Expr load = Load::make(Halide::Float(32, 4), "buf", index, Halide::Buffer<>(),
+                                         Parameter(), const_true(4), ModulusRemainder());
+    const Stmt out = LoadStridedVectorsFromTheirBase(Evaluate::make(load));
+    return out.as<Evaluate>()->value.as<Let>() != nullptr;
+  };
+  EXPECT_TRUE(rewritten(Ramp::make(v + -2, 3, 4)));
+  EXPECT_TRUE(rewritten(Ramp::make(v + 1, 2, 4)));
+  EXPECT_FALSE(rewritten(Ramp::make(v + 3, 3, 4)));  // a multiple of the stride: no shift
+  EXPECT_FALSE(rewritten(Ramp::make(v, 3, 4)));
+  EXPECT_FALSE(rewritten(Ramp::make(v + 1, 1, 4)));  // dense
+  EXPECT_FALSE(rewritten(Ramp::make(v + 1, 5, 4)));  // a gather, not a shuffle
+}
+
 TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {
   using namespace Halide::Internal;
   const Stmt body = Evaluate::make(0);

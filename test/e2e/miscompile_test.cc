@@ -721,5 +721,33 @@ TEST(Miscompile, SignedZerosAreTheReferencesOnOpenCL) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
   ExpectSignedZeros({Scheduler::kAuto}, "jit:opencl");
 }
+// A Min gradient through a Slice (Pad(Transpose(Cast(Equal(t, min))) + 1)): the Pad reads
+// the transposed comparison with stride 3 at `max(d, 2) - 2`, and Halide 14 loaded it from
+// one element before the (stack) buffer, which LLVM treats as undefined: the first row
+// after the padding came out 0 instead of 1 under the safe default (braze-fuzz seed
+// 1201835; docs/HALIDE14.md, "Strided loads below their base").
+TEST(Miscompile, StridedReadsOfAPaddedTransposeStartAtTheirBase) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {1, 5, 13, 4}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor s = Slice(x, {0, 2, 12, 0}, {1, 3, 1, 4});
+    Tensor t = Transpose(s, {0, 2, 3, 1});
+    Tensor m = Min(t, {0, 1, 2, 3}, false);
+    Tensor eq = Cast(Equal(t, Reshape(m, {1, 1, 1, 1})), DType::kF32);
+    Tensor pad = Pad(Transpose(eq, {0, 3, 1, 2}) + 1.0, {{0, 0}, {2, 0}, {12, 0}, {0, 0}}, 0.0);
+    fetches = {s, m, pad};
+  }
+  ExpectMatchesReference(g, {{x, Random({1, 5, 13, 4}, 157440402)}}, fetches);
+  // The fuzzer's own program: the gradients of the slice and the Min.
+  JitScope scope(g);
+  Tensor s = Slice(x, {0, 2, 12, 0}, {1, 3, 1, 4});
+  Tensor m = Min(Transpose(s, {0, 2, 3, 1}), {0, 1, -2, 3}, false);
+  auto grads = Gradients({s, m}, {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  ExpectMatchesReference(g, {{x, Random({1, 5, 13, 4}, 157440402)}}, {s, m, (*grads)[0]});
+}
+
 }  // namespace
 }  // namespace braze
