@@ -367,11 +367,13 @@ std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g) {
   auto it = cache->find(g);
   if (it != cache->end()) return it->second;
   if (cache->size() >= kMaxPrepared) cache->clear();
-  std::shared_ptr<Prepared> p = Prepare(lib, g, /*relu_post_ops=*/g.epilogue == kBiasRelu);
-  if (p != nullptr && p->relu_post_ops &&
-      (!relu_post_ops_allowed.load() || !ReluPostOpsChecked(lib, p->impl))) {
-    p = Prepare(lib, g, false);
+  std::shared_ptr<Prepared> p;
+  if (g.epilogue == kBiasRelu && relu_post_ops_allowed.load()) {
+    p = Prepare(lib, g, /*relu_post_ops=*/true);
+    if (p != nullptr && !ReluPostOpsChecked(lib, p->impl)) p = nullptr;
   }
+  // No ReLU, or oneDNN refused its post-ops, or they are not confirmed: the call's loop.
+  if (p == nullptr) p = Prepare(lib, g, /*relu_post_ops=*/false);
   if (p != nullptr) cache->emplace(g, p);
   return p;
 }

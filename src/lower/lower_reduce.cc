@@ -320,7 +320,9 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
     return v.func;
   };
   const int rank = static_cast<int>(out.shape.size());
-  Halide::Func gemm(ctx.UniqueName(name));
+  // Named for its epilogue, which dumps and logs then show ("MatMul_3_bias_relu: extern").
+  const char* suffix = epilogue == nullptr ? "" : epilogue->relu ? "_bias_relu" : "_bias";
+  Halide::Func gemm(ctx.UniqueName(name + suffix));
   const Expr ta = attrs.transpose_a ? 1 : 0, tb = attrs.transpose_b ? 1 : 0;
   const Expr k = Halide::cast<int32_t>(k_size), threads = ctx.library_gemm_threads;
   if (epilogue == nullptr) {

@@ -31,12 +31,16 @@ bool CallsWithBias(const CompiledKernel& kernel) {
   return absl::StrContains(kernel.schedule_text(), kCpuGemmBiasF32Symbol);
 }
 
-// `c` compiled by the safe default with the library: whether its call takes the bias,
-// and its outputs against the reference kernels.
-void CheckEpilogue(const Case& c, bool expect_bias) {
+// `c` compiled by the safe default with the library: that it calls the library, whether
+// its call takes the bias (and the ReLU: the call's Func is then named for it), and its
+// outputs against the reference kernels.
+void CheckEpilogue(const Case& c, bool expect_bias, bool expect_relu = false) {
   auto kernel = CompileCluster(SpecOf(c), CompileOptions{});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_TRUE(CallsLibrary(**kernel)) << (*kernel)->schedule_text();
   EXPECT_EQ(CallsWithBias(**kernel), expect_bias) << (*kernel)->schedule_text();
+  EXPECT_EQ(absl::StrContains((*kernel)->schedule_text(), "_bias_relu"), expect_relu)
+      << (*kernel)->schedule_text();
   auto actual = RunKernel(**kernel, c.values);
   ASSERT_TRUE(actual.ok()) << actual.status();
   auto expected = ReferenceOutputs(SpecOf(c), c.values);
@@ -272,7 +276,7 @@ TEST_F(CpuGemmTest, BiasAndReluGoIntoTheCall) {
           Tensor mm = MatMul(a, b, ta, tb);
           Tensor y = bias_first ? bias + mm : mm + bias;
           c.outputs = {relu ? Relu(y) : y};
-          CheckEpilogue(c, /*expect_bias=*/true);
+          CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/relu);
         }
       }
     }
@@ -297,7 +301,7 @@ TEST_F(CpuGemmTest, TheFoldedReluKeepsNaNAndZeroesNegativeInfinity) {
   for (int i = 0; i < 8; ++i) biasv.data<float>()[5 * i + 1] = specials[i];
   Tensor a = c.Input(av), b = c.Input(bv), bias = c.Input(biasv);
   c.outputs = {Relu(MatMul(a, b) + bias)};
-  CheckEpilogue(c, /*expect_bias=*/true);
+  CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
 }
 
 // Where oneDNN's post-ops are not confirmed, the call applies the ReLU itself: special
@@ -318,7 +322,7 @@ TEST_F(CpuGemmTest, TheCallsOwnReluLoopWhereThePostOpsAreNotUsed) {
   Tensor b = c.Input(DType::kF32, {2, k, n}, 18);
   Tensor bias = c.Input(biasv);
   c.outputs = {Slice(Relu(BatchMatMul(a, b) + bias), {0, 0, 0}, {2, m, n - 3})};
-  CheckEpilogue(c, /*expect_bias=*/true);
+  CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
   AllowCpuGemmReluPostOpsForTesting(true);
 }
 
@@ -352,7 +356,7 @@ TEST_F(CpuGemmTest, BatchMatMulWithBiasAndRelu) {
   Tensor b = c.Input(DType::kF32, {3, 97, 131}, 7);
   Tensor bias = c.Input(DType::kF32, {97}, 8);
   c.outputs = {Relu(BatchMatMul(a, b, false, true) + bias)};
-  CheckEpilogue(c, /*expect_bias=*/true);
+  CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
 }
 
 // Where the product or the sum is read by anything else, or the bias is not a row
@@ -417,7 +421,7 @@ TEST_F(CpuGemmTest, EpiloguesReadElsewhereStayOps) {
     inputs(c, &a, &b, &bias);
     Tensor e = Exp(bias);
     c.outputs = {Relu(MatMul(a, b) + e)};
-    CheckEpilogue(c, /*expect_bias=*/true);
+    CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
   }
   {
     SCOPED_TRACE("a [1, n] bias, a scalar, a matrix");
