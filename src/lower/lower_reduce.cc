@@ -179,8 +179,20 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   switch (op) {
     case OpKind::kSum:
     case OpKind::kMean:
-      acc(vars) =
-          acc(vars) + (wrapping_sum ? Halide::reinterpret(acc_type, v) : Halide::cast(acc_type, v));
+      if (wrapping_sum) {
+        acc(vars) = acc(vars) + Halide::reinterpret(acc_type, v);
+      } else if (!acc_type.is_float()) {
+        acc(vars) = acc(vars) + Halide::cast(acc_type, v);
+      } else {
+        // Each term plus a zero Halide cannot see through (exact: x + 0 is x, -0 aside,
+        // and the sum starts at +0). Halide 14's loop trimming decides whether
+        // `acc = acc + t` does anything with strict_float stripped from t, and proved
+        // x - x, x * 0 and select(x == x, 0, 1) zero for infinite or NaN x: it deleted
+        // the loop and Sum(x - x) was 0, not NaN (braze-fuzz seed 1212572). With the
+        // zero, what it proves is at most "zero == 0", which it cannot decide.
+        acc(vars) = acc(vars) + Halide::strict_float(Halide::cast(acc_type, v) +
+                                                     Halide::cast(acc_type, ctx.OpaqueZeroF64()));
+      }
       break;
     case OpKind::kMax:
     case OpKind::kMin: {
@@ -399,27 +411,40 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
     return schedule::Stage::Operand{v.func, HalideExtents(v.shape), transposed,
                                     HalideSymbolic(v.sym, v.shape.size())};
   };
-  if (a.inline_body) {
+  //
+  // A float operand that computes something also adds a zero Halide cannot see through
+  // (exact): where a schedule inlines it into the k loop, Halide 14's loop trimming would
+  // otherwise take strict_float off (x - x) * w, prove it 0 and delete the loop for an
+  // infinite x (Mullapudi2016; docs/HALIDE14.md, "Loop trimming strips strict_float").
+  const bool is_float = IsFloating(out.dtype);
+  auto plus_zero = [&](const Expr& e) {
+    return is_float ? Halide::strict_float(e + Halide::cast(e.type(), ctx.OpaqueZeroF64())) : e;
+  };
+  auto computes = [](const Value& v) {
+    return v.inline_body || (v.func.defined() && !schedule::IsPlainLoad(v.func.function()));
+  };
+  if (computes(a)) {
     const std::vector<int> sym = a.sym;
     a = Define(ctx, name + "_a", a.dtype, a.shape,
-               [src = a](const std::vector<Expr>& i) { return At(src, i); });
+               [src = a, &plus_zero](const std::vector<Expr>& i) { return plus_zero(At(src, i)); });
     a.sym = sym;
   }
   if (a.func.defined()) operands.push_back(operand(a, false));
   bool transpose_b = attrs.transpose_b;
-  if (b.func.defined() && !transpose_b) operands.push_back(operand(b, false));
-  if (!b.constant.defined() && (transpose_b || b.inline_body)) {
+  if (b.func.defined() && !transpose_b && !computes(b)) operands.push_back(operand(b, false));
+  if (!b.constant.defined() && (transpose_b || computes(b))) {
     Shape packed = b.shape;
     std::vector<int> sym = b.sym;
     if (transpose_b) {
       std::swap(packed[rank - 2], packed[rank - 1]);
       if (sym.size() == packed.size()) std::swap(sym[rank - 2], sym[rank - 1]);
     }
+    const bool add_zero = computes(b);
     b = Define(ctx, name + (transpose_b ? "_bt" : "_b"), b.dtype, packed,
-               [src = b, transpose_b, rank](const std::vector<Expr>& i) {
+               [src = b, transpose_b, rank, add_zero, &plus_zero](const std::vector<Expr>& i) {
                  std::vector<Expr> j = i;
                  if (transpose_b) std::swap(j[rank - 2], j[rank - 1]);
-                 return At(src, j);
+                 return add_zero ? plus_zero(At(src, j)) : At(src, j);
                });
     b.sym = sym;
     operands.push_back(operand(b, transpose_b));

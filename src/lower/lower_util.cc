@@ -143,6 +143,15 @@ Expr LoweringContext::Extent(const Value& v, size_t d) const {
   return Expr(static_cast<int>(v.shape[d]));
 }
 
+Expr LoweringContext::OpaqueZeroF64() {
+  if (!zero_.defined()) {
+    zero_ = Halide::Buffer<double>(std::vector<int>{1}, UniqueName("opaque_zero"));
+    zero_(0) = 0.0;
+    zero_.set_host_dirty(true);  // a GPU pipeline uploads it, as a Const's buffer
+  }
+  return zero_(Expr(0));
+}
+
 std::string LoweringContext::UniqueName(const std::string& base) {
   std::string clean;
   for (char c : base) clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';

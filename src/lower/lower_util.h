@@ -116,8 +116,13 @@ class LoweringContext {
   std::vector<Halide::Expr>& symbols() { return symbols_; }
   // The extent of `v`'s row-major dim d: a constant, or its class's extent.
   Halide::Expr Extent(const Value& v, size_t d) const;
+  // An f64 0 that Halide cannot see is 0: a load of a one-element buffer of this
+  // pipeline (docs/HALIDE14.md, "Loop trimming strips strict_float"). Loop-invariant,
+  // so LLVM hoists it.
+  Halide::Expr OpaqueZeroF64();
 
  private:
+  Halide::Buffer<double> zero_;
   std::vector<Halide::Expr> symbols_;
   std::map<std::string, int> counts_;
   std::vector<schedule::Stage> stages_;

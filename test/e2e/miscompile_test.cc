@@ -749,5 +749,55 @@ TEST(Miscompile, StridedReadsOfAPaddedTransposeStartAtTheirBase) {
   ExpectMatchesReference(g, {{x, Random({1, 5, 13, 4}, 157440402)}}, {s, m, (*grads)[0]});
 }
 
+// Halide 14's loop trimming decides whether a reduction's `acc = acc + t` does anything
+// with strict_float stripped from t, so it proved x - x, x * 0 and a tie mask of x == x
+// zero where x is infinite or NaN, and deleted the loop: Sum(x - x) was 0, not NaN, and
+// the gradient of Maximum(x, x) at NaN was 0, not 3 (braze-fuzz seed 1212572, the safe
+// default). Each term now adds a zero Halide cannot see through (docs/HALIDE14.md, "Loop
+// trimming strips strict_float").
+TEST(Miscompile, SumsOfTermsThatAreZeroOnlyForFiniteValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (float special : {inf, nan}) {
+    SCOPED_TRACE(special);
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {7, 5}, "x");
+    Tensor s = Placeholder(g, DType::kF32, {}, "s");
+    std::vector<Tensor> fetches;
+    {
+      JitScope scope(g);
+      Tensor zero = ScalarConst(g, 0.0);
+      Tensor m = Maximum(s, BroadcastTo(s, {3}));
+      auto grads = Gradients({m}, {s});
+      ASSERT_TRUE(grads.ok()) << grads.status();
+      fetches = {
+          Sum(x - x), Sum(x * zero, {1}), Mean(x - x, {0}), Sum(Cast(Equal(x, x), DType::kF32)),
+          m,          (*grads)[0]};
+    }
+    HostTensor xv = Random({7, 5}, 11);
+    xv.data<float>()[12] = special;
+    ExpectMatchesReference(g, {{x, xv}, {s, HostTensor::Scalar<float>(special)}}, fetches);
+  }
+}
+
+// The same for a matmul's k loop where a schedule inlines a computed operand
+// (Mullapudi2016: MatMul(x - x, w) was 0 where x is infinite, not NaN). Computed float
+// operands add the zero Halide cannot see through.
+TEST(Miscompile, MatMulsOfOperandsThatAreZeroOnlyForFiniteValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {7, 5}, "x");
+  Tensor w = Placeholder(g, DType::kF32, {5, 3}, "w");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor zero = ScalarConst(g, 0.0);
+    fetches = {MatMul(x - x, w), MatMul(x, w * zero), MatMul(x, BroadcastTo(zero, {5, 3}))};
+  }
+  HostTensor xv = Random({7, 5}, 11);
+  xv.data<float>()[12] = inf;
+  ExpectMatchesReference(g, {{x, xv}, {w, Random({5, 3}, 12)}}, fetches);
+}
+
 }  // namespace
 }  // namespace braze
