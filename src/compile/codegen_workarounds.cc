@@ -4,6 +4,8 @@
 #include <cstring>
 #include <string>
 
+#include "lower/lowering.h"
+
 namespace braze {
 namespace {
 
@@ -54,6 +56,39 @@ class StridedLoadsFromTheirBase : public IRMutator {
     return Halide::Internal::Let::make(name, base,
                                        Load::make(op->type, op->name, index, op->image, op->param,
                                                   mutate(op->predicate), op->alignment));
+  }
+};
+
+// True for a load of the opaque zero, under casts and strict_float.
+bool IsOpaqueZero(Expr e) {
+  while (true) {
+    if (const auto* cast = e.as<Halide::Internal::Cast>()) {
+      e = cast->value;
+    } else if (const auto* call = e.as<Halide::Internal::Call>();
+               call != nullptr && call->is_intrinsic(Halide::Internal::Call::strict_float)) {
+      e = call->args[0];
+    } else {
+      break;
+    }
+  }
+  const Load* load = e.as<Load>();
+  return load != nullptr && load->name == lower::kOpaqueZeroBuffer;
+}
+
+// `x + zero` -> x (exact where Braze adds it: sums that start at +0, matmul operands);
+// any other read of the zero -> 0.
+class DropOpaqueZeros : public IRMutator {
+  using IRMutator::visit;
+
+  Expr visit(const Halide::Internal::Add* op) override {
+    if (IsOpaqueZero(op->b)) return mutate(op->a);
+    if (IsOpaqueZero(op->a)) return mutate(op->b);
+    return IRMutator::visit(op);
+  }
+
+  Expr visit(const Load* op) override {
+    if (op->name == lower::kOpaqueZeroBuffer) return Halide::Internal::make_zero(op->type);
+    return IRMutator::visit(op);
   }
 };
 
@@ -126,7 +161,12 @@ Halide::Internal::Stmt LoadStridedVectorsFromTheirBase(const Halide::Internal::S
   return StridedLoadsFromTheirBase().mutate(s);
 }
 
+Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s) {
+  return DropOpaqueZeros().mutate(s);
+}
+
 void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
+  pipeline.add_custom_lowering_pass(new DropOpaqueZeros);
   pipeline.add_custom_lowering_pass(new UnalignConstantStrides);
   pipeline.add_custom_lowering_pass(new StridedLoadsFromTheirBase);
   if (gpu) {

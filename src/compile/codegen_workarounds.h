@@ -23,6 +23,13 @@
 // first element. The repair binds such a base to a Let, so the code generator sees a
 // variable and loads from the base itself.
 //
+// The opaque zero (lower/lowering.h kOpaqueZeroBuffer): float sums and matmul operands
+// add a load of a one-element buffer of 0 so that Halide 14's loop trimming, which
+// reasons with strict_float stripped, cannot prove a term zero (docs/HALIDE14.md, "Loop
+// trimming strips strict_float"). Custom passes run after trimming, so this one takes
+// the additions out again: `x + zero` becomes x. The load had cost 25% on a step of
+// small sums (an extra add, and loops LLVM no longer vectorized).
+//
 // Skipped stages on a GPU: when a Func is only needed under a select, Halide 14 wraps its
 // production in `if (condition)` on the host, and the condition may read another Func's
 // buffer, which on a GPU holds its value on the device only (no copy to the host is
@@ -55,6 +62,9 @@ Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt&
 // of stride 2 to 4 whose base is `e + c` (c not a multiple of the stride) reading its
 // base through a Let.
 Halide::Internal::Stmt LoadStridedVectorsFromTheirBase(const Halide::Internal::Stmt& s);
+
+// The opaque zero's removal, for tests.
+Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s);
 
 // The GPU repair, for tests: `s` with every host-side `if` (no else, outside any GPU
 // loop) whose condition reads a buffer replaced by its body.

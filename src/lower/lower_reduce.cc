@@ -189,9 +189,11 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
         // `acc = acc + t` does anything with strict_float stripped from t, and proved
         // x - x, x * 0 and select(x == x, 0, 1) zero for infinite or NaN x: it deleted
         // the loop and Sum(x - x) was 0, not NaN (braze-fuzz seed 1212572). With the
-        // zero, what it proves is at most "zero == 0", which it cannot decide.
-        acc(vars) = acc(vars) + Halide::strict_float(Halide::cast(acc_type, v) +
-                                                     Halide::cast(acc_type, ctx.OpaqueZeroF64()));
+        // zero, what it proves is at most "zero == 0", which it cannot decide; the
+        // addition is taken out again after trimming (compile/codegen_workarounds.h).
+        // Not strict_float: that would make the whole term strict (no FMA in an exp).
+        acc(vars) =
+            acc(vars) + (Halide::cast(acc_type, v) + Halide::cast(acc_type, ctx.OpaqueZeroF64()));
       }
       break;
     case OpKind::kMax:
@@ -418,7 +420,7 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   // infinite x (Mullapudi2016; docs/HALIDE14.md, "Loop trimming strips strict_float").
   const bool is_float = IsFloating(out.dtype);
   auto plus_zero = [&](const Expr& e) {
-    return is_float ? Halide::strict_float(e + Halide::cast(e.type(), ctx.OpaqueZeroF64())) : e;
+    return is_float ? e + Halide::cast(e.type(), ctx.OpaqueZeroF64()) : e;
   };
   auto computes = [](const Value& v) {
     return v.inline_body || (v.func.defined() && !schedule::IsPlainLoad(v.func.function()));

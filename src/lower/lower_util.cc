@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "lower/lowering.h"
+
 namespace braze {
 namespace lower {
 
@@ -145,7 +147,7 @@ Expr LoweringContext::Extent(const Value& v, size_t d) const {
 
 Expr LoweringContext::OpaqueZeroF64() {
   if (!zero_.defined()) {
-    zero_ = Halide::Buffer<double>(std::vector<int>{1}, UniqueName("opaque_zero"));
+    zero_ = Halide::Buffer<double>(std::vector<int>{1}, kOpaqueZeroBuffer);
     zero_(0) = 0.0;
     zero_.set_host_dirty(true);  // a GPU pipeline uploads it, as a Const's buffer
   }

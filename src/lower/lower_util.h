@@ -117,8 +117,8 @@ class LoweringContext {
   // The extent of `v`'s row-major dim d: a constant, or its class's extent.
   Halide::Expr Extent(const Value& v, size_t d) const;
   // An f64 0 that Halide cannot see is 0: a load of a one-element buffer of this
-  // pipeline (docs/HALIDE14.md, "Loop trimming strips strict_float"). Loop-invariant,
-  // so LLVM hoists it.
+  // pipeline (kOpaqueZeroBuffer, lowering.h; docs/HALIDE14.md, "Loop trimming strips
+  // strict_float"). The load is removed again after trimming (codegen_workarounds.h).
   Halide::Expr OpaqueZeroF64();
 
  private:

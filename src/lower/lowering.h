@@ -48,6 +48,12 @@ struct LoweredCluster {
   bool calls_library = false;
 };
 
+// The one-element f64 buffer of 0 whose loads make Halide 14's loop trimming unable to
+// prove a float reduction's term zero (LoweringContext::OpaqueZeroF64; docs/HALIDE14.md,
+// "Loop trimming strips strict_float"). compile/codegen_workarounds.cc removes its loads
+// after trimming has run, so the kernels never load it.
+inline constexpr char kOpaqueZeroBuffer[] = "braze_opaque_zero";
+
 struct LowerOptions {
   // An f32 MatMul/BatchMatMul doing at least this many multiply-adds (batch * m * n * k,
   // at the estimate for symbolic dims) becomes an extern stage calling the CPU GEMM

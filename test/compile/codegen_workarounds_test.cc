@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include "braze/ops.h"
+#include "lower/lower_test_util.h"
+#include "lower/lowering.h"
+
 namespace braze {
 namespace {
 
@@ -90,6 +94,41 @@ TEST(CodegenWorkarounds, OnlyStridedLoadsWithAnOddConstantGetTheirBaseFromALet) 
   EXPECT_FALSE(rewritten(Ramp::make(v, 3, 4)));
   EXPECT_FALSE(rewritten(Ramp::make(v + 1, 1, 4)));  // dense
   EXPECT_FALSE(rewritten(Ramp::make(v + 1, 5, 4)));  // a gather, not a shuffle
+}
+
+TEST(CodegenWorkarounds, OpaqueZeroAdditionsAreTakenOut) {
+  using namespace Halide::Internal;
+  const Halide::Expr x = Variable::make(Halide::Float(64), "x");
+  const Halide::Expr zero =
+      Load::make(Halide::Float(64), lower::kOpaqueZeroBuffer, 0, Halide::Buffer<>(), Parameter(),
+                 const_true(), ModulusRemainder());
+  auto after = [](const Halide::Expr& e) {
+    return DropOpaqueZeroLoads(Evaluate::make(e)).as<Evaluate>()->value;
+  };
+  EXPECT_TRUE(equal(after(x + zero), x));
+  EXPECT_TRUE(equal(after(zero + x), x));
+  const Halide::Expr f32 = Variable::make(Halide::Float(32), "f");
+  EXPECT_TRUE(equal(after(f32 + Halide::cast(Halide::Float(32), zero)), f32));
+  EXPECT_TRUE(equal(after(x * zero), x * make_zero(Halide::Float(64))));  // any other read: 0
+  const Halide::Expr one = make_one(Halide::Float(64));
+  EXPECT_TRUE(equal(after(x + one), x + one));
+}
+
+// Sums and a Halide matmul with a computed operand carry the zero through loop trimming,
+// and the compiled kernel no longer loads it.
+TEST(CodegenWorkarounds, KernelsNeverLoadTheOpaqueZero) {
+  lowertest::Case c;
+  Tensor x = c.Input(DType::kF32, {37, 53}, 1);
+  Tensor w = c.Input(DType::kF32, {53, 7}, 2);
+  c.outputs = {Sum(Exp(x), {1}), Mean(x * x), MatMul(Exp(x), w)};
+  CompileOptions options;
+  options.cpu_gemm_library = false;
+  auto kernel = CompileCluster(lowertest::SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string stmt = (*kernel)->lowered_stmt();
+  EXPECT_NE(stmt.find(std::string("buffer ") + lower::kOpaqueZeroBuffer), std::string::npos);
+  EXPECT_EQ(stmt.find(std::string(lower::kOpaqueZeroBuffer) + "["), std::string::npos) << stmt;
+  EXPECT_TRUE(lowertest::CompileRunCompare(c, SchedulerKind::kSafeDefault));
 }
 
 TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {
