@@ -64,6 +64,8 @@ bool IsOpaqueZero(Expr e) {
   while (true) {
     if (const auto* cast = e.as<Halide::Internal::Cast>()) {
       e = cast->value;
+    } else if (const auto* broadcast = e.as<Halide::Internal::Broadcast>()) {
+      e = broadcast->value;  // a vectorized term's x8(float32(zero[0]))
     } else if (const auto* call = e.as<Halide::Internal::Call>();
                call != nullptr && call->is_intrinsic(Halide::Internal::Call::strict_float)) {
       e = call->args[0];

@@ -178,24 +178,19 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   }
   switch (op) {
     case OpKind::kSum:
-    case OpKind::kMean:
-      if (wrapping_sum) {
-        acc(vars) = acc(vars) + Halide::reinterpret(acc_type, v);
-      } else if (!acc_type.is_float()) {
-        acc(vars) = acc(vars) + Halide::cast(acc_type, v);
-      } else {
-        // Each term plus a zero Halide cannot see through (exact: x + 0 is x, -0 aside,
-        // and the sum starts at +0). Halide 14's loop trimming decides whether
-        // `acc = acc + t` does anything with strict_float stripped from t, and proved
-        // x - x, x * 0 and select(x == x, 0, 1) zero for infinite or NaN x: it deleted
-        // the loop and Sum(x - x) was 0, not NaN (braze-fuzz seed 1212572). With the
-        // zero, what it proves is at most "zero == 0", which it cannot decide; the
-        // addition is taken out again after trimming (compile/codegen_workarounds.h).
-        // Not strict_float: that would make the whole term strict (no FMA in an exp).
-        acc(vars) =
-            acc(vars) + (Halide::cast(acc_type, v) + Halide::cast(acc_type, ctx.OpaqueZeroF64()));
-      }
-      break;
+    case OpKind::kMean: {
+      // Each term plus a zero Halide cannot see through (exact: x + 0 is x, -0 aside,
+      // and the sum starts at +0). Halide 14's loop trimming decides whether
+      // `acc = acc + t` does anything with strict_float stripped from t, and proved
+      // x - x, x * 0 and select(x == x, 0, 1) zero for infinite or NaN x: it deleted
+      // the loop and Sum(x - x) was 0, not NaN (braze-fuzz seed 1212572). Integer sums
+      // of float comparisons (a NaN count) are exposed the same way. With the zero,
+      // what it proves is at most "zero == 0", which it cannot decide; the addition is
+      // taken out again after trimming (compile/codegen_workarounds.h). Not
+      // strict_float: that would make the whole term strict (no FMA in an exp).
+      const Expr term = wrapping_sum ? Halide::reinterpret(acc_type, v) : Halide::cast(acc_type, v);
+      acc(vars) = acc(vars) + (term + ctx.OpaqueZero(acc_type));
+    } break;
     case OpKind::kMax:
     case OpKind::kMin: {
       auto pick = [&](const Expr& a, const Expr& b) {
@@ -414,14 +409,11 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
                                     HalideSymbolic(v.sym, v.shape.size())};
   };
   //
-  // A float operand that computes something also adds a zero Halide cannot see through
+  // An operand that computes something also adds a zero Halide cannot see through
   // (exact): where a schedule inlines it into the k loop, Halide 14's loop trimming would
   // otherwise take strict_float off (x - x) * w, prove it 0 and delete the loop for an
   // infinite x (Mullapudi2016; docs/HALIDE14.md, "Loop trimming strips strict_float").
-  const bool is_float = IsFloating(out.dtype);
-  auto plus_zero = [&](const Expr& e) {
-    return is_float ? e + Halide::cast(e.type(), ctx.OpaqueZeroF64()) : e;
-  };
+  auto plus_zero = [&](const Expr& e) { return e + ctx.OpaqueZero(e.type()); };
   auto computes = [](const Value& v) {
     return v.inline_body || (v.func.defined() && !schedule::IsPlainLoad(v.func.function()));
   };

@@ -145,13 +145,13 @@ Expr LoweringContext::Extent(const Value& v, size_t d) const {
   return Expr(static_cast<int>(v.shape[d]));
 }
 
-Expr LoweringContext::OpaqueZeroF64() {
+Expr LoweringContext::OpaqueZero(const Halide::Type& type) {
   if (!zero_.defined()) {
     zero_ = Halide::Buffer<double>(std::vector<int>{1}, kOpaqueZeroBuffer);
     zero_(0) = 0.0;
     zero_.set_host_dirty(true);  // a GPU pipeline uploads it, as a Const's buffer
   }
-  return zero_(Expr(0));
+  return Halide::cast(type, zero_(Expr(0)));
 }
 
 std::string LoweringContext::UniqueName(const std::string& base) {

@@ -116,10 +116,10 @@ class LoweringContext {
   std::vector<Halide::Expr>& symbols() { return symbols_; }
   // The extent of `v`'s row-major dim d: a constant, or its class's extent.
   Halide::Expr Extent(const Value& v, size_t d) const;
-  // An f64 0 that Halide cannot see is 0: a load of a one-element buffer of this
+  // A 0 of `type` that Halide cannot see is 0: a load of a one-element f64 buffer of this
   // pipeline (kOpaqueZeroBuffer, lowering.h; docs/HALIDE14.md, "Loop trimming strips
   // strict_float"). The load is removed again after trimming (codegen_workarounds.h).
-  Halide::Expr OpaqueZeroF64();
+  Halide::Expr OpaqueZero(const Halide::Type& type);
 
  private:
   Halide::Buffer<double> zero_;

@@ -49,7 +49,7 @@ struct LoweredCluster {
 };
 
 // The one-element f64 buffer of 0 whose loads make Halide 14's loop trimming unable to
-// prove a float reduction's term zero (LoweringContext::OpaqueZeroF64; docs/HALIDE14.md,
+// prove a reduction's term zero (LoweringContext::OpaqueZero; docs/HALIDE14.md,
 // "Loop trimming strips strict_float"). compile/codegen_workarounds.cc removes its loads
 // after trimming has run, so the kernels never load it.
 inline constexpr char kOpaqueZeroBuffer[] = "braze_opaque_zero";

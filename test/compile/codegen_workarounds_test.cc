@@ -109,6 +109,10 @@ TEST(CodegenWorkarounds, OpaqueZeroAdditionsAreTakenOut) {
   EXPECT_TRUE(equal(after(zero + x), x));
   const Halide::Expr f32 = Variable::make(Halide::Float(32), "f");
   EXPECT_TRUE(equal(after(f32 + Halide::cast(Halide::Float(32), zero)), f32));
+  const Halide::Expr v8 = Variable::make(Halide::Float(32, 8), "v");
+  EXPECT_TRUE(equal(after(v8 + Broadcast::make(Halide::cast(Halide::Float(32), zero), 8)), v8));
+  const Halide::Expr i = Variable::make(Halide::UInt(32), "i");
+  EXPECT_TRUE(equal(after(i + Halide::cast(Halide::UInt(32), zero)), i));
   EXPECT_TRUE(equal(after(x * zero), x * make_zero(Halide::Float(64))));  // any other read: 0
   const Halide::Expr one = make_one(Halide::Float(64));
   EXPECT_TRUE(equal(after(x + one), x + one));
