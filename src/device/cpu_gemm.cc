@@ -203,11 +203,14 @@ struct Prepared {
 
 // The ReLU as oneDNN post-ops that keep NaN, as braze::Relu does. oneDNN's own ReLU
 // (alpha 0) is max(x, 0), which turns NaN into 0, as do its clip and binary max. ELU
-// with alpha 0 is x > 0 ? x : 0 * (exp(x) - 1): x itself above 0, NaN for NaN (0 * NaN),
-// -0 for every other x, -inf included (exp(-inf) - 1 = -1); the linear x * 1 + 0 then
-// makes that -0 a 0. Its exp costs about 3% at 1024^3 over oneDNN's ReLU; a separate
-// pass over the product cost 7-12%. Used only for implementations the self-test below
-// has checked (ReluPostOpsChecked).
+// with alpha 0 is x > 0 ? x : 0 * (exp(x) - 1): x itself above 0, -0 for every other
+// finite x and for -inf (exp(-inf) - 1 = -1); the linear x * 1 + 0 then makes that -0 a
+// 0. NaN stays NaN only through how oneDNN 2.6's x64 exp works: it clamps its argument
+// with a min that makes NaN ln(FLT_MAX), whose exp overflows to inf, and 0 * inf is
+// NaN. An exp that did not overflow there would give 0. That is why the post-ops are
+// used only for the implementations the self-test below has checked
+// (ReluPostOpsChecked). Their exp costs about 3% at 1024^3 over oneDNN's ReLU; a
+// separate pass over the product cost 5% (docs/CPU_GEMM.md).
 bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr) {
   dnnl_post_ops_t ops = nullptr;
   const bool ok =

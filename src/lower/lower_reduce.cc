@@ -360,10 +360,15 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   return result;
 }
 
-// A bias the call can add: f32 [n], n the product's columns.
-bool IsRowBias(const Value& bias, const TensorType& out) {
-  return bias.dtype == DType::kF32 && bias.shape.size() == 1 && !out.shape.empty() &&
-         bias.shape[0] == out.shape.back();
+// A bias the call can add: f32 [n], n the product's columns (b's last dim, or its
+// second-to-last when transposed), of the same symbolic class when run-time sized.
+bool IsRowBias(const Value& bias, const TensorType& out, const Value& b, bool transpose_b) {
+  if (bias.dtype != DType::kF32 || bias.shape.size() != 1 || out.shape.empty() ||
+      bias.shape[0] != out.shape.back()) {
+    return false;
+  }
+  const size_t n_dim = b.shape.size() - (transpose_b ? 2 : 1);
+  return SymbolOf(bias, 0) == SymbolOf(b, n_dim);
 }
 
 // LowerOptions::library_gemm_min_work: f32, and enough work to pay for the call.
@@ -386,7 +391,8 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   const Expr k_size = ctx.Extent(a, k_dim);
   const bool k_symbolic = SymbolOf(a, k_dim) >= 0;
   if (UseLibrary(ctx, out, k_extent)) {
-    if (epilogue != nullptr && epilogue->bias != nullptr && IsRowBias(*epilogue->bias, out)) {
+    if (epilogue != nullptr && epilogue->bias != nullptr &&
+        IsRowBias(*epilogue->bias, out, b, attrs.transpose_b)) {
       // A bias equal everywhere (a 1-element Const, a broadcast scalar) has no Func or
       // buffer yet: the call takes buffers.
       MatMulEpilogue stored = *epilogue;

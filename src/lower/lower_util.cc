@@ -149,7 +149,9 @@ Expr LoweringContext::OpaqueZero(const Halide::Type& type) {
   if (!zero_.defined()) {
     zero_ = Halide::Buffer<double>(std::vector<int>{1}, kOpaqueZeroBuffer);
     zero_(0) = 0.0;
-    zero_.set_host_dirty(true);  // a GPU pipeline uploads it, as a Const's buffer
+    // As a Const's buffer: Halide injects the host-to-device copy before the custom
+    // pass removes the loads, so a GPU pipeline still uploads its 8 bytes once.
+    zero_.set_host_dirty(true);
   }
   return Halide::cast(type, zero_(Expr(0)));
 }

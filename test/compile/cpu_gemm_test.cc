@@ -306,8 +306,17 @@ TEST_F(CpuGemmTest, TheFoldedReluKeepsNaNAndZeroesNegativeInfinity) {
 
 // Where oneDNN's post-ops are not confirmed, the call applies the ReLU itself: special
 // values, a batch, and a consumer reading part of the result.
+// Turns the ReLU post-ops off for its scope (on again however the test ends).
+class NoReluPostOps {
+ public:
+  NoReluPostOps() { AllowCpuGemmReluPostOpsForTesting(false); }
+  ~NoReluPostOps() { AllowCpuGemmReluPostOpsForTesting(true); }
+  NoReluPostOps(const NoReluPostOps&) = delete;
+  NoReluPostOps& operator=(const NoReluPostOps&) = delete;
+};
+
 TEST_F(CpuGemmTest, TheCallsOwnReluLoopWhereThePostOpsAreNotUsed) {
-  AllowCpuGemmReluPostOpsForTesting(false);
+  NoReluPostOps off;
   const int64_t m = 41, n = 59, k = 1031;  // shapes of their own: new configurations
   const float inf = std::numeric_limits<float>::infinity();
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -323,7 +332,6 @@ TEST_F(CpuGemmTest, TheCallsOwnReluLoopWhereThePostOpsAreNotUsed) {
   Tensor bias = c.Input(biasv);
   c.outputs = {Slice(Relu(BatchMatMul(a, b) + bias), {0, 0, 0}, {2, m, n - 3})};
   CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
-  AllowCpuGemmReluPostOpsForTesting(true);
 }
 
 // A bias equal everywhere has no buffer of its own until the call needs one: a
