@@ -5,6 +5,7 @@
 // not installed; CI installs it (tools/setup.sh).
 #include "device/cpu_gemm.h"
 
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -372,75 +373,52 @@ TEST_F(CpuGemmTest, BatchMatMulWithBiasAndRelu) {
 // and the results are the same.
 TEST_F(CpuGemmTest, EpiloguesReadElsewhereStayOps) {
   const int64_t m = 131, n = 127, k = 257;
-  auto inputs = [&](Case& c, Tensor* a, Tensor* b, Tensor* bias) {
-    *bias = c.Input(DType::kF32, {n}, 3);
-    *a = c.Input(DType::kF32, {m, k}, 1);
-    *b = c.Input(DType::kF32, {k, n}, 2);
-  };
-  {
-    SCOPED_TRACE("the sum is also an output: the bias goes in, the ReLU stays");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
+  // `outputs` builds the case's outputs from its inputs a [m, k], b [k, n], bias [n].
+  auto check =
+      [&](const char* what, bool expect_bias, bool expect_relu,
+          const std::function<std::vector<Tensor>(Case&, Tensor, Tensor, Tensor)>& outputs) {
+        SCOPED_TRACE(what);
+        Case c;
+        Tensor bias = c.Input(DType::kF32, {n}, 3);
+        Tensor a = c.Input(DType::kF32, {m, k}, 1);
+        Tensor b = c.Input(DType::kF32, {k, n}, 2);
+        c.outputs = outputs(c, a, b, bias);
+        CheckEpilogue(c, expect_bias, expect_relu);
+      };
+  check("the sum is also an output: the bias goes in, the ReLU stays", true, false,
+        [](Case&, Tensor a, Tensor b, Tensor bias) {
+          Tensor y = MatMul(a, b) + bias;
+          return std::vector<Tensor>{Relu(y), y};
+        });
+  check("the sum is read twice", true, false, [](Case&, Tensor a, Tensor b, Tensor bias) {
     Tensor y = MatMul(a, b) + bias;
-    c.outputs = {Relu(y), y};
-    CheckEpilogue(c, /*expect_bias=*/true);
-  }
-  {
-    SCOPED_TRACE("the sum is read twice");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
-    Tensor y = MatMul(a, b) + bias;
-    c.outputs = {Relu(y) * y};
-    CheckEpilogue(c, /*expect_bias=*/true);
-  }
-  {
-    SCOPED_TRACE("the product is read twice");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
+    return std::vector<Tensor>{Relu(y) * y};
+  });
+  check("the product is read twice", false, false, [](Case&, Tensor a, Tensor b, Tensor bias) {
     Tensor mm = MatMul(a, b);
-    c.outputs = {Relu(mm + bias) - mm};
-    CheckEpilogue(c, /*expect_bias=*/false);
-  }
-  {
-    SCOPED_TRACE("the product is an output");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
+    return std::vector<Tensor>{Relu(mm + bias) - mm};
+  });
+  check("the product is an output", false, false, [](Case&, Tensor a, Tensor b, Tensor bias) {
     Tensor mm = MatMul(a, b);
-    c.outputs = {Relu(mm + bias), mm};
-    CheckEpilogue(c, /*expect_bias=*/false);
-  }
-  {
-    SCOPED_TRACE("a bias computed after the matmul");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
-    Tensor mm = MatMul(a, b);
-    c.outputs = {Relu(mm + Exp(bias))};
-    CheckEpilogue(c, /*expect_bias=*/false);
-  }
-  {
-    SCOPED_TRACE("a computed bias lowered before it");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
-    Tensor e = Exp(bias);
-    c.outputs = {Relu(MatMul(a, b) + e)};
-    CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
-  }
-  {
-    SCOPED_TRACE("a [1, n] bias, a scalar, a matrix");
-    Case c;
-    Tensor a, b, bias;
-    inputs(c, &a, &b, &bias);
-    Tensor row = c.Input(DType::kF32, {1, n}, 4);
-    Tensor full = c.Input(DType::kF32, {m, n}, 5);
-    c.outputs = {Relu(MatMul(a, b) + row), MatMul(a, b) + 0.5f, MatMul(a, b) + full};
-    CheckEpilogue(c, /*expect_bias=*/false);
-  }
+    return std::vector<Tensor>{Relu(mm + bias), mm};
+  });
+  check("a bias computed after the matmul", false, false,
+        [](Case&, Tensor a, Tensor b, Tensor bias) {
+          Tensor mm = MatMul(a, b);
+          return std::vector<Tensor>{Relu(mm + Exp(bias))};
+        });
+  check("a computed bias lowered before it", true, true,
+        [](Case&, Tensor a, Tensor b, Tensor bias) {
+          Tensor e = Exp(bias);
+          return std::vector<Tensor>{Relu(MatMul(a, b) + e)};
+        });
+  check("a [1, n] bias, a scalar, a matrix", false, false,
+        [&](Case& c, Tensor a, Tensor b, Tensor) {
+          Tensor row = c.Input(DType::kF32, {1, n}, 4);
+          Tensor full = c.Input(DType::kF32, {m, n}, 5);
+          return std::vector<Tensor>{Relu(MatMul(a, b) + row), MatMul(a, b) + 0.5f,
+                                     MatMul(a, b) + full};
+        });
 }
 
 }  // namespace
