@@ -6,6 +6,7 @@
 # Benchmark JSON) into $OUT (default /tmp/out).
 #
 #   tools/gpu-check.sh          # 4 to 6 minutes on a 16-core H200 machine
+#   NCU=1 tools/gpu-check.sh    # also profiles Chain8's fused kernel
 #
 # The first run (2026-11-26, H200) found the bugs listed in docs/CUDA.md.
 set -u
@@ -54,16 +55,22 @@ t 60 "$B/runtime_tests" --gtest_brief=1 --gtest_filter='*Device*:*Cuda*:*Memory*
 OMP_WAIT_POLICY=passive t 180 "$B/braze_bench" --benchmark_filter=cuda --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
   --benchmark_out_format=json
-BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=1:1000000 --jobs=12 --budget=60 \
+# The peer on the same GPU, right after Braze's run (PyTorch's own libraries, not the bundle's).
+if env -u LD_LIBRARY_PATH python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+  t 240 env -u LD_LIBRARY_PATH python3 -u bench/peers_cuda.py "$OUT/torch.json"
+else
+  echo "== no PyTorch with CUDA: no peer"
+fi
+BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=${FUZZ_SEEDS:-1:1000000} --jobs=12 --budget=60 \
   --jit_device=jit:cuda --specials=0.2 --dynamic=0.2
 # Where Chain8's fused kernel spends its time (Nsight Compute, where the image has it): the
 # kernel of the first timed iteration, after the warm-up run's compile.
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$ncu" ]; then
+if [ -n "${NCU:-}" ] && [ -n "$ncu" ]; then
   BRAZE_CACHE_DIR=off t 120 "$ncu" --launch-skip 1 --launch-count 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
     "$B/braze_bench" --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01
 else
-  echo "== no ncu"
+  echo "== no profile (NCU unset or no ncu)"
 fi
 echo "done in $((SECONDS - T0))s"
