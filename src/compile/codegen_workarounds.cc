@@ -149,6 +149,26 @@ class ExactDoubleConstants : public DeviceAwareMutator {
   }
 };
 
+// Calls of the NVVM intrinsics that CUDA lowering uses (lower_elementwise.cc) where they
+// run on the host: there the x86 back end cannot select them. exp2 becomes exp of x ln 2
+// (Braze passes small reduced arguments, or ones whose rounding the caller's formula
+// damps) and the approximate division an IEEE one.
+class HostFormsOfNvvmMath : public DeviceAwareMutator {
+  using DeviceAwareMutator::visit;
+
+  Expr visit(const Halide::Internal::Call* op) override {
+    if (on_device()) return IRMutator::visit(op);
+    if (op->name == lower::kNvvmEx2 && op->args.size() == 1) {
+      const Expr x = mutate(op->args[0]);
+      return Halide::exp(x * Halide::Internal::make_const(x.type(), 0.693147180559945309));
+    }
+    if (op->name == lower::kNvvmDiv && op->args.size() == 2) {
+      return mutate(op->args[0]) / mutate(op->args[1]);
+    }
+    return IRMutator::visit(op);
+  }
+};
+
 }  // namespace
 
 Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s) {
@@ -163,6 +183,10 @@ Halide::Internal::Stmt LoadStridedVectorsFromTheirBase(const Halide::Internal::S
   return StridedLoadsFromTheirBase().mutate(s);
 }
 
+Halide::Internal::Stmt HostFormsOfDeviceMath(const Halide::Internal::Stmt& s) {
+  return HostFormsOfNvvmMath().mutate(s);
+}
+
 Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s) {
   return DropOpaqueZeros().mutate(s);
 }
@@ -174,6 +198,7 @@ void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
   if (gpu) {
     pipeline.add_custom_lowering_pass(new ComputeSkippableStages);
     pipeline.add_custom_lowering_pass(new ExactDoubleConstants);
+    pipeline.add_custom_lowering_pass(new HostFormsOfNvvmMath);
   }
 }
 

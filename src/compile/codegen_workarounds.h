@@ -43,6 +43,14 @@
 // relative). The repair, for GPU targets, writes each f64 constant in device code as
 // its 64 bits, reinterpreted (`as_double(...ul)` in OpenCL C).
 //
+// NVVM intrinsics on the host: CUDA lowering calls PTX's approximate exp2 and division
+// by their LLVM intrinsics' names (lower_elementwise.cc), meant for kernels. Halide 14
+// may compute a value on the host instead (a scalar, such as the Tanh of a constant
+// read by a kernel), where the x86 back end cannot select them: "LLVM ERROR: Cannot
+// select: intrinsic %llvm.nvvm.div.approx.f", every GPU schedule of the cluster failed
+// (braze-fuzz seeds 6000280 and 12 more on an H100). The repair, for GPU targets, gives
+// those calls outside GPU loops their host forms: exp(x ln 2) and an IEEE division.
+//
 // Internal header: includes Halide.h.
 #ifndef BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
 #define BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
@@ -62,6 +70,10 @@ Halide::Internal::Stmt UnalignConstantStridedLoads(const Halide::Internal::Stmt&
 // of stride 2 to 4 whose base is `e + c` (c not a multiple of the stride) reading its
 // base through a Let.
 Halide::Internal::Stmt LoadStridedVectorsFromTheirBase(const Halide::Internal::Stmt& s);
+
+// The host forms of the NVVM intrinsics, for tests: `s` with every call of them outside
+// a GPU loop replaced.
+Halide::Internal::Stmt HostFormsOfDeviceMath(const Halide::Internal::Stmt& s);
 
 // The opaque zero's removal, for tests.
 Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "lower/lower_ops.h"
+#include "lower/lowering.h"
 
 namespace braze {
 namespace lower {
@@ -90,14 +91,15 @@ Expr TanhViaExp(const Expr& x, DType dtype) {
 // the intrinsic. No .ftz: subnormal operands and results are kept. ex2.approx.f32 is
 // within 2^-22.5 relative; div.approx.f32 (a times the approximate reciprocal of b)
 // within 2 ulp for |b| in [2^-126, 2^126]. CUDA targets only: no other backend knows
-// them. IEEE's div.rn.f32, what a plain f32 division becomes there, is a subroutine of
-// about ten instructions with a slow-path branch.
+// them (calls Halide computes on the host get host forms: codegen_workarounds.h). IEEE's
+// div.rn.f32, what a plain f32 division becomes there, is a subroutine of about ten instructions
+// with a slow-path branch.
 Expr CudaEx2(const Expr& x) {
-  return Halide::Internal::Call::make(Halide::Float(32), "llvm.nvvm.ex2.approx.f", {x},
+  return Halide::Internal::Call::make(Halide::Float(32), kNvvmEx2, {x},
                                       Halide::Internal::Call::PureExtern);
 }
 Expr CudaDiv(const Expr& a, const Expr& b) {
-  return Halide::Internal::Call::make(Halide::Float(32), "llvm.nvvm.div.approx.f", {a, b},
+  return Halide::Internal::Call::make(Halide::Float(32), kNvvmDiv, {a, b},
                                       Halide::Internal::Call::PureExtern);
 }
 

@@ -54,6 +54,12 @@ struct LoweredCluster {
 // after trimming has run, so the kernels never load it.
 inline constexpr char kOpaqueZeroBuffer[] = "braze_opaque_zero";
 
+// PTX's approximate exp2 and division, which CUDA lowering calls by their NVVM
+// intrinsics' names (lower_elementwise.cc) for kernels; compile/codegen_workarounds.cc
+// gives the calls Halide places on the host their host forms.
+inline constexpr char kNvvmEx2[] = "llvm.nvvm.ex2.approx.f";
+inline constexpr char kNvvmDiv[] = "llvm.nvvm.div.approx.f";
+
 struct LowerOptions {
   // An f32 MatMul/BatchMatMul doing at least this many multiply-adds (batch * m * n * k,
   // at the estimate for symbolic dims) becomes an extern stage calling the CPU GEMM

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <utility>
+
 #include "braze/ops.h"
+#include "device/halide_util.h"
 #include "lower/lower_test_util.h"
 #include "lower/lowering.h"
 
@@ -153,6 +157,62 @@ TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {
   const Stmt out = ComputeSkippableGpuStages(gpu);
   ASSERT_TRUE(out.as<For>());
   EXPECT_TRUE(out.as<For>()->body.as<IfThenElse>());
+}
+
+// A scalar computed on the host from PTX's approximate exp2 and division (as CUDA
+// lowering emits them for a Tanh), read by a kernel. Without the repair the x86 back end
+// failed: "LLVM ERROR: Cannot select: intrinsic %llvm.nvvm.div.approx.f" (braze-fuzz
+// seed 6000280 on an H100; here a thrown error).
+TEST(CodegenWorkarounds, NvvmMathOnTheHostCompilesToItsHostForms) {
+  using Halide::Internal::Call;
+  Halide::Param<float> a("a"), b("b");
+  auto scalar = [&] {
+    const Halide::Expr e = Call::make(Halide::Float(32), lower::kNvvmEx2, {b}, Call::PureExtern);
+    return Call::make(Halide::Float(32), lower::kNvvmDiv, {a, e}, Call::PureExtern);
+  };
+  {
+    Halide::ImageParam in(Halide::Float(32), 1, "in");
+    Halide::Func s("s"), out("out");
+    Halide::Var x("x"), xo("xo"), xi("xi");
+    s() = scalar();
+    out(x) = in(x)*s();
+    s.compute_root();
+    out.gpu_tile(x, xo, xi, 32);
+    Halide::Pipeline p(out);
+    InstallCodegenWorkarounds(p, /*gpu=*/true);
+    device::LlvmFatalErrorsThrow llvm_errors_throw;
+    EXPECT_NO_THROW(p.compile_to_assembly(::testing::TempDir() + "nvvm_host.s", {in, a, b},
+                                          "nvvm_host",
+                                          Halide::Target("host-cuda-cuda_capability_86")));
+  }
+  // The host forms' values: a / 2^b.
+  Halide::Func s("s");
+  s() = scalar();
+  Halide::Pipeline p(s);
+  InstallCodegenWorkarounds(p, /*gpu=*/true);
+  for (const auto [av, bv] :
+       {std::pair<float, float>{3.0f, 0.25f}, {-1.5f, -20.0f}, {7.0f, 57.5f}}) {
+    a.set(av);
+    b.set(bv);
+    const Halide::Buffer<float> got = p.realize();
+    const double want = av / std::exp2(static_cast<double>(bv));
+    EXPECT_NEAR(got(), want, std::abs(want) * 1e-6) << av << " / 2^" << bv;
+  }
+}
+
+TEST(CodegenWorkarounds, OnlyNvvmMathOffTheDeviceGetsHostForms) {
+  using namespace Halide::Internal;
+  const Halide::Expr v = Variable::make(Halide::Float(32), "v");
+  const Halide::Expr div = Call::make(Halide::Float(32), lower::kNvvmDiv, {v, v}, Call::PureExtern);
+  const Stmt host = HostFormsOfDeviceMath(Evaluate::make(div));
+  EXPECT_EQ(host.as<Evaluate>()->value.as<Call>(), nullptr);
+  const Stmt gpu =
+      For::make("t", 0, 4, ForType::GPUThread, Halide::DeviceAPI::CUDA, Evaluate::make(div));
+  const Stmt kept = HostFormsOfDeviceMath(gpu);
+  ASSERT_TRUE(kept.as<For>());
+  const Call* call = kept.as<For>()->body.as<Evaluate>()->value.as<Call>();
+  ASSERT_NE(call, nullptr);
+  EXPECT_EQ(call->name, lower::kNvvmDiv);
 }
 
 }  // namespace

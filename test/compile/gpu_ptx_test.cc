@@ -661,6 +661,19 @@ TEST(GpuPtxCodegen, Chain8UsesApproximateExp2AndDivision) {
   EXPECT_LT(PtxInstructions(code->ptx), 260);
 }
 
+// A Tanh of a scalar constant, read by a kernel: Halide computes the scalar on the host,
+// where its PTX exp2 and division get host forms (braze-fuzz seed 6000280 on an H100
+// failed every schedule with "Cannot select: intrinsic %llvm.nvvm.div.approx.f").
+TEST(GpuPtxCodegen, KernelMathComputedOnTheHostGetsHostForms) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {17, 9}, 1, -2, 2);
+  Tensor k = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {}, 2, -2, 2));
+  c.outputs = {Pow(Abs(x) + 0.5, Tanh(k)) + Sigmoid(k)};
+  auto code = GenerateCudaCode(SpecOf(c, "host_scalar"), SchedulerKind::kGpuFused);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_TRUE(code->scheduler_failures.empty()) << absl::StrJoin(code->scheduler_failures, "; ");
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
