@@ -110,13 +110,17 @@ class DeviceAwareMutator : public IRMutator {
   using IRMutator::visit;
   bool on_device() const { return device_loops_ > 0; }
 
+  // A GPU loop's min and extent are evaluated on the host (the launch's dimensions);
+  // only its body is device code.
   Halide::Internal::Stmt visit(const Halide::Internal::For* op) override {
     const bool device =
         op->device_api != Halide::DeviceAPI::None && op->device_api != Halide::DeviceAPI::Host;
+    const Expr min = mutate(op->min), extent = mutate(op->extent);
     device_loops_ += device;
-    Halide::Internal::Stmt s = IRMutator::visit(op);
+    const Halide::Internal::Stmt body = mutate(op->body);
     device_loops_ -= device;
-    return s;
+    if (min.same_as(op->min) && extent.same_as(op->extent) && body.same_as(op->body)) return op;
+    return Halide::Internal::For::make(op->name, min, extent, op->for_type, op->device_api, body);
   }
 
  private:
@@ -159,8 +163,12 @@ class HostFormsOfNvvmMath : public DeviceAwareMutator {
   Expr visit(const Halide::Internal::Call* op) override {
     if (on_device()) return IRMutator::visit(op);
     if (op->name == lower::kNvvmEx2 && op->args.size() == 1) {
+      // Halide's exp_f32 as Halide::exp makes it, but of any width: lowered code may be
+      // vectorized, and Halide::exp casts its argument to a scalar float.
       const Expr x = mutate(op->args[0]);
-      return Halide::exp(x * Halide::Internal::make_const(x.type(), 0.693147180559945309));
+      return Halide::Internal::Call::make(
+          op->type, "exp_f32", {x * Halide::Internal::make_const(x.type(), 0.693147180559945309)},
+          Halide::Internal::Call::PureExtern);
     }
     if (op->name == lower::kNvvmDiv && op->args.size() == 2) {
       return mutate(op->args[0]) / mutate(op->args[1]);

@@ -45,8 +45,9 @@ inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
 // out = relu(a b + bias), bias [n] broadcast over rows (and batch), dense. The bias is
 // added by oneDNN's matmul (its bias argument: one f32 add after the product, as the
 // Add it replaces), the ReLU by post-ops that keep NaN as braze::Relu does, checked
-// once per process against the same primitive without them (cpu_gemm.cc); where that
-// check does not cover oneDNN's implementation, the call applies the ReLU itself.
+// once per process against the same primitive without them (onednn_relu_check.cc);
+// where that check does not cover oneDNN's implementation, the call applies the ReLU
+// itself.
 // Bounds queries also answer the bias's columns; codes as above.
 inline constexpr char kCpuGemmBiasF32Symbol[] = "braze_cpu_gemm_bias_f32";
 

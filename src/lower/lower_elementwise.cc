@@ -8,6 +8,7 @@
 // strict.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "lower/lower_ops.h"
@@ -89,11 +90,11 @@ Expr TanhViaExp(const Expr& x, DType dtype) {
 // PTX's approximate 2^x and division, as the NVVM intrinsics of those names: Halide 14
 // declares a PureExtern call by its name, and LLVM treats a function named llvm.* as
 // the intrinsic. No .ftz: subnormal operands and results are kept. ex2.approx.f32 is
-// within 2^-22.5 relative; div.approx.f32 (a times the approximate reciprocal of b)
-// within 2 ulp for |b| in [2^-126, 2^126]. CUDA targets only: no other backend knows
-// them (calls Halide computes on the host get host forms: codegen_workarounds.h). IEEE's
-// div.rn.f32, what a plain f32 division becomes there, is a subroutine of about ten instructions
-// with a slow-path branch.
+// within 2^-22.5 relative (1.4 to 2.8 ulp on [0.7, 1.42]); div.approx.f32 (a times the
+// approximate reciprocal of b) within 2 ulp for |b| in [2^-126, 2^126]. CUDA targets
+// only: no other backend knows them (calls Halide computes on the host get host forms:
+// codegen_workarounds.h). IEEE's div.rn.f32, what a plain f32 division becomes there,
+// is a subroutine of about ten instructions with a slow-path branch.
 Expr CudaEx2(const Expr& x) {
   return Halide::Internal::Call::make(Halide::Float(32), kNvvmEx2, {x},
                                       Halide::Internal::Call::PureExtern);
@@ -103,14 +104,25 @@ Expr CudaDiv(const Expr& a, const Expr& b) {
                                       Halide::Internal::Call::PureExtern);
 }
 
-// exp(x) for f32 on CUDA and x <= 0 (NaN excluded: the caller's): ExpF32's reduction
-// to r in [-ln2 / 2, ln2 / 2] around k = round(x / ln 2), then PTX's ex2.approx of
-// r log2(e) (1.4 ulp; the product's rounding adds 2^-25 relative) for the polynomial.
-// 2^k is applied as 2^(k + 64), a normal scale (exact), then 2^-64: results below
-// FLT_MIN come out subnormal and rounded once, as libm's do (Halide's exp flushes them
-// to 0). x is clamped at -104, whose exp is below denorm_min / 2.
-Expr ExpNonPositiveCudaF32(const Expr& x_in) {
-  const Expr x = Halide::clamp(x_in, -104.0f, 0.0f);
+// |x| (bits: x's) clamped to at most `limit`, in the integer domain: NaN and +-inf
+// become the limit too. Halide marks every float operation no-NaNs and no-infinities,
+// under which an infinite operand is poison in LLVM's IR; after this clamp the float
+// operations of the CUDA forms below see finite values only.
+Expr ClampedAbsF32(const Expr& bits, float limit) {
+  uint32_t limit_bits;
+  std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
+  return Halide::reinterpret(Halide::Float(32),
+                             Halide::min(AbsBits(bits), Halide::Expr(limit_bits)));
+}
+
+// exp(-m) for f32 on CUDA and m in [0, 104] (exp(-104) is below denorm_min / 2):
+// ExpF32's reduction to r in [-ln2 / 2, ln2 / 2] around k = round(-m / ln 2), then
+// PTX's ex2.approx of r log2(e) (the product's rounding adds 2^-25 relative) for the
+// polynomial. 2^k is applied as 2^(k + 64), a normal scale (exact), then 2^-64: results
+// below FLT_MIN come out subnormal and rounded once, as libm's do (Halide's exp flushes
+// them to 0).
+Expr ExpOfMinusCudaF32(const Expr& m) {
+  const Expr x = -m;
   // The sum rounds to an integer in the low bits (see ExpF32): k in [-150, 0].
   const Expr shifted = x * 1.44269504088896341f + 12582912.0f;
   const Expr k = Halide::reinterpret(Halide::Int(32), shifted) - 0x4B400000;
@@ -125,24 +137,37 @@ Expr ExpNonPositiveCudaF32(const Expr& x_in) {
 // exp2 and division. Errors stay within a few ulp: a relative error d in e = exp(2|x|)
 // moves 1 - 2 / (e + 1) by at most 2d / e, and d (the rounding of 2|x| log2(e), then
 // ex2's own) grows only linearly in |x| while 1 / e falls exponentially; at |x| = 0.625,
-// the worst point, that and the division's 2 ulp are about 3 ulp of tanh. The clamp
-// turns +-inf into 20, whose tanh rounds to +-1, so only NaN needs a bit test (min.f32
-// of NaN and 20 is 20). Below 2^-12, tanh(x) rounds to x: that keeps signed zeros and
-// subnormals (the polynomial's products would lose them). With the Sigmoid below,
-// Chain8's kernel (4 Tanh, 4 Sigmoid) went from 371 PTX instructions with 8 IEEE
-// divisions to 232 with none (GpuPtxCodegen.Chain8UsesApproximateExp2AndDivision).
+// the worst point, that and the division's 2 ulp are about 3 ulp of tanh. |x| is
+// clamped at 20, whose tanh rounds to 1, so +-inf need no test of their own; NaN is
+// a bit test. Below 2^-12, tanh(x) rounds to x: that keeps signed zeros and subnormals
+// (the polynomial's products would lose them). With the Sigmoid below, Chain8's kernel
+// (4 Tanh, 4 Sigmoid) went from 371 PTX instructions with 8 IEEE divisions to 227 with
+// none (GpuPtxCodegen.Chain8UsesApproximateExp2AndDivision).
 Expr TanhCudaF32(const Expr& x) {
-  const Expr ax = Halide::abs(x);
-  const Expr e = CudaEx2(Halide::min(ax, 20.0f) * 2.88539008177792681f);  // 2 log2(e)
+  const Expr bits = Halide::reinterpret(Halide::UInt(32), x);
+  const Expr ax = ClampedAbsF32(bits, 20.0f);
+  const Expr e = CudaEx2(ax * 2.88539008177792681f);  // 2 log2(e)
   const Expr big = 1.0f - CudaDiv(2.0f, e + 1.0f);
-  const Expr z = x * x;
+  const Expr z = x * x;  // used only where |x| < 0.625
   Expr p = -5.70498872745e-3f;
   for (float k : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f, -3.33332819422e-1f}) {
     p = p * z + k;
   }
   const Expr small = x + x * (z * p);
-  return Halide::select(IsNanBits(x), x, ax < 2.44140625e-4f, x, ax < 0.625f, small,
-                        Halide::select(x < 0.0f, -big, big));
+  const Expr negative = bits >= Halide::Expr(0x80000000u);
+  return Halide::select(IsNanBits(x), x, ax < 2.44140625e-4f, x, ax < 0.625f, small, negative, -big,
+                        big);
+}
+
+// f32 sigmoid on CUDA: e = exp(-|v|) (|v| clamped at 104 in the integer domain, so +-inf
+// give e = 0 and then 1 and 0 from the formula itself), e / (1 + e) below 0 and
+// 1 / (1 + e) above, with PTX's approximate division (1 + e is in [1, 2]). NaN is a bit
+// test.
+Expr SigmoidCudaF32(const Expr& v) {
+  const Expr bits = Halide::reinterpret(Halide::UInt(32), v);
+  const Expr e = ExpOfMinusCudaF32(ClampedAbsF32(bits, 104.0f));
+  const Expr num = Halide::select(bits >= Halide::Expr(0x80000000u), e, 1.0f);
+  return Halide::select(IsNanBits(v), v, CudaDiv(num, 1.0f + e));
 }
 
 Expr Erf(const Expr& x, DType dtype, bool cuda) {
@@ -346,17 +371,10 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
       // sigmoid(-90) is 8e-40, not 0 or a clamp's 1.6e-38 (on the CPU: GPUs' exp may
       // flush subnormal results to 0). Finite operands only (the specials are selected
       // around it), so fast math cannot change it.
-      //
-      // On CUDA (f32) exp and the division are PTX's approximate ones (2 ulp each; 1 + e
-      // is in [1, 2]) and only NaN needs a bit test: the exp clamps -inf to -104, whose
-      // exp is 0, so +-inf give 1 and 0 from the formula itself.
+      // On CUDA (f32): SigmoidCudaF32.
       fn = [c, dt, gpu = ctx.gpu, cuda = ctx.cuda](Expr v) {
+        if (cuda && dt == DType::kF32) return SigmoidCudaF32(v);
         const Expr minus_abs = -Halide::abs(v);
-        if (cuda && dt == DType::kF32) {
-          const Expr e = ExpNonPositiveCudaF32(minus_abs);
-          const Expr num = Halide::select(v < c(0), e, c(1));
-          return Halide::select(IsNanBits(v), v, CudaDiv(num, c(1) + e));
-        }
         const Expr e = dt == DType::kF32 && !gpu ? ExpF32(minus_abs) : ExpOf(minus_abs, dt);
         return WithSpecials(v, Halide::select(v < c(0), e, c(1)) / (c(1) + e), 1, 0);
       };

@@ -4,8 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
+#include <vector>
 
 #include "braze/ops.h"
 #include "device/halide_util.h"
@@ -196,23 +199,99 @@ TEST(CodegenWorkarounds, NvvmMathOnTheHostCompilesToItsHostForms) {
     b.set(bv);
     const Halide::Buffer<float> got = p.realize();
     const double want = av / std::exp2(static_cast<double>(bv));
-    EXPECT_NEAR(got(), want, std::abs(want) * 1e-6) << av << " / 2^" << bv;
+    // exp(b ln 2): the product's rounding is 2^-24 of b ln 2, relative to the result.
+    const double tolerance = (1 + std::abs(bv)) * std::ldexp(1.0, -23);
+    EXPECT_NEAR(got(), want, std::abs(want) * tolerance) << av << " / 2^" << bv;
   }
 }
 
 TEST(CodegenWorkarounds, OnlyNvvmMathOffTheDeviceGetsHostForms) {
   using namespace Halide::Internal;
+  struct Counter : IRVisitor {
+    int n = 0;
+    using IRVisitor::visit;
+    void visit(const Call* op) override {
+      n += op->name == lower::kNvvmEx2 || op->name == lower::kNvvmDiv;
+      IRVisitor::visit(op);
+    }
+  };
+  auto nvvm_calls = [](const Stmt& s) {
+    Counter counter;
+    s.accept(&counter);
+    return counter.n;
+  };
   const Halide::Expr v = Variable::make(Halide::Float(32), "v");
-  const Halide::Expr div = Call::make(Halide::Float(32), lower::kNvvmDiv, {v, v}, Call::PureExtern);
-  const Stmt host = HostFormsOfDeviceMath(Evaluate::make(div));
-  EXPECT_EQ(host.as<Evaluate>()->value.as<Call>(), nullptr);
-  const Stmt gpu =
-      For::make("t", 0, 4, ForType::GPUThread, Halide::DeviceAPI::CUDA, Evaluate::make(div));
-  const Stmt kept = HostFormsOfDeviceMath(gpu);
-  ASSERT_TRUE(kept.as<For>());
-  const Call* call = kept.as<For>()->body.as<Evaluate>()->value.as<Call>();
-  ASSERT_NE(call, nullptr);
-  EXPECT_EQ(call->name, lower::kNvvmDiv);
+  const Halide::Expr w = Variable::make(Halide::Float(32, 8), "w");
+  auto ex2 = [](Halide::Expr x) {
+    return Call::make(x.type(), lower::kNvvmEx2, {x}, Call::PureExtern);
+  };
+  auto div = [](Halide::Expr a, Halide::Expr b) {
+    return Call::make(a.type(), lower::kNvvmDiv, {a, b}, Call::PureExtern);
+  };
+  // Scalar, nested and vector calls on the host: all replaced.
+  const Stmt host = Block::make({Evaluate::make(div(v, ex2(div(v, v)))), Evaluate::make(ex2(w))});
+  EXPECT_EQ(nvvm_calls(host), 4);
+  EXPECT_EQ(nvvm_calls(HostFormsOfDeviceMath(host)), 0);
+  // Inside a GPU loop: kept; in its extent (the launch's, on the host): replaced.
+  const Halide::Expr extent = Halide::cast<int>(ex2(v));
+  const Stmt gpu = For::make("t", 0, extent, ForType::GPUThread, Halide::DeviceAPI::CUDA, host);
+  const Stmt out = HostFormsOfDeviceMath(gpu);
+  ASSERT_TRUE(out.as<For>());
+  EXPECT_EQ(nvvm_calls(out), 4);
+  EXPECT_EQ(nvvm_calls(out.as<For>()->body), 4);
+}
+
+// CUDA's f32 Tanh and Sigmoid (lower_elementwise.cc) run on this machine through their
+// host forms: every part of the formulas but the hardware's approximations (ex2 and
+// division, within 3 ulp) is checked against the reference, special values exactly.
+TEST(CodegenWorkarounds, CudaTanhAndSigmoidFormsMatchTheReferenceOnTheHost) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> values = {std::nanf(""),  -std::nanf(""),  inf,     -inf,
+                               0.0f,           -0.0f,           1e-40f,  -1e-40f,
+                               1.4e-45f,       1.17549435e-38f, 3.4e38f, -3.4e38f,
+                               2.44140625e-4f, 2.44140600e-4f,  0.625f,  0.62499994f,
+                               -0.625f,        20.0f,           -20.0f,  87.5f,
+                               -87.5f,         -90.0f,          -103.0f, -103.9f,
+                               -104.0f,        -104.5f,         150.0f};
+  for (float x = -110.0f; x < 110.0f; x += 0.0137f) values.push_back(x);
+  for (float x = 1e-6f; x < 1.0f; x *= 1.07f) {
+    values.push_back(x);
+    values.push_back(-x);
+  }
+  lowertest::Case c;
+  const HostTensor input = HostTensor::Vector(values);
+  Tensor x = c.Input(input);
+  c.outputs = {Tanh(x), Sigmoid(x)};
+  lower::LowerOptions options;
+  options.gpu = true;
+  options.cuda = true;
+  auto lowered = lower::LowerCluster(lowertest::SpecOf(c), options);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  Halide::Pipeline p(lowered->info.outputs);
+  InstallCodegenWorkarounds(p, /*gpu=*/true);
+  const int n = static_cast<int>(values.size());
+  Halide::Buffer<float> in(values.data(), n);
+  lowered->params[0].set(in);
+  Halide::Buffer<float> tanh_out(n), sigmoid_out(n);
+  p.realize({tanh_out, sigmoid_out});
+  auto want = lowertest::ReferenceOutputs(lowertest::SpecOf(c), {input});
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (int i = 0; i < n; ++i) {
+    for (int o = 0; o < 2; ++o) {
+      const float got = o == 0 ? tanh_out(i) : sigmoid_out(i);
+      const float ref = static_cast<float>((*want)[o].GetDouble(i));
+      SCOPED_TRACE(::testing::Message() << (o == 0 ? "Tanh(" : "Sigmoid(") << values[i] << ")");
+      if (std::isnan(ref)) {
+        EXPECT_TRUE(std::isnan(got)) << got;
+      } else if (ref == 0 || std::isinf(ref) || std::abs(values[i]) < 1e-30f) {
+        EXPECT_EQ(got, ref);  // zeros with their sign, subnormal passes, limits
+        EXPECT_EQ(std::signbit(got), std::signbit(ref));
+      } else {
+        // A few ulp of the result, or of FLT_MIN for subnormal results.
+        EXPECT_NEAR(got, ref, std::max(std::abs(ref), 1.17549435e-38f) * 4e-7f) << got;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -285,7 +285,7 @@ TEST_F(CpuGemmTest, BiasAndReluGoIntoTheCall) {
 }
 
 // The ReLU keeps NaN and makes every negative a zero, -inf included, as braze::Relu does
-// (oneDNN's own ReLU post-op makes NaN a 0: cpu_gemm.cc). NaN and infinities come from
+// (oneDNN's own ReLU post-op makes NaN a 0: onednn_matmul.cc). NaN and infinities come from
 // the operands (whole rows) and from the bias (whole columns).
 TEST_F(CpuGemmTest, TheFoldedReluKeepsNaNAndZeroesNegativeInfinity) {
   const int64_t m = 37, n = 53, k = 1201;  // m * n * k over the library's minimum, 2^21

@@ -1,0 +1,144 @@
+// oneDNN's matmul primitive as cpu_gemm.cc uses it: the library loaded at run time, a
+// primitive per GEMM configuration with its memory objects and scratchpad, and the
+// once-per-process check of the NaN-keeping ReLU post-ops (onednn_relu_check.cc).
+//
+// Internal header: includes oneDNN's C header where the build has it.
+#ifndef BRAZE_DEVICE_ONEDNN_MATMUL_H_
+#define BRAZE_DEVICE_ONEDNN_MATMUL_H_
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+
+#if __has_include(<oneapi/dnnl/dnnl.h>)
+#include <oneapi/dnnl/dnnl.h>
+#define BRAZE_HAVE_DNNL 1
+#else
+#define BRAZE_HAVE_DNNL 0
+#endif
+
+namespace braze {
+namespace onednn {
+
+#if BRAZE_HAVE_DNNL
+// The oneDNN C functions used, looked up in the dlopen'ed library (the header gives
+// their types only).
+struct Api {
+  decltype(&dnnl_engine_create) engine_create = nullptr;
+  decltype(&dnnl_stream_create) stream_create = nullptr;
+  decltype(&dnnl_stream_wait) stream_wait = nullptr;
+  decltype(&dnnl_memory_desc_init_by_strides) memory_desc_init = nullptr;
+  decltype(&dnnl_memory_create) memory_create = nullptr;
+  decltype(&dnnl_memory_set_data_handle) set_data_handle = nullptr;
+  decltype(&dnnl_matmul_desc_init) matmul_desc_init = nullptr;
+  decltype(&dnnl_primitive_desc_create) primitive_desc_create = nullptr;
+  decltype(&dnnl_primitive_desc_destroy) primitive_desc_destroy = nullptr;
+  decltype(&dnnl_primitive_create) primitive_create = nullptr;
+  decltype(&dnnl_primitive_execute) primitive_execute = nullptr;
+  decltype(&dnnl_primitive_destroy) primitive_destroy = nullptr;
+  decltype(&dnnl_primitive_attr_create) attr_create = nullptr;
+  decltype(&dnnl_primitive_attr_destroy) attr_destroy = nullptr;
+  decltype(&dnnl_primitive_attr_set_scratchpad_mode) attr_set_scratchpad_mode = nullptr;
+  decltype(&dnnl_primitive_attr_set_post_ops) attr_set_post_ops = nullptr;
+  decltype(&dnnl_post_ops_create) post_ops_create = nullptr;
+  decltype(&dnnl_post_ops_append_eltwise) post_ops_append_eltwise = nullptr;
+  decltype(&dnnl_post_ops_destroy) post_ops_destroy = nullptr;
+  decltype(&dnnl_primitive_desc_query) query = nullptr;
+  decltype(&dnnl_primitive_desc_query_md) query_md = nullptr;
+  decltype(&dnnl_memory_desc_get_size) memory_desc_get_size = nullptr;
+  decltype(&dnnl_memory_destroy) memory_destroy = nullptr;
+  decltype(&dnnl_stream_destroy) stream_destroy = nullptr;
+  decltype(&dnnl_version) version = nullptr;
+  void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
+};
+#endif
+
+struct Library {
+  absl::Status status;
+  std::string name;
+#if BRAZE_HAVE_DNNL
+  Api api;
+  dnnl_engine_t engine = nullptr;
+#endif
+};
+
+// oneDNN, loaded once per process (dlopen); its status says what is missing.
+const Library& Loaded();
+
+#if BRAZE_HAVE_DNNL
+// What the primitive does after the product (the extern's `bias` and `relu`).
+enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasRelu = 2 };
+
+// One GEMM configuration: sizes, leading dimensions, transposes, epilogue and thread
+// count (a primitive's partitioning is fixed when it is created).
+struct GemmKey {
+  int64_t m, n, k, lda, ldb, ldc;
+  bool ta, tb;
+  int epilogue;
+  int threads;
+  bool operator==(const GemmKey& o) const {
+    return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
+           ta == o.ta && tb == o.tb && epilogue == o.epilogue && threads == o.threads;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const GemmKey& g) {
+    return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.epilogue,
+                      g.threads);
+  }
+};
+
+// A matmul primitive with its memory objects, stream and scratchpad; one call at a time
+// (`mu`). The scratchpad is the primitive's own (oneDNN's user mode): in its default
+// mode oneDNN keeps a thread-local one, and a primitive must then run on the thread
+// that created it, which a process-wide cache used by any session's thread cannot
+// promise. oneDNN's matmul primitive: about 5% faster than its dnnl_sgemm at 1024^3 on
+// AVX-512 (docs/CPU_GEMM.md), and ready-made after the first call of a configuration.
+struct Prepared {
+  explicit Prepared(const Api& api) : api(api) {}
+  ~Prepared() {
+    for (dnnl_memory_t m : {a, b, bias, c, scratch}) {
+      if (m != nullptr) api.memory_destroy(m);
+    }
+    if (stream != nullptr) api.stream_destroy(stream);
+    if (primitive != nullptr) api.primitive_destroy(primitive);
+  }
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
+
+  const Api& api;
+  std::mutex mu;
+  dnnl_primitive_t primitive = nullptr;
+  dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, c = nullptr, scratch = nullptr;
+  dnnl_stream_t stream = nullptr;
+  std::string impl;            // oneDNN's name of the implementation ("brg:avx512_core")
+  bool relu_post_ops = false;  // the primitive applies the ReLU; else the caller does
+  // 4 KiB-aligned, as oneDNN's own scratchpads: its kernels place aligned sub-buffers
+  // at offsets from the base.
+  std::unique_ptr<void, decltype(&std::free)> scratch_bytes{nullptr, &std::free};
+};
+
+// Null when oneDNN refuses the configuration. `relu_post_ops`: a kBiasRelu key's ReLU
+// by the primitive (else by the caller).
+std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool relu_post_ops);
+
+// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive).
+// False on an error. The caller holds p->mu.
+bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, const float* bias,
+             float* c);
+
+// Whether the ReLU post-ops may be used with implementation `impl`: a self-test (once
+// per process) runs them on two shapes and keeps the names of the implementations that
+// passed. Any other implementation (another ISA, a reference kernel) gets the ReLU from
+// the caller, with one warning per process.
+bool ReluPostOpsChecked(const Library& lib, const std::string& impl);
+#endif
+
+}  // namespace onednn
+}  // namespace braze
+
+#endif  // BRAZE_DEVICE_ONEDNN_MATMUL_H_
