@@ -59,7 +59,7 @@ void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
   state.counters["copies"] = (st.host_to_device_copies + st.device_to_host_copies) / runs;
   if (bytes > 0) {
     state.counters["GB/s"] =
-        benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate);
+        benchmark::Counter(bytes / 1e9, benchmark::Counter::kIsIterationInvariantRate);
   }
   if (flops > 0) {
     state.counters["GFLOP/s"] =
@@ -98,8 +98,8 @@ void BM_Copy_cuda(benchmark::State& state) {
     if (s.ok()) s = CudaSynchronize();
     if (!s.ok()) return Fail(state, s);
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(2.0 * (*a)->num_bytes(), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GB/s"] = benchmark::Counter(2.0 * (*a)->num_bytes() / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Copy_cuda)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -5,7 +5,9 @@ The same workloads and sizes as braze_bench's *_cuda benchmarks, run by PyTorch 
 by torch.compile (Inductor, default mode), f32 with TF32 off (Braze's cuBLASLt GEMMs are
 exactly FP32). Inputs live on the device; a timed iteration is the step's kernels plus a
 synchronize, as in cuda_bench.cc. Each variant's result is checked against eager's.
-Prints a table and writes Google-Benchmark-like JSON (real_time medians) to argv[1].
+Prints a table and writes Google-Benchmark-like JSON (real_time medians, named
+BM_<Workload>_<peer>_cuda as tools/braze-plot reads them) to argv[1]:
+    tools/braze-plot cuda.json torch.json -o plot.png
 
 Run by tools/gpu-check.sh on a machine with PyTorch; nothing here runs in CI.
 """
@@ -85,13 +87,14 @@ def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "torch_peers.json"
     rows = []
 
-    def record(name, ms, note=""):
+    def record(workload, peer, ms, note=""):
+        name = f"BM_{workload}_{peer}_cuda"
         rows.append({"name": name, "real_time": ms, "time_unit": "ms", "note": note})
         print(f"{name:44s} {ms:10.4f} ms {note}", flush=True)
 
     def both(name, fn, args, tol):
         ref = fn(*args)
-        record(f"{name}/torch_eager", time_ms(lambda: fn(*args)))
+        record(name, "torch_eager", time_ms(lambda: fn(*args)))
         t0 = time.perf_counter()
         cfn = torch.compile(fn)
         got = cfn(*args)
@@ -100,24 +103,24 @@ def main():
         err = (got - ref).abs().max().item()
         if not err <= tol:
             print(f"MISMATCH {name}: torch.compile vs eager max abs err {err}", flush=True)
-        record(f"{name}/torch_compile", time_ms(lambda: cfn(*args)),
+        record(name, "torch_compile", time_ms(lambda: cfn(*args)),
                f"(compile {compile_s:.1f} s, max err {err:.2e})")
 
     print(torch.__version__, torch.cuda.get_device_name(), flush=True)
     x = uniform(8192, 8192)
-    both("Chain8_cuda", chain8, (x,), 1e-5)
+    both("Chain8", chain8, (x,), 1e-5)
     y = torch.empty_like(x)
-    record("Copy_cuda/torch", time_ms(lambda: y.copy_(x)))
+    record("Copy", "torch", time_ms(lambda: y.copy_(x)))
     del x, y
 
     x = uniform(16384, 1024)
-    both("Softmax_cuda", softmax, (x,), 1e-6)
+    both("Softmax", softmax, (x,), 1e-6)
     gamma, beta = uniform(1024), uniform(1024)
-    both("LayerNorm_cuda", layernorm, (x, gamma, beta), 1e-4)
+    both("LayerNorm", layernorm, (x, gamma, beta), 1e-4)
     del x
 
     a, w, bias = uniform(4096, 4096), uniform(4096, 4096), uniform(4096)
-    both("MatMulBiasRelu_cuda", dense_relu, (a, w, bias), 1e-2)
+    both("MatMulBiasRelu", dense_relu, (a, w, bias), 1e-2)
     del a, w
 
     # The train step fed from the host each step, as BM_TrainStep_cuda is.
@@ -139,7 +142,7 @@ def main():
             b.sub_(0.1 * b.grad)
         return loss
 
-    record("TrainStep_cuda/torch_autograd", time_ms(autograd_step))
+    record("TrainStep", "torch_autograd", time_ms(autograd_step))
     wm, bm = w.detach().clone(), b.detach().clone()
     cstep = torch.compile(sgd_step_manual)
 
@@ -151,7 +154,7 @@ def main():
     t0 = time.perf_counter()
     compiled_step()
     torch.cuda.synchronize()
-    record("TrainStep_cuda/torch_compile", time_ms(compiled_step),
+    record("TrainStep", "torch_compile", time_ms(compiled_step),
            f"(compile {time.perf_counter() - t0:.1f} s)")
 
     with open(out_path, "w") as f:

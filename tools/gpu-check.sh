@@ -58,6 +58,8 @@ OMP_WAIT_POLICY=passive t 180 "$B/braze_bench" --benchmark_filter=cuda --benchma
 # The peer on the same GPU, right after Braze's run (PyTorch's own libraries, not the bundle's).
 if env -u LD_LIBRARY_PATH python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   t 240 env -u LD_LIBRARY_PATH python3 -u bench/peers_cuda.py "$OUT/torch.json"
+  env -u LD_LIBRARY_PATH python3 tools/braze-plot "$OUT/cuda.json" "$OUT/torch.json" \
+    -o "$OUT/plot.png" --title "Braze vs PyTorch on $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 else
   echo "== no PyTorch with CUDA: no peer"
 fi

@@ -128,6 +128,35 @@ def test_bad_input(tmp):
           f"rc={rc}")
 
 
+def test_several_files(tmp):
+    """A CUDA run and bench/peers_cuda.py's JSON drawn as one run."""
+    braze = {"context": {"host_name": "gpu"}, "benchmarks": [
+        {"name": "BM_Chain8_cuda/variant:0/real_time", "real_time": 0.5, "time_unit": "ms"},
+        {"name": "BM_Chain8_cuda/variant:1/real_time", "real_time": 6.0, "time_unit": "ms"},
+        {"name": "BM_Copy_cuda/real_time", "real_time": 0.2, "time_unit": "ms",
+         "GB/s": 2.8e12}]}  # bytes/s, as cuda_bench.cc wrote it before 2026-11-26 15:00
+    torch = {"context": {}, "benchmarks": [
+        {"name": "BM_Chain8_torch_compile_cuda", "real_time": 0.25, "time_unit": "ms"},
+        {"name": "BM_Chain8_torch_eager_cuda", "real_time": 5.0, "time_unit": "ms"},
+        {"name": "BM_Copy_torch_cuda", "real_time": 0.19, "time_unit": "ms"}]}
+    paths = []
+    for name, doc in (("braze.json", braze), ("torch.json", torch)):
+        paths.append(os.path.join(tmp, name))
+        with open(paths[-1], "w") as f:
+            json.dump(doc, f)
+    rc, out, err = run(*paths, "--print")
+    roofs, groups = parse_table(out)
+    chain = groups.get("Chain8 (CUDA)", {})
+    check(rc == 0 and chain == {"Braze fused": 0.5, "Braze unfused": 6.0, "PyTorch eager": 5.0,
+                                "torch.compile": 0.25},
+          "two files make one subplot per workload, PyTorch's bars labelled",
+          f"rc={rc} {groups} {err}")
+    check(list(chain)[:2] == ["Braze fused", "Braze unfused"], "Braze's bars first",
+          f"{list(chain)}")
+    check(len(roofs) == 1 and "2800.0 GB/s" in roofs[0] and "PyTorch's copy: 0.19 ms" in roofs[0],
+          "both copies in the roof line, bytes/s read as GB/s", f"{roofs}")
+
+
 def test_png(tmp):
     """Returns False when matplotlib is missing."""
     png = os.path.join(tmp, "x.png")
@@ -159,6 +188,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="braze_plot_test.") as tmp:
         test_table()
         test_bad_input(tmp)
+        test_several_files(tmp)
         drew = test_png(tmp)
     if failures:
         print(f"{len(failures)} check(s) failed")
