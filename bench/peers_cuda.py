@@ -4,7 +4,8 @@
 The same workloads and sizes as braze_bench's *_cuda benchmarks, run by PyTorch eager and
 by torch.compile (Inductor, default mode), f32 with TF32 off (Braze's cuBLASLt GEMMs are
 exactly FP32). Inputs live on the device; a timed iteration is the step's kernels plus a
-synchronize, as in cuda_bench.cc. Each variant's result is checked against eager's.
+synchronize, as in cuda_bench.cc (the runs of 2026-11-26 13:58 and 14:12 UTC synchronized
+once per batch of calls instead). Each variant's result is checked against eager's.
 Prints a table and writes Google-Benchmark-like JSON (real_time medians, named
 BM_<Workload>_<peer>_cuda as tools/braze-plot reads them) to argv[1]:
     tools/braze-plot cuda.json torch.json -o plot.png
@@ -30,16 +31,20 @@ def uniform(*shape, lo=-1.0, hi=1.0):
 
 
 def time_ms(fn, reps=3, min_s=0.2):
-    """Median over `reps` of the mean time of a batch of calls long enough to take min_s."""
-    for _ in range(3):
+    """Median over `reps` of the mean time of a batch of calls long enough to take min_s,
+    each call followed by a synchronize, as cuda_bench.cc's iterations are (a batch
+    synchronized once would overlap one call's launch latency with the last's kernels)."""
+    def call():
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+
+    for _ in range(3):
+        call()
     n, t = 1, 0.0
     while t < min_s / 4:
         t0 = time.perf_counter()
         for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
+            call()
         t = time.perf_counter() - t0
         n *= 2
     n = max(1, int(n * min_s / max(t, 1e-9) / 2))
@@ -47,8 +52,7 @@ def time_ms(fn, reps=3, min_s=0.2):
     for _ in range(reps):
         t0 = time.perf_counter()
         for _ in range(n):
-            fn()
-        torch.cuda.synchronize()
+            call()
         out.append((time.perf_counter() - t0) * 1e3 / n)
     return statistics.median(out)
 
@@ -87,10 +91,17 @@ def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "torch_peers.json"
     rows = []
 
-    def record(workload, peer, ms, note=""):
+    def record(workload, peer, ms, note="", gbs=None):
         name = f"BM_{workload}_{peer}_cuda"
         rows.append({"name": name, "real_time": ms, "time_unit": "ms", "note": note})
+        if gbs is not None:
+            rows[-1]["GB/s"] = gbs
         print(f"{name:44s} {ms:10.4f} ms {note}", flush=True)
+        # Written after every result: a run cut short by its time limit keeps what it has.
+        with open(out_path, "w") as f:
+            json.dump({"context": {"torch": torch.__version__,
+                                   "device": torch.cuda.get_device_name()},
+                       "benchmarks": rows}, f, indent=1)
 
     def both(name, fn, args, tol):
         ref = fn(*args)
@@ -110,7 +121,8 @@ def main():
     x = uniform(8192, 8192)
     both("Chain8", chain8, (x,), 1e-5)
     y = torch.empty_like(x)
-    record("Copy", "torch", time_ms(lambda: y.copy_(x)))
+    copy_ms = time_ms(lambda: y.copy_(x))
+    record("Copy", "torch", copy_ms, gbs=2 * x.numel() * 4 / copy_ms / 1e6)
     del x, y
 
     x = uniform(16384, 1024)
@@ -154,13 +166,8 @@ def main():
     t0 = time.perf_counter()
     compiled_step()
     torch.cuda.synchronize()
-    record("TrainStep", "torch_compile", time_ms(compiled_step),
-           f"(compile {time.perf_counter() - t0:.1f} s)")
-
-    with open(out_path, "w") as f:
-        json.dump({"context": {"torch": torch.__version__,
-                               "device": torch.cuda.get_device_name()},
-                   "benchmarks": rows}, f, indent=1)
+    compile_s = time.perf_counter() - t0
+    record("TrainStep", "torch_compile", time_ms(compiled_step), f"(compile {compile_s:.1f} s)")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ bool Find(void* handle, const char* symbol, F* fn) {
 // 0. NaN stays NaN only through how oneDNN 2.6's x64 exp works: it clamps its argument
 // with a min that makes NaN ln(FLT_MAX), whose exp overflows to inf, and 0 * inf is
 // NaN. An exp that did not overflow there would give 0. That is why the post-ops are
-// used only for the implementations the self-test below has checked
+// used only for the implementations the self-test (onednn_relu_check.cc) has checked
 // (ReluPostOpsChecked). Their exp costs about 3% at 1024^3 over oneDNN's ReLU; a
 // separate pass over the product cost 5% (docs/CPU_GEMM.md).
 bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr) {

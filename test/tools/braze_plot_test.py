@@ -155,6 +155,17 @@ def test_several_files(tmp):
           f"{list(chain)}")
     check(len(roofs) == 1 and "2800.0 GB/s" in roofs[0] and "PyTorch's copy: 0.19 ms" in roofs[0],
           "both copies in the roof line, bytes/s read as GB/s", f"{roofs}")
+    rc, out, err = run(*paths, "--print", "--filter", "variant")
+    _, groups = parse_table(out)
+    check(rc == 0 and list(groups.get("Chain8 (CUDA)", {})) == ["Braze fused", "Braze unfused"],
+          "a filter that matches one file only", f"rc={rc} {groups} {err}")
+    rc, out, err = run(*paths, "--print", "--filter", "Copy")
+    _, groups = parse_table(out)
+    check(rc == 0 and groups.get("Copy (CUDA)") == {"memcpy": 0.2, "memcpy (PyTorch)": 0.19},
+          "only the roofs asked for: one subplot, each copy labelled", f"rc={rc} {groups} {err}")
+    rc, _, err = run(*paths, "--print", "--filter", "NoSuchWorkload")
+    check(rc == 2 and "2 files: no benchmarks matched" in err, "nothing matched in any file",
+          f"rc={rc} {err}")
 
 
 def test_png(tmp):
