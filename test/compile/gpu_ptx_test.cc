@@ -613,22 +613,22 @@ TEST(GpuPtxAssemble, ReportsPtxasErrors) {
   EXPECT_NE(report.status().message().find("ptxas"), std::string::npos) << report.status();
 }
 
-}  // namespace
-}  // namespace lowertest
-}  // namespace braze
-
-namespace braze {
-namespace lowertest {
-namespace {
-
+// PTX instruction lines: a lower-case opcode after the indent, ending in ';' (labels,
+// directives and comments start otherwise).
 int PtxInstructions(const std::string& ptx) {
   int n = 0;
   for (absl::string_view line : absl::StrSplit(ptx, '\n')) {
     const size_t start = line.find_first_not_of(" \t");
-    if (start != std::string::npos && line[start] >= 'a' && line[start] <= 'z' &&
-        line.back() == ';' && line.compare(start, 1, ".") != 0) {
-      ++n;
-    }
+    n += start != absl::string_view::npos && line[start] >= 'a' && line[start] <= 'z' &&
+         line.back() == ';';
+  }
+  return n;
+}
+
+int Occurrences(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) {
+    ++n;
   }
   return n;
 }
@@ -647,17 +647,8 @@ TEST(GpuPtxCodegen, Chain8UsesApproximateExp2AndDivision) {
   ASSERT_EQ(code->kernels.size(), 1u);
   EXPECT_EQ(code->ptx.find("div.rn.f32"), std::string::npos);
   EXPECT_EQ(code->ptx.find(".ftz"), std::string::npos);
-  int ex2 = 0, div = 0;
-  for (size_t at = code->ptx.find("ex2.approx.f32"); at != std::string::npos;
-       at = code->ptx.find("ex2.approx.f32", at + 1)) {
-    ++ex2;
-  }
-  for (size_t at = code->ptx.find("div.approx.f32"); at != std::string::npos;
-       at = code->ptx.find("div.approx.f32", at + 1)) {
-    ++div;
-  }
-  EXPECT_EQ(ex2, 8);
-  EXPECT_EQ(div, 8);
+  EXPECT_EQ(Occurrences(code->ptx, "ex2.approx.f32"), 8);
+  EXPECT_EQ(Occurrences(code->ptx, "div.approx.f32"), 8);
   const int instructions = PtxInstructions(code->ptx);
   std::cout << "Chain8 PTX instructions: " << instructions << "\n";
   EXPECT_LT(instructions, 260);
