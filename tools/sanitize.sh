@@ -68,7 +68,7 @@ run_tsan() {
     api_tests
   export BRAZE_CACHE_DIR=off
   export TSAN_OPTIONS="suppressions=$root/tools/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
-  local filter='*Concurren*:*ThreadCounts*:*SinkSwaps*'
+  local filter='*Concurren*:*ThreadCounts*:*SinkSwaps*:*ThreadPool*'
   for t in ir device compile runtime api; do
     echo "== TSan: ${t}_tests ($filter)"
     run_or_fail "$root/build-tsan/test/${t}_tests" --gtest_brief=1 --gtest_filter="$filter"

@@ -33,6 +33,7 @@
 #include "device/halide_util.h"
 #include "device/jit_memory.h"
 #include "device/stream_copy.h"
+#include "device/thread_pool.h"
 #include "ir/logging.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
@@ -110,6 +111,7 @@ class HalideKernel : public CompiledKernel {
     BRAZE_RETURN_IF_ERROR(CheckArgs(inputs, outputs));
     if (lowered_.info.outputs.empty()) return absl::OkStatus();  // nothing to compute
     if (!on_device_) ThreadCount::Use(num_threads_, target_);
+    device::ScopedKernelThreads threads(num_threads_);
     device::TakeRuntimeError();  // drop messages of earlier calls
     absl::Status status = CatchHalideErrors(name_ + ": Halide run-time error",
                                             absl::StatusCode::kInvalidArgument, [&] {

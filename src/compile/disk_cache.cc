@@ -39,6 +39,7 @@
 #include "device/halide_util.h"
 #include "device/jit_memory.h"
 #include "device/stream_copy.h"
+#include "device/thread_pool.h"
 #include "ir/logging.h"
 
 extern char** environ;
@@ -442,6 +443,7 @@ class AotKernel : public CompiledKernel {
     std::vector<void*> args;
     for (auto& b : buffers) args.push_back(b.raw_buffer());
     SetThreads();
+    device::ScopedKernelThreads threads(num_threads_);
     std::string error;
     run_error = &error;
     const int rc = argv_fn_(args.data());
@@ -793,6 +795,11 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     set_malloc(&device::BufferCacheMalloc);
     set_free(&device::BufferCacheFree);
   }
+  // Parallel loops on Braze's thread pool, as JIT kernels (device/thread_pool.h).
+  using ParFor = device::ParallelTask;
+  auto set_par_for = reinterpret_cast<void* (*)(int (*)(void*, ParFor, int, int, uint8_t*))>(
+      dlsym(handle, "halide_set_custom_do_par_for"));
+  if (set_par_for != nullptr) set_par_for(&device::ParallelFor);
   loaded_runtime = new Runtime{
       target, handle, reinterpret_cast<int (*)(int)>(dlsym(handle, "halide_set_num_threads"))};
   return absl::OkStatus();

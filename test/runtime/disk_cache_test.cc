@@ -28,6 +28,7 @@
 #include "compile/compile_cache.h"
 #include "device/cpu_gemm.h"
 #include "device/jit_memory.h"
+#include "device/thread_pool.h"
 #include "runtime/flags.h"
 
 namespace braze {
@@ -317,6 +318,30 @@ TEST_F(DiskCacheTest, AKernelWithStreamingStoresIsStoredAndLoaded) {
   EXPECT_THAT(MetaText(), HasSubstr("rewritten to braze_stream_copy"));
   EXPECT_THAT(MetaText(), Not(HasSubstr("// 0 tile loop")));
   EXPECT_TRUE(warnings_.empty());
+}
+
+// A loaded kernel runs its parallel loops on Braze's thread pool (device/thread_pool.h)
+// too: the stored runtime's halide_do_par_for is pointed at it when the runtime loads.
+TEST_F(DiskCacheTest, ALoadedKernelRunsItsParallelLoopsOnBrazesPool) {
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: no pool workers";
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {257, 1031}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Softmax(x * 2.0);
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {257, 1031}, 8)}};
+  StoreThenLoad(g, feeds, {y});
+  Session session(g);
+  auto warm = session.Run(feeds, {y});  // the kernel loaded by StoreThenLoad's second pass
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  const int64_t before = device::GetThreadPoolStats().pooled;
+  auto got = session.Run(feeds, {y});
+  ASSERT_TRUE(got.ok()) << got.status();
+  testing_util::ExpectMatchesReference(g, feeds, {y}, *got);
+  EXPECT_GE(device::GetThreadPoolStats().pooled, before + 1) << MetaText();
+  EXPECT_EQ(session.stats().compiles, 0);
 }
 
 // A kernel that embeds a Const buffer is JIT-compiled and not stored: Halide 14 assumes

@@ -1,0 +1,221 @@
+// Braze's thread pool; see thread_pool.h.
+//
+// One job at a time. The launching thread publishes it (job_, then serial_), runs
+// indices itself, waits until every index has run, retires the job (job_ = nullptr) and
+// waits until no worker still holds it (active_ == 0); the job lives on its stack.
+// A worker counts itself in active_ before it reads job_, so with sequentially
+// consistent operations on both sides either the worker sees the job retired or the
+// launcher sees the worker and waits for it: no worker touches a job that has
+// returned. The same pairing (serial_ against sleepers_) makes sure a worker going to
+// sleep either sees a new job or is notified of it.
+#include "device/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+namespace braze {
+namespace device {
+namespace {
+
+thread_local bool in_task = false;    // running a task: a nested loop runs serially
+thread_local int kernel_threads = 0;  // ScopedKernelThreads
+
+std::atomic<int64_t> pooled_count{0}, serial_count{0}, wakeup_count{0};
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+struct Job {
+  ParallelTask f;
+  void* user_context;
+  uint8_t* closure;
+  int min;
+  int extent;
+  int workers;  // workers 0 .. workers - 1 take part (the launcher is one more thread)
+  uint64_t serial;
+  std::atomic<int> next{0};
+  std::atomic<int> remaining{0};
+  std::atomic<int> status{0};
+};
+
+// Runs the job's indices until none is left.
+void RunIndices(Job& job) {
+  const bool was_in_task = in_task;
+  in_task = true;
+  for (int i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.extent;) {
+    const int s = job.f(job.user_context, job.min + i, job.closure);
+    if (s != 0) {
+      int expected = 0;
+      job.status.compare_exchange_strong(expected, s, std::memory_order_relaxed);
+    }
+    job.remaining.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  in_task = was_in_task;
+}
+
+int RunSerially(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
+  serial_count.fetch_add(1, std::memory_order_relaxed);
+  const bool was_in_task = in_task;
+  in_task = true;
+  int status = 0;
+  for (int i = min; i < min + extent; ++i) {
+    const int s = f(user_context, i, closure);
+    if (s != 0 && status == 0) status = s;
+  }
+  in_task = was_in_task;
+  return status;
+}
+
+// Threads a kernel may use by default: HL_NUM_THREADS when set (as Halide's pool
+// reads it), else every core.
+int DefaultThreads() {
+  if (const char* env = std::getenv("HL_NUM_THREADS")) {
+    const int n = std::atoi(env);
+    if (n > 0) return n;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+class Pool {
+ public:
+  explicit Pool(int threads) : workers_(std::max(0, threads - 1)) {
+    for (int id = 0; id < workers_; ++id) std::thread([this, id] { Work(id); }).detach();
+  }
+
+  int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
+    int threads = kernel_threads > 0 ? kernel_threads : workers_ + 1;
+    threads = std::min({threads, workers_ + 1, extent});
+    if (threads <= 1 || in_task || !submit_.try_lock()) {
+      return RunSerially(user_context, f, min, extent, closure);
+    }
+    pooled_count.fetch_add(1, std::memory_order_relaxed);
+    Job job;
+    job.f = f;
+    job.user_context = user_context;
+    job.closure = closure;
+    job.min = min;
+    job.extent = extent;
+    job.workers = threads - 1;
+    job.serial = ++last_serial_;
+    job.remaining.store(extent, std::memory_order_relaxed);
+    job_.store(&job);
+    serial_.store(job.serial);
+    if (sleepers_.load() > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      cv_.notify_all();
+    }
+    RunIndices(job);
+    for (int round = 0; job.remaining.load(std::memory_order_acquire) != 0; ++round) Backoff(round);
+    job_.store(nullptr);
+    for (int round = 0; active_.load() != 0; ++round) Backoff(round);
+    submit_.unlock();
+    return job.status.load(std::memory_order_relaxed);
+  }
+
+ private:
+  static void Backoff(int round) {
+    if (round % 64 == 63) {
+      sched_yield();
+    } else {
+      CpuRelax();
+    }
+  }
+
+  void Work(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+      Job* job = WaitForJob(&seen);
+      if (id < job->workers) RunIndices(*job);
+      active_.fetch_sub(1);
+    }
+  }
+
+  // Returns a job newer than *seen with this worker counted in active_; spins for
+  // kSpinMicros without one, then sleeps until one is published.
+  Job* WaitForJob(uint64_t* seen) {
+    auto spin_start = std::chrono::steady_clock::now();
+    for (int round = 0;; ++round) {
+      const uint64_t published = serial_.load();
+      if (published != *seen) {
+        active_.fetch_add(1);
+        Job* job = job_.load();
+        if (job != nullptr && job->serial != *seen) {
+          *seen = job->serial;
+          return job;
+        }
+        active_.fetch_sub(1);
+        // job_ is set before serial_: a job `published` gone from job_ has returned.
+        if (job == nullptr) *seen = published;
+      }
+      if (round % 64 == 63) {
+        if (std::chrono::steady_clock::now() - spin_start >
+            std::chrono::microseconds(kSpinMicros)) {
+          Sleep(*seen);
+          spin_start = std::chrono::steady_clock::now();
+        } else {
+          sched_yield();  // another thread that needs this core gets it
+        }
+      } else {
+        CpuRelax();
+      }
+    }
+  }
+
+  void Sleep(uint64_t seen) {
+    std::unique_lock<std::mutex> lock(mu_);
+    sleepers_.fetch_add(1);
+    cv_.wait(lock, [&] { return serial_.load() != seen; });
+    sleepers_.fetch_sub(1);
+    wakeup_count.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  const int workers_;
+  std::mutex submit_;         // one job at a time
+  uint64_t last_serial_ = 0;  // under submit_
+  std::atomic<Job*> job_{nullptr};
+  std::atomic<uint64_t> serial_{0};
+  std::atomic<int> active_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<int> sleepers_{0};
+};
+
+Pool& ThePool() {
+  static Pool* pool = new Pool(DefaultThreads());  // never destroyed: workers outlive main
+  return *pool;
+}
+
+}  // namespace
+
+int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
+  if (extent <= 0) return 0;
+  return ThePool().Run(user_context, f, min, extent, closure);
+}
+
+int CurrentKernelThreads() { return kernel_threads; }
+
+ScopedKernelThreads::ScopedKernelThreads(int threads) : previous_(kernel_threads) {
+  kernel_threads = threads;
+}
+ScopedKernelThreads::~ScopedKernelThreads() { kernel_threads = previous_; }
+
+ThreadPoolStats GetThreadPoolStats() {
+  ThreadPoolStats s;
+  s.pooled = pooled_count.load(std::memory_order_relaxed);
+  s.serial = serial_count.load(std::memory_order_relaxed);
+  s.wakeups = wakeup_count.load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace device
+}  // namespace braze

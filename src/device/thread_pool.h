@@ -1,0 +1,62 @@
+// Braze's thread pool for the parallel loops of CPU kernels: Halide's halide_do_par_for,
+// for JIT-compiled kernels (a pipeline's JITHandlers) and for the disk cache's
+// ahead-of-time kernels (their runtime's halide_set_custom_do_par_for).
+//
+// Why not Halide's own pool: its workers spin for 40 sched_yield calls (a few
+// microseconds) and then sleep, so nearly every kernel launch of a training loop or a
+// benchmark woke a sleeping worker, and the kernel ran on one thread until it came
+// (docs/THREAD_POOL.md measures it). Here a worker spins for kSpinMicros after its
+// last task before it sleeps, as the thread pools of XLA's CPU runtime (Eigen's) and
+// of TBB do; the spin calls sched_yield every few rounds, so a thread of another
+// library (oneDNN's OpenMP team) that needs the core gets it.
+//
+// Semantics of ParallelFor, Halide's halide_do_par_for: every index in [min, min +
+// extent) runs once; the call returns when all have run, with 0 or the first nonzero
+// status a task returned. Indices are handed out one at a time, so uneven tasks
+// balance. A call from inside a task (a nested parallel loop), or while another thread
+// has the pool, runs its indices serially on the calling thread: no deadlock, no wait.
+#ifndef BRAZE_DEVICE_THREAD_POOL_H_
+#define BRAZE_DEVICE_THREAD_POOL_H_
+
+#include <cstdint>
+
+namespace braze {
+namespace device {
+
+// Halide's task signature (halide_task_t).
+using ParallelTask = int (*)(void* user_context, int index, uint8_t* closure);
+
+// Runs f(user_context, i, closure) for i in [min, min + extent) on the calling thread
+// and the pool's workers, at most CurrentKernelThreads() threads in all.
+int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure);
+
+// The thread count of the kernel the calling thread is launching (0: every core). Set
+// by a kernel's launch for its duration (ScopedKernelThreads).
+int CurrentKernelThreads();
+class ScopedKernelThreads {
+ public:
+  explicit ScopedKernelThreads(int threads);
+  ~ScopedKernelThreads();
+  ScopedKernelThreads(const ScopedKernelThreads&) = delete;
+  ScopedKernelThreads& operator=(const ScopedKernelThreads&) = delete;
+
+ private:
+  int previous_;
+};
+
+// How long a worker spins for new work after its last task before it sleeps.
+inline constexpr int kSpinMicros = 200;
+
+// Counters for tests: parallel loops run on the pool, run serially (nested, contended
+// or one thread), and how many times a worker was woken from sleep.
+struct ThreadPoolStats {
+  int64_t pooled = 0;
+  int64_t serial = 0;
+  int64_t wakeups = 0;
+};
+ThreadPoolStats GetThreadPoolStats();
+
+}  // namespace device
+}  // namespace braze
+
+#endif  // BRAZE_DEVICE_THREAD_POOL_H_

@@ -1,0 +1,155 @@
+// Braze's thread pool (src/device/thread_pool.h): every index once, the first error,
+// nested and contended loops serially, a kernel's thread count, workers woken from
+// sleep, and compiled kernels running their parallel loops on it.
+#include "device/thread_pool.h"
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace device {
+namespace {
+
+bool PoolHasWorkers() {
+  if (std::thread::hardware_concurrency() < 2) return false;
+  const char* env = std::getenv("HL_NUM_THREADS");
+  return env == nullptr || std::atoi(env) != 1;
+}
+
+struct Counts {
+  int min = 0;
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int> threads_seen{0};
+  explicit Counts(int min, int extent) : min(min), hits(extent) {}
+};
+
+int CountTask(void* user_context, int index, uint8_t* closure) {
+  auto* c = reinterpret_cast<Counts*>(closure);
+  EXPECT_EQ(user_context, c);
+  c->hits[index - c->min].fetch_add(1);
+  return 0;
+}
+
+TEST(ThreadPoolTest, EveryIndexRunsOnce) {
+  for (int extent : {1, 2, 3, 97, 1000}) {
+    for (int min : {0, -5, 7}) {
+      Counts c(min, extent);
+      const ThreadPoolStats before = GetThreadPoolStats();
+      ASSERT_EQ(ParallelFor(&c, CountTask, min, extent, reinterpret_cast<uint8_t*>(&c)), 0);
+      for (int i = 0; i < extent; ++i)
+        ASSERT_EQ(c.hits[i].load(), 1) << extent << " " << min << " " << i;
+      if (extent > 1 && PoolHasWorkers()) {
+        EXPECT_EQ(GetThreadPoolStats().pooled, before.pooled + 1) << extent;
+      }
+    }
+  }
+  EXPECT_EQ(ParallelFor(nullptr, CountTask, 0, 0, nullptr), 0);  // empty: no task runs
+}
+
+int FailingTask(void* /*user_context*/, int index, uint8_t* closure) {
+  reinterpret_cast<std::atomic<int>*>(closure)->fetch_add(1);
+  return index % 10 == 3 ? -(index + 1) : 0;
+}
+
+TEST(ThreadPoolTest, ReturnsAnErrorOfATaskAndStillRunsTheOthers) {
+  std::atomic<int> ran{0};
+  const int status = ParallelFor(nullptr, FailingTask, 0, 100, reinterpret_cast<uint8_t*>(&ran));
+  EXPECT_LT(status, 0);
+  EXPECT_EQ((-status - 1) % 10, 3) << "one of the failing tasks' statuses";
+  EXPECT_EQ(ran.load(), 100);
+}
+
+int NestingTask(void* /*user_context*/, int /*index*/, uint8_t* closure) {
+  Counts inner(0, 16);
+  const int s = ParallelFor(&inner, CountTask, 0, 16, reinterpret_cast<uint8_t*>(&inner));
+  for (auto& h : inner.hits) EXPECT_EQ(h.load(), 1);
+  reinterpret_cast<std::atomic<int>*>(closure)->fetch_add(1);
+  return s;
+}
+
+TEST(ThreadPoolTest, NestedLoopsRunSeriallyInsideTheirTask) {
+  std::atomic<int> outer{0};
+  const ThreadPoolStats before = GetThreadPoolStats();
+  ASSERT_EQ(ParallelFor(nullptr, NestingTask, 0, 8, reinterpret_cast<uint8_t*>(&outer)), 0);
+  EXPECT_EQ(outer.load(), 8);
+  EXPECT_GE(GetThreadPoolStats().serial - before.serial, 8) << "each inner loop";
+}
+
+TEST(ThreadPoolTest, ConcurrentLaunchersEachGetAllTheirIndices) {
+  std::vector<std::thread> launchers;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    launchers.emplace_back([&] {
+      for (int round = 0; round < 200; ++round) {
+        Counts c(0, 50);
+        if (ParallelFor(&c, CountTask, 0, 50, reinterpret_cast<uint8_t*>(&c)) != 0) ++wrong;
+        for (auto& h : c.hits) wrong += h.load() != 1;
+      }
+    });
+  }
+  for (auto& t : launchers) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(ThreadPoolTest, AKernelOfOneThreadRunsSerially) {
+  ScopedKernelThreads one(1);
+  EXPECT_EQ(CurrentKernelThreads(), 1);
+  Counts c(0, 64);
+  const ThreadPoolStats before = GetThreadPoolStats();
+  ASSERT_EQ(ParallelFor(&c, CountTask, 0, 64, reinterpret_cast<uint8_t*>(&c)), 0);
+  for (auto& h : c.hits) EXPECT_EQ(h.load(), 1);
+  EXPECT_EQ(GetThreadPoolStats().pooled, before.pooled);
+  EXPECT_EQ(GetThreadPoolStats().serial, before.serial + 1);
+}
+
+int SlowTask(void* /*user_context*/, int /*index*/, uint8_t* closure) {
+  std::this_thread::sleep_for(std::chrono::microseconds(200));
+  reinterpret_cast<std::atomic<int>*>(closure)->fetch_add(1);
+  return 0;
+}
+
+TEST(ThreadPoolTest, SleepingWorkersWakeForTheNextLoop) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  std::atomic<int> ran{0};
+  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 4, reinterpret_cast<uint8_t*>(&ran)), 0);
+  // Well past the spin: the workers sleep now.
+  std::this_thread::sleep_for(std::chrono::microseconds(50 * kSpinMicros));
+  const ThreadPoolStats before = GetThreadPoolStats();
+  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 40, reinterpret_cast<uint8_t*>(&ran)), 0);
+  EXPECT_EQ(ran.load(), 44);
+  EXPECT_GE(GetThreadPoolStats().wakeups, before.wakeups + 1);
+}
+
+// A compiled kernel's parallel loop runs on the pool, with the reference's results.
+TEST(ThreadPoolTest, CompiledKernelsRunTheirParallelLoopsOnThePool) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  using lowertest::Case;
+  Case c;
+  Tensor x = c.Input(DType::kF32, {509, 1031}, 5);
+  c.outputs = {Softmax(x * 1.5f)};
+  const ClusterSpec spec = lowertest::SpecOf(c);
+  auto expected = lowertest::ReferenceOutputs(spec, c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  CompileOptions options;
+  options.scheduler = SchedulerKind::kSafeDefault;
+  auto kernel = CompileCluster(spec, options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const ThreadPoolStats before = GetThreadPoolStats();
+  for (int run = 0; run < 3; ++run) {
+    auto actual = lowertest::RunKernel(**kernel, c.values);
+    ASSERT_TRUE(actual.ok()) << actual.status();
+    std::string why;
+    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6, &why)) << why;
+  }
+  EXPECT_GE(GetThreadPoolStats().pooled - before.pooled, 3) << (*kernel)->schedule_text();
+}
+
+}  // namespace
+}  // namespace device
+}  // namespace braze
