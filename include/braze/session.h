@@ -74,7 +74,9 @@ struct SessionOptions {
   // training step as a single pipeline ran slower than op by op (README, Examples).
   int max_matmuls_per_cluster = 1;
   Scheduler scheduler = Scheduler::kAuto;
-  int num_threads = 0;  // Halide worker threads; 0 = all cores
+  // Threads of a CPU kernel's parallel loops (Braze's pool, docs/THREAD_POOL.md); 0 = all
+  // the CPUs the process may use (or HL_NUM_THREADS), which is also the most.
+  int num_threads = 0;
   // jit_compile=true: a cluster that fails to compile, or an op marked for compilation
   // that has no lowering, is InvalidArgument naming it, instead of an op-by-op fallback.
   bool strict = false;

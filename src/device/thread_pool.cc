@@ -10,6 +10,7 @@
 // sleep either sees a new job or is notified of it.
 #include "device/thread_pool.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -18,6 +19,8 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <new>
+#include <system_error>
 #include <thread>
 
 namespace braze {
@@ -76,21 +79,38 @@ int RunSerially(void* user_context, ParallelTask f, int min, int extent, uint8_t
   return status;
 }
 
-// Threads a kernel may use by default: HL_NUM_THREADS when set (as Halide's pool
-// reads it), else every core.
+// Threads a kernel may use by default: HL_NUM_THREADS (or HL_NUMTHREADS) when set, as
+// Halide's pool reads it, else the CPUs this process may run on (its affinity mask, which
+// containers narrow), at most 256 as Halide's.
 int DefaultThreads() {
-  if (const char* env = std::getenv("HL_NUM_THREADS")) {
-    const int n = std::atoi(env);
-    if (n > 0) return n;
+  for (const char* name : {"HL_NUM_THREADS", "HL_NUMTHREADS"}) {
+    if (const char* env = std::getenv(name)) {
+      const int n = std::atoi(env);
+      if (n > 0) return std::min(n, 256);
+    }
   }
-  return std::max(1u, std::thread::hardware_concurrency());
+  int n = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) n = CPU_COUNT(&set);
+  return std::clamp(n, 1, 256);
 }
 
 class Pool {
  public:
-  explicit Pool(int threads) : workers_(std::max(0, threads - 1)) {
-    for (int id = 0; id < workers_; ++id) std::thread([this, id] { Work(id); }).detach();
+  // Starts threads - 1 workers, or as many as the system allows.
+  explicit Pool(int threads) {
+    for (int id = 0; id < threads - 1; ++id) {
+      try {
+        std::thread([this, id] { Work(id); }).detach();
+      } catch (const std::system_error&) {
+        break;  // a thread limit: fewer workers
+      }
+      ++workers_;
+    }
   }
+
+  int sleeping() const { return sleepers_.load(); }
+  int workers() const { return workers_; }
 
   int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
     int threads = kernel_threads > 0 ? kernel_threads : workers_ + 1;
@@ -109,6 +129,7 @@ class Pool {
     job.serial = ++last_serial_;
     job.remaining.store(extent, std::memory_order_relaxed);
     job_.store(&job);
+    wanted_.store(job.workers);
     serial_.store(job.serial);
     if (sleepers_.load() > 0) {
       std::lock_guard<std::mutex> lock(mu_);
@@ -133,16 +154,20 @@ class Pool {
 
   void Work(int id) {
     uint64_t seen = 0;
+    bool spin = false;  // only a worker that took part in the last job spins
     for (;;) {
-      Job* job = WaitForJob(&seen);
-      if (id < job->workers) RunIndices(*job);
+      Job* job = WaitForJob(id, &seen, spin);
+      spin = id < job->workers;
+      if (spin) RunIndices(*job);
       active_.fetch_sub(1);
     }
   }
 
-  // Returns a job newer than *seen with this worker counted in active_; spins for
-  // kSpinMicros without one, then sleeps until one is published.
-  Job* WaitForJob(uint64_t* seen) {
+  // Returns a job newer than *seen with this worker counted in active_. With `spin`,
+  // waits for one spinning for kSpinMicros first; then (or at once) sleeps until a job
+  // that wants this worker is published.
+  Job* WaitForJob(int id, uint64_t* seen, bool spin) {
+    if (!spin) Sleep(id, *seen);
     auto spin_start = std::chrono::steady_clock::now();
     for (int round = 0;; ++round) {
       const uint64_t published = serial_.load();
@@ -160,7 +185,7 @@ class Pool {
       if (round % 64 == 63) {
         if (std::chrono::steady_clock::now() - spin_start >
             std::chrono::microseconds(kSpinMicros)) {
-          Sleep(*seen);
+          Sleep(id, *seen);
           spin_start = std::chrono::steady_clock::now();
         } else {
           sched_yield();  // another thread that needs this core gets it
@@ -171,28 +196,46 @@ class Pool {
     }
   }
 
-  void Sleep(uint64_t seen) {
+  // Sleeps until a job newer than `seen` wants worker `id` (wanted_ is stored before
+  // serial_, so the predicate sees the job's own count).
+  void Sleep(int id, uint64_t seen) {
     std::unique_lock<std::mutex> lock(mu_);
     sleepers_.fetch_add(1);
-    cv_.wait(lock, [&] { return serial_.load() != seen; });
+    cv_.wait(lock, [&] { return serial_.load() != seen && id < wanted_.load(); });
     sleepers_.fetch_sub(1);
     wakeup_count.fetch_add(1, std::memory_order_relaxed);
   }
 
-  const int workers_;
+  int workers_ = 0;           // started; set before any job
   std::mutex submit_;         // one job at a time
   uint64_t last_serial_ = 0;  // under submit_
   std::atomic<Job*> job_{nullptr};
   std::atomic<uint64_t> serial_{0};
+  std::atomic<int> wanted_{0};  // the newest job's workers
   std::atomic<int> active_{0};
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<int> sleepers_{0};
 };
 
+// The pool, created at first use and never destroyed (workers outlive main). A child
+// of fork() has none of its threads and may have copied it mid-job: the child forgets
+// it (leaks the copy) and makes a new one when it first needs one.
+std::atomic<Pool*> the_pool{nullptr};
+std::mutex the_pool_mu;
+
+void ForgetPoolInChild() {
+  the_pool.store(nullptr);
+  new (&the_pool_mu) std::mutex();  // another thread may have held it at the fork
+}
+
 Pool& ThePool() {
-  static Pool* pool = new Pool(DefaultThreads());  // never destroyed: workers outlive main
-  return *pool;
+  if (Pool* pool = the_pool.load(std::memory_order_acquire)) return *pool;
+  std::lock_guard<std::mutex> lock(the_pool_mu);
+  static const bool registered = pthread_atfork(nullptr, nullptr, ForgetPoolInChild) == 0;
+  (void)registered;
+  if (the_pool.load() == nullptr) the_pool.store(new Pool(DefaultThreads()));
+  return *the_pool.load();
 }
 
 }  // namespace
@@ -214,6 +257,8 @@ ThreadPoolStats GetThreadPoolStats() {
   s.pooled = pooled_count.load(std::memory_order_relaxed);
   s.serial = serial_count.load(std::memory_order_relaxed);
   s.wakeups = wakeup_count.load(std::memory_order_relaxed);
+  s.workers = ThePool().workers();
+  s.sleeping = ThePool().sleeping();
   return s;
 }
 

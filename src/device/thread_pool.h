@@ -5,16 +5,19 @@
 // Why not Halide's own pool: its workers spin for 40 sched_yield calls (a few
 // microseconds) and then sleep, so nearly every kernel launch of a training loop or a
 // benchmark woke a sleeping worker, and the kernel ran on one thread until it came
-// (docs/THREAD_POOL.md measures it). Here a worker spins for kSpinMicros after its
-// last task before it sleeps, as the thread pools of XLA's CPU runtime (Eigen's) and
-// of TBB do; the spin calls sched_yield every few rounds, so a thread of another
-// library (oneDNN's OpenMP team) that needs the core gets it.
+// (docs/THREAD_POOL.md; bench/RESULTS.md has the measurement). Here a worker that took
+// part in a loop spins for kSpinMicros before it sleeps, as the thread pools of XLA's
+// CPU runtime (Eigen's) and of TBB do; the spin calls sched_yield every 64 rounds of
+// `pause`, offering the core to any other runnable thread (oneDNN's OpenMP team).
+// Only the workers a loop can use are woken for it.
 //
 // Semantics of ParallelFor, Halide's halide_do_par_for: every index in [min, min +
 // extent) runs once; the call returns when all have run, with 0 or the first nonzero
 // status a task returned. Indices are handed out one at a time, so uneven tasks
 // balance. A call from inside a task (a nested parallel loop), or while another thread
-// has the pool, runs its indices serially on the calling thread: no deadlock, no wait.
+// has the pool, runs its indices serially on the calling thread: no deadlock, no wait
+// (but concurrent kernels of several threads do not share the workers, as they did in
+// Halide's pool: the first holds them).
 #ifndef BRAZE_DEVICE_THREAD_POOL_H_
 #define BRAZE_DEVICE_THREAD_POOL_H_
 
@@ -48,11 +51,14 @@ class ScopedKernelThreads {
 inline constexpr int kSpinMicros = 200;
 
 // Counters for tests: parallel loops run on the pool, run serially (nested, contended
-// or one thread), and how many times a worker was woken from sleep.
+// or one thread), how many times a worker was woken from sleep; the pool's workers and
+// how many sleep now.
 struct ThreadPoolStats {
   int64_t pooled = 0;
   int64_t serial = 0;
   int64_t wakeups = 0;
+  int workers = 0;
+  int sleeping = 0;
 };
 ThreadPoolStats GetThreadPoolStats();
 

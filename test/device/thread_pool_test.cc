@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -25,7 +27,6 @@ bool PoolHasWorkers() {
 struct Counts {
   int min = 0;
   std::vector<std::atomic<int>> hits;
-  std::atomic<int> threads_seen{0};
   explicit Counts(int min, int extent) : min(min), hits(extent) {}
 };
 
@@ -108,22 +109,61 @@ TEST(ThreadPoolTest, AKernelOfOneThreadRunsSerially) {
   EXPECT_EQ(GetThreadPoolStats().serial, before.serial + 1);
 }
 
+struct SlowCounts {
+  std::atomic<int> ran{0};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+};
+
 int SlowTask(void* /*user_context*/, int /*index*/, uint8_t* closure) {
   std::this_thread::sleep_for(std::chrono::microseconds(200));
-  reinterpret_cast<std::atomic<int>*>(closure)->fetch_add(1);
+  auto* c = reinterpret_cast<SlowCounts*>(closure);
+  c->ran.fetch_add(1);
+  std::lock_guard<std::mutex> lock(c->mu);
+  c->threads.insert(std::this_thread::get_id());
   return 0;
+}
+
+// Tasks of 200 us each: the workers take part (more than one thread runs them).
+TEST(ThreadPoolTest, WorkersRunTasks) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  SlowCounts c;
+  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 64, reinterpret_cast<uint8_t*>(&c)), 0);
+  EXPECT_EQ(c.ran.load(), 64);
+  EXPECT_GE(c.threads.size(), 2u);
 }
 
 TEST(ThreadPoolTest, SleepingWorkersWakeForTheNextLoop) {
   if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
-  std::atomic<int> ran{0};
-  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 4, reinterpret_cast<uint8_t*>(&ran)), 0);
-  // Well past the spin: the workers sleep now.
-  std::this_thread::sleep_for(std::chrono::microseconds(50 * kSpinMicros));
+  SlowCounts c;
+  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 4, reinterpret_cast<uint8_t*>(&c)), 0);
+  // Past the spin, every worker sleeps (waited for: a loaded machine may be slow).
+  for (int i = 0; i < 1000 && GetThreadPoolStats().sleeping < GetThreadPoolStats().workers; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(GetThreadPoolStats().sleeping, GetThreadPoolStats().workers);
   const ThreadPoolStats before = GetThreadPoolStats();
-  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 40, reinterpret_cast<uint8_t*>(&ran)), 0);
-  EXPECT_EQ(ran.load(), 44);
+  ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 64, reinterpret_cast<uint8_t*>(&c)), 0);
+  EXPECT_EQ(c.ran.load(), 68);
   EXPECT_GE(GetThreadPoolStats().wakeups, before.wakeups + 1);
+}
+
+// A loop that can use fewer threads than the pool has wakes only those: the others
+// sleep on (with one thread of work, no worker wakes at all).
+TEST(ThreadPoolTest, ALoopWakesOnlyTheWorkersItCanUse) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  SlowCounts c;
+  for (int i = 0; i < 1000 && GetThreadPoolStats().sleeping < GetThreadPoolStats().workers; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(GetThreadPoolStats().sleeping, GetThreadPoolStats().workers);
+  const ThreadPoolStats before = GetThreadPoolStats();
+  {
+    ScopedKernelThreads two(2);
+    ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 16, reinterpret_cast<uint8_t*>(&c)), 0);
+  }
+  EXPECT_EQ(c.ran.load(), 16);
+  EXPECT_LE(GetThreadPoolStats().wakeups - before.wakeups, 1) << "one worker for two threads";
 }
 
 // A compiled kernel's parallel loop runs on the pool, with the reference's results.
