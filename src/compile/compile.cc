@@ -77,6 +77,11 @@ class ThreadCount {
         auto symbol = module.find_symbol_by_name("halide_set_num_threads");
         if (symbol.address != nullptr) {
           set_num_threads_ = reinterpret_cast<int (*)(int)>(symbol.address);
+          // The same runtime's pool takes loops Braze's is too busy for (thread_pool.h).
+          auto pool = module.find_symbol_by_name("halide_default_do_par_for");
+          if (pool.address != nullptr) {
+            device::SetJitHalidePool(reinterpret_cast<device::ParallelForFunction>(pool.address));
+          }
           break;
         }
       }

@@ -251,6 +251,13 @@ extern "C" void BrazeAotError(void*, const char* message) {
   if (worker_errors.size() < 4096) absl::StrAppend(&worker_errors, message);
 }
 
+std::atomic<device::ParallelForFunction> aot_halide_pool{nullptr};
+
+int AotParallelFor(void* user_context, device::ParallelTask f, int min, int extent,
+                   uint8_t* closure) {
+  return device::ParallelFor(user_context, f, min, extent, closure, aot_halide_pool.load());
+}
+
 std::string TakeWorkerErrors() {
   std::lock_guard<std::mutex> lock(worker_errors_mu);
   return std::exchange(worker_errors, std::string());
@@ -795,11 +802,13 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     set_malloc(&device::BufferCacheMalloc);
     set_free(&device::BufferCacheFree);
   }
-  // Parallel loops on Braze's thread pool, as JIT kernels (device/thread_pool.h).
-  using ParFor = device::ParallelTask;
-  auto set_par_for = reinterpret_cast<void* (*)(int (*)(void*, ParFor, int, int, uint8_t*))>(
+  // Parallel loops on Braze's thread pool, as JIT kernels, and on this runtime's own
+  // pool while Braze's is busy (device/thread_pool.h).
+  auto set_par_for = reinterpret_cast<void* (*)(device::ParallelForFunction)>(
       dlsym(handle, "halide_set_custom_do_par_for"));
-  if (set_par_for != nullptr) set_par_for(&device::ParallelFor);
+  aot_halide_pool.store(
+      reinterpret_cast<device::ParallelForFunction>(dlsym(handle, "halide_default_do_par_for")));
+  if (set_par_for != nullptr) set_par_for(&AotParallelFor);
   loaded_runtime = new Runtime{
       target, handle, reinterpret_cast<int (*)(int)>(dlsym(handle, "halide_set_num_threads"))};
   return absl::OkStatus();

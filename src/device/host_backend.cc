@@ -1,4 +1,6 @@
 // The host backend: kernels on the CPU, reading and writing host memory.
+#include <atomic>
+
 #include "absl/status/status.h"
 #include "device/backend.h"
 #include "device/halide_util.h"
@@ -9,12 +11,16 @@ namespace braze {
 namespace device {
 namespace {
 
-// Halide's parallel loops on Braze's thread pool (thread_pool.h). The JIT passes its
-// JITUserContext where the task signature has void*: the same pointer.
+std::atomic<ParallelForFunction> jit_halide_pool{nullptr};
+
+// Halide's parallel loops on Braze's thread pool (thread_pool.h); while another thread's
+// loop holds it, on the JIT runtime's own pool. The JIT passes its JITUserContext where
+// the task signature has void*: the same pointer.
 int JitParallelFor(Halide::JITUserContext* user_context,
                    int (*f)(Halide::JITUserContext*, int, uint8_t*), int min, int extent,
                    uint8_t* closure) {
-  return ParallelFor(user_context, reinterpret_cast<ParallelTask>(f), min, extent, closure);
+  return ParallelFor(user_context, reinterpret_cast<ParallelTask>(f), min, extent, closure,
+                     jit_halide_pool.load(std::memory_order_acquire));
 }
 
 class HostBackend : public Backend {
@@ -32,6 +38,10 @@ class HostBackend : public Backend {
 };
 
 }  // namespace
+
+void SetJitHalidePool(ParallelForFunction halide_default_do_par_for) {
+  jit_halide_pool.store(halide_default_do_par_for, std::memory_order_release);
+}
 
 const Backend& HostBackendInstance() {
   static const HostBackend* backend = new HostBackend();

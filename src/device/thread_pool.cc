@@ -30,7 +30,7 @@ namespace {
 thread_local bool in_task = false;    // running a task: a nested loop runs serially
 thread_local int kernel_threads = 0;  // ScopedKernelThreads
 
-std::atomic<int64_t> pooled_count{0}, serial_count{0}, wakeup_count{0};
+std::atomic<int64_t> pooled_count{0}, serial_count{0}, busy_count{0}, wakeup_count{0};
 
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -112,11 +112,15 @@ class Pool {
   int sleeping() const { return sleepers_.load(); }
   int workers() const { return workers_; }
 
-  int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
+  int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
+          ParallelForFunction busy) {
     int threads = kernel_threads > 0 ? kernel_threads : workers_ + 1;
     threads = std::min({threads, workers_ + 1, extent});
-    if (threads <= 1 || in_task || !submit_.try_lock()) {
-      return RunSerially(user_context, f, min, extent, closure);
+    if (threads <= 1 || in_task) return RunSerially(user_context, f, min, extent, closure);
+    if (!submit_.try_lock()) {
+      if (busy == nullptr) return RunSerially(user_context, f, min, extent, closure);
+      busy_count.fetch_add(1, std::memory_order_relaxed);
+      return busy(user_context, f, min, extent, closure);
     }
     pooled_count.fetch_add(1, std::memory_order_relaxed);
     Job job;
@@ -240,9 +244,10 @@ Pool& ThePool() {
 
 }  // namespace
 
-int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
+int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
+                ParallelForFunction busy) {
   if (extent <= 0) return 0;
-  return ThePool().Run(user_context, f, min, extent, closure);
+  return ThePool().Run(user_context, f, min, extent, closure, busy);
 }
 
 int CurrentKernelThreads() { return kernel_threads; }
@@ -256,6 +261,7 @@ ThreadPoolStats GetThreadPoolStats() {
   ThreadPoolStats s;
   s.pooled = pooled_count.load(std::memory_order_relaxed);
   s.serial = serial_count.load(std::memory_order_relaxed);
+  s.busy = busy_count.load(std::memory_order_relaxed);
   s.wakeups = wakeup_count.load(std::memory_order_relaxed);
   s.workers = ThePool().workers();
   s.sleeping = ThePool().sleeping();

@@ -14,10 +14,11 @@
 // Semantics of ParallelFor, Halide's halide_do_par_for: every index in [min, min +
 // extent) runs once; the call returns when all have run, with 0 or the first nonzero
 // status a task returned. Indices are handed out one at a time, so uneven tasks
-// balance. A call from inside a task (a nested parallel loop), or while another thread
-// has the pool, runs its indices serially on the calling thread: no deadlock, no wait
-// (but concurrent kernels of several threads do not share the workers, as they did in
-// Halide's pool: the first holds them).
+// balance. A call from inside a task (a nested parallel loop) runs its indices
+// serially on the calling thread. A call while another thread's loop has the pool goes
+// to `busy`, Halide's own pool (halide_default_do_par_for of the kernel's runtime), as
+// before there was this one, or runs serially when there is none: no deadlock, no
+// wait.
 #ifndef BRAZE_DEVICE_THREAD_POOL_H_
 #define BRAZE_DEVICE_THREAD_POOL_H_
 
@@ -29,9 +30,19 @@ namespace device {
 // Halide's task signature (halide_task_t).
 using ParallelTask = int (*)(void* user_context, int index, uint8_t* closure);
 
+// halide_do_par_for's signature.
+using ParallelForFunction = int (*)(void* user_context, ParallelTask f, int min, int extent,
+                                    uint8_t* closure);
+
 // Runs f(user_context, i, closure) for i in [min, min + extent) on the calling thread
 // and the pool's workers, at most CurrentKernelThreads() threads in all.
-int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure);
+int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
+                ParallelForFunction busy = nullptr);
+
+// The JIT runtime's halide_default_do_par_for, for JIT kernels' loops launched while the
+// pool is busy (the JIT runtime exists only after the first JIT compile, so the compile
+// layer finds it).
+void SetJitHalidePool(ParallelForFunction halide_default_do_par_for);
 
 // The thread count of the kernel the calling thread is launching (0: every core). Set
 // by a kernel's launch for its duration (ScopedKernelThreads).
@@ -50,12 +61,13 @@ class ScopedKernelThreads {
 // How long a worker spins for new work after its last task before it sleeps.
 inline constexpr int kSpinMicros = 200;
 
-// Counters for tests: parallel loops run on the pool, run serially (nested, contended
-// or one thread), how many times a worker was woken from sleep; the pool's workers and
-// how many sleep now.
+// Counters for tests: parallel loops run on the pool, run serially (nested, one
+// thread, or contended with no `busy`), handed to `busy`, how many times a worker was woken from
+// sleep; the pool's workers and how many sleep now.
 struct ThreadPoolStats {
   int64_t pooled = 0;
   int64_t serial = 0;
+  int64_t busy = 0;
   int64_t wakeups = 0;
   int workers = 0;
   int sleeping = 0;

@@ -98,6 +98,37 @@ TEST(ThreadPoolTest, ConcurrentLaunchersEachGetAllTheirIndices) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
+std::atomic<int> busy_calls{0};
+
+// Stands in for Halide's pool: counts the call, then runs the loop serially.
+int FakeHalidePool(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
+  busy_calls.fetch_add(1);
+  for (int i = min; i < min + extent; ++i) f(user_context, i, closure);
+  return 0;
+}
+
+int LongTask(void* /*user_context*/, int /*index*/, uint8_t* /*closure*/) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return 0;
+}
+
+// A loop launched while another thread's loop holds the pool goes to the `busy` pool.
+TEST(ThreadPoolTest, ALoopLaunchedWhileThePoolIsBusyGoesToHalidesPool) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  std::thread holder([] { ParallelFor(nullptr, LongTask, 0, 16, nullptr); });  // 40 ms+
+  for (int i = 0; i < 1000 && GetThreadPoolStats().sleeping == GetThreadPoolStats().workers; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // until the holder runs
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  Counts c(0, 10);
+  const ThreadPoolStats before = GetThreadPoolStats();
+  ASSERT_EQ(ParallelFor(&c, CountTask, 0, 10, reinterpret_cast<uint8_t*>(&c), FakeHalidePool), 0);
+  holder.join();
+  for (auto& h : c.hits) EXPECT_EQ(h.load(), 1);
+  EXPECT_EQ(busy_calls.load(), 1);
+  EXPECT_EQ(GetThreadPoolStats().busy, before.busy + 1);
+}
+
 TEST(ThreadPoolTest, AKernelOfOneThreadRunsSerially) {
   ScopedKernelThreads one(1);
   EXPECT_EQ(CurrentKernelThreads(), 1);
@@ -188,6 +219,39 @@ TEST(ThreadPoolTest, CompiledKernelsRunTheirParallelLoopsOnThePool) {
     EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6, &why)) << why;
   }
   EXPECT_GE(GetThreadPoolStats().pooled - before.pooled, 3) << (*kernel)->schedule_text();
+}
+
+// Kernels launched from two threads at once: one holds Braze's pool, the other's loops
+// go to the JIT runtime's own pool (the compile layer hands it over); both right.
+TEST(ThreadPoolTest, ConcurrentKernelsShareTheWorkThroughHalidesPool) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  using lowertest::Case;
+  Case c;
+  Tensor x = c.Input(DType::kF32, {263, 1031}, 7);
+  c.outputs = {Softmax(x * 0.5f)};
+  const ClusterSpec spec = lowertest::SpecOf(c);
+  auto expected = lowertest::ReferenceOutputs(spec, c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  CompileOptions options;
+  options.scheduler = SchedulerKind::kSafeDefault;
+  auto a = CompileCluster(spec, options);
+  auto b = CompileCluster(spec, options);  // one launch at a time per kernel
+  ASSERT_TRUE(a.ok() && b.ok());
+  const ThreadPoolStats before = GetThreadPoolStats();
+  std::atomic<int> wrong{0};
+  auto runner = [&](CompiledKernel* kernel) {
+    for (int run = 0; run < 50; ++run) {
+      auto actual = lowertest::RunKernel(*kernel, c.values);
+      std::string why;
+      if (!actual.ok() || !AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6, &why)) ++wrong;
+    }
+  };
+  std::thread t1(runner, a->get()), t2(runner, b->get());
+  t1.join();
+  t2.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(GetThreadPoolStats().busy, before.busy) << "no launch met a busy pool";
+  EXPECT_EQ(GetThreadPoolStats().serial, before.serial) << "Halide's pool took them";
 }
 
 }  // namespace
