@@ -61,7 +61,9 @@ void LogFallThrough(const std::string& name, const std::string& failure, bool la
   LogInfo(1, absl::StrCat(name, ": ", failure, "; falling through to the next scheduler"));
 }
 
-// Halide's thread pool is process-wide. halide_set_num_threads is not exported by
+// Halide's thread pool is process-wide; kernels' loops run on Braze's (device/
+// thread_pool.h), Halide's takes those launched while Braze's is busy, whose
+// halide_default_do_par_for is found here too. halide_set_num_threads is not exported by
 // libHalide, only by the JIT shared runtime, which exists after the first compile_jit
 // (docs/HALIDE14.md §3). Setting the count before the pool's first parallel call is
 // reliable; raising it later takes effect at once, lowering it may lag.

@@ -804,7 +804,7 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
   }
   // Parallel loops on Braze's thread pool, as JIT kernels, and on this runtime's own
   // pool while Braze's is busy (device/thread_pool.h).
-  auto set_par_for = reinterpret_cast<void* (*)(device::ParallelForFunction)>(
+  auto set_par_for = reinterpret_cast<device::ParallelForFunction (*)(device::ParallelForFunction)>(
       dlsym(handle, "halide_set_custom_do_par_for"));
   aot_halide_pool.store(
       reinterpret_cast<device::ParallelForFunction>(dlsym(handle, "halide_default_do_par_for")));

@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
-#include <system_error>
 #include <thread>
 
 namespace braze {
@@ -102,8 +101,8 @@ class Pool {
     for (int id = 0; id < threads - 1; ++id) {
       try {
         std::thread([this, id] { Work(id); }).detach();
-      } catch (const std::system_error&) {
-        break;  // a thread limit: fewer workers
+      } catch (...) {  // a thread limit, or no memory: fewer workers
+        break;
       }
       ++workers_;
     }

@@ -8,14 +8,14 @@
 // (docs/THREAD_POOL.md; bench/RESULTS.md has the measurement). Here a worker that took
 // part in a loop spins for kSpinMicros before it sleeps, as the thread pools of XLA's
 // CPU runtime (Eigen's) and of TBB do; the spin calls sched_yield every 64 rounds of
-// `pause`, offering the core to any other runnable thread (oneDNN's OpenMP team).
-// Only the workers a loop can use are woken for it.
+// `pause`, offering the core to any other runnable thread (oneDNN's OpenMP team). A
+// worker a loop cannot use (its thread count is lower) goes back to sleep at once.
 //
 // Semantics of ParallelFor, Halide's halide_do_par_for: every index in [min, min +
 // extent) runs once; the call returns when all have run, with 0 or the first nonzero
 // status a task returned. Indices are handed out one at a time, so uneven tasks
-// balance. A call from inside a task (a nested parallel loop) runs its indices
-// serially on the calling thread. A call while another thread's loop has the pool goes
+// balance. A call from inside one of this pool's tasks (a nested parallel loop) runs
+// its indices serially on the calling thread. A call while another thread's loop has the pool goes
 // to `busy`, Halide's own pool (halide_default_do_par_for of the kernel's runtime), as
 // before there was this one, or runs serially when there is none: no deadlock, no
 // wait.
@@ -44,7 +44,7 @@ int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t
 // layer finds it).
 void SetJitHalidePool(ParallelForFunction halide_default_do_par_for);
 
-// The thread count of the kernel the calling thread is launching (0: every core). Set
+// The thread count of the kernel the calling thread is launching (0: the pool's size). Set
 // by a kernel's launch for its duration (ScopedKernelThreads).
 int CurrentKernelThreads();
 class ScopedKernelThreads {
