@@ -50,10 +50,19 @@ struct Job {
   std::atomic<int> status{0};
 };
 
+// Marks the thread as running tasks while it lives (nested loops then run serially).
+class InTask {
+ public:
+  InTask() : was_(in_task) { in_task = true; }
+  ~InTask() { in_task = was_; }
+
+ private:
+  bool was_;
+};
+
 // Runs the job's indices until none is left.
 void RunIndices(Job& job) {
-  const bool was_in_task = in_task;
-  in_task = true;
+  InTask mark;
   for (int i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.extent;) {
     const int s = job.f(job.user_context, job.min + i, job.closure);
     if (s != 0) {
@@ -62,19 +71,16 @@ void RunIndices(Job& job) {
     }
     job.remaining.fetch_sub(1, std::memory_order_acq_rel);
   }
-  in_task = was_in_task;
 }
 
 int RunSerially(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure) {
   serial_count.fetch_add(1, std::memory_order_relaxed);
-  const bool was_in_task = in_task;
-  in_task = true;
+  InTask mark;
   int status = 0;
   for (int i = min; i < min + extent; ++i) {
     const int s = f(user_context, i, closure);
     if (s != 0 && status == 0) status = s;
   }
-  in_task = was_in_task;
   return status;
 }
 
@@ -185,16 +191,12 @@ class Pool {
         // job_ is set before serial_: a job `published` gone from job_ has returned.
         if (job == nullptr) *seen = published;
       }
-      if (round % 64 == 63) {
-        if (std::chrono::steady_clock::now() - spin_start >
-            std::chrono::microseconds(kSpinMicros)) {
-          Sleep(id, *seen);
-          spin_start = std::chrono::steady_clock::now();
-        } else {
-          sched_yield();  // another thread that needs this core gets it
-        }
+      if (round % 64 == 63 &&
+          std::chrono::steady_clock::now() - spin_start > std::chrono::microseconds(kSpinMicros)) {
+        Sleep(id, *seen);
+        spin_start = std::chrono::steady_clock::now();
       } else {
-        CpuRelax();
+        Backoff(round);  // its sched_yield lets another thread that needs this core run
       }
     }
   }

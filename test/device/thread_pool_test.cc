@@ -155,6 +155,15 @@ TEST(ThreadPoolTest, AKernelOfOneThreadRunsSerially) {
   EXPECT_EQ(GetThreadPoolStats().serial, before.serial + 1);
 }
 
+// Past the spin every worker sleeps: waited for, up to a second (a loaded machine may
+// be slow to get there).
+bool WaitUntilEveryWorkerSleeps() {
+  for (int i = 0; i < 1000 && GetThreadPoolStats().sleeping < GetThreadPoolStats().workers; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return GetThreadPoolStats().sleeping == GetThreadPoolStats().workers;
+}
+
 struct SlowCounts {
   std::atomic<int> ran{0};
   std::mutex mu;
@@ -184,10 +193,7 @@ TEST(ThreadPoolTest, SleepingWorkersWakeForTheNextLoop) {
   SlowCounts c;
   ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 4, reinterpret_cast<uint8_t*>(&c)), 0);
   // Past the spin, every worker sleeps (waited for: a loaded machine may be slow).
-  for (int i = 0; i < 1000 && GetThreadPoolStats().sleeping < GetThreadPoolStats().workers; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(GetThreadPoolStats().sleeping, GetThreadPoolStats().workers);
+  ASSERT_TRUE(WaitUntilEveryWorkerSleeps());
   const ThreadPoolStats before = GetThreadPoolStats();
   ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 64, reinterpret_cast<uint8_t*>(&c)), 0);
   EXPECT_EQ(c.ran.load(), 68);
@@ -199,10 +205,7 @@ TEST(ThreadPoolTest, SleepingWorkersWakeForTheNextLoop) {
 TEST(ThreadPoolTest, ALoopWakesOnlyTheWorkersItCanUse) {
   if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
   SlowCounts c;
-  for (int i = 0; i < 1000 && GetThreadPoolStats().sleeping < GetThreadPoolStats().workers; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  ASSERT_EQ(GetThreadPoolStats().sleeping, GetThreadPoolStats().workers);
+  ASSERT_TRUE(WaitUntilEveryWorkerSleeps());
   const ThreadPoolStats before = GetThreadPoolStats();
   {
     ScopedKernelThreads two(2);
@@ -212,27 +215,43 @@ TEST(ThreadPoolTest, ALoopWakesOnlyTheWorkersItCanUse) {
   EXPECT_LE(GetThreadPoolStats().wakeups - before.wakeups, 1) << "one worker for two threads";
 }
 
+// A softmax over rows of 1031, compiled by the safe default (a parallel loop over rows).
+struct SoftmaxCase {
+  lowertest::Case c;
+  ClusterSpec spec;
+  std::vector<HostTensor> expected;
+  SoftmaxCase(int64_t rows, uint64_t seed) {
+    Tensor x = c.Input(DType::kF32, {rows, 1031}, seed);
+    c.outputs = {Softmax(x * 1.5f)};
+    spec = lowertest::SpecOf(c);
+    auto reference = lowertest::ReferenceOutputs(spec, c.values);
+    if (reference.ok()) expected = *std::move(reference);
+  }
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> Compile() const {
+    CompileOptions options;
+    options.scheduler = SchedulerKind::kSafeDefault;
+    return CompileCluster(spec, options);
+  }
+  ::testing::AssertionResult RunsRight(CompiledKernel& kernel) const {
+    auto actual = lowertest::RunKernel(kernel, c.values);
+    if (expected.empty()) return ::testing::AssertionFailure() << "no reference result";
+    if (!actual.ok()) return ::testing::AssertionFailure() << actual.status();
+    std::string why;
+    if (!AllClose((*actual)[0], expected[0], 1e-5, 1e-6, &why)) {
+      return ::testing::AssertionFailure() << why;
+    }
+    return ::testing::AssertionSuccess();
+  }
+};
+
 // A compiled kernel's parallel loop runs on the pool, with the reference's results.
 TEST(ThreadPoolTest, CompiledKernelsRunTheirParallelLoopsOnThePool) {
   if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
-  using lowertest::Case;
-  Case c;
-  Tensor x = c.Input(DType::kF32, {509, 1031}, 5);
-  c.outputs = {Softmax(x * 1.5f)};
-  const ClusterSpec spec = lowertest::SpecOf(c);
-  auto expected = lowertest::ReferenceOutputs(spec, c.values);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  CompileOptions options;
-  options.scheduler = SchedulerKind::kSafeDefault;
-  auto kernel = CompileCluster(spec, options);
+  SoftmaxCase sc(509, 5);
+  auto kernel = sc.Compile();
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   const ThreadPoolStats before = GetThreadPoolStats();
-  for (int run = 0; run < 3; ++run) {
-    auto actual = lowertest::RunKernel(**kernel, c.values);
-    ASSERT_TRUE(actual.ok()) << actual.status();
-    std::string why;
-    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6, &why)) << why;
-  }
+  for (int run = 0; run < 3; ++run) EXPECT_TRUE(sc.RunsRight(**kernel));
   EXPECT_GE(GetThreadPoolStats().pooled - before.pooled, 3) << (*kernel)->schedule_text();
 }
 
@@ -240,37 +259,22 @@ TEST(ThreadPoolTest, CompiledKernelsRunTheirParallelLoopsOnThePool) {
 // go to the JIT runtime's own pool (the compile layer hands it over); both right.
 TEST(ThreadPoolTest, ConcurrentKernelsShareTheWorkThroughHalidesPool) {
   if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
-  using lowertest::Case;
-  Case c;
-  Tensor x = c.Input(DType::kF32, {263, 1031}, 7);
-  c.outputs = {Softmax(x * 0.5f)};
-  const ClusterSpec spec = lowertest::SpecOf(c);
-  auto expected = lowertest::ReferenceOutputs(spec, c.values);
-  ASSERT_TRUE(expected.ok()) << expected.status();
-  CompileOptions options;
-  options.scheduler = SchedulerKind::kSafeDefault;
-  auto a = CompileCluster(spec, options);
-  auto b = CompileCluster(spec, options);  // one launch at a time per kernel
+  SoftmaxCase sc(263, 7);
+  auto a = sc.Compile();
+  auto b = sc.Compile();  // one launch at a time per kernel
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(lowertest::RunKernel(**a, c.values).ok());  // the JIT runtime exists now
+  ASSERT_TRUE(sc.RunsRight(**a));  // the JIT runtime exists now
   {
     // While another thread holds Braze's pool, the kernel's loop goes to Halide's.
     const ThreadPoolStats before = GetThreadPoolStats();
     PoolHolder holder;
-    auto actual = lowertest::RunKernel(**b, c.values);
-    ASSERT_TRUE(actual.ok()) << actual.status();
-    std::string why;
-    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6, &why)) << why;
+    EXPECT_TRUE(sc.RunsRight(**b));
     EXPECT_GE(GetThreadPoolStats().busy, before.busy + 1) << (*b)->schedule_text();
   }
   // Both kernels from two threads at once, 50 times each: every result right.
   std::atomic<int> wrong{0};
   auto runner = [&](CompiledKernel* kernel) {
-    for (int run = 0; run < 50; ++run) {
-      auto actual = lowertest::RunKernel(*kernel, c.values);
-      std::string why;
-      if (!actual.ok() || !AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6, &why)) ++wrong;
-    }
+    for (int run = 0; run < 50; ++run) wrong += !sc.RunsRight(*kernel);
   };
   std::thread t1(runner, a->get()), t2(runner, b->get());
   t1.join();
