@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -45,6 +46,13 @@
 namespace braze {
 namespace fuzz {
 namespace {
+
+// The steady clock's reading, comparable between the tool's processes.
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct Flags {
   uint64_t first = 1, last = 101;  // [first, last)
@@ -150,6 +158,8 @@ struct Tally {
 struct ShardState {
   Tally tally;
   std::atomic<uint64_t> running{0};     // the seed being run; 0 between seeds
+  std::atomic<int64_t> started_ns{0};   // when it started (steady clock, shared by all
+                                        // processes: CLOCK_MONOTONIC)
   uint64_t next = 0;                    // the next seed this shard starts
   std::atomic<uint64_t> minimizing{0};  // nonzero while a failure is minimized and
                                         // reported (no timeout then)
@@ -176,6 +186,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     SchedulerFor(f.scheduler, seed, &o.scheduler);
     o.jit_scope = f.jit_device.empty();
     if (!o.jit_scope) o.jit_device = f.jit_device;
+    state->started_ns = NowNs();
     state->running = seed;
     const Outcome out = RunProgram(p, o);
     t.launches += out.cluster_launches;
@@ -203,7 +214,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     if (out.kind == Outcome::Kind::kMismatch || out.kind == Outcome::Kind::kError) {
       std::vector<bool> keep;
       Outcome shown = out;
-      state->minimizing = 1;
+      state->minimizing = 1;  // the watchdog restarts the seed's clock when it ends
       if (f.minimize) {
         keep = Minimize(p, o, out.kind);
         shown = RunProgram(p, o, keep);
@@ -287,11 +298,13 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     if (pid == 0) {  // none exited: watch for a seed that runs too long
       for (int i = 0; i < f.jobs; ++i) {
         const uint64_t running = states[i].running;
-        // A seed's time counts from when it was first seen, or from the end of its
+        // A seed's time counts from its start (the shard's clock), or from the end of its
         // minimization and report, which may take long.
-        if (running != seen[i] || states[i].minimizing != 0) {
-          seen[i] = running;
+        if (states[i].minimizing != 0) {
           since[i] = Clock::now();
+        } else if (running != seen[i]) {
+          seen[i] = running;
+          since[i] = Clock::time_point(std::chrono::nanoseconds(states[i].started_ns.load()));
         } else if (running != 0 && !timed_out[i] &&
                    std::chrono::duration<double>(Clock::now() - since[i]).count() >
                        f.seed_timeout &&
@@ -300,7 +313,8 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
           kill(pids[i], SIGKILL);
         }
       }
-      usleep(200 * 1000);
+      // Often enough that a short --seed_timeout is seen while the seed still runs.
+      usleep(static_cast<useconds_t>(std::clamp(f.seed_timeout * 0.25e6, 1e3, 2e5)));
       continue;
     }
     int shard = 0;
