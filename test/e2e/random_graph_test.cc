@@ -72,6 +72,34 @@ TEST(RandomGraphs, GeneratorCoversTheOpFamilies) {
   }
 }
 
+// braze-fuzz seed 10402097 (--max_ops=32): fetch 3 is a gradient through a LayerNorm of
+// rows clamped to one value by a Minimum; element 329 sums 31 terms of 316 * (g - mean(g))
+// whose exact sum is 0, so both sides return rounding noise of about 3e-4, above the
+// 2e-4 tolerance. The reference moves as much when the constants and inputs move by a
+// few ulps (by up to 7.5e-4 there): ill-conditioned, not a mismatch. The hook moves the
+// compiled element by 1e-3, past the tolerance but within that reach, whatever the
+// kernel returned. Moved by 0.5, far beyond the noise, or an element of a
+// well-conditioned fetch moved past the tolerance: a mismatch.
+TEST(RandomGraphs, RoundingNoiseTheProgramAmplifiesIsIllConditionedNotAMismatch) {
+  GenerateOptions gen;
+  gen.max_ops = 32;
+  const Program p = GenerateProgram(10402097, gen);
+  auto moved = [&](size_t fetch, int64_t element, double by) {
+    RunOptions o;
+    o.corrupt_result = [=](size_t f, HostTensor* t) {
+      if (f == fetch) t->SetDouble(element, t->GetDouble(element) + by);
+    };
+    return RunProgram(p, o);
+  };
+  const Outcome noise = moved(3, 329, -1e-3);
+  EXPECT_EQ(noise.kind, Outcome::Kind::kIllConditioned) << noise.detail;
+  EXPECT_THAT(noise.detail, ::testing::HasSubstr("worst [329]"));
+  const Outcome wrong = moved(3, 329, 0.5);
+  EXPECT_EQ(wrong.kind, Outcome::Kind::kMismatch) << wrong.detail;
+  const Outcome elsewhere = moved(0, 0, 0.01);
+  EXPECT_EQ(elsewhere.kind, Outcome::Kind::kMismatch) << elsewhere.detail;
+}
+
 TEST(RandomGraphs, MinimizerShrinksAFailureToAFewOps) {
   // Every cluster fails to compile (strict): the smallest failing program keeps one op
   // that clusters, and what it reads.

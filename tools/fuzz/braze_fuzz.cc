@@ -150,6 +150,7 @@ const char* Name(Scheduler s) {
 
 struct Tally {
   int64_t passed = 0, skipped = 0, mismatches = 0, errors = 0, launches = 0;
+  int64_t ill_conditioned = 0;  // neither passed nor failed: see fuzz_runner.h
 };
 
 // What a shard process shares with the parent (in a MAP_SHARED page), so that a shard
@@ -203,6 +204,14 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
       case Outcome::Kind::kError:
         ++t.errors;
         break;
+      case Outcome::Kind::kIllConditioned:
+        ++t.ill_conditioned;
+        break;
+    }
+    if (out.kind == Outcome::Kind::kIllConditioned && !f.verbose) {
+      std::printf("---- seed %llu: ill-conditioned under Scheduler::%s: %s\n",
+                  static_cast<unsigned long long>(seed), Name(o.scheduler), out.detail.c_str());
+      std::fflush(stdout);
     }
     if (f.verbose) {
       std::printf("seed %llu %s %s (%d ops, %lld launches)%s%s\n",
@@ -351,6 +360,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     total.skipped += t.skipped;
     total.mismatches += t.mismatches;
     total.errors += t.errors;
+    total.ill_conditioned += t.ill_conditioned;
     total.launches += t.launches;
   }
   munmap(shared, bytes);
@@ -382,12 +392,13 @@ int Main(int argc, char** argv) {
   const int64_t failed = total.mismatches + total.errors;
   std::printf(
       "braze-fuzz: seeds %llu:%llu, %lld graphs run: %lld passed, %lld skipped, %lld "
-      "mismatches, %lld errors, %lld cluster launches, %.0f s\n",
+      "mismatches, %lld errors, %lld ill-conditioned, %lld cluster launches, %.0f s\n",
       static_cast<unsigned long long>(f.first), static_cast<unsigned long long>(f.last),
-      static_cast<long long>(total.passed + total.skipped + failed),
+      static_cast<long long>(total.passed + total.skipped + failed + total.ill_conditioned),
       static_cast<long long>(total.passed), static_cast<long long>(total.skipped),
       static_cast<long long>(total.mismatches), static_cast<long long>(total.errors),
-      static_cast<long long>(total.launches), seconds);
+      static_cast<long long>(total.ill_conditioned), static_cast<long long>(total.launches),
+      seconds);
   std::printf("braze-fuzz: %lld passed, %lld failed\n", static_cast<long long>(total.passed),
               static_cast<long long>(failed));
   return failed == 0 ? 0 : 1;

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -59,6 +60,16 @@ bool Broadcast(const Shape& a, const Shape& b, Shape* out) {
 HostTensor RandomValues(DType dtype, const Shape& shape, uint64_t seed) {
   const double lo = dtype == DType::kI32 ? -3 : -2, hi = dtype == DType::kI32 ? 4 : 2;
   return HostTensor::RandomUniform(dtype, shape, seed, lo, hi);
+}
+
+// BuildProgram's `perturb` while it builds, for the constants' build functions.
+thread_local uint64_t build_perturbation = 0;
+
+// A constant's values, moved where BuildProgram was asked to.
+HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed) {
+  HostTensor t = RandomValues(dtype, shape, seed);
+  return build_perturbation == 0 ? t
+                                 : PerturbValues(std::move(t), build_perturbation * 1000003 + seed);
 }
 
 // The values that fast-math folding, reassociation and polynomial ranges get wrong:
@@ -219,7 +230,7 @@ class Generator {
     Push(
         {},
         [dtype, shape, seed](Graph& g, const std::vector<Tensor>&) {
-          return Const(g, RandomValues(dtype, shape, seed));
+          return Const(g, ConstValues(dtype, shape, seed));
         },
         absl::StrCat("Const(g, Random(", DTypeCode(dtype), ", ", Ints(shape), ", ", seed, "))"));
     return static_cast<int>(values_.size()) - 1;
@@ -735,8 +746,22 @@ Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
   }
 }
 
-absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g,
-                                          const std::vector<bool>& keep) {
+HostTensor PerturbValues(HostTensor t, uint64_t seed) {
+  if (!IsFloating(t.dtype())) return t;
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1;
+    const double x = t.GetDouble(i);
+    if (std::isfinite(x)) t.SetDouble(i, x * (1 + u * 4 * 1.1920929e-7));
+  }
+  return t;
+}
+
+absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std::vector<bool>& keep,
+                                          uint64_t perturb) {
+  build_perturbation = perturb;
+  absl::Cleanup reset = [] { build_perturbation = 0; };
   BuiltProgram built;
   std::vector<Tensor> values;
   std::vector<bool> present;
