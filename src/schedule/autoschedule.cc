@@ -122,6 +122,14 @@ std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
                                " is not an autoscheduler");
   }
   EnsurePluginLoaded(kind);
+  // Adams2019 searches run one at a time (docs/HALIDE14.md, "HALIDE_TIC/TOC"): each calls
+  // Halide 14's HALIDE_TIC and HALIDE_TOC, whose timers live in one unlocked global
+  // vector, so two at once can corrupt it; a TOC that then pops an empty vector indents
+  // its debug line about 2^64 times (a compile hung in
+  // HalideOutputTest.ConcurrentCompilesShareTheCapture, its stack in halide_toc_impl).
+  static std::mutex* const adams2019_mu = new std::mutex();  // never destroyed
+  std::unique_lock<std::mutex> one_search(*adams2019_mu, std::defer_lock);
+  if (kind == SchedulerKind::kAdams2019) one_search.lock();
   // docs/HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).
   const Halide::MachineParams params(parallelism, uint64_t{32} << 20, 40);
   Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);

@@ -100,7 +100,7 @@ bool IllConditioned(const Program& p, const std::vector<bool>& keep, size_t f,
     ref_options.reference_only = true;
     Session reference(g, ref_options);
     auto again = reference.Run(feeds, {built->fetches[f]});
-    if (!again.ok() || (*again)[0].type() != want.type()) return false;
+    if (!again.ok() || (*again)[0].type() != want.type()) return false;  // dtype and shape
     for (size_t k = 0; k < bad.size(); ++k) {
       spread[k] = std::max(spread[k], Err((*again)[0].GetDouble(bad[k]), want.GetDouble(bad[k])));
     }
