@@ -6,6 +6,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "tools/fuzz/fuzz_runner.h"
 
@@ -98,6 +102,35 @@ TEST(RandomGraphs, RoundingNoiseTheProgramAmplifiesIsIllConditionedNotAMismatch)
   EXPECT_EQ(wrong.kind, Outcome::Kind::kMismatch) << wrong.detail;
   const Outcome elsewhere = moved(0, 0, 0.01);
   EXPECT_EQ(elsewhere.kind, Outcome::Kind::kMismatch) << elsewhere.detail;
+}
+
+// Where the reference is NaN or infinite, the compiled result must be the same special:
+// a finite value there is a mismatch (a tolerance of rtol * |ref| was infinite or NaN
+// there, and let any value through). Programs with specials in every float input.
+TEST(RandomGraphs, AFiniteValueWhereTheReferenceIsNanOrInfiniteIsAMismatch) {
+  GenerateOptions gen;
+  gen.specials_probability = 1;
+  int checked = 0;
+  for (uint64_t seed = 1; seed < 60 && checked < 3; ++seed) {
+    const Program p = GenerateProgram(seed, gen);
+    if (RunProgram(p, RunOptions()).kind != Outcome::Kind::kPass) continue;
+    int64_t replaced = 0;
+    RunOptions o;
+    o.corrupt_result = [&](size_t, HostTensor* t) {
+      if (!IsFloating(t->dtype())) return;
+      for (int64_t i = 0; i < t->num_elements(); ++i) {
+        if (!std::isfinite(t->GetDouble(i))) {
+          t->SetDouble(i, 0.5);
+          ++replaced;
+        }
+      }
+    };
+    const Outcome out = RunProgram(p, o);
+    if (replaced == 0) continue;  // no special reached an output
+    EXPECT_EQ(out.kind, Outcome::Kind::kMismatch) << "seed " << seed << ": " << out.detail;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3) << "too few programs with a NaN or infinity in an output";
 }
 
 TEST(RandomGraphs, MinimizerShrinksAFailureToAFewOps) {

@@ -748,12 +748,13 @@ Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
 
 HostTensor PerturbValues(HostTensor t, uint64_t seed) {
   if (!IsFloating(t.dtype())) return t;
+  const double eps = t.dtype() == DType::kF64 ? 2.220446049250313e-16 : 1.1920929e-7;
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     const double u = static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1;
     const double x = t.GetDouble(i);
-    if (std::isfinite(x)) t.SetDouble(i, x * (1 + u * 4 * 1.1920929e-7));
+    if (std::isfinite(x)) t.SetDouble(i, x * (1 + u * 4 * eps));
   }
   return t;
 }

@@ -78,8 +78,8 @@ struct BuiltProgram {
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
                                           const std::vector<bool>& keep = {}, uint64_t perturb = 0);
 
-// `t` with every finite float element scaled by 1 + u * 4 ulps of f32, u uniform in
-// [-1, 1] drawn from `seed`; other elements and dtypes unchanged.
+// `t` with every finite float element scaled by 1 + u * 4 ulps (of its own dtype), u
+// uniform in [-1, 1] drawn from `seed`; other elements and dtypes unchanged.
 HostTensor PerturbValues(HostTensor t, uint64_t seed);
 
 // Feeds for the placeholders: seeded random values, never all zeros; an input with

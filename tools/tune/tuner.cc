@@ -157,7 +157,10 @@ absl::Status ClusterTuner::Check(const std::vector<HostTensor>& got) const {
     for (int64_t i = 0; i < want.num_elements(); ++i) {
       const double w = want.GetDouble(i), g = got[j].GetDouble(i);
       if (std::isnan(w) && std::isnan(g)) continue;
-      const double tol = exact ? 0 : options_.atol * scale + options_.rtol * std::abs(w);
+      // An infinite reference value is matched exactly (a tolerance of rtol * inf would
+      // let any value through).
+      const double tol =
+          exact || !std::isfinite(w) ? 0 : options_.atol * scale + options_.rtol * std::abs(w);
       if (!(std::abs(g - w) <= tol) && !(w == g)) {
         return absl::InternalError(absl::StrCat("output ", j, " element ", i, " is ", g,
                                                 ", the reference kernels give ", w));
