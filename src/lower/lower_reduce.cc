@@ -469,7 +469,11 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   }
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   acc(vars) = TypedConst(out.dtype, 0);
-  acc(vars) += At(a, ai) * At(b, bi);
+  // The product is strict: under Halide's fast math LLVM may factor a multiplicand that
+  // it can prove equal across k out of the sum (a broadcast scalar stored to a small
+  // buffer: x * b0 + x * b1 became x * (b0 + b1)), which for x = inf gave inf where
+  // the terms have both signs and IEEE gives NaN (braze-fuzz seed 10600905).
+  acc(vars) = Halide::strict_float(acc(vars) + At(a, ai) * At(b, bi));
 
   Value acc_value;
   acc_value.func = acc;

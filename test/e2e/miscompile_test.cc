@@ -112,6 +112,25 @@ TEST(Miscompile, RowMaxSelectWithUnrelatedReductionsInTheCluster) {
 // A reduction of a rank-0 tensor (over all of its zero axes) reduces nothing: it is the
 // value itself. Lowering built an RDom over no dims and read reduced[rank - 1] at rank
 // 0, and the compile crashed (SIGSEGV) under every scheduler.
+// braze-fuzz seed 10600905: a matmul whose left operand is one scalar broadcast. With
+// x = inf and a column of both signs, IEEE gives inf - inf = NaN; under Halide's fast
+// math (no-infinities, reassociation) the safe default's, Auto's and Li2018's kernels
+// gave inf. The matmul's update is now strict.
+TEST(Miscompile, MatMulOfABroadcastInfinityIsNaNWhereTheTermsHaveBothSigns) {
+  for (const float special :
+       {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), 1.5f}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {}, "x");
+    std::vector<Tensor> fetches;
+    {
+      JitScope scope(g);
+      Tensor a = BroadcastTo(BroadcastTo(x, {3}), {3, 3});
+      fetches = {MatMul(a, Const(g, Random({3, 31}, 87229)), false, false)};
+    }
+    ExpectMatchesReference(g, {{x, HostTensor::Scalar<float>(special)}}, fetches);
+  }
+}
+
 TEST(Miscompile, ReductionsOfAScalarAreTheScalar) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {}, "x");
