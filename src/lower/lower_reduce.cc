@@ -469,10 +469,11 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   }
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   acc(vars) = TypedConst(out.dtype, 0);
-  // The product is strict: under Halide's fast math LLVM may factor a multiplicand that
-  // it can prove equal across k out of the sum (a broadcast scalar stored to a small
-  // buffer: x * b0 + x * b1 became x * (b0 + b1)), which for x = inf gave inf where
-  // the terms have both signs and IEEE gives NaN (braze-fuzz seed 10600905).
+  // The update is strict (no fast math: no FMA contraction, no reassociation, no
+  // no-infinities assumption): a matmul of a broadcast x = inf with a column of both
+  // signs gave inf under Halide's fast math where IEEE and the reference give NaN
+  // (braze-fuzz seed 10600905, the safe default, Auto and Li2018). A strict product
+  // alone kept the inf. Large f32 matmuls call the GEMM library instead (UseLibrary).
   acc(vars) = Halide::strict_float(acc(vars) + At(a, ai) * At(b, bi));
 
   Value acc_value;
