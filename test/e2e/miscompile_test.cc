@@ -109,9 +109,6 @@ TEST(Miscompile, RowMaxSelectWithUnrelatedReductionsInTheCluster) {
       g, {{in2, Random({5, 6}, 1)}, {in0, Random({4}, 2)}, {in1, Random({8}, 3)}}, fetches);
 }
 
-// A reduction of a rank-0 tensor (over all of its zero axes) reduces nothing: it is the
-// value itself. Lowering built an RDom over no dims and read reduced[rank - 1] at rank
-// 0, and the compile crashed (SIGSEGV) under every scheduler.
 // braze-fuzz seed 10600905: a matmul whose left operand is one scalar broadcast. With
 // x = inf and a column of both signs, IEEE gives inf - inf = NaN; under Halide's fast
 // math (no-infinities, reassociation) the safe default's, Auto's and Li2018's kernels
@@ -131,6 +128,9 @@ TEST(Miscompile, MatMulOfABroadcastInfinityIsNaNWhereTheTermsHaveBothSigns) {
   }
 }
 
+// A reduction of a rank-0 tensor (over all of its zero axes) reduces nothing: it is the
+// value itself. Lowering built an RDom over no dims and read reduced[rank - 1] at rank
+// 0, and the compile crashed (SIGSEGV) under every scheduler.
 TEST(Miscompile, ReductionsOfAScalarAreTheScalar) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {}, "x");

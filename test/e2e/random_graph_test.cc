@@ -80,10 +80,10 @@ TEST(RandomGraphs, GeneratorCoversTheOpFamilies) {
 // rows clamped to one value by a Minimum; element 329 sums 31 terms of 316 * (g - mean(g))
 // whose exact sum is 0, so both sides return rounding noise of about 3e-4, above the
 // 2e-4 tolerance. The reference moves as much when the constants and inputs move by a
-// few ulps (by up to 7.5e-4 there): ill-conditioned, not a mismatch. The hook moves the
-// compiled element by 1e-3, past the tolerance but within that reach, whatever the
-// kernel returned. Moved by 0.5, far beyond the noise, or an element of a
-// well-conditioned fetch moved past the tolerance: a mismatch.
+// few ulps (by 7.5e-4 there with a4716c1's draws): ill-conditioned, not a mismatch. The hook moves
+// the compiled element by 1e-3, past the tolerance but within that reach, whatever the kernel
+// returned. Moved by 0.5, far beyond the noise, or an element of a well-conditioned fetch moved
+// past the tolerance: a mismatch.
 TEST(RandomGraphs, RoundingNoiseTheProgramAmplifiesIsIllConditionedNotAMismatch) {
   GenerateOptions gen;
   gen.max_ops = 32;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -68,8 +69,7 @@ thread_local uint64_t build_perturbation = 0;
 // A constant's values, moved where BuildProgram was asked to.
 HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed) {
   HostTensor t = RandomValues(dtype, shape, seed);
-  return build_perturbation == 0 ? t
-                                 : PerturbValues(std::move(t), build_perturbation * 1000003 + seed);
+  return build_perturbation == 0 ? t : PerturbValues(std::move(t), build_perturbation, seed);
 }
 
 // The values that fast-math folding, reassociation and polynomial ranges get wrong:
@@ -746,13 +746,15 @@ Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
   }
 }
 
-HostTensor PerturbValues(HostTensor t, uint64_t seed) {
+HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt) {
   if (!IsFloating(t.dtype())) return t;
-  const double eps = t.dtype() == DType::kF64 ? 2.220446049250313e-16 : 1.1920929e-7;
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  const double eps = t.dtype() == DType::kF64 ? std::numeric_limits<double>::epsilon()
+                                              : std::numeric_limits<float>::epsilon();
+  std::seed_seq seeds{draw, salt};
+  std::mt19937_64 rng(seeds);
+  std::uniform_real_distribution<double> unit(-1, 1);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    const double u = static_cast<double>(state >> 11) / 9007199254740992.0 * 2 - 1;
+    const double u = unit(rng);
     const double x = t.GetDouble(i);
     if (std::isfinite(x)) t.SetDouble(i, x * (1 + u * 4 * eps));
   }

@@ -73,14 +73,15 @@ struct BuiltProgram {
   std::vector<Tensor> placeholders;
   std::vector<Tensor> fetches;
 };
-// `perturb` (nonzero) moves every constant's values as PerturbValues(value, perturb)
-// does: the fuzzer's conditioning check (fuzz_runner.h) runs the reference on it.
+// `perturb` (nonzero) moves every constant's values as PerturbValues(value, perturb, its
+// seed) does: the fuzzer's conditioning check (fuzz_runner.h) runs the reference on it.
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
                                           const std::vector<bool>& keep = {}, uint64_t perturb = 0);
 
 // `t` with every finite float element scaled by 1 + u * 4 ulps (of its own dtype), u
-// uniform in [-1, 1] drawn from `seed`; other elements and dtypes unchanged.
-HostTensor PerturbValues(HostTensor t, uint64_t seed);
+// uniform in [-1, 1], drawn from `draw` (1, 2, ...) and `salt` (which tensor); other
+// elements and dtypes unchanged.
+HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt);
 
 // Feeds for the placeholders: seeded random values, never all zeros; an input with
 // specials has about one value in 8 replaced by one of them (at least one). `size0` replaces
