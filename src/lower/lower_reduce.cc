@@ -146,33 +146,34 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   const Expr identity = wrapping_sum
                             ? Halide::Internal::make_zero(acc_type)
                             : TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
-  // Float Max/Min also track the largest |bits| seen, max(acc, bits(v) & 0x7f..f): a
-  // NaN is present iff it exceeds the infinity pattern, decided after the reduction.
-  // That keeps selects, comparisons and NaN tests out of the update (each can trip a
-  // Halide 14 miscompile of vectorized GuardWithIf updates, see
-  // schedule/schedule_check.h) and is immune to LLVM's no-NaNs flag.
+  // Float Max/Min reduce the values' bits with three integer accumulators and no other
+  // operation per element: hi = signed max, lo = unsigned min, top = unsigned max.
+  // Non-negative floats order as their bits and above every negative one as signed
+  // integers, so a row's Max is hi when that is non-negative (+0 above -0); else every
+  // value is negative and the Max, the one nearest zero, has the smallest bits: lo.
+  // Likewise its Min is top when some value is negative (the largest magnitude, -0
+  // below +0), else lo. A positive NaN shows as hi above infinity's bits, a negative one
+  // as top above -infinity's; both are decided after the reduction. Max and Min of
+  // {-0, +0} are then +0 and -0 in whatever order lanes and threads combine (the
+  // reference's rule), and the update has no select, comparison or NaN test (each can
+  // trip a Halide 14 miscompile of vectorized GuardWithIf updates, see
+  // schedule/schedule_check.h), nothing LLVM's no-NaNs flag can fold. (Ordered keys
+  // with a separate |bits| maximum took three more operations per element.)
   const bool nan_flag = is_float && !is_sum;
   const int fbits = x.dtype == DType::kF64 ? 64 : 32;
   const Halide::Type ut = Halide::UInt(fbits);
   const Halide::Type st = Halide::Int(fbits);
   const uint64_t inf_bits = fbits == 64 ? 0x7ff0000000000000 : 0x7f800000;
+  const uint64_t sign_bit = fbits == 64 ? 0x8000000000000000 : 0x80000000;
   const uint64_t qnan_bits = fbits == 64 ? 0x7ff8000000000000 : 0x7fc00000;
-  // Float Max/Min compare the values' order keys, integers ordered as the floats with
-  // -0 < +0 (the bits, negatives' magnitudes flipped): Max of {-0, +0} is +0 and Min -0 in
-  // whatever order lanes and threads combine (the reference's rule); a float max kept
-  // whichever zero came last in its own order. The key is its own inverse.
-  //
-  // Written |bits| ^ (bits >> sign): the same value as bits ^ ((bits >> sign) & |mask|),
-  // which LLVM 14's NVPTX backend selects as `bfe.u64 x, 63, 63` (its bit-field match
-  // sizes the field by the shift amount's i32 type, not the value's): one bit instead
-  // of 63, so an f64 Min over negatives returned the one nearest zero on an H200.
-  const Expr sign_shift = Halide::Internal::make_const(st, fbits - 1);
-  const Expr magnitude = Halide::Internal::make_const(st, int64_t(inf_bits | (inf_bits - 1)));
-  auto order_key = [=](const Expr& bits) { return (bits & magnitude) ^ (bits >> sign_shift); };
+  auto u_const = [ut](uint64_t v) { return Halide::Internal::make_const(ut, v); };
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   if (nan_flag) {
-    acc(vars) = Halide::Tuple(order_key(Halide::reinterpret(st, identity)),
-                              Halide::Internal::make_zero(ut));
+    // lo starts at the empty reduction's value (-inf for Max, +inf for Min), which no
+    // value it must keep is above: an empty row decodes to it.
+    const uint64_t empty_bits = op == OpKind::kMax ? inf_bits | sign_bit : inf_bits;
+    acc(vars) = Halide::Tuple(Halide::Internal::make_const(st, int64_t(sign_bit)),
+                              u_const(empty_bits), u_const(0));
   } else {
     acc(vars) = identity;
   }
@@ -197,8 +198,9 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
         return op == OpKind::kMax ? Halide::max(a, b) : Halide::min(a, b);
       };
       if (nan_flag) {
-        acc(vars) = Halide::Tuple(pick(acc(vars)[0], order_key(Halide::reinterpret(st, v))),
-                                  Halide::max(acc(vars)[1], AbsBits(Halide::reinterpret(ut, v))));
+        acc(vars) = Halide::Tuple(Halide::max(acc(vars)[0], Halide::reinterpret(st, v)),
+                                  Halide::min(acc(vars)[1], Halide::reinterpret(ut, v)),
+                                  Halide::max(acc(vars)[2], Halide::reinterpret(ut, v)));
       } else {
         acc(vars) = pick(acc(vars), v);
       }
@@ -222,15 +224,27 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     std::vector<Expr> args(index.rbegin(), index.rend());
     if (args.empty()) args.push_back(0);
     if (nan_flag) {
-      // NaN iff the largest |bits| exceeds infinity's: (inf - max_bits) is then
-      // negative, and its sign bit, times a quiet NaN's bits, OR-ed into the value
-      // makes it NaN. Integer ops only: this is often inlined into another update.
-      const Expr diff = Halide::Internal::make_const(st, int64_t(inf_bits)) -
-                        Halide::reinterpret(st, acc(args)[1]);
-      const Expr flag = Halide::reinterpret(ut, diff) >> (fbits - 1);
-      const Expr mask = flag * Halide::Internal::make_const(ut, qnan_bits);
-      return Halide::reinterpret(HalideType(in_dtype),
-                                 Halide::reinterpret(ut, order_key(acc(args)[0])) | mask);
+      // Integer ops only, no select: this is often inlined into another update. `neg`
+      // is all ones where the picked accumulator is negative. Adding the mantissa mask
+      // carries into the sign bit exactly when hi is above +inf's bits (a positive NaN),
+      // and out of the top bit exactly when top is above -inf's (a negative NaN).
+      const Expr hi = Halide::reinterpret(ut, acc(args)[0]);
+      const Expr lo = acc(args)[1];
+      const Expr top = acc(args)[2];
+      const Expr shift = u_const(fbits - 1);
+      const Expr man = u_const((uint64_t{1} << (fbits == 64 ? 52 : 23)) - 1);
+      Expr bits;
+      if (op == OpKind::kMax) {
+        const Expr neg = u_const(0) - (hi >> shift);
+        bits = (hi & ~neg) | (lo & neg);
+      } else {
+        const Expr neg = u_const(0) - (top >> shift);
+        bits = (top & neg) | (lo & ~neg);
+      }
+      const Expr positive_nan = (~hi & (hi + man)) >> shift;
+      const Expr negative_nan = (top & ~(top + man)) >> shift;
+      const Expr mask = (positive_nan | negative_nan) * u_const(qnan_bits);
+      return Halide::reinterpret(HalideType(in_dtype), bits | mask);
     }
     Expr a = acc(args);
     if (wrapping_sum) a = Halide::reinterpret(Halide::Int(32), a);

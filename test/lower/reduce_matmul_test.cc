@@ -2,9 +2,16 @@
 // ArgMax, MatMul and BatchMatMul with every transpose combination, compiled under every
 // scheduler and compared with the reference kernels. Empty inputs check the identities
 // (Sum 0, Mean NaN, Max -inf, Min +inf) and K = 0 products.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "braze/gradients.h"
@@ -168,6 +175,93 @@ TEST(ReduceOpenCL, AKernelHostsAtMostTwoBlockReductions) {
   // Checked before running: a kernel with more would not finish compiling in the test.
   for (const auto& [name, n] : hosted) ASSERT_LE(n, 2) << name << "\n" << text;
   EXPECT_TRUE(CompileRunCompareOnDevice(c, {1e-4, 1e-5}, options.device, true));
+}
+
+// Float Max and Min reduce the values' bits (lower_reduce.cc): rows that mix the
+// cases the decoding tells apart, in f32 and f64, as the reference gives them bit for
+// bit: signed zeros in either order, negative rows (the Max is the smallest bits),
+// NaNs of either sign among values of either sign, infinities, subnormals. Rows of 67
+// (scalar tails) and 256 (vectorized, lanes combined in a tree), and columns too.
+template <typename T>
+void CheckSpecialRows(SchedulerKind scheduler) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const T inf = std::numeric_limits<T>::infinity();
+  const T nan = std::numeric_limits<T>::quiet_NaN();
+  const T neg_nan = -nan;
+  const T tiny = std::numeric_limits<T>::denorm_min();
+  Bits ones = ~Bits{0};
+  T all_ones_nan;  // the largest bit pattern: a negative NaN
+  std::memcpy(&all_ones_nan, &ones, sizeof(T));
+  struct Row {
+    T base_lo, base_hi;                 // uniform values in [lo, hi] (both 0: a fill)
+    std::vector<std::pair<int, T>> at;  // then these, at (position mod n)
+  };
+  const std::vector<Row> rows = {
+      {T(-0.0), T(-0.0), {}},
+      {T(-0.0), T(-0.0), {{7, T(0.0)}}},
+      {T(0.0), T(0.0), {{3, T(-0.0)}}},
+      {T(-5), T(-1), {{11, T(-0.0)}}},
+      {T(-5), T(-1), {{2, nan}}},
+      {T(1), T(5), {{9, neg_nan}}},
+      {T(-5), T(-1), {{4, neg_nan}}},
+      {T(-5), T(5), {{0, all_ones_nan}}},
+      {-inf, -inf, {}},
+      {inf, inf, {}},
+      {-inf, -inf, {{5, inf}}},
+      {T(-5), T(-1), {{1, -inf}, {6, inf}}},
+      {T(0.0), T(0.0), {{1, tiny}, {2, -tiny}, {3, -tiny * 3}}},
+      {T(-0.0), T(-0.0), {{8, -tiny}}},
+      {T(-5), T(5), {{10, inf}, {12, neg_nan}}},
+      {T(-1e30), T(1e30), {}},
+  };
+  for (int64_t n : {67, 256}) {
+    const int64_t r = static_cast<int64_t>(rows.size());
+    HostTensor t(sizeof(T) == 4 ? DType::kF32 : DType::kF64, {r, n});
+    T* p = t.data<T>();
+    std::mt19937 gen(static_cast<uint32_t>(n));
+    for (int64_t i = 0; i < r; ++i) {
+      std::uniform_real_distribution<double> u(0, 1);
+      for (int64_t j = 0; j < n; ++j) {
+        const Row& row = rows[i];
+        p[i * n + j] = row.base_lo == row.base_hi
+                           ? row.base_lo
+                           : static_cast<T>(row.base_lo + (row.base_hi - row.base_lo) * u(gen));
+      }
+      for (const auto& [pos, v] : rows[i].at) p[i * n + (pos * 13) % n] = v;
+    }
+    Case c;
+    Tensor x = c.Input(t);
+    c.outputs = {Max(x, {1}), Min(x, {1}), Max(x, {0}), Min(x, {0})};
+    auto want = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(want.ok()) << want.status();
+    CompileOptions options;
+    options.scheduler = scheduler;
+    auto kernel = CompileCluster(SpecOf(c), options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto got = RunKernel(**kernel, c.values);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (size_t o = 0; o < c.outputs.size(); ++o) {
+      for (int64_t i = 0; i < (*want)[o].num_elements(); ++i) {
+        const T g = (*got)[o].data<T>()[i], w = (*want)[o].data<T>()[i];
+        Bits gb, wb;
+        std::memcpy(&gb, &g, sizeof(T));
+        std::memcpy(&wb, &w, sizeof(T));
+        if (std::isnan(w)) {
+          EXPECT_TRUE(std::isnan(g)) << "output " << o << " element " << i << ": " << g;
+        } else {
+          EXPECT_EQ(gb, wb) << SchedulerName(scheduler) << " " << sizeof(T) * 8 << "-bit n=" << n
+                            << " output " << o << " element " << i << ": " << g << " vs " << w;
+        }
+      }
+    }
+  }
+}
+
+TEST(FloatMaxMin, RowsOfSignedZerosNansInfinitiesAndSubnormalsAreTheReferences) {
+  for (SchedulerKind s : AllSchedulers()) {
+    CheckSpecialRows<float>(s);
+    CheckSpecialRows<double>(s);
+  }
 }
 
 }  // namespace
