@@ -604,13 +604,18 @@ class SafeScheduler {
       if (fw > 1) f.vectorize(f.args()[0], fw, kShift);
       // The next row of each input this loop reads, one line per vector, while this
       // row's arithmetic runs: the first pass over the next row (the max) then reads it
-      // from L1, not L3. Only for outputs that stay in the caches (not streamed): Halide
-      // 14's prefetch is prefetchnta, which from DRAM starves the hardware prefetcher.
-      // Softmax 4096x1024 1.25/1.42 ms -> 1.10/1.25; at 16384 rows (streamed) it ran
-      // 6.3 -> 8.0 ms. Static shapes only (a symbolic one's size is unknown), and rows of
-      // whole vectors: the offset is a row of them.
+      // from L1, not from L3 or memory. Halide 14's prefetch is prefetchnta. Where the
+      // output stays in the caches it always paid (Softmax 4096x1024 1.25/1.42 ms ->
+      // 1.10/1.25 on a Sapphire Rapids VM). From DRAM it depends on the machine:
+      // Softmax 16384x1024 (streamed) ran 6.3 -> 8.0 ms on that VM, while a Zen 5 VM
+      // went from 3.2-3.8 to 2.9-3.1 ms; so by default only cache-resident outputs
+      // prefetch, and a stored schedule may say `row_prefetch: 2` (or 0). Static shapes
+      // only (a symbolic one's size is unknown), and rows of whole vectors: the offset
+      // is a row of them.
       std::string prefetched;
-      if (CacheResident(out, e, sym) && fw > 1 && e[0] % fw == 0) {
+      const bool prefetch =
+          params_.row_prefetch == 2 || (params_.row_prefetch == 1 && CacheResident(out, e, sym));
+      if (prefetch && !AnySymbolic(sym) && fw > 1 && e[0] % fw == 0) {
         for (const Halide::Internal::Parameter& p : InputParamsReadBy(f.function())) {
           f.prefetch(p, f.args()[0], f.args()[0], static_cast<int>(e[0] / fw),
                      Halide::PrefetchBoundStrategy::NonFaulting);

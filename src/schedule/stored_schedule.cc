@@ -56,6 +56,7 @@ const std::vector<IntKnob>& IntKnobs() {
       {"matmul_strip", 1, 8, false, nullptr, &ScheduleParams::matmul_strip},
       {"row_lanes", 1, 4, true, nullptr, &ScheduleParams::row_lanes},
       {"stream_min_mib", 0, 1 << 20, false, nullptr, &ScheduleParams::stream_min_mib},
+      {"row_prefetch", 0, 2, false, nullptr, &ScheduleParams::row_prefetch},
   };
   return knobs;
 }

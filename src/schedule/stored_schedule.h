@@ -45,9 +45,12 @@ struct ScheduleParams {
   int matmul_strip = 4;                 // rows per accumulator strip, 1..8
   int row_lanes = 2;                    // row reductions: rfactor lanes = width x 1, 2, 4
   int stream_min_mib = 32;              // outputs of at least this many MiB stream; 0: none
-  bool row_pipeline = true;             // reductions computed per output row
-  bool row_materialize = true;          // a row's shared math values computed once per row
-  bool matmul_library = true;           // a big f32 matmul calls the CPU GEMM library
+  // Row pipelines prefetch each input's next row while a row's math runs: 0 never, 1
+  // where the output stays in the caches (not streamed), 2 always.
+  int row_prefetch = 1;
+  bool row_pipeline = true;     // reductions computed per output row
+  bool row_materialize = true;  // a row's shared math values computed once per row
+  bool matmul_library = true;   // a big f32 matmul calls the CPU GEMM library
 
   bool operator==(const ScheduleParams& o) const;
   bool operator!=(const ScheduleParams& o) const { return !(*this == o); }

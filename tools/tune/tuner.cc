@@ -71,6 +71,10 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
         {"row_pipeline", {0}, [](ScheduleParams& p, int64_t v) { p.row_pipeline = v != 0; }});
     axes.push_back(
         {"row_materialize", {0}, [](ScheduleParams& p, int64_t v) { p.row_materialize = v != 0; }});
+    // Prefetching the next row pays from DRAM on some machines and not on others.
+    axes.push_back({"row_prefetch", {0, 2}, [](ScheduleParams& p, int64_t v) {
+                      p.row_prefetch = static_cast<int>(v);
+                    }});
   }
   return axes;
 }
