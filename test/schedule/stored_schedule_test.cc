@@ -39,6 +39,7 @@ StoredSchedule Example() {
   e.params.matmul_rows = 64;
   e.params.matmul_strip = 6;
   e.params.row_lanes = 4;
+  e.params.row_prefetch = 2;
   e.params.row_pipeline = false;
   e.params.row_materialize = false;
   return e;
@@ -65,7 +66,8 @@ TEST(StoredScheduleTest, FormatParsesBackTheSame) {
   EXPECT_EQ(back->path, "x.schedule");
   EXPECT_EQ(ParamsSummary(back->params),
             "SafeDefault tasks_per_thread=8 min_parallel_work=4096 vector_factor=2 "
-            "matmul_vectors=2 matmul_rows=64 matmul_strip=6 row_lanes=4 row_pipeline=false "
+            "matmul_vectors=2 matmul_rows=64 matmul_strip=6 row_lanes=4 row_prefetch=2 "
+            "row_pipeline=false "
             "row_materialize=false");
   EXPECT_EQ(ParamsSummary(ScheduleParams()), "SafeDefault");
 }
@@ -92,6 +94,7 @@ TEST(StoredScheduleTest, BadEntriesNameTheFileAndLine) {
       {"matmul_rows: 64", "matmul_rows: 100000", "in [1, 256]"},
       {"scheduler: SafeDefault", "scheduler: Li2018", "scheduler must be"},
       {"row_pipeline: false", "row_pipeline: maybe", "row_pipeline must be"},
+      {"row_prefetch: 2", "row_prefetch: 3", "in [0, 2]"},
       {"row_lanes: 4", "tile_size: 4", "unknown field 'tile_size'"},
       {"braze-schedule 1", "braze-schedule 9", "not a stored schedule"},
       {"templates: 2", "templates: one", "templates must be a number"},
