@@ -13,9 +13,10 @@
 // the element type: with the register-tiled schedules that is what keeps it fast.
 //
 // Updates keep selects, comparisons and NaN tests out where they can (float Max/Min
-// track NaN with an integer max): Halide 14 miscompiles vectorized GuardWithIf updates
-// containing them, and schedule/schedule_check.h serializes such stages. ArgMax's index
-// update needs a comparison, so it is the one that may run serially.
+// reduce the values' bits with integer max and min): Halide 14 miscompiles vectorized
+// GuardWithIf updates containing them, and schedule/schedule_check.h serializes such
+// stages. ArgMax's index update needs a comparison, so it is the one that may run
+// serially.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
