@@ -482,7 +482,12 @@ Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, cons
       case OpKind::kLess:
         return Strict(x < y, x);
       case OpKind::kEqual:
-        return Strict(x == y, x);
+        // x == x is true for every x LLVM takes as never NaN, which it does for any
+        // result of float arithmetic carrying its no-NaNs flag: Equal(s, s) of a NaN
+        // Sum came out true. A NaN x is tested on its bits (a NaN y alone compares
+        // unequal in the instruction itself).
+        if (!x.type().is_float()) return x == y;
+        return Strict(x == y, x) && !IsNanBits(x);
       default:
         throw Halide::InternalError(std::string("LowerBinary: not a binary op: ") + OpName(op));
     }

@@ -90,15 +90,18 @@ Expr WrapMul(const Expr& a, const Expr& b) {
 // Halide's max gave +0). `a < b ? b : a` is x86's maxps(b, a) exactly, a NaN a included
 // (the comparison is false), so only a NaN b needs a test, and none when b is a
 // constant: one vmaxps for a Maximum with a constant. Written with < only: Halide
-// rewrites a >= b as !(a < b), which is true, not false, when b is NaN.
+// rewrites a >= b as !(a < b), which is true, not false, when b is NaN. The test reads
+// b's bits: a strict is_nan(b) was folded to false where b came from float arithmetic
+// carrying LLVM's no-NaNs flag (a Sum's f64 adds), which LLVM takes as proof that b is
+// never NaN; Maximum(x, Sum(y)) was x where the sum was NaN (braze-fuzz seed 10800706).
 Expr NanMax(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::max(a, b);
-  return Halide::strict_float(Halide::select(Halide::is_nan(b), b, a < b, b, a));
+  return Halide::strict_float(Halide::select(IsNanBits(b), b, a < b, b, a));
 }
 
 Expr NanMin(const Expr& a, const Expr& b) {
   if (!a.type().is_float()) return Halide::min(a, b);
-  return Halide::strict_float(Halide::select(Halide::is_nan(b), b, b < a, b, a));
+  return Halide::strict_float(Halide::select(IsNanBits(b), b, b < a, b, a));
 }
 
 schedule::Extents HalideExtents(const Shape& shape) {

@@ -824,5 +824,56 @@ TEST(Miscompile, MatMulsOfOperandsThatAreZeroOnlyForFiniteValues) {
   ExpectMatchesReference(g, {{x, xv}, {w, Random({5, 3}, 12)}}, fetches);
 }
 
+// LLVM takes any result of float arithmetic carrying its no-NaNs flag (all of Halide's
+// non-strict float ops) as never NaN, and folded NaN tests of such values even inside
+// strict_float: Maximum(x, Sum(y)) and Minimum(x, Sum(y)) were x where the sum was NaN
+// (is_nan(sum) folded to false; braze-fuzz seed 10800706, the safe default, a Pad of a
+// constant and a broadcast scalar sum), and Equal(s, s) of a NaN sum was true (x == x
+// folded to true). NaN tests read the bits now. Sums of rows, of everything, rank 0,
+// and the fuzzer's program.
+TEST(Miscompile, NanTestsOfReductionResultsAreNotFoldedAway) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4, 37}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor c = BroadcastTo(ScalarConst(g, 1.5), {4, 37});
+    for (Tensor s : {Sum(x, {1}, true), Sum(x, {0, 1}, true), Sum(x, {1}, true) + 1.0}) {
+      fetches.push_back(Maximum(x, s));
+      fetches.push_back(Minimum(x, s));
+      fetches.push_back(Maximum(c, s));
+      fetches.push_back(Maximum(x * 2.0, s));
+      fetches.push_back(Cast(Equal(s, s), DType::kF32) + x * 0.0);
+    }
+    Tensor s0 = Sum(x, {0, 1}, false);
+    fetches.push_back(Maximum(ScalarConst(g, 1.5), s0));
+    fetches.push_back(Cast(Equal(s0, s0), DType::kF32));
+  }
+  HostTensor xv = Random({4, 37}, 5);
+  xv.data<float>()[3] = nan;       // row 0: NaN
+  xv.data<float>()[37 + 5] = inf;  // row 1: inf - inf
+  xv.data<float>()[37 + 9] = -inf;
+  xv.data<float>()[2 * 37 + 1] = inf;  // row 2: inf
+  ExpectMatchesReference(g, {{x, xv}}, fetches);
+
+  // braze-fuzz seed 10800706, minimized.
+  Graph f;
+  Tensor in = Placeholder(f, DType::kF32, {-1, 8, 17}, "in0");
+  Tensor out;
+  {
+    JitScope scope(f);
+    Tensor v1 = Sum(in, {0, -2, 2}, false);
+    Tensor v8 = Erf(Reshape(BroadcastTo(v1, {2}), {-1, 1}));
+    Tensor v10 = BroadcastTo(v8, {3, 2, 1});
+    Tensor v13 = Pad(Transpose(v10 - v10, {0, 2, 1}), {{1, 2}, {0, 2}, {2, 2}}, 1.392);
+    out = Maximum(v13, v1);
+  }
+  HostTensor iv = Random({13, 8, 17}, 7);
+  iv.data<float>()[100] = nan;
+  ExpectMatchesReference(f, {{in, iv}}, {out});
+}
+
 }  // namespace
 }  // namespace braze
