@@ -207,7 +207,8 @@ Expr ExpF32(const Expr& x_in) {
   const Expr shifted = x * 1.44269504088896341f + 12582912.0f;
   // kb = k + 512 in [362, 640], unsigned: Halide refuses to fold signed arithmetic it
   // cannot bound, and the shifts below are logical. The bias shifted into the exponent
-  // field is 512 << 23 = 2^32, nothing mod 2^32 (with 256 an xor took it out again).
+  // field is 512 << 23 = 2^32, nothing mod 2^32 (with 256, 2^31, one more operation took
+  // it out again).
   const Expr kb = Halide::reinterpret(u32, shifted) - u(0x4B400000 - 512);
   const Expr kf = Halide::cast(Halide::Float(32), Halide::cast(Halide::Int(32), kb)) - 512.0f;
   const Expr r = Halide::strict_float((x - kf * 0.693359375f) - kf * -2.12194440e-4f);

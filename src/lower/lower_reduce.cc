@@ -158,8 +158,8 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   // {-0, +0} are then +0 and -0 in whatever order lanes and threads combine (the
   // reference's rule), and the update has no select, comparison or NaN test (each can
   // trip a Halide 14 miscompile of vectorized GuardWithIf updates, see
-  // schedule/schedule_check.h), nothing LLVM's no-NaNs flag can fold. (Ordered keys
-  // with a separate |bits| maximum took three more operations per element.)
+  // schedule/schedule_check.h), and no float compare for LLVM's no-NaNs flag to fold.
+  // (Ordered keys with a separate |bits| maximum took three more operations per element.)
   const bool nan_flag = is_float && !is_sum;
   const int fbits = x.dtype == DType::kF64 ? 64 : 32;
   const Halide::Type ut = Halide::UInt(fbits);

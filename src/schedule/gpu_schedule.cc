@@ -417,14 +417,14 @@ class GpuHeuristic {
   // update is rfactored into T per-thread partials (thread u reads u, u+T, ...: coalesced)
   // held in shared memory, then combined in a tree of fan-in kFanIn (256 -> 32 -> 4) and
   // finally by one thread. The tree keeps that last serial loop short: a block-level
-  // loop runs on one thread, and Halide puts barriers inside it (two per iteration for a
-  // Tuple such as Max's value and NaN flag).
+  // loop runs on one thread, and Halide puts barriers inside it (more per iteration for a
+  // Tuple such as a float Max's three bit accumulators).
   //
   // Every Func here lives in shared memory, and each allocation's extent is aligned to
   // kSharedAlign elements. Halide 14 packs a kernel's shared allocations into one buffer,
   // padding each group to the widest type but sizing the buffer by the unpadded sum
-  // (FuseGPUThreadLoops.cpp), so two groups of odd byte sizes (a Max's u8 NaN flags next
-  // to f64 sums) overflow it. Seen as a 7x3 cross entropy kernel lowered to nothing.
+  // (FuseGPUThreadLoops.cpp), so two groups of odd byte sizes (u8 NaN flags, as a Max once
+  // kept, next to f64 sums) overflow it. Seen as a 7x3 cross entropy kernel lowered to nothing.
   void Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split) {
     acc.compute_at(at);
     placed_.insert(acc.name());

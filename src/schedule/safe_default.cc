@@ -451,7 +451,8 @@ class SafeScheduler {
     const int rank = static_cast<int>(e.size());
     // Rows shorter than kMinRow stay compute_root: with a reduction of a few elements
     // computed next to its reader, LLVM's fast-math (no-NaNs) folded a 1-element row's
-    // max(-inf, x) into x and lost the NaN flag (Softmax(Log(x)) gave 1, not NaN).
+    // max(-inf, x) into x and lost the NaN (Softmax(Log(x)) gave 1, not NaN; the Max then kept
+    // a float value beside its NaN flag).
     if (rank < 2 || Product(e) <= 0 || Bound(e, sym, 0) < kMinRow || out.has_update_definition()) {
       return false;
     }
