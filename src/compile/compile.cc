@@ -496,15 +496,16 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
   std::map<std::string, Halide::JITExtern> externs;
   const Halide::Type buffer = Halide::type_of<halide_buffer_t*>();
   if (lowered.calls_library) {
-    const Halide::ExternSignature signature(Halide::Int(32), false,
-                                            {buffer, buffer, Halide::Int(32), Halide::Int(32),
-                                             Halide::Int(32), Halide::Int(32), buffer});
+    const Halide::ExternSignature signature(
+        Halide::Int(32), false,
+        {buffer, buffer, Halide::Int(32), Halide::Int(32), Halide::Int(32), Halide::Int(32),
+         Halide::UInt(64), buffer});
     externs.emplace(kCpuGemmF32Symbol,
                     Halide::JITExtern(Halide::ExternCFunction(CpuGemmF32Address(), signature)));
     const Halide::ExternSignature bias_signature(
         Halide::Int(32), false,
         {buffer, buffer, buffer, Halide::Int(32), Halide::Int(32), Halide::Int(32), Halide::Int(32),
-         Halide::Int(32), buffer});
+         Halide::Int(32), Halide::UInt(64), buffer});
     externs.emplace(kCpuGemmBiasF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
                                                CpuGemmBiasF32Address(), bias_signature)));
   }

@@ -194,8 +194,9 @@ constexpr char kExternTrampolines[] = R"(
 #ifdef __cplusplus
 extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
 #endif
-typedef int (*GemmFn)(void*, void*, int, int, int, int, void*);
-typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, void*);
+typedef int (*GemmFn)(void*, void*, int, int, int, int, unsigned long long, void*);
+typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, unsigned long long,
+                          void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
 typedef int (*FenceFn)(void);
 static GemmFn gemm_fn;
@@ -208,12 +209,13 @@ void braze_set_extern_addresses(void* gemm, void* gemm_bias, void* copy, void* f
   copy_fn = (CopyFn)copy;
   fence_fn = (FenceFn)fence;
 }
-int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads, void* out) {
-  return gemm_fn(a, b, ta, tb, k, threads, out);
+int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads,
+                       unsigned long long b_const, void* out) {
+  return gemm_fn(a, b, ta, tb, k, threads, b_const, out);
 }
 int braze_cpu_gemm_bias_f32(void* a, void* b, void* bias, int ta, int tb, int k, int relu,
-                            int threads, void* out) {
-  return gemm_bias_fn(a, b, bias, ta, tb, k, relu, threads, out);
+                            int threads, unsigned long long b_const, void* out) {
+  return gemm_bias_fn(a, b, bias, ta, tb, k, relu, threads, b_const, out);
 }
 int braze_stream_copy(void* dst, long long dst_offset, const void* src, long long src_offset,
                       long long bytes) {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "HalideRuntime.h"
 #include "absl/container/flat_hash_map.h"
@@ -45,26 +46,66 @@ void ReluInPlace(float* c, int64_t rows, int64_t cols, int64_t ldc) {
 
 std::atomic<bool> relu_post_ops_allowed{true};  // AllowCpuGemmReluPostOpsForTesting
 
-// The prepared primitive for `g`, made at its first use. The cache is bounded: past
+// The prepared primitive for `g`, made at its first use; `packed`: one reading b in
+// oneDNN's packed layout (null where that layout is b's own). The cache is bounded: past
 // kMaxPrepared configurations (symbolic shapes meet many) it starts again; a primitive
 // in use stays alive through its caller's reference.
-std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g) {
+std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g, bool packed) {
   constexpr size_t kMaxPrepared = 256;
   static std::mutex mu;
-  static auto* cache = new absl::flat_hash_map<GemmKey, std::shared_ptr<Prepared>>();
+  static auto* cache =
+      new absl::flat_hash_map<std::pair<GemmKey, bool>, std::shared_ptr<Prepared>>();
   std::lock_guard<std::mutex> lock(mu);
-  auto it = cache->find(g);
+  auto it = cache->find({g, packed});
   if (it != cache->end()) return it->second;
   if (cache->size() >= kMaxPrepared) cache->clear();
   std::shared_ptr<Prepared> p;
   if (g.epilogue == kBiasRelu && relu_post_ops_allowed.load()) {
-    p = Prepare(lib, g, /*relu_post_ops=*/true);
+    p = Prepare(lib, g, /*relu_post_ops=*/true, packed);
     if (p != nullptr && !ReluPostOpsChecked(lib, p->impl)) p = nullptr;
   }
   // No ReLU, or oneDNN refused its post-ops, or they are not confirmed: the call's loop.
-  if (p == nullptr) p = Prepare(lib, g, /*relu_post_ops=*/false);
-  if (p != nullptr) cache->emplace(g, p);
+  if (p == nullptr) p = Prepare(lib, g, /*relu_post_ops=*/false, packed);
+  cache->emplace(std::make_pair(g, packed), p);  // null kept too: not prepared again
   return p;
+}
+
+// A constant b packed once for a configuration: `id` names the constant's contents
+// (the lowering's hash of its bytes, never the address, which a later constant may
+// reuse), `offset` the element the call reads first.
+struct PackedKey {
+  GemmKey g;
+  uint64_t id;
+  int64_t offset;
+  bool operator==(const PackedKey& o) const { return g == o.g && id == o.id && offset == o.offset; }
+  template <typename H>
+  friend H AbslHashValue(H h, const PackedKey& k) {
+    return H::combine(std::move(h), k.g, k.id, k.offset);
+  }
+};
+
+std::atomic<int64_t> weight_packs{0};  // CpuGemmWeightPacks
+
+// b in p's packed layout, packed at its first use. Bounded as Lookup is (kMaxPacked
+// constants); an entry in use stays alive through its caller's reference. The caller
+// holds p.mu, which also keeps two callers from packing the same constant at once.
+std::shared_ptr<void> PackedWeights(const Library& lib, Prepared& p, const PackedKey& key,
+                                    const float* b) {
+  constexpr size_t kMaxPacked = 64;
+  static std::mutex mu;
+  static auto* cache = new absl::flat_hash_map<PackedKey, std::shared_ptr<void>>();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache->find(key);
+    if (it != cache->end()) return it->second;
+  }
+  std::shared_ptr<void> packed = PackWeights(lib, p, b);
+  if (packed == nullptr) return nullptr;
+  weight_packs.fetch_add(1);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache->size() >= kMaxPacked) cache->clear();
+  cache->emplace(key, packed);
+  return packed;
 }
 #endif
 
@@ -126,8 +167,9 @@ void AnswerBoundsQuery(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* 
 }
 
 // out = a b (+ bias, then ReLU when `relu`) for both externs; `bias` null: none.
+// `b_const`: nonzero names b's contents when b is a constant of the kernel.
 int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta, bool tb, int32_t k,
-         bool relu, int32_t threads, halide_buffer_t* out) {
+         bool relu, int32_t threads, uint64_t b_const, halide_buffer_t* out) {
   // Halide asks for bounds with query buffers (no memory); an input it already holds
   // may come as itself, so a query is any buffer without memory, out included.
   if (IsBoundsQuery(a) || IsBoundsQuery(b) || IsBoundsQuery(out) ||
@@ -140,6 +182,7 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
 #if !BRAZE_HAVE_DNNL
   (void)relu;
   (void)threads;
+  (void)b_const;
   return -1;
 #else
   const int64_t n = out->dim[0].extent, m = out->dim[1].extent;
@@ -165,21 +208,42 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
                     ta, tb, epilogue, threads};
   // Once per call, not per batch index: every batch index has the same configuration.
   if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
-  const std::shared_ptr<Prepared> prepared = Lookup(lib, key);
-  if (prepared == nullptr) return -3;
-  const bool relu_here = epilogue == kBiasRelu && !prepared->relu_post_ops;
-  std::lock_guard<std::mutex> lock(prepared->mu);
-  // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
-  int64_t batch[8] = {0};
   const int batch_dims = out->dimensions - 2;
   if (batch_dims > 8) return -2;
+  // A constant b of one matrix is read packed, as oneDNN lays weights out for its
+  // kernels, instead of repacked at every call (3-6% at 1024^3, docs/CPU_GEMM.md).
+  std::shared_ptr<Prepared> prepared;
+  std::shared_ptr<void> packed_b;
+  if (b_const != 0 && batch_dims == 0) prepared = Lookup(lib, key, /*packed=*/true);
+  std::unique_lock<std::mutex> lock;
+  if (prepared != nullptr) {
+    lock = std::unique_lock<std::mutex>(prepared->mu);
+    const int64_t offset = (tb ? At(b, 0, n0, nullptr) : At(b, n0, 0, nullptr)) -
+                           reinterpret_cast<const float*>(b->host);
+    const float* pb = reinterpret_cast<const float*>(b->host) + offset;
+    packed_b = PackedWeights(lib, *prepared, {key, b_const, offset}, pb);
+    if (packed_b == nullptr) {  // oneDNN could not pack: the plain primitive
+      lock = std::unique_lock<std::mutex>();
+      prepared = nullptr;
+    }
+  }
+  if (prepared == nullptr) {
+    prepared = Lookup(lib, key, /*packed=*/false);
+    if (prepared == nullptr) return -3;
+    lock = std::unique_lock<std::mutex>(prepared->mu);
+  }
+  const bool relu_here = epilogue == kBiasRelu && !prepared->relu_post_ops;
+  // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
+  int64_t batch[8] = {0};
   for (int d = 0; d < batch_dims; ++d) {
     if (out->dim[d + 2].extent == 0) return 0;
     batch[d] = out->dim[d + 2].min;
   }
   while (true) {
     const float* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
-    const float* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
+    const float* pb = packed_b != nullptr ? static_cast<const float*>(packed_b.get())
+                      : tb                ? At(b, 0, n0, batch)
+                                          : At(b, n0, 0, batch);
     float* pc = const_cast<float*>(At(out, n0, m0, batch));
     if (!RunGemm(lib.api, *prepared, pa, pb, pbias, pc)) return -3;
     if (relu_here) ReluInPlace(pc, m, n, key.ldc);
@@ -204,14 +268,15 @@ std::string CpuGemmLibrary() { return Loaded().status.ok() ? Loaded().name : std
 // second copy of Braze in the process must not bind their names to that runtime's jumps.
 extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_f32(
     halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a, int32_t transpose_b, int32_t k,
-    int32_t threads, halide_buffer_t* out) {
-  return Gemm(a, b, nullptr, transpose_a != 0, transpose_b != 0, k, false, threads, out);
+    int32_t threads, uint64_t b_const, halide_buffer_t* out) {
+  return Gemm(a, b, nullptr, transpose_a != 0, transpose_b != 0, k, false, threads, b_const, out);
 }
 
 extern "C" __attribute__((visibility("hidden"))) int braze_cpu_gemm_bias_f32(
     halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, int32_t transpose_a,
-    int32_t transpose_b, int32_t k, int32_t relu, int32_t threads, halide_buffer_t* out) {
-  return Gemm(a, b, bias, transpose_a != 0, transpose_b != 0, k, relu != 0, threads, out);
+    int32_t transpose_b, int32_t k, int32_t relu, int32_t threads, uint64_t b_const,
+    halide_buffer_t* out) {
+  return Gemm(a, b, bias, transpose_a != 0, transpose_b != 0, k, relu != 0, threads, b_const, out);
 }
 
 void AllowCpuGemmReluPostOpsForTesting(bool allowed) {
@@ -219,6 +284,14 @@ void AllowCpuGemmReluPostOpsForTesting(bool allowed) {
   relu_post_ops_allowed = allowed;
 #else
   (void)allowed;
+#endif
+}
+
+int64_t CpuGemmWeightPacks() {
+#if BRAZE_HAVE_DNNL
+  return weight_packs.load();
+#else
+  return 0;
 #endif
 }
 

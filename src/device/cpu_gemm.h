@@ -18,6 +18,7 @@
 #ifndef BRAZE_DEVICE_CPU_GEMM_H_
 #define BRAZE_DEVICE_CPU_GEMM_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -27,11 +28,15 @@ namespace braze {
 // The extern stage's C symbol (f32 only: oneDNN has no double GEMM). Its signature:
 //   int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a,
 //                          int32_t transpose_b, int32_t k, int32_t threads,
-//                          halide_buffer_t* out)
+//                          uint64_t b_const, halide_buffer_t* out)
 // Buffers in Halide's dim order: out [n, m, batch...], a [k, m, batch...] ([m, k, ...]
 // when transpose_a), b [n, k, batch...] ([k, n, ...] when transpose_b); each with a unit
 // stride in dim 0. Bounds queries answer the whole k range and out's m, n and batch
-// ranges. Returns 0, or a negative code Halide reports as the stage's error:
+// ranges. `b_const`: 0, or a name for b's contents when b is a constant compiled into
+// the kernel (a hash of its bytes, the same in every process): a b of one matrix is then
+// packed once into oneDNN's preferred layout and the packed copy reused by every call
+// with the same name and configuration, as inference engines pack constant weights.
+// Returns 0, or a negative code Halide reports as the stage's error:
 // -1 oneDNN not loadable, -2 a buffer that does not hold the region read, or whose dim 0
 // is not dense (or over 8 batch dims),
 // -3 oneDNN refused the configuration or failed.
@@ -41,7 +46,7 @@ inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
 //   int braze_cpu_gemm_bias_f32(halide_buffer_t* a, halide_buffer_t* b,
 //                               halide_buffer_t* bias, int32_t transpose_a,
 //                               int32_t transpose_b, int32_t k, int32_t relu,
-//                               int32_t threads, halide_buffer_t* out)
+//                               int32_t threads, uint64_t b_const, halide_buffer_t* out)
 // out = relu(a b + bias), bias [n] broadcast over rows (and batch), dense. The bias is
 // added by oneDNN's matmul (its bias argument: one f32 add after the product, as the
 // Add it replaces), the ReLU by post-ops that keep NaN as braze::Relu does, checked
@@ -62,6 +67,9 @@ std::string CpuGemmLibrary();
 // own loop (the path taken where the check above fails), true (the default) restores
 // the post-ops.
 void AllowCpuGemmReluPostOpsForTesting(bool allowed);
+
+// How many constant b operands have been packed in this process (tests).
+int64_t CpuGemmWeightPacks();
 
 // braze_cpu_gemm_f32's address, for a JIT pipeline's externs (Pipeline::set_jit_externs):
 // Braze's static libraries do not export it to Halide's JIT linker by name.

@@ -65,10 +65,13 @@ const Library& Loaded() {
         Find(handle, "dnnl_stream_create", &a.stream_create) &&
         Find(handle, "dnnl_stream_wait", &a.stream_wait) &&
         Find(handle, "dnnl_memory_desc_init_by_strides", &a.memory_desc_init) &&
+        Find(handle, "dnnl_memory_desc_init_by_tag", &a.memory_desc_init_by_tag) &&
+        Find(handle, "dnnl_memory_desc_equal", &a.memory_desc_equal) &&
         Find(handle, "dnnl_memory_create", &a.memory_create) &&
         Find(handle, "dnnl_memory_set_data_handle", &a.set_data_handle) &&
         Find(handle, "dnnl_matmul_desc_init", &a.matmul_desc_init) &&
         Find(handle, "dnnl_primitive_desc_create", &a.primitive_desc_create) &&
+        Find(handle, "dnnl_reorder_primitive_desc_create", &a.reorder_desc_create) &&
         Find(handle, "dnnl_primitive_desc_destroy", &a.primitive_desc_destroy) &&
         Find(handle, "dnnl_primitive_create", &a.primitive_create) &&
         Find(handle, "dnnl_primitive_execute", &a.primitive_execute) &&
@@ -103,10 +106,12 @@ const Library& Loaded() {
 
 #if BRAZE_HAVE_DNNL
 // Null when oneDNN refuses the configuration. `relu_post_ops`: a kBiasRelu key's ReLU
-// by the primitive (else by the caller).
-std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool relu_post_ops) {
+// by the primitive (else by the caller). `pack_weights`: b in the layout oneDNN prefers
+// (its "any" format); null as well when that is b's own row-major layout.
+std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool relu_post_ops,
+                                  bool pack_weights) {
   const Api& api = lib.api;
-  dnnl_memory_desc_t a, b, bias, c;
+  dnnl_memory_desc_t a, b, b_any, bias, c;
   const dnnl_dims_t a_dims = {g.m, g.k}, b_dims = {g.k, g.n}, c_dims = {g.m, g.n};
   const dnnl_dims_t a_strides = {g.ta ? 1 : g.lda, g.ta ? g.lda : 1};
   const dnnl_dims_t b_strides = {g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1};
@@ -122,7 +127,10 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
             api.memory_desc_init(&b, 2, b_dims, dnnl_f32, b_strides) == dnnl_success &&
             api.memory_desc_init(&bias, 2, bias_dims, dnnl_f32, bias_strides) == dnnl_success &&
             api.memory_desc_init(&c, 2, c_dims, dnnl_f32, c_strides) == dnnl_success &&
-            api.matmul_desc_init(&desc, &a, &b, has_bias ? &bias : nullptr, &c) == dnnl_success &&
+            (!pack_weights || api.memory_desc_init_by_tag(&b_any, 2, b_dims, dnnl_f32,
+                                                          dnnl_format_tag_any) == dnnl_success) &&
+            api.matmul_desc_init(&desc, &a, pack_weights ? &b_any : &b, has_bias ? &bias : nullptr,
+                                 &c) == dnnl_success &&
             api.attr_create(&attr) == dnnl_success &&
             api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
             (!p->relu_post_ops || AppendRelu(api, attr)) &&
@@ -130,6 +138,15 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
   const char* impl = nullptr;
   if (ok && api.query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) {
     p->impl = impl;
+  }
+  p->plain_b = b;
+  // The layout oneDNN chose for b: the packed one, or b's own (nothing to pack).
+  const dnnl_memory_desc_t* weights = ok ? api.query_md(pd, dnnl_query_weights_md, 0) : nullptr;
+  if (pack_weights) {
+    ok = ok && weights != nullptr && api.memory_desc_equal(weights, &b) == 0;
+    p->packed_weights = ok;
+    p->packed_b_bytes = ok ? api.memory_desc_get_size(weights) : 0;
+    if (ok) p->packed_b = *weights;
   }
   const dnnl_memory_desc_t* scratch = ok ? api.query_md(pd, dnnl_query_scratchpad_md, 0) : nullptr;
   const size_t scratch_size = scratch != nullptr ? api.memory_desc_get_size(scratch) : 0;
@@ -141,7 +158,8 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
   }
   ok = ok && api.primitive_create(&p->primitive, pd) == dnnl_success &&
        api.memory_create(&p->a, &a, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-       api.memory_create(&p->b, &b, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
+       api.memory_create(&p->b, pack_weights ? weights : &b, lib.engine, DNNL_MEMORY_NONE) ==
+           dnnl_success &&
        (!has_bias ||
         api.memory_create(&p->bias, &bias, lib.engine, DNNL_MEMORY_NONE) == dnnl_success) &&
        api.memory_create(&p->c, &c, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
@@ -151,6 +169,34 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
   if (pd != nullptr) api.primitive_desc_destroy(pd);
   if (attr != nullptr) api.attr_destroy(attr);
   return ok ? p : nullptr;
+}
+
+// A reorder primitive made, run and destroyed here: packing is once per constant, and a
+// primitive made on this thread may run on it with oneDNN's own scratchpad.
+std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* b) {
+  const Api& api = lib.api;
+  constexpr size_t kAlign = 4096;
+  std::shared_ptr<void> packed(
+      std::aligned_alloc(kAlign, (p.packed_b_bytes + kAlign - 1) / kAlign * kAlign), &std::free);
+  dnnl_primitive_desc_t pd = nullptr;
+  dnnl_primitive_t reorder = nullptr;
+  dnnl_memory_t from = nullptr;
+  bool ok =
+      p.packed_weights && packed != nullptr &&
+      api.memory_create(&from, &p.plain_b, lib.engine, const_cast<float*>(b)) == dnnl_success &&
+      api.set_data_handle(p.b, packed.get()) == dnnl_success &&
+      api.reorder_desc_create(&pd, &p.plain_b, lib.engine, &p.packed_b, lib.engine, nullptr) ==
+          dnnl_success &&
+      api.primitive_create(&reorder, pd) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, p.b}};
+    ok = api.primitive_execute(reorder, p.stream, 2, args) == dnnl_success &&
+         api.stream_wait(p.stream) == dnnl_success;
+  }
+  if (reorder != nullptr) api.primitive_destroy(reorder);
+  if (pd != nullptr) api.primitive_desc_destroy(pd);
+  if (from != nullptr) api.memory_destroy(from);
+  return ok ? packed : nullptr;
 }
 
 // c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive).

@@ -33,10 +33,13 @@ struct Api {
   decltype(&dnnl_stream_create) stream_create = nullptr;
   decltype(&dnnl_stream_wait) stream_wait = nullptr;
   decltype(&dnnl_memory_desc_init_by_strides) memory_desc_init = nullptr;
+  decltype(&dnnl_memory_desc_init_by_tag) memory_desc_init_by_tag = nullptr;
+  decltype(&dnnl_memory_desc_equal) memory_desc_equal = nullptr;
   decltype(&dnnl_memory_create) memory_create = nullptr;
   decltype(&dnnl_memory_set_data_handle) set_data_handle = nullptr;
   decltype(&dnnl_matmul_desc_init) matmul_desc_init = nullptr;
   decltype(&dnnl_primitive_desc_create) primitive_desc_create = nullptr;
+  decltype(&dnnl_reorder_primitive_desc_create) reorder_desc_create = nullptr;
   decltype(&dnnl_primitive_desc_destroy) primitive_desc_destroy = nullptr;
   decltype(&dnnl_primitive_create) primitive_create = nullptr;
   decltype(&dnnl_primitive_execute) primitive_execute = nullptr;
@@ -117,14 +120,25 @@ struct Prepared {
   dnnl_stream_t stream = nullptr;
   std::string impl;            // oneDNN's name of the implementation ("brg:avx512_core")
   bool relu_post_ops = false;  // the primitive applies the ReLU; else the caller does
+  // The primitive reads b in oneDNN's own layout (PackWeights), not row-major.
+  bool packed_weights = false;
+  dnnl_memory_desc_t plain_b{};   // b row-major (or transposed), as the caller holds it
+  dnnl_memory_desc_t packed_b{};  // b as the primitive reads it, when packed_weights
+  size_t packed_b_bytes = 0;
   // 4 KiB-aligned, as oneDNN's own scratchpads: its kernels place aligned sub-buffers
   // at offsets from the base.
   std::unique_ptr<void, decltype(&std::free)> scratch_bytes{nullptr, &std::free};
 };
 
 // Null when oneDNN refuses the configuration. `relu_post_ops`: a kBiasRelu key's ReLU
-// by the primitive (else by the caller).
-std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool relu_post_ops);
+// by the primitive (else by the caller). `pack_weights`: b in the layout oneDNN prefers
+// (its "any" format); null as well when that is b's own row-major layout.
+std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool relu_post_ops,
+                                  bool pack_weights = false);
+
+// b (a k x n matrix, as `plain_b` describes it) in p's packed layout, in memory of its
+// own, or null on an error. The caller holds p.mu.
+std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* b);
 
 // c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive).
 // False on an error. The caller holds p->mu.

@@ -308,6 +308,34 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
 
 namespace {
 
+// A name for a constant's contents, the same in every process (a kernel from the disk
+// cache carries it): FNV-1a over its 8-byte words, then splitmix64's finalizer, never 0.
+// The GEMM call keeps a packed copy of a constant b under this name (cpu_gemm.h): two
+// constants share one only when their bytes, type and shape hash alike (2^-64).
+uint64_t ContentName(const HostTensor& c) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto mix = [&h](uint64_t word) { h = (h ^ word) * 0x100000001b3ull; };
+  mix(static_cast<uint64_t>(c.dtype()));
+  for (int64_t d : c.shape()) mix(static_cast<uint64_t>(d));
+  const char* bytes = static_cast<const char*>(c.raw_data());
+  const size_t n = c.num_bytes();
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes + i, 8);
+    mix(word);
+  }
+  uint64_t tail = 0;
+  std::memcpy(&tail, bytes + i, n - i);
+  mix(tail ^ (static_cast<uint64_t>(n) << 56));
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h == 0 ? 1 : h;
+}
+
 // The matmul as an extern stage calling the CPU GEMM library (device/cpu_gemm.h), which
 // reads each operand as a stored buffer: a cluster input is handed over in place, any
 // other operand is a Func the schedule stores (Stage::operands).
@@ -316,10 +344,12 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
                          const Value& a, const Value& b, const TensorType& out, const Expr& k_size,
                          int64_t k_extent, const MatMulEpilogue* epilogue) {
   std::vector<schedule::Stage::Operand> operands;
+  uint64_t b_const = 0;  // b's ContentName when b is a Const
   auto argument = [&](Value v, const std::string& suffix) -> Halide::ExternFuncArgument {
     if (v.param.defined()) return v.param;
     const HostTensor* c = v.const_value;
     if (c != nullptr && c->shape() == v.shape && c->dtype() == v.dtype) {
+      if (suffix == "_b") b_const = ContentName(*c);
       // A Const: a dense buffer of its own, in Halide's dim order, rather than a copy
       // computed from the flat one at every run.
       std::vector<int> extents;
@@ -349,14 +379,15 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   Halide::Func gemm(ctx.UniqueName(name + suffix));
   const Expr ta = attrs.transpose_a ? 1 : 0, tb = attrs.transpose_b ? 1 : 0;
   const Expr k = Halide::cast<int32_t>(k_size), threads = ctx.library_gemm_threads;
+  const Halide::ExternFuncArgument a_arg = argument(a, "_a"), b_arg = argument(b, "_b");
+  const Expr b_name(b_const);
   if (epilogue == nullptr) {
-    gemm.define_extern(kCpuGemmF32Symbol,
-                       {argument(a, "_a"), argument(b, "_b"), ta, tb, k, threads},
+    gemm.define_extern(kCpuGemmF32Symbol, {a_arg, b_arg, ta, tb, k, threads, b_name},
                        Halide::Float(32), rank);
   } else {
     gemm.define_extern(kCpuGemmBiasF32Symbol,
-                       {argument(a, "_a"), argument(b, "_b"), argument(*epilogue->bias, "_bias"),
-                        ta, tb, k, Expr(epilogue->relu ? 1 : 0), threads},
+                       {a_arg, b_arg, argument(*epilogue->bias, "_bias"), ta, tb, k,
+                        Expr(epilogue->relu ? 1 : 0), threads, b_name},
                        Halide::Float(32), rank);
   }
   ctx.calls_library = true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braze/jit_scope.h"
@@ -105,6 +106,92 @@ TEST(CpuGemmSessionTest, AMinimumOfOneSendsTinyMatmulsToTheLibrary) {
   for (const std::string& line : infos)
     library += line.find("matmul by oneDNN") != std::string::npos;
   EXPECT_EQ(library, 3) << infos.size() << " log lines";
+}
+
+// oneDNN 2.6's AVX-512 matmul (brgemm) reads weights in a blocked layout of its own and
+// repacks a row-major b at every call; with these ISA extensions it chooses such a
+// layout for the shapes below, so packing a constant b must happen.
+bool PacksWeights() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+// A Const b is packed once, at its first call, and the packed copy is reused by later
+// runs and by another session with an equal constant; a different constant of the same
+// shape gets its own (a stale copy would give the first constant's product). Every
+// result matches the reference: plain, transposed, with and without the bias and ReLU.
+TEST(CpuGemmSessionTest, ConstantWeightsArePackedOnceAndMatchTheReference) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  constexpr int64_t kK = 1031, kN = 509;  // primes: vector and block tails
+  // Sums of 1031 products of magnitude up to 1, in another order than the reference's:
+  // f32 rounding of about 1e-7 x 1031 x 0.25 where a result cancels to near 0.
+  constexpr double kAtol = 1e-4;
+  auto build = [](Graph& g, uint64_t seed, bool transpose, bool epilogue) {
+    Tensor x = Placeholder(g, DType::kF32, {131, kK}, "x");
+    const Shape w_shape = transpose ? Shape{kN, kK} : Shape{kK, kN};
+    Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, w_shape, seed), "w");
+    Tensor bias = Const(g, HostTensor::RandomUniform(DType::kF32, {kN}, seed + 1), "bias");
+    JitScope scope(g);
+    Tensor p = MatMul(x, w, false, transpose);
+    return std::make_pair(x, epilogue ? Relu(p + bias) : p);
+  };
+  int seed = 9100;
+  for (bool transpose : {false, true}) {
+    for (bool epilogue : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "transpose " << transpose << " epilogue " << epilogue);
+      seed += 10;
+      const int64_t before = CpuGemmWeightPacks();
+      // Two graphs with the same constant (one packing), a third with another.
+      for (uint64_t w_seed : {seed, seed, seed + 5}) {
+        Graph g;
+        auto [x, y] = build(g, w_seed, transpose, epilogue);
+        Session session(g);
+        for (int run = 0; run < 2; ++run) {
+          const Feeds feeds = {
+              {x, HostTensor::RandomUniform(DType::kF32, {131, kK}, 40 + run + w_seed)}};
+          auto got = session.Run(feeds, {y});
+          ASSERT_TRUE(got.ok()) << got.status();
+          testing_util::ExpectMatchesReference(g, feeds, {y}, *got, 1e-4, kAtol);
+        }
+      }
+      if (PacksWeights()) EXPECT_EQ(CpuGemmWeightPacks() - before, 2);
+    }
+  }
+}
+
+// A Variable's value changes between runs: it is never packed, and the product follows
+// every assignment.
+TEST(CpuGemmSessionTest, VariableWeightsAreNotPacked) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {67, 1031}, "x");
+  Tensor w = Variable(g, HostTensor::RandomUniform(DType::kF32, {1031, 257}, 11), "w");
+  Tensor w_new = Placeholder(g, DType::kF32, {1031, 257}, "w_new");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Relu(MatMul(x, w));
+  }
+  Tensor assign = Assign(w, w_new);
+  Session session(g);
+  const int64_t before = CpuGemmWeightPacks();
+  for (int step = 0; step < 3; ++step) {
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {67, 1031}, 20 + step)}};
+    auto got = session.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    auto w_now = session.Run({}, {w});
+    ASSERT_TRUE(w_now.ok()) << w_now.status();
+    // The reference with w's current value as a constant.
+    Graph ref;
+    Tensor rx = Placeholder(ref, DType::kF32, {67, 1031}, "x");
+    Tensor ry = Relu(MatMul(rx, Const(ref, (*w_now)[0], "w")));
+    // Tolerance as in the test above (k = 1031).
+    testing_util::ExpectMatchesReference(ref, {{rx, feeds[0].second}}, {ry}, *got, 1e-4, 1e-4);
+    auto assigned = session.Run(
+        {{w_new, HostTensor::RandomUniform(DType::kF32, {1031, 257}, 30 + step)}}, {assign});
+    ASSERT_TRUE(assigned.ok()) << assigned.status();
+  }
+  EXPECT_EQ(CpuGemmWeightPacks(), before);
 }
 
 }  // namespace
