@@ -91,20 +91,28 @@ std::atomic<int64_t> weight_packs{0};  // CpuGemmWeightPacks
 // holds p.mu, which also keeps two callers from packing the same constant at once.
 std::shared_ptr<void> PackedWeights(const Library& lib, Prepared& p, const PackedKey& key,
                                     const float* b) {
+  // The layout is kept with the bytes: a configuration prepared again (after Lookup's
+  // cache started again) reads them only in the layout they were packed in.
+  struct Packed {
+    dnnl_memory_desc_t layout;
+    std::shared_ptr<void> bytes;
+  };
   constexpr size_t kMaxPacked = 64;
   static std::mutex mu;
-  static auto* cache = new absl::flat_hash_map<PackedKey, std::shared_ptr<void>>();
+  static auto* cache = new absl::flat_hash_map<PackedKey, Packed>();
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache->find(key);
-    if (it != cache->end()) return it->second;
+    if (it != cache->end() && lib.api.memory_desc_equal(&it->second.layout, &p.packed_b) != 0) {
+      return it->second.bytes;
+    }
   }
   std::shared_ptr<void> packed = PackWeights(lib, p, b);
   if (packed == nullptr) return nullptr;
   weight_packs.fetch_add(1);
   std::lock_guard<std::mutex> lock(mu);
   if (cache->size() >= kMaxPacked) cache->clear();
-  cache->emplace(key, packed);
+  (*cache)[key] = Packed{p.packed_b, packed};
   return packed;
 }
 #endif

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -37,6 +38,12 @@ void CpuRelax() {
 #endif
 }
 
+// One thread's share of a job's indices: [first, end), the next not yet taken at `next`.
+struct alignas(64) Share {
+  std::atomic<int> next{0};
+  int end = 0;
+};
+
 struct Job {
   ParallelTask f;
   void* user_context;
@@ -45,7 +52,7 @@ struct Job {
   int extent;
   int workers;  // workers 0 .. workers - 1 take part (the launcher is one more thread)
   uint64_t serial;
-  std::atomic<int> next{0};
+  Share* shares;  // workers + 1 of them: the launcher's, then worker w's at w + 1
   std::atomic<int> remaining{0};
   std::atomic<int> status{0};
 };
@@ -60,16 +67,33 @@ class InTask {
   bool was_;
 };
 
-// Runs the job's indices until none is left.
-void RunIndices(Job& job) {
+// Cuts [0, extent) into `threads` contiguous shares of nearly equal size.
+void DealShares(Job& job, int threads) {
+  for (int t = 0; t < threads; ++t) {
+    job.shares[t].next.store(static_cast<int>(int64_t{job.extent} * t / threads),
+                             std::memory_order_relaxed);
+    job.shares[t].end = static_cast<int>(int64_t{job.extent} * (t + 1) / threads);
+  }
+}
+
+// Runs the job's indices until none is left: thread `self`'s own share first, in order,
+// then what is left of the others' (one index at a time, so uneven tasks still
+// balance). A thread thus gets the same indices at every launch of a loop, as OpenMP's
+// static schedule gives them, and what it wrote or read last time may still be in its
+// own caches (docs/THREAD_POOL.md, "Shares").
+void RunIndices(Job& job, int self) {
   InTask mark;
-  for (int i; (i = job.next.fetch_add(1, std::memory_order_relaxed)) < job.extent;) {
-    const int s = job.f(job.user_context, job.min + i, job.closure);
-    if (s != 0) {
-      int expected = 0;
-      job.status.compare_exchange_strong(expected, s, std::memory_order_relaxed);
+  const int threads = job.workers + 1;
+  for (int k = 0; k < threads; ++k) {
+    Share& share = job.shares[(self + k) % threads];
+    for (int i; (i = share.next.fetch_add(1, std::memory_order_relaxed)) < share.end;) {
+      const int s = job.f(job.user_context, job.min + i, job.closure);
+      if (s != 0) {
+        int expected = 0;
+        job.status.compare_exchange_strong(expected, s, std::memory_order_relaxed);
+      }
+      job.remaining.fetch_sub(1, std::memory_order_acq_rel);
     }
-    job.remaining.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -136,6 +160,13 @@ class Pool {
     job.extent = extent;
     job.workers = threads - 1;
     job.serial = ++last_serial_;
+    // The shares live with the job; a pool of more than kInlineShares threads allocates.
+    constexpr int kInlineShares = 8;
+    Share inline_shares[kInlineShares];
+    std::unique_ptr<Share[]> heap_shares;
+    if (threads > kInlineShares) heap_shares.reset(new Share[threads]);
+    job.shares = threads > kInlineShares ? heap_shares.get() : inline_shares;
+    DealShares(job, threads);
     job.remaining.store(extent, std::memory_order_relaxed);
     job_.store(&job);
     wanted_.store(job.workers);
@@ -144,7 +175,7 @@ class Pool {
       std::lock_guard<std::mutex> lock(mu_);
       cv_.notify_all();
     }
-    RunIndices(job);
+    RunIndices(job, 0);
     for (int round = 0; job.remaining.load(std::memory_order_acquire) != 0; ++round) Backoff(round);
     job_.store(nullptr);
     for (int round = 0; active_.load() != 0; ++round) Backoff(round);
@@ -167,7 +198,7 @@ class Pool {
     for (;;) {
       Job* job = WaitForJob(id, &seen, spin);
       spin = id < job->workers;
-      if (spin) RunIndices(*job);
+      if (spin) RunIndices(*job, id + 1);
       active_.fetch_sub(1);
     }
   }

@@ -13,7 +13,8 @@
 //
 // Semantics of ParallelFor, Halide's halide_do_par_for: every index in [min, min +
 // extent) runs once; the call returns when all have run, with 0 or the first nonzero
-// status a task returned. Indices are handed out one at a time, so uneven tasks
+// status a task returned. Each thread runs a contiguous share of the indices, the same
+// at every launch, then helps with the others' one index at a time, so uneven tasks
 // balance. A call from inside one of this pool's tasks (a nested parallel loop) runs
 // its indices serially on the calling thread. A call while another thread's loop has the pool goes
 // to `busy`, Halide's own pool (halide_default_do_par_for of the kernel's runtime), as

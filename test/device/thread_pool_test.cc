@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "braze/ops.h"
@@ -186,6 +187,52 @@ TEST(ThreadPoolTest, WorkersRunTasks) {
   ASSERT_EQ(ParallelFor(nullptr, SlowTask, 0, 64, reinterpret_cast<uint8_t*>(&c)), 0);
   EXPECT_EQ(c.ran.load(), 64);
   EXPECT_GE(c.threads.size(), 2u);
+}
+
+struct Order {
+  std::mutex mu;
+  std::vector<std::pair<std::thread::id, int>> runs;  // (thread, index) as they started
+};
+
+int OrderTask(void* /*user_context*/, int index, uint8_t* closure) {
+  auto* o = reinterpret_cast<Order*>(closure);
+  {
+    std::lock_guard<std::mutex> lock(o->mu);
+    o->runs.emplace_back(std::this_thread::get_id(), index);
+  }
+  std::this_thread::sleep_for(std::chrono::microseconds(100));
+  return 0;
+}
+
+// Shares: with two threads, the launcher runs its share [0, 32) in order (the worker
+// may take some of it once its own is done), and the worker starts in its own share
+// [32, 64) (the launcher takes from it only when its own is done). Every index still
+// runs once.
+TEST(ThreadPoolTest, EachThreadStartsWithItsOwnShareInOrder) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  ScopedKernelThreads two(2);
+  for (int launch = 0; launch < 5; ++launch) {
+    Order o;
+    ASSERT_EQ(ParallelFor(nullptr, OrderTask, 100, 64, reinterpret_cast<uint8_t*>(&o)), 0);
+    ASSERT_EQ(o.runs.size(), 64u);
+    const std::thread::id launcher = std::this_thread::get_id();
+    std::set<int> seen;
+    int last_own = 99;  // the launcher's last index in its own share
+    bool worker_started = false;
+    for (const auto& [thread, index] : o.runs) {
+      EXPECT_TRUE(seen.insert(index).second) << index;
+      if (thread == launcher) {
+        if (index < 132) {
+          EXPECT_GT(index, last_own) << "the launcher's share out of order";
+          last_own = index;
+        }
+      } else if (!worker_started) {
+        EXPECT_GE(index, 132) << "the worker began outside its share";
+        worker_started = true;
+      }
+    }
+    EXPECT_EQ(seen.size(), 64u);
+  }
 }
 
 TEST(ThreadPoolTest, SleepingWorkersWakeForTheNextLoop) {
