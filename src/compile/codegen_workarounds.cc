@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "lower/lowering.h"
@@ -59,8 +60,9 @@ class StridedLoadsFromTheirBase : public IRMutator {
   }
 };
 
-// True for a load of the opaque zero, under casts and strict_float.
-bool IsOpaqueZero(Expr e) {
+// True for a load of the opaque zero, or a variable in `vars` (Lets bound to one), under
+// casts, broadcasts and strict_float.
+bool IsOpaqueZero(Expr e, const std::set<std::string>* vars = nullptr) {
   while (true) {
     if (const auto* cast = e.as<Halide::Internal::Cast>()) {
       e = cast->value;
@@ -73,6 +75,9 @@ bool IsOpaqueZero(Expr e) {
       break;
     }
   }
+  if (const auto* var = e.as<Halide::Internal::Variable>(); var != nullptr && vars != nullptr) {
+    return vars->count(var->name) > 0;
+  }
   const Load* load = e.as<Load>();
   return load != nullptr && load->name == lower::kOpaqueZeroBuffer;
 }
@@ -82,11 +87,49 @@ bool IsOpaqueZero(Expr e) {
 class DropOpaqueZeros : public IRMutator {
   using IRMutator::visit;
 
-  Expr visit(const Halide::Internal::Add* op) override {
-    if (IsOpaqueZero(op->b)) return mutate(op->a);
-    if (IsOpaqueZero(op->a)) return mutate(op->b);
+  // Halide's common-subexpression elimination binds a zero read more than once to a Let.
+  Halide::Internal::Stmt visit(const Halide::Internal::LetStmt* op) override {
+    if (IsOpaqueZero(op->value, &zero_vars_)) zero_vars_.insert(op->name);
     return IRMutator::visit(op);
   }
+  Expr visit(const Halide::Internal::Let* op) override {
+    if (IsOpaqueZero(op->value, &zero_vars_)) zero_vars_.insert(op->name);
+    return IRMutator::visit(op);
+  }
+
+  Expr visit(const Halide::Internal::Add* op) override {
+    if (IsOpaqueZero(op->b, &zero_vars_)) return mutate(op->a);
+    if (IsOpaqueZero(op->a, &zero_vars_)) return mutate(op->b);
+    // `acc + (zero + term)`, a float sum's update (lower_reduce.cc), in either order: the
+    // addition becomes strict, the term bound to a Let outside it. With LLVM's no-NaNs
+    // flag on it, LLVM took a term that is 0 or NaN (x - x) as 0 and dropped it:
+    // Mean(Concat({v, v - v})) was 0 where v is NaN (braze-fuzz seed 11101870).
+    if (op->type.is_float()) {
+      if (const Expr term = ZeroedTerm(op->b); term.defined()) return Accumulate(op->a, term, true);
+      if (const Expr term = ZeroedTerm(op->a); term.defined())
+        return Accumulate(op->b, term, false);
+    }
+    return IRMutator::visit(op);
+  }
+
+  // t for `zero + t` or `t + zero`, else undefined.
+  Expr ZeroedTerm(const Expr& e) const {
+    const auto* add = e.as<Halide::Internal::Add>();
+    if (add == nullptr) return Expr();
+    if (IsOpaqueZero(add->a, &zero_vars_)) return add->b;
+    if (IsOpaqueZero(add->b, &zero_vars_)) return add->a;
+    return Expr();
+  }
+
+  // let s = term in strict_float(acc + s) (or s + acc: `term_second` false).
+  Expr Accumulate(const Expr& acc, const Expr& term, bool term_second) {
+    const Expr a = mutate(acc), t = mutate(term);
+    const std::string name = Halide::Internal::unique_name('s');
+    const Expr s = Halide::Internal::Variable::make(t.type(), name);
+    return Halide::Internal::Let::make(name, t, Halide::strict_float(term_second ? a + s : s + a));
+  }
+
+  std::set<std::string> zero_vars_;  // names are unique in a lowered pipeline
 
   Expr visit(const Load* op) override {
     if (op->name == lower::kOpaqueZeroBuffer) return Halide::Internal::make_zero(op->type);

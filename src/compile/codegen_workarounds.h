@@ -28,7 +28,11 @@
 // reasons with strict_float stripped, cannot prove a term zero (docs/HALIDE14.md, "Loop
 // trimming strips strict_float"). Custom passes run after trimming, so this one takes
 // the additions out again: `x + zero` becomes x. The load had cost 25% on a step of
-// small sums (an extra add, and loops LLVM no longer vectorized).
+// small sums (an extra add, and loops LLVM no longer vectorized). A sum's update, `acc +
+// (zero + term)`, becomes strict_float(acc + s) with s = term bound outside it: Halide
+// gives the addition LLVM's fast-math flags, and with the no-NaNs flag LLVM folded
+// `acc + (x - x)` to acc, taking a term that is 0 or NaN as 0 (Mean(Concat({v, v - v}))
+// was 0 where v is NaN: braze-fuzz seed 11101870, the safe default).
 //
 // Skipped stages on a GPU: when a Func is only needed under a select, Halide 14 wraps its
 // production in `if (condition)` on the host, and the condition may read another Func's

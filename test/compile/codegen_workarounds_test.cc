@@ -123,6 +123,31 @@ TEST(CodegenWorkarounds, OpaqueZeroAdditionsAreTakenOut) {
   EXPECT_TRUE(equal(after(x * zero), x * make_zero(Halide::Float(64))));  // any other read: 0
   const Halide::Expr one = make_one(Halide::Float(64));
   EXPECT_TRUE(equal(after(x + one), x + one));
+  // A sum's update, acc + (zero + term), either order: let s = term in strict(acc + s).
+  const Halide::Expr acc = Variable::make(Halide::Float(64), "acc");
+  for (const Halide::Expr& update : {acc + (zero + x), acc + (x + zero), (zero + x) + acc}) {
+    const Halide::Expr e = after(update);
+    const Let* let = e.as<Let>();
+    ASSERT_NE(let, nullptr) << e;
+    EXPECT_TRUE(equal(let->value, x)) << e;
+    const Call* strict = let->body.as<Call>();
+    ASSERT_TRUE(strict != nullptr && strict->is_intrinsic(Call::strict_float)) << e;
+    const Halide::Expr s = Variable::make(Halide::Float(64), let->name);
+    EXPECT_TRUE(equal(strict->args[0],
+                      update.as<Halide::Internal::Add>()->a.same_as(acc) ? acc + s : s + acc))
+        << e;
+  }
+  // The zero bound to a Let by common-subexpression elimination.
+  const Halide::Expr z = Variable::make(Halide::Float(64), "z");
+  const Halide::Expr bound = after(Let::make("z", zero, acc + (z + x)));
+  const Let* outer = bound.as<Let>();
+  ASSERT_NE(outer, nullptr) << bound;
+  EXPECT_TRUE(is_const_zero(outer->value)) << bound;
+  const Let* inner = outer->body.as<Let>();
+  ASSERT_NE(inner, nullptr) << bound;
+  EXPECT_TRUE(equal(inner->value, x)) << bound;
+  // An integer sum (a NaN count) keeps its plain addition.
+  EXPECT_TRUE(equal(after(i + (Halide::cast(Halide::UInt(32), zero) + i)), i + i));
 }
 
 // Sums and a Halide matmul with a computed operand carry the zero through loop trimming,
