@@ -2,7 +2,6 @@
 
 #include <cstdint>
 #include <cstring>
-#include <set>
 #include <string>
 
 #include "lower/lowering.h"
@@ -62,7 +61,7 @@ class StridedLoadsFromTheirBase : public IRMutator {
 
 // True for a load of the opaque zero, or a variable in `vars` (Lets bound to one), under
 // casts, broadcasts and strict_float.
-bool IsOpaqueZero(Expr e, const std::set<std::string>* vars = nullptr) {
+bool IsOpaqueZero(Expr e, const Halide::Internal::Scope<>* vars = nullptr) {
   while (true) {
     if (const auto* cast = e.as<Halide::Internal::Cast>()) {
       e = cast->value;
@@ -76,7 +75,7 @@ bool IsOpaqueZero(Expr e, const std::set<std::string>* vars = nullptr) {
     }
   }
   if (const auto* var = e.as<Halide::Internal::Variable>(); var != nullptr && vars != nullptr) {
-    return vars->count(var->name) > 0;
+    return vars->contains(var->name);
   }
   const Load* load = e.as<Load>();
   return load != nullptr && load->name == lower::kOpaqueZeroBuffer;
@@ -87,15 +86,23 @@ bool IsOpaqueZero(Expr e, const std::set<std::string>* vars = nullptr) {
 class DropOpaqueZeros : public IRMutator {
   using IRMutator::visit;
 
-  // Halide's common-subexpression elimination binds a zero read more than once to a Let.
+  // Halide's common-subexpression elimination binds a zero read more than once to a Let,
+  // and may bind a whole `zero + term` too: both are followed in their Let's body.
+  template <typename LetOrLetStmt>
+  auto VisitLet(const LetOrLetStmt* op) {
+    const bool zero = IsOpaqueZero(op->value, &zero_vars_);
+    const bool term = !zero && op->value.type().is_float() && ZeroedTerm(op->value).defined();
+    if (zero) zero_vars_.push(op->name);
+    if (term) term_vars_.push(op->name);
+    auto result = IRMutator::visit(op);
+    if (zero) zero_vars_.pop(op->name);
+    if (term) term_vars_.pop(op->name);
+    return result;
+  }
   Halide::Internal::Stmt visit(const Halide::Internal::LetStmt* op) override {
-    if (IsOpaqueZero(op->value, &zero_vars_)) zero_vars_.insert(op->name);
-    return IRMutator::visit(op);
+    return VisitLet(op);
   }
-  Expr visit(const Halide::Internal::Let* op) override {
-    if (IsOpaqueZero(op->value, &zero_vars_)) zero_vars_.insert(op->name);
-    return IRMutator::visit(op);
-  }
+  Expr visit(const Halide::Internal::Let* op) override { return VisitLet(op); }
 
   Expr visit(const Halide::Internal::Add* op) override {
     if (IsOpaqueZero(op->b, &zero_vars_)) return mutate(op->a);
@@ -106,8 +113,11 @@ class DropOpaqueZeros : public IRMutator {
     // Mean(Concat({v, v - v})) was 0 where v is NaN (braze-fuzz seed 11101870).
     if (op->type.is_float()) {
       if (const Expr term = ZeroedTerm(op->b); term.defined()) return Accumulate(op->a, term, true);
-      if (const Expr term = ZeroedTerm(op->a); term.defined())
+      if (const Expr term = ZeroedTerm(op->a); term.defined()) {
         return Accumulate(op->b, term, false);
+      }
+      if (IsTermVar(op->b)) return Halide::strict_float(mutate(op->a) + op->b);
+      if (IsTermVar(op->a)) return Halide::strict_float(op->a + mutate(op->b));
     }
     return IRMutator::visit(op);
   }
@@ -121,15 +131,21 @@ class DropOpaqueZeros : public IRMutator {
     return Expr();
   }
 
+  bool IsTermVar(const Expr& e) const {
+    const auto* var = e.as<Halide::Internal::Variable>();
+    return var != nullptr && term_vars_.contains(var->name);
+  }
+
   // let s = term in strict_float(acc + s) (or s + acc: `term_second` false).
   Expr Accumulate(const Expr& acc, const Expr& term, bool term_second) {
     const Expr a = mutate(acc), t = mutate(term);
-    const std::string name = Halide::Internal::unique_name('s');
+    const std::string name = Halide::Internal::unique_name("braze_sum_term");
     const Expr s = Halide::Internal::Variable::make(t.type(), name);
     return Halide::Internal::Let::make(name, t, Halide::strict_float(term_second ? a + s : s + a));
   }
 
-  std::set<std::string> zero_vars_;  // names are unique in a lowered pipeline
+  Halide::Internal::Scope<> zero_vars_;  // Lets bound to the zero
+  Halide::Internal::Scope<> term_vars_;  // Lets bound to `zero + term`
 
   Expr visit(const Load* op) override {
     if (op->name == lower::kOpaqueZeroBuffer) return Halide::Internal::make_zero(op->type);

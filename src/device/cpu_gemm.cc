@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "HalideRuntime.h"
 #include "absl/container/flat_hash_map.h"
@@ -66,54 +67,113 @@ std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g, bool pack
   }
   // No ReLU, or oneDNN refused its post-ops, or they are not confirmed: the call's loop.
   if (p == nullptr) p = Prepare(lib, g, /*relu_post_ops=*/false, packed);
-  cache->emplace(std::make_pair(g, packed), p);  // null kept too: not prepared again
+  // A packed configuration oneDNN has no packed layout for stays null (the plain one
+  // runs); a plain one that failed (memory) is tried again at the next call.
+  if (p != nullptr || packed) cache->emplace(std::make_pair(g, packed), p);
   return p;
 }
 
-// A constant b packed once for a configuration: `id` names the constant's contents
-// (the lowering's hash of its bytes, never the address, which a later constant may
-// reuse), `offset` the element the call reads first.
+// A constant b as a call reads it: `id` names the constant's contents (the lowering's
+// hash of its bytes, never the address, which a later constant may reuse), `offset`
+// the element read first; with the region read (k x n, ldb, transposed or not). The
+// batch size m is not part of it: configurations of several m share a packed copy
+// where their layouts agree.
 struct PackedKey {
-  GemmKey g;
   uint64_t id;
-  int64_t offset;
-  bool operator==(const PackedKey& o) const { return g == o.g && id == o.id && offset == o.offset; }
+  int64_t offset, k, n, ldb;
+  bool tb;
+  bool operator==(const PackedKey& o) const {
+    return id == o.id && offset == o.offset && k == o.k && n == o.n && ldb == o.ldb && tb == o.tb;
+  }
   template <typename H>
   friend H AbslHashValue(H h, const PackedKey& k) {
-    return H::combine(std::move(h), k.g, k.id, k.offset);
+    return H::combine(std::move(h), k.id, k.offset, k.k, k.n, k.ldb, k.tb);
   }
 };
 
 std::atomic<int64_t> weight_packs{0};  // CpuGemmWeightPacks
 
-// b in p's packed layout, packed at its first use. Bounded as Lookup is (kMaxPacked
-// constants); an entry in use stays alive through its caller's reference. The caller
-// holds p.mu, which also keeps two callers from packing the same constant at once.
-std::shared_ptr<void> PackedWeights(const Library& lib, Prepared& p, const PackedKey& key,
-                                    const float* b) {
-  // The layout is kept with the bytes: a configuration prepared again (after Lookup's
-  // cache started again) reads them only in the layout they were packed in.
-  struct Packed {
-    dnnl_memory_desc_t layout;
+// The packed copies of the process: at most kPackedBudget bytes, the least recently
+// used evicted first (one in use stays alive through its caller's reference). A
+// constant packed kMaxPacks times (evicted again and again: the working set exceeds
+// the budget) is not packed again: its calls read it row-major, as before packing.
+class PackedCache {
+ public:
+  static constexpr size_t kPackedBudget = size_t{1} << 30;
+  static constexpr int kMaxPacks = 4;
+
+  // Whether `key` may still be packed.
+  bool MayPack(const PackedKey& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = packs_.find(key);
+    return it == packs_.end() || it->second < kMaxPacks;
+  }
+
+  // b in p's packed layout, packed at its first use (null: not packed). The caller holds
+  // p.mu; two Prepared of one configuration (after Lookup's cache started again) may
+  // each pack a copy, which is only work done twice.
+  std::shared_ptr<void> Get(const Library& lib, Prepared& p, const PackedKey& key, const float* b) {
+    if (p.packed_b_bytes > kPackedBudget / 2) return nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Entry& e : entries_[key]) {
+        if (lib.api.memory_desc_equal(&e.layout, &p.packed_b) != 0) {
+          e.last_use = ++clock_;
+          return e.bytes;
+        }
+      }
+    }
+    std::shared_ptr<void> packed = PackWeights(lib, p, b);
+    if (packed == nullptr) return nullptr;
+    weight_packs.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (packs_.size() > 65536) packs_.clear();  // a long-running process's tally
+    ++packs_[key];
+    entries_[key].push_back(Entry{p.packed_b, packed, p.packed_b_bytes, ++clock_});
+    bytes_ += p.packed_b_bytes;
+    EvictDownTo(kPackedBudget);
+    return packed;
+  }
+
+ private:
+  struct Entry {
+    dnnl_memory_desc_t layout;  // read only in the layout it was packed in
     std::shared_ptr<void> bytes;
+    size_t size;
+    uint64_t last_use;
   };
-  constexpr size_t kMaxPacked = 64;
-  static std::mutex mu;
-  static auto* cache = new absl::flat_hash_map<PackedKey, Packed>();
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = cache->find(key);
-    if (it != cache->end() && lib.api.memory_desc_equal(&it->second.layout, &p.packed_b) != 0) {
-      return it->second.bytes;
+
+  void EvictDownTo(size_t budget) {
+    while (bytes_ > budget) {
+      auto oldest = entries_.end();
+      size_t index = 0;
+      uint64_t last = UINT64_MAX;
+      for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+        for (size_t i = 0; i < it->second.size(); ++i) {
+          if (it->second[i].last_use < last) {
+            last = it->second[i].last_use;
+            oldest = it;
+            index = i;
+          }
+        }
+      }
+      if (oldest == entries_.end()) return;
+      bytes_ -= oldest->second[index].size;
+      oldest->second.erase(oldest->second.begin() + index);
+      if (oldest->second.empty()) entries_.erase(oldest);
     }
   }
-  std::shared_ptr<void> packed = PackWeights(lib, p, b);
-  if (packed == nullptr) return nullptr;
-  weight_packs.fetch_add(1);
-  std::lock_guard<std::mutex> lock(mu);
-  if (cache->size() >= kMaxPacked) cache->clear();
-  (*cache)[key] = Packed{p.packed_b, packed};
-  return packed;
+
+  std::mutex mu_;
+  absl::flat_hash_map<PackedKey, std::vector<Entry>> entries_;
+  absl::flat_hash_map<PackedKey, int> packs_;  // how often each was packed
+  size_t bytes_ = 0;
+  uint64_t clock_ = 0;
+};
+
+PackedCache& Packed() {
+  static auto* cache = new PackedCache;
+  return *cache;
 }
 #endif
 
@@ -222,15 +282,18 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
   // kernels, instead of repacked at every call (3-6% at 1024^3, docs/CPU_GEMM.md).
   std::shared_ptr<Prepared> prepared;
   std::shared_ptr<void> packed_b;
-  if (b_const != 0 && batch_dims == 0) prepared = Lookup(lib, key, /*packed=*/true);
+  PackedKey packed_key{b_const, 0, k, n, key.ldb, tb};
+  if (b_const != 0 && batch_dims == 0) {
+    packed_key.offset = (tb ? At(b, 0, n0, nullptr) : At(b, n0, 0, nullptr)) -
+                        reinterpret_cast<const float*>(b->host);
+    if (Packed().MayPack(packed_key)) prepared = Lookup(lib, key, /*packed=*/true);
+  }
   std::unique_lock<std::mutex> lock;
   if (prepared != nullptr) {
     lock = std::unique_lock<std::mutex>(prepared->mu);
-    const int64_t offset = (tb ? At(b, 0, n0, nullptr) : At(b, n0, 0, nullptr)) -
-                           reinterpret_cast<const float*>(b->host);
-    const float* pb = reinterpret_cast<const float*>(b->host) + offset;
-    packed_b = PackedWeights(lib, *prepared, {key, b_const, offset}, pb);
-    if (packed_b == nullptr) {  // oneDNN could not pack: the plain primitive
+    const float* pb = reinterpret_cast<const float*>(b->host) + packed_key.offset;
+    packed_b = Packed().Get(lib, *prepared, packed_key, pb);
+    if (packed_b == nullptr) {  // not packed (too large, or oneDNN failed): the plain one
       lock = std::unique_lock<std::mutex>();
       prepared = nullptr;
     }

@@ -308,13 +308,24 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
 
 namespace {
 
+// splitmix64's finalizer: a bijection of 64 bits in which every input bit flips each
+// output bit with probability about 1/2.
+uint64_t Mix64(uint64_t h) {
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return h ^ (h >> 31);
+}
+
 // A name for a constant's contents, the same in every process (a kernel from the disk
-// cache carries it): FNV-1a over its 8-byte words, then splitmix64's finalizer, never 0.
-// The GEMM call keeps a packed copy of a constant b under this name (cpu_gemm.h): two
-// constants share one only when their bytes, type and shape hash alike (2^-64).
+// cache carries it), never 0: h = Mix64(h ^ word) over its type, shape and 8-byte words.
+// Each step is a bijection with full avalanche, so two contents that differ anywhere
+// (a sign flipped in two elements, say) get names that agree with probability about
+// 2^-64. The GEMM call keeps a packed copy of a constant b under this name (cpu_gemm.h).
 uint64_t ContentName(const HostTensor& c) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto mix = [&h](uint64_t word) { h = (h ^ word) * 0x100000001b3ull; };
+  uint64_t h = 0x6a09e667f3bcc909ull;
+  auto mix = [&h](uint64_t word) { h = Mix64(h ^ word); };
   mix(static_cast<uint64_t>(c.dtype()));
   for (int64_t d : c.shape()) mix(static_cast<uint64_t>(d));
   const char* bytes = static_cast<const char*>(c.raw_data());
@@ -327,12 +338,8 @@ uint64_t ContentName(const HostTensor& c) {
   }
   uint64_t tail = 0;
   std::memcpy(&tail, bytes + i, n - i);
-  mix(tail ^ (static_cast<uint64_t>(n) << 56));
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
+  mix(tail);
+  mix(static_cast<uint64_t>(n));
   return h == 0 ? 1 : h;
 }
 

@@ -146,6 +146,27 @@ TEST(CodegenWorkarounds, OpaqueZeroAdditionsAreTakenOut) {
   const Let* inner = outer->body.as<Let>();
   ASSERT_NE(inner, nullptr) << bound;
   EXPECT_TRUE(equal(inner->value, x)) << bound;
+  // A vector update, the zero broadcast.
+  const Halide::Expr vacc = Variable::make(Halide::Float(32, 8), "vacc");
+  const Halide::Expr vzero = Broadcast::make(Halide::cast(Halide::Float(32), zero), 8);
+  const Halide::Expr vupdate = after(vacc + (vzero + v8));
+  ASSERT_NE(vupdate.as<Let>(), nullptr) << vupdate;
+  EXPECT_TRUE(equal(vupdate.as<Let>()->value, v8)) << vupdate;
+  // A whole `zero + term` bound to a Let: the value loses the zero, the update is strict.
+  const Halide::Expr t = Variable::make(Halide::Float(64), "t");
+  const Halide::Expr via_term = after(Let::make("t", zero + x, acc + t));
+  const Let* term_let = via_term.as<Let>();
+  ASSERT_NE(term_let, nullptr) << via_term;
+  EXPECT_TRUE(equal(term_let->value, x)) << via_term;
+  EXPECT_TRUE(equal(term_let->body, Halide::strict_float(acc + t))) << via_term;
+  // The zero bound by a LetStmt, as Halide hoists it out of loops.
+  const Halide::Internal::Stmt stmt =
+      DropOpaqueZeroLoads(LetStmt::make("z", zero, Evaluate::make(acc + (z + x))));
+  const LetStmt* let_stmt = stmt.as<LetStmt>();
+  ASSERT_NE(let_stmt, nullptr) << stmt;
+  const Halide::Expr stmt_update = let_stmt->body.as<Evaluate>()->value;
+  ASSERT_NE(stmt_update.as<Let>(), nullptr) << stmt;
+  EXPECT_TRUE(equal(stmt_update.as<Let>()->value, x)) << stmt;
   // An integer sum (a NaN count) keeps its plain addition.
   EXPECT_TRUE(equal(after(i + (Halide::cast(Halide::UInt(32), zero) + i)), i + i));
 }

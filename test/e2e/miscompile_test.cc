@@ -576,6 +576,39 @@ TEST(Miscompile, AttributesBeyondSixDigitsGetTheirOwnKernel) {
   }
 }
 
+// Halide 14 gives every float instruction outside strict_float LLVM's fast-math flags,
+// a sum's `acc + term` included, and with the no-NaNs flag LLVM folded `acc + (x - x)`
+// to acc, taking a term that is 0 or NaN as 0: Mean over two dims of Concat({v, v - v})
+// was 0 where v is NaN, not NaN (braze-fuzz seed 11101870, the safe default; Adams2019
+// likewise with x - x, in sums and means, either order). Sums now add strictly
+// (compile/codegen_workarounds.h). Fails 8 ways without the repair.
+TEST(Miscompile, SumsAndSelectsOfTermsThatAreZeroOnlyForFiniteValues) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double special : {nan, inf}) {
+    SCOPED_TRACE(special);
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF64, {16, 2, 17, 1}, "x");
+    std::vector<Tensor> fetches;
+    {
+      JitScope scope(g);
+      Tensor v = Rsqrt(Abs(x) + 1.0);
+      Tensor zero = Const(g, HostTensor::Scalar<double>(0.0));
+      fetches = {Mean(Concat({v, v - v}, 1), {2, 3}, false),
+                 Mean(Concat({x, x - x}, 1), {2, 3}, false),
+                 Sum(Concat({x, x - x}, 1), {2, 3}, false),
+                 Mean(Concat({x - x, x}, 1), {2, 3}, false),
+                 Mean(Concat({x, x * zero}, 1), {2, 3}, false),
+                 Sum(Select(Greater(x, zero), x, x - x), {2}, false),
+                 Concat({x, x - x}, 1) + 1.0};
+    }
+    HostTensor xv = HostTensor::RandomUniform(DType::kF64, {16, 2, 17, 1}, 5);
+    xv.data<double>()[17 + 3] = special;       // [0, 1, 3, 0]
+    xv.data<double>()[34 * 5 + 2] = -special;  // [5, 0, 2, 0]
+    ExpectMatchesReference(g, {{x, xv}}, fetches);
+  }
+}
+
 }  // namespace
 }  // namespace braze
 
@@ -876,37 +909,5 @@ TEST(Miscompile, NanTestsOfReductionResultsAreNotFoldedAway) {
 }
 
 }  // namespace
-// Halide 14 gives every float instruction outside strict_float LLVM's fast-math flags,
-// a sum's `acc + term` included, and with the no-NaNs flag LLVM folded `acc + (x - x)`
-// to acc, taking a term that is 0 or NaN as 0: Mean over two dims of Concat({v, v - v})
-// was 0 where v is NaN, not NaN (braze-fuzz seed 11101870, the safe default; Adams2019
-// likewise with x - x, in sums and means, either order). Sums now add strictly
-// (compile/codegen_workarounds.h). Fails 8 ways without the repair.
-TEST(Miscompile, SumsAndSelectsOfTermsThatAreZeroOnlyForFiniteValues) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  const double inf = std::numeric_limits<double>::infinity();
-  for (double special : {nan, inf}) {
-    SCOPED_TRACE(special);
-    Graph g;
-    Tensor x = Placeholder(g, DType::kF64, {16, 2, 17, 1}, "x");
-    std::vector<Tensor> fetches;
-    {
-      JitScope scope(g);
-      Tensor v = Rsqrt(Abs(x) + 1.0);
-      Tensor zero = Const(g, HostTensor::Scalar<double>(0.0));
-      fetches = {Mean(Concat({v, v - v}, 1), {2, 3}, false),
-                 Mean(Concat({x, x - x}, 1), {2, 3}, false),
-                 Sum(Concat({x, x - x}, 1), {2, 3}, false),
-                 Mean(Concat({x - x, x}, 1), {2, 3}, false),
-                 Mean(Concat({x, x * zero}, 1), {2, 3}, false),
-                 Sum(Select(Greater(x, zero), x, x - x), {2}, false),
-                 Concat({x, x - x}, 1) + 1.0};
-    }
-    HostTensor xv = HostTensor::RandomUniform(DType::kF64, {16, 2, 17, 1}, 5);
-    xv.data<double>()[17 + 3] = special;       // [0, 1, 3, 0]
-    xv.data<double>()[34 * 5 + 2] = -special;  // [5, 0, 2, 0]
-    ExpectMatchesReference(g, {{x, xv}}, fetches);
-  }
-}
 
 }  // namespace braze
