@@ -144,7 +144,6 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
   const dnnl_memory_desc_t* weights = ok ? api.query_md(pd, dnnl_query_weights_md, 0) : nullptr;
   if (pack_weights) {
     ok = ok && weights != nullptr && api.memory_desc_equal(weights, &b) == 0;
-    p->packed_weights = ok;
     p->packed_b_bytes = ok ? api.memory_desc_get_size(weights) : 0;
     if (ok) p->packed_b = *weights;
   }
@@ -182,7 +181,7 @@ std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* 
   dnnl_primitive_t reorder = nullptr;
   dnnl_memory_t from = nullptr;
   bool ok =
-      p.packed_weights && packed != nullptr &&
+      p.packed_b_bytes > 0 && packed != nullptr &&
       api.memory_create(&from, &p.plain_b, lib.engine, const_cast<float*>(b)) == dnnl_success &&
       api.set_data_handle(p.b, packed.get()) == dnnl_success &&
       api.reorder_desc_create(&pd, &p.plain_b, lib.engine, &p.packed_b, lib.engine, nullptr) ==

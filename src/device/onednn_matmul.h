@@ -118,12 +118,12 @@ struct Prepared {
   dnnl_primitive_t primitive = nullptr;
   dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, c = nullptr, scratch = nullptr;
   dnnl_stream_t stream = nullptr;
-  std::string impl;            // oneDNN's name of the implementation ("brg:avx512_core")
-  bool relu_post_ops = false;  // the primitive applies the ReLU; else the caller does
-  // The primitive reads b in oneDNN's own layout (PackWeights), not row-major.
-  bool packed_weights = false;
-  dnnl_memory_desc_t plain_b{};   // b row-major (or transposed), as the caller holds it
-  dnnl_memory_desc_t packed_b{};  // b as the primitive reads it, when packed_weights
+  std::string impl;              // oneDNN's name of the implementation ("brg:avx512_core")
+  bool relu_post_ops = false;    // the primitive applies the ReLU; else the caller does
+  dnnl_memory_desc_t plain_b{};  // b row-major (or transposed), as the caller holds it
+  // With packed_b_bytes > 0 the primitive reads b in oneDNN's own layout (PackWeights),
+  // which packed_b describes, not row-major.
+  dnnl_memory_desc_t packed_b{};
   size_t packed_b_bytes = 0;
   // 4 KiB-aligned, as oneDNN's own scratchpads: its kernels place aligned sub-buffers
   // at offsets from the base.

@@ -343,6 +343,15 @@ uint64_t ContentName(const HostTensor& c) {
   return h == 0 ? 1 : h;
 }
 
+// v's Const value when the call can take it as a buffer of its own (v is that constant,
+// not a cluster input or a view of it), else null.
+const HostTensor* WholeConst(const Value& v) {
+  const HostTensor* c = v.const_value;
+  const bool whole =
+      !v.param.defined() && c != nullptr && c->shape() == v.shape && c->dtype() == v.dtype;
+  return whole ? c : nullptr;
+}
+
 // The matmul as an extern stage calling the CPU GEMM library (device/cpu_gemm.h), which
 // reads each operand as a stored buffer: a cluster input is handed over in place, any
 // other operand is a Func the schedule stores (Stage::operands).
@@ -351,12 +360,9 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
                          const Value& a, const Value& b, const TensorType& out, const Expr& k_size,
                          int64_t k_extent, const MatMulEpilogue* epilogue) {
   std::vector<schedule::Stage::Operand> operands;
-  uint64_t b_const = 0;  // b's ContentName when b is a Const
   auto argument = [&](Value v, const std::string& suffix) -> Halide::ExternFuncArgument {
     if (v.param.defined()) return v.param;
-    const HostTensor* c = v.const_value;
-    if (c != nullptr && c->shape() == v.shape && c->dtype() == v.dtype) {
-      if (suffix == "_b") b_const = ContentName(*c);
+    if (const HostTensor* c = WholeConst(v)) {
       // A Const: a dense buffer of its own, in Halide's dim order, rather than a copy
       // computed from the flat one at every run.
       std::vector<int> extents;
@@ -387,7 +393,8 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   const Expr ta = attrs.transpose_a ? 1 : 0, tb = attrs.transpose_b ? 1 : 0;
   const Expr k = Halide::cast<int32_t>(k_size), threads = ctx.library_gemm_threads;
   const Halide::ExternFuncArgument a_arg = argument(a, "_a"), b_arg = argument(b, "_b");
-  const Expr b_name(b_const);
+  const HostTensor* b_const = WholeConst(b);
+  const Expr b_name(b_const != nullptr ? ContentName(*b_const) : uint64_t{0});
   if (epilogue == nullptr) {
     gemm.define_extern(kCpuGemmF32Symbol, {a_arg, b_arg, ta, tb, k, threads, b_name},
                        Halide::Float(32), rank);
