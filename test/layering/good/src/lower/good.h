@@ -1,0 +1,2 @@
+// Fixture: a header of lower.
+#include "braze/dtype.h"
