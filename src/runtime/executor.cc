@@ -14,14 +14,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
-#include "compile/cluster_key.h"
+#include "compile/kernel_source.h"
 #include "device/cpu_gemm.h"
 #include "device/cublas_gemm.h"
-#include "ir/changing_dims.h"
 #include "ir/logging.h"
+#include "ir/timeline.h"
 #include "reference/reference.h"
 #include "runtime/flags.h"
-#include "runtime/timeline.h"
 #include "runtime/verify.h"
 
 namespace braze {
@@ -66,7 +65,7 @@ void CountCopy(Space from, Space to, size_t bytes, SessionStats& stats) {
   stats.copied_bytes += static_cast<int64_t>(bytes);
 }
 
-// A copy between memory spaces as a timeline event of its own (runtime/timeline.h):
+// A copy between memory spaces as a timeline event of its own (ir/timeline.h):
 // category "copy", named by its direction, with its size.
 class CopyEvent {
  public:
@@ -98,69 +97,6 @@ void AssignHost(const HostTensor& from, HostTensor* to) {
   } else {
     *to = from;
   }
-}
-
-std::string SignatureKey(const std::vector<TensorType>& types) {
-  std::string key;
-  for (const TensorType& t : types) absl::StrAppend(&key, TypeString(t), ";");
-  return key;
-}
-
-// "input 0 dim 0 was 128, now 100": how `now` differs from `before` (same count).
-std::string SignatureChange(const std::vector<TensorType>& before,
-                            const std::vector<TensorType>& now) {
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < now.size() && i < before.size(); ++i) {
-    if (before[i].dtype != now[i].dtype || before[i].shape.size() != now[i].shape.size()) {
-      parts.push_back(
-          absl::StrCat("input ", i, " was ", TypeString(before[i]), ", now ", TypeString(now[i])));
-      continue;
-    }
-    for (size_t d = 0; d < now[i].shape.size(); ++d) {
-      if (before[i].shape[d] != now[i].shape[d]) {
-        parts.push_back(absl::StrCat("input ", i, " dim ", d, " was ", before[i].shape[d], ", now ",
-                                     now[i].shape[d]));
-      }
-    }
-  }
-  return parts.empty() ? "the same signature again" : absl::StrJoin(parts, ", ");
-}
-
-// --log_compiles (runtime/flags.h): one line per kernel a step prepares, with why it
-// was needed and what the compile cache had.
-void LogCompile(const Step& step, const std::vector<TensorType>& types, const std::string& reason,
-                const CompileCache::Result& result) {
-  std::string line =
-      absl::StrCat("compile: ", step.kind == Step::Kind::kCluster ? "cluster '" : "'", step.name,
-                   "' (", step.nodes.size(), " ops) for (");
-  for (size_t i = 0; i < types.size(); ++i) {
-    absl::StrAppend(&line, i > 0 ? ", " : "", TypeString(types[i]));
-  }
-  absl::StrAppend(&line, "): ", reason, "; ");
-  if (!result.hit) {
-    absl::StrAppend(&line, result.evicted ? "evicted from the compile cache earlier; "
-                                          : "not in the compile cache; ");
-    if (result.kernel.ok() && (*result.kernel)->kernel->loaded_from_disk()) {
-      absl::StrAppend(&line, "loaded from the disk cache; ");
-    }
-  }
-  if (!result.kernel.ok()) {
-    absl::StrAppend(&line, "failed: ", result.kernel.status().message());
-  } else {
-    const CompiledKernel& k = *(*result.kernel)->kernel;
-    absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
-                    result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
-    if (!k.schedule_note().empty()) absl::StrAppend(&line, "; ", k.schedule_note());
-    if (absl::StrContains(k.schedule_text(), kCpuGemmF32Symbol) ||
-        absl::StrContains(k.schedule_text(), kCpuGemmBiasF32Symbol)) {
-      absl::StrAppend(&line, "; matmul by ", CpuGemmLibrary());
-    }
-    if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
-    for (const std::string& refused : k.scheduler_failures()) {
-      absl::StrAppend(&line, "\n  refused first: ", refused);
-    }
-  }
-  LogInfo(0, line);
 }
 
 }  // namespace
@@ -434,7 +370,7 @@ absl::Status Executor::RunAssign(const Step& step, const std::vector<Value>& inp
 absl::Status Executor::RunReference(const Step& step, StepState& state,
                                     const std::vector<Value>& inputs,
                                     const std::vector<TensorType>& types) {
-  TimelineEvent trace(step.name, "reference");  // observability: runtime/timeline.h
+  TimelineEvent trace(step.name, "reference");  // observability: ir/timeline.h
   const Node& node = g_.node(step.nodes.front());
   std::vector<HostTensor> in;
   in.reserve(inputs.size());
@@ -474,314 +410,53 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
-namespace {
-
-// A copy of a cluster's nodes in a graph of its own, its inputs placeholders of their
-// concrete types: what a background compile lowers, so that it never reads the
-// program's graph while the program goes on (and perhaps adds nodes to it).
-struct ClusterSnapshot {
-  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
-  ClusterSpec spec;
-};
-
-// Null when a node reads a value that is neither the cluster's nor one of its inputs
-// (not expected: the caller then compiles on its own thread).
-std::shared_ptr<ClusterSnapshot> Snapshot(const ClusterSpec& spec) {
-  auto snap = std::make_shared<ClusterSnapshot>();
-  Graph& h = *snap->graph;
-  std::map<std::pair<int, int>, Tensor> here;  // (node id, output) -> tensor of h
-  for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    const Tensor& in = spec.inputs[i];
-    Tensor p = h.AddNode(OpKind::kPlaceholder, {},
-                         PlaceholderAttrs{spec.input_types[i].dtype, spec.input_types[i].shape},
-                         absl::StrCat("input_", i));
-    here[{in.node_id(), in.index()}] = p;
-    snap->spec.inputs.push_back(p);
-  }
-  auto find = [&](const Tensor& t, Tensor* out) {
-    auto it = here.find({t.node_id(), t.index()});
-    if (it == here.end()) return false;
-    *out = it->second;
-    return true;
-  };
-  for (int id : spec.nodes) {
-    const Node& n = spec.graph->node(id);
-    std::vector<Tensor> inputs(n.num_inputs());
-    for (int i = 0; i < n.num_inputs(); ++i) {
-      if (!find(n.input(i), &inputs[i])) return nullptr;
-    }
-    Tensor t = h.AddNode(n.op(), std::move(inputs), n.attrs(), n.name());
-    for (int o = 0; o < n.num_outputs(); ++o) here[{id, o}] = Tensor(&h, t.node_id(), o);
-    snap->spec.nodes.push_back(t.node_id());
-  }
-  for (const Tensor& out : spec.outputs) {
-    snap->spec.outputs.emplace_back();
-    if (!find(out, &snap->spec.outputs.back())) return nullptr;
-  }
-  if (!h.status().ok()) return nullptr;
-  snap->spec.graph = &h;
-  snap->spec.name = spec.name;
-  snap->spec.input_types = spec.input_types;
-  snap->spec.node_types = spec.node_types;
-  snap->spec.input_symbols = spec.input_symbols;
-  return snap;
-}
-
-ClusterSpec SpecFor(const Graph& g, const Step& step, const std::vector<TensorType>& types,
-                    std::vector<TensorType> node_types) {
-  return ClusterSpec{&g,    step.name,    step.nodes,           step.inputs,
-                     types, step.outputs, std::move(node_types)};
-}
-
-// The concrete type of each step output for these input types: a node's (node_types is
-// parallel to step.nodes) or an input's. A symbolic kernel's own output types have -1s.
-std::vector<TensorType> OutputTypes(const Step& step, const std::vector<TensorType>& types,
-                                    const std::vector<TensorType>& node_types) {
-  std::vector<TensorType> out;
-  for (const Tensor& t : step.outputs) {
-    TensorType type;
-    for (size_t p = 0; p < step.nodes.size() && p < node_types.size(); ++p) {
-      if (step.nodes[p] == t.node_id()) type = node_types[p];
-    }
-    for (size_t i = 0; i < step.inputs.size(); ++i) {
-      if (step.inputs[i] == t) type = types[i];
-    }
-    out.push_back(type);
-  }
-  return out;
-}
-
-// "input 0 dim 0": the symbolic dims of `symbols`, for the compile log.
-std::string SymbolicDims(const std::vector<std::vector<int>>& symbols) {
-  std::vector<std::string> dims;
-  for (size_t i = 0; i < symbols.size(); ++i) {
-    for (size_t d = 0; d < symbols[i].size(); ++d) {
-      if (symbols[i][d] >= 0) dims.push_back(absl::StrCat("input ", i, " dim ", d));
-    }
-  }
-  return absl::StrJoin(dims, ", ");
-}
-
-// The compile cache's key for `spec`, and the options to compile it with: `copts` plus
-// the stored schedule (schedule/stored_schedule.h) found for it in `schedule_dirs`, if
-// any. Only CPU clusters under the default scheduler (kAuto) look one up: a scheduler
-// the program chose explicitly is respected. The stored schedule's parameters enter
-// the key, so kernels compiled with and without it are different kernels.
-std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, bool disk_cache,
-                          const std::vector<std::string>& schedule_dirs, CompileOptions* with) {
-  *with = copts;
-  std::string key = ClusterKey(spec, copts);
-  if (!schedule_dirs.empty() && copts.device.kind == Device::Kind::kCpu &&
-      copts.scheduler == SchedulerKind::kAuto) {
-    // Threads do not enter the stored schedule's key (its factors are per thread): the
-    // key under default options, which is `key` itself unless a thread count was set
-    // or the GEMM library turned off.
-    const bool default_key = copts.num_threads == 0 && copts.cpu_gemm_library &&
-                             copts.cpu_gemm_min_work == kLibraryGemmMinWork;
-    const std::string lookup =
-        ScheduleKeyHash(default_key ? key : ClusterKey(spec, CompileOptions()));
-    static const absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
-    if (target.ok()) with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup, *target);
-    if (with->stored_schedule) {
-      absl::StrAppend(&key, ";stored=", ParamsSummary(with->stored_schedule->params));
-    }
-  }
-  if (disk_cache) with->disk_key = key;
-  return key;
-}
-
-// When a symbol class of `spec` is smaller than kMinSymbolicExtent, makes `spec` the one
-// of the kernel for sizes 1 to 15: each class at a fixed estimate (15 - class, never 1,
-// which would broadcast), shapes inferred again. The estimate below kMinSymbolicExtent
-// is what marks that kernel (its key, its splits by 1); all its small sizes share it.
-bool ForSmallSizes(ClusterSpec* spec) {
-  bool small = false;
-  for (size_t i = 0; i < spec->input_symbols.size() && i < spec->input_types.size(); ++i) {
-    for (size_t d = 0; d < spec->input_symbols[i].size(); ++d) {
-      small |= spec->input_symbols[i][d] >= 0 && spec->input_types[i].shape[d] < kMinSymbolicExtent;
-    }
-  }
-  if (!small) return false;
-  for (size_t i = 0; i < spec->input_symbols.size() && i < spec->input_types.size(); ++i) {
-    for (size_t d = 0; d < spec->input_symbols[i].size(); ++d) {
-      const int k = spec->input_symbols[i][d];
-      if (k >= 0) spec->input_types[i].shape[d] = std::max<int64_t>(2, kMinSymbolicExtent - 1 - k);
-    }
-  }
-  spec->node_types.clear();
-  return true;
-}
-
-// The kernel for `spec` from the compile cache (compiled on a miss): the symbolic one
-// when spec has symbols, else, or when that is refused (symbolic.h says when), the one
-// for its concrete shapes. What happened is appended to `*note` for the compile log.
-CompileCache::Result GetKernel(ClusterSpec spec, const CompileOptions& copts, bool disk_cache,
-                               const std::vector<std::string>& schedule_dirs, std::string* note) {
-  if (!spec.input_symbols.empty()) {
-    ClusterSpec symbolic = spec;
-    const bool small = ForSmallSizes(&symbolic);
-    CompileOptions with_key;
-    const std::string key = KeyAndOptions(symbolic, copts, disk_cache, schedule_dirs, &with_key);
-    CompileCache::Result result = CompileCache::Global().GetOrCompile(
-        key, [&] { return CompileCluster(symbolic, with_key); });
-    if (result.kernel.ok()) {
-      absl::StrAppend(
-          note, "; symbolic in ", SymbolicDims(spec.input_symbols),
-          small ? absl::StrCat(" (a size below ", kMinSymbolicExtent,
-                               ": one kernel for every size >= 1, its symbolic "
-                               "dims unsplit)")
-                : absl::StrCat(" (one kernel for every size >= ", kMinSymbolicExtent, ")"));
-      result.input_symbols = spec.input_symbols;
-      result.input_types = symbolic.input_types;
-      return result;
-    }
-    absl::StrAppend(note, "; no symbolic kernel (", result.kernel.status().message(),
-                    "): compiled for these sizes");
-    spec.input_symbols.clear();
-  }
-  CompileOptions with_key;
-  const std::string key = KeyAndOptions(spec, copts, disk_cache, schedule_dirs, &with_key);
-  return CompileCache::Global().GetOrCompile(key, [&] { return CompileCluster(spec, with_key); });
-}
-
-// The signature as kernels see it: symbolic dims (`symbols`) as -2 - class, so every
-// size of them is one signature (the recompile guard counts kernels, not sizes).
-std::vector<TensorType> KernelSignature(std::vector<TensorType> types,
-                                        const std::vector<std::vector<int>>& symbols) {
-  for (size_t i = 0; i < types.size() && i < symbols.size(); ++i) {
-    for (size_t d = 0; d < types[i].shape.size() && d < symbols[i].size(); ++d) {
-      if (symbols[i][d] >= 0) types[i].shape[d] = -2 - symbols[i][d];
-    }
-  }
-  return types;
-}
-
-}  // namespace
-
-CompileOptions Executor::CompileOptionsFor(const Step& step) const {
-  CompileOptions copts{ToSchedulerKind(options_.scheduler), options_.num_threads};
-  if (step.space == Space::kDevice) copts.device = step.device;
-  copts.cpu_gemm_library = options_.cpu_matmul == SessionOptions::CpuMatMul::kLibrary &&
-                           GetBrazeFlags().cpu_gemm_library;
-  if (GetBrazeFlags().cpu_gemm_min_work > 0) {
-    copts.cpu_gemm_min_work = GetBrazeFlags().cpu_gemm_min_work;
-  }
-  return copts;
-}
-
-std::vector<std::string> Executor::ScheduleDirs() const {
+// The kernel source's options for `step`: the session's options and BRAZE_FLAGS, read
+// here once so that the compile layer never sees either.
+KernelSourceOptions Executor::SourceOptionsFor(const Step& step) const {
   const BrazeFlags& flags = GetBrazeFlags();
-  if (!options_.stored_schedules || !flags.stored_schedules) return {};
-  std::vector<std::string> dirs = options_.schedule_dirs;
-  dirs.insert(dirs.end(), flags.schedule_dirs.begin(), flags.schedule_dirs.end());
-  for (std::string& dir : DefaultScheduleDirs()) dirs.push_back(std::move(dir));
-  return dirs;
+  KernelSourceOptions o;
+  o.compile.scheduler = ToSchedulerKind(options_.scheduler);
+  o.compile.num_threads = options_.num_threads;
+  if (step.space == Space::kDevice) o.compile.device = step.device;
+  o.compile.cpu_gemm_library =
+      options_.cpu_matmul == SessionOptions::CpuMatMul::kLibrary && flags.cpu_gemm_library;
+  if (flags.cpu_gemm_min_work > 0) o.compile.cpu_gemm_min_work = flags.cpu_gemm_min_work;
+  // Stored schedules: the session's schedule_dirs, BRAZE_FLAGS --schedule_dirs, then
+  // DefaultScheduleDirs(); none when turned off.
+  if (options_.stored_schedules && flags.stored_schedules) {
+    o.schedule_dirs = options_.schedule_dirs;
+    o.schedule_dirs.insert(o.schedule_dirs.end(), flags.schedule_dirs.begin(),
+                           flags.schedule_dirs.end());
+    for (std::string& dir : DefaultScheduleDirs()) o.schedule_dirs.push_back(std::move(dir));
+  }
+  o.disk_cache = options_.disk_cache;
+  o.symbolic_shapes =
+      options_.symbolic_shapes && flags.symbolic_shapes && step.space != Space::kDevice;
+  o.policy = options_.compile_policy;
+  o.lazy_compile_threshold = options_.lazy_compile_threshold;
+  o.max_signatures = options_.max_signatures_per_cluster;
+  o.can_wait = !options_.strict && !step.fallback.empty();
+  o.what = What(step);
+  o.is_cluster = step.kind == Step::Kind::kCluster;
+  o.log_compiles = flags.log_compiles;
+  o.inject_failure = options_.inject_compile_failure;
+  return o;
 }
 
-std::vector<std::vector<int>> Executor::InputSymbols(const Step& step,
-                                                     const std::vector<TensorType>& types) const {
-  if (!options_.symbolic_shapes || !GetBrazeFlags().symbolic_shapes ||
-      step.space == Space::kDevice) {
-    return {};
-  }
-  const SchedulerKind scheduler = ToSchedulerKind(options_.scheduler);
-  if (scheduler != SchedulerKind::kAuto && scheduler != SchedulerKind::kSafeDefault) return {};
-  std::vector<std::vector<int>> symbols(types.size());
-  std::vector<int64_t> sizes;  // of each class: equal sizes share one
-  for (size_t i = 0; i < types.size() && i < step.inputs.size(); ++i) {
-    const Shape& declared = step.inputs[i].shape();  // the graph's: -1 where unknown
-    const Shape& shape = types[i].shape;
-    symbols[i].assign(shape.size(), -1);
-    if (declared.size() != shape.size()) continue;
-    for (size_t d = 0; d < shape.size(); ++d) {
-      if (declared[d] != -1 || shape[d] < 1) continue;  // size 0: nothing to compute
-      auto it = std::find(sizes.begin(), sizes.end(), shape[d]);
-      symbols[i][d] = static_cast<int>(it - sizes.begin());
-      if (it == sizes.end()) sizes.push_back(shape[d]);
-    }
-  }
-  if (sizes.empty()) return {};
-  return symbols;
+std::string Executor::What(const Step& step) const {
+  return step.kind == Step::Kind::kCluster ? absl::StrCat("cluster '", step.name, "'")
+                                           : Label(g_.node(step.nodes.front()));
 }
 
-// The kernel for `types` (compiled, or found in the cache) and output buffers of its
-// types, once per input signature. A compile failure is `*compile_error` (the caller
-// falls back); the status is for errors a fallback would not cure.
-absl::Status Executor::Prepare(const Step& step, StepState& state,
-                               const std::vector<TensorType>& types,
-                               std::vector<TensorType> node_types, const std::string& reason,
-                               absl::Status* compile_error) {
-  ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
-  spec.input_symbols = InputSymbols(step, types);
-  std::vector<TensorType> out_types = OutputTypes(step, types, spec.node_types);
-  const CompileOptions copts = CompileOptionsFor(step);
-  CompileCache::Result result;
-  std::string note = reason;
-  if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
-    // Not through the cache: the failure is this session's alone.
-    result.kernel = absl::InternalError("injected compile failure");
-  } else {
-    TimelineEvent trace(step.name, "compile");  // observability: runtime/timeline.h
-    const bool wanted_symbols = !spec.input_symbols.empty();
-    result = GetKernel(std::move(spec), copts, options_.disk_cache, ScheduleDirs(), &note);
-    if (wanted_symbols && result.kernel.ok() && result.input_symbols.empty()) {
-      state.symbolic_refused = true;
-    }
-    trace.set_args(result.hit ? "\"cache_hit\":true" : "\"cache_hit\":false");
-  }
-  return Install(step, state, types, std::move(out_types), note, result, compile_error);
-}
-
-// Starts compiling `types` on another thread (CompilePolicy::kAsync), from a snapshot.
-std::optional<std::shared_future<CompileCache::Result>> Executor::CompileInBackground(
-    const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types) {
-  ClusterSpec spec = SpecFor(g_, step, types, std::move(node_types));
-  spec.input_symbols = InputSymbols(step, types);
-  const CompileOptions copts = CompileOptionsFor(step);
-  if (options_.inject_compile_failure && options_.inject_compile_failure(step.name)) {
-    std::promise<CompileCache::Result> failed;
-    CompileCache::Result result;
-    result.kernel = absl::InternalError("injected compile failure");
-    failed.set_value(std::move(result));
-    return failed.get_future().share();
-  }
-  std::shared_ptr<ClusterSnapshot> snap = Snapshot(spec);
-  if (snap == nullptr) return std::nullopt;
-  const std::string name = step.name;
-  const bool disk_cache = options_.disk_cache;
-  return std::async(std::launch::async,
-                    [snap, copts, disk_cache, name, dirs = ScheduleDirs()]() {
-                      TimelineEvent trace(name, "compile");
-                      std::string note;  // the install logs "compiled in the background"
-                      return GetKernel(snap->spec, copts, disk_cache, dirs, &note);
-                    })
-      .share();
-}
-
-// Makes `result` the step's kernel for `types`, with its output buffers.
+// Makes `answer`'s kernel the step's kernel for `types`, with its output buffers.
 absl::Status Executor::Install(const Step& step, StepState& state,
-                               const std::vector<TensorType>& types,
-                               std::vector<TensorType> out_types, const std::string& reason,
-                               const CompileCache::Result& result, absl::Status* compile_error) {
-  if (result.hit) {
-    ++stats_.cache_hits;
-  } else if (result.kernel.ok() && (*result.kernel)->kernel->loaded_from_disk()) {
-    ++stats_.disk_cache_hits;
-  } else if (result.kernel.ok() || result.compile_ms > 0) {
-    ++stats_.compiles;
-    stats_.compile_ms += result.compile_ms;
-  }
-  if (GetBrazeFlags().log_compiles) LogCompile(step, types, reason, result);
-  if (!result.kernel.ok()) {
-    *compile_error = result.kernel.status();
-    return absl::OkStatus();
-  }
-  state.kernel = *result.kernel;
+                               const std::vector<TensorType>& types, KernelAnswer answer) {
+  state.kernel = std::move(answer.kernel);
   state.input_types = types;
   state.verified = false;
   state.buffers.clear();
   state.device_buffers.clear();
-  state.output_types = std::move(out_types);
+  state.output_types = std::move(answer.output_types);
   const std::vector<TensorType>& out = state.output_types;
   if (step.space == Space::kDevice) {
     BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, state, out));
@@ -791,9 +466,26 @@ absl::Status Executor::Install(const Step& step, StepState& state,
   if (dumper_ != nullptr) {  // observability: runtime/dump.h
     // A symbolic kernel's .cluster holds it as compiled: its classes at their estimates.
     BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel,
-                                                 result.input_symbols, result.input_types));
+                                                 answer.input_symbols, answer.compiled_types));
   }
   return absl::OkStatus();
+}
+
+void Executor::CountCompile(const KernelAnswer& answer) {
+  switch (answer.origin) {
+    case KernelAnswer::Origin::kNone:
+      break;
+    case KernelAnswer::Origin::kMemoryCache:
+      ++stats_.cache_hits;
+      break;
+    case KernelAnswer::Origin::kDiskCache:
+      ++stats_.disk_cache_hits;
+      break;
+    case KernelAnswer::Origin::kCompiled:
+      ++stats_.compiles;
+      stats_.compile_ms += answer.compile_ms;
+      break;
+  }
 }
 
 // The step's output arguments: its own buffers in its space, or, on the host, the
@@ -820,51 +512,29 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
   if (state.no_compile && !step.fallback.empty()) {
     return RunWithoutCompiling(step, state, compile_only);
   }
-  if (!compile_only) ++state.guard.runs;
+  if (state.source == nullptr) {
+    ClusterSpec cluster;
+    cluster.graph = &g_;
+    cluster.name = step.name;
+    cluster.nodes = step.nodes;
+    cluster.inputs = step.inputs;
+    cluster.outputs = step.outputs;
+    state.source = std::make_unique<KernelSource>(std::move(cluster), SourceOptionsFor(step));
+  }
+  if (!compile_only) state.source->CountRun();
   if (state.kernel == nullptr || types != state.input_types) {
-    // Shape errors are the user's: report them before trying to compile.
+    // Shape errors are the user's: report them before asking for a kernel.
     BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> node_types, CheckShapes(step, types));
-    if (Megamorphic(step, state, types)) return RunWithoutCompiling(step, state, compile_only);
-    const std::string reason =
-        state.input_types.empty()
-            ? std::string("first use")
-            : absl::StrCat("new signature: ", SignatureChange(state.input_types, types));
-    absl::Status compile_error;
-    bool ready = false;  // a background compile finished and was installed
-    if (!compile_only && !options_.strict && !step.fallback.empty() &&
-        options_.compile_policy != CompilePolicy::kEager) {
-      const std::string signature = SignatureKey(types);
-      if (options_.compile_policy == CompilePolicy::kLazy &&
-          ++state.lazy_runs[signature] < options_.lazy_compile_threshold) {
+    KernelAnswer answer = state.source->Get(types, std::move(node_types), compile_only);
+    CountCompile(answer);
+    switch (answer.state) {
+      case KernelAnswer::State::kNotReady:
         return RunWithoutCompiling(step, state, compile_only);
-      }
-      if (options_.compile_policy == CompilePolicy::kAsync) {
-        auto it = state.pending.find(signature);
-        if (it == state.pending.end()) {
-          auto started = CompileInBackground(step, types, node_types);
-          if (started.has_value()) {
-            state.pending.emplace(signature, *std::move(started));
-            return RunWithoutCompiling(step, state, compile_only);
-          }
-          // Not copyable for another thread: compiled here, below.
-        } else if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-          return RunWithoutCompiling(step, state, compile_only);
-        } else {
-          const CompileCache::Result result = it->second.get();
-          state.pending.erase(it);
-          BRAZE_RETURN_IF_ERROR(Install(step, state, types, OutputTypes(step, types, node_types),
-                                        absl::StrCat(reason, " (compiled in the background)"),
-                                        result, &compile_error));
-          ready = true;
-        }
-      }
-    }
-    if (!ready) {
-      BRAZE_RETURN_IF_ERROR(
-          Prepare(step, state, types, std::move(node_types), reason, &compile_error));
-    }
-    if (!compile_error.ok()) {
-      return FallBack(step, state, "failed to compile", compile_error, compile_only);
+      case KernelAnswer::State::kFailed:
+        return FallBack(step, state, "failed to compile", answer.error, compile_only);
+      case KernelAnswer::State::kReady:
+        BRAZE_RETURN_IF_ERROR(Install(step, state, types, std::move(answer)));
+        break;
     }
   }
   const std::vector<TensorType>& out_types = state.output_types;
@@ -887,7 +557,7 @@ absl::Status Executor::RunCompiled(const Step& step, StepState& state,
   absl::Status run_status;
   if (any_elements) {
     std::lock_guard<std::mutex> lock(state.kernel->mu);
-    // Observability (runtime/timeline.h): one bar per launch, after the lock wait.
+    // Observability (ir/timeline.h): one bar per launch, after the lock wait.
     TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
     run_status = state.kernel->kernel->Launch(ins, outs);
   }
@@ -925,40 +595,6 @@ absl::Status Executor::RunWithoutCompiling(const Step& step, StepState& state, b
   state.fallback.resize(step.fallback.size());
   for (StepState& f : state.fallback) f.no_compile = true;
   return RunFallback(step, state, compile_only);
-}
-
-bool Executor::Megamorphic(const Step& step, StepState& state,
-                           const std::vector<TensorType>& signature) {
-  SignatureGuard& guard = state.guard;
-  const std::vector<TensorType> types =
-      state.symbolic_refused ? signature
-                             : KernelSignature(signature, InputSymbols(step, signature));
-  const int limit = options_.max_signatures_per_cluster;
-  if (limit <= 0 || options_.strict || step.fallback.empty()) return false;
-  const bool known = std::find(guard.seen.begin(), guard.seen.end(), types) != guard.seen.end();
-  if (known) return false;
-  if (guard.megamorphic) return true;
-  if (static_cast<int>(guard.seen.size()) >= limit &&
-      guard.runs <
-          SignatureGuard::kRunsPerSignature * static_cast<int64_t>(guard.seen.size() + 1)) {
-    guard.megamorphic = true;
-    std::vector<std::vector<TensorType>> all = guard.seen;
-    all.push_back(types);
-    const std::string what = step.kind == Step::Kind::kCluster
-                                 ? absl::StrCat("cluster '", step.name, "'")
-                                 : Label(g_.node(step.nodes.front()));
-    Warn(absl::StrCat(what, " met ", all.size(), " input signatures in ", guard.runs,
-                      " runs (more than max_signatures_per_cluster = ", limit, ", fewer than ",
-                      SignatureGuard::kRunsPerSignature,
-                      " runs each): it is no longer compiled for new signatures, which run op "
-                      "by op on the reference kernels. Changing: ",
-                      ChangingDims(all, "input"),
-                      ". A -1 dim in an input_signature with reduce_retracing, or padding to a "
-                      "few sizes, avoids this."));
-    return true;
-  }
-  guard.seen.push_back(types);
-  return false;
 }
 
 absl::Status Executor::RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,

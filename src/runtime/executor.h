@@ -19,7 +19,6 @@
 #ifndef BRAZE_RUNTIME_EXECUTOR_H_
 #define BRAZE_RUNTIME_EXECUTOR_H_
 
-#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -99,27 +98,15 @@ class Executor {
   absl::Status RunAssign(const Step& step, const std::vector<Value>& inputs);
   absl::Status RunReference(const Step& step, StepState& state, const std::vector<Value>& inputs,
                             const std::vector<TensorType>& types);
-  absl::Status Prepare(const Step& step, StepState& state, const std::vector<TensorType>& types,
-                       std::vector<TensorType> node_types, const std::string& reason,
-                       absl::Status* compile_error);
-  CompileOptions CompileOptionsFor(const Step& step) const;
-  // Where stored schedules are looked up, in order: the session's schedule_dirs,
-  // BRAZE_FLAGS --schedule_dirs, then DefaultScheduleDirs(); none when turned off.
-  std::vector<std::string> ScheduleDirs() const;
-  // Null when the cluster cannot be copied for another thread (compile in place then).
-  std::optional<std::shared_future<CompileCache::Result>> CompileInBackground(
-      const Step& step, const std::vector<TensorType>& types, std::vector<TensorType> node_types);
+  // The kernel source's options for the step (SessionOptions and BRAZE_FLAGS).
+  KernelSourceOptions SourceOptionsFor(const Step& step) const;
+  // How messages name the step: "cluster 'x'" or "node 'y' (Exp)".
+  std::string What(const Step& step) const;
   absl::Status Install(const Step& step, StepState& state, const std::vector<TensorType>& types,
-                       std::vector<TensorType> out_types, const std::string& reason,
-                       const CompileCache::Result& result, absl::Status* compile_error);
-  // Symbolic shapes: the class of each input dim (ClusterSpec::input_symbols) for `types`;
-  // empty when no dim is symbolic or symbolic shapes do not apply to the step.
-  std::vector<std::vector<int>> InputSymbols(const Step& step,
-                                             const std::vector<TensorType>& types) const;
+                       KernelAnswer answer);
+  // Counts where a kernel the source answered with came from (SessionStats).
+  void CountCompile(const KernelAnswer& answer);
   absl::Status RunWithoutCompiling(const Step& step, StepState& state, bool compile_only);
-  // The recompile guard: true when `types` must not be compiled (the step is
-  // megamorphic and has not met them), after warning once when it becomes so.
-  bool Megamorphic(const Step& step, StepState& state, const std::vector<TensorType>& types);
   absl::Status RunCompiled(const Step& step, StepState& state, const std::vector<Value>& inputs,
                            const std::vector<TensorType>& types, bool compile_only);
   absl::Status OutputArgs(const Step& step, StepState& state, std::vector<KernelArg>* outs);

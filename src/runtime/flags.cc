@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "ir/logging.h"
-#include "runtime/timeline.h"
+#include "ir/timeline.h"
 
 namespace braze {
 namespace {

@@ -10,7 +10,7 @@
 //   --clustering_debug   logs each new plan's clustering summary (info, verbosity 0: to
 //                        stderr unless the program installed a log sink)
 //   --timeline=FILE      writes a Chrome trace (chrome://tracing, Perfetto) of every
-//                        kernel launch and compile to FILE; runtime/timeline.h
+//                        kernel launch and compile to FILE; ir/timeline.h
 //   --v=N                the log verbosity (braze/logging.h), N >= 0: 0 (default) shows
 //                        warnings and errors, 1 adds schedulers that failed and were
 //                        fallen through, 2 what Halide prints while scheduling and

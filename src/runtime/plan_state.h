@@ -5,7 +5,6 @@
 #ifndef BRAZE_RUNTIME_PLAN_STATE_H_
 #define BRAZE_RUNTIME_PLAN_STATE_H_
 
-#include <future>
 #include <map>
 #include <memory>
 #include <string>
@@ -14,22 +13,12 @@
 
 #include "braze/host_tensor.h"
 #include "compile/compile_cache.h"
+#include "compile/kernel_source.h"
 #include "device/cublas_gemm.h"
 #include "device/device_tensor.h"
 #include "runtime/plan.h"
 
 namespace braze {
-
-// The recompile guard of a compiled step (XLA's "megamorphic" rule): the input
-// signatures it met and how often it ran. A step that met more than
-// SessionOptions::max_signatures_per_cluster signatures, with fewer than
-// kRunsPerSignature runs each on average, is no longer compiled for new signatures.
-struct SignatureGuard {
-  static constexpr int64_t kRunsPerSignature = 50;  // as XLA's kMinExecutionsPerCompile
-  std::vector<std::vector<TensorType>> seen;        // distinct signatures, in order
-  int64_t runs = 0;
-  bool megamorphic = false;
-};
 
 // Memoized per input signature, so a plan run again with the same shapes neither looks
 // anything up nor allocates.
@@ -44,18 +33,12 @@ struct StepState {
   // Step::fallback runs from now on, with these states (one per fallback step).
   bool fell_back = false;
   bool verified = false;  // verify mode checked the kernel for input_types
-  SignatureGuard guard;
-  // The step asked for a symbolic kernel and was refused one (a Concat along the
-  // dynamic dim, say): every size compiles, so the guard counts concrete signatures.
-  bool symbolic_refused = false;
+  // Where the step's kernels come from (compile/kernel_source.h): it holds the compile
+  // policies' and the recompile guard's state for the step. Made at the first use.
+  std::unique_ptr<KernelSource> source;
   // A fallback step run in place of its uncompiled parent: never compiles, runs its
   // own fallback (the reference kernel).
   bool no_compile = false;
-  // CompilePolicy::kLazy: runs per input signature (SignatureKey) so far.
-  std::map<std::string, int> lazy_runs;
-  // CompilePolicy::kAsync: compiles under way, per input signature. Destroying the
-  // state waits for them (std::async's futures do).
-  std::map<std::string, std::shared_future<CompileCache::Result>> pending;
   std::vector<StepState> fallback;
 };
 

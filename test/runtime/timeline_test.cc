@@ -1,7 +1,7 @@
 // The Chrome trace timeline: the file is strict JSON (parsed here by a small validating
 // parser, since the project takes no JSON dependency), with one event per launch: a fused
 // softmax is one cluster bar, the unfused one a bar per op.
-#include "runtime/timeline.h"
+#include "ir/timeline.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -2,6 +2,9 @@
 // event per kernel launch and per compile, which chrome://tracing and Perfetto
 // (ui.perfetto.dev) open. A fused cluster is one bar; an unfused graph is one bar per op.
 //
+// It lives in ir/, the bottom layer, because every layer above records into it: the
+// compile layer its compiles (compile/kernel_source.cc), the runtime its launches.
+//
 //   {"displayTimeUnit":"ms","traceEvents":[
 //     {"name":"cluster_0","cat":"cluster","ph":"X","ts":12.5,"dur":30.1,"pid":7,"tid":1},
 //     ...]}
@@ -16,8 +19,8 @@
 // public face is braze/timeline.h). Events are written to the file as they come (memory
 // stays flat over long training runs); Stop(), or process exit, closes the JSON.
 // Recording is thread-safe; while inactive, an event costs one relaxed atomic load.
-#ifndef BRAZE_RUNTIME_TIMELINE_H_
-#define BRAZE_RUNTIME_TIMELINE_H_
+#ifndef BRAZE_IR_TIMELINE_H_
+#define BRAZE_IR_TIMELINE_H_
 
 #include <atomic>
 #include <string>
@@ -78,4 +81,4 @@ class TimelineEvent {
 
 }  // namespace braze
 
-#endif  // BRAZE_RUNTIME_TIMELINE_H_
+#endif  // BRAZE_IR_TIMELINE_H_

@@ -1,4 +1,4 @@
-#include "runtime/timeline.h"
+#include "ir/timeline.h"
 
 #include <unistd.h>
 
