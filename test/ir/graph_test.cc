@@ -57,20 +57,6 @@ TEST(Graph, PrinterShowsNodesTypesAndErrors) {
   EXPECT_THAT(text, HasSubstr("Add = Add(Exp, Const) -> f32[?,3]"));
 }
 
-TEST(Graph, OperatorsBuildTheRightOps) {
-  Graph g;
-  Tensor a = Placeholder(g, DType::kF32, {2}, "a");
-  Tensor b = Placeholder(g, DType::kF32, {2}, "b");
-  EXPECT_EQ((a + b).node().op(), OpKind::kAdd);
-  EXPECT_EQ((a - b).node().op(), OpKind::kSub);
-  EXPECT_EQ((a * b).node().op(), OpKind::kMul);
-  EXPECT_EQ((a / b).node().op(), OpKind::kDiv);
-  EXPECT_EQ((-a).node().op(), OpKind::kNeg);
-  Tensor c = 2.0 * a;
-  EXPECT_EQ(c.node().input(0).node().op(), OpKind::kConst);
-  EXPECT_EQ(c.node().input(0).dtype(), DType::kF32);
-}
-
 TEST(Graph, ErrorNodesPoisonTheGraphButNotTheProcess) {
   Graph g;
   Tensor a = Placeholder(g, DType::kF32, {2, 3}, "a");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "braze/device.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/session.h"  // JitLevel, as users name the levels
@@ -461,6 +462,37 @@ TEST_F(ClusteringTest, PassInterface) {
   EXPECT_EQ(on.result().clusters.size(), 1u);
   MarkForCompilationPass bad(Level(JitLevel::kOn1), {true});
   EXPECT_FALSE(bad.Run(g).ok());
+}
+
+// Devices as DeviceScope places them: never one cluster across two, and a jit: device
+// compiles its ops with no JitScope.
+TEST(ClusteringDevices, NeverMergesDevicesAndJitDevicesAlwaysCompile) {
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {4}, "a");
+  Tensor x, y, z;
+  {
+    DeviceScope d(g, "jit:cpu");
+    x = Tanh(Exp(a));  // no JitScope, jit level off: compiled because of the device
+  }
+  y = Log(x);  // unplaced: the default device (cpu)
+  {
+    DeviceScope d(g, "cpu");
+    JitScope s(g);
+    z = Sqrt(y) + y;  // explicitly cpu: clusters with the unplaced Log
+  }
+  ClusteringOptions opts;  // kOff
+  auto r = MarkForCompilation(g, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int cx = r->ClusterOf(x.node_id());
+  const int cy = r->ClusterOf(y.node_id());
+  const int cz = r->ClusterOf(z.node_id());
+  ASSERT_GE(cx, 0);
+  EXPECT_EQ(cx, r->ClusterOf(x.node().input(0).node_id()));
+  EXPECT_EQ(r->clusters[cx].device, "jit:cpu");
+  ASSERT_GE(cz, 0);
+  EXPECT_EQ(cy, cz);
+  EXPECT_NE(cx, cz);
+  EXPECT_EQ(r->clusters[cz].device, "cpu");
 }
 
 }  // namespace
