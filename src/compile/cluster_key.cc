@@ -6,16 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "ir/overloaded.h"
 
 namespace braze {
 namespace {
-
-template <class... Fs>
-struct Overloaded : Fs... {
-  using Fs::operator()...;
-};
-template <class... Fs>
-Overloaded(Fs...) -> Overloaded<Fs...>;
 
 // Every bit of a double (StrCat keeps 6 significant digits: 1.000001 and 1.000004 would
 // share a kernel).
