@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "braze/dtype.h"
 #include "schedule/extremum_operands.h"
 
 namespace braze {
@@ -54,12 +55,6 @@ constexpr int kSharedAlign = 8;
 // MatMul result tile: 256 threads, each accumulating one output over k in registers.
 constexpr int kMatMulTile = 16;
 
-int64_t Product(const Extents& e) {
-  int64_t p = 1;
-  for (int64_t v : e) p *= v;
-  return p;
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The smallest power of two >= n, capped at `cap`.
@@ -104,7 +99,7 @@ const char* KindName(Kind kind) {
 }
 
 Kind Classify(const Stage& s) {
-  const int64_t rows = Product(s.extents);
+  const int64_t rows = NumElements(s.extents);
   const int64_t len = s.reduction_extent;
   if (s.reduces_innermost) {
     // Many short rows: a block of >= 32 threads per row would idle most of them, while
@@ -335,17 +330,6 @@ class GpuHeuristic {
     }
   }
 
-  // Fuses `vars` (innermost first, consecutive in the loop order) into one Var.
-  static Var FuseAll(Func f, const std::vector<Var>& vars) {
-    Var fused = vars[0];
-    for (size_t d = 1; d < vars.size(); ++d) {
-      Var next(fused.name() + "_" + vars[d].name());
-      f.fuse(fused, vars[d], next);
-      fused = next;
-    }
-    return fused;
-  }
-
   // Tiles `vars` (innermost first) of a pure Func: dim 0 on threadIdx.x, the other dims
   // fused onto threadIdx.y, the tiles fused into one block dim. Extents may be empty
   // (unknown): 32x8 or 256 then. Returns the innermost thread Var.
@@ -356,7 +340,7 @@ class GpuHeuristic {
     }
     const bool known = !e.empty();
     const int64_t e0 = known ? e[0] : 0;
-    const int64_t outer = known ? Product(Extents(e.begin() + 1, e.end())) : 0;
+    const int64_t outer = known ? NumElements(Extents(e.begin() + 1, e.end())) : 0;
     Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
     if (vars.size() == 1) {
       f.split(vars[0], xo, xi, known ? Pow2AtLeast(e0, kMaxThreads) : kMaxThreads, kGuard)
@@ -468,7 +452,7 @@ class GpuHeuristic {
     Func acc = s.acc;
     const RVar rf = FuseRVars(acc, s.rdom);
     const int64_t len = s.reduction_extent;
-    const int64_t rows = Product(s.extents);
+    const int64_t rows = NumElements(s.extents);
     RVar rfo(acc.name() + "_rfo"), rfi(acc.name() + "_rfi");
     Var u(acc.name() + "_u"), v(acc.name() + "_v");
     Func partial;
@@ -576,11 +560,9 @@ class GpuHeuristic {
     res.compute_root()
         .tile(args[0], args[1], xo, yo, xi, yi, kMatMulTile, kMatMulTile, kGuard)
         .fuse(xo, yo, t);
-    for (size_t d = 2; d < args.size(); ++d) {
-      Var next(t.name() + "_" + args[d].name());
-      res.fuse(t, args[d], next);
-      t = next;
-    }
+    std::vector<Var> blocks = {t};  // and the batch dims
+    blocks.insert(blocks.end(), args.begin() + 2, args.end());
+    t = FuseAll(res, blocks);
     res.gpu_blocks(t).gpu_threads(xi, yi);
     acc.compute_at(res, xi);
     placed_.insert(acc.name());

@@ -93,6 +93,19 @@ inline bool IsPlainLoad(const Halide::Internal::Function& fn) {
   return true;
 }
 
+// Fuses `vars` (innermost first, consecutive in f's loop order) into one Var, named
+// after them ("y_z_w"), and returns it: the loop a schedule then parallelizes or puts
+// on GPU blocks. One var is returned as it is.
+inline Halide::Var FuseAll(Halide::Func f, const std::vector<Halide::Var>& vars) {
+  Halide::Var fused = vars[0];
+  for (size_t d = 1; d < vars.size(); ++d) {
+    Halide::Var next(fused.name() + "_" + vars[d].name());
+    f.fuse(fused, vars[d], next);
+    fused = next;
+  }
+  return fused;
+}
+
 struct PipelineInfo {
   // Pure Funcs, one per pipeline output. An output may also be read by other Funcs,
   // and may be a kMatMul stage's `result`.

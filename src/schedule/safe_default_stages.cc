@@ -1,0 +1,239 @@
+// The safe default schedule of the pipeline's stages: reductions and ArgMax computed at
+// root (parallel over an outer dim, vectorized where loads stay contiguous), MatMul's
+// register-tiled schedule, and the CPU GEMM library's extern stage with its operands
+// stored whole. safe_scheduler.h maps the other files of the safe default;
+// safe_default.h has the rules and why.
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braze/dtype.h"
+#include "schedule/safe_scheduler.h"
+
+namespace braze {
+namespace schedule {
+namespace safe_default_internal {
+
+using Halide::Func;
+using Halide::TailStrategy;
+using Halide::Var;
+using Halide::VarOrRVar;
+
+namespace {
+
+// The least work (elements reduced) worth a parallel task of its own: a Halide 14
+// worker takes each loop iteration under the thread pool's lock. Row sums, one task a
+// row, on 2 AVX2 cores: rows of 1024 ran slower than serial, rows of 4096 1.6x faster.
+constexpr int64_t kMinTaskWork = 4096;
+
+}  // namespace
+
+// A stored Func is computed over all of its extents, not just the region its readers
+// need: the splits here are sized for the full extents, and over a smaller region (a
+// Slice of a reduction or a matmul) they reached past the inputs (braze-fuzz seeds
+// 2204 and 2909: a Const read at index 5 of 4, and at -1). A symbolic dim has no
+// constant extent (its value is only an estimate): it is bounded to its run-time
+// extent when the lowering gave it (`exprs`), so a tile of up to 16 never shifts
+// below 0 when a reader needs only a few rows; else it is left free.
+void SafeScheduler::BoundToExtents(Func f, const Extents& e, const Symbolic& sym,
+                                   const std::vector<Halide::Expr>& exprs) {
+  std::vector<Var> args = f.args();
+  for (size_t d = 0; d < args.size() && d < e.size(); ++d) {
+    if (!IsSymbolic(sym, d)) {
+      f.bound(args[d], 0, static_cast<int>(e[d]));
+    } else if (d < exprs.size() && exprs[d].defined()) {
+      f.bound(args[d], 0, exprs[d]);
+    }
+  }
+}
+
+// The update of an accumulator whose dim 0 is symbolic and its only parallel work:
+// dim 0 cannot be split (see Reduction), so one task per element, and only where each
+// task reads a contiguous row worth a task. Column sums (the reduction over outer
+// input dims) stay serial, dim 0 innermost: parallel over it, each task would walk a
+// column with the row stride.
+void SafeScheduler::SymbolicParallelDim0(Halide::Stage update, const Stage& s,
+                                         std::ostringstream& line) {
+  const Var x = s.acc.args()[0];
+  if (s.reduces_innermost && s.reduction_extent >= kMinTaskWork) {
+    update.parallel(x);
+    line << " parallel(" << x.name() << ") (symbolic: a task per element)";
+  } else {
+    if (s.reduces_innermost) update.unscheduled();  // a loop per row, as defined
+    line << " serial (symbolic dim 0)";
+  }
+}
+
+void SafeScheduler::Reduction(const Stage& s) {
+  Func f = s.acc;
+  // Splits of accumulators divide their extents exactly (no GuardWithIf): Halide 14
+  // miscompiles a vectorized update split with GuardWithIf when the update has a
+  // select (Max, Min, ArgMax): the vector loop's index is dropped and only the first
+  // lanes are ever written. And a guarded vectorized init (a constant store) made
+  // LLVM take over 2 s to compile a 65x33 accumulator.
+  // A symbolic dim 0 divides by nothing and cannot be bound: its init (a constant:
+  // shifting reads no input) is vectorized ShiftInwards, and its update is not split
+  // at all (an update allows no ShiftInwards; RoundUp would read past the input).
+  const bool sym0 = IsSymbolic(s.symbolic, 0);
+  int w = VectorWidth(f.output_types()[0], Bound(s.extents, s.symbolic, 0));
+  while (!sym0 && w > 1 && s.extents[0] % w != 0) w /= 2;
+  std::vector<Var> args = f.args();
+  const int rank = static_cast<int>(args.size());
+  f.compute_root();
+  BoundToExtents(f, s.extents, s.symbolic, s.symbolic_extents);
+  if (w > 1) f.vectorize(args[0], w, sym0 ? kShift : TailStrategy::RoundUp);
+  log_ << f.name() << ": compute_root vectorize(" << w << ")\n";
+  Halide::Stage update = f.update(0);
+  std::ostringstream line;
+  line << f.name() << ".update(0):";
+  const bool parallel =
+      threads_ > 1 && NumElements(s.extents) * s.reduction_extent >= params_.min_parallel_work;
+  if (s.reduces_innermost || sym0) w = 1;
+  Var x = args[0];
+  Var xv(x.name() + "_v");
+  if (w > 1) {
+    // The reduction runs over outer input dims: dim 0 becomes the innermost loop,
+    // vectorized, so each step reads a contiguous run of the input. (By default an
+    // update's RVars are its innermost loops.) This split comes first: Halide allows
+    // RoundUp in an update only on a var that is not the inner half of another split.
+    update.split(x, x, xv, w, TailStrategy::RoundUp);
+  }
+  if (parallel && rank >= 2 && s.extents[rank - 1] >= threads_) {
+    update.parallel(args[rank - 1]);
+    line << " parallel(" << args[rank - 1].name() << ")";
+  } else if (parallel && s.extents[0] >= 2 * threads_ && sym0) {
+    SymbolicParallelDim0(update, s, line);
+  } else if (parallel && s.extents[0] >= 2 * threads_) {
+    // A rank-1 accumulator (row or column sums): parallel chunks of dim 0, each a
+    // multiple of the vector width that divides the extent.
+    const int64_t tasks = threads_ * int64_t{params_.tasks_per_thread};
+    int64_t chunk = ((s.extents[0] + tasks - 1) / tasks + w - 1) / w * w;
+    while (s.extents[0] % chunk != 0) chunk += w;
+    if (chunk < s.extents[0]) {
+      Var xo(x.name() + "_o"), xi(x.name() + "_i");
+      update.split(x, xo, xi, static_cast<int>(chunk / w), TailStrategy::RoundUp).parallel(xo);
+      line << " split(" << x.name() << ", " << chunk / w << ").parallel";
+      x = xi;
+    }
+  }
+  if (w > 1) {
+    std::vector<VarOrRVar> order{xv};
+    for (int i = 0; i < s.rdom.dimensions(); ++i) order.emplace_back(s.rdom[i]);
+    update.reorder(order).vectorize(xv);
+    line << " split(" << x.name() << ", " << w << ").reorder(inner, rdom).vectorize";
+  } else if (!s.reduces_innermost) {
+    // No exact vector split: still make dim 0 the innermost loop so the contiguous
+    // loop is the one LLVM's loop vectorizer sees.
+    std::vector<VarOrRVar> order{x};
+    for (int i = 0; i < s.rdom.dimensions(); ++i) order.emplace_back(s.rdom[i]);
+    update.reorder(order);
+    line << " reorder(" << x.name() << ", rdom)";
+  }
+  log_ << line.str() << "\n";
+}
+
+// The register tile of a MatMul whose columns (dim 0) are symbolic: at most
+// kMinSymbolicExtent columns (n, a SplitBound), so as many whole vectors as fit in 16
+// (AVX2 f32: 2, AVX-512: 1), and strips of 12 / vectors rows, to keep about 12
+// accumulators in flight like the 3 x 4 tile (AVX2 f32: 16 x 6, BLIS's sgemm kernel:
+// 97-140 GFLOP/s at 512^3 and 1024^3 on 2 AVX2 cores, as fast as the static 3 x 4
+// tile; 16 x 4 gave 64-101). The row tile is a multiple of the strip, so the
+// accumulator's strips stay exact. (AVX-512's 16 x 12 is unmeasured.)
+void SafeScheduler::SymbolicColumnTile(int64_t n, int vw, int* tile_x, int* tile_y, int* strip) {
+  const int vectors = static_cast<int>(std::clamp<int64_t>(n / vw, 1, 3));
+  *tile_x = vw * vectors;
+  if (*tile_y < 1) return;
+  *strip = std::min(12 / vectors, *tile_y);
+  *tile_y = *tile_y / *strip * *strip;
+}
+
+// The library GEMM's extern stage and the operands it is handed are stored whole:
+// Halide passes an extern stage buffers, never values computed on demand.
+// Stored whole means bounded too: Halide realizes a Func handed to an extern stage
+// over the region the stage's bounds query answers, which it cannot check, so every
+// Func the call reads (its own result included, when another call reads it) is bound
+// to its extents.
+void SafeScheduler::LibraryMatMul(const Stage& s, const std::set<std::string>& materialized) {
+  for (const Stage::Operand& o : s.operands) {
+    Func f = o.func;
+    // Not skipped for being another matmul's operand: that one may have left a plain
+    // load inline, which an extern stage cannot read.
+    scheduled_operands_.insert(f.name());
+    if (materialized.count(f.name()) > 0 || !rooted_operands_.insert(f.name()).second) {
+      continue;
+    }
+    f.compute_root();
+    BoundToExtents(f, o.extents, o.symbolic, o.extent_exprs);
+    log_ << f.name() << ": library matmul operand, compute_root bound to its extents\n";
+    Pointwise(f, o.extents, o.symbolic);
+  }
+  Func gemm = s.result;
+  gemm.compute_root();
+  BoundToExtents(gemm, s.extents, s.symbolic, s.symbolic_extents);
+  log_ << gemm.name() << ": extern " << gemm.function().extern_function_name()
+       << " (the CPU GEMM library), compute_root bound to its extents\n";
+}
+
+// docs/HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the
+// accumulator is computed per strip so its 3x4 vectors stay in registers across the
+// k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
+// and every split is ShiftInwards on the pure result or exact on the accumulator: no
+// GuardWithIf (see Reduction for why), and constant extents that unroll.
+void SafeScheduler::MatMul(const Stage& s, const std::set<std::string>& materialized) {
+  // Operands first: computed once, at root, unless they are stored anyway.
+  for (const Stage::Operand& o : s.operands) {
+    Func f = o.func;
+    if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
+      continue;
+    }
+    if (!o.transpose && IsPlainLoad(f.function())) continue;  // a copy would gain nothing
+    f.compute_root();
+    rooted_operands_.insert(f.name());
+    log_ << f.name() << ": matmul operand, compute_root\n";
+    if (o.transpose) {
+      Transpose(f, o.extents, o.symbolic);
+    } else {
+      Pointwise(f, o.extents, o.symbolic);
+    }
+  }
+  Func res = s.result;
+  Func acc = s.acc;
+  std::vector<Var> args = res.args();
+  Var x = args[0], y = args[1];
+  // A symbolic dim's tile is at most kMinSymbolicExtent (SplitBound): 16 rows.
+  const int64_t n = Bound(s.extents, s.symbolic, 0);
+  const int64_t m = Bound(s.extents, s.symbolic, 1);
+  const int vec = target_.natural_vector_size(res.output_types()[0]);
+  int vw = vec;
+  while (vw > 1 && vw > n) vw /= 2;
+  const int vectors = params_.matmul_vectors;
+  int tile_x = n >= vectors * vec ? vectors * vec : vw;
+  int tile_y = static_cast<int>(std::min<int64_t>(params_.matmul_rows, m));
+  int strip = std::min(params_.matmul_strip, tile_y);
+  if (IsSymbolic(s.symbolic, 0)) SymbolicColumnTile(n, vw, &tile_x, &tile_y, &strip);
+  Var xi("mm_xi"), yi("mm_yi"), yii("mm_yii"), xy("mm_xy");
+  res.compute_root();
+  BoundToExtents(res, s.extents, s.symbolic, s.symbolic_extents);
+  res.tile(x, y, xi, yi, tile_x, tile_y).fuse(x, y, xy);
+  std::vector<Var> tiles = {xy};  // and the batch dims
+  tiles.insert(tiles.end(), args.begin() + 2, args.end());
+  const Var outer = FuseAll(res, tiles);
+  if (threads_ > 1 && NumElements(s.extents) * s.reduction_extent >= params_.min_parallel_work) {
+    res.parallel(outer);
+  }
+  res.split(yi, yi, yii, strip).vectorize(xi, vw).unroll(xi).unroll(yii);
+  acc.compute_at(res, yi).vectorize(acc.args()[0], vw);
+  acc.update(0)
+      .reorder({VarOrRVar(acc.args()[0]), VarOrRVar(acc.args()[1]), VarOrRVar(s.rdom.x)})
+      .vectorize(acc.args()[0], vw);
+  log_ << res.name() << ": compute_root tile(" << tile_x << ", " << tile_y
+       << ") parallel split(yi, " << strip << ") vectorize(" << vw << ")\n"
+       << acc.name() << ": compute_at(" << res.name() << ", yi) update reorder(x, y, k) vectorize("
+       << vw << ")\n";
+}
+
+}  // namespace safe_default_internal
+}  // namespace schedule
+}  // namespace braze

@@ -1,0 +1,175 @@
+// The safe default schedule's scheduler class, defined across three files, one family
+// of Funcs each (safe_default.h has the rules and why):
+//   safe_default.cc         the drivers (ApplySafeDefault, StreamsAnOutput); pure Funcs:
+//                           outputs vectorized and parallel in chunks or rows, streamed
+//                           outputs, transposes
+//   safe_default_rows.cc    row pipelines (softmax, layernorm): accumulators computed per
+//                           output row, their updates rfactored, shared row values
+//   safe_default_stages.cc  reductions and ArgMax at root, MatMul's register tiles, the
+//                           CPU GEMM library's extern stage
+// One class, so that what a schedule has done so far (its text, the streamed outputs,
+// the operands already stored) is shared by all three.
+//
+// Internal to src/schedule/safe_default*.cc: includes Halide.h (via pipeline_info.h).
+#ifndef BRAZE_SCHEDULE_SAFE_SCHEDULER_H_
+#define BRAZE_SCHEDULE_SAFE_SCHEDULER_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "schedule/pipeline_info.h"
+#include "schedule/stored_schedule.h"
+
+namespace braze {
+namespace schedule {
+namespace safe_default_internal {
+
+// The tunable factors (ScheduleParams, stored_schedule.h) default to the choices made
+// here: below min_parallel_work (2^15) elements of work a parallel loop costs more (a
+// thread-pool wake-up is microseconds, docs/HALIDE14.md §3) than it saves; 4 parallel
+// tasks per thread balance load and keep overhead low.
+// Splits of pure definitions (vectors, parallel chunks, row tasks) shift their last
+// piece inwards, recomputing a few elements, and never guard it: Halide 14 miscompiles
+// GuardWithIf splits whose body has a select. A vector loop of two iterations whose
+// last holds one element (extent w + 1) stored the first vector twice and never wrote
+// the last element; a guarded split into parallel chunks lost the guard of its last
+// chunk and wrote 64 floats past the output (heap corruption; braze-fuzz seed 3282).
+// See test/e2e/miscompile_test.cc. Every factor here is at most the extent it splits
+// (VectorWidth, the chunk and task sizes), which ShiftInwards needs.
+inline constexpr Halide::TailStrategy kShift = Halide::TailStrategy::ShiftInwards;
+
+// The largest factor a ShiftInwards split of dim d may use: its extent, or for a
+// symbolic dim at most `least`, its least run-time extent (PipelineInfo::
+// symbolic_min_extent: kMinSymbolicExtent, or 1 in the kernel for smaller sizes).
+// Equal to e[d] for every static dim.
+inline int64_t SplitBound(const Extents& e, const Symbolic& s, size_t d, int64_t least) {
+  return IsSymbolic(s, d) ? std::min(e[d], least) : e[d];
+}
+
+// The smallest run-time extent of dims [from, e.size()) fused into one: the factor a
+// ShiftInwards split of the fused var may use.
+inline int64_t FusedSplitBound(const Extents& e, const Symbolic& s, size_t from, int64_t least) {
+  int64_t p = 1;
+  for (size_t d = from; d < e.size(); ++d) p *= SplitBound(e, s, d, least);
+  return p;
+}
+
+// info.output_symbolic[i], or no symbolic dim where the lowering left it empty.
+const Symbolic& OutputSymbolic(const PipelineInfo& info, size_t i);
+
+class SafeScheduler {
+ public:
+  SafeScheduler(const Halide::Target& target, int parallelism, const ScheduleParams& params)
+      : target_(target), threads_(std::max(1, parallelism)), params_(params) {}
+
+  std::string text() const { return log_.str(); }
+  const std::vector<std::string>& streamed() const { return streamed_; }
+  void set_symbolic_min_extent(int64_t least) { least_ = std::max<int64_t>(1, least); }
+  int64_t Bound(const Extents& e, const Symbolic& s, size_t d) const {
+    return SplitBound(e, s, d, least_);
+  }
+  int64_t FusedBound(const Extents& e, const Symbolic& s, size_t from) const {
+    return FusedSplitBound(e, s, from, least_);
+  }
+  void Log(const std::string& line) { log_ << line << "\n"; }
+
+  // The largest power of two <= the natural vector width (x `factor`) that is <= extent.
+  int VectorWidth(const Halide::Type& type, int64_t extent, int factor = 1) const {
+    int w = target_.natural_vector_size(type) * factor;
+    while (w > 1 && w > extent) w /= 2;
+    return w;
+  }
+
+  // One task's share of `extent`, in whole vectors of w.
+  int64_t Chunk(int64_t extent, int w) const {
+    const int64_t tasks = threads_ * int64_t{params_.tasks_per_thread};
+    const int64_t chunk = (extent + tasks - 1) / tasks;
+    return ((std::max<int64_t>(chunk, w) + w - 1) / w) * w;
+  }
+
+  // ---- Pure Funcs and streaming stores (safe_default.cc) ----
+
+  // Whether output f (extents e) is written with streaming stores (stream_stores.h): on
+  // x86, every dim static, at least stream_min_mib MiB. Below a few MiB the output is
+  // better left in the caches for its reader; the default (32 MiB) is past the L2 of
+  // every core together on the machines measured (docs/STREAMING_STORES.md).
+  bool Streams(const Halide::Func& f, const Extents& e, const Symbolic& sym) const;
+  // Whether output f (static, on x86) is small enough that its pipeline's data stays in
+  // the caches: below the size from which outputs stream (stream_min_mib, or its default
+  // where streaming is off).
+  bool CacheResident(const Halide::Func& f, const Extents& e, const Symbolic& sym) const;
+  // Whether a row pipeline's output f, its rows (dim 0) vectorized by w, streams a row at
+  // a time: rows of whole vectors, 1 to 16 KiB (a shorter row copies too little per
+  // call; a longer one would not fit Halide's stack buffers).
+  bool StreamsRows(const Halide::Func& f, const Extents& e, const Symbolic& sym, int w) const;
+  // A streamed tile: about kStreamTileBytes of whole vectors of w, at most `extent`.
+  int64_t StreamTile(const Halide::Func& f, int64_t extent, int w) const;
+  // Pointwise's tile for output f when it streams (elements of dim 0, whole vectors),
+  // else 0. The tile cuts the span dim 0 is scheduled in: a task's chunk when dim 0 is
+  // split into chunks, else the row. Tiles must divide the span, or be at most a quarter
+  // of it: a last tile shifted inwards over the one before recomputes their overlap.
+  int64_t PointwiseStreamTile(const Halide::Func& f, const Extents& e, const Symbolic& sym) const;
+  // Whether Pointwise splits a static dim 0 into one chunk per parallel task (rank 1, or
+  // too few rows to share out).
+  bool ChunksDim0(const Extents& e, const Symbolic& sym) const;
+  // Splits dim 0 (or `inner`, the chunk's var) of a streamed output f into tiles of
+  // `tile`, vectorized by w, unless the tile is the whole span; records f as streamed.
+  void StreamTiles(Halide::Func f, Halide::Var inner, int64_t span, int64_t tile, int w,
+                   std::ostream& line);
+  // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
+  // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
+  void Pointwise(Halide::Func f, const Extents& e, const Symbolic& sym, bool output = false);
+  // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
+  // dims, so that Halide loads whole rows of g and transposes them in registers instead
+  // of gathering with the row stride; tiles in parallel over the outer dims.
+  void Transpose(Halide::Func f, const Extents& e, const Symbolic& sym);
+
+  // ---- Row pipelines (safe_default_rows.cc) ----
+
+  // Row pipelines (softmax, layernorm): one output of rank >= 2 whose every reduction
+  // runs over exactly the output's dim 0 and is read only at the reader's own row.
+  // Then each accumulator is computed per output row (compute_at the output's row
+  // loop, as docs/HALIDE14.md's hand schedule does), so the row stays in cache between the
+  // reductions and the output, and its update is vectorized by rfactor over an exact
+  // split of the row's RVar (no GuardWithIf on any update). Returns false, with nothing
+  // scheduled, when the pipeline is not of that form. A symbolic row (or reduction) has
+  // no exact split: its updates stay scalar loops over the row.
+  bool RowPipeline(const PipelineInfo& info);
+
+  // ---- Reductions and matmuls (safe_default_stages.cc) ----
+
+  // A reduction or ArgMax accumulator: compute_root, parallel over its outermost pure
+  // dim; the update is vectorized over dim 0 only when that keeps loads contiguous.
+  void Reduction(const Stage& s);
+  // The library GEMM's extern stage and the operands it is handed, stored whole.
+  void LibraryMatMul(const Stage& s, const std::set<std::string>& materialized);
+  // docs/HALIDE14.md §2f: the register-tiled matmul.
+  void MatMul(const Stage& s, const std::set<std::string>& materialized);
+
+ private:
+  static std::vector<Halide::Func> SharedRowValues(const PipelineInfo& info,
+                                                   const std::set<std::string>& accs);
+  static void BoundToExtents(Halide::Func f, const Extents& e, const Symbolic& sym,
+                             const std::vector<Halide::Expr>& exprs = {});
+  void SymbolicParallelDim0(Halide::Stage update, const Stage& s, std::ostringstream& line);
+  static void SymbolicColumnTile(int64_t n, int vw, int* tile_x, int* tile_y, int* strip);
+
+  const Halide::Target& target_;
+  const int threads_;
+  const ScheduleParams params_;
+  int64_t least_ = kMinSymbolicExtent;  // a symbolic dim's least run-time extent
+  std::ostringstream log_;
+  std::vector<std::string> streamed_;  // outputs written with streaming stores
+  std::set<std::string> scheduled_operands_;
+  std::set<std::string> rooted_operands_;  // the operands made compute_root so far
+};
+
+}  // namespace safe_default_internal
+}  // namespace schedule
+}  // namespace braze
+
+#endif  // BRAZE_SCHEDULE_SAFE_SCHEDULER_H_
