@@ -10,8 +10,8 @@
 // All work goes to the legacy default stream, which orders Halide kernels, cuBLAS
 // calls and copies without extra synchronization.
 //
-// No Halide include here; device_tensor.cc and compile.cc see the Halide buffer through
-// HalideDeviceBuffer() (lower/device_tensor_impl.h).
+// No Halide include here; the device backends and the compile layer's launch see the
+// Halide buffer through HalideDeviceBuffer() (device/device_tensor_impl.h).
 #ifndef BRAZE_DEVICE_DEVICE_TENSOR_H_
 #define BRAZE_DEVICE_DEVICE_TENSOR_H_
 
@@ -57,7 +57,7 @@ class DeviceTensor {
   // CUDA (for cuBLAS), Halide's cl_mem wrapper on OpenCL.
   uint64_t device_address() const;
 
-  struct Impl;  // the Halide buffer; lower/device_tensor_impl.h
+  struct Impl;  // the Halide buffer; device/device_tensor_impl.h
   Impl& impl() { return *impl_; }
 
  private:

@@ -1,6 +1,8 @@
-// Dead-code analysis: which nodes a Run must execute. The executor uses it to plan only
-// what its fetches and targets depend on, and mark_for_compilation to leave the rest out
-// of clusters (reason "not needed").
+// Dead-code analysis: the nodes `roots` depend on, the transitive closure of their
+// inputs. The plan does not call it: its prune stage (runtime/plan.cc) walks the same
+// closure but stops at fed tensors, and hands the result to mark_for_compilation as
+// `needed` (the rest is left out of clusters, reason "not needed"). Tests use LiveNodes
+// to build that `needed` for a Run that feeds nothing.
 #ifndef BRAZE_PASSES_DCE_H_
 #define BRAZE_PASSES_DCE_H_
 

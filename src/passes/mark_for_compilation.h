@@ -130,8 +130,9 @@ struct ClusteringResult {
   std::string DebugString() const;
 };
 
-// Clusters `graph`. `needed[i]` says whether node i must run (the executor passes the
-// closure of its fetches and targets, see LiveNodes in passes/dce.h); empty means all.
+// Clusters `graph`. `needed[i]` says whether node i must run (the plan's prune stage
+// passes what its fetches and targets need, stopping at fed tensors: runtime/plan.cc;
+// LiveNodes in passes/dce.h computes it when nothing is fed); empty means all.
 // Errors: InvalidArgument for a `needed` of the wrong size or non-positive size limits.
 absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
                                                     const ClusteringOptions& options,

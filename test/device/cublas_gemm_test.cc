@@ -1,4 +1,4 @@
-// cuBLASLt GEMMs (lower/cublas_gemm.h). The argument checks run everywhere: they come
+// cuBLASLt GEMMs (device/cublas_gemm.h). The argument checks run everywhere: they come
 // before anything is loaded. Without a CUDA driver CublasAvailable says why and
 // CublasGemm fails cleanly. With one, GEMMs of odd shapes, every transpose combination,
 // batches and every epilogue are compared with a double-precision loop.

@@ -1,4 +1,4 @@
-// The pipeline buffer cache (src/lower/jit_memory.h): intermediates are reused across
+// The pipeline buffer cache (src/device/jit_memory.h): intermediates are reused across
 // runs, results stay right, and a concurrent reset of Halide's default handlers (as
 // CUDA initialization does) cannot pair the cache's malloc with Halide's free.
 #include "device/jit_memory.h"
