@@ -14,7 +14,8 @@
 // `gradients`, the gradients of the fetches with respect to the f32 inputs are fetched
 // too.
 //
-// Used by tools/braze-fuzz (at scale) and test/e2e/fuzz_test.cc (a quick slice).
+// Used by tools/braze-fuzz (at scale) and test/e2e/random_graph_test.cc (a quick slice).
+// Drawn in random_program.cc; built, fed and printed in random_program_build.cc.
 #ifndef BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
 #define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
 

@@ -1,0 +1,218 @@
+// Random programs, built: a drawn Program (random_program.cc) into a graph (with some ops
+// left out, for minimizing), its feeds (seeded values, some special), its constants moved
+// for the fuzzer's conditioning check, and its C++ text for reports.
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "braze/gradients.h"
+#include "braze/ops.h"
+#include "tools/fuzz/random_program.h"
+#include "tools/fuzz/random_program_internal.h"
+
+namespace braze {
+namespace fuzz {
+namespace internal {
+
+std::string Ints(const std::vector<int64_t>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ", "), "}");
+}
+std::string Ints(const std::vector<int>& v) {
+  return absl::StrCat("{", absl::StrJoin(v, ", "), "}");
+}
+std::string DTypeCode(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return "DType::kF32";
+    case DType::kF64:
+      return "DType::kF64";
+    case DType::kI32:
+      return "DType::kI32";
+    case DType::kBool:
+      return "DType::kBool";
+  }
+  return "?";
+}
+
+}  // namespace internal
+
+namespace {
+
+using internal::DTypeCode;
+using internal::Ints;
+
+HostTensor RandomValues(DType dtype, const Shape& shape, uint64_t seed) {
+  const double lo = dtype == DType::kI32 ? -3 : -2, hi = dtype == DType::kI32 ? 4 : 2;
+  return HostTensor::RandomUniform(dtype, shape, seed, lo, hi);
+}
+
+// BuildProgram's `perturb` while it builds, for the constants' build functions.
+thread_local uint64_t build_perturbation = 0;
+
+// The values that fast-math folding, reassociation and polynomial ranges get wrong:
+// infinities, NaN, both zeros and a subnormal of the type. No huge finite values: their
+// sums overflow or not depending on the order, which is not fixed. One body defines
+// WithSpecials and kWithSpecialsSource, its text for the C++ that reproduces a program.
+// The last value is drawn before its index: the order g++ evaluated the two in as
+// arguments (C++ leaves that unspecified), so seeds recorded before keep their feeds.
+#define BRAZE_WITH_SPECIALS(...)                         \
+  HostTensor WithSpecials(HostTensor t, uint64_t seed)   \
+      __VA_ARGS__ constexpr char kWithSpecialsSource[] = \
+          "HostTensor WithSpecials(HostTensor t, uint64_t seed) " #__VA_ARGS__ "\n";
+
+// clang-format off
+BRAZE_WITH_SPECIALS({
+  const int64_t n = t.num_elements();
+  if (n == 0 || (t.dtype() != DType::kF32 && t.dtype() != DType::kF64)) return t;
+  const double tiny = t.dtype() == DType::kF32 ? 1e-40 : 1e-310;
+  const double specials[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0, tiny, -tiny};
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  for (int64_t i = 0; i < n; ++i) {
+    if (rng() % 8 == 0) t.SetDouble(i, specials[rng() % 7]);
+  }
+  const double last = specials[rng() % 7];
+  t.SetDouble(static_cast<int64_t>(rng() % n), last);
+  return t;
+})
+// clang-format on
+#undef BRAZE_WITH_SPECIALS
+
+}  // namespace
+
+namespace internal {
+
+// A constant's values, moved where BuildProgram was asked to.
+HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed) {
+  HostTensor t = RandomValues(dtype, shape, seed);
+  return build_perturbation == 0 ? t : PerturbValues(std::move(t), build_perturbation, seed);
+}
+
+}  // namespace internal
+
+HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt) {
+  if (!IsFloating(t.dtype())) return t;
+  const double eps = t.dtype() == DType::kF64 ? std::numeric_limits<double>::epsilon()
+                                              : std::numeric_limits<float>::epsilon();
+  std::seed_seq seeds{draw, salt};
+  std::mt19937_64 rng(seeds);
+  std::uniform_real_distribution<double> unit(-1, 1);
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const double u = unit(rng);
+    const double x = t.GetDouble(i);
+    if (std::isfinite(x)) t.SetDouble(i, x * (1 + u * 4 * eps));
+  }
+  return t;
+}
+
+absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std::vector<bool>& keep,
+                                          uint64_t perturb) {
+  build_perturbation = perturb;
+  absl::Cleanup reset = [] { build_perturbation = 0; };
+  BuiltProgram built;
+  std::vector<Tensor> values;
+  std::vector<bool> present;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    Shape declared = p.inputs[i].shape;
+    if (p.inputs[i].dynamic0) declared[0] = -1;
+    values.push_back(Placeholder(g, p.inputs[i].dtype, declared, absl::StrCat("in", i)));
+    built.placeholders.push_back(values.back());
+    present.push_back(true);
+  }
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    const ProgramOp& op = p.ops[k];
+    bool ok = keep.empty() || keep[k];
+    std::vector<Tensor> args;
+    for (int i : op.operands) {
+      ok = ok && present[i];
+      args.push_back(values[i]);
+    }
+    values.push_back(ok ? op.build(g, args) : Tensor());
+    present.push_back(ok);
+  }
+  if (!g.status().ok()) return g.status();
+  std::vector<Tensor> float_fetches;
+  for (int f : p.fetches) {
+    if (!present[f]) continue;
+    built.fetches.push_back(values[f]);
+    if (values[f].dtype() == DType::kF32) float_fetches.push_back(values[f]);
+  }
+  if (p.gradients && !float_fetches.empty()) {
+    std::vector<Tensor> xs;
+    for (const Tensor& ph : built.placeholders) {
+      if (ph.dtype() == DType::kF32) xs.push_back(ph);
+    }
+    if (!xs.empty()) {
+      absl::StatusOr<std::vector<Tensor>> grads = Gradients(float_fetches, xs);
+      if (!grads.ok()) return grads.status();
+      for (const Tensor& t : *grads) built.fetches.push_back(t);
+    }
+  }
+  if (!g.status().ok()) return g.status();
+  return built;
+}
+
+std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
+  std::vector<HostTensor> feeds;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    Shape s = p.inputs[i].shape;
+    if (p.inputs[i].dynamic0 && size0 > 0) s[0] = size0;
+    const uint64_t seed = p.seed * 131 + i * 17 + size0;
+    HostTensor values = RandomValues(p.inputs[i].dtype, s, seed);
+    feeds.push_back(p.inputs[i].specials ? WithSpecials(std::move(values), seed) : values);
+  }
+  return feeds;
+}
+
+std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
+  std::string out =
+      absl::StrCat("// braze-fuzz seed ", p.seed, "\n",
+                   "HostTensor Random(DType d, Shape s, uint64_t seed) {\n"
+                   "  return HostTensor::RandomUniform(d, s, seed, d == DType::kI32 ? -3 : -2,\n"
+                   "                                   d == DType::kI32 ? 4 : 2);\n"
+                   "}\n",
+                   kWithSpecialsSource,
+                   "\n"
+                   "Graph g;\nFeeds feeds;\n");
+  std::vector<bool> present;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    Shape declared = p.inputs[i].shape;
+    if (p.inputs[i].dynamic0) declared[0] = -1;
+    absl::StrAppend(
+        &out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
+        Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", ",
+        p.inputs[i].specials ? "WithSpecials(Random(" : "Random(", DTypeCode(p.inputs[i].dtype),
+        ", ", Ints(p.inputs[i].shape), ", ", p.seed * 131 + i * 17, ")",
+        p.inputs[i].specials ? absl::StrCat(", ", p.seed * 131 + i * 17, ")") : "", ");\n");
+    present.push_back(true);
+  }
+  for (size_t k = 0; k < p.ops.size(); ++k) {
+    const ProgramOp& op = p.ops[k];
+    bool ok = keep.empty() || keep[k];
+    for (int i : op.operands) ok = ok && present[i];
+    present.push_back(ok);
+    if (!ok) continue;
+    std::string code = op.code;
+    for (size_t j = op.operands.size(); j-- > 0;) {
+      code = absl::StrReplaceAll(code, {{absl::StrCat("$", j), absl::StrCat("v", op.operands[j])}});
+    }
+    absl::StrAppend(&out, "Tensor v", p.inputs.size() + k, " = ", code, ";\n");
+  }
+  std::vector<std::string> fetches;
+  for (int f : p.fetches) {
+    if (present[f]) fetches.push_back(absl::StrCat("v", f));
+  }
+  absl::StrAppend(&out, "std::vector<Tensor> fetches = {", absl::StrJoin(fetches, ", "), "};\n");
+  if (p.gradients) {
+    absl::StrAppend(&out,
+                    "// and the gradients of the f32 fetches with respect to the f32 inputs:\n"
+                    "// Gradients(f32 fetches, f32 placeholders), appended to the fetches\n");
+  }
+  return out;
+}
+
+}  // namespace fuzz
+}  // namespace braze
