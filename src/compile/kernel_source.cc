@@ -50,8 +50,8 @@ std::string SignatureChange(const std::vector<TensorType>& before,
 void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
                 const std::vector<TensorType>& types, const std::string& reason,
                 const CompileCache::Result& result) {
-  std::string line = absl::StrCat("compile: ", options.is_cluster ? "cluster '" : "'",
-                                  cluster.name, "' (", cluster.nodes.size(), " ops) for (");
+  std::string line = absl::StrCat("compile: ", options.is_cluster ? "cluster '" : "'", cluster.name,
+                                  "' (", cluster.nodes.size(), " ops) for (");
   for (size_t i = 0; i < types.size(); ++i) {
     absl::StrAppend(&line, i > 0 ? ", " : "", TypeString(types[i]));
   }
@@ -338,8 +338,7 @@ KernelAnswer KernelSource::Get(const std::vector<TensorType>& types,
       } else {
         const CompileCache::Result result = it->second.get();
         pending_.erase(it);
-        return Answer(types, spec, absl::StrCat(reason, " (compiled in the background)"),
-                      result);
+        return Answer(types, spec, absl::StrCat(reason, " (compiled in the background)"), result);
       }
     }
   }
@@ -360,8 +359,7 @@ KernelAnswer KernelSource::Get(const std::vector<TensorType>& types,
 }
 
 KernelAnswer KernelSource::Answer(const std::vector<TensorType>& types, const ClusterSpec& spec,
-                                  const std::string& reason,
-                                  const CompileCache::Result& result) {
+                                  const std::string& reason, const CompileCache::Result& result) {
   KernelAnswer answer;
   if (result.hit) {
     answer.origin = KernelAnswer::Origin::kMemoryCache;
@@ -419,8 +417,7 @@ bool KernelSource::Megamorphic(const std::vector<TensorType>& signature) {
     all.push_back(types);
     LogWarning(absl::StrCat(
         options_.what, " met ", all.size(), " input signatures in ", runs_,
-        " runs (more than max_signatures_per_cluster = ", limit, ", fewer than ",
-        kRunsPerSignature,
+        " runs (more than max_signatures_per_cluster = ", limit, ", fewer than ", kRunsPerSignature,
         " runs each): it is no longer compiled for new signatures, which run op "
         "by op on the reference kernels. Changing: ",
         ChangingDims(all, "input"),

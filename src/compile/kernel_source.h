@@ -75,10 +75,10 @@ struct KernelAnswer {
   State state = State::kNotReady;
   Wait wait = Wait::kNone;
   Origin origin = Origin::kNone;
-  double compile_ms = 0;                  // kCompiled: this compile's wall time
-  std::shared_ptr<SharedKernel> kernel;   // kReady
-  absl::Status error;                     // kFailed: why it could not be compiled
-  std::vector<TensorType> output_types;   // kReady: the cluster outputs' concrete types
+  double compile_ms = 0;                 // kCompiled: this compile's wall time
+  std::shared_ptr<SharedKernel> kernel;  // kReady
+  absl::Status error;                    // kFailed: why it could not be compiled
+  std::vector<TensorType> output_types;  // kReady: the cluster outputs' concrete types
   // A symbolic kernel: the symbol class of each input dim, and the input types it was
   // compiled for (each class at its estimate); both empty for a concrete kernel.
   std::vector<std::vector<int>> input_symbols;
@@ -130,7 +130,7 @@ class KernelSource {
   // A symbolic kernel was refused (a Concat along the dynamic dim, say): every size
   // compiles, so the guard counts concrete signatures.
   bool symbolic_refused_ = false;
-  std::vector<TensorType> last_types_;  // of the last kernel asked for, for the log
+  std::vector<TensorType> last_types_;    // of the last kernel asked for, for the log
   std::map<std::string, int> lazy_runs_;  // kLazy: runs per signature so far
   std::map<std::string, std::shared_future<CompileCache::Result>> pending_;  // kAsync
 };

@@ -21,34 +21,11 @@
 #include "ir/timeline.h"
 #include "reference/reference.h"
 #include "runtime/flags.h"
+#include "runtime/step_kind.h"
 #include "runtime/verify.h"
 
 namespace braze {
 namespace {
-
-std::string Label(const Node& n) {
-  return absl::StrCat("node '", n.name(), "' (", n.op_name(), ")");
-}
-
-absl::Status Annotate(const std::string& what, const absl::Status& s) {
-  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
-}
-
-SchedulerKind ToSchedulerKind(Scheduler s) {
-  switch (s) {
-    case Scheduler::kAuto:
-      return SchedulerKind::kAuto;
-    case Scheduler::kAdams2019:
-      return SchedulerKind::kAdams2019;
-    case Scheduler::kMullapudi2016:
-      return SchedulerKind::kMullapudi2016;
-    case Scheduler::kLi2018:
-      return SchedulerKind::kLi2018;
-    case Scheduler::kSafeDefault:
-      return SchedulerKind::kSafeDefault;
-  }
-  return SchedulerKind::kSafeDefault;
-}
 
 void Warn(const std::string& msg) { LogWarning(msg); }
 
@@ -100,6 +77,14 @@ void AssignHost(const HostTensor& from, HostTensor* to) {
 }
 
 }  // namespace
+
+std::string NodeLabel(const Node& n) {
+  return absl::StrCat("node '", n.name(), "' (", n.op_name(), ")");
+}
+
+absl::Status Annotate(const std::string& what, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
 
 absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats) {
   if (slot.host_valid) return slot.host;
@@ -279,49 +264,18 @@ absl::Status Executor::RunStep(const Step& step, StepState& state, bool compile_
     inputs.push_back(v);
     types.push_back(*type);
   }
-  if (step.kind == Step::Kind::kReference && user.op() == OpKind::kAssign) {
-    if (compile_only) {
-      StandIn(step, state, {types[1]});
-      return absl::OkStatus();
-    }
-    return RunAssign(step, inputs);
-  }
-  switch (step.kind) {
-    case Step::Kind::kReference: {
-      if (compile_only) {
-        auto out_types = InferOutputTypes(user.op(), user.attrs(), types);
-        if (!out_types.ok()) return Annotate(Label(user), out_types.status());
-        StandIn(step, state, *out_types);
-        return absl::OkStatus();
-      }
-      return RunReference(step, state, inputs, types);
-    }
-    case Step::Kind::kCluster:
-    case Step::Kind::kSingleOp:
-      return RunCompiled(step, state, inputs, types, compile_only);
-    case Step::Kind::kGemm:
-      return RunGemm(step, state, inputs, types, compile_only);
-  }
-  return absl::InternalError("bad step kind");
+  return StepKindOf(step.kind).Run(*this, step, state, inputs, types, compile_only);
 }
 
-// The step's compile, kernel or library call failed (`what_failed`, `why`): strict mode
-// reports it (a library GEMM's refusal is not the user's error: it always falls back);
-// otherwise the plan's fallback for the step runs, now and from then on, with one
-// warning saying why.
+// A step whose compile, kernel or library call failed: see executor.h.
 absl::Status Executor::FallBack(const Step& step, StepState& state, const char* what_failed,
                                 const absl::Status& why, bool compile_only) {
-  const std::string what = step.kind == Step::Kind::kCluster
-                               ? absl::StrCat("cluster '", step.name, "'")
-                               : Label(g_.node(step.nodes.front()));
-  if ((options_.strict && step.kind != Step::Kind::kGemm) || step.fallback.empty()) {
+  const StepKind& kind = StepKindOf(step.kind);
+  if ((options_.strict && kind.strict_reports_failure()) || step.fallback.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(what, " ", what_failed, " (strict mode): ", why.message()));
+        absl::StrCat(What(step), " ", what_failed, " (strict mode): ", why.message()));
   }
-  const char* instead = step.kind == Step::Kind::kGemm      ? "running it as Halide kernels"
-                        : step.kind == Step::Kind::kCluster ? "running it op by op"
-                                                            : "running it on the reference kernel";
-  Warn(absl::StrCat(what, " ", what_failed, ": ", why.message(), "; ", instead));
+  Warn(absl::StrCat(What(step), " ", what_failed, ": ", why.message(), "; ", kind.instead()));
   state = StepState();
   state.fell_back = true;
   state.fallback.resize(step.fallback.size());
@@ -352,51 +306,6 @@ void Executor::StandIn(const Step& step, StepState& state,
   BindOutputs(step, state);
 }
 
-// Assign: no kernel, wherever the new value lives. The output is the new value; the
-// variable takes it when the Run commits.
-absl::Status Executor::RunAssign(const Step& step, const std::vector<Value>& inputs) {
-  const Node& node = g_.node(step.nodes.front());
-  const TensorType want = node.input(0).type();
-  BRAZE_ASSIGN_OR_RETURN(const TensorType got, TypeOf(inputs[1]));
-  if (got.dtype != want.dtype || !ShapeMatches(want.shape, got.shape)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Label(node), ": the variable is ", TypeString(want), ", the value ", TypeString(got)));
-  }
-  Slot(step.outputs[0]) = inputs[1];
-  updates_.emplace_back(node.input(0).node_id(), inputs[1]);
-  return absl::OkStatus();
-}
-
-absl::Status Executor::RunReference(const Step& step, StepState& state,
-                                    const std::vector<Value>& inputs,
-                                    const std::vector<TensorType>& types) {
-  TimelineEvent trace(step.name, "reference");  // observability: ir/timeline.h
-  const Node& node = g_.node(step.nodes.front());
-  std::vector<HostTensor> in;
-  in.reserve(inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) {
-      in.emplace_back(types[i].dtype, types[i].shape);
-      continue;
-    }
-    BRAZE_ASSIGN_OR_RETURN(Value host, In(step.inputs[i], inputs[i], Space::kHost, Device{}));
-    in.push_back(*host.host);
-  }
-  auto out_types = InferOutputTypes(node.op(), node.attrs(), types);
-  if (!out_types.ok()) return Annotate(Label(node), out_types.status());
-  auto outputs = RunReferenceKernel(node, in, *out_types);
-  if (!outputs.ok()) return Annotate(Label(node), outputs.status());
-  state.buffers = *std::move(outputs);
-  ++stats_.reference_launches;
-  BindOutputs(step, state);
-  if (OpCategoryOf(node.op()) == OpCategory::kState) {
-    Value v;
-    v.host = &state.buffers[0];
-    updates_.emplace_back(node.input(0).node_id(), v);
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
                                            const std::vector<TensorType>& out_types) {
   state.device_buffers.resize(out_types.size());
@@ -410,82 +319,9 @@ absl::Status Executor::EnsureDeviceBuffers(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
-// The kernel source's options for `step`: the session's options and BRAZE_FLAGS, read
-// here once so that the compile layer never sees either.
-KernelSourceOptions Executor::SourceOptionsFor(const Step& step) const {
-  const BrazeFlags& flags = GetBrazeFlags();
-  KernelSourceOptions o;
-  o.compile.scheduler = ToSchedulerKind(options_.scheduler);
-  o.compile.num_threads = options_.num_threads;
-  if (step.space == Space::kDevice) o.compile.device = step.device;
-  o.compile.cpu_gemm_library =
-      options_.cpu_matmul == SessionOptions::CpuMatMul::kLibrary && flags.cpu_gemm_library;
-  if (flags.cpu_gemm_min_work > 0) o.compile.cpu_gemm_min_work = flags.cpu_gemm_min_work;
-  // Stored schedules: the session's schedule_dirs, BRAZE_FLAGS --schedule_dirs, then
-  // DefaultScheduleDirs(); none when turned off.
-  if (options_.stored_schedules && flags.stored_schedules) {
-    o.schedule_dirs = options_.schedule_dirs;
-    o.schedule_dirs.insert(o.schedule_dirs.end(), flags.schedule_dirs.begin(),
-                           flags.schedule_dirs.end());
-    for (std::string& dir : DefaultScheduleDirs()) o.schedule_dirs.push_back(std::move(dir));
-  }
-  o.disk_cache = options_.disk_cache;
-  o.symbolic_shapes =
-      options_.symbolic_shapes && flags.symbolic_shapes && step.space != Space::kDevice;
-  o.policy = options_.compile_policy;
-  o.lazy_compile_threshold = options_.lazy_compile_threshold;
-  o.max_signatures = options_.max_signatures_per_cluster;
-  o.can_wait = !options_.strict && !step.fallback.empty();
-  o.what = What(step);
-  o.is_cluster = step.kind == Step::Kind::kCluster;
-  o.log_compiles = flags.log_compiles;
-  o.inject_failure = options_.inject_compile_failure;
-  return o;
-}
-
 std::string Executor::What(const Step& step) const {
   return step.kind == Step::Kind::kCluster ? absl::StrCat("cluster '", step.name, "'")
-                                           : Label(g_.node(step.nodes.front()));
-}
-
-// Makes `answer`'s kernel the step's kernel for `types`, with its output buffers.
-absl::Status Executor::Install(const Step& step, StepState& state,
-                               const std::vector<TensorType>& types, KernelAnswer answer) {
-  state.kernel = std::move(answer.kernel);
-  state.input_types = types;
-  state.verified = false;
-  state.buffers.clear();
-  state.device_buffers.clear();
-  state.output_types = std::move(answer.output_types);
-  const std::vector<TensorType>& out = state.output_types;
-  if (step.space == Space::kDevice) {
-    BRAZE_RETURN_IF_ERROR(EnsureDeviceBuffers(step, state, out));
-  } else {
-    for (const TensorType& t : out) state.buffers.emplace_back(t.dtype, t.shape);
-  }
-  if (dumper_ != nullptr) {  // observability: runtime/dump.h
-    // A symbolic kernel's .cluster holds it as compiled: its classes at their estimates.
-    BRAZE_RETURN_IF_ERROR(dumper_->OnKernelReady(g_, step, types, *state.kernel->kernel,
-                                                 answer.input_symbols, answer.compiled_types));
-  }
-  return absl::OkStatus();
-}
-
-void Executor::CountCompile(const KernelAnswer& answer) {
-  switch (answer.origin) {
-    case KernelAnswer::Origin::kNone:
-      break;
-    case KernelAnswer::Origin::kMemoryCache:
-      ++stats_.cache_hits;
-      break;
-    case KernelAnswer::Origin::kDiskCache:
-      ++stats_.disk_cache_hits;
-      break;
-    case KernelAnswer::Origin::kCompiled:
-      ++stats_.compiles;
-      stats_.compile_ms += answer.compile_ms;
-      break;
-  }
+                                           : NodeLabel(g_.node(step.nodes.front()));
 }
 
 // The step's output arguments: its own buffers in its space, or, on the host, the
@@ -506,154 +342,12 @@ absl::Status Executor::OutputArgs(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
-absl::Status Executor::RunCompiled(const Step& step, StepState& state,
-                                   const std::vector<Value>& inputs,
-                                   const std::vector<TensorType>& types, bool compile_only) {
-  if (state.no_compile && !step.fallback.empty()) {
-    return RunWithoutCompiling(step, state, compile_only);
-  }
-  if (state.source == nullptr) {
-    ClusterSpec cluster;
-    cluster.graph = &g_;
-    cluster.name = step.name;
-    cluster.nodes = step.nodes;
-    cluster.inputs = step.inputs;
-    cluster.outputs = step.outputs;
-    state.source = std::make_unique<KernelSource>(std::move(cluster), SourceOptionsFor(step));
-  }
-  if (!compile_only) state.source->CountRun();
-  if (state.kernel == nullptr || types != state.input_types) {
-    // Shape errors are the user's: report them before asking for a kernel.
-    BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> node_types, CheckShapes(step, types));
-    KernelAnswer answer = state.source->Get(types, std::move(node_types), compile_only);
-    CountCompile(answer);
-    switch (answer.state) {
-      case KernelAnswer::State::kNotReady:
-        return RunWithoutCompiling(step, state, compile_only);
-      case KernelAnswer::State::kFailed:
-        return FallBack(step, state, "failed to compile", answer.error, compile_only);
-      case KernelAnswer::State::kReady:
-        BRAZE_RETURN_IF_ERROR(Install(step, state, types, std::move(answer)));
-        break;
-    }
-  }
-  const std::vector<TensorType>& out_types = state.output_types;
-  if (compile_only) {
-    if (step.space == Space::kDevice) {
-      StandIn(step, state, out_types);
-    } else {
-      BindOutputs(step, state);
-    }
-    return absl::OkStatus();
-  }
-  std::vector<KernelArg> ins, outs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    BRAZE_ASSIGN_OR_RETURN(Value v, In(step.inputs[i], inputs[i], step.space, step.device));
-    ins.push_back(v.device != nullptr ? KernelArg::Device(v.device) : KernelArg::Host(v.host));
-  }
-  BRAZE_RETURN_IF_ERROR(OutputArgs(step, state, &outs));
-  bool any_elements = false;
-  for (const TensorType& t : out_types) any_elements |= NumElements(t.shape) > 0;
-  absl::Status run_status;
-  if (any_elements) {
-    std::lock_guard<std::mutex> lock(state.kernel->mu);
-    // Observability (ir/timeline.h): one bar per launch, after the lock wait.
-    TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
-    run_status = state.kernel->kernel->Launch(ins, outs);
-  }
-  if (!run_status.ok()) {
-    // Inputs were checked against the plan's shapes, so a Halide run-time error here
-    // is the kernel's fault (e.g. a schedule's bounds): treated like a failed compile.
-    // The kernel's errors already name the cluster or op.
-    return FallBack(step, state, "failed to run", run_status, /*compile_only=*/false);
-  }
-  if (options_.inject_wrong_result && options_.inject_wrong_result(step.name) &&
-      outs[0].host != nullptr && outs[0].host->num_elements() > 0) {
-    outs[0].host->SetDouble(0, outs[0].host->GetDouble(0) + 1);  // testing hook
-  }
-  if ((options_.verify || GetBrazeFlags().verify) && !state.verified) {
-    BRAZE_RETURN_IF_ERROR(Verify(step, state, inputs, outs));
-  }
-  for (size_t o = 0; o < step.outputs.size(); ++o) {
-    Value& v = Slot(step.outputs[o]);
-    v = Value();
-    v.space = step.space;
-    v.host = outs[o].host;
-    v.device = outs[o].device;
-  }
-  if (step.kind == Step::Kind::kCluster) {
-    ++stats_.cluster_launches;
-  } else {
-    ++stats_.single_op_launches;
-  }
-  return absl::OkStatus();
-}
-
 // Runs the step's fallback with none of its steps compiling: each op on its reference
 // kernel (the recompile guard, and lazy or async compiles not ready yet).
 absl::Status Executor::RunWithoutCompiling(const Step& step, StepState& state, bool compile_only) {
   state.fallback.resize(step.fallback.size());
   for (StepState& f : state.fallback) f.no_compile = true;
   return RunFallback(step, state, compile_only);
-}
-
-absl::Status Executor::RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,
-                               const std::vector<TensorType>& types, bool compile_only) {
-  if (types != state.input_types) {  // sizes once per input signature, not per Run
-    const Node& mm = g_.node(step.nodes.front());
-    BRAZE_RETURN_IF_ERROR(CheckShapes(step, types).status());
-    auto mm_types = InferOutputTypes(mm.op(), mm.attrs(), {types[0], types[1]});
-    if (!mm_types.ok()) return Annotate(Label(mm), mm_types.status());
-    const TensorType& out = (*mm_types)[0];
-    const auto& attrs = mm.attrs_as<MatMulAttrs>();
-    GemmShape& shape = state.gemm;
-    shape.dtype = out.dtype;
-    const size_t r = out.shape.size();
-    shape.m = out.shape[r - 2];
-    shape.n = out.shape[r - 1];
-    shape.k = attrs.transpose_a ? types[0].shape[r - 2] : types[0].shape[r - 1];
-    shape.batch = 1;
-    for (size_t d = 0; d + 2 < r; ++d) shape.batch *= out.shape[d];
-    shape.transpose_a = attrs.transpose_a;
-    shape.transpose_b = attrs.transpose_b;
-    shape.epilogue = step.nodes.size() == 1   ? GemmEpilogue::kNone
-                     : step.nodes.size() == 2 ? GemmEpilogue::kBias
-                                              : GemmEpilogue::kBiasRelu;
-    state.input_types = types;
-    state.device_buffers.clear();
-  }
-  // The output: out's batch dims (a's) then m x n.
-  TensorType out{state.gemm.dtype, Shape(types[0].shape.begin(), types[0].shape.end() - 2)};
-  out.shape.push_back(state.gemm.m);
-  out.shape.push_back(state.gemm.n);
-  if (compile_only) {
-    StandIn(step, state, {out});
-    return absl::OkStatus();
-  }
-  const GemmShape& shape = state.gemm;
-  absl::Status status = EnsureDeviceBuffers(step, state, {out});
-  std::vector<DeviceTensor*> ins;
-  for (size_t i = 0; status.ok() && i < inputs.size(); ++i) {
-    auto v = In(step.inputs[i], inputs[i], Space::kDevice, step.device);
-    status = v.status();
-    if (v.ok()) ins.push_back(v->device);
-  }
-  if (status.ok()) {
-    TimelineEvent trace(step.name, "gemm");
-    DeviceTensor* result = state.device_buffers[0].get();
-    status = RunInCudaContext(step.device.index, [&] {
-      return CublasGemm(step.name, shape, ins[0]->device_address(), ins[1]->device_address(),
-                        ins.size() > 2 ? ins[2]->device_address() : 0, result->device_address());
-    });
-  }
-  // cuBLAS refused (or is missing): the same ops as Halide CUDA kernels.
-  if (!status.ok()) return FallBack(step, state, "(cuBLAS GEMM) failed", status, false);
-  ++stats_.gemm_launches;
-  Value& v = Slot(step.outputs[0]);
-  v = Value();
-  v.space = Space::kDevice;
-  v.device = state.device_buffers[0].get();
-  return absl::OkStatus();
 }
 
 // Infers every node's types for concrete inputs, once per input signature, so a bad
@@ -670,7 +364,7 @@ absl::StatusOr<std::vector<TensorType>> Executor::CheckShapes(
     std::vector<TensorType> in;
     for (const Tensor& t : n.inputs()) in.push_back(known.at(Key(t)));
     auto out = InferOutputTypes(n.op(), n.attrs(), in);
-    if (!out.ok()) return Annotate(Label(n), out.status());
+    if (!out.ok()) return Annotate(NodeLabel(n), out.status());
     for (int o = 0; o < n.num_outputs(); ++o) {
       known[Key(Tensor(const_cast<Graph*>(&g_), id, o))] = (*out)[o];
     }

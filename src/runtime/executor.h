@@ -52,6 +52,11 @@ struct Value {
   bool defined() const { return host != nullptr || device != nullptr || variable >= 0; }
 };
 
+// "node 'x' (Exp)": how errors name a node.
+std::string NodeLabel(const Node& n);
+// `s` with "`what`: " before its message.
+absl::Status Annotate(const std::string& what, const absl::Status& s);
+
 // The variable's value on the host, copying it off a device if need be (counted).
 absl::StatusOr<HostTensor> ReadVariable(VariableSlot& slot, SessionStats& stats);
 
@@ -78,49 +83,55 @@ class Executor {
   // Commits the Run's variable updates (Assign family).
   absl::Status CommitUpdates();
 
+  // Services for step kinds (runtime/step_kind.h): what their Run functions use.
+  const Graph& graph() const { return g_; }
+  const SessionOptions& options() const { return options_; }
+  SessionStats& stats() { return stats_; }
+  SessionDumper* dumper() const { return dumper_; }
+  // The value of `t` in this Run.
+  Value& Slot(const Tensor& t) { return values_[t.node_id()][t.index()]; }
+  absl::StatusOr<TensorType> TypeOf(const Value& v) const;
+  // `v` (the value of `t`) in `space`, copying it there if needed.
+  absl::StatusOr<Value> In(const Tensor& t, const Value& v, Space space, const Device& device);
+  // The step's compile, kernel or library call failed (`what_failed`, `why`): strict
+  // mode reports it (if its kind says so); otherwise the plan's fallback for the step
+  // runs, now and from then on, with one warning saying why.
+  absl::Status FallBack(const Step& step, StepState& state, const char* what_failed,
+                        const absl::Status& why, bool compile_only);
+  // Runs the step's fallback with none of its steps compiling (a kernel not ready).
+  absl::Status RunWithoutCompiling(const Step& step, StepState& state, bool compile_only);
+  // Compile-only: binds zeros of `out_types` for the step's outputs (see compile_stopped).
+  void StandIn(const Step& step, StepState& state, const std::vector<TensorType>& out_types);
+  // Binds state.buffers as the step's outputs.
+  void BindOutputs(const Step& step, StepState& state);
+  // A variable update (Assign family) that commits at the end of the Run.
+  void AddUpdate(int variable, const Value& value) { updates_.emplace_back(variable, value); }
+  absl::Status EnsureDeviceBuffers(const Step& step, StepState& state,
+                                   const std::vector<TensorType>& out_types);
+  // Every node's types for concrete inputs (output 0 of each, parallel to step.nodes),
+  // a bad shape reported against its node.
+  absl::StatusOr<std::vector<TensorType>> CheckShapes(const Step& step,
+                                                      const std::vector<TensorType>& types);
+  // The step's output arguments: its own buffers in its space, or on the host the
+  // caller's destination tensor when the types agree (written in place).
+  absl::Status OutputArgs(const Step& step, StepState& state, std::vector<KernelArg>* outs);
+  // Verify mode: the step's outputs against the reference kernels.
+  absl::Status Verify(const Step& step, StepState& state, const std::vector<Value>& inputs,
+                      const std::vector<KernelArg>& outs);
+  // How messages name the step: "cluster 'x'" or "node 'y' (Exp)".
+  std::string What(const Step& step) const;
+
  private:
   // A tensor's key in maps: node id and output index, without collisions.
   static int64_t Key(const Tensor& t) {
     return (static_cast<int64_t>(t.node_id()) << 32) | static_cast<uint32_t>(t.index());
   }
-  Value& Slot(const Tensor& t) { return values_[t.node_id()][t.index()]; }
-  absl::StatusOr<TensorType> TypeOf(const Value& v) const;
-  // `v` (the value of `t`) in `space`, copying it there if needed.
-  absl::StatusOr<Value> In(const Tensor& t, const Value& v, Space space, const Device& device);
   // Copies `from` into host memory `*to_host` or device tensor `*to_device` in `space`.
   absl::Status CopyInto(const Value& from, Space space, const Device& device, HostTensor* to_host,
                         std::shared_ptr<DeviceTensor>* to_device);
-
-  absl::Status FallBack(const Step& step, StepState& state, const char* what_failed,
-                        const absl::Status& why, bool compile_only);
   absl::Status RunFallback(const Step& step, StepState& state, bool compile_only);
-  void StandIn(const Step& step, StepState& state, const std::vector<TensorType>& out_types);
-  absl::Status RunAssign(const Step& step, const std::vector<Value>& inputs);
-  absl::Status RunReference(const Step& step, StepState& state, const std::vector<Value>& inputs,
-                            const std::vector<TensorType>& types);
-  // The kernel source's options for the step (SessionOptions and BRAZE_FLAGS).
-  KernelSourceOptions SourceOptionsFor(const Step& step) const;
-  // How messages name the step: "cluster 'x'" or "node 'y' (Exp)".
-  std::string What(const Step& step) const;
-  absl::Status Install(const Step& step, StepState& state, const std::vector<TensorType>& types,
-                       KernelAnswer answer);
-  // Counts where a kernel the source answered with came from (SessionStats).
-  void CountCompile(const KernelAnswer& answer);
-  absl::Status RunWithoutCompiling(const Step& step, StepState& state, bool compile_only);
-  absl::Status RunCompiled(const Step& step, StepState& state, const std::vector<Value>& inputs,
-                           const std::vector<TensorType>& types, bool compile_only);
-  absl::Status OutputArgs(const Step& step, StepState& state, std::vector<KernelArg>* outs);
-  absl::Status RunGemm(const Step& step, StepState& state, const std::vector<Value>& inputs,
-                       const std::vector<TensorType>& types, bool compile_only);
-  absl::StatusOr<std::vector<TensorType>> CheckShapes(const Step& step,
-                                                      const std::vector<TensorType>& types);
-  absl::Status EnsureDeviceBuffers(const Step& step, StepState& state,
-                                   const std::vector<TensorType>& out_types);
-  void BindOutputs(const Step& step, StepState& state);
   // `p` when it is one of this plan's step output buffers (reused across runs), mutable.
   HostTensor* StepBuffer(const HostTensor* p);
-  absl::Status Verify(const Step& step, StepState& state, const std::vector<Value>& inputs,
-                      const std::vector<KernelArg>& outs);
 
   const Graph& g_;
   const SessionOptions& options_;

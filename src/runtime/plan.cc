@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
-#include "passes/gemm_match.h"
+#include "runtime/step_kind.h"
 
 namespace braze {
 namespace {
@@ -36,8 +36,9 @@ struct Planning {
   std::vector<Device> device;  // by node id, for needed nodes (Place)
   std::set<std::pair<int, int>> fetched;
   std::vector<std::vector<int>> consumers;  // needed consumers, by node id
-  std::vector<GemmMatch> gemms;
-  std::vector<bool> library_calls;  // by node id: in a GEMM
+  // Steps kinds claimed before clustering (Claim), and by node id whether one did.
+  std::vector<Step> claimed_steps;
+  std::vector<bool> claimed;
   // By node id of a needed Assign/AssignAdd/AssignSub: the needed one on the same
   // variable just before it in node (program) order, whose result it updates.
   std::unordered_map<int, int> prior_update;
@@ -146,18 +147,24 @@ absl::Status Place(Planning& p) {
   return absl::OkStatus();
 }
 
-// 4. GEMMs a library runs (cuBLASLt on CUDA).
-void FindGemms(Planning& p) {
-  p.library_calls.assign(p.g.num_nodes(), false);
-  if (p.options.reference_only || p.options.cuda_matmul != SessionOptions::CudaMatMul::kCublas) {
-    return;
-  }
-  GemmMatchOptions o;
-  o.default_device = p.default_device;
-  o.fold_relu = p.options.cuda_relu_epilogue;
-  p.gemms = MatchGemms(p.g, p.plan->needed, p.fetched, o);
-  for (const GemmMatch& m : p.gemms) {
-    for (int id : m.nodes) p.library_calls[id] = true;
+// 4. Steps that step kinds claim before clustering (runtime/step_kind.h): a library
+// GEMM's MatMul and epilogue, say. Their nodes are kept out of clusters.
+std::vector<Step> OpByOp(const Planning& p, const std::vector<int>& nodes);
+
+void Claim(Planning& p) {
+  p.claimed.assign(p.g.num_nodes(), false);
+  const PlanView view{p.g,
+                      p.options,
+                      p.plan->needed,
+                      p.fetched,
+                      p.default_device,
+                      [&p](int id) { return MemoryDevice(p.device[id]); },
+                      [&p](const std::vector<int>& nodes) { return OpByOp(p, nodes); }};
+  for (const StepKind* kind : AllStepKinds()) {
+    for (Step& s : kind->Claim(view)) {
+      for (int id : s.nodes) p.claimed[id] = true;
+      p.claimed_steps.push_back(std::move(s));
+    }
   }
 }
 
@@ -174,7 +181,7 @@ absl::Status ClusterOps(Planning& p) {
   o.min_cluster_size = p.options.min_cluster_size;
   o.max_cluster_size = p.options.max_cluster_size;
   o.max_matmuls_per_cluster = p.options.max_matmuls_per_cluster;
-  o.library_calls = p.library_calls;
+  o.library_calls = p.claimed;
   for (const auto& [id, prior] : p.prior_update) o.extra_edges.emplace_back(prior, id);
   BRAZE_ASSIGN_OR_RETURN(result, MarkForCompilation(p.g, o, p.plan->needed));
   return absl::OkStatus();
@@ -225,19 +232,6 @@ std::vector<Step> OpByOp(const Planning& p, const std::vector<int>& nodes) {
   return steps;
 }
 
-Step GemmStep(const Planning& p, const GemmMatch& m) {
-  Step s;
-  s.kind = Step::Kind::kGemm;
-  s.space = Space::kDevice;
-  s.device = MemoryDevice(p.device[m.nodes.front()]);
-  s.name = p.g.node(m.nodes.front()).name();
-  s.nodes = m.nodes;
-  s.inputs = m.inputs;
-  s.outputs = {m.output};
-  s.fallback = OpByOp(p, s.nodes);  // cuBLAS refused or missing: Halide CUDA kernels
-  return s;
-}
-
 Step ClusterStep(const Planning& p, const Cluster& cluster) {
   Step s;
   s.kind = Step::Kind::kCluster;
@@ -284,8 +278,8 @@ void ChainUpdates(Planning& p) {
 // Steps in node-id order of their first node; `step_of` maps node ids to them.
 std::vector<Step> MakeSteps(const Planning& p, std::unordered_map<int, int>* step_of) {
   const ClusteringResult& cl = p.plan->clustering;
-  std::unordered_map<int, const GemmMatch*> gemm_at;  // first node id -> match
-  for (const GemmMatch& m : p.gemms) gemm_at[m.nodes.front()] = &m;
+  std::unordered_map<int, const Step*> claimed_at;  // first node id -> claimed step
+  for (const Step& s : p.claimed_steps) claimed_at[s.nodes.front()] = &s;
   std::vector<Step> steps;
   std::vector<bool> emitted_cluster(cl.clusters.size(), false);
   auto add = [&](Step s) {
@@ -298,9 +292,9 @@ std::vector<Step> MakeSteps(const Planning& p, std::unordered_map<int, int>* ste
     if (c >= 0) {
       if (!emitted_cluster[c]) add(ClusterStep(p, cl.clusters[c]));
       emitted_cluster[c] = true;
-    } else if (p.library_calls[id]) {
-      auto it = gemm_at.find(id);
-      if (it != gemm_at.end()) add(GemmStep(p, *it->second));  // else a folded epilogue op
+    } else if (p.claimed[id]) {
+      auto it = claimed_at.find(id);
+      if (it != claimed_at.end()) add(*it->second);  // else a later node of that step
     } else if (!IsSource(p.g.node(id).op())) {
       add(SingleStep(p, id));
     }
@@ -373,9 +367,9 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   done("check_strict");
   BRAZE_RETURN_IF_ERROR(Place(p));
   done("place");
-  FindGemms(p);
-  done("match_gemms");
-  ChainUpdates(p);
+  ChainUpdates(p);  // before Claim: a claimed step's op-by-op fallback reads it
+  Claim(p);
+  done("claim");
   BRAZE_RETURN_IF_ERROR(ClusterOps(p));
   done("cluster");
   std::unordered_map<int, int> step_of;

@@ -12,8 +12,10 @@
 //   2. CheckStrict  strict mode: a needed op marked for compilation must have a lowering
 //   3. Place        every needed op's device resolved and checked (a CUDA device must
 //                   exist)
-//   4. MatchGemms   MatMuls a library runs on CUDA, with their folded epilogues
-//                   (passes/gemm_match.h); never clustered
+//   4. Claim        steps that step kinds claim before clustering (step_kind.h): a
+//                   MatMul a library runs on CUDA with its folded epilogue
+//                   (step_gemm.cc, passes/gemm_match.h); claimed nodes are never
+//                   clustered
 //   5. Cluster      mark_for_compilation: clusters of compilable ops
 //                   (passes/mark_for_compilation.h)
 //   6. Steps        one step per cluster, GEMM or remaining op, each with its fallback
@@ -43,9 +45,15 @@ enum class Space { kHost, kJitCpu, kDevice };
 const char* SpaceName(Space space);
 
 struct Step {
-  // kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt with the bias Add (and Relu)
-  // that follow it folded into its epilogue; nodes = {matmul[, add[, relu]]}.
-  enum class Kind { kCluster, kSingleOp, kReference, kGemm };
+  // The kinds, one line each in runtime/step_kinds.def, each one file
+  // (runtime/step_kind.h). kGemm: a MatMul/BatchMatMul on CUDA run by cuBLASLt with the
+  // bias Add (and Relu) that follow it folded into its epilogue; nodes = {matmul[, add[,
+  // relu]]}.
+  enum class Kind {
+#define V(kind, accessor) kind,
+#include "runtime/step_kinds.def"
+#undef V
+  };
   Kind kind = Kind::kReference;
   Space space = Space::kHost;   // where it runs (reference steps: always the host)
   Device device;                // the GPU device (CUDA or OpenCL), for kDevice

@@ -19,13 +19,7 @@
 #include "runtime/plan_state.h"
 
 namespace braze {
-namespace {
-
-std::string Label(const Node& n) {
-  return absl::StrCat("node '", n.name(), "' (", n.op_name(), ")");
-}
-
-}  // namespace
+namespace {}  // namespace
 
 struct Session::State {
   mutable std::mutex mu;
@@ -88,7 +82,7 @@ absl::Status Session::AssignVariable(const Tensor& variable, const HostTensor& v
   }
   const TensorType& want = variable.type();
   if (value.dtype() != want.dtype || value.shape() != want.shape) {
-    return absl::InvalidArgumentError(absl::StrCat("AssignVariable to ", Label(variable.node()),
+    return absl::InvalidArgumentError(absl::StrCat("AssignVariable to ", NodeLabel(variable.node()),
                                                    ": expected ", TypeString(want), ", got ",
                                                    TypeString(value.type())));
   }
@@ -162,18 +156,18 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     const TensorType& want = t.type();
     if (value.num_elements() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "feed for ", Label(t.node()), ": the value's shape ", ShapeString(value.shape()),
+          "feed for ", NodeLabel(t.node()), ": the value's shape ", ShapeString(value.shape()),
           " has a negative dim or a byte size past int64"));
     }
     if (value.dtype() != want.dtype || !ShapeMatches(want.shape, value.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat("feed for ", Label(t.node()), ": expected ",
-                                                     TypeString(want), ", got ",
+      return absl::InvalidArgumentError(absl::StrCat("feed for ", NodeLabel(t.node()),
+                                                     ": expected ", TypeString(want), ", got ",
                                                      TypeString(value.type())));
     }
     for (size_t j = 0; j < i; ++j) {
       if (feeds[j].first.node_id() == t.node_id() && feeds[j].first.index() == t.index()) {
         return absl::InvalidArgumentError(
-            absl::StrCat(Label(t.node()), " is fed twice (feeds ", j, " and ", i, ")"));
+            absl::StrCat(NodeLabel(t.node()), " is fed twice (feeds ", j, " and ", i, ")"));
       }
     }
     fed[t.node_id()] = t.node().num_outputs() == 1;
@@ -221,7 +215,7 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     const Node& node = graph_.node(id);
     Tensor t(const_cast<Graph*>(&graph_), id, 0);
     if (node.op() == OpKind::kPlaceholder) {
-      return absl::InvalidArgumentError(absl::StrCat("missing feed for ", Label(node)));
+      return absl::InvalidArgumentError(absl::StrCat("missing feed for ", NodeLabel(node)));
     }
     if (node.op() == OpKind::kVariable) {
       VariableSlot& slot = state_->variables[id];

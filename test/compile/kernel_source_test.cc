@@ -228,8 +228,7 @@ TEST_F(KernelSourceTest, SymbolicDimsShareOneKernelAndOneGuardSignature) {
   o.symbolic_shapes = true;
   o.max_signatures = 1;
   KernelSource source(p.Cluster(), o);
-  EXPECT_EQ(source.InputSymbols(Program::Types(20)),
-            (std::vector<std::vector<int>>{{0, -1}}));
+  EXPECT_EQ(source.InputSymbols(Program::Types(20)), (std::vector<std::vector<int>>{{0, -1}}));
   KernelAnswer a = Ask(source, p, 20);
   ExpectComputes(a, 20, 3.25);
   EXPECT_EQ(a.input_symbols, (std::vector<std::vector<int>>{{0, -1}}));
