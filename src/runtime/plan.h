@@ -5,22 +5,27 @@
 // signature (kernels, buffers, mirrors, which steps fell back) lives in a PlanState
 // (runtime/plan_state.h) that the session owns beside it.
 //
-// The planning stages, in order (BuildPlan: each is a function in plan.cc, called by
-// name in this order, and `after_stage` is called after each one; the session logs
-// them at --v=2 and dumps the finished plan under BRAZE_FLAGS=--dump_to, runtime/dump.h):
+// The planning stages, in order (BuildPlan calls them in this order, a function of
+// plan.cc each, and after each one calls `after_stage` with the stage's name in
+// snake_case: "prune", "check_strict", ...; the session passes no hook, and dumps the
+// finished plan under BRAZE_FLAGS=--dump_to, runtime/dump.h):
 //   1. Prune        nodes the fetches and targets need, stopping at fed tensors
 //   2. CheckStrict  strict mode: a needed op marked for compilation must have a lowering
-//   3. Place        every needed op's device resolved and checked (a CUDA device must
-//                   exist)
+//                   (a HostCall has none)
+//   3. Place        every needed op's device resolved and checked (a CUDA or OpenCL
+//                   device must exist)
+//      (ChainUpdates, not a stage: the needed updates of one variable each read the one
+//      before it, in program order; the steps and the clustering keep that order)
 //   4. Claim        steps that step kinds claim before clustering (step_kind.h): a
 //                   MatMul a library runs on CUDA with its folded epilogue
 //                   (step_gemm.cc, passes/gemm_match.h); claimed nodes are never
 //                   clustered
-//   5. Cluster      mark_for_compilation: clusters of compilable ops
+//   5. Cluster      (ClusterOps) mark_for_compilation: clusters of compilable ops
 //                   (passes/mark_for_compilation.h)
-//   6. Steps        one step per cluster, GEMM or remaining op, each with its fallback
-//                   computed here (op by op for a cluster or GEMM, the reference kernel
-//                   for a single op), so the executor never plans
+//   6. Steps        (MakeSteps) one step per cluster, claimed step or remaining op, each
+//                   with its fallback computed here (op by op for a cluster or claimed
+//                   step, the reference kernel for a single op), so the executor never
+//                   plans
 //   7. Order        a topological order of the steps (Kahn's, ties in graph order)
 #ifndef BRAZE_RUNTIME_PLAN_H_
 #define BRAZE_RUNTIME_PLAN_H_
