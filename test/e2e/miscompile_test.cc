@@ -619,7 +619,7 @@ namespace {
 // broadcast along each row): it is one element per row, so the safe default must not
 // compute it per row vectorized over the row's width (ShiftInwards would evaluate it
 // at 15 negative indices and read `b` out of bounds). Found by review of the row
-// materialization (safe_default.cc, SharedRowValues), which now requires the output
+// materialization (safe_default_rows.cc, SharedRowValues), which now requires the output
 // to read the value at its own position.
 TEST(Miscompile, ARowValueOnlyTheReductionsReadIsComputedWhereRead) {
   Graph g;
