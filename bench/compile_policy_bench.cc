@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -187,6 +188,77 @@ BENCHMARK(BM_WarmDispatch)
     ->Arg(2)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(0.5);
+
+// After the recompile guard trips (SessionOptions::max_signatures_per_cluster), what a
+// new signature costs: a cluster (elementwise ops on x[-1, 1024], then a flatten, which
+// symbolic shapes refuse, so every row count is a signature of its own) fed 64 row
+// counts in turn, the guard at 2. Its refused signatures run op by op: on compiled
+// single-op kernels (mode 0, symbolic: one kernel per op serves every row count), or on
+// the reference kernels (mode 1, SessionOptions::reference_only: the path the guard
+// took before single-op kernels, op by op on plain loops). Every output is checked
+// against the reference before timing.
+void BM_GuardedNewSignatures(benchmark::State& state) {
+  const bool reference = state.range(0) == 1;
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 1024}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Reshape(Tanh(x * 1.5 + 0.25) * x + Exp(x * -0.5), {-1});
+  }
+  SessionOptions options;
+  options.max_signatures_per_cluster = 2;
+  options.disk_cache = false;
+  options.reference_only = reference;
+  Session session(g, options);
+  SessionOptions ref_options;
+  ref_options.reference_only = true;
+  Session oracle(g, ref_options);
+  std::vector<Feeds> feeds;
+  for (int64_t rows = 200; rows < 264; ++rows) {
+    feeds.push_back({{x, HostTensor::RandomUniform(DType::kF32, {rows, 1024}, rows, -2, 2)}});
+  }
+  // Untimed: trip the guard, compile the single-op kernels, check every size.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const Feeds& f : feeds) {
+      auto got = session.Run(f, {y});
+      auto want = oracle.Run(f, {y});
+      if (!got.ok() || !want.ok()) {
+        state.SkipWithError((got.ok() ? want.status() : got.status()).ToString().c_str());
+        return;
+      }
+      for (int64_t i = 0; i < want->at(0).num_elements(); ++i) {
+        const double a = got->at(0).GetDouble(i), b = want->at(0).GetDouble(i);
+        if (std::abs(a - b) > 1e-5 + 1e-5 * std::abs(b)) {
+          state.SkipWithError("output differs from the reference kernels");
+          return;
+        }
+      }
+    }
+  }
+  int64_t rows = 0;
+  size_t next = 0;
+  for (auto _ : state) {
+    auto out = session.Run(feeds[next], {y});
+    if (!out.ok()) {
+      state.SkipWithError(out.status().ToString().c_str());
+      return;
+    }
+    rows += feeds[next][0].second.shape()[0];
+    next = (next + 1) % feeds.size();
+  }
+  state.SetItemsProcessed(rows * 1024);
+  const SessionStats s = session.stats();
+  state.counters["cluster_launches"] = static_cast<double>(s.cluster_launches);
+  state.counters["single_op_launches"] = static_cast<double>(s.single_op_launches);
+  state.counters["reference_launches"] = static_cast<double>(s.reference_launches);
+}
+BENCHMARK(BM_GuardedNewSignatures)
+    ->ArgName("reference")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace braze

@@ -82,8 +82,10 @@ struct SessionOptions {
   bool strict = false;
   // Recompile guard (XLA's megamorphic rule): a compiled cluster or op that has met more
   // than this many input signatures, with fewer than 50 runs per signature, is not
-  // compiled for new signatures any more: they run op by op on the reference kernels,
-  // after one warning naming the step and the input dims that keep changing. Signatures
+  // compiled for new signatures any more: they run op by op on compiled single-op
+  // kernels (symbolic where they can be; an op whose own signatures churn trips its own
+  // guard and runs on its reference kernel), after one warning naming the step and the
+  // input dims that keep changing. Signatures
   // it compiled before still run compiled. 0: no guard. Strict mode (jit_compile=true)
   // always compiles.
   int max_signatures_per_cluster = 10;

@@ -418,9 +418,9 @@ bool KernelSource::Megamorphic(const std::vector<TensorType>& signature) {
     LogWarning(absl::StrCat(
         options_.what, " met ", all.size(), " input signatures in ", runs_,
         " runs (more than max_signatures_per_cluster = ", limit, ", fewer than ", kRunsPerSignature,
-        " runs each): it is no longer compiled for new signatures, which run op "
-        "by op on the reference kernels. Changing: ",
-        ChangingDims(all, "input"),
+        " runs each): it is no longer compiled for new signatures, which run ",
+        options_.is_cluster ? "op by op on compiled single-op kernels" : "on its reference kernel",
+        ". Changing: ", ChangingDims(all, "input"),
         ". A -1 dim in an input_signature with reduce_retracing, or padding to a "
         "few sizes, avoids this."));
     return true;

@@ -342,11 +342,10 @@ absl::Status Executor::OutputArgs(const Step& step, StepState& state,
   return absl::OkStatus();
 }
 
-// Runs the step's fallback with none of its steps compiling: each op on its reference
-// kernel (the recompile guard, and lazy or async compiles not ready yet).
-absl::Status Executor::RunWithoutCompiling(const Step& step, StepState& state, bool compile_only) {
+absl::Status Executor::RunOpByOp(const Step& step, StepState& state, bool compile_only,
+                                 bool compile_ops) {
   state.fallback.resize(step.fallback.size());
-  for (StepState& f : state.fallback) f.no_compile = true;
+  for (StepState& f : state.fallback) f.no_compile = !compile_ops;
   return RunFallback(step, state, compile_only);
 }
 

@@ -98,8 +98,12 @@ class Executor {
   // runs, now and from then on, with one warning saying why.
   absl::Status FallBack(const Step& step, StepState& state, const char* what_failed,
                         const absl::Status& why, bool compile_only);
-  // Runs the step's fallback with none of its steps compiling (a kernel not ready).
-  absl::Status RunWithoutCompiling(const Step& step, StepState& state, bool compile_only);
+  // Runs the step's fallback (its ops one by one) while its own kernel is not ready,
+  // without falling back for good. `compile_ops`: each op runs its compiled single-op
+  // kernel (the recompile guard refused the step a kernel for this signature); else
+  // each runs its reference kernel (a lazy or async compile not ready yet, which
+  // compiling other kernels meanwhile would only delay).
+  absl::Status RunOpByOp(const Step& step, StepState& state, bool compile_only, bool compile_ops);
   // Compile-only: binds zeros of `out_types` for the step's outputs (see compile_stopped).
   void StandIn(const Step& step, StepState& state, const std::vector<TensorType>& out_types);
   // Binds state.buffers as the step's outputs.

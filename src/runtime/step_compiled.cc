@@ -113,7 +113,7 @@ absl::Status RunCompiled(Executor& ex, const Step& step, StepState& state,
                          const std::vector<Value>& inputs, const std::vector<TensorType>& types,
                          bool compile_only) {
   if (state.no_compile && !step.fallback.empty()) {
-    return ex.RunWithoutCompiling(step, state, compile_only);
+    return ex.RunOpByOp(step, state, compile_only, /*compile_ops=*/false);
   }
   if (state.source == nullptr) {
     ClusterSpec cluster;
@@ -132,7 +132,8 @@ absl::Status RunCompiled(Executor& ex, const Step& step, StepState& state,
     CountCompile(ex, answer);
     switch (answer.state) {
       case KernelAnswer::State::kNotReady:
-        return ex.RunWithoutCompiling(step, state, compile_only);
+        return ex.RunOpByOp(step, state, compile_only,
+                            /*compile_ops=*/answer.wait == KernelAnswer::Wait::kMegamorphic);
       case KernelAnswer::State::kFailed:
         return ex.FallBack(step, state, "failed to compile", answer.error, compile_only);
       case KernelAnswer::State::kReady:
