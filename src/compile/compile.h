@@ -67,12 +67,13 @@ struct KernelArg {
 class CompiledKernel {
  public:
   virtual ~CompiledKernel() = default;
-  // The one launch path, for every backend: inputs and outputs in ClusterSpec order, in
-  // the memory the kernel was compiled for (host tensors for CPU kernels, device
-  // tensors of `CompileOptions::device` for GPU kernels, see on_device()); outputs
-  // preallocated with output_types(), written in place. Device kernels are
-  // asynchronous (queued on the device's stream). Thread-compatible: one Launch at a
-  // time per kernel. Outputs are written through the pointers in `outputs`.
+  // The one launch path, for every backend and every kind of kernel (its checks,
+  // buffer wrapping and thread setting are compile/launch.h's): inputs and outputs in
+  // ClusterSpec order, in the memory the kernel was compiled for (host tensors for CPU
+  // kernels, device tensors of `CompileOptions::device` for GPU kernels, see
+  // on_device()); outputs preallocated with output_types(), written in place. Device
+  // kernels are asynchronous (queued on the device's stream). Thread-compatible: one
+  // Launch at a time per kernel. Outputs are written through the pointers in `outputs`.
   virtual absl::Status Launch(absl::Span<const KernelArg> inputs,
                               absl::Span<const KernelArg> outputs) = 0;
   // Launch on host tensors (CPU kernels).
@@ -119,7 +120,9 @@ class CompiledKernel {
   std::string schedule_note_;
 };
 
-// Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles.
+// Lowers, schedules (falling through the scheduler chain on failure) and JIT-compiles;
+// a CPU kernel with options.disk_key goes through the disk cache first (loaded from it,
+// or compiled ahead of time and stored). compile.cc has the map of the parts.
 absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec& spec,
                                                                const CompileOptions& options);
 

@@ -1,18 +1,13 @@
+// The disk cache's directory: what an entry is, how it is named, written, checked,
+// locked and evicted, and the Halide runtime file beside the entries (see
+// disk_cache.h). Building, loading and running the shared libraries themselves is
+// aot_kernel.cc's.
 #include "compile/disk_cache.h"
 
-// clang-format off
-// Halide.h before <link.h>: elf.h defines macros (STB_LOCAL, ...) that clash with
-// names in it.
-#include "Halide.h"
-// clang-format on
-
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
-#include <spawn.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -24,8 +19,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <utility>
 
@@ -35,21 +30,15 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "braze/status.h"
-#include "device/cpu_gemm.h"
-#include "device/halide_util.h"
-#include "device/jit_memory.h"
-#include "device/stream_copy.h"
-#include "device/thread_pool.h"
+#include "compile/aot_kernel.h"
 #include "ir/logging.h"
-
-extern char** environ;
 
 namespace braze {
 namespace disk_cache {
 namespace {
 
 namespace fs = std::filesystem;
-using device::CatchHalideErrors;
+using compile::KernelLayout;
 
 constexpr char kMagic[] = "braze-aot 1";
 
@@ -150,121 +139,6 @@ absl::Status WriteAtomically(const std::string& path, const std::string& bytes) 
   }
   return absl::OkStatus();
 }
-
-// `cc -shared -o so_path object_path [-O2 -fPIC c_source]`, with the system's C compiler
-// driver.
-absl::Status LinkShared(const std::string& object_path, const std::string& so_path,
-                        const std::string& c_source = "") {
-  const char* cc = std::getenv("CC");
-  const std::string driver = cc != nullptr && *cc != '\0' ? cc : "cc";
-  std::vector<std::string> args = {driver, "-shared", "-o", so_path, object_path};
-  if (!c_source.empty()) args.insert(args.end(), {"-O2", "-fPIC", c_source});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, driver.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot run the C compiler driver '", driver,
-                                                      "' to link kernels: ", strerror(rc),
-                                                      " (set CC, or BRAZE_CACHE_DIR=off)"));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::InternalError(absl::StrCat("'", driver, " -shared' failed linking ", object_path));
-  }
-  return absl::OkStatus();
-}
-
-// ---- the runtime ----
-
-// Kernels call functions of Braze's own by name: the CPU GEMM library's extern stage
-// and the streaming-store copy and fence. Braze's static libraries export no symbols, so the
-// stored runtime (loaded RTLD_GLOBAL, where each kernel's undefined symbols resolve)
-// defines them, as jumps through addresses Braze sets when it loads the runtime.
-// Compiled from this source by `cc` with the runtime's link.
-constexpr char kExternTrampolines[] = R"(
-#ifdef __cplusplus
-extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
-#endif
-typedef int (*GemmFn)(void*, void*, int, int, int, int, unsigned long long, void*);
-typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, unsigned long long,
-                          void*);
-typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
-typedef int (*FenceFn)(void);
-static GemmFn gemm_fn;
-static GemmBiasFn gemm_bias_fn;
-static CopyFn copy_fn;
-static FenceFn fence_fn;
-void braze_set_extern_addresses(void* gemm, void* gemm_bias, void* copy, void* fence) {
-  gemm_fn = (GemmFn)gemm;
-  gemm_bias_fn = (GemmBiasFn)gemm_bias;
-  copy_fn = (CopyFn)copy;
-  fence_fn = (FenceFn)fence;
-}
-int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads,
-                       unsigned long long b_const, void* out) {
-  return gemm_fn(a, b, ta, tb, k, threads, b_const, out);
-}
-int braze_cpu_gemm_bias_f32(void* a, void* b, void* bias, int ta, int tb, int k, int relu,
-                            int threads, unsigned long long b_const, void* out) {
-  return gemm_bias_fn(a, b, bias, ta, tb, k, relu, threads, b_const, out);
-}
-int braze_stream_copy(void* dst, long long dst_offset, const void* src, long long src_offset,
-                      long long bytes) {
-  return copy_fn(dst, dst_offset, src, src_offset, bytes);
-}
-int braze_stream_fence(void) { return fence_fn(); }
-#ifdef __cplusplus
-}
-#endif
-)";
-
-struct Runtime {
-  std::string target;
-  void* handle = nullptr;
-  int (*set_num_threads)(int) = nullptr;
-};
-
-std::mutex runtime_mu;
-Runtime* loaded_runtime = nullptr;  // one per process: its symbols are global
-fs::path loaded_runtime_path;       // never evicted by this process
-
-// Halide reports a run-time error on the thread that met it: the launching thread
-// (kept in `run_error`) or one of the runtime's workers inside a parallel loop (kept in
-// `worker_errors` until the launch that failed collects it).
-thread_local std::string* run_error = nullptr;
-std::mutex worker_errors_mu;
-std::string worker_errors;
-
-extern "C" void BrazeAotError(void*, const char* message) {
-  if (run_error != nullptr) {
-    absl::StrAppend(run_error, message);
-    return;
-  }
-  std::lock_guard<std::mutex> lock(worker_errors_mu);
-  if (worker_errors.size() < 4096) absl::StrAppend(&worker_errors, message);
-}
-
-std::atomic<device::ParallelForFunction> aot_halide_pool{nullptr};
-
-int AotParallelFor(void* user_context, device::ParallelTask f, int min, int extent,
-                   uint8_t* closure) {
-  return device::ParallelFor(user_context, f, min, extent, closure, aot_halide_pool.load());
-}
-
-std::string TakeWorkerErrors() {
-  std::lock_guard<std::mutex> lock(worker_errors_mu);
-  return std::exchange(worker_errors, std::string());
-}
-extern "C" void BrazeAotPrint(void*, const char* message) { LogInfo(2, message); }
 
 // ---- .meta files ----
 
@@ -397,146 +271,6 @@ bool Parse(const std::string& text, Meta* m) {
   return m->layout.output_types.size() == m->layout.pipeline_output.size();
 }
 
-// ---- the kernel ----
-
-class AotKernel : public CompiledKernel {
- public:
-  AotKernel(std::string name, void* handle, int (*argv_fn)(void**), KernelLayout layout,
-            int (*set_num_threads)(int), std::string so_path, bool loaded)
-      : name_(std::move(name)),
-        handle_(handle),
-        argv_fn_(argv_fn),
-        layout_(std::move(layout)),
-        set_num_threads_(set_num_threads),
-        so_path_(std::move(so_path)),
-        loaded_(loaded) {}
-  ~AotKernel() override { dlclose(handle_); }
-
-  absl::Status Launch(absl::Span<const KernelArg> inputs,
-                      absl::Span<const KernelArg> outputs) override {
-    if (inputs.size() != layout_.input_elided.size() ||
-        outputs.size() != layout_.output_types.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name_, ": launched with ", inputs.size(), " inputs and ", outputs.size(),
-                       " outputs; the kernel takes ", layout_.input_elided.size(), " and ",
-                       layout_.output_types.size()));
-    }
-    std::vector<Halide::Runtime::Buffer<>> buffers;
-    buffers.reserve(inputs.size() + outputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].host == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name_, ": input ", i, " must be a host tensor"));
-      }
-      if (!layout_.input_elided[i]) buffers.push_back(Wrap(*inputs[i].host));
-    }
-    // Outputs in the pipeline's order.
-    std::vector<std::pair<int, size_t>> order;
-    for (size_t j = 0; j < outputs.size(); ++j) {
-      if (outputs[j].host == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name_, ": output ", j, " must be a host tensor"));
-      }
-      const TensorType& want = layout_.output_types[j];  // -1 dims: symbolic
-      if (outputs[j].host->dtype() != want.dtype ||
-          !ShapeMatches(want.shape, outputs[j].host->shape())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(name_, ": output ", j, " is ", TypeString(outputs[j].host->type()),
-                         ", expected ", TypeString(layout_.output_types[j])));
-      }
-      if (layout_.pipeline_output[j] >= 0) order.emplace_back(layout_.pipeline_output[j], j);
-    }
-    if (order.empty()) return absl::OkStatus();  // nothing to compute
-    std::sort(order.begin(), order.end());
-    for (const auto& [index, j] : order) buffers.push_back(Wrap(*outputs[j].host));
-    std::vector<void*> args;
-    for (auto& b : buffers) args.push_back(b.raw_buffer());
-    SetThreads();
-    device::ScopedKernelThreads threads(num_threads_);
-    std::string error;
-    run_error = &error;
-    const int rc = argv_fn_(args.data());
-    run_error = nullptr;
-    if (rc != 0) {
-      if (error.empty()) error = TakeWorkerErrors();
-      return absl::InvalidArgumentError(absl::StrCat(
-          name_, ": Halide run-time error: ", error.empty() ? absl::StrCat("code ", rc) : error));
-    }
-    return absl::OkStatus();
-  }
-
-  const std::vector<TensorType>& output_types() const override { return layout_.output_types; }
-  SchedulerKind scheduler_used() const override { return layout_.scheduler; }
-  const std::vector<std::string>& scheduler_failures() const override { return layout_.failures; }
-  double compile_ms() const override { return compile_ms_; }
-  std::string schedule_text() const override {
-    return absl::StrCat("// ahead of time, ", so_path_, "\n", layout_.schedule);
-  }
-  std::string lowered_stmt() const override {
-    return absl::StrCat("// this kernel came from the disk cache (", so_path_,
-                        "): run with BRAZE_CACHE_DIR=off to see its lowered statement\n");
-  }
-  bool loaded_from_disk() const override { return loaded_; }
-  void set_compile_ms(double ms) { compile_ms_ = ms; }
-  void set_num_threads(int n) { num_threads_ = n; }
-
- private:
-  // The runtime's pool is process-wide: set only when another kernel asked for another
-  // count (setting it re-creates nothing, but costs microseconds per call).
-  void SetThreads() {
-    static std::atomic<int> current{-1};
-    if (set_num_threads_ == nullptr || current.load(std::memory_order_relaxed) == num_threads_) {
-      return;
-    }
-    set_num_threads_(num_threads_);
-    current.store(num_threads_, std::memory_order_relaxed);
-  }
-
-  // A host tensor as Halide sees it: dims reversed, rank 0 as one element of 1-D.
-  static Halide::Runtime::Buffer<> Wrap(HostTensor& t) {
-    std::vector<int> sizes;
-    for (int d = t.rank() - 1; d >= 0; --d) sizes.push_back(static_cast<int>(t.dim(d)));
-    if (sizes.empty()) sizes.push_back(1);
-    return Halide::Runtime::Buffer<>(device::HalideType(t.dtype()), t.raw_data(), sizes);
-  }
-
-  const std::string name_;
-  void* handle_;
-  int (*argv_fn_)(void**);
-  const KernelLayout layout_;
-  int (*set_num_threads_)(int);
-  const std::string so_path_;
-  const bool loaded_;
-  int num_threads_ = 0;
-  double compile_ms_ = 0;
-};
-
-absl::StatusOr<std::unique_ptr<CompiledKernel>> Open(const std::string& so_path,
-                                                     const std::string& name,
-                                                     const KernelLayout& layout, int num_threads,
-                                                     bool loaded) {
-  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    return absl::DataLossError(absl::StrCat("cannot load ", so_path, ": ", why ? why : "?"));
-  }
-  auto* fn = reinterpret_cast<int (*)(void**)>(dlsym(handle, "braze_kernel_argv"));
-  if (fn == nullptr) {
-    dlclose(handle);
-    return absl::DataLossError(absl::StrCat(so_path, " has no braze_kernel_argv"));
-  }
-  int (*set_threads)(int) = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(runtime_mu);
-    if (loaded_runtime != nullptr) set_threads = loaded_runtime->set_num_threads;
-  }
-  auto kernel = std::make_unique<AotKernel>(name, handle, fn, layout, set_threads, so_path, loaded);
-  kernel->set_num_threads(num_threads);
-  return std::unique_ptr<CompiledKernel>(std::move(kernel));
-}
-
-// The directory's size, and its entries (a kernel's .meta, or a runtime's .so) with
-// their last use.
 uint64_t DirectorySize(const fs::path& dir,
                        std::vector<std::pair<fs::file_time_type, fs::path>>* entries) {
   uint64_t total = 0;
@@ -585,9 +319,11 @@ void Evict(const Settings& settings, const std::string& keep) {
   std::sort(metas.begin(), metas.end());
   std::error_code ec;
   DirectoryLock lock(settings.dir, /*exclusive=*/true);  // a pair goes as one
+  const std::optional<compile::LoadedRuntime> runtime = compile::CurrentRuntime();
+  const fs::path runtime_path = runtime ? fs::path(runtime->path) : fs::path();
   for (const auto& [time, meta] : metas) {
     if (total <= settings.max_bytes) break;
-    if (meta.stem().string() == keep || meta == loaded_runtime_path) continue;
+    if (meta.stem().string() == keep || meta == runtime_path) continue;
     fs::path so = meta;
     so.replace_extension(".so");
     const uint64_t bytes =
@@ -689,14 +425,17 @@ static std::string RuntimeSum(const std::string& bytes) {
   return absl::StrCat("size ", bytes.size(), " crc32 ", Crc(bytes.data(), bytes.size()), "\n");
 }
 
+// One EnsureRuntime at a time: the check for a loaded runtime, the build and the load.
+static std::mutex ensure_runtime_mu;
+
 // The Halide runtime for `target` (without "jit"), built into the directory if missing
-// and loaded RTLD_GLOBAL once per process.
+// and loaded RTLD_GLOBAL once per process (aot_kernel.h).
 static absl::Status EnsureRuntime(const Settings& settings, const std::string& target) {
-  std::lock_guard<std::mutex> lock(runtime_mu);
-  if (loaded_runtime != nullptr) {
-    if (loaded_runtime->target == target) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(ensure_runtime_mu);
+  if (const std::optional<compile::LoadedRuntime> loaded = compile::CurrentRuntime()) {
+    if (loaded->target == target) return absl::OkStatus();
     return absl::FailedPreconditionError(
-        absl::StrCat("disk cache: this process already runs kernels for ", loaded_runtime->target));
+        absl::StrCat("disk cache: this process already runs kernels for ", loaded->target));
   }
   std::error_code ec;
   BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/false));
@@ -705,7 +444,7 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
       absl::StrCat(settings.dir, "/runtime-",
                    // A runtime with other trampolines is another file.
                    NameOf(absl::StrCat("halide ", Ids().halide, " target ", target, " externs ",
-                                       NameOf(kExternTrampolines))));
+                                       NameOf(compile::RuntimeExternsSource()))));
   const std::string so = base + ".so";
   const std::string sum = base + ".sum";
   // The .so is loaded only when its size and checksum match its .sum: dlopen of a
@@ -728,29 +467,8 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
   }
   if (!fs::exists(so, ec)) {
     BRAZE_RETURN_IF_ERROR(MakeDirectory(settings, /*writable=*/true));
-    char object[] = "/tmp/braze_runtime_XXXXXX.o";
-    const int fd = mkstemps(object, 2);
-    if (fd < 0) return absl::InternalError("disk cache: cannot create a temporary file");
-    close(fd);
-    absl::Status built =
-        CatchHalideErrors("disk cache: Halide runtime", absl::StatusCode::kInternal, [&] {
-          Halide::compile_standalone_runtime(object, Halide::Target(target));
-          return absl::OkStatus();
-        });
-    std::string tmp_so = so + ".tmp." + std::to_string(getpid());
-    // The source under one name in a private directory: compilers record its name in the
-    // .so, and concurrent builders must write the same bytes (see the .sum below).
-    char source_dir[] = "/tmp/braze_externs_XXXXXX";
-    const bool have_dir = mkdtemp(source_dir) != nullptr;
-    const std::string source = std::string(source_dir) + "/braze_externs.c";
-    if (built.ok() && !have_dir) built = absl::InternalError("cannot create a temporary directory");
-    if (built.ok()) built = WriteAtomically(source, kExternTrampolines);
-    if (built.ok()) built = LinkShared(object, tmp_so, source);
-    std::remove(object);
-    if (have_dir) {
-      std::remove(source.c_str());
-      rmdir(source_dir);
-    }
+    const std::string tmp_so = so + ".tmp." + std::to_string(getpid());
+    absl::Status built = compile::BuildRuntime(target, tmp_so);
     // The .sum before the .so: a process that finds the .so finds its .sum (a concurrent
     // builder writes the same bytes).
     if (built.ok()) {
@@ -766,54 +484,13 @@ static absl::Status EnsureRuntime(const Settings& settings, const std::string& t
     }
   }
   fs::last_write_time(so, fs::file_time_type::clock::now(), ec);  // recently used
-  void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    std::remove(so.c_str());  // damaged: the next process builds it again
-    return absl::DataLossError(absl::StrCat("cannot load ", so, ": ", why ? why : "?"));
-  }
-  auto set_error = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
-      dlsym(handle, "halide_set_error_handler"));
-  auto set_print = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
-      dlsym(handle, "halide_set_custom_print"));
-  auto set_externs = reinterpret_cast<void (*)(void*, void*, void*, void*)>(
-      dlsym(handle, "braze_set_extern_addresses"));
-  // The addresses given are Braze's own functions, never these trampolines: the real ones
-  // are hidden, so a second copy of Braze in the process cannot bind its names to them
-  // (which would make each trampoline jump to itself).
-  if (set_error == nullptr || set_print == nullptr || set_externs == nullptr) {
-    dlclose(handle);
-    std::remove(so.c_str());  // not what this Braze builds: the next process builds it again
+  absl::Status loaded = compile::LoadRuntime(so, target);
+  if (absl::IsDataLoss(loaded)) {
+    // Damaged, or not what this Braze builds: the next process builds it again.
+    std::remove(so.c_str());
     std::remove(sum.c_str());
-    return absl::DataLossError(absl::StrCat(so, " is not a Halide runtime built by Braze"));
   }
-  set_externs(CpuGemmF32Address(), CpuGemmBiasF32Address(), StreamCopyAddress(),
-              StreamFenceAddress());
-  loaded_runtime_path = so;  // never evicted by this process
-  // Never Halide's default handler, which aborts.
-  set_error(&BrazeAotError);
-  set_print(&BrazeAotPrint);
-  // Intermediates through Braze's buffer cache, as JIT kernels (device/jit_memory.h):
-  // with glibc's malloc a fused matmul's temporaries were page-faulted every run (25%
-  // slower than the JIT kernel here).
-  auto set_malloc = reinterpret_cast<void* (*)(void* (*)(void*, size_t))>(
-      dlsym(handle, "halide_set_custom_malloc"));
-  auto set_free =
-      reinterpret_cast<void* (*)(void (*)(void*, void*))>(dlsym(handle, "halide_set_custom_free"));
-  if (set_malloc != nullptr && set_free != nullptr) {
-    set_malloc(&device::BufferCacheMalloc);
-    set_free(&device::BufferCacheFree);
-  }
-  // Parallel loops on Braze's thread pool, as JIT kernels, and on this runtime's own
-  // pool while Braze's is busy (device/thread_pool.h).
-  auto set_par_for = reinterpret_cast<device::ParallelForFunction (*)(device::ParallelForFunction)>(
-      dlsym(handle, "halide_set_custom_do_par_for"));
-  aot_halide_pool.store(
-      reinterpret_cast<device::ParallelForFunction>(dlsym(handle, "halide_default_do_par_for")));
-  if (set_par_for != nullptr) set_par_for(&AotParallelFor);
-  loaded_runtime = new Runtime{
-      target, handle, reinterpret_cast<int (*)(int)>(dlsym(handle, "halide_set_num_threads"))};
-  return absl::OkStatus();
+  return loaded;
 }
 
 absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
@@ -822,7 +499,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
                                                      const std::string& name, int num_threads) {
   const std::string base = absl::StrCat(settings.dir, "/", NameOf(full_key));
   // The pair is checked and opened as one writer left it. Lock order: this lock, then
-  // runtime_mu (EnsureRuntime, Open); nothing takes them the other way round.
+  // EnsureRuntime's, then the loaded runtime's (aot_kernel.cc); nothing takes them the
+  // other way round.
   DirectoryLock lock(settings.dir, /*exclusive=*/false);
   absl::StatusOr<std::string> meta_text = ReadFile(base + ".meta");
   if (!meta_text.ok()) {
@@ -845,7 +523,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
   }
   BRAZE_RETURN_IF_ERROR(EnsureRuntime(settings, runtime_target));
   absl::StatusOr<std::unique_ptr<CompiledKernel>> kernel =
-      Open(base + ".so", name, meta.layout, num_threads, /*loaded=*/true);
+      compile::OpenKernel(base + ".so", name, meta.layout, num_threads, /*loaded=*/true);
   if (!kernel.ok()) {
     Damaged(base, std::string(kernel.status().message()));
     return absl::NotFoundError("damaged entry");
@@ -865,7 +543,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
   const std::string base = absl::StrCat(settings.dir, "/", stem);
   static std::atomic<int> serial{0};
   const std::string tmp_so = absl::StrCat(base, ".so.tmp.", getpid(), ".", serial++);
-  BRAZE_RETURN_IF_ERROR(LinkShared(object_path, tmp_so));
+  BRAZE_RETURN_IF_ERROR(compile::LinkShared(object_path, tmp_so));
   absl::StatusOr<std::string> so = ReadFile(tmp_so);
   if (!so.ok()) return so.status();
   Meta meta;
@@ -896,7 +574,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
     }
   }
   Evict(settings, stem);
-  return Open(base + ".so", name, layout, num_threads, /*loaded=*/false);
+  return compile::OpenKernel(base + ".so", name, layout, num_threads, /*loaded=*/false);
 }
 
 }  // namespace disk_cache

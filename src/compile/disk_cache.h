@@ -16,18 +16,22 @@
 // The key includes the cluster key (ops, attributes, constants, shapes, scheduler), the
 // Halide target, and the build IDs of the running executable and of libHalide, so a
 // rebuilt Braze or another Halide never loads an old kernel.
+//
+// This is the storage: how entries are named, written, checked, locked and evicted.
+// Building, loading and launching the libraries is compile/aot_kernel.h's; using the
+// cache while compiling (look up, else compile an object and store it) is the layer in
+// compile/disk_cache_layer.h.
 #ifndef BRAZE_COMPILE_DISK_CACHE_H_
 #define BRAZE_COMPILE_DISK_CACHE_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "braze/dtype.h"
 #include "compile/compile.h"
+#include "compile/kernel_layout.h"
 
 namespace braze {
 namespace disk_cache {
@@ -41,16 +45,6 @@ struct Settings {
   uint64_t max_bytes = uint64_t{1024} << 20;
 };
 Settings CurrentSettings();
-
-// What a kernel's launch needs besides its code (kept in the .meta file).
-struct KernelLayout {
-  std::vector<bool> input_elided;    // per spec input: not an argument (no elements)
-  std::vector<int> pipeline_output;  // per spec output: its pipeline output, -1 none
-  std::vector<TensorType> output_types;
-  SchedulerKind scheduler = SchedulerKind::kSafeDefault;
-  std::vector<std::string> failures;  // schedulers refused first
-  std::string schedule;               // schedule text, for dumps
-};
 
 // The full key of a cluster key (see above); empty when the build IDs are unknown (the
 // cache is then not used).
@@ -79,12 +73,12 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> Load(const Settings& settings,
                                                      const std::string& name, int num_threads);
 
 // Stores the object file `object_path` (a kernel compiled with NoRuntime for
-// `runtime_target`, function "braze_kernel") under `full_key` and returns the kernel
-// loaded from it.
+// `runtime_target`, function "braze_kernel") under `full_key`, with `layout` (what
+// launching it needs, kept in the .meta file), and returns the kernel loaded from it.
 absl::StatusOr<std::unique_ptr<CompiledKernel>> StoreAndLoad(
     const Settings& settings, const std::string& full_key, const std::string& runtime_target,
     const std::string& name, int num_threads, const std::string& object_path,
-    const KernelLayout& layout);
+    const compile::KernelLayout& layout);
 
 }  // namespace disk_cache
 }  // namespace braze

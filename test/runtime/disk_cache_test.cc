@@ -30,6 +30,7 @@
 #include "device/jit_memory.h"
 #include "device/thread_pool.h"
 #include "runtime/flags.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace {
@@ -37,6 +38,20 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
+
+// The cluster "cluster_0" of every node of `g` but its placeholders, the `inputs`.
+ClusterSpec SpecOfAll(const Graph& g, std::vector<Tensor> inputs, std::vector<Tensor> outputs) {
+  ClusterSpec spec;
+  spec.graph = &g;
+  spec.name = "cluster_0";
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op() != OpKind::kPlaceholder) spec.nodes.push_back(id);
+  }
+  for (const Tensor& t : inputs) spec.input_types.push_back(t.type());
+  spec.inputs = std::move(inputs);
+  spec.outputs = std::move(outputs);
+  return spec;
+}
 
 class DiskCacheTest : public ::testing::Test {
  protected:
@@ -396,11 +411,7 @@ TEST_F(DiskCacheTest, AKernelEmbeddingAConstantIsJitCompiledAndNotStored) {
 // interleaving (without the lock it passed 5 runs of 4 rounds); rounds make it likelier.
 TEST_F(DiskCacheTest, ConcurrentWritersOfOneKeyAreSafe) {
   Model m(2.5);
-  std::vector<int> ids;
-  for (int id = 0; id < m.g.num_nodes(); ++id) {
-    if (m.g.node(id).op() != OpKind::kPlaceholder) ids.push_back(id);
-  }
-  ClusterSpec spec{&m.g, "cluster_0", ids, {m.x}, {m.x.type()}, {m.y}};
+  const ClusterSpec spec = SpecOfAll(m.g, {m.x}, {m.y});
   CompileOptions options;
   options.disk_key = ClusterKey(spec, options);
   for (int round = 0; round < 4; ++round) {
@@ -427,6 +438,87 @@ TEST_F(DiskCacheTest, ConcurrentWritersOfOneKeyAreSafe) {
   }
 }
 
+// A kernel loaded from the disk cache keeps the launch contract of a JIT-compiled one
+// (compile/launch.h): the same launches are refused with the same messages, among them
+// an elided input that is not empty and every output's dtype and shape.
+TEST_F(DiskCacheTest, ALoadedKernelChecksItsArgumentsAsAJitKernelDoes) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {0, 3}, "x");  // no elements: elided
+  Tensor y = Placeholder(g, DType::kF32, {3}, "y");
+  Tensor out = Tanh(y * 1.5) + Sum(x, {0});
+  const ClusterSpec spec = SpecOfAll(g, {x, y}, {out});
+  CompileOptions options;
+  options.disk_key = ClusterKey(spec, options);
+  ASSERT_TRUE(CompileCluster(spec, options).ok());  // compiled and stored
+  auto loaded = CompileCluster(spec, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE((*loaded)->loaded_from_disk());
+  options.disk_key.clear();
+  auto jit = CompileCluster(spec, options);
+  ASSERT_TRUE(jit.ok()) << jit.status();
+  ASSERT_FALSE((*jit)->loaded_from_disk());
+
+  HostTensor empty(DType::kF32, {0, 3}), good(DType::kF32, {3}), long_out(DType::kF32, {4}),
+      f64_out(DType::kF64, {3});
+  HostTensor not_empty = HostTensor::RandomUniform(DType::kF32, {2, 3}, 1);
+  HostTensor y_value = HostTensor::RandomUniform(DType::kF32, {3}, 2);
+  struct Launch {
+    std::string what;
+    std::vector<KernelArg> in, out;
+  };
+  const std::vector<Launch> launches = {
+      {"a good one",
+       {KernelArg::Host(&empty), KernelArg::Host(&y_value)},
+       {KernelArg{&good, nullptr}}},
+      {"one input", {KernelArg::Host(&y_value)}, {KernelArg{&good, nullptr}}},
+      {"a null input", {KernelArg::Host(&empty), KernelArg{}}, {KernelArg{&good, nullptr}}},
+      {"an elided input with elements",
+       {KernelArg::Host(&not_empty), KernelArg::Host(&y_value)},
+       {KernelArg{&good, nullptr}}},
+      {"a long output",
+       {KernelArg::Host(&empty), KernelArg::Host(&y_value)},
+       {KernelArg{&long_out, nullptr}}},
+      {"an f64 output",
+       {KernelArg::Host(&empty), KernelArg::Host(&y_value)},
+       {KernelArg{&f64_out, nullptr}}},
+  };
+  for (const Launch& l : launches) {
+    const absl::Status from_jit = (*jit)->Launch(l.in, l.out);
+    const absl::Status from_disk = (*loaded)->Launch(l.in, l.out);
+    EXPECT_EQ(from_jit, from_disk) << l.what;
+    EXPECT_EQ(from_disk.ok(), l.what == "a good one") << l.what << ": " << from_disk;
+    if (!from_disk.ok()) {
+      EXPECT_EQ(from_disk.code(), absl::StatusCode::kInvalidArgument) << l.what;
+      EXPECT_THAT(std::string(from_disk.message()), HasSubstr("cluster_0: ")) << l.what;
+    }
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(good.GetDouble(i), std::tanh(y_value.GetDouble(i) * 1.5), 1e-6) << i;
+  }
+}
+
+// A kernel loaded from the disk cache names the stored schedule it was compiled with,
+// as the compile that stored it did (--log_compiles).
+TEST_F(DiskCacheTest, ALoadedKernelNamesItsStoredSchedule) {
+  Model m(2.75);
+  const ClusterSpec spec = SpecOfAll(m.g, {m.x}, {m.y});
+  CompileOptions options;
+  StoredSchedule stored;
+  stored.path = "tuned/cluster_0.schedule";
+  stored.params.tasks_per_thread = 8;
+  options.stored_schedule = stored;
+  options.disk_key = ClusterKey(spec, options);
+  auto compiled = CompileCluster(spec, options);
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  EXPECT_FALSE((*compiled)->loaded_from_disk());
+  EXPECT_THAT((*compiled)->schedule_note(), HasSubstr("stored schedule tuned/cluster_0.schedule"));
+  auto loaded = CompileCluster(spec, options);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  ASSERT_TRUE((*loaded)->loaded_from_disk());
+  EXPECT_EQ((*loaded)->schedule_note(), (*compiled)->schedule_note());
+  EXPECT_TRUE(warnings_.empty()) << absl::StrJoin(warnings_, "\n");
+}
+
 // A cache path that is not a directory is named, with the reason, before anything is
 // written (the warning blamed 'cc -shared' on a file in /tmp: a black-box test).
 TEST(DiskCacheDirectory, APathThatIsNotADirectoryIsNamed) {
@@ -438,7 +530,7 @@ TEST(DiskCacheDirectory, APathThatIsNotADirectoryIsNamed) {
   for (const fs::path& dir : {file, file / "sub"}) {
     settings.dir = dir.string();
     auto kernel = disk_cache::StoreAndLoad(settings, "key", "host", "k", 1, "/nonexistent.o",
-                                           disk_cache::KernelLayout{});
+                                           compile::KernelLayout{});
     ASSERT_FALSE(kernel.ok());
     EXPECT_EQ(kernel.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(std::string(kernel.status().message()),
