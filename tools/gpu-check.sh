@@ -11,14 +11,26 @@
 #   NCU=1 tools/gpu-check.sh    # also profiles Chain8's fused kernel
 #
 # The first run (2026-11-26, H200) found the bugs listed in docs/CUDA.md.
+#
+# Every step runs even when one before it failed (a GPU run is rare: it should report all
+# it can), and the script exits 1 at the end when any failed: a test, a time limit, the
+# benchmark, the fuzzer, the plot, a shard that wrote no gtest results, or a GPU test
+# skipped on this machine (MatchesReferenceOnGpu, or any test skipped for want of CUDA). Without a GPU or the bundle it stops
+# at once. The failures are listed last in the log ("gpu-check: FAILED ...").
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 exec > >(tee "$OUT/log.txt") 2>&1
 T0=$SECONDS
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader
+FAILED=()
+die() {
+  echo "gpu-check: FAILED: $*"
+  exit 1
+}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader ||
+  die "nvidia-smi (no GPU?)"
 nproc
-mkdir -p /tmp/g && tar -xJf .gpu/bundle.tar.xz -C /tmp/g
+mkdir -p /tmp/g && tar -xJf .gpu/bundle.tar.xz -C /tmp/g || die "unpacking .gpu/bundle.tar.xz"
 rm -f /tmp/g/lib/libmvec.so.1  # the machine's glibc brings its own
 cub=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
   find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
@@ -26,34 +38,64 @@ echo "cublasLt: $cub"
 export LD_LIBRARY_PATH=/tmp/g/lib:$(dirname "$cub") BRAZE_HALIDE_PLUGIN_DIR=/tmp/g/plugins
 B=/tmp/g/bin
 
-# One command under a time limit, with its status and time.
+# One command under a time limit, with its status and time; a non-zero status (124: the
+# limit) is recorded as a failure.
 t() {
-  local lim=$1 s=$SECONDS
+  local lim=$1 s=$SECONDS rc=0
   shift
   echo "== $*"
-  timeout "$lim" "$@"
-  echo "== rc=$? $((SECONDS - s))s (total $((SECONDS - T0))s)"
+  timeout "$lim" "$@" || rc=$?
+  echo "== rc=$rc $((SECONDS - s))s (total $((SECONDS - T0))s)"
+  ((rc == 0)) || FAILED+=("rc=$rc: $*")
 }
 
+# gtest XML results of the test binaries: every file named here is expected at the end
+# (tools/test-summary.py fails on a missing one: a binary that crashed or timed out).
+R=$OUT/results
+rm -rf "$R" && mkdir -p "$R"
+RESULTS=()
+
 # A gtest binary's filtered tests in 8 shards at once (one GPU, 16 cores). Waits for the
-# shards by pid: a bare `wait` would also wait for the tee above, forever.
+# shards one pid at a time (a bare `wait` would also wait for the tee above, forever),
+# recording each shard's status.
 shards() {
-  local lim=$1 bin=$2 filter=$3 s=$SECONDS pids=""
+  local lim=$1 bin=$2 filter=$3 s=$SECONDS pids=() i rc
   echo "== $bin $filter (8 shards)"
   for i in 0 1 2 3 4 5 6 7; do
     GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i BRAZE_CACHE_DIR=off \
-      timeout "$lim" "$B/$bin" --gtest_brief=1 --gtest_filter="$filter" >"/tmp/shard$i.log" 2>&1 &
-    pids="$pids $!"
+      timeout "$lim" "$B/$bin" --gtest_brief=1 --gtest_filter="$filter" \
+      --gtest_output="xml:$R/$bin-shard$i.xml" >"/tmp/shard$i.log" 2>&1 &
+    pids+=($!)
+    RESULTS+=("$R/$bin-shard$i.xml")
   done
-  wait $pids
-  cat /tmp/shard*.log | grep -v "^Running main\|^\[==========\]\|^$"
+  for i in 0 1 2 3 4 5 6 7; do
+    rc=0
+    wait "${pids[$i]}" || rc=$?
+    ((rc == 0)) || FAILED+=("rc=$rc: $bin $filter, shard $i of 8")
+  done
+  cat /tmp/shard[0-7].log | grep -v "^Running main\|^\[==========\]\|^$"
   echo "== $((SECONDS - s))s (total $((SECONDS - T0))s)"
 }
 
-t 60 "$B/device_tests" --gtest_brief=1
+RESULTS+=("$R/device_tests.xml")
+t 60 "$B/device_tests" --gtest_brief=1 --gtest_output="xml:$R/device_tests.xml"
 shards 120 e2e_tests '*Cuda*'
-shards 120 lower_tests '*Cuda*'
-t 60 "$B/runtime_tests" --gtest_brief=1 --gtest_filter='*Device*:*Cuda*:*Memory*'
+# Each op twice: CompilesAndAssembles (one shape, ptxas) and MatchesReferenceOnGpu.
+shards 180 lower_tests '*Cuda*'
+RESULTS+=("$R/runtime_tests.xml")
+t 60 "$B/runtime_tests" --gtest_brief=1 --gtest_filter='*Device*:*Cuda*:*Memory*' \
+  --gtest_output="xml:$R/runtime_tests.xml"
+# What ran, failed and was skipped (a missing results file: a binary that crashed). On a
+# GPU the cases that run on it must not skip (MatchesReferenceOnGpu, or a skip that says
+# CUDA is missing).
+echo "== tools/test-summary.py --results (${#RESULTS[@]} files in $R)"
+rc=0
+summary=$(timeout 30 python3 tools/test-summary.py --results "${RESULTS[@]}" 2>&1) || rc=$?
+echo "$summary"
+((rc == 0)) || FAILED+=("rc=$rc: tools/test-summary.py (a failed case or a missing results file)")
+if grep -q "^  SKIPPED .*\(OnGpu\|CUDA is not available\|no CUDA device\)" <<<"$summary"; then
+  FAILED+=("GPU test cases skipped on a GPU machine (see the summary above)")
+fi
 OMP_WAIT_POLICY=passive t 180 "$B/braze_bench" --benchmark_filter=cuda --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
   --benchmark_out_format=json
@@ -81,3 +123,8 @@ else
   echo "== no profile (NCU unset or no ncu)"
 fi
 echo "done in $((SECONDS - T0))s"
+if ((${#FAILED[@]} > 0)); then
+  for f in "${FAILED[@]}"; do echo "gpu-check: FAILED: $f"; done
+  exit 1
+fi
+echo "gpu-check: passed"

@@ -9,7 +9,8 @@
 #       compile cache, the log, the timeline and Halide's output capture), in
 #       build-tsan/, with tools/sanitizers/tsan.supp.
 # Halide's JIT-compiled kernels and libHalide are not instrumented. A report fails the
-# run (exit status 1).
+# run (exit status 1), and so does a binary (or a binary and its --gtest_filter) that
+# selects no test: a filter that matches nothing would otherwise pass silently.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -22,6 +23,25 @@ run_or_fail() {
     echo "sanitize.sh: FAILED: $*" >&2
     exit 1
   fi
+}
+
+# Fails the run unless `$1` with the gtest arguments after it (a --gtest_filter) selects
+# at least one test; prints how many it selects.
+require_tests() {
+  local bin=$1 list count
+  shift
+  # No leak check on a listing (LeakSanitizer's tracer crash below is not a finding).
+  local asan="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+  if ! list="$(ASAN_OPTIONS="$asan" "$bin" --gtest_list_tests "$@")"; then
+    echo "sanitize.sh: FAILED: could not list the tests of $bin $*" >&2
+    exit 1
+  fi
+  count="$(grep -c '^  ' <<<"$list" || true)"
+  if ((count == 0)); then
+    echo "sanitize.sh: FAILED: $bin $* selects no test" >&2
+    exit 1
+  fi
+  echo "== $count tests selected"
 }
 
 # LeakSanitizer's stop-the-world tracer sometimes crashes at exit ("Tracer caught signal
@@ -59,6 +79,7 @@ run_asan() {
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   for t in ir data reference passes runtime api; do
     echo "== ASan+UBSan: ${t}_tests"
+    require_tests "$root/build-asan/test/${t}_tests"
     run_asan_binary "$root/build-asan/test/${t}_tests" --gtest_brief=1
   done
 }
@@ -71,6 +92,7 @@ run_tsan() {
   local filter='*Concurren*:*ThreadCounts*:*SinkSwaps*:*ThreadPool*'
   for t in ir device compile runtime api; do
     echo "== TSan: ${t}_tests ($filter)"
+    require_tests "$root/build-tsan/test/${t}_tests" --gtest_filter="$filter"
     run_or_fail "$root/build-tsan/test/${t}_tests" --gtest_brief=1 --gtest_filter="$filter"
   done
 }

@@ -76,10 +76,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, CompositeTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
-// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+// The same ops as CUDA kernels: compiled for CUDA and assembled with ptxas everywhere;
+// run and compared with the reference only on a GPU (skipped without one).
 class CompositeTestCuda : public ::testing::TestWithParam<OpTestCase> {};
 
-TEST_P(CompositeTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+TEST_P(CompositeTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(GetParam()); }
+
+TEST_P(CompositeTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompositeTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 

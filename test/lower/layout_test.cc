@@ -129,10 +129,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, LayoutTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
-// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+// The same ops as CUDA kernels: compiled for CUDA and assembled with ptxas everywhere;
+// run and compared with the reference only on a GPU (skipped without one).
 class LayoutTestCuda : public ::testing::TestWithParam<OpTestCase> {};
 
-TEST_P(LayoutTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+TEST_P(LayoutTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(GetParam()); }
+
+TEST_P(LayoutTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, LayoutTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 

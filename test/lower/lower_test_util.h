@@ -22,6 +22,7 @@
 #include "braze/host_tensor.h"
 #include "braze/ops.h"
 #include "compile/compile.h"
+#include "compile/cuda_codegen.h"
 #include "gtest/gtest.h"
 #include "reference/reference.h"
 
@@ -283,20 +284,75 @@ inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Toler
   return ::testing::AssertionSuccess();
 }
 
-// Every shape on a GPU; without one, the CUDA JIT compile of the first small shape (the
-// run needs a device; code generation and ptxas are checked in gpu_ptx_test).
+// The CUDA path of one op, as two cases named for what they run:
 //
-// Halide's f32 exp, which GPUs use, returns 0 below FLT_MIN (docs/CUDA.md): an H200 gave
-// sigmoid(-87.5) = 0, not 9.98e-39, so f32 outputs are compared with an absolute floor
-// of FLT_MIN there.
-inline void RunOpTestCaseCuda(const OpTestCase& tc) {
-  const bool gpu = CheckCudaAvailable().ok();
-  std::vector<Shape> shapes = tc.small_shapes;
-  if (gpu) {
-    shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
-  } else if (shapes.size() > 1) {
-    shapes.resize(1);
+// CompilesAndAssembles (RunOpTestCaseCudaCompile), everywhere: the cluster at its first
+// small shape is JIT-compiled for cuda:0 (Braze's GPU schedule, the host code and the
+// PTX, as a Session on a GPU would compile it) and that PTX is assembled with ptxas for
+// sm_90. No GPU is needed; nothing runs and no value is compared. Where ptxas is
+// missing the case is skipped after the compile, saying so.
+//
+// MatchesReferenceOnGpu (RunOpTestCaseCudaOnGpu): every shape compiled, run on the GPU
+// and compared with the reference; skipped, with CheckCudaAvailable's reason, without a
+// GPU. Halide's f32 exp, which GPUs use, returns 0 below FLT_MIN (docs/CUDA.md): an H200
+// gave sigmoid(-87.5) = 0, not 9.98e-39, so f32 outputs are compared with an absolute
+// floor of FLT_MIN there.
+//
+// gpu_ptx_test (compile_tests) checks more of the generated code (spills, kernel counts).
+
+// Compiles `c` for cuda:0 and assembles its PTX with ptxas. `not_assembled` is set to
+// the reason when ptxas is missing (the compile is still checked).
+inline ::testing::AssertionResult CompileForCudaAndAssemble(const Case& c,
+                                                            std::string* not_assembled) {
+  if (!c.graph->status().ok()) {
+    return ::testing::AssertionFailure() << "graph: " << c.graph->status();
   }
+  CompileOptions options;
+  options.device = Device{Device::Kind::kCuda, 0};
+  auto kernel = CompileCluster(SpecOf(c), options);
+  if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
+  if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";
+  bool empty = true;
+  for (const TensorType& t : (*kernel)->output_types()) empty = empty && NumElements(t.shape) == 0;
+  if (empty) return ::testing::AssertionSuccess();  // nothing to compute, no PTX
+  const CompiledKernel::DeviceSource source = (*kernel)->device_source();
+  if (source.extension != "ptx" || source.text.find(".entry") == std::string::npos) {
+    return ::testing::AssertionFailure()
+           << "no PTX kernel in the compiled cluster's device source (." << source.extension
+           << "):\n"
+           << source.text.substr(0, 2000);
+  }
+  auto report = AssemblePtx(source.text, "sm_90");
+  if (report.status().code() == absl::StatusCode::kFailedPrecondition) {
+    *not_assembled = std::string(report.status().message());
+    return ::testing::AssertionSuccess();
+  }
+  if (!report.ok()) return ::testing::AssertionFailure() << "ptxas: " << report.status();
+  if (report->kernels.empty()) {
+    return ::testing::AssertionFailure() << "ptxas reported no kernel:\n" << report->log;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+inline void RunOpTestCaseCudaCompile(const OpTestCase& tc) {
+  ASSERT_FALSE(tc.small_shapes.empty()) << tc.name << " has no small shape";
+  const Shape& shape = tc.small_shapes.front();
+  Case c;
+  tc.build(c, shape);
+  std::string not_assembled;
+  EXPECT_TRUE(CompileForCudaAndAssemble(c, &not_assembled))
+      << tc.name << " at base shape " << ShapeString(shape);
+  if (!not_assembled.empty()) {
+    GTEST_SKIP() << "compiled for CUDA but not assembled: " << not_assembled;
+  }
+}
+
+inline void RunOpTestCaseCudaOnGpu(const OpTestCase& tc) {
+  if (absl::Status s = CheckCudaAvailable(); !s.ok()) {
+    GTEST_SKIP() << "needs a CUDA GPU, nothing run or compared: " << s.message();
+  }
+  std::vector<Shape> shapes = tc.small_shapes;
+  shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
   for (const Shape& shape : shapes) {
     Case c;
     tc.build(c, shape);
@@ -304,7 +360,7 @@ inline void RunOpTestCaseCuda(const OpTestCase& tc) {
     for (const Tensor& out : c.outputs) {
       if (out.dtype() == DType::kF32) tol.atol = std::max(tol.atol, 1.1754944e-38);
     }
-    EXPECT_TRUE(CompileRunCompareOnDevice(c, tol, Device{Device::Kind::kCuda, 0}, gpu))
+    EXPECT_TRUE(CompileRunCompareOnDevice(c, tol, Device{Device::Kind::kCuda, 0}, true))
         << tc.name << " at base shape " << ShapeString(shape);
   }
 }

@@ -116,10 +116,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTest,
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
-// The same ops as CUDA kernels (runs on a GPU; compiles only without one).
+// The same ops as CUDA kernels: compiled for CUDA and assembled with ptxas everywhere;
+// run and compared with the reference only on a GPU (skipped without one).
 class ReduceMatMulTestCuda : public ::testing::TestWithParam<OpTestCase> {};
 
-TEST_P(ReduceMatMulTestCuda, MatchesReference) { RunOpTestCaseCuda(GetParam()); }
+TEST_P(ReduceMatMulTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(GetParam()); }
+
+TEST_P(ReduceMatMulTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 
