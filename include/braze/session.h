@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "braze/graph.h"
 #include "braze/host_tensor.h"
+#include "braze/scheduler.h"
 
 namespace braze {
 
@@ -22,13 +23,6 @@ namespace braze {
 // compilable op may be auto-clustered; the two levels behave identically (as in TF, whose
 // docs say "at present, no distinction").
 enum class JitLevel { kOff, kOn1, kOn2 };
-
-// Who schedules a compiled pipeline. If the chosen one fails, compilation falls through
-// (Adams2019 -> Mullapudi2016 -> SafeDefault; Li2018 -> SafeDefault). kAuto (default):
-// our own safe default for clusters that reduce over the innermost dim (softmax,
-// layernorm: measured 2-4x faster than Adams2019 here), Adams2019 with exact estimates
-// for the rest (elementwise chains, matmuls).
-enum class Scheduler { kAuto, kAdams2019, kMullapudi2016, kLi2018, kSafeDefault };
 
 // When a compiled step (a cluster, or an op outside clusters) is compiled for a new
 // input signature. kEager: before its first run (blocking it). kLazy: its first
@@ -73,6 +67,10 @@ struct SessionOptions {
   // each with the elementwise ops and reductions around it fused in. One whole MLP
   // training step as a single pipeline ran slower than op by op (README, Examples).
   int max_matmuls_per_cluster = 1;
+  // Who schedules compiled kernels (braze/scheduler.h). A CPU scheduler schedules CPU
+  // kernels (GPU kernels start at the GPU heuristic's fused plan); a GPU heuristic plan
+  // (kGpuFused, kGpuSeparate, kGpuSerial) starts the chain of GPU kernels, and a plan
+  // with compiled CPU steps under it is InvalidArgument.
   Scheduler scheduler = Scheduler::kAuto;
   // Threads of a CPU kernel's parallel loops (Braze's pool, docs/THREAD_POOL.md); 0 = all
   // the CPUs the process may use (or HL_NUM_THREADS), which is also the most.

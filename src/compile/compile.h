@@ -27,7 +27,7 @@ inline constexpr int64_t kLibraryGemmMinWork = int64_t{1} << 21;
 
 struct CompileOptions {
   // CPU kernels: which scheduler starts the chain (schedule/scheduler.h).
-  SchedulerKind scheduler = SchedulerKind::kAuto;
+  Scheduler scheduler = Scheduler::kAuto;
   // Halide worker threads while this kernel runs; 0: Halide's default (HL_NUM_THREADS,
   // else all cores). Halide's pool is process-wide: the count is applied before each Run
   // whose kernel asks for a different one than the last Run did.
@@ -37,7 +37,7 @@ struct CompileOptions {
   // starts the GPU chain at `gpu_scheduler` (Li2018 or a heuristic plan), and its
   // kernel launches on DeviceTensors of device `device.index`.
   Device device;
-  SchedulerKind gpu_scheduler = SchedulerKind::kGpuFused;
+  Scheduler gpu_scheduler = Scheduler::kGpuFused;
   // The cluster key (compile/cluster_key.h) under which a CPU kernel is kept in the
   // disk cache (compile/disk_cache.h); empty: the disk cache is not used.
   std::string disk_key;
@@ -86,7 +86,7 @@ class CompiledKernel {
   virtual bool on_device() const { return false; }
   virtual const std::vector<TensorType>& output_types() const = 0;
   // The scheduler that actually produced the schedule (after fall-through).
-  virtual SchedulerKind scheduler_used() const = 0;
+  virtual Scheduler scheduler_used() const = 0;
   // Why each scheduler tried before scheduler_used() failed, in order, one entry each:
   // "<Scheduler>: <Halide's message>". Empty when the chosen scheduler worked.
   virtual const std::vector<std::string>& scheduler_failures() const = 0;

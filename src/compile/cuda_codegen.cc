@@ -95,7 +95,7 @@ std::vector<std::string> EntryNames(const std::string& ptx) {
 // Schedules and compiles a freshly lowered cluster to a Module; fills code's PTX and
 // counts. Every error is the schedule's (or Halide's) and names the attempt.
 absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowered,
-                          SchedulerKind kind, const Halide::Target& target, CudaKernelCode& code) {
+                          Scheduler kind, const Halide::Target& target, CudaKernelCode& code) {
   const std::string what = SchedulerName(kind);
   absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
     device::HalideOutputCapture halide_output;  // Halide's chatter: to the log at --v=2
@@ -131,7 +131,7 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
       return absl::InternalError(
           absl::StrCat(counter.nvvm_calls, " NVVM intrinsic call(s) left in host code"));
     }
-    if (counter.loops > 0 && kind != SchedulerKind::kLi2018) {
+    if (counter.loops > 0 && kind != Scheduler::kLi2018) {
       // The heuristic puts every Func on the GPU; a host loop means a Func was missed.
       return absl::InternalError(
           absl::StrCat("the schedule left ", counter.loops, " loops on the host"));
@@ -147,7 +147,7 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
 
 }  // namespace
 
-absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, SchedulerKind which) {
+absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Scheduler which) {
   const auto start = std::chrono::steady_clock::now();
   const std::string name = spec.name.empty() ? "cluster" : spec.name;
   Halide::Target target;
@@ -157,7 +157,7 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Schedul
         return absl::OkStatus();
       }));
   std::vector<std::string> failures;
-  for (SchedulerKind kind : SchedulerChain(which, /*gpu=*/true)) {
+  for (Scheduler kind : SchedulerChain(which, /*gpu=*/true)) {
     CudaKernelCode code;
     code.target = target.to_string();
     // Fresh Funcs every attempt: a failed schedule leaves directives on the old ones.
@@ -188,9 +188,9 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Schedul
 
 namespace compile {
 
-std::string ApplyGpuScheduler(SchedulerKind kind, const lower::LoweredCluster& lowered,
+std::string ApplyGpuScheduler(Scheduler kind, const lower::LoweredCluster& lowered,
                               Halide::Pipeline& pipeline, const Halide::Target& target) {
-  if (kind == SchedulerKind::kLi2018) {
+  if (kind == Scheduler::kLi2018) {
     std::string text = schedule::ApplyAutoscheduler(kind, pipeline, target, kGpuParallelism);
     // A value that a reduction and a comparison both read must be stored once
     // (schedule/extremum_operands.h); inlined, each reader rounds its own copy (braze-fuzz

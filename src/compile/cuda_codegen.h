@@ -30,7 +30,7 @@ struct CudaKernelCode {
   int launches = 0;                  // kernel launches in the host code, per run
   int host_loops = 0;                // loops left on the host (0: all compute on the GPU)
   // The scheduler that produced the schedule (schedule/scheduler.h).
-  SchedulerKind scheduler_used = SchedulerKind::kGpuFused;
+  Scheduler scheduler_used = Scheduler::kGpuFused;
   // What produced the schedule: "Li2018", or "heuristic (fused|separate|serial)" (the
   // heuristic's fallbacks when Halide rejects a more ambitious plan).
   std::string scheduler;
@@ -43,7 +43,7 @@ struct CudaKernelCode {
 // Generates the CUDA code for `spec` (concrete input types, as for CompileCluster).
 // Halide errors come back as a Status, naming the cluster; a schedule that fails falls
 // through to the next (Li2018 -> heuristic fused -> separate -> serial).
-absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, SchedulerKind which);
+absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Scheduler which);
 
 struct PtxasKernel {
   std::string name;

@@ -257,7 +257,7 @@ bool Parse(const std::string& text, Meta* m) {
   }
   int scheduler = 0, num_failures = 0;
   if (!next("scheduler", &rest) || !absl::SimpleAtoi(rest, &scheduler)) return false;
-  m->layout.scheduler = static_cast<SchedulerKind>(scheduler);
+  m->layout.scheduler = static_cast<Scheduler>(scheduler);
   if (!next("failures", &rest) || !absl::SimpleAtoi(rest, &num_failures) || num_failures < 0) {
     return false;
   }

@@ -15,7 +15,7 @@ namespace compile {
 
 // Schedules `pipeline` (built from a freshly lowered cluster) for `target` with `kind`;
 // returns the schedule as text. Throws Halide::Error when Halide rejects it.
-std::string ApplyGpuScheduler(SchedulerKind kind, const lower::LoweredCluster& lowered,
+std::string ApplyGpuScheduler(Scheduler kind, const lower::LoweredCluster& lowered,
                               Halide::Pipeline& pipeline, const Halide::Target& target);
 
 }  // namespace compile

@@ -53,7 +53,7 @@ std::vector<Halide::Argument> ArgumentsOf(const lower::LoweredCluster& lowered) 
   return args;
 }
 
-KernelLayout LayoutOf(const lower::LoweredCluster& lowered, SchedulerKind used,
+KernelLayout LayoutOf(const lower::LoweredCluster& lowered, Scheduler used,
                       std::vector<std::string> failures, std::string schedule) {
   return KernelLayout{lowered.input_elided, lowered.pipeline_output, lowered.output_types, used,
                       std::move(failures),  std::move(schedule)};

@@ -27,7 +27,7 @@ std::vector<Halide::Argument> ArgumentsOf(const lower::LoweredCluster& lowered);
 
 // The launch layout of a lowered cluster, with the scheduler that scheduled it, those
 // refused first and the schedule's text.
-KernelLayout LayoutOf(const lower::LoweredCluster& lowered, SchedulerKind used,
+KernelLayout LayoutOf(const lower::LoweredCluster& lowered, Scheduler used,
                       std::vector<std::string> failures, std::string schedule);
 
 class JitKernel : public PipelineKernel {

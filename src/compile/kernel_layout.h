@@ -25,7 +25,7 @@ struct KernelLayout {
   std::vector<int> pipeline_output;
   // Per spec output: dtype and shape (-1 dims: symbolic, any size at launch).
   std::vector<TensorType> output_types;
-  SchedulerKind scheduler = SchedulerKind::kSafeDefault;  // after fall-through
+  Scheduler scheduler = Scheduler::kSafeDefault;  // after fall-through
   std::vector<std::string> failures;  // schedulers refused first, "<Scheduler>: <why>"
   std::string schedule;               // the schedule as text, for dumps
 };

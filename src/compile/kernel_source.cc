@@ -171,7 +171,7 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
   *with = copts;
   std::string key = ClusterKey(spec, copts);
   if (!schedule_dirs.empty() && copts.device.kind == Device::Kind::kCpu &&
-      copts.scheduler == SchedulerKind::kAuto) {
+      copts.scheduler == Scheduler::kAuto) {
     // Threads do not enter the stored schedule's key (its factors are per thread): the
     // key under default options, which is `key` itself unless a thread count was set
     // or the GEMM library turned off.
@@ -284,8 +284,8 @@ ClusterSpec KernelSource::SpecFor(const std::vector<TensorType>& types,
 std::vector<std::vector<int>> KernelSource::InputSymbols(
     const std::vector<TensorType>& types) const {
   if (!options_.symbolic_shapes) return {};
-  const SchedulerKind scheduler = options_.compile.scheduler;
-  if (scheduler != SchedulerKind::kAuto && scheduler != SchedulerKind::kSafeDefault) return {};
+  const Scheduler scheduler = options_.compile.scheduler;
+  if (scheduler != Scheduler::kAuto && scheduler != Scheduler::kSafeDefault) return {};
   std::vector<std::vector<int>> symbols(types.size());
   std::vector<int64_t> sizes;  // of each class: equal sizes share one
   for (size_t i = 0; i < types.size() && i < cluster_.inputs.size(); ++i) {

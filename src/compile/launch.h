@@ -74,7 +74,7 @@ class PipelineKernel : public CompiledKernel {
                       absl::Span<const KernelArg> outputs) final;
   bool on_device() const final { return on_device_; }
   const std::vector<TensorType>& output_types() const final { return layout_.output_types; }
-  SchedulerKind scheduler_used() const final { return layout_.scheduler; }
+  Scheduler scheduler_used() const final { return layout_.scheduler; }
   const std::vector<std::string>& scheduler_failures() const final { return layout_.failures; }
   double compile_ms() const final { return compile_ms_; }
   std::string schedule_text() const override { return layout_.schedule; }

@@ -64,27 +64,27 @@ absl::StatusOr<Halide::Target> JitTarget(const device::Backend& backend, const s
 // kAuto's choice (see compile.h): row reductions and matmuls get the safe default, and
 // so does a pipeline with an output it writes with streaming stores, which the
 // autoschedulers cannot (schedule/stream_stores.h).
-SchedulerKind PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target,
+Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target,
                             int parallelism) {
   if (schedule::StreamsAnOutput(info, target, parallelism, ScheduleParams())) {
-    return SchedulerKind::kSafeDefault;
+    return Scheduler::kSafeDefault;
   }
   for (const schedule::Stage& stage : info.stages) {
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
-    if (reduction && stage.reduces_innermost) return SchedulerKind::kSafeDefault;
+    if (reduction && stage.reduces_innermost) return Scheduler::kSafeDefault;
     if (stage.kind == schedule::StageKind::kMatMul ||
         stage.kind == schedule::StageKind::kLibraryMatMul) {
-      return SchedulerKind::kSafeDefault;
+      return Scheduler::kSafeDefault;
     }
   }
-  return SchedulerKind::kAdams2019;
+  return Scheduler::kAdams2019;
 }
 
 // Applies `kind` to the freshly lowered `lowered` (whose Funcs `pipeline` holds) for
 // `target`; returns the schedule as text. Throws Halide::Error when Halide rejects it.
 // `params`: a stored schedule's template factors (the safe default's own when null).
-std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
+std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
                            Halide::Pipeline& pipeline, const Halide::Target& target, bool gpu,
                            int parallelism, const ScheduleParams* params,
                            std::vector<std::string>* streamed) {
@@ -93,14 +93,14 @@ std::string ApplyScheduler(SchedulerKind kind, const LoweredCluster& lowered,
   // rewriting their readers' definitions (and refuses Funcs scheduled beforehand), after
   // which a shared value is no Func any more, and each reader rounds its own copy.
   const std::vector<Halide::Func> shared_before =
-      kind == SchedulerKind::kSafeDefault ? std::vector<Halide::Func>()
+      kind == Scheduler::kSafeDefault ? std::vector<Halide::Func>()
                                           : schedule::ComparedReductionOperands(lowered.info);
   std::string schedule =
-      kind == SchedulerKind::kSafeDefault
+      kind == Scheduler::kSafeDefault
           ? schedule::ApplySafeDefault(lowered.info, target, parallelism,
                                        params ? *params : ScheduleParams(), streamed)
           : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
-  if (kind != SchedulerKind::kSafeDefault) {
+  if (kind != Scheduler::kSafeDefault) {
     std::set<std::string> shared_after;
     for (const Halide::Func& f : schedule::ComparedReductionOperands(lowered.info)) {
       shared_after.insert(f.name());
@@ -177,19 +177,19 @@ void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
 
 // One schedule to try: a scheduler of the chain, or the stored schedule (`stored`).
 struct Attempt {
-  SchedulerKind kind;
+  Scheduler kind;
   const StoredSchedule* stored = nullptr;
 };
 
 // The stored schedule, if any applies, then the chain that starts at `first`. A stored
 // autoscheduler choice cannot apply to a symbolic cluster (only the safe default's
 // splits hold for every size): refused with a warning, noted in `*note`.
-std::vector<Attempt> Attempts(const CompileOptions& options, SchedulerKind first, bool gpu,
+std::vector<Attempt> Attempts(const CompileOptions& options, Scheduler first, bool gpu,
                               bool symbolic, std::string* note) {
   std::vector<Attempt> attempts;
   if (!gpu && options.stored_schedule) {
     const StoredSchedule& stored = *options.stored_schedule;
-    if (symbolic && stored.params.scheduler != SchedulerKind::kSafeDefault) {
+    if (symbolic && stored.params.scheduler != Scheduler::kSafeDefault) {
       const std::string why = absl::StrCat("it names ", SchedulerName(stored.params.scheduler),
                                            ", and this cluster has symbolic dims");
       WarnStoredScheduleRefused(stored.path, why);
@@ -199,7 +199,7 @@ std::vector<Attempt> Attempts(const CompileOptions& options, SchedulerKind first
       attempts.push_back({stored.params.scheduler, &stored});
     }
   }
-  for (SchedulerKind kind : SchedulerChain(first, gpu)) attempts.push_back({kind});
+  for (Scheduler kind : SchedulerChain(first, gpu)) attempts.push_back({kind});
   return attempts;
 }
 
@@ -212,7 +212,7 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
   lo.gpu = gpu;
   lo.cuda = options.device.kind == Device::Kind::kCuda;
   const bool wanted = options.cpu_gemm_library && !gpu &&
-                      attempt.kind == SchedulerKind::kSafeDefault &&
+                      attempt.kind == Scheduler::kSafeDefault &&
                       (attempt.stored == nullptr || attempt.stored->params.matmul_library);
   if (!wanted) return lo;
   const absl::Status available = CpuGemmAvailable();
@@ -294,27 +294,27 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
   // Lowered as the safe default would lower it (the scheduler of every cluster with a
   // matmul), so the usual first attempt takes this lowering rather than making another.
   const Attempt likely{
-      options.scheduler == SchedulerKind::kAuto ? SchedulerKind::kSafeDefault : options.scheduler,
+      options.scheduler == Scheduler::kAuto ? Scheduler::kSafeDefault : options.scheduler,
       options.stored_schedule ? &*options.stored_schedule : nullptr};
   const lower::LowerOptions first_options = LoweringFor(options, likely, gpu, parallelism);
   BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec, first_options));
   // No matmul the library would take: every attempt's lowering is this one.
   const bool library_irrelevant =
       first_options.library_gemm_min_work >= 0 && !first_lowering.calls_library;
-  SchedulerKind first = gpu ? options.gpu_scheduler : options.scheduler;
+  Scheduler first = gpu ? options.gpu_scheduler : options.scheduler;
   if (first_lowering.info.symbolic) {
     // Symbolic extents: only the safe default's splits are chosen to hold for every size
     // (schedule/pipeline_info.h); the caller compiles for concrete shapes if it fails.
-    if (gpu || (first != SchedulerKind::kAuto && first != SchedulerKind::kSafeDefault)) {
+    if (gpu || (first != Scheduler::kAuto && first != Scheduler::kSafeDefault)) {
       return absl::UnimplementedError(
           absl::StrCat(name, ": symbolic shapes are compiled by the CPU safe default only, not by ",
                        SchedulerName(first)));
     }
-    first = SchedulerKind::kSafeDefault;
-  } else if (!gpu && first == SchedulerKind::kAuto) {
+    first = Scheduler::kSafeDefault;
+  } else if (!gpu && first == Scheduler::kAuto) {
     // Auto's safe-default chain goes on to the autoschedulers (scheduler.h).
-    if (PickScheduler(first_lowering.info, target, parallelism) == SchedulerKind::kAdams2019) {
-      first = SchedulerKind::kAdams2019;
+    if (PickScheduler(first_lowering.info, target, parallelism) == Scheduler::kAdams2019) {
+      first = Scheduler::kAdams2019;
     }
   }
   ProducedKernel produced;
@@ -338,7 +338,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
   const std::vector<Attempt> attempts =
       Attempts(options, first, gpu, first_lowering.info.symbolic, &schedule_note);
   for (const Attempt& attempt : attempts) {
-    const SchedulerKind kind = attempt.kind;
+    const Scheduler kind = attempt.kind;
     const bool last = &attempt == &attempts.back();
     const std::string what = attempt.stored != nullptr
                                  ? absl::StrCat("stored schedule ", attempt.stored->path)

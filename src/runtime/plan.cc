@@ -302,6 +302,21 @@ std::vector<Step> MakeSteps(const Planning& p, std::unordered_map<int, int>* ste
   return steps;
 }
 
+// A GPU heuristic plan as the session's scheduler schedules GPU kernels only: a
+// compiled step on the host under it is the caller's error, not a silent safe default.
+absl::Status CheckScheduler(const SessionOptions& options, const std::vector<Step>& steps) {
+  if (!IsGpuHeuristic(options.scheduler)) return absl::OkStatus();
+  for (const Step& s : steps) {
+    if (s.space != Space::kDevice && !s.fallback.empty() && s.kind != Step::Kind::kReference) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SessionOptions::scheduler is ", SchedulerName(options.scheduler),
+          ", a GPU heuristic plan, but '", s.name, "' compiles for the CPU; CPU schedulers: ",
+          "Auto, Adams2019, Mullapudi2016, Li2018, SafeDefault"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // 7. Kahn's algorithm over steps (clustering guarantees the step graph is acyclic).
 absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
   std::vector<Step> steps = std::move(plan->steps);
@@ -375,6 +390,7 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   std::unordered_map<int, int> step_of;
   plan->steps = MakeSteps(p, &step_of);
   done("steps");
+  BRAZE_RETURN_IF_ERROR(CheckScheduler(options, plan->steps));
   BRAZE_RETURN_IF_ERROR(Order(step_of, plan.get()));
   done("order");
   return std::unique_ptr<const Plan>(std::move(plan));

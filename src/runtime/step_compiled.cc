@@ -20,28 +20,15 @@
 namespace braze {
 namespace {
 
-SchedulerKind ToSchedulerKind(Scheduler s) {
-  switch (s) {
-    case Scheduler::kAuto:
-      return SchedulerKind::kAuto;
-    case Scheduler::kAdams2019:
-      return SchedulerKind::kAdams2019;
-    case Scheduler::kMullapudi2016:
-      return SchedulerKind::kMullapudi2016;
-    case Scheduler::kLi2018:
-      return SchedulerKind::kLi2018;
-    case Scheduler::kSafeDefault:
-      return SchedulerKind::kSafeDefault;
-  }
-  return SchedulerKind::kSafeDefault;
-}
-
 // The kernel source's options for `step`: the session's options and BRAZE_FLAGS, read
 // here once so that the compile layer never sees either.
 KernelSourceOptions SourceOptionsFor(Executor& ex, const Step& step) {
   const BrazeFlags& flags = GetBrazeFlags();
   KernelSourceOptions o;
-  o.compile.scheduler = ToSchedulerKind(ex.options().scheduler);
+  o.compile.scheduler = ex.options().scheduler;
+  // A GPU heuristic plan chosen for the session starts the chain of its GPU kernels
+  // (BuildPlan refuses it for a session with compiled CPU steps).
+  if (IsGpuHeuristic(ex.options().scheduler)) o.compile.gpu_scheduler = ex.options().scheduler;
   o.compile.num_threads = ex.options().num_threads;
   if (step.space == Space::kDevice) o.compile.device = step.device;
   o.compile.cpu_gemm_library =

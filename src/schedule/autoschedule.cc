@@ -10,56 +10,55 @@ namespace braze {
 namespace schedule {
 namespace {
 
-// Halide's registry name and the plugin's file name for each autoscheduler.
-const char* RegistryName(SchedulerKind kind) {
+// Halide's registry name and the plugin's file name for each autoscheduler: the
+// vocabulary's own names (braze/schedulers.def) are Halide's for its plugins.
+const char* RegistryName(Scheduler kind) {
   switch (kind) {
-    case SchedulerKind::kAdams2019:
-      return "Adams2019";
-    case SchedulerKind::kMullapudi2016:
-      return "Mullapudi2016";
-    case SchedulerKind::kLi2018:
-      return "Li2018";
-    case SchedulerKind::kAuto:  // not plugins
-    case SchedulerKind::kSafeDefault:
-    case SchedulerKind::kGpuFused:
-    case SchedulerKind::kGpuSeparate:
-    case SchedulerKind::kGpuSerial:
+    case Scheduler::kAdams2019:
+    case Scheduler::kMullapudi2016:
+    case Scheduler::kLi2018:
+      return SchedulerName(kind);
+    case Scheduler::kAuto:  // not plugins
+    case Scheduler::kSafeDefault:
+    case Scheduler::kGpuFused:
+    case Scheduler::kGpuSeparate:
+    case Scheduler::kGpuSerial:
       break;
   }
   return nullptr;
 }
 
-const char* CompiledInPath(SchedulerKind kind) {
+const char* CompiledInPath(Scheduler kind) {
   switch (kind) {
-    case SchedulerKind::kAdams2019:
+    case Scheduler::kAdams2019:
       return BRAZE_ADAMS2019_SO;
-    case SchedulerKind::kMullapudi2016:
+    case Scheduler::kMullapudi2016:
       return BRAZE_MULLAPUDI2016_SO;
-    case SchedulerKind::kLi2018:
+    case Scheduler::kLi2018:
       return BRAZE_LI2018_SO;
-    case SchedulerKind::kAuto:  // not plugins
-    case SchedulerKind::kSafeDefault:
-    case SchedulerKind::kGpuFused:
-    case SchedulerKind::kGpuSeparate:
-    case SchedulerKind::kGpuSerial:
+    case Scheduler::kAuto:  // not plugins
+    case Scheduler::kSafeDefault:
+    case Scheduler::kGpuFused:
+    case Scheduler::kGpuSeparate:
+    case Scheduler::kGpuSerial:
       break;
   }
   return "";
 }
 
-const char* FileName(SchedulerKind kind) {
+const char* FileName(Scheduler kind) {
   switch (kind) {
-    case SchedulerKind::kAdams2019:
+    case Scheduler::kAdams2019:
       return "libautoschedule_adams2019.so";
-    case SchedulerKind::kMullapudi2016:
+    case Scheduler::kMullapudi2016:
       return "libautoschedule_mullapudi2016.so";
-    case SchedulerKind::kLi2018:
+    case Scheduler::kLi2018:
       return "libautoschedule_li2018.so";
-    case SchedulerKind::kAuto:  // not plugins
-    case SchedulerKind::kSafeDefault:
-    case SchedulerKind::kGpuFused:
-    case SchedulerKind::kGpuSeparate:
-    case SchedulerKind::kGpuSerial:
+    case Scheduler::kAuto:  // not plugins
+    case Scheduler::kSafeDefault:
+    case Scheduler::kGpuFused:
+    case Scheduler::kGpuSeparate:
+    case Scheduler::kGpuSerial:
       break;
   }
   return "";
@@ -68,7 +67,7 @@ const char* FileName(SchedulerKind kind) {
 }  // namespace
 }  // namespace schedule
 
-std::string AutoschedulerPluginPath(SchedulerKind kind) {
+std::string AutoschedulerPluginPath(Scheduler kind) {
   const char* dir = std::getenv("BRAZE_HALIDE_PLUGIN_DIR");
   if (dir != nullptr && *dir != '\0') {
     return std::string(dir) + "/" + schedule::FileName(kind);
@@ -86,13 +85,13 @@ namespace {
 // autoschedulers, which Pipeline::auto_schedule reads with no lock, so a plugin loaded
 // while another thread autoschedules raced with it (TSan: add_autoscheduler against
 // find_autoscheduler, two clusters compiling at once under different schedulers).
-void EnsurePluginLoaded(SchedulerKind kind) {
+void EnsurePluginLoaded(Scheduler kind) {
   static std::mutex mu;
-  static std::map<SchedulerKind, std::string>* loaded =
-      new std::map<SchedulerKind, std::string>();  // kind -> path; never destroyed
+  static std::map<Scheduler, std::string>* loaded =
+      new std::map<Scheduler, std::string>();  // kind -> path; never destroyed
   static bool tried_all = false;
   std::lock_guard<std::mutex> lock(mu);
-  auto load = [&](SchedulerKind k) {
+  auto load = [&](Scheduler k) {
     if (loaded->count(k) > 0) return;
     const std::string path = AutoschedulerPluginPath(k);
     Halide::load_plugin(path);  // throws Halide::Error when dlopen fails
@@ -100,8 +99,8 @@ void EnsurePluginLoaded(SchedulerKind kind) {
   };
   if (!tried_all) {
     tried_all = true;
-    for (SchedulerKind k :
-         {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016, SchedulerKind::kLi2018}) {
+    for (Scheduler k :
+         {Scheduler::kAdams2019, Scheduler::kMullapudi2016, Scheduler::kLi2018}) {
       try {
         load(k);
       } catch (const Halide::Error&) {
@@ -114,7 +113,7 @@ void EnsurePluginLoaded(SchedulerKind kind) {
 
 }  // namespace
 
-std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
+std::string ApplyAutoscheduler(Scheduler kind, Halide::Pipeline& pipeline,
                                const Halide::Target& target, int parallelism) {
   const char* name = RegistryName(kind);
   if (name == nullptr) {
@@ -129,7 +128,7 @@ std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
   // HalideOutputTest.ConcurrentCompilesShareTheCapture, its stack in halide_toc_impl).
   static std::mutex* const adams2019_mu = new std::mutex();  // never destroyed
   std::unique_lock<std::mutex> one_search(*adams2019_mu, std::defer_lock);
-  if (kind == SchedulerKind::kAdams2019) one_search.lock();
+  if (kind == Scheduler::kAdams2019) one_search.lock();
   // docs/HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).
   const Halide::MachineParams params(parallelism, uint64_t{32} << 20, 40);
   Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);

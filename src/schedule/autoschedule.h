@@ -21,7 +21,7 @@ namespace schedule {
 // must carry estimates and whose inputs must carry bounds. The schedule is applied to
 // the pipeline's Funcs. Returns the schedule as C++ source text. Throws Halide::Error
 // when the plugin cannot be loaded or the autoscheduler fails.
-std::string ApplyAutoscheduler(SchedulerKind kind, Halide::Pipeline& pipeline,
+std::string ApplyAutoscheduler(Scheduler kind, Halide::Pipeline& pipeline,
                                const Halide::Target& target, int parallelism);
 
 }  // namespace schedule

@@ -121,12 +121,12 @@ enum class Host {
 
 class GpuHeuristic {
  public:
-  GpuHeuristic(const PipelineInfo& info, SchedulerKind plan, bool opencl)
+  GpuHeuristic(const PipelineInfo& info, Scheduler plan, bool opencl)
       : info_(info), plan_(plan), opencl_(opencl) {}
 
   std::string Run() {
     Analyze();
-    if (plan_ == SchedulerKind::kGpuFused) ChooseHosts();
+    if (plan_ == Scheduler::kGpuFused) ChooseHosts();
     for (size_t j = 0; j < info_.outputs.size(); ++j) ScheduleOutput(static_cast<int>(j));
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
@@ -179,7 +179,7 @@ class GpuHeuristic {
       stage_index_[s.acc.name()] = static_cast<int>(i);
       // The serial plan never rfactors: the fallback when Halide cannot prove an
       // update associative.
-      reductions_[i].kind = plan_ == SchedulerKind::kGpuSerial ? Kind::kColumn : Classify(s);
+      reductions_[i].kind = plan_ == Scheduler::kGpuSerial ? Kind::kColumn : Classify(s);
     }
     // A matmul reads each operand element m (or n) times: an operand that computes
     // something is materialized once instead of being inlined into the k loop. Operands
@@ -535,7 +535,7 @@ class GpuHeuristic {
         acc.compute_at(thread_at());
         placed_.insert(acc.name());
         log_ << acc.name() << ": "
-             << (plan_ == SchedulerKind::kGpuSerial ? "serial"
+             << (plan_ == Scheduler::kGpuSerial ? "serial"
                  : s.reduces_innermost              ? "short rows"
                                                     : "column")
              << ", a thread per output, " << where << "\n";
@@ -582,7 +582,7 @@ class GpuHeuristic {
   }
 
   const PipelineInfo& info_;
-  const SchedulerKind plan_;
+  const Scheduler plan_;
   const bool opencl_;
   std::ostringstream log_;
   std::map<std::string, Function> env_;
@@ -602,7 +602,7 @@ class GpuHeuristic {
 }  // namespace
 
 std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
-                             SchedulerKind plan) {
+                             Scheduler plan) {
   if (!IsGpuHeuristic(plan)) {
     throw Halide::CompileError(std::string("ApplyGpuSchedule: ") + SchedulerName(plan) +
                                " is not a plan of the GPU heuristic");

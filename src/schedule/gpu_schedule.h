@@ -45,7 +45,7 @@ namespace schedule {
 // `plan` is one of the heuristic's plans (kGpuFused, kGpuSeparate, kGpuSerial; see
 // schedule/scheduler.h), each the fallback of the one before.
 std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
-                             SchedulerKind plan);
+                             Scheduler plan);
 
 }  // namespace schedule
 }  // namespace braze

@@ -3,35 +3,8 @@
 
 namespace braze {
 
-const char* SchedulerName(SchedulerKind kind) {
-  switch (kind) {
-    case SchedulerKind::kAuto:
-      return "Auto";
-    case SchedulerKind::kAdams2019:
-      return "Adams2019";
-    case SchedulerKind::kMullapudi2016:
-      return "Mullapudi2016";
-    case SchedulerKind::kLi2018:
-      return "Li2018";
-    case SchedulerKind::kSafeDefault:
-      return "SafeDefault";
-    case SchedulerKind::kGpuFused:
-      return "heuristic (fused)";
-    case SchedulerKind::kGpuSeparate:
-      return "heuristic (separate)";
-    case SchedulerKind::kGpuSerial:
-      return "heuristic (serial)";
-  }
-  return "unknown";
-}
-
-bool IsGpuHeuristic(SchedulerKind kind) {
-  return kind == SchedulerKind::kGpuFused || kind == SchedulerKind::kGpuSeparate ||
-         kind == SchedulerKind::kGpuSerial;
-}
-
-std::vector<SchedulerKind> SchedulerChain(SchedulerKind first, bool gpu) {
-  using K = SchedulerKind;
+std::vector<Scheduler> SchedulerChain(Scheduler first, bool gpu) {
+  using K = Scheduler;
   if (gpu) {
     std::vector<K> chain;
     switch (first) {

@@ -1,5 +1,5 @@
-// The one vocabulary of schedulers, CPU and GPU, with the one table of their names and
-// the one definition of the order in which they fall through.
+// The order in which schedulers fall through. The vocabulary itself, CPU and GPU, and
+// its one table of names are public: braze/scheduler.h, from braze/schedulers.def.
 //
 // A cluster is scheduled by the first scheduler of its chain that Halide accepts; each
 // failure is kept with its reason (CompiledKernel::scheduler_failures) and shown in the
@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "braze/scheduler.h"
+
 namespace braze {
 
 // Symbolic shapes: a -1 dim of the program is compiled as a run-time extent, and one
@@ -21,34 +23,6 @@ namespace braze {
 // elements) compiles for its concrete shape: a kernel with nothing to compute.
 constexpr int64_t kMinSymbolicExtent = 16;
 
-enum class SchedulerKind {
-  // CPU. kAuto picks per cluster (compile/compile.cc, PickScheduler): Braze's safe
-  // default when the cluster reduces over the innermost (contiguous) dim or holds a
-  // matmul, Adams2019 otherwise. Adams2019 vectorizes row reductions across rows and
-  // ran 2-4x slower than the safe default here, and gave fused backward matmuls
-  // schedules 4x slower than op by op (bench/RESULTS.md); elementwise clusters are
-  // where it shines.
-  kAuto,
-  kAdams2019,      // Halide's autoschedulers, loaded as plugins (autoschedule.h);
-  kMullapudi2016,  // Li2018 also makes (naive) GPU schedules
-  kLi2018,
-  kSafeDefault,  // Braze's CPU template (safe_default.h): parallel outer, vector inner
-  // GPU: Braze's heuristic (gpu_schedule.h) in three plans, each the fallback of the
-  // one before when Halide rejects a schedule: fused (reductions inside their
-  // consumer's kernel), separate (reductions in kernels of their own, still
-  // cooperative) and serial (a thread per reduction output, no rfactor).
-  kGpuFused,
-  kGpuSeparate,
-  kGpuSerial,
-};
-
-// "Auto", "Adams2019", "Mullapudi2016", "Li2018", "SafeDefault", "heuristic (fused)",
-// "heuristic (separate)", "heuristic (serial)".
-const char* SchedulerName(SchedulerKind kind);
-
-// True for the plans of Braze's GPU heuristic.
-bool IsGpuHeuristic(SchedulerKind kind);
-
 // The schedulers tried, in order, when `first` is chosen. For the CPU, the caller
 // resolves kAuto: when Auto picks Adams2019 it passes kAdams2019; when Auto picks the
 // safe default it passes kAuto, whose chain continues with the autoschedulers after the
@@ -56,12 +30,12 @@ bool IsGpuHeuristic(SchedulerKind kind);
 // does not fall through).
 // For a GPU (`gpu`), the chain is first (Li2018 or a heuristic plan) then every later
 // heuristic plan; a CPU scheduler asked for a GPU starts at the fused plan.
-std::vector<SchedulerKind> SchedulerChain(SchedulerKind first, bool gpu);
+std::vector<Scheduler> SchedulerChain(Scheduler first, bool gpu);
 
 // The autoscheduler plugin loaded for `kind` (Adams2019, Mullapudi2016, Li2018; "" for
 // the others): $BRAZE_HALIDE_PLUGIN_DIR/libautoschedule_<name>.so when that variable is
 // set, else the path CMake found at build time. Loaded at most once per process.
-std::string AutoschedulerPluginPath(SchedulerKind kind);
+std::string AutoschedulerPluginPath(Scheduler kind);
 
 }  // namespace braze
 

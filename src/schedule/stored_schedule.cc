@@ -20,9 +20,9 @@ namespace {
 constexpr char kHeader[] = "braze-schedule 1";
 
 // The schedulers an entry may name: the templates, and the CPU autoschedulers.
-std::optional<SchedulerKind> StoredSchedulerNamed(absl::string_view name) {
-  for (SchedulerKind k :
-       {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016}) {
+std::optional<Scheduler> StoredSchedulerNamed(absl::string_view name) {
+  for (Scheduler k :
+       {Scheduler::kSafeDefault, Scheduler::kAdams2019, Scheduler::kMullapudi2016}) {
     if (name == SchedulerName(k)) return k;
   }
   return std::nullopt;
@@ -95,7 +95,7 @@ bool ScheduleParams::operator==(const ScheduleParams& o) const {
 
 std::string ParamsSummary(const ScheduleParams& params) {
   std::string s = SchedulerName(params.scheduler);
-  if (params.scheduler != SchedulerKind::kSafeDefault) return s;
+  if (params.scheduler != Scheduler::kSafeDefault) return s;
   const ScheduleParams defaults;
   for (const IntKnob& k : IntKnobs()) {
     if (k.Get(params) != k.Get(defaults)) absl::StrAppend(&s, " ", k.name, "=", k.Get(params));
@@ -190,7 +190,7 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
        : name == "inputs" ? e.inputs
                           : e.measured) = value;
     } else if (name == "scheduler") {
-      std::optional<SchedulerKind> kind = StoredSchedulerNamed(value);
+      std::optional<Scheduler> kind = StoredSchedulerNamed(value);
       if (!kind) {
         return error(absl::StrCat(
             "scheduler must be SafeDefault, Adams2019 or Mullapudi2016, got '", value, "'"));

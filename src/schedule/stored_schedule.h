@@ -36,7 +36,7 @@ constexpr int kScheduleTemplatesVersion = 2;  // 2: row_materialize
 // a default ScheduleParams schedules exactly as the safe default always has.
 struct ScheduleParams {
   // kSafeDefault (with the knobs below), kAdams2019 or kMullapudi2016 (knobs unused).
-  SchedulerKind scheduler = SchedulerKind::kSafeDefault;
+  Scheduler scheduler = Scheduler::kSafeDefault;
   int tasks_per_thread = 4;             // parallel tasks per worker thread: 1..64
   int64_t min_parallel_work = 1 << 15;  // elements below which a loop stays serial
   int vector_factor = 1;                // pointwise vectors: natural width x 1, 2 or 4

@@ -185,7 +185,7 @@ TEST(CodegenWorkarounds, KernelsNeverLoadTheOpaqueZero) {
   const std::string stmt = (*kernel)->lowered_stmt();
   EXPECT_NE(stmt.find(std::string("buffer ") + lower::kOpaqueZeroBuffer), std::string::npos);
   EXPECT_EQ(stmt.find(std::string(lower::kOpaqueZeroBuffer) + "["), std::string::npos) << stmt;
-  EXPECT_TRUE(lowertest::CompileRunCompare(c, SchedulerKind::kSafeDefault));
+  EXPECT_TRUE(lowertest::CompileRunCompare(c, Scheduler::kSafeDefault));
 }
 
 TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {

@@ -17,7 +17,7 @@ class FakeKernel : public CompiledKernel {
     return absl::OkStatus();
   }
   const std::vector<TensorType>& output_types() const override { return types_; }
-  SchedulerKind scheduler_used() const override { return SchedulerKind::kSafeDefault; }
+  Scheduler scheduler_used() const override { return Scheduler::kSafeDefault; }
   const std::vector<std::string>& scheduler_failures() const override { return failures_; }
   double compile_ms() const override { return 0; }
   std::string schedule_text() const override { return ""; }

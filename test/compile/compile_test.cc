@@ -38,10 +38,10 @@ TEST(OpIsCompilableTest, EveryComputeOpAndConstButNoSourceStateOrHostCall) {
 }
 
 TEST(SchedulerNameTest, Names) {
-  EXPECT_STREQ(SchedulerName(SchedulerKind::kAdams2019), "Adams2019");
-  EXPECT_STREQ(SchedulerName(SchedulerKind::kMullapudi2016), "Mullapudi2016");
-  EXPECT_STREQ(SchedulerName(SchedulerKind::kLi2018), "Li2018");
-  EXPECT_STREQ(SchedulerName(SchedulerKind::kSafeDefault), "SafeDefault");
+  EXPECT_STREQ(SchedulerName(Scheduler::kAdams2019), "Adams2019");
+  EXPECT_STREQ(SchedulerName(Scheduler::kMullapudi2016), "Mullapudi2016");
+  EXPECT_STREQ(SchedulerName(Scheduler::kLi2018), "Li2018");
+  EXPECT_STREQ(SchedulerName(Scheduler::kSafeDefault), "SafeDefault");
 }
 
 TEST(JitTargetTest, ParsesAndIsAJitTarget) {
@@ -53,7 +53,7 @@ TEST(JitTargetTest, ParsesAndIsAJitTarget) {
 // A cluster whose outputs include an intermediate that other outputs also read, the
 // same value twice, and a reduction: one pipeline, every output checked.
 TEST(CompileClusterTest, MultiOutputCluster) {
-  for (SchedulerKind kind : AllSchedulers()) {
+  for (Scheduler kind : AllSchedulers()) {
     Case c;
     Tensor x = c.Input(DType::kF32, {9, 20}, 1);
     Tensor e = Exp(x - Max(x, {-1}, true));
@@ -69,7 +69,7 @@ TEST(CompileClusterTest, MultiOutputCluster) {
 // ever wrote the first vector. Reductions whose extents are not multiples of a vector,
 // under every scheduler, must compute every element.
 TEST(CompileClusterTest, ReductionTailsAreComputed) {
-  for (SchedulerKind kind : AllSchedulers()) {
+  for (Scheduler kind : AllSchedulers()) {
     for (const Shape& shape : std::vector<Shape>{{9, 20}, {20, 9}, {17, 33}}) {
       Case c;
       Tensor x = c.Input(DType::kF32, shape, 11);
@@ -87,17 +87,17 @@ TEST(CompileClusterTest, GuardedVectorizedUpdatesAreRepaired) {
   Case c;
   Tensor x = c.Input(DType::kF32, {17, 33}, 11);
   c.outputs = {ArgMax(x, 1)};
-  auto kernel = CompileCluster(SpecOf(c), {SchedulerKind::kMullapudi2016, 0});
+  auto kernel = CompileCluster(SpecOf(c), {Scheduler::kMullapudi2016, 0});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  EXPECT_EQ((*kernel)->scheduler_used(), SchedulerKind::kMullapudi2016);
+  EXPECT_EQ((*kernel)->scheduler_used(), Scheduler::kMullapudi2016);
   EXPECT_TRUE(absl::StrContains((*kernel)->schedule_text(), "Serial instead of vectorized"))
       << (*kernel)->schedule_text();
-  EXPECT_TRUE(CompileRunCompare(c, SchedulerKind::kMullapudi2016));
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kMullapudi2016));
 }
 
 // Max, Min, ArgMax, Maximum, Relu and Sign propagate NaN like the reference (numpy).
 TEST(CompileClusterTest, NanPropagation) {
-  for (SchedulerKind kind : AllSchedulers()) {
+  for (Scheduler kind : AllSchedulers()) {
     Case c;
     Tensor x = c.Input(DType::kF32, {9, 20}, 13);
     Tensor y = c.Input(DType::kF32, {9, 20}, 14);
@@ -110,7 +110,7 @@ TEST(CompileClusterTest, NanPropagation) {
 }
 
 // Compiles softmax over [7, 3] and returns the kernel.
-std::unique_ptr<CompiledKernel> CompileSoftmax(Case& c, SchedulerKind kind) {
+std::unique_ptr<CompiledKernel> CompileSoftmax(Case& c, Scheduler kind) {
   c.Input(DType::kF32, {7, 3}, 2);
   c.outputs = {Softmax(c.inputs[0])};
   auto kernel = CompileCluster(SpecOf(c), {kind, 0});
@@ -120,7 +120,7 @@ std::unique_ptr<CompiledKernel> CompileSoftmax(Case& c, SchedulerKind kind) {
 
 TEST(CompileClusterTest, RunTimeHalideErrorsBecomeStatus) {
   Case c;
-  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kAdams2019);
+  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, Scheduler::kAdams2019);
   ASSERT_NE(kernel, nullptr);
   HostTensor out(DType::kF32, {7, 3});
   std::vector<HostTensor*> outs = {&out};
@@ -159,7 +159,7 @@ TEST(CompileClusterTest, RunTimeHalideErrorsBecomeStatus) {
 
 TEST(CompileClusterTest, NewInputValuesEachRun) {
   Case c;
-  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kSafeDefault);
+  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, Scheduler::kSafeDefault);
   ASSERT_NE(kernel, nullptr);
   for (uint64_t seed = 10; seed < 13; ++seed) {
     std::vector<HostTensor> values = {HostTensor::RandomUniform(DType::kF32, {7, 3}, seed)};
@@ -173,9 +173,9 @@ TEST(CompileClusterTest, NewInputValuesEachRun) {
 
 TEST(CompileClusterTest, NoFallThroughWhenTheSchedulerWorks) {
   Case c;
-  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, SchedulerKind::kAdams2019);
+  std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, Scheduler::kAdams2019);
   ASSERT_NE(kernel, nullptr);
-  EXPECT_EQ(kernel->scheduler_used(), SchedulerKind::kAdams2019);
+  EXPECT_EQ(kernel->scheduler_used(), Scheduler::kAdams2019);
   EXPECT_TRUE(kernel->scheduler_failures().empty());
   EXPECT_TRUE(absl::StartsWith(kernel->schedule_text(), "// Adams2019"));
   EXPECT_GT(kernel->compile_ms(), 0);
@@ -185,7 +185,7 @@ TEST(CompileClusterTest, NoFallThroughWhenTheSchedulerWorks) {
 // the failures and the scheduler used to stderr, and exits 0 if the result is right.
 // Run inside EXPECT_EXIT: plugins load once per process, and a threadsafe death test
 // re-executes the binary, so each case starts with no plugin loaded.
-[[noreturn]] void CompileWithPluginDir(const std::string& dir, SchedulerKind kind) {
+[[noreturn]] void CompileWithPluginDir(const std::string& dir, Scheduler kind) {
   setenv("BRAZE_HALIDE_PLUGIN_DIR", dir.c_str(), 1);
   Case c;
   std::unique_ptr<CompiledKernel> kernel = CompileSoftmax(c, kind);
@@ -199,7 +199,7 @@ TEST(CompileClusterTest, NoFallThroughWhenTheSchedulerWorks) {
 
 std::string PluginDir() {
   unsetenv("BRAZE_HALIDE_PLUGIN_DIR");
-  const std::string path = AutoschedulerPluginPath(SchedulerKind::kAdams2019);
+  const std::string path = AutoschedulerPluginPath(Scheduler::kAdams2019);
   return path.substr(0, path.rfind('/'));
 }
 
@@ -214,23 +214,23 @@ TEST(CompileClusterDeathTest, FallThroughIsRecorded) {
   const std::string link = only_mullapudi + "/libautoschedule_mullapudi2016.so";
   const std::string target = PluginDir() + "/libautoschedule_mullapudi2016.so";
   ASSERT_EQ(symlink(target.c_str(), link.c_str()), 0);
-  EXPECT_EXIT(CompileWithPluginDir(only_mullapudi, SchedulerKind::kAdams2019),
+  EXPECT_EXIT(CompileWithPluginDir(only_mullapudi, Scheduler::kAdams2019),
               ::testing::ExitedWithCode(0), "Adams2019: .*Failed to load.*\nused Mullapudi2016");
   unlink(link.c_str());
   rmdir(only_mullapudi.c_str());
   // No plugins: Adams2019 -> Mullapudi2016 -> SafeDefault, and Li2018 -> SafeDefault.
-  EXPECT_EXIT(CompileWithPluginDir("/nonexistent/plugins", SchedulerKind::kAdams2019),
+  EXPECT_EXIT(CompileWithPluginDir("/nonexistent/plugins", Scheduler::kAdams2019),
               ::testing::ExitedWithCode(0),
               "Adams2019: .*Failed to load.*\nMullapudi2016: .*Failed to load.*\nused SafeDefault");
-  EXPECT_EXIT(CompileWithPluginDir("/nonexistent/plugins", SchedulerKind::kLi2018),
+  EXPECT_EXIT(CompileWithPluginDir("/nonexistent/plugins", Scheduler::kLi2018),
               ::testing::ExitedWithCode(0), "Li2018: .*Failed to load.*\nused SafeDefault");
   // The real directory works.
-  EXPECT_EXIT(CompileWithPluginDir(PluginDir(), SchedulerKind::kAdams2019),
+  EXPECT_EXIT(CompileWithPluginDir(PluginDir(), Scheduler::kAdams2019),
               ::testing::ExitedWithCode(0), "used Adams2019");
 }
 
 TEST(CompileClusterTest, EmptyOutputsNeedNoHalide) {
-  for (SchedulerKind kind : AllSchedulers()) {
+  for (Scheduler kind : AllSchedulers()) {
     Case c;
     Tensor x = c.Input(DType::kF32, {0, 5}, 4);
     c.outputs = {Exp(x), Sum(x, {0}), Sum(x, {1})};  // [0,5], [5] zeros, [0]
@@ -261,7 +261,7 @@ TEST(CompileClusterTest, OutputTypesComeFromTheConcreteInputs) {
   ASSERT_EQ((*kernel)->output_types().size(), 2u);
   EXPECT_EQ((*kernel)->output_types()[0], (TensorType{DType::kF32, {15}}));
   EXPECT_EQ((*kernel)->output_types()[1], (TensorType{DType::kF32, {3}}));
-  EXPECT_TRUE(CompileRunCompare(c, SchedulerKind::kAdams2019));
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kAdams2019));
 }
 
 TEST(CompileClusterTest, ThreadCounts) {
@@ -270,7 +270,7 @@ TEST(CompileClusterTest, ThreadCounts) {
     Tensor x = c.Input(DType::kF32, {256, 300}, 7);
     c.outputs = {Softmax(x)};
     CompileOptions options;
-    options.scheduler = SchedulerKind::kSafeDefault;
+    options.scheduler = Scheduler::kSafeDefault;
     options.num_threads = threads;
     auto kernel = CompileCluster(SpecOf(c), options);
     ASSERT_TRUE(kernel.ok()) << kernel.status();

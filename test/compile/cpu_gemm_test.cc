@@ -74,7 +74,7 @@ void CheckCompiled(const Case& c, const CompileOptions& options, bool expect_lib
 // The safe default, the library on unless `library` is false.
 void CheckCase(const Case& c, bool expect_library, bool library = true) {
   CompileOptions options;
-  options.scheduler = SchedulerKind::kSafeDefault;
+  options.scheduler = Scheduler::kSafeDefault;
   options.cpu_gemm_library = library;
   CheckCompiled(c, options, expect_library);
 }
@@ -168,7 +168,7 @@ TEST_F(CpuGemmTest, AutoschedulersPlanTheirOwnLoops) {
   Tensor b = c.Input(DType::kF32, {257, 127}, 14);
   c.outputs = {Tanh(MatMul(a, b))};
   CompileOptions options;
-  options.scheduler = SchedulerKind::kMullapudi2016;
+  options.scheduler = Scheduler::kMullapudi2016;
   auto kernel = CompileCluster(SpecOf(c), options);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   EXPECT_FALSE(CallsLibrary(**kernel));

@@ -43,7 +43,7 @@ struct GpuCase {
   std::function<void(Case&)> build;
   Check check = Check::kElementwise;
   int max_kernels = 0;  // > 0: the cluster compiles to at most this many kernels
-  SchedulerKind scheduler = SchedulerKind::kGpuFused;
+  Scheduler scheduler = Scheduler::kGpuFused;
   bool no_ftz = false;  // no flush-to-zero instruction at all (see GeneratesAndAssembles)
 };
 
@@ -327,7 +327,7 @@ std::vector<GpuCase> Li2018Cases() {
   };
   for (GpuCase& c : cases) {
     c.name = "Li2018_" + c.name;
-    c.scheduler = SchedulerKind::kLi2018;
+    c.scheduler = Scheduler::kLi2018;
     c.check = Check::kAssembles;  // Li2018 is naive by design: no fusion or cooperation
     c.max_kernels = 0;
   }
@@ -353,12 +353,12 @@ std::vector<GpuCase> FallbackCases() {
   for (const GpuCase& b : base) {
     GpuCase separate = b;
     separate.name = "Separate_" + b.name;
-    separate.scheduler = SchedulerKind::kGpuSeparate;
+    separate.scheduler = Scheduler::kGpuSeparate;
     separate.max_kernels = 0;
     cases.push_back(separate);
     GpuCase serial = b;
     serial.name = "Serial_" + b.name;
-    serial.scheduler = SchedulerKind::kGpuSerial;
+    serial.scheduler = Scheduler::kGpuSerial;
     serial.max_kernels = 0;
     if (serial.check == Check::kRowReduction) serial.check = Check::kSerial;
     cases.push_back(serial);
@@ -429,12 +429,12 @@ TEST_P(GpuPtxTest, GeneratesAndAssembles) {
     EXPECT_TRUE(!gc.no_ftz && (op == "cvt.rmi.ftz.f32.f32" || op == "rcp.approx.ftz.f32")) << op;
   }
   EXPECT_EQ(code->launches, static_cast<int>(code->kernels.size()));
-  if (gc.scheduler != SchedulerKind::kLi2018) {
+  if (gc.scheduler != Scheduler::kLi2018) {
     // The plan asked for works for every case here (no fall-through), and puts every
     // Func on the GPU.
     EXPECT_EQ(code->scheduler_used, gc.scheduler) << absl::StrJoin(code->scheduler_failures, "; ");
     EXPECT_EQ(code->host_loops, 0);
-  } else if (code->scheduler_used != SchedulerKind::kLi2018) {
+  } else if (code->scheduler_used != Scheduler::kLi2018) {
     // Li2018 may fail (it puts 8-bit atomics in a softmax's max); then the heuristic's
     // schedule is used and the failure says why.
     ASSERT_FALSE(code->scheduler_failures.empty());
@@ -580,9 +580,9 @@ TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
     Case c;
     RandomCluster(seed).Build(c, 3 + static_cast<int>(seed % 5));
     ASSERT_TRUE(c.graph->status().ok()) << "seed " << seed << ": " << c.graph->status();
-    auto code = GenerateCudaCode(SpecOf(c, "random"), SchedulerKind::kGpuFused);
+    auto code = GenerateCudaCode(SpecOf(c, "random"), Scheduler::kGpuFused);
     ASSERT_TRUE(code.ok()) << "seed " << seed << ": " << code.status();
-    EXPECT_EQ(code->scheduler_used, SchedulerKind::kGpuFused)
+    EXPECT_EQ(code->scheduler_used, Scheduler::kGpuFused)
         << "seed " << seed << ": " << absl::StrJoin(code->scheduler_failures, "; ");
     EXPECT_EQ(code->host_loops, 0) << "seed " << seed << ":\n" << code->schedule;
     EXPECT_FALSE(code->kernels.empty()) << "seed " << seed;
@@ -596,7 +596,7 @@ TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
 TEST(GpuPtxCodegen, BadClusterIsAStatus) {
   ClusterSpec spec;
   spec.name = "no_graph";
-  auto code = GenerateCudaCode(spec, SchedulerKind::kGpuFused);
+  auto code = GenerateCudaCode(spec, Scheduler::kGpuFused);
   ASSERT_FALSE(code.ok());
   EXPECT_EQ(code.status().code(), absl::StatusCode::kInvalidArgument) << code.status();
   EXPECT_NE(code.status().message().find("no_graph"), std::string::npos) << code.status();
@@ -642,7 +642,7 @@ TEST(GpuPtxCodegen, Chain8UsesApproximateExp2AndDivision) {
   Tensor y = c.Input(DType::kF32, {64, 256}, 1, -4, 4);  // whole tiles: one loop body
   for (int i = 0; i < 8; ++i) y = (i % 2 == 0) ? Tanh(y * 0.9 + 0.1) : Sigmoid(y) - y * 0.5;
   c.outputs = {y};
-  auto code = GenerateCudaCode(SpecOf(c, "chain8"), SchedulerKind::kGpuFused);
+  auto code = GenerateCudaCode(SpecOf(c, "chain8"), Scheduler::kGpuFused);
   ASSERT_TRUE(code.ok()) << code.status();
   ASSERT_EQ(code->kernels.size(), 1u);
   EXPECT_EQ(code->ptx.find("div.rn.f32"), std::string::npos);
@@ -662,7 +662,7 @@ TEST(GpuPtxCodegen, KernelMathComputedOnTheHostGetsHostForms) {
   Tensor x = c.Input(DType::kF32, {17, 9}, 1, -2, 2);
   Tensor k = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {}, 2, -2, 2));
   c.outputs = {Pow(Abs(x) + 0.5, Tanh(k)) + Sigmoid(k)};
-  auto code = GenerateCudaCode(SpecOf(c, "host_scalar"), SchedulerKind::kGpuFused);
+  auto code = GenerateCudaCode(SpecOf(c, "host_scalar"), Scheduler::kGpuFused);
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_TRUE(code->scheduler_failures.empty()) << absl::StrJoin(code->scheduler_failures, "; ");
 }

@@ -59,7 +59,7 @@ class HalideOutputTest : public ::testing::Test {
 
   // Compiles the case under `kind` and asks for its lowered statement (which lowers,
   // and so warns, again); the kernel's scheduler must be `kind`.
-  void Compile(const Case& c, SchedulerKind kind) {
+  void Compile(const Case& c, Scheduler kind) {
     auto kernel = CompileCluster(SpecOf(c), {kind, 0});
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     EXPECT_EQ((*kernel)->scheduler_used(), kind);
@@ -79,7 +79,7 @@ class HalideOutputTest : public ::testing::Test {
 };
 
 TEST_F(HalideOutputTest, NothingFromHalideAtTheDefaultVerbosity) {
-  for (SchedulerKind kind : {SchedulerKind::kAdams2019, SchedulerKind::kSafeDefault}) {
+  for (Scheduler kind : {Scheduler::kAdams2019, Scheduler::kSafeDefault}) {
     for (bool with_sink : {true, false}) {
       if (!with_sink) SetLogSink(nullptr);  // the default sink: stderr
       Case c;
@@ -97,7 +97,7 @@ TEST_F(HalideOutputTest, VerbosityTwoSendsTheChatterToTheSink) {
   Case c;
   BuildSoftmaxArgMax(c, 33);
   testing::internal::CaptureStderr();
-  Compile(c, SchedulerKind::kAdams2019);
+  Compile(c, Scheduler::kAdams2019);
   EXPECT_THAT(testing::internal::GetCapturedStderr(), IsEmpty());
   EXPECT_THAT(lines_, Contains(StartsWith("halide: generate_schedule for target=")));
   EXPECT_THAT(lines_, Contains(StartsWith("halide: Pass 0 of ")));
@@ -109,7 +109,7 @@ TEST_F(HalideOutputTest, VerbosityTwoSendsTheChatterToTheSink) {
   Case d;
   BuildSoftmaxArgMax(d, 34);
   testing::internal::CaptureStderr();
-  Compile(d, SchedulerKind::kSafeDefault);
+  Compile(d, Scheduler::kSafeDefault);
   EXPECT_THAT(testing::internal::GetCapturedStderr(), IsEmpty());
   EXPECT_THAT(lines_, Contains(AllOf(StartsWith("halide: Warning: Update definition 0 of function"),
                                      HasSubstr("has not been scheduled"))));
@@ -122,7 +122,7 @@ TEST_F(HalideOutputTest, VerbosityOneIsNotEnough) {
   Case c;
   BuildSoftmaxArgMax(c, 36);
   testing::internal::CaptureStderr();
-  Compile(c, SchedulerKind::kAdams2019);
+  Compile(c, Scheduler::kAdams2019);
   EXPECT_THAT(testing::internal::GetCapturedStderr(), IsEmpty());
   EXPECT_THAT(lines_, IsEmpty());
 }
@@ -139,7 +139,7 @@ TEST_F(HalideOutputTest, ConcurrentCompilesShareTheCapture) {
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
-      Compile(cases[i], i % 2 == 0 ? SchedulerKind::kAdams2019 : SchedulerKind::kSafeDefault);
+      Compile(cases[i], i % 2 == 0 ? Scheduler::kAdams2019 : Scheduler::kSafeDefault);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -169,8 +169,8 @@ TEST_F(HalideOutputTest, ConcurrentCompilesShareTheCapture) {
   });
   Case c;
   BuildSoftmaxArgMax(c, 5);
-  auto kernel = CompileCluster(SpecOf(c), {SchedulerKind::kAdams2019, 0});
-  if (!kernel.ok() || (*kernel)->scheduler_used() != SchedulerKind::kSafeDefault) std::exit(100);
+  auto kernel = CompileCluster(SpecOf(c), {Scheduler::kAdams2019, 0});
+  if (!kernel.ok() || (*kernel)->scheduler_used() != Scheduler::kSafeDefault) std::exit(100);
   std::exit(fall_throughs);
 }
 

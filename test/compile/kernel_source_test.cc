@@ -68,7 +68,7 @@ struct Program {
 
 KernelSourceOptions Options(CompilePolicy policy = CompilePolicy::kEager) {
   KernelSourceOptions o;
-  o.compile.scheduler = SchedulerKind::kSafeDefault;  // fast to compile
+  o.compile.scheduler = Scheduler::kSafeDefault;  // fast to compile
   o.policy = policy;
   o.what = "cluster 'cluster_0'";
   return o;
@@ -253,7 +253,7 @@ TEST_F(KernelSourceTest, SymbolicShapesOffOrAFixedDimCompileConcreteKernels) {
   o.symbolic_shapes = true;
   KernelSource concrete(fixed.Cluster(), o);
   EXPECT_TRUE(concrete.InputSymbols(Program::Types(20)).empty());
-  o.compile.scheduler = SchedulerKind::kMullapudi2016;  // an autoscheduler: no symbols
+  o.compile.scheduler = Scheduler::kMullapudi2016;  // an autoscheduler: no symbols
   KernelSource autoscheduled(p.Cluster(), o);
   EXPECT_TRUE(autoscheduled.InputSymbols(Program::Types(20)).empty());
 }

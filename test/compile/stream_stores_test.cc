@@ -21,7 +21,7 @@ namespace {
 // the reference; `streams` is how many outputs the schedule must stream, and its text
 // must contain `schedule` when that is given.
 ::testing::AssertionResult StreamRunCompare(const Case& c, int stream_min_mib, int streams,
-                                            SchedulerKind scheduler = SchedulerKind::kSafeDefault,
+                                            Scheduler scheduler = Scheduler::kSafeDefault,
                                             int threads = 0, const std::string& schedule = "") {
   const ClusterSpec spec = SpecOf(c);
   auto expected = ReferenceOutputs(spec, c.values);
@@ -86,7 +86,7 @@ TEST(StreamingStores, OneDimensionAtPrimeExtents) {
         c.values[0].SetDouble(i, std::nan(""));
       }
       c.outputs = {Chain(x)};
-      EXPECT_TRUE(StreamRunCompare(c, 1, 1, SchedulerKind::kSafeDefault, threads))
+      EXPECT_TRUE(StreamRunCompare(c, 1, 1, Scheduler::kSafeDefault, threads))
           << n << " on " << threads << " threads";
     }
   }
@@ -121,7 +121,7 @@ TEST(StreamingStores, Rows) {
     Tensor gamma = r.Input(DType::kF32, {1024}, 7);
     Tensor beta = r.Input(DType::kF32, {1024}, 8);
     r.outputs = {layernorm ? LayerNorm(z, gamma, beta) : Softmax(z)};
-    EXPECT_TRUE(StreamRunCompare(r, 1, 1, SchedulerKind::kSafeDefault, 0, "split(512)"))
+    EXPECT_TRUE(StreamRunCompare(r, 1, 1, Scheduler::kSafeDefault, 0, "split(512)"))
         << layernorm;
   }
   for (int64_t row : {8192, 9001, 20011}) {
@@ -155,13 +155,13 @@ TEST(StreamingStores, AutoStreamsLargeOutputs) {
   Case c;
   Tensor x = c.Input(DType::kF32, {8388617}, 7);
   c.outputs = {Chain(x)};
-  EXPECT_TRUE(StreamRunCompare(c, -1, 1, SchedulerKind::kAuto));
+  EXPECT_TRUE(StreamRunCompare(c, -1, 1, Scheduler::kAuto));
   Case odd;
   Tensor y = odd.Input(DType::kF32, {32771, 257}, 8);
   odd.outputs = {Chain(y)};
-  SchedulerKind used = SchedulerKind::kAuto;
-  EXPECT_TRUE(CompileRunCompare(odd, SchedulerKind::kAuto, {}, &used));
-  EXPECT_EQ(used, SchedulerKind::kAdams2019) << SchedulerName(used);
+  Scheduler used = Scheduler::kAuto;
+  EXPECT_TRUE(CompileRunCompare(odd, Scheduler::kAuto, {}, &used));
+  EXPECT_EQ(used, Scheduler::kAdams2019) << SchedulerName(used);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TEST(JitMemoryTest, IntermediatesReuseCachedMemory) {
   const ClusterSpec spec = SpecOf(c);
   auto expected = ReferenceOutputs(spec, c.values);
   ASSERT_TRUE(expected.ok()) << expected.status();
-  CompileOptions options{SchedulerKind::kSafeDefault, 0};
+  CompileOptions options{Scheduler::kSafeDefault, 0};
   options.cpu_gemm_library = false;  // Halide's loops, with their two intermediates
   auto kernel = CompileCluster(spec, options);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
@@ -60,7 +60,7 @@ TEST(JitMemoryTest, SurvivesConcurrentDefaultHandlerResets) {
   // One kernel per runner: a kernel runs one Run at a time.
   std::vector<std::unique_ptr<CompiledKernel>> kernels;
   for (int t = 0; t < 2; ++t) {
-    auto kernel = CompileCluster(spec, {SchedulerKind::kSafeDefault, 1});
+    auto kernel = CompileCluster(spec, {Scheduler::kSafeDefault, 1});
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     kernels.push_back(std::move(*kernel));
   }

@@ -280,7 +280,7 @@ struct SoftmaxCase {
   }
   absl::StatusOr<std::unique_ptr<CompiledKernel>> Compile() const {
     CompileOptions options;
-    options.scheduler = SchedulerKind::kSafeDefault;
+    options.scheduler = Scheduler::kSafeDefault;
     return CompileCluster(spec, options);
   }
   ::testing::AssertionResult RunsRight(CompiledKernel& kernel) const {

@@ -21,21 +21,7 @@ namespace {
 const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
                                  Scheduler::kLi2018, Scheduler::kSafeDefault};
 
-const char* Name(Scheduler s) {
-  switch (s) {
-    case Scheduler::kAuto:
-      return "Auto";
-    case Scheduler::kAdams2019:
-      return "Adams2019";
-    case Scheduler::kMullapudi2016:
-      return "Mullapudi2016";
-    case Scheduler::kLi2018:
-      return "Li2018";
-    case Scheduler::kSafeDefault:
-      return "SafeDefault";
-  }
-  return "?";
-}
+const char* Name(Scheduler s) { return SchedulerName(s); }
 
 // Runs `fetches` fused under every scheduler (or `schedulers`) on `device` ("": the
 // default) and on the reference kernels; compares.

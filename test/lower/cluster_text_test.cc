@@ -226,7 +226,7 @@ TEST(ClusterText, RebuiltSymbolicClusterComputesTheSame) {
   ClusterSpec spec = SpecOf(c);
   spec.input_symbols = {{0, -1}, {0, -1}};
   CompileOptions options;
-  options.scheduler = SchedulerKind::kSafeDefault;
+  options.scheduler = Scheduler::kSafeDefault;
   ExpectSameResults(spec, c.values, options);
 }
 

@@ -277,7 +277,7 @@ TEST(TanhTest, SaturatesSymmetricallyAsTheReference) {
   Case c;
   Tensor x = c.Input(DType::kF32, {2, 64}, 5, 8.35, 8.6);
   c.outputs = {Tanh(x), Tanh(-x)};
-  auto kernel = CompileCluster(SpecOf(c), {SchedulerKind::kSafeDefault, 0});
+  auto kernel = CompileCluster(SpecOf(c), {Scheduler::kSafeDefault, 0});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   auto got = RunKernel(**kernel, c.values);
   ASSERT_TRUE(got.ok()) << got.status();

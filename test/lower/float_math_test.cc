@@ -42,7 +42,7 @@ int64_t UlpDistance(float a, float b) {
 }
 
 // Runs `c` (one f32 output) under `scheduler` and returns the output.
-std::vector<float> Compiled(const Case& c, SchedulerKind scheduler) {
+std::vector<float> Compiled(const Case& c, Scheduler scheduler) {
   CompileOptions options;
   options.scheduler = scheduler;
   auto kernel = CompileCluster(SpecOf(c), options);
@@ -71,7 +71,7 @@ HostTensor ExpArguments() {
 }
 
 TEST(FloatMathTest, ExpIsWithinOneUlpOfLibmIncludingSubnormalResults) {
-  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+  for (Scheduler s : {Scheduler::kSafeDefault, Scheduler::kAdams2019}) {
     Case c;
     Tensor x = c.Input(ExpArguments());
     c.outputs = {Exp(x)};
@@ -120,7 +120,7 @@ bool SameFloat(float a, float b) { return (std::isnan(a) && std::isnan(b)) || Bi
 
 TEST(FloatMathTest, DivisionIsIeeeDivisionForEveryClassOfOperand) {
   const int64_t rows = 37, cols = 131;
-  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+  for (Scheduler s : {Scheduler::kSafeDefault, Scheduler::kAdams2019}) {
     Case c;
     Tensor x = c.Input(AllClasses({rows, cols}, 1));
     Tensor per_row = c.Input(AllClasses({rows, 1}, 2));
@@ -151,7 +151,7 @@ TEST(FloatMathTest, DivisionOfAColumnOrAScalarByAConstantIsIeeeDivision) {
   // 0.3f / 3 is an ulp off as 0.3f * RN(1/3).
   Tensor scalar = c.Input(HostTensor::Filled(DType::kF32, {}, 0.3));
   c.outputs = {Concat({col / 3.0, Reshape(scalar / 3.0, {1, 1})}, 0)};
-  const std::vector<float> got = Compiled(c, SchedulerKind::kSafeDefault);
+  const std::vector<float> got = Compiled(c, Scheduler::kSafeDefault);
   ASSERT_EQ(got.size(), 54u);
   for (int64_t i = 0; i < 53; ++i) {
     const float v = c.values[0].data<float>()[i];
@@ -175,7 +175,7 @@ TEST(FloatMathTest, SubnormalTiesRoundToEven) {
   Tensor tx = c.Input(x);
   Tensor ty = c.Input(y);
   c.outputs = {Concat({tx / ty, tx / 98.0}, 0)};
-  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+  for (Scheduler s : {Scheduler::kSafeDefault, Scheduler::kAdams2019}) {
     const std::vector<float> got = Compiled(c, s);
     ASSERT_EQ(got.size(), 6u);
     for (int i = 0; i < 3; ++i) {
@@ -198,7 +198,7 @@ TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
   HostTensor t(DType::kF32, {static_cast<int64_t>(v.size())});
   std::memcpy(t.data<float>(), v.data(), v.size() * sizeof(float));
   c.outputs = {Exp(c.Input(t))};
-  const std::vector<float> got = Compiled(c, SchedulerKind::kSafeDefault);
+  const std::vector<float> got = Compiled(c, Scheduler::kSafeDefault);
   ASSERT_EQ(got.size(), v.size());
   for (size_t i = 0; i < v.size(); ++i) {
     const float want = std::exp(v[i]);
@@ -217,7 +217,7 @@ TEST(FloatMathTest, ExpOfSpecialsAndRangeEnds) {
 // reference's f64 sum: rows that group (1024, 1000, 260) and rows that do not (252, 18,
 // 9), terms spread over many binades, on every scheduler.
 TEST(FloatMathTest, SumsOfNonNegativeTermsStayWithinThreeUlpOfTheF64Sum) {
-  for (SchedulerKind s : {SchedulerKind::kSafeDefault, SchedulerKind::kAdams2019}) {
+  for (Scheduler s : {Scheduler::kSafeDefault, Scheduler::kAdams2019}) {
     for (int64_t n : {1024, 1000, 260, 252, 18, 9}) {
       Case c;
       // exp(x) for x in [-20, 20] spans 17 decimal orders; squares and |x| 2 to 4.
@@ -262,7 +262,7 @@ TEST(FloatMathTest, SumsOfNonNegativeTermsOverflowAndKeepSpecialsAsTheReference)
   p[3 * n + 5] = std::numeric_limits<float>::quiet_NaN();
   Case c;
   c.outputs = {Sum(Abs(c.Input(t)), {1})};
-  const std::vector<float> got = Compiled(c, SchedulerKind::kSafeDefault);
+  const std::vector<float> got = Compiled(c, Scheduler::kSafeDefault);
   ASSERT_EQ(got.size(), 5u);
   EXPECT_EQ(got[0], inf);
   EXPECT_LE(UlpDistance(got[1], static_cast<float>(3.0 * big)), 1) << got[1];

@@ -124,8 +124,8 @@ inline absl::StatusOr<std::vector<HostTensor>> RunKernel(CompiledKernel& kernel,
 //  - Mullapudi2016 and Li2018 inline by rewriting definitions, and a value that a
 //    reduction and a comparison both read must be stored once (compile.cc).
 // Anything else is a surprise: a test named after a scheduler fails when it did not run.
-inline const char* ExpectedRefusal(SchedulerKind scheduler, const std::string& failure) {
-  if (scheduler == SchedulerKind::kLi2018 &&
+inline const char* ExpectedRefusal(Scheduler scheduler, const std::string& failure) {
+  if (scheduler == Scheduler::kLi2018 &&
       failure.find("Atomic predicated store is not supported") != std::string::npos) {
     return "Li2018's atomic stores";
   }
@@ -147,9 +147,9 @@ inline const char* ExpectedRefusal(SchedulerKind scheduler, const std::string& f
 // Compiles `c` under `scheduler`, runs it and compares every output with the reference.
 // The scheduler must have made the schedule, or have refused for an expected reason
 // (ExpectedRefusal). `used` (optional) receives the scheduler that produced it.
-inline ::testing::AssertionResult CompileRunCompare(const Case& c, SchedulerKind scheduler,
+inline ::testing::AssertionResult CompileRunCompare(const Case& c, Scheduler scheduler,
                                                     Tolerance tol = {},
-                                                    SchedulerKind* used = nullptr) {
+                                                    Scheduler* used = nullptr) {
   if (!c.graph->status().ok()) {
     return ::testing::AssertionFailure() << "graph: " << c.graph->status();
   }
@@ -161,7 +161,7 @@ inline ::testing::AssertionResult CompileRunCompare(const Case& c, SchedulerKind
   auto kernel = CompileCluster(spec, options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (used != nullptr) *used = (*kernel)->scheduler_used();
-  if (scheduler != SchedulerKind::kAuto && (*kernel)->scheduler_used() != scheduler) {
+  if (scheduler != Scheduler::kAuto && (*kernel)->scheduler_used() != scheduler) {
     const std::vector<std::string>& failures = (*kernel)->scheduler_failures();
     const std::string first = failures.empty() ? "(no failure recorded)" : failures[0];
     if (ExpectedRefusal(scheduler, first) == nullptr) {
@@ -211,16 +211,16 @@ struct OpTestCase {
 // gtest prints parameters; the name is enough.
 inline void PrintTo(const OpTestCase& tc, std::ostream* os) { *os << tc.name; }
 
-inline const std::vector<SchedulerKind>& AllSchedulers() {
-  static const std::vector<SchedulerKind> kinds = {
-      SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016, SchedulerKind::kLi2018,
-      SchedulerKind::kSafeDefault};
+inline const std::vector<Scheduler>& AllSchedulers() {
+  static const std::vector<Scheduler> kinds = {
+      Scheduler::kAdams2019, Scheduler::kMullapudi2016, Scheduler::kLi2018,
+      Scheduler::kSafeDefault};
   return kinds;
 }
 
-inline void RunOpTestCase(const OpTestCase& tc, SchedulerKind kind) {
+inline void RunOpTestCase(const OpTestCase& tc, Scheduler kind) {
   std::vector<Shape> shapes = tc.small_shapes;
-  if (kind == SchedulerKind::kAdams2019 || kind == SchedulerKind::kSafeDefault) {
+  if (kind == Scheduler::kAdams2019 || kind == Scheduler::kSafeDefault) {
     shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
   }
   for (const Shape& shape : shapes) {
@@ -388,7 +388,7 @@ inline std::string CaseName(const ::testing::TestParamInfo<OpTestCase>& info) {
   return info.param.name;
 }
 
-using OpParam = std::tuple<OpTestCase, SchedulerKind>;
+using OpParam = std::tuple<OpTestCase, Scheduler>;
 
 inline std::string OpParamName(const ::testing::TestParamInfo<OpParam>& info) {
   return std::get<0>(info.param).name + "_" + SchedulerName(std::get<1>(info.param));

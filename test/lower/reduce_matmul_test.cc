@@ -259,7 +259,7 @@ Case SpecialRowsCase(const HostTensor& t, SpecialGraph graph) {
 }
 
 template <typename T>
-void CheckSpecialRows(SchedulerKind scheduler) {
+void CheckSpecialRows(Scheduler scheduler) {
   using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
   for (int64_t n : {67, 256}) {
     const HostTensor t = SpecialRows<T>(n);
@@ -274,7 +274,7 @@ void CheckSpecialRows(SchedulerKind scheduler) {
       options.scheduler = scheduler;
       auto kernel = CompileCluster(SpecOf(c), options);
       ASSERT_TRUE(kernel.ok()) << kernel.status();
-      if (scheduler == SchedulerKind::kSafeDefault && graph != SpecialGraph::kFourOutputs &&
+      if (scheduler == Scheduler::kSafeDefault && graph != SpecialGraph::kFourOutputs &&
           n == 256) {
         // The lanes' partial results are what a new order of combining could get wrong.
         EXPECT_NE((*kernel)->schedule_text().find(".rfactor"), std::string::npos)
@@ -302,7 +302,7 @@ void CheckSpecialRows(SchedulerKind scheduler) {
 }
 
 TEST(FloatMaxMin, RowsOfSignedZerosNansInfinitiesAndSubnormalsAreTheReferences) {
-  for (SchedulerKind s : AllSchedulers()) {
+  for (Scheduler s : AllSchedulers()) {
     CheckSpecialRows<float>(s);
     CheckSpecialRows<double>(s);
   }

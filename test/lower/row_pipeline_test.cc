@@ -68,7 +68,7 @@ std::vector<OpTestCase> Cases() {
 class RowPipelineTest : public ::testing::TestWithParam<OpTestCase> {};
 
 TEST_P(RowPipelineTest, MatchesReference) {
-  RunOpTestCase(GetParam(), SchedulerKind::kSafeDefault);
+  RunOpTestCase(GetParam(), Scheduler::kSafeDefault);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RowPipelineTest, ::testing::ValuesIn(Cases()),
@@ -104,7 +104,7 @@ TEST(RowPrefetch, CacheResidentRowsOrAsTheScheduleSaysPrefetchTheNextRow) {
     auto expected = ReferenceOutputs(spec, c.values);
     ASSERT_TRUE(expected.ok()) << expected.status();
     CompileOptions options;
-    options.scheduler = SchedulerKind::kSafeDefault;
+    options.scheduler = Scheduler::kSafeDefault;
     StoredSchedule stored;
     stored.params.stream_min_mib = 1;
     stored.params.row_prefetch = w.row_prefetch;

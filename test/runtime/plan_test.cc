@@ -400,5 +400,27 @@ TEST(BuildPlanTest, BadInputIsAnErrorNamingIt) {
   }
 }
 
+TEST(BuildPlanTest, AGpuHeuristicPlanAsTheSchedulerOfCpuKernelsIsAnError) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Exp(x) + 1.0;
+  }
+  SessionOptions o = CpuOptions();
+  o.scheduler = Scheduler::kGpuSerial;
+  auto plan = Build(g, o, {y});
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(plan.status().message()),
+              HasSubstr("SessionOptions::scheduler is heuristic (serial), a GPU heuristic plan, "
+                        "but 'cluster_0' compiles for the CPU"));
+  o.reference_only = true;  // nothing compiles: nothing to schedule
+  EXPECT_TRUE(Build(g, o, {y}).ok());
+  o.reference_only = false;
+  o.scheduler = Scheduler::kLi2018;  // a CPU scheduler too
+  EXPECT_TRUE(Build(g, o, {y}).ok());
+}
+
 }  // namespace
 }  // namespace braze

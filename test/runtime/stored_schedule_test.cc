@@ -195,7 +195,7 @@ TEST(StoredScheduleRuntimeTest, AnAutoschedulerEntryIsRefusedForASymbolicCluster
   const std::string path = StoredSchedulePath(dir, key);
   StoredSchedule adams = Entry(key);
   adams.params = ScheduleParams();
-  adams.params.scheduler = SchedulerKind::kAdams2019;
+  adams.params.scheduler = Scheduler::kAdams2019;
   WriteFile(path, FormatStoredSchedule(adams));
 
   SessionOptions o;

@@ -75,10 +75,10 @@ TEST(StoredScheduleTest, FormatParsesBackTheSame) {
 TEST(StoredScheduleTest, AutoschedulerEntriesParse) {
   StoredSchedule e = Example();
   e.params = ScheduleParams();
-  e.params.scheduler = SchedulerKind::kAdams2019;
+  e.params.scheduler = Scheduler::kAdams2019;
   absl::StatusOr<StoredSchedule> back = ParseStoredSchedule(FormatStoredSchedule(e), "a.schedule");
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->params.scheduler, SchedulerKind::kAdams2019);
+  EXPECT_EQ(back->params.scheduler, Scheduler::kAdams2019);
   EXPECT_EQ(ParamsSummary(back->params), "Adams2019");
 }
 

@@ -33,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,36 +115,31 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
   return f->first < f->last;
 }
 
+// --scheduler: "random" (one of the CPU schedulers per seed) or a scheduler's name in
+// any case (braze/scheduler.h: "safedefault", "Adams2019", ...); a GPU heuristic plan
+// schedules no CPU kernel, so it is refused.
 bool SchedulerFor(const std::string& name, uint64_t seed, Scheduler* out) {
-  static const Scheduler kAll[] = {Scheduler::kAuto, Scheduler::kAdams2019,
+  static const Scheduler kCpu[] = {Scheduler::kAuto, Scheduler::kAdams2019,
                                    Scheduler::kMullapudi2016, Scheduler::kLi2018,
                                    Scheduler::kSafeDefault};
-  static const char* kNames[] = {"auto", "adams2019", "mullapudi2016", "li2018", "safedefault"};
   if (name == "random") {
-    *out = kAll[(seed * 2654435761u >> 7) % 5];
+    *out = kCpu[(seed * 2654435761u >> 7) % 5];
     return true;
   }
-  for (int i = 0; i < 5; ++i) {
-    if (name == kNames[i]) {
-      *out = kAll[i];
-      return true;
-    }
-  }
-  return false;
+  std::optional<Scheduler> parsed = ParseScheduler(name);
+  if (!parsed.has_value() || IsGpuHeuristic(*parsed)) return false;
+  *out = *parsed;
+  return true;
 }
 
+// The enumerator's spelling, for printing a failing program as C++.
 const char* Name(Scheduler s) {
   switch (s) {
-    case Scheduler::kAuto:
-      return "kAuto";
-    case Scheduler::kAdams2019:
-      return "kAdams2019";
-    case Scheduler::kMullapudi2016:
-      return "kMullapudi2016";
-    case Scheduler::kLi2018:
-      return "kLi2018";
-    case Scheduler::kSafeDefault:
-      return "kSafeDefault";
+#define V(kind, name)   \
+  case Scheduler::kind: \
+    return #kind;
+#include "braze/schedulers.def"
+#undef V
   }
   return "?";
 }

@@ -258,7 +258,7 @@ ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& pro
   // default schedule itself: an entry for it would only record the noise between two
   // timings of one kernel (it won 1.30x over itself once on Softmax).
   if (r.best_stored.stored && r.best_stored.params == ScheduleParams() && r.baseline.kernel &&
-      r.baseline.kernel->scheduler_used() == SchedulerKind::kSafeDefault) {
+      r.baseline.kernel->scheduler_used() == Scheduler::kSafeDefault) {
     r.best_stored = Measured();
     if (r.best.stored && r.best.params == ScheduleParams()) r.best = r.baseline;
   }
@@ -321,10 +321,10 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   if (!r.baseline.error.empty()) return;  // nothing to compare against
   // The template at its default factors (the baseline already, where Auto picks it).
   ScheduleParams point;  // the best template point so far: its defaults first
-  Measured base = consider(Measure("SafeDefault", &point));
+  Measured base = consider(Measure(SchedulerName(Scheduler::kSafeDefault), &point));
   double point_ms = base.error.empty() ? base.median_ms : 1e300;
   if (!symbolic_) {
-    for (SchedulerKind k : {SchedulerKind::kAdams2019, SchedulerKind::kMullapudi2016}) {
+    for (Scheduler k : {Scheduler::kAdams2019, Scheduler::kMullapudi2016}) {
       if (Clock::now() >= deadline) return;  // incomplete
       ScheduleParams p;
       p.scheduler = k;
