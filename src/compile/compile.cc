@@ -302,13 +302,7 @@ std::vector<Halide::Argument> ArgumentsOf(const LoweredCluster& lowered) {
 }  // namespace
 
 absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
-  std::string result;
-  BRAZE_RETURN_IF_ERROR(
-      CatchHalideErrors("bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        result = device::BackendFor(device).JitTarget().to_string();
-        return absl::OkStatus();
-      }));
-  return result;
+  return device::JitTargetString(Device{device});
 }
 
 // Whether the cluster has a MatMul or BatchMatMul (which the GEMM library may take).
@@ -474,7 +468,7 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
                                 int parallelism) {
   lower::LowerOptions lo;
   lo.gpu = gpu;
-  lo.cuda = options.device.kind == Device::Kind::kCuda;
+  lo.cuda = device::FeaturesOf(options.device).libdevice_math;
   const bool wanted = options.cpu_gemm_library && !gpu &&
                       attempt.kind == SchedulerKind::kSafeDefault &&
                       (attempt.stored == nullptr || attempt.stored->params.matmul_library);
@@ -557,7 +551,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
     return absl::InvalidArgumentError(
         absl::StrCat(name, ": num_threads must be >= 0, got ", options.num_threads));
   }
-  const device::Backend& backend = device::BackendFor(options.device.kind);
+  const device::Backend& backend = device::BackendFor(options.device);
   const bool gpu = backend.device_memory();
   const int parallelism = options.num_threads > 0 ? options.num_threads : HardwareThreads();
   Halide::Target target;
