@@ -10,9 +10,10 @@
 // them at --v=2 and dumps the finished plan under BRAZE_FLAGS=--dump_to, runtime/dump.h):
 //   1. Prune        nodes the fetches and targets need, stopping at fed tensors
 //   2. CheckStrict  strict mode: a needed op marked for compilation must have a lowering
-//   3. Place        every needed op's device resolved and checked (a CUDA device must
-//                   exist)
-//   4. MatchGemms   MatMuls a library runs on CUDA, with their folded epilogues
+//   3. Place        every needed op's device resolved and checked (the device must
+//                   exist: its backend's CheckAvailable)
+//   4. MatchGemms   MatMuls a library runs (devices whose backend has a library GEMM:
+//                   cuBLASLt on CUDA), with their folded epilogues
 //                   (passes/gemm_match.h); never clustered
 //   5. Cluster      mark_for_compilation: clusters of compilable ops
 //                   (passes/mark_for_compilation.h)
@@ -69,13 +70,13 @@ struct Plan {
 // as far as it is built.
 using PlanStageHook = std::function<void(const char* stage, const Plan& plan)>;
 
-// Builds the plan. `fed[i]` marks nodes whose (single) output is fed.
-absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& graph,
-                                                      const SessionOptions& options,
-                                                      const std::vector<Tensor>& fetches,
-                                                      const std::vector<Tensor>& targets,
-                                                      const std::vector<bool>& fed,
-                                                      const PlanStageHook& after_stage = {});
+// Builds the plan. `default_device` is the device of ops with no placement
+// (SessionOptions::device, resolved once when the session started:
+// device::ResolveSessionDevice). `fed[i]` marks nodes whose (single) output is fed.
+absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(
+    const Graph& graph, const SessionOptions& options, const Device& default_device,
+    const std::vector<Tensor>& fetches, const std::vector<Tensor>& targets,
+    const std::vector<bool>& fed, const PlanStageHook& after_stage = {});
 
 }  // namespace braze
 
