@@ -301,8 +301,8 @@ std::vector<Halide::Argument> ArgumentsOf(const LoweredCluster& lowered) {
 
 }  // namespace
 
-absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
-  return device::JitTargetString(Device{device});
+absl::StatusOr<std::string> JitTargetString(const Device& device) {
+  return device::JitTargetString(device);
 }
 
 // Whether the cluster has a MatMul or BatchMatMul (which the GEMM library may take).

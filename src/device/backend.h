@@ -3,8 +3,8 @@
 // (opencl_backend.cc). A new device is a new file implementing Backend plus its case in
 // BackendFor (backend.cc, a switch over Device::Kind with no default, built with
 // -Werror=switch, so a new kind without a backend fails to compile), plus its kind in
-// braze/device.h and its name in src/ir/device.cc: docs/HOW_TO_ADD_DEVICE.md counts the
-// files. No layer above src/device/ tests Device::Kind: they ask features(),
+// braze/device_type.h and its name in src/ir/device.cc: 4 files, which
+// docs/HOW_TO_ADD_DEVICE.md lists with what catches each one forgotten. No layer above src/device/ tests Device::Kind: they ask features(),
 // CheckAvailable and JitTarget through device/features.h (no Halide there), and the
 // compile driver (compile/compile.cc) and the kernel's one launch path use the rest.
 //
