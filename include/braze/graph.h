@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "braze/device_type.h"
 #include "braze/dtype.h"
 #include "braze/host_tensor.h"
 
@@ -196,7 +197,8 @@ class Node {
   int num_outputs() const { return static_cast<int>(outputs_.size()); }
   const JitInfo& jit() const { return jit_; }
   JitInfo& mutable_jit() { return jit_; }
-  const std::string& device() const { return device_; }
+  // Where the op is placed (DeviceScope); empty: no placement, the session's default.
+  const std::optional<Device>& device() const { return device_; }
   // The build-time error of this node, if any (already names the node).
   const absl::Status& status() const { return status_; }
   bool is_stateful() const {
@@ -213,7 +215,7 @@ class Node {
   Attrs attrs_;
   std::vector<TensorType> outputs_;
   JitInfo jit_;
-  std::string device_;
+  std::optional<Device> device_;
   absl::Status status_;
 };
 
@@ -289,9 +291,10 @@ class Graph {
   std::string NextJitScopeName();  // jit_scope_0, jit_scope_1, ...
   uint64_t NextToken() { return ++token_counter_; }
 
-  // Device scope (tf.device): ops created while set record it. "" = default placement.
-  void set_device(std::string device) { device_ = std::move(device); }
-  const std::string& device() const { return device_; }
+  // Device scope (tf.device): ops created while set record it; empty: no placement (the
+  // session's default device). Use DeviceScope (braze/device.h), which parses names.
+  void set_device(std::optional<Device> device) { device_ = device; }
+  const std::optional<Device>& device() const { return device_; }
 
   std::string DebugString() const;  // text printer, one node per line
 
@@ -302,7 +305,7 @@ class Graph {
   std::vector<JitScopeFrame> jit_frames_;
   int next_jit_scope_ = 0;
   uint64_t token_counter_ = 0;
-  std::string device_;
+  std::optional<Device> device_;
   absl::Status first_error_;
   std::unordered_map<std::string, int> name_counts_;  // for UniqueName
   CaptureFn capture_;

@@ -37,7 +37,9 @@ struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
   // Where ops with no DeviceScope placement run: "cpu", "cuda[:N]", "jit:cpu", ... (see
   // braze/device.h), or "auto": "cuda:0" when a CUDA driver and device are present
-  // (CheckCudaAvailable), else "cpu". Values computed on a device stay there between
+  // (CheckCudaAvailable), else "opencl:0" when OpenCL's first device is a GPU, else
+  // "cpu". Parsed once, when the Session is constructed; a bad name is the error of
+  // every Run. Values computed on a device stay there between
   // kernels; copies happen at feeds, fetches, HostCall/reference ops and edges between
   // devices, and are counted in SessionStats.
   std::string device = "auto";

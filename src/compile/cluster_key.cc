@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "ir/overloaded.h"
+#include "device/features.h"
 
 namespace braze {
 namespace {
@@ -92,8 +93,8 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   };
   // The target (host CPU features or HL_JIT_TARGET) and the thread count the kernel
   // applies are part of what was compiled.
-  auto target = JitTargetString(options.device.kind);
-  const bool gpu = options.device.kind != Device::Kind::kCpu;
+  auto target = device::JitTargetString(options.device);
+  const bool gpu = device::FeaturesOf(options.device).device_memory;
   std::string key = absl::StrCat(
       "target=", target.ok() ? *target : "?", ";sched=",
       gpu ? absl::StrCat(SchedulerName(options.gpu_scheduler), "@", options.device.ToString())

@@ -23,19 +23,12 @@
 #include "braze/status.h"
 #include "compile/disk_cache_layer.h"
 #include "compile/scheduler_chain.h"
-#include "device/backend.h"
-#include "device/halide_util.h"
+#include "device/features.h"
 
 namespace braze {
 
-absl::StatusOr<std::string> JitTargetString(Device::Kind device) {
-  std::string result;
-  BRAZE_RETURN_IF_ERROR(
-      device::CatchHalideErrors("bad Halide target", absl::StatusCode::kInvalidArgument, [&] {
-        result = device::BackendFor(device).JitTarget().to_string();
-        return absl::OkStatus();
-      }));
-  return result;
+absl::StatusOr<std::string> JitTargetString(const Device& device) {
+  return device::JitTargetString(device);
 }
 
 absl::Status CompiledKernel::Run(absl::Span<const HostTensor* const> inputs,

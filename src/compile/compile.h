@@ -130,7 +130,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileCluster(const ClusterSpec
 // HL_JIT_TARGET or the host, minus CPU features the host lacks, plus
 // the device's features (cuda-cuda_capability_86 for CUDA). Part of any key for caching compiled
 // kernels. InvalidArgument if HL_JIT_TARGET does not parse.
-absl::StatusOr<std::string> JitTargetString(Device::Kind device = Device::Kind::kCpu);
+absl::StatusOr<std::string> JitTargetString(const Device& device = Device{});
 
 // Which ops have a lowering: OpIsCompilable (braze/graph.h, from op_list.def).
 

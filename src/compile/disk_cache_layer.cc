@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "compile/disk_cache.h"
-#include "device/backend.h"
 #include "device/cpu_gemm.h"
+#include "device/features.h"
 #include "ir/logging.h"
 
 namespace braze {
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> JitKernelOf(KernelProducer produ
 
 bool DiskCacheApplies(const CompileOptions& options) {
   return !options.disk_key.empty() && !disk_cache_broken.load() &&
-         !device::BackendFor(options.device.kind).device_memory();
+         !device::FeaturesOf(options.device).device_memory;
 }
 
 absl::StatusOr<std::unique_ptr<CompiledKernel>> CompileThroughDiskCache(

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "compile/cluster_key.h"
 #include "device/cpu_gemm.h"
+#include "device/features.h"
 #include "ir/changing_dims.h"
 #include "ir/logging.h"
 #include "ir/timeline.h"
@@ -170,7 +171,7 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
                           const std::vector<std::string>& schedule_dirs, CompileOptions* with) {
   *with = copts;
   std::string key = ClusterKey(spec, copts);
-  if (!schedule_dirs.empty() && copts.device.kind == Device::Kind::kCpu &&
+  if (!schedule_dirs.empty() && device::FeaturesOf(copts.device).stored_schedules &&
       copts.scheduler == Scheduler::kAuto) {
     // Threads do not enter the stored schedule's key (its factors are per thread): the
     // key under default options, which is `key` itself unless a thread count was set
@@ -179,7 +180,8 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
                              copts.cpu_gemm_min_work == kLibraryGemmMinWork;
     const std::string lookup =
         ScheduleKeyHash(default_key ? key : ClusterKey(spec, CompileOptions()));
-    static const absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
+    // The host's target (Device{}): stored schedules are tuned for it.
+    static const absl::StatusOr<std::string> target = device::JitTargetString(Device{});
     if (target.ok()) with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup, *target);
     if (with->stored_schedule) {
       absl::StrAppend(&key, ";stored=", ParamsSummary(with->stored_schedule->params));

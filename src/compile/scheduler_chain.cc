@@ -23,6 +23,7 @@
 #include "compile/jit_kernel.h"
 #include "device/backend.h"
 #include "device/cpu_gemm.h"
+#include "device/features.h"
 #include "device/halide_util.h"
 #include "device/stream_copy.h"
 #include "ir/logging.h"
@@ -65,7 +66,7 @@ absl::StatusOr<Halide::Target> JitTarget(const device::Backend& backend, const s
 // so does a pipeline with an output it writes with streaming stores, which the
 // autoschedulers cannot (schedule/stream_stores.h).
 Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target,
-                            int parallelism) {
+                        int parallelism) {
   if (schedule::StreamsAnOutput(info, target, parallelism, ScheduleParams())) {
     return Scheduler::kSafeDefault;
   }
@@ -94,7 +95,7 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
   // which a shared value is no Func any more, and each reader rounds its own copy.
   const std::vector<Halide::Func> shared_before =
       kind == Scheduler::kSafeDefault ? std::vector<Halide::Func>()
-                                          : schedule::ComparedReductionOperands(lowered.info);
+                                      : schedule::ComparedReductionOperands(lowered.info);
   std::string schedule =
       kind == Scheduler::kSafeDefault
           ? schedule::ApplySafeDefault(lowered.info, target, parallelism,
@@ -210,9 +211,8 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
                                 int parallelism) {
   lower::LowerOptions lo;
   lo.gpu = gpu;
-  lo.cuda = options.device.kind == Device::Kind::kCuda;
-  const bool wanted = options.cpu_gemm_library && !gpu &&
-                      attempt.kind == Scheduler::kSafeDefault &&
+  lo.cuda = device::FeaturesOf(options.device).libdevice_math;
+  const bool wanted = options.cpu_gemm_library && !gpu && attempt.kind == Scheduler::kSafeDefault &&
                       (attempt.stored == nullptr || attempt.stored->params.matmul_library);
   if (!wanted) return lo;
   const absl::Status available = CpuGemmAvailable();
@@ -273,7 +273,7 @@ int Parallelism(const CompileOptions& options) {
 
 absl::StatusOr<std::string> ObjectTarget(const CompileOptions& options, const std::string& name) {
   BRAZE_ASSIGN_OR_RETURN(const Halide::Target target,
-                         JitTarget(device::BackendFor(options.device.kind), name));
+                         JitTarget(device::BackendFor(options.device), name));
   return target.without_feature(Halide::Target::JIT).to_string();
 }
 
@@ -286,7 +286,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
                                                  const std::string* object_path) {
   const auto start = std::chrono::steady_clock::now();
   const std::string name = spec.name.empty() ? "cluster" : spec.name;
-  const device::Backend& backend = device::BackendFor(options.device.kind);
+  const device::Backend& backend = device::BackendFor(options.device);
   const bool gpu = backend.device_memory();
   const int parallelism = Parallelism(options);
   BRAZE_ASSIGN_OR_RETURN(const Halide::Target target, JitTarget(backend, name));

@@ -1,9 +1,12 @@
-// The device interface: what compiling and launching a kernel needs from one kind of
-// device. The host (host_backend.cc), CUDA (cuda_backend.cc) and OpenCL
-// (opencl_backend.cc) implement it; a new device is a new file implementing it plus its
-// case in BackendFor, while
-// the compile driver (compile/compile.cc) and the kernel's one launch path stay as
-// they are.
+// The device interface: everything Braze asks of one kind of device, answered in one
+// file per backend: the host (host_backend.cc), CUDA (cuda_backend.cc) and OpenCL
+// (opencl_backend.cc). A new device is a new file implementing Backend plus its case in
+// BackendFor (backend.cc, a switch over Device::Kind with no default, built with
+// -Werror=switch, so a new kind without a backend fails to compile), plus its kind in
+// braze/device_type.h and its name in src/ir/device.cc: 4 files, which
+// docs/HOW_TO_ADD_DEVICE.md lists with what catches each one forgotten. No layer above src/device/ tests Device::Kind: they ask features(),
+// CheckAvailable and JitTarget through device/features.h (no Halide there), and the
+// compile driver (compile/compile.cc) and the kernel's one launch path use the rest.
 //
 // Internal header: includes Halide.h (the device and compile layers use it).
 #ifndef BRAZE_DEVICE_BACKEND_H_
@@ -12,6 +15,7 @@
 #include "Halide.h"
 #include "absl/status/statusor.h"
 #include "braze/device.h"
+#include "device/features.h"
 
 namespace braze {
 namespace device {
@@ -20,9 +24,17 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual Device::Kind kind() const = 0;
+  // The questions other layers ask (device/features.h).
+  virtual const Features& features() const = 0;
+  // OK when ops may be placed on device `index` of this kind on this machine: its
+  // driver loads and the device exists. The message names neither the device nor a node.
+  virtual absl::Status CheckAvailable(int index) const = 0;
+  // True when the session's "auto" device should pick this backend's device 0: its
+  // driver is present and the device is a GPU (device/features.h, ResolveSessionDevice).
+  virtual bool PreferredForAuto() const { return false; }
   // True when kernels read and write device memory (DeviceTensor); false for host
   // memory (HostTensor).
-  virtual bool device_memory() const = 0;
+  bool device_memory() const { return features().device_memory; }
   // The Halide JIT target of this backend's kernels. Throws Halide::Error for a bad
   // HL_JIT_TARGET.
   virtual Halide::Target JitTarget() const = 0;
@@ -34,10 +46,15 @@ class Backend {
   // place (device-memory backends), to allocate buffers there. FailedPrecondition when
   // the device is unavailable.
   virtual absl::StatusOr<const halide_device_interface_t*> Interface(int ordinal) const = 0;
+  // Frees the device side of `buffer` (a DeviceTensor's, device_memory() backends), never
+  // aborting: a driver already shut down at process exit leaks the allocation instead.
+  virtual void FreeDeviceBuffer(Halide::Runtime::Buffer<>* buffer) const { buffer->device_free(); }
 };
 
-// The backend of a device kind.
+// The backend of a device kind: the one switch over Device::Kind that maps kinds to
+// backends.
 const Backend& BackendFor(Device::Kind kind);
+inline const Backend& BackendFor(const Device& device) { return BackendFor(device.kind); }
 
 }  // namespace device
 }  // namespace braze

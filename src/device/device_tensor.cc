@@ -1,13 +1,8 @@
-// DeviceTensor and Braze's hooks into Halide's CUDA runtime; see device_tensor.h.
-//
-// Halide's JIT runtime would create a CUDA context of its own (cuCtxCreate) and report
-// errors by calling abort() when no pipeline's handler is in place. Braze installs JIT
-// default handlers instead: the context is the device's primary context (shared with
-// the CUDA runtime API, hence cuBLAS), the stream is the legacy default stream, and
-// errors are recorded per thread and returned as Status.
+// DeviceTensor (see device_tensor.h) and what every device backend shares: the
+// per-thread record of Halide runtime errors and Halide's JIT default handlers. Each
+// backend's own driver state and hooks live in its file (cuda_backend.cc,
+// opencl_backend.cc).
 #include "device/device_tensor.h"
-
-#include <dlfcn.h>
 
 #include <cstring>
 #include <mutex>
@@ -23,131 +18,7 @@ namespace braze {
 namespace device {
 namespace {
 
-// The few driver entry points Braze calls itself (from the libcuda.so.1 that
-// CheckCudaAvailable loaded; no CUDA header or library at build time).
-using CuResult = int;
-using CuContext = void*;
-struct Driver {
-  CuResult (*device_get)(int* device, int ordinal) = nullptr;
-  CuResult (*primary_ctx_retain)(CuContext* ctx, int device) = nullptr;
-  CuResult (*ctx_push)(CuContext ctx) = nullptr;
-  CuResult (*ctx_pop)(CuContext* ctx) = nullptr;
-  CuResult (*ctx_synchronize)() = nullptr;
-};
-
-struct CudaState {
-  std::mutex mu;
-  bool initialized = false;
-  absl::Status status;
-  int ordinal = -1;
-  CuContext context = nullptr;
-  Driver driver;
-  const halide_device_interface_t* interface = nullptr;
-};
-
-CudaState& State() {
-  static CudaState* state = new CudaState();
-  return *state;
-}
-
 thread_local std::string runtime_error;
-
-int32_t AcquireContext(Halide::JITUserContext*, void** ctx, bool create) {
-  CudaState& s = State();
-  *ctx = s.context;
-  return s.context == nullptr ? -1 : 0;
-}
-int32_t ReleaseContext(Halide::JITUserContext*) { return 0; }
-int32_t GetStream(Halide::JITUserContext*, void*, void** stream) {
-  *stream = nullptr;  // the legacy default stream: ordered with cuBLAS and copies
-  return 0;
-}
-
-}  // namespace
-
-void RecordRuntimeError(Halide::JITUserContext*, const char* msg) {
-  if (!runtime_error.empty()) runtime_error += "; ";
-  runtime_error += msg;
-  while (!runtime_error.empty() && runtime_error.back() == '\n') runtime_error.pop_back();
-}
-
-void InstallDefaultDeviceHandlers() {
-  // Every device's handlers at once: setting the defaults replaces all of them, so a
-  // backend that set only its own would undo another's (OpenCL's init dropping CUDA's
-  // context handlers, say). The CUDA ones answer only CUDA calls, the OpenCL loader
-  // only loads of libOpenCL.
-  Halide::JITHandlers handlers;
-  handlers.custom_error = RecordRuntimeError;
-  UseCudaHandlers(&handlers);
-  UseOpenCLHandlers(&handlers);
-  Halide::Internal::JITSharedRuntime::set_default_handlers(handlers);
-}
-
-void UseCudaHandlers(Halide::JITHandlers* handlers) {
-  handlers->custom_cuda_acquire_context = AcquireContext;
-  handlers->custom_cuda_release_context = ReleaseContext;
-  handlers->custom_cuda_get_stream = GetStream;
-}
-
-namespace {
-
-template <typename F>
-bool Resolve(void* lib, const char* name, F* fn) {
-  *fn = reinterpret_cast<F>(dlsym(lib, name));
-  return *fn != nullptr;
-}
-
-absl::Status Initialize(CudaState& s, int ordinal) {
-  BRAZE_RETURN_IF_ERROR(CheckCudaAvailable());
-  if (ordinal < 0 || ordinal >= CudaDeviceCount()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("no CUDA device ", ordinal, " (this machine has ", CudaDeviceCount(), ")"));
-  }
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-  if (lib == nullptr) return absl::FailedPreconditionError("cannot load libcuda.so.1");
-  Driver& d = s.driver;
-  if (!Resolve(lib, "cuDeviceGet", &d.device_get) ||
-      !Resolve(lib, "cuDevicePrimaryCtxRetain", &d.primary_ctx_retain) ||
-      !Resolve(lib, "cuCtxPushCurrent_v2", &d.ctx_push) ||
-      !Resolve(lib, "cuCtxPopCurrent_v2", &d.ctx_pop) ||
-      !Resolve(lib, "cuCtxSynchronize", &d.ctx_synchronize)) {
-    return absl::FailedPreconditionError("libcuda.so.1 lacks a driver entry point Braze needs");
-  }
-  int device = 0;
-  if (CuResult rc = d.device_get(&device, ordinal); rc != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cuDeviceGet(", ordinal, ") failed: ", rc));
-  }
-  if (CuResult rc = d.primary_ctx_retain(&s.context, device); rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cuDevicePrimaryCtxRetain(", ordinal, ") failed: ", rc));
-  }
-  // Defaults, for the device calls Braze makes outside pipelines; every CUDA pipeline
-  // also carries the context and stream handlers itself (UseCudaHandlers).
-  InstallDefaultDeviceHandlers();
-  s.ordinal = ordinal;
-  return CatchHalideErrors("Halide's CUDA runtime", absl::StatusCode::kInternal, [&] {
-    s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::CUDA,
-                                                              CudaJitTarget(), "braze");
-    return s.interface != nullptr
-               ? absl::OkStatus()
-               : absl::InternalError("no CUDA device interface in the JIT runtime");
-  });
-}
-
-// Pushes the primary context for the calls made in its lifetime (cuBLAS, sync).
-class ContextScope {
- public:
-  explicit ContextScope(CudaState& s) : s_(s) { ok_ = s.driver.ctx_push(s.context) == 0; }
-  ~ContextScope() {
-    CuContext old = nullptr;
-    if (ok_) s_.driver.ctx_pop(&old);
-  }
-  bool ok() const { return ok_; }
-
- private:
-  CudaState& s_;
-  bool ok_ = false;
-};
 
 absl::Status RuntimeStatus(const std::string& what, int rc) {
   if (rc == 0) return absl::OkStatus();
@@ -158,28 +29,25 @@ absl::Status RuntimeStatus(const std::string& what, int rc) {
 
 }  // namespace
 
-Halide::Target CudaJitTarget() {
-  return SanitizedJitTarget()
-      .with_feature(Halide::Target::CUDA)
-      .with_feature(Halide::Target::CUDACapability86);
+void RecordRuntimeError(Halide::JITUserContext*, const char* msg) {
+  if (!runtime_error.empty()) runtime_error += "; ";
+  runtime_error += msg;
+  while (!runtime_error.empty() && runtime_error.back() == '\n') runtime_error.pop_back();
 }
 
-absl::StatusOr<const halide_device_interface_t*> CudaInterface(int ordinal) {
-  CudaState& s = State();
-  std::lock_guard<std::mutex> lock(s.mu);
-  if (!s.initialized) {
-    s.initialized = true;
-    s.status = Initialize(s, ordinal);
-  }
-  BRAZE_RETURN_IF_ERROR(s.status);
-  if (ordinal != s.ordinal) {
-    // Halide's runtime has one context per process; Braze gives it one device.
-    return absl::UnimplementedError(absl::StrCat("this process uses CUDA device ", s.ordinal,
-                                                 "; one CUDA device per process is supported, "
-                                                 "cuda:",
-                                                 ordinal, " is not available"));
-  }
-  return s.interface;
+void InstallDefaultDeviceHandlers(void (*use)(Halide::JITHandlers* handlers)) {
+  // Every device backend's handlers at once: setting the defaults replaces all of them,
+  // so a backend that set only its own would undo another's (OpenCL's init dropping
+  // CUDA's context handlers, say). Each backend's handlers answer only its own calls.
+  static std::mutex mu;
+  static Halide::JITHandlers* handlers = [] {
+    auto* h = new Halide::JITHandlers();
+    h->custom_error = RecordRuntimeError;
+    return h;
+  }();
+  std::lock_guard<std::mutex> lock(mu);
+  use(handlers);
+  Halide::Internal::JITSharedRuntime::set_default_handlers(*handlers);
 }
 
 std::string TakeRuntimeError() {
@@ -200,21 +68,7 @@ DeviceTensor::~DeviceTensor() {
   raw->set_device_dirty(false);
   halide_buffer_t* b = raw->raw_buffer();
   if (b->device == 0) return;
-  if (device_.kind != Device::Kind::kCuda) {
-    raw->device_free();
-    return;
-  }
-  // Halide's device_free aborts when the CUDA runtime cannot make the context current
-  // (a driver shut down at exit): leak the allocation then instead.
-  device::CudaState& s = device::State();
-  if (s.driver.ctx_push == nullptr || s.driver.ctx_push(s.context) != 0) {
-    b->device = 0;
-    b->device_interface = nullptr;
-    return;
-  }
-  device::CuContext old = nullptr;
-  s.driver.ctx_pop(&old);
-  raw->device_free();
+  device::BackendFor(device_).FreeDeviceBuffer(raw);
 }
 
 int64_t DeviceTensor::num_elements() const { return NumElements(type_.shape); }
@@ -226,7 +80,7 @@ absl::StatusOr<std::unique_ptr<DeviceTensor>> DeviceTensor::Allocate(const Tenso
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a device tensor of partial type ", TypeString(type)));
   }
-  const device::Backend& backend = device::BackendFor(device.kind);
+  const device::Backend& backend = device::BackendFor(device);
   if (!backend.device_memory()) {
     return absl::InvalidArgumentError(
         absl::StrCat("cannot allocate a device tensor on ", device.ToString()));
@@ -310,27 +164,6 @@ absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {
 
 uint64_t DeviceTensor::device_address() const {
   return num_elements() == 0 ? 0 : impl_->buffer.raw_buffer()->device;
-}
-
-absl::Status CudaSynchronize() {
-  device::CudaState& s = device::State();
-  {
-    std::lock_guard<std::mutex> lock(s.mu);
-    if (!s.initialized || !s.status.ok()) return absl::OkStatus();
-  }
-  device::ContextScope scope(s);
-  if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
-  if (int rc = s.driver.ctx_synchronize(); rc != 0) {
-    return absl::InternalError(absl::StrCat("cuCtxSynchronize failed: CUDA error ", rc));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RunInCudaContext(int ordinal, const std::function<absl::Status()>& fn) {
-  BRAZE_RETURN_IF_ERROR(device::CudaInterface(ordinal).status());
-  device::ContextScope scope(device::State());
-  if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
-  return fn();
 }
 
 }  // namespace braze

@@ -26,7 +26,15 @@ int JitParallelFor(Halide::JITUserContext* user_context,
 class HostBackend : public Backend {
  public:
   Device::Kind kind() const override { return Device::Kind::kCpu; }
-  bool device_memory() const override { return false; }
+  const Features& features() const override {
+    static const Features features = [] {
+      Features f;
+      f.stored_schedules = true;  // schedules/ are tuned for the host target
+      return f;
+    }();
+    return features;
+  }
+  absl::Status CheckAvailable(int) const override { return absl::OkStatus(); }
   Halide::Target JitTarget() const override { return SanitizedJitTarget(); }
   void InstallHandlers(Halide::JITHandlers* handlers) const override {
     UseJitBufferCache(handlers);

@@ -5,6 +5,7 @@
 // buffers and copies are exercised there, but its timings are CPU timings.
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
@@ -30,11 +31,26 @@ OpenCLState& State() {
   return *state;
 }
 
+// The JIT target of OpenCL kernels: the sanitized host target plus OpenCL with doubles
+// (cl_khr_fp64; POCL has it, and a device without it fails f64 kernels' builds with a
+// Status).
+Halide::Target OpenCLJitTarget() {
+  return SanitizedJitTarget()
+      .with_feature(Halide::Target::OpenCL)
+      .with_feature(Halide::Target::CLDoubles);
+}
+
+// Sets the isolated loader's handlers (device/opencl_driver.h) in `handlers`.
+void UseOpenCLHandlers(Halide::JITHandlers* handlers) {
+  handlers->custom_load_library = LoadLibraryIsolated;
+  handlers->custom_get_library_symbol = GetLibrarySymbol;
+}
+
 absl::Status Initialize(OpenCLState& s) {
   BRAZE_RETURN_IF_ERROR(CheckOpenCLAvailable());
   // The defaults too, not only each pipeline's handlers: Halide's OpenCL runtime module
   // loads the library with the default handlers when it is first created.
-  InstallDefaultDeviceHandlers();
+  InstallDefaultDeviceHandlers(UseOpenCLHandlers);
   return CatchHalideErrors("Halide's OpenCL runtime", absl::StatusCode::kInternal, [&] {
     s.interface = Halide::get_device_interface_for_device_api(Halide::DeviceAPI::OpenCL,
                                                               OpenCLJitTarget(), "braze");
@@ -44,33 +60,10 @@ absl::Status Initialize(OpenCLState& s) {
   });
 }
 
-class OpenCLBackend : public Backend {
- public:
-  Device::Kind kind() const override { return Device::Kind::kOpenCL; }
-  bool device_memory() const override { return true; }
-  Halide::Target JitTarget() const override { return OpenCLJitTarget(); }
-  void InstallHandlers(Halide::JITHandlers* handlers) const override {
-    UseJitBufferCache(handlers);  // host-side intermediates of the pipeline
-    UseOpenCLHandlers(handlers);
-  }
-  absl::StatusOr<const halide_device_interface_t*> Interface(int ordinal) const override {
-    return OpenCLInterface(ordinal);
-  }
-};
-
-}  // namespace
-
-Halide::Target OpenCLJitTarget() {
-  return SanitizedJitTarget()
-      .with_feature(Halide::Target::OpenCL)
-      .with_feature(Halide::Target::CLDoubles);
-}
-
-void UseOpenCLHandlers(Halide::JITHandlers* handlers) {
-  handlers->custom_load_library = LoadLibraryIsolated;
-  handlers->custom_get_library_symbol = GetLibrarySymbol;
-}
-
+// Halide's OpenCL device interface in the JIT runtime, with the isolated loader and
+// Braze's error handler installed. Status when OpenCL is unavailable or `ordinal` is
+// not 0 (Halide's runtime uses one device per process: the first device of the first
+// platform, OpenCLDevices()[0]).
 absl::StatusOr<const halide_device_interface_t*> OpenCLInterface(int ordinal) {
   OpenCLState& s = State();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -88,6 +81,45 @@ absl::StatusOr<const halide_device_interface_t*> OpenCLInterface(int ordinal) {
   }
   return s.interface;
 }
+
+class OpenCLBackend : public Backend {
+ public:
+  Device::Kind kind() const override { return Device::Kind::kOpenCL; }
+  const Features& features() const override {
+    static const Features features = [] {
+      Features f;
+      f.device_memory = true;
+      return f;
+    }();
+    return features;
+  }
+  absl::Status CheckAvailable(int index) const override {
+    BRAZE_RETURN_IF_ERROR(CheckOpenCLAvailable());
+    if (index != 0) {
+      // Halide's OpenCL runtime drives one device per process (OpenCLInterface).
+      return absl::UnimplementedError(absl::StrCat("only opencl:0 (", OpenCLDevices()[0],
+                                                   ") is supported; this machine has ",
+                                                   OpenCLDevices().size(), " OpenCL device(s)"));
+    }
+    return absl::OkStatus();
+  }
+  // POCL's CPU device runs kernels on the host more slowly than the host backend: "auto"
+  // picks OpenCL only when its first device is a GPU.
+  bool PreferredForAuto() const override {
+    const std::vector<std::string> devices = OpenCLDevices();
+    return !devices.empty() && absl::EndsWith(devices[0], "(GPU)");
+  }
+  Halide::Target JitTarget() const override { return OpenCLJitTarget(); }
+  void InstallHandlers(Halide::JITHandlers* handlers) const override {
+    UseJitBufferCache(handlers);  // host-side intermediates of the pipeline
+    UseOpenCLHandlers(handlers);
+  }
+  absl::StatusOr<const halide_device_interface_t*> Interface(int ordinal) const override {
+    return OpenCLInterface(ordinal);
+  }
+};
+
+}  // namespace
 
 const Backend& OpenCLBackendInstance() {
   static const OpenCLBackend* backend = new OpenCLBackend();

@@ -10,7 +10,12 @@ DeviceScope::DeviceScope(Graph& graph, const std::string& device)
     graph_.RecordError(parsed.status());
     return;
   }
-  graph_.set_device(parsed->ToString());
+  graph_.set_device(*parsed);
+}
+
+DeviceScope::DeviceScope(Graph& graph, const Device& device)
+    : graph_(graph), previous_(graph.device()) {
+  graph_.set_device(device);
 }
 
 DeviceScope::~DeviceScope() { graph_.set_device(previous_); }

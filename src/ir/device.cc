@@ -1,5 +1,8 @@
-// Device names: parsed once, when an op is placed (braze/device.h).
-#include "braze/device.h"
+// Device names: parsed once, where a device enters Braze (braze/device_type.h).
+#include "braze/device_type.h"
+
+#include <algorithm>
+#include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -7,18 +10,43 @@
 
 namespace braze {
 
+namespace {
+
+// Every kind, in the order the parse error lists them. A new kind goes here and in
+// KindName (which the build checks).
+constexpr Device::Kind kKinds[] = {Device::Kind::kCpu, Device::Kind::kCuda, Device::Kind::kOpenCL};
+
+// A kind's name in device strings. No default: a new kind without a name fails to
+// compile (-Werror=switch).
+const char* KindName(Device::Kind kind) {
+  switch (kind) {
+    case Device::Kind::kCpu:
+      return "cpu";
+    case Device::Kind::kCuda:
+      return "cuda";
+    case Device::Kind::kOpenCL:
+      return "opencl";
+  }
+  return "?";
+}
+
+}  // namespace
+
 std::string Device::ToString() const {
-  std::string base = kind == Kind::kCpu    ? "cpu"
-                     : kind == Kind::kCuda ? absl::StrCat("cuda:", index)
-                                           : absl::StrCat("opencl:", index);
+  // The host has one device, "cpu" (never "cpu:0").
+  std::string base = kind == Kind::kCpu ? KindName(kind) : absl::StrCat(KindName(kind), ":", index);
   return force_compile ? absl::StrCat("jit:", base) : base;
 }
 
 absl::StatusOr<Device> ParseDevice(const std::string& name) {
   auto bad = [&]() {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "bad device \"", name,
-        "\": expected cpu, cuda, cuda:N, opencl, opencl:N, or one of them after jit:"));
+    std::string forms = KindName(Device::Kind::kCpu);
+    for (Device::Kind kind : kKinds) {
+      if (kind == Device::Kind::kCpu) continue;  // the host has one device: no ":N"
+      absl::StrAppend(&forms, ", ", KindName(kind), ", ", KindName(kind), ":N");
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat("bad device \"", name, "\": expected ", forms, ", or one of them after jit:"));
   };
   Device d;
   std::string rest = name;
@@ -28,20 +56,16 @@ absl::StatusOr<Device> ParseDevice(const std::string& name) {
   }
   std::vector<std::string> parts = absl::StrSplit(rest, ':');
   if (parts.empty() || parts.size() > 2) return bad();
-  if (parts[0] == "cpu") {
+  const Device::Kind* kind = std::find_if(std::begin(kKinds), std::end(kKinds),
+                                          [&](Device::Kind k) { return parts[0] == KindName(k); });
+  if (kind == std::end(kKinds)) return bad();
+  d.kind = *kind;
+  if (d.kind == Device::Kind::kCpu) {
     if (parts.size() == 2 && parts[1] != "0") return bad();
-    d.kind = Device::Kind::kCpu;
-  } else if (parts[0] == "cuda" || parts[0] == "opencl") {
-    d.kind = parts[0] == "cuda" ? Device::Kind::kCuda : Device::Kind::kOpenCL;
-    if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &d.index) || d.index < 0)) {
-      return bad();
-    }
-  } else {
+  } else if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &d.index) || d.index < 0)) {
     return bad();
   }
   return d;
 }
-
-bool IsJitDevice(const std::string& device) { return device.rfind("jit:", 0) == 0; }
 
 }  // namespace braze

@@ -255,7 +255,7 @@ std::string Graph::DebugString() const {
       absl::StrAppend(&out, "  [compile=", *n->jit().compile ? "true" : "false",
                       " scope=", n->jit().scope, "]");
     }
-    if (!n->device().empty()) absl::StrAppend(&out, "  [device=", n->device(), "]");
+    if (n->device()) absl::StrAppend(&out, "  [device=", n->device()->ToString(), "]");
     if (!n->status().ok()) absl::StrAppend(&out, "  ERROR: ", n->status().message());
     out += "\n";
   }

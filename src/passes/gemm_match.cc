@@ -1,17 +1,7 @@
 // GEMM pattern match; see gemm_match.h.
 #include "passes/gemm_match.h"
 
-#include "braze/device.h"
-
 namespace braze {
-namespace {
-
-bool OnCuda(const std::string& device) {
-  auto d = ParseDevice(device);
-  return d.ok() && d->kind == Device::Kind::kCuda;
-}
-
-}  // namespace
 
 std::vector<GemmMatch> MatchGemms(const Graph& g, const std::vector<bool>& needed,
                                   const std::set<std::pair<int, int>>& fetched,
@@ -22,9 +12,7 @@ std::vector<GemmMatch> MatchGemms(const Graph& g, const std::vector<bool>& neede
     if (!needed[id]) continue;
     for (const Tensor& in : g.node(id).inputs()) consumers[in.node_id()].push_back(id);
   }
-  auto device_of = [&](const Node& n) {
-    return n.device().empty() ? options.default_device : n.device();
-  };
+  auto device_of = [&](const Node& n) { return n.device().value_or(options.default_device); };
   // The single needed consumer of output 0 of `id`, on the same device, or -1.
   auto only_consumer = [&](int id) {
     if (fetched.count({id, 0}) || consumers[id].size() != 1) return -1;
@@ -36,7 +24,10 @@ std::vector<GemmMatch> MatchGemms(const Graph& g, const std::vector<bool>& neede
     const Node& n = g.node(id);
     if (!needed[id] || (n.op() != OpKind::kMatMul && n.op() != OpKind::kBatchMatMul)) continue;
     const DType dtype = n.output(0).dtype;
-    if (!OnCuda(device_of(n)) || (dtype != DType::kF32 && dtype != DType::kF64)) continue;
+    if (!options.has_library_gemm || !options.has_library_gemm(device_of(n)) ||
+        (dtype != DType::kF32 && dtype != DType::kF64)) {
+      continue;
+    }
     GemmMatch m;
     m.nodes = {id};
     m.inputs = n.inputs();

@@ -6,11 +6,13 @@
 //        |              |
 //        only consumer  only consumer, same device, nothing else reads the value between
 //
-// Pure graph logic on device names: no driver is asked anything, so it is tested on
-// the CPU (test/passes/gemm_match_test.cc).
+// Pure graph logic on placements: no driver is asked anything (which devices have a
+// library GEMM is the caller's answer), so it is tested on the CPU
+// (test/passes/gemm_match_test.cc).
 #ifndef BRAZE_PASSES_GEMM_MATCH_H_
 #define BRAZE_PASSES_GEMM_MATCH_H_
 
+#include <functional>
 #include <set>
 #include <string>
 #include <utility>
@@ -21,8 +23,11 @@
 namespace braze {
 
 struct GemmMatchOptions {
-  // The device of ops built with no placement ("cpu", "cuda:0", ...; canonical).
-  std::string default_device = "cpu";
+  // The device of ops built with no placement.
+  Device default_device;
+  // Whether a library GEMM runs MatMuls placed on a device (the runtime asks the
+  // device's backend, device/features.h: cuBLASLt on CUDA). Unset: none does.
+  std::function<bool(const Device&)> has_library_gemm;
   // Also fold a Relu after the bias (SessionOptions::cuda_relu_epilogue: opt-in, as
   // cuBLASLt does not document its ReLU's NaN handling and braze::Relu keeps NaN).
   bool fold_relu = false;
@@ -36,10 +41,11 @@ struct GemmMatch {
   bool relu() const { return nodes.size() >= 3; }
 };
 
-// Every MatMul/BatchMatMul in `needed` (by node id) placed on a CUDA device, of dtype
-// f32 or f64, with the bias Add (a [n] vector of the same dtype) that is its only
-// consumer and the Relu after that (options.fold_relu), when no fetch (`fetched`:
-// (node id, output index) pairs) or other op reads the values in between.
+// Every MatMul/BatchMatMul in `needed` (by node id) placed on a device with a library
+// GEMM (options.has_library_gemm: CUDA's), of dtype f32 or f64, with the bias Add (a [n]
+// vector of the same dtype) that is its only consumer and the Relu after that
+// (options.fold_relu), when no fetch (`fetched`: (node id, output index) pairs) or other
+// op reads the values in between.
 std::vector<GemmMatch> MatchGemms(const Graph& graph, const std::vector<bool>& needed,
                                   const std::set<std::pair<int, int>>& fetched,
                                   const GemmMatchOptions& options);

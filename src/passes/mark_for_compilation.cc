@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "braze/device.h"
+#include "braze/device_type.h"
 #include "passes/graph_cycles.h"
 
 namespace braze {
@@ -16,6 +16,9 @@ namespace braze {
 namespace {
 
 std::string Quoted(const Node& node) { return absl::StrCat("'", node.name(), "'"); }
+
+// Placed on a forced-compilation "jit:" device: compiled as under a compiling JitScope.
+bool ForcedCompile(const Node& node) { return node.device() && node.device()->force_compile; }
 
 // A refused merge, kept on both clusters: if a cluster ends up dissolved, the refusal is
 // the real reason its ops are left out, more useful than "too small".
@@ -45,7 +48,7 @@ class Clusterer {
       const Node& node = graph.node(id);
       matmuls_[id] = OpCategoryOf(node.op()) == OpCategory::kMatMul ? 1 : 0;
       // Ops on a forced-compilation "jit:" device count as explicitly compiled.
-      explicit_[id] = node.jit().compile.value_or(false) || IsJitDevice(node.device());
+      explicit_[id] = node.jit().compile.value_or(false) || ForcedCompile(node);
       scope_[id] = node.jit().scope;
       // Ids are topological, so these insertions never reorder or fail.
       for (int p : Producers(id)) cycles_.InsertEdge(p, id);
@@ -110,11 +113,11 @@ class Clusterer {
   bool TryMerge(int from, int to, int p, int c) {
     const Node& pn = graph_.node(p);
     const Node& cn = graph_.node(c);
-    const std::string pd = EffectiveDevice(pn, options_), cd = EffectiveDevice(cn, options_);
+    const Device pd = EffectiveDevice(pn, options_), cd = EffectiveDevice(cn, options_);
     if (pd != cd) {
       Refuse(from, to, p, c, ExclusionReason::kDifferentDevice,
-             absl::StrCat(Quoted(pn), " is on device \"", pd, "\" but its consumer ", Quoted(cn),
-                          " is on \"", cd, "\""));
+             absl::StrCat(Quoted(pn), " is on device \"", pd.ToString(), "\" but its consumer ",
+                          Quoted(cn), " is on \"", cd.ToString(), "\""));
       return false;
     }
     if (!scope_[from].empty() && !scope_[to].empty() && scope_[from] != scope_[to]) {
@@ -197,7 +200,7 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
                          ") is stateful: variables and their updates live on the host");
     return ExclusionReason::kStateful;
   }
-  if (node.jit().compile == false && !IsJitDevice(node.device())) {
+  if (node.jit().compile == false && !ForcedCompile(node)) {
     *text = absl::StrCat(Quoted(node), " was built under JitScope ", node.jit().scope,
                          " whose compile_ops is false for it");
     return ExclusionReason::kMarkedNoCompile;
@@ -207,8 +210,8 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
 
 }  // namespace
 
-std::string EffectiveDevice(const Node& node, const ClusteringOptions& options) {
-  return node.device().empty() ? options.default_device : node.device();
+Device EffectiveDevice(const Node& node, const ClusteringOptions& options) {
+  return node.device().value_or(options.default_device);
 }
 
 const char* ExclusionReasonName(ExclusionReason reason) {
@@ -266,8 +269,7 @@ std::string ClusteringResult::DebugString() const {
     std::vector<std::string> names;
     for (int id : c.nodes) names.push_back(nodes[id].node_name);
     absl::StrAppend(&out, "  ", c.name, ": ", c.nodes.size(), " op(s), ",
-                    c.scope.empty() ? "auto" : c.scope,
-                    c.device.empty() ? "" : absl::StrCat(", device ", c.device), "; ",
+                    c.scope.empty() ? "auto" : c.scope, ", device ", c.device.ToString(), "; ",
                     absl::StrJoin(parts, ", "), "\n    ", absl::StrJoin(names, " "), "\n");
   }
   for (const MergeRefusal& r : refusals) {
@@ -317,8 +319,9 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
     if (nc.reason == ExclusionReason::kNone &&
         id < static_cast<int>(options.library_calls.size()) && options.library_calls[id]) {
       nc.reason = ExclusionReason::kLibraryCall;
-      nc.explanation = absl::StrCat(Quoted(node), " (", node.op_name(),
-                                    ") runs as a cuBLAS GEMM on ", EffectiveDevice(node, options));
+      nc.explanation =
+          absl::StrCat(Quoted(node), " (", node.op_name(), ") runs as a cuBLAS GEMM on ",
+                       EffectiveDevice(node, options).ToString());
     }
     candidate[id] = nc.reason == ExclusionReason::kNone;
   }

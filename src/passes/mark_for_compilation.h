@@ -10,7 +10,7 @@
 //    ops", per the seed documentation).
 // 2. Union-find plus edge contraction. Producer->consumer edges are visited with the
 //    consumer in topological order, repeatedly until nothing merges. Two clusters merge
-//    only when they are on the same device (Node::device(), compared exactly), their
+//    only when they are on the same device (EffectiveDevice, equal), their
 //    scopes are compatible (equal, or at least one side holds only unscoped ops: unscoped
 //    ops may bridge into a scope but never join two different scopes), the merged size is
 //    at most max_cluster_size, and contracting the edge creates no cycle, i.e. no other
@@ -56,9 +56,9 @@ struct ClusteringOptions {
   // Most MatMul/BatchMatMul ops one cluster may hold (a cluster is one pipeline, one
   // schedule: see SessionOptions::max_matmuls_per_cluster).
   int max_matmuls_per_cluster = std::numeric_limits<int>::max();
-  // The device of ops built with no placement (""), so that they cluster with ops
-  // explicitly placed on the session's default device.
-  std::string default_device = "cpu";
+  // The device of ops built with no placement, so that they cluster with ops explicitly
+  // placed on the session's default device.
+  Device default_device;
   // By node id: ops the runtime hands to a library instead (cuBLAS GEMMs on CUDA, with
   // their folded epilogue); never clustered. Empty: none.
   std::vector<bool> library_calls;
@@ -68,8 +68,8 @@ struct ClusteringOptions {
   std::vector<std::pair<int, int>> extra_edges;
 };
 
-// A node's device with "" resolved to `default_device`.
-std::string EffectiveDevice(const Node& node, const ClusteringOptions& options);
+// A node's device, no placement resolved to `default_device`.
+Device EffectiveDevice(const Node& node, const ClusteringOptions& options);
 
 // Why an op is in no cluster. kNone: it is in one.
 enum class ExclusionReason {
@@ -101,7 +101,7 @@ struct Cluster {
   std::string name;        // "cluster_0", numbered by first op in topological order
   std::vector<int> nodes;  // node ids, ascending (ids are a topological order)
   std::string scope;       // the JitScope id, or "" for an auto-cluster
-  std::string device;
+  Device device;
   bool explicit_scope = false;  // holds at least one compile=true op
 };
 

@@ -189,7 +189,7 @@ std::string PlanToDot(const Graph& graph, const Plan& plan, DotStage stage,
       std::string label =
           absl::StrCat(cluster.name, "\n", cluster.scope.empty() ? "auto-cluster" : cluster.scope,
                        ", ", cluster.nodes.size(), " ops");
-      if (!cluster.device.empty()) absl::StrAppend(&label, ", ", cluster.device);
+      absl::StrAppend(&label, ", ", cluster.device.ToString());
       absl::StrAppend(&out, "  subgraph cluster_", c, " {\n    label=\"", DotEscape(label),
                       "\";\n    style=\"rounded,filled\"; fillcolor=\"#e8f0fe\"; "
                       "color=\"#4a86e8\";\n");

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/status.h"
+#include "device/features.h"
 #include "runtime/step_kind.h"
 
 namespace braze {
@@ -18,7 +19,7 @@ bool IsSource(OpKind op) {
 }
 
 Space SpaceOf(const Device& d) {
-  if (d.kind == Device::Kind::kCuda || d.kind == Device::Kind::kOpenCL) return Space::kDevice;
+  if (device::FeaturesOf(d).device_memory) return Space::kDevice;
   return d.force_compile ? Space::kJitCpu : Space::kHost;
 }
 
@@ -32,7 +33,7 @@ Device MemoryDevice(Device d) {
 struct Planning {
   const Graph& g;
   const SessionOptions& options;
-  std::string default_device;  // canonical
+  Device default_device;       // SessionOptions::device, resolved when the session started
   std::vector<Device> device;  // by node id, for needed nodes (Place)
   std::set<std::pair<int, int>> fetched;
   std::vector<std::vector<int>> consumers;  // needed consumers, by node id
@@ -46,22 +47,6 @@ struct Planning {
 };
 
 Tensor OutputOf(const Graph& g, int id, int o) { return Tensor(const_cast<Graph*>(&g), id, o); }
-
-// The default device, canonical ("cpu", "cuda:0", "jit:cpu"); "auto" is "cuda:0" when
-// CUDA is available, else "opencl:0" when OpenCL's first device is a GPU, else "cpu"
-// (POCL's CPU device runs kernels on the host more slowly than the CPU backend: it is
-// used only when asked for by name).
-absl::StatusOr<std::string> ResolveDefaultDevice(const SessionOptions& options) {
-  if (options.device == "auto") {
-    if (CheckCudaAvailable().ok()) return std::string("cuda:0");
-    const std::vector<std::string> opencl = OpenCLDevices();
-    const bool gpu = !opencl.empty() && opencl[0].size() >= 5 &&
-                     opencl[0].compare(opencl[0].size() - 5, 5, "(GPU)") == 0;
-    return std::string(gpu ? "opencl:0" : "cpu");
-  }
-  BRAZE_ASSIGN_OR_RETURN(Device d, ParseDevice(options.device));
-  return d.ToString();
-}
 
 // 1. The nodes the fetches and targets need, stopping at fed tensors.
 void Prune(const std::vector<Tensor>& fetches, const std::vector<Tensor>& targets,
@@ -106,43 +91,20 @@ absl::Status CheckStrict(Planning& p) {
   return absl::OkStatus();
 }
 
-// 3. Every needed op's device, parsed once; a CUDA device must exist.
+// 3. Every needed op's device (its placement, else the session's); the device must be
+// available on this machine (its backend's check, device/features.h).
 absl::Status Place(Planning& p) {
   p.device.assign(p.g.num_nodes(), Device{});
   for (int id = 0; id < p.g.num_nodes(); ++id) {
     if (!p.plan->needed[id]) continue;
     const Node& n = p.g.node(id);
-    const std::string name = n.device().empty() ? p.default_device : n.device();
-    auto d = ParseDevice(name);
-    if (!d.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("node '", n.name(), "' is placed on a bad device: ", d.status().message()));
+    const Device d = n.device().value_or(p.default_device);
+    absl::Status available = device::CheckAvailable(d);
+    if (!available.ok()) {
+      return absl::Status(available.code(), absl::StrCat("node '", n.name(), "' is placed on ",
+                                                         d.ToString(), ": ", available.message()));
     }
-    if (d->kind == Device::Kind::kOpenCL) {
-      absl::Status opencl = CheckOpenCLAvailable();
-      if (opencl.ok() && d->index != 0) {
-        // Halide's OpenCL runtime drives one device per process (device/device_tensor_impl.h).
-        opencl = absl::UnimplementedError(
-            absl::StrCat("only opencl:0 (", OpenCLDevices()[0], ") is supported; this machine has ",
-                         OpenCLDevices().size(), " OpenCL device(s)"));
-      }
-      if (!opencl.ok()) {
-        return absl::Status(opencl.code(), absl::StrCat("node '", n.name(), "' is placed on ", name,
-                                                        ": ", opencl.message()));
-      }
-    }
-    if (d->kind == Device::Kind::kCuda) {
-      absl::Status cuda = CheckCudaAvailable();
-      if (cuda.ok() && d->index >= CudaDeviceCount()) {
-        cuda = absl::InvalidArgumentError(
-            absl::StrCat("this machine has ", CudaDeviceCount(), " CUDA device(s)"));
-      }
-      if (!cuda.ok()) {
-        return absl::Status(cuda.code(), absl::StrCat("node '", n.name(), "' is placed on ", name,
-                                                      ": ", cuda.message()));
-      }
-    }
-    p.device[id] = *d;
+    p.device[id] = d;
   }
   return absl::OkStatus();
 }
@@ -365,17 +327,17 @@ const char* SpaceName(Space space) {
 }
 
 absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const SessionOptions& options,
+                                                      const Device& default_device,
                                                       const std::vector<Tensor>& fetches,
                                                       const std::vector<Tensor>& targets,
                                                       const std::vector<bool>& fed,
                                                       const PlanStageHook& after_stage) {
   auto plan = std::make_unique<Plan>();
-  Planning p{g, options};
+  Planning p{g, options, default_device};
   p.plan = plan.get();
   auto done = [&](const char* stage) {
     if (after_stage) after_stage(stage, *plan);
   };
-  BRAZE_ASSIGN_OR_RETURN(p.default_device, ResolveDefaultDevice(options));
   Prune(fetches, targets, fed, p);
   done("prune");
   BRAZE_RETURN_IF_ERROR(CheckStrict(p));

@@ -12,8 +12,8 @@
 //   1. Prune        nodes the fetches and targets need, stopping at fed tensors
 //   2. CheckStrict  strict mode: a needed op marked for compilation must have a lowering
 //                   (a HostCall has none)
-//   3. Place        every needed op's device resolved and checked (a CUDA or OpenCL
-//                   device must exist)
+//   3. Place        every needed op's device resolved and checked (the device must
+//                   exist: its backend's CheckAvailable)
 //      (ChainUpdates, not a stage: the needed updates of one variable each read the one
 //      before it, in program order; the steps and the clustering keep that order)
 //   4. Claim        steps that step kinds claim before clustering (step_kind.h): a
@@ -82,13 +82,13 @@ struct Plan {
 // as far as it is built.
 using PlanStageHook = std::function<void(const char* stage, const Plan& plan)>;
 
-// Builds the plan. `fed[i]` marks nodes whose (single) output is fed.
-absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& graph,
-                                                      const SessionOptions& options,
-                                                      const std::vector<Tensor>& fetches,
-                                                      const std::vector<Tensor>& targets,
-                                                      const std::vector<bool>& fed,
-                                                      const PlanStageHook& after_stage = {});
+// Builds the plan. `default_device` is the device of ops with no placement
+// (SessionOptions::device, resolved once when the session started:
+// device::ResolveSessionDevice). `fed[i]` marks nodes whose (single) output is fed.
+absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(
+    const Graph& graph, const SessionOptions& options, const Device& default_device,
+    const std::vector<Tensor>& fetches, const std::vector<Tensor>& targets,
+    const std::vector<bool>& fed, const PlanStageHook& after_stage = {});
 
 }  // namespace braze
 

@@ -12,6 +12,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "device/features.h"
 #include "runtime/dump.h"
 #include "runtime/executor.h"
 #include "runtime/flags.h"
@@ -30,6 +31,9 @@ struct Session::State {
     std::unique_ptr<PlanState> state;
   };
   std::unordered_map<std::string, PlanEntry> plans;
+  // SessionOptions::device, parsed (and "auto" resolved) once, when the session starts;
+  // a bad name is every Run's error.
+  absl::StatusOr<Device> default_device;
   const Plan* last_plan = nullptr;
   SessionStats stats;
   SessionDumper dumper;  // observability: BRAZE_FLAGS --dump_to, --clustering_debug
@@ -55,7 +59,9 @@ absl::Status NotRunningHere(const Session* s, const char* what) {
 }  // namespace
 
 Session::Session(const Graph& graph, SessionOptions options)
-    : graph_(graph), options_(std::move(options)), state_(std::make_unique<State>()) {}
+    : graph_(graph), options_(std::move(options)), state_(std::make_unique<State>()) {
+  state_->default_device = device::ResolveSessionDevice(options_.device);
+}
 
 Session::~Session() = default;
 
@@ -189,7 +195,11 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   std::lock_guard<std::mutex> lock(state_->mu);
   auto& entry = state_->plans[plan_key];
   if (entry.plan == nullptr) {
-    auto plan = BuildPlan(graph_, options_, fetches, targets, fed);
+    if (!state_->default_device.ok()) {
+      state_->plans.erase(plan_key);
+      return state_->default_device.status();
+    }
+    auto plan = BuildPlan(graph_, options_, *state_->default_device, fetches, targets, fed);
     if (!plan.ok()) {
       state_->plans.erase(plan_key);
       return plan.status();

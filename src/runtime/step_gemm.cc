@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "device/cublas_gemm.h"
+#include "device/features.h"
 #include "ir/timeline.h"
 #include "passes/gemm_match.h"
 #include "runtime/executor.h"
@@ -84,6 +85,7 @@ class GemmKind : public StepKind {
     }
     GemmMatchOptions o;
     o.default_device = p.default_device;
+    o.has_library_gemm = [](const Device& d) { return device::FeaturesOf(d).library_gemm; };
     o.fold_relu = p.options.cuda_relu_epilogue;
     std::vector<Step> steps;
     for (const GemmMatch& m : MatchGemms(p.g, p.needed, p.fetched, o)) {

@@ -35,7 +35,7 @@ struct PlanView {
   const SessionOptions& options;
   const std::vector<bool>& needed;               // by node id
   const std::set<std::pair<int, int>>& fetched;  // (node id, output)
-  const std::string& default_device;             // canonical
+  const Device& default_device;                  // where unplaced ops run
   std::function<Device(int id)> memory_device;   // where a needed node's values live
   // One step per op of `nodes` (sources skipped): a claimed step's fallback.
   std::function<std::vector<Step>(const std::vector<int>& nodes)> op_by_op;

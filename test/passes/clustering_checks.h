@@ -145,7 +145,7 @@ inline void ExpectValidClustering(const Graph& g, const ClusteringOptions& opts,
       EXPECT_TRUE(is_needed(id));
       EXPECT_TRUE(Lowerable(node.op()));
       EXPECT_NE(node.jit().compile, false);
-      EXPECT_EQ(node.device().empty() ? std::string("cpu") : node.device(), cl.device);
+      EXPECT_EQ(node.device().value_or(Device{}), cl.device);
       if (!node.jit().scope.empty()) {
         EXPECT_EQ(node.jit().scope, cl.scope);
       }

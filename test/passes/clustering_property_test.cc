@@ -69,7 +69,10 @@ RandomCase MakeRandomCase(uint32_t seed) {
     } else if (scope_roll < 22 && !scopes.empty()) {
       scopes.pop_back();
     }
-    if (uniform(0, 99) < 6) g.set_device(uniform(0, 1) ? "/gpu:0" : "");
+    if (uniform(0, 99) < 6) {
+      g.set_device(uniform(0, 1) ? std::optional<Device>(Device{Device::Kind::kCuda, 0})
+                                 : std::nullopt);
+    }
 
     const int op_roll = uniform(0, 99);
     if (op_roll < 4) {

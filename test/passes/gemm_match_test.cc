@@ -1,4 +1,4 @@
-// The GEMM pattern match is graph logic on device names: tested here without a GPU.
+// The GEMM pattern match is graph logic on placements: tested here without a GPU.
 #include "passes/gemm_match.h"
 
 #include <gtest/gtest.h>
@@ -11,9 +11,19 @@ namespace {
 
 std::vector<bool> All(const Graph& g) { return std::vector<bool>(g.num_nodes(), true); }
 
-GemmMatchOptions OnCuda(bool fold_relu = false) {
+// The runtime asks the device's backend (device::FeaturesOf(d).library_gemm): CUDA's.
+bool CudaGemm(const Device& d) { return d.kind == Device::Kind::kCuda; }
+
+// Ops with no placement on the host, with CUDA's library GEMM.
+GemmMatchOptions OnHost() {
   GemmMatchOptions o;
-  o.default_device = "cuda:0";
+  o.has_library_gemm = CudaGemm;
+  return o;
+}
+
+GemmMatchOptions OnCuda(bool fold_relu = false) {
+  GemmMatchOptions o = OnHost();
+  o.default_device = Device{Device::Kind::kCuda, 0};
   o.fold_relu = fold_relu;
   return o;
 }
@@ -50,8 +60,10 @@ TEST(GemmMatch, NothingOnTheCpuOrForIntegers) {
     DeviceScope gpu(g, "cuda:1");
     MatMul(i, i);  // i32: no cuBLAS GEMM
   }
-  GemmMatchOptions cpu;  // default device: the host
-  EXPECT_TRUE(MatchGemms(g, All(g), {}, cpu).empty());
+  EXPECT_TRUE(MatchGemms(g, All(g), {}, OnHost()).empty());
+  GemmMatchOptions none = OnCuda();
+  none.has_library_gemm = nullptr;  // no device has a library GEMM
+  EXPECT_TRUE(MatchGemms(g, All(g), {}, none).empty());
 }
 
 TEST(GemmMatch, PlacementDecidesNotTheDefault) {
@@ -63,7 +75,7 @@ TEST(GemmMatch, PlacementDecidesNotTheDefault) {
     DeviceScope gpu(g, "cuda:0");
     bmm = BatchMatMul(x, y);
   }
-  auto m = MatchGemms(g, All(g), {{bmm.node_id(), 0}}, GemmMatchOptions{});
+  auto m = MatchGemms(g, All(g), {{bmm.node_id(), 0}}, OnHost());
   ASSERT_EQ(m.size(), 1u);
   EXPECT_EQ(m[0].nodes, (std::vector<int>{bmm.node_id()}));
   EXPECT_FALSE(m[0].bias());

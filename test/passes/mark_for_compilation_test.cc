@@ -16,6 +16,8 @@
 namespace braze {
 namespace {
 
+const Device kGpu0{Device::Kind::kCuda, 0};
+
 using testing_internal::BuildQuotient;
 using testing_internal::ExpectValidClustering;
 using testing_internal::IsAcyclic;
@@ -326,27 +328,27 @@ TEST_F(ClusteringTest, DifferentDevicesAreNotMerged) {
   {
     JitScope s(g);
     x = Exp(a);
-    g.set_device("/gpu:0");
+    g.set_device(kGpu0);
     y = Neg(x);
-    g.set_device("");
+    g.set_device(std::nullopt);
     z = Sqrt(y);
   }
   ClusteringResult r = Cluster(g, Level(JitLevel::kOff));
   ASSERT_EQ(r.clusters.size(), 3u);
-  EXPECT_EQ(r.clusters[C(r, y)].device, "/gpu:0");
-  EXPECT_EQ(r.clusters[C(r, x)].device, "cpu");  // unplaced: the default device
+  EXPECT_EQ(r.clusters[C(r, y)].device.ToString(), "cuda:0");
+  EXPECT_EQ(r.clusters[C(r, x)].device.ToString(), "cpu");  // unplaced: the default device
   EXPECT_EQ(r.refusals.size(), 2u);
   EXPECT_EQ(r.refusals[0].reason, ExclusionReason::kDifferentDevice);
 
   Graph g2;
   Tensor t = Placeholder(g2, DType::kF32, {3});
   for (int i = 0; i < 3; ++i) t = Neg(t);
-  g2.set_device("/gpu:0");
+  g2.set_device(kGpu0);
   Tensor u = Exp(t);
   for (int i = 0; i < 4; ++i) u = Exp(u);
   ClusteringResult r2 = Cluster(g2, Level(JitLevel::kOn1));
   ASSERT_EQ(r2.clusters.size(), 1u);
-  EXPECT_EQ(r2.clusters[0].device, "/gpu:0");
+  EXPECT_EQ(r2.clusters[0].device, kGpu0);
   EXPECT_EQ(Why(r2, t), ExclusionReason::kDifferentDevice);
 }
 
@@ -354,16 +356,16 @@ TEST_F(ClusteringTest, DifferentDevicesAreNotMerged) {
 // cannot merge while X is one cluster. X is then dropped (3 < min 4); split into single
 // ops it no longer links A to B, and a second round merges them.
 TEST_F(ClusteringTest, DissolvingAClusterUnblocksMerges) {
-  g.set_device("/gpu:0");
+  g.set_device(kGpu0);
   Tensor x3 = Neg(a);
   Tensor x2 = Abs(x3);
-  g.set_device("");
+  g.set_device(std::nullopt);
   Tensor t = a;
   std::vector<Tensor> cpu_ops;
   for (int i = 0; i < 4; ++i) cpu_ops.push_back(t = Exp(t));
-  g.set_device("/gpu:0");
+  g.set_device(kGpu0);
   Tensor x1 = t + x3;
-  g.set_device("");
+  g.set_device(std::nullopt);
   t = t + x2;
   cpu_ops.push_back(t);
   for (int i = 0; i < 3; ++i) cpu_ops.push_back(t = Exp(t));
@@ -488,11 +490,11 @@ TEST(ClusteringDevices, NeverMergesDevicesAndJitDevicesAlwaysCompile) {
   const int cz = r->ClusterOf(z.node_id());
   ASSERT_GE(cx, 0);
   EXPECT_EQ(cx, r->ClusterOf(x.node().input(0).node_id()));
-  EXPECT_EQ(r->clusters[cx].device, "jit:cpu");
+  EXPECT_EQ(r->clusters[cx].device.ToString(), "jit:cpu");
   ASSERT_GE(cz, 0);
   EXPECT_EQ(cy, cz);
   EXPECT_NE(cx, cz);
-  EXPECT_EQ(r->clusters[cz].device, "cpu");
+  EXPECT_EQ(r->clusters[cz].device.ToString(), "cpu");
 }
 
 }  // namespace

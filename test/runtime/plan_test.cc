@@ -14,6 +14,7 @@
 
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "device/features.h"
 
 namespace braze {
 namespace {
@@ -31,7 +32,10 @@ SessionOptions CpuOptions() {
 absl::StatusOr<std::unique_ptr<const Plan>> Build(const Graph& g, const SessionOptions& options,
                                                   const std::vector<Tensor>& fetches,
                                                   const std::vector<Tensor>& targets = {}) {
-  return BuildPlan(g, options, fetches, targets, std::vector<bool>(g.num_nodes(), false));
+  // SessionOptions::device is parsed once, where the session starts (as Session does).
+  absl::StatusOr<Device> device = device::ResolveSessionDevice(options.device);
+  if (!device.ok()) return device.status();
+  return BuildPlan(g, options, *device, fetches, targets, std::vector<bool>(g.num_nodes(), false));
 }
 
 // A HostCall that returns its input: never compiled.
@@ -201,7 +205,7 @@ TEST(BuildPlanTest, FedTensorsAndUnfetchedNodesArePruned) {
   Tensor unused = Tanh(x);
   std::vector<bool> fed(g.num_nodes(), false);
   fed[e.node_id()] = true;  // e is fed: x and Exp need not run
-  auto plan = BuildPlan(g, CpuOptions(), {y}, {}, fed);
+  auto plan = BuildPlan(g, CpuOptions(), Device{}, {y}, {}, fed);
   ASSERT_TRUE(plan.ok()) << plan.status();
   const Plan& p = **plan;
   EXPECT_FALSE(p.needed[x.node_id()]);
@@ -336,7 +340,7 @@ TEST(BuildPlanTest, TheHookSeesEveryStageInOrder) {
   Tensor y = Exp(x);
   std::vector<std::string> stages;
   std::vector<size_t> steps;
-  auto plan = BuildPlan(g, CpuOptions(), {y}, {}, std::vector<bool>(g.num_nodes(), false),
+  auto plan = BuildPlan(g, CpuOptions(), Device{}, {y}, {}, std::vector<bool>(g.num_nodes(), false),
                         [&](const char* stage, const Plan& p) {
                           stages.push_back(stage);
                           steps.push_back(p.steps.size());
@@ -357,18 +361,6 @@ TEST(BuildPlanTest, BadInputIsAnErrorNamingIt) {
     auto plan = Build(g, o, {y});
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(plan.status().message()), HasSubstr("tpu:0"));
-  }
-  {
-    // A placement no DeviceScope would write, set on the graph directly.
-    Graph g;
-    Tensor x = Placeholder(g, DType::kF32, {3}, "x");
-    g.set_device("gpu:0");
-    Tensor y = Exp(x);
-    g.set_device("");
-    auto plan = Build(g, CpuOptions(), {y});
-    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(std::string(plan.status().message()),
-                HasSubstr("node 'Exp' is placed on a bad device"));
   }
   {
     // Strict mode: a HostCall marked for compilation has no lowering.
@@ -392,7 +384,7 @@ TEST(BuildPlanTest, BadInputIsAnErrorNamingIt) {
     // A CUDA placement on a machine without CUDA names the node and the device.
     Graph g;
     Tensor x = Placeholder(g, DType::kF32, {3}, "x");
-    g.set_device("cuda:0");
+    g.set_device(Device{Device::Kind::kCuda, 0, false});
     Tensor y = Exp(x);
     auto plan = Build(g, CpuOptions(), {y});
     EXPECT_FALSE(plan.ok());

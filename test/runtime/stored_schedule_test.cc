@@ -103,7 +103,7 @@ std::string KeyHashOfTheCluster(Model& m, const Feeds& feeds) {
 StoredSchedule Entry(const std::string& key_hash) {
   StoredSchedule e;
   e.key_hash = key_hash;
-  e.target = *JitTargetString(Device::Kind::kCpu);
+  e.target = *JitTargetString();
   e.params.tasks_per_thread = 7;
   e.params.vector_factor = 2;
   e.params.row_lanes = 1;

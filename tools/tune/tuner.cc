@@ -352,7 +352,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
 StoredSchedule ClusterTuner::Entry(const std::string& measured_note) const {
   StoredSchedule e;
   e.key_hash = result_.key_hash;
-  absl::StatusOr<std::string> target = JitTargetString(Device::Kind::kCpu);
+  absl::StatusOr<std::string> target = JitTargetString();
   e.target = target.ok() ? *target : "?";
   e.cluster = result_.name;
   e.ops = result_.ops;
