@@ -317,27 +317,34 @@ KernelAnswer KernelSource::Get(const std::vector<TensorType>& types,
       last_types_.empty() ? std::string("first use")
                           : absl::StrCat("new signature: ", SignatureChange(last_types_, types));
   ClusterSpec spec = SpecFor(types, std::move(node_types));
-  if (!ahead && options_.can_wait && options_.policy != CompilePolicy::kEager) {
+  // The policies: each decides whether this call compiles now. A switch with no
+  // default (-Werror=switch): a new CompilePolicy without its case fails the build.
+  if (!ahead && options_.can_wait) {
     const std::string signature = SignatureKey(types);
-    if (options_.policy == CompilePolicy::kLazy &&
-        ++lazy_runs_[signature] < options_.lazy_compile_threshold) {
-      wait.wait = KernelAnswer::Wait::kLazy;
-      return wait;
-    }
-    if (options_.policy == CompilePolicy::kAsync) {
-      auto it = pending_.find(signature);
-      if (it == pending_.end()) {
-        auto started = CompileInBackground(spec);
-        if (started.has_value()) {
-          pending_.emplace(signature, *std::move(started));
+    switch (options_.policy) {
+      case CompilePolicy::kEager:
+        break;
+      case CompilePolicy::kLazy:
+        if (++lazy_runs_[signature] < options_.lazy_compile_threshold) {
+          wait.wait = KernelAnswer::Wait::kLazy;
+          return wait;
+        }
+        break;
+      case CompilePolicy::kAsync: {
+        auto it = pending_.find(signature);
+        if (it == pending_.end()) {
+          auto started = CompileInBackground(spec);
+          if (started.has_value()) {
+            pending_.emplace(signature, *std::move(started));
+            wait.wait = KernelAnswer::Wait::kAsync;
+            return wait;
+          }
+          break;  // not copyable for another thread: compiled here, below
+        }
+        if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
           wait.wait = KernelAnswer::Wait::kAsync;
           return wait;
         }
-        // Not copyable for another thread: compiled here, below.
-      } else if (it->second.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
-        wait.wait = KernelAnswer::Wait::kAsync;
-        return wait;
-      } else {
         const CompileCache::Result result = it->second.get();
         pending_.erase(it);
         return Answer(types, spec, absl::StrCat(reason, " (compiled in the background)"), result);

@@ -6,7 +6,7 @@
 // braze/device_type.h and its name in src/ir/device.cc: 4 files, which
 // docs/HOW_TO_ADD_DEVICE.md lists with what catches each one forgotten. No layer above src/device/ tests Device::Kind: they ask features(),
 // CheckAvailable and JitTarget through device/features.h (no Halide there), and the
-// compile driver (compile/compile.cc) and the kernel's one launch path use the rest.
+// compile driver (compile/scheduler_chain.cc) and the kernels' one launch contract (compile/launch.h) use the rest.
 //
 // Internal header: includes Halide.h (the device and compile layers use it).
 #ifndef BRAZE_DEVICE_BACKEND_H_

@@ -40,11 +40,11 @@ struct LoweredCluster {
   std::vector<int> pipeline_output;
   schedule::PipelineInfo info;
   // A multi-element Const is a Halide buffer embedded in the pipeline (scalars are
-  // literals): such a pipeline is JIT-compiled only (compile/compile.cc says why).
+  // literals): such a pipeline is JIT-compiled only (compile/scheduler_chain.cc says why).
   bool embeds_constants = false;
   // Some MatMul is an extern stage calling the CPU GEMM library (device/cpu_gemm.h):
   // the pipeline needs that symbol (Pipeline::set_jit_externs), and its object code
-  // finds it in the disk cache's runtime (compile/disk_cache.cc).
+  // finds it in the disk cache's runtime (compile/aot_kernel.cc).
   bool calls_library = false;
 };
 
