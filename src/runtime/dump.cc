@@ -17,6 +17,7 @@
 #include "ir/logging.h"
 #include "lower/cluster_text.h"
 #include "runtime/flags.h"
+#include "runtime/step_kind.h"
 
 namespace braze {
 namespace {
@@ -161,8 +162,7 @@ std::string PlanToDot(const Graph& graph, const Plan& plan, DotStage stage,
       }
       auto it = runs_as.find(id);
       if (it != runs_as.end()) {
-        absl::StrAppend(&label, it->second == Step::Kind::kReference ? "\nruns: reference kernel"
-                                                                     : "\nruns: single-op kernel");
+        absl::StrAppend(&label, "\nruns: ", StepKindOf(it->second).runs_as());
       }
       fill = "#fff2cc";
     }
@@ -271,8 +271,7 @@ absl::Status SessionDumper::OnKernelReady(const Graph& graph, const Step& step,
   for (const TensorType& t : types) in_types.push_back(TypeString(t));
   for (const TensorType& t : kernel.output_types()) out_types.push_back(TypeString(t));
   std::string text = absl::StrCat(
-      "// ", session, " ", step.name,
-      step.kind == Step::Kind::kCluster ? " (fused cluster)" : " (single-op kernel)", "\n",
+      "// ", session, " ", step.name, " (", StepKindOf(step.kind).runs_as(), ")\n",
       "// ops: ", absl::StrJoin(ops, ", "), "\n", "// inputs: ", absl::StrJoin(in_types, ", "),
       "\n", "// outputs: ", absl::StrJoin(out_types, ", "), "\n",
       "// scheduler: ", SchedulerLine(kernel), "\n", "// compile_ms: ", kernel.compile_ms(), "\n\n",

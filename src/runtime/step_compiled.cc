@@ -182,27 +182,30 @@ absl::Status RunCompiled(Executor& ex, const Step& step, StepState& state,
 
 class CompiledStepKind : public StepKind {
  public:
-  explicit CompiledStepKind(const char* instead) : instead_(instead) {}
+  CompiledStepKind(const char* instead, const char* runs_as)
+      : instead_(instead), runs_as_(runs_as) {}
   absl::Status Run(Executor& ex, const Step& step, StepState& state,
                    const std::vector<Value>& inputs, const std::vector<TensorType>& types,
                    bool compile_only) const override {
     return RunCompiled(ex, step, state, inputs, types, compile_only);
   }
   const char* instead() const override { return instead_; }
+  const char* runs_as() const override { return runs_as_; }
 
  private:
   const char* instead_;
+  const char* runs_as_;
 };
 
 }  // namespace
 
 const StepKind& ClusterStepKind() {
-  static const CompiledStepKind kind("running it op by op");
+  static const CompiledStepKind kind("running it op by op", "fused cluster");
   return kind;
 }
 
 const StepKind& SingleOpStepKind() {
-  static const CompiledStepKind kind("running it on the reference kernel");
+  static const CompiledStepKind kind("running it on the reference kernel", "single-op kernel");
   return kind;
 }
 

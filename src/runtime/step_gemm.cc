@@ -110,6 +110,7 @@ class GemmKind : public StepKind {
   // A library refusing a GEMM is not the user's error: it falls back even in strict mode.
   bool strict_reports_failure() const override { return false; }
   const char* instead() const override { return "running it as Halide kernels"; }
+  const char* runs_as() const override { return "cuBLASLt GEMM"; }
 };
 
 }  // namespace

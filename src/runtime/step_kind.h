@@ -57,6 +57,8 @@ class StepKind {
   // what runs instead ("running it op by op").
   virtual bool strict_reports_failure() const { return true; }
   virtual const char* instead() const = 0;
+  // What runs a step of this kind, for dumps: "fused cluster", "reference kernel", ...
+  virtual const char* runs_as() const = 0;
 };
 
 #define V(kind, accessor) const StepKind& accessor();

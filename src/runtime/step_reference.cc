@@ -78,6 +78,7 @@ class ReferenceKind : public StepKind {
   }
   // A reference step has no fallback: its errors are the user's.
   const char* instead() const override { return "nothing else can run it"; }
+  const char* runs_as() const override { return "reference kernel"; }
 };
 
 }  // namespace
