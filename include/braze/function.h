@@ -44,15 +44,29 @@
 //   newest before it runs (one copy, only after another Function or AssignVariable
 //   changed it; a training loop copies nothing between calls). ReadVariable and
 //   AssignVariable read and write that shared value; Sessions a program creates itself
-//   keep their own values, as always. Variables the body creates itself (optimizer
-//   slots) belong to the trace that created them.
+//   keep their own values, as always.
+// - Variables the body creates (an optimizer's slots, built in the body) follow
+//   tf.function's rule: only the first trace may create them. They are the function's
+//   and live on: every later call, and every later trace that uses them (a body that
+//   keeps the Tensors it created on its first call), goes on from their values;
+//   ReadVariable and AssignVariable reach them. A later trace that would create a
+//   variable (a new signature, reduce_retracing's generalized trace) is
+//   FailedPrecondition naming the function and the variable, and nothing is kept or
+//   run: a fresh variable would start again from its initial value (Adam would silently
+//   restart). Create such variables outside the body (FunctionOptions::graph), or on the
+//   first call only, or give an input_signature with -1 dims so one trace serves all.
 // - Excessive retracing: when a function has traced 5 times within its last 10 calls, it
 //   warns once through the log sink (braze/logging.h), naming the function and the
 //   argument dims that changed, and suggesting input_signature or reduce_retracing.
 // - RunFunctionsEagerly(true) (tf.config.run_functions_eagerly): every call runs the body
 //   anew, its ops one by one on the reference kernels, caching no trace. A JitScope
 //   opened by a body then fails the call with FailedPrecondition naming the scope. (With
-//   FunctionOptions::graph set, that graph then grows by the body's ops on each call.)
+//   FunctionOptions::graph set, that graph then grows by the body's ops on each call;
+//   without it, tensors the body builds do not outlive the call.) Variables the body
+//   creates again on each call stand for those of the same names (within the body's name
+//   scope) its first trace or eager call created, and go on from their values, in eager
+//   and graph calls alike; a new one, or any in a call that a trace would not cover
+//   (the first trace's, or the first eager call's, signature), is the error above.
 // - Thread safety: a Function may be called from several threads; a new signature is
 //   traced and compiled once. The graph a function traces into must outlive it, and
 //   must not be changed by other code while functions trace into or run it. A call on

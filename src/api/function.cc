@@ -36,6 +36,7 @@ namespace function_internal {
 struct VariableUse {
   Tensor variable;
   bool assigned = false;
+  bool captured = false;  // a stand-in for a Variable of another graph
   std::shared_ptr<api::SharedVariable> shared;
   uint64_t* held = nullptr;  // in Shared::held; guarded by the SharedVariable's mutex
 };
@@ -60,7 +61,13 @@ struct Captures {
 struct Trace {
   int first_node = 0;  // the trace's nodes are first_node.. in the graph
   api::Signature signature;
+  std::string root;  // the name scope the body ran in: "name", "name_1", ...
   std::vector<Tensor> inputs, outputs, targets;
+  // Variables the body created (not stand-ins for captured ones), in node order, and
+  // for those that stand for a variable the function created earlier (an eager call
+  // creating again what its first call created), that variable.
+  std::vector<Tensor> created;
+  std::unordered_map<int, Tensor> homes;
   std::vector<VariableUse> variables;
   std::unique_ptr<ConcreteFunction> concrete;
 };
@@ -81,6 +88,13 @@ struct Shared {
   std::deque<std::optional<api::Signature>> recent;
   bool warned = false;
   int tracing_count = 0;
+  // The Variables the body created, by name within its scope (Trace::root), all in
+  // `graph`: those of its first trace (or first eager call). Only the first may create
+  // variables (tf.function's rule); an eager call, which runs the body anew, creates
+  // them again, and what it creates stands for these.
+  std::map<std::string, Tensor> created;
+  // The signature of the first eager call, when no trace came before it.
+  std::optional<api::Signature> eager_first;
 };
 
 }  // namespace function_internal
@@ -224,12 +238,48 @@ Graph::CaptureFn CaptureInto(Graph& g, Captures& captures) {
   };
 }
 
-// Runs the body once into `g` for `signature`. On error the graph is rolled back to
-// what it was, so a failed trace leaves nothing behind.
+// A variable's name within the body's scope: "Adam/w/m" for "step_1/Adam/w/m".
+std::string RelativeName(const Trace& trace, const Tensor& variable) {
+  const std::string& name = variable.name();
+  if (absl::StartsWith(name, trace.root) && name.size() > trace.root.size() &&
+      name[trace.root.size()] == '/') {
+    return name.substr(trace.root.size() + 1);
+  }
+  return name;
+}
+
+std::vector<std::string> CreatedNames(const Trace& trace) {
+  std::vector<std::string> names;
+  for (const Tensor& v : trace.created) names.push_back(RelativeName(trace, v));
+  return names;
+}
+
+// A trace (`what`: "its trace for (f32[8])") creating variables where it may not.
+absl::Status VariableCreationError(const std::string& what, const std::vector<std::string>& names,
+                                   const std::string& why) {
+  std::string more;
+  if (names.size() > 1) absl::StrAppend(&more, " (and ", names.size() - 1, " more)");
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " creates variable '", names.front(), "'", more, ", but ", why,
+      ": a variable a later trace creates would start again from its initial value (an "
+      "optimizer built in the body would restart). Create the variables outside the body (in "
+      "FunctionOptions::graph or the program's graph) and use them in it, create them on the "
+      "first call only (keep their Tensors and reuse them), or give "
+      "FunctionOptions::input_signature with -1 for the dims that vary, so that one trace "
+      "serves every call"));
+}
+
+// Checks what a trace created (Trace::created) before it is kept: fills Trace::homes, or
+// returns why it may not create them.
+using CreatedCheck = std::function<absl::Status(Trace& trace)>;
+
+// Runs the body once into `g` for `signature`. On error (`check` included) the graph is
+// rolled back to what it was, so a failed trace leaves nothing behind.
 absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
                                                  const FunctionOptions& options, Graph& g,
                                                  Captures& captures,
-                                                 const api::Signature& signature, bool eager) {
+                                                 const api::Signature& signature, bool eager,
+                                                 const CreatedCheck& check) {
   const int start = g.num_nodes();
   const absl::Status status_before = g.status();
   const size_t frames_before = g.jit_frames().size();
@@ -250,6 +300,10 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     // its arguments in the outer trace's graph, and then could not capture them.
     ir::TracingScope tracing(&g);  // ops on the program's graphs are built in g
     NameScope name(g, options.name);
+    // The scope's full name ("step_1" for a second trace), from the name a node named ""
+    // would get: the names of the variables the body creates are compared within it.
+    const std::string probe = g.UniqueName("");
+    trace->root = probe.substr(0, probe.rfind('/'));
     for (size_t i = 0; i < signature.size(); ++i) {
       trace->inputs.push_back(
           Placeholder(g, signature[i].dtype, signature[i].shape, absl::StrCat("arg", i)));
@@ -300,7 +354,11 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     // inside say (as TF's XLA attribute on the function overrides them).
     if (options.jit_compile.has_value() && !eager) n.mutable_jit().compile = *options.jit_compile;
     if (IsSideEffect(n.op())) trace->targets.emplace_back(&g, id, 0);
+    if (n.op() == OpKind::kVariable && captures.outside_variable.count(id) == 0) {
+      trace->created.emplace_back(&g, id, 0);
+    }
   }
+  if (absl::Status s = check(*trace); !s.ok()) return fail(std::move(s));
   return trace;
 }
 
@@ -326,8 +384,13 @@ Function::Function(FunctionBody body, FunctionOptions options)
 Function::~Function() {
   std::lock_guard<std::mutex> lock(shared_->mu);
   for (const auto& trace : shared_->traces) {
-    for (const VariableUse& v : trace->variables) v.shared->Release(*shared_->session);
+    for (const VariableUse& v : trace->variables) {
+      // The function's own graph holds only what its body created: it goes with it.
+      if (!v.captured && shared_->own_graph != nullptr) continue;
+      v.shared->Release(*shared_->session);
+    }
   }
+  if (shared_->own_graph != nullptr) api::ForgetVariablesOf(*shared_->own_graph);
 }
 
 const FunctionOptions& Function::options() const { return shared_->options; }
@@ -359,21 +422,27 @@ absl::StatusOr<std::vector<HostTensor>> RunTrace(const FunctionOptions& options,
   return out;
 }
 
-// Fills trace.variables; held versions live in `held` (one per session).
+// Fills trace.variables; held versions live in `held` (one per session). A variable the
+// trace created is shared as itself, or as the one it stands for (Trace::homes), whose
+// value an eager call's new session takes first (with `eager`).
 void BindVariables(Graph& g, Trace& trace, const Captures& captures,
-                   std::unordered_map<api::SharedVariable*, uint64_t>& held) {
+                   std::unordered_map<api::SharedVariable*, uint64_t>& held, bool eager) {
   std::vector<Tensor> roots = trace.outputs;
   roots.insert(roots.end(), trace.targets.begin(), trace.targets.end());
   for (auto& [variable, assigned] : VariablesUsed(g, roots)) {
     auto outside = captures.outside_variable.find(variable.node_id());
-    const bool captured = outside != captures.outside_variable.end();
-    // Variables the body created (optimizer slots) belong to this trace alone.
-    if (!captured && variable.node_id() >= trace.first_node) continue;
+    auto home = trace.homes.find(variable.node_id());
     VariableUse use;
     use.variable = variable;
     use.assigned = assigned;
-    use.shared = api::SharedVariableOf(captured ? outside->second : variable);
-    use.held = &held[use.shared.get()];  // 0 = the initial value, as a new session has
+    use.captured = outside != captures.outside_variable.end();
+    use.shared = api::SharedVariableOf(use.captured                ? outside->second
+                                       : home != trace.homes.end() ? home->second
+                                                                   : variable);
+    // 0 = the initial value, as a new session has; a variable created again starts from
+    // the value (or initial value) of the one it stands for.
+    const bool pull = eager && home != trace.homes.end();
+    use.held = &held.try_emplace(use.shared.get(), pull ? ~uint64_t{0} : 0).first->second;
     trace.variables.push_back(std::move(use));
   }
 }
@@ -428,8 +497,50 @@ absl::Status CheckCount(Shared& s, size_t count) {
                                                  " arguments (as traced first), got ", count));
 }
 
+// Points the variables `trace` creates again at those the function created before
+// (Trace::homes), by name; returns the names of those it creates anew. Under s.mu.
+absl::StatusOr<std::vector<std::string>> MatchCreated(const Shared& s, Trace& trace) {
+  std::vector<std::string> fresh;
+  for (const Tensor& v : trace.created) {
+    std::string name = RelativeName(trace, v);
+    auto it = s.created.find(name);
+    if (it == s.created.end()) {
+      fresh.push_back(std::move(name));
+    } else if (it->second.type() != v.type()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the body creates variable '", name, "' as ", TypeString(v.type()),
+                       ", but its first call created it as ", TypeString(it->second.type())));
+    } else {
+      trace.homes[v.node_id()] = it->second;
+    }
+  }
+  return fresh;
+}
+
+// The variables a first trace or eager call created anew become the function's (under
+// s.mu). Those of a scratch graph get a Variable of the function's graph (its type and
+// initial value) to live on in; the caller holds that graph's lock exclusively.
+void KeepCreated(Shared& s, Trace& trace, Graph& g) {
+  for (const Tensor& v : trace.created) {
+    if (trace.homes.count(v.node_id()) > 0) continue;
+    const std::string name = RelativeName(trace, v);
+    if (&g == s.graph) {
+      s.created.emplace(name, v);
+      continue;
+    }
+    ir::TracingScope tracing(s.graph);  // not redirected into a trace this call is in
+    Tensor home = s.graph->AddNode(OpKind::kVariable, {}, v.node().attrs(),
+                                   absl::StrCat(s.options.name, ".variables/", name));
+    s.created.emplace(name, home);
+    trace.homes[v.node_id()] = home;
+  }
+}
+
 // RunFunctionsEagerly: the body runs anew on the reference kernels; nothing is cached.
-// A function with a graph of its own traces into a scratch graph, dropped after.
+// A function with a graph of its own traces into a scratch graph, dropped after. The
+// variables the body creates are the function's (Shared::created): each call creates
+// them again, standing for them; as a trace, only the first call may create new ones,
+// and a call that would trace again (not running eagerly) may create none.
 absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<HostTensor>& args) {
   std::unique_ptr<Graph> scratch;
   Graph* g = s.graph;
@@ -442,14 +553,55 @@ absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<
   BRAZE_RETURN_IF_ERROR(graph_lock.status());
   Captures scratch_captures;
   Captures& captures = scratch != nullptr ? scratch_captures : s.captures;
+  const api::Signature call = api::SignatureOf(args);
+  const api::Signature& spec = s.options.input_signature ? *s.options.input_signature : call;
+  auto check = [&](Trace& trace) -> absl::Status {
+    if (trace.created.empty()) return absl::OkStatus();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const std::string what = absl::StrCat("its eager call with ", api::SignatureString(call));
+    if (!s.traces.empty() || s.eager_first) {
+      const api::Signature& first = s.traces.empty() ? *s.eager_first : s.traces.front()->signature;
+      if (!api::Covers(first, spec)) {
+        return VariableCreationError(
+            what, CreatedNames(trace),
+            absl::StrCat("only a function's first trace may create variables (as in "
+                         "tf.function), here the one for ",
+                         api::SignatureString(first),
+                         ", and not running eagerly this call would trace again"));
+      }
+      BRAZE_ASSIGN_OR_RETURN(std::vector<std::string> fresh, MatchCreated(s, trace));
+      if (!fresh.empty()) {
+        return VariableCreationError(
+            what, fresh,
+            "the function's first call created no such variable, and only a function's first "
+            "trace (or first eager call) may create variables (as in tf.function)");
+      }
+      return absl::OkStatus();
+    }
+    return MatchCreated(s, trace).status();
+  };
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
-                         TraceBody(s.body, s.options, *g, captures, api::SignatureOf(args),
-                                   /*eager=*/true));
+                         TraceBody(s.body, s.options, *g, captures, call, /*eager=*/true, check));
+  if (trace->homes.size() < trace->created.size()) {
+    // Variables created anew: the function's graph grows by their homes.
+    std::optional<ScopedGraphLock> home_lock;
+    if (scratch != nullptr) {
+      home_lock.emplace(*s.graph_mu, /*exclusive=*/true, s.options);
+      BRAZE_RETURN_IF_ERROR(home_lock->status());
+    }
+    std::lock_guard<std::mutex> lock(s.mu);
+    BRAZE_RETURN_IF_ERROR(Annotate(s.options, MatchCreated(s, *trace).status()));
+    KeepCreated(s, *trace, *g);
+  }
   Session session(*g, SessionOptionsFor(s.options, /*eager=*/true));
   std::unordered_map<api::SharedVariable*, uint64_t> held;
-  BindVariables(*g, *trace, captures, held);
+  BindVariables(*g, *trace, captures, held, /*eager=*/true);
   absl::StatusOr<std::vector<HostTensor>> out = RunTrace(s.options, *trace, session, args);
   for (const VariableUse& v : trace->variables) v.shared->Release(session);
+  if (out.ok()) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.traces.empty() && !s.eager_first) s.eager_first = spec;
+  }
   return out;
 }
 
@@ -493,10 +645,23 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
   {
     tracing_here.push_back(&s);
     const auto pop = absl::MakeCleanup([] { tracing_here.pop_back(); });  // even on a throw
-    traced_body = TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false);
+    // tf.function's rule: only the first trace may create variables (a later trace's
+    // would be new ones, starting again from their initial values).
+    auto check = [&s](Trace& trace) -> absl::Status {
+      if (trace.created.empty()) return absl::OkStatus();
+      if (s.traces.empty()) return MatchCreated(s, trace).status();
+      return VariableCreationError(
+          absl::StrCat("its trace for ", api::SignatureString(trace.signature)),
+          CreatedNames(trace),
+          absl::StrCat("only a function's first trace may create variables (as in tf.function), "
+                       "here the one for ",
+                       api::SignatureString(s.traces.front()->signature)));
+    };
+    traced_body = TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false, check);
   }
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace, std::move(traced_body));
-  BindVariables(*s.graph, *trace, s.captures, s.held);
+  KeepCreated(s, *trace, *s.graph);
+  BindVariables(*s.graph, *trace, s.captures, s.held, /*eager=*/false);
   trace->concrete.reset(new ConcreteFunction(this, trace.get()));
   ++s.tracing_count;
   s.traces.push_back(std::move(trace));

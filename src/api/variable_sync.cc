@@ -95,6 +95,13 @@ std::shared_ptr<SharedVariable> SharedVariableOf(const Tensor& variable) {
   return slot;
 }
 
+void ForgetVariablesOf(const Graph& graph) {
+  std::lock_guard<std::mutex> lock(RegistryMutex());
+  auto& variables = Variables();
+  variables.erase(variables.lower_bound(Key(graph.id(), 0)),
+                  variables.lower_bound(Key(graph.id() + 1, 0)));
+}
+
 std::shared_ptr<std::shared_mutex> GraphLock(const Graph& graph) {
   static auto* locks = new std::map<uint64_t, std::weak_ptr<std::shared_mutex>>;
   std::lock_guard<std::mutex> lock(RegistryMutex());

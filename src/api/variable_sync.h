@@ -56,6 +56,9 @@ class SharedVariable {
 // The one SharedVariable of `variable` (a Variable node), created on first use. Kept
 // for the process (a few bytes plus, once its Function is gone, one host copy).
 std::shared_ptr<SharedVariable> SharedVariableOf(const Tensor& variable);
+// Drops the SharedVariables of `graph`'s Variables: a Function's own graph, going away
+// with it (the variables its body created).
+void ForgetVariablesOf(const Graph& graph);
 
 // One reader-writer lock per graph: tracing into a graph (which grows it) excludes every
 // Function's run on it; runs share it.
