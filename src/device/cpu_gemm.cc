@@ -92,6 +92,8 @@ struct PackedKey {
 };
 
 std::atomic<int64_t> weight_packs{0};  // CpuGemmWeightPacks
+// CpuGemmPackedCacheStatsForTesting's counters.
+std::atomic<int64_t> packed_evictions{0}, packed_row_major_reads{0};
 
 // The packed copies of the process: at most kPackedBudget bytes, the least recently
 // used evicted first (one in use stays alive through its caller's reference). A
@@ -106,16 +108,18 @@ class PackedCache {
   bool MayPack(const PackedKey& key) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = packs_.find(key);
-    return it == packs_.end() || it->second < kMaxPacks;
+    const bool may = it == packs_.end() || it->second < kMaxPacks;
+    if (!may) packed_row_major_reads.fetch_add(1);
+    return may;
   }
 
   // b in p's packed layout, packed at its first use (null: not packed). The caller holds
   // p.mu; two Prepared of one configuration (after Lookup's cache started again) may
   // each pack a copy, which is only work done twice.
   std::shared_ptr<void> Get(const Library& lib, Prepared& p, const PackedKey& key, const float* b) {
-    if (p.packed_b_bytes > kPackedBudget / 2) return nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (p.packed_b_bytes > budget_ / 2) return nullptr;
       for (Entry& e : entries_[key]) {
         if (lib.api.memory_desc_equal(&e.layout, &p.packed_b) != 0) {
           e.last_use = ++clock_;
@@ -131,8 +135,27 @@ class PackedCache {
     ++packs_[key];
     entries_[key].push_back(Entry{p.packed_b, packed, p.packed_b_bytes, ++clock_});
     bytes_ += p.packed_b_bytes;
-    EvictDownTo(kPackedBudget);
+    EvictDownTo(budget_);
     return packed;
+  }
+
+  // Tests (SetCpuGemmPackedBudgetForTesting, ResetCpuGemmPackedCacheForTesting, stats).
+  void SetBudget(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    budget_ = bytes == 0 ? kPackedBudget : bytes;
+    EvictDownTo(budget_);
+  }
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries_.clear();
+    packs_.clear();
+    bytes_ = 0;
+  }
+  void Held(int64_t* copies, int64_t* bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    *copies = 0;
+    for (const auto& [key, list] : entries_) *copies += static_cast<int64_t>(list.size());
+    *bytes = static_cast<int64_t>(bytes_);
   }
 
  private:
@@ -159,6 +182,7 @@ class PackedCache {
       }
       if (oldest == entries_.end()) return;
       bytes_ -= oldest->second[index].size;
+      packed_evictions.fetch_add(1);
       oldest->second.erase(oldest->second.begin() + index);
       if (oldest->second.empty()) entries_.erase(oldest);
     }
@@ -169,6 +193,7 @@ class PackedCache {
   absl::flat_hash_map<PackedKey, int> packs_;  // how often each was packed
   size_t bytes_ = 0;
   uint64_t clock_ = 0;
+  size_t budget_ = kPackedBudget;  // SetCpuGemmPackedBudgetForTesting
 };
 
 PackedCache& Packed() {
@@ -363,6 +388,39 @@ int64_t CpuGemmWeightPacks() {
   return weight_packs.load();
 #else
   return 0;
+#endif
+}
+
+CpuGemmPackedCacheStats CpuGemmPackedCacheStatsForTesting() {
+  CpuGemmPackedCacheStats stats;
+#if BRAZE_HAVE_DNNL
+  stats.packs = weight_packs.load();
+  stats.evictions = packed_evictions.load();
+  stats.row_major_reads = packed_row_major_reads.load();
+  Packed().Held(&stats.copies, &stats.bytes);
+#endif
+  return stats;
+}
+
+int CpuGemmMaxPacksForTesting() {
+#if BRAZE_HAVE_DNNL
+  return PackedCache::kMaxPacks;
+#else
+  return 0;
+#endif
+}
+
+void SetCpuGemmPackedBudgetForTesting(int64_t bytes) {
+#if BRAZE_HAVE_DNNL
+  Packed().SetBudget(static_cast<size_t>(std::max<int64_t>(bytes, 0)));
+#else
+  (void)bytes;
+#endif
+}
+
+void ResetCpuGemmPackedCacheForTesting() {
+#if BRAZE_HAVE_DNNL
+  Packed().Reset();
 #endif
 }
 

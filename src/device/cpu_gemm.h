@@ -71,6 +71,25 @@ void AllowCpuGemmReluPostOpsForTesting(bool allowed);
 // How many constant b operands have been packed in this process (tests).
 int64_t CpuGemmWeightPacks();
 
+// Tests only: the cache of packed constant weights (docs/CPU_GEMM.md, "Constant weights,
+// packed once"). Nothing in Braze calls these; the defaults are the runtime's behaviour.
+struct CpuGemmPackedCacheStats {
+  int64_t packs = 0;            // constants packed in this process (CpuGemmWeightPacks)
+  int64_t evictions = 0;        // packed copies evicted to stay within the budget
+  int64_t row_major_reads = 0;  // calls that read a constant row-major because it was
+                                // already packed the most times a constant may be
+  int64_t copies = 0;           // packed copies held now
+  int64_t bytes = 0;            // and their bytes
+};
+CpuGemmPackedCacheStats CpuGemmPackedCacheStatsForTesting();
+// The most times one constant (one key) is packed before it is read row-major (4).
+int CpuGemmMaxPacksForTesting();
+// Sets the cache's budget in bytes (default 1 GiB; 0 restores it), evicting down to it
+// now. A copy above half the budget is never packed.
+void SetCpuGemmPackedBudgetForTesting(int64_t bytes);
+// Empties the cache and forgets how often each constant was packed (counters stay).
+void ResetCpuGemmPackedCacheForTesting();
+
 // braze_cpu_gemm_f32's address, for a JIT pipeline's externs (Pipeline::set_jit_externs):
 // Braze's static libraries do not export it to Halide's JIT linker by name.
 void* CpuGemmF32Address();

@@ -421,6 +421,68 @@ TEST_F(CpuGemmTest, EpiloguesReadElsewhereStayOps) {
         });
 }
 
+// Compiled kernels with constant weights (packed once, device/cpu_gemm.cc) run at once
+// on six threads, a kernel each (a kernel is thread-compatible: one launch at a time):
+// three kernels of one constant share its packed copy, two of another, and one has a
+// constant of its own with the bias and ReLU epilogue. Every result matches the
+// reference kernels on signed inputs, and each distinct constant is packed exactly once
+// (the packing of a configuration is serialized by its primitive;
+// test/device/cpu_gemm_packed_cache_test.cc has eviction).
+TEST_F(CpuGemmTest, ConstantWeightsPackedOnceWhileKernelsRunOnSeveralThreads) {
+  const int64_t m = 128, k = 256, n = 192;  // 6.3M multiply-adds: the library
+  const HostTensor w1 = HostTensor::RandomUniform(DType::kF32, {k, n}, 71);
+  const HostTensor w2 = HostTensor::RandomUniform(DType::kF32, {k, n}, 72);
+  const HostTensor w3 = HostTensor::RandomUniform(DType::kF32, {k, n}, 73);
+  const std::vector<const HostTensor*> weight_of_kernel = {&w1, &w1, &w2, &w3, &w1, &w2};
+  std::vector<Case> cases(weight_of_kernel.size());
+  std::vector<std::unique_ptr<CompiledKernel>> kernels;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Case& c = cases[i];
+    Tensor x = c.Input(DType::kF32, {m, k}, 80 + i, -2, 2);
+    Tensor product = MatMul(x, Const(*c.graph, *weight_of_kernel[i]));
+    if (i == 3) {
+      Tensor bias = c.Input(DType::kF32, {n}, 90, -2, 2);
+      c.outputs = {Relu(product + bias)};
+    } else {
+      c.outputs = {product};
+    }
+    auto kernel = CompileCluster(SpecOf(c), CompileOptions{});
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    ASSERT_TRUE(CallsLibrary(**kernel)) << (*kernel)->schedule_text();
+    kernels.push_back(*std::move(kernel));
+  }
+  ResetCpuGemmPackedCacheForTesting();
+  const int64_t packs = CpuGemmWeightPacks();
+  std::vector<std::string> failures(kernels.size());
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < kernels.size(); ++t) {
+    threads.emplace_back([&, t] {
+      const size_t i = t;
+      auto expected = ReferenceOutputs(SpecOf(cases[i]), cases[i].values);
+      if (!expected.ok()) {
+        failures[t] = std::string(expected.status().message());
+        return;
+      }
+      for (int run = 0; run < 10 && failures[t].empty(); ++run) {
+        auto actual = RunKernel(*kernels[i], cases[i].values);
+        std::string why;
+        if (!actual.ok()) {
+          failures[t] = std::string(actual.status().message());
+        } else if (!AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4, &why)) {
+          failures[t] = absl::StrCat("run ", run, why);
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (size_t t = 0; t < failures.size(); ++t) {
+    EXPECT_EQ(failures[t], "") << "kernel " << t;
+  }
+  const int64_t packed = CpuGemmWeightPacks() - packs;
+  if (packed == 0) GTEST_SKIP() << "oneDNN packs no copy of this b here (its layout is b's own)";
+  EXPECT_EQ(packed, 3) << "one pack per distinct constant";
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
