@@ -9,6 +9,10 @@
 //             compiled for every size (docs/SYMBOLIC_SHAPES.md), run at the same size.
 //
 // Fetches go through Session::RunInto with a reused output, so no run copies its result.
+//
+// Every variant's output (and every hand loop's) is checked against Braze's reference
+// kernels (peers_common.h, the same inputs) after its untimed first run, with the
+// tolerances the peers are held to: a mismatch is a SkipWithError, never a number.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -20,6 +24,7 @@
 
 #include "braze/braze.h"
 #include "braze/jit_scope.h"
+#include "peers_common.h"
 
 namespace braze {
 namespace {
@@ -48,6 +53,9 @@ struct Workload {
   Graph graph;
   Feeds feeds;
   Tensor out;
+  // The reference result the first run must match (bench::CheckClose's rule).
+  const HostTensor* want = nullptr;
+  double atol = 1e-5, rtol = 1e-4;
 };
 
 // Runs a workload through a session in the given variant, reporting failures as skips.
@@ -60,6 +68,11 @@ void RunSession(benchmark::State& state, Workload& w, Variant variant) {
     state.SkipWithError(s.ToString().c_str());
     return;
   }
+  if (w.want == nullptr) {
+    state.SkipWithError("no reference result to check Braze's output against");
+    return;
+  }
+  if (!bench::CheckClose(state, outputs[0].data<float>(), *w.want, w.atol, w.rtol)) return;
   session.ResetStats();
   for (auto _ : state) {
     s = session.RunInto(w.feeds, {w.out}, &outputs);
@@ -105,6 +118,9 @@ std::unique_ptr<Workload> MakeChain8(Variant v) {
     w->out = Chain8(x);
   }
   w->feeds = {{x, HostTensor::RandomUniform(DType::kF32, {kChainN}, 1)}};
+  w->want = &bench::Chain8Reference();
+  w->atol = 1e-6;
+  w->rtol = 1e-5;
   return w;
 }
 
@@ -126,7 +142,7 @@ void BM_Chain8_handloop(benchmark::State& state) {
   HostTensor y(DType::kF32, {kChainN});
   const float* in = x.data<float>();
   float* out = y.data<float>();
-  for (auto _ : state) {
+  auto run = [&] {
     ParallelFor(kChainN, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
         float v = ((in[i] * 1.5f + 0.25f) * in[i]) - 0.125f;
@@ -134,6 +150,11 @@ void BM_Chain8_handloop(benchmark::State& state) {
         out[i] = v * 0.5f + 1.0f;
       }
     });
+  };
+  run();
+  if (!bench::CheckClose(state, out, bench::Chain8Reference(), 1e-6, 1e-5)) return;
+  for (auto _ : state) {
+    run();
     benchmark::DoNotOptimize(out);
   }
   SetRate(state, "GB/s", 2.0 * kChainN * sizeof(float) / 1e9);
@@ -164,6 +185,7 @@ std::unique_ptr<Workload> MakeRowOp(Variant v, int64_t rows, bool layernorm) {
     w->out = build();
   }
   w->feeds = {{x, HostTensor::RandomUniform(DType::kF32, {rows, 1024}, 4, -4, 4)}};
+  w->want = layernorm ? &bench::LayerNormReference(rows) : &bench::SoftmaxReference(rows);
   return w;
 }
 
@@ -229,7 +251,7 @@ void RowHandloop(benchmark::State& state, bool layernorm) {
   const float* g = gamma.data<float>();
   const float* b = beta.data<float>();
   float* out = y.data<float>();
-  for (auto _ : state) {
+  auto run = [&] {
     ParallelFor(rows, [&](int64_t lo, int64_t hi) {
       for (int64_t r = lo; r < hi; ++r) {
         const float* row = in + r * cols;
@@ -251,6 +273,13 @@ void RowHandloop(benchmark::State& state, bool layernorm) {
         }
       }
     });
+  };
+  run();
+  const HostTensor& want =
+      layernorm ? bench::LayerNormReference(rows) : bench::SoftmaxReference(rows);
+  if (!bench::CheckClose(state, out, want, 1e-5, 1e-4)) return;
+  for (auto _ : state) {
+    run();
     benchmark::DoNotOptimize(out);
   }
   SetRate(state, "GB/s", 2.0 * rows * cols * sizeof(float) / 1e9);
@@ -287,6 +316,7 @@ std::unique_ptr<Workload> MakeMatMulBiasRelu(Variant v) {
     w->out = Relu(MatMul(a, b) + bias);
   }
   w->feeds = {{a, HostTensor::RandomUniform(DType::kF32, {kMM, kMM}, 7)}};
+  w->want = &bench::MatMulBiasReluReference();
   return w;
 }
 
@@ -319,7 +349,7 @@ void BM_MatMulBiasRelu_handloop(benchmark::State& state) {
   const float* pb = b.data<float>();
   const float* pbias = bias.data<float>();
   float* out = y.data<float>();
-  for (auto _ : state) {
+  auto run = [&] {
     // i-k-j order with a 64-row block of B kept hot: the compiler vectorizes the j loop.
     ParallelFor(kMM, [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
@@ -333,6 +363,11 @@ void BM_MatMulBiasRelu_handloop(benchmark::State& state) {
         for (int64_t j = 0; j < kMM; ++j) o[j] = std::max(o[j], 0.0f);
       }
     });
+  };
+  run();
+  if (!bench::CheckClose(state, out, bench::MatMulBiasReluReference(), 1e-5, 1e-4)) return;
+  for (auto _ : state) {
+    run();
     benchmark::DoNotOptimize(out);
   }
   SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);

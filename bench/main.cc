@@ -1,12 +1,28 @@
-// braze_bench's main: Google Benchmark's, after two process settings that decide
-// whether Braze and its peers (peers_*.cc) are compared fairly on a small machine
-// (issue 14, measured on the 2-core VM):
+// braze_bench's main: Google Benchmark's, after the process settings that decide
+// whether Braze and its peers (peers_*.cc) are compared fairly (issues 14 and 34), and
+// the run's context (bench_context.h), written into every JSON.
 //
-//  - OMP_WAIT_POLICY=passive. By default libgomp's threads spin after each parallel
-//    region; on 2 cores they starve OpenBLAS's own threads and Halide's thread pool in
-//    the next benchmark: 2-8x distortions. libgomp reads the variable once, when it is
-//    loaded (before main), so when it is unset we set it and re-execute this binary.
-//    A value from the environment is kept.
+//  - One waiting policy for every thread pool. Braze's pool spins about 200 us
+//    (kSpinMicros, docs/THREAD_POOL.md) after a parallel loop before its workers sleep.
+//    libgomp (the OpenMP of the hand loops, Eigen, oneDNN and libtorch) reads its policy
+//    once, when it is loaded (before main), so unless OMP_WAIT_POLICY is set we set
+//    OMP_WAIT_POLICY=active with GOMP_SPINCOUNT calibrated here to the same 200 us of
+//    libgomp's spin loop (a relaxed load and a `pause` per round), and re-execute this
+//    binary. A value from the environment is kept: OMP_WAIT_POLICY=passive measures the
+//    peers the other way (their workers sleep at once, each launch pays the wake-up).
+//    libgomp's default (unset: 300,000 rounds, about 3 ms) and plain `active` (30
+//    billion rounds) are not used: on 2 cores a worker spinning that long starves
+//    OpenBLAS's threads and Braze's pool in the next benchmark (2-8x distortions,
+//    issue 14).
+//  - OpenBLAS on the right core. Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) detects this
+//    Zen 5 VM as Cooperlake (AVX-512 kernels), but the VM's sessions export
+//    OPENBLAS_CORETYPE=Haswell, which forces its AVX2 kernels: sgemm 1024^3 at about half
+//    the rate (24.5-32.5 ms against 11.2-14.9, 2026-11-28, beside a test run; the "OpenBLAS at half of
+//    oneDNN's rate" of earlier runs). On a CPU with AVX-512 F, CD, BW, DQ and VL, a
+//    forced core without AVX-512 is removed (BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE=1 keeps
+//    it), and where OpenBLAS's own detection picks one, SkylakeX is set. OpenBLAS reads
+//    the variable when it is loaded: the same re-execution. libtorch's BLAS is the same
+//    OpenBLAS.
 //  - glibc malloc thresholds pinned. glibc moves its mmap threshold up as large blocks
 //    are freed, so whether a library's big temporaries are reused or freshly mmapped
 //    (and page-faulted on every run) depended on which benchmark ran before: 2.5 vs 9 ms
@@ -16,23 +32,146 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 #include <thread>
+
+#include "bench_context.h"
+#include "braze/braze.h"
+#include "device/thread_pool.h"
 
 #ifdef BRAZE_BENCH_OPENBLAS
 #include <cblas.h>
 #endif
 
+namespace braze::bench {
 namespace {
 
-// Returns only when OMP_WAIT_POLICY was already set (or the re-exec failed).
-void EnsurePassiveOpenMpWait(char** argv) {
+// Set in the re-executed process, so it does not re-execute again.
+constexpr char kSettled[] = "BRAZE_BENCH_SETTLED";
+// What OpenBLAS picked on its own, when main.cc overrode it (for the context).
+constexpr char kOpenBlasDetected[] = "BRAZE_BENCH_OPENBLAS_DETECTED";
+// An OPENBLAS_CORETYPE from the environment that main.cc removed (for the context).
+constexpr char kOpenBlasRemoved[] = "BRAZE_BENCH_OPENBLAS_CORETYPE_REMOVED";
+// The spin count main.cc calibrated (for the context: GOMP_SPINCOUNT may come from outside).
+constexpr char kSpinCalibrated[] = "BRAZE_BENCH_GOMP_SPINCOUNT_CALIBRATED";
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? "" : v;
+}
+
+// "model name" and the flags of the first CPU in /proc/cpuinfo.
+struct CpuInfo {
+  std::string model, family, model_number;
+  std::set<std::string> flags;
+};
+CpuInfo ReadCpuInfo() {
+  CpuInfo info;
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) {
+      if (!info.model.empty()) break;  // the end of the first CPU
+      continue;
+    }
+    std::string key = line.substr(0, colon);
+    key.erase(key.find_last_not_of(" \t") + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name") info.model = value;
+    if (key == "cpu family") info.family = value;
+    if (key == "model") info.model_number = value;
+    if (key == "flags") {
+      std::istringstream words(value);
+      for (std::string w; words >> w;) info.flags.insert(w);
+    }
+  }
+  return info;
+}
+
+[[maybe_unused]] bool HasSkylakeXFeatures(const CpuInfo& cpu) {
+  for (const char* f : {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}) {
+    if (cpu.flags.count(f) == 0) return false;
+  }
+  return true;
+}
+
+// OpenBLAS's cores with AVX-512 kernels (0.3.21's names).
+[[maybe_unused]] bool IsAvx512Core(const std::string& core) {
+  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+}
+
+// Rounds of libgomp's spin loop (config/linux/wait.h: a relaxed load of the futex word
+// and cpu_relax(), `pause` on x86) in `micros` microseconds: the best of 5 windows of
+// 10 ms, so a preempted window does not shorten it.
+[[maybe_unused]] long long CalibrateGompSpinCount(int micros) {
+  std::atomic<int> word{0};
+  double best_rate = 0;  // rounds per second
+  for (int window = 0; window < 5; ++window) {
+    const auto start = std::chrono::steady_clock::now();
+    long long rounds = 0;
+    double elapsed = 0;
+    do {
+      for (int i = 0; i < 1024; ++i) {
+        if (word.load(std::memory_order_relaxed) != 0) return 0;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+      rounds += 1024;
+      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    } while (elapsed < 0.01);
+    best_rate = std::max(best_rate, rounds / elapsed);
+  }
+  return static_cast<long long>(best_rate * micros * 1e-6);
+}
+
+// Sets what the libraries read when they are loaded and re-executes this binary; returns
+// when nothing needed setting (or in the re-executed process, or when the exec failed).
+void SettleProcess(char** argv) {
 #ifdef BRAZE_BENCH_PEERS
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
-  setenv("OMP_WAIT_POLICY", "passive", /*overwrite=*/0);
+  if (!Env(kSettled).empty()) return;
+  bool changed = false;
+  if (Env("OMP_WAIT_POLICY").empty()) {
+    setenv("OMP_WAIT_POLICY", "active", 1);
+    if (Env("GOMP_SPINCOUNT").empty()) {
+      const std::string count = std::to_string(CalibrateGompSpinCount(device::kSpinMicros));
+      setenv("GOMP_SPINCOUNT", count.c_str(), 1);
+      setenv(kSpinCalibrated, count.c_str(), 1);
+    }
+    changed = true;
+  }
+#ifdef BRAZE_BENCH_OPENBLAS
+  // An OPENBLAS_CORETYPE from the environment that names a core without AVX-512 on a CPU
+  // with it is removed (this VM's sessions export OPENBLAS_CORETYPE=Haswell: AVX2 kernels,
+  // half the sgemm rate), unless BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE is set; then, if
+  // OpenBLAS's own detection still picks a core without AVX-512, SkylakeX is set.
+  const bool cpu_avx512 = HasSkylakeXFeatures(ReadCpuInfo());
+  const std::string core = openblas_get_corename();
+  const std::string forced = Env("OPENBLAS_CORETYPE");
+  if (cpu_avx512 && !IsAvx512Core(core) && Env("BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE").empty()) {
+    if (!forced.empty()) {
+      setenv(kOpenBlasRemoved, forced.c_str(), 1);
+      unsetenv("OPENBLAS_CORETYPE");
+    } else {
+      setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
+      setenv(kOpenBlasDetected, core.c_str(), 1);
+    }
+    changed = true;
+  }
+#endif
+  if (!changed) return;
+  setenv(kSettled, "1", 1);
   execv("/proc/self/exe", argv);
-  std::perror("braze_bench: re-exec with OMP_WAIT_POLICY=passive failed; OpenMP threads spin");
+  std::perror("braze_bench: re-exec with the OpenMP and OpenBLAS settings failed");
 #else
   (void)argv;
 #endif
@@ -44,18 +183,87 @@ void PinMallocThresholds() {
   mallopt(M_TRIM_THRESHOLD, kThreshold);
 }
 
+// The context keys of the process: the CPU, Braze's threads and pool, Halide, and the
+// settings SettleProcess made. The peers' libraries add theirs (AddRegisteredContext).
+void AddProcessContext() {
+  const CpuInfo cpu = ReadCpuInfo();
+  AddContext("cpu_model", cpu.model + " (family " + cpu.family + ", model " + cpu.model_number +
+                              ")");
+  std::string isa;
+  for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                        "avx512_bf16", "amx_tile"}) {
+    if (cpu.flags.count(f) != 0) isa += (isa.empty() ? "" : " ") + std::string(f);
+  }
+  AddContext("cpu_flags", isa);
+  AddContext("hardware_concurrency", std::to_string(std::thread::hardware_concurrency()));
+#ifdef BRAZE_BENCH_HALIDE_VERSION
+  AddContext("halide_version", BRAZE_BENCH_HALIDE_VERSION);
+#endif
+  AddContext("braze_threads",
+             "SessionOptions::num_threads 0: the pool's threads, one per CPU of the affinity "
+             "mask (HL_NUM_THREADS=" +
+                 (Env("HL_NUM_THREADS").empty() ? std::string("unset") : Env("HL_NUM_THREADS")) +
+                 ")");
+  AddContext("braze_pool_wait", "spin " + std::to_string(device::kSpinMicros) +
+                                    " us after a parallel loop (pause, sched_yield every 64 "
+                                    "rounds), then sleep (docs/THREAD_POOL.md)");
+#ifdef BRAZE_BENCH_PEERS
+  const std::string policy = Env("OMP_WAIT_POLICY"), spin = Env("GOMP_SPINCOUNT");
+  AddContext("omp_wait_policy", policy.empty() ? "unset (libgomp: spin 300000 rounds)" : policy);
+  std::string spin_note = spin.empty() ? "unset" : spin;
+  if (!spin.empty() && spin == Env(kSpinCalibrated)) {
+    spin_note += " (calibrated by main.cc to " + std::to_string(device::kSpinMicros) +
+                 " us of libgomp's spin loop: the same spin as Braze's pool)";
+  } else if (!spin.empty()) {
+    spin_note += " (from the environment)";
+  }
+  AddContext("gomp_spincount", spin_note);
+  AddContext("omp_fairness",
+             policy == "active" && spin == Env(kSpinCalibrated)
+                 ? "same spin: OpenMP peers spin as long as Braze's pool, then sleep"
+                 : "NOT the same spin as Braze's pool: the OpenMP peers run with "
+                   "OMP_WAIT_POLICY=" +
+                       (policy.empty() ? std::string("unset") : policy) + " GOMP_SPINCOUNT=" +
+                       (spin.empty() ? std::string("unset") : spin));
+#endif
+#ifdef BRAZE_BENCH_OPENBLAS
+  const std::string detected = Env(kOpenBlasDetected), removed = Env(kOpenBlasRemoved);
+  if (!removed.empty()) {
+    AddContext("openblas_coretype",
+               "detected by OpenBLAS; OPENBLAS_CORETYPE=" + removed +
+                   " from the environment was removed by main.cc: a core without AVX-512 on a "
+                   "CPU with AVX-512 F/CD/BW/DQ/VL (BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE=1 keeps "
+                   "it)");
+  } else if (!detected.empty()) {
+    AddContext("openblas_coretype",
+               "SkylakeX, set by main.cc: OpenBLAS detected " + detected +
+                   " (no AVX-512) on this CPU, which has AVX-512 F/CD/BW/DQ/VL");
+  } else {
+    AddContext("openblas_coretype", Env("OPENBLAS_CORETYPE").empty()
+                                        ? "detected by OpenBLAS"
+                                        : Env("OPENBLAS_CORETYPE") + " (from the environment)");
+  }
+  if (!Env("OPENBLAS_L2_SIZE").empty()) {
+    AddContext("openblas_l2_size", Env("OPENBLAS_L2_SIZE") + " (from the environment)");
+  }
+#endif
+}
+
 }  // namespace
+}  // namespace braze::bench
 
 int main(int argc, char** argv) {
-  EnsurePassiveOpenMpWait(argv);
-  PinMallocThresholds();
+  braze::bench::SettleProcess(argv);
+  braze::bench::PinMallocThresholds();
 #ifdef BRAZE_BENCH_OPENBLAS
-  // All cores, as Halide's thread pool and OpenMP use (OpenBLAS's default may differ
-  // when OPENBLAS_NUM_THREADS or a container limit is set).
+  // All cores, as Braze's pool and OpenMP use (OpenBLAS's default may differ when
+  // OPENBLAS_NUM_THREADS or a container limit is set).
   openblas_set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
 #endif
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  braze::bench::AddProcessContext();
+  braze::bench::AddRegisteredContext();
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

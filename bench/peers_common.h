@@ -1,7 +1,9 @@
 // What the peer benchmarks (peers_*.cc) share: the workloads' inputs, made with exactly
 // the shapes and seeds of Braze's own variants (fusion_bench.cc, train_models.h), Braze's
 // results on its reference kernels (SessionOptions::reference_only) to check a peer
-// against, and the timing helpers.
+// against, and the timing helpers. Braze's own benchmarks (fusion_bench.cc,
+// train_bench.cc, braze_bench.cc) check their outputs and losses with the same
+// references and rules, so this file is built with or without the peers.
 //
 // A peer benchmark is named BM_<Workload>_<peer> with the arg names of Braze's variant
 // (BM_Softmax_onednn/rows:4096), so tools/braze-plot draws it beside Braze's bars. It runs

@@ -12,7 +12,9 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <string>
 
+#include "bench_context.h"
 #include "peers_common.h"
 
 namespace braze::bench {
@@ -24,6 +26,13 @@ using MatrixMap = Eigen::Map<RowMatrix>;
 using ConstArrayMap = Eigen::Map<const Eigen::ArrayXf>;
 using ArrayMap = Eigen::Map<Eigen::ArrayXf>;
 using ConstRowVector = Eigen::Map<const Eigen::RowVectorXf>;
+
+BRAZE_BENCH_CONTEXT([] {
+  AddContext("eigen_version", std::to_string(EIGEN_WORLD_VERSION) + "." +
+                                  std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                                  std::to_string(EIGEN_MINOR_VERSION) + " (SIMD: " +
+                                  Eigen::SimdInstructionSetsInUse() + ")");
+});
 
 // Calls body(lo, hi) for one contiguous chunk of [0, n) per OpenMP thread.
 template <typename Body>

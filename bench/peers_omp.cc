@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "bench_context.h"
 #include "peers_common.h"
 #include "train_models.h"
 
@@ -23,6 +25,12 @@ extern "C" float expf(float);
 
 namespace braze::bench {
 namespace {
+
+// main.cc sets (and records) the wait policy; this is the team every OpenMP peer gets.
+BRAZE_BENCH_CONTEXT([] {
+  AddContext("omp_threads", std::to_string(omp_get_max_threads()) + " (libgomp, OpenMP " +
+                                std::to_string(_OPENMP) + ")");
+});
 
 // ---- Chain8 ----
 void Chain8(const float* in, float* out, int64_t n) {

@@ -9,22 +9,30 @@
 //            `mlp --jit=scope` (clusters of at most one matmul each).
 //   unfused: no JIT: every op its own compiled Halide kernel, cached, buffers reused.
 //
+// The first steps' losses (each variant's first four: the initial weights, then three
+// updates) are checked against Braze's reference kernels (peers_common.h) before the
+// timing, relative tolerance 1e-3 as for the peers; a mismatch is a SkipWithError.
+//
 // The peers of the same steps, at the same batches, are in peers_omp.cc (hand-fused
-// softmax regression) and peers_openblas.cc (the MLP on OpenBLAS).
+// softmax regression), peers_openblas.cc and peers_onednn.cc (the MLP around a library's
+// GEMM) and peers_torch.cc (both steps in libtorch).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "braze/braze.h"
+#include "peers_common.h"
 #include "train_models.h"
 
 namespace braze::bench {
 namespace {
 
-// Runs the step in a session: three untimed steps (compile, then settle the buffers),
-// then the timed ones.
-void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step) {
+// Runs the step in a session: kCheckedSteps untimed steps (compile, settle the buffers,
+// and check their losses against `want`), then the timed ones.
+void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
+                  const std::vector<float>& want) {
   if (!step.ok()) {
     state.SkipWithError(step.status().ToString().c_str());
     return;
@@ -32,12 +40,14 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step) {
   Session session(*step->graph, SessionOptions());
   std::vector<HostTensor> outputs;
   auto run = [&] { return session.RunInto(step->feeds, {step->loss}, &outputs, step->train); };
-  for (int warm = 0; warm < 3; ++warm) {
+  auto checked_step = [&]() -> float {
     if (absl::Status s = run(); !s.ok()) {
-      state.SkipWithError(s.ToString().c_str());
-      return;
+      state.SkipWithError(s.ToString().c_str());  // the first error is the one reported
+      return std::nanf("");
     }
-  }
+    return outputs[0].data<float>()[0];
+  };
+  if (!CheckTrainLosses(state, checked_step, want, 1e-3)) return;
   session.ResetStats();
   for (auto _ : state) {
     if (absl::Status s = run(); !s.ok()) {
@@ -55,7 +65,7 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step) {
 void BM_SoftmaxTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0);
   const bool fused = state.range(1) == 0;
-  RunTrainStep(state, MakeSoftmaxTrainStep(batch, fused));
+  RunTrainStep(state, MakeSoftmaxTrainStep(batch, fused), SoftmaxTrainReferenceLosses(batch));
 }
 BENCHMARK(BM_SoftmaxTrainStep)
     ->ArgNames({"batch", "unfused"})
@@ -67,7 +77,7 @@ BENCHMARK(BM_SoftmaxTrainStep)
 void BM_MlpTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0);
   const bool fused = state.range(1) == 0;
-  RunTrainStep(state, MakeMlpTrainStep(batch, fused));
+  RunTrainStep(state, MakeMlpTrainStep(batch, fused), MlpTrainReferenceLosses(batch));
   // The matmuls: x w, x^T dy and, except in the first layer (x is a feed), dy w^T.
   const double flops =
       2.0 * batch * (2 * kPixels * kHidden + 3 * kHidden * kHidden + 3 * kHidden * kClasses);

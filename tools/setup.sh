@@ -22,6 +22,8 @@ packages=(
   libdnnl-dev                  # CPU matmuls call oneDNN (docs/CPU_GEMM.md); also a peer
   libeigen3-dev                # bench peers: braze_bench runs the workloads with Eigen,
   libopenblas-dev              #   oneDNN and OpenBLAS too (each skipped when absent)
+  libtorch-dev                 # bench peer: libtorch (PyTorch's C++ API), what a C++ user
+                               #   would pick instead of Braze (bench/peers_torch.cc)
   python3-matplotlib           # tools/braze-plot (benchmark JSON -> PNG) and its test
 )
 
