@@ -2,15 +2,24 @@
 // family, layout ops on every axis, ranks 0-4, odd extents, f64/i32/bool, -1 dims fed
 // with several sizes, gradients, several fetches), run fused in strict mode under each
 // scheduler and compared with the reference executor. A quick slice of what
-// tools/braze-fuzz runs at scale (docs/FUZZING.md).
+// tools/braze-fuzz runs at scale (docs/FUZZING.md); slices of its options too: special
+// values, oneDNN's matmuls (at its threshold and with every matmul sent to it), values
+// past the last-level cache, thread counts.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
+#include "braze/logging.h"
+#include "device/cpu_gemm.h"
+#include "runtime/flags.h"
 #include "tools/fuzz/fuzz_runner.h"
 
 namespace braze {
@@ -20,33 +29,135 @@ namespace {
 const Scheduler kSchedulers[] = {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
                                  Scheduler::kLi2018, Scheduler::kSafeDefault};
 
-void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit_scope,
-              const std::string& jit_device = "jit:cpu") {
-  int passed = 0;
+struct Slice {
+  GenerateOptions gen;
+  std::string flags;  // braze-fuzz's flags for the same programs, for the failure message
+  std::string device = "cpu";
+  bool jit_scope = true;
+  std::string jit_device = "jit:cpu";
+  bool vary_threads = false;  // num_threads 1, 2 and 0 (all) by seed, not always 0
+  // Runs only the programs it accepts, until `count` of them have run (0: every seed).
+  std::function<bool(const Program&)> wanted;
+  int count = 0;
+};
+
+// Runs the slice's programs of seeds [first, last); returns how many ran.
+int RunSlice(uint64_t first, uint64_t last, const Slice& slice) {
+  int ran = 0, passed = 0;
   int64_t launches = 0;
-  for (uint64_t seed = first; seed < last; ++seed) {
-    const Program p = GenerateProgram(seed);
+  for (uint64_t seed = first; seed < last && (slice.count == 0 || ran < slice.count); ++seed) {
+    const Program p = GenerateProgram(seed, slice.gen);
+    if (slice.wanted && !slice.wanted(p)) continue;
+    ++ran;
     RunOptions o;
     o.scheduler = kSchedulers[seed % 5];
-    o.device = device;
-    o.jit_scope = jit_scope;
-    o.jit_device = jit_device;
+    o.device = slice.device;
+    o.jit_scope = slice.jit_scope;
+    o.jit_device = slice.jit_device;
+    if (slice.vary_threads) o.num_threads = static_cast<int>(seed % 3 == 2 ? 0 : seed % 3 + 1);
     const Outcome out = RunProgram(p, o);
+    // A skip is a program the builders reject (not a Gradients() error: that is an error).
     EXPECT_TRUE(out.kind == Outcome::Kind::kPass || out.kind == Outcome::Kind::kSkip)
         << "seed " << seed << ": " << OutcomeName(out.kind) << ": " << out.detail << "\n"
-        << "(run tools/braze-fuzz --seeds=" << seed << " for a minimized program)\n"
+        << "(run tools/braze-fuzz --seeds=" << seed << " --scheduler=" << SchedulerName(o.scheduler)
+        << " --threads=" << o.num_threads << slice.flags << " for a minimized program)\n"
         << ProgramToCpp(p);
     passed += out.kind == Outcome::Kind::kPass;
     launches += out.cluster_launches;
   }
   // Nearly every program is valid and compiles into clusters: the slice tests something.
-  EXPECT_GE(passed, static_cast<int>((last - first) * 9 / 10));
-  EXPECT_GE(launches, static_cast<int64_t>(last - first));
+  EXPECT_GE(passed, ran * 9 / 10);
+  EXPECT_GE(launches, ran);
+  return ran;
+}
+
+void RunSlice(uint64_t first, uint64_t last, const std::string& device, bool jit_scope,
+              const std::string& jit_device = "jit:cpu") {
+  Slice slice;
+  slice.device = device;
+  slice.jit_scope = jit_scope;
+  slice.jit_device = jit_device;
+  RunSlice(first, last, slice);
 }
 
 TEST(RandomGraphs, FusedMatchesReferenceUnderEveryScheduler) { RunSlice(1, 151, "cpu", true); }
 
 TEST(RandomGraphs, JitCpuDeviceMatchesReference) { RunSlice(151, 181, "cpu", false); }
+
+// Inputs with infinities, NaN, signed zeros and subnormals (braze-fuzz --specials), dynamic
+// dims, and thread counts 1, 2 and all.
+TEST(RandomGraphs, SpecialValuesMatchReference) {
+  Slice slice;
+  slice.gen.specials_probability = 0.6;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --specials=0.6 --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(3000, 3030, slice);
+}
+
+// Counts the compiled kernels that call oneDNN (--log_compiles says "matmul by oneDNN").
+class LibraryKernels {
+ public:
+  explicit LibraryKernels(int64_t min_work) {
+    BrazeFlags flags;
+    flags.log_compiles = true;
+    flags.cpu_gemm_min_work = min_work;
+    SetBrazeFlagsForTesting(flags);
+    SetLogSink([this](LogSeverity, int, std::string_view text) {
+      count_ += text.find("; matmul by ") != std::string_view::npos;
+    });
+  }
+  ~LibraryKernels() {
+    SetLogSink(nullptr);
+    SetBrazeFlagsForTesting(BrazeFlags{});
+  }
+  int count() const { return count_; }
+
+ private:
+  std::atomic<int> count_{0};  // kernels may be compiled on other threads
+};
+
+// oneDNN's matmuls inside fused kernels (docs/CPU_GEMM.md), which ctest ran only in
+// test/runtime's hand-written cases: matmul-sized programs (braze-fuzz --gemm) whose
+// matmuls do 2^21 multiply-adds or more, at the default threshold; then, with
+// BRAZE_FLAGS=--cpu_gemm_min_work=1 (what the library campaigns run under), programs whose
+// matmuls are tiny, odd, transposed, batched, with weights that are constants, inputs and
+// computed values.
+TEST(RandomGraphs, OneDnnMatMulsMatchReference) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  {
+    LibraryKernels library(0);  // the default threshold, 2^21
+    Slice slice;
+    slice.gen.gemm_probability = 1;
+    slice.flags = " --gemm";
+    slice.vary_threads = true;
+    slice.wanted = [](const Program& p) { return p.max_matmul_work >= (1 << 21); };
+    slice.count = 12;
+    EXPECT_EQ(RunSlice(4000, 4100, slice), 12);
+    // Not one per program: a large matmul may be f64, which stays on Halide's loops.
+    EXPECT_GE(library.count(), 5) << "kernels calling oneDNN";
+  }
+  {
+    LibraryKernels library(1);
+    Slice slice;
+    slice.flags = ", with BRAZE_FLAGS=--cpu_gemm_min_work=1,";
+    slice.vary_threads = true;
+    slice.wanted = [](const Program& p) { return p.max_matmul_work > 0; };
+    slice.count = 16;
+    EXPECT_EQ(RunSlice(4100, 4400, slice), 16);
+    EXPECT_GE(library.count(), 4) << "kernels calling oneDNN";
+  }
+}
+
+// Values past the last-level cache (braze-fuzz --large): 4M to 8M elements, outputs of
+// 32 MiB and more streamed, large loops split into parallel chunks, one thread and all.
+TEST(RandomGraphs, ValuesPastTheCacheMatchReference) {
+  Slice slice;
+  slice.gen.dram_probability = 1;
+  slice.flags = " --large";
+  slice.vary_threads = true;
+  RunSlice(5000, 5004, slice);
+}
 
 // The GPU schedules on jit:opencl (POCL here): device buffers, copies, GPU kernels.
 TEST(RandomGraphs, JitOpenCLDeviceMatchesReference) {

@@ -26,6 +26,21 @@ TEST(BrazeFuzz, SeedsPass) {
   EXPECT_THAT(out, HasSubstr("braze-fuzz: 3 passed, 0 failed")) << out;
 }
 
+// The log names every setting: the options (--threads, --gemm), the disk cache as set and
+// as resolved, BRAZE_FLAGS; at the start and again in the summary.
+TEST(BrazeFuzz, TheLogNamesItsSettings) {
+  std::string out;
+  EXPECT_EQ(RunFuzz("--seeds=104:106 --threads=1 --gemm=0.5 --specials=0.25", &out), 0) << out;
+  EXPECT_THAT(out, HasSubstr("braze-fuzz: settings: seeds=104:106 jobs=1 ")) << out;
+  for (const char* setting : {" threads=1 ", " gemm=0.5 ", " specials=0.25 ", " large=0 ",
+                              " BRAZE_CACHE_DIR=off cache=off ", " BRAZE_FLAGS="}) {
+    EXPECT_THAT(out, HasSubstr(setting)) << out;
+  }
+  EXPECT_NE(out.find("braze-fuzz: settings: "), out.rfind("braze-fuzz: settings: ")) << out;
+  EXPECT_THAT(out, HasSubstr("braze-fuzz: 2 passed, 0 failed")) << out;
+  EXPECT_EQ(RunFuzz("--seeds=104 --threads=-1", &out), 2) << out;
+}
+
 // A timeout far below a seed's compile time: every seed is killed and reported, and the
 // run still ends, with exit status 1.
 TEST(BrazeFuzz, ASeedRunningPastTheTimeoutIsReportedAsAHang) {

@@ -13,14 +13,22 @@
 // jit:opencl, instead of a JitScope),
 // --no_minimize, --max_ops=N, --dynamic=P (the chance an input has dim 0 declared -1),
 // --specials=P (the chance a float input holds infinities, NaN, zeros and subnormals),
+// --large[=P] (the chance a program's values are past the last-level cache, 4M to 8M
+// elements: streaming stores, parallel splits; bare: every program), --gemm[=P] (the
+// chance its matmuls do 2^21 to 2^22 multiply-adds, where oneDNN takes over; bare: every
+// program), --threads=N|random (SessionOptions::num_threads of the compiled run; random:
+// one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0, all),
 // --verbose (a line per seed), --print (print the programs
 // as C++ and run nothing). Exit status 1 on any
-// mismatch or error. The last line reads "braze-fuzz: N passed, M failed".
+// mismatch or error. The first line ("braze-fuzz: settings: ...") and the summary name
+// every setting, the disk cache's and BRAZE_FLAGS included, so a kept log says how it
+// ran (docs/FUZZING.md, "Campaigns"). The last line reads "braze-fuzz: N passed, M failed".
 // Every shard is a process: one that crashes is reported with the seed it was running
 // (and the command that reproduces it) and replaced by one that goes on with its seeds.
 // --seed_timeout=S (default 600; 0: none) does the same to a seed that runs longer than
 // S seconds before any mismatch is minimized: a hang is a failure too (seed 3500676 on
 // jit:opencl once held a run for half an hour in POCL's kernel compiler).
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -42,6 +50,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "braze/logging.h"
+#include "compile/disk_cache.h"
 #include "tools/fuzz/fuzz_runner.h"
 
 namespace braze {
@@ -67,8 +76,20 @@ struct Flags {
   int max_ops = 14;
   double dynamic = -1;  // < 0: the generator's default
   double specials = 0;
+  double large = 0;           // GenerateOptions::dram_probability
+  double gemm = 0;            // GenerateOptions::gemm_probability
+  int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
+
+// A probability flag's value: bare (`--large`) is 1.
+bool ParseProbability(const std::string& value, double* p) {
+  if (value.empty()) {
+    *p = 1;
+    return true;
+  }
+  return absl::SimpleAtod(value, p) && *p >= 0 && *p <= 1;
+}
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
   for (int i = 1; i < argc; ++i) {
@@ -98,6 +119,16 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
     } else if (arg == "--specials") {
       if (!absl::SimpleAtod(value, &f->specials) || f->specials < 0 || f->specials > 1) {
+        return false;
+      }
+    } else if (arg == "--large") {
+      if (!ParseProbability(value, &f->large)) return false;
+    } else if (arg == "--gemm") {
+      if (!ParseProbability(value, &f->gemm)) return false;
+    } else if (arg == "--threads") {
+      if (value == "random") {
+        f->threads = -1;
+      } else if (!absl::SimpleAtoi(value, &f->threads) || f->threads < 0) {
         return false;
       }
     } else if (arg == "--seed_timeout") {
@@ -130,6 +161,55 @@ bool SchedulerFor(const std::string& name, uint64_t seed, Scheduler* out) {
   if (!parsed.has_value() || IsGpuHeuristic(*parsed)) return false;
   *out = *parsed;
   return true;
+}
+
+// The generator's options from the flags.
+GenerateOptions GenOptions(const Flags& f) {
+  GenerateOptions gen;
+  gen.max_ops = f.max_ops;
+  if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
+  gen.specials_probability = f.specials;
+  gen.dram_probability = f.large;
+  gen.gemm_probability = f.gemm;
+  return gen;
+}
+
+// The compiled run's thread count for `seed`: --threads, or with --threads=random one of
+// 1, 2, 3, 4 and 0 (all the CPUs), from the seed.
+int ThreadsFor(const Flags& f, uint64_t seed) {
+  static const int kThreads[] = {1, 2, 3, 4, 0};
+  return f.threads >= 0 ? f.threads : kThreads[(seed * 40503u >> 5) % 5];
+}
+
+// The CPUs this process may use.
+int Cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 0;
+  return CPU_COUNT(&set);
+}
+
+// Every setting of the run, for its log: the flags (defaults included), the disk cache
+// (BRAZE_CACHE_DIR as set, and what it resolves to), BRAZE_FLAGS and the CPUs.
+std::string Settings(const Flags& f) {
+  const GenerateOptions gen = GenOptions(f);
+  const disk_cache::Settings cache = disk_cache::CurrentSettings();
+  const char* cache_env = std::getenv("BRAZE_CACHE_DIR");
+  const char* braze_flags = std::getenv("BRAZE_FLAGS");
+  const char* hl_threads = std::getenv("HL_NUM_THREADS");
+  return absl::StrCat(
+      "seeds=", f.first, ":", f.last, " jobs=", f.jobs,
+      " budget=", f.budget > 0 ? absl::StrCat(f.budget, "s") : "none", " scheduler=", f.scheduler,
+      " run=", f.jit_device.empty() ? "JitScope" : f.jit_device, " strict max_ops=", f.max_ops,
+      " dynamic=", gen.dynamic_probability, f.dynamic < 0 ? "(default)" : "",
+      " specials=", f.specials, " large=", f.large, " gemm=", f.gemm, " threads=",
+      f.threads < 0    ? "random(1,2,3,4,all)"
+      : f.threads == 0 ? "all"
+                       : absl::StrCat(f.threads),
+      " cpus=", Cpus(), hl_threads ? absl::StrCat(" HL_NUM_THREADS=", hl_threads) : "",
+      " minimize=", f.minimize ? "yes" : "no", " seed_timeout=", f.seed_timeout, "s",
+      " BRAZE_CACHE_DIR=", cache_env ? (*cache_env ? cache_env : "(empty)") : "(unset)", " cache=",
+      cache.enabled ? absl::StrCat(cache.dir, " max ", cache.max_bytes >> 20, "MiB") : "off",
+      " BRAZE_FLAGS=", braze_flags ? absl::StrCat("'", braze_flags, "'") : "(unset)");
 }
 
 // The enumerator's spelling, for printing a failing program as C++.
@@ -165,10 +245,7 @@ struct ShardState {
 // Runs seeds state->next, state->next + jobs, ...; prints failures as they come.
 void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, ShardState* state) {
   Tally& t = state->tally;
-  GenerateOptions gen;
-  gen.max_ops = f.max_ops;
-  if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
-  gen.specials_probability = f.specials;
+  const GenerateOptions gen = GenOptions(f);
   for (uint64_t seed = state->next; seed < f.last; seed = state->next) {
     state->next = seed + f.jobs;
     const double elapsed =
@@ -183,6 +260,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     SchedulerFor(f.scheduler, seed, &o.scheduler);
     o.jit_scope = f.jit_device.empty();
     if (!o.jit_scope) o.jit_device = f.jit_device;
+    o.num_threads = ThreadsFor(f, seed);
     state->started_ns = NowNs();
     state->running = seed;
     const Outcome out = RunProgram(p, o);
@@ -210,10 +288,14 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
       std::fflush(stdout);
     }
     if (f.verbose) {
-      std::printf("seed %llu %s %s (%d ops, %lld launches)%s%s\n",
-                  static_cast<unsigned long long>(seed), Name(o.scheduler), OutcomeName(out.kind),
-                  static_cast<int>(p.ops.size()), static_cast<long long>(out.cluster_launches),
-                  out.detail.empty() ? "" : ": ", out.detail.c_str());
+      std::printf(
+          "seed %llu %s threads %d %s (%d ops, %lld elements, %lld multiply-adds, %lld "
+          "launches)%s%s\n",
+          static_cast<unsigned long long>(seed), Name(o.scheduler), o.num_threads,
+          OutcomeName(out.kind), static_cast<int>(p.ops.size()),
+          static_cast<long long>(p.max_elements), static_cast<long long>(p.max_matmul_work),
+          static_cast<long long>(out.cluster_launches), out.detail.empty() ? "" : ": ",
+          out.detail.c_str());
       std::fflush(stdout);
     }
     if (out.kind == Outcome::Kind::kMismatch || out.kind == Outcome::Kind::kError) {
@@ -225,11 +307,14 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
         shown = RunProgram(p, o, keep);
       }
       std::printf(
-          "==== seed %llu: %s under Scheduler::%s (strict, %s)\n%s\n---- minimized program\n"
-          "%s// Session(g, {.scheduler = Scheduler::%s, .strict = true}) vs reference_only\n\n",
+          "==== seed %llu: %s under Scheduler::%s (strict, %s, num_threads %d)\n%s\n"
+          "---- minimized program\n"
+          "%s// Session(g, {.scheduler = Scheduler::%s, .strict = true, .num_threads = %d}) vs "
+          "reference_only\n\n",
           static_cast<unsigned long long>(seed), OutcomeName(shown.kind), Name(o.scheduler),
           o.jit_scope ? "JitScope(g) around every op" : ("ops on " + o.jit_device).c_str(),
-          shown.detail.c_str(), ProgramToCpp(p, keep).c_str(), Name(o.scheduler));
+          o.num_threads, shown.detail.c_str(), ProgramToCpp(p, keep).c_str(), Name(o.scheduler),
+          o.num_threads);
       std::fflush(stdout);
     }
     state->running = 0;
@@ -240,10 +325,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
 // A shard process died while running `seed`: the program is printed as it was generated
 // (a crash cannot be minimized in-process) with the command that reproduces it.
 void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
-  GenerateOptions gen;
-  gen.max_ops = f.max_ops;
-  if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
-  gen.specials_probability = f.specials;
+  const GenerateOptions gen = GenOptions(f);
   const std::string how =
       timed_out             ? absl::StrCat("killed after --seed_timeout=", f.seed_timeout, " s")
       : WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
@@ -255,6 +337,9 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
   if (f.specials > 0) {
     absl::StrAppend(&flags, " --specials=", absl::StrFormat("%.17g", f.specials));
   }
+  if (f.large > 0) absl::StrAppend(&flags, " --large=", absl::StrFormat("%.17g", f.large));
+  if (f.gemm > 0) absl::StrAppend(&flags, " --gemm=", absl::StrFormat("%.17g", f.gemm));
+  if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
       "==== seed %llu: %s, the shard running it was %s\n"
@@ -370,7 +455,8 @@ int Main(int argc, char** argv) {
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
-                 "[--specials=P] [--seed_timeout=SECONDS] "
+                 "[--specials=P] [--large[=P]] [--gemm[=P]] [--threads=N|random] "
+                 "[--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");
     return 2;
@@ -381,6 +467,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   SetLogSink([](LogSeverity, int, std::string_view) {});  // fallbacks are failures here
+  const std::string settings = Settings(f);
+  std::printf("braze-fuzz: settings: %s\n", settings.c_str());
+  std::fflush(stdout);
   const auto start = std::chrono::steady_clock::now();
   const Tally total = RunShards(f, start);
   const double seconds =
@@ -395,6 +484,7 @@ int Main(int argc, char** argv) {
       static_cast<long long>(total.mismatches), static_cast<long long>(total.errors),
       static_cast<long long>(total.ill_conditioned), static_cast<long long>(total.launches),
       seconds);
+  std::printf("braze-fuzz: settings: %s\n", settings.c_str());
   std::printf("braze-fuzz: %lld passed, %lld failed\n", static_cast<long long>(total.passed),
               static_cast<long long>(failed));
   return failed == 0 ? 0 : 1;

@@ -47,15 +47,28 @@ double Scale(const HostTensor& want) {
   return scale;
 }
 
+// A fetch's tolerance: f64's for an f64 value computed in f64 throughout, else f32's.
+struct Tol {
+  double rtol = 0, atol = 0;
+  const char* name = "f32";
+};
+Tol TolOf(const Program& p, const BuiltProgram& built, size_t f, const RunOptions& o) {
+  const int v = built.fetch_values[f];
+  const bool f64 =
+      built.fetches[f].dtype() == DType::kF64 && v >= 0 &&
+      (v < static_cast<int>(p.inputs.size()) || !p.ops[v - p.inputs.size()].f32_rounding);
+  return f64 ? Tol{o.rtol_f64, o.atol_f64, "f64"} : Tol{o.rtol, o.atol, "f32"};
+}
+
 // Where the reference is NaN or infinite, none: Err is 0 for the same special and
 // infinite otherwise (a tolerance of rtol * inf, or NaN, let any value through).
-double Tolerance(const HostTensor& want, double scale, int64_t i, const RunOptions& o) {
+double Tolerance(const HostTensor& want, double scale, int64_t i, const Tol& o) {
   const double y = want.GetDouble(i);
   if (!IsFloating(want.dtype()) || !std::isfinite(y)) return 0;
   return o.atol * scale + o.rtol * std::fabs(y);
 }
 
-Diff Compare(const HostTensor& got, const HostTensor& want, const RunOptions& o) {
+Diff Compare(const HostTensor& got, const HostTensor& want, const Tol& o) {
   Diff d;
   if (got.type() != want.type()) {
     d.text = absl::StrCat("type ", TypeString(got.type()), ", reference ", TypeString(want.type()));
@@ -89,7 +102,7 @@ Diff Compare(const HostTensor& got, const HostTensor& want, const RunOptions& o)
 // mismatch. Floating outputs only.
 bool IllConditioned(const Program& p, const std::vector<bool>& keep, size_t f,
                     const std::vector<HostTensor>& values, const HostTensor& got,
-                    const HostTensor& want, const std::vector<int64_t>& bad, const RunOptions& o) {
+                    const HostTensor& want, const std::vector<int64_t>& bad, const Tol& o) {
   if (!IsFloating(want.dtype()) || got.type() != want.type() || bad.empty()) return false;
   std::vector<double> spread(bad.size(), 0);
   for (uint64_t draw = 1; draw <= 3; ++draw) {
@@ -156,6 +169,12 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
     out.detail = built.ok() ? "nothing to fetch" : std::string(built.status().message());
     return out;
   }
+  if (!built->gradients_status.ok()) {
+    // The program is valid (its ops were built): Gradients() must handle it.
+    out.kind = Outcome::Kind::kError;
+    out.detail = absl::StrCat("Gradients(): ", built->gradients_status.ToString());
+    return out;
+  }
   SessionOptions ref_options;
   ref_options.reference_only = true;
   Session reference(g, ref_options);
@@ -164,6 +183,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   options.strict = o.strict;
   options.device = o.device;
   options.inject_compile_failure = o.inject_compile_failure;
+  options.num_threads = o.num_threads;
   Session compiled(g, options);
   std::string ill_conditioned;  // the first such fetch's detail
   for (int64_t size0 : Sizes(p)) {
@@ -184,12 +204,14 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
     // still checked, so it hides no mismatch after it.
     for (size_t f = 0; f < built->fetches.size(); ++f) {
       if (o.corrupt_result) o.corrupt_result(f, &(*got)[f]);
-      const Diff diff = Compare((*got)[f], (*want)[f], o);
+      const Tol tol = TolOf(p, *built, f, o);
+      const Diff diff = Compare((*got)[f], (*want)[f], tol);
       if (diff.text.empty()) continue;
-      const bool noise = IllConditioned(p, keep, f, values, (*got)[f], (*want)[f], diff.bad, o);
+      const bool noise = IllConditioned(p, keep, f, values, (*got)[f], (*want)[f], diff.bad, tol);
       const std::string detail = absl::StrCat(
           "size0 ", size0, ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
-          compiled.ClusterOf(built->fetches[f]).value_or("-"), "): ", diff.text,
+          compiled.ClusterOf(built->fetches[f]).value_or("-"), ", ", tol.name,
+          " tolerance): ", diff.text,
           noise ? " (the reference moves as much when the inputs move by a few ulps)" : "");
       if (noise) {
         if (ill_conditioned.empty()) ill_conditioned = detail;

@@ -26,8 +26,23 @@ struct RunOptions {
   // Testing hook: applied to each compiled result (fetch index, value) before it is
   // compared.
   std::function<void(size_t fetch, HostTensor* result)> corrupt_result;
+  // SessionOptions::num_threads of the compiled run (0: all the CPUs).
+  int num_threads = 0;
+  // The tolerance of f32 results and of f64 results that carry f32 rounding
+  // (ProgramOp::f32_rounding); `atol` is scaled by the largest finite magnitude in the
+  // reference output (at least 1).
   double rtol = 2e-3;
-  double atol = 2e-4;  // scaled by the largest magnitude in the reference output
+  double atol = 2e-4;
+  // f64 results computed in f64 throughout. Both sides compute f64 in f64: the reference
+  // with std:: functions, Halide's f64 exp, log, pow and erf are libm's and tanh is
+  // Braze's exp form within an ulp (lower_elementwise.cc); what differs is the order of
+  // sums (reassociated), FMA contractions and reciprocals, a few ulps per op, amplified
+  // by a sum's cancellation. 1e-9 relative is about 5e6 ulps; 1e-11 of the output's
+  // scale covers a sum of 40,000 terms of magnitude 2 cancelling down to it (eps times
+  // the absolute sum is 1e-11). A gross error of f64 code (an f32 rounding, a wrong
+  // term) is 1e-8 relative or more.
+  double rtol_f64 = 1e-9;
+  double atol_f64 = 1e-11;
 };
 
 // kIllConditioned: the compiled result differs from the reference's beyond the tolerance,

@@ -24,6 +24,21 @@ using internal::Ints;
 // Odd, prime, tiny and vector-width-adjacent extents.
 constexpr int64_t kDims[] = {1, 2, 3, 4, 5, 7, 8, 9, 13, 16, 17, 31};
 
+// GenerateOptions::dram_probability: first inputs past the last-level cache (16 to 34 MiB
+// of f32). Those of 32 MiB and more stream where their rows cut into tiles of whole
+// vectors (rank 1; rows of 16, 8 and 2 KiB); the others (rows of odd length, a tail)
+// take the plain stores and the parallel splits of large loops.
+const Shape kDramShapes[] = {{8388608}, {2048, 4096},    {4099, 2048}, {2, 64, 128, 512},
+                             {5000001}, {3, 1031, 2731}, {1024, 4097}, {67, 65537}};
+// GenerateOptions::gemm_probability: first inputs for matmuls oneDNN takes (with a width
+// drawn by Width): [m, k] matrices and batches of them, odd sizes too.
+const Shape kGemmShapes[] = {{128, 384},   {200, 257},    {64, 1024}, {257, 129},
+                             {4, 96, 160}, {2, 128, 127}, {513, 65},  {31, 1031}};
+// The most multiply-adds of one drawn matmul: 2^26, about 0.1 s for the reference's plain
+// loops (a [2048, 4096] value times a [4096, 31] weight would be 2.6e8).
+constexpr int64_t kMaxMatMulWork = int64_t{1} << 26;
+constexpr int64_t kLibraryWork = int64_t{1} << 21;  // compile.h's kLibraryGemmMinWork
+
 std::string Num(double v) { return absl::StrCat(v); }
 
 // Whether b broadcasts with a to at most as many elements as a has, or 50,000 (the
@@ -46,12 +61,16 @@ class Generator {
     MakeInputs();
     const int num_ops = options_.min_ops + Uniform(options_.max_ops - options_.min_ops + 1);
     for (int i = 0; i < num_ops; ++i) {
-      for (int attempt = 0; attempt < 20 && !AddRandomOp(); ++attempt) {
+      for (int attempt = 0; attempt < 20 && !AddBoundedOp(); ++attempt) {
       }
       if (!g_.status().ok()) return false;
     }
     PickFetches();
     program_.gradients = Chance(options_.gradients_probability);
+    for (const Tensor& t : values_) {
+      program_.max_elements = std::max(program_.max_elements, NumElements(Concrete(t.shape())));
+    }
+    for (int64_t w : work_) program_.max_matmul_work = std::max(program_.max_matmul_work, w);
     return g_.status().ok() && !program_.fetches.empty();
   }
   Program Take() { return std::move(program_); }
@@ -62,6 +81,23 @@ class Generator {
   int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
   double Value() {
     return std::round(std::uniform_real_distribution<double>(-2, 2)(rng_) * 1000) / 1000;
+  }
+
+  // A random op, withdrawn (false) when a value it made exceeds value_cap_.
+  bool AddBoundedOp() {
+    const size_t ops = program_.ops.size(), values = values_.size();
+    if (!AddRandomOp()) return false;
+    if (value_cap_ == 0) return true;
+    for (size_t i = values; i < values_.size(); ++i) {
+      if (NumElements(Concrete(values_[i].shape())) <= value_cap_) continue;
+      program_.ops.resize(ops);  // the scratch graph keeps the nodes: nothing reads them
+      values_.resize(values);
+      exact_.resize(values);
+      rounding_.resize(values);
+      work_.resize(ops);
+      return false;
+    }
+    return true;
   }
 
   Shape RandomShape(bool large) {
@@ -82,10 +118,16 @@ class Generator {
   void MakeInputs() {
     const int n = 1 + Uniform(3);
     const bool large = Chance(options_.large_probability);
-    Shape base = RandomShape(large);
+    // Drawn only when asked for: without them, a seed's program is what it always was.
+    const bool dram = options_.dram_probability > 0 && Chance(options_.dram_probability);
+    gemm_ = !dram && options_.gemm_probability > 0 && Chance(options_.gemm_probability);
+    Shape base = dram    ? kDramShapes[Uniform(sizeof(kDramShapes) / sizeof(kDramShapes[0]))]
+                 : gemm_ ? kGemmShapes[Uniform(sizeof(kGemmShapes) / sizeof(kGemmShapes[0]))]
+                         : RandomShape(large);
     for (int i = 0; i < n; ++i) {
       ProgramInput in;
       in.dtype = Chance(0.85) ? DType::kF32 : (Chance(0.5) ? DType::kF64 : DType::kI32);
+      if (gemm_ && i == 0) in.dtype = DType::kF32;  // oneDNN's matmuls are f32
       if (i == 0) {
         in.shape = base;
       } else if (Chance(0.5)) {
@@ -100,6 +142,8 @@ class Generator {
       program_.inputs.push_back(in);
       values_.push_back(t);
       exact_.push_back(true);
+      rounding_.push_back(false);
+      if (dram) value_cap_ = std::max(value_cap_, 2 * NumElements(Concrete(in.shape)));
     }
   }
 
@@ -137,10 +181,17 @@ class Generator {
     for (int i : operands) args.push_back(values_[i]);
     Tensor t = build(g_, args);
     bool exact = !IsFloating(t.dtype()) || ExactOp(code);
-    for (int i : operands) exact = exact && exact_[i];
-    program_.ops.push_back({std::move(operands), std::move(build), std::move(code)});
+    bool rounding = t.dtype() == DType::kF32 && !ExactOp(code);
+    for (int i : operands) {
+      exact = exact && exact_[i];
+      rounding = rounding || rounding_[i];
+    }
+    program_.ops.push_back({std::move(operands), std::move(build), std::move(code), rounding});
     values_.push_back(t);
     exact_.push_back(exact);
+    rounding_.push_back(rounding);
+    work_.push_back(next_work_);
+    next_work_ = 0;
   }
 
   // Ops whose float result both implementations compute bit for bit from equal inputs:
@@ -187,6 +238,8 @@ class Generator {
   }
 
   bool AddRandomOp() {
+    // A matmul-sized program draws matmuls more often (they are what it is for).
+    if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -398,6 +451,18 @@ class Generator {
     return true;
   }
 
+  // The width n of a matmul with `mk` = batch * m * k and a drawn weight: a small extent,
+  // or in a matmul-sized program one that makes the work 2^21 to 2^22 multiply-adds (where
+  // oneDNN takes over). 0 when even n = 1 is past kMaxMatMulWork.
+  int64_t Width(int64_t mk) {
+    int64_t n = Dim();
+    if (gemm_) {
+      const int64_t least = (kLibraryWork + mk - 1) / std::max<int64_t>(mk, 1);
+      if (least <= 1024) n = least + Uniform(static_cast<int>(least) + 1);
+    }
+    return std::min(n, kMaxMatMulWork / std::max<int64_t>(mk, 1));
+  }
+
   bool MatMulOp() {
     const bool batch = Chance(0.3);
     const int a = Pick([&](const Tensor& t) {
@@ -405,14 +470,46 @@ class Generator {
     });
     if (a < 0) return false;
     const Shape s = values_[a].shape();
-    const bool ta = Chance(0.3), tb = Chance(0.3);
+    const DType dtype = values_[a].dtype();
+    const bool ta = Chance(0.3);
+    bool tb = Chance(0.3);
     const size_t r = s.size();
     const int64_t k = ta ? s[r - 2] : s[r - 1];
-    const int64_t n = Dim();
-    Shape bs(s.begin(), s.end() - 2);
-    bs.push_back(tb ? n : k);
-    bs.push_back(tb ? k : n);
-    const int b = AddConst(values_[a].dtype(), bs);
+    const int64_t mk = NumElements(s);  // batch * m * k
+    // The weight: a fresh constant (half the time: what oneDNN packs once), an earlier
+    // value of the right shape (a placeholder, or computed: a x a^T, say), or a value
+    // computed from a constant (a Func the kernel stores before the call).
+    const int kind = Uniform(10);
+    int b = -1;
+    int64_t n = 0;
+    if (kind >= 5 && kind < 8) {
+      b = Pick([&](const Tensor& t) {
+        if (t.dtype() != dtype || t.rank() != static_cast<int>(r) || !IsFullyDefined(t.shape()))
+          return false;
+        const Shape& ts = t.shape();
+        if (!std::equal(s.begin(), s.end() - 2, ts.begin())) return false;  // batch dims
+        // The widest n it could give: the work, and the product's elements, stay bounded
+        // (an [m, 1] value times a [1, m] one is m^2 elements).
+        const int64_t n =
+            std::max<int64_t>({ts[r - 2] == k ? ts[r - 1] : 0, ts[r - 1] == k ? ts[r - 2] : 0, 1});
+        return (ts[r - 2] == k || ts[r - 1] == k) && mk * n <= kMaxMatMulWork &&
+               mk / std::max<int64_t>(k, 1) * n <= std::max<int64_t>(50000, NumElements(s));
+      });
+      if (b >= 0) {
+        const Shape& bs = values_[b].shape();
+        if (bs[r - 2] != k || bs[r - 1] != k) tb = bs[r - 1] == k;
+        n = tb ? bs[r - 2] : bs[r - 1];
+      }
+    }
+    if (b < 0) {
+      n = Width(mk);
+      if (n < 1) return false;
+      Shape bs(s.begin(), s.end() - 2);
+      bs.push_back(tb ? n : k);
+      bs.push_back(tb ? k : n);
+      b = kind >= 8 ? ComputedWeight(dtype, bs) : AddConst(dtype, bs);
+    }
+    next_work_ = mk * n;
     Push(
         {a, b},
         [batch, ta, tb](Graph&, const std::vector<Tensor>& v) {
@@ -421,6 +518,30 @@ class Generator {
         absl::StrCat(batch ? "BatchMatMul" : "MatMul", "($0, $1, ", ta ? "true" : "false", ", ",
                      tb ? "true" : "false", ")"));
     return true;
+  }
+
+  // A weight computed from a fresh constant c of `shape`: c plus an earlier value that
+  // broadcasts to it (an input, often), else Tanh(c) or Relu(c). Its value index.
+  int ComputedWeight(DType dtype, const Shape& shape) {
+    const int x = Chance(0.5) ? Pick([&](const Tensor& t) {
+      if (t.dtype() != dtype || !IsFullyDefined(t.shape())) return false;
+      const absl::StatusOr<Shape> out = BroadcastShapes(shape, t.shape());
+      return out.ok() && *out == shape;
+    })
+                              : -1;
+    const int c = AddConst(dtype, shape);
+    if (x >= 0) {
+      Push(
+          {c, x}, [](Graph&, const std::vector<Tensor>& v) { return Add(v[0], v[1]); },
+          "Add($0, $1)");
+    } else if (Chance(0.5)) {
+      Push(
+          {c}, [](Graph&, const std::vector<Tensor>& v) { return Tanh(v[0]); }, "Tanh($0)");
+    } else {
+      Push(
+          {c}, [](Graph&, const std::vector<Tensor>& v) { return Relu(v[0]); }, "Relu($0)");
+    }
+    return static_cast<int>(values_.size()) - 1;
   }
 
   bool ReshapeOp() {
@@ -473,7 +594,7 @@ class Generator {
       if (d == 1 && Chance(0.7)) d = Dim();
     }
     if (Chance(0.6)) out.insert(out.begin(), 1 + Uniform(4));
-    if (NumElements(out) > 50000) return false;
+    if (NumElements(out) > std::max<int64_t>(50000, value_cap_)) return false;
     Push(
         {a}, [out](Graph&, const std::vector<Tensor>& v) { return BroadcastTo(v[0], out); },
         absl::StrCat("BroadcastTo($0, ", Ints(out), ")"));
@@ -626,11 +747,13 @@ class Generator {
         return true;
       default: {
         if (rank != 2) return false;
-        const int64_t n = Dim();
+        const int64_t n = Width(NumElements(x.shape()));
+        if (n < 1) return false;
         const int w = AddConst(x.dtype(), {last, n});
         const int b = AddConst(x.dtype(), {n});
         const int act = Uniform(5);
         static const char* kAct[] = {"kNone", "kRelu", "kGelu", "kSigmoid", "kTanh"};
+        next_work_ = NumElements(x.shape()) * n;
         Push(
             {a, w, b},
             [act](Graph&, const std::vector<Tensor>& v) {
@@ -658,8 +781,13 @@ class Generator {
   Program program_;
   Graph g_;
   std::vector<Tensor> values_;
-  std::vector<bool> exact_;  // per value: see ExactOp
-  bool need_exact_ = false;  // Pick returns exact values only
+  std::vector<bool> exact_;     // per value: see ExactOp
+  std::vector<bool> rounding_;  // per value: ProgramOp::f32_rounding
+  std::vector<int64_t> work_;   // per op: a matmul's multiply-adds, else 0
+  int64_t next_work_ = 0;       // the next Push's work_
+  bool need_exact_ = false;     // Pick returns exact values only
+  bool gemm_ = false;           // GenerateOptions::gemm_probability drew this program
+  int64_t value_cap_ = 0;       // the most elements of a value (0: no cap; --large only)
 };
 
 }  // namespace

@@ -43,6 +43,12 @@ struct ProgramOp {
   std::vector<int> operands;  // value indices: inputs first, then ops in order
   std::function<Tensor(Graph& g, const std::vector<Tensor>& operands)> build;
   std::string code;  // a C++ expression; "$0", "$1", ... stand for the operands
+  // Whether the value may carry f32 rounding: it, or a value it is computed from, is an
+  // f32 value that the two implementations may round differently (not bit for bit, see
+  // the generator's ExactOp). An f64 value without it is computed in f64 throughout (or
+  // from exact f32, i32 and bool values) and is judged at f64's tolerance
+  // (RunOptions::rtol_f64); with it, at f32's.
+  bool f32_rounding = false;
 };
 
 struct Program {
@@ -51,13 +57,30 @@ struct Program {
   std::vector<ProgramOp> ops;  // value i (i >= inputs.size()) is ops[i - inputs.size()]
   std::vector<int> fetches;    // value indices
   bool gradients = false;      // also fetch d(sum of the f32 fetches)/d(each f32 input)
+  // The most multiply-adds (batch * m * n * k) of one MatMul or BatchMatMul of it: from
+  // 2^21 (kLibraryGemmMinWork, docs/CPU_GEMM.md) an f32 one calls oneDNN.
+  int64_t max_matmul_work = 0;
+  int64_t max_elements = 0;  // the most elements of one value (inputs and ops)
   int num_values() const { return static_cast<int>(inputs.size() + ops.size()); }
 };
 
 struct GenerateOptions {
   int min_ops = 3;
   int max_ops = 14;
-  double large_probability = 0.12;     // an input big enough for the parallel paths
+  double large_probability = 0.12;  // an input big enough for the parallel paths
+  // The chance a program is past the last-level cache (braze-fuzz --large): its first
+  // input (and those drawn to broadcast with it) has 4.2M to 8.4M elements (16 to 34 MiB
+  // of f32, kDramShapes in random_program.cc), so outputs of 32 MiB and more stream
+  // (docs/STREAMING_STORES.md) and large loops split into parallel chunks. Memory and
+  // time stay bounded: no value of such a program exceeds twice its largest input (an op
+  // that would is drawn again), and no matmul does more than 2^26 multiply-adds (the
+  // reference kernels are plain loops).
+  double dram_probability = 0;
+  // The chance a program is matmul-sized (braze-fuzz --gemm): its first input is an f32
+  // matrix (or batch of them) of 32K to 66K elements, and its matmuls, Dense layers
+  // included, draw their width so that each does 2^21 to 2^22 multiply-adds (where
+  // oneDNN takes over at the default threshold, docs/CPU_GEMM.md).
+  double gemm_probability = 0;
   double dynamic_probability = 0.15;   // an input with dim 0 declared -1
   double gradients_probability = 0.3;  // fetch gradients too
   // The chance a float input has specials (ProgramInput::specials). Drawn from a stream
@@ -70,9 +93,16 @@ Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
 // The program's graph: placeholders (dim 0 -1 where dynamic), ops, and the fetches
 // (then, with gradients, the gradients). Ops whose `keep` entry is false are left out,
 // and so is every op that reads one left out; fetches of left-out values are dropped.
+// An error when an op's builder rejects it; a Gradients() error is returned in
+// BuiltProgram::gradients_status instead (the program itself was built).
 struct BuiltProgram {
   std::vector<Tensor> placeholders;
   std::vector<Tensor> fetches;
+  // Per fetch: the value index it fetches, or -1 for a gradient.
+  std::vector<int> fetch_values;
+  // Why Gradients() refused the program's gradients (OK when it has none, or they were
+  // built): a failure of Braze, not of the program, so the fuzzer reports it as an error.
+  absl::Status gradients_status;
 };
 // `perturb` (nonzero) moves every constant's values as PerturbValues(value, perturb, its
 // seed) does: the fuzzer's conditioning check (fuzz_runner.h) runs the reference on it.

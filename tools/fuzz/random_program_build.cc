@@ -138,6 +138,7 @@ absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std:
   for (int f : p.fetches) {
     if (!present[f]) continue;
     built.fetches.push_back(values[f]);
+    built.fetch_values.push_back(f);
     if (values[f].dtype() == DType::kF32) float_fetches.push_back(values[f]);
   }
   if (p.gradients && !float_fetches.empty()) {
@@ -147,11 +148,20 @@ absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std:
     }
     if (!xs.empty()) {
       absl::StatusOr<std::vector<Tensor>> grads = Gradients(float_fetches, xs);
-      if (!grads.ok()) return grads.status();
-      for (const Tensor& t : *grads) built.fetches.push_back(t);
+      if (!grads.ok()) {
+        built.gradients_status = grads.status();
+        return built;
+      }
+      for (const Tensor& t : *grads) {
+        built.fetches.push_back(t);
+        built.fetch_values.push_back(-1);
+      }
     }
   }
-  if (!g.status().ok()) return g.status();
+  if (!g.status().ok()) {
+    // The ops were built (checked above): what failed was the gradients' construction.
+    built.gradients_status = g.status();
+  }
   return built;
 }
 
