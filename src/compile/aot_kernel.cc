@@ -35,6 +35,26 @@ namespace braze {
 namespace compile {
 namespace {
 
+// dlopen and dlclose of kernel libraries under one lock. glibc serializes them with its
+// own loader lock, which ThreadSanitizer cannot see: a kernel loaded on one thread and
+// unloaded on another was reported as a race inside ld.so's allocator
+// (DiskCacheTest.ConcurrentWritersOfOneKeyAreSafe). Loading is rare (once per kernel and
+// process), so the lock costs nothing and makes the order visible.
+std::mutex& LoaderMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+void* LockedDlopen(const std::string& path, int flags) {
+  std::lock_guard<std::mutex> lock(LoaderMutex());
+  return dlopen(path.c_str(), flags);
+}
+
+void LockedDlclose(void* handle) {
+  std::lock_guard<std::mutex> lock(LoaderMutex());
+  dlclose(handle);
+}
+
 using device::CatchHalideErrors;
 
 // `cc -shared -o so_path object_path [-O2 -fPIC c_source]`, with the system's C compiler
@@ -164,7 +184,7 @@ class AotKernel : public PipelineKernel {
         argv_fn_(argv_fn),
         so_path_(std::move(so_path)),
         loaded_(loaded) {}
-  ~AotKernel() override { dlclose(handle_); }
+  ~AotKernel() override { LockedDlclose(handle_); }
 
   std::string schedule_text() const override {
     return absl::StrCat("// ahead of time, ", so_path_, "\n", layout().schedule);
@@ -258,7 +278,7 @@ absl::Status LoadRuntime(const std::string& so_path, const std::string& target) 
     return absl::FailedPreconditionError(
         absl::StrCat("disk cache: this process already runs kernels for ", loaded_runtime->target));
   }
-  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  void* handle = LockedDlopen(so_path, RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     return absl::DataLossError(absl::StrCat("cannot load ", so_path, ": ", why ? why : "?"));
@@ -273,7 +293,7 @@ absl::Status LoadRuntime(const std::string& so_path, const std::string& target) 
   // are hidden, so a second copy of Braze in the process cannot bind its names to them
   // (which would make each trampoline jump to itself).
   if (set_error == nullptr || set_print == nullptr || set_externs == nullptr) {
-    dlclose(handle);
+    LockedDlclose(handle);
     return absl::DataLossError(absl::StrCat(so_path, " is not a Halide runtime built by Braze"));
   }
   set_externs(CpuGemmF32Address(), CpuGemmBiasF32Address(), StreamCopyAddress(),
@@ -309,14 +329,14 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenKernel(const std::string& so
                                                            const std::string& name,
                                                            const KernelLayout& layout,
                                                            int num_threads, bool loaded) {
-  void* handle = dlopen(so_path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = LockedDlopen(so_path, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
     return absl::DataLossError(absl::StrCat("cannot load ", so_path, ": ", why ? why : "?"));
   }
   auto* fn = reinterpret_cast<int (*)(void**)>(dlsym(handle, "braze_kernel_argv"));
   if (fn == nullptr) {
-    dlclose(handle);
+    LockedDlclose(handle);
     return absl::DataLossError(absl::StrCat(so_path, " has no braze_kernel_argv"));
   }
   return std::unique_ptr<CompiledKernel>(
