@@ -28,7 +28,7 @@ void AddRegisteredContext();
 #define BRAZE_BENCH_CONTEXT_CAT2(a, b) a##b
 #define BRAZE_BENCH_CONTEXT_CAT(a, b) BRAZE_BENCH_CONTEXT_CAT2(a, b)
 // BRAZE_BENCH_CONTEXT([] { AddContext("lib_version", ...); });  at namespace scope.
-#define BRAZE_BENCH_CONTEXT(fn)                                                      \
+#define BRAZE_BENCH_CONTEXT(fn)                                                                \
   static const bool BRAZE_BENCH_CONTEXT_CAT(braze_bench_context_, __LINE__) [[maybe_unused]] = \
       ::braze::bench::RegisterContext(fn)
 

@@ -17,12 +17,11 @@
 //  - OpenBLAS on the right core. Debian's OpenBLAS 0.3.21 (DYNAMIC_ARCH) detects this
 //    Zen 5 VM as Cooperlake (AVX-512 kernels), but the VM's sessions export
 //    OPENBLAS_CORETYPE=Haswell, which forces its AVX2 kernels: sgemm 1024^3 at about half
-//    the rate (24.5-32.5 ms against 11.2-14.9, 2026-11-28, beside a test run; the "OpenBLAS at half of
-//    oneDNN's rate" of earlier runs). On a CPU with AVX-512 F, CD, BW, DQ and VL, a
-//    forced core without AVX-512 is removed (BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE=1 keeps
-//    it), and where OpenBLAS's own detection picks one, SkylakeX is set. OpenBLAS reads
-//    the variable when it is loaded: the same re-execution. libtorch's BLAS is the same
-//    OpenBLAS.
+//    the rate (24.5-32.5 ms against 11.2-14.9, 2026-11-28, beside a test run; the "OpenBLAS at half
+//    of oneDNN's rate" of earlier runs). On a CPU with AVX-512 F, CD, BW, DQ and VL, a forced core
+//    without AVX-512 is removed (BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE=1 keeps it), and where
+//    OpenBLAS's own detection picks one, SkylakeX is set. OpenBLAS reads the variable when it is
+//    loaded: the same re-execution. libtorch's BLAS is the same OpenBLAS.
 //  - glibc malloc thresholds pinned. glibc moves its mmap threshold up as large blocks
 //    are freed, so whether a library's big temporaries are reused or freshly mmapped
 //    (and page-faulted on every run) depended on which benchmark ran before: 2.5 vs 9 ms
@@ -187,8 +186,8 @@ void PinMallocThresholds() {
 // settings SettleProcess made. The peers' libraries add theirs (AddRegisteredContext).
 void AddProcessContext() {
   const CpuInfo cpu = ReadCpuInfo();
-  AddContext("cpu_model", cpu.model + " (family " + cpu.family + ", model " + cpu.model_number +
-                              ")");
+  AddContext("cpu_model",
+             cpu.model + " (family " + cpu.family + ", model " + cpu.model_number + ")");
   std::string isa;
   for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
                         "avx512_bf16", "amx_tile"}) {
@@ -223,8 +222,8 @@ void AddProcessContext() {
                  ? "same spin: OpenMP peers spin as long as Braze's pool, then sleep"
                  : "NOT the same spin as Braze's pool: the OpenMP peers run with "
                    "OMP_WAIT_POLICY=" +
-                       (policy.empty() ? std::string("unset") : policy) + " GOMP_SPINCOUNT=" +
-                       (spin.empty() ? std::string("unset") : spin));
+                       (policy.empty() ? std::string("unset") : policy) +
+                       " GOMP_SPINCOUNT=" + (spin.empty() ? std::string("unset") : spin));
 #endif
 #ifdef BRAZE_BENCH_OPENBLAS
   const std::string detected = Env(kOpenBlasDetected), removed = Env(kOpenBlasRemoved);

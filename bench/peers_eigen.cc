@@ -30,8 +30,8 @@ using ConstRowVector = Eigen::Map<const Eigen::RowVectorXf>;
 BRAZE_BENCH_CONTEXT([] {
   AddContext("eigen_version", std::to_string(EIGEN_WORLD_VERSION) + "." +
                                   std::to_string(EIGEN_MAJOR_VERSION) + "." +
-                                  std::to_string(EIGEN_MINOR_VERSION) + " (SIMD: " +
-                                  Eigen::SimdInstructionSetsInUse() + ")");
+                                  std::to_string(EIGEN_MINOR_VERSION) +
+                                  " (SIMD: " + Eigen::SimdInstructionSetsInUse() + ")");
 });
 
 // Calls body(lo, hi) for one contiguous chunk of [0, n) per OpenMP thread.

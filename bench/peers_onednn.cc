@@ -13,8 +13,8 @@
 //   BM_MlpTrainStep_onednn: peers_mlp.h's MLP step with its eight GEMMs as oneDNN
 //     matmuls (row-major, transposes as strides; one primitive per GEMM, created at the
 //     first step) and the same fused OpenMP passes as the OpenBLAS peer.
-#include <oneapi/dnnl/dnnl.hpp>
 #include <map>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -31,17 +31,28 @@ using Args = std::unordered_map<int, memory>;
 
 const char* IsaName(dnnl_cpu_isa_t isa) {
   switch (isa) {
-    case dnnl_cpu_isa_all: return "all";
-    case dnnl_cpu_isa_sse41: return "sse41";
-    case dnnl_cpu_isa_avx: return "avx";
-    case dnnl_cpu_isa_avx2: return "avx2";
-    case dnnl_cpu_isa_avx512_mic: return "avx512_mic";
-    case dnnl_cpu_isa_avx512_mic_4ops: return "avx512_mic_4ops";
-    case dnnl_cpu_isa_avx512_core: return "avx512_core";
-    case dnnl_cpu_isa_avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl_cpu_isa_avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl_cpu_isa_avx512_core_amx: return "avx512_core_amx";
-    case dnnl_cpu_isa_avx2_vnni: return "avx2_vnni";
+    case dnnl_cpu_isa_all:
+      return "all";
+    case dnnl_cpu_isa_sse41:
+      return "sse41";
+    case dnnl_cpu_isa_avx:
+      return "avx";
+    case dnnl_cpu_isa_avx2:
+      return "avx2";
+    case dnnl_cpu_isa_avx512_mic:
+      return "avx512_mic";
+    case dnnl_cpu_isa_avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl_cpu_isa_avx512_core:
+      return "avx512_core";
+    case dnnl_cpu_isa_avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl_cpu_isa_avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl_cpu_isa_avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl_cpu_isa_avx2_vnni:
+      return "avx2_vnni";
   }
   return "unknown";
 }

@@ -158,8 +158,8 @@ void BM_MatMulBiasRelu_torch(benchmark::State& state) {
   const torch::Tensor a = View(as), b = View(bs), bias = View(biases);
   torch::Tensor y = torch::empty({kMM, kMM}, torch::kFloat32);
   CheckAndTime(
-      state, [&] { torch::addmm_out(y, bias, a, b).relu_(); }, y, MatMulBiasReluReference(),
-      1e-5, 1e-4);
+      state, [&] { torch::addmm_out(y, bias, a, b).relu_(); }, y, MatMulBiasReluReference(), 1e-5,
+      1e-4);
   SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
 }
 BENCHMARK(BM_MatMulBiasRelu_torch)->Apply([](auto* b) { PeerDefaults(b, 1.0); });

@@ -6,8 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
-#include "ir/overloaded.h"
 #include "device/features.h"
+#include "ir/overloaded.h"
 
 namespace braze {
 namespace {

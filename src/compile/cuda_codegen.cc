@@ -94,8 +94,8 @@ std::vector<std::string> EntryNames(const std::string& ptx) {
 
 // Schedules and compiles a freshly lowered cluster to a Module; fills code's PTX and
 // counts. Every error is the schedule's (or Halide's) and names the attempt.
-absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowered,
-                          Scheduler kind, const Halide::Target& target, CudaKernelCode& code) {
+absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowered, Scheduler kind,
+                          const Halide::Target& target, CudaKernelCode& code) {
   const std::string what = SchedulerName(kind);
   absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
     device::HalideOutputCapture halide_output;  // Halide's chatter: to the log at --v=2

@@ -26,8 +26,8 @@ struct KernelLayout {
   // Per spec output: dtype and shape (-1 dims: symbolic, any size at launch).
   std::vector<TensorType> output_types;
   Scheduler scheduler = Scheduler::kSafeDefault;  // after fall-through
-  std::vector<std::string> failures;  // schedulers refused first, "<Scheduler>: <why>"
-  std::string schedule;               // the schedule as text, for dumps
+  std::vector<std::string> failures;              // schedulers refused first, "<Scheduler>: <why>"
+  std::string schedule;                           // the schedule as text, for dumps
 };
 
 }  // namespace compile

@@ -4,9 +4,10 @@
 // BackendFor (backend.cc, a switch over Device::Kind with no default, built with
 // -Werror=switch, so a new kind without a backend fails to compile), plus its kind in
 // braze/device_type.h and its name in src/ir/device.cc: 4 files, which
-// docs/HOW_TO_ADD_DEVICE.md lists with what catches each one forgotten. No layer above src/device/ tests Device::Kind: they ask features(),
-// CheckAvailable and JitTarget through device/features.h (no Halide there), and the
-// compile driver (compile/scheduler_chain.cc) and the kernels' one launch contract (compile/launch.h) use the rest.
+// docs/HOW_TO_ADD_DEVICE.md lists with what catches each one forgotten. No layer above src/device/
+// tests Device::Kind: they ask features(), CheckAvailable and JitTarget through device/features.h
+// (no Halide there), and the compile driver (compile/scheduler_chain.cc) and the kernels' one
+// launch contract (compile/launch.h) use the rest.
 //
 // Internal header: includes Halide.h (the device and compile layers use it).
 #ifndef BRAZE_DEVICE_BACKEND_H_

@@ -1,12 +1,11 @@
 // Device names: parsed once, where a device enters Braze (braze/device_type.h).
-#include "braze/device_type.h"
-
 #include <algorithm>
 #include <iterator>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "braze/device_type.h"
 
 namespace braze {
 
