@@ -2,7 +2,11 @@
 # The CUDA checks, as one script for a machine with an NVIDIA GPU (docs/CUDA.md): run
 # from the repository root there, with the test and bench binaries built here and packed
 # with the shared libraries they load into .gpu/bundle.tar.xz (bin/, lib/, plugins/: the
-# Halide autoscheduler plugins). Writes into $OUT (default /tmp/out): log.txt, cuda.json
+# Halide autoscheduler plugins):
+#   ninja -C build device_tests e2e_tests lower_tests runtime_tests braze_bench_gpu braze-fuzz
+#   gpu-pack build/test/{device,e2e,lower,runtime}_tests build/bench/braze_bench_gpu \
+#     build/tools/braze-fuzz
+# (braze_bench_gpu: braze_bench without the CPU peers, whose libraries would not fit.) Writes into $OUT (default /tmp/out): log.txt, cuda.json
 # (the CUDA benchmarks, Google Benchmark JSON), torch.json (bench/peers_cuda.py: PyTorch
 # eager and torch.compile on the same workloads, where the machine's python3 has
 # PyTorch) and plot.png (both, drawn by tools/braze-plot).
@@ -96,7 +100,7 @@ echo "$summary"
 if grep -q "^  SKIPPED .*\(OnGpu\|CUDA is not available\|no CUDA device\)" <<<"$summary"; then
   FAILED+=("GPU test cases skipped on a GPU machine (see the summary above)")
 fi
-OMP_WAIT_POLICY=passive t 180 "$B/braze_bench" --benchmark_filter=cuda --benchmark_repetitions=3 \
+OMP_WAIT_POLICY=passive t 180 "$B/braze_bench_gpu" --benchmark_filter=cuda --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
   --benchmark_out_format=json
 # The peer on the same GPU, right after Braze's run (PyTorch's own libraries, not the bundle's).
@@ -118,7 +122,7 @@ ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/
 if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
   BRAZE_CACHE_DIR=off t 120 "$ncu" --launch-skip 1 --launch-count 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section LaunchStats --section Occupancy \
-    "$B/braze_bench" --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01
+    "$B/braze_bench_gpu" --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01
 else
   echo "== no profile (NCU unset or no ncu)"
 fi

@@ -213,21 +213,24 @@ class ExactDoubleConstants : public DeviceAwareMutator {
 };
 
 // Calls of the NVVM intrinsics that CUDA lowering uses (lower_elementwise.cc) where they
-// run on the host: there the x86 back end cannot select them. exp2 becomes exp of x ln 2
-// (Braze passes small reduced arguments, or ones whose rounding the caller's formula
-// damps) and the approximate division an IEEE one.
+// run on the host: there the x86 back end cannot select them. exp2 becomes libm's exp
+// of the widened x ln 2 (exact to the f32 result over the whole range, infinities and
+// NaN included: CUDA's forms pass arguments down to -150 and rely on ex2(-inf) = 0) and
+// the approximate division an IEEE one.
 class HostFormsOfNvvmMath : public DeviceAwareMutator {
   using DeviceAwareMutator::visit;
 
   Expr visit(const Halide::Internal::Call* op) override {
     if (on_device()) return IRMutator::visit(op);
     if (op->name == lower::kNvvmEx2 && op->args.size() == 1) {
-      // Halide's exp_f32 as Halide::exp makes it, but of any width: lowered code may be
-      // vectorized, and Halide::exp casts its argument to a scalar float.
-      const Expr x = mutate(op->args[0]);
-      return Halide::Internal::Call::make(
-          op->type, "exp_f32", {x * Halide::Internal::make_const(x.type(), 0.693147180559945309)},
+      // exp_f64 as Halide::exp makes it, but of any width: lowered code may be
+      // vectorized, and Halide::exp casts its argument to a scalar.
+      const Halide::Type wide = Halide::Float(64, op->type.lanes());
+      const Expr x = Halide::cast(wide, mutate(op->args[0]));
+      const Expr e = Halide::Internal::Call::make(
+          wide, "exp_f64", {x * Halide::Internal::make_const(wide, 0.693147180559945309)},
           Halide::Internal::Call::PureExtern);
+      return Halide::strict_float(Halide::cast(op->type, e));
     }
     if (op->name == lower::kNvvmDiv && op->args.size() == 2) {
       return mutate(op->args[0]) / mutate(op->args[1]);

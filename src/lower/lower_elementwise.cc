@@ -104,70 +104,79 @@ Expr CudaDiv(const Expr& a, const Expr& b) {
                                       Halide::Internal::Call::PureExtern);
 }
 
-// |x| (bits: x's) clamped to at most `limit`, in the integer domain: NaN and +-inf
-// become the limit too. Halide marks every float operation no-NaNs and no-infinities,
-// under which an infinite operand is poison in LLVM's IR; after this clamp the float
-// operations of the CUDA forms below see finite values only.
-Expr ClampedAbsF32(const Expr& bits, float limit) {
-  uint32_t limit_bits;
-  std::memcpy(&limit_bits, &limit, sizeof(limit_bits));
-  return Halide::reinterpret(Halide::Float(32),
-                             Halide::min(AbsBits(bits), Halide::Expr(limit_bits)));
+// fma(a, b, c) rounded once: LLVM's intrinsic, called by name like the NVVM ones (PTX
+// fma.rn.f32; on the host, the FMA instruction or libm's fmaf). Exact products' errors
+// need it: Halide 14 has no fma of its own.
+Expr FmaF32(const Expr& a, const Expr& b, const Expr& c) {
+  return Halide::Internal::Call::make(Halide::Float(32), kLlvmFmaF32, {a, b, c},
+                                      Halide::Internal::Call::PureExtern);
 }
 
-// exp(-m) for f32 on CUDA and m in [0, 104] (exp(-104) is below denorm_min / 2):
-// ExpF32's reduction to r in [-ln2 / 2, ln2 / 2] around k = round(-m / ln 2), then
-// PTX's ex2.approx of r log2(e) (the product's rounding adds 2^-25 relative) for the
-// polynomial. 2^k is applied as 2^(k + 64), a normal scale (exact), then 2^-64: results
-// below FLT_MIN come out subnormal and rounded once, as libm's do (Halide's exp flushes
-// them to 0).
-Expr ExpOfMinusCudaF32(const Expr& m) {
-  const Expr x = -m;
-  // The sum rounds to an integer in the low bits (see ExpF32): k in [-150, 0].
-  const Expr shifted = x * 1.44269504088896341f + 12582912.0f;
-  const Expr k = Halide::reinterpret(Halide::Int(32), shifted) - 0x4B400000;
-  const Expr kf = Halide::cast(Halide::Float(32), k);
-  const Expr r = Halide::strict_float((x - kf * 0.693359375f) - kf * -2.12194440e-4f);
-  const Expr y = CudaEx2(r * 1.44269504088896341f);
-  const Expr scale = Halide::reinterpret(Halide::Float(32), (k + (127 + 64)) << 23);
-  return (y * scale) * 5.42101086242752217e-20f;  // 2^-64
+// x's bits with the sign bit cleared, as an f32: |x| in one integer op. Halide's f32 abs
+// on PTX is a compare and a select, which makes -0 of -0.
+Expr AbsF32(const Expr& bits) { return Halide::reinterpret(Halide::Float(32), AbsBits(bits)); }
+
+// The CUDA forms of f32 Tanh and Sigmoid below are IEEE arithmetic under strict_float,
+// so NaN and the infinities flow through the formulas to their right results, the way
+// Triton's code gets them: LLVM sees no fast-math flag on these operations and cannot
+// assume them away. They were bit tests and integer clamps before (a select per special
+// value); the bit tests were what made Chain8 compute-bound on the integer pipe.
+//
+// The flags that remain are harmless here: Halide compiles PTX with LLVM's
+// AllowFPOpFusion=Fast (products and sums still become fma.rn.f32, more accurate), and
+// its NoNaNsFPMath/NoInfsFPMath target options only change how LLVM lowers comparisons
+// whose NaN case matters (an unordered != becomes the ordered one). The forms compare
+// only where NaN takes the branch that propagates it (a < b is false for NaN).
+
+// exp(x) for f32 on CUDA: PTX's ex2.approx of p = x log2(e) rounded, corrected by the
+// product's exact error t (two fmas: x log2(e) - p, plus x times the f32 log2(e)'s own
+// error): 2^(p + t) = 2^p (1 + t ln 2) to 2^-40, since |t| < 2^-16. Without t the error
+// would grow with |x| (58 ulp at x = -80: CUDA's __expf); with it, it is ex2.approx's
+// own, about 2 ulp over the whole range. ex2.approx without .ftz keeps subnormal
+// results. Where p is infinite (x infinite, or |x| > 2.3e38) t is NaN: min(t, 1), which
+// returns 1 for NaN on every back end (PTX's min.f32, or a compare and select), keeps
+// it out of 2^p's 0 or inf. NaN x gives NaN from ex2 itself.
+Expr ExpCudaF32(const Expr& x) {
+  const float log2e = 1.44269504088896341f;
+  const float log2e_lo = 1.925963033e-8f;  // log2(e) - log2e, to f32 precision
+  const Expr p = x * log2e;
+  const Expr t = FmaF32(x, log2e_lo, FmaF32(x, log2e, -p));
+  const Expr y = CudaEx2(p);
+  return FmaF32(y, Halide::min(t, 1.0f) * 0.693147180559945309f, y);
 }
 
-// f32 tanh on CUDA, NaN and infinities included: the CPU's form with PTX's approximate
-// exp2 and division. Errors stay within a few ulp: a relative error d in e = exp(2|x|)
-// moves 1 - 2 / (e + 1) by at most 2d / e, and d (the rounding of 2|x| log2(e), then
-// ex2's own) grows only linearly in |x| while 1 / e falls exponentially; at |x| = 0.625,
-// the worst point, that and the division's 2 ulp are about 3 ulp of tanh. |x| is
-// clamped at 20, whose tanh rounds to 1, so +-inf need no test of their own; NaN is
-// a bit test. Below 2^-12, tanh(x) rounds to x: that keeps signed zeros and subnormals
-// (the polynomial's products would lose them). With the Sigmoid below, Chain8's kernel
-// (4 Tanh, 4 Sigmoid) went from 371 PTX instructions with 8 IEEE divisions to 227 with
-// none (GpuPtxCodegen.Chain8UsesApproximateExp2AndDivision).
+// f32 tanh on CUDA, as the CPU's form computes it (TanhViaExp) on |x|, with the sign
+// put back last: a degree-4 polynomial in x^2 below 0.625, else 1 - 2 / (exp(2|x|) + 1)
+// with PTX's approximate exp2 and division. The exp's relative error d moves the result
+// by at most 2d / e, and d grows only linearly in |x| while 1 / e falls exponentially:
+// about 3 ulp at 0.625, the worst point. Special values need no test: +-inf give
+// e = inf and 1 - 2/inf = 1; NaN fails |x| < 0.625 and propagates through the exp; zeros
+// and subnormals go through the polynomial (|x| + |x| * x^2 P(x^2) is |x| there), and the
+// sign is or'ed in from x's bits, so -0 stays -0.
 Expr TanhCudaF32(const Expr& x) {
   const Expr bits = Halide::reinterpret(Halide::UInt(32), x);
-  const Expr ax = ClampedAbsF32(bits, 20.0f);
-  const Expr e = CudaEx2(ax * 2.88539008177792681f);  // 2 log2(e)
-  const Expr big = 1.0f - CudaDiv(2.0f, e + 1.0f);
-  const Expr z = x * x;  // used only where |x| < 0.625
+  const Expr ax = AbsF32(bits);
+  const Expr z = ax * ax;
   Expr p = -5.70498872745e-3f;
   for (float k : {2.06390887954e-2f, -5.37397155531e-2f, 1.33314422036e-1f, -3.33332819422e-1f}) {
     p = p * z + k;
   }
-  const Expr small = x + x * (z * p);
-  const Expr negative = bits >= Halide::Expr(0x80000000u);
-  return Halide::select(IsNanBits(x), x, ax < 2.44140625e-4f, x, ax < 0.625f, small, negative, -big,
-                        big);
+  const Expr small = ax + ax * (z * p);
+  const Expr e = CudaEx2(ax * 2.88539008177792681f);  // 2 log2(e)
+  const Expr big = 1.0f - CudaDiv(2.0f, e + 1.0f);
+  const Expr magnitude = Halide::select(ax < 0.625f, small, big);  // >= 0, or NaN
+  const Expr sign = bits & Halide::Expr(0x80000000u);
+  return Halide::strict_float(Halide::reinterpret(
+      Halide::Float(32), Halide::reinterpret(Halide::UInt(32), magnitude) | sign));
 }
 
-// f32 sigmoid on CUDA: e = exp(-|v|) (|v| clamped at 104 in the integer domain, so +-inf
-// give e = 0 and then 1 and 0 from the formula itself), e / (1 + e) below 0 and
-// 1 / (1 + e) above, with PTX's approximate division (1 + e is in [1, 2]). NaN is a bit
-// test.
+// f32 sigmoid on CUDA: e = exp(-|v|), then e / (1 + e) below 0 and 1 / (1 + e) above,
+// with PTX's approximate division (1 + e is in [1, 2]). The infinities give e = 0 and
+// then 0 and 1 from the formula itself; NaN propagates (v < 0 is false, 1 + e is NaN).
 Expr SigmoidCudaF32(const Expr& v) {
-  const Expr bits = Halide::reinterpret(Halide::UInt(32), v);
-  const Expr e = ExpOfMinusCudaF32(ClampedAbsF32(bits, 104.0f));
-  const Expr num = Halide::select(bits >= Halide::Expr(0x80000000u), e, 1.0f);
-  return Halide::select(IsNanBits(v), v, CudaDiv(num, 1.0f + e));
+  const Expr e = ExpCudaF32(-AbsF32(Halide::reinterpret(Halide::UInt(32), v)));
+  const Expr num = Halide::select(v < 0.0f, e, 1.0f);
+  return Halide::strict_float(CudaDiv(num, 1.0f + e));
 }
 
 Expr Erf(const Expr& x, DType dtype, bool cuda) {

@@ -59,6 +59,9 @@ inline constexpr char kOpaqueZeroBuffer[] = "braze_opaque_zero";
 // gives the calls Halide places on the host their host forms.
 inline constexpr char kNvvmEx2[] = "llvm.nvvm.ex2.approx.f";
 inline constexpr char kNvvmDiv[] = "llvm.nvvm.div.approx.f";
+// LLVM's f32 fma, for exact products' errors (Halide 14 has no fma); every back end
+// selects it, so it needs no host form.
+inline constexpr char kLlvmFmaF32[] = "llvm.fma.f32";
 
 struct LowerOptions {
   // An f32 MatMul/BatchMatMul doing at least this many multiply-adds (batch * m * n * k,
