@@ -114,7 +114,7 @@ jsons=("$OUT/cuda.json")
 [ -s "$OUT/torch.json" ] && jsons+=("$OUT/torch.json")
 t 60 env -u LD_LIBRARY_PATH python3 tools/braze-plot "${jsons[@]}" -o "$OUT/plot.png" \
   --title "Braze vs PyTorch on $(nvidia-smi --query-gpu=name --format=csv,noheader)"
-BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=${FUZZ_SEEDS:-1:1000000} --jobs=12 --budget=60 \
+BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=${FUZZ_SEEDS:-1:1000000} --jobs=12 --budget=${FUZZ_BUDGET:-60} \
   --jit_device=jit:cuda --specials=0.2 --dynamic=0.2
 # Where Chain8's fused kernel spends its time (Nsight Compute, where the image has it): the
 # kernel of the first timed iteration, after the warm-up run's compile.
