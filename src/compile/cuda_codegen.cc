@@ -67,7 +67,9 @@ class HostCodeCounter : public Halide::Internal::IRVisitor {
  public:
   int loops = 0;
   int launches = 0;
-  int nvvm_calls = 0;  // NVVM intrinsics left on the host, which x86 cannot select
+  // NVVM intrinsics left on the host, which x86 cannot select, and libdevice calls,
+  // which the host cannot resolve.
+  int nvvm_calls = 0;
 
  private:
   using IRVisitor::visit;
@@ -77,7 +79,7 @@ class HostCodeCounter : public Halide::Internal::IRVisitor {
   }
   void visit(const Halide::Internal::Call* op) override {
     if (op->name == "halide_cuda_run") ++launches;
-    if (op->name.rfind("llvm.nvvm.", 0) == 0) ++nvvm_calls;
+    if (op->name.rfind("llvm.nvvm.", 0) == 0 || op->name.rfind("__nv_", 0) == 0) ++nvvm_calls;
     IRVisitor::visit(op);
   }
 };
@@ -128,8 +130,8 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
     }
     if (counter.nvvm_calls > 0) {
       // The host forms' pass (codegen_workarounds.h) missed one.
-      return absl::InternalError(
-          absl::StrCat(counter.nvvm_calls, " NVVM intrinsic call(s) left in host code"));
+      return absl::InternalError(absl::StrCat(
+          counter.nvvm_calls, " NVVM intrinsic or libdevice call(s) left in host code"));
     }
     if (counter.loops > 0 && kind != Scheduler::kLi2018) {
       // The heuristic puts every Func on the GPU; a host loop means a Func was missed.

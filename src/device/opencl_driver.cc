@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <elf.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -43,10 +44,75 @@ std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* obje
   return buffer;
 }
 
-// Loads every installed ICD driver (the library named in each vendors/*.icd file) with
-// RTLD_DEEPBIND before the loader does: a driver and the libraries it brings (POCL:
-// libLLVM-15) then resolve their symbols among themselves before the process's global
-// scope, where Halide's LLVM 14 is. The loader's own dlopen of a driver finds it loaded.
+// The file a driver's library name stands for: the name itself when it is a path, else
+// the first match in $LD_LIBRARY_PATH's and the system's library directories (where
+// ld.so would look after its cache). Empty when none exists.
+std::string FindLibrary(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("LD_LIBRARY_PATH"); env != nullptr) {
+    std::string list = env;
+    for (size_t at = 0, end; at <= list.size(); at = end + 1) {
+      end = list.find(':', at);
+      if (end == std::string::npos) end = list.size();
+      if (end > at) dirs.push_back(list.substr(at, end - at));
+    }
+  }
+  for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64",
+                        "/usr/lib", "/lib", "/usr/local/lib"}) {
+    dirs.push_back(d);
+  }
+  for (const std::string& dir : dirs) {
+    const std::string path = dir + "/" + name;
+    if (std::ifstream(path).good()) return path;
+  }
+  return "";
+}
+
+// Whether the 64-bit ELF shared library at `path` names a libLLVM among its DT_NEEDED
+// entries: read from its section headers (.dynamic and the string table it links to).
+bool NeedsLlvm(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  Elf64_Ehdr eh;
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof(eh)) ||
+      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) {
+    return false;
+  }
+  std::vector<Elf64_Shdr> sections(eh.e_shnum);
+  in.seekg(static_cast<std::streamoff>(eh.e_shoff));
+  if (!in.read(reinterpret_cast<char*>(sections.data()),
+               static_cast<std::streamsize>(sections.size() * sizeof(Elf64_Shdr)))) {
+    return false;
+  }
+  for (const Elf64_Shdr& sh : sections) {
+    if (sh.sh_type != SHT_DYNAMIC || sh.sh_link >= sections.size()) continue;
+    const Elf64_Shdr& strtab = sections[sh.sh_link];
+    std::vector<Elf64_Dyn> dyn(sh.sh_size / sizeof(Elf64_Dyn));
+    std::string strings(strtab.sh_size, '\0');
+    in.seekg(static_cast<std::streamoff>(sh.sh_offset));
+    in.read(reinterpret_cast<char*>(dyn.data()),
+            static_cast<std::streamsize>(dyn.size() * sizeof(Elf64_Dyn)));
+    in.seekg(static_cast<std::streamoff>(strtab.sh_offset));
+    in.read(strings.data(), static_cast<std::streamsize>(strings.size()));
+    if (!in) return false;
+    for (const Elf64_Dyn& d : dyn) {
+      if (d.d_tag == DT_NEEDED && d.d_un.d_val < strings.size() &&
+          std::strncmp(strings.c_str() + d.d_un.d_val, "libLLVM", 7) == 0) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Loads each installed ICD driver (the library named in each vendors/*.icd file) that
+// links a libLLVM with RTLD_DEEPBIND before the loader does: the driver and the
+// libraries it brings (POCL: libLLVM-15) then resolve their symbols among themselves
+// before the process's global scope, where Halide's LLVM 14 is. The loader's own dlopen
+// of such a driver finds it loaded. Other drivers are left to the loader: deep-bound,
+// NVIDIA's ICD on an H200 machine (2026-11-28) threw std::bad_cast from its first call
+// and aborted the process, the known failure of C++ libraries under RTLD_DEEPBIND (a
+// second binding of the C++ runtime's locale facets).
 void PreloadDriversDeepBound() {
   const char* env = std::getenv("OCL_ICD_VENDORS");
   const std::string dir = env != nullptr && *env != '\0' ? env : "/etc/OpenCL/vendors";
@@ -57,8 +123,10 @@ void PreloadDriversDeepBound() {
     if (name.size() < 5 || name.compare(name.size() - 4, 4, ".icd") != 0) continue;
     std::ifstream icd(dir + "/" + name);
     std::string library;
-    if (std::getline(icd, library) && !library.empty()) {
-      dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    if (!std::getline(icd, library) || library.empty()) continue;
+    const std::string path = FindLibrary(library);
+    if (!path.empty() && NeedsLlvm(path)) {
+      dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     }
   }
   closedir(d);

@@ -676,6 +676,21 @@ TEST(GpuPtxCodegen, KernelMathComputedOnTheHostGetsHostForms) {
   EXPECT_TRUE(code->scheduler_failures.empty()) << absl::StrJoin(code->scheduler_failures, "; ");
 }
 
+// libdevice calls of a constant computed on the host get libm's functions: f64 Erf and
+// Pow are __nv_erf and __nv_pow on CUDA, which only the PTX links (braze-fuzz seed
+// 13000051 on an H200: "HalideJITMemoryManager: unable to find address for __nv_erf").
+// GenerateCudaCode rejects a schedule that leaves one on the host, so without the host
+// forms every schedule fails here.
+TEST(GpuPtxCodegen, LibdeviceCallsComputedOnTheHostGetLibmForms) {
+  Case c;
+  Tensor x = c.Input(DType::kF64, {5, 2}, 1, -2, 2);
+  Tensor k = Const(*c.graph, HostTensor::RandomUniform(DType::kF64, {}, 2, 0.5, 2));
+  c.outputs = {x * Erf(k) + Pow(k, k)};
+  auto code = GenerateCudaCode(SpecOf(c, "host_libdevice"), Scheduler::kGpuFused);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_TRUE(code->scheduler_failures.empty()) << absl::StrJoin(code->scheduler_failures, "; ");
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
