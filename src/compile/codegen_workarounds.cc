@@ -223,7 +223,9 @@ class HostFormsOfNvvmMath : public DeviceAwareMutator {
 
   Expr visit(const Halide::Internal::Call* op) override {
     if (on_device()) return IRMutator::visit(op);
-    if (op->name == lower::kNvvmEx2 && op->args.size() == 1) {
+    const bool ex2 = op->name == lower::kNvvmEx2 || op->name == lower::kNvvmEx2Ftz;
+    const bool div = op->name == lower::kNvvmDiv || op->name == lower::kNvvmDivFtz;
+    if (ex2 && op->args.size() == 1) {
       // exp_f64 as Halide::exp makes it, but of any width: lowered code may be
       // vectorized, and Halide::exp casts its argument to a scalar.
       const Halide::Type wide = Halide::Float(64, op->type.lanes());
@@ -233,7 +235,7 @@ class HostFormsOfNvvmMath : public DeviceAwareMutator {
           Halide::Internal::Call::PureExtern);
       return Halide::strict_float(Halide::cast(op->type, e));
     }
-    if (op->name == lower::kNvvmDiv && op->args.size() == 2) {
+    if (div && op->args.size() == 2) {
       return mutate(op->args[0]) / mutate(op->args[1]);
     }
     // libdevice's functions (__nv_erf, __nv_pow: lower_elementwise.cc) are linked into

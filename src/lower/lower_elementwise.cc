@@ -89,18 +89,21 @@ Expr TanhViaExp(const Expr& x, DType dtype) {
 
 // PTX's approximate 2^x and division, as the NVVM intrinsics of those names: Halide 14
 // declares a PureExtern call by its name, and LLVM treats a function named llvm.* as
-// the intrinsic. No .ftz: subnormal operands and results are kept. ex2.approx.f32 is
-// within 2^-22.5 relative (1.4 to 2.8 ulp on [0.7, 1.42]); div.approx.f32 (a times the
-// approximate reciprocal of b) within 2 ulp for |b| in [2^-126, 2^126]. CUDA targets
-// only: no other backend knows them (calls Halide computes on the host get host forms:
-// codegen_workarounds.h). IEEE's div.rn.f32, what a plain f32 division becomes there,
-// is a subroutine of about ten instructions with a slow-path branch.
-Expr CudaEx2(const Expr& x) {
-  return Halide::Internal::Call::make(Halide::Float(32), kNvvmEx2, {x},
+// the intrinsic. ex2.approx.f32 is within 2^-22.5 relative (1.4 to 2.8 ulp on
+// [0.7, 1.42]); div.approx.f32 (a times the approximate reciprocal of b) within 2 ulp
+// for |b| in [2^-126, 2^126]. Without `ftz`, subnormal operands and results are kept,
+// which costs ptxas a range fix-up around each MUFU operation; with it, they are
+// flushed to 0: only for callers whose operands and results cannot be subnormal where
+// it matters (TanhCudaF32). CUDA targets only: no other backend knows them (calls
+// Halide computes on the host get host forms: codegen_workarounds.h). IEEE's
+// div.rn.f32, what a plain f32 division becomes there, is a subroutine of about ten
+// instructions with a slow-path branch.
+Expr CudaEx2(const Expr& x, bool ftz = false) {
+  return Halide::Internal::Call::make(Halide::Float(32), ftz ? kNvvmEx2Ftz : kNvvmEx2, {x},
                                       Halide::Internal::Call::PureExtern);
 }
-Expr CudaDiv(const Expr& a, const Expr& b) {
-  return Halide::Internal::Call::make(Halide::Float(32), kNvvmDiv, {a, b},
+Expr CudaDiv(const Expr& a, const Expr& b, bool ftz = false) {
+  return Halide::Internal::Call::make(Halide::Float(32), ftz ? kNvvmDivFtz : kNvvmDiv, {a, b},
                                       Halide::Internal::Call::PureExtern);
 }
 
@@ -162,8 +165,11 @@ Expr TanhCudaF32(const Expr& x) {
     p = p * z + k;
   }
   const Expr small = ax + ax * (z * p);
-  const Expr e = CudaEx2(ax * 2.88539008177792681f);  // 2 log2(e)
-  const Expr big = 1.0f - CudaDiv(2.0f, e + 1.0f);
+  // Flushing subnormals changes nothing here: e >= 1 (a subnormal |x| would give 1
+  // either way, and takes the polynomial), and 2 / (e + 1) is subnormal only for
+  // |x| > 30, where 1 - it rounds to 1 either way.
+  const Expr e = CudaEx2(ax * 2.88539008177792681f, /*ftz=*/true);  // 2 log2(e)
+  const Expr big = 1.0f - CudaDiv(2.0f, e + 1.0f, /*ftz=*/true);
   const Expr magnitude = Halide::select(ax < 0.625f, small, big);  // >= 0, or NaN
   const Expr sign = bits & Halide::Expr(0x80000000u);
   return Halide::strict_float(Halide::reinterpret(

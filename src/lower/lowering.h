@@ -59,6 +59,9 @@ inline constexpr char kOpaqueZeroBuffer[] = "braze_opaque_zero";
 // gives the calls Halide places on the host their host forms.
 inline constexpr char kNvvmEx2[] = "llvm.nvvm.ex2.approx.f";
 inline constexpr char kNvvmDiv[] = "llvm.nvvm.div.approx.f";
+// Their flush-to-zero forms (ex2.approx.ftz.f32, div.approx.ftz.f32).
+inline constexpr char kNvvmEx2Ftz[] = "llvm.nvvm.ex2.approx.ftz.f";
+inline constexpr char kNvvmDivFtz[] = "llvm.nvvm.div.approx.ftz.f";
 // LLVM's f32 fma, for exact products' errors (Halide 14 has no fma); every back end
 // selects it, so it needs no host form.
 inline constexpr char kLlvmFmaF32[] = "llvm.fma.f32";

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -285,6 +287,40 @@ TEST(CodegenWorkarounds, OnlyNvvmMathOffTheDeviceGetsHostForms) {
   ASSERT_TRUE(out.as<For>());
   EXPECT_EQ(nvvm_calls(out), 4);
   EXPECT_EQ(nvvm_calls(out.as<For>()->body), 4);
+}
+
+// What Halide 14's PTX options do and do not do (issue 39, docs/CUDA.md "IEEE
+// semantics on CUDA"). Halide builds its NVPTX target machine with UnsafeFPMath,
+// NoNaNsFPMath and NoInfsFPMath, but LLVM 14's instruction selection resets those from
+// each function's attributes, which Halide does not set: a plain f32 division stays
+// IEEE's div.rn.f32 (UnsafeFPMath would make it div.approx or div.full). What does lose
+// NaN is Halide's own IR: its != is the ordered compare, and its simplifier rewrites
+// !(a == b) to a != b, even under strict_float; is_nan stays an unordered test.
+std::string PtxOf(const Halide::Expr& e, const Halide::ImageParam& in) {
+  Halide::Func f("f");
+  Halide::Var x("x"), xo("xo"), xi("xi");
+  f(x) = e;
+  f.gpu_tile(x, xo, xi, 32);
+  const Halide::Module m =
+      f.compile_to_module({in}, "f", Halide::Target("x86-64-linux-cuda-cuda_capability_86"));
+  for (const Halide::Buffer<>& b : m.buffers()) {
+    if (b.name().find("gpu_source_kernels") == std::string::npos) continue;
+    const char* data = static_cast<const char*>(b.data());
+    return std::string(data, strnlen(data, b.size_in_bytes()));
+  }
+  return "(no PTX)";
+}
+
+TEST(CodegenWorkarounds, HalidePtxOptionsDoNotReachInstructionSelection) {
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  const Halide::Expr v = in(Halide::Var("x"));
+  EXPECT_NE(PtxOf(v / (v + 3.0f), in).find("div.rn.f32"), std::string::npos);
+  EXPECT_NE(PtxOf(Halide::select(Halide::is_nan(v), 1.0f, 0.0f), in).find("setp.nan.f32"),
+            std::string::npos);
+  // Halide's IR, not LLVM's options: NaN != 0 is false even strict.
+  const std::string ne = PtxOf(Halide::strict_float(Halide::select(!(v == 0.0f), 1.0f, 0.0f)), in);
+  EXPECT_NE(ne.find("setp.ne.f32"), std::string::npos) << ne;
+  EXPECT_EQ(ne.find("setp.neu.f32"), std::string::npos) << ne;
 }
 
 // CUDA's f32 Tanh and Sigmoid (lower_elementwise.cc) run on this machine through their
