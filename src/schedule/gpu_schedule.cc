@@ -500,6 +500,8 @@ class GpuHeuristic {
 
   // Whether the plain load `name` (extents `e`) holds the rows of `rows`, and only they
   // and output `out` read it: then its region at the row's block is exactly one row.
+  // And whether it is read more than once: a lone reduction (a row Sum) reads each
+  // element once anyway, and staging would only add a pass through shared memory.
   bool StagesRows(const std::string& name, const Extents& e, const std::string& out,
                   const std::map<std::string, const Stage*>& rows) const {
     const Stage& any = *rows.begin()->second;
@@ -507,12 +509,13 @@ class GpuHeuristic {
         NumElements(e) != e[0] * NumElements(any.extents)) {
       return false;
     }
-    bool read_by_reduction = false;
+    int reductions = 0, readers = 0;
     for (const std::string& c : MaterializedConsumers(name)) {
       if (c != out && rows.count(c) == 0) return false;
-      read_by_reduction |= rows.count(c) > 0;
+      reductions += rows.count(c) > 0 ? 1 : 0;
+      ++readers;
     }
-    return read_by_reduction;
+    return reductions > 0 && readers > 1;
   }
 
   // Stages each row that output j's cooperative row reductions read into shared memory,
@@ -648,8 +651,8 @@ class GpuHeuristic {
         placed_.insert(acc.name());
         log_ << acc.name() << ": "
              << (plan_ == Scheduler::kGpuSerial ? "serial"
-                 : s.reduces_innermost              ? "short rows"
-                                                    : "column")
+                 : s.reduces_innermost          ? "short rows"
+                                                : "column")
              << ", a thread per output, " << where << "\n";
         return;
       case Kind::kColumnTwoStage:
