@@ -57,6 +57,10 @@ constexpr int kCudaVector = 4;
 
 // MatMul result tile: 256 threads, each accumulating one output over k in registers.
 constexpr int kMatMulTile = 16;
+// Shared memory one kernel may use: the least CL_DEVICE_LOCAL_MEM_SIZE the OpenCL backend
+// accepts, and below the 48 KiB a CUDA kernel gets without opting in. Rows are staged in
+// shared memory (see StageRows) only while the kernel's whole use stays within it.
+constexpr int64_t kSharedBudget = 32 * 1024;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -138,6 +142,9 @@ class GpuHeuristic {
       } else {
         ScheduleReduction(s, reductions_[i]);
       }
+    }
+    if (plan_ == Scheduler::kGpuFused) {
+      for (size_t j = 0; j < info_.outputs.size(); ++j) StageRows(static_cast<int>(j));
     }
     for (auto& [f, why] : operands_) {
       f.compute_root();
@@ -460,6 +467,114 @@ class GpuHeuristic {
     // After the rfactors: they copy acc's storage directives to the partials.
     acc.align_storage(acc.args()[0], kSharedAlign);
     log_ << " then 1\n";
+  }
+
+  // Bytes of shared memory the cooperative reduction of `s` takes (see Cooperative): its
+  // per-thread partials and each combine level, every one aligned to kSharedAlign.
+  static int64_t CooperativeBytes(const Stage& s) {
+    int64_t acc_bytes = 0;
+    for (const Halide::Type& t : s.acc.function().output_types()) acc_bytes += t.bytes();
+    int64_t threads = std::min<int64_t>(s.reduction_extent, RowThreads(s.reduction_extent));
+    int64_t elements = 0;
+    for (;; threads = CeilDiv(threads, kFanIn)) {
+      elements += CeilDiv(threads, kSharedAlign) * kSharedAlign;
+      if (threads <= kFanIn) break;
+    }
+    return (elements + kSharedAlign) * acc_bytes;  // and acc itself
+  }
+
+  // The constant extents of the cluster input (or constant) a plain load reads; empty
+  // when some extent is only known at run time.
+  static Extents LoadExtents(const Function& fn) {
+    const auto* call = fn.values()[0].as<Halide::Internal::Call>();
+    Extents e;
+    for (size_t d = 0; d < call->args.size(); ++d) {
+      if (call->image.defined()) {
+        e.push_back(call->image.dim(static_cast<int>(d)).extent());
+        continue;
+      }
+      const int64_t* v = Halide::Internal::as_const_int(call->param.extent_constraint(d));
+      if (v == nullptr) return {};
+      e.push_back(*v);
+    }
+    return e;
+  }
+
+  // The cooperative row reductions output j's kernel hosts, by accumulator name; empty
+  // unless there are some and all reduce rows of one length over the innermost dim.
+  std::map<std::string, const Stage*> HostedRows(int j) const {
+    std::map<std::string, const Stage*> rows;
+    for (size_t i = 0; i < info_.stages.size(); ++i) {
+      const Stage& s = info_.stages[i];
+      if (s.kind == StageKind::kMatMul || reductions_[i].host != j) continue;
+      if (reductions_[i].kind != Kind::kRow || !s.reduces_innermost ||
+          (!rows.empty() && s.reduction_extent != rows.begin()->second->reduction_extent)) {
+        return {};
+      }
+      rows[s.acc.name()] = &s;
+    }
+    return rows;
+  }
+
+  // Whether the plain load `name` (extents `e`) holds the rows of `rows`, and only they
+  // and output `out` read it: then its region at the row's block is exactly one row.
+  // And whether it is read more than once: a lone reduction (a row Sum) reads each
+  // element once anyway, and staging would only add a pass through shared memory.
+  bool StagesRows(const std::string& name, const Extents& e, const std::string& out,
+                  const std::map<std::string, const Stage*>& rows) const {
+    const Stage& any = *rows.begin()->second;
+    if (e.empty() || e[0] != any.reduction_extent ||
+        NumElements(e) != e[0] * NumElements(any.extents)) {
+      return false;
+    }
+    int reductions = 0, readers = 0;
+    for (const std::string& c : MaterializedConsumers(name)) {
+      if (c != out && rows.count(c) == 0) return false;
+      reductions += rows.count(c) > 0 ? 1 : 0;
+      ++readers;
+    }
+    return reductions > 0 && readers > 1;
+  }
+
+  // Stages each row that output j's cooperative row reductions read into shared memory,
+  // once per block: without it every reduction, and the output, read the row from global
+  // memory again (a softmax three times: max, sum of exps, output; LLVM reuses the loads
+  // only where it unrolls the passes completely and their types agree). The staged Func
+  // is a cluster input (a plain load) holding those rows, which nothing outside this
+  // kernel reads. Rows that do not fit kSharedBudget, next to the partials, stay in
+  // global memory.
+  void StageRows(int j) {
+    if (hosts_[j] != Host::kRowBlock && hosts_[j] != Host::kElementBlock) return;
+    const std::map<std::string, const Stage*> rows = HostedRows(j);
+    if (rows.empty()) return;
+    int64_t bytes = 0;
+    for (const auto& [unused, s] : rows) bytes += CooperativeBytes(*s);
+    for (const auto& [name, fn] : env_) {
+      if (!IsPlainLoad(fn) || materialized_.count(name) > 0) continue;
+      const Extents e = LoadExtents(fn);
+      if (!StagesRows(name, e, info_.outputs[j].name(), rows)) continue;
+      const int64_t row_bytes =
+          CeilDiv(e[0], kSharedAlign) * kSharedAlign * fn.output_types()[0].bytes();
+      if (bytes + row_bytes > kSharedBudget) continue;
+      bytes += row_bytes;
+      StageRow(Func(fn), e[0], block_level_.at(j));
+    }
+  }
+
+  // `f` (a plain load of rows of `len`) computed at a block into shared memory, thread u
+  // loading elements u, u + T, ...
+  void StageRow(Func f, int64_t len, const LoopLevel& at) {
+    const std::vector<Var> args = f.args();
+    const int threads = RowThreads(len);
+    Var xo(f.name() + "_so"), xi(f.name() + "_si");
+    f.compute_at(at)
+        .store_in(Halide::MemoryType::GPUShared)
+        .align_storage(args[0], kSharedAlign)
+        .split(args[0], xo, xi, threads, kGuard)
+        .reorder(xo, xi)
+        .gpu_threads(xi);
+    placed_.insert(f.name());
+    log_ << f.name() << ": row staged in shared memory, " << threads << " threads\n";
   }
 
   // The first stage of a two-stage reduction: the (fused) reduction domain split into

@@ -14,7 +14,14 @@
 //   a tree (256 -> 32 -> 4 threads) and then by one. When the only consumer is one
 //   output whose rows match, the reduction is computed inside that output's block (a
 //   softmax is one kernel); otherwise it gets a kernel of its own. Producers are inlined
-//   into the partials. Many very short rows (<= 16 elements) get a thread per row.
+//   into the partials, but a cluster input whose rows those reductions read more than
+//   once (and which only that kernel reads) is staged: loaded once per row into shared
+//   memory at the row's block, thread u loading u, u + T, ... (coalesced), then read
+//   there by every reduction and the output. A softmax otherwise loaded each element
+//   from global memory three times (max, sum of exps, output). Rows are staged only while
+//   the kernel's shared memory, partials included, stays within 32 KiB (8192 f32 rows do
+//   not: they keep the global reads). Many very short rows (<= 16 elements) get a thread
+//   per row.
 // - Column reductions (over outer dims) with many outputs: one thread per output, a
 //   serial loop (adjacent threads read adjacent columns). With few outputs, and full
 //   reductions or few long rows: two stages. The reduction domain is split and

@@ -667,6 +667,49 @@ TEST(GpuPtxCodegen, Chain8InstructionsPerElement) {
   EXPECT_LT(per_element, 170);
 }
 
+// Softmax and LayerNorm read each input element from global memory once: the row is
+// staged in shared memory at the row's block, and the reductions (max and sum of exps;
+// mean and variance) and the output read it there. Global load instructions in the
+// kernel, before staging -> now (LLVM unrolls the rows of 1024 by 4, 1024 / 256 threads):
+//   softmax   16384x1024: 12 -> 4   (max, sum and output each loaded x)
+//   layernorm 16384x1024: 12 -> 12  (x 4 -> 4: LLVM already reused the unrolled loads;
+//                                    gamma 4, beta 4)
+//   softmax   16384x1000:  3 -> 1   (a loop: no such reuse)
+//   layernorm 16384x1000:  5 -> 3   (x 3 -> 1, gamma, beta)
+TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
+  struct Row {
+    std::string name;
+    int64_t len;
+    bool layer_norm;
+    int global_loads;
+  };
+  const std::vector<Row> rows = {{"softmax_1024", 1024, false, 4},
+                                 {"layernorm_1024", 1024, true, 12},
+                                 {"softmax_1000", 1000, false, 1},
+                                 {"layernorm_1000", 1000, true, 3}};
+  for (const Row& row : rows) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {16384, row.len}, 1, -2, 2);
+    c.outputs = {row.layer_norm ? LayerNorm(x, c.Input(DType::kF32, {row.len}, 2, 0.5, 1.5),
+                                            c.Input(DType::kF32, {row.len}, 3))
+                                : Softmax(x)};
+    auto code = GenerateCudaCode(SpecOf(c, row.name), Scheduler::kGpuFused);
+    ASSERT_TRUE(code.ok()) << code.status();
+    SCOPED_TRACE(row.name + ":\n" + code->schedule);
+    EXPECT_EQ(code->kernels.size(), 1u);
+    EXPECT_NE(code->schedule.find("staged in shared memory"), std::string::npos);
+    EXPECT_EQ(Occurrences(code->ptx, "\tld.global."), row.global_loads);
+    std::cout << row.name << " PTX: " << PtxInstructions(code->ptx) << " instructions\n";
+    if (!HavePtxas()) continue;
+    auto report = AssemblePtx(code->ptx, "sm_90");
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const PtxasKernel& k : report->kernels) {
+      std::cout << row.name << " ptxas: " << k.registers << " registers\n";
+      EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
+    }
+  }
+}
+
 // A Tanh of a scalar constant, read by a kernel: Halide computes the scalar on the host,
 // where its PTX exp2 and division get host forms (braze-fuzz seed 6000280 on an H100
 // failed every schedule with "Cannot select: intrinsic %llvm.nvvm.div.approx.f").

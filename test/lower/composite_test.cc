@@ -93,6 +93,33 @@ TEST_P(CompositeTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam());
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompositeTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
 
+// The row composites at tiny, odd and prime row lengths, on OpenCL and for CUDA: the GPU
+// heuristic stages each row in shared memory (up to its shared budget, 32 KiB with the
+// partials) and reads it there with guarded tails; rows of 8192 f32 no longer fit and
+// keep reading global memory.
+std::vector<OpTestCase> RowLengthCases() {
+  const std::vector<Shape> lengths = {{5, 1},    {4, 3},    {3, 17},  {4, 1000},
+                                      {3, 1031}, {2, 4099}, {2, 8192}};
+  std::vector<OpTestCase> cases;
+  for (const OpTestCase& tc : Cases()) {
+    if (tc.name != "Softmax" && tc.name != "LogSoftmax" && tc.name != "SoftmaxCrossEntropy" &&
+        tc.name != "LayerNorm") {
+      continue;
+    }
+    OpTestCase rows = tc;
+    rows.name += "RowLengths";
+    rows.small_shapes = lengths;
+    rows.large_shapes = {};
+    cases.push_back(rows);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(RowLengths, CompositeTestOpenCL, ::testing::ValuesIn(RowLengthCases()),
+                         CaseName);
+INSTANTIATE_TEST_SUITE_P(RowLengths, CompositeTestCuda, ::testing::ValuesIn(RowLengthCases()),
+                         CaseName);
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
