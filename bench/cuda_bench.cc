@@ -15,6 +15,7 @@
 #include "braze/braze.h"
 #include "device/cublas_gemm.h"
 #include "device/device_tensor.h"
+#include "train_models.h"
 
 namespace braze {
 namespace {
@@ -202,6 +203,26 @@ void BM_TrainStep_cuda(benchmark::State& state) {
   RunOnCuda(state, g, feeds, targets, static_cast<CudaVariant>(state.range(0)), 0, 0);
 }
 BENCHMARK(BM_TrainStep_cuda)
+    ->ArgName("variant")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// examples/mlp's train step (bench/train_models.h: 784-1024-1024-10, ReLU, softmax cross
+// entropy, Adam), batch 128, fed from the host each step: variant 0 the model, loss,
+// gradients and Adam's updates under one JitScope; 1 op by op.
+void BM_MlpStep_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  const auto v = static_cast<CudaVariant>(state.range(0));
+  auto step = bench::MakeMlpTrainStep(128, /*fused=*/v != kCudaUnfused);
+  if (!step.ok()) return Fail(state, step.status());
+  std::vector<Tensor> targets = step->train;
+  targets.push_back(step->loss);
+  const double flops = 3 * 2.0 * 128 * (784 * 1024 + 1024 * 1024 + 1024 * 10);  // fwd + bwd
+  RunOnCuda(state, *step->graph, step->feeds, targets, v, 0, flops);
+}
+BENCHMARK(BM_MlpStep_cuda)
     ->ArgName("variant")
     ->Arg(0)
     ->Arg(1)

@@ -87,6 +87,48 @@ def sgd_step_manual(x, labels, w, b):
     return loss
 
 
+def mlp_steps(record):
+    """examples/mlp's train step as BM_MlpStep_cuda runs it (bench/train_models.h):
+    784-1024-1024-10 with ReLU, He-normal weights and zero biases, softmax cross entropy,
+    Adam(1e-3), batch 128 of x uniform in [0, 1) and labels (i * 7) % 10, both copied
+    from the host each step. Autograd with PyTorch's fused Adam (one multi-tensor kernel),
+    eager and with the model under torch.compile (forward and backward compiled)."""
+    xs = torch.rand(128, 784)
+    ys = (torch.arange(128) * 7) % 10
+    xd = torch.empty(128, 784, device=dev)
+    yd = torch.empty(128, dtype=torch.long, device=dev)
+
+    def make():
+        m = torch.nn.Sequential(torch.nn.Linear(784, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 10)).to(dev)
+        for layer in m:
+            if isinstance(layer, torch.nn.Linear):
+                torch.nn.init.kaiming_normal_(layer.weight, nonlinearity="relu")
+                torch.nn.init.zeros_(layer.bias)
+        return m
+
+    for peer, compiled in (("torch_autograd", False), ("torch_compile", True)):
+        model = make()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+        fwd = torch.compile(model) if compiled else model
+
+        def step():
+            xd.copy_(xs)
+            yd.copy_(ys)
+            loss = F.cross_entropy(fwd(xd), yd)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss
+
+        t0 = time.perf_counter()
+        step()
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - t0
+        record("MlpStep", peer, time_ms(step), f"(first step {first_s:.1f} s)")
+
+
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "torch_peers.json"
     rows = []
@@ -168,6 +210,8 @@ def main():
     torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
     record("TrainStep", "torch_compile", time_ms(compiled_step), f"(compile {compile_s:.1f} s)")
+
+    mlp_steps(record)
 
 
 if __name__ == "__main__":

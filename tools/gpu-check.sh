@@ -9,7 +9,8 @@
 # (braze_bench_gpu: braze_bench without the CPU peers, whose libraries would not fit.) Writes into $OUT (default /tmp/out): log.txt, cuda.json
 # (the CUDA benchmarks, Google Benchmark JSON), torch.json (bench/peers_cuda.py: PyTorch
 # eager and torch.compile on the same workloads, where the machine's python3 has
-# PyTorch) and plot.png (both, drawn by tools/braze-plot).
+# PyTorch), plot.png (both, drawn by tools/braze-plot) and chain8.sass (Chain8's fused
+# kernel as the GPU's machine code, where the machine has ptxas and cuobjdump).
 #
 #   tools/gpu-check.sh          # about 5 minutes on a 16-core H100 or H200 machine
 #   NCU=1 tools/gpu-check.sh    # also profiles Chain8's fused kernel
@@ -116,6 +117,30 @@ t 60 env -u LD_LIBRARY_PATH python3 tools/braze-plot "${jsons[@]}" -o "$OUT/plot
   --title "Braze vs PyTorch on $(nvidia-smi --query-gpu=name --format=csv,noheader)"
 BRAZE_CACHE_DIR=off t 75 "$B/braze-fuzz" --seeds=${FUZZ_SEEDS:-1:1000000} --jobs=12 --budget=${FUZZ_BUDGET:-60} \
   --jit_device=jit:cuda --specials=0.2 --dynamic=0.2
+# Chain8's machine code (the CI proxy counts PTX): its kernel dumped as PTX, assembled for
+# the GPU with the machine's ptxas and disassembled with cuobjdump; instructions per
+# element (the kernel takes 4 elements per thread) and the MUFU operations among them.
+# Informational: a missing tool is said, not failed.
+sass() {
+  local d=/tmp/chain8_dump ptxas cuobjdump ptx
+  ptxas=$(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null | head -1)
+  cuobjdump=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
+  if [ -z "$ptxas" ] || [ -z "$cuobjdump" ]; then
+    echo "== no ptxas or cuobjdump: no SASS count"
+    return
+  fi
+  rm -rf "$d" && mkdir -p "$d"
+  BRAZE_CACHE_DIR=off BRAZE_FLAGS=--dump_to=$d timeout 60 "$B/braze_bench_gpu" \
+    --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01 >/dev/null 2>&1
+  ptx=$(ls "$d"/*.ptx 2>/dev/null | head -1)
+  [ -n "$ptx" ] || { echo "== no Chain8 PTX dumped"; return; }
+  local cc
+  cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d .)
+  "$ptxas" -arch=sm_$cc "$ptx" -o "$d/chain8.cubin" && "$cuobjdump" -sass "$d/chain8.cubin" >"$OUT/chain8.sass"
+  echo "== Chain8 SASS (sm_$cc): $(grep -cE '^ +/\*[0-9a-f]{4}\*/' "$OUT/chain8.sass") instructions," \
+    "$(grep -cE 'MUFU' "$OUT/chain8.sass") MUFU, for 4 elements"
+}
+sass
 # Where Chain8's fused kernel spends its time (Nsight Compute, where the image has it): the
 # kernel of the first timed iteration, after the warm-up run's compile.
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
