@@ -4,10 +4,18 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -42,6 +50,12 @@ std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* obje
   char buffer[256] = {0};
   if (get(object, what, sizeof(buffer) - 1, buffer, nullptr) != 0) return "?";
   return buffer;
+}
+
+// Where the ICD loader finds the drivers' .icd files.
+std::string VendorsDir() {
+  const char* env = std::getenv("OCL_ICD_VENDORS");
+  return env != nullptr && *env != '\0' ? env : "/etc/OpenCL/vendors";
 }
 
 // The file a driver's library name stands for: the name itself when it is a path, else
@@ -114,8 +128,7 @@ bool NeedsLlvm(const std::string& path) {
 // and aborted the process, the known failure of C++ libraries under RTLD_DEEPBIND (a
 // second binding of the C++ runtime's locale facets).
 void PreloadDriversDeepBound() {
-  const char* env = std::getenv("OCL_ICD_VENDORS");
-  const std::string dir = env != nullptr && *env != '\0' ? env : "/etc/OpenCL/vendors";
+  const std::string dir = VendorsDir();
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return;
   while (const dirent* entry = readdir(d)) {
@@ -132,6 +145,148 @@ void PreloadDriversDeepBound() {
   closedir(d);
 }
 
+// Loads the drivers and the loader into `l` and lists their platforms and devices; the
+// first device is refused, by name, when it is too small for Braze's GPU schedules.
+void LoadAndList(Loader* l) {
+  PreloadDriversDeepBound();
+  l->handle = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (l->handle == nullptr) {
+    l->status = absl::FailedPreconditionError(
+        absl::StrCat("OpenCL is not available: cannot load libOpenCL.so.1 (", dlerror(),
+                     "); install ocl-icd-libopencl1 and a driver (pocl-opencl-icd runs "
+                     "OpenCL on the CPU)"));
+    return;
+  }
+  using Platforms = ClInt (*)(ClUint, ClPlatform*, ClUint*);
+  using Devices = ClInt (*)(ClPlatform, uint64_t, ClUint, ClDevice*, ClUint*);
+  using GetInfo = ClInt (*)(void*, ClUint, size_t, void*, size_t*);
+  auto platforms = reinterpret_cast<Platforms>(dlsym(l->handle, "clGetPlatformIDs"));
+  auto devices = reinterpret_cast<Devices>(dlsym(l->handle, "clGetDeviceIDs"));
+  auto platform_info = reinterpret_cast<GetInfo>(dlsym(l->handle, "clGetPlatformInfo"));
+  auto device_info = reinterpret_cast<GetInfo>(dlsym(l->handle, "clGetDeviceInfo"));
+  if (!platforms || !devices || !platform_info || !device_info) {
+    l->status = absl::FailedPreconditionError(
+        "OpenCL is not available: libOpenCL.so.1 lacks clGetPlatformIDs");
+    return;
+  }
+  ClPlatform ids[16];
+  ClUint n = 0;
+  if (platforms(16, ids, &n) != 0) n = 0;
+  for (ClUint p = 0; p < n && p < 16; ++p) {
+    ClDevice devs[16];
+    ClUint m = 0;
+    if (devices(ids[p], kDeviceTypeAll, 16, devs, &m) != 0) continue;
+    for (ClUint d = 0; d < m && d < 16; ++d) {
+      uint64_t type = 0;
+      device_info(devs[d], kDeviceType, sizeof(type), &type, nullptr);
+      const char* kind = (type & kDeviceTypeGpu) != 0   ? "GPU"
+                         : (type & kDeviceTypeCpu) != 0 ? "CPU"
+                                                        : "other";
+      const std::string name = absl::StrCat(Info(platform_info, ids[p], kPlatformName), ": ",
+                                            Info(device_info, devs[d], kDeviceName));
+      if (l->devices.empty()) {
+        // The device Halide's runtime drives (opencl:0). Braze's GPU schedules
+        // (schedule/gpu_schedule.cc) use up to 256 work-items per work-group and a few
+        // KiB of local memory: a device reporting less is refused here, by name, rather
+        // than failing at a kernel's first launch.
+        size_t max_group = 0;
+        uint64_t local_bytes = 0;
+        device_info(devs[d], kDeviceMaxWorkGroupSize, sizeof(max_group), &max_group, nullptr);
+        device_info(devs[d], kDeviceLocalMemSize, sizeof(local_bytes), &local_bytes, nullptr);
+        if (max_group < 256 || local_bytes < (32u << 10)) {
+          l->status = absl::FailedPreconditionError(
+              absl::StrCat("OpenCL device '", name, "' reports a maximum work-group size of ",
+                           max_group, " and ", local_bytes,
+                           " bytes of local memory; Braze's GPU schedules need 256 "
+                           "and 32 KiB"));
+        }
+      }
+      l->devices.push_back(absl::StrCat(name, " (", kind, ")"));
+    }
+  }
+  if (l->devices.empty()) {
+    l->status = absl::FailedPreconditionError(
+        "OpenCL is not available: no OpenCL platform with a device (is an ICD driver such "
+        "as pocl-opencl-icd installed?)");
+  }
+}
+
+// How long a probe process may take: loading POCL (and its LLVM) takes about a second.
+constexpr int kProbeSeconds = 60;
+
+// LoadAndList in a child process first, so that a driver that crashes while it loads or
+// lists its devices ends the child, not this program: NVIDIA's OpenCL driver aborted
+// runtime_tests on an H200 machine with std::bad_cast from its first call (2026-11-28).
+// OK when the child finished normally (or could not be started: then the probe runs
+// here as before); else why OpenCL is not available, with the signal or exit status
+// and the first line the child wrote to stderr.
+absl::Status ProbeInChildProcess() {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return absl::OkStatus();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::OkStatus();
+  }
+  if (pid == 0) {
+    // The child: its stdout is dropped and its stderr goes to the parent's Status (a
+    // driver's chatter never reaches the user's console). It exits without running
+    // the parent's atexit handlers or destructors.
+    close(pipe_fds[0]);
+    fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK);
+    const int null_fd = open("/dev/null", O_WRONLY);
+    if (null_fd >= 0) dup2(null_fd, 1);
+    dup2(pipe_fds[1], 2);
+    // An exception a driver lets out would otherwise unwind into this program's
+    // frames and run the rest of it in the child.
+    try {
+      Loader child;
+      LoadAndList(&child);
+    } catch (const std::exception& e) {
+      dprintf(2, "a driver threw %s\n", e.what());
+      _exit(2);
+    } catch (...) {
+      dprintf(2, "a driver threw an exception\n");
+      _exit(2);
+    }
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  int status = 0;
+  bool timed_out = false;
+  for (int waited_ms = 0;; waited_ms += 10) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) {
+      close(pipe_fds[0]);
+      return absl::OkStatus();  // not ours to reap (a SIGCHLD handler took it)
+    }
+    if (waited_ms >= kProbeSeconds * 1000) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      timed_out = true;
+      break;
+    }
+    usleep(10000);
+  }
+  char buffer[512] = {0};
+  const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer) - 1);
+  close(pipe_fds[0]);
+  std::string said = got > 0 ? std::string(buffer, static_cast<size_t>(got)) : "";
+  said = said.substr(0, said.find('\n'));
+  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  const std::string how = timed_out ? absl::StrCat("did not finish in ", kProbeSeconds, " s")
+                          : WIFSIGNALED(status)
+                              ? absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                                             strsignal(WTERMSIG(status)), ")")
+                              : absl::StrCat("exited with status ", WEXITSTATUS(status));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "OpenCL is not available: a process that loaded the installed OpenCL drivers (", VendorsDir(),
+      ") and listed their devices ", how, said.empty() ? "" : absl::StrCat(", saying: ", said),
+      "; loading them here would end this program the same way"));
+}
+
 const Loader& TheLoader() {
   static const Loader* loader = [] {
     auto* l = new Loader();
@@ -143,67 +298,8 @@ const Loader& TheLoader() {
         "(src/device/opencl_driver.h) is incompatible with the sanitizer runtimes");
     return l;
 #endif
-    PreloadDriversDeepBound();
-    l->handle = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (l->handle == nullptr) {
-      l->status = absl::FailedPreconditionError(
-          absl::StrCat("OpenCL is not available: cannot load libOpenCL.so.1 (", dlerror(),
-                       "); install ocl-icd-libopencl1 and a driver (pocl-opencl-icd runs "
-                       "OpenCL on the CPU)"));
-      return l;
-    }
-    using Platforms = ClInt (*)(ClUint, ClPlatform*, ClUint*);
-    using Devices = ClInt (*)(ClPlatform, uint64_t, ClUint, ClDevice*, ClUint*);
-    using GetInfo = ClInt (*)(void*, ClUint, size_t, void*, size_t*);
-    auto platforms = reinterpret_cast<Platforms>(dlsym(l->handle, "clGetPlatformIDs"));
-    auto devices = reinterpret_cast<Devices>(dlsym(l->handle, "clGetDeviceIDs"));
-    auto platform_info = reinterpret_cast<GetInfo>(dlsym(l->handle, "clGetPlatformInfo"));
-    auto device_info = reinterpret_cast<GetInfo>(dlsym(l->handle, "clGetDeviceInfo"));
-    if (!platforms || !devices || !platform_info || !device_info) {
-      l->status = absl::FailedPreconditionError(
-          "OpenCL is not available: libOpenCL.so.1 lacks clGetPlatformIDs");
-      return l;
-    }
-    ClPlatform ids[16];
-    ClUint n = 0;
-    if (platforms(16, ids, &n) != 0) n = 0;
-    for (ClUint p = 0; p < n && p < 16; ++p) {
-      ClDevice devs[16];
-      ClUint m = 0;
-      if (devices(ids[p], kDeviceTypeAll, 16, devs, &m) != 0) continue;
-      for (ClUint d = 0; d < m && d < 16; ++d) {
-        uint64_t type = 0;
-        device_info(devs[d], kDeviceType, sizeof(type), &type, nullptr);
-        const char* kind = (type & kDeviceTypeGpu) != 0   ? "GPU"
-                           : (type & kDeviceTypeCpu) != 0 ? "CPU"
-                                                          : "other";
-        const std::string name = absl::StrCat(Info(platform_info, ids[p], kPlatformName), ": ",
-                                              Info(device_info, devs[d], kDeviceName));
-        if (l->devices.empty()) {
-          // The device Halide's runtime drives (opencl:0). Braze's GPU schedules
-          // (schedule/gpu_schedule.cc) use up to 256 work-items per work-group and a few
-          // KiB of local memory: a device reporting less is refused here, by name, rather
-          // than failing at a kernel's first launch.
-          size_t max_group = 0;
-          uint64_t local_bytes = 0;
-          device_info(devs[d], kDeviceMaxWorkGroupSize, sizeof(max_group), &max_group, nullptr);
-          device_info(devs[d], kDeviceLocalMemSize, sizeof(local_bytes), &local_bytes, nullptr);
-          if (max_group < 256 || local_bytes < (32u << 10)) {
-            l->status = absl::FailedPreconditionError(
-                absl::StrCat("OpenCL device '", name, "' reports a maximum work-group size of ",
-                             max_group, " and ", local_bytes,
-                             " bytes of local memory; Braze's GPU schedules need 256 "
-                             "and 32 KiB"));
-          }
-        }
-        l->devices.push_back(absl::StrCat(name, " (", kind, ")"));
-      }
-    }
-    if (l->devices.empty()) {
-      l->status = absl::FailedPreconditionError(
-          "OpenCL is not available: no OpenCL platform with a device (is an ICD driver such "
-          "as pocl-opencl-icd installed?)");
-    }
+    l->status = ProbeInChildProcess();
+    if (l->status.ok()) LoadAndList(l);
     return l;
   }();
   return *loader;
