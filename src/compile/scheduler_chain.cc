@@ -302,10 +302,16 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
   const bool library_irrelevant =
       first_options.library_gemm_min_work >= 0 && !first_lowering.calls_library;
   Scheduler first = gpu ? options.gpu_scheduler : options.scheduler;
-  if (first_lowering.info.symbolic) {
+  if (first_lowering.info.symbolic && gpu) {
+    // Symbolic extents on a GPU: the heuristic's splits are all guarded, so they hold
+    // for every size (schedule/gpu_schedule.h); Li2018's output tiles shift inwards,
+    // which needs an extent of at least the tile. The caller compiles for concrete
+    // shapes if it fails.
+    if (!IsGpuHeuristic(first)) first = Scheduler::kGpuFused;
+  } else if (first_lowering.info.symbolic) {
     // Symbolic extents: only the safe default's splits are chosen to hold for every size
     // (schedule/pipeline_info.h); the caller compiles for concrete shapes if it fails.
-    if (gpu || (first != Scheduler::kAuto && first != Scheduler::kSafeDefault)) {
+    if (first != Scheduler::kAuto && first != Scheduler::kSafeDefault) {
       return absl::UnimplementedError(
           absl::StrCat(name, ": symbolic shapes are compiled by the CPU safe default only, not by ",
                        SchedulerName(first)));

@@ -43,8 +43,7 @@ KernelSourceOptions SourceOptionsFor(Executor& ex, const Step& step) {
     for (std::string& dir : DefaultScheduleDirs()) o.schedule_dirs.push_back(std::move(dir));
   }
   o.disk_cache = ex.options().disk_cache;
-  o.symbolic_shapes =
-      ex.options().symbolic_shapes && flags.symbolic_shapes && step.space != Space::kDevice;
+  o.symbolic_shapes = ex.options().symbolic_shapes && flags.symbolic_shapes;
   o.policy = ex.options().compile_policy;
   o.lazy_compile_threshold = ex.options().lazy_compile_threshold;
   o.max_signatures = ex.options().max_signatures_per_cluster;

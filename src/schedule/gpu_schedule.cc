@@ -342,10 +342,11 @@ class GpuHeuristic {
         // A plain pointwise output on CUDA whose rows split into whole vectors: each
         // thread takes kCudaVector adjacent elements, one 16-byte load and store per
         // operand of 4 bytes instead of four, and a quarter of the index arithmetic
-        // (Chain8: 175 -> N PTX instructions per element; GpuPtxCodegen).
-        const int vector = !opencl_ && host == Host::kNone && !e.empty() && e[0] % kCudaVector == 0
-                               ? kCudaVector
-                               : 1;
+        // (Chain8: 175 -> 161 PTX instructions per element; GpuPtxCodegen). Not along a
+        // symbolic dim 0: its run-time extent need not divide by the vector.
+        const bool whole_vectors =
+            !e.empty() && e[0] % kCudaVector == 0 && !IsSymbolic(info_.output_symbolic[j], 0);
+        const int vector = !opencl_ && host == Host::kNone && whole_vectors ? kCudaVector : 1;
         const Var xi = PointwiseTile(f, args, e, vector);
         thread_level_[j] = LoopLevel(f, xi);
         log_ << f.name() << ": pointwise" << (vector > 1 ? ", vectors of 4" : "") << ", tile -> "

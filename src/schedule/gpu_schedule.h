@@ -30,6 +30,11 @@
 // - MatMul: the result is tiled 16x16 over (n, m) with batch dims in the block index,
 //   and the accumulator computed per thread (in registers) over k.
 //
+// Symbolic extents (pipeline_info.h): every split above is guarded, so a schedule made
+// at the estimates holds for every size; the two decisions that need exact extents
+// (dim 0 in whole vectors of 4, a row staged in shared memory) are not taken along a
+// symbolic dim.
+//
 // No Func with an update definition is ever left unscheduled (docs/HALIDE14.md rule 2): each
 // one is computed at root or at a loop of a GPU kernel, and this is checked at the end.
 //

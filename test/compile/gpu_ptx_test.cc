@@ -714,6 +714,26 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
   }
 }
 
+// A symbolic innermost dim is not split into vectors: its run-time extent need not
+// divide by 4 (RoundUp would write past the row). The same cluster with static shapes
+// is, and both assemble.
+TEST(GpuPtxCodegen, SymbolicInnermostDimsAreNotVectorized) {
+  for (bool symbolic : {false, true}) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {8, 64}, 1, -2, 2);
+    c.outputs = {Sigmoid(x) * 3.0 + x};
+    ClusterSpec spec = SpecOf(c, symbolic ? "symbolic_rows" : "static_rows");
+    if (symbolic) spec.input_symbols = {{-1, 0}};  // row-major: the last dim is class 0
+    auto code = GenerateCudaCode(spec, Scheduler::kGpuFused);
+    ASSERT_TRUE(code.ok()) << code.status();
+    SCOPED_TRACE(code->schedule);
+    EXPECT_EQ(code->schedule.find("vectors of 4") == std::string::npos, symbolic);
+    if (!HavePtxas()) continue;
+    auto report = AssemblePtx(code->ptx, "sm_90");
+    EXPECT_TRUE(report.ok()) << report.status();
+  }
+}
+
 // A Tanh of a scalar constant, read by a kernel: Halide computes the scalar on the host,
 // where its PTX exp2 and division get host forms (braze-fuzz seed 6000280 on an H100
 // failed every schedule with "Cannot select: intrinsic %llvm.nvvm.div.approx.f").

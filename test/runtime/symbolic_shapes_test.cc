@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "braze/device.h"
 #include "braze/jit_scope.h"
 #include "braze/logging.h"
 #include "braze/ops.h"
@@ -377,6 +378,64 @@ TEST(SymbolicShapesTest, LogCompilesNamesTheSymbolicDims) {
   EXPECT_THAT(all, HasSubstr("symbolic in input 0 dim 0"));
   EXPECT_THAT(all, HasSubstr("cache hit"));
 }
+
+}  // namespace
+}  // namespace braze
+
+namespace braze {
+namespace {
+
+// Symbolic shapes on a GPU device: the heuristic's guarded splits hold for every size,
+// so one kernel per cluster serves every batch >= 16 and one more every batch below
+// (schedule/gpu_schedule.h). jit:opencl runs the GPU schedules on POCL here; cuda:0
+// runs where there is a GPU. Each model is its own (the compile cache is process-wide).
+class SymbolicShapesOnDevice : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    const absl::Status s =
+        GetParam() == "jit:opencl" ? CheckOpenCLAvailable() : CheckCudaAvailable();
+    if (!s.ok()) GTEST_SKIP() << s.message();
+  }
+};
+
+TEST_P(SymbolicShapesOnDevice, OneKernelPerClusterServesEveryBatch) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 37}, "x");
+  Tensor probs, column_mean, chain;
+  {
+    DeviceScope on(g, GetParam());
+    JitScope scope(g);
+    probs = Softmax(x * 7.0 + 0.5);          // a row reduction per batch row
+    column_mean = Mean(Tanh(x), {0}) * 7.0;  // a reduction over the batch
+    chain = Sigmoid(x * x - 0.25) * 3.0;     // pointwise over [batch, 37]
+  }
+  SessionOptions opts;
+  opts.device = "cpu";  // ops outside the scope: none here but the feed's
+  opts.disk_cache = false;
+  Session session(g, opts);
+  Session reference(g, Reference());
+  const std::vector<int64_t> sizes = {64, 16, 17, 97, 1021, 64, 1, 3, 15, 2, 40};
+  for (int64_t rows : sizes) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {rows, 37}, 7000 + rows)}};
+    auto got = session.Run(feeds, {probs, column_mean, chain});
+    auto want = reference.Run(feeds, {probs, column_mean, chain});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    EXPECT_EQ((*got)[0].shape(), (Shape{rows, 37}));
+    for (int o = 0; o < 3; ++o) ExpectNear((*want)[o], (*got)[o]);
+  }
+  // Every cluster: one kernel for 16 rows and up, one for 1 to 15.
+  const SessionStats stats = session.stats();
+  EXPECT_GT(stats.cluster_launches, 0);
+  EXPECT_EQ(stats.compiles * static_cast<int64_t>(sizes.size()), 2 * stats.cluster_launches)
+      << "compiles " << stats.compiles << ", launches " << stats.cluster_launches;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, SymbolicShapesOnDevice, ::testing::Values("jit:opencl", "cuda:0"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return std::string(info.param == "jit:opencl" ? "OpenCL" : "Cuda");
+                         });
 
 }  // namespace
 }  // namespace braze
