@@ -39,7 +39,14 @@ class TriggerFinder : public Halide::Internal::IRGraphVisitor {
   }
 
   void visit(const Call* op) override {
-    if (op->is_intrinsic(Call::if_then_else) || op->name.rfind("is_nan_f", 0) == 0 ||
+    // Bit tests count too: Braze's sums read NaN and infinities from the bits (and,
+    // or, not, shifts) since 2026-11-28, and Li2018's vectorized guarded update of one
+    // wrote only its first vector (braze-fuzz seed 12511906, Miscompile.
+    // MinOverInnerAxesThenMeanLi2018: a Mean read as 3.86, not 2.49).
+    if (op->is_intrinsic(Call::if_then_else) || op->is_intrinsic(Call::bitwise_and) ||
+        op->is_intrinsic(Call::bitwise_or) || op->is_intrinsic(Call::bitwise_xor) ||
+        op->is_intrinsic(Call::bitwise_not) || op->is_intrinsic(Call::shift_left) ||
+        op->is_intrinsic(Call::shift_right) || op->name.rfind("is_nan_f", 0) == 0 ||
         op->name.rfind("is_inf_f", 0) == 0 || op->name.rfind("is_finite_f", 0) == 0) {
       found = true;
     }

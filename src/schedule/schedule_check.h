@@ -9,9 +9,11 @@
 // standalone: select(acc > v, acc, v), select(is_nan(m(x)), ...) and
 // min(acc, (is_nan(m(x)) && is_nan(v)) || v == m(x) ...) fail; plain arithmetic,
 // min/max and exp were always correct, and some comparisons were too, but the trigger
-// is not pinned down further. Updates without those nodes (Sum, MatMul, and Braze's
-// float Max/Min, which track NaN with integer max) are left alone: serializing MatMul's
-// update cost Mullapudi2016 ~30x.
+// is not pinned down further. Bit operations (and, or, not, xor, shifts) count too: a
+// float Sum whose NaN and infinity terms read the bits lost its outer index the same
+// way under Li2018 (braze-fuzz seed 12511906). Updates without those nodes (MatMul, and
+// Braze's float Max/Min, which track NaN with integer max) are left alone: serializing
+// MatMul's update cost Mullapudi2016 ~30x.
 //
 // The repair keeps the autoscheduler's schedule but runs those loops serially (the
 // guard is correct without vectorization). The safe default never makes such stages.
@@ -29,8 +31,8 @@ namespace braze {
 namespace schedule {
 
 // In the pipeline computing `outputs`, turns the vectorized loops of every update stage
-// that has a GuardWithIf split and contains a select, comparison, boolean logic or
-// is_nan-style test into serial
+// that has a GuardWithIf split and contains a select, comparison, boolean logic, bit
+// operation or is_nan-style test into serial
 // loops. Returns the stages it changed ("f.update(0)").
 std::vector<std::string> DevectorizeGuardedUpdates(const std::vector<Halide::Func>& outputs);
 

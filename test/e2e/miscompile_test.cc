@@ -897,3 +897,44 @@ TEST(Miscompile, NanTestsOfReductionResultsAreNotFoldedAway) {
 }  // namespace
 
 }  // namespace braze
+
+namespace braze {
+namespace {
+
+// braze-fuzz seed 12511906 (Li2018, 3 threads): a Min over three axes kept as [n,1,1,1],
+// then a Mean over axes {0, 1, 3}: got 0.259, reference 0.401 for the Reciprocal of
+// |mean| + 0.5.
+TEST(Miscompile, MinOverInnerAxesThenMeanLi2018) {
+  for (int64_t n : {1, 38}) {
+    for (int threads : {1, 3}) {
+      Graph g;
+      Tensor x = Placeholder(g, DType::kF32, {n, 7, 16, 4}, "x");
+      Tensor y;
+      {
+        JitScope scope(g);
+        Tensor m = Min(x, {-3, 2, -1}, true);
+        y = Reciprocal(Abs(Mean(m, {0, 1, 3}, false)) + 0.5);
+      }
+      SessionOptions ref_opts;
+      ref_opts.reference_only = true;
+      Session ref(g, ref_opts);
+      const Feeds feeds = {{x, Random({n, 7, 16, 4}, 1639059686)}};
+      auto want = ref.Run(feeds, {y});
+      ASSERT_TRUE(want.ok());
+      for (Scheduler sched : kSchedulers) {
+        SessionOptions opts;
+        opts.scheduler = sched;
+        opts.strict = true;
+        opts.num_threads = threads;
+        Session s(g, opts);
+        auto got = s.Run(feeds, {y});
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_NEAR((*got)[0].GetDouble(0), (*want)[0].GetDouble(0), 1e-5)
+            << Name(sched) << " n=" << n << " threads=" << threads;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braze
