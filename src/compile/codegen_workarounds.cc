@@ -241,8 +241,10 @@ class HostFormsOfNvvmMath : public DeviceAwareMutator {
     // libdevice's functions (__nv_erf, __nv_pow: lower_elementwise.cc) are linked into
     // the PTX only; on the host the JIT found no __nv_erf (braze-fuzz seed 13000051 on an
     // H200: an Erf of a constant, computed on the host). libm's function of the same
-    // name and the same IEEE semantics takes its place.
-    if (op->name.rfind("__nv_", 0) == 0 && op->call_type == Halide::Internal::Call::PureExtern) {
+    // name and the same IEEE semantics takes its place (only these two, the ones CUDA
+    // lowering calls: another would be left for GenerateCudaCode to reject).
+    if ((op->name == "__nv_erf" || op->name == "__nv_pow") &&
+        op->call_type == Halide::Internal::Call::PureExtern) {
       std::vector<Expr> args;
       for (const Expr& a : op->args) args.push_back(mutate(a));
       return Halide::Internal::Call::make(op->type, op->name.substr(5), args, op->call_type);

@@ -72,8 +72,28 @@ std::string FindLibrary(const std::string& name) {
       if (end > at) dirs.push_back(list.substr(at, end - at));
     }
   }
-  for (const char* d : {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64",
-                        "/usr/lib", "/lib", "/usr/local/lib"}) {
+  // ld.so's configured directories (ld.so.conf and its conf.d files: NVIDIA's driver
+  // directory is named there on the GPU machines), then the default ones.
+  std::vector<std::string> confs = {"/etc/ld.so.conf"};
+  if (DIR* d = opendir("/etc/ld.so.conf.d")) {
+    while (const dirent* entry = readdir(d)) {
+      const std::string file = entry->d_name;
+      if (file.size() > 5 && file.compare(file.size() - 5, 5, ".conf") == 0) {
+        confs.push_back("/etc/ld.so.conf.d/" + file);
+      }
+    }
+    closedir(d);
+  }
+  for (const std::string& conf : confs) {
+    std::ifstream in(conf);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line[0] == '/')
+        dirs.push_back(line.substr(0, line.find_first_of(" \t#")));
+    }
+  }
+  for (const char* d :
+       {"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+        "/lib/aarch64-linux-gnu", "/usr/lib64", "/lib64", "/usr/lib", "/lib", "/usr/local/lib"}) {
     dirs.push_back(d);
   }
   for (const std::string& dir : dirs) {
@@ -85,11 +105,17 @@ std::string FindLibrary(const std::string& name) {
 
 // Whether the 64-bit ELF shared library at `path` names a libLLVM among its DT_NEEDED
 // entries: read from its section headers (.dynamic and the string table it links to).
+// Sizes are checked against the file's, so a malformed file reads as "no".
 bool NeedsLlvm(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return false;
+  const uint64_t file_size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
   Elf64_Ehdr eh;
   if (!in.read(reinterpret_cast<char*>(&eh), sizeof(eh)) ||
-      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64) {
+      std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+      eh.e_shentsize != sizeof(Elf64_Shdr) ||
+      eh.e_shoff + uint64_t{eh.e_shnum} * sizeof(Elf64_Shdr) > file_size) {
     return false;
   }
   std::vector<Elf64_Shdr> sections(eh.e_shnum);
@@ -101,6 +127,9 @@ bool NeedsLlvm(const std::string& path) {
   for (const Elf64_Shdr& sh : sections) {
     if (sh.sh_type != SHT_DYNAMIC || sh.sh_link >= sections.size()) continue;
     const Elf64_Shdr& strtab = sections[sh.sh_link];
+    if (sh.sh_offset + sh.sh_size > file_size || strtab.sh_offset + strtab.sh_size > file_size) {
+      return false;
+    }
     std::vector<Elf64_Dyn> dyn(sh.sh_size / sizeof(Elf64_Dyn));
     std::string strings(strtab.sh_size, '\0');
     in.seekg(static_cast<std::streamoff>(sh.sh_offset));
@@ -120,8 +149,8 @@ bool NeedsLlvm(const std::string& path) {
 }
 
 // Loads each installed ICD driver (the library named in each vendors/*.icd file) that
-// links a libLLVM with RTLD_DEEPBIND before the loader does: the driver and the
-// libraries it brings (POCL: libLLVM-15) then resolve their symbols among themselves
+// links a libLLVM (or whose file is not found) with RTLD_DEEPBIND before the loader does: the
+// driver and the libraries it brings (POCL: libLLVM-15) then resolve their symbols among themselves
 // before the process's global scope, where Halide's LLVM 14 is. The loader's own dlopen
 // of such a driver finds it loaded. Other drivers are left to the loader: deep-bound,
 // NVIDIA's ICD on an H200 machine (2026-11-28) threw std::bad_cast from its first call
@@ -137,8 +166,14 @@ void PreloadDriversDeepBound() {
     std::ifstream icd(dir + "/" + name);
     std::string library;
     if (!std::getline(icd, library) || library.empty()) continue;
+    // A driver whose file cannot be found is deep-bound by its name, as every driver
+    // was before: binding POCL to Halide's LLVM crashes only later, in a kernel's
+    // compile, while a driver that breaks under deep binding fails in the probe's
+    // child process (ProbeInChildProcess), which says so.
     const std::string path = FindLibrary(library);
-    if (!path.empty() && NeedsLlvm(path)) {
+    if (path.empty()) {
+      dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    } else if (NeedsLlvm(path)) {
       dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
     }
   }
@@ -212,7 +247,10 @@ void LoadAndList(Loader* l) {
 }
 
 // How long a probe process may take: loading POCL (and its LLVM) takes about a second.
-constexpr int kProbeSeconds = 60;
+// A child forked while another thread held a lock the loader needs (fork copies the
+// lock, not its holder) never finishes: it is killed at this limit, and OpenCL reported
+// unavailable with that reason.
+constexpr int kProbeSeconds = 30;
 
 // LoadAndList in a child process first, so that a driver that crashes while it loads or
 // lists its devices ends the child, not this program: NVIDIA's OpenCL driver aborted
@@ -220,9 +258,37 @@ constexpr int kProbeSeconds = 60;
 // OK when the child finished normally (or could not be started: then the probe runs
 // here as before); else why OpenCL is not available, with the signal or exit status
 // and the first line the child wrote to stderr.
+// Appends what can be read from the non-blocking `fd` now to `out`, up to 64 KiB.
+void Drain(int fd, std::string* out) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t got = read(fd, buffer, sizeof(buffer));
+    if (got > 0) {
+      if (out->size() < (64u << 10)) out->append(buffer, static_cast<size_t>(got));
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    return;  // EAGAIN (nothing now) or end of file
+  }
+}
+
+// The first and the last non-empty lines of what the child wrote, as one clause.
+std::string FirstAndLastLines(const std::string& text) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    if (end > at) lines.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  if (lines.empty()) return "";
+  if (lines.size() == 1) return lines[0];
+  return absl::StrCat(lines.front(), " ... ", lines.back());
+}
+
 absl::Status ProbeInChildProcess() {
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) return absl::OkStatus();
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::OkStatus();
   const pid_t pid = fork();
   if (pid < 0) {
     close(pipe_fds[0]);
@@ -253,9 +319,14 @@ absl::Status ProbeInChildProcess() {
     _exit(0);
   }
   close(pipe_fds[1]);
+  // Read while waiting (a child that fills the pipe would otherwise block), never
+  // waiting for the end of file: a process the driver started may hold the pipe open.
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  std::string output;
   int status = 0;
   bool timed_out = false;
   for (int waited_ms = 0;; waited_ms += 10) {
+    Drain(pipe_fds[0], &output);
     const pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) {
@@ -264,23 +335,23 @@ absl::Status ProbeInChildProcess() {
     }
     if (waited_ms >= kProbeSeconds * 1000) {
       kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
       timed_out = true;
       break;
     }
     usleep(10000);
   }
-  char buffer[512] = {0};
-  const ssize_t got = read(pipe_fds[0], buffer, sizeof(buffer) - 1);
+  Drain(pipe_fds[0], &output);
   close(pipe_fds[0]);
-  std::string said = got > 0 ? std::string(buffer, static_cast<size_t>(got)) : "";
-  said = said.substr(0, said.find('\n'));
   if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  const char* signal_name = WIFSIGNALED(status) ? sigdescr_np(WTERMSIG(status)) : nullptr;
   const std::string how = timed_out ? absl::StrCat("did not finish in ", kProbeSeconds, " s")
                           : WIFSIGNALED(status)
                               ? absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                                             strsignal(WTERMSIG(status)), ")")
+                                             signal_name != nullptr ? signal_name : "unknown", ")")
                               : absl::StrCat("exited with status ", WEXITSTATUS(status));
+  const std::string said = FirstAndLastLines(output);
   return absl::FailedPreconditionError(absl::StrCat(
       "OpenCL is not available: a process that loaded the installed OpenCL drivers (", VendorsDir(),
       ") and listed their devices ", how, said.empty() ? "" : absl::StrCat(", saying: ", said),

@@ -444,11 +444,15 @@ class GpuHeuristic {
   // padding each group to the widest type but sizing the buffer by the unpadded sum
   // (FuseGPUThreadLoops.cpp), so two groups of odd byte sizes (u8 NaN flags, as a Max once
   // kept, next to f64 sums) overflow it. Seen as a 7x3 cross entropy kernel lowered to nothing.
-  void Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split) {
+  // `symbolic`: len is only the estimate of a run-time extent, so the row is split
+  // whatever it is (unsplit, a block would take one thread per element of the row at
+  // run time: CL_INVALID_WORK_GROUP_SIZE at 4099 for a kernel compiled at 20).
+  void Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split,
+                   bool symbolic = false) {
     acc.compute_at(at);
     placed_.insert(acc.name());
     int64_t threads = len;
-    if (split && len > RowThreads(len)) {
+    if (split && (len > RowThreads(len) || symbolic)) {
       threads = RowThreads(len);
       RVar ro(acc.name() + "_ro"), ri(acc.name() + "_ri");
       acc.update().split(lane, ro, ri, static_cast<int>(threads), kGuard);
@@ -664,7 +668,7 @@ class GpuHeuristic {
     switch (r.kind) {
       case Kind::kRow: {
         const RVar rf = FuseRVars(acc, s.rdom);
-        Cooperative(acc, rf, s.reduction_extent, block_at(), true);
+        Cooperative(acc, rf, s.reduction_extent, block_at(), true, s.reduction_symbolic);
         log_ << acc.name() << ": row, " << where << "\n";
         return;
       }

@@ -10,8 +10,9 @@
 //   is GuardWithIf, so any extent works (7x3, 1x1, 17x33x65).
 // - Row reductions (over the innermost dim: softmax, layernorm, cross entropy): a block
 //   per row whose threads cooperate. The update is rfactored into per-thread partials
-//   (thread u reads elements u, u+T, ... : coalesced) held in shared memory, combined in
-//   a tree (256 -> 32 -> 4 threads) and then by one. When the only consumer is one
+//   (thread u reads elements u, u+T, ... : coalesced; T threads for about 16 elements
+//   each, 32 to 256) held in shared memory, combined in a tree of fan-in 8 down to one
+//   thread (64 -> 8 -> 1). When the only consumer is one
 //   output whose rows match, the reduction is computed inside that output's block (a
 //   softmax is one kernel); otherwise it gets a kernel of its own. Producers are inlined
 //   into the partials, but a cluster input whose rows those reductions read more than
@@ -30,10 +31,12 @@
 // - MatMul: the result is tiled 16x16 over (n, m) with batch dims in the block index,
 //   and the accumulator computed per thread (in registers) over k.
 //
-// Symbolic extents (pipeline_info.h): every split above is guarded, so a schedule made
-// at the estimates holds for every size; the two decisions that need exact extents
-// (dim 0 in whole vectors of 4, a row staged in shared memory) are not taken along a
-// symbolic dim.
+// Symbolic extents (pipeline_info.h): the splits above are guarded, so a schedule made
+// at the estimates holds for every size, with three exceptions kept off symbolic dims:
+// dim 0 cut into whole vectors of 4 (a RoundUp split, only where a static extent divides
+// by 4), a row staged in shared memory (sized by its static length), and a row short
+// enough to take a thread per element, unsplit (a symbolic row is always split, since
+// its run-time length may exceed a block).
 //
 // No Func with an update definition is ever left unscheduled (docs/HALIDE14.md rule 2): each
 // one is computed at root or at a loop of a GPU kernel, and this is checked at the end.

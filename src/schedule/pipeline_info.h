@@ -113,8 +113,9 @@ struct PipelineInfo {
   std::vector<Extents> output_extents;
   std::vector<Symbolic> output_symbolic;  // parallel to output_extents
   std::vector<Stage> stages;
-  // True when some extent of the pipeline is symbolic: only the safe default schedules
-  // it (its splits are chosen to hold for every size, see Symbolic).
+  // True when some extent of the pipeline is symbolic: only the CPU safe default and the
+  // GPU heuristic schedule it (their splits are chosen to hold for every size, see
+  // Symbolic and gpu_schedule.h).
   bool symbolic = false;
   // The least run-time extent of a symbolic dim: kMinSymbolicExtent, or 1 for the kernel
   // that serves sizes below it (lowering: a class's estimate below kMinSymbolicExtent).

@@ -42,7 +42,7 @@ class TriggerFinder : public Halide::Internal::IRGraphVisitor {
     // Bit tests count too: Braze's sums read NaN and infinities from the bits (and,
     // or, not, shifts) since 2026-11-28, and Li2018's vectorized guarded update of one
     // wrote only its first vector (braze-fuzz seed 12511906, Miscompile.
-    // MinOverInnerAxesThenMeanLi2018: a Mean read as 3.86, not 2.49).
+    // MinOverInnerAxesThenMeanLi2018: |mean| + 0.5 read as 3.86, not 2.49).
     if (op->is_intrinsic(Call::if_then_else) || op->is_intrinsic(Call::bitwise_and) ||
         op->is_intrinsic(Call::bitwise_or) || op->is_intrinsic(Call::bitwise_xor) ||
         op->is_intrinsic(Call::bitwise_not) || op->is_intrinsic(Call::shift_left) ||

@@ -11,9 +11,10 @@
 // min/max and exp were always correct, and some comparisons were too, but the trigger
 // is not pinned down further. Bit operations (and, or, not, xor, shifts) count too: a
 // float Sum whose NaN and infinity terms read the bits lost its outer index the same
-// way under Li2018 (braze-fuzz seed 12511906). Updates without those nodes (MatMul, and
-// Braze's float Max/Min, which track NaN with integer max) are left alone: serializing
-// MatMul's update cost Mullapudi2016 ~30x.
+// way under Li2018 (braze-fuzz seed 12511906). Updates without those nodes are left
+// alone (MatMul: serializing its update cost Mullapudi2016 ~30x; Braze's float Max/Min,
+// which track NaN with integer max, unless a value inlined into them tests bits, as Abs
+// does). The safe default never makes such stages, so only autoscheduler schedules pay.
 //
 // The repair keeps the autoscheduler's schedule but runs those loops serially (the
 // guard is correct without vectorization). The safe default never makes such stages.

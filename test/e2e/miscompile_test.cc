@@ -902,8 +902,9 @@ namespace braze {
 namespace {
 
 // braze-fuzz seed 12511906 (Li2018, 3 threads): a Min over three axes kept as [n,1,1,1],
-// then a Mean over axes {0, 1, 3}: got 0.259, reference 0.401 for the Reciprocal of
-// |mean| + 0.5.
+// then a Mean over axes {0, 1, 3}: the Reciprocal of |mean| + 0.5 came out 0.259, not
+// 0.401 (|mean| + 0.5 read as 3.86, not 2.49): the sum's vectorized GuardWithIf update
+// wrote only its first vector (schedule/schedule_check.h).
 TEST(Miscompile, MinOverInnerAxesThenMeanLi2018) {
   for (int64_t n : {1, 38}) {
     for (int threads : {1, 3}) {

@@ -412,6 +412,7 @@ TEST_P(SymbolicShapesOnDevice, OneKernelPerClusterServesEveryBatch) {
   SessionOptions opts;
   opts.device = "cpu";  // ops outside the scope: none here but the feed's
   opts.disk_cache = false;
+  opts.strict = true;  // a kernel that fails to run is an error, not an op-by-op fallback
   Session session(g, opts);
   Session reference(g, Reference());
   const std::vector<int64_t> sizes = {64, 16, 17, 97, 1021, 64, 1, 3, 15, 2, 40};
@@ -430,6 +431,36 @@ TEST_P(SymbolicShapesOnDevice, OneKernelPerClusterServesEveryBatch) {
   EXPECT_GT(stats.cluster_launches, 0);
   EXPECT_EQ(stats.compiles * static_cast<int64_t>(sizes.size()), 2 * stats.cluster_launches)
       << "compiles " << stats.compiles << ", launches " << stats.cluster_launches;
+}
+
+// A row reduction over a symbolic dim: the kernel for sizes >= 16 is compiled at the
+// first size (20), and must still split the row across a bounded number of threads at
+// 4099 or 100003 (unsplit, each element would be a thread of one block).
+TEST_P(SymbolicShapesOnDevice, ARowOfSymbolicLengthIsSplitWhateverItsLength) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1}, "x");
+  Tensor mean, max;
+  {
+    DeviceScope on(g, GetParam());
+    JitScope scope(g);
+    mean = Mean(Exp(x * 0.5)) + 1.0;
+    max = Max(x * 3.0 - 1.0);
+  }
+  SessionOptions opts;
+  opts.device = "cpu";
+  opts.disk_cache = false;
+  opts.strict = true;
+  Session session(g, opts);
+  Session reference(g, Reference());
+  for (int64_t n : {20, 4099, 100003, 17, 3, 1, 20}) {
+    SCOPED_TRACE(::testing::Message() << n << " elements");
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {n}, 9000 + n)}};
+    auto got = session.Run(feeds, {mean, max});
+    auto want = reference.Run(feeds, {mean, max});
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (int o = 0; o < 2; ++o) ExpectNear((*want)[o], (*got)[o]);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, SymbolicShapesOnDevice, ::testing::Values("jit:opencl", "cuda:0"),
