@@ -11,10 +11,11 @@
 
 #include "braze/dtype.h"
 #include "schedule/extremum_operands.h"
+#include "schedule/gpu_tiles.h"
 
 namespace braze {
 namespace schedule {
-
+namespace gpu {  // with the sizes and building blocks of gpu_tiles.h
 namespace {
 
 using Halide::Func;
@@ -24,72 +25,6 @@ using Halide::TailStrategy;
 using Halide::Var;
 using Halide::VarOrRVar;
 using Halide::Internal::Function;
-
-// Every split is guarded: shapes are exact, but any extent (1, 3, 65) must work with
-// tiles of 32 or 256, and an RVar split can only be guarded anyway.
-constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
-constexpr int kWarp = 32;
-// Fan-in of each level of a cooperative combine (see Cooperative).
-constexpr int kFanIn = 8;
-constexpr int kMaxThreads = 256;
-// A block per row keeps an H100 (132 SMs) busy from about this many rows on; with fewer
-// rows, a row this long is split over many blocks instead (two stages).
-constexpr int64_t kManyRows = 128;
-constexpr int64_t kLongRow = 16384;
-// Rows this short, when there are this many, get a thread each instead of a block.
-constexpr int64_t kShortRowLen = 16;
-constexpr int64_t kManyShortRows = 4096;
-// One thread per column reduction output is enough parallelism from this many outputs
-// on, or when each thread's serial loop is this short.
-constexpr int64_t kManyOutputs = 8192;
-constexpr int64_t kShortColumn = 64;
-// Two-stage reductions aim at about this many threads in the first stage, each summing
-// at least kMinPerThread elements (fewer, longer threads waste no launch overhead).
-constexpr int64_t kTargetThreads = 65536;
-// Block reductions one output's kernel may host on OpenCL (see ChooseHosts).
-constexpr int kMaxOpenCLHostedBlockReductions = 2;
-constexpr int64_t kMinPerThread = 16;
-// Shared allocations are multiples of this many elements: 8 bytes for any element type
-// (see Cooperative for the Halide 14 bug this avoids).
-constexpr int kSharedAlign = 8;
-// Elements per thread of a plain pointwise CUDA output (see ScheduleOutput).
-constexpr int kCudaVector = 4;
-
-// MatMul result tile: 256 threads, each accumulating one output over k in registers.
-constexpr int kMatMulTile = 16;
-// Shared memory one kernel may use: the least CL_DEVICE_LOCAL_MEM_SIZE the OpenCL backend
-// accepts, and below the 48 KiB a CUDA kernel gets without opting in. Rows are staged in
-// shared memory (see StageRows) only while the kernel's whole use stays within it.
-constexpr int64_t kSharedBudget = 32 * 1024;
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// The smallest power of two >= n, capped at `cap`.
-int Pow2AtLeast(int64_t n, int cap) {
-  int p = 1;
-  while (p < n && p < cap) p *= 2;
-  return p;
-}
-
-// Threads cooperating on one row of `len` elements: each thread reads about
-// kRowElementsPerThread elements, and a block is 1 to 8 warps. 16, not 4: a row of 1024
-// then has 64 threads, whose partials combine in two levels (64 -> 8 -> 1) instead of
-// three, with fewer barriers and shared-memory round trips per element; the softmax
-// kernel had 31 barriers and 25 shared loads per element at 4 (H200, 109 us for
-// 16384x1024 against 51 us for PyTorch's eager kernel).
-constexpr int kRowElementsPerThread = 16;
-int RowThreads(int64_t len) {
-  return std::max(kWarp, Pow2AtLeast(CeilDiv(len, kRowElementsPerThread), kMaxThreads));
-}
-
-// Extents with the unit dims dropped: a keep_dims reduction {1, R} has the rows of {R}.
-Extents WithoutUnitDims(const Extents& e) {
-  Extents out;
-  for (int64_t v : e) {
-    if (v != 1) out.push_back(v);
-  }
-  return out;
-}
 
 enum class Kind {
   kRow,             // block per row, threads cooperate (rfactor over the lanes)
@@ -356,60 +291,6 @@ class GpuHeuristic {
     }
   }
 
-  // Tiles `vars` (innermost first) of a pure Func: dim 0 on threadIdx.x, the other dims
-  // fused onto threadIdx.y, the tiles fused into one block dim. Extents may be empty
-  // (unknown): 32x8 or 256 then. Returns the innermost thread Var.
-  // With `vector` > 1 (which must divide e[0]), dim 0 is first split into vectors of
-  // that many lanes, vectorized inside each thread.
-  static Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int vector = 1) {
-    if (vars.size() > 1) {
-      std::vector<VarOrRVar> order(vars.begin(), vars.end());
-      f.reorder(order);
-    }
-    const bool known = !e.empty();
-    int64_t e0 = known ? e[0] : 0;
-    if (vector > 1) {
-      Var lanes(f.name() + "_lanes");
-      f.split(vars[0], vars[0], lanes, vector, Halide::TailStrategy::RoundUp).vectorize(lanes);
-      e0 /= vector;
-    }
-    const int64_t outer = known ? NumElements(Extents(e.begin() + 1, e.end())) : 0;
-    Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
-    if (vars.size() == 1) {
-      f.split(vars[0], xo, xi, known ? Pow2AtLeast(e0, kMaxThreads) : kMaxThreads, kGuard)
-          .gpu_blocks(xo)
-          .gpu_threads(xi);
-      return xi;
-    }
-    int tx = kWarp, ty = kMaxThreads / kWarp;
-    if (known && outer == 1) {
-      tx = Pow2AtLeast(e0, kMaxThreads);
-      ty = 1;
-    } else if (known) {
-      tx = Pow2AtLeast(e0, kWarp);
-      ty = Pow2AtLeast(outer, kMaxThreads / tx);
-    }
-    const Var rest = FuseAll(f, std::vector<Var>(vars.begin() + 1, vars.end()));
-    Var yo(f.name() + "_yo"), yi(f.name() + "_yi"), b(f.name() + "_b");
-    f.tile(vars[0], rest, xo, yo, xi, yi, tx, ty, kGuard)
-        .fuse(xo, yo, b)
-        .gpu_blocks(b)
-        .gpu_threads(xi, yi);
-    return xi;
-  }
-
-  // The RVars of an update fused into one (innermost first), so lanes and chunks can be
-  // split off whatever the number of reduced dims.
-  static RVar FuseRVars(Func acc, const Halide::RDom& r) {
-    RVar fused = r[0];
-    for (int d = 1; d < r.dimensions(); ++d) {
-      RVar next(acc.name() + "_rf" + std::to_string(d));
-      acc.update().fuse(fused, r[d], next);
-      fused = next;
-    }
-    return fused;
-  }
-
   // A kernel of its own for `acc`: a wrapper Func replacing every read of it, a block per
   // wrapper element. Returns the block level.
   LoopLevel OwnBlock(Func acc) {
@@ -481,37 +362,6 @@ class GpuHeuristic {
     // After the rfactors: they copy acc's storage directives to the partials.
     acc.align_storage(acc.args()[0], kSharedAlign);
     log_ << " then 1\n";
-  }
-
-  // Bytes of shared memory the cooperative reduction of `s` takes (see Cooperative): its
-  // per-thread partials and each combine level, every one aligned to kSharedAlign.
-  static int64_t CooperativeBytes(const Stage& s) {
-    int64_t acc_bytes = 0;
-    for (const Halide::Type& t : s.acc.function().output_types()) acc_bytes += t.bytes();
-    int64_t threads = std::min<int64_t>(s.reduction_extent, RowThreads(s.reduction_extent));
-    int64_t elements = 0;
-    for (;; threads = CeilDiv(threads, kFanIn)) {
-      elements += CeilDiv(threads, kSharedAlign) * kSharedAlign;
-      if (threads <= 1) break;
-    }
-    return (elements + kSharedAlign) * acc_bytes;  // and acc itself
-  }
-
-  // The constant extents of the cluster input (or constant) a plain load reads; empty
-  // when some extent is only known at run time.
-  static Extents LoadExtents(const Function& fn) {
-    const auto* call = fn.values()[0].as<Halide::Internal::Call>();
-    Extents e;
-    for (size_t d = 0; d < call->args.size(); ++d) {
-      if (call->image.defined()) {
-        e.push_back(call->image.dim(static_cast<int>(d)).extent());
-        continue;
-      }
-      const int64_t* v = Halide::Internal::as_const_int(call->param.extent_constraint(d));
-      if (v == nullptr) return {};
-      e.push_back(*v);
-    }
-    return e;
   }
 
   // The cooperative row reductions output j's kernel hosts, by accumulator name; empty
@@ -747,6 +597,7 @@ class GpuHeuristic {
 };
 
 }  // namespace
+}  // namespace gpu
 
 std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
                              Scheduler plan) {
@@ -762,7 +613,7 @@ std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& tar
     throw Halide::CompileError("ApplyGpuSchedule: target " + target.to_string() +
                                " has no GPU feature (CUDA or OpenCL)");
   }
-  return GpuHeuristic(info, plan, target.has_feature(Halide::Target::OpenCL)).Run();
+  return gpu::GpuHeuristic(info, plan, target.has_feature(Halide::Target::OpenCL)).Run();
 }
 
 }  // namespace schedule

@@ -1,0 +1,112 @@
+// The GPU heuristic's tiling building blocks; see gpu_tiles.h.
+#include "schedule/gpu_tiles.h"
+
+#include <algorithm>
+#include <string>
+
+#include "braze/dtype.h"
+
+namespace braze {
+namespace schedule {
+namespace gpu {
+
+using Halide::VarOrRVar;
+using Halide::Internal::Function;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int Pow2AtLeast(int64_t n, int cap) {
+  int p = 1;
+  while (p < n && p < cap) p *= 2;
+  return p;
+}
+
+int RowThreads(int64_t len) {
+  return std::max(kWarp, Pow2AtLeast(CeilDiv(len, kRowElementsPerThread), kMaxThreads));
+}
+
+Extents WithoutUnitDims(const Extents& e) {
+  Extents out;
+  for (int64_t v : e) {
+    if (v != 1) out.push_back(v);
+  }
+  return out;
+}
+
+Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int vector) {
+  if (vars.size() > 1) {
+    std::vector<VarOrRVar> order(vars.begin(), vars.end());
+    f.reorder(order);
+  }
+  const bool known = !e.empty();
+  int64_t e0 = known ? e[0] : 0;
+  if (vector > 1) {
+    Var lanes(f.name() + "_lanes");
+    f.split(vars[0], vars[0], lanes, vector, Halide::TailStrategy::RoundUp).vectorize(lanes);
+    e0 /= vector;
+  }
+  const int64_t outer = known ? NumElements(Extents(e.begin() + 1, e.end())) : 0;
+  Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
+  if (vars.size() == 1) {
+    f.split(vars[0], xo, xi, known ? Pow2AtLeast(e0, kMaxThreads) : kMaxThreads, kGuard)
+        .gpu_blocks(xo)
+        .gpu_threads(xi);
+    return xi;
+  }
+  int tx = kWarp, ty = kMaxThreads / kWarp;
+  if (known && outer == 1) {
+    tx = Pow2AtLeast(e0, kMaxThreads);
+    ty = 1;
+  } else if (known) {
+    tx = Pow2AtLeast(e0, kWarp);
+    ty = Pow2AtLeast(outer, kMaxThreads / tx);
+  }
+  const Var rest = FuseAll(f, std::vector<Var>(vars.begin() + 1, vars.end()));
+  Var yo(f.name() + "_yo"), yi(f.name() + "_yi"), b(f.name() + "_b");
+  f.tile(vars[0], rest, xo, yo, xi, yi, tx, ty, kGuard)
+      .fuse(xo, yo, b)
+      .gpu_blocks(b)
+      .gpu_threads(xi, yi);
+  return xi;
+}
+
+RVar FuseRVars(Func acc, const Halide::RDom& r) {
+  RVar fused = r[0];
+  for (int d = 1; d < r.dimensions(); ++d) {
+    RVar next(acc.name() + "_rf" + std::to_string(d));
+    acc.update().fuse(fused, r[d], next);
+    fused = next;
+  }
+  return fused;
+}
+
+int64_t CooperativeBytes(const Stage& s) {
+  int64_t acc_bytes = 0;
+  for (const Halide::Type& t : s.acc.function().output_types()) acc_bytes += t.bytes();
+  int64_t threads = std::min<int64_t>(s.reduction_extent, RowThreads(s.reduction_extent));
+  int64_t elements = 0;
+  for (;; threads = CeilDiv(threads, kFanIn)) {
+    elements += CeilDiv(threads, kSharedAlign) * kSharedAlign;
+    if (threads <= 1) break;
+  }
+  return (elements + kSharedAlign) * acc_bytes;  // and acc itself
+}
+
+Extents LoadExtents(const Function& fn) {
+  const auto* call = fn.values()[0].as<Halide::Internal::Call>();
+  Extents e;
+  for (size_t d = 0; d < call->args.size(); ++d) {
+    if (call->image.defined()) {
+      e.push_back(call->image.dim(static_cast<int>(d)).extent());
+      continue;
+    }
+    const int64_t* v = Halide::Internal::as_const_int(call->param.extent_constraint(d));
+    if (v == nullptr) return {};
+    e.push_back(*v);
+  }
+  return e;
+}
+
+}  // namespace gpu
+}  // namespace schedule
+}  // namespace braze
