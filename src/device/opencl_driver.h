@@ -8,8 +8,8 @@
 // llvm::VerifierPass::run. Each driver named in /etc/OpenCL/vendors (or
 // $OCL_ICD_VENDORS) that links a libLLVM is loaded first with RTLD_DEEPBIND, so it and
 // the libraries it brings look up their own symbols first (other drivers are not: C++
-// drivers can break under deep binding, see opencl_driver.cc). A link-map namespace of its own (dlmopen)
-// isolated it too, but brought a second C library into the process, and POCL's threads
+// drivers can break under deep binding, see opencl_driver.cc). A link-map namespace of its own
+// (dlmopen) isolated it too, but brought a second C library into the process, and POCL's threads
 // allocating with it corrupted the heap within a few dozen kernels (malloc(): unsorted
 // double linked list corrupted, in the jit:opencl random-graph test).
 #ifndef BRAZE_DEVICE_OPENCL_DRIVER_H_

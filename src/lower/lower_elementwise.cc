@@ -8,7 +8,6 @@
 // strict.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 #include "lower/lower_ops.h"
@@ -125,11 +124,11 @@ Expr AbsF32(const Expr& bits) { return Halide::reinterpret(Halide::Float(32), Ab
 // assume them away. They were bit tests and integer clamps before (a select per special
 // value); the bit tests were what made Chain8 compute-bound on the integer pipe.
 //
-// The flags that remain are harmless here: Halide compiles PTX with LLVM's
-// AllowFPOpFusion=Fast (products and sums still become fma.rn.f32, more accurate), and
-// its NoNaNsFPMath/NoInfsFPMath target options only change how LLVM lowers comparisons
-// whose NaN case matters (an unordered != becomes the ordered one). The forms compare
-// only where NaN takes the branch that propagates it (a < b is false for NaN).
+// What remains is harmless here: Halide's PTX target keeps AllowFPOpFusion=Fast
+// (products and sums still become fma.rn.f32, more accurate); its NoNaNs/NoInfs options
+// never reach instruction selection (docs/CUDA.md); and Halide's own != is the ordered
+// compare, so the forms compare only where NaN takes the branch that propagates it
+// (a < b is false for NaN).
 
 // exp(x) for f32 on CUDA: PTX's ex2.approx of p = x log2(e) rounded, corrected by the
 // product's exact error t (two fmas: x log2(e) - p, plus x times the f32 log2(e)'s own
