@@ -41,6 +41,7 @@ enum class OpCategory : uint8_t {
   kReduce,
   kMatMul,
   kLayout,
+  kWindow,
   kHostCall
 };
 inline constexpr int kNumOps = 0
@@ -152,6 +153,43 @@ struct OneHotAttrs {
   double off_value = 0;
   DType dtype = DType::kF32;
 };
+// Convolution and pooling. Spatial dims are H and W; `format` says where N, H, W and C
+// sit (NHWC: TF's default). Filters are [KH, KW, C_in / groups, C_out] in both formats
+// (TF's HWIO); groups = C_in / the filter's dim 2 (C_out / groups filters per group:
+// groups == C_in is a depthwise convolution).
+enum class Padding : uint8_t {
+  kValid,     // no padding: windows lie inside the input
+  kSame,      // out = ceil(in / stride), the padding split with the extra after (TF)
+  kExplicit,  // pad_top/bottom/left/right
+};
+enum class DataFormat : uint8_t { kNHWC, kNCHW };
+// How a 2-D window (a filter, a pooling window) steps over the spatial dims.
+struct Window2D {
+  int stride_h = 1;
+  int stride_w = 1;
+  int dilation_h = 1;  // pooling: 1
+  int dilation_w = 1;
+  Padding padding = Padding::kValid;
+  int64_t pad_top = 0;  // kExplicit only
+  int64_t pad_bottom = 0;
+  int64_t pad_left = 0;
+  int64_t pad_right = 0;
+  DataFormat format = DataFormat::kNHWC;
+};
+// Conv2D(x, filter). Conv2DBackpropInput(filter, dy): `shape` is x's.
+// Conv2DBackpropFilter(x, dy): `shape` is the filter's. Empty for Conv2D.
+struct Conv2DAttrs {
+  Window2D window;
+  Shape shape;
+};
+// MaxPool(x), AvgPool(x), MaxPoolGrad(x, dy), MaxPoolGradGrad(x, g) and
+// AvgPoolGrad(dy) (`shape`: x's; empty for the others). Windows of size_h x size_w.
+struct Pool2DAttrs {
+  int64_t size_h = 1;
+  int64_t size_w = 1;
+  Window2D window;
+  Shape shape;
+};
 struct TensorSpec {
   DType dtype;
   Shape shape;
@@ -165,10 +203,10 @@ struct HostCallAttrs {
   std::vector<TensorSpec> outputs;
 };
 
-using Attrs =
-    std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
-                 ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
-                 ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, HostCallAttrs>;
+using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
+                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs,
+                           BroadcastToAttrs, ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs,
+                           Conv2DAttrs, Pool2DAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

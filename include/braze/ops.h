@@ -7,6 +7,7 @@
 #ifndef BRAZE_OPS_H_
 #define BRAZE_OPS_H_
 
+#include <array>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -87,6 +88,31 @@ Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);
 Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value = 0);
 Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_value = 0,
               DType dtype = DType::kF32);
+
+// ---- Convolution and pooling (f32, f64; graph.h's Window2D and Pool2DAttrs) ----
+// x is [N, H, W, C] (NHWC) or [N, C, H, W] (NCHW); the filter [KH, KW, C / groups, C_out].
+Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window);
+Tensor Conv2D(Tensor x, Tensor filter, std::array<int, 2> strides = {1, 1},
+              Padding padding = Padding::kValid, DataFormat format = DataFormat::kNHWC,
+              std::array<int, 2> dilations = {1, 1});
+// Windows of size[0] x size[1]; MaxPool pads with -inf, AvgPool divides by the number of
+// elements of x in the window (TF's SAME).
+Tensor MaxPool(Tensor x, std::array<int64_t, 2> size, std::array<int, 2> strides,
+               Padding padding = Padding::kValid, DataFormat format = DataFormat::kNHWC);
+Tensor AvgPool(Tensor x, std::array<int64_t, 2> size, std::array<int, 2> strides,
+               Padding padding = Padding::kValid, DataFormat format = DataFormat::kNHWC);
+Tensor MaxPool(Tensor x, const Pool2DAttrs& attrs);  // explicit padding: attrs.window
+Tensor AvgPool(Tensor x, const Pool2DAttrs& attrs);
+// The gradient ops (gradients.h builds them; they are ops like any other).
+// dx of a Conv2D of an x of `input_shape`; dfilter of a filter of `filter_shape`.
+Tensor Conv2DBackpropInput(Shape input_shape, Tensor filter, Tensor dy, const Window2D& window);
+Tensor Conv2DBackpropFilter(Tensor x, Shape filter_shape, Tensor dy, const Window2D& window);
+// dx of MaxPool(x): dy routed to the first maximum of each window (row-major order).
+Tensor MaxPoolGrad(Tensor x, Tensor dy, const Pool2DAttrs& attrs);
+// The pool's output shape: g (shaped as x) read at each window's first maximum.
+Tensor MaxPoolGradGrad(Tensor x, Tensor g, const Pool2DAttrs& attrs);
+// dx of AvgPool of an x of `input_shape` (attrs.shape is set from it).
+Tensor AvgPoolGrad(Shape input_shape, Tensor dy, Pool2DAttrs attrs);
 
 // ---- Host calls: never compiled ----
 std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor> inputs,

@@ -131,6 +131,21 @@ Tensor MeanGrad(const Node& node, const Tensor& dy) {
   return BroadcastLike(dy_kept / runtime_count, x);
 }
 
+// The gradient ops carry the shape of what they differentiate (x's, the filter's): all
+// of it known but the batch dim, which they take from dy at run time.
+absl::Status WindowShapesKnown(const Node& node) {
+  for (const Tensor& in : node.inputs()) {
+    const Shape& s = in.shape();
+    for (size_t d = 1; d < s.size(); ++d) {  // dim 0 is N in both formats
+      if (s[d] < 0) {
+        return Unsupported(node, absl::StrCat("input '", in.name(), "' has shape ", ShapeString(s),
+                                              "; only its batch dim may be unknown"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool HasGradient(const Node& node) {
@@ -184,6 +199,14 @@ bool HasGradient(const Node& node) {
     case OpKind::kConcat:
     case OpKind::kSlice:
     case OpKind::kPad:
+    case OpKind::kConv2D:
+    case OpKind::kConv2DBackpropInput:
+    case OpKind::kConv2DBackpropFilter:
+    case OpKind::kMaxPool:
+    case OpKind::kMaxPoolGrad:
+    case OpKind::kMaxPoolGradGrad:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolGrad:
       return true;
   }
   return false;
@@ -196,6 +219,7 @@ absl::Status CheckGradientSupported(const Node& node) {
   if (node.op() == OpKind::kConcat) return ConcatOffsets(node).status();
   if (node.op() == OpKind::kSlice) return SlicePaddings(node).status();
   if (node.op() == OpKind::kPad) return PadWindowSizes(node).status();
+  if (OpCategoryOf(node.op()) == OpCategory::kWindow) return WindowShapesKnown(node);
   return absl::OkStatus();
 }
 
@@ -389,6 +413,45 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       dx[0] = Slice(dy, std::move(begin), std::move(sizes));
       break;
     }
+    case OpKind::kConv2D: {
+      const Window2D& w = node.attrs_as<Conv2DAttrs>().window;
+      const Tensor filter = node.input(1);
+      if (needs[0]) dx[0] = Conv2DBackpropInput(x.shape(), filter, dy, w);
+      if (needs[1]) dx[1] = Conv2DBackpropFilter(x, filter.shape(), dy, w);
+      break;
+    }
+    case OpKind::kConv2DBackpropInput: {  // (filter, dy') -> dx': linear in each
+      const Window2D& w = node.attrs_as<Conv2DAttrs>().window;
+      const Tensor filter = node.input(0);
+      const Tensor conv_dy = node.input(1);
+      if (needs[0]) dx[0] = Conv2DBackpropFilter(dy, filter.shape(), conv_dy, w);
+      if (needs[1]) dx[1] = Conv2D(dy, filter, w);
+      break;
+    }
+    case OpKind::kConv2DBackpropFilter: {  // (x, dy') -> dfilter: linear in each
+      const Window2D& w = node.attrs_as<Conv2DAttrs>().window;
+      const Tensor conv_dy = node.input(1);
+      if (needs[0]) dx[0] = Conv2DBackpropInput(x.shape(), dy, conv_dy, w);
+      if (needs[1]) dx[1] = Conv2D(x, dy, w);
+      break;
+    }
+    // Max pooling's routing is piecewise constant in x: x gets no gradient from its
+    // gradient ops, only the routed values do (TF's MaxPoolGrad / MaxPoolGradGrad).
+    case OpKind::kMaxPool:
+      dx[0] = MaxPoolGrad(x, dy, node.attrs_as<Pool2DAttrs>());
+      break;
+    case OpKind::kMaxPoolGrad:
+      if (needs[1]) dx[1] = MaxPoolGradGrad(x, dy, node.attrs_as<Pool2DAttrs>());
+      break;
+    case OpKind::kMaxPoolGradGrad:
+      if (needs[1]) dx[1] = MaxPoolGrad(x, dy, node.attrs_as<Pool2DAttrs>());
+      break;
+    case OpKind::kAvgPool:
+      dx[0] = AvgPoolGrad(x.shape(), dy, node.attrs_as<Pool2DAttrs>());
+      break;
+    case OpKind::kAvgPoolGrad:
+      dx[0] = AvgPool(dy, node.attrs_as<Pool2DAttrs>());
+      break;
     case OpKind::kOneHot:
     case OpKind::kHostCall:
       break;

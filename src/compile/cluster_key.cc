@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "device/features.h"
 #include "ir/overloaded.h"
+#include "ir/window_geometry.h"
 
 namespace braze {
 namespace {
@@ -15,6 +16,12 @@ namespace {
 // Every bit of a double (StrCat keeps 6 significant digits: 1.000001 and 1.000004 would
 // share a kernel).
 std::string Exact(double v) { return absl::StrFormat("%a", v); }
+
+std::string WindowKey(const Window2D& w) {
+  return absl::StrCat("s", w.stride_h, ",", w.stride_w, "d", w.dilation_h, ",", w.dilation_w,
+                      PaddingName(w.padding), w.pad_top, ",", w.pad_bottom, ",", w.pad_left, ",",
+                      w.pad_right, FormatName(w.format));
+}
 
 std::string AttrKey(const Attrs& attrs) {
   return std::visit(
@@ -57,6 +64,12 @@ std::string AttrKey(const Attrs& attrs) {
           [](const OneHotAttrs& a) {
             return absl::StrCat(a.depth, ",", Exact(a.on_value), ",", Exact(a.off_value), ",",
                                 DTypeName(a.dtype));
+          },
+          [](const Conv2DAttrs& a) {
+            return absl::StrCat(WindowKey(a.window), ShapeString(a.shape));
+          },
+          [](const Pool2DAttrs& a) {
+            return absl::StrCat(a.size_h, "x", a.size_w, WindowKey(a.window), ShapeString(a.shape));
           },
           // Never compiled; the function's identity is the only honest key.
           [](const HostCallAttrs& a) {

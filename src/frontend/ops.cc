@@ -184,6 +184,95 @@ Tensor OneHot(Tensor indices, int64_t depth, double on_value, double off_value, 
   return Add1(OpKind::kOneHot, indices, OneHotAttrs{depth, on_value, off_value, dtype});
 }
 
+Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window) {
+  Graph* g = GraphOf({x, filter});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kConv2D, {x, filter}, Conv2DAttrs{window, {}});
+}
+
+Tensor Conv2D(Tensor x, Tensor filter, std::array<int, 2> strides, Padding padding,
+              DataFormat format, std::array<int, 2> dilations) {
+  Window2D w;
+  w.stride_h = strides[0];
+  w.stride_w = strides[1];
+  w.dilation_h = dilations[0];
+  w.dilation_w = dilations[1];
+  w.padding = padding;
+  w.format = format;
+  return Conv2D(x, filter, w);
+}
+
+namespace {
+Pool2DAttrs PoolAttrs(std::array<int64_t, 2> size, std::array<int, 2> strides, Padding padding,
+                      DataFormat format) {
+  Pool2DAttrs a;
+  a.size_h = size[0];
+  a.size_w = size[1];
+  a.window.stride_h = strides[0];
+  a.window.stride_w = strides[1];
+  a.window.padding = padding;
+  a.window.format = format;
+  return a;
+}
+}  // namespace
+
+Tensor MaxPool(Tensor x, std::array<int64_t, 2> size, std::array<int, 2> strides, Padding padding,
+               DataFormat format) {
+  return MaxPool(x, PoolAttrs(size, strides, padding, format));
+}
+
+Tensor AvgPool(Tensor x, std::array<int64_t, 2> size, std::array<int, 2> strides, Padding padding,
+               DataFormat format) {
+  return AvgPool(x, PoolAttrs(size, strides, padding, format));
+}
+
+Tensor MaxPool(Tensor x, const Pool2DAttrs& attrs) {
+  Pool2DAttrs a = attrs;
+  a.shape.clear();
+  return Add1(OpKind::kMaxPool, x, std::move(a));
+}
+
+Tensor AvgPool(Tensor x, const Pool2DAttrs& attrs) {
+  Pool2DAttrs a = attrs;
+  a.shape.clear();
+  return Add1(OpKind::kAvgPool, x, std::move(a));
+}
+
+Tensor Conv2DBackpropInput(Shape input_shape, Tensor filter, Tensor dy, const Window2D& window) {
+  Graph* g = GraphOf({filter, dy});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kConv2DBackpropInput, {filter, dy},
+                    Conv2DAttrs{window, std::move(input_shape)});
+}
+
+Tensor Conv2DBackpropFilter(Tensor x, Shape filter_shape, Tensor dy, const Window2D& window) {
+  Graph* g = GraphOf({x, dy});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kConv2DBackpropFilter, {x, dy},
+                    Conv2DAttrs{window, std::move(filter_shape)});
+}
+
+Tensor MaxPoolGrad(Tensor x, Tensor dy, const Pool2DAttrs& attrs) {
+  Graph* g = GraphOf({x, dy});
+  if (g == nullptr) return Tensor();
+  Pool2DAttrs a = attrs;
+  a.shape.clear();
+  return g->AddNode(OpKind::kMaxPoolGrad, {x, dy}, std::move(a));
+}
+
+Tensor MaxPoolGradGrad(Tensor x, Tensor grad, const Pool2DAttrs& attrs) {
+  Graph* g = GraphOf({x, grad});
+  if (g == nullptr) return Tensor();
+  Pool2DAttrs a = attrs;
+  a.shape.clear();
+  return g->AddNode(OpKind::kMaxPoolGradGrad, {x, grad}, std::move(a));
+}
+
+Tensor AvgPoolGrad(Shape input_shape, Tensor dy, Pool2DAttrs attrs) {
+  attrs.shape = std::move(input_shape);
+  return Add1(OpKind::kAvgPoolGrad, dy, std::move(attrs));
+}
+
 std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor> inputs,
                              std::vector<TensorSpec> outputs, HostFunction fn) {
   Tensor t = g.AddNode(OpKind::kHostCall, std::move(inputs),

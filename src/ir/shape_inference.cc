@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/graph.h"
 #include "braze/status.h"
+#include "ir/window_geometry.h"
 
 namespace braze {
 namespace {
@@ -233,6 +234,90 @@ absl::Status CheckTensorSize(const TensorType& t) {
   return absl::OkStatus();
 }
 
+absl::Status CheckWindowDTypes(OpKind op, absl::Span<const TensorType> in) {
+  for (const TensorType& t : in) {
+    BRAZE_RETURN_IF_ERROR(CheckDType(t.dtype, false, false, OpName(op)));
+    if (t.dtype != in[0].dtype) {
+      return Invalid(absl::StrCat(OpName(op), " operand dtypes differ: ", TypeString(in[0]),
+                                  " and ", TypeString(t)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// `what` must have the shape `want` (dims unknown on either side match).
+absl::Status CheckShape(const char* what, const Shape& got, const Shape& want) {
+  if (got.size() != want.size() || !ShapeMatches(got, want)) {
+    return Invalid(absl::StrCat(what, " is ", ShapeString(got), "; expected ", ShapeString(want)));
+  }
+  return absl::OkStatus();
+}
+
+// The input shape a gradient op carries (Conv2DBackpropInput's, AvgPoolGrad's), with an
+// unknown batch (a placeholder's -1) taken from dy's: the other dims must be known.
+absl::StatusOr<Shape> BatchFrom(DataFormat format, const Shape& x, const Shape& dy) {
+  const int n = AxesOf(format).n;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (x[d] < 0 && static_cast<int>(d) != n) {
+      return Invalid("the input shape " + ShapeString(x) + " must be known but for its batch dim");
+    }
+  }
+  Shape out = x;
+  if (x.size() == 4 && dy.size() == 4 && x[n] < 0) out[n] = dy[n];
+  return out;
+}
+
+// Conv2D(x, filter), Conv2DBackpropInput(filter, dy), Conv2DBackpropFilter(x, dy).
+absl::StatusOr<Types> ConvTypes(OpKind op, const Conv2DAttrs& a, absl::Span<const TensorType> in) {
+  BRAZE_RETURN_IF_ERROR(CheckWindowDTypes(op, in));
+  const DType dt = in[0].dtype;
+  switch (op) {
+    case OpKind::kConv2D: {
+      BRAZE_ASSIGN_OR_RETURN(Conv2DGeometry g,
+                             Conv2DGeometryOf(a.window, in[0].shape, in[1].shape));
+      return Types{{dt, g.OutputShape()}};
+    }
+    case OpKind::kConv2DBackpropInput: {
+      BRAZE_ASSIGN_OR_RETURN(Shape x, BatchFrom(a.window.format, a.shape, in[1].shape));
+      BRAZE_ASSIGN_OR_RETURN(Conv2DGeometry g, Conv2DGeometryOf(a.window, x, in[0].shape));
+      BRAZE_RETURN_IF_ERROR(CheckShape("the output gradient", in[1].shape, g.OutputShape()));
+      return Types{{dt, x}};
+    }
+    default: {  // kConv2DBackpropFilter
+      if (!IsFullyDefined(a.shape)) {
+        return Invalid("Conv2DBackpropFilter's filter shape " + ShapeString(a.shape) +
+                       " must be fully defined");
+      }
+      BRAZE_ASSIGN_OR_RETURN(Conv2DGeometry g, Conv2DGeometryOf(a.window, in[0].shape, a.shape));
+      BRAZE_RETURN_IF_ERROR(CheckShape("the output gradient", in[1].shape, g.OutputShape()));
+      return Types{{dt, a.shape}};
+    }
+  }
+}
+
+// MaxPool(x), AvgPool(x), MaxPoolGrad(x, dy), MaxPoolGradGrad(x, g), AvgPoolGrad(dy).
+absl::StatusOr<Types> PoolTypes(OpKind op, const Pool2DAttrs& a, absl::Span<const TensorType> in) {
+  BRAZE_RETURN_IF_ERROR(CheckWindowDTypes(op, in));
+  const DType dt = in[0].dtype;
+  if (op == OpKind::kAvgPoolGrad) {
+    BRAZE_ASSIGN_OR_RETURN(Shape x, BatchFrom(a.window.format, a.shape, in[0].shape));
+    BRAZE_ASSIGN_OR_RETURN(Pool2DGeometry g, Pool2DGeometryOf(a, x));
+    BRAZE_RETURN_IF_ERROR(CheckShape("the output gradient", in[0].shape, g.OutputShape()));
+    return Types{{dt, x}};
+  }
+  BRAZE_ASSIGN_OR_RETURN(Pool2DGeometry g, Pool2DGeometryOf(a, in[0].shape));
+  switch (op) {
+    case OpKind::kMaxPoolGrad:  // dy has the pool's output shape; dx is x's
+      BRAZE_RETURN_IF_ERROR(CheckShape("the output gradient", in[1].shape, g.OutputShape()));
+      return Types{{dt, in[0].shape}};
+    case OpKind::kMaxPoolGradGrad:  // g has x's shape; the result the pool's output's
+      BRAZE_RETURN_IF_ERROR(CheckShape("the gradient's gradient", in[1].shape, in[0].shape));
+      return Types{{dt, g.OutputShape()}};
+    default:
+      return Types{{dt, g.OutputShape()}};
+  }
+}
+
 absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
                                                        absl::Span<const TensorType> in) {
   const int arity = OpArity(op);
@@ -399,6 +484,20 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
       Shape out = in[0].shape;
       out.push_back(a->depth);
       return Types{{a->dtype, out}};
+    }
+    case OpKind::kConv2D:
+    case OpKind::kConv2DBackpropInput:
+    case OpKind::kConv2DBackpropFilter: {
+      BRAZE_ATTRS(Conv2DAttrs);
+      return ConvTypes(op, *a, in);
+    }
+    case OpKind::kMaxPool:
+    case OpKind::kMaxPoolGrad:
+    case OpKind::kMaxPoolGradGrad:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolGrad: {
+      BRAZE_ATTRS(Pool2DAttrs);
+      return PoolTypes(op, *a, in);
     }
     case OpKind::kHostCall: {
       BRAZE_ATTRS(HostCallAttrs);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "ir/overloaded.h"
+#include "ir/window_geometry.h"
 
 namespace braze {
 namespace {
@@ -72,6 +73,16 @@ std::string ValuePreview(const HostTensor& v) {
   return absl::StrJoin(parts, ", ");
 }
 
+// A window's fields as KEY=VALUE tokens (cluster_text_read.cc's ParseWindow reads them).
+std::string WindowText(const Window2D& w) {
+  return absl::StrCat(
+      "strides=", ListText(std::vector<int>{w.stride_h, w.stride_w}),
+      " dilations=", ListText(std::vector<int>{w.dilation_h, w.dilation_w}),
+      " padding=", PaddingName(w.padding),
+      " pads=", ListText(std::vector<int64_t>{w.pad_top, w.pad_bottom, w.pad_left, w.pad_right}),
+      " format=", FormatName(w.format));
+}
+
 // The node's attributes as KEY=VALUE tokens; `*comment` gets what a reader would want
 // in decimal. Every field of the struct is written.
 absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) {
@@ -121,8 +132,16 @@ absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) 
                                 " off_value=", DoubleText(a.off_value),
                                 " dtype=", DTypeName(a.dtype));
           },
+          [](const Conv2DAttrs& a) -> R {
+            return absl::StrCat(WindowText(a.window), " shape=", ListText(a.shape));
+          },
+          [](const Pool2DAttrs& a) -> R {
+            return absl::StrCat("size=", ListText(std::vector<int64_t>{a.size_h, a.size_w}), " ",
+                                WindowText(a.window), " shape=", ListText(a.shape));
+          },
           [](const HostCallAttrs&) -> R {
-            return absl::InvalidArgumentError("a HostCall (a user's C++ function) has no text form");
+            return absl::InvalidArgumentError(
+                "a HostCall (a user's C++ function) has no text form");
           },
       },
       attrs);

@@ -4,8 +4,6 @@
 // cut-short file is an error naming its line, never a crash. In order: tokens and
 // values, the attributes of each op (one case per op, -Werror=switch), and the Parser
 // that reads the lines into a fresh graph.
-#include "lower/cluster_text.h"
-
 #include <cstdint>
 #include <cstring>
 #include <map>
@@ -19,6 +17,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "braze/status.h"
+#include "ir/window_geometry.h"
+#include "lower/cluster_text.h"
 
 namespace braze {
 namespace {
@@ -267,6 +267,50 @@ class KeyValues {
 
 #define BRAZE_TAKE(var, key) BRAZE_ASSIGN_OR_RETURN(absl::string_view var, kv.Take(key))
 
+// The fields WindowText (cluster_text.cc) writes.
+absl::StatusOr<Window2D> ParseWindow(KeyValues& kv) {
+  constexpr int64_t kMaxWindow = 1 << 20;
+  BRAZE_TAKE(strides, "strides");
+  BRAZE_TAKE(dilations, "dilations");
+  BRAZE_TAKE(padding, "padding");
+  BRAZE_TAKE(pads, "pads");
+  BRAZE_TAKE(format, "format");
+  Window2D w;
+  BRAZE_ASSIGN_OR_RETURN(std::vector<int> s, ParseIntList<int>(strides, "strides", 0, kMaxWindow));
+  BRAZE_ASSIGN_OR_RETURN(std::vector<int> d,
+                         ParseIntList<int>(dilations, "dilations", 0, kMaxWindow));
+  BRAZE_ASSIGN_OR_RETURN(std::vector<int64_t> p,
+                         ParseIntList<int64_t>(pads, "pads", -kMaxWindow, kMaxWindow));
+  if (s.size() != 2 || d.size() != 2 || p.size() != 4) {
+    return Invalid("strides and dilations need 2 values, pads 4");
+  }
+  w.stride_h = s[0];
+  w.stride_w = s[1];
+  w.dilation_h = d[0];
+  w.dilation_w = d[1];
+  w.pad_top = p[0];
+  w.pad_bottom = p[1];
+  w.pad_left = p[2];
+  w.pad_right = p[3];
+  if (padding == "VALID") {
+    w.padding = Padding::kValid;
+  } else if (padding == "SAME") {
+    w.padding = Padding::kSame;
+  } else if (padding == "EXPLICIT") {
+    w.padding = Padding::kExplicit;
+  } else {
+    return Invalid(absl::StrCat("padding: expected VALID, SAME or EXPLICIT, got '", padding, "'"));
+  }
+  if (format == "NHWC") {
+    w.format = DataFormat::kNHWC;
+  } else if (format == "NCHW") {
+    w.format = DataFormat::kNCHW;
+  } else {
+    return Invalid(absl::StrCat("format: expected NHWC or NCHW, got '", format, "'"));
+  }
+  return w;
+}
+
 // The attributes of `op` from its keys (the struct graph.h gives the op).
 absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
   constexpr int64_t kMaxInt = 1 << 30;
@@ -410,6 +454,32 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
         a.paddings.emplace_back(lo, hi);
       }
       BRAZE_ASSIGN_OR_RETURN(a.value, ParseDouble(value, "value"));
+      return Attrs(std::move(a));
+    }
+    case OpKind::kConv2D:
+    case OpKind::kConv2DBackpropInput:
+    case OpKind::kConv2DBackpropFilter: {
+      Conv2DAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(a.window, ParseWindow(kv));
+      BRAZE_TAKE(shape, "shape");
+      BRAZE_ASSIGN_OR_RETURN(a.shape, ParseShape(shape, "shape", -1));
+      return Attrs(std::move(a));
+    }
+    case OpKind::kMaxPool:
+    case OpKind::kMaxPoolGrad:
+    case OpKind::kMaxPoolGradGrad:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolGrad: {
+      Pool2DAttrs a;
+      BRAZE_TAKE(size, "size");
+      BRAZE_ASSIGN_OR_RETURN(std::vector<int64_t> hw,
+                             ParseIntList<int64_t>(size, "size", 0, kMaxInt));
+      if (hw.size() != 2) return Invalid("size: expected 2 values");
+      a.size_h = hw[0];
+      a.size_w = hw[1];
+      BRAZE_ASSIGN_OR_RETURN(a.window, ParseWindow(kv));
+      BRAZE_TAKE(shape, "shape");
+      BRAZE_ASSIGN_OR_RETURN(a.shape, ParseShape(shape, "shape", -1));
       return Attrs(std::move(a));
     }
     case OpKind::kOneHot: {

@@ -63,6 +63,14 @@ Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& at
 Value LowerOneHot(LoweringContext& ctx, const std::string& name, const OneHotAttrs& attrs,
                   const Value& indices, const TensorType& out);
 
+// lower_window.cc: Conv2D and its gradient ops; the pools and theirs.
+absl::StatusOr<Value> LowerConv(LoweringContext& ctx, const std::string& name, OpKind op,
+                                const Conv2DAttrs& attrs, const std::vector<Value>& in,
+                                const TensorType& out);
+absl::StatusOr<Value> LowerPool(LoweringContext& ctx, const std::string& name, OpKind op,
+                                const Pool2DAttrs& attrs, const std::vector<Value>& in,
+                                const TensorType& out);
+
 }  // namespace lower
 }  // namespace braze
 

@@ -171,6 +171,16 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
       return LowerPad(ctx, name, node.attrs_as<PadAttrs>(), in[0], out);
     case OpKind::kOneHot:
       return LowerOneHot(ctx, name, node.attrs_as<OneHotAttrs>(), in[0], out);
+    case OpKind::kConv2D:
+    case OpKind::kConv2DBackpropInput:
+    case OpKind::kConv2DBackpropFilter:
+      return LowerConv(ctx, name, op, node.attrs_as<Conv2DAttrs>(), in, out);
+    case OpKind::kMaxPool:
+    case OpKind::kMaxPoolGrad:
+    case OpKind::kMaxPoolGradGrad:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolGrad:
+      return LowerPool(ctx, name, op, node.attrs_as<Pool2DAttrs>(), in, out);
   }
   return absl::InternalError(absl::StrCat("unknown op ", static_cast<int>(op)));
 }

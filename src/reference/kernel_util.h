@@ -179,6 +179,13 @@ Kernel RunSlice(const SliceAttrs& attrs, const HostTensor& x, const TensorType& 
 Kernel RunPad(const PadAttrs& attrs, const HostTensor& x, const TensorType& out);
 Kernel RunOneHot(const OneHotAttrs& attrs, const HostTensor& indices, const TensorType& out);
 
+// window.cc: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter; the pools and their
+// gradient ops.
+Kernel RunConv(OpKind op, const Conv2DAttrs& attrs, absl::Span<const HostTensor> inputs,
+               const TensorType& out);
+Kernel RunPool(OpKind op, const Pool2DAttrs& attrs, absl::Span<const HostTensor> inputs,
+               const TensorType& out);
+
 }  // namespace reference_internal
 }  // namespace braze
 

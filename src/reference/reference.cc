@@ -187,6 +187,20 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
       BRAZE_ASSIGN_OR_RETURN(const OneHotAttrs* attrs, GetAttrs<OneHotAttrs>(node));
       return ri::RunOneHot(*attrs, inputs[0], output_types[0]);
     }
+    case OpKind::kConv2D:
+    case OpKind::kConv2DBackpropInput:
+    case OpKind::kConv2DBackpropFilter: {
+      BRAZE_ASSIGN_OR_RETURN(const Conv2DAttrs* attrs, GetAttrs<Conv2DAttrs>(node));
+      return ri::RunConv(op, *attrs, inputs, output_types[0]);
+    }
+    case OpKind::kMaxPool:
+    case OpKind::kMaxPoolGrad:
+    case OpKind::kMaxPoolGradGrad:
+    case OpKind::kAvgPool:
+    case OpKind::kAvgPoolGrad: {
+      BRAZE_ASSIGN_OR_RETURN(const Pool2DAttrs* attrs, GetAttrs<Pool2DAttrs>(node));
+      return ri::RunPool(op, *attrs, inputs, output_types[0]);
+    }
 
     case OpKind::kHostCall: {
       BRAZE_ASSIGN_OR_RETURN(const HostCallAttrs* attrs, GetAttrs<HostCallAttrs>(node));
