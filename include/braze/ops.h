@@ -130,6 +130,23 @@ Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation = Activation::k
 Tensor LayerNorm(Tensor x, Tensor gamma, Tensor beta, double epsilon = 1e-5);
 // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 Tensor Gelu(Tensor x);
+// Batch normalization (Keras's BatchNormalization) over every axis of x but `axis`, the
+// channels (-1: the last, as NHWC and [N, C]; 1 for NCHW); gamma, beta and the moving
+// statistics are [C]. Training normalizes with the batch's mean and (biased) variance
+// and returns in `updates` the in-place updates of the moving statistics,
+//   moving -= (moving - batch) * (1 - momentum),
+// to run with the train step; inference normalizes with the moving statistics.
+struct BatchNormOutput {
+  Tensor y;
+  std::vector<Tensor> updates;  // AssignSubs of moving_mean and moving_variance (training)
+};
+BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mean,
+                          Tensor moving_variance, bool training, double momentum = 0.99,
+                          double epsilon = 1e-3, int axis = -1);
+// The mean over H and W: [N, C] from NHWC or NCHW.
+Tensor GlobalAvgPool(Tensor x, DataFormat format = DataFormat::kNHWC);
+// [N, d1, d2, ...] -> [N, d1 * d2 * ...]; the dims after the first must be known.
+Tensor Flatten(Tensor x);
 
 // ---- Operators (scalars become constants of the tensor's dtype) ----
 Tensor operator+(Tensor a, Tensor b);

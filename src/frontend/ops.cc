@@ -336,6 +336,65 @@ Tensor LayerNorm(Tensor x, Tensor gamma, Tensor beta, double epsilon) {
   return centered * Rsqrt(variance + epsilon) * gamma + beta;
 }
 
+BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mean,
+                          Tensor moving_variance, bool training, double momentum, double epsilon,
+                          int axis) {
+  BatchNormOutput out;
+  if (!x.valid()) return out;
+  Graph& g = *x.graph();
+  NameScope scope(g, "BatchNorm");
+  const int rank = x.rank();
+  const int channel = NormalizeAxis(axis, rank);
+  std::vector<int> axes;
+  for (int d = 0; d < rank; ++d) {
+    if (d != channel) axes.push_back(d);
+  }
+  // [C] as x's rank with ones elsewhere, so that it broadcasts along the channel axis
+  // in either format (a plain [C] would meet W in NCHW). An axis out of range is left
+  // for the Mean below to report against its node.
+  auto per_channel = [&](Tensor v) {
+    if (channel < 0 || channel >= rank) return v;
+    Shape shape(rank, 1);
+    shape[channel] = -1;
+    return Reshape(v, shape);
+  };
+  Tensor mean, variance;
+  if (training) {
+    mean = Mean(x, axes, /*keep_dims=*/true);
+    variance = Mean(Square(x - mean), axes, /*keep_dims=*/true);
+    const double decay = 1.0 - momentum;
+    const Shape flat = {-1};
+    out.updates.push_back(AssignSub(moving_mean, (moving_mean - Reshape(mean, flat)) * decay));
+    out.updates.push_back(
+        AssignSub(moving_variance, (moving_variance - Reshape(variance, flat)) * decay));
+  } else {
+    mean = per_channel(moving_mean);
+    variance = per_channel(moving_variance);
+  }
+  const Tensor scale = Rsqrt(variance + epsilon) * per_channel(gamma);
+  out.y = (x - mean) * scale + per_channel(beta);
+  return out;
+}
+
+Tensor GlobalAvgPool(Tensor x, DataFormat format) {
+  if (!x.valid()) return Tensor();
+  NameScope scope(*x.graph(), "GlobalAvgPool");
+  return format == DataFormat::kNHWC ? Mean(x, {1, 2}) : Mean(x, {2, 3});
+}
+
+Tensor Flatten(Tensor x) {
+  if (!x.valid()) return Tensor();
+  int64_t inner = 1;
+  for (int d = 1; d < x.rank(); ++d) {
+    if (x.shape()[d] < 0) {
+      // Reshape reports a second -1 against its node.
+      return Reshape(x, {x.rank() > 0 ? x.shape()[0] : 1, -1});
+    }
+    inner *= x.shape()[d];
+  }
+  return Reshape(x, {-1, inner});
+}
+
 Tensor Gelu(Tensor x) {
   if (!x.valid()) return Tensor();
   NameScope scope(*x.graph(), "Gelu");
