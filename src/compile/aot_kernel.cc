@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "compile/launch.h"
+#include "device/cpu_conv.h"
 #include "device/cpu_gemm.h"
 #include "device/halide_util.h"
 #include "device/jit_memory.h"
@@ -103,15 +104,20 @@ extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
 typedef int (*GemmFn)(void*, void*, int, int, int, int, unsigned long long, void*);
 typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, unsigned long long,
                           void*);
+typedef int (*ConvFn)(void*, void*, void*, int, int, int, int, int, int, int, int, int, int, int,
+                      int, int, int, int, int, int, int, void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
 typedef int (*FenceFn)(void);
 static GemmFn gemm_fn;
 static GemmBiasFn gemm_bias_fn;
+static ConvFn conv_fn;
 static CopyFn copy_fn;
 static FenceFn fence_fn;
-void braze_set_extern_addresses(void* gemm, void* gemm_bias, void* copy, void* fence) {
+void braze_set_extern_addresses(void* gemm, void* gemm_bias, void* conv, void* copy,
+                                void* fence) {
   gemm_fn = (GemmFn)gemm;
   gemm_bias_fn = (GemmBiasFn)gemm_bias;
+  conv_fn = (ConvFn)conv;
   copy_fn = (CopyFn)copy;
   fence_fn = (FenceFn)fence;
 }
@@ -122,6 +128,12 @@ int braze_cpu_gemm_f32(void* a, void* b, int ta, int tb, int k, int threads,
 int braze_cpu_gemm_bias_f32(void* a, void* b, void* bias, int ta, int tb, int k, int relu,
                             int threads, unsigned long long b_const, void* out) {
   return gemm_bias_fn(a, b, bias, ta, tb, k, relu, threads, b_const, out);
+}
+int braze_cpu_conv_f32(void* x, void* w, void* bias, int nchw, int c_in, int in_h, int in_w,
+                       int c_out, int kh, int kw, int groups, int sh, int sw, int dh, int dw,
+                       int pt, int pb, int pl, int pr, int bias_relu, int threads, void* out) {
+  return conv_fn(x, w, bias, nchw, c_in, in_h, in_w, c_out, kh, kw, groups, sh, sw, dh, dw, pt,
+                 pb, pl, pr, bias_relu, threads, out);
 }
 int braze_stream_copy(void* dst, long long dst_offset, const void* src, long long src_offset,
                       long long bytes) {
@@ -287,7 +299,7 @@ absl::Status LoadRuntime(const std::string& so_path, const std::string& target) 
       dlsym(handle, "halide_set_error_handler"));
   auto set_print = reinterpret_cast<void* (*)(void (*)(void*, const char*))>(
       dlsym(handle, "halide_set_custom_print"));
-  auto set_externs = reinterpret_cast<void (*)(void*, void*, void*, void*)>(
+  auto set_externs = reinterpret_cast<void (*)(void*, void*, void*, void*, void*)>(
       dlsym(handle, "braze_set_extern_addresses"));
   // The addresses given are Braze's own functions, never these trampolines: the real ones
   // are hidden, so a second copy of Braze in the process cannot bind its names to them
@@ -296,8 +308,8 @@ absl::Status LoadRuntime(const std::string& so_path, const std::string& target) 
     LockedDlclose(handle);
     return absl::DataLossError(absl::StrCat(so_path, " is not a Halide runtime built by Braze"));
   }
-  set_externs(CpuGemmF32Address(), CpuGemmBiasF32Address(), StreamCopyAddress(),
-              StreamFenceAddress());
+  set_externs(CpuGemmF32Address(), CpuGemmBiasF32Address(), CpuConvF32Address(),
+              StreamCopyAddress(), StreamFenceAddress());
   // Never Halide's default handler, which aborts.
   set_error(&BrazeAotError);
   set_print(&BrazeAotPrint);

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "compile/cluster_key.h"
+#include "device/cpu_conv.h"
 #include "device/cpu_gemm.h"
 #include "device/features.h"
 #include "ir/changing_dims.h"
@@ -74,6 +75,9 @@ void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
     if (absl::StrContains(k.schedule_text(), kCpuGemmF32Symbol) ||
         absl::StrContains(k.schedule_text(), kCpuGemmBiasF32Symbol)) {
       absl::StrAppend(&line, "; matmul by ", CpuGemmLibrary());
+    }
+    if (absl::StrContains(k.schedule_text(), kCpuConvF32Symbol)) {
+      absl::StrAppend(&line, "; convolution by ", CpuGemmLibrary());
     }
     if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
     for (const std::string& refused : k.scheduler_failures()) {

@@ -22,6 +22,7 @@
 #include "compile/gpu_scheduling.h"
 #include "compile/jit_kernel.h"
 #include "device/backend.h"
+#include "device/cpu_conv.h"
 #include "device/cpu_gemm.h"
 #include "device/features.h"
 #include "device/halide_util.h"
@@ -244,6 +245,13 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
          Halide::Int(32), Halide::UInt(64), buffer});
     externs.emplace(kCpuGemmBiasF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
                                                CpuGemmBiasF32Address(), bias_signature)));
+    std::vector<Halide::Type> conv_args = {buffer, buffer, buffer};
+    conv_args.insert(conv_args.end(), 18, Halide::Int(32));
+    conv_args.push_back(buffer);
+    externs.emplace(
+        kCpuConvF32Symbol,
+        Halide::JITExtern(Halide::ExternCFunction(
+            CpuConvF32Address(), Halide::ExternSignature(Halide::Int(32), false, conv_args))));
   }
   if (streams) {
     const Halide::Type pointer = Halide::type_of<void*>();

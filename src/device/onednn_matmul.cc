@@ -16,26 +16,6 @@ bool Find(void* handle, const char* symbol, F* fn) {
   return *fn != nullptr;
 }
 
-// The ReLU as oneDNN post-ops that keep NaN, as braze::Relu does. oneDNN's own ReLU
-// (alpha 0) is max(x, 0), which turns NaN into 0, as do its clip and binary max. ELU
-// with alpha 0 is x > 0 ? x : 0 * (exp(x) - 1): x itself above 0, -0 for every other
-// finite x and for -inf (exp(-inf) - 1 = -1); the linear x * 1 + 0 then makes that -0 a
-// 0. NaN stays NaN only through how oneDNN 2.6's x64 exp works: it clamps its argument
-// with a min that makes NaN ln(FLT_MAX), whose exp overflows to inf, and 0 * inf is
-// NaN. An exp that did not overflow there would give 0. That is why the post-ops are
-// used only for the implementations the self-test (onednn_relu_check.cc) has checked
-// (ReluPostOpsChecked). Their exp costs about 3% at 1024^3 over oneDNN's ReLU; a
-// separate pass over the product cost 5% (docs/CPU_GEMM.md).
-bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr) {
-  dnnl_post_ops_t ops = nullptr;
-  const bool ok =
-      api.post_ops_create(&ops) == dnnl_success &&
-      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f) == dnnl_success &&
-      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f) == dnnl_success &&
-      api.attr_set_post_ops(attr, ops) == dnnl_success;
-  if (ops != nullptr) api.post_ops_destroy(ops);
-  return ok;
-}
 #endif
 
 }  // namespace
@@ -88,7 +68,8 @@ const Library& Loaded() {
         Find(handle, "dnnl_memory_desc_get_size", &a.memory_desc_get_size) &&
         Find(handle, "dnnl_memory_destroy", &a.memory_destroy) &&
         Find(handle, "dnnl_stream_destroy", &a.stream_destroy) &&
-        Find(handle, "dnnl_version", &a.version);
+        Find(handle, "dnnl_version", &a.version) &&
+        Find(handle, "dnnl_dilated_convolution_forward_desc_init", &a.conv_forward_desc_init);
     Find(handle, "omp_set_num_threads", &a.set_threads);  // absent with oneDNN's TBB build
     if (!found || a.engine_create(&lib->engine, dnnl_cpu, 0) != dnnl_success) {
       lib->status = absl::FailedPreconditionError(
@@ -105,6 +86,27 @@ const Library& Loaded() {
 }
 
 #if BRAZE_HAVE_DNNL
+// The ReLU as oneDNN post-ops that keep NaN, as braze::Relu does. oneDNN's own ReLU
+// (alpha 0) is max(x, 0), which turns NaN into 0, as do its clip and binary max. ELU
+// with alpha 0 is x > 0 ? x : 0 * (exp(x) - 1): x itself above 0, -0 for every other
+// finite x and for -inf (exp(-inf) - 1 = -1); the linear x * 1 + 0 then makes that -0 a
+// 0. NaN stays NaN only through how oneDNN 2.6's x64 exp works: it clamps its argument
+// with a min that makes NaN ln(FLT_MAX), whose exp overflows to inf, and 0 * inf is
+// NaN. An exp that did not overflow there would give 0. That is why the post-ops are
+// used only for the implementations the self-test (onednn_relu_check.cc) has checked
+// (ReluPostOpsChecked). Their exp costs about 3% at 1024^3 over oneDNN's ReLU; a
+// separate pass over the product cost 5% (docs/CPU_GEMM.md).
+bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr) {
+  dnnl_post_ops_t ops = nullptr;
+  const bool ok =
+      api.post_ops_create(&ops) == dnnl_success &&
+      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f) == dnnl_success &&
+      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f) == dnnl_success &&
+      api.attr_set_post_ops(attr, ops) == dnnl_success;
+  if (ops != nullptr) api.post_ops_destroy(ops);
+  return ok;
+}
+
 // Null when oneDNN refuses the configuration. `relu_post_ops`: a kBiasRelu key's ReLU
 // by the primitive (else by the caller). `pack_weights`: b in the layout oneDNN prefers
 // (its "any" format); null as well when that is b's own row-major layout.

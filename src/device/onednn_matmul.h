@@ -57,6 +57,7 @@ struct Api {
   decltype(&dnnl_memory_destroy) memory_destroy = nullptr;
   decltype(&dnnl_stream_destroy) stream_destroy = nullptr;
   decltype(&dnnl_version) version = nullptr;
+  decltype(&dnnl_dilated_convolution_forward_desc_init) conv_forward_desc_init = nullptr;
   void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
 };
 #endif
@@ -144,6 +145,10 @@ std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* 
 // False on an error. The caller holds p->mu.
 bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, const float* bias,
              float* c);
+
+// Appends the NaN-keeping ReLU post-ops (ELU alpha 0, then x * 1 + 0) to `attr`; only
+// for implementations ReluPostOpsChecked accepts.
+bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr);
 
 // Whether the ReLU post-ops may be used with implementation `impl`: a self-test (once
 // per process) runs them on two shapes and keeps the names of the implementations that

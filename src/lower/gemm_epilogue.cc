@@ -25,7 +25,10 @@ std::map<int, GemmEpilogueNodes> FindGemmEpilogues(const ClusterSpec& spec) {
   std::map<int, GemmEpilogueNodes> found;
   for (int id : spec.nodes) {
     const OpKind op = g.node(id).op();
-    if (op != OpKind::kMatMul && op != OpKind::kBatchMatMul) continue;
+    // A convolution's bias is a vector of its last dim only in NHWC.
+    const bool nhwc_conv = op == OpKind::kConv2D &&
+                           g.node(id).attrs_as<Conv2DAttrs>().window.format == DataFormat::kNHWC;
+    if (op != OpKind::kMatMul && op != OpKind::kBatchMatMul && !nhwc_conv) continue;
     const int add = only_reader(id);
     if (add < 0 || g.node(add).op() != OpKind::kAdd) continue;
     const Node& a = g.node(add);

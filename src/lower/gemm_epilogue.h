@@ -26,7 +26,8 @@ struct GemmEpilogueNodes {
   Tensor bias;    // the Add's other operand
 };
 
-// By MatMul/BatchMatMul node id: the epilogue each could take.
+// By MatMul/BatchMatMul node id (and NHWC Conv2D: device/cpu_conv.h takes the same bias
+// and ReLU): the epilogue each could take.
 std::map<int, GemmEpilogueNodes> FindGemmEpilogues(const ClusterSpec& spec);
 
 }  // namespace lower

@@ -9,6 +9,7 @@
 #ifndef BRAZE_LOWER_LOWER_OPS_H_
 #define BRAZE_LOWER_LOWER_OPS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,20 @@ struct MatMulEpilogue {
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                   const Value& a, const Value& b, const TensorType& out,
                   MatMulEpilogue* epilogue = nullptr);
+
+// What an extern library call reads for `v` (lower_reduce.cc): a cluster input in
+// place, a Const as a dense buffer of its own, anything else as a Func the schedule
+// stores (appended to `operands`).
+Halide::ExternFuncArgument LibraryArgument(LoweringContext& ctx, Value v, const std::string& name,
+                                           std::vector<schedule::Stage::Operand>& operands);
+
+// lower_conv_library.cc: a Conv2D as a call of oneDNN's convolution (device/cpu_conv.h),
+// with the bias Add and ReLU after it when `epilogue` has them (as LowerMatMul). Null
+// when the call does not apply (not f32, too little work, a symbolic H, W or C, the
+// library off for this lowering): the caller lowers it as Halide loops.
+std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name,
+                                      const Conv2DAttrs& attrs, const Value& x, const Value& filter,
+                                      const TensorType& out, MatMulEpilogue* epilogue);
 
 // lower_layout.cc
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);

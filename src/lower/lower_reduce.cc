@@ -352,6 +352,41 @@ const HostTensor* WholeConst(const Value& v) {
   return whole ? c : nullptr;
 }
 
+}  // namespace
+
+// What an extern library call reads for `v`: a cluster input in place, a Const as a
+// dense buffer of its own, anything else as a Func the schedule stores (added to
+// `operands`).
+Halide::ExternFuncArgument LibraryArgument(LoweringContext& ctx, Value v, const std::string& name,
+                                           std::vector<schedule::Stage::Operand>& operands) {
+  if (v.param.defined()) return v.param;
+  if (const HostTensor* c = WholeConst(v)) {
+    // A Const: a dense buffer of its own, in Halide's dim order, rather than a copy
+    // computed from the flat one at every run.
+    std::vector<int> extents;
+    for (auto d = v.shape.rbegin(); d != v.shape.rend(); ++d) {
+      extents.push_back(static_cast<int>(*d));
+    }
+    Halide::Buffer<> buffer(HalideType(v.dtype), extents, ctx.UniqueName(name));
+    std::memcpy(buffer.data(), c->raw_data(), c->num_bytes());
+    buffer.set_host_dirty(true);
+    return buffer;
+  }
+  if (v.inline_body) {
+    const std::vector<int> sym = v.sym;
+    v = Define(ctx, name, v.dtype, v.shape,
+               [src = v](const std::vector<Expr>& i) { return At(src, i); });
+    v.sym = sym;
+  }
+  std::vector<Expr> extents;
+  for (size_t d = v.shape.size(); d-- > 0;) extents.push_back(ctx.Extent(v, d));
+  operands.push_back(
+      {v.func, HalideExtents(v.shape), false, HalideSymbolic(v.sym, v.shape.size()), extents});
+  return v.func;
+}
+
+namespace {
+
 // The matmul as an extern stage calling the CPU GEMM library (device/cpu_gemm.h), which
 // reads each operand as a stored buffer: a cluster input is handed over in place, any
 // other operand is a Func the schedule stores (Stage::operands).
@@ -360,31 +395,8 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
                          const Value& a, const Value& b, const TensorType& out, const Expr& k_size,
                          int64_t k_extent, const MatMulEpilogue* epilogue) {
   std::vector<schedule::Stage::Operand> operands;
-  auto argument = [&](Value v, const std::string& suffix) -> Halide::ExternFuncArgument {
-    if (v.param.defined()) return v.param;
-    if (const HostTensor* c = WholeConst(v)) {
-      // A Const: a dense buffer of its own, in Halide's dim order, rather than a copy
-      // computed from the flat one at every run.
-      std::vector<int> extents;
-      for (auto d = v.shape.rbegin(); d != v.shape.rend(); ++d) {
-        extents.push_back(static_cast<int>(*d));
-      }
-      Halide::Buffer<> buffer(HalideType(v.dtype), extents, ctx.UniqueName(name + suffix));
-      std::memcpy(buffer.data(), c->raw_data(), c->num_bytes());
-      buffer.set_host_dirty(true);
-      return buffer;
-    }
-    if (v.inline_body) {
-      const std::vector<int> sym = v.sym;
-      v = Define(ctx, name + suffix, v.dtype, v.shape,
-                 [src = v](const std::vector<Expr>& i) { return At(src, i); });
-      v.sym = sym;
-    }
-    std::vector<Expr> extents;
-    for (size_t d = v.shape.size(); d-- > 0;) extents.push_back(ctx.Extent(v, d));
-    operands.push_back(
-        {v.func, HalideExtents(v.shape), false, HalideSymbolic(v.sym, v.shape.size()), extents});
-    return v.func;
+  auto argument = [&](const Value& v, const std::string& suffix) {
+    return LibraryArgument(ctx, v, name + suffix, operands);
   };
   const int rank = static_cast<int>(out.shape.size());
   // Named for its epilogue, which dumps and logs then show ("MatMul_3_bias_relu: extern").

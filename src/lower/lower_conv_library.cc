@@ -1,0 +1,112 @@
+// Conv2D as a call of oneDNN's convolution from inside the fused kernel; see lower_ops.h
+// and device/cpu_conv.h. The ops around it stay Halide stages of the same pipeline.
+#include <algorithm>
+
+#include "device/cpu_conv.h"
+#include "ir/window_geometry.h"
+#include "lower/lower_ops.h"
+
+namespace braze {
+namespace lower {
+namespace {
+
+// The padding after the input along one dim, as TF's rule gives it (window_geometry.h).
+int64_t PadAfter(const SpatialDim& d, Padding padding, int64_t explicit_after) {
+  switch (padding) {
+    case Padding::kValid:
+      return 0;
+    case Padding::kExplicit:
+      return explicit_after;
+    case Padding::kSame: {
+      const int64_t extent = (d.window - 1) * d.dilation + 1;
+      const int64_t total = std::max<int64_t>((d.out - 1) * d.stride + extent - d.in, 0);
+      return total - d.pad_before;
+    }
+  }
+  return 0;
+}
+
+bool AnySymbolicBut(const Value& v, size_t batch_dim) {
+  for (size_t d = 0; d < v.shape.size(); ++d) {
+    if (d != batch_dim && SymbolOf(v, d) >= 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name,
+                                      const Conv2DAttrs& attrs, const Value& x, const Value& filter,
+                                      const TensorType& out, MatMulEpilogue* epilogue) {
+  if (ctx.library_gemm_min_work < 0 || ctx.gpu || out.dtype != DType::kF32) return std::nullopt;
+  const absl::StatusOr<Conv2DGeometry> g = Conv2DGeometryOf(attrs.window, x.shape, filter.shape);
+  if (!g.ok()) return std::nullopt;  // shape inference has checked it: not reached
+  const int64_t taps = g->h.window * g->w.window * (g->c_in / g->groups);
+  if (NumElements(out.shape) * taps < ctx.library_gemm_min_work) return std::nullopt;
+  // The call reads whole images: only the batch may be sized at run time.
+  if (AnySymbolicBut(x, 0) || !filter.sym.empty()) return std::nullopt;
+  const bool nchw = attrs.window.format == DataFormat::kNCHW;
+  const Value* bias = nullptr;
+  if (epilogue != nullptr && epilogue->bias != nullptr && !nchw) {
+    const Value& b = *epilogue->bias;
+    if (b.dtype == DType::kF32 && b.shape.size() == 1 && b.shape[0] == g->c_out && b.sym.empty()) {
+      bias = &b;
+    }
+  }
+  std::vector<schedule::Stage::Operand> operands;
+  const Halide::ExternFuncArgument x_arg = LibraryArgument(ctx, x, name + "_x", operands);
+  const Halide::ExternFuncArgument w_arg = LibraryArgument(ctx, filter, name + "_w", operands);
+  Halide::ExternFuncArgument bias_arg = w_arg;  // not read without a bias
+  int bias_relu = 0;
+  if (bias != nullptr) {
+    // A bias equal everywhere (a broadcast scalar) has no buffer yet: the call takes one.
+    bias_arg =
+        LibraryArgument(ctx, Materialize(ctx, name + "_bias", *bias), name + "_bias", operands);
+    bias_relu = epilogue->relu ? 2 : 1;
+    epilogue->folded = true;
+  }
+  const Window2D& w = attrs.window;
+  auto i32 = [](int64_t v) { return Halide::Expr(static_cast<int32_t>(v)); };
+  const char* suffix = bias_relu == 0 ? "" : bias_relu == 2 ? "_bias_relu" : "_bias";
+  Halide::Func conv(ctx.UniqueName(name + suffix));
+  conv.define_extern(kCpuConvF32Symbol,
+                     {x_arg,
+                      w_arg,
+                      bias_arg,
+                      i32(nchw ? 1 : 0),
+                      i32(g->c_in),
+                      i32(g->h.in),
+                      i32(g->w.in),
+                      i32(g->c_out),
+                      i32(g->h.window),
+                      i32(g->w.window),
+                      i32(g->groups),
+                      i32(w.stride_h),
+                      i32(w.stride_w),
+                      i32(w.dilation_h),
+                      i32(w.dilation_w),
+                      i32(g->h.pad_before),
+                      i32(PadAfter(g->h, w.padding, w.pad_bottom)),
+                      i32(g->w.pad_before),
+                      i32(PadAfter(g->w, w.padding, w.pad_right)),
+                      i32(bias_relu),
+                      ctx.library_gemm_threads},
+                     Halide::Float(32), 4);
+  ctx.calls_library = true;
+  schedule::Stage stage;
+  stage.kind = schedule::StageKind::kLibraryMatMul;  // a library call: stored whole
+  stage.acc = conv;
+  stage.result = conv;
+  stage.extents = HalideExtents(out.shape);
+  stage.reduction_extent = taps;
+  stage.operands = std::move(operands);
+  ctx.stages().push_back(stage);
+  Value result;
+  result.func = conv;
+  result.dtype = out.dtype;
+  result.shape = out.shape;
+  return result;
+}
+
+}  // namespace lower
+}  // namespace braze
