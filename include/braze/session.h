@@ -65,8 +65,9 @@ struct SessionOptions {
   int min_cluster_size = 4;  // smallest auto-cluster (TF's default); scopes: any size
   int max_cluster_size = 1 << 20;
   // A cluster is one Halide pipeline with one schedule. As XLA's fusion pass never puts
-  // two dots in one kernel, a cluster holds at most this many MatMul/BatchMatMul ops,
-  // each with the elementwise ops and reductions around it fused in. One whole MLP
+  // two dots in one kernel, a cluster holds at most this many MatMul/BatchMatMul ops
+  // and convolutions (Conv2D and its gradient ops), each with the elementwise ops,
+  // pools and reductions around it fused in. One whole MLP
   // training step as a single pipeline ran slower than op by op (README, Examples).
   int max_matmuls_per_cluster = 1;
   // Who schedules compiled kernels (braze/scheduler.h). A CPU scheduler schedules CPU

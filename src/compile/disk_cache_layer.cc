@@ -33,11 +33,14 @@ void DiskCacheUnusable(const absl::Status& why) {
       once, [&] { LogWarning(absl::StrCat("disk cache off for this process: ", why.message())); });
 }
 
-// Whether the cluster has a MatMul, BatchMatMul or Conv2D (which oneDNN may take).
+// Whether the cluster has a MatMul, BatchMatMul or convolution (which oneDNN may take).
 bool HasMatMul(const ClusterSpec& spec) {
   for (int id : spec.nodes) {
     const OpKind op = spec.graph->node(id).op();
-    if (op == OpKind::kMatMul || op == OpKind::kBatchMatMul || op == OpKind::kConv2D) return true;
+    if (op == OpKind::kMatMul || op == OpKind::kBatchMatMul || op == OpKind::kConv2D ||
+        op == OpKind::kConv2DBackpropInput || op == OpKind::kConv2DBackpropFilter) {
+      return true;
+    }
   }
   return false;
 }

@@ -246,7 +246,7 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
     externs.emplace(kCpuGemmBiasF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
                                                CpuGemmBiasF32Address(), bias_signature)));
     std::vector<Halide::Type> conv_args = {buffer, buffer, buffer};
-    conv_args.insert(conv_args.end(), 18, Halide::Int(32));
+    conv_args.insert(conv_args.end(), 20, Halide::Int(32));
     conv_args.push_back(buffer);
     externs.emplace(
         kCpuConvF32Symbol,

@@ -10,22 +10,24 @@
 namespace braze {
 
 // The extern stage's C symbol (f32):
-//   int braze_cpu_conv_f32(halide_buffer_t* x, halide_buffer_t* w, halide_buffer_t* bias,
-//                          int32_t nchw, int32_t c_in, int32_t in_h, int32_t in_w,
-//                          int32_t c_out, int32_t kh, int32_t kw, int32_t groups,
-//                          int32_t stride_h, int32_t stride_w, int32_t dilation_h,
-//                          int32_t dilation_w, int32_t pad_top, int32_t pad_bottom,
-//                          int32_t pad_left, int32_t pad_right, int32_t bias_relu,
-//                          int32_t threads, halide_buffer_t* out)
-// Buffers in Halide's dim order: x [C, W, H, N] (NHWC) or [W, H, C, N] (NCHW), w the
-// HWIO filter [C_out, C_in / groups, KW, KH], bias [C_out], out as x with C_out and the
-// output's H and W. bias_relu: 0 none (the lowering hands w again as `bias`; it is not
-// read), 1 a bias, 2 a bias then braze::Relu (NaN kept: oneDNN's checked post-ops, else
-// a loop of the call's own). Bounds queries answer all of x for out's batch range, all
-// of w and of the bias. Every buffer must be dense and whole but for the batch range
-// (the stage is stored whole). Returns 0, or -1 oneDNN not loadable, -2 a buffer that
-// is not dense or does not hold what is read, -3 oneDNN refused the configuration or
-// failed.
+//   int braze_cpu_conv_f32(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias,
+//                          int32_t direction, int32_t nchw, int32_t n, int32_t c_in,
+//                          int32_t in_h, int32_t in_w, int32_t c_out, int32_t kh, int32_t kw,
+//                          int32_t groups, int32_t stride_h, int32_t stride_w,
+//                          int32_t dilation_h, int32_t dilation_w, int32_t pad_top,
+//                          int32_t pad_bottom, int32_t pad_left, int32_t pad_right,
+//                          int32_t bias_relu, int32_t threads, halide_buffer_t* out)
+// direction 0: out = Conv2D(a = x, b = w) (+ bias, ReLU); 1: out = Conv2DBackpropInput
+// (a = dy, b = w); 2: out = Conv2DBackpropFilter (a = x, b = dy), over all n images.
+// Buffers in Halide's dim order: activations [C, W, H, N] (NHWC) or [W, H, C, N]
+// (NCHW), the HWIO filter [C_out, C_in / groups, KW, KH], bias [C_out]. bias_relu
+// (direction 0): 0 none (the lowering hands b again as `bias`; it is not read), 1 a
+// bias, 2 a bias then braze::Relu (NaN kept: oneDNN's post-ops where a check once per
+// process confirms them, else a loop of the call's own). Bounds queries answer whole
+// operands, activations over out's batch range (all n for direction 2). Every buffer
+// must be dense and whole but for the batch range. Returns 0, or -1 oneDNN not
+// loadable, -2 a buffer that is not dense or does not hold what is read, -3 oneDNN
+// refused the configuration or failed.
 inline constexpr char kCpuConvF32Symbol[] = "braze_cpu_conv_f32";
 
 // braze_cpu_conv_f32's address, for JIT pipelines and the disk cache's runtime.

@@ -69,7 +69,11 @@ const Library& Loaded() {
         Find(handle, "dnnl_memory_destroy", &a.memory_destroy) &&
         Find(handle, "dnnl_stream_destroy", &a.stream_destroy) &&
         Find(handle, "dnnl_version", &a.version) &&
-        Find(handle, "dnnl_dilated_convolution_forward_desc_init", &a.conv_forward_desc_init);
+        Find(handle, "dnnl_dilated_convolution_forward_desc_init", &a.conv_forward_desc_init) &&
+        Find(handle, "dnnl_dilated_convolution_backward_data_desc_init",
+             &a.conv_backward_data_desc_init) &&
+        Find(handle, "dnnl_dilated_convolution_backward_weights_desc_init",
+             &a.conv_backward_weights_desc_init);
     Find(handle, "omp_set_num_threads", &a.set_threads);  // absent with oneDNN's TBB build
     if (!found || a.engine_create(&lib->engine, dnnl_cpu, 0) != dnnl_success) {
       lib->status = absl::FailedPreconditionError(

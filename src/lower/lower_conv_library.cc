@@ -26,79 +26,82 @@ int64_t PadAfter(const SpatialDim& d, Padding padding, int64_t explicit_after) {
   return 0;
 }
 
-bool AnySymbolicBut(const Value& v, size_t batch_dim) {
-  for (size_t d = 0; d < v.shape.size(); ++d) {
-    if (d != batch_dim && SymbolOf(v, d) >= 0) return true;
+// Some dim of v is sized at run time, other than its batch (dim 0) when `batched`.
+bool SymbolicBeyondBatch(const Value& v, bool batched) {
+  for (size_t d = batched ? 1 : 0; d < v.shape.size(); ++d) {
+    if (SymbolOf(v, d) >= 0) return true;
   }
   return false;
 }
 
 }  // namespace
 
-std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name,
-                                      const Conv2DAttrs& attrs, const Value& x, const Value& filter,
+std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name, OpKind op,
+                                      const Conv2DAttrs& attrs, const Value& a, const Value& b,
                                       const TensorType& out, MatMulEpilogue* epilogue) {
   if (ctx.library_gemm_min_work < 0 || ctx.gpu || out.dtype != DType::kF32) return std::nullopt;
-  const absl::StatusOr<Conv2DGeometry> g = Conv2DGeometryOf(attrs.window, x.shape, filter.shape);
+  // x and the filter, whichever of the operands and the output they are.
+  const Value* x = op == OpKind::kConv2DBackpropInput ? nullptr : &a;
+  const Shape x_shape = x != nullptr ? a.shape : out.shape;
+  const Shape filter_shape = op == OpKind::kConv2D                ? b.shape
+                             : op == OpKind::kConv2DBackpropInput ? a.shape
+                                                                  : out.shape;
+  const absl::StatusOr<Conv2DGeometry> g = Conv2DGeometryOf(attrs.window, x_shape, filter_shape);
   if (!g.ok()) return std::nullopt;  // shape inference has checked it: not reached
   const int64_t taps = g->h.window * g->w.window * (g->c_in / g->groups);
-  if (NumElements(out.shape) * taps < ctx.library_gemm_min_work) return std::nullopt;
+  if (g->n * g->h.out * g->w.out * g->c_out * taps < ctx.library_gemm_min_work) {
+    return std::nullopt;
+  }
   // The call reads whole images: only the batch may be sized at run time.
-  if (AnySymbolicBut(x, 0) || !filter.sym.empty()) return std::nullopt;
+  if (SymbolicBeyondBatch(a, op != OpKind::kConv2DBackpropInput) ||
+      SymbolicBeyondBatch(b, op != OpKind::kConv2D)) {
+    return std::nullopt;
+  }
   const bool nchw = attrs.window.format == DataFormat::kNCHW;
   const Value* bias = nullptr;
-  if (epilogue != nullptr && epilogue->bias != nullptr && !nchw) {
-    const Value& b = *epilogue->bias;
-    if (b.dtype == DType::kF32 && b.shape.size() == 1 && b.shape[0] == g->c_out && b.sym.empty()) {
-      bias = &b;
+  if (op == OpKind::kConv2D && epilogue != nullptr && epilogue->bias != nullptr && !nchw) {
+    const Value& v = *epilogue->bias;
+    if (v.dtype == DType::kF32 && v.shape.size() == 1 && v.shape[0] == g->c_out && v.sym.empty()) {
+      bias = &v;
     }
   }
+  // The backward ops' operands: (filter, dy) -> (dy, filter); (x, dy) stays.
+  const Value& first = op == OpKind::kConv2DBackpropInput ? b : a;
+  const Value& second = op == OpKind::kConv2DBackpropInput ? a : b;
   std::vector<schedule::Stage::Operand> operands;
-  const Halide::ExternFuncArgument x_arg = LibraryArgument(ctx, x, name + "_x", operands);
-  const Halide::ExternFuncArgument w_arg = LibraryArgument(ctx, filter, name + "_w", operands);
-  Halide::ExternFuncArgument bias_arg = w_arg;  // not read without a bias
+  const Halide::ExternFuncArgument a_arg = LibraryArgument(ctx, first, name + "_a", operands);
+  const Halide::ExternFuncArgument b_arg = LibraryArgument(ctx, second, name + "_b", operands);
+  Halide::ExternFuncArgument bias_arg = b_arg;  // not read without a bias
   int bias_relu = 0;
   if (bias != nullptr) {
     // A bias equal everywhere (a broadcast scalar) has no buffer yet: the call takes one.
-    bias_arg =
-        LibraryArgument(ctx, Materialize(ctx, name + "_bias", *bias), name + "_bias", operands);
+    bias_arg = LibraryArgument(ctx, Materialize(ctx, name + "_bias", *bias), name + "_bias",
+                               operands);
     bias_relu = epilogue->relu ? 2 : 1;
     epilogue->folded = true;
   }
+  const int direction = op == OpKind::kConv2D ? 0 : op == OpKind::kConv2DBackpropInput ? 1 : 2;
   const Window2D& w = attrs.window;
   auto i32 = [](int64_t v) { return Halide::Expr(static_cast<int32_t>(v)); };
+  // The batch: a run-time value when symbolic (the filter's gradient reads every image).
+  const Halide::Expr n = Halide::cast<int32_t>(ctx.Extent(first, 0));
   const char* suffix = bias_relu == 0 ? "" : bias_relu == 2 ? "_bias_relu" : "_bias";
   Halide::Func conv(ctx.UniqueName(name + suffix));
-  conv.define_extern(kCpuConvF32Symbol,
-                     {x_arg,
-                      w_arg,
-                      bias_arg,
-                      i32(nchw ? 1 : 0),
-                      i32(g->c_in),
-                      i32(g->h.in),
-                      i32(g->w.in),
-                      i32(g->c_out),
-                      i32(g->h.window),
-                      i32(g->w.window),
-                      i32(g->groups),
-                      i32(w.stride_h),
-                      i32(w.stride_w),
-                      i32(w.dilation_h),
-                      i32(w.dilation_w),
-                      i32(g->h.pad_before),
-                      i32(PadAfter(g->h, w.padding, w.pad_bottom)),
-                      i32(g->w.pad_before),
-                      i32(PadAfter(g->w, w.padding, w.pad_right)),
-                      i32(bias_relu),
-                      ctx.library_gemm_threads},
-                     Halide::Float(32), 4);
+  conv.define_extern(
+      kCpuConvF32Symbol,
+      {a_arg, b_arg, bias_arg, i32(direction), i32(nchw ? 1 : 0), n, i32(g->c_in), i32(g->h.in),
+       i32(g->w.in), i32(g->c_out), i32(g->h.window), i32(g->w.window), i32(g->groups),
+       i32(w.stride_h), i32(w.stride_w), i32(w.dilation_h), i32(w.dilation_w),
+       i32(g->h.pad_before), i32(PadAfter(g->h, w.padding, w.pad_bottom)), i32(g->w.pad_before),
+       i32(PadAfter(g->w, w.padding, w.pad_right)), i32(bias_relu), ctx.library_gemm_threads},
+      Halide::Float(32), 4);
   ctx.calls_library = true;
   schedule::Stage stage;
   stage.kind = schedule::StageKind::kLibraryMatMul;  // a library call: stored whole
   stage.acc = conv;
   stage.result = conv;
   stage.extents = HalideExtents(out.shape);
-  stage.reduction_extent = taps;
+  stage.reduction_extent = op == OpKind::kConv2DBackpropFilter ? g->n * g->h.out * g->w.out : taps;
   stage.operands = std::move(operands);
   ctx.stages().push_back(stage);
   Value result;

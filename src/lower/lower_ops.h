@@ -50,12 +50,13 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
 Halide::ExternFuncArgument LibraryArgument(LoweringContext& ctx, Value v, const std::string& name,
                                            std::vector<schedule::Stage::Operand>& operands);
 
-// lower_conv_library.cc: a Conv2D as a call of oneDNN's convolution (device/cpu_conv.h),
+// lower_conv_library.cc: Conv2D, Conv2DBackpropInput or Conv2DBackpropFilter (`op`, of
+// operands a and b) as a call of oneDNN's convolution (device/cpu_conv.h); a Conv2D
 // with the bias Add and ReLU after it when `epilogue` has them (as LowerMatMul). Null
 // when the call does not apply (not f32, too little work, a symbolic H, W or C, the
 // library off for this lowering): the caller lowers it as Halide loops.
-std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name,
-                                      const Conv2DAttrs& attrs, const Value& x, const Value& filter,
+std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name, OpKind op,
+                                      const Conv2DAttrs& attrs, const Value& a, const Value& b,
                                       const TensorType& out, MatMulEpilogue* epilogue);
 
 // lower_layout.cc

@@ -171,15 +171,15 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
       return LowerPad(ctx, name, node.attrs_as<PadAttrs>(), in[0], out);
     case OpKind::kOneHot:
       return LowerOneHot(ctx, name, node.attrs_as<OneHotAttrs>(), in[0], out);
-    case OpKind::kConv2D: {
+    case OpKind::kConv2D:
+    case OpKind::kConv2DBackpropInput:
+    case OpKind::kConv2DBackpropFilter: {
       const Conv2DAttrs& attrs = node.attrs_as<Conv2DAttrs>();
-      std::optional<Value> call = LowerLibraryConv(ctx, name, attrs, in[0], in[1], out, epilogue);
+      std::optional<Value> call =
+          LowerLibraryConv(ctx, name, op, attrs, in[0], in[1], out, epilogue);
       if (call.has_value()) return *std::move(call);
       return LowerConv(ctx, name, op, attrs, in, out);
     }
-    case OpKind::kConv2DBackpropInput:
-    case OpKind::kConv2DBackpropFilter:
-      return LowerConv(ctx, name, op, node.attrs_as<Conv2DAttrs>(), in, out);
     case OpKind::kMaxPool:
     case OpKind::kMaxPoolGrad:
     case OpKind::kMaxPoolGradGrad:

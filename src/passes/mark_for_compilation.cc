@@ -46,7 +46,14 @@ class Clusterer {
     for (int id = 0; id < n; ++id) {
       parent_[id] = id;
       const Node& node = graph.node(id);
-      matmuls_[id] = OpCategoryOf(node.op()) == OpCategory::kMatMul ? 1 : 0;
+      // Convolutions count as matmuls: each is a library call or a big loop nest of its
+      // own, as XLA keeps convolutions and dots out of fusions.
+      const OpKind op = node.op();
+      matmuls_[id] = OpCategoryOf(op) == OpCategory::kMatMul || op == OpKind::kConv2D ||
+                             op == OpKind::kConv2DBackpropInput ||
+                             op == OpKind::kConv2DBackpropFilter
+                         ? 1
+                         : 0;
       // Ops on a forced-compilation "jit:" device count as explicitly compiled.
       explicit_[id] = node.jit().compile.value_or(false) || ForcedCompile(node);
       scope_[id] = node.jit().scope;

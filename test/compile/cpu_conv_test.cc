@@ -101,9 +101,17 @@ TEST_F(CpuConvTest, EveryGeometryMatchesTheReference) {
         k.format == DataFormat::kNHWC ? Shape{k.n, k.h, k.w, k.c} : Shape{k.n, k.c, k.h, k.w};
     Tensor x = c.Input(DType::kF32, xs, 10 + i);
     Tensor f = c.Input(DType::kF32, {k.kh, k.kw, k.c / k.groups, k.o}, 20 + i);
-    c.outputs = {Conv2D(x, f, w)};
+    Tensor y = Conv2D(x, f, w);
+    c.outputs = {y};
     Check(c, Library(), /*expect_call=*/true);
     Check(c, Library(false), /*expect_call=*/false);  // Braze's Halide convolution
+    // The gradient ops, from a dy of y's shape: oneDNN's backward data and weights.
+    Case b;
+    Tensor bx = b.Input(DType::kF32, xs, 30 + i);
+    Tensor bf = b.Input(DType::kF32, {k.kh, k.kw, k.c / k.groups, k.o}, 40 + i);
+    Tensor dy = b.Input(DType::kF32, y.shape(), 50 + i);
+    b.outputs = {Conv2DBackpropInput(xs, bf, dy, w), Conv2DBackpropFilter(bx, bf.shape(), dy, w)};
+    Check(b, Library(), /*expect_call=*/true);
   }
 }
 

@@ -1,0 +1,64 @@
+// oneDNN's convolution primitives as cpu_conv.cc uses them: forward (with the bias and
+// ReLU post-ops), backward data and backward weights, a primitive per configuration
+// made at its first use and kept, each with its memory objects and scratchpad.
+//
+// Internal header: includes oneDNN's C header where the build has it.
+#ifndef BRAZE_DEVICE_ONEDNN_CONV_H_
+#define BRAZE_DEVICE_ONEDNN_CONV_H_
+
+#include <cstdint>
+#include <memory>
+#include <tuple>
+#include <utility>
+
+#include "device/onednn_matmul.h"
+
+namespace braze {
+namespace onednn {
+
+#if BRAZE_HAVE_DNNL
+// What a call computes: y from x and w (forward), x's gradient from y's and w (data),
+// or w's gradient from x and y's (weights).
+enum ConvDirection : int { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
+
+// One convolution configuration. x is n x c x h x w (NCHW or NHWC, dense), the filter
+// HWIO [kh, kw, c / g, o], y n x o x oh x ow in x's format.
+struct ConvKey {
+  int64_t n, c, h, w, o, oh, ow, kh, kw, g;
+  int32_t sh, sw, dh, dw, pt, pb, pl, pr;
+  bool nchw;
+  int bias_relu;  // forward only: 0 none, 1 bias, 2 bias then ReLU
+  int threads;
+  int dir;  // ConvDirection
+  auto Tie() const {
+    return std::make_tuple(n, c, h, w, o, oh, ow, kh, kw, g, sh, sw, dh, dw, pt, pb, pl, pr, nchw,
+                           bias_relu, threads, dir);
+  }
+  bool operator==(const ConvKey& k) const { return Tie() == k.Tie(); }
+  template <typename H>
+  friend H AbslHashValue(H h, const ConvKey& k) {
+    return H::combine(std::move(h), k.Tie());
+  }
+};
+
+struct PreparedConv;
+
+// The prepared primitive for `k`, made at its first use and kept (at most 256, then the
+// cache starts again; one in use lives on through its caller's reference); null when
+// oneDNN refuses the configuration.
+std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k);
+
+// Runs `p` under its lock. Forward: y = conv(x, w) (+ bias, ReLU); backward data:
+// x = the gradient from y (dy) and w; backward weights: w = the gradient from x and y
+// (dy). Each pointer is a dense tensor of the key's shapes. False on an error.
+bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias, float* y);
+
+// Whether a bias_relu == 2 forward primitive applies the ReLU itself (its post-ops were
+// checked for its implementation); if not, the caller applies braze::Relu after it.
+bool ConvAppliesRelu(const PreparedConv& p);
+#endif
+
+}  // namespace onednn
+}  // namespace braze
+
+#endif  // BRAZE_DEVICE_ONEDNN_CONV_H_
