@@ -129,12 +129,6 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryOf(const Pool2DAttrs& attrs, const 
   if (window.dilation_h != 1 || window.dilation_w != 1) {
     return Invalid("pooling windows take no dilation");
   }
-  if (window.padding == Padding::kExplicit &&
-      (window.pad_top >= attrs.size_h || window.pad_bottom >= attrs.size_h ||
-       window.pad_left >= attrs.size_w || window.pad_right >= attrs.size_w)) {
-    return Invalid(absl::StrCat("explicit pooling pads must be smaller than the ", attrs.size_h,
-                                "x", attrs.size_w, " window"));
-  }
   const LayoutAxes a = AxesOf(window.format);
   Pool2DGeometry g;
   g.format = window.format;
@@ -144,6 +138,15 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryOf(const Pool2DAttrs& attrs, const 
                                            window.padding, window.pad_top, window.pad_bottom));
   BRAZE_ASSIGN_OR_RETURN(g.w, SpatialDimOf("W", x[a.w], attrs.size_w, window.stride_w, 1,
                                            window.padding, window.pad_left, window.pad_right));
+  // After the window sizes are checked (a 0 window is that error, not this one).
+  if (window.padding == Padding::kExplicit &&
+      (window.pad_top >= attrs.size_h || window.pad_bottom >= attrs.size_h ||
+       window.pad_left >= attrs.size_w || window.pad_right >= attrs.size_w)) {
+    return Invalid(absl::StrCat("explicit pooling pads must be smaller than the ", attrs.size_h,
+                                "x", attrs.size_w, " window, got top ", window.pad_top, ", bottom ",
+                                window.pad_bottom, ", left ", window.pad_left, ", right ",
+                                window.pad_right));
+  }
   return g;
 }
 
