@@ -147,6 +147,13 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryOf(const Pool2DAttrs& attrs, const 
                                 window.pad_bottom, ", left ", window.pad_left, ", right ",
                                 window.pad_right));
   }
+  // Pads smaller than the window keep an element of x in every window, unless x has none
+  // along the dim (a max of nothing, a mean of nothing).
+  if (window.padding == Padding::kExplicit && (g.h.in == 0 || g.w.in == 0) &&
+      (g.h.out != 0 && g.w.out != 0)) {
+    return Invalid(absl::StrCat(g.h.in == 0 ? "H" : "W",
+                                " is 0: explicit padding would make windows of padding only"));
+  }
   return g;
 }
 

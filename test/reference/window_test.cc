@@ -711,5 +711,49 @@ TEST(WindowPool, GradientOpsTakeTheirBatchFromDy) {
                        0, {{dy, dyv}}));
 }
 
+// Tensors with no elements: an empty batch or channel dim, or an empty spatial dim under
+// SAME, give an empty result; VALID needs the window inside x.
+TEST(WindowPool, EmptyTensors) {
+  Graph g;
+  Tensor x0 = Const(g, HostTensor(DType::kF32, {0, 5, 4, 2}));
+  Tensor f = Const(g, Random({3, 3, 2, 3}, 1));
+  EXPECT_TRUE(
+      EvalNear(Conv2D(x0, f, {2, 1}, Padding::kSame), HostTensor(DType::kF32, {0, 3, 4, 3})));
+  EXPECT_TRUE(EvalNear(MaxPool(x0, {2, 2}, {2, 2}), HostTensor(DType::kF32, {0, 2, 2, 2})));
+  Tensor h0 = Const(g, HostTensor(DType::kF32, {1, 0, 4, 2}));
+  EXPECT_TRUE(
+      EvalNear(Conv2D(h0, f, {1, 1}, Padding::kSame), HostTensor(DType::kF32, {1, 0, 4, 3})));
+  EXPECT_TRUE(
+      EvalNear(AvgPool(h0, {2, 2}, {1, 1}, Padding::kSame), HostTensor(DType::kF32, {1, 0, 4, 2})));
+  Tensor c0 = Const(g, HostTensor(DType::kF32, {1, 4, 4, 0}));
+  EXPECT_TRUE(EvalNear(MaxPool(c0, {2, 2}, {2, 2}), HostTensor(DType::kF32, {1, 2, 2, 0})));
+  EXPECT_TRUE(EvalNear(MaxPoolGrad(c0, Const(g, HostTensor(DType::kF32, {1, 2, 2, 0})),
+                                   MaxPool(c0, {2, 2}, {2, 2}).node().attrs_as<Pool2DAttrs>()),
+                       HostTensor(DType::kF32, {1, 4, 4, 0})));
+}
+
+// Explicit padding on an empty spatial dim would make windows of padding only (a max of
+// nothing, a mean of nothing): an error, as VALID's window outside x is.
+TEST(WindowPool, ExplicitPaddingOfAnEmptyDimIsAnError) {
+  Graph g;
+  Pool2DAttrs a;
+  a.size_h = a.size_w = 2;
+  a.window = MakeWindow(1, 1, Padding::kExplicit, 1, 1, {1, 1, 0, 0});
+  Tensor y = MaxPool(Const(g, HostTensor(DType::kF32, {1, 0, 3, 1})), a);
+  EXPECT_FALSE(g.status().ok());
+  EXPECT_NE(std::string(g.status().message()).find("windows of padding only"), std::string::npos)
+      << g.status();
+  // Fed at run time: the same error from the run-time shape inference.
+  Graph g2;
+  Tensor x = Placeholder(g2, DType::kF32, {1, -1, 3, 1}, "x");
+  Tensor avg = AvgPool(x, a);
+  ASSERT_TRUE(g2.status().ok()) << g2.status();
+  EXPECT_TRUE(reftest::EvalFails(avg, absl::StatusCode::kInvalidArgument, "windows of padding only",
+                                 {{x, HostTensor(DType::kF32, {1, 0, 3, 1})}}));
+  EXPECT_TRUE(EvalNear(avg, F32({1.5, 2.5, 1.5, 2.5}, {1, 2, 2, 1}), 0,
+                       {{x, F32({1, 2, 3}, {1, 1, 3, 1})}}));
+  (void)y;
+}
+
 }  // namespace
 }  // namespace braze
