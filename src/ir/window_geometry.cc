@@ -38,6 +38,11 @@ absl::StatusOr<SpatialDim> SpatialDimOf(const char* dim, int64_t in, int64_t win
                                   before, " and ", after));
     }
     d.pad_before = before;
+  } else if (before != 0 || after != 0) {
+    // As TF's explicit_paddings: set only with EXPLICIT (they would be ignored, yet keep
+    // two equal ops apart in the cache key and could be too large for the dump text).
+    return Invalid(absl::StrCat("pads along ", dim, " are for EXPLICIT padding; ",
+                                PaddingName(padding), " takes none, got ", before, " and ", after));
   }
   if (in < 0) {  // unknown until run time
     d.out = -1;

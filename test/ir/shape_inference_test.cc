@@ -291,6 +291,22 @@ INSTANTIATE_TEST_SUITE_P(
                     Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {1, 1, 1, 1}), w);
                   },
                   "'Conv2D'", "explicit padding along W must be in [0, 2^20], got -1 and 0"},
+        ErrorCase{"conv_pads_without_explicit",
+                  [](Graph& g) {
+                    Window2D w = Strided(1, 1, Padding::kSame);
+                    w.pad_bottom = 1 << 30;
+                    Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {1, 1, 1, 1}), w);
+                  },
+                  "'Conv2D'",
+                  "pads along H are for EXPLICIT padding; SAME takes none, got 0 and 1073741824"},
+        ErrorCase{"pool_pads_without_explicit",
+                  [](Graph& g) {
+                    Pool2DAttrs a = Pool(2, 2, 1, 1);
+                    a.window.pad_left = 1;
+                    MaxPool(F32(g, {1, 4, 4, 1}), a);
+                  },
+                  "'MaxPool'",
+                  "pads along W are for EXPLICIT padding; VALID takes none, got 1 and 0"},
         ErrorCase{"conv_i32",
                   [](Graph& g) {
                     Conv2D(Placeholder(g, DType::kI32, {1, 3, 3, 1}),
