@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -753,6 +754,85 @@ TEST(WindowPool, ExplicitPaddingOfAnEmptyDimIsAnError) {
   EXPECT_TRUE(EvalNear(avg, F32({1.5, 2.5, 1.5, 2.5}, {1, 2, 2, 1}), 0,
                        {{x, F32({1, 2, 3}, {1, 1, 3, 1})}}));
   (void)y;
+}
+
+// Random geometries: every padding, stride, dilation and group count on small extents,
+// against im2col (convs) and the naive loops (pools), with the adjoint identities of the
+// gradient ops. A window that does not fit (VALID, EXPLICIT) must be a build error
+// exactly when TfDim says the input is shorter than the dilated window.
+TEST(WindowSweep, RandomGeometries) {
+  std::mt19937 rng(20261128);
+  auto pick = [&](int lo, int hi) { return static_cast<int>(lo + rng() % (hi - lo + 1)); };
+  int convs = 0, pools = 0, errors = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    SCOPED_TRACE(iter);
+    const Padding padding = static_cast<Padding>(pick(0, 2));
+    const bool pool = iter % 2 == 1;
+    const int64_t h = pick(1, 9), w = pick(1, 9), n = pick(1, 2);
+    const int64_t kh = pick(1, 4), kw = pick(1, 4);
+    const int dh = pool ? 1 : pick(1, 3), dw = pool ? 1 : pick(1, 3);
+    std::array<int64_t, 4> pads = {0, 0, 0, 0};
+    if (padding == Padding::kExplicit) {
+      for (int i = 0; i < 4; ++i)
+        pads[i] = pick(0, pool ? static_cast<int>((i < 2 ? kh : kw) - 1) : 4);
+    }
+    const Window2D win = MakeWindow(pick(1, 4), pick(1, 4), padding, dh, dw, pads);
+    const int64_t eh = (kh - 1) * dh + 1, ew = (kw - 1) * dw + 1;
+    const bool fits =
+        padding == Padding::kSame || (h + pads[0] + pads[1] >= eh && w + pads[2] + pads[3] >= ew);
+    Graph g;
+    if (!pool) {
+      const int64_t groups = pick(1, 3), cg = pick(1, 2), og = pick(1, 2);
+      const HostTensor x = Random({n, h, w, groups * cg}, iter);
+      const HostTensor f = Random({kh, kw, cg, groups * og}, iter + 1000);
+      Tensor y = Conv2D(Const(g, x), Const(g, f), win);
+      if (!fits) {
+        EXPECT_FALSE(g.status().ok());
+        ++errors;
+        continue;
+      }
+      ASSERT_TRUE(g.status().ok()) << g.status();
+      const HostTensor want = Im2ColConv(x, f, win);
+      ASSERT_TRUE(EvalNear(y, AsType(want, DType::kF32), 2e-6));
+      const HostTensor dy = Random(want.shape(), iter + 2000, DType::kF32);
+      Tensor dx = Conv2DBackpropInput(x.shape(), Const(g, f), Const(g, dy), win);
+      Tensor df = Conv2DBackpropFilter(Const(g, x), f.shape(), Const(g, dy), win);
+      const double ydy = Dot(want, dy);
+      EXPECT_NEAR(Dot(x, Eval(dx)), ydy, 1e-5 * (1 + std::abs(ydy)));
+      EXPECT_NEAR(Dot(f, Eval(df)), ydy, 1e-5 * (1 + std::abs(ydy)));
+      ++convs;
+    } else {
+      PoolCase c{"random", n, h, w, pick(1, 3), kh, kw, win};
+      const HostTensor x = Random({c.n, c.h, c.w, c.c}, iter, DType::kF64);
+      const Pool2DAttrs a = PoolAttrsOf(c, DataFormat::kNHWC);
+      Tensor mp = MaxPool(Const(g, x), a);
+      Tensor ap = AvgPool(Const(g, x), a);
+      if (!fits) {
+        EXPECT_FALSE(g.status().ok());
+        ++errors;
+        continue;
+      }
+      ASSERT_TRUE(g.status().ok()) << g.status();
+      std::vector<int64_t> argmax;
+      const HostTensor want_max = NaivePool(x, c, true, &argmax);
+      ASSERT_TRUE(EvalNear(mp, want_max));
+      ASSERT_TRUE(EvalNear(ap, NaivePool(x, c, false), 1e-14));
+      const HostTensor dy = Random(want_max.shape(), iter + 2000, DType::kF64);
+      HostTensor want_dx(DType::kF64, x.shape());
+      for (size_t o = 0; o < argmax.size(); ++o) {
+        want_dx.SetDouble(argmax[o], want_dx.GetDouble(argmax[o]) + dy.GetDouble(o));
+      }
+      EXPECT_TRUE(EvalNear(MaxPoolGrad(Const(g, x), Const(g, dy), a), want_dx, 1e-15));
+      const double lhs = Dot(NaivePool(x, c, false), dy);
+      EXPECT_NEAR(Dot(x, Eval(AvgPoolGrad(x.shape(), Const(g, dy), a))), lhs,
+                  1e-12 * (1 + std::abs(lhs)));
+      ++pools;
+    }
+  }
+  // The sweep reaches every branch.
+  EXPECT_GT(convs, 100);
+  EXPECT_GT(pools, 100);
+  EXPECT_GT(errors, 10);
 }
 
 }  // namespace
