@@ -38,6 +38,11 @@ absl::StatusOr<SpatialDim> SpatialDimOf(const char* dim, int64_t in, int64_t win
                                   before, " and ", after));
     }
     d.pad_before = before;
+  } else if (before != 0 || after != 0) {
+    // As TF's explicit_paddings: set only with EXPLICIT (they would be ignored, yet keep
+    // two equal ops apart in the cache key and could be too large for the dump text).
+    return Invalid(absl::StrCat("pads along ", dim, " are for EXPLICIT padding; ",
+                                PaddingName(padding), " takes none, got ", before, " and ", after));
   }
   if (in < 0) {  // unknown until run time
     d.out = -1;
@@ -129,12 +134,6 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryOf(const Pool2DAttrs& attrs, const 
   if (window.dilation_h != 1 || window.dilation_w != 1) {
     return Invalid("pooling windows take no dilation");
   }
-  if (window.padding == Padding::kExplicit &&
-      (window.pad_top >= attrs.size_h || window.pad_bottom >= attrs.size_h ||
-       window.pad_left >= attrs.size_w || window.pad_right >= attrs.size_w)) {
-    return Invalid(absl::StrCat("explicit pooling pads must be smaller than the ", attrs.size_h,
-                                "x", attrs.size_w, " window"));
-  }
   const LayoutAxes a = AxesOf(window.format);
   Pool2DGeometry g;
   g.format = window.format;
@@ -144,6 +143,22 @@ absl::StatusOr<Pool2DGeometry> Pool2DGeometryOf(const Pool2DAttrs& attrs, const 
                                            window.padding, window.pad_top, window.pad_bottom));
   BRAZE_ASSIGN_OR_RETURN(g.w, SpatialDimOf("W", x[a.w], attrs.size_w, window.stride_w, 1,
                                            window.padding, window.pad_left, window.pad_right));
+  // After the window sizes are checked (a 0 window is that error, not this one).
+  if (window.padding == Padding::kExplicit &&
+      (window.pad_top >= attrs.size_h || window.pad_bottom >= attrs.size_h ||
+       window.pad_left >= attrs.size_w || window.pad_right >= attrs.size_w)) {
+    return Invalid(absl::StrCat("explicit pooling pads must be smaller than the ", attrs.size_h,
+                                "x", attrs.size_w, " window, got top ", window.pad_top, ", bottom ",
+                                window.pad_bottom, ", left ", window.pad_left, ", right ",
+                                window.pad_right));
+  }
+  // Pads smaller than the window keep an element of x in every window, unless x has none
+  // along the dim (a max of nothing, a mean of nothing).
+  if (window.padding == Padding::kExplicit && (g.h.in == 0 || g.w.in == 0) &&
+      (g.h.out != 0 && g.w.out != 0)) {
+    return Invalid(absl::StrCat(g.h.in == 0 ? "H" : "W",
+                                " is 0: explicit padding would make windows of padding only"));
+  }
   return g;
 }
 

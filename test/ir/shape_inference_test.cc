@@ -214,5 +214,214 @@ INSTANTIATE_TEST_SUITE_P(
                   "'OneHot'", "indices must be i32"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
+// The window ops: each bad shape or attribute is an InvalidArgument naming the node and
+// saying what is wrong (docs/BAD_INPUT.md).
+Window2D Strided(int sh, int sw, Padding padding = Padding::kValid) {
+  Window2D w;
+  w.stride_h = sh;
+  w.stride_w = sw;
+  w.padding = padding;
+  return w;
+}
+Pool2DAttrs Pool(int64_t kh, int64_t kw, int sh, int sw, Padding padding = Padding::kValid) {
+  Pool2DAttrs a;
+  a.size_h = kh;
+  a.size_w = kw;
+  a.window = Strided(sh, sw, padding);
+  return a;
+}
+Tensor F32(Graph& g, Shape s) { return Placeholder(g, DType::kF32, std::move(s)); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Window, BuildErrors,
+    ::testing::Values(
+        ErrorCase{"conv_rank",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {2, 3, 3}), F32(g, {1, 1, 3, 1}));
+                  },
+                  "'Conv2D'", "the input must have rank 4, got [2,3,3]"},
+        ErrorCase{"conv_filter_rank",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 2}), F32(g, {3, 3, 2}));
+                  },
+                  "'Conv2D'",
+                  "the filter [KH, KW, C_in / groups, C_out] must have rank 4, got [3,3,2]"},
+        ErrorCase{"conv_groups",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 5}), F32(g, {1, 1, 2, 4}));
+                  },
+                  "'Conv2D'", "input channels 5 are not a multiple of the filter's 2"},
+        ErrorCase{"conv_groups_nchw",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 6, 3, 3}), F32(g, {1, 1, 4, 4}), {1, 1}, Padding::kValid,
+                           DataFormat::kNCHW);
+                  },
+                  "'Conv2D'", "input channels 6 are not a multiple of the filter's 4"},
+        ErrorCase{"conv_out_groups",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 4}), F32(g, {1, 1, 2, 3}));
+                  },
+                  "'Conv2D'", "output channels 3 are not a multiple of the 2 groups"},
+        ErrorCase{"conv_stride_0",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {1, 1, 1, 1}), {0, 1}, Padding::kSame);
+                  },
+                  "'Conv2D'", "stride along H must be in [1, 2^20], got 0"},
+        ErrorCase{"conv_dilation_0",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {1, 1, 1, 1}), {1, 1}, Padding::kSame,
+                           DataFormat::kNHWC, {1, 0});
+                  },
+                  "'Conv2D'", "dilation along W must be in [1, 2^20], got 0"},
+        ErrorCase{"conv_valid_window_larger",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 2, 5, 1}), F32(g, {3, 3, 1, 1}));
+                  },
+                  "'Conv2D'", "H is 2, smaller than the window's extent 3"},
+        ErrorCase{"conv_valid_dilated_window_larger",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 5, 4, 1}), F32(g, {2, 2, 1, 1}), {1, 1}, Padding::kValid,
+                           DataFormat::kNHWC, {1, 4});
+                  },
+                  "'Conv2D'", "W is 4, smaller than the window's extent 5"},
+        ErrorCase{"conv_explicit_negative_pad",
+                  [](Graph& g) {
+                    Window2D w = Strided(1, 1, Padding::kExplicit);
+                    w.pad_left = -1;
+                    Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {1, 1, 1, 1}), w);
+                  },
+                  "'Conv2D'", "explicit padding along W must be in [0, 2^20], got -1 and 0"},
+        ErrorCase{"conv_pads_without_explicit",
+                  [](Graph& g) {
+                    Window2D w = Strided(1, 1, Padding::kSame);
+                    w.pad_bottom = 1 << 30;
+                    Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {1, 1, 1, 1}), w);
+                  },
+                  "'Conv2D'",
+                  "pads along H are for EXPLICIT padding; SAME takes none, got 0 and 1073741824"},
+        ErrorCase{"pool_pads_without_explicit",
+                  [](Graph& g) {
+                    Pool2DAttrs a = Pool(2, 2, 1, 1);
+                    a.window.pad_left = 1;
+                    MaxPool(F32(g, {1, 4, 4, 1}), a);
+                  },
+                  "'MaxPool'",
+                  "pads along W are for EXPLICIT padding; VALID takes none, got 1 and 0"},
+        ErrorCase{"conv_i32",
+                  [](Graph& g) {
+                    Conv2D(Placeholder(g, DType::kI32, {1, 3, 3, 1}),
+                           Placeholder(g, DType::kI32, {1, 1, 1, 1}));
+                  },
+                  "'Conv2D'", "Conv2D does not support dtype i32"},
+        ErrorCase{"conv_mixed_dtypes",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 1}), Placeholder(g, DType::kF64, {1, 1, 1, 1}));
+                  },
+                  "'Conv2D'", "operand dtypes differ: f32[1,3,3,1] and f64[1,1,1,1]"},
+        ErrorCase{"conv_unknown_filter_window",
+                  [](Graph& g) {
+                    Conv2D(F32(g, {1, 3, 3, 1}), F32(g, {-1, 1, 1, 1}));
+                  },
+                  "'Conv2D'", "must have known spatial dims"},
+        ErrorCase{"conv_backprop_input_dy",
+                  [](Graph& g) {
+                    Conv2DBackpropInput({1, 4, 4, 1}, F32(g, {3, 3, 1, 1}), F32(g, {1, 3, 3, 1}),
+                                        Window2D{});
+                  },
+                  "'Conv2DBackpropInput'", "the output gradient is [1,3,3,1]; expected [1,2,2,1]"},
+        ErrorCase{"conv_backprop_input_unknown_hw",
+                  [](Graph& g) {
+                    Conv2DBackpropInput({1, -1, 4, 1}, F32(g, {3, 3, 1, 1}), F32(g, {1, 3, 2, 1}),
+                                        Window2D{});
+                  },
+                  "'Conv2DBackpropInput'",
+                  "the input shape [1,?,4,1] must be known but for its batch dim"},
+        ErrorCase{"conv_backprop_filter_dy",
+                  [](Graph& g) {
+                    Conv2DBackpropFilter(F32(g, {2, 5, 5, 3}), {2, 2, 3, 4}, F32(g, {2, 4, 4, 3}),
+                                         Window2D{});
+                  },
+                  "'Conv2DBackpropFilter'", "the output gradient is [2,4,4,3]; expected [2,4,4,4]"},
+        ErrorCase{"conv_backprop_filter_unknown_shape",
+                  [](Graph& g) {
+                    Conv2DBackpropFilter(F32(g, {2, 5, 5, 3}), {2, -1, 3, 4}, F32(g, {2, 4, 4, 4}),
+                                         Window2D{});
+                  },
+                  "'Conv2DBackpropFilter'", "filter shape [2,?,3,4] must be fully defined"},
+        ErrorCase{"pool_rank",
+                  [](Graph& g) {
+                    MaxPool(F32(g, {4, 4, 1}), {2, 2}, {1, 1});
+                  },
+                  "'MaxPool'", "the input must have rank 4, got [4,4,1]"},
+        ErrorCase{"pool_stride_0",
+                  [](Graph& g) {
+                    AvgPool(F32(g, {1, 4, 4, 1}), {2, 2}, {1, 0});
+                  },
+                  "'AvgPool'", "stride along W must be in [1, 2^20], got 0"},
+        ErrorCase{"pool_window_0",
+                  [](Graph& g) {
+                    MaxPool(F32(g, {1, 4, 4, 1}), {0, 2}, {1, 1});
+                  },
+                  "'MaxPool'", "window along H must be in [1, 2^20], got 0"},
+        ErrorCase{"pool_window_0_explicit",
+                  [](Graph& g) {
+                    Pool2DAttrs a = Pool(2, 0, 1, 1, Padding::kExplicit);
+                    MaxPool(F32(g, {1, 4, 4, 1}), a);
+                  },
+                  "'MaxPool'", "window along W must be in [1, 2^20], got 0"},
+        ErrorCase{"pool_valid_window_larger",
+                  [](Graph& g) {
+                    MaxPool(F32(g, {1, 4, 2, 1}), {3, 3}, {1, 1});
+                  },
+                  "'MaxPool'", "W is 2, smaller than the window's extent 3"},
+        ErrorCase{"pool_explicit_pad_not_smaller_than_window",
+                  [](Graph& g) {
+                    Pool2DAttrs a = Pool(3, 2, 1, 1, Padding::kExplicit);
+                    a.window.pad_right = 2;
+                    AvgPool(F32(g, {1, 4, 4, 1}), a);
+                  },
+                  "'AvgPool'",
+                  "explicit pooling pads must be smaller than the 3x2 window, got top 0, bottom 0, "
+                  "left 0, right 2"},
+        ErrorCase{"pool_dilation",
+                  [](Graph& g) {
+                    Pool2DAttrs a = Pool(2, 2, 1, 1);
+                    a.window.dilation_h = 2;
+                    MaxPool(F32(g, {1, 4, 4, 1}), a);
+                  },
+                  "'MaxPool'", "pooling windows take no dilation"},
+        ErrorCase{"pool_i32",
+                  [](Graph& g) {
+                    AvgPool(Placeholder(g, DType::kI32, {1, 4, 4, 1}), {2, 2}, {2, 2});
+                  },
+                  "'AvgPool'", "AvgPool does not support dtype i32"},
+        ErrorCase{"max_pool_grad_dy",
+                  [](Graph& g) {
+                    MaxPoolGrad(F32(g, {1, 4, 4, 2}), F32(g, {1, 2, 2, 1}), Pool(2, 2, 2, 2));
+                  },
+                  "'MaxPoolGrad'", "the output gradient is [1,2,2,1]; expected [1,2,2,2]"},
+        ErrorCase{"max_pool_grad_grad_g",
+                  [](Graph& g) {
+                    MaxPoolGradGrad(F32(g, {1, 4, 4, 2}), F32(g, {1, 2, 2, 2}), Pool(2, 2, 2, 2));
+                  },
+                  "'MaxPoolGradGrad'", "the gradient's gradient is [1,2,2,2]; expected [1,4,4,2]"},
+        ErrorCase{"avg_pool_grad_dy",
+                  [](Graph& g) {
+                    AvgPoolGrad({1, 5, 5, 1}, F32(g, {1, 2, 2, 1}), Pool(3, 3, 1, 1));
+                  },
+                  "'AvgPoolGrad'", "the output gradient is [1,2,2,1]; expected [1,3,3,1]"},
+        ErrorCase{"avg_pool_grad_unknown_hw",
+                  [](Graph& g) {
+                    AvgPoolGrad({-1, 5, -1, 1}, F32(g, {1, 3, 3, 1}), Pool(3, 3, 1, 1));
+                  },
+                  "'AvgPoolGrad'", "the input shape [?,5,?,1] must be known but for its batch dim"},
+        ErrorCase{"max_pool_grad_i32",
+                  [](Graph& g) {
+                    MaxPoolGrad(Placeholder(g, DType::kI32, {1, 4, 4, 1}),
+                                Placeholder(g, DType::kI32, {1, 2, 2, 1}), Pool(2, 2, 2, 2));
+                  },
+                  "'MaxPoolGrad'", "MaxPoolGrad does not support dtype i32"}),
+    [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
+
 }  // namespace
 }  // namespace braze

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
@@ -363,13 +364,195 @@ TEST(ClusterTextErrors, NameTheSourceLineAndWhat) {
               StartsWith("src.cluster:9: node 2 (HostCall): a HostCall"));
 }
 
+// ---- The window ops: every field of Window2D, Conv2DAttrs and Pool2DAttrs ----
+
+Window2D OddWindow() {
+  Window2D w;
+  w.stride_h = 2;
+  w.stride_w = 3;
+  w.dilation_h = 3;
+  w.dilation_w = 2;
+  w.padding = Padding::kExplicit;
+  w.pad_top = 1;
+  w.pad_bottom = 4;
+  w.pad_left = 2;
+  w.pad_right = 0;
+  w.format = DataFormat::kNCHW;
+  return w;
+}
+
+Pool2DAttrs OddPool() {
+  Pool2DAttrs a;
+  a.size_h = 3;
+  a.size_w = 2;
+  a.window.stride_h = 2;
+  a.window.stride_w = 1;
+  a.window.padding = Padding::kExplicit;
+  a.window.pad_top = 2;
+  a.window.pad_bottom = 1;
+  a.window.pad_left = 0;
+  a.window.pad_right = 1;
+  return a;
+}
+
+// One node of each window op, with no field at its default somewhere.
+Case EveryWindowOp() {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {2, 3, 11, 9}, 31);  // NCHW
+  Tensor f = c.Input(DType::kF32, {3, 2, 1, 6}, 32);   // 3 groups (depthwise x2)
+  Tensor conv = Conv2D(x, f, OddWindow());             // [2, 6, 5, 3]
+  Tensor dx = Conv2DBackpropInput({-1, 3, 11, 9}, f, conv, OddWindow());
+  Tensor df = Conv2DBackpropFilter(x, {3, 2, 1, 6}, conv, OddWindow());
+  Tensor xh = c.Input(DType::kF64, {2, 7, 5, 3}, 33);  // NHWC
+  Tensor fh = c.Input(DType::kF64, {2, 2, 3, 4}, 34);
+  Tensor same = Conv2D(xh, fh, {1, 2}, Padding::kSame, DataFormat::kNHWC, {2, 1});
+  Tensor mp = MaxPool(xh, OddPool());
+  Tensor mpg = MaxPoolGrad(xh, mp, OddPool());
+  Tensor mpgg = MaxPoolGradGrad(xh, xh, OddPool());
+  Tensor ap = AvgPool(x, {2, 3}, {3, 2}, Padding::kSame, DataFormat::kNCHW);
+  Pool2DAttrs ap_attrs = ap.node().attrs_as<Pool2DAttrs>();
+  Tensor apg = AvgPoolGrad({-1, 3, 11, 9}, ap, ap_attrs);
+  c.outputs = {conv, dx, df, same, mp, mpg, mpgg, ap, apg};
+  return c;
+}
+
+bool SameWindow(const Window2D& a, const Window2D& b) {
+  return a.stride_h == b.stride_h && a.stride_w == b.stride_w && a.dilation_h == b.dilation_h &&
+         a.dilation_w == b.dilation_w && a.padding == b.padding && a.pad_top == b.pad_top &&
+         a.pad_bottom == b.pad_bottom && a.pad_left == b.pad_left && a.pad_right == b.pad_right &&
+         a.format == b.format;
+}
+
+TEST(ClusterText, WindowAttrsRoundTripExactly) {
+  Case c = EveryWindowOp();
+  ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
+  const ClusterSpec spec = SpecOf(c, "windows");
+  const std::string text = Text(spec);
+  if (std::getenv("BRAZE_TEST_VERBOSE") != nullptr) std::cerr << text;
+  RebuiltCluster rebuilt = Rebuild(text);
+  ASSERT_NE(rebuilt.graph, nullptr);
+  ASSERT_EQ(rebuilt.spec.nodes.size(), spec.nodes.size());
+  EXPECT_EQ(Text(rebuilt.spec), text);
+  EXPECT_EQ(ClusterKey(rebuilt.spec, CompileOptions{}), ClusterKey(spec, CompileOptions{}));
+  int windows = 0;
+  for (size_t k = 0; k < spec.nodes.size(); ++k) {
+    const Node& a = spec.graph->node(spec.nodes[k]);
+    const Node& b = rebuilt.graph->node(rebuilt.spec.nodes[k]);
+    ASSERT_EQ(a.op(), b.op());
+    EXPECT_EQ(a.outputs(), b.outputs()) << a.name();
+    if (const auto* ca = std::get_if<Conv2DAttrs>(&a.attrs())) {
+      const auto* cb = std::get_if<Conv2DAttrs>(&b.attrs());
+      ASSERT_NE(cb, nullptr) << a.name();
+      EXPECT_TRUE(SameWindow(ca->window, cb->window)) << a.name();
+      EXPECT_EQ(ca->shape, cb->shape) << a.name();
+      ++windows;
+    } else if (const auto* pa = std::get_if<Pool2DAttrs>(&a.attrs())) {
+      const auto* pb = std::get_if<Pool2DAttrs>(&b.attrs());
+      ASSERT_NE(pb, nullptr) << a.name();
+      EXPECT_EQ(pa->size_h, pb->size_h) << a.name();
+      EXPECT_EQ(pa->size_w, pb->size_w) << a.name();
+      EXPECT_TRUE(SameWindow(pa->window, pb->window)) << a.name();
+      EXPECT_EQ(pa->shape, pb->shape) << a.name();
+      ++windows;
+    }
+  }
+  EXPECT_EQ(windows, 9);
+  // Readable, every field spelled out (the -1 batch of a gradient op's shape too).
+  EXPECT_THAT(text, HasSubstr(" Conv2D strides=[2,3] dilations=[3,2] padding=EXPLICIT "
+                              "pads=[1,4,2,0] format=NCHW shape=[] in=a0,a1 "));
+  EXPECT_THAT(text, HasSubstr(" Conv2DBackpropInput strides=[2,3] dilations=[3,2] "
+                              "padding=EXPLICIT pads=[1,4,2,0] format=NCHW shape=[-1,3,11,9] "));
+  EXPECT_THAT(text, HasSubstr(" Conv2DBackpropFilter strides=[2,3] dilations=[3,2] "
+                              "padding=EXPLICIT pads=[1,4,2,0] format=NCHW shape=[3,2,1,6] "));
+  EXPECT_THAT(text, HasSubstr(" Conv2D strides=[1,2] dilations=[2,1] padding=SAME "
+                              "pads=[0,0,0,0] format=NHWC shape=[] in=a2,a3 "));
+  EXPECT_THAT(text, HasSubstr(" MaxPool size=[3,2] strides=[2,1] dilations=[1,1] "
+                              "padding=EXPLICIT pads=[2,1,0,1] format=NHWC shape=[] in=a2 "));
+  EXPECT_THAT(text, HasSubstr(" AvgPoolGrad size=[2,3] strides=[3,2] dilations=[1,1] "
+                              "padding=SAME pads=[0,0,0,0] format=NCHW shape=[-1,3,11,9] "));
+  EXPECT_THAT(text, HasSubstr(" MaxPoolGradGrad size=[3,2] "));
+}
+
+// Every field of a window op enters the cache key: two clusters that differ in one field
+// must not share a kernel.
+TEST(ClusterText, EveryWindowFieldChangesTheKey) {
+  auto conv_key = [](const Window2D& w) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {1, 6, 12, 6}, 1);
+    Tensor f = c.Input(DType::kF32, {2, 2, 6, 2}, 2);
+    c.outputs = {Conv2D(x, f, w)};
+    EXPECT_TRUE(c.graph->status().ok()) << c.graph->status();
+    return ClusterKey(SpecOf(c), CompileOptions{});
+  };
+  Window2D base = OddWindow();
+  const std::string k0 = conv_key(base);
+  std::vector<Window2D> variants(11, base);
+  variants[0].stride_h = 1;
+  variants[1].stride_w = 1;
+  variants[2].dilation_h = 1;
+  variants[3].dilation_w = 1;
+  variants[4].padding = Padding::kSame;
+  variants[5].pad_top = 0;
+  variants[6].pad_bottom = 3;
+  variants[7].pad_left = 1;
+  variants[8].pad_right = 1;
+  variants[9].format = DataFormat::kNHWC;
+  variants[10].padding = Padding::kValid;
+  for (int i : {4, 10}) {  // pads go with EXPLICIT only
+    variants[i].pad_top = variants[i].pad_bottom = variants[i].pad_left = variants[i].pad_right = 0;
+  }
+  std::vector<std::string> keys = {k0};
+  for (const Window2D& w : variants) keys.push_back(conv_key(w));
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (size_t j = i + 1; j < keys.size(); ++j) EXPECT_NE(keys[i], keys[j]) << i << " " << j;
+  }
+  auto pool_key = [](const Pool2DAttrs& a, bool max) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {1, 9, 9, 2}, 1);
+    c.outputs = {max ? MaxPool(x, a) : AvgPool(x, a)};
+    EXPECT_TRUE(c.graph->status().ok()) << c.graph->status();
+    return ClusterKey(SpecOf(c), CompileOptions{});
+  };
+  Pool2DAttrs p = OddPool();
+  Pool2DAttrs taller = p, wider = p;
+  taller.size_h = 4;
+  wider.size_w = 3;
+  EXPECT_NE(pool_key(p, true), pool_key(taller, true));
+  EXPECT_NE(pool_key(p, true), pool_key(wider, true));
+  EXPECT_NE(pool_key(p, true), pool_key(p, false));
+  EXPECT_EQ(pool_key(p, true), pool_key(OddPool(), true));
+}
+
+TEST(ClusterTextErrors, WindowAttrsNameTheLineAndWhat) {
+  Case c = EveryWindowOp();
+  const std::string text = Text(SpecOf(c, "windows"));
+  auto line_of = [&](const std::string& what) {
+    const size_t at = text.find(what);
+    EXPECT_NE(at, std::string::npos) << what;
+    return 1 + std::count(text.begin(), text.begin() + at, '\n');
+  };
+  const std::string conv = " Conv2D strides=[2,3]";
+  const std::string prefix = absl::StrCat("src.cluster:", line_of(conv), ": ");
+  EXPECT_THAT(ErrorOf(Replace(text, "padding=EXPLICIT pads=[1,4,2,0] format=NCHW shape=[] in=a0",
+                              "padding=FULL pads=[1,4,2,0] format=NCHW shape=[] in=a0")),
+              testing::AllOf(StartsWith(prefix),
+                             HasSubstr("padding: expected VALID, SAME or EXPLICIT, got 'FULL'")));
+  EXPECT_THAT(
+      ErrorOf(Replace(text, "format=NCHW shape=[] in=a0", "format=CHWN shape=[] in=a0")),
+      testing::AllOf(StartsWith(prefix), HasSubstr("format: expected NHWC or NCHW, got 'CHWN'")));
+  EXPECT_THAT(ErrorOf(Replace(text, conv, " Conv2D strides=[2]")),
+              testing::AllOf(StartsWith(prefix), HasSubstr("strides and dilations need 2")));
+  EXPECT_THAT(ErrorOf(Replace(text, conv, " Conv2D strides=[0,3]")),
+              testing::AllOf(StartsWith(prefix), HasSubstr("stride along H must be in")));
+  EXPECT_THAT(ErrorOf(Replace(text, " MaxPool size=[3,2]", " MaxPool size=[3]")),
+              HasSubstr("size: expected 2 values"));
+  EXPECT_THAT(ErrorOf(Replace(text, " MaxPool size=[3,2]", " MaxPool size=[1,2]")),
+              HasSubstr("explicit pooling pads must be smaller than the 1x2 window"));
+}
+
 // Every prefix of a text and many random single-byte edits parse to a result or an
 // InvalidArgument naming the source; none crashes.
-TEST(ClusterTextErrors, NoInputCrashes) {
-  Case c = EveryAttrKind();
-  ClusterSpec spec = SpecOf(c);
-  spec.input_symbols = {{0, -1}, {0}, {}, {-1, 1, -1}};
-  const std::string text = Text(spec);
+void ExpectNoInputCrashes(const std::string& text) {
   const size_t end = text.rfind("end\n");
   for (size_t n = 0; n < text.size(); ++n) {
     absl::StatusOr<RebuiltCluster> r = ClusterFromText(text.substr(0, n), "cut");
@@ -403,6 +586,17 @@ TEST(ClusterTextErrors, NoInputCrashes) {
     EXPECT_THAT(std::string(r.status().message()), StartsWith("edit:"));
   }
   EXPECT_GT(failures, 1000);
+}
+
+TEST(ClusterTextErrors, NoInputCrashes) {
+  Case c = EveryAttrKind();
+  ClusterSpec spec = SpecOf(c);
+  spec.input_symbols = {{0, -1}, {0}, {}, {-1, 1, -1}};
+  ExpectNoInputCrashes(Text(spec));
+}
+
+TEST(ClusterTextErrors, NoWindowInputCrashes) {
+  ExpectNoInputCrashes(Text(SpecOf(EveryWindowOp())));
 }
 
 }  // namespace
