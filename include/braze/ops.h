@@ -8,6 +8,7 @@
 #define BRAZE_OPS_H_
 
 #include <array>
+#include <initializer_list>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -92,9 +93,11 @@ Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_val
 // ---- Convolution and pooling (f32, f64; graph.h's Window2D and Pool2DAttrs) ----
 // x is [N, H, W, C] (NHWC) or [N, C, H, W] (NCHW); the filter [KH, KW, C / groups, C_out].
 Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window);
-Tensor Conv2D(Tensor x, Tensor filter, std::array<int, 2> strides = {1, 1},
+// Strides and dilations are {h, w} (an initializer list, so that Conv2D(x, f, {2, 2}) is
+// this overload and not a Window2D's; any other length is an error on the node).
+Tensor Conv2D(Tensor x, Tensor filter, std::initializer_list<int> strides = {1, 1},
               Padding padding = Padding::kValid, DataFormat format = DataFormat::kNHWC,
-              std::array<int, 2> dilations = {1, 1});
+              std::initializer_list<int> dilations = {1, 1});
 // Windows of size[0] x size[1]; MaxPool pads with -inf, AvgPool divides by the number of
 // elements of x in the window (TF's SAME).
 Tensor MaxPool(Tensor x, std::array<int64_t, 2> size, std::array<int, 2> strides,

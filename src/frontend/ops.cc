@@ -190,13 +190,18 @@ Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window) {
   return g->AddNode(OpKind::kConv2D, {x, filter}, Conv2DAttrs{window, {}});
 }
 
-Tensor Conv2D(Tensor x, Tensor filter, std::array<int, 2> strides, Padding padding,
-              DataFormat format, std::array<int, 2> dilations) {
+Tensor Conv2D(Tensor x, Tensor filter, std::initializer_list<int> strides, Padding padding,
+              DataFormat format, std::initializer_list<int> dilations) {
+  // Any other length than 2: a stride (dilation) of 0, which shape inference reports on
+  // the node.
+  auto at = [](std::initializer_list<int> v, size_t i) {
+    return v.size() == 2 ? *(v.begin() + i) : 0;
+  };
   Window2D w;
-  w.stride_h = strides[0];
-  w.stride_w = strides[1];
-  w.dilation_h = dilations[0];
-  w.dilation_w = dilations[1];
+  w.stride_h = at(strides, 0);
+  w.stride_w = at(strides, 1);
+  w.dilation_h = at(dilations, 0);
+  w.dilation_w = at(dilations, 1);
   w.padding = padding;
   w.format = format;
   return Conv2D(x, filter, w);
