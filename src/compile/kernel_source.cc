@@ -76,8 +76,12 @@ void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
         absl::StrContains(k.schedule_text(), kCpuGemmBiasF32Symbol)) {
       absl::StrAppend(&line, "; matmul by ", CpuGemmLibrary());
     }
+    // Which path a kernel's convolutions took (docs/CONVOLUTIONS.md): its Funcs are named
+    // for their ops (Conv2D_3, Conv2DBackpropInput_7, ...).
     if (absl::StrContains(k.schedule_text(), kCpuConvF32Symbol)) {
       absl::StrAppend(&line, "; convolution by ", CpuGemmLibrary());
+    } else if (absl::StrContains(k.schedule_text(), "Conv2D")) {
+      absl::StrAppend(&line, "; convolution by Braze's Halide loops");
     }
     if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
     for (const std::string& refused : k.scheduler_failures()) {

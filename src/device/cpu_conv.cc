@@ -15,16 +15,7 @@ using onednn::Loaded;
 
 bool IsBoundsQuery(const halide_buffer_t* b) { return b->host == nullptr && b->device == 0; }
 
-// The convolution's sizes and direction, as the lowering passes them.
-struct Geometry {
-  int32_t dir;  // onednn::ConvDirection's values
-  bool nchw;
-  int32_t n, c_in, in_h, in_w, c_out, kh, kw, groups;
-  int32_t sh, sw, dh, dw, pt, pb, pl, pr;
-  int32_t bias_relu;
-  int32_t OutH() const { return (in_h + pt + pb - ((kh - 1) * dh + 1)) / sh + 1; }
-  int32_t OutW() const { return (in_w + pl + pr - ((kw - 1) * dw + 1)) / sw + 1; }
-};
+using Geometry = CpuConvGeometry;
 
 // Halide-order extents of an activation of c x h x w (dims 0-2; dim 3 is the batch).
 void ActivationExtents(bool nchw, int32_t c, int32_t h, int32_t w, int32_t* e) {
@@ -69,6 +60,17 @@ float* First(const halide_buffer_t* b, bool batch, int64_t n0) {
   return batch ? p + (n0 - b->dim[3].min) * b->dim[3].stride : p;
 }
 
+#if BRAZE_HAVE_DNNL
+onednn::ConvKey KeyOf(const Geometry& g, int64_t n, int threads) {
+  const bool has_bias = g.dir == onednn::kForward && g.bias_relu != 0;
+  return onednn::ConvKey{n,        g.c_in,   g.in_h, g.in_w, g.c_out,
+                         g.OutH(), g.OutW(), g.kh,   g.kw,   g.groups,
+                         g.sh,     g.sw,     g.dh,   g.dw,   g.pt,
+                         g.pb,     g.pl,     g.pr,   g.nchw, has_bias ? g.bias_relu : 0,
+                         threads,  g.dir};
+}
+#endif
+
 int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Geometry& g,
          int32_t threads, halide_buffer_t* out) {
   int32_t xe[3], ye[3];
@@ -109,15 +111,12 @@ int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Ge
       (has_bias && !Holds(bias, 1, &g.c_out, false, 0, 0))) {
     return -2;
   }
-  onednn::ConvKey k{n,    g.c_in, g.in_h, g.in_w, g.c_out, g.OutH(), g.OutW(), g.kh,
-                    g.kw, g.groups, g.sh, g.sw,   g.dh,    g.dw,     g.pt,     g.pb,
-                    g.pl, g.pr,   g.nchw, has_bias ? g.bias_relu : 0, threads, g.dir};
-  std::shared_ptr<onednn::PreparedConv> p = onednn::LookupConv(lib, k);
+  std::shared_ptr<onednn::PreparedConv> p = onednn::LookupConv(lib, KeyOf(g, n, threads));
   if (p == nullptr) return -3;
   if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
   float* x = g.dir == onednn::kBackwardData ? First(out, true, n0) : First(a, true, n0);
   float* w = weights ? First(out, false, 0) : First(b, false, 0);
-  float* y = g.dir == onednn::kForward    ? First(out, true, n0)
+  float* y = g.dir == onednn::kForward        ? First(out, true, n0)
              : g.dir == onednn::kBackwardData ? First(a, true, n0)
                                               : First(b, true, n0);
   const float* pbias = has_bias ? First(bias, false, 0) : nullptr;
@@ -142,10 +141,23 @@ extern "C" __attribute__((visibility("hidden"))) int braze_cpu_conv_f32(
   if (groups < 1 || c_in % groups != 0 || c_out % groups != 0 || direction < 0 || direction > 2) {
     return -3;
   }
-  const Geometry g{direction, nchw != 0, n,        c_in,     in_h,       in_w,       c_out,
-                   kh,        kw,        groups,   stride_h, stride_w,   dilation_h, dilation_w,
+  const Geometry g{direction, nchw != 0,  n,        c_in,      in_h,     in_w,       c_out,
+                   kh,        kw,         groups,   stride_h,  stride_w, dilation_h, dilation_w,
                    pad_top,   pad_bottom, pad_left, pad_right, bias_relu};
   return Conv(a, b, bias, g, threads, out);
+}
+
+bool CpuConvSupported(const CpuConvGeometry& g, int threads) {
+  const Library& lib = Loaded();
+  if (!lib.status.ok() || g.groups < 1 || g.c_in % g.groups != 0 || g.c_out % g.groups != 0) {
+    return false;
+  }
+#if BRAZE_HAVE_DNNL
+  return onednn::LookupConv(lib, KeyOf(g, g.n, threads)) != nullptr;
+#else
+  (void)threads;
+  return false;
+#endif
 }
 
 void* CpuConvF32Address() { return reinterpret_cast<void*>(&braze_cpu_conv_f32); }

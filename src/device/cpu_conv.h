@@ -7,6 +7,8 @@
 #ifndef BRAZE_DEVICE_CPU_CONV_H_
 #define BRAZE_DEVICE_CPU_CONV_H_
 
+#include <cstdint>
+
 namespace braze {
 
 // The extern stage's C symbol (f32):
@@ -29,6 +31,23 @@ namespace braze {
 // loadable, -2 a buffer that is not dense or does not hold what is read, -3 oneDNN
 // refused the configuration or failed.
 inline constexpr char kCpuConvF32Symbol[] = "braze_cpu_conv_f32";
+
+// A call's sizes and direction, as the extern's integer arguments give them.
+struct CpuConvGeometry {
+  int32_t dir;  // 0 forward, 1 backward data, 2 backward weights
+  bool nchw;
+  int32_t n, c_in, in_h, in_w, c_out, kh, kw, groups;
+  int32_t sh, sw, dh, dw, pt, pb, pl, pr;
+  int32_t bias_relu;
+  int32_t OutH() const { return (in_h + pt + pb - ((kh - 1) * dh + 1)) / sh + 1; }
+  int32_t OutW() const { return (in_w + pl + pr - ((kw - 1) * dw + 1)) / sw + 1; }
+};
+
+// Whether oneDNN takes the convolution `g` with `threads` threads: its primitive is made
+// now (and kept for the calls). The lowering asks first, so that a configuration oneDNN
+// refuses is Braze's Halide convolution rather than a call that fails at run time. False
+// without oneDNN.
+bool CpuConvSupported(const CpuConvGeometry& g, int threads);
 
 // braze_cpu_conv_f32's address, for JIT pipelines and the disk cache's runtime.
 void* CpuConvF32Address();

@@ -65,6 +65,29 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
       bias = &v;
     }
   }
+  const int direction = op == OpKind::kConv2D ? 0 : op == OpKind::kConv2DBackpropInput ? 1 : 2;
+  const Window2D& w = attrs.window;
+  const CpuConvGeometry call{direction,
+                             nchw,
+                             static_cast<int32_t>(g->n),
+                             static_cast<int32_t>(g->c_in),
+                             static_cast<int32_t>(g->h.in),
+                             static_cast<int32_t>(g->w.in),
+                             static_cast<int32_t>(g->c_out),
+                             static_cast<int32_t>(g->h.window),
+                             static_cast<int32_t>(g->w.window),
+                             static_cast<int32_t>(g->groups),
+                             w.stride_h,
+                             w.stride_w,
+                             w.dilation_h,
+                             w.dilation_w,
+                             static_cast<int32_t>(g->h.pad_before),
+                             static_cast<int32_t>(PadAfter(g->h, w.padding, w.pad_bottom)),
+                             static_cast<int32_t>(g->w.pad_before),
+                             static_cast<int32_t>(PadAfter(g->w, w.padding, w.pad_right)),
+                             bias != nullptr ? (epilogue->relu ? 2 : 1) : 0};
+  // A configuration oneDNN refuses is Braze's Halide convolution, not a failing call.
+  if (!CpuConvSupported(call, ctx.library_gemm_threads)) return std::nullopt;
   // The backward ops' operands: (filter, dy) -> (dy, filter); (x, dy) stays.
   const Value& first = op == OpKind::kConv2DBackpropInput ? b : a;
   const Value& second = op == OpKind::kConv2DBackpropInput ? a : b;
@@ -75,26 +98,41 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
   int bias_relu = 0;
   if (bias != nullptr) {
     // A bias equal everywhere (a broadcast scalar) has no buffer yet: the call takes one.
-    bias_arg = LibraryArgument(ctx, Materialize(ctx, name + "_bias", *bias), name + "_bias",
-                               operands);
-    bias_relu = epilogue->relu ? 2 : 1;
+    bias_arg =
+        LibraryArgument(ctx, Materialize(ctx, name + "_bias", *bias), name + "_bias", operands);
+    bias_relu = call.bias_relu;
     epilogue->folded = true;
   }
-  const int direction = op == OpKind::kConv2D ? 0 : op == OpKind::kConv2DBackpropInput ? 1 : 2;
-  const Window2D& w = attrs.window;
   auto i32 = [](int64_t v) { return Halide::Expr(static_cast<int32_t>(v)); };
   // The batch: a run-time value when symbolic (the filter's gradient reads every image).
   const Halide::Expr n = Halide::cast<int32_t>(ctx.Extent(first, 0));
   const char* suffix = bias_relu == 0 ? "" : bias_relu == 2 ? "_bias_relu" : "_bias";
   Halide::Func conv(ctx.UniqueName(name + suffix));
-  conv.define_extern(
-      kCpuConvF32Symbol,
-      {a_arg, b_arg, bias_arg, i32(direction), i32(nchw ? 1 : 0), n, i32(g->c_in), i32(g->h.in),
-       i32(g->w.in), i32(g->c_out), i32(g->h.window), i32(g->w.window), i32(g->groups),
-       i32(w.stride_h), i32(w.stride_w), i32(w.dilation_h), i32(w.dilation_w),
-       i32(g->h.pad_before), i32(PadAfter(g->h, w.padding, w.pad_bottom)), i32(g->w.pad_before),
-       i32(PadAfter(g->w, w.padding, w.pad_right)), i32(bias_relu), ctx.library_gemm_threads},
-      Halide::Float(32), 4);
+  conv.define_extern(kCpuConvF32Symbol,
+                     {a_arg,
+                      b_arg,
+                      bias_arg,
+                      i32(direction),
+                      i32(nchw ? 1 : 0),
+                      n,
+                      i32(call.c_in),
+                      i32(call.in_h),
+                      i32(call.in_w),
+                      i32(call.c_out),
+                      i32(call.kh),
+                      i32(call.kw),
+                      i32(call.groups),
+                      i32(call.sh),
+                      i32(call.sw),
+                      i32(call.dh),
+                      i32(call.dw),
+                      i32(call.pt),
+                      i32(call.pb),
+                      i32(call.pl),
+                      i32(call.pr),
+                      i32(bias_relu),
+                      ctx.library_gemm_threads},
+                     Halide::Float(32), 4);
   ctx.calls_library = true;
   schedule::Stage stage;
   stage.kind = schedule::StageKind::kLibraryMatMul;  // a library call: stored whole
