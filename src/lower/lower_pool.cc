@@ -17,7 +17,8 @@
 //   (strict >, taps in row-major order): an argmax stage (a serial loop over the taps
 //   per window) that MaxPoolGrad compares each tap with and MaxPoolGradGrad reads at.
 // Padding taps are tested, never read as a padding value: their loads are clamped into
-// x and their terms selected away (or left out of the RDom).
+// x and their terms selected away. (Not RDom::where: with a predicate on the output's
+// vars, Mullapudi2016 and Li2018 failed internal assertions on the RDom forms.)
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -152,13 +153,17 @@ Value MaxPool(LoweringContext& ctx, const std::string& name, const Pool2DGeometr
   Halide::RDom r({{0, static_cast<int>(g.w.window)}, {0, static_cast<int>(g.h.window)}},
                  ctx.UniqueName(name + "_r"));
   const Tap t = TapOf(g, o, r.y, r.x);
-  if (t.inside.defined()) r.where(t.inside);
   const Expr v = Read(x, g, o, t);
+  Expr s = Halide::reinterpret(b.st, v), u = Halide::reinterpret(b.ut, v), u_top = u;
+  if (t.inside.defined()) {
+    s = Halide::select(t.inside, s, b.HiEmpty());
+    u = Halide::select(t.inside, u, b.LoEmpty());
+    u_top = Halide::select(t.inside, u_top, b.U(0));
+  }
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   acc(vars) = Halide::Tuple(b.HiEmpty(), b.LoEmpty(), b.U(0));
-  acc(vars) = Halide::Tuple(Halide::max(acc(vars)[0], Halide::reinterpret(b.st, v)),
-                            Halide::min(acc(vars)[1], Halide::reinterpret(b.ut, v)),
-                            Halide::max(acc(vars)[2], Halide::reinterpret(b.ut, v)));
+  acc(vars) = Halide::Tuple(Halide::max(acc(vars)[0], s), Halide::min(acc(vars)[1], u),
+                            Halide::max(acc(vars)[2], u_top));
   ctx.stages().push_back(ReductionStage(acc, r, out.shape, taps));
   return Inline(out.dtype, out.shape, [acc, b](const std::vector<Expr>& index) mutable {
     const std::vector<Expr> args(index.rbegin(), index.rend());
@@ -195,12 +200,11 @@ Value AvgPool(LoweringContext& ctx, const std::string& name, const Pool2DGeometr
   Halide::RDom r({{0, static_cast<int>(g.w.window)}, {0, static_cast<int>(g.h.window)}},
                  ctx.UniqueName(name + "_r"));
   const Tap t = TapOf(g, o, r.y, r.x);
-  if (t.inside.defined()) r.where(t.inside);
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   acc(vars) = Halide::Internal::make_zero(Halide::Float(64));
   // The opaque zero keeps loop trimming from taking an x - x term as 0 (lower_reduce.cc).
-  acc(vars) = acc(vars) + (Halide::cast(Halide::Float(64), Read(x, g, o, t)) +
-                           ctx.OpaqueZero(Halide::Float(64)));
+  const Expr v = Halide::cast(Halide::Float(64), Read(x, g, o, t));
+  acc(vars) = acc(vars) + (OrZero(t.inside, v) + ctx.OpaqueZero(Halide::Float(64)));
   ctx.stages().push_back(ReductionStage(acc, r, out.shape, taps));
   const DataFormat format = g.format;
   return Inline(out.dtype, out.shape, [=](const std::vector<Expr>& index) mutable {
@@ -218,13 +222,13 @@ Value WindowArgMax(LoweringContext& ctx, const std::string& name, const Pool2DGe
   Halide::RDom r({{0, static_cast<int>(g.w.window)}, {0, static_cast<int>(g.h.window)}},
                  ctx.UniqueName(name + "_argmax_r"));
   const Tap t = TapOf(g, o, r.y, r.x);
-  if (t.inside.defined()) r.where(t.inside);
   const Expr v = Read(x, g, o, t);
   Halide::Func acc(ctx.UniqueName(name + "_argmax"));
   acc(vars) = Halide::Tuple(Expr(-1), Halide::Internal::make_zero(v.type()));
   const Expr best = acc(vars)[1];
-  const Expr take =
+  Expr take =
       acc(vars)[0] < 0 || (!IsNanBits(best) && (IsNanBits(v) || Halide::strict_float(v > best)));
+  if (t.inside.defined()) take = t.inside && take;
   const Expr tap = r.y * static_cast<int>(g.w.window) + r.x;
   acc(vars) = Halide::Tuple(Halide::select(take, tap, acc(vars)[0]), Halide::select(take, v, best));
   ctx.stages().push_back(ReductionStage(acc, r, y_shape, g.h.window * g.w.window));
@@ -286,11 +290,10 @@ Value Gather(LoweringContext& ctx, const std::string& name, const Pool2DGeometry
                  ctx.UniqueName(name + "_r"));
   Expr valid;
   const Expr v = window_term(i, r.y, r.x, &valid);
-  r.where(valid);
   const Halide::Type acc_type = IsFloating(out.dtype) ? Halide::Float(64) : HalideType(out.dtype);
   Halide::Func acc(ctx.UniqueName(name + "_acc"));
   acc(vars) = Halide::Internal::make_zero(acc_type);
-  acc(vars) = acc(vars) + (Halide::cast(acc_type, v) + ctx.OpaqueZero(acc_type));
+  acc(vars) = acc(vars) + (OrZero(valid, Halide::cast(acc_type, v)) + ctx.OpaqueZero(acc_type));
   ctx.stages().push_back(ReductionStage(acc, r, out.shape, ch * cw));
   return Inline(out.dtype, out.shape, [acc](const std::vector<Expr>& index) mutable {
     return acc(std::vector<Expr>(index.rbegin(), index.rend()));
