@@ -37,6 +37,18 @@ using schedule::Stage;
 constexpr int64_t kMaxPartials = 16;
 constexpr int64_t kMinPartialWork = 2048;
 
+// The partial sums of a filter gradient reducing `work` products per element over a
+// batch of n. A static batch prefers a divisor of n (no test that an image exists)
+// unless that halves the partials.
+int64_t Partials(int64_t work, int64_t n, bool symbolic) {
+  const int64_t want = std::min(std::clamp<int64_t>(work / kMinPartialWork, 1, kMaxPartials),
+                                symbolic ? kMinSymbolicExtent : n);
+  if (symbolic) return want;
+  int64_t divisor = want;
+  while (n % divisor != 0) --divisor;
+  return divisor * 2 >= want ? divisor : want;
+}
+
 std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars) {
   return std::vector<Expr>(vars.rbegin(), vars.rend());
 }
@@ -201,8 +213,7 @@ Value ConvBackpropFilter(LoweringContext& ctx, const std::string& name, const Co
   const bool n_symbolic = SymbolOf(x_in, AxesOf(g.format).n) >= 0;
   const Expr n_extent = ctx.Extent(x_in, AxesOf(g.format).n);
   const int64_t per_image = g.h.out * g.w.out;
-  int64_t partials = std::clamp<int64_t>(g.n * per_image / kMinPartialWork, 1, kMaxPartials);
-  partials = std::min(partials, n_symbolic ? kMinSymbolicExtent : g.n);
+  const int64_t partials = Partials(g.n * per_image, g.n, n_symbolic);
   const int pp = static_cast<int>(partials);
   ConvParts p;
   p.name = name + (partials > 1 ? "_partial" : "");
@@ -231,8 +242,13 @@ Value ConvBackpropFilter(LoweringContext& ctx, const std::string& name, const Co
   const std::vector<Expr> index = RowMajor(vars);
   const size_t k0 = partials > 1 ? 1 : 0;  // where kh is in the index
   const Expr kh = index[k0], kw = index[k0 + 1], ci = index[k0 + 2], co = index[k0 + 3];
-  const Expr n = partials > 1 ? t * pp + index[0] : t;
-  if (partials > 1 && (n_symbolic || g.n % partials != 0)) p.where.push_back(n < n_extent);
+  Expr n = partials > 1 ? t * pp + index[0] : t;
+  if (partials > 1 && (n_symbolic || g.n % partials != 0)) {
+    // The last step's images past the batch are left out, and their reads clamped:
+    // Halide's bounds of x ignore the predicate.
+    p.where.push_back(n < n_extent);
+    n = Halide::min(n, n_extent - 1);
+  }
   const Expr ih = InputIndex(g.h, oh, kh), iw = InputIndex(g.w, ow, kw);
   PadTests(g.h, ih, false, p);
   PadTests(g.w, iw, false, p);
