@@ -63,9 +63,9 @@ absl::StatusOr<Halide::Target> JitTarget(const device::Backend& backend, const s
   return target;
 }
 
-// kAuto's choice (see compile.h): row reductions and matmuls get the safe default, and
-// so does a pipeline with an output it writes with streaming stores, which the
-// autoschedulers cannot (schedule/stream_stores.h).
+// kAuto's choice (see compile.h): row reductions, matmuls and convolutions get the safe
+// default (its register tiles), and so does a pipeline with an output it writes with
+// streaming stores, which the autoschedulers cannot (schedule/stream_stores.h).
 Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target,
                         int parallelism) {
   if (schedule::StreamsAnOutput(info, target, parallelism, ScheduleParams())) {
@@ -75,8 +75,7 @@ Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
     if (reduction && stage.reduces_innermost) return Scheduler::kSafeDefault;
-    if (stage.kind == schedule::StageKind::kMatMul ||
-        stage.kind == schedule::StageKind::kLibraryMatMul) {
+    if (schedule::IsTiled(stage.kind) || stage.kind == schedule::StageKind::kLibraryMatMul) {
       return Scheduler::kSafeDefault;
     }
   }

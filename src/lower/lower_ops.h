@@ -1,6 +1,6 @@
 // Per-op lowerings: each turns one node's input Values into its output Value. The
 // dispatch (a switch over OpKind) is in lowering.cc; the op families live in
-// lower_elementwise.cc, lower_reduce.cc and lower_layout.cc.
+// lower_elementwise.cc, lower_reduce.cc, lower_layout.cc, lower_conv.cc and lower_pool.cc.
 //
 // Inputs and output types are concrete and already checked by InferOutputTypes, so
 // these only build Halide IR; Halide may throw Halide::Error, which the caller catches.
@@ -79,7 +79,7 @@ Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& at
 Value LowerOneHot(LoweringContext& ctx, const std::string& name, const OneHotAttrs& attrs,
                   const Value& indices, const TensorType& out);
 
-// lower_window.cc: Conv2D and its gradient ops; the pools and theirs.
+// lower_conv.cc: Conv2D and its gradient ops; lower_pool.cc: the pools and theirs.
 absl::StatusOr<Value> LowerConv(LoweringContext& ctx, const std::string& name, OpKind op,
                                 const Conv2DAttrs& attrs, const std::vector<Value>& in,
                                 const TensorType& out);

@@ -79,7 +79,7 @@ class GpuHeuristic {
     for (size_t j = 0; j < info_.outputs.size(); ++j) ScheduleOutput(static_cast<int>(j));
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
-      if (s.kind == StageKind::kMatMul) {
+      if (IsTiled(s.kind)) {
         MatMul(s);
       } else {
         ScheduleReduction(s, reductions_[i]);
@@ -123,7 +123,7 @@ class GpuHeuristic {
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
       materialized_.insert(s.acc.name());
-      if (s.kind == StageKind::kMatMul) {
+      if (IsTiled(s.kind)) {
         materialized_.insert(s.result.name());
         matmul_results_.insert(s.result.name());
         continue;
@@ -137,7 +137,7 @@ class GpuHeuristic {
     // something is materialized once instead of being inlined into the k loop. Operands
     // that only reindex inputs (transpose, reshape) or constants stay inlined.
     for (const Stage& s : info_.stages) {
-      if (s.kind != StageKind::kMatMul) continue;
+      if (!IsTiled(s.kind)) continue;
       for (const auto& [name, fn] : Halide::Internal::find_direct_calls(s.acc.function())) {
         if (name == s.acc.name() || materialized_.count(name) > 0) continue;
         bool computes = false;
@@ -188,7 +188,7 @@ class GpuHeuristic {
     hosts_.assign(info_.outputs.size(), Host::kNone);
     for (int i = static_cast<int>(info_.stages.size()) - 1; i >= 0; --i) {
       const Stage& s = info_.stages[i];
-      if (s.kind == StageKind::kMatMul) continue;
+      if (IsTiled(s.kind)) continue;
       Reduction& r = reductions_[i];
       int host = -1;
       bool ok = true;
@@ -370,7 +370,7 @@ class GpuHeuristic {
     std::map<std::string, const Stage*> rows;
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
-      if (s.kind == StageKind::kMatMul || reductions_[i].host != j) continue;
+      if (IsTiled(s.kind) || reductions_[i].host != j) continue;
       if (reductions_[i].kind != Kind::kRow || !s.reduces_innermost ||
           (!rows.empty() && s.reduction_extent != rows.begin()->second->reduction_extent)) {
         return {};
@@ -547,7 +547,8 @@ class GpuHeuristic {
   }
 
   // The result tiled 16x16 over (n, m), batch dims fused into the block index; each
-  // thread accumulates its output over k in registers.
+  // thread accumulates its output over k in registers. A convolution (kConv) likewise:
+  // 16x16 of its dims 0 and 1, its window reduced serially per thread.
   void MatMul(const Stage& s) {
     Func res = s.result;
     Func acc = s.acc;
@@ -563,8 +564,8 @@ class GpuHeuristic {
     res.gpu_blocks(t).gpu_threads(xi, yi);
     acc.compute_at(res, xi);
     placed_.insert(acc.name());
-    log_ << res.name() << ": matmul, compute_root, " << kMatMulTile << "x" << kMatMulTile
-         << " tiles, blocks over " << t.name() << "\n"
+    log_ << res.name() << (s.kind == StageKind::kConv ? ": conv" : ": matmul") << ", compute_root, "
+         << kMatMulTile << "x" << kMatMulTile << " tiles, blocks over " << t.name() << "\n"
          << acc.name() << ": compute_at(" << res.name() << ", " << xi.name()
          << "), k serial per thread\n";
   }

@@ -48,13 +48,25 @@ enum class StageKind {
   // `result` are the extern Func, which must be stored (compute_root), as must the
   // `operands` it is handed (a cluster input is handed over in place, not listed).
   kLibraryMatMul,
+  // A direct convolution or one of its gradients (lower/lower_conv.cc): as kMatMul,
+  // `acc` (+= over `rdom`: a window and channels, or the batch and image for a filter
+  // gradient) is read only by `result`, its pure copy, and `operands` are worth storing.
+  // Dim 0 is the dim to vectorize (the operands vary contiguously along it); the rows
+  // of a register tile are dim 1, or dim 2 when dim 1 is too short (a filter's one
+  // input channel). The update may have a predicate (RDom::where: padding taps).
+  kConv,
 };
+
+// Stages tiled like a matmul: an accumulator per register tile of `result`.
+inline bool IsTiled(StageKind kind) {
+  return kind == StageKind::kMatMul || kind == StageKind::kConv;
+}
 
 struct Stage {
   StageKind kind = StageKind::kReduction;
   Halide::Func acc;     // the Func with the update definition
-  Halide::Func result;  // kMatMul only: the pure Func that reads `acc`
-  // kMatMul only: operand Funcs the k loop reads (computed operands, a repacked b^T),
+  Halide::Func result;  // kMatMul and kConv only: the pure Func that reads `acc`
+  // kMatMul and kConv only: operand Funcs the k loop reads (computed operands, a repacked b^T),
   // worth computing once rather than inlining; cluster inputs are read in place.
   struct Operand {
     Halide::Func func;

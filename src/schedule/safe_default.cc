@@ -246,13 +246,16 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
       case StageKind::kLibraryMatMul:
         s.LibraryMatMul(stage, materialized);
         break;
+      case StageKind::kConv:
+        s.Conv(stage, materialized);
+        break;
     }
   }
   for (size_t i = 0; i < info.outputs.size(); ++i) {
-    // A MatMul result that is also an output already has its tiled schedule.
+    // A MatMul (or Conv) result that is also an output already has its tiled schedule.
     bool scheduled = false;
     for (const Stage& stage : info.stages) {
-      scheduled |= (stage.kind == StageKind::kMatMul || stage.kind == StageKind::kLibraryMatMul) &&
+      scheduled |= (IsTiled(stage.kind) || stage.kind == StageKind::kLibraryMatMul) &&
                    stage.result.name() == info.outputs[i].name();
     }
     if (!scheduled) {

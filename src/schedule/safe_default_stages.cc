@@ -181,8 +181,7 @@ void SafeScheduler::LibraryMatMul(const Stage& s, const std::set<std::string>& m
 // k loop. Shapes are exact, so the tiles shrink to fit small extents (a vector, 1 row)
 // and every split is ShiftInwards on the pure result or exact on the accumulator: no
 // GuardWithIf (see Reduction for why), and constant extents that unroll.
-void SafeScheduler::MatMul(const Stage& s, const std::set<std::string>& materialized) {
-  // Operands first: computed once, at root, unless they are stored anyway.
+void SafeScheduler::TiledOperands(const Stage& s, const std::set<std::string>& materialized) {
   for (const Stage::Operand& o : s.operands) {
     Func f = o.func;
     if (materialized.count(f.name()) > 0 || !scheduled_operands_.insert(f.name()).second) {
@@ -198,6 +197,10 @@ void SafeScheduler::MatMul(const Stage& s, const std::set<std::string>& material
       Pointwise(f, o.extents, o.symbolic);
     }
   }
+}
+
+void SafeScheduler::MatMul(const Stage& s, const std::set<std::string>& materialized) {
+  TiledOperands(s, materialized);  // first: computed once, at root
   Func res = s.result;
   Func acc = s.acc;
   std::vector<Var> args = res.args();

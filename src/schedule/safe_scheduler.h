@@ -7,6 +7,7 @@
 //                           output row, their updates rfactored, shared row values
 //   safe_default_stages.cc  reductions and ArgMax at root, MatMul's register tiles, the
 //                           CPU GEMM library's extern stage
+//   safe_default_conv.cc    convolutions' register tiles
 // One class, so that what a schedule has done so far (its text, the streamed outputs,
 // the operands already stored) is shared by all three.
 //
@@ -150,6 +151,12 @@ class SafeScheduler {
   // docs/HALIDE14.md §2f: the register-tiled matmul.
   void MatMul(const Stage& s, const std::set<std::string>& materialized);
 
+  // ---- Convolutions (safe_default_conv.cc) ----
+
+  // A kConv stage: register tiles of whole vectors of dim 0 by a strip of rows,
+  // accumulated in registers across the window, the tiles in parallel.
+  void Conv(const Stage& s, const std::set<std::string>& materialized);
+
  private:
   static std::vector<Halide::Func> SharedRowValues(const PipelineInfo& info,
                                                    const std::set<std::string>& accs);
@@ -157,6 +164,9 @@ class SafeScheduler {
                              const std::vector<Halide::Expr>& exprs = {});
   void SymbolicParallelDim0(Halide::Stage update, const Stage& s, std::ostringstream& line);
   static void SymbolicColumnTile(int64_t n, int vw, int* tile_x, int* tile_y, int* strip);
+  // A tiled stage's operands (MatMul, Conv): each computed once, at root, unless it is
+  // stored anyway or a plain load.
+  void TiledOperands(const Stage& s, const std::set<std::string>& materialized);
 
   const Halide::Target& target_;
   const int threads_;

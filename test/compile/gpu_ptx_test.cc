@@ -238,15 +238,86 @@ std::vector<GpuCase> OpCases(OpKind op) {
       return {{"OneHot", [](Case& c) {
                  c.outputs = {OneHot(c.Input(DType::kI32, {7, 3}, 27, -1, 6), 5)};
                }}};
+    // The window ops at the CNN example's second layer (NHWC, 3x3 SAME, 32 -> 64
+    // channels, a small batch) and odd NCHW shapes with strides, padding and groups.
     case OpKind::kConv2D:
+      return {{"Conv2D_NHWC_2x14x14x32to64",
+               [](Case& c) {
+                 c.outputs = {Conv2D(c.Input(f32, {2, 14, 14, 32}, 28),
+                                     c.Input(f32, {3, 3, 32, 64}, 29), {1, 1}, Padding::kSame)};
+               },
+               Check::kAssembles, 1},
+              {"Conv2D_NCHW_Strided_Groups",
+               [](Case& c) {
+                 c.outputs = {Conv2D(c.Input(f32, {2, 4, 9, 7}, 30), c.Input(f32, {3, 2, 2, 6}, 31),
+                                     {2, 1}, Padding::kSame, DataFormat::kNCHW, {1, 2})};
+               },
+               Check::kAssembles, 1}};
     case OpKind::kConv2DBackpropInput:
+      return {{"Conv2DBackpropInput_NHWC_Strided",
+               [](Case& c) {
+                 Window2D w;
+                 w.stride_h = w.stride_w = 2;
+                 w.padding = Padding::kSame;
+                 c.outputs = {Conv2DBackpropInput({2, 9, 8, 6}, c.Input(f32, {3, 3, 6, 5}, 32),
+                                                  c.Input(f32, {2, 5, 4, 5}, 33), w)};
+               },
+               Check::kAssembles, 2}};  // the repacked filter, dx
     case OpKind::kConv2DBackpropFilter:
+      return {{"Conv2DBackpropFilter_NHWC_16x14x14x32to64",
+               [](Case& c) {
+                 Window2D w;
+                 w.padding = Padding::kSame;
+                 c.outputs = {Conv2DBackpropFilter(c.Input(f32, {16, 14, 14, 32}, 34),
+                                                   {3, 3, 32, 64},
+                                                   c.Input(f32, {16, 14, 14, 64}, 35), w)};
+               },
+               Check::kAssembles, 2}};  // the partial sums, their sum
     case OpKind::kMaxPool:
-    case OpKind::kMaxPoolGrad:
-    case OpKind::kMaxPoolGradGrad:
+      return {{"MaxPool_NHWC_2x2", [](Case& c) {
+                 c.outputs = {MaxPool(c.Input(f32, {2, 28, 28, 32}, 36), {2, 2}, {2, 2})};
+               }}};
     case OpKind::kAvgPool:
+      return {{"AvgPool_NCHW_3x3Same",
+               [](Case& c) {
+                 c.outputs = {AvgPool(c.Input(f32, {2, 3, 11, 9}, 37), {3, 3}, {2, 2},
+                                      Padding::kSame, DataFormat::kNCHW)};
+               }},
+              {"AvgPool_NHWC_Global",
+               [](Case& c) {
+                 c.outputs = {AvgPool(c.Input(f32, {2, 12, 10, 8}, 38), {12, 10}, {1, 1})};
+               },
+               Check::kAssembles, 2}};
+    case OpKind::kMaxPoolGrad:
+      return {{"MaxPoolGrad_NHWC_3x3Same",
+               [](Case& c) {
+                 Pool2DAttrs a;
+                 a.size_h = a.size_w = 3;
+                 a.window.stride_h = a.window.stride_w = 2;
+                 a.window.padding = Padding::kSame;
+                 c.outputs = {MaxPoolGrad(c.Input(f32, {2, 11, 9, 5}, 39),
+                                          c.Input(f32, {2, 6, 5, 5}, 40), a)};
+               },
+               Check::kAssembles, 2}};  // the argmax, dx
+    case OpKind::kMaxPoolGradGrad:
+      return {{"MaxPoolGradGrad_NCHW_2x2",
+               [](Case& c) {
+                 Pool2DAttrs a;
+                 a.size_h = a.size_w = 2;
+                 a.window.stride_h = a.window.stride_w = 2;
+                 a.window.format = DataFormat::kNCHW;
+                 c.outputs = {MaxPoolGradGrad(c.Input(f32, {2, 3, 8, 6}, 41),
+                                              c.Input(f32, {2, 3, 8, 6}, 42), a)};
+               },
+               Check::kAssembles, 2}};
     case OpKind::kAvgPoolGrad:
-      return {};
+      return {{"AvgPoolGrad_NHWC_3x3Same", [](Case& c) {
+                 Pool2DAttrs a;
+                 a.size_h = a.size_w = 3;
+                 a.window.stride_h = a.window.stride_w = 2;
+                 a.window.padding = Padding::kSame;
+                 c.outputs = {AvgPoolGrad({2, 11, 9, 5}, c.Input(f32, {2, 6, 5, 5}, 43), a)};
+               }}};
   }
   return {};
 }

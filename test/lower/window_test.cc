@@ -1,0 +1,444 @@
+// The window ops (Conv2D, its input and filter gradients; MaxPool, AvgPool and their
+// gradient ops) compiled and compared with the reference kernels: both data formats,
+// VALID, SAME and explicit padding, strides 1-3, dilations 1-2, groups 1, 2 and
+// depthwise, odd, prime and tiny extents, fused with elementwise ops, special values
+// in max pools, a symbolic batch, and the GPU schedule on OpenCL (POCL).
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "ir/window_geometry.h"
+#include "lower/lower_test_util.h"
+#include "lower/lowering.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+constexpr DType f32 = DType::kF32;
+// f32 accumulations of up to a few hundred products against the reference's f64.
+constexpr Tolerance kConvTol{2e-4, 2e-5};
+// Filter gradients summing 10^4 products in f32 (as MatMul does): the f32 rounding of
+// sums that cancel to near 0 (a sum of magnitude ~100 off by ~1e-5 relative).
+constexpr Tolerance kLongSumTol{2e-4, 1e-3};
+
+// Random values away from 0 (never zeros: a product that should not count must show).
+HostTensor Random(DType dtype, const Shape& shape, uint64_t seed) {
+  HostTensor t = HostTensor::RandomUniform(dtype, shape, seed, 0.25, 1.0);
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    if (rng() & 1) t.SetDouble(i, -t.GetDouble(i));
+  }
+  return t;
+}
+
+// One conv geometry: x is N x H x W x C_in (in `window.format`), the filter KH x KW x
+// (C_in / groups) x C_out.
+struct ConvSpec {
+  std::string name;
+  int64_t n, h, w, c_in;
+  int64_t kh, kw, groups, c_out;
+  Window2D window;
+};
+
+Shape XShape(const ConvSpec& s) { return MakeShape(s.window.format, s.n, s.h, s.w, s.c_in); }
+Shape FilterShape(const ConvSpec& s) { return {s.kh, s.kw, s.c_in / s.groups, s.c_out}; }
+Shape YShape(const ConvSpec& s) {
+  auto g = Conv2DGeometryOf(s.window, XShape(s), FilterShape(s));
+  EXPECT_TRUE(g.ok()) << s.name << ": " << g.status();
+  return g.ok() ? g->OutputShape() : Shape{1, 1, 1, 1};
+}
+
+// Conv2D, its input gradient and its filter gradient: one cluster.
+void BuildConv(Case& c, const ConvSpec& s) {
+  Tensor x = c.Input(Random(f32, XShape(s), 11));
+  Tensor f = c.Input(Random(f32, FilterShape(s), 12));
+  Tensor dy = c.Input(Random(f32, YShape(s), 13));
+  c.outputs = {Conv2D(x, f, s.window), Conv2DBackpropInput(XShape(s), f, dy, s.window),
+               Conv2DBackpropFilter(x, FilterShape(s), dy, s.window)};
+}
+
+Window2D MakeWindow(DataFormat format, Padding padding, int stride, int dilation) {
+  Window2D w;
+  w.format = format;
+  w.padding = padding;
+  w.stride_h = stride;
+  w.stride_w = stride == 1 ? 1 : stride - 1;  // unequal strides where there are two
+  w.dilation_h = dilation;
+  w.dilation_w = dilation;
+  if (padding == Padding::kExplicit)
+    w.pad_top = 1, w.pad_bottom = 0, w.pad_left = 2, w.pad_right = 1;
+  return w;
+}
+
+// Every format x padding x (stride, dilation), groups cycling through 1, 2 and
+// depthwise, on odd extents (7x5 images, a 3x2 filter).
+std::vector<ConvSpec> ConvGrid() {
+  std::vector<ConvSpec> specs;
+  const std::pair<int, int> steps[] = {{1, 1}, {2, 1}, {3, 1}, {1, 2}, {2, 2}};
+  int k = 0;
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    for (Padding padding : {Padding::kValid, Padding::kSame, Padding::kExplicit}) {
+      for (auto [stride, dilation] : steps) {
+        const int kind = k++ % 3;
+        ConvSpec s;
+        s.window = MakeWindow(format, padding, stride, dilation);
+        s.n = 2, s.h = 7, s.w = 6 + dilation, s.kh = 3, s.kw = 2;
+        if (kind == 0) s.c_in = 3, s.groups = 1, s.c_out = 5;
+        if (kind == 1) s.c_in = 4, s.groups = 2, s.c_out = 6;
+        if (kind == 2) s.c_in = 3, s.groups = 3, s.c_out = 6;  // depthwise, multiplier 2
+        s.name = absl::StrCat(FormatName(format), "_", PaddingName(padding), "_s", stride, "_d",
+                              dilation, "_g", s.groups);
+        specs.push_back(s);
+      }
+    }
+  }
+  return specs;
+}
+
+// Tiny and prime extents, and the CNN example's shapes at a small batch.
+std::vector<ConvSpec> ConvEdges() {
+  std::vector<ConvSpec> specs;
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    const std::string f = FormatName(format);
+    specs.push_back({f + "_1x1Image1x1Filter", 1, 1, 1, 1, 1, 1, 1, 1,
+                     MakeWindow(format, Padding::kValid, 1, 1)});
+    specs.push_back(
+        {f + "_1x1ImageSame3x3", 1, 1, 1, 2, 3, 3, 1, 3, MakeWindow(format, Padding::kSame, 1, 1)});
+    specs.push_back(
+        {f + "_Prime11x13", 3, 11, 13, 3, 5, 3, 1, 7, MakeWindow(format, Padding::kSame, 2, 1)});
+    specs.push_back(
+        {f + "_OneChannelIn", 2, 9, 9, 1, 3, 3, 1, 32, MakeWindow(format, Padding::kSame, 1, 1)});
+    specs.push_back(
+        {f + "_Cnn32to64", 2, 14, 14, 32, 3, 3, 1, 64, MakeWindow(format, Padding::kSame, 1, 1)});
+    specs.push_back({f + "_DepthwiseMultiplier1", 2, 8, 8, 16, 3, 3, 16, 16,
+                     MakeWindow(format, Padding::kSame, 2, 1)});
+    // Enough work for a filter gradient in 5 partial sums of a batch of 7: the last
+    // step's images past the batch are left out.
+    specs.push_back({f + "_PartialSumsOfAnOddBatch", 7, 40, 40, 2, 3, 3, 1, 3,
+                     MakeWindow(format, Padding::kSame, 1, 1)});
+  }
+  return specs;
+}
+
+void PrintTo(const ConvSpec& s, std::ostream* os) { *os << s.name; }
+
+class ConvTest : public ::testing::TestWithParam<ConvSpec> {};
+
+TEST_P(ConvTest, MatchesReferenceUnderTheSafeDefault) {
+  Case c;
+  BuildConv(c, GetParam());
+  const ConvSpec& s = GetParam();
+  const bool long_sums = s.n * s.h * s.w > 4096;
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, long_sums ? kLongSumTol : kConvTol));
+}
+
+std::string ConvName(const ::testing::TestParamInfo<ConvSpec>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Grid, ConvTest, ::testing::ValuesIn(ConvGrid()), ConvName);
+INSTANTIATE_TEST_SUITE_P(Edges, ConvTest, ::testing::ValuesIn(ConvEdges()), ConvName);
+
+// A few geometries under every scheduler (and kAuto).
+class ConvSchedulerTest : public ::testing::TestWithParam<std::tuple<ConvSpec, Scheduler>> {};
+
+TEST_P(ConvSchedulerTest, MatchesReference) {
+  Case c;
+  BuildConv(c, std::get<0>(GetParam()));
+  EXPECT_TRUE(CompileRunCompare(c, std::get<1>(GetParam()), kConvTol));
+}
+
+std::vector<ConvSpec> SchedulerSpecs() {
+  const std::vector<ConvSpec> grid = ConvGrid();
+  return {grid[2], grid[9], grid[21], ConvEdges()[2]};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedulers, ConvSchedulerTest,
+    ::testing::Combine(::testing::ValuesIn(SchedulerSpecs()),
+                       ::testing::Values(Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                                         Scheduler::kLi2018, Scheduler::kAuto)),
+    [](const ::testing::TestParamInfo<std::tuple<ConvSpec, Scheduler>>& info) {
+      return std::get<0>(info.param).name + "_" + SchedulerName(std::get<1>(info.param));
+    });
+
+// ---- Pools ----
+
+struct PoolSpec {
+  std::string name;
+  int64_t n, h, w, c;
+  Pool2DAttrs attrs;
+};
+
+void PrintTo(const PoolSpec& s, std::ostream* os) { *os << s.name; }
+
+Pool2DAttrs MakePool(DataFormat format, Padding padding, int64_t kh, int64_t kw, int sh, int sw) {
+  Pool2DAttrs a;
+  a.size_h = kh, a.size_w = kw;
+  a.window.format = format;
+  a.window.padding = padding;
+  a.window.stride_h = sh, a.window.stride_w = sw;
+  if (padding == Padding::kExplicit) {
+    a.window.pad_top = kh > 1 ? 1 : 0, a.window.pad_bottom = 0;
+    a.window.pad_left = 0, a.window.pad_right = kw > 1 ? 1 : 0;
+  }
+  return a;
+}
+
+Shape PoolX(const PoolSpec& s) { return MakeShape(s.attrs.window.format, s.n, s.h, s.w, s.c); }
+
+// Every pool op of x in one cluster: MaxPool, AvgPool, MaxPoolGrad, MaxPoolGradGrad and
+// AvgPoolGrad. `x` may hold special values.
+void BuildPool(Case& c, const PoolSpec& s, HostTensor x_value) {
+  auto g = Pool2DGeometryOf(s.attrs, PoolX(s));
+  ASSERT_TRUE(g.ok()) << s.name << ": " << g.status();
+  Tensor x = c.Input(std::move(x_value));
+  Tensor dy = c.Input(Random(f32, g->OutputShape(), 22));
+  Tensor gx = c.Input(Random(f32, PoolX(s), 23));
+  c.outputs = {MaxPool(x, s.attrs), AvgPool(x, s.attrs), MaxPoolGrad(x, dy, s.attrs),
+               MaxPoolGradGrad(x, gx, s.attrs), AvgPoolGrad(PoolX(s), dy, s.attrs)};
+}
+
+std::vector<PoolSpec> PoolGrid() {
+  std::vector<PoolSpec> specs;
+  const struct {
+    int64_t kh, kw;
+    int sh, sw;
+  } windows[] = {{2, 2, 2, 2}, {3, 3, 1, 1}, {3, 2, 2, 3}, {1, 1, 1, 1}, {2, 3, 3, 1}};
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    for (Padding padding : {Padding::kValid, Padding::kSame, Padding::kExplicit}) {
+      for (const auto& w : windows) {
+        PoolSpec s;
+        s.n = 2, s.h = 7, s.w = 9, s.c = 3;
+        s.attrs = MakePool(format, padding, w.kh, w.kw, w.sh, w.sw);
+        s.name = absl::StrCat(FormatName(format), "_", PaddingName(padding), "_", w.kh, "x", w.kw,
+                              "_s", w.sh, "x", w.sw);
+        specs.push_back(s);
+      }
+    }
+  }
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    const std::string f = FormatName(format);
+    // 1x1 images, one channel, batch 1; prime extents; the CNN's 2x2; windows large
+    // enough to reduce over an RDom (7x7 SAME, stride 1: 49 taps and 49 windows per
+    // element; a global pool).
+    specs.push_back({f + "_1x1Image", 1, 1, 1, 1, MakePool(format, Padding::kSame, 3, 3, 2, 2)});
+    specs.push_back(
+        {f + "_Prime13x11", 1, 13, 11, 5, MakePool(format, Padding::kSame, 3, 3, 2, 2)});
+    specs.push_back({f + "_Cnn2x2", 2, 28, 28, 32, MakePool(format, Padding::kValid, 2, 2, 2, 2)});
+    specs.push_back({f + "_7x7Stride1", 2, 9, 8, 3, MakePool(format, Padding::kSame, 7, 7, 1, 1)});
+    specs.push_back({f + "_Global", 2, 12, 10, 4, MakePool(format, Padding::kValid, 12, 10, 1, 1)});
+  }
+  return specs;
+}
+
+class PoolTest : public ::testing::TestWithParam<PoolSpec> {};
+
+TEST_P(PoolTest, MatchesReferenceUnderTheSafeDefault) {
+  Case c;
+  BuildPool(c, GetParam(), Random(f32, PoolX(GetParam()), 21));
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kConvTol));
+}
+
+std::string PoolName(const ::testing::TestParamInfo<PoolSpec>& info) { return info.param.name; }
+
+INSTANTIATE_TEST_SUITE_P(Grid, PoolTest, ::testing::ValuesIn(PoolGrid()), PoolName);
+
+class PoolSchedulerTest : public ::testing::TestWithParam<std::tuple<PoolSpec, Scheduler>> {};
+
+TEST_P(PoolSchedulerTest, MatchesReference) {
+  const PoolSpec& s = std::get<0>(GetParam());
+  Case c;
+  BuildPool(c, s, Random(f32, PoolX(s), 21));
+  EXPECT_TRUE(CompileRunCompare(c, std::get<1>(GetParam()), kConvTol));
+}
+
+std::vector<PoolSpec> PoolSchedulerSpecs() {
+  const std::vector<PoolSpec> grid = PoolGrid();
+  return {grid[1], grid[7], grid[17], grid[33]};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Schedulers, PoolSchedulerTest,
+    ::testing::Combine(::testing::ValuesIn(PoolSchedulerSpecs()),
+                       ::testing::Values(Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                                         Scheduler::kLi2018, Scheduler::kAuto)),
+    [](const ::testing::TestParamInfo<std::tuple<PoolSpec, Scheduler>>& info) {
+      return std::get<0>(info.param).name + "_" + SchedulerName(std::get<1>(info.param));
+    });
+
+// Windows of NaN, infinities, signed zeros and ties: MaxPool propagates NaN and takes
+// +0 over -0; MaxPoolGrad routes to the first NaN, else the first maximum (a tie goes
+// to the earlier tap, -0 and +0 tie); MaxPoolGradGrad reads there.
+TEST(PoolSpecialValues, MaxPoolsOfNanInfinitiesAndSignedZeros) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const double values[] = {nan, inf, -inf, -0.0, 0.0, 1.0, 1.0, -1.0, 0.5};
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    for (Scheduler scheduler : {Scheduler::kSafeDefault, Scheduler::kAdams2019}) {
+      PoolSpec s{"special", 2, 8, 7, 9, MakePool(format, Padding::kSame, 3, 3, 1, 2)};
+      HostTensor x(f32, PoolX(s));
+      std::mt19937 rng(5);
+      for (int64_t i = 0; i < x.num_elements(); ++i) {
+        const uint32_t r = rng() % 40;
+        x.SetDouble(i, r < 9 ? values[r] : (r % 2 ? -0.0 : 0.0));  // mostly zeros: ties
+      }
+      Case c;
+      BuildPool(c, s, x);
+      EXPECT_TRUE(CompileRunCompare(c, scheduler, kConvTol))
+          << FormatName(format) << " under " << SchedulerName(scheduler);
+    }
+  }
+}
+
+// A padded window of a conv with an infinite weight: padding taps contribute nothing
+// (not 0 * inf = NaN).
+TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    ConvSpec s{"inf", 1, 4, 5, 2, 3, 3, 1, 3, MakeWindow(format, Padding::kSame, 1, 1)};
+    Case c;
+    Tensor x = c.Input(Random(f32, XShape(s), 31));
+    HostTensor fv = Random(f32, FilterShape(s), 32);
+    fv.SetDouble(0, std::numeric_limits<double>::infinity());  // tap (0, 0): the padding
+    Tensor f = c.Input(fv);
+    HostTensor dyv = Random(f32, YShape(s), 33);
+    Tensor dy = c.Input(dyv);
+    c.outputs = {Conv2D(x, f, s.window), Conv2DBackpropInput(XShape(s), f, dy, s.window)};
+    EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kConvTol)) << FormatName(format);
+  }
+}
+
+// ---- Fused with elementwise ops ----
+
+// Conv -> bias add -> ReLU -> conv -> residual add -> max pool, with a scale before the
+// first conv; and the gradients of a conv whose dy is computed (a ReLU mask).
+TEST(WindowFusion, ConvBiasReluResidualPool) {
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    // Not Adams2019: its search over this many 4-D stages took minutes (kAuto gives
+    // convolutions the safe default).
+    for (Scheduler scheduler : {Scheduler::kSafeDefault, Scheduler::kMullapudi2016}) {
+      const Window2D same = MakeWindow(format, Padding::kSame, 1, 1);
+      Case c;
+      const Shape xs = MakeShape(format, 2, 8, 6, 4);
+      Tensor x = c.Input(Random(f32, xs, 41));
+      Tensor w1 = c.Input(Random(f32, {3, 3, 4, 4}, 42));
+      Tensor w2 = c.Input(Random(f32, {3, 3, 4, 4}, 43));
+      Tensor bias =
+          c.Input(Random(f32, format == DataFormat::kNHWC ? Shape{4} : Shape{4, 1, 1}, 44));
+      Tensor h = Relu(Add(Conv2D(Mul(x, x), w1, same), bias));
+      Tensor r = Add(Conv2D(h, w2, same), x);
+      Pool2DAttrs pool = MakePool(format, Padding::kValid, 2, 2, 2, 2);
+      Tensor dy = Relu(c.Input(Random(f32, xs, 45)));
+      c.outputs = {MaxPool(r, pool), Conv2DBackpropInput(xs, w2, Mul(dy, h), same),
+                   Conv2DBackpropFilter(h, {3, 3, 4, 4}, Sub(dy, r), same)};
+      EXPECT_TRUE(CompileRunCompare(c, scheduler, kConvTol))
+          << FormatName(format) << " under " << SchedulerName(scheduler);
+    }
+  }
+}
+
+// ---- A symbolic batch ----
+
+// Compiled once with the batch a symbol class (the estimate 16), run at 16, 17 and 40.
+// 32x32 images: the filter gradient sums 4 partials (17 is not a multiple).
+TEST(WindowSymbolic, ASymbolicBatchRunsAtEverySize) {
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    const Window2D same = MakeWindow(format, Padding::kSame, 2, 1);
+    Pool2DAttrs pool = MakePool(format, Padding::kSame, 3, 3, 2, 2);
+    auto build = [&](Case& c, int64_t n) {
+      Tensor x = c.Input(Random(f32, MakeShape(format, n, 32, 32, 3), 51 + n));
+      Tensor f = c.Input(Random(f32, {3, 3, 3, 8}, 52));
+      Tensor y = Conv2D(x, f, same);
+      Tensor dy = c.Input(Random(f32, MakeShape(format, n, 16, 32, 8), 53 + n));  // stride 2 x 1
+      c.outputs = {MaxPool(Relu(y), pool), Conv2DBackpropFilter(x, {3, 3, 3, 8}, dy, same),
+                   // The batch of a -1 placeholder: taken from dy's.
+                   Conv2DBackpropInput(MakeShape(format, -1, 32, 32, 3), f, dy, same),
+                   MaxPoolGrad(y, Relu(y), MakePool(format, Padding::kValid, 1, 1, 1, 1))};
+    };
+    Case c16;
+    build(c16, 16);
+    ClusterSpec spec = SpecOf(c16);
+    spec.input_symbols = {{0, -1, -1, -1}, {}, {0, -1, -1, -1}};
+    CompileOptions options;
+    options.scheduler = Scheduler::kSafeDefault;
+    auto kernel = CompileCluster(spec, options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ((*kernel)->output_types()[0].shape[0], -1) << "the batch is not symbolic";
+    for (int64_t n : {16, 17, 40}) {
+      Case c;
+      build(c, n);
+      auto expected = ReferenceOutputs(SpecOf(c), c.values);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      std::vector<HostTensor> outs;
+      for (const HostTensor& e : *expected) outs.emplace_back(e.dtype(), e.shape());
+      std::vector<const HostTensor*> in;
+      for (const HostTensor& v : c.values) in.push_back(&v);
+      std::vector<HostTensor*> out;
+      for (HostTensor& t : outs) out.push_back(&t);
+      ASSERT_TRUE((*kernel)->Run(in, out).ok()) << FormatName(format) << " at batch " << n;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        std::string why;
+        EXPECT_TRUE(AllClose(outs[i], (*expected)[i], kLongSumTol.rtol, kLongSumTol.atol, &why))
+            << FormatName(format) << " at batch " << n << ", output " << i << ": " << why;
+      }
+    }
+  }
+}
+
+// A symbolic H is refused, naming the node: the cluster is compiled for its concrete
+// sizes instead (the log says why).
+TEST(WindowSymbolic, ASymbolicImageSizeIsRefusedNamingTheNode) {
+  Case c;
+  Tensor x = c.Input(Random(f32, {2, 16, 5, 3}, 61));
+  Tensor f = c.Input(Random(f32, {3, 3, 3, 4}, 62));
+  c.outputs = {Conv2D(x, f, MakeWindow(DataFormat::kNHWC, Padding::kSame, 1, 1))};
+  ClusterSpec spec = SpecOf(c);
+  spec.input_symbols = {{-1, 0, -1, -1}, {}};
+  auto lowered = lower::LowerCluster(spec, {});
+  if (lowered.ok()) GTEST_SKIP() << "the shape probe made H concrete";
+  EXPECT_EQ(lowered.status().code(), absl::StatusCode::kUnimplemented) << lowered.status();
+  EXPECT_NE(lowered.status().message().find("Conv2D"), std::string::npos) << lowered.status();
+}
+
+// ---- OpenCL (POCL): the GPU heuristic's schedules, run ----
+
+std::vector<OpTestCase> DeviceCases() {
+  std::vector<OpTestCase> cases;
+  const std::vector<ConvSpec> grid = ConvGrid();
+  for (const ConvSpec& s : {grid[0], grid[6], grid[13], grid[17], grid[25], ConvEdges()[0]}) {
+    cases.push_back(
+        {"Conv_" + s.name, [s](Case& c, const Shape&) { BuildConv(c, s); }, {{1}}, {}, kConvTol});
+  }
+  const std::vector<PoolSpec> pools = PoolGrid();
+  for (const PoolSpec& s : {pools[0], pools[6], pools[17], pools[33], pools[34]}) {
+    cases.push_back({"Pool_" + s.name,
+                     [s](Case& c, const Shape&) { BuildPool(c, s, Random(f32, PoolX(s), 21)); },
+                     {{1}},
+                     {},
+                     kConvTol});
+  }
+  return cases;
+}
+
+class WindowTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(WindowTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, WindowTestOpenCL, ::testing::ValuesIn(DeviceCases()), CaseName);
+
+// CUDA: compiled with the GPU heuristic and assembled with ptxas (no GPU needed), and
+// run where there is one.
+class WindowTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+
+TEST_P(WindowTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(GetParam()); }
+TEST_P(WindowTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Ops, WindowTestCuda, ::testing::ValuesIn(DeviceCases()), CaseName);
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
