@@ -23,7 +23,7 @@ namespace braze {
 // (a = dy, b = w); 2: out = Conv2DBackpropFilter (a = x, b = dy), over all n images.
 // Buffers in Halide's dim order: activations [C, W, H, N] (NHWC) or [W, H, C, N]
 // (NCHW), the HWIO filter [C_out, C_in / groups, KW, KH], bias [C_out]. bias_relu
-// (direction 0): 0 none (the lowering hands b again as `bias`; it is not read), 1 a
+// (direction 0): 0 none (`bias` is a buffer of one element, not read), 1 a
 // bias, 2 a bias then braze::Relu (NaN kept: oneDNN's post-ops where a check once per
 // process confirms them, else a loop of the call's own). Bounds queries answer whole
 // operands, activations over out's batch range (all n for direction 2). Every buffer

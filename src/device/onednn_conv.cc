@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -115,11 +116,10 @@ dnnl_primitive_desc_t ConvDesc(const Library& lib, const ConvKey& k, const Descs
   const bool fwd_bias = k.dir == kForward && k.bias_relu != 0;
   dnnl_convolution_desc_t fwd;
   dnnl_primitive_desc_t fwd_pd = nullptr;
-  if (api.conv_forward_desc_init(&fwd, k.dir == kForward ? dnnl_forward_inference
-                                                         : dnnl_forward_training,
-                                 dnnl_convolution_direct, &d.x, &d.w_any,
-                                 fwd_bias ? &d.bias : nullptr, &d.y, strides, dilates, pad_l,
-                                 pad_r) != dnnl_success ||
+  if (api.conv_forward_desc_init(
+          &fwd, k.dir == kForward ? dnnl_forward_inference : dnnl_forward_training,
+          dnnl_convolution_direct, &d.x, &d.w_any, fwd_bias ? &d.bias : nullptr, &d.y, strides,
+          dilates, pad_l, pad_r) != dnnl_success ||
       api.primitive_desc_create(&fwd_pd, &fwd, k.dir == kForward ? attr : nullptr, lib.engine,
                                 nullptr) != dnnl_success) {
     return nullptr;
@@ -132,8 +132,8 @@ dnnl_primitive_desc_t ConvDesc(const Library& lib, const ConvKey& k, const Descs
            ? api.conv_backward_data_desc_init(&bwd, dnnl_convolution_direct, &d.x, &d.w_any, &d.y,
                                               strides, dilates, pad_l, pad_r)
            : api.conv_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &d.x, &d.w_any,
-                                                 nullptr, &d.y, strides, dilates, pad_l,
-                                                 pad_r)) == dnnl_success &&
+                                                 nullptr, &d.y, strides, dilates, pad_l, pad_r)) ==
+          dnnl_success &&
       api.primitive_desc_create(&pd, &bwd, attr, lib.engine, fwd_pd) == dnnl_success;
   api.primitive_desc_destroy(fwd_pd);
   return ok ? pd : nullptr;
@@ -173,12 +173,12 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
   if (ok && reorder) {
     const bool back = k.dir == kBackwardWeights;  // the primitive's layout into HWIO
     p->w_bytes.reset(AlignedAlloc(api.memory_desc_get_size(weights)));
-    ok = p->w_bytes != nullptr &&
-         api.reorder_desc_create(&reorder_pd, back ? weights : &d.w_plain, lib.engine,
-                                 back ? &d.w_plain : weights, lib.engine,
-                                 nullptr) == dnnl_success &&
-         api.primitive_create(&p->reorder, reorder_pd) == dnnl_success &&
-         api.memory_create(&p->w, weights, lib.engine, p->w_bytes.get()) == dnnl_success;
+    ok =
+        p->w_bytes != nullptr &&
+        api.reorder_desc_create(&reorder_pd, back ? weights : &d.w_plain, lib.engine,
+                                back ? &d.w_plain : weights, lib.engine, nullptr) == dnnl_success &&
+        api.primitive_create(&p->reorder, reorder_pd) == dnnl_success &&
+        api.memory_create(&p->w, weights, lib.engine, p->w_bytes.get()) == dnnl_success;
   }
   if (ok && scratch_size > 0) {
     p->scratch_bytes.reset(AlignedAlloc(scratch_size));
@@ -189,8 +189,8 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
   ok = ok && api.primitive_create(&p->primitive, pd) == dnnl_success &&
        api.memory_create(&p->x, &d.x, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.memory_create(&p->w_plain, &d.w_plain, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
-       (!bias || api.memory_create(&p->bias, &d.bias, lib.engine, DNNL_MEMORY_NONE) ==
-                     dnnl_success) &&
+       (!bias ||
+        api.memory_create(&p->bias, &d.bias, lib.engine, DNNL_MEMORY_NONE) == dnnl_success) &&
        api.memory_create(&p->y, &d.y, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.stream_create(&p->stream, lib.engine, dnnl_stream_default_flags) == dnnl_success;
   if (reorder_pd != nullptr) api.primitive_desc_destroy(reorder_pd);
@@ -207,7 +207,8 @@ bool Execute(const Api& api, PreparedConv& p, dnnl_primitive_t primitive, int na
 bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias, float* y) {
   if (api.set_data_handle(p.x, x) != dnnl_success || api.set_data_handle(p.y, y) != dnnl_success ||
       api.set_data_handle(p.w_plain, w) != dnnl_success ||
-      (p.bias != nullptr && api.set_data_handle(p.bias, const_cast<float*>(bias)) != dnnl_success)) {
+      (p.bias != nullptr &&
+       api.set_data_handle(p.bias, const_cast<float*>(bias)) != dnnl_success)) {
     return false;
   }
   const dnnl_memory_t weights = p.reorder != nullptr ? p.w : p.w_plain;
@@ -247,9 +248,11 @@ bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
 // The ReLU post-ops' check (as onednn_relu_check.cc's for the matmul): the convolution
 // with them against the same convolution without them and braze::Relu after, on inputs
 // and a bias holding NaN, infinities, signed zeros, subnormals and FLT_MAX, 37 output
-// channels (a vector tail). Once per process.
-bool ConvReluPostOpsMatch(const Library& lib, std::string* impl) {
-  ConvKey k{2, 5, 7, 7, 37, 7, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, false, 2, 1, kForward};
+// channels (a vector tail), for a 3x3 and a 1x1 window. Once per process.
+bool ConvReluPostOpsMatch(const Library& lib, int64_t window, std::string* impl) {
+  const int32_t pad = static_cast<int32_t>(window / 2);
+  ConvKey k{2, 5, 7, 7,   37,  7,   7,   window, window, 1, 1,
+            1, 1, 1, pad, pad, pad, pad, false,  2,      1, kForward};
   std::shared_ptr<PreparedConv> fused = Prepare(lib, k, true, /*unchecked=*/true);
   k.bias_relu = 1;
   std::shared_ptr<PreparedConv> plain = Prepare(lib, k, false);
@@ -258,7 +261,7 @@ bool ConvReluPostOpsMatch(const Library& lib, std::string* impl) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float big = std::numeric_limits<float>::max();
   const float specials[] = {nan, inf, -inf, -3.0f, 3.0f, -0.0f, 0.0f, -1e-40f, 1e-40f, big, -big};
-  std::vector<float> x(2 * 7 * 7 * 5), w(3 * 3 * 5 * 37), bias(37), want(2 * 7 * 7 * 37),
+  std::vector<float> x(2 * 7 * 7 * 5), w(window * window * 5 * 37), bias(37), want(2 * 7 * 7 * 37),
       got(want.size());
   uint32_t state = 54321;  // a fixed LCG: values in [-1, 1)
   auto next = [&] {
@@ -284,12 +287,16 @@ bool ConvReluPostOpsMatch(const Library& lib, std::string* impl) {
 }
 
 bool ConvReluPostOpsChecked(const Library& lib, const std::string& impl) {
-  static const std::string* passed = [&lib] {
-    auto* name = new std::string;
-    if (!ConvReluPostOpsMatch(lib, name)) name->clear();
-    return name;
+  // A 3x3 and a 1x1 convolution: oneDNN has implementations of their own for each.
+  static const std::set<std::string>* passed = [&lib] {
+    auto* names = new std::set<std::string>;
+    for (int64_t window : {3, 1}) {
+      std::string name;
+      if (ConvReluPostOpsMatch(lib, window, &name)) names->insert(name);
+    }
+    return names;
   }();
-  if (!passed->empty() && *passed == impl) return true;
+  if (passed->count(impl) > 0) return true;
   static std::once_flag once;
   std::call_once(once, [&] {
     LogWarning(absl::StrCat("oneDNN's NaN-keeping ReLU post-ops are not confirmed for its '", impl,
@@ -314,8 +321,7 @@ std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k) {
   return p;
 }
 
-bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias,
-             float* y) {
+bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias, float* y) {
   std::lock_guard<std::mutex> lock(p.mu);
   return Run(lib.api, p, x, w, bias, y);
 }

@@ -94,7 +94,11 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
   std::vector<schedule::Stage::Operand> operands;
   const Halide::ExternFuncArgument a_arg = LibraryArgument(ctx, first, name + "_a", operands);
   const Halide::ExternFuncArgument b_arg = LibraryArgument(ctx, second, name + "_b", operands);
-  Halide::ExternFuncArgument bias_arg = b_arg;  // not read without a bias
+  // Without a bias the call reads none: one element of its own stands in (handing b
+  // again would pass a constant's buffer twice, which Halide refuses).
+  Halide::Buffer<float> no_bias(std::vector<int>{1}, ctx.UniqueName(name + "_no_bias"));
+  no_bias(0) = 0.0f;
+  Halide::ExternFuncArgument bias_arg = no_bias;
   int bias_relu = 0;
   if (bias != nullptr) {
     // A bias equal everywhere (a broadcast scalar) has no buffer yet: the call takes one.

@@ -138,6 +138,20 @@ TEST_F(CpuConvTest, ComputedInputAndConsumersStayFused) {
   Check(c, Library(), /*expect_call=*/true);
 }
 
+TEST_F(CpuConvTest, ConstantFiltersWithAndWithoutBias) {
+  // Constant filters are buffers of the kernel's own; a call without a bias must not hand
+  // the filter's buffer twice (Halide refuses a buffer name seen twice).
+  Case c;
+  Tensor x = c.Input(DType::kF32, {2, 11, 9, 6}, 14);
+  Tensor f1 = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {3, 3, 6, 8}, 15));
+  Tensor f2 = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {1, 1, 6, 8}, 16));
+  Tensor bias = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {8}, 17));
+  c.outputs = {Conv2D(x, f1, {1, 1}, Padding::kSame) * 2.0,
+               Relu(Conv2D(x, f2, {1, 1}, Padding::kSame) + bias)};
+  CompileOptions options = Library();
+  Check(c, options, /*expect_call=*/true);
+}
+
 TEST_F(CpuConvTest, SmallWorkStaysHalide) {
   Case c;
   Tensor x = c.Input(DType::kF32, {1, 5, 5, 2}, 7);
