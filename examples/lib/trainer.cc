@@ -30,9 +30,6 @@ using Clock = std::chrono::steady_clock;
 // Steps after Session::Compile that are not timed: the first Runs still allocate the
 // reusable buffers and warm the caches, which is not what step_ms is about.
 constexpr int64_t kWarmupSteps = 3;
-// Accuracy is evaluated in chunks of this many rows; 10000 is the whole test split,
-// so evaluating is one Run of one shape (one compile in the JIT modes).
-constexpr int64_t kEvalChunk = 10000;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -58,7 +55,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "usage: %s [--jit=off|scope|auto] [--api=session|function] [--steps=N] [--batch=N] [--lr=X] "
       "[--seed=N]\n"
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
-      "       [--reference] [--min_test_accuracy=X] [--eval_rows=N]\n"
+      "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -83,12 +80,14 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --reference  run every op on the plain C++ reference kernels (nothing compiled)\n"
       "  --min_test_accuracy  exit with status 1 if the final test accuracy is lower\n"
       "  --eval_rows  evaluate on the first N test images only (default 0: all 10000)\n"
+      "  --eval_batch  test images per evaluation run (default %lld)\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
       static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
-      d.data_dir.c_str(), static_cast<long long>(d.timeline_steps));
+      d.data_dir.c_str(), static_cast<long long>(d.timeline_steps),
+      static_cast<long long>(d.eval_batch));
 }
 
 bool ParseBool(const std::string& value, bool* out) {
@@ -166,6 +165,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = ParseBool(value, &flags.reference);
     } else if (arg == "--eval_rows") {
       ok = absl::SimpleAtoi(value, &flags.eval_rows) && flags.eval_rows >= 0;
+    } else if (arg == "--eval_batch") {
+      ok = absl::SimpleAtoi(value, &flags.eval_batch) && flags.eval_batch >= 1;
     } else if (arg == "--min_test_accuracy") {
       ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
     } else {
@@ -223,15 +224,17 @@ class Batcher {
 };
 
 // The evaluation feeds of a split's first `limit` rows (0: all), gathered once.
+// The test images in chunks of `chunk` rows (each chunk one evaluation run; the last may
+// be smaller).
 std::vector<std::pair<HostTensor, HostTensor>> EvalChunks(const braze::MnistSplit& split,
-                                                          int64_t limit) {
+                                                          int64_t limit, int64_t chunk) {
   int64_t n = split.labels.dim(0);
   if (limit > 0) n = std::min(n, limit);
   std::vector<int64_t> rows(n);
   std::iota(rows.begin(), rows.end(), 0);
   std::vector<std::pair<HostTensor, HostTensor>> chunks;
-  for (int64_t begin = 0; begin < n; begin += kEvalChunk) {
-    const int64_t end = std::min(n, begin + kEvalChunk);
+  for (int64_t begin = 0; begin < n; begin += chunk) {
+    const int64_t end = std::min(n, begin + chunk);
     chunks.emplace_back(GatherRows(split.images, rows, begin, end),
                         GatherRows(split.labels, rows, begin, end));
   }
@@ -292,6 +295,7 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
   in.labels = braze::Placeholder(g, braze::DType::kI32, {-1}, "labels");
   if (model.uses_lr_scale) in.lr_scale = braze::Placeholder(g, braze::DType::kF32, {}, "lr_scale");
   TrainGraph m;
+  braze::Tensor eval_correct;
   {
     // Everything built while `scope` is alive may be compiled and fused, as under the
     // seeds' `with jit_scope():`. The placeholders and variables stay outside: they are
@@ -299,6 +303,12 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
     std::optional<braze::JitScope> scope;
     if (flags.jit == JitMode::kScope) scope.emplace(g);
     BRAZE_ASSIGN_OR_RETURN(m, model.step(in, /*train=*/true));
+    eval_correct = m.num_correct;
+    if (model.eval_step) {
+      StepInputs eval{in.x, in.labels, braze::Tensor()};
+      BRAZE_ASSIGN_OR_RETURN(TrainGraph e, model.step(eval, /*train=*/false));
+      eval_correct = e.num_correct;
+    }
   }
   BRAZE_RETURN_IF_ERROR(g.status());
   braze::SessionOptions options;
@@ -319,7 +329,7 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
   };
   r.correct = [=](const HostTensor& x, const HostTensor& labels) -> absl::StatusOr<double> {
     std::vector<HostTensor> out;
-    BRAZE_RETURN_IF_ERROR(s->RunInto({{in.x, x}, {in.labels, labels}}, {m.num_correct}, &out));
+    BRAZE_RETURN_IF_ERROR(s->RunInto({{in.x, x}, {in.labels, labels}}, {eval_correct}, &out));
     return out[0].GetDouble(0);
   };
   r.stats = [s] { return s->stats(); };
@@ -436,7 +446,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
 
   Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api);
   const std::vector<std::pair<HostTensor, HostTensor>> test_chunks =
-      EvalChunks(test, flags.eval_rows);
+      EvalChunks(test, flags.eval_rows, flags.eval_batch);
   auto lr_scale = [&](int64_t step) {
     return static_cast<float>(1.0 - static_cast<double>(step) / flags.steps);
   };

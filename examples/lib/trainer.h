@@ -55,6 +55,7 @@ struct TrainFlags {
   bool reference = false;        // run every op on the reference kernels
   double min_test_accuracy = 0;  // exit status 1 below this (for ctest)
   int64_t eval_rows = 0;         // test images evaluated: the first N; 0: all
+  int64_t eval_batch = 10000;    // test images per evaluation run (10000: one run)
 };
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under
@@ -80,6 +81,11 @@ struct TrainGraph {
 // variables: the train step once per trace, the evaluation once per trace.
 struct Model {
   bool uses_lr_scale = false;
+  // Under --api=session, evaluation runs a step of its own, built with train = false (a
+  // model whose layers differ in training, BatchNorm's batch statistics, say); false:
+  // it fetches the train step's num_correct (without its train_ops). --api=function
+  // always builds the evaluation with train = false.
+  bool eval_step = false;
   std::function<absl::StatusOr<TrainGraph>(const StepInputs& in, bool train)> step;
 };
 

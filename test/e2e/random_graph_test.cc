@@ -159,6 +159,20 @@ TEST(RandomGraphs, ValuesPastTheCacheMatchReference) {
   RunSlice(5000, 5004, slice);
 }
 
+// Image-shaped programs (braze-fuzz --window): convolutions with every padding, strides,
+// dilations, groups and depthwise filters in both formats, fused with a bias, BatchNorm,
+// ReLU, residual adds, pools and reductions, the gradient ops (as ops of their own, and
+// in the 30% of programs that fetch their gradients), batch dims declared -1, thread
+// counts 1, 2 and all.
+TEST(RandomGraphs, WindowOpsMatchReference) {
+  Slice slice;
+  slice.gen.window_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --window --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(6000, 6012, slice);
+}
+
 // The GPU schedules on jit:opencl (POCL here): device buffers, copies, GPU kernels.
 TEST(RandomGraphs, JitOpenCLDeviceMatchesReference) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
@@ -182,7 +196,7 @@ TEST(RandomGraphs, GeneratorCoversTheOpFamilies) {
        {"Placeholder",  "Select(",     "Sum(",       "Max(",         "ArgMax(",    "MatMul(",
         "BatchMatMul(", "Reshape(",    "Transpose(", "BroadcastTo(", "Concat(",    "Slice(",
         "Pad(",         "OneHot(",     "Cast(",      "Softmax(",     "LayerNorm(", "Dense(",
-        "DType::kF64",  "DType::kI32", "{-1"}) {
+        "DType::kF64",  "DType::kI32", "{-1",        "Conv2D(",      "MaxPool(",   "AvgPool("}) {
     EXPECT_THAT(all, ::testing::HasSubstr(op));
   }
 }

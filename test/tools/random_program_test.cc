@@ -11,6 +11,7 @@
 #include <string>
 
 #include "braze/graph.h"
+#include "braze/session.h"
 
 namespace braze {
 namespace fuzz {
@@ -154,6 +155,87 @@ TEST(RandomProgram, F64ValuesComputedInF64AreToldFromRoundedOnes) {
   }
   EXPECT_GE(precise, 5);
   EXPECT_GE(rounded, 1);
+}
+
+// --window: image-shaped programs draw every window op, the gradient ops included (from
+// the programs' gradients and as ops of their own), with every padding, both formats,
+// strides, dilations, grouped and depthwise filters; their gradients build and the
+// reference runs them.
+TEST(RandomProgram, ImageProgramsDrawEveryWindowOpAndAttribute) {
+  GenerateOptions options;
+  options.window_probability = 1;
+  options.gradients_probability = 1;
+  std::set<std::string> seen;
+  for (uint64_t seed = 1; seed < 120; ++seed) {
+    SCOPED_TRACE(seed);
+    const Program program = GenerateProgram(seed, options);
+    EXPECT_TRUE(program.image);
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << built.status();
+    ASSERT_TRUE(built->gradients_status.ok()) << built->gradients_status;
+    for (int id = 0; id < g.num_nodes(); ++id) {
+      const Node& node = g.node(id);
+      if (OpCategoryOf(node.op()) != OpCategory::kWindow) continue;
+      seen.insert(OpName(node.op()));
+      const Window2D& w = node.op() == OpKind::kConv2D ||
+                                  node.op() == OpKind::kConv2DBackpropInput ||
+                                  node.op() == OpKind::kConv2DBackpropFilter
+                              ? node.attrs_as<Conv2DAttrs>().window
+                              : node.attrs_as<Pool2DAttrs>().window;
+      seen.insert(w.padding == Padding::kValid  ? "VALID"
+                  : w.padding == Padding::kSame ? "SAME"
+                                                : "EXPLICIT");
+      seen.insert(w.format == DataFormat::kNHWC ? "NHWC" : "NCHW");
+      if (w.stride_h > 1 || w.stride_w > 1) seen.insert("strided");
+      if (w.dilation_h > 1 || w.dilation_w > 1) seen.insert("dilated");
+      if (node.op() == OpKind::kConv2D) {
+        const int c_axis = w.format == DataFormat::kNHWC ? 3 : 1;
+        const int64_t c = node.input(0).shape()[c_axis];
+        const int64_t per_group = node.input(1).shape()[2];
+        if (per_group != c) seen.insert(per_group == 1 ? "depthwise" : "grouped");
+      }
+    }
+    if (seed < 40) {  // the reference runs them (shapes, attributes, feeds)
+      SessionOptions reference;
+      reference.reference_only = true;
+      Session session(g, reference);
+      const std::vector<HostTensor> values = MakeFeeds(program);
+      Feeds feeds;
+      for (size_t i = 0; i < values.size(); ++i)
+        feeds.emplace_back(built->placeholders[i], values[i]);
+      auto out = session.Run(feeds, built->fetches);
+      EXPECT_TRUE(out.ok()) << out.status();
+    }
+  }
+  for (const char* want :
+       {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "MaxPool", "MaxPoolGrad",
+        "MaxPoolGradGrad", "AvgPool", "AvgPoolGrad", "VALID", "SAME", "EXPLICIT", "NHWC", "NCHW",
+        "strided", "dilated", "depthwise", "grouped"}) {
+    EXPECT_EQ(seen.count(want), 1u) << want;
+  }
+}
+
+// The window ops draw from a stream of their own: a program that is not image-shaped and
+// drew no window op is the one its seed drew without them (the records before them keep
+// their programs), and other programs draw window ops on their rank-4 values too.
+TEST(RandomProgram, ProgramsWithoutWindowOpsAreUnchanged) {
+  GenerateOptions none;
+  none.window_probability = 0;
+  int unchanged = 0, with_window_ops = 0;
+  for (uint64_t seed = 1; seed < 400; ++seed) {
+    const std::string with = ProgramToCpp(GenerateProgram(seed));
+    const bool window_ops =
+        with.find("Pool") != std::string::npos || with.find("Conv2D") != std::string::npos;
+    if (GenerateProgram(seed).image || window_ops) {
+      with_window_ops += !GenerateProgram(seed).image;
+      continue;
+    }
+    EXPECT_EQ(with, ProgramToCpp(GenerateProgram(seed, none))) << seed;
+    ++unchanged;
+  }
+  EXPECT_GE(unchanged, 300);
+  EXPECT_GE(with_window_ops, 5);
 }
 
 }  // namespace

@@ -16,8 +16,10 @@
 // --large[=P] (the chance a program's values are past the last-level cache, 4M to 8M
 // elements: streaming stores, parallel splits; bare: every program), --gemm[=P] (the
 // chance its matmuls do 2^21 to 2^22 multiply-adds, where oneDNN takes over; bare: every
-// program), --threads=N|random (SessionOptions::num_threads of the compiled run; random:
-// one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0, all),
+// program), --window[=P] (the chance a program is image-shaped, with convolutions and
+// pools; default 0.1; bare: every program), --threads=N|random (SessionOptions::num_threads of the
+// compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
+// all),
 // --verbose (a line per seed), --print (print the programs
 // as C++ and run nothing). Exit status 1 on any
 // mismatch or error. The first line ("braze-fuzz: settings: ...") and the summary name
@@ -78,6 +80,7 @@ struct Flags {
   double specials = 0;
   double large = 0;           // GenerateOptions::dram_probability
   double gemm = 0;            // GenerateOptions::gemm_probability
+  double window = -1;         // GenerateOptions::window_probability; < 0: its default
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -125,6 +128,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->large)) return false;
     } else if (arg == "--gemm") {
       if (!ParseProbability(value, &f->gemm)) return false;
+    } else if (arg == "--window") {
+      if (!ParseProbability(value, &f->window)) return false;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -171,6 +176,7 @@ GenerateOptions GenOptions(const Flags& f) {
   gen.specials_probability = f.specials;
   gen.dram_probability = f.large;
   gen.gemm_probability = f.gemm;
+  if (f.window >= 0) gen.window_probability = f.window;
   return gen;
 }
 
@@ -201,7 +207,8 @@ std::string Settings(const Flags& f) {
       " budget=", f.budget > 0 ? absl::StrCat(f.budget, "s") : "none", " scheduler=", f.scheduler,
       " run=", f.jit_device.empty() ? "JitScope" : f.jit_device, " strict max_ops=", f.max_ops,
       " dynamic=", gen.dynamic_probability, f.dynamic < 0 ? "(default)" : "",
-      " specials=", f.specials, " large=", f.large, " gemm=", f.gemm, " threads=",
+      " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
+      " window=", gen.window_probability, f.window < 0 ? "(default)" : "", " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),
@@ -339,6 +346,7 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
   }
   if (f.large > 0) absl::StrAppend(&flags, " --large=", absl::StrFormat("%.17g", f.large));
   if (f.gemm > 0) absl::StrAppend(&flags, " --gemm=", absl::StrFormat("%.17g", f.gemm));
+  if (f.window >= 0) absl::StrAppend(&flags, " --window=", absl::StrFormat("%.17g", f.window));
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
@@ -455,7 +463,7 @@ int Main(int argc, char** argv) {
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
-                 "[--specials=P] [--large[=P]] [--gemm[=P]] [--threads=N|random] "
+                 "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--threads=N|random] "
                  "[--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");

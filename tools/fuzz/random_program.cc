@@ -19,6 +19,7 @@ namespace {
 
 using internal::ConstValues;
 using internal::DTypeCode;
+using internal::Grid;
 using internal::Ints;
 
 // Odd, prime, tiny and vector-width-adjacent extents.
@@ -50,9 +51,10 @@ bool SmallBroadcast(const Shape& a, const Shape& b) {
   return out.ok() && NumElements(*out) <= std::max<int64_t>(NumElements(a), 50000);
 }
 
-class Generator {
+class Generator : public internal::Drawer {
  public:
-  Generator(uint64_t seed, const GenerateOptions& options) : rng_(seed), options_(options) {
+  Generator(uint64_t seed, const GenerateOptions& options)
+      : rng_(seed), window_rng_(seed ^ 0x57696e646f77ull), options_(options) {
     program_.seed = seed;
   }
 
@@ -67,6 +69,7 @@ class Generator {
     }
     PickFetches();
     program_.gradients = Chance(options_.gradients_probability);
+    program_.image = window_.image;
     for (const Tensor& t : values_) {
       program_.max_elements = std::max(program_.max_elements, NumElements(Concrete(t.shape())));
     }
@@ -76,8 +79,71 @@ class Generator {
   Program Take() { return std::move(program_); }
 
  private:
-  int Uniform(int n) { return n <= 1 ? 0 : static_cast<int>(rng_() % static_cast<uint64_t>(n)); }
-  bool Chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  // internal::Drawer, for the window ops (random_program_window.cc).
+  int Uniform(int n) override {
+    return n <= 1 ? 0 : static_cast<int>(rng_() % static_cast<uint64_t>(n));
+  }
+  bool Chance(double p) override { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  Tensor value(int i) const override { return values_[i]; }
+  bool exact(int i) const override { return exact_[i]; }
+  Grid grid(int i) const override { return grid_[i]; }
+  int Pick(const std::function<bool(const Tensor&)>& ok, bool exact_only) override {
+    const bool was = need_exact_;
+    need_exact_ = exact_only;
+    const int picked = Pick(ok);
+    need_exact_ = was;
+    return picked;
+  }
+  int Push(std::vector<int> operands, internal::BuildFn build, std::string code,
+           Grid grid) override {
+    PushOp(std::move(operands), std::move(build), std::move(code), grid);
+    return static_cast<int>(values_.size()) - 1;
+  }
+  int AddConst(DType dtype, const Shape& shape, bool grid) override {
+    const uint64_t seed = rng_() % 100000;
+    PushOp(
+        {},
+        [dtype, shape, seed, grid](Graph& g, const std::vector<Tensor>&) {
+          return Const(g, ConstValues(dtype, shape, seed, grid));
+        },
+        absl::StrCat("Const(g, ", grid ? "OnGrid(" : "", "Random(", DTypeCode(dtype), ", ",
+                     Ints(shape), ", ", seed, ")", grid ? ")" : "", ")"),
+        grid && IsFloating(dtype) ? Grid{true, -3, 2} : Grid{});
+    return static_cast<int>(values_.size()) - 1;
+  }
+
+  // The window ops draw from a stream of their own (window_rng_), so a program without
+  // them is the one its seed drew before they existed.
+  class WindowStream {
+   public:
+    explicit WindowStream(Generator* g) : g_(g) { std::swap(g_->rng_, g_->window_rng_); }
+    ~WindowStream() { std::swap(g_->rng_, g_->window_rng_); }
+
+   private:
+    Generator* g_;
+  };
+  // A window op; one that does not fit (or that the scratch graph rejects) withdraws what
+  // it pushed (its constants), from the graph too.
+  bool WindowOp() {
+    WindowStream stream(this);
+    const size_t ops = program_.ops.size(), values = values_.size();
+    const int nodes = g_.num_nodes();
+    if (internal::DrawWindowOp(*this, window_) && g_.status().ok()) return true;
+    Withdraw(ops, values);
+    g_.Truncate(nodes, absl::OkStatus());
+    return false;
+  }
+  // Whether to draw a window op in place of the next op: often in an image-shaped
+  // program, now and then where there is a rank-4 float value.
+  bool DrawsWindowOp() {
+    if (options_.window_probability <= 0) return false;
+    WindowStream stream(this);
+    if (window_.image) return Chance(0.4);
+    for (const Tensor& t : values_) {
+      if (IsFloating(t.dtype()) && t.rank() == 4) return Chance(0.08);
+    }
+    return false;
+  }
   int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
   double Value() {
     return std::round(std::uniform_real_distribution<double>(-2, 2)(rng_) * 1000) / 1000;
@@ -90,14 +156,20 @@ class Generator {
     if (value_cap_ == 0) return true;
     for (size_t i = values; i < values_.size(); ++i) {
       if (NumElements(Concrete(values_[i].shape())) <= value_cap_) continue;
-      program_.ops.resize(ops);  // the scratch graph keeps the nodes: nothing reads them
-      values_.resize(values);
-      exact_.resize(values);
-      rounding_.resize(values);
-      work_.resize(ops);
+      Withdraw(ops, values);
       return false;
     }
     return true;
+  }
+
+  // Withdraws the ops after the first `ops` (and the values after the first `values`).
+  void Withdraw(size_t ops, size_t values) {
+    program_.ops.resize(ops);  // the scratch graph keeps the nodes: nothing reads them
+    values_.resize(values);
+    exact_.resize(values);
+    rounding_.resize(values);
+    grid_.resize(values);
+    work_.resize(ops);
   }
 
   Shape RandomShape(bool large) {
@@ -124,10 +196,27 @@ class Generator {
     Shape base = dram    ? kDramShapes[Uniform(sizeof(kDramShapes) / sizeof(kDramShapes[0]))]
                  : gemm_ ? kGemmShapes[Uniform(sizeof(kGemmShapes) / sizeof(kGemmShapes[0]))]
                          : RandomShape(large);
+    // An image-shaped program (its own stream, as every window draw).
+    std::vector<bool> on_grid(n, false);
+    Shape filter;
+    if (!dram && !gemm_ && options_.window_probability > 0) {
+      WindowStream stream(this);
+      window_.image = Chance(options_.window_probability);
+      if (window_.image) {
+        window_.format = Chance(0.6) ? DataFormat::kNHWC : DataFormat::kNCHW;
+        base = internal::DrawImageShape(*this, window_.format);
+        for (int i = 0; i < n; ++i) on_grid[i] = Chance(0.7);
+        // An input shaped as a filter: the filter's gradient reaches an input.
+        if (n > 1 && Chance(0.5)) {
+          filter =
+              internal::DrawFilterShape(*this, base[window_.format == DataFormat::kNHWC ? 3 : 1]);
+        }
+      }
+    }
     for (int i = 0; i < n; ++i) {
       ProgramInput in;
       in.dtype = Chance(0.85) ? DType::kF32 : (Chance(0.5) ? DType::kF64 : DType::kI32);
-      if (gemm_ && i == 0) in.dtype = DType::kF32;  // oneDNN's matmuls are f32
+      if ((gemm_ || window_.image) && i == 0) in.dtype = DType::kF32;  // oneDNN's matmuls are f32
       if (i == 0) {
         in.shape = base;
       } else if (Chance(0.5)) {
@@ -136,6 +225,12 @@ class Generator {
         in.shape = RandomShape(false);
       }
       in.dynamic0 = !in.shape.empty() && Chance(options_.dynamic_probability);
+      if (i == 1 && !filter.empty()) {
+        in.shape = filter;
+        in.dtype = DType::kF32;
+        in.dynamic0 = false;
+      }
+      in.grid = on_grid[i] && IsFloating(in.dtype);
       Shape declared = in.shape;
       if (in.dynamic0) declared[0] = -1;
       Tensor t = Placeholder(g_, in.dtype, declared, absl::StrCat("in", i));
@@ -143,6 +238,7 @@ class Generator {
       values_.push_back(t);
       exact_.push_back(true);
       rounding_.push_back(false);
+      grid_.push_back(in.grid ? Grid{true, -3, 2} : Grid{});
       if (dram) value_cap_ = std::max(value_cap_, 2 * NumElements(Concrete(in.shape)));
     }
   }
@@ -174,9 +270,15 @@ class Generator {
     });
   }
 
-  // Records an op and builds it in the scratch graph; its value joins the pool.
+  // Records an op and builds it in the scratch graph; its value joins the pool. `grid`:
+  // what is known of its binary form where GridOf's rules by the code know nothing.
   void Push(std::vector<int> operands,
             std::function<Tensor(Graph&, const std::vector<Tensor>&)> build, std::string code) {
+    PushOp(std::move(operands), std::move(build), std::move(code), Grid{});
+  }
+  void PushOp(std::vector<int> operands,
+              std::function<Tensor(Graph&, const std::vector<Tensor>&)> build, std::string code,
+              Grid grid) {
     std::vector<Tensor> args;
     for (int i : operands) args.push_back(values_[i]);
     Tensor t = build(g_, args);
@@ -186,12 +288,49 @@ class Generator {
       exact = exact && exact_[i];
       rounding = rounding || rounding_[i];
     }
+    if (!grid.on) grid = GridOf(code, operands);
+    if (!IsFloating(t.dtype())) grid = Grid{};
+    if (grid.on && grid.ExactIn(t.dtype())) {
+      exact = true;
+      rounding = false;
+    }
     program_.ops.push_back({std::move(operands), std::move(build), std::move(code), rounding});
     values_.push_back(t);
     exact_.push_back(exact);
     rounding_.push_back(rounding);
+    grid_.push_back(grid);
     work_.push_back(next_work_);
     next_work_ = 0;
+  }
+
+  // What is known of a value's binary form from its operands' (internal::Grid): kept by
+  // selections and layout, widened by sums and products.
+  Grid GridOf(const std::string& code, const std::vector<int>& operands) const {
+    Grid g{true, 0, 0};
+    bool first = true;
+    for (int i : operands) {
+      if (!IsFloating(values_[i].dtype())) continue;  // a Select's condition
+      if (!grid_[i].on) return Grid{};
+      g.lsb = first ? grid_[i].lsb : std::min(g.lsb, grid_[i].lsb);
+      g.max = std::max(g.max, grid_[i].max);
+      first = false;
+    }
+    if (first) return Grid{};
+    for (const char* prefix :
+         {"Neg(", "Abs($0)", "Relu(", "Reshape(", "Transpose(", "BroadcastTo(", "Concat(", "Slice(",
+          "Maximum(", "Minimum(", "Max(", "Min(", "Select($0, $1, $2)", "MaxPool("}) {
+      if (code.rfind(prefix, 0) == 0) return g;
+    }
+    if (operands.size() == 2 && (code == "Add($0, $1)" || code == "Sub($0, $1)")) {
+      g.max = grid_[operands[0]].max + grid_[operands[1]].max;
+      return g;
+    }
+    if (operands.size() == 2 && code == "Mul($0, $1)") {
+      g.lsb = grid_[operands[0]].lsb + grid_[operands[1]].lsb;
+      g.max = grid_[operands[0]].max * grid_[operands[1]].max;
+      return g;
+    }
+    return Grid{};
   }
 
   // Ops whose float result both implementations compute bit for bit from equal inputs:
@@ -203,7 +342,7 @@ class Generator {
     for (const char* prefix :
          {"Const(", "Neg(", "Abs($0)", "Relu(", "Sign(", "Reshape(", "Transpose(", "BroadcastTo(",
           "Concat(", "Slice(", "Pad(", "Maximum(", "Minimum(", "Max(", "Min(", "Select($0",
-          "Cast($0, DType::kF", "OneHot("}) {
+          "Cast($0, DType::kF", "OneHot(", "MaxPool("}) {
       if (code.rfind(prefix, 0) == 0) return true;
     }
     return false;
@@ -211,16 +350,7 @@ class Generator {
   bool Exact(int value) const { return exact_[value]; }
 
   // A constant operand as an op of its own: value index.
-  int AddConst(DType dtype, const Shape& shape) {
-    const uint64_t seed = rng_() % 100000;
-    Push(
-        {},
-        [dtype, shape, seed](Graph& g, const std::vector<Tensor>&) {
-          return Const(g, ConstValues(dtype, shape, seed));
-        },
-        absl::StrCat("Const(g, Random(", DTypeCode(dtype), ", ", Ints(shape), ", ", seed, "))"));
-    return static_cast<int>(values_.size()) - 1;
-  }
+  int AddConst(DType dtype, const Shape& shape) { return AddConst(dtype, shape, false); }
 
   // A second operand broadcasting with value `a`: an earlier value or a new constant.
   int BroadcastOperand(int a) {
@@ -240,6 +370,7 @@ class Generator {
   bool AddRandomOp() {
     // A matmul-sized program draws matmuls more often (they are what it is for).
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
+    if (DrawsWindowOp() && WindowOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -777,17 +908,20 @@ class Generator {
   }
 
   std::mt19937_64 rng_;
+  std::mt19937_64 window_rng_;  // the window ops' stream (WindowStream)
   GenerateOptions options_;
   Program program_;
   Graph g_;
   std::vector<Tensor> values_;
-  std::vector<bool> exact_;     // per value: see ExactOp
-  std::vector<bool> rounding_;  // per value: ProgramOp::f32_rounding
-  std::vector<int64_t> work_;   // per op: a matmul's multiply-adds, else 0
-  int64_t next_work_ = 0;       // the next Push's work_
-  bool need_exact_ = false;     // Pick returns exact values only
-  bool gemm_ = false;           // GenerateOptions::gemm_probability drew this program
-  int64_t value_cap_ = 0;       // the most elements of a value (0: no cap; --large only)
+  std::vector<bool> exact_;         // per value: see ExactOp
+  std::vector<bool> rounding_;      // per value: ProgramOp::f32_rounding
+  std::vector<Grid> grid_;          // per value: what is known of its binary form
+  std::vector<int64_t> work_;       // per op: a matmul's multiply-adds, else 0
+  int64_t next_work_ = 0;           // the next Push's work_
+  bool need_exact_ = false;         // Pick returns exact values only
+  bool gemm_ = false;               // GenerateOptions::gemm_probability drew this program
+  internal::WindowContext window_;  // GenerateOptions::window_probability drew an image
+  int64_t value_cap_ = 0;           // the most elements of a value (0: no cap; --large only)
 };
 
 }  // namespace
@@ -801,7 +935,8 @@ Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
       std::mt19937_64 rng(seed * 104729 + 17);
       for (ProgramInput& in : p.inputs) {
         const double u = std::uniform_real_distribution<double>(0, 1)(rng);
-        in.specials = IsFloating(in.dtype) && u < options.specials_probability;
+        // Grid values stay on the grid (a subnormal would make their sums inexact).
+        in.specials = IsFloating(in.dtype) && u < options.specials_probability && !in.grid;
       }
       return p;
     }

@@ -7,15 +7,18 @@
 // unary and binary elementwise with broadcasting, comparisons and Select, reductions
 // over random axes with and without keep_dims, ArgMax, MatMul and BatchMatMul with
 // transposes, every layout op on every axis (Reshape, Transpose, BroadcastTo, Concat,
-// Slice, Pad, OneHot), Cast between f32, f64, i32 and bool, and the composites
-// (Softmax, LogSoftmax, cross entropy, LayerNorm, Gelu, Dense). Values feed later ops
+// Slice, Pad, OneHot), Cast between f32, f64, i32 and bool, the composites (Softmax,
+// LogSoftmax, cross entropy, LayerNorm, Gelu, Dense, BatchNorm, GlobalAvgPool) and the
+// window ops (Conv2D, MaxPool, AvgPool and their gradient ops, in image-shaped programs
+// and on any rank-4 value: random_program_window.cc). Values feed later ops
 // in any combination (a reduction broadcast back into its input, say). Several values
 // are fetched, intermediates included, so clusters have several outputs; with
 // `gradients`, the gradients of the fetches with respect to the f32 inputs are fetched
 // too.
 //
 // Used by tools/braze-fuzz (at scale) and test/e2e/random_graph_test.cc (a quick slice).
-// Drawn in random_program.cc; built, fed and printed in random_program_build.cc.
+// Drawn in random_program.cc (the window ops in random_program_window.cc); built, fed and
+// printed in random_program_build.cc.
 #ifndef BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
 #define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
 
@@ -36,6 +39,10 @@ struct ProgramInput {
   Shape shape;            // the concrete shape of the first feed
   bool dynamic0 = false;  // dim 0 is declared -1 and fed with two sizes
   bool specials = false;  // some values are +-inf, NaN, +-0 or subnormal (floats only)
+  // Values rounded to multiples of 1/8 (floats only; never with specials): sums and
+  // products of a few of them are exact in any order, so a convolution of them is
+  // computed bit for bit by both implementations (image-shaped programs).
+  bool grid = false;
 };
 
 // One op: how to build it from earlier values, and the same as C++ for reports.
@@ -61,6 +68,7 @@ struct Program {
   // 2^21 (kLibraryGemmMinWork, docs/CPU_GEMM.md) an f32 one calls oneDNN.
   int64_t max_matmul_work = 0;
   int64_t max_elements = 0;  // the most elements of one value (inputs and ops)
+  bool image = false;        // image-shaped (GenerateOptions::window_probability)
   int num_values() const { return static_cast<int>(inputs.size() + ops.size()); }
 };
 
@@ -86,6 +94,16 @@ struct GenerateOptions {
   // The chance a float input has specials (ProgramInput::specials). Drawn from a stream
   // of its own: a seed gives the same ops with or without them.
   double specials_probability = 0;
+  // The chance a program is image-shaped (braze-fuzz --window): its first input is an f32
+  // [N, H, W, C] or [N, C, H, W] image (N 1-3, H and W 1-13, C 1-8; often on the grid,
+  // ProgramInput::grid), sometimes with a filter-shaped second input, and 40% of its ops
+  // are window ops: Conv2D (strides, dilations, VALID, SAME and explicit padding, groups,
+  // depthwise, either format) with a bias, BatchNorm, ReLU or a residual add after it,
+  // MaxPool and AvgPool, a reduction over H and W after them, and the gradient ops as ops
+  // of their own. Any other program with a rank-4 float value draws a window op now and
+  // then (8% of its ops). Drawn from a stream of their own: a program without window ops
+  // is the one its seed drew before they existed. 0: none.
+  double window_probability = 0.1;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});

@@ -85,9 +85,28 @@ BRAZE_WITH_SPECIALS({
 
 namespace internal {
 
+// OnGrid and its C++ text (kOnGridSource), from one body.
+#define BRAZE_ON_GRID(...)                                                 \
+  HostTensor OnGrid(HostTensor t) __VA_ARGS__ const char kOnGridSource[] = \
+      "HostTensor OnGrid(HostTensor t) " #__VA_ARGS__ "\n";
+// clang-format off
+BRAZE_ON_GRID({
+  if (t.dtype() != DType::kF32 && t.dtype() != DType::kF64) return t;
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, std::round(t.GetDouble(i) * 8) / 8);
+  return t;
+})
+// clang-format on
+#undef BRAZE_ON_GRID
+
+bool Grid::ExactIn(DType dtype) const {
+  const int mantissa = dtype == DType::kF64 ? 53 : 24;
+  return on && max > 0 && std::log2(max) - lsb < mantissa;
+}
+
 // A constant's values, moved where BuildProgram was asked to.
-HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed) {
+HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed, bool grid) {
   HostTensor t = RandomValues(dtype, shape, seed);
+  if (grid) t = OnGrid(std::move(t));
   return build_perturbation == 0 ? t : PerturbValues(std::move(t), build_perturbation, seed);
 }
 
@@ -172,6 +191,7 @@ std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
     if (p.inputs[i].dynamic0 && size0 > 0) s[0] = size0;
     const uint64_t seed = p.seed * 131 + i * 17 + size0;
     HostTensor values = RandomValues(p.inputs[i].dtype, s, seed);
+    if (p.inputs[i].grid) values = internal::OnGrid(std::move(values));
     feeds.push_back(p.inputs[i].specials ? WithSpecials(std::move(values), seed) : values);
   }
   return feeds;
@@ -184,19 +204,24 @@ std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
                    "  return HostTensor::RandomUniform(d, s, seed, d == DType::kI32 ? -3 : -2,\n"
                    "                                   d == DType::kI32 ? 4 : 2);\n"
                    "}\n",
-                   kWithSpecialsSource,
+                   kWithSpecialsSource, internal::kOnGridSource,
                    "\n"
                    "Graph g;\nFeeds feeds;\n");
   std::vector<bool> present;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     Shape declared = p.inputs[i].shape;
     if (p.inputs[i].dynamic0) declared[0] = -1;
-    absl::StrAppend(
-        &out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
-        Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", ",
-        p.inputs[i].specials ? "WithSpecials(Random(" : "Random(", DTypeCode(p.inputs[i].dtype),
-        ", ", Ints(p.inputs[i].shape), ", ", p.seed * 131 + i * 17, ")",
-        p.inputs[i].specials ? absl::StrCat(", ", p.seed * 131 + i * 17, ")") : "", ");\n");
+    absl::StrAppend(&out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
+                    Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", ",
+                    p.inputs[i].specials ? "WithSpecials(Random("
+                    : p.inputs[i].grid   ? "OnGrid(Random("
+                                         : "Random(",
+                    DTypeCode(p.inputs[i].dtype), ", ", Ints(p.inputs[i].shape), ", ",
+                    p.seed * 131 + i * 17, ")",
+                    p.inputs[i].specials ? absl::StrCat(", ", p.seed * 131 + i * 17, ")")
+                    : p.inputs[i].grid   ? ")"
+                                         : "",
+                    ");\n");
     present.push_back(true);
   }
   for (size_t k = 0; k < p.ops.size(); ++k) {

@@ -6,10 +6,12 @@
 #define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "braze/dtype.h"
+#include "braze/graph.h"
 #include "braze/host_tensor.h"
 
 namespace braze {
@@ -22,8 +24,63 @@ std::string Ints(const std::vector<int>& v);
 std::string DTypeCode(DType d);
 
 // A constant's values (a drawn Const op's, by its seed), moved as BuildProgram's
-// `perturb` asks while it builds the program (PerturbValues), else as drawn.
-HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed);
+// `perturb` asks while it builds the program (PerturbValues), else as drawn; `grid`:
+// rounded to multiples of 1/8 first (OnGrid).
+HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed, bool grid = false);
+
+// Float values rounded to multiples of 1/8 (ProgramInput::grid).
+HostTensor OnGrid(HostTensor t);
+extern const char kOnGridSource[];  // its C++ text, for ProgramToCpp
+
+// What is known of a float value's binary form: every element a multiple of 2^lsb of
+// magnitude at most `max` (values on the grid, and sums and products of them). While
+// max / 2^lsb < 2^(mantissa bits), every partial sum in any order is exactly
+// representable, so any two implementations compute the value bit for bit (FMA
+// contractions and reassociated sums included): a convolution of grid values is exact,
+// and so is what MaxPool routes its gradient by.
+struct Grid {
+  bool on = false;
+  int lsb = 0;
+  double max = 0;
+  bool ExactIn(DType dtype) const;
+};
+
+// The generator's services to op families drawn outside random_program.cc (the window
+// ops: random_program_window.cc). Values are indices into the program's pool (inputs
+// first, then ops).
+using BuildFn = std::function<Tensor(Graph&, const std::vector<Tensor>&)>;
+class Drawer {
+ public:
+  virtual ~Drawer() = default;
+  virtual int Uniform(int n) = 0;  // [0, n)
+  virtual bool Chance(double p) = 0;
+  virtual Tensor value(int i) const = 0;
+  virtual bool exact(int i) const = 0;  // computed bit for bit by both implementations
+  virtual Grid grid(int i) const = 0;
+  // A random earlier value satisfying `ok` (exact ones only with `exact_only`), or -1.
+  virtual int Pick(const std::function<bool(const Tensor&)>& ok, bool exact_only = false) = 0;
+  // Records an op (built in the scratch graph at once) and returns its value. `grid`:
+  // what is known of its binary form when the generic rules (by its code) know nothing.
+  virtual int Push(std::vector<int> operands, BuildFn build, std::string code, Grid grid = {}) = 0;
+  virtual int AddConst(DType dtype, const Shape& shape, bool grid = false) = 0;
+};
+
+// The format of an image-shaped program (GenerateOptions::window_probability): its
+// first input's layout; window ops on its values use it most of the time.
+struct WindowContext {
+  bool image = false;
+  DataFormat format = DataFormat::kNHWC;
+};
+
+// An image-shaped first input: [N, H, W, C] or [N, C, H, W], small (N 1-3, H and W
+// 1-13, C 1-8).
+Shape DrawImageShape(Drawer& d, DataFormat format);
+// A filter for an image of `channels` channels: [KH, KW, channels, C_out].
+Shape DrawFilterShape(Drawer& d, int64_t channels);
+// A window op on a rank-4 float value, often with what surrounds it in a network (a bias
+// add, ReLU, a residual add, BatchNorm, a pooling or reduction after); gradient ops
+// drawn as ops of their own too. False when no value fits.
+bool DrawWindowOp(Drawer& d, const WindowContext& context);
 
 }  // namespace internal
 }  // namespace fuzz
