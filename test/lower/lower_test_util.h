@@ -146,17 +146,18 @@ inline const char* ExpectedRefusal(Scheduler scheduler, const std::string& failu
 
 // Compiles `c` under `scheduler`, runs it and compares every output with the reference.
 // The scheduler must have made the schedule, or have refused for an expected reason
-// (ExpectedRefusal). `used` (optional) receives the scheduler that produced it.
+// (ExpectedRefusal). `used` (optional) receives the scheduler that produced it. `base`:
+// the other compile options (the library calls' thresholds, say).
 inline ::testing::AssertionResult CompileRunCompare(const Case& c, Scheduler scheduler,
-                                                    Tolerance tol = {},
-                                                    Scheduler* used = nullptr) {
+                                                    Tolerance tol = {}, Scheduler* used = nullptr,
+                                                    const CompileOptions& base = {}) {
   if (!c.graph->status().ok()) {
     return ::testing::AssertionFailure() << "graph: " << c.graph->status();
   }
   const ClusterSpec spec = SpecOf(c);
   auto expected = ReferenceOutputs(spec, c.values);
   if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
-  CompileOptions options;
+  CompileOptions options = base;
   options.scheduler = scheduler;
   auto kernel = CompileCluster(spec, options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
