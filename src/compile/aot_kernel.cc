@@ -105,7 +105,7 @@ typedef int (*GemmFn)(void*, void*, int, int, int, int, unsigned long long, void
 typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, unsigned long long,
                           void*);
 typedef int (*ConvFn)(void*, void*, void*, int, int, int, int, int, int, int, int, int, int, int,
-                      int, int, int, int, int, int, int, int, void*);
+                      int, int, int, int, int, int, int, int, int, void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
 typedef int (*FenceFn)(void);
 static GemmFn gemm_fn;

@@ -316,6 +316,28 @@ TEST_F(DiskCacheTest, AKernelCallingTheGemmWithItsEpilogueIsStoredAndLoaded) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// A kernel calling oneDNN's convolution (device/cpu_conv.h) is stored and loaded: its
+// extern reaches Braze through the stored runtime's trampoline.
+TEST_F(DiskCacheTest, AKernelCallingTheConvolutionLibraryIsStoredAndLoaded) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4, 23, 19, 16}, "x");
+  Tensor w = Placeholder(g, DType::kF32, {3, 3, 16, 24}, "w");
+  Tensor bias = Placeholder(g, DType::kF32, {24}, "bias");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Relu(Conv2D(x, w, {1, 1}, Padding::kSame) + bias);
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {4, 23, 19, 16}, 5)},
+                       {w, HostTensor::RandomUniform(DType::kF32, {3, 3, 16, 24}, 4)},
+                       {bias, HostTensor::RandomUniform(DType::kF32, {24}, 3)}};
+  StoreThenLoad(g, feeds, {y});
+  ASSERT_EQ(Files(".meta").size(), 1u);
+  EXPECT_THAT(MetaText(), HasSubstr("extern braze_cpu_conv_f32"));
+  EXPECT_TRUE(warnings_.empty());
+}
+
 // A kernel writing its output with streaming stores (docs/STREAMING_STORES.md) is stored
 // and loaded: the copy it calls comes through the stored runtime too.
 TEST_F(DiskCacheTest, AKernelWithStreamingStoresIsStoredAndLoaded) {
