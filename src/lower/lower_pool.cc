@@ -42,28 +42,36 @@ std::vector<Expr> RowMajor(const std::vector<Halide::Var>& vars) {
   return std::vector<Expr>(vars.rbegin(), vars.rend());
 }
 
-// One tap of a window: the input element it reads and whether it lies inside x
-// (undefined: always).
+// One tap of a window: the input element it reads, whether it lies inside x
+// (undefined: always), and whether a read there must be clamped into x.
 struct Tap {
   Expr ih, iw, inside;
+  bool clamp_h = false, clamp_w = false;
 };
 
-// Tap (th, tw) of output o. `unrolled`: th and tw are constants, so only the dims whose
-// tap can reach the padding are tested.
+// Tap (th, tw) of output o. When th and tw are constants, th_c and tw_c are their
+// values: only dims whose tap can reach the padding are tested (and clamped).
 Tap TapOf(const Pool2DGeometry& g, const Nhwc& o, const Expr& th, const Expr& tw, int64_t th_c = -1,
           int64_t tw_c = -1) {
   Tap t;
   t.ih = InputIndex(g.h, o.h, th);
   t.iw = InputIndex(g.w, o.w, tw);
+  t.clamp_h = MayPad(g.h, th_c);
+  t.clamp_w = MayPad(g.w, tw_c);
   std::vector<Expr> tests;
-  if (MayPad(g.h, th_c)) tests.push_back(Inside(t.ih, g.h.in));
-  if (MayPad(g.w, tw_c)) tests.push_back(Inside(t.iw, g.w.in));
+  if (t.clamp_h) tests.push_back(Inside(t.ih, g.h.in));
+  if (t.clamp_w) tests.push_back(Inside(t.iw, g.w.in));
   t.inside = AllOf(tests);
   return t;
 }
 
+// A tap's element of v (x-shaped). Only reads that may fall into the padding are
+// clamped: a clamp along NCHW's vectorized W is a vector min and max per tap. (A tap
+// read from data, MaxPoolGradGrad's, is always clamped.)
 Expr Read(const Value& v, const Pool2DGeometry& g, const Nhwc& o, const Tap& t) {
-  return At(v, Index4(g.format, {o.n, ClampTo(t.ih, g.h.in), ClampTo(t.iw, g.w.in), o.c}));
+  const Expr ih = t.clamp_h ? ClampTo(t.ih, g.h.in) : t.ih;
+  const Expr iw = t.clamp_w ? ClampTo(t.iw, g.w.in) : t.iw;
+  return At(v, Index4(g.format, {o.n, ih, iw, o.c}));
 }
 
 Expr OrZero(const Expr& cond, const Expr& v) {
@@ -348,7 +356,10 @@ absl::StatusOr<Value> LowerPool(LoweringContext& ctx, const std::string& name, O
       return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
         const Nhwc o = Split4(g.format, index);
         const Expr tap = Halide::max(At(arg, index), 0);
-        return Read(grad, g, o, TapOf(g, o, tap / kw, tap % kw));
+        // A tap read from data: Halide cannot bound it, so the read is always clamped.
+        Tap t = TapOf(g, o, tap / kw, tap % kw);
+        t.clamp_h = t.clamp_w = true;
+        return Read(grad, g, o, t);
       });
     }
     default:
