@@ -120,6 +120,20 @@ const HostTensor& MatMulBiasReluReference() {
   static Cache cache;
   return Cached(cache, 0, ComputeMatMulBiasRelu);
 }
+const HostTensor& ConvBiasReluReference() {
+  static Cache cache;
+  return Cached(cache, 0, [] {
+    Forward f = MakeConvBiasRelu(/*fused=*/false);
+    return RunOnReferenceKernels(*f.graph, f.feeds, f.out);
+  });
+}
+const HostTensor& ResNetBlockReference() {
+  static Cache cache;
+  return Cached(cache, 0, [] {
+    Forward f = MakeResNetBlock(/*fused=*/false);
+    return RunOnReferenceKernels(*f.graph, f.feeds, f.out);
+  });
+}
 
 const std::vector<float>& SoftmaxTrainReferenceLosses(int64_t batch) {
   static std::map<int64_t, std::vector<float>> cache;
@@ -135,6 +149,18 @@ const std::vector<float>& MlpTrainReferenceLosses(int64_t batch) {
   if (it == cache.end()) {
     it = cache.emplace(batch, ReferenceLosses(MakeMlpTrainStep(batch, false))).first;
   }
+  return it->second;
+}
+
+const std::vector<float>& ResNetBlockStepReferenceLosses() {
+  static std::vector<float> losses = ReferenceLosses(MakeResNetBlockStep(false));
+  return losses;
+}
+const std::vector<float>& CnnStepReferenceLosses(int64_t batch) {
+  static std::map<int64_t, std::vector<float>> cache;
+  auto it = cache.find(batch);
+  if (it == cache.end())
+    it = cache.emplace(batch, ReferenceLosses(MakeCnnStep(batch, false))).first;
   return it->second;
 }
 

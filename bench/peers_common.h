@@ -54,6 +54,19 @@ constexpr int kCheckedSteps = 4;
 const std::vector<float>& SoftmaxTrainReferenceLosses(int64_t batch);
 const std::vector<float>& MlpTrainReferenceLosses(int64_t batch);
 
+// ---- The convolution workloads (conv_bench.cc, train_models.h) ----
+// The forward results of MakeConvBiasRelu and MakeResNetBlock on the reference kernels,
+// and the losses of MakeResNetBlockStep and MakeCnnStep: computed on first use and kept
+// (the reference convolutions are plain double loops: seconds each at 32x56x56x64).
+const HostTensor& ConvBiasReluReference();
+const HostTensor& ResNetBlockReference();
+const std::vector<float>& ResNetBlockStepReferenceLosses();
+const std::vector<float>& CnnStepReferenceLosses(int64_t batch);
+// The convolutions' arithmetic: 2 * N * OH * OW * KH * KW * C_in * C_out, in 1e9.
+inline double Conv3x3Gflop(int64_t n, int64_t side, int64_t c_in, int64_t c_out) {
+  return 2.0 * n * side * side * 9 * c_in * c_out / 1e9;
+}
+
 // ---- Checks ----
 // True when every element of got is within atol * max(1, max |want|) + rtol * |want| of
 // want (the rule of SessionOptions' verify mode); otherwise SkipWithError naming the

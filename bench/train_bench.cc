@@ -4,6 +4,9 @@
 //
 //   BM_SoftmaxTrainStep/batch:{128,1024}: the softmax regression of the tutorial.
 //   BM_MlpTrainStep/batch:128: examples/mlp's 784-1024-1024-10 MLP with Adam.
+//   BM_ResNetBlockStep: a ResNet basic block at batch 32, 56x56x64, BN training, MSE
+//     loss, SGD (train_models.h).
+//   BM_CnnStep/batch:128: the convolutional example's Fashion-MNIST CNN with Adam.
 //
 //   fused:   model, loss, gradients and update math under one JitScope, as
 //            `mlp --jit=scope` (clusters of at most one matmul each).
@@ -15,13 +18,14 @@
 //
 // The peers of the same steps, at the same batches, are in peers_omp.cc (hand-fused
 // softmax regression), peers_openblas.cc and peers_onednn.cc (the MLP around a library's
-// GEMM) and peers_torch.cc (both steps in libtorch).
+// GEMM) and peers_torch.cc (every step in libtorch).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "braze/braze.h"
 #include "peers_common.h"
 #include "train_models.h"
@@ -60,6 +64,14 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
   state.counters["launches/step"] =
       double(st.cluster_launches + st.single_op_launches + st.reference_launches) /
       std::max<int64_t>(1, st.runs);
+  // An op without a compiled form runs on its reference kernel (with a warning naming
+  // it on stderr): that is not Braze's compiled code, so no number.
+  if (st.reference_launches > 0) {
+    state.SkipWithError(absl::StrCat(double(st.reference_launches) / std::max<int64_t>(1, st.runs),
+                                     " ops per step ran on the reference kernels (see the "
+                                     "warnings on stderr)")
+                            .c_str());
+  }
 }
 
 void BM_SoftmaxTrainStep(benchmark::State& state) {
@@ -89,6 +101,35 @@ BENCHMARK(BM_MlpTrainStep)
     ->ArgsProduct({{128}, {0, 1}})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0)
+    ->UseRealTime();
+
+// The convolutional steps: the forward and backward convolutions' arithmetic (the
+// first convolution's input is a feed: no input gradient).
+void BM_ResNetBlockStep(benchmark::State& state) {
+  RunTrainStep(state, MakeResNetBlockStep(state.range(0) == 0), ResNetBlockStepReferenceLosses());
+  SetRate(state, "GFLOP/s",
+          5 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+BENCHMARK(BM_ResNetBlockStep)
+    ->ArgName("unfused")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
+    ->UseRealTime();
+
+void BM_CnnStep(benchmark::State& state) {
+  const int64_t batch = state.range(0);
+  RunTrainStep(state, MakeCnnStep(batch, state.range(1) == 0), CnnStepReferenceLosses(batch));
+  SetRate(state, "GFLOP/s",
+          3 * Conv3x3Gflop(batch, 14, 32, 64) + 2 * Conv3x3Gflop(batch, 28, 1, 32) +
+              3 * 2.0 * batch * 7 * 7 * 64 * kClasses / 1e9);
+}
+BENCHMARK(BM_CnnStep)
+    ->ArgNames({"batch", "unfused"})
+    ->ArgsProduct({{128}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5)
     ->UseRealTime();
 
 }  // namespace

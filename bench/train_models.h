@@ -6,7 +6,20 @@
 //     zero, softmax cross entropy, SGD at its default rate 0.5; no decaying lr scale).
 //   MLP: examples/mlp's (784-1024-1024-10, ReLU, He-normal weights, zero biases, softmax
 //     cross entropy, Adam(1e-3)).
-// Both train on one fixed batch: x uniform in [0, 1) (seed 4), labels (i * 7) % 10.
+//   CNN: the convolutional example's Fashion-MNIST model (28x28x1: conv3x3 32 SAME - BN -
+//     ReLU - maxpool 2 - conv3x3 64 SAME - BN - ReLU - maxpool 2 - flatten - dense 10,
+//     softmax cross entropy, Adam(1e-3)); the convolutions without bias (BN's beta is
+//     theirs), BatchNorm training (Keras: momentum 0.99, epsilon 1e-3), its moving
+//     statistics updated with the step.
+// All three train on one fixed batch: x uniform in [0, 1) (seed 4), labels (i * 7) % 10.
+//
+//   ResNet basic block, at batch 32, 56x56x64 NHWC (conv_bench.cc's workloads):
+//     y = relu(bn2(conv2(relu(bn1(conv1(x))))) + x), 3x3 SAME convolutions without bias.
+//     Inference (BM_ResNetBlock): BN with its moving statistics, all parameters constants
+//     (a frozen graph). Training step (BM_ResNetBlockStep): BN training, loss
+//     mean((y - target)^2) against a fixed target, SGD(kResNetLr) on the filters, gammas
+//     and betas, the moving statistics updated with the step. The rate is 1 so that the
+//     checked losses move 2% a step (0.550, 0.538, 0.527, 0.516), 20x their tolerance.
 #ifndef BRAZE_BENCH_TRAIN_MODELS_H_
 #define BRAZE_BENCH_TRAIN_MODELS_H_
 
@@ -22,6 +35,12 @@ namespace braze::bench {
 constexpr int64_t kPixels = 784, kHidden = 1024, kClasses = 10;
 constexpr double kSoftmaxLr = 0.5;
 constexpr double kMlpLr = 1e-3;
+// The convolutional models.
+constexpr int64_t kCnnSide = 28;  // Fashion-MNIST's 28x28x1
+constexpr double kCnnLr = 1e-3;
+constexpr int64_t kBlockBatch = 32, kBlockSide = 56, kBlockChannels = 64;
+constexpr double kResNetLr = 1.0;
+constexpr double kBnEpsilon = 1e-3, kBnMomentum = 0.99;  // Keras's BatchNormalization
 
 struct TrainStep {
   std::unique_ptr<Graph> graph;  // on the heap: Tensors point at it
@@ -38,6 +57,41 @@ HostTensor MlpInitialWeight(int layer);
 // fused: the model, loss, gradients and update math under one JitScope.
 absl::StatusOr<TrainStep> MakeSoftmaxTrainStep(int64_t batch, bool fused);
 absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused);
+absl::StatusOr<TrainStep> MakeCnnStep(int64_t batch, bool fused);
+absl::StatusOr<TrainStep> MakeResNetBlockStep(bool fused);
+
+// The CNN's images as NHWC [batch, 28, 28, 1] (TrainImages' values) and its initial
+// weights: the filters [3, 3, 1, 32] and [3, 3, 32, 64] (HWIO, He normal) and the dense
+// layer's [3136, 10] (He normal; its rows in NHWC flatten order, h, w, c).
+HostTensor CnnImages(int64_t batch);
+HostTensor CnnInitialFilter(int layer);  // 0, 1
+HostTensor CnnInitialDense();
+
+// The ResNet block's input [32, 56, 56, 64] (uniform in [-1, 1), seed 11), the step's
+// target (uniform in [0, 1), seed 12), its filters [3, 3, 64, 64] (HWIO, He normal, seeds
+// 13, 14) and each BN's gamma (uniform in [0.5, 1.5)), beta (in [-0.1, 0.1)), moving mean
+// (in [-0.1, 0.1)) and moving variance (in [0.5, 1.5)), [64] each; the same values for
+// the inference graph and the training step's start.
+HostTensor BlockInput();
+HostTensor BlockTarget();
+HostTensor BlockFilter(int conv);  // 0, 1
+struct BnParams {
+  HostTensor gamma, beta, mean, variance;
+};
+BnParams BlockBn(int bn);  // 0, 1
+
+// A forward graph: Braze's inference workloads (conv_bench.cc).
+struct Forward {
+  std::unique_ptr<Graph> graph;
+  Tensor out;
+  Feeds feeds;
+};
+// Conv2D 3x3 SAME of BlockInput() with BlockFilter(0), + ConvBias(), ReLU; the filter
+// and bias constants.
+HostTensor ConvBias();  // [64], uniform in [-0.1, 0.1), seed 15
+Forward MakeConvBiasRelu(bool fused);
+// The ResNet block, BN in inference mode, parameters constants.
+Forward MakeResNetBlock(bool fused);
 
 }  // namespace braze::bench
 
