@@ -16,6 +16,18 @@
 //   BM_MlpTrainStep_torch:      an nn::Module of three nn::Linear (weights set to
 //                               train_models.h's, transposed to Linear's [out, in]),
 //                               ReLU, cross_entropy, torch::optim::Adam(1e-3).
+//   BM_ConvBiasRelu_torch:      torch::conv2d with the bias, then relu_(), the input the
+//                               NHWC buffer viewed as channels-last NCHW (no copy), the
+//                               filter channels-last, as a user after speed writes it.
+//   BM_ResNetBlock_torch:       nn::Conv2d / nn::BatchNorm2d modules in eval mode,
+//                               channels-last, relu_ and add_ in place.
+//   BM_ResNetBlockStep_torch:   the same modules in train mode, mse_loss, autograd,
+//                               torch::optim::SGD(0.1).
+//   BM_CnnStep_torch:           the Fashion-MNIST CNN as nn modules, channels-last,
+//                               cross_entropy, torch::optim::Adam(1e-3).
+//   *_torch_nchw:               the same in torch's default contiguous NCHW (the input
+//                               converted once, untimed), to show which format is faster.
+//   BatchNorm2d runs with Keras's epsilon (1e-3) and momentum (torch's 0.01 = 1 - 0.99).
 //
 // torch's headers stay in this file (they take a minute to parse).
 #include <torch/torch.h>
@@ -249,6 +261,198 @@ void BM_MlpTrainStep_torch(benchmark::State& state) {
 }
 BENCHMARK(BM_MlpTrainStep_torch)->Apply([](auto* b) {
   PeerDefaults(b->ArgName("batch")->Arg(128), 2.0);
+});
+
+// ---- Convolutions ----
+// An NHWC HostTensor as torch's NCHW: channels-last strides over the same data (no
+// copy), or a contiguous NCHW copy.
+torch::Tensor FromNhwc(const HostTensor& t, bool channels_last) {
+  torch::Tensor v = View(t).permute({0, 3, 1, 2});
+  return channels_last ? v : v.contiguous();
+}
+torch::MemoryFormat Format(bool channels_last) {
+  return channels_last ? torch::MemoryFormat::ChannelsLast : torch::MemoryFormat::Contiguous;
+}
+// An HWIO filter as torch's [O, I, KH, KW].
+torch::Tensor FromHwio(const HostTensor& w, bool channels_last) {
+  return View(w).permute({3, 2, 0, 1}).contiguous(Format(channels_last));
+}
+// y (NCHW, either memory format) as an NHWC copy, to compare with Braze's.
+torch::Tensor ToNhwc(const torch::Tensor& y) { return y.permute({0, 2, 3, 1}).contiguous(); }
+
+template <typename Run>
+void CheckForwardAndTime(benchmark::State& state, Run run, torch::Tensor& y,
+                         const HostTensor& want) {
+  try {
+    run();
+    const torch::Tensor nhwc = ToNhwc(y);
+    if (!CheckClose(state, nhwc.data_ptr<float>(), want, 1e-4, 1e-3)) return;
+    for (auto _ : state) {
+      run();
+      benchmark::DoNotOptimize(y.data_ptr<float>());
+    }
+  } catch (const c10::Error& e) {
+    state.SkipWithError(e.what_without_backtrace());
+  }
+}
+
+void ConvBiasRelu(benchmark::State& state, bool channels_last) {
+  SetUpTorch();
+  c10::InferenceMode guard;
+  const HostTensor xs = BlockInput(), ws = BlockFilter(0), bs = ConvBias();
+  const torch::Tensor x = FromNhwc(xs, channels_last), w = FromHwio(ws, channels_last);
+  const torch::Tensor b = View(bs);
+  torch::Tensor y;
+  auto run = [&] { y = torch::conv2d(x, w, b, /*stride=*/1, /*padding=*/1).relu_(); };
+  CheckForwardAndTime(state, run, y, ConvBiasReluReference());
+  SetRate(state, "GFLOP/s", Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+void BM_ConvBiasRelu_torch(benchmark::State& state) { ConvBiasRelu(state, true); }
+void BM_ConvBiasRelu_torch_nchw(benchmark::State& state) { ConvBiasRelu(state, false); }
+BENCHMARK(BM_ConvBiasRelu_torch)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
+BENCHMARK(BM_ConvBiasRelu_torch_nchw)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
+
+// nn::BatchNorm2d with a BnParams' values and Keras's epsilon and momentum.
+torch::nn::BatchNorm2d MakeBn(int64_t channels, const BnParams* p) {
+  torch::nn::BatchNorm2d bn(
+      torch::nn::BatchNorm2dOptions(channels).eps(kBnEpsilon).momentum(1 - kBnMomentum));
+  if (p != nullptr) {
+    torch::NoGradGuard no_grad;
+    bn->weight.copy_(View(p->gamma));
+    bn->bias.copy_(View(p->beta));
+    bn->running_mean.copy_(View(p->mean));
+    bn->running_var.copy_(View(p->variance));
+  }
+  return bn;
+}
+
+// A 3x3 SAME convolution without bias, its weight set from an HWIO filter.
+torch::nn::Conv2d MakeConv(const HostTensor& hwio, bool channels_last) {
+  torch::nn::Conv2d conv(
+      torch::nn::Conv2dOptions(hwio.dim(2), hwio.dim(3), 3).padding(1).bias(false));
+  torch::NoGradGuard no_grad;
+  conv->weight.set_data(FromHwio(hwio, channels_last).clone());
+  return conv;
+}
+
+struct BlockImpl : torch::nn::Module {
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  explicit BlockImpl(bool channels_last) {
+    const BnParams p1 = BlockBn(0), p2 = BlockBn(1);
+    conv1 = register_module("conv1", MakeConv(BlockFilter(0), channels_last));
+    bn1 = register_module("bn1", MakeBn(kBlockChannels, &p1));
+    conv2 = register_module("conv2", MakeConv(BlockFilter(1), channels_last));
+    bn2 = register_module("bn2", MakeBn(kBlockChannels, &p2));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = bn1(conv1(x)).relu_();
+    return bn2(conv2(h)).add_(x).relu_();
+  }
+};
+TORCH_MODULE(Block);
+
+void ResNetBlock(benchmark::State& state, bool channels_last) {
+  SetUpTorch();
+  c10::InferenceMode guard;
+  const HostTensor xs = BlockInput();
+  const torch::Tensor x = FromNhwc(xs, channels_last);
+  Block block(channels_last);
+  block->eval();
+  torch::Tensor y;
+  auto run = [&] { y = block->forward(x); };
+  CheckForwardAndTime(state, run, y, ResNetBlockReference());
+  SetRate(state, "GFLOP/s",
+          2 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+void BM_ResNetBlock_torch(benchmark::State& state) { ResNetBlock(state, true); }
+void BM_ResNetBlock_torch_nchw(benchmark::State& state) { ResNetBlock(state, false); }
+BENCHMARK(BM_ResNetBlock_torch)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
+BENCHMARK(BM_ResNetBlock_torch_nchw)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
+
+void ResNetBlockStep(benchmark::State& state, bool channels_last) {
+  SetUpTorch();
+  const HostTensor xs = BlockInput(), ts = BlockTarget();
+  const torch::Tensor x = FromNhwc(xs, channels_last), target = FromNhwc(ts, channels_last);
+  Block block(channels_last);
+  block->train();
+  // The filters, gammas and betas (the moving statistics are buffers, not parameters).
+  torch::optim::SGD optimizer(block->parameters(), torch::optim::SGDOptions(kResNetLr));
+  auto step = [&] {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::mse_loss(block->forward(x), target);
+    loss.backward();
+    optimizer.step();
+    return loss.item<float>();
+  };
+  RunTrainStep(state, step, ResNetBlockStepReferenceLosses());
+  SetRate(state, "GFLOP/s",
+          5 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+void BM_ResNetBlockStep_torch(benchmark::State& state) { ResNetBlockStep(state, true); }
+void BM_ResNetBlockStep_torch_nchw(benchmark::State& state) { ResNetBlockStep(state, false); }
+BENCHMARK(BM_ResNetBlockStep_torch)->Apply([](auto* b) { PeerDefaults(b, 0.5); });
+BENCHMARK(BM_ResNetBlockStep_torch_nchw)->Apply([](auto* b) { PeerDefaults(b, 0.5); });
+
+struct CnnImpl : torch::nn::Module {
+  bool channels_last;
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::BatchNorm2d bn1{nullptr}, bn2{nullptr};
+  torch::nn::Linear fc{nullptr};
+  explicit CnnImpl(bool channels_last_) : channels_last(channels_last_) {
+    conv1 = register_module("conv1", MakeConv(CnnInitialFilter(0), channels_last));
+    bn1 = register_module("bn1", MakeBn(32, nullptr));
+    conv2 = register_module("conv2", MakeConv(CnnInitialFilter(1), channels_last));
+    bn2 = register_module("bn2", MakeBn(64, nullptr));
+    fc = register_module("fc", torch::nn::Linear(7 * 7 * 64, kClasses));
+    torch::NoGradGuard no_grad;
+    // Braze's dense weight [3136, 10] has its rows in NHWC flatten order (h, w, c):
+    // channels-last flattens the permuted NHWC view in that order (no copy); NCHW
+    // flattens (c, h, w), so its rows are reordered once here.
+    const HostTensor wd = CnnInitialDense();
+    torch::Tensor w = View(wd);
+    if (!channels_last)
+      w = w.reshape({7, 7, 64, kClasses}).permute({2, 0, 1, 3}).reshape({-1, kClasses});
+    fc->weight.copy_(w.t());
+    fc->bias.zero_();
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor h = torch::max_pool2d(torch::relu(bn1(conv1(x))), 2);
+    h = torch::max_pool2d(torch::relu(bn2(conv2(h))), 2);
+    h = channels_last ? h.permute({0, 2, 3, 1}).flatten(1) : h.flatten(1);
+    return fc(h);
+  }
+};
+TORCH_MODULE(Cnn);
+
+void CnnStep(benchmark::State& state, bool channels_last) {
+  SetUpTorch();
+  const int64_t batch = state.range(0);
+  const HostTensor images = CnnImages(batch);
+  const torch::Tensor x = FromNhwc(images, channels_last);
+  const torch::Tensor labels = torch::tensor(TrainLabels(batch).ToVector<int>(), torch::kInt64);
+  Cnn model(channels_last);
+  model->train();
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(kCnnLr));
+  auto step = [&] {
+    optimizer.zero_grad();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), labels);
+    loss.backward();
+    optimizer.step();
+    return loss.item<float>();
+  };
+  RunTrainStep(state, step, CnnStepReferenceLosses(batch));
+  SetRate(state, "GFLOP/s",
+          3 * Conv3x3Gflop(batch, 14, 32, 64) + 2 * Conv3x3Gflop(batch, 28, 1, 32) +
+              3 * 2.0 * batch * 7 * 7 * 64 * kClasses / 1e9);
+}
+void BM_CnnStep_torch(benchmark::State& state) { CnnStep(state, true); }
+void BM_CnnStep_torch_nchw(benchmark::State& state) { CnnStep(state, false); }
+BENCHMARK(BM_CnnStep_torch)->Apply([](auto* b) {
+  PeerDefaults(b->ArgName("batch")->Arg(128), 0.5);
+});
+BENCHMARK(BM_CnnStep_torch_nchw)->Apply([](auto* b) {
+  PeerDefaults(b->ArgName("batch")->Arg(128), 0.5);
 });
 
 }  // namespace
