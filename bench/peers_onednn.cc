@@ -13,15 +13,27 @@
 //   BM_MlpTrainStep_onednn: peers_mlp.h's MLP step with its eight GEMMs as oneDNN
 //     matmuls (row-major, transposes as strides; one primitive per GEMM, created at the
 //     first step) and the same fused OpenMP passes as the OpenBLAS peer.
+//   BM_ConvBiasRelu_onednn: convolution_forward (forward_inference, direct) with the bias
+//     and an eltwise_relu post-op; source and destination NHWC (the benchmark's buffers),
+//     weights of format `any`, reordered once from HWIO into the layout the primitive
+//     picks, before the timing (constant inference weights, as a user does).
+//   BM_ResNetBlock_onednn: the block as a oneDNN user writes it for inference: each BN
+//     folded into its convolution's weights and bias once, untimed (scale = gamma /
+//     sqrt(variance + epsilon)); conv1 with a ReLU post-op into an NHWC buffer, conv2 with
+//     a binary_add post-op (the residual x) and a ReLU post-op. Two primitives per run.
+//   The primitives' implementations (oneDNN's impl_info_str) are the benchmarks' labels.
+#include <cmath>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <vector>
 
 #include "bench_context.h"
 #include "peers_common.h"
 #include "peers_mlp.h"
+#include "train_models.h"
 
 namespace braze::bench {
 namespace {
@@ -279,6 +291,134 @@ void BM_MlpTrainStep_onednn(benchmark::State& state) {
 BENCHMARK(BM_MlpTrainStep_onednn)->Apply([](auto* b) {
   PeerDefaults(b->ArgName("batch")->Arg(128), 2.0);
 });
+
+// ---- Convolutions ----
+// A 3x3 SAME convolution of NHWC [kBlockBatch, kBlockSide, kBlockSide, kBlockChannels]
+// with a bias and the given post-ops, its weights reordered once (untimed) from an HWIO
+// buffer into the layout the primitive picks.
+class Conv3x3 {
+ public:
+  Conv3x3(const dnnl::engine& engine, const float* hwio, const float* bias,
+          const dnnl::post_ops& post_ops)
+      : engine_(engine) {
+    const memory::dims act = {kBlockBatch, kBlockChannels, kBlockSide, kBlockSide};
+    const memory::dims w = {kBlockChannels, kBlockChannels, 3, 3};
+    act_ = memory::desc(act, memory::data_type::f32, memory::format_tag::nhwc);
+    const memory::desc any(w, memory::data_type::f32, memory::format_tag::any);
+    const memory::desc bias_md({kBlockChannels}, memory::data_type::f32, memory::format_tag::a);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post_ops);
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::convolution_direct, act_, any, bias_md,
+                                         act_, {1, 1}, {1, 1}, {1, 1});
+    pd_ = dnnl::convolution_forward::primitive_desc(desc, attr, engine_);
+    memory user({w, memory::data_type::f32, memory::format_tag::hwio}, engine_,
+                const_cast<float*>(hwio));
+    weights_ = memory(pd_.weights_desc(), engine_);
+    dnnl::stream stream(engine_);
+    dnnl::reorder(user, weights_).execute(stream, user, weights_);
+    stream.wait();
+    bias_ = memory(bias_md, engine_, const_cast<float*>(bias));
+  }
+  // The arguments of a run from src into dst (plus the post-ops' own).
+  Args Arguments(const float* src, float* dst) const {
+    return {{DNNL_ARG_SRC, memory(act_, engine_, const_cast<float*>(src))},
+            {DNNL_ARG_WEIGHTS, weights_},
+            {DNNL_ARG_BIAS, bias_},
+            {DNNL_ARG_DST, memory(act_, engine_, dst)}};
+  }
+  memory Activation(const float* data) const {
+    return memory(act_, engine_, const_cast<float*>(data));
+  }
+  dnnl::convolution_forward Primitive() const { return dnnl::convolution_forward(pd_); }
+  std::string Impl() const { return pd_.impl_info_str(); }
+
+ private:
+  dnnl::engine engine_;
+  memory::desc act_;
+  dnnl::convolution_forward::primitive_desc pd_;
+  memory weights_, bias_;
+};
+
+dnnl::post_ops Relu() {
+  dnnl::post_ops ops;
+  ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  return ops;
+}
+
+void BM_ConvBiasRelu_onednn(benchmark::State& state) {
+  const HostTensor x = BlockInput(), w = BlockFilter(0), bias = ConvBias();
+  HostTensor y(DType::kF32, x.shape());
+  Primitive p;
+  try {
+    Conv3x3 conv(p.engine(), w.data<float>(), bias.data<float>(), Relu());
+    p.Set(conv.Primitive(), conv.Arguments(x.data<float>(), y.data<float>()));
+    state.SetLabel(conv.Impl());
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  CheckAndTime(state, p, y, ConvBiasReluReference(), 1e-4, 1e-3);
+  SetRate(state, "GFLOP/s", Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+BENCHMARK(BM_ConvBiasRelu_onednn)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
+
+// An HWIO filter and a BN folded into a convolution's weights and bias:
+// w * scale[o], beta - mean * scale[o], scale = gamma / sqrt(variance + epsilon).
+struct Folded {
+  std::vector<float> w, bias;
+  Folded(const HostTensor& hwio, const BnParams& bn)
+      : w(hwio.num_elements()), bias(kBlockChannels) {
+    std::vector<float> scale(kBlockChannels);
+    for (int64_t o = 0; o < kBlockChannels; ++o) {
+      scale[o] =
+          bn.gamma.data<float>()[o] / std::sqrt(bn.variance.data<float>()[o] + float(kBnEpsilon));
+      bias[o] = bn.beta.data<float>()[o] - bn.mean.data<float>()[o] * scale[o];
+    }
+    for (size_t i = 0; i < w.size(); ++i) w[i] = hwio.data<float>()[i] * scale[i % kBlockChannels];
+  }
+};
+
+void BM_ResNetBlock_onednn(benchmark::State& state) {
+  const HostTensor x = BlockInput();
+  HostTensor h(DType::kF32, x.shape()), y(DType::kF32, x.shape());
+  const Folded f1(BlockFilter(0), BlockBn(0)), f2(BlockFilter(1), BlockBn(1));
+  Primitive p1, p2;
+  try {
+    Conv3x3 conv1(p1.engine(), f1.w.data(), f1.bias.data(), Relu());
+    dnnl::post_ops add_relu;
+    add_relu.append_binary(dnnl::algorithm::binary_add,
+                           conv1.Activation(x.data<float>()).get_desc());
+    add_relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    Conv3x3 conv2(p2.engine(), f2.w.data(), f2.bias.data(), add_relu);
+    p1.Set(conv1.Primitive(), conv1.Arguments(x.data<float>(), h.data<float>()));
+    Args args2 = conv2.Arguments(h.data<float>(), y.data<float>());
+    args2[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = conv2.Activation(x.data<float>());
+    p2.Set(conv2.Primitive(), std::move(args2));
+    state.SetLabel(conv1.Impl() + " + " + conv2.Impl());
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  auto run = [&] {
+    p1.Run();
+    p2.Run();
+  };
+  try {
+    run();
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  if (!CheckClose(state, y.data<float>(), ResNetBlockReference(), 1e-4, 1e-3)) return;
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  SetRate(state, "GFLOP/s",
+          2 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+BENCHMARK(BM_ResNetBlock_onednn)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
 
 }  // namespace
 }  // namespace braze::bench
