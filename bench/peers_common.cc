@@ -164,6 +164,21 @@ const std::vector<float>& CnnStepReferenceLosses(int64_t batch) {
   return it->second;
 }
 
+BrazeWarnings::BrazeWarnings() {
+  SetLogSink([this](LogSeverity severity, int, std::string_view text) {
+    if (severity != LogSeverity::kInfo) warnings_.emplace_back(text);
+    fprintf(stderr, "braze: %s: %.*s\n", LogSeverityName(severity), int(text.size()), text.data());
+  });
+}
+BrazeWarnings::~BrazeWarnings() { SetLogSink(nullptr); }
+
+bool BrazeWarnings::FellBack(benchmark::State& state) const {
+  if (warnings_.empty()) return false;
+  state.SkipWithError(
+      absl::StrCat(warnings_.size(), " Braze warning(s), the first: ", warnings_.front()).c_str());
+  return true;
+}
+
 bool CheckClose(benchmark::State& state, const float* got, const HostTensor& want, double atol,
                 double rtol) {
   const int64_t n = want.num_elements();

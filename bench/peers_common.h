@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "braze/braze.h"
@@ -78,6 +79,23 @@ bool CheckClose(benchmark::State& state, const float* got, const HostTensor& wan
 // false on a mismatch.
 bool CheckTrainLosses(benchmark::State& state, const std::function<float()>& step,
                       const std::vector<float>& want, double rtol);
+
+// Braze's warnings while it lives: a log sink that keeps them and still writes them to
+// stderr. An op that fails to compile runs op by op or on its reference kernel, with a
+// warning naming the op and why; Braze's own benchmarks fail on one (FellBack) rather
+// than time the fallback. One at a time (the sink is process-wide).
+class BrazeWarnings {
+ public:
+  BrazeWarnings();
+  ~BrazeWarnings();
+  BrazeWarnings(const BrazeWarnings&) = delete;
+  BrazeWarnings& operator=(const BrazeWarnings&) = delete;
+  // SkipWithError with the first warning and true when there was one.
+  bool FellBack(benchmark::State& state) const;
+
+ private:
+  std::vector<std::string> warnings_;
+};
 
 // ---- Timing ----
 // A rate counter ("GB/s", "GFLOP/s") of per_iteration units per iteration, in 1e9/s.
