@@ -21,6 +21,8 @@
 //     folded into its convolution's weights and bias once, untimed (scale = gamma /
 //     sqrt(variance + epsilon)); conv1 with a ReLU post-op into an NHWC buffer, conv2 with
 //     a binary_add post-op (the residual x) and a ReLU post-op. Two primitives per run.
+//   BM_ResNetBlock_onednn_sum: the same with the residual as a sum post-op (x copied into
+//     conv2's destination by a reorder first, timed).
 //   The primitives' implementations (oneDNN's impl_info_str) are the benchmarks' labels.
 #include <cmath>
 #include <map>
@@ -419,6 +421,53 @@ void BM_ResNetBlock_onednn(benchmark::State& state) {
           2 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
 }
 BENCHMARK(BM_ResNetBlock_onednn)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
+
+// The same block with the residual as oneDNN's sum post-op (its documented form of a
+// residual connection): conv2 accumulates into a destination that holds x, copied there
+// by a reorder before conv2 in every run (timed: the block must not overwrite its input).
+void BM_ResNetBlock_onednn_sum(benchmark::State& state) {
+  const HostTensor x = BlockInput();
+  HostTensor h(DType::kF32, x.shape()), y(DType::kF32, x.shape());
+  const Folded f1(BlockFilter(0), BlockBn(0)), f2(BlockFilter(1), BlockBn(1));
+  Primitive p1, copy, p2;
+  try {
+    Conv3x3 conv1(p1.engine(), f1.w.data(), f1.bias.data(), Relu());
+    dnnl::post_ops sum_relu;
+    sum_relu.append_sum(1.0f);
+    sum_relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    Conv3x3 conv2(p2.engine(), f2.w.data(), f2.bias.data(), sum_relu);
+    p1.Set(conv1.Primitive(), conv1.Arguments(x.data<float>(), h.data<float>()));
+    // On the copy's own engine (a primitive runs on a stream of its engine).
+    const memory::desc act = conv1.Activation(x.data<float>()).get_desc();
+    memory from(act, copy.engine(), const_cast<float*>(x.data<float>()));
+    memory to(act, copy.engine(), y.data<float>());
+    copy.Set(dnnl::reorder(from, to), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+    p2.Set(conv2.Primitive(), conv2.Arguments(h.data<float>(), y.data<float>()));
+    state.SetLabel(conv1.Impl() + " + " + conv2.Impl());
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  auto run = [&] {
+    p1.Run();
+    copy.Run();
+    p2.Run();
+  };
+  try {
+    run();
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  if (!CheckClose(state, y.data<float>(), ResNetBlockReference(), 1e-4, 1e-3)) return;
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  SetRate(state, "GFLOP/s",
+          2 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));
+}
+BENCHMARK(BM_ResNetBlock_onednn_sum)->Apply([](auto* b) { PeerDefaults(b, 0.3); });
 
 }  // namespace
 }  // namespace braze::bench
