@@ -166,7 +166,9 @@ const std::vector<float>& CnnStepReferenceLosses(int64_t batch) {
 
 BrazeWarnings::BrazeWarnings() {
   SetLogSink([this](LogSeverity severity, int, std::string_view text) {
-    if (severity != LogSeverity::kInfo) warnings_.emplace_back(text);
+    if (severity != LogSeverity::kInfo && text.find("failed to compile") != text.npos) {
+      warnings_.emplace_back(text);
+    }
     fprintf(stderr, "braze: %s: %.*s\n", LogSeverityName(severity), int(text.size()), text.data());
   });
 }

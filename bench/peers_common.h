@@ -80,10 +80,12 @@ bool CheckClose(benchmark::State& state, const float* got, const HostTensor& wan
 bool CheckTrainLosses(benchmark::State& state, const std::function<float()>& step,
                       const std::vector<float>& want, double rtol);
 
-// Braze's warnings while it lives: a log sink that keeps them and still writes them to
-// stderr. An op that fails to compile runs op by op or on its reference kernel, with a
-// warning naming the op and why; Braze's own benchmarks fail on one (FellBack) rather
-// than time the fallback. One at a time (the sink is process-wide).
+// Braze's "failed to compile" warnings while it lives: a log sink that keeps them and
+// writes every message to stderr as the default sink does. A cluster or op that fails to
+// compile runs op by op or on its reference kernel, with a warning naming it and why;
+// Braze's own benchmarks fail on one (FellBack) rather than time the fallback. Other
+// warnings (a disk cache turned off, say) change no kernel. One at a time (the sink is
+// process-wide).
 class BrazeWarnings {
  public:
   BrazeWarnings();
@@ -94,7 +96,7 @@ class BrazeWarnings {
   bool FellBack(benchmark::State& state) const;
 
  private:
-  std::vector<std::string> warnings_;
+  std::vector<std::string> warnings_;  // the "failed to compile" ones
 };
 
 // ---- Timing ----
