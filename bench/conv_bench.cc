@@ -18,8 +18,6 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 #include <vector>
 
 #include "braze/braze.h"
@@ -73,19 +71,7 @@ BENCHMARK(BM_ConvBiasRelu)->ArgName("unfused")->Arg(0)->Arg(1)->Apply([](auto* b
 });
 
 void BM_ResNetBlock(benchmark::State& state) {
-  // Known at 8eab828 (bench/RESULTS.md, "Convolutions"): the fused block's cluster is
-  // refused by the safe default (two oneDNN calls' buffers of the same name) and the next
-  // scheduler's search grows past the machine's memory (21 GB, OOM-killed), taking
-  // whatever else runs on it down too. Skipped unless BRAZE_BENCH_RESNET_FUSED=1 (to
-  // check a fix); remove this when the fused block compiles.
   const bool fused = state.range(0) == 0;
-  const char* opt_in = std::getenv("BRAZE_BENCH_RESNET_FUSED");
-  if (fused && (opt_in == nullptr || std::string(opt_in) != "1")) {
-    state.SkipWithError(
-        "skipped: the fused block does not compile at 8eab828 and its scheduler fall-through "
-        "exhausts memory (RESULTS.md); BRAZE_BENCH_RESNET_FUSED=1 runs it");
-    return;
-  }
   RunForward(state, MakeResNetBlock(fused), ResNetBlockReference);
   SetRate(state, "GFLOP/s",
           2 * Conv3x3Gflop(kBlockBatch, kBlockSide, kBlockChannels, kBlockChannels));

@@ -96,7 +96,7 @@ HostTensor CnnInitialFilter(int layer) {
 
 HostTensor CnnInitialDense() {
   const int64_t in = 7 * 7 * 64;
-  return HostTensor::RandomNormal(DType::kF32, {in, kClasses}, 23, 0, std::sqrt(2.0 / in));
+  return HostTensor::RandomNormal(DType::kF32, {in, kClasses}, 23, 0, std::sqrt(1.0 / in));
 }
 
 HostTensor BlockInput() {
@@ -217,7 +217,7 @@ absl::StatusOr<TrainStep> MakeCnnStep(int64_t batch, bool fused) {
   TrainStep step;
   step.graph = std::make_unique<Graph>();
   Graph& g = *step.graph;
-  Tensor x = Placeholder(g, DType::kF32, {batch, kCnnSide, kCnnSide, 1}, "x");
+  Tensor pixels = Placeholder(g, DType::kF32, {batch, kPixels}, "x");
   Tensor labels = Placeholder(g, DType::kI32, {batch}, "labels");
   // w1, gamma1, beta1, w2, gamma2, beta2, dense w, dense b; then the moving statistics.
   std::vector<Tensor> vars;
@@ -236,21 +236,21 @@ absl::StatusOr<TrainStep> MakeCnnStep(int64_t batch, bool fused) {
     std::optional<JitScope> scope;
     if (fused) scope.emplace(g);
     std::vector<Tensor> bn_updates;
-    Tensor h = x;
+    Tensor h = Reshape(pixels, {-1, kCnnSide, kCnnSide, 1});
     for (int layer = 0; layer < 2; ++layer) {
       const Tensor* v = &vars[3 * layer];
       BatchNormOutput bn =
           BatchNorm(Conv3x3(h, v[0]), v[1], v[2], moving[2 * layer], moving[2 * layer + 1],
-                    /*training=*/true, kBnMomentum, kBnEpsilon);
+                    /*training=*/true, kCnnBnMomentum, kBnEpsilon);
       bn_updates.insert(bn_updates.end(), bn.updates.begin(), bn.updates.end());
       h = MaxPool(Relu(bn.y), {2, 2}, {2, 2});
     }
-    Tensor logits = MatMul(Flatten(h), vars[6]) + vars[7];
+    Tensor logits = Dense(Flatten(h), vars[6], vars[7]);
     step.loss = Mean(SoftmaxCrossEntropyWithLogits(logits, OneHot(labels, kClasses)));
     BRAZE_ASSIGN_OR_RETURN(step.train, Minimize(Optimizer::Adam(kCnnLr), step.loss, vars));
     step.train.insert(step.train.end(), bn_updates.begin(), bn_updates.end());
   }
-  step.feeds = {{x, CnnImages(batch)}, {labels, TrainLabels(batch)}};
+  step.feeds = {{pixels, TrainImages(batch)}, {labels, TrainLabels(batch)}};
   return step;
 }
 

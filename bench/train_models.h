@@ -6,10 +6,11 @@
 //     zero, softmax cross entropy, SGD at its default rate 0.5; no decaying lr scale).
 //   MLP: examples/mlp's (784-1024-1024-10, ReLU, He-normal weights, zero biases, softmax
 //     cross entropy, Adam(1e-3)).
-//   CNN: the convolutional example's Fashion-MNIST model (28x28x1: conv3x3 32 SAME - BN -
-//     ReLU - maxpool 2 - conv3x3 64 SAME - BN - ReLU - maxpool 2 - flatten - dense 10,
-//     softmax cross entropy, Adam(1e-3)); the convolutions without bias (BN's beta is
-//     theirs), BatchNorm training (Keras: momentum 0.99, epsilon 1e-3), its moving
+//   CNN: examples/cnn.cc's Fashion-MNIST model (the pixels reshaped to 28x28x1: conv3x3
+//     32 SAME - BN - ReLU - maxpool 2 - conv3x3 64 SAME - BN - ReLU - maxpool 2 - flatten -
+//     dense 10, softmax cross entropy, Adam(1e-3)); the convolutions without bias (BN's
+//     beta is theirs), He-normal filters, the dense weight normal with std sqrt(1 / 3136),
+//     BatchNorm training (momentum 0.9 as the example, epsilon 1e-3), its moving
 //     statistics updated with the step.
 // All three train on one fixed batch: x uniform in [0, 1) (seed 4), labels (i * 7) % 10.
 //
@@ -38,6 +39,7 @@ constexpr double kMlpLr = 1e-3;
 // The convolutional models.
 constexpr int64_t kCnnSide = 28;  // Fashion-MNIST's 28x28x1
 constexpr double kCnnLr = 1e-3;
+constexpr double kCnnBnMomentum = 0.9;  // examples/cnn.cc's
 constexpr int64_t kBlockBatch = 32, kBlockSide = 56, kBlockChannels = 64;
 constexpr double kResNetLr = 1.0;
 constexpr double kBnEpsilon = 1e-3, kBnMomentum = 0.99;  // Keras's BatchNormalization
@@ -60,9 +62,10 @@ absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused);
 absl::StatusOr<TrainStep> MakeCnnStep(int64_t batch, bool fused);
 absl::StatusOr<TrainStep> MakeResNetBlockStep(bool fused);
 
-// The CNN's images as NHWC [batch, 28, 28, 1] (TrainImages' values) and its initial
-// weights: the filters [3, 3, 1, 32] and [3, 3, 32, 64] (HWIO, He normal) and the dense
-// layer's [3136, 10] (He normal; its rows in NHWC flatten order, h, w, c).
+// The CNN's images as NHWC [batch, 28, 28, 1] (TrainImages' values; the step itself is
+// fed TrainImages and reshapes, as the example) and its initial weights: the filters
+// [3, 3, 1, 32] and [3, 3, 32, 64] (HWIO, He normal) and the dense layer's [3136, 10]
+// (normal, std sqrt(1 / 3136); its rows in NHWC flatten order, h, w, c).
 HostTensor CnnImages(int64_t batch);
 HostTensor CnnInitialFilter(int layer);  // 0, 1
 HostTensor CnnInitialDense();
