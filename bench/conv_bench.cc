@@ -8,7 +8,8 @@
 //     inference mode (its moving statistics), every parameter a constant.
 //
 //   fused:   the graph under one JitScope.
-//   unfused: no JIT: every op its own compiled Halide kernel (cached, buffers reused).
+//   unfused: no JIT: every op its own compiled kernel (cached, buffers reused; a large f32
+//            convolution is a call of oneDNN's, docs/CONVOLUTIONS.md, fused or not).
 //
 // The first run's output is checked against Braze's reference kernels (peers_common.h;
 // the reference convolutions are double loops, computed once and kept) with the
