@@ -1,3 +1,4 @@
+#include <fstream>
 // Checks of lowered code; see lowered_check.h.
 #include "schedule/lowered_check.h"
 
@@ -469,6 +470,7 @@ std::string CheckLoweredModule(const Halide::Module& module,
       checker.EnterFunctionArgument(arg.name, loop ? &range->second : nullptr);
     }
     f.body.accept(&checker);
+    if (getenv("DBG_STMT")) { std::ofstream o(getenv("DBG_STMT")); o << f.body; }
     if (!checker.problem.empty()) return checker.problem;
   }
   return "";

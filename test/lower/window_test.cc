@@ -448,6 +448,24 @@ std::vector<OpTestCase> DeviceCases() {
   return cases;
 }
 
+// REPRO
+TEST(WindowReproOpenCL, PadRow) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  const char* stage = getenv("REPRO_STAGE");
+  int k = stage ? atoi(stage) : 0;
+  Case c;
+  Tensor x = c.Input(Random(DType::kF64, {13, 9, 4, 1}, 11));
+  Tensor f = c.Input(Random(DType::kF64, {1, 3, 1, 3}, 12));
+  Tensor y = Conv2D(x, f, Window2D{1, 2, 2, 2, Padding::kExplicit, 1, 1, 2, 0, DataFormat::kNHWC});
+  if (k >= 1) y = AvgPool(y, Pool2DAttrs{2, 2, Window2D{2, 2, 1, 1, Padding::kSame, 0, 0, 0, 0, DataFormat::kNHWC}, {}});
+  if (k >= 2) {
+    Tensor f2 = c.Input(Random(DType::kF64, {3, 3, 3, 1}, 13));
+    y = Conv2D(y, f2, Window2D{1, 1, 1, 1, Padding::kSame, 0, 0, 0, 0, DataFormat::kNHWC});
+  }
+  c.outputs = {y};
+  EXPECT_TRUE(CompileRunCompareOnDevice(c, Tolerance{1e-9, 1e-9}, Device{Device::Kind::kOpenCL, 0}, true));
+}
+
 class WindowTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
 
 TEST_P(WindowTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }

@@ -499,3 +499,35 @@ TEST(ClusteringDevices, NeverMergesDevicesAndJitDevicesAlwaysCompile) {
 
 }  // namespace
 }  // namespace braze
+
+namespace braze {
+namespace {
+
+// Convolutions count as matmuls (max_matmuls_per_cluster, default 1): two convolutions
+// joined by batch norms and ReLUs in one JitScope make two clusters, each with the ops
+// around it; pools are cheap and fuse with either.
+TEST(ClusteringWindowOps, ConvolutionsCountAsMatMuls) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2, 8, 8, 4}, "x");
+  Tensor w1 = Placeholder(g, DType::kF32, {3, 3, 4, 4}, "w1");
+  Tensor w2 = Placeholder(g, DType::kF32, {3, 3, 4, 4}, "w2");
+  Tensor c1, c2, pool;
+  {
+    JitScope scope(g);
+    c1 = Conv2D(x, w1, {1, 1}, Padding::kSame);
+    Tensor h = Relu(c1 * 2.0 + 1.0);
+    c2 = Conv2D(h, w2, {1, 1}, Padding::kSame);
+    pool = MaxPool(Relu(c2 + x), {2, 2}, {2, 2});
+  }
+  ClusteringOptions o;
+  o.max_matmuls_per_cluster = 1;  // SessionOptions' default
+  absl::StatusOr<ClusteringResult> r = MarkForCompilation(g, o, {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GE(r->ClusterOf(c1.node_id()), 0);
+  EXPECT_GE(r->ClusterOf(c2.node_id()), 0);
+  EXPECT_NE(r->ClusterOf(c1.node_id()), r->ClusterOf(c2.node_id()));
+  EXPECT_EQ(r->ClusterOf(c2.node_id()), r->ClusterOf(pool.node_id()));
+}
+
+}  // namespace
+}  // namespace braze
