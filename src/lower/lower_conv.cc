@@ -19,6 +19,7 @@
 // added up by a pure Func.
 #include <algorithm>
 #include <functional>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
@@ -130,7 +131,7 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
 // The padding tests of input index i of dim d (empty when no tap reaches the padding).
 void PadTests(const SpatialDim& d, const Expr& i, bool lane, ConvParts& parts) {
   if (!MayPad(d)) return;
-  (lane ? parts.lanes : parts.where).push_back(Inside(i, d.in));
+  (lane ? parts.lanes : parts.where).push_back(lane ? Inside(i, d.in) : InsideForWhere(i, d.in));
 }
 
 // y[n, oh, ow, co] = sum over (ci, kw, kh) of x[n, ih, iw, group's ci] * f[kh, kw, ci, co].
@@ -193,9 +194,17 @@ Value ConvBackpropInput(LoweringContext& ctx, const std::string& name, const Con
     const Expr o = d.stride == 1 ? num : num / static_cast<int>(d.stride);
     std::vector<Expr>& tests = lane ? p.lanes : p.where;
     const int64_t lowest = d.pad_before - (d.window - 1) * d.dilation;
-    if (lowest < 0) tests.push_back(num >= 0);
+    const bool low = lowest < 0, high = (d.in - 1 + d.pad_before) / d.stride >= d.out;
+    if (lane) {
+      if (low) tests.push_back(num >= 0);
+      if (high) tests.push_back(o < static_cast<int>(d.out));
+    } else if (low || high) {
+      // 0 <= num and num / stride < out, as one test that keeps o's clamp
+      // (InsideForWhere): num < out * stride.
+      tests.push_back(
+          InsideForWhere(num, high ? d.out * d.stride : std::numeric_limits<int32_t>::max()));
+    }
     if (d.stride > 1) tests.push_back(num % static_cast<int>(d.stride) == 0);
-    if ((d.in - 1 + d.pad_before) / d.stride >= d.out) tests.push_back(o < static_cast<int>(d.out));
     return ClampTo(o, d.out);
   };
   const Expr oh = source(g.h, i.h, th, false), ow = source(g.w, i.w, tw, nchw);

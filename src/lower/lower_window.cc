@@ -35,6 +35,10 @@ Expr Inside(const Expr& i, int64_t in) { return i >= 0 && i < static_cast<int>(i
 
 Expr ClampTo(const Expr& i, int64_t in) { return Halide::clamp(i, 0, static_cast<int>(in) - 1); }
 
+Expr InsideForWhere(const Expr& i, int64_t end) {
+  return Halide::cast(Halide::UInt(32), i) < Halide::cast(Halide::UInt(32), Expr(end));
+}
+
 absl::Status CheckSymbolicBatchOnly(const Value& v, DataFormat format, const std::string& what) {
   const LayoutAxes a = AxesOf(format);
   for (size_t d = 0; d < v.shape.size(); ++d) {

@@ -39,6 +39,16 @@ bool MayPad(const SpatialDim& d, int64_t tap = -1);
 Halide::Expr Inside(const Halide::Expr& i, int64_t in);
 Halide::Expr ClampTo(const Halide::Expr& i, int64_t in);
 
+// i in [0, end) as one unsigned comparison, for an RDom::where predicate guarding reads
+// at ClampTo(i, ...). Halide 14's simplifier learns a variable's bounds from an `if`
+// of the form v >= c or v < c (i >= 0 && i < in with a 1-tap window, where i is a pure
+// var plus a constant) and drops the clamp inside it as redundant; the required region
+// is then taken from the unclamped index, and where that var is a let of a fused loop
+// (the GPU heuristic's block index, (t % 11) - 1) Halide cannot bound it by the `if`:
+// the input was required at the padding row -1, and every GPU schedule failed
+// (braze-fuzz seed 48). From uint32(i) < end it learns nothing, and the clamp stays.
+Halide::Expr InsideForWhere(const Halide::Expr& i, int64_t end);
+
 // Unimplemented, naming `what`, when a dim of `v` other than N is symbolic (its class
 // follows the batch; H, W and C are geometry, which one kernel cannot hold for every size).
 absl::Status CheckSymbolicBatchOnly(const Value& v, DataFormat format, const std::string& what);

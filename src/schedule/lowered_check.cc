@@ -1,4 +1,3 @@
-#include <fstream>
 // Checks of lowered code; see lowered_check.h.
 #include "schedule/lowered_check.h"
 
@@ -470,7 +469,6 @@ std::string CheckLoweredModule(const Halide::Module& module,
       checker.EnterFunctionArgument(arg.name, loop ? &range->second : nullptr);
     }
     f.body.accept(&checker);
-    if (getenv("DBG_STMT")) { std::ofstream o(getenv("DBG_STMT")); o << f.body; }
     if (!checker.problem.empty()) return checker.problem;
   }
   return "";
