@@ -225,7 +225,10 @@ Value ConvBackpropFilter(LoweringContext& ctx, const std::string& name, const Co
   const int64_t partials = Partials(g.n * per_image, g.n, n_symbolic);
   const int pp = static_cast<int>(partials);
   ConvParts p;
-  p.name = name + (partials > 1 ? "_partial" : "");
+  // Short: GPU kernels are named for their loops (POCL writes a file of that name, at
+  // most 255 bytes: "_partial" in the name of each of a filter gradient's loops took
+  // it to 270).
+  p.name = name + (partials > 1 ? "_p" : "");
   p.dtype = out.dtype;
   p.shape = out.shape;
   if (partials > 1) p.shape.insert(p.shape.begin(), partials);
