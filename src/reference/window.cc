@@ -181,12 +181,18 @@ Kernel Pool(OpKind op, const Pool2DGeometry& g, absl::Span<const HostTensor> in,
                      const int64_t o = yi(n, oh, ow, c);
                      const int64_t i = xi(n, ih, iw, c);
                      if (op == OpKind::kAvgPool) {
-                       acc[o] += static_cast<double>(pv[i]) / static_cast<double>(count[o]);
+                       acc[o] += static_cast<double>(pv[i]);
                      } else {
                        acc[i] += static_cast<double>(pv[o]) / static_cast<double>(count[o]);
                      }
                    }
                  });
+      // AvgPool divides the window's sum once: a sum of the rounded quotients x / count
+      // is not 0 where the window sums to exactly 0 (+-2^-56 for multiples of 1/8 over
+      // 9 taps), and a Relu or Sign after the pool took its sign from the rounding.
+      if (op == OpKind::kAvgPool) {
+        for (size_t o = 0; o < acc.size(); ++o) acc[o] /= static_cast<double>(count[o]);
+      }
       break;
     }
     default:

@@ -327,6 +327,34 @@ TEST(PoolSpecialValues, MaxPoolsOfNanInfinitiesAndSignedZeros) {
   }
 }
 
+// Windows of multiples of 1/8 that sum to exactly 0, whose terms divided by the count
+// (x / 9, x / 25) round in f64: the average is exactly 0, its Sign 0. The reference once
+// summed the rounded quotients and left +-2^-56 (braze-fuzz seed 13000167: a Relu's
+// gradient of such an AvgPool taken as 1); 3x3 is the unrolled form, 5x5 the RDom's.
+TEST(PoolSpecialValues, AvgPoolOfAWindowSummingToZeroIsZero) {
+  const std::vector<std::vector<double>> windows = {
+      {-0.375, -1.25, 1.875, -1.875, 1.0, 1.375, -2.0, 1.5, -0.25},
+      {0.75, -0.25, -0.25, 1.625, 0.25, -1.875, 1.25, -1.25, -0.25},
+      {-1.75, -1.0,  0.25,  1.25,  -0.875, -1.125, 0.375, -0.625, -1.25,
+       -0.5,  0.875, -1.25, -1.5,  -1.625, -0.375, 1.875, 1.375,  0.5,
+       1.625, 1.625, 0.875, 0.375, -0.125, -0.625, 1.625}};
+  for (const std::vector<double>& v : windows) {
+    const int64_t k = v.size() == 9 ? 3 : 5;
+    for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+      HostTensor x(f32, MakeShape(format, 1, k, k, 1));  // one channel: row-major either way
+      for (int64_t i = 0; i < x.num_elements(); ++i) x.SetDouble(i, v[i]);
+      Case c;
+      Tensor y = AvgPool(c.Input(x), MakePool(format, Padding::kValid, k, k, 1, 1));
+      c.outputs = {y, Sign(y)};
+      auto expected = ReferenceOutputs(SpecOf(c), c.values);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      EXPECT_EQ((*expected)[1].GetDouble(0), 0) << "the reference's average is not 0";
+      EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol))
+          << k << "x" << k << " " << FormatName(format);
+    }
+  }
+}
+
 // A padded window of a conv with an infinite weight: padding taps contribute nothing
 // (not 0 * inf = NaN).
 TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {
