@@ -131,7 +131,9 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
 // The padding tests of input index i of dim d (empty when no tap reaches the padding).
 void PadTests(const SpatialDim& d, const Expr& i, bool lane, ConvParts& parts) {
   if (!MayPad(d)) return;
-  (lane ? parts.lanes : parts.where).push_back(lane ? Inside(i, d.in) : InsideForWhere(i, d.in));
+  // One unsigned compare in both forms: Halide 14 learns bounds from a two-sided test
+  // and drops the read's clamp under it (braze-fuzz seeds 48, 13100574).
+  (lane ? parts.lanes : parts.where).push_back(InsideForWhere(i, d.in));
 }
 
 // y[n, oh, ow, co] = sum over (ci, kw, kh) of x[n, ih, iw, group's ci] * f[kh, kw, ci, co].

@@ -191,6 +191,11 @@ void SafeScheduler::TiledOperands(const Stage& s, const std::set<std::string>& m
     f.compute_root();
     rooted_operands_.insert(f.name());
     log_ << f.name() << ": matmul operand, compute_root\n";
+    // Stored whole: a convolution may read only part of an operand (a strided window
+    // reads one column of three), and a vectorized loop over a region narrower than
+    // its vector shifts inwards past the operand's start, into reads before its input's
+    // (braze-fuzz seed 13100574).
+    BoundToExtents(f, o.extents, o.symbolic, o.extent_exprs);
     if (o.transpose) {
       Transpose(f, o.extents, o.symbolic);
     } else {

@@ -355,6 +355,21 @@ TEST(PoolSpecialValues, AvgPoolOfAWindowSummingToZeroIsZero) {
   }
 }
 
+// A computed operand read in one column of three (a strided depthwise NCHW conv of a
+// 3-wide image): the operand is stored whole, so that its vectorized loop does not shift
+// inwards past the input's start (braze-fuzz seed 13100574, before: "can never run").
+TEST(ConvOperands, AComputedOperandReadInPartIsStoredWhole) {
+  Window2D w;
+  w.stride_h = w.stride_w = 3;
+  w.dilation_h = w.dilation_w = 3;
+  w.format = DataFormat::kNCHW;
+  Case c;
+  Tensor x = c.Input(f32, {2, 5, 1, 3}, 41);
+  Tensor f = c.Input(f32, {1, 1, 1, 5}, 42);
+  c.outputs = {Relu(Conv2D(Exp(x) * 2.0, f, w))};
+  EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol));
+}
+
 // A padded window of a conv with an infinite weight: padding taps contribute nothing
 // (not 0 * inf = NaN).
 TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {
