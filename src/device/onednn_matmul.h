@@ -60,8 +60,8 @@ struct Api {
   decltype(&dnnl_dilated_convolution_forward_desc_init) conv_forward_desc_init = nullptr;
   decltype(&dnnl_dilated_convolution_backward_data_desc_init) conv_backward_data_desc_init =
       nullptr;
-  decltype(&dnnl_dilated_convolution_backward_weights_desc_init)
-      conv_backward_weights_desc_init = nullptr;
+  decltype(&dnnl_dilated_convolution_backward_weights_desc_init) conv_backward_weights_desc_init =
+      nullptr;
   void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
 };
 #endif

@@ -213,9 +213,8 @@ struct OpTestCase {
 inline void PrintTo(const OpTestCase& tc, std::ostream* os) { *os << tc.name; }
 
 inline const std::vector<Scheduler>& AllSchedulers() {
-  static const std::vector<Scheduler> kinds = {
-      Scheduler::kAdams2019, Scheduler::kMullapudi2016, Scheduler::kLi2018,
-      Scheduler::kSafeDefault};
+  static const std::vector<Scheduler> kinds = {Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                                               Scheduler::kLi2018, Scheduler::kSafeDefault};
   return kinds;
 }
 
