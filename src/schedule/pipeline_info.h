@@ -44,7 +44,8 @@ enum class StageKind {
   kReduction,  // Sum/Mean/Max/Min: `acc` reduces over an RDom (float Max/Min: a Tuple)
   kArgMax,     // `acc` is the smallest index holding the maximum
   kMatMul,     // `acc` (+= over k) is read only by `result`, a pure copy of it
-  // An extern stage calling the CPU GEMM library (device/cpu_gemm.h): `acc` and
+  // An extern stage calling oneDNN: its GEMM (device/cpu_gemm.h) or, despite the name,
+  // its convolutions (device/cpu_conv.h), which schedule alike: `acc` and
   // `result` are the extern Func, which must be stored (compute_root), as must the
   // `operands` it is handed (a cluster input is handed over in place, not listed).
   kLibraryMatMul,
