@@ -112,7 +112,10 @@ struct Bits {
         type(HalideType(dtype)) {}
   Expr U(uint64_t v) const { return Halide::Internal::make_const(ut, v); }
   uint64_t SignBit() const { return uint64_t{1} << (fbits - 1); }
-  Expr HiEmpty() const { return Halide::Internal::make_const(st, static_cast<int64_t>(SignBit())); }
+  // Any negative value serves: hi is decoded only when non-negative. Not the sign bit
+  // alone: Halide 14's simplifier, given an unrolled f64 window's max(INT64_MIN, ...),
+  // took the max as always negative and dropped it (seed 13100320).
+  Expr HiEmpty() const { return Halide::Internal::make_const(st, -1); }
   // -inf's bits: no value lo must keep is above it.
   Expr LoEmpty() const { return U((fbits == 64 ? 0x7ff0000000000000 : 0x7f800000) | SignBit()); }
   // As lower_reduce.cc's decode: hi when non-negative, else lo; a NaN shows as hi above

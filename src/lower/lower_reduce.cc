@@ -173,8 +173,12 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     // lo starts at the empty reduction's value (-inf for Max, +inf for Min), which no
     // value it must keep is above: an empty row decodes to it.
     const uint64_t empty_bits = op == OpKind::kMax ? inf_bits | sign_bit : inf_bits;
-    acc(vars) = Halide::Tuple(Halide::Internal::make_const(st, int64_t(sign_bit)),
-                              u_const(empty_bits), u_const(0));
+    // hi starts at -1, not at the sign bit: any negative start serves (hi is decoded
+    // only when non-negative), and Halide 14's simplifier, seeing max(INT64_MIN, ...)
+    // unrolled, took the max as always negative and dropped it (lower_pool.cc, seed
+    // 13100320).
+    acc(vars) =
+        Halide::Tuple(Halide::Internal::make_const(st, -1), u_const(empty_bits), u_const(0));
   } else {
     acc(vars) = identity;
   }
