@@ -141,9 +141,12 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
 
 // Lowers the scheduled pipeline once more and rejects (throws Halide::CompileError) a
 // schedule Halide 14 miscompiles silently or that could never run at these shapes
-// (schedule/lowered_check.h). Costs one lowering, no code generation.
-void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
-                  const Halide::Target& target) {
+// (schedule/lowered_check.h). Costs one lowering, no code generation. Returns the
+// target to compile for: `target`, or, when a loop of the pipeline is one LLVM 14's
+// loop vectorizer miscompiles (schedule::FindStridedReadModifyWriteLoop), `target`
+// with LLVM's loop optimizations off, and that loop in `*llvm_loop`.
+Halide::Target CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
+                            const Halide::Target& target, std::string* llvm_loop) {
   std::map<std::string, int64_t> output_sizes;
   for (size_t j = 0; j < lowered.output_types.size(); ++j) {
     // A symbolic output's size is known at run time only: its stores are not bounded.
@@ -174,6 +177,10 @@ void CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
       pipeline.compile_to_module(ArgumentsOf(lowered), "braze_check", target);
   const std::string problem = schedule::CheckLoweredModule(module, output_sizes, known);
   if (!problem.empty()) throw Halide::CompileError(problem);
+  // Only such pipelines: the others keep LLVM's vectorization of the scalar loops the
+  // schedules leave (the safe default's reductions over an odd dim 0, say).
+  *llvm_loop = schedule::FindStridedReadModifyWriteLoop(module);
+  return llvm_loop->empty() ? target : target.with_feature(Halide::Target::DisableLLVMLoopOpt);
 }
 
 // One schedule to try: a scheduler of the chain, or the stored schedule (`stored`).
@@ -370,6 +377,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
     // disk cache's runtime (aot_kernel.cc's trampolines).
     std::vector<std::string> streamed;
     Halide::Pipeline pipeline;
+    Halide::Target compile_target = target;  // CheckLowered's choice
     std::string schedule = "(every output is empty: nothing to compute)\n";
     std::string timing;
     if (!lowered.info.outputs.empty()) {
@@ -386,7 +394,12 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         const auto t1 = std::chrono::steady_clock::now();
         // Checked with plain stores: the rewrite to streaming stores (installed after)
         // copies each tile to exactly the elements the checked stores wrote.
-        CheckLowered(lowered, pipeline, target);
+        std::string llvm_loop;
+        compile_target = CheckLowered(lowered, pipeline, target, &llvm_loop);
+        if (!llvm_loop.empty()) {
+          absl::StrAppend(&schedule, "// LLVM's loop optimizations off (LLVM 14's loop ",
+                          "vectorizer reorders strided read-modify-writes): ", llvm_loop, "\n");
+        }
         const double check_ms = MsSince(t1);
         auto rewritten = std::make_shared<int>(0);
         if (!streamed.empty()) {
@@ -396,11 +409,11 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         InstallJitExterns(lowered, !streamed.empty(), pipeline);
         const auto t2 = std::chrono::steady_clock::now();
         if (to_object) {
-          pipeline.compile_to_object(
-              *object_path, ArgumentsOf(lowered), "braze_kernel",
-              target.without_feature(Halide::Target::JIT).with_feature(Halide::Target::NoRuntime));
+          pipeline.compile_to_object(*object_path, ArgumentsOf(lowered), "braze_kernel",
+                                     compile_target.without_feature(Halide::Target::JIT)
+                                         .with_feature(Halide::Target::NoRuntime));
         } else {
-          pipeline.compile_jit(target);
+          pipeline.compile_jit(compile_target);
         }
         timing =
             absl::StrFormat("// schedule %.1f ms, check %.1f ms, %s %.1f ms\n", schedule_ms,
@@ -442,12 +455,13 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
           [=, threads = options.num_threads]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
         BRAZE_RETURN_IF_ERROR(CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
           device::HalideOutputCapture halide_output;
-          scheduled->second.compile_jit(target);
+          scheduled->second.compile_jit(compile_target);
           return absl::OkStatus();
         }));
-        auto kernel = std::make_unique<JitKernel>(name, layout, std::move(scheduled->first),
-                                                  std::move(scheduled->second), target, threads,
-                                                  /*on_device=*/false);
+        auto kernel =
+            std::make_unique<JitKernel>(name, layout, std::move(scheduled->first),
+                                        std::move(scheduled->second), compile_target, threads,
+                                        /*on_device=*/false);
         kernel->set_compile_ms(MsSince(start));
         kernel->set_schedule_note(schedule_note);
         return std::unique_ptr<CompiledKernel>(std::move(kernel));
@@ -456,7 +470,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
     }
     auto kernel =
         std::make_unique<JitKernel>(name, std::move(layout), std::move(lowered),
-                                    std::move(pipeline), target, options.num_threads, gpu);
+                                    std::move(pipeline), compile_target, options.num_threads, gpu);
     kernel->set_compile_ms(MsSince(start));
     kernel->set_schedule_note(schedule_note);
     produced.kernel = std::move(kernel);

@@ -423,7 +423,171 @@ class ModuleFacts : public IRGraphVisitor {
   }
 };
 
+// Whether a statement holds any vector value: LLVM's loop vectorizer leaves a loop with
+// one alone ("unvectorizable type"), so only loops without are candidates.
+bool HasVectors(const Stmt& s) {
+  class Finder : public IRGraphVisitor {
+   public:
+    bool found = false;
+
+   private:
+    using IRGraphVisitor::include;
+    void include(const Expr& e) override {
+      if (found) return;
+      if (e.type().is_vector()) {
+        found = true;
+        return;
+      }
+      IRGraphVisitor::include(e);
+    }
+  } finder;
+  s.accept(&finder);
+  return finder.found;
+}
+
+// FindStridedReadModifyWriteLoop's search: for each serial loop without vector code,
+// the buffers stored and loaded in it at an index strided in its variable.
+class StridedRmwFinder : public IRVisitor {
+ public:
+  std::string found;
+
+ private:
+  using IRVisitor::visit;
+
+  struct Loop {
+    std::string name;
+    bool scalar = false;
+    std::map<std::string, std::string> stored;  // buffer -> its stride, as text
+    std::set<std::string> loaded;
+  };
+
+  void visit(const For* op) override {
+    op->min.accept(this);
+    op->extent.accept(this);
+    if (op->for_type != ForType::Serial || !found.empty()) {
+      op->body.accept(this);
+      return;
+    }
+    loops_.push_back({op->name, !HasVectors(op->body), {}, {}});
+    op->body.accept(this);
+    const Loop loop = loops_.back();
+    loops_.pop_back();
+    for (const auto& [buffer, stride] : loop.stored) {
+      if (found.empty() && loop.loaded.count(buffer)) {
+        found =
+            "a read-modify-write of " + buffer + " with stride " + stride + " in loop " + loop.name;
+      }
+    }
+  }
+
+  void visit(const Store* op) override {
+    IRVisitor::visit(op);
+    Note(op->name, op->index, true);
+  }
+
+  void visit(const Load* op) override {
+    IRVisitor::visit(op);
+    Note(op->name, op->index, false);
+  }
+
+  void visit(const LetStmt* op) override {
+    op->value.accept(this);
+    lets_[op->name] = {op->value, DepsOf(op->value)};
+    op->body.accept(this);
+    lets_.erase(op->name);
+  }
+
+  void visit(const Let* op) override {
+    op->value.accept(this);
+    lets_[op->name] = {op->value, DepsOf(op->value)};
+    op->body.accept(this);
+    lets_.erase(op->name);
+  }
+
+  // The enclosing loops' variables `e` depends on, through lets.
+  std::set<std::string> DepsOf(const Expr& e) const {
+    class Vars : public IRGraphVisitor {
+     public:
+      std::set<std::string> names;
+
+     private:
+      using IRGraphVisitor::visit;
+      void visit(const Variable* op) override { names.insert(op->name); }
+    } vars;
+    e.accept(&vars);
+    std::set<std::string> deps;
+    for (const std::string& v : vars.names) {
+      auto let = lets_.find(v);
+      if (let != lets_.end()) deps.insert(let->second.deps.begin(), let->second.deps.end());
+      for (const Loop& loop : loops_) {
+        if (loop.name == v) deps.insert(v);
+      }
+    }
+    return deps;
+  }
+
+  // Records an access of `buffer` at `index` in each scalar loop it is strided in.
+  void Note(const std::string& buffer, const Expr& index, bool store) {
+    if (!found.empty() || index.type().is_vector()) return;
+    const std::set<std::string> deps = DepsOf(index);
+    for (Loop& loop : loops_) {
+      if (!loop.scalar || !deps.count(loop.name)) continue;
+      const std::string stride = StrideIn(index, loop.name);
+      if (stride == "1" || stride == "-1" || stride == "0") continue;
+      if (store) {
+        loop.stored.emplace(buffer, stride);
+      } else {
+        loop.loaded.insert(buffer);
+      }
+    }
+  }
+
+  // How far `index` moves when loop variable `v` steps by 1: a constant, or the
+  // expression when it is none (which LLVM cannot group: treated as strided anyway).
+  std::string StrideIn(Expr index, const std::string& v) const {
+    for (int round = 0; round < 16; ++round) {
+      std::map<std::string, Expr> moving;  // only the lets that depend on v
+      class Vars : public IRGraphVisitor {
+       public:
+        std::set<std::string> names;
+
+       private:
+        using IRGraphVisitor::visit;
+        void visit(const Variable* op) override { names.insert(op->name); }
+      } vars;
+      index.accept(&vars);
+      for (const std::string& name : vars.names) {
+        auto let = lets_.find(name);
+        if (let != lets_.end() && let->second.deps.count(v)) moving[name] = let->second.value;
+      }
+      if (moving.empty()) break;
+      index = substitute(moving, index);
+    }
+    const Expr var = Variable::make(index.type(), v);
+    const Expr step = simplify(substitute(v, var + 1, index) - index);
+    std::ostringstream s;
+    s << step;
+    return s.str();
+  }
+
+  struct LetValue {
+    Expr value;
+    std::set<std::string> deps;
+  };
+  std::vector<Loop> loops_;
+  std::map<std::string, LetValue> lets_;
+};
+
 }  // namespace
+
+std::string FindStridedReadModifyWriteLoop(const Halide::Module& module) {
+  for (const Halide::Internal::LoweredFunc& f : module.functions()) {
+    StridedRmwFinder finder;
+    f.body.accept(&finder);
+    if (!finder.found.empty()) return finder.found;
+  }
+  return "";
+}
 
 std::string CheckPtxBitFieldExtracts(const std::string& ptx) {
   // bfe.{u,s}{32,64} %d, %a, <pos>, <len>; only immediate fields can be judged.

@@ -52,6 +52,22 @@ std::string CheckLoweredModule(const Halide::Module& module,
                                const std::map<std::string, int64_t>& output_sizes = {},
                                const std::map<std::string, int64_t>& known_values = {});
 
+// Empty, or the first scalar loop of `module` in which LLVM 14's loop vectorizer may
+// move a buffer's load above its own store: a serial loop with no vector code in its
+// body (LLVM vectorizes only such loops) that stores to a buffer and loads from it, both
+// at an index that moves with the loop by a stride other than -1, 0 and 1 (or by no
+// constant stride). Halide 14 runs LLVM's loop vectorizer on every loop (docs/HALIDE14.md,
+// "LLVM's loop vectorizer"), which unrolls the small loops inside such a loop and
+// vectorizes it with interleaved groups: the accesses of one iteration at different
+// offsets become one wide load at the group's first member, and a load that follows a
+// store to the same element in the same iteration then reads it from before the store
+// (the miscompile of LLVM issue 63602, closed in 2023). A convolution's accumulator,
+// updated once per filter tap under a serial loop over the batch (Mullapudi2016's
+// update, made serial by DevectorizeGuardedUpdates; a plain serial update too), lost
+// taps in 3 of the 6 outputs of each of images 0-7 (braze-fuzz seed 13200191). The
+// compile driver compiles such a pipeline with Halide's DisableLLVMLoopOpt.
+std::string FindStridedReadModifyWriteLoop(const Halide::Module& module);
+
 // Empty, or the first `bfe` in `ptx` whose constant field runs past its operand's width
 // (position + length > 32 or 64). LLVM 14's NVPTX backend selects (x >> c) & mask on 64
 // bits as such a bfe when c > 32 (its match sizes the field by the shift amount's i32

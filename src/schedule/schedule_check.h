@@ -18,6 +18,10 @@
 //
 // The repair keeps the autoscheduler's schedule but runs those loops serially (the
 // guard is correct without vectorization). The safe default never makes such stages.
+// A serial loop is LLVM's loop vectorizer's to vectorize, and LLVM 14 miscompiles one
+// kind, a strided read-modify-write (a convolution's update serial over the batch:
+// braze-fuzz seed 13200191); the compile driver compiles a pipeline with one without
+// LLVM's loop optimizations (FindStridedReadModifyWriteLoop, lowered_check.h).
 //
 // Internal header: includes Halide.h.
 #ifndef BRAZE_SCHEDULE_SCHEDULE_CHECK_H_

@@ -182,6 +182,9 @@ inline ::testing::AssertionResult CompileRunCompare(const Case& c, Scheduler sch
               << " ms " << text.substr(l1 + 1, l2 - l1 - 1) << " |";
     for (const TensorType& t : (*kernel)->output_types()) std::cerr << " " << TypeString(t);
     if (text.find("Serial instead of vectorized") != std::string::npos) std::cerr << " [repaired]";
+    if (text.find("LLVM's loop optimizations off") != std::string::npos) {
+      std::cerr << " [no LLVM loop opt]";
+    }
     std::cerr << "\n";
   }
   auto actual = RunKernel(**kernel, c.values);

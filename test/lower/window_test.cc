@@ -389,6 +389,29 @@ TEST(ConvOperands, AComputedOperandReadInPartIsStoredWhole) {
   EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol));
 }
 
+// A scalar loop over the batch around a convolution's accumulator, updated once per tap:
+// Mullapudi2016 vectorized the update over the batch with GuardWithIf, which
+// DevectorizeGuardedUpdates makes serial, and LLVM 14's loop vectorizer (which Halide 14
+// runs on every loop) unrolled the taps and vectorized the batch loop by 8 with
+// interleaved groups, loading each element before the previous tap's store to it: 24 of
+// 126 outputs lost taps in images 0-7 (braze-fuzz seed 13200191: a depthwise NCHW conv of
+// a 3x1 image, strides 2x1, SAME). Such pipelines compile without LLVM's loop
+// optimizations (schedule::FindStridedReadModifyWriteLoop).
+TEST(ConvOperands, AnUpdateSerialOverTheBatchKeepsEveryTap) {
+  const Window2D w{2, 1, 1, 1, Padding::kSame, 0, 0, 0, 0, DataFormat::kNCHW};
+  Case c;
+  Tensor x = c.Input(Random(f32, {21, 3, 3, 1}, 71));
+  Tensor f = c.Input(Random(f32, {2, 2, 1, 3}, 72));
+  c.outputs = {Conv2D(x, f, w)};
+  EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kMullapudi2016, kConvTol));
+  // The seed's other convolution, the input gradient, at the same geometry.
+  Case d;
+  Tensor f2 = d.Input(Random(f32, {2, 2, 1, 3}, 73));
+  Tensor dy = d.Input(Random(f32, {21, 3, 2, 1}, 74));
+  d.outputs = {Conv2DBackpropInput({21, 3, 3, 1}, f2, dy, w)};
+  EXPECT_TRUE(CompileRunCompareLoops(d, Scheduler::kMullapudi2016, kConvTol));
+}
+
 // A padded window of a conv with an infinite weight: padding taps contribute nothing
 // (not 0 * inf = NaN).
 TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {

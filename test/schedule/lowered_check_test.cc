@@ -150,6 +150,39 @@ TEST(LoweredCheck, CatchesAnInputReadThatMustFailWithTheShapesKnown) {
   EXPECT_EQ(CheckLoweredModule(ShiftedRead(70), {}, {{"in.min.0", 0}, {"in.extent.0", 70}}), "");
 }
 
+// acc(x, n) += in(2x + r, n) over 3 taps r, for 6 columns and 16 images, as a conv's
+// accumulator: unscheduled, the update's loop over n (outermost, scalar) stores acc and
+// loads it back at a stride of 6 elements per image, the loop LLVM 14's loop vectorizer
+// miscompiles once it has unrolled the loops inside (braze-fuzz seed 13200191).
+// `vector_x`: the update vectorized over x, so no loop is scalar; `per_image`: one
+// column per image (acc(n)), so the loop over n moves the store by 1.
+std::string StridedUpdate(bool vector_x, bool per_image) {
+  Halide::ImageParam in(Halide::Float(32), 2, "in");
+  in.dim(0).set_bounds(0, 13);
+  in.dim(1).set_bounds(0, 16).set_stride(13);
+  Halide::Var x("x"), n("n");
+  Halide::RDom r(0, 3, "r");
+  Halide::Func acc("acc"), out("out");
+  const Halide::Expr column = per_image ? Halide::Expr(0) : x;
+  acc(x, n) = 0.0f;
+  acc(x, n) += in(2 * column + r, n);
+  out(x, n) = acc(x, n);
+  acc.compute_root();
+  if (vector_x) acc.update(0).vectorize(x, 2);
+  out.output_buffer().dim(0).set_bounds(0, per_image ? 1 : 6);
+  out.output_buffer().dim(1).set_bounds(0, 16);
+  Halide::Module m =
+      Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+  return FindStridedReadModifyWriteLoop(m);
+}
+
+TEST(LoweredCheck, FindsAScalarReadModifyWriteStridedInItsLoop) {
+  EXPECT_THAT(StridedUpdate(false, false),
+              HasSubstr("a read-modify-write of acc with stride 6 in loop acc.s1.n"));
+  EXPECT_EQ(StridedUpdate(true, false), "");  // vector code: LLVM leaves the loops alone
+  EXPECT_EQ(StridedUpdate(false, true), "");  // consecutive: LLVM's groups need a stride
+}
+
 }  // namespace
 }  // namespace schedule
 }  // namespace braze
