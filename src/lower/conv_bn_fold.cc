@@ -1,12 +1,12 @@
 // Batch norm folded into a convolution; see conv_bn_fold.h.
 #include "lower/conv_bn_fold.h"
 
-#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "ir/logging.h"
 
 namespace braze {
 namespace lower {
@@ -62,31 +62,42 @@ bool Is(const Graph& g, int id, OpKind op) {
   return id >= 0 && g.node(id).op() == op && g.node(id).status().ok();
 }
 
-// The fold rooted at Conv2D `conv`, if the chain after it matches.
-std::optional<ConvBnFold> Match(const Graph& g, const Readers& readers, int conv) {
+// The fold rooted at Conv2D `conv` (f.add >= 0), or why the chain after it does not
+// match (`why`; empty when it is not a convolution).
+ConvBnFold Match(const Graph& g, const Readers& readers, int conv, std::string* why) {
+  ConvBnFold f;
   const Node& c = g.node(conv);
-  if (c.op() != OpKind::kConv2D || !c.status().ok() || c.num_inputs() != 2) return std::nullopt;
+  if (c.op() != OpKind::kConv2D || !c.status().ok() || c.num_inputs() != 2) return f;
   const DType dtype = c.output(0).dtype;
   const Shape& filter = c.input(1).shape();
   if ((dtype != DType::kF32 && dtype != DType::kF64) || filter.size() != 4 || filter[3] <= 0) {
-    return std::nullopt;
+    *why = "not an f32/f64 convolution with a static filter";
+    return f;
   }
   const int axis = c.attrs_as<Conv2DAttrs>().window.format == DataFormat::kNHWC ? 3 : 1;
   auto per_channel = [&](const Tensor& t) { return PerChannel(t, dtype, axis, filter[3]); };
-  ConvBnFold f;
-  f.conv = conv;
-  f.sub = readers.Only(conv);
+  const int sub = readers.Only(conv);
   // The convolution is the minuend: mean - conv would negate the scale.
-  if (!Is(g, f.sub, OpKind::kSub) || g.node(f.sub).input(0).node_id() != conv) return std::nullopt;
-  f.mean = g.node(f.sub).input(1);
-  f.mul = readers.Only(f.sub);
-  if (!Is(g, f.mul, OpKind::kMul)) return std::nullopt;
-  f.scale = Other(g.node(f.mul), f.sub);
-  f.add = readers.Only(f.mul);
-  if (!Is(g, f.add, OpKind::kAdd)) return std::nullopt;
-  f.shift = Other(g.node(f.add), f.mul);
-  if (!per_channel(f.mean) || !per_channel(f.scale) || !per_channel(f.shift)) return std::nullopt;
-  const int relu = readers.Only(f.add);
+  if (!Is(g, sub, OpKind::kSub) || g.node(sub).input(0).node_id() != conv) {
+    *why =
+        "its output is not read once, by a Sub of which it is the first operand, alone in "
+        "the cluster (training's batch statistics, another reader, or a fetch)";
+    return f;
+  }
+  const int mul = readers.Only(sub);
+  const int add = Is(g, mul, OpKind::kMul) ? readers.Only(mul) : -1;
+  if (!Is(g, add, OpKind::kAdd)) {
+    *why = "the Sub is not read once by a Mul, read once by an Add, alone in the cluster";
+    return f;
+  }
+  const Tensor mean = g.node(sub).input(1), scale = Other(g.node(mul), sub);
+  const Tensor shift = Other(g.node(add), mul);
+  if (!per_channel(mean) || !per_channel(scale) || !per_channel(shift)) {
+    *why = "the mean, scale or shift is not one static value per output channel";
+    return f;
+  }
+  f = ConvBnFold{conv, sub, mul, add, -1, mean, scale, shift};
+  const int relu = readers.Only(add);
   if (Is(g, relu, OpKind::kRelu)) f.relu = relu;
   return f;
 }
@@ -106,8 +117,14 @@ std::map<int, ConvBnFold> FindConvBnFolds(const ClusterSpec& spec) {
   const Readers readers(spec);
   std::map<int, ConvBnFold> found;
   for (int id : spec.nodes) {
-    std::optional<ConvBnFold> f = Match(g, readers, id);
-    if (f.has_value()) found.emplace(f->add, *std::move(f));
+    std::string why;
+    ConvBnFold f = Match(g, readers, id, &why);
+    if (f.add >= 0) {
+      found.emplace(f.add, std::move(f));
+    } else if (!why.empty() && VLogIsOn(2)) {
+      LogInfo(2, absl::StrCat(spec.name, ": batch norm not folded into ", g.node(id).op_name(),
+                              " '", g.node(id).name(), "': ", why));
+    }
   }
   return found;
 }

@@ -23,7 +23,8 @@
 // the Sub or Mul does. A node with an error is never matched: its lowering reports it.
 //
 // Matched on structure (op kinds, single readers, shapes and dtypes), not on names:
-// any per-channel affine after a convolution folds, BatchNorm's or a user's.
+// any per-channel affine after a convolution folds, BatchNorm's or a user's. A
+// convolution that does not fold is logged at --v=2 with the reason.
 // Pure graph logic on a ClusterSpec; the Halide side is lower_conv_fold.cc.
 #ifndef BRAZE_LOWER_CONV_BN_FOLD_H_
 #define BRAZE_LOWER_CONV_BN_FOLD_H_
