@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "compile/cluster_key.h"
 #include "device/cpu_conv.h"
 #include "device/cpu_gemm.h"
@@ -16,6 +18,7 @@
 #include "ir/changing_dims.h"
 #include "ir/logging.h"
 #include "ir/timeline.h"
+#include "lower/conv_bn_fold.h"
 #include "schedule/stored_schedule.h"
 
 namespace braze {
@@ -82,6 +85,12 @@ void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
       absl::StrAppend(&line, "; convolution by ", CpuGemmLibrary());
     } else if (absl::StrContains(k.schedule_text(), "Conv2D")) {
       absl::StrAppend(&line, "; convolution by Braze's Halide loops");
+    }
+    // Batch norms folded into convolutions: the schedule text's "// folded ..." lines.
+    for (absl::string_view text_line : absl::StrSplit(k.schedule_text(), '\n')) {
+      if (absl::ConsumePrefix(&text_line, lower::kFoldNotePrefix)) {
+        absl::StrAppend(&line, "; batch norm folded: ", text_line);
+      }
     }
     if (!result.hit && !k.disk_note().empty()) absl::StrAppend(&line, "; ", k.disk_note());
     for (const std::string& refused : k.scheduler_failures()) {

@@ -28,6 +28,7 @@
 #include "device/halide_util.h"
 #include "device/stream_copy.h"
 #include "ir/logging.h"
+#include "lower/conv_bn_fold.h"
 #include "lower/lower_util.h"
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
@@ -43,6 +44,7 @@ namespace compile {
 namespace {
 
 using device::CatchHalideErrors;
+using lower::kFoldNotePrefix;
 using lower::LoweredCluster;
 
 // A scheduler of the chain failed and the next one gets the cluster: a verbose line, as
@@ -273,6 +275,16 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
   if (!externs.empty()) pipeline.set_jit_externs(externs);
 }
 
+// The lowering's folds as comment lines of the schedule text ("// folded ...\n"): dumps
+// show them, --log_compiles reads them back (kernel_source.cc), and a kernel loaded from
+// the disk cache keeps them with its text.
+std::string FoldNotes(const LoweredCluster& lowered) {
+  std::string notes;
+  for (const std::string& fold : lowered.folds)
+    absl::StrAppend(&notes, kFoldNotePrefix, fold, "\n");
+  return notes;
+}
+
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
@@ -443,7 +455,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
     const std::string schedule_text = absl::StrCat(
         "// ", gpu ? options.device.ToString() + ": " : "",
         attempt.stored ? absl::StrCat(what, ": ", ParamsSummary(attempt.stored->params)) : what,
-        "\n", timing, schedule);
+        "\n", timing, FoldNotes(lowered), schedule);
     KernelLayout layout = LayoutOf(lowered, kind, failures, schedule_text);
     produced.schedule_note = schedule_note;
     if (to_object && !lowered.info.outputs.empty()) {

@@ -59,7 +59,9 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
   }
   const bool nchw = attrs.window.format == DataFormat::kNCHW;
   const Value* bias = nullptr;
-  if (op == OpKind::kConv2D && epilogue != nullptr && epilogue->bias != nullptr && !nchw) {
+  // A [C_out] bias is per output channel in either format (gemm_epilogue.h hands one
+  // only to NHWC convolutions; a folded batch norm's comes in NCHW too).
+  if (op == OpKind::kConv2D && epilogue != nullptr && epilogue->bias != nullptr) {
     const Value& v = *epilogue->bias;
     if (v.dtype == DType::kF32 && v.shape.size() == 1 && v.shape[0] == g->c_out && v.sym.empty()) {
       bias = &v;

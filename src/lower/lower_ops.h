@@ -59,6 +59,14 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
                                       const Conv2DAttrs& attrs, const Value& a, const Value& b,
                                       const TensorType& out, MatMulEpilogue* epilogue);
 
+// lower_conv_fold.cc: Conv2D(x, f) with the per-channel affine after it folded into its
+// filter and bias (conv_bn_fold.h): `in` is {x, f, mean, scale, shift}, `out` the
+// convolution's type. `relu`: a Relu reads the result alone; `relu_folded` says whether
+// the result already is the Relu's (oneDNN's call took it).
+absl::StatusOr<Value> LowerFoldedConv(LoweringContext& ctx, const std::string& name,
+                                      const Conv2DAttrs& attrs, const std::vector<Value>& in,
+                                      const TensorType& out, bool relu, bool* relu_folded);
+
 // lower_layout.cc
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);
 Value LowerReshape(LoweringContext& ctx, const std::string& name, const Value& x,

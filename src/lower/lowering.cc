@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "lower/conv_bn_fold.h"
 #include "lower/gemm_epilogue.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_util.h"
@@ -307,9 +308,13 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   }
   const std::map<int, GemmEpilogueNodes> epilogues = FindGemmEpilogues(spec);
   std::set<int> folded;  // Adds and Relus a matmul's library call computes
+  // Batch norms folded into their convolutions, by the Add's id: the convolution, Sub
+  // and Mul are lowered there, as one node.
+  const std::map<int, ConvBnFold> bn_folds = FindConvBnFolds(spec);
+  for (const auto& [add, f] : bn_folds) folded.insert({f.conv, f.sub, f.mul});
   for (size_t k = 0; k < spec.nodes.size(); ++k) {
     const int id = spec.nodes[k];
-    if (folded.count(id) > 0) continue;  // its value is the matmul's
+    if (folded.count(id) > 0) continue;  // a matmul's or a folded batch norm's node
     const Node& node = spec.graph->node(id);
     auto fail = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(spec.name, ": node '", node.name(), "' (",
@@ -319,9 +324,16 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     if (node.op() == OpKind::kConst && node.attrs_as<ConstAttrs>().value->num_elements() != 1) {
       result.embeds_constants = true;
     }
+    auto bn_fold = bn_folds.find(id);
+    const ConvBnFold* bn = bn_fold != bn_folds.end() ? &bn_fold->second : nullptr;
+    // What is computed here: the node, or at a folded Add its convolution (whose type
+    // the Add's is), reading the per-channel operands after its own.
+    const Node& computed = bn != nullptr ? spec.graph->node(bn->conv) : node;
+    std::vector<Tensor> inputs = computed.inputs();
+    if (bn != nullptr) inputs.insert(inputs.end(), {bn->mean, bn->scale, bn->shift});
     std::vector<Value> in;
     std::vector<TensorType> in_types;
-    for (const Tensor& t : node.inputs()) {
+    for (const Tensor& t : inputs) {
       auto it = values.find({t.node_id(), t.index()});
       if (it == values.end()) {
         return fail(absl::InvalidArgumentError(
@@ -336,7 +348,8 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     if (!spec.node_types.empty()) {
       types = std::vector<TensorType>{spec.node_types[k]};
     } else {
-      types = InferOutputTypes(node.op(), node.attrs(), in_types);
+      in_types.resize(computed.num_inputs());
+      types = InferOutputTypes(computed.op(), computed.attrs(), in_types);
     }
     if (!types.ok()) return fail(types.status());
     if (types->size() != 1) {
@@ -359,17 +372,31 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       epilogue.relu = e->second.relu >= 0;
     }
     const size_t first_stage = ctx.stages().size();
-    absl::StatusOr<Value> value = LowerNode(ctx, node, in, out, &epilogue);
+    bool relu_folded = false;  // by a folded batch norm's library call
+    absl::StatusOr<Value> value =
+        bn == nullptr ? LowerNode(ctx, node, in, out, &epilogue)
+                      : LowerFoldedConv(ctx, absl::StrCat(computed.op_name(), "_", bn->conv, "_bn"),
+                                        computed.attrs_as<Conv2DAttrs>(), in, out, bn->relu >= 0,
+                                        &relu_folded);
     if (!value.ok()) return fail(value.status());
     int result_id = id;  // the node whose value this is
-    if (epilogue.folded) {
+    if (bn != nullptr) {
+      result.folds.push_back(bn->Describe(*spec.graph));
+      if (relu_folded) {
+        result_id = bn->relu;
+        folded.insert(bn->relu);
+        absl::StrAppend(&result.folds.back(), ", and Relu '", spec.graph->node(bn->relu).name(),
+                        "' into the library call");
+      }
+    } else if (epilogue.folded) {
       result_id = epilogue.relu ? e->second.relu : e->second.add;
       folded.insert(e->second.add);
       if (epilogue.relu) folded.insert(e->second.relu);
     }
     value->sym = SymbolsOf(symbols, {result_id, 0});
-    value->nonnegative =
-        epilogue.folded ? epilogue.relu : IsFloating(out.dtype) && NonNegative(node, in);
+    value->nonnegative = bn != nullptr     ? relu_folded
+                         : epilogue.folded ? epilogue.relu
+                                           : IsFloating(out.dtype) && NonNegative(node, in);
     for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
       // A node's stages hold its output (an ArgMax's inner Max too: the same dims).
       schedule::Stage& stage = ctx.stages()[s];

@@ -46,6 +46,9 @@ struct LoweredCluster {
   // the pipeline needs that symbol (Pipeline::set_jit_externs), and its object code
   // finds it in the disk cache's runtime (compile/aot_kernel.cc).
   bool calls_library = false;
+  // Batch norms folded into convolutions (lower/conv_bn_fold.h), one line each:
+  // ConvBnFold::Describe's text (logs and dumps).
+  std::vector<std::string> folds;
 };
 
 // The one-element f64 buffer of 0 whose loads make Halide 14's loop trimming unable to

@@ -1,16 +1,20 @@
 // Convolutions on oneDNN from a Session (device/cpu_conv.h): a symbolic batch shares one
 // kernel, the training step's three convolutions (forward, input and filter gradients)
-// match the reference kernels, with the library and with Braze's Halide loops.
+// match the reference kernels, with the library and with Braze's Halide loops; batch
+// norm folds into the convolution in an inference step only (lower/conv_bn_fold.h).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "braze/gradients.h"
 #include "braze/jit_scope.h"
+#include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
 #include "common/reference_check.h"
 #include "device/cpu_gemm.h"
+#include "runtime/flags.h"
 
 namespace braze {
 namespace {
@@ -42,6 +46,55 @@ TEST(CpuConvSessionTest, SymbolicBatchTrainingGradientsMatchTheReference) {
       testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
     }
   }
+}
+
+// The --log_compiles lines that say a batch norm was folded, for one Run of a fresh
+// Session, whose fetches must match the reference's.
+int FoldLines(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
+              const std::vector<Tensor>& targets = {}) {
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  std::vector<std::string> infos;
+  SetLogSink([&](LogSeverity, int, std::string_view text) { infos.emplace_back(text); });
+  Session session(g);
+  auto got = session.Run(feeds, fetches, targets);
+  SetLogSink(nullptr);
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  EXPECT_TRUE(got.ok()) << got.status();
+  if (got.ok() && targets.empty()) testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
+  int folds = 0;
+  for (const std::string& line : infos)
+    folds += line.find("batch norm folded") != std::string::npos;
+  return folds;
+}
+
+TEST(CpuConvSessionTest, BatchNormFoldsIntoTheConvolutionAtInferenceOnly) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 15, 13, 6}, "x");
+  Tensor w = Variable(g, HostTensor::RandomUniform(DType::kF32, {3, 3, 6, 10}, 1), "w");
+  auto var = [&](uint64_t seed, double lo, double hi, const char* name) {
+    return Variable(g, HostTensor::RandomUniform(DType::kF32, {10}, seed, lo, hi), name);
+  };
+  Tensor gamma = var(2, 0.5, 1.5, "gamma"), beta = var(3, -1, 1, "beta");
+  Tensor mean = var(4, -1, 1, "mean"), variance = var(5, 0.5, 2, "variance");
+  Tensor conv, inference, training;
+  std::vector<Tensor> updates;
+  {
+    JitScope scope(g);
+    conv = Conv2D(x, w, {1, 1}, Padding::kSame);
+    inference = Relu(BatchNorm(conv, gamma, beta, mean, variance, false).y);
+    BatchNormOutput bn = BatchNorm(conv, gamma, beta, mean, variance, true);
+    training = Relu(bn.y);
+    updates = bn.updates;
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 15, 13, 6}, 6)}};
+  EXPECT_EQ(FoldLines(g, feeds, {inference}), 1);
+  // Fetched, the convolution is needed as it is: no fold.
+  EXPECT_EQ(FoldLines(g, feeds, {inference, conv}), 0);
+  // Training: the batch statistics read the convolution again.
+  EXPECT_EQ(FoldLines(g, feeds, {training}), 0);
+  EXPECT_EQ(FoldLines(g, feeds, {training}, updates), 0);
 }
 
 }  // namespace
