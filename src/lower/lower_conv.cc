@@ -66,6 +66,7 @@ struct ConvParts {
   std::vector<Stage::Operand> operands;
   int64_t reduction_extent = 1;
   bool reduction_symbolic = false;
+  Stage::ConvWindow conv;  // a Conv2D for a GPU (pipeline_info.h)
 };
 
 // A conv operand as the k loop should read it. One that computes something becomes a
@@ -124,6 +125,7 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
   stage.reduction_extent = parts.reduction_extent;
   stage.reduction_symbolic = parts.reduction_symbolic;
   stage.operands = std::move(parts.operands);
+  stage.conv = parts.conv;
   ctx.stages().push_back(stage);
   return result;
 }
@@ -154,8 +156,33 @@ Value ConvForward(LoweringContext& ctx, const std::string& name, const Conv2DGeo
   const Nhwc o = Split4(g.format, RowMajor(HalideVars(4)));
   const Expr ih = InputIndex(g.h, o.h, th), iw = InputIndex(g.w, o.w, tw);
   const Expr c = g.groups == 1 ? ci : (o.c / static_cast<int>(og)) * static_cast<int>(cg) + ci;
-  const Expr xv = At(x, Index4(g.format, {o.n, ClampTo(ih, g.h.in), ClampTo(iw, g.w.in), c}));
-  p.product = xv * At(f, {th, tw, ci, o.c});
+  Expr xv, fv;
+  if (ctx.gpu) {
+    // Read through clamping views (Stage::ConvWindow), which the GPU heuristic may stage
+    // in shared memory over constant-size boxes; inlined, they are the reads below.
+    Stage::ConvWindow& w = p.conv;
+    w.x_view = Define(ctx, name + "_xv", x.dtype, x.shape, [&](const std::vector<Expr>& i) {
+                 const Nhwc q = Split4(g.format, i);
+                 return At(x, Index4(g.format, {q.n, ClampTo(q.h, g.h.in), ClampTo(q.w, g.w.in),
+                                                ClampTo(q.c, g.c_in)}));
+               }).func;
+    w.f_view = Define(ctx, name + "_fv", f.dtype, f.shape, [&](const std::vector<Expr>& i) {
+                 return At(f, {ClampTo(i[0], g.h.window), ClampTo(i[1], g.w.window),
+                               ClampTo(i[2], cg), ClampTo(i[3], g.c_out)});
+               }).func;
+    w.nchw = g.format == DataFormat::kNCHW;
+    w.kh = g.h.window, w.kw = g.w.window;
+    w.stride_h = g.h.stride, w.stride_w = g.w.stride;
+    w.dilation_h = g.h.dilation, w.dilation_w = g.w.dilation;
+    w.cg = cg, w.og = og, w.groups = g.groups;
+    const std::vector<Expr> at = Index4(g.format, {o.n, ih, iw, c});
+    xv = w.x_view(std::vector<Expr>(at.rbegin(), at.rend()));
+    fv = w.f_view(o.c, ci, tw, th);
+  } else {
+    xv = At(x, Index4(g.format, {o.n, ClampTo(ih, g.h.in), ClampTo(iw, g.w.in), c}));
+    fv = At(f, {th, tw, ci, o.c});
+  }
+  p.product = xv * fv;
   PadTests(g.h, ih, false, p);
   PadTests(g.w, iw, g.format == DataFormat::kNCHW, p);
   p.reduction_extent = cg * g.h.window * g.w.window;
