@@ -1,0 +1,144 @@
+// The GPU heuristic's shared-memory tiles for Conv2D (schedule/gpu_conv_tiles.h), run on
+// OpenCL (POCL: on the CPU here, so correctness only, never speed) and compared with the
+// reference: both data formats, odd and prime extents, strides, dilations, groups and
+// depthwise, input channels in several chunks (one not a multiple of the chunk), fused
+// producers and consumers. Each case also says whether the schedule log must show the
+// tiles, or the fallback to a thread per output (a dilation whose patch cannot fit).
+#include <string>
+#include <vector>
+
+#include "braze/ops.h"
+#include "gtest/gtest.h"
+#include "ir/window_geometry.h"
+#include "lower/lower_test_util.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+constexpr DType f32 = DType::kF32;
+constexpr Tolerance kConvTol{2e-4, 2e-5};
+
+struct TileCase {
+  std::string name;
+  DataFormat format;
+  int64_t n, h, w, c_in, kh, kw, groups, c_out;
+  Window2D window;  // its format is set from `format`
+  // Empty: the log must show the tiles; else the fallback, for this reason.
+  std::string fallback;
+  bool fused = false;  // relu(x * 0.5 + 0.1) in, + bias then relu out
+  int chunks = 0;      // > 0: the log must show this many chunks of input channels
+};
+
+void PrintTo(const TileCase& c, std::ostream* os) { *os << c.name; }
+
+Window2D Win(int stride_h, int stride_w, int dil_h, int dil_w, Padding padding) {
+  Window2D w;
+  w.stride_h = stride_h, w.stride_w = stride_w;
+  w.dilation_h = dil_h, w.dilation_w = dil_w;
+  w.padding = padding;
+  if (padding == Padding::kExplicit)
+    w.pad_top = 2, w.pad_bottom = 0, w.pad_left = 1, w.pad_right = 3;
+  return w;
+}
+
+std::vector<TileCase> Cases() {
+  const Padding same = Padding::kSame, valid = Padding::kValid, expl = Padding::kExplicit;
+  // Strided windows over few channels reuse each staged element under twice (a 3x3
+  // window at stride 2 reads each input at most 9 / 4 times, less its halo): the fallback.
+  const std::string reuse = "fewer than 2 multiply-adds";
+  std::vector<TileCase> cases;
+  for (DataFormat f : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    const bool nchw = f == DataFormat::kNCHW;
+    const std::string p = nchw ? "NCHW_" : "NHWC_";
+    // 37 input channels against 64 outputs (NHWC) or a 30x20 image (NCHW): several chunks,
+    // the last one shorter.
+    cases.push_back({p + "Chunks37to64", f, 2, 20, 30, 37, 3, 3, 1, 64, Win(1, 1, 1, 1, same)});
+    cases.push_back({p + "Prime11x13Stride2", f, 3, 11, 13, 5, 3, 3, 1, 7, Win(2, 2, 1, 1, same),
+                     nchw ? reuse : ""});
+    cases.push_back(
+        {p + "Stride2Prime127x131", f, 1, 127, 131, 3, 3, 3, 1, 4, Win(2, 2, 1, 1, same)});
+    cases.push_back({p + "Stride3x2Valid", f, 1, 17, 19, 6, 3, 2, 1, 9, Win(3, 2, 1, 1, valid),
+                     nchw ? reuse : ""});
+    cases.push_back({p + "Dilation2Explicit", f, 2, 15, 14, 4, 3, 3, 1, 8, Win(1, 1, 2, 2, expl)});
+    cases.push_back({p + "Groups3", f, 2, 12, 10, 9, 3, 3, 3, 12, Win(1, 1, 1, 1, same)});
+    cases.push_back({p + "Groups2Stride2", f, 1, 13, 11, 8, 3, 3, 2, 6, Win(2, 1, 1, 1, same)});
+    cases.push_back(
+        {p + "DepthwiseMultiplier1", f, 2, 13, 17, 8, 3, 3, 8, 8, Win(1, 1, 1, 1, same)});
+    cases.push_back(
+        {p + "DepthwiseMultiplier2", f, 2, 14, 14, 16, 3, 3, 16, 32, Win(1, 1, 1, 1, same)});
+    cases.push_back(
+        {p + "DepthwiseStride2", f, 2, 16, 15, 24, 3, 3, 24, 24, Win(2, 2, 1, 1, same), reuse});
+    cases.push_back({p + "OddEverything5x7", f, 1, 5, 7, 3, 5, 3, 1, 5, Win(1, 1, 1, 1, same)});
+    TileCase fused{p + "FusedProducerConsumer", f, 2, 12, 13, 17, 3, 3, 1, 24,
+                   Win(1, 1, 1, 1, same)};
+    fused.fused = true;
+    cases.push_back(fused);
+    // A dilation whose patch cannot fit in shared memory even for one channel: the old
+    // thread-per-output schedule, said so in the log.
+    cases.push_back({p + "HugeDilationFallsBack", f, 1, 10, 10, 2, 3, 3, 1, 4,
+                     Win(1, 1, 60, 60, same), "one input channel's patch"});
+  }
+  // NHWC, tiles of 64 outputs x 16 W: 11 of the 37 channels fit (a 54-element patch and
+  // 576 filter elements each, next to 1024 accumulators), so 4 chunks of 10, the last 7.
+  cases[0].chunks = 4;
+  return cases;
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+class ConvTilesOpenCL : public ::testing::TestWithParam<TileCase> {};
+
+TEST_P(ConvTilesOpenCL, MatchesReference) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  const TileCase& tc = GetParam();
+  Window2D window = tc.window;
+  window.format = tc.format;
+  Case c;
+  Tensor x = c.Input(f32, MakeShape(tc.format, tc.n, tc.h, tc.w, tc.c_in), 11, -1, 1);
+  Tensor f = c.Input(f32, {tc.kh, tc.kw, tc.c_in / tc.groups, tc.c_out}, 12, -1, 1);
+  if (tc.fused) x = Relu(x * 0.5 + 0.1);
+  Tensor y = Conv2D(x, f, window);
+  if (tc.fused) {
+    Tensor b = c.Input(f32, {tc.c_out}, 13, -1, 1);
+    y = Relu(tc.format == DataFormat::kNHWC ? y + b : y + Reshape(b, {1, tc.c_out, 1, 1}));
+  }
+  c.outputs = {y};
+  ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
+  const Device device{Device::Kind::kOpenCL, 0};
+  CompileOptions options;
+  options.device = device;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string log = (*kernel)->schedule_text();
+  SCOPED_TRACE("schedule:\n" + log);
+  EXPECT_EQ((*kernel)->scheduler_used(), Scheduler::kGpuFused);
+  if (tc.fallback.empty()) {
+    EXPECT_NE(log.find("conv, shared-memory tiles"), std::string::npos);
+    // Both views (x's patch, the filter's slice); named for the conv.
+    EXPECT_NE(log.find("_xv"), std::string::npos);
+    EXPECT_NE(log.find("_fv"), std::string::npos);
+    EXPECT_EQ(Count(log, "staged in shared memory per chunk"), 2);
+  } else {
+    EXPECT_NE(log.find("conv, no shared-memory tiles: "), std::string::npos);
+    EXPECT_NE(log.find(tc.fallback), std::string::npos);
+    EXPECT_EQ(log.find("staged in shared memory"), std::string::npos);
+  }
+  if (tc.chunks > 0) {
+    EXPECT_NE(log.find(" " + std::to_string(tc.chunks) + " chunks of "), std::string::npos);
+  }
+  EXPECT_TRUE(CompileRunCompareOnDevice(c, kConvTol, device, true));
+}
+
+INSTANTIATE_TEST_SUITE_P(Conv, ConvTilesOpenCL, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<TileCase>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
