@@ -157,22 +157,36 @@ bool ConvTiles(const Stage& s, std::ostream& log) {
       .unroll(ar)
       .unroll(br);
   // The update: chunks of input channels outermost (serial, at the block level), then
-  // the threads, then each thread's taps and registers.
+  // the threads. Each chunk's sum is rfactored into `part`, computed per thread inside the
+  // thread loops (rx x ry values: registers), so a multiply-add reads only the staged
+  // operands, and the shared accumulators take one add per chunk.
   RVar rco(m + "_rco"), rci(m + "_rci");
+  Var u(m + "_u"), cr(m + "_cr"), ct(m + "_ct"), dr(m + "_dr"), dt(m + "_dt");
+  acc.update().split(s.rdom[0], rco, rci, static_cast<int>(p.chunk), kGuard);
+  Func part = acc.update().rfactor(rco, u);
+  // A thread's outputs are adjacent (ct * rx + cr): part's box is rx x ry.
   acc.update()
-      .split(v[0], ar, at, p.tx, kGuard)
-      .split(v[1], br, bt, p.ty, kGuard)
-      .split(s.rdom[0], rco, rci, static_cast<int>(p.chunk), kGuard)
-      .reorder({ar, br, rci, s.rdom[1], s.rdom[2], at, bt, rco, v[2], v[3]})
-      .gpu_threads(at, bt)
-      .unroll(ar)
-      .unroll(br);
+      .split(v[0], ct, cr, p.rx, kGuard)
+      .split(v[1], dt, dr, p.ry, kGuard)
+      .reorder({cr, dr, ct, dt, rco, v[2], v[3]})
+      .gpu_threads(ct, dt)
+      .unroll(cr)
+      .unroll(dr);
+  const std::vector<Var> w = part.args();
+  part.compute_at(acc, ct).unroll(w[0]).unroll(w[1]);
+  part.bound_extent(w[0], p.rx).bound_extent(w[1], p.ry);
+  part.update()
+      .reorder({w[0], w[1], rci, s.rdom[1], s.rdom[2], w[2], w[3], w[4]})
+      .unroll(w[0])
+      .unroll(w[1]);
   const int threads = p.tx * p.ty;
   log << n << ": conv, shared-memory tiles " << p.t0 << "x" << p.t1 << " (" << p.rx << "x" << p.ry
       << " outputs per thread, " << p.tx << "x" << p.ty << " threads), blocks over " << block.name()
       << "\n"
       << m << ": compute_at(" << n << ", " << block.name() << ") in shared memory, "
-      << CeilDiv(s.conv.cg, p.chunk) << " chunks of " << p.chunk << " input channels\n";
+      << CeilDiv(s.conv.cg, p.chunk) << " chunks of " << p.chunk << " input channels\n"
+      << part.name() << ": a chunk's sums, compute_at(" << m << ", " << ct.name()
+      << "), registers\n";
   StageView(s.conv.x_view, acc, rco, p.x_box, threads, log);
   StageView(s.conv.f_view, acc, rco, p.f_box, threads, log);
   return true;
