@@ -4,6 +4,7 @@
 // depthwise, input channels in several chunks (one not a multiple of the chunk), fused
 // producers and consumers. Each case also says whether the schedule log must show the
 // tiles, or the fallback to a thread per output (a dilation whose patch cannot fit).
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct TileCase {
   std::string fallback;
   bool fused = false;  // relu(x * 0.5 + 0.1) in, + bias then relu out
   int chunks = 0;      // > 0: the log must show this many chunks of input channels
+  DType dtype = f32;
 };
 
 void PrintTo(const TileCase& c, std::ostream* os) { *os << c.name; }
@@ -79,6 +81,13 @@ std::vector<TileCase> Cases() {
     cases.push_back({p + "HugeDilationFallsBack", f, 1, 10, 10, 2, 3, 3, 1, 4,
                      Win(1, 1, 60, 60, same), "one input channel's patch"});
   }
+  // f64: 8-byte elements halve the channels a chunk holds (5 of 37 here, 8 chunks).
+  for (int i : {0, 1}) {
+    TileCase f64 = cases[i == 0 ? 0 : cases.size() / 2];
+    f64.name += "_F64";
+    f64.dtype = DType::kF64;
+    cases.push_back(f64);
+  }
   // NHWC, tiles of 64 outputs x 16 W: 11 of the 37 channels fit (a 54-element patch and
   // 576 filter elements each, next to 1024 accumulators), so 4 chunks of 10, the last 7.
   cases[0].chunks = 4;
@@ -99,12 +108,12 @@ TEST_P(ConvTilesOpenCL, MatchesReference) {
   Window2D window = tc.window;
   window.format = tc.format;
   Case c;
-  Tensor x = c.Input(f32, MakeShape(tc.format, tc.n, tc.h, tc.w, tc.c_in), 11, -1, 1);
-  Tensor f = c.Input(f32, {tc.kh, tc.kw, tc.c_in / tc.groups, tc.c_out}, 12, -1, 1);
+  Tensor x = c.Input(tc.dtype, MakeShape(tc.format, tc.n, tc.h, tc.w, tc.c_in), 11, -1, 1);
+  Tensor f = c.Input(tc.dtype, {tc.kh, tc.kw, tc.c_in / tc.groups, tc.c_out}, 12, -1, 1);
   if (tc.fused) x = Relu(x * 0.5 + 0.1);
   Tensor y = Conv2D(x, f, window);
   if (tc.fused) {
-    Tensor b = c.Input(f32, {tc.c_out}, 13, -1, 1);
+    Tensor b = c.Input(tc.dtype, {tc.c_out}, 13, -1, 1);
     y = Relu(tc.format == DataFormat::kNHWC ? y + b : y + Reshape(b, {1, tc.c_out, 1, 1}));
   }
   c.outputs = {y};
@@ -138,6 +147,58 @@ INSTANTIATE_TEST_SUITE_P(Conv, ConvTilesOpenCL, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<TileCase>& info) {
                            return info.param.name;
                          });
+
+// Compiled once with the batch a symbol class (the estimate 16), run on OpenCL at 16, 17
+// and 40: each block holds one image, so the tiles hold for every batch.
+TEST(ConvTilesSymbolicOpenCL, ASymbolicBatchRunsAtEverySize) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  const Device device{Device::Kind::kOpenCL, 0};
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    Window2D same = Win(1, 1, 1, 1, Padding::kSame);
+    same.format = format;
+    auto build = [&](Case& c, int64_t n) {
+      Tensor x = c.Input(f32, MakeShape(format, n, 9, 11, 13), 31 + n, -1, 1);
+      Tensor f = c.Input(f32, {3, 3, 13, 16}, 32, -1, 1);
+      c.outputs = {Conv2D(Relu(x), f, same)};
+    };
+    Case c16;
+    build(c16, 16);
+    ClusterSpec spec = SpecOf(c16);
+    spec.input_symbols = {{0, -1, -1, -1}, {}};
+    CompileOptions options;
+    options.device = device;
+    auto kernel = CompileCluster(spec, options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const std::string log = (*kernel)->schedule_text();
+    EXPECT_NE(log.find("conv, shared-memory tiles"), std::string::npos) << log;
+    EXPECT_EQ((*kernel)->output_types()[0].shape[0], -1) << "the batch is not symbolic";
+    for (int64_t n : {16, 17, 40}) {
+      Case c;
+      build(c, n);
+      auto expected = ReferenceOutputs(SpecOf(c), c.values);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      std::vector<std::unique_ptr<DeviceTensor>> ins;
+      std::vector<DeviceTensor*> in_ptrs;
+      for (const HostTensor& v : c.values) {
+        auto d = DeviceTensor::Allocate(v.type(), device);
+        ASSERT_TRUE(d.ok()) << d.status();
+        ASSERT_TRUE((*d)->CopyFromHost(v).ok());
+        in_ptrs.push_back(d->get());
+        ins.push_back(*std::move(d));
+      }
+      auto out = DeviceTensor::Allocate((*expected)[0].type(), device);
+      ASSERT_TRUE(out.ok()) << out.status();
+      DeviceTensor* out_ptr = out->get();
+      absl::Status run = (*kernel)->RunOnDevice(in_ptrs, {&out_ptr, 1});
+      ASSERT_TRUE(run.ok()) << run << " at batch " << n << "\n" << log;
+      HostTensor got;
+      ASSERT_TRUE((*out)->CopyToHost(&got).ok());
+      std::string why;
+      EXPECT_TRUE(AllClose(got, (*expected)[0], kConvTol.rtol, kConvTol.atol, &why))
+          << (format == DataFormat::kNCHW ? "NCHW" : "NHWC") << " at batch " << n << ": " << why;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace lowertest
