@@ -1,5 +1,7 @@
-// Shared-memory tiles for a GPU Conv2D (a kConv stage with a Stage::ConvWindow): the
-// GPU heuristic's schedule for direct convolutions (see gpu_schedule.h).
+// Shared-memory tiles for a GPU Conv2D, or a Conv2DBackpropInput at stride 1 (a kConv
+// stage with a Stage::ConvWindow; the backprop is a Conv2D of dy over the flipped filter,
+// dy in x's place below): the GPU heuristic's schedule for direct convolutions (see
+// gpu_schedule.h).
 //
 // Without them each thread reduces its output's whole window reading global memory: a
 // 3x3 window over 64 channels loads every input element 9 x (output channels) times and
