@@ -34,6 +34,7 @@ struct PtxCase {
   Shape x, f;
   Window2D window;
   bool tiled;
+  bool backprop = false;  // Conv2DBackpropInput of x's shape (f, dy = the Conv2D's shape)
 };
 
 void PrintTo(const PtxCase& c, std::ostream* os) { *os << c.name; }
@@ -52,9 +53,18 @@ class GpuConvPtx : public ::testing::TestWithParam<PtxCase> {};
 TEST_P(GpuConvPtx, SharedMemoryTilesAssemble) {
   const PtxCase& pc = GetParam();
   Case c;
-  Tensor x = c.Input(DType::kF32, pc.x, 1);
   Tensor f = c.Input(DType::kF32, pc.f, 2);
-  c.outputs = {Relu(Conv2D(Relu(x), f, pc.window))};  // a fused producer and consumer
+  if (pc.backprop) {
+    Graph probe;
+    const Shape y = Conv2D(Placeholder(probe, DType::kF32, pc.x),
+                           Placeholder(probe, DType::kF32, pc.f), pc.window)
+                        .shape();
+    Tensor dy = c.Input(DType::kF32, y, 1);
+    c.outputs = {Relu(Conv2DBackpropInput(pc.x, f, Relu(dy), pc.window))};
+  } else {
+    Tensor x = c.Input(DType::kF32, pc.x, 1);
+    c.outputs = {Relu(Conv2D(Relu(x), f, pc.window))};  // a fused producer and consumer
+  }
   ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
   auto code = GenerateCudaCode(SpecOf(c, "conv_" + pc.name), Scheduler::kGpuFused);
   ASSERT_TRUE(code.ok()) << code.status();
@@ -66,11 +76,15 @@ TEST_P(GpuConvPtx, SharedMemoryTilesAssemble) {
   EXPECT_EQ(tiles, pc.tiled);
   // Halide's shared memory is dynamic (sized at the launch), so the PTX declares no
   // .shared array: the conv kernel's ld.shared / st.shared and barriers show it.
-  // The conv kernel, named for its blocks: the tiles fused with dims 2 and 3 (the other
-  // kernels compute the operand and the output's ReLU).
-  const size_t entry = code->ptx.find("_t_dim2_dim3___block_id_x(");
-  ASSERT_NE(entry, std::string::npos);
-  const std::string conv = code->ptx.substr(entry, code->ptx.find(".entry", entry) - entry);
+  // The conv kernel: the one with the most shared loads (the other kernels compute the
+  // operand and the output's ReLU, pointwise; kernel names vary with the Funcs' names).
+  std::string conv;
+  for (size_t at = code->ptx.find(".entry"); at != std::string::npos;) {
+    const size_t next = code->ptx.find(".entry", at + 1);
+    const std::string kernel = code->ptx.substr(at, next == std::string::npos ? next : next - at);
+    if (conv.empty() || Count(kernel, "ld.shared.") > Count(conv, "ld.shared.")) conv = kernel;
+    at = next;
+  }
   const int shared_loads = Count(conv, "ld.shared.");
   std::cout << "[conv PTX] " << pc.name << ": " << code->kernels.size() << " kernels, "
             << "conv kernel: " << shared_loads << " ld.shared, " << Count(conv, "st.shared.")
@@ -102,6 +116,18 @@ const PtxCase kCases[] = {
     {"NCHW_2x32x30x28to16", {2, 32, 30, 28}, {3, 3, 32, 16}, Same(DataFormat::kNCHW), true},
     {"NHWC_Depthwise_1x17x19x24", {1, 17, 19, 24}, {3, 3, 1, 24}, Same(DataFormat::kNHWC), true},
     {"NCHW_Stride2_1x3x63x65", {1, 3, 63, 65}, {3, 3, 3, 8}, Same(DataFormat::kNCHW, 2), true},
+    {"Dx_NHWC_2x14x14x32to64",
+     {2, 14, 14, 32},
+     {3, 3, 32, 64},
+     Same(DataFormat::kNHWC),
+     true,
+     true},
+    {"Dx_NCHW_2x32x30x28to16",
+     {2, 32, 30, 28},
+     {3, 3, 32, 16},
+     Same(DataFormat::kNCHW),
+     true,
+     true},
     {"NHWC_Dilation60_FallsBack",
      {1, 10, 10, 2},
      {3, 3, 2, 4},

@@ -1,4 +1,5 @@
-// The GPU heuristic's shared-memory tiles for Conv2D (schedule/gpu_conv_tiles.h), run on
+// The GPU heuristic's shared-memory tiles for Conv2D and Conv2DBackpropInput at stride 1
+// (schedule/gpu_conv_tiles.h), run on
 // OpenCL (POCL: on the CPU here, so correctness only, never speed) and compared with the
 // reference: both data formats, odd and prime extents, strides, dilations, groups and
 // depthwise, input channels in several chunks (one not a multiple of the chunk), fused
@@ -30,6 +31,9 @@ struct TileCase {
   bool fused = false;  // relu(x * 0.5 + 0.1) in, + bias then relu out
   int chunks = 0;      // > 0: the log must show this many chunks of input channels
   DType dtype = f32;
+  // Conv2DBackpropInput (stride 1: a Conv2D of dy) of this geometry instead: dy has
+  // c_out channels, the chunks split them.
+  bool backprop = false;
 };
 
 void PrintTo(const TileCase& c, std::ostream* os) { *os << c.name; }
@@ -81,9 +85,25 @@ std::vector<TileCase> Cases() {
     cases.push_back({p + "HugeDilationFallsBack", f, 1, 10, 10, 2, 3, 3, 1, 4,
                      Win(1, 1, 60, 60, same), "one input channel's patch"});
   }
+  // Conv2DBackpropInput at stride 1: dy's 37 channels in chunks, groups, a dilation with
+  // explicit padding, fused.
+  for (DataFormat f : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    const std::string p = f == DataFormat::kNCHW ? "NCHW_" : "NHWC_";
+    std::vector<TileCase> dx = {
+        {p + "DxChunks", f, 2, 20, 30, 64, 3, 3, 1, 37, Win(1, 1, 1, 1, same)},
+        {p + "DxGroups3", f, 2, 12, 10, 9, 3, 3, 3, 12, Win(1, 1, 1, 1, same)},
+        {p + "DxDilation2Explicit", f, 2, 15, 14, 8, 3, 3, 1, 4, Win(1, 1, 2, 2, expl)},
+        {p + "DxValidFused", f, 1, 13, 11, 6, 2, 3, 1, 10, Win(1, 1, 1, 1, valid)}};
+    dx.back().fused = true;
+    for (TileCase& c : dx) c.backprop = true;
+    cases.insert(cases.end(), dx.begin(), dx.end());
+  }
   // f64: 8-byte elements halve the channels a chunk holds (5 of 37 here, 8 chunks).
-  for (int i : {0, 1}) {
-    TileCase f64 = cases[i == 0 ? 0 : cases.size() / 2];
+  for (const std::string name : {"NHWC_Chunks37to64", "NCHW_Chunks37to64"}) {
+    TileCase f64;
+    for (const TileCase& c : cases) {
+      if (c.name == name) f64 = c;
+    }
     f64.name += "_F64";
     f64.dtype = DType::kF64;
     cases.push_back(f64);
@@ -108,13 +128,27 @@ TEST_P(ConvTilesOpenCL, MatchesReference) {
   Window2D window = tc.window;
   window.format = tc.format;
   Case c;
-  Tensor x = c.Input(tc.dtype, MakeShape(tc.format, tc.n, tc.h, tc.w, tc.c_in), 11, -1, 1);
-  Tensor f = c.Input(tc.dtype, {tc.kh, tc.kw, tc.c_in / tc.groups, tc.c_out}, 12, -1, 1);
-  if (tc.fused) x = Relu(x * 0.5 + 0.1);
-  Tensor y = Conv2D(x, f, window);
+  const Shape x_shape = MakeShape(tc.format, tc.n, tc.h, tc.w, tc.c_in);
+  const Shape f_shape = {tc.kh, tc.kw, tc.c_in / tc.groups, tc.c_out};
+  Tensor y;
+  int64_t channels = tc.c_out;  // of the output
+  if (tc.backprop) {
+    auto g = Conv2DGeometryOf(window, x_shape, f_shape);
+    ASSERT_TRUE(g.ok()) << g.status();
+    Tensor f = c.Input(tc.dtype, f_shape, 12, -1, 1);
+    Tensor dy = c.Input(tc.dtype, g->OutputShape(), 14, -1, 1);
+    if (tc.fused) dy = Relu(dy * 0.5 + 0.1);
+    y = Conv2DBackpropInput(x_shape, f, dy, window);
+    channels = tc.c_in;
+  } else {
+    Tensor x = c.Input(tc.dtype, x_shape, 11, -1, 1);
+    Tensor f = c.Input(tc.dtype, f_shape, 12, -1, 1);
+    if (tc.fused) x = Relu(x * 0.5 + 0.1);
+    y = Conv2D(x, f, window);
+  }
   if (tc.fused) {
-    Tensor b = c.Input(tc.dtype, {tc.c_out}, 13, -1, 1);
-    y = Relu(tc.format == DataFormat::kNHWC ? y + b : y + Reshape(b, {1, tc.c_out, 1, 1}));
+    Tensor b = c.Input(tc.dtype, {channels}, 13, -1, 1);
+    y = Relu(tc.format == DataFormat::kNHWC ? y + b : y + Reshape(b, {1, channels, 1, 1}));
   }
   c.outputs = {y};
   ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
@@ -128,8 +162,8 @@ TEST_P(ConvTilesOpenCL, MatchesReference) {
   EXPECT_EQ((*kernel)->scheduler_used(), Scheduler::kGpuFused);
   if (tc.fallback.empty()) {
     EXPECT_NE(log.find("conv, shared-memory tiles"), std::string::npos);
-    // Both views (x's patch, the filter's slice); named for the conv.
-    EXPECT_NE(log.find("_xv"), std::string::npos);
+    // Both views (x's or dy's patch, the filter's slice); named for the conv.
+    EXPECT_NE(log.find(tc.backprop ? "_dyv" : "_xv"), std::string::npos);
     EXPECT_NE(log.find("_fv"), std::string::npos);
     EXPECT_EQ(Count(log, "staged in shared memory per chunk"), 2);
   } else {
