@@ -14,13 +14,14 @@ namespace gpu {
 namespace {
 
 using Halide::MemoryType;
-using Halide::VarOrRVar;
 using Window = Stage::ConvWindow;
 
 // Outputs per thread along dims 0 and 1 where a dim has at least kRegisterMin of them.
 inline constexpr int kRegisterTile = 2;
 inline constexpr int64_t kRegisterMin = 4;
-// Multiply-adds per staged element below which staging does not pay.
+// Multiply-adds per staged element below which staging is taken not to pay: a guess
+// (nothing here was timed on a GPU), meant to keep strided windows over few channels,
+// whose elements a thread per output reads about once anyway, on the old schedule.
 inline constexpr int64_t kMinReuse = 2;
 
 struct Plan {
