@@ -12,7 +12,9 @@
 // left out of the RDom (RDom::where) rather than multiplied as 0 (0 * inf is NaN); a
 // condition that varies along the vectorized dim (NCHW's W) selects the product
 // instead, so the predicate does not split the vector. Reads are clamped into the
-// input: Halide bounds every access by the buffer's extents.
+// input: Halide bounds every access by the buffer's extents. For a GPU, a Conv2D (and an
+// input gradient at stride 1) clamps inside two views of its operands instead
+// (Stage::ConvWindow), which the GPU heuristic stages in shared memory.
 //
 // The filter gradient reduces over N * OH * OW for few outputs: it is computed as P
 // partial sums (batch n goes to partial n % P), a dim the schedules run in parallel,
@@ -66,6 +68,7 @@ struct ConvParts {
   std::vector<Stage::Operand> operands;
   int64_t reduction_extent = 1;
   bool reduction_symbolic = false;
+  Stage::ConvWindow conv;  // a Conv2D for a GPU (pipeline_info.h)
 };
 
 // A conv operand as the k loop should read it. One that computes something becomes a
@@ -124,6 +127,7 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
   stage.reduction_extent = parts.reduction_extent;
   stage.reduction_symbolic = parts.reduction_symbolic;
   stage.operands = std::move(parts.operands);
+  stage.conv = parts.conv;
   ctx.stages().push_back(stage);
   return result;
 }
@@ -154,8 +158,33 @@ Value ConvForward(LoweringContext& ctx, const std::string& name, const Conv2DGeo
   const Nhwc o = Split4(g.format, RowMajor(HalideVars(4)));
   const Expr ih = InputIndex(g.h, o.h, th), iw = InputIndex(g.w, o.w, tw);
   const Expr c = g.groups == 1 ? ci : (o.c / static_cast<int>(og)) * static_cast<int>(cg) + ci;
-  const Expr xv = At(x, Index4(g.format, {o.n, ClampTo(ih, g.h.in), ClampTo(iw, g.w.in), c}));
-  p.product = xv * At(f, {th, tw, ci, o.c});
+  Expr xv, fv;
+  if (ctx.gpu) {
+    // Read through clamping views (Stage::ConvWindow), which the GPU heuristic may stage
+    // in shared memory over constant-size boxes; inlined, they are the reads below.
+    Stage::ConvWindow& w = p.conv;
+    w.x_view = Define(ctx, name + "_xv", x.dtype, x.shape, [&](const std::vector<Expr>& i) {
+                 const Nhwc q = Split4(g.format, i);
+                 return At(x, Index4(g.format, {q.n, ClampTo(q.h, g.h.in), ClampTo(q.w, g.w.in),
+                                                ClampTo(q.c, g.c_in)}));
+               }).func;
+    w.f_view = Define(ctx, name + "_fv", f.dtype, f.shape, [&](const std::vector<Expr>& i) {
+                 return At(f, {ClampTo(i[0], g.h.window), ClampTo(i[1], g.w.window),
+                               ClampTo(i[2], cg), ClampTo(i[3], g.c_out)});
+               }).func;
+    w.nchw = g.format == DataFormat::kNCHW;
+    w.kh = g.h.window, w.kw = g.w.window;
+    w.stride_h = g.h.stride, w.stride_w = g.w.stride;
+    w.dilation_h = g.h.dilation, w.dilation_w = g.w.dilation;
+    w.cg = cg, w.og = og, w.groups = g.groups;
+    const std::vector<Expr> at = Index4(g.format, {o.n, ih, iw, c});
+    xv = w.x_view(std::vector<Expr>(at.rbegin(), at.rend()));
+    fv = w.f_view(o.c, ci, tw, th);
+  } else {
+    xv = At(x, Index4(g.format, {o.n, ClampTo(ih, g.h.in), ClampTo(iw, g.w.in), c}));
+    fv = At(f, {th, tw, ci, o.c});
+  }
+  p.product = xv * fv;
   PadTests(g.h, ih, false, p);
   PadTests(g.w, iw, g.format == DataFormat::kNCHW, p);
   p.reduction_extent = cg * g.h.window * g.w.window;
@@ -207,11 +236,34 @@ Value ConvBackpropInput(LoweringContext& ctx, const std::string& name, const Con
           InsideForWhere(num, high ? d.out * d.stride : std::numeric_limits<int32_t>::max()));
     }
     if (d.stride > 1) tests.push_back(num % static_cast<int>(d.stride) == 0);
-    return ClampTo(o, d.out);
+    return o;
   };
   const Expr oh = source(g.h, i.h, th, false), ow = source(g.w, i.w, tw, nchw);
   const Expr co = g.groups == 1 ? j : (i.c / cgi) * ogi + j;
-  p.product = At(dy, Index4(g.format, {i.n, oh, ow, co})) * At(ft, {th, tw, j, i.c});
+  if (ctx.gpu && g.h.stride == 1 && g.w.stride == 1) {
+    // At stride 1, a Conv2D of dy over the flipped filter: read through clamping views
+    // for the GPU heuristic's tiles, as ConvForward. Its RDom's channels are dy's (og
+    // per group), and each group of cg consecutive dx channels reads one group of them.
+    Stage::ConvWindow& w = p.conv;
+    w.x_view = Define(ctx, name + "_dyv", dy.dtype, dy.shape, [&](const std::vector<Expr>& k) {
+                 const Nhwc q = Split4(g.format, k);
+                 return At(dy, Index4(g.format, {q.n, ClampTo(q.h, g.h.out), ClampTo(q.w, g.w.out),
+                                                 ClampTo(q.c, g.c_out)}));
+               }).func;
+    w.f_view = Define(ctx, name + "_fv", ft.dtype, packed, [&](const std::vector<Expr>& k) {
+                 return At(ft, {ClampTo(k[0], g.h.window), ClampTo(k[1], g.w.window),
+                                ClampTo(k[2], og), ClampTo(k[3], g.c_in)});
+               }).func;
+    w.nchw = nchw;
+    w.kh = g.h.window, w.kw = g.w.window;
+    w.dilation_h = g.h.dilation, w.dilation_w = g.w.dilation;
+    w.cg = og, w.og = cg, w.groups = g.groups;
+    const std::vector<Expr> at = Index4(g.format, {i.n, oh, ow, co});
+    p.product = w.x_view(std::vector<Expr>(at.rbegin(), at.rend())) * w.f_view(i.c, j, tw, th);
+  } else {
+    p.product = At(dy, Index4(g.format, {i.n, ClampTo(oh, g.h.out), ClampTo(ow, g.w.out), co})) *
+                At(ft, {th, tw, j, i.c});
+  }
   p.reduction_extent = og * g.h.window * g.w.window;
   return Accumulate(ctx, std::move(p));
 }

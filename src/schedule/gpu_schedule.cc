@@ -11,6 +11,7 @@
 
 #include "braze/dtype.h"
 #include "schedule/extremum_operands.h"
+#include "schedule/gpu_conv_tiles.h"
 #include "schedule/gpu_tiles.h"
 
 namespace braze {
@@ -80,7 +81,7 @@ class GpuHeuristic {
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
       if (IsTiled(s.kind)) {
-        MatMul(s);
+        Tiled(s);
       } else {
         ScheduleReduction(s, reductions_[i]);
       }
@@ -136,9 +137,21 @@ class GpuHeuristic {
     // A matmul reads each operand element m (or n) times: an operand that computes
     // something is materialized once instead of being inlined into the k loop. Operands
     // that only reindex inputs (transpose, reshape) or constants stay inlined.
+    // A convolution's clamping views (Stage::ConvWindow) are looked through: the operand
+    // is what they read, and they stay inlined unless ConvTiles stages them.
     for (const Stage& s : info_.stages) {
       if (!IsTiled(s.kind)) continue;
+      std::map<std::string, Function> reads;
       for (const auto& [name, fn] : Halide::Internal::find_direct_calls(s.acc.function())) {
+        if (!IsConvView(s, name)) {
+          reads.emplace(name, fn);
+          continue;
+        }
+        for (const auto& [callee, callee_fn] : Halide::Internal::find_direct_calls(fn)) {
+          if (callee != name) reads.emplace(callee, callee_fn);
+        }
+      }
+      for (const auto& [name, fn] : reads) {
         if (name == s.acc.name() || materialized_.count(name) > 0) continue;
         bool computes = false;
         for (const auto& [callee, callee_fn] : Halide::Internal::find_direct_calls(fn)) {
@@ -544,6 +557,26 @@ class GpuHeuristic {
         log_ << acc.name() << ": combine per thread, " << where << "\n";
         return;
     }
+  }
+
+  static bool IsConvView(const Stage& s, const std::string& name) {
+    return s.conv.x_view.defined() &&
+           (name == s.conv.x_view.name() || name == s.conv.f_view.name());
+  }
+
+  // A GPU Conv2D gets shared-memory tiles where its geometry allows (gpu_conv_tiles.h),
+  // except in the serial plan, the last resort, which keeps the thread-per-output
+  // schedule below in case Halide rejects the tiled one.
+  void Tiled(const Stage& s) {
+    if (s.kind == StageKind::kConv && s.conv.x_view.defined()) {
+      if (plan_ == Scheduler::kGpuSerial) {
+        log_ << s.result.name() << ": conv, no shared-memory tiles in the serial plan\n";
+      } else if (ConvTiles(s, log_)) {
+        placed_.insert(s.acc.name());
+        return;
+      }
+    }
+    MatMul(s);
   }
 
   // The result tiled 16x16 over (n, m), batch dims fused into the block index; each

@@ -29,7 +29,13 @@
 //   rfactored into partials computed at root on the GPU, then a second small kernel (or
 //   the consumer's kernel) combines them.
 // - MatMul: the result is tiled 16x16 over (n, m) with batch dims in the block index,
-//   and the accumulator computed per thread (in registers) over k.
+//   and the accumulator computed per thread (in registers) over k. The filter gradient
+//   and a strided input gradient likewise, their window reduced per thread.
+// - Conv2D, and Conv2DBackpropInput at stride 1: shared-memory tiles
+//   (gpu_conv_tiles.h): per chunk of input channels the
+//   block stages the input patch and filter slice its tile reads, each thread sums 2x2
+//   outputs in registers; the matmul-like schedule above where the geometry rules the
+//   tiles out (the log says why), and in the serial plan.
 //
 // Symbolic extents (pipeline_info.h): the splits above are guarded, so a schedule made
 // at the estimates holds for every size, with three exceptions kept off symbolic dims:

@@ -90,6 +90,25 @@ struct Stage {
   // True when the RDom walks the input's innermost (contiguous) dim, so vectorizing the
   // update over acc's dim 0 would turn contiguous loads into gathers.
   bool reduces_innermost = false;
+  // A Conv2D, or a Conv2DBackpropInput at stride 1 (a Conv2D of dy over the flipped
+  // filter), lowered for a GPU (lower/lower_conv.cc): what the GPU heuristic needs to
+  // stage its operands in shared-memory tiles (gpu_conv_tiles.h). The update reads its
+  // image (x, or dy) and filter only through two pure views that clamp every index but
+  // the batch into the tensor, so the views may be computed over any box (a
+  // constant-size tile past an edge) without reading outside a buffer; inlined, they are
+  // the clamped reads every convolution makes. x_view undefined: not such a stage.
+  struct ConvWindow {
+    Halide::Func x_view;  // the image's Halide dims: NHWC (c, w, h, n), NCHW (w, h, c, n)
+    // The filter's Halide dims (out channel, rdom channel, kw, kh): HWIO's (co, ci, kw,
+    // kh), or the backprop's repacked (c, j, kw, kh).
+    Halide::Func f_view;
+    bool nchw = false;
+    int64_t kh = 1, kw = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+    int64_t cg = 1;  // image channels per group: rdom.x's extent
+    int64_t og = 1;  // output channels per group
+    int64_t groups = 1;
+  };
+  ConvWindow conv;
 };
 
 // f(x, y, ...) = buffer(x, y, ...): the wrapper Func Halide gives every ImageParam, or
