@@ -15,6 +15,20 @@ namespace {
 using namespace Halide::Internal;  // IR node types, in this file only
 using Halide::Expr;
 
+// The names of the variables `e` reads.
+std::set<std::string> VariableNames(const Expr& e) {
+  class Vars : public IRGraphVisitor {
+   public:
+    std::set<std::string> names;
+
+   private:
+    using IRGraphVisitor::visit;
+    void visit(const Variable* op) override { names.insert(op->name); }
+  } vars;
+  e.accept(&vars);
+  return vars.names;
+}
+
 // The Func a buffer belongs to: "f" for "f", and for "f.0" (a Tuple component) too.
 std::string FuncOfBuffer(const std::string& buffer) {
   const size_t dot = buffer.rfind('.');
@@ -77,16 +91,8 @@ class Checker : public IRVisitor {
   // The loop variables (names) an expression depends on, through lets.
   std::set<std::string> DepsOf(const Expr& e) {
     std::set<std::string> deps;
-    class Vars : public IRGraphVisitor {
-     public:
-      std::set<std::string> names;
-
-     private:
-      using IRGraphVisitor::visit;
-      void visit(const Variable* op) override { names.insert(op->name); }
-    } vars;
-    e.accept(&vars);
-    for (const std::string& v : vars.names) {
+    const std::set<std::string> names = VariableNames(e);
+    for (const std::string& v : names) {
       if (loop_names_.count(v)) deps.insert(v);
       auto it = let_deps_.find(v);
       if (it != let_deps_.end()) deps.insert(it->second.begin(), it->second.end());
@@ -506,17 +512,9 @@ class StridedRmwFinder : public IRVisitor {
 
   // The enclosing loops' variables `e` depends on, through lets.
   std::set<std::string> DepsOf(const Expr& e) const {
-    class Vars : public IRGraphVisitor {
-     public:
-      std::set<std::string> names;
-
-     private:
-      using IRGraphVisitor::visit;
-      void visit(const Variable* op) override { names.insert(op->name); }
-    } vars;
-    e.accept(&vars);
+    const std::set<std::string> names = VariableNames(e);
     std::set<std::string> deps;
-    for (const std::string& v : vars.names) {
+    for (const std::string& v : names) {
       auto let = lets_.find(v);
       if (let != lets_.end()) deps.insert(let->second.deps.begin(), let->second.deps.end());
       for (const Loop& loop : loops_) {
@@ -547,16 +545,8 @@ class StridedRmwFinder : public IRVisitor {
   std::string StrideIn(Expr index, const std::string& v) const {
     for (int round = 0; round < 16; ++round) {
       std::map<std::string, Expr> moving;  // only the lets that depend on v
-      class Vars : public IRGraphVisitor {
-       public:
-        std::set<std::string> names;
-
-       private:
-        using IRGraphVisitor::visit;
-        void visit(const Variable* op) override { names.insert(op->name); }
-      } vars;
-      index.accept(&vars);
-      for (const std::string& name : vars.names) {
+      const std::set<std::string> names = VariableNames(index);
+      for (const std::string& name : names) {
         auto let = lets_.find(name);
         if (let != lets_.end() && let->second.deps.count(v)) moving[name] = let->second.value;
       }

@@ -67,16 +67,6 @@ struct ConvCase {
   Window2D window;
 };
 
-Window2D Win(Padding p, int sh, int sw, int dh = 1, int dw = 1) {
-  Window2D w;
-  w.padding = p;
-  w.stride_h = sh;
-  w.stride_w = sw;
-  w.dilation_h = dh;
-  w.dilation_w = dw;
-  return w;
-}
-
 TEST_F(CpuConvTest, EveryGeometryMatchesTheReference) {
   Window2D explicit_pads = Win(Padding::kExplicit, 2, 1, 1, 2);
   explicit_pads.pad_top = 2, explicit_pads.pad_bottom = 0;

@@ -29,16 +29,6 @@ struct BnCase {
   bool relu;
 };
 
-Window2D Win(Padding p, int sh, int sw, int dh = 1, int dw = 1) {
-  Window2D w;
-  w.padding = p;
-  w.stride_h = sh;
-  w.stride_w = sw;
-  w.dilation_h = dh;
-  w.dilation_w = dw;
-  return w;
-}
-
 // The inference graph's pieces: y = Conv2D(x, f), BatchNorm(y) (its Relu) = out.
 struct Built {
   Case c;

@@ -31,6 +31,17 @@ namespace lowertest {
 
 // A graph with its placeholders (the cluster inputs), the values fed to them and the
 // tensors the cluster must produce.
+// A window of padding p, strides (sh, sw) and dilations (dh, dw), NHWC.
+inline Window2D Win(Padding p, int sh, int sw, int dh = 1, int dw = 1) {
+  Window2D w;
+  w.padding = p;
+  w.stride_h = sh;
+  w.stride_w = sw;
+  w.dilation_h = dh;
+  w.dilation_w = dw;
+  return w;
+}
+
 struct Case {
   std::unique_ptr<Graph> graph = std::make_unique<Graph>();
   std::vector<Tensor> inputs;
