@@ -158,6 +158,19 @@ TEST(SequenceSpecials, SinCosOfSpecialValues) {
     ASSERT_TRUE(ref.ok()) << ref.status();
     EXPECT_TRUE(std::isnan((*ref)[0].GetDouble(0)) && std::isnan((*ref)[1].GetDouble(2)));
     EXPECT_TRUE(std::signbit((*ref)[0].GetDouble(3)) && (*ref)[0].GetDouble(3) == 0);
+    // AllClose does not tell -0 from +0, nor look at a subnormal: the compiled bits do.
+    for (Scheduler s : AllSchedulers()) {
+      CompileOptions options;
+      options.scheduler = s;
+      auto kernel = CompileCluster(SpecOf(c), options);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto got = RunKernel(**kernel, c.values);
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_TRUE(std::signbit((*got)[0].GetDouble(3)) && (*got)[0].GetDouble(3) == 0)
+          << SchedulerName(s) << ": Sin(-0) is " << (*got)[0].GetDouble(3);
+      EXPECT_EQ((*got)[0].GetDouble(5), (*ref)[0].GetDouble(5)) << SchedulerName(s);
+      EXPECT_EQ((*got)[1].GetDouble(3), 1.0) << SchedulerName(s);
+    }
   }
 }
 
