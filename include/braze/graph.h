@@ -226,11 +226,11 @@ struct HostCallAttrs {
   std::vector<TensorSpec> outputs;
 };
 
-using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
-                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs,
-                           BroadcastToAttrs, ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs,
-                           GatherAttrs, SegmentSumAttrs, IotaAttrs, Conv2DAttrs, Pool2DAttrs,
-                           HostCallAttrs>;
+using Attrs =
+    std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
+                 ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
+                 ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.
