@@ -153,6 +153,29 @@ struct OneHotAttrs {
   double off_value = 0;
   DType dtype = DType::kF32;
 };
+// Gather(params, indices) (TF's tf.gather, batch_dims = 0): indices (i32, any shape)
+// pick slices of params along `axis`; the output is
+// params.shape[:axis] + indices.shape + params.shape[axis + 1:]. An index outside
+// [0, params.shape[axis]) reads zeros (docs/BAD_INPUT.md says why), never memory.
+struct GatherAttrs {
+  int axis = 0;  // normalized: 0 <= axis < params' rank
+};
+// UnsortedSegmentSum(data, segment_ids): TF's op, generalized to an axis (TF's is 0).
+// segment_ids (i32) must have the shape of data.shape[axis : axis + ids' rank]; the
+// output is data.shape[:axis] + [num_segments] + data.shape[axis + ids' rank:], each
+// segment the sum of the data slices whose id names it, added in row-major order of
+// the ids (the same order, compiled or not); an id outside [0, num_segments) is
+// dropped. Gather's gradient, and its own gradient is a Gather.
+struct SegmentSumAttrs {
+  int axis = 0;  // normalized
+  int64_t num_segments = 0;
+};
+// Iota(like): the 1-D tensor [0, 1, ..., n - 1] of `dtype` with n = like.shape[axis],
+// which may be symbolic (-1); like's values are never read.
+struct IotaAttrs {
+  int axis = 0;  // normalized
+  DType dtype = DType::kI32;
+};
 // Convolution and pooling. Spatial dims are H and W; `format` says where N, H, W and C
 // sit (NHWC: TF's default). Filters are [KH, KW, C_in / groups, C_out] in both formats
 // (TF's HWIO); groups = C_in / the filter's dim 2 (C_out / groups filters per group:
@@ -203,10 +226,11 @@ struct HostCallAttrs {
   std::vector<TensorSpec> outputs;
 };
 
-using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
-                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs,
-                           BroadcastToAttrs, ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs,
-                           Conv2DAttrs, Pool2DAttrs, HostCallAttrs>;
+using Attrs =
+    std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
+                 ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
+                 ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

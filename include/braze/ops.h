@@ -49,6 +49,8 @@ Tensor Reciprocal(Tensor x);
 Tensor Sign(Tensor x);  // f32 f64 i32
 Tensor Floor(Tensor x);
 Tensor Erf(Tensor x);
+Tensor Sin(Tensor x);  // inf and NaN give NaN; Sin keeps -0
+Tensor Cos(Tensor x);
 Tensor Cast(Tensor x, DType dtype);  // float->int truncates toward zero
 
 // ---- Elementwise binary with numpy broadcasting; operands must share a dtype ----
@@ -89,6 +91,14 @@ Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);
 Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value = 0);
 Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_value = 0,
               DType dtype = DType::kF32);
+// Sequence ops (graph.h's GatherAttrs, SegmentSumAttrs and IotaAttrs say their shapes).
+// An embedding lookup is Gather(table, ids): table [V, D], ids [B, T] -> [B, T, D].
+// `axis` may be negative (counted from the end) in all three.
+Tensor Gather(Tensor params, Tensor indices, int axis = 0);
+Tensor UnsortedSegmentSum(Tensor data, Tensor segment_ids, int64_t num_segments, int axis = 0);
+// Positions 0..n-1 for n = like.shape[axis], known or symbolic: Less(Reshape(Iota(x, 1),
+// {-1, 1}), Reshape(Iota(x, 1), {1, -1})) is a causal mask for any sequence length.
+Tensor Iota(Tensor like, int axis, DType dtype = DType::kI32);
 
 // ---- Convolution and pooling (f32, f64; graph.h's Window2D and Pool2DAttrs) ----
 // x is [N, H, W, C] (NHWC) or [N, C, H, W] (NCHW); the filter [KH, KW, C / groups, C_out].

@@ -163,6 +163,7 @@ bool HasGradient(const Node& node) {
     case OpKind::kEqual:
     case OpKind::kArgMax:
     case OpKind::kOneHot:
+    case OpKind::kIota:  // positions: constant in `like`'s values
     case OpKind::kHostCall:
       return false;
     case OpKind::kCast:
@@ -179,6 +180,10 @@ bool HasGradient(const Node& node) {
     case OpKind::kSquare:
     case OpKind::kReciprocal:
     case OpKind::kErf:
+    case OpKind::kSin:
+    case OpKind::kCos:
+    case OpKind::kGather:
+    case OpKind::kUnsortedSegmentSum:
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
@@ -220,6 +225,15 @@ absl::Status CheckGradientSupported(const Node& node) {
   if (node.op() == OpKind::kSlice) return SlicePaddings(node).status();
   if (node.op() == OpKind::kPad) return PadWindowSizes(node).status();
   if (OpCategoryOf(node.op()) == OpCategory::kWindow) return WindowShapesKnown(node);
+  if (node.op() == OpKind::kGather) {
+    // The gradient's segment count is the table's size along the axis, an attribute.
+    const int axis = node.attrs_as<GatherAttrs>().axis;
+    if (node.input(0).shape()[axis] < 0) {
+      return absl::UnimplementedError(
+          absl::StrCat("the gradient of Gather '", node.name(), "' needs params' dim ", axis,
+                       " known at build time, got ", TypeString(node.input(0).type())));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -287,6 +301,12 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       break;
     case OpKind::kErf:
       dx[0] = dy * (Exp(Neg(Square(x))) * (2.0 / std::sqrt(M_PI)));
+      break;
+    case OpKind::kSin:
+      dx[0] = dy * Cos(x);
+      break;
+    case OpKind::kCos:
+      dx[0] = Neg(dy * Sin(x));
       break;
     case OpKind::kCast:
       // Integers carry no gradient; a float->float cast's gradient is cast back.
@@ -452,7 +472,19 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kAvgPoolGrad:
       dx[0] = AvgPool(dy, node.attrs_as<Pool2DAttrs>());
       break;
+    // Gather and UnsortedSegmentSum are each other's adjoint, out-of-range indices
+    // included (a zero read is a dropped slice): the pair is closed under
+    // differentiation. The indices carry no gradient.
+    case OpKind::kGather: {
+      const int axis = node.attrs_as<GatherAttrs>().axis;
+      dx[0] = UnsortedSegmentSum(dy, node.input(1), x.shape()[axis], axis);
+      break;
+    }
+    case OpKind::kUnsortedSegmentSum:
+      dx[0] = Gather(dy, node.input(1), node.attrs_as<SegmentSumAttrs>().axis);
+      break;
     case OpKind::kOneHot:
+    case OpKind::kIota:
     case OpKind::kHostCall:
       break;
   }

@@ -65,6 +65,9 @@ std::string AttrKey(const Attrs& attrs) {
             return absl::StrCat(a.depth, ",", Exact(a.on_value), ",", Exact(a.off_value), ",",
                                 DTypeName(a.dtype));
           },
+          [](const GatherAttrs& a) { return absl::StrCat(a.axis); },
+          [](const SegmentSumAttrs& a) { return absl::StrCat(a.axis, ",", a.num_segments); },
+          [](const IotaAttrs& a) { return absl::StrCat(a.axis, ",", DTypeName(a.dtype)); },
           [](const Conv2DAttrs& a) {
             return absl::StrCat(WindowKey(a.window), ShapeString(a.shape));
           },

@@ -106,6 +106,8 @@ Tensor Reciprocal(Tensor x) { return Add1(OpKind::kReciprocal, x); }
 Tensor Sign(Tensor x) { return Add1(OpKind::kSign, x); }
 Tensor Floor(Tensor x) { return Add1(OpKind::kFloor, x); }
 Tensor Erf(Tensor x) { return Add1(OpKind::kErf, x); }
+Tensor Sin(Tensor x) { return Add1(OpKind::kSin, x); }
+Tensor Cos(Tensor x) { return Add1(OpKind::kCos, x); }
 Tensor Cast(Tensor x, DType dtype) { return Add1(OpKind::kCast, x, CastAttrs{dtype}); }
 
 Tensor Add(Tensor a, Tensor b) { return Add2(OpKind::kAdd, a, b); }
@@ -182,6 +184,27 @@ Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double v
 }
 Tensor OneHot(Tensor indices, int64_t depth, double on_value, double off_value, DType dtype) {
   return Add1(OpKind::kOneHot, indices, OneHotAttrs{depth, on_value, off_value, dtype});
+}
+
+Tensor Gather(Tensor params, Tensor indices, int axis) {
+  Graph* g = GraphOf({params, indices});
+  if (g == nullptr) return Tensor();
+  const int rank = params.valid() ? params.rank() : 0;
+  return g->AddNode(OpKind::kGather, {params, indices}, GatherAttrs{NormalizeAxis(axis, rank)});
+}
+Tensor UnsortedSegmentSum(Tensor data, Tensor segment_ids, int64_t num_segments, int axis) {
+  Graph* g = GraphOf({data, segment_ids});
+  if (g == nullptr) return Tensor();
+  // A negative axis counts from the end of the output, whose rank is data's minus the
+  // ids' plus one (as Gather's axis counts in params, the shape of this op's output).
+  const int out_rank =
+      data.valid() && segment_ids.valid() ? data.rank() - segment_ids.rank() + 1 : 0;
+  return g->AddNode(OpKind::kUnsortedSegmentSum, {data, segment_ids},
+                    SegmentSumAttrs{NormalizeAxis(axis, out_rank), num_segments});
+}
+Tensor Iota(Tensor like, int axis, DType dtype) {
+  if (!like.valid()) return Tensor();
+  return Add1(OpKind::kIota, like, IotaAttrs{NormalizeAxis(axis, like.rank()), dtype});
 }
 
 Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window) {

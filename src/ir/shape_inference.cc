@@ -318,6 +318,61 @@ absl::StatusOr<Types> PoolTypes(OpKind op, const Pool2DAttrs& a, absl::Span<cons
   }
 }
 
+// Gather, UnsortedSegmentSum and Iota (graph.h's GatherAttrs, SegmentSumAttrs, IotaAttrs).
+absl::StatusOr<Types> GatherTypes(const GatherAttrs& a, const TensorType& params,
+                                  const TensorType& indices) {
+  const int rank = static_cast<int>(params.shape.size());
+  if (a.axis < 0 || a.axis >= rank) {
+    return Invalid(
+        absl::StrCat("Gather axis ", a.axis, " out of range for params ", TypeString(params)));
+  }
+  if (indices.dtype != DType::kI32) {
+    return Invalid(absl::StrCat("Gather indices must be i32, got ", TypeString(indices)));
+  }
+  Shape out(params.shape.begin(), params.shape.begin() + a.axis);
+  out.insert(out.end(), indices.shape.begin(), indices.shape.end());
+  out.insert(out.end(), params.shape.begin() + a.axis + 1, params.shape.end());
+  return Types{{params.dtype, out}};
+}
+
+absl::StatusOr<Types> SegmentSumTypes(const SegmentSumAttrs& a, const TensorType& data,
+                                      const TensorType& ids) {
+  BRAZE_RETURN_IF_ERROR(CheckDType(data.dtype, true, false, "UnsortedSegmentSum"));
+  if (ids.dtype != DType::kI32) {
+    return Invalid(
+        absl::StrCat("UnsortedSegmentSum segment_ids must be i32, got ", TypeString(ids)));
+  }
+  if (a.num_segments < 0) {
+    return Invalid(
+        absl::StrCat("UnsortedSegmentSum num_segments must be >= 0, got ", a.num_segments));
+  }
+  const int rank = static_cast<int>(data.shape.size());
+  const int ids_rank = static_cast<int>(ids.shape.size());
+  if (a.axis < 0 || a.axis + ids_rank > rank) {
+    return Invalid(absl::StrCat("UnsortedSegmentSum axis ", a.axis, " with segment_ids ",
+                                TypeString(ids), " does not fit data ", TypeString(data)));
+  }
+  for (int d = 0; d < ids_rank; ++d) {
+    if (!DimsCompatible(ids.shape[d], data.shape[a.axis + d])) {
+      return Invalid(absl::StrCat("UnsortedSegmentSum segment_ids ", TypeString(ids),
+                                  " do not match data ", TypeString(data), " at axis ", a.axis));
+    }
+  }
+  Shape out(data.shape.begin(), data.shape.begin() + a.axis);
+  out.push_back(a.num_segments);
+  out.insert(out.end(), data.shape.begin() + a.axis + ids_rank, data.shape.end());
+  return Types{{data.dtype, out}};
+}
+
+absl::StatusOr<Types> IotaTypes(const IotaAttrs& a, const TensorType& like) {
+  const int rank = static_cast<int>(like.shape.size());
+  if (a.axis < 0 || a.axis >= rank) {
+    return Invalid(absl::StrCat("Iota axis ", a.axis, " out of range for ", TypeString(like)));
+  }
+  BRAZE_RETURN_IF_ERROR(CheckDType(a.dtype, true, false, "Iota"));
+  return Types{{a.dtype, Shape{like.shape[a.axis]}}};
+}
+
 absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
                                                        absl::Span<const TensorType> in) {
   const int arity = OpArity(op);
@@ -379,6 +434,8 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kSign:
     case OpKind::kFloor:
     case OpKind::kErf:
+    case OpKind::kSin:
+    case OpKind::kCos:
       return Unary(op, in[0]);
     case OpKind::kCast: {
       BRAZE_ATTRS(CastAttrs);
@@ -484,6 +541,18 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
       Shape out = in[0].shape;
       out.push_back(a->depth);
       return Types{{a->dtype, out}};
+    }
+    case OpKind::kGather: {
+      BRAZE_ATTRS(GatherAttrs);
+      return GatherTypes(*a, in[0], in[1]);
+    }
+    case OpKind::kUnsortedSegmentSum: {
+      BRAZE_ATTRS(SegmentSumAttrs);
+      return SegmentSumTypes(*a, in[0], in[1]);
+    }
+    case OpKind::kIota: {
+      BRAZE_ATTRS(IotaAttrs);
+      return IotaTypes(*a, in[0]);
     }
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:

@@ -132,6 +132,13 @@ absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) 
                                 " off_value=", DoubleText(a.off_value),
                                 " dtype=", DTypeName(a.dtype));
           },
+          [](const GatherAttrs& a) -> R { return absl::StrCat("axis=", a.axis); },
+          [](const SegmentSumAttrs& a) -> R {
+            return absl::StrCat("axis=", a.axis, " num_segments=", a.num_segments);
+          },
+          [](const IotaAttrs& a) -> R {
+            return absl::StrCat("axis=", a.axis, " dtype=", DTypeName(a.dtype));
+          },
           [](const Conv2DAttrs& a) -> R {
             return absl::StrCat(WindowText(a.window), " shape=", ListText(a.shape));
           },

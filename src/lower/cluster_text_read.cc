@@ -358,6 +358,8 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
     case OpKind::kSign:
     case OpKind::kFloor:
     case OpKind::kErf:
+    case OpKind::kSin:
+    case OpKind::kCos:
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
@@ -491,6 +493,32 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
       BRAZE_ASSIGN_OR_RETURN(a.depth, ParseInt(depth, "depth", -kMaxExtent, kMaxExtent));
       BRAZE_ASSIGN_OR_RETURN(a.on_value, ParseDouble(on, "on_value"));
       BRAZE_ASSIGN_OR_RETURN(a.off_value, ParseDouble(off, "off_value"));
+      BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
+      return Attrs(a);
+    }
+    case OpKind::kGather: {
+      BRAZE_TAKE(axis, "axis");
+      GatherAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(int64_t v, ParseInt(axis, "axis", -kMaxInt, kMaxInt));
+      a.axis = static_cast<int>(v);
+      return Attrs(a);
+    }
+    case OpKind::kUnsortedSegmentSum: {
+      BRAZE_TAKE(axis, "axis");
+      BRAZE_TAKE(segments, "num_segments");
+      SegmentSumAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(int64_t v, ParseInt(axis, "axis", -kMaxInt, kMaxInt));
+      a.axis = static_cast<int>(v);
+      BRAZE_ASSIGN_OR_RETURN(a.num_segments,
+                             ParseInt(segments, "num_segments", -kMaxExtent, kMaxExtent));
+      return Attrs(a);
+    }
+    case OpKind::kIota: {
+      BRAZE_TAKE(axis, "axis");
+      BRAZE_TAKE(dtype, "dtype");
+      IotaAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(int64_t v, ParseInt(axis, "axis", -kMaxInt, kMaxInt));
+      a.axis = static_cast<int>(v);
       BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
       return Attrs(a);
     }

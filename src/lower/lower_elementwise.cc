@@ -429,6 +429,25 @@ Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const
     case OpKind::kErf:
       fn = [dt, cuda = ctx.cuda](Expr v) { return WithSpecials(v, Erf(v, dt, cuda), 1, -1); };
       break;
+    case OpKind::kSin:
+    case OpKind::kCos:
+      // Halide 14's sin and cos are the math library's (libm on the CPU, libdevice on
+      // CUDA, OpenCL's built-ins), with their full range reduction: accurate for the
+      // large arguments of positional encodings (test/lower/sequence_test.cc measures
+      // it against std::sin). Infinities give NaN by the test here, which LLVM's
+      // no-infinities flag cannot fold; NaN propagates; sin keeps -0 (libm's).
+      // On CUDA an f32 argument is computed in f64: Halide links libdevice's f32
+      // functions in flush-to-zero mode (test/compile/gpu_ptx_test.cc found .ftz
+      // arithmetic in __nv_sinf's PTX), which reads a subnormal argument as 0, where
+      // Sin keeps it; __nv_sin has no such mode, and its result rounded to f32 is within
+      // the tolerance of the reference's sinf.
+      fn = [op, f32_on_cuda = ctx.cuda && dt == DType::kF32](Expr v) {
+        const Expr a = f32_on_cuda ? Halide::cast(Halide::Float(64), v) : v;
+        Expr r = op == OpKind::kSin ? Halide::sin(a) : Halide::cos(a);
+        if (f32_on_cuda) r = Halide::cast(v.type(), r);
+        return WithSpecials(v, r, NAN, NAN);
+      };
+      break;
     default:
       throw Halide::InternalError(std::string("LowerUnary: not a unary op: ") + OpName(op));
   }

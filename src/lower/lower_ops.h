@@ -87,6 +87,15 @@ Value LowerPad(LoweringContext& ctx, const std::string& name, const PadAttrs& at
 Value LowerOneHot(LoweringContext& ctx, const std::string& name, const OneHotAttrs& attrs,
                   const Value& indices, const TensorType& out);
 
+// lower_sequence.cc: Gather (an out-of-range index reads zeros, never memory),
+// UnsortedSegmentSum (each segment adds its slices in the ids' row-major order, the
+// reference's) and Iota.
+Value LowerGather(LoweringContext& ctx, const std::string& name, const GatherAttrs& attrs,
+                  const Value& params, const Value& indices, const TensorType& out);
+Value LowerSegmentSum(LoweringContext& ctx, const std::string& name, const SegmentSumAttrs& attrs,
+                      const Value& data, const Value& ids, const TensorType& out);
+Value LowerIota(const TensorType& out);
+
 // lower_conv.cc: Conv2D and its gradient ops; lower_pool.cc: the pools and theirs.
 absl::StatusOr<Value> LowerConv(LoweringContext& ctx, const std::string& name, OpKind op,
                                 const Conv2DAttrs& attrs, const std::vector<Value>& in,

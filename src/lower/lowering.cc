@@ -132,6 +132,8 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
     case OpKind::kSign:
     case OpKind::kFloor:
     case OpKind::kErf:
+    case OpKind::kSin:
+    case OpKind::kCos:
       return LowerUnary(ctx, name, op, in[0]);
     case OpKind::kCast:
       return LowerCast(ctx, name, in[0], node.attrs_as<CastAttrs>().dtype);
@@ -172,6 +174,12 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
       return LowerPad(ctx, name, node.attrs_as<PadAttrs>(), in[0], out);
     case OpKind::kOneHot:
       return LowerOneHot(ctx, name, node.attrs_as<OneHotAttrs>(), in[0], out);
+    case OpKind::kGather:
+      return LowerGather(ctx, name, node.attrs_as<GatherAttrs>(), in[0], in[1], out);
+    case OpKind::kUnsortedSegmentSum:
+      return LowerSegmentSum(ctx, name, node.attrs_as<SegmentSumAttrs>(), in[0], in[1], out);
+    case OpKind::kIota:
+      return LowerIota(out);
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:
     case OpKind::kConv2DBackpropFilter: {

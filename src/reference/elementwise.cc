@@ -140,6 +140,12 @@ absl::Status UnaryFloating(OpKind op, const HostTensor& x, HostTensor& out) {
     case OpKind::kErf:
       MapUnary<T, T>(x, out, [](T v) { return std::erf(v); });
       return absl::OkStatus();
+    case OpKind::kSin:
+      MapUnary<T, T>(x, out, [](T v) { return std::sin(v); });
+      return absl::OkStatus();
+    case OpKind::kCos:
+      MapUnary<T, T>(x, out, [](T v) { return std::cos(v); });
+      return absl::OkStatus();
     default:
       return UnaryAnyNumeric<T>(op, x, out);
   }

@@ -179,6 +179,14 @@ Kernel RunSlice(const SliceAttrs& attrs, const HostTensor& x, const TensorType& 
 Kernel RunPad(const PadAttrs& attrs, const HostTensor& x, const TensorType& out);
 Kernel RunOneHot(const OneHotAttrs& attrs, const HostTensor& indices, const TensorType& out);
 
+// sequence.cc: Gather, UnsortedSegmentSum (graph.h says what an out-of-range index does)
+// and Iota.
+Kernel RunGather(const GatherAttrs& attrs, const HostTensor& params, const HostTensor& indices,
+                 const TensorType& out);
+Kernel RunSegmentSum(const SegmentSumAttrs& attrs, const HostTensor& data, const HostTensor& ids,
+                     const TensorType& out);
+Kernel RunIota(const IotaAttrs& attrs, const HostTensor& like, const TensorType& out);
+
 // window.cc: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter; the pools and their
 // gradient ops.
 Kernel RunConv(OpKind op, const Conv2DAttrs& attrs, absl::Span<const HostTensor> inputs,

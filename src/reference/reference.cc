@@ -126,6 +126,8 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
     case OpKind::kSign:
     case OpKind::kFloor:
     case OpKind::kErf:
+    case OpKind::kSin:
+    case OpKind::kCos:
       return ri::RunUnary(op, inputs[0], output_types[0]);
     case OpKind::kCast:
       return ri::RunCast(inputs[0], output_types[0]);
@@ -186,6 +188,18 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
     case OpKind::kOneHot: {
       BRAZE_ASSIGN_OR_RETURN(const OneHotAttrs* attrs, GetAttrs<OneHotAttrs>(node));
       return ri::RunOneHot(*attrs, inputs[0], output_types[0]);
+    }
+    case OpKind::kGather: {
+      BRAZE_ASSIGN_OR_RETURN(const GatherAttrs* attrs, GetAttrs<GatherAttrs>(node));
+      return ri::RunGather(*attrs, inputs[0], inputs[1], output_types[0]);
+    }
+    case OpKind::kUnsortedSegmentSum: {
+      BRAZE_ASSIGN_OR_RETURN(const SegmentSumAttrs* attrs, GetAttrs<SegmentSumAttrs>(node));
+      return ri::RunSegmentSum(*attrs, inputs[0], inputs[1], output_types[0]);
+    }
+    case OpKind::kIota: {
+      BRAZE_ASSIGN_OR_RETURN(const IotaAttrs* attrs, GetAttrs<IotaAttrs>(node));
+      return ri::RunIota(*attrs, inputs[0], output_types[0]);
     }
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:

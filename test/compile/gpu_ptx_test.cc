@@ -136,6 +136,10 @@ std::vector<GpuCase> OpCases(OpKind op) {
     }
     case OpKind::kErf:
       return {Unary("Erf", Erf), Unary("ErfF64", Erf, DType::kF64)};
+    case OpKind::kSin:
+      return {Unary("Sin", Sin), Unary("SinF64", Sin, DType::kF64)};
+    case OpKind::kCos:
+      return {Unary("Cos", Cos), Unary("CosF64", Cos, DType::kF64)};
     case OpKind::kCast:
       return {{"CastF32ToI32",
                [](Case& c) {
@@ -237,6 +241,30 @@ std::vector<GpuCase> OpCases(OpKind op) {
     case OpKind::kOneHot:
       return {{"OneHot", [](Case& c) {
                  c.outputs = {OneHot(c.Input(DType::kI32, {7, 3}, 27, -1, 6), 5)};
+               }}};
+    // An embedding lookup (an odd vocabulary, ids out of range at both ends) fused with
+    // its neighbours, its gradient (each segment walks the ids in order: a thread per
+    // output) and a causal mask from positions.
+    case OpKind::kGather:
+      return {{"Gather_Embedding", [](Case& c) {
+                 Tensor table = c.Input(f32, {67, 33}, 40);
+                 Tensor ids = c.Input(DType::kI32, {5, 7}, 41, -1, 68);
+                 c.outputs = {Gather(table * 2.0, ids) + 1.0};
+               }}};
+    case OpKind::kUnsortedSegmentSum:
+      return {{"UnsortedSegmentSum_EmbeddingGrad",
+               [](Case& c) {
+                 Tensor dy = c.Input(f32, {5, 7, 33}, 42);
+                 Tensor ids = c.Input(DType::kI32, {5, 7}, 43, -1, 68);
+                 c.outputs = {UnsortedSegmentSum(dy * 0.5, ids, 67)};
+               },
+               Check::kAssembles}};
+    case OpKind::kIota:
+      return {{"Iota_CausalMask", [](Case& c) {
+                 Tensor scores = c.Input(f32, {3, 33, 33}, 44);
+                 Tensor pos = Iota(scores, 1);
+                 Tensor mask = Less(Reshape(pos, {-1, 1}), Reshape(pos, {1, -1}));
+                 c.outputs = {Select(mask, ScalarConst(*c.graph, -1e9), scores)};
                }}};
     // The window ops at the CNN example's second layer (NHWC, 3x3 SAME, 32 -> 64
     // channels, a small batch) and odd NCHW shapes with strides, padding and groups.

@@ -173,6 +173,19 @@ TEST(RandomGraphs, WindowOpsMatchReference) {
   RunSlice(6000, 6012, slice);
 }
 
+// The sequence ops (braze-fuzz --sequence): embedding lookups of odd vocabularies by ids
+// with repeats and out-of-range values, segment sums, positions (a causal mask and an
+// encoding, -1 batches included), Sin and Cos; their gradients in the programs that
+// fetch them; thread counts 1, 2 and all.
+TEST(RandomGraphs, SequenceOpsMatchReference) {
+  Slice slice;
+  slice.gen.sequence_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --sequence --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(7000, 7016, slice);
+}
+
 // The GPU schedules on jit:opencl (POCL here): device buffers, copies, GPU kernels.
 TEST(RandomGraphs, JitOpenCLDeviceMatchesReference) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();

@@ -238,6 +238,30 @@ TEST(RandomProgram, ProgramsWithoutWindowOpsAreUnchanged) {
   EXPECT_GE(with_window_ops, 5);
 }
 
+// Sequence programs (GenerateOptions::sequence_probability) draw every sequence op, ids
+// out of range, positions of a -1 dim, and build with their gradients; with the default
+// (0) no program draws one.
+TEST(RandomProgram, SequenceProgramsDrawEverySequenceOp) {
+  GenerateOptions options;
+  options.sequence_probability = 1;
+  options.dynamic_probability = 0.3;
+  std::string all;
+  for (uint64_t seed = 1; seed < 120; ++seed) {
+    const Program program = GenerateProgram(seed, options);
+    const std::string code = ProgramToCpp(program);
+    all += code;
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << "seed " << seed << ": " << built.status();
+    EXPECT_TRUE(built->gradients_status.ok()) << "seed " << seed << ": " << built->gradients_status;
+    EXPECT_EQ(ProgramToCpp(GenerateProgram(seed)).find("Gather("), std::string::npos) << seed;
+  }
+  for (const char* want : {"Gather(", "UnsortedSegmentSum(", "Iota(", "Sin(", "Cos(",
+                           "Less(Reshape(Iota", " + Sin(Iota(", " * 1000.0)"}) {
+    EXPECT_NE(all.find(want), std::string::npos) << want;
+  }
+}
+
 }  // namespace
 }  // namespace fuzz
 }  // namespace braze

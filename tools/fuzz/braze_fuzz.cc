@@ -17,7 +17,9 @@
 // elements: streaming stores, parallel splits; bare: every program), --gemm[=P] (the
 // chance its matmuls do 2^21 to 2^22 multiply-adds, where oneDNN takes over; bare: every
 // program), --window[=P] (the chance a program is image-shaped, with convolutions and
-// pools; default 0.1; bare: every program), --threads=N|random (SessionOptions::num_threads of the
+// pools; default 0.1; bare: every program), --sequence[=P] (the chance a program draws
+// the sequence ops: Gather, UnsortedSegmentSum, Iota, Sin, Cos; default 0; bare: every
+// program), --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
 // --verbose (a line per seed), --print (print the programs
@@ -81,6 +83,7 @@ struct Flags {
   double large = 0;           // GenerateOptions::dram_probability
   double gemm = 0;            // GenerateOptions::gemm_probability
   double window = -1;         // GenerateOptions::window_probability; < 0: its default
+  double sequence = 0;        // GenerateOptions::sequence_probability
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -130,6 +133,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->gemm)) return false;
     } else if (arg == "--window") {
       if (!ParseProbability(value, &f->window)) return false;
+    } else if (arg == "--sequence") {
+      if (!ParseProbability(value, &f->sequence)) return false;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -177,6 +182,7 @@ GenerateOptions GenOptions(const Flags& f) {
   gen.dram_probability = f.large;
   gen.gemm_probability = f.gemm;
   if (f.window >= 0) gen.window_probability = f.window;
+  gen.sequence_probability = f.sequence;
   return gen;
 }
 
@@ -208,7 +214,8 @@ std::string Settings(const Flags& f) {
       " run=", f.jit_device.empty() ? "JitScope" : f.jit_device, " strict max_ops=", f.max_ops,
       " dynamic=", gen.dynamic_probability, f.dynamic < 0 ? "(default)" : "",
       " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
-      " window=", gen.window_probability, f.window < 0 ? "(default)" : "", " threads=",
+      " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
+      " sequence=", gen.sequence_probability, " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),

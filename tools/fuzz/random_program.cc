@@ -54,7 +54,10 @@ bool SmallBroadcast(const Shape& a, const Shape& b) {
 class Generator : public internal::Drawer {
  public:
   Generator(uint64_t seed, const GenerateOptions& options)
-      : rng_(seed), window_rng_(seed ^ 0x57696e646f77ull), options_(options) {
+      : rng_(seed),
+        window_rng_(seed ^ 0x57696e646f77ull),
+        sequence_rng_(seed ^ 0x53657175656e6365ull),
+        options_(options) {
     program_.seed = seed;
   }
 
@@ -142,6 +145,27 @@ class Generator : public internal::Drawer {
     for (const Tensor& t : values_) {
       if (IsFloating(t.dtype()) && t.rank() == 4) return Chance(0.08);
     }
+    return false;
+  }
+  // The sequence ops likewise (sequence_rng_, GenerateOptions::sequence_probability).
+  class SequenceStream {
+   public:
+    explicit SequenceStream(Generator* g) : g_(g) { std::swap(g_->rng_, g_->sequence_rng_); }
+    ~SequenceStream() { std::swap(g_->rng_, g_->sequence_rng_); }
+
+   private:
+    Generator* g_;
+  };
+  bool SequenceOp() {
+    if (options_.sequence_probability <= 0) return false;
+    SequenceStream stream(this);
+    if (sequence_ < 0) sequence_ = Chance(options_.sequence_probability) ? 1 : 0;
+    if (sequence_ == 0 || !Chance(0.35)) return false;
+    const size_t ops = program_.ops.size(), values = values_.size();
+    const int nodes = g_.num_nodes();
+    if (internal::DrawSequenceOp(*this) && g_.status().ok()) return true;
+    Withdraw(ops, values);
+    g_.Truncate(nodes, absl::OkStatus());
     return false;
   }
   int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
@@ -339,10 +363,27 @@ class Generator : public internal::Drawer {
   // tolerance for continuous ops but flips a Floor, a comparison or an ArgMax near a tie.
   // So discontinuous ops read only exact values: their oracle stays sound.
   static bool ExactOp(const std::string& code) {
-    for (const char* prefix :
-         {"Const(", "Neg(", "Abs($0)", "Relu(", "Sign(", "Reshape(", "Transpose(", "BroadcastTo(",
-          "Concat(", "Slice(", "Pad(", "Maximum(", "Minimum(", "Max(", "Min(", "Select($0",
-          "Cast($0, DType::kF", "OneHot(", "MaxPool("}) {
+    for (const char* prefix : {"Const(",
+                               "Neg(",
+                               "Abs($0)",
+                               "Relu(",
+                               "Sign(",
+                               "Reshape(",
+                               "Transpose(",
+                               "BroadcastTo(",
+                               "Concat(",
+                               "Slice(",
+                               "Pad(",
+                               "Maximum(",
+                               "Minimum(",
+                               "Max(",
+                               "Min(",
+                               "Select($0",
+                               "Cast($0, DType::kF",
+                               "OneHot(",
+                               "MaxPool(",
+                               "Gather(",
+                               "Iota("}) {
       if (code.rfind(prefix, 0) == 0) return true;
     }
     return false;
@@ -371,6 +412,7 @@ class Generator : public internal::Drawer {
     // A matmul-sized program draws matmuls more often (they are what it is for).
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
+    if (SequenceOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -908,7 +950,9 @@ class Generator : public internal::Drawer {
   }
 
   std::mt19937_64 rng_;
-  std::mt19937_64 window_rng_;  // the window ops' stream (WindowStream)
+  std::mt19937_64 window_rng_;    // the window ops' stream (WindowStream)
+  std::mt19937_64 sequence_rng_;  // the sequence ops' stream (SequenceStream)
+  int sequence_ = -1;             // whether this program draws sequence ops; -1: not drawn yet
   GenerateOptions options_;
   Program program_;
   Graph g_;

@@ -17,7 +17,8 @@
 // too.
 //
 // Used by tools/braze-fuzz (at scale) and test/e2e/random_graph_test.cc (a quick slice).
-// Drawn in random_program.cc (the window ops in random_program_window.cc); built, fed and
+// Drawn in random_program.cc (the window ops in random_program_window.cc, the sequence
+// ops in random_program_sequence.cc); built, fed and
 // printed in random_program_build.cc.
 #ifndef BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
 #define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
@@ -104,6 +105,13 @@ struct GenerateOptions {
   // then (8% of its ops). Drawn from a stream of their own: a program without window ops
   // is the one its seed drew before they existed. 0: none.
   double window_probability = 0.1;
+  // The chance a program draws the sequence ops (braze-fuzz --sequence): then 35% of its
+  // ops are embedding lookups (Gather) of odd vocabularies by ids with repeats and
+  // out-of-range values, UnsortedSegmentSum (the lookup's gradient, as an op of its
+  // own), positions from Iota (plain, a sinusoidal encoding, a causal mask; a -1 batch
+  // too), Sin and Cos (random_program_sequence.cc). Drawn from a stream of its own, as
+  // the window ops: with 0 (the default) every seed's program is what it was before.
+  double sequence_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});

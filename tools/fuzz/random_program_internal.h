@@ -81,6 +81,9 @@ Shape DrawFilterShape(Drawer& d, int64_t channels);
 // add, ReLU, a residual add, BatchNorm, a pooling or reduction after); gradient ops
 // drawn as ops of their own too. False when no value fits.
 bool DrawWindowOp(Drawer& d, const WindowContext& context);
+// A sequence op (Gather, UnsortedSegmentSum, Iota, Sin, Cos; random_program_sequence.cc).
+// False when no value fits.
+bool DrawSequenceOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz
