@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "braze/gradients.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 #include "ir/window_geometry.h"
@@ -371,6 +372,25 @@ TEST(PoolSpecialValues, AvgPoolOfAWindowSummingToZeroIsZero) {
       EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol))
           << k << "x" << k << " " << FormatName(format);
     }
+  }
+}
+
+// The gradient of Mean(MaxPoolGrad(x, MaxPool(x))): MaxPoolGradGrad reads the Mean's
+// constant gradient at each window's argmax tap, and the inlined constant drops the
+// tap, so its argmax stage had no reader once inlined; Halide 14 left its bounds
+// undefined: "Symbol not found: MaxPoolGradGrad_51_argmax$1.s1.dim3.min" (braze-fuzz
+// seed 13310041, the safe default). The constant is now stored.
+TEST(PoolSpecialValues, AnArgMaxReadAtAConstantGradientIsLowered) {
+  for (DataFormat format : {DataFormat::kNCHW, DataFormat::kNHWC}) {
+    const Pool2DAttrs pool{3, 3, Window2D{2, 1, 1, 1, Padding::kExplicit, 0, 1, 0, 1, format}, {}};
+    Case c;
+    Tensor x = c.Input(Random(f32, {1, 5, 5, 2}, 61));
+    Tensor dx = MaxPoolGrad(x, MaxPool(x, pool), pool);
+    Tensor y = Mean(dx, {1, 2, 3}, true);
+    absl::StatusOr<std::vector<Tensor>> grads = Gradients({dx, y}, {x});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    c.outputs = {dx, y, (*grads)[0]};
+    EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol)) << FormatName(format);
   }
 }
 
