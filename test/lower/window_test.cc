@@ -449,6 +449,30 @@ TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {
   }
 }
 
+// NaN in dy beside taps that do not exist: an NCHW input gradient (strides 2, dilations
+// 2, SAME, 3 groups) of a 3-wide image, W tiled and vectorized by 2. Halide 14's
+// simplifier wrote an update's two lanes [a, b] as ramp(a, b - a), so lane 1 was
+// a + (b - a): NaN where lane 0 was NaN and lane 1 0 (braze-fuzz seed 13310072, the safe
+// default: 4 of 27 elements NaN). A custom lowering pass writes the lanes back.
+TEST(ConvSpecialValues, NanInOneLaneStaysOutOfTheOther) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DataFormat format : {DataFormat::kNCHW, DataFormat::kNHWC}) {
+    for (bool computed : {false, true}) {  // dy an input, or computed (stored as an operand)
+      ConvSpec s{"nan", 1, 3, 3, 3,
+                 3,     3, 3, 6, Window2D{2, 2, 2, 2, Padding::kSame, 0, 0, 0, 0, format}};
+      Case c;
+      HostTensor dyv = Random(f32, YShape(s), 81);
+      for (int64_t k = 0; k < dyv.num_elements(); k += 3) dyv.SetDouble(k, nan);
+      Tensor f = c.Input(Random(f32, FilterShape(s), 82));
+      Tensor dy = c.Input(dyv);
+      if (computed) dy = Tanh(dy);
+      c.outputs = {Conv2DBackpropInput(XShape(s), f, dy, s.window)};
+      EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol))
+          << FormatName(format) << (computed ? ", dy computed" : "");
+    }
+  }
+}
+
 // ---- Fused with elementwise ops ----
 
 // Conv -> bias add -> ReLU -> conv -> residual add -> max pool, with a scale before the
