@@ -60,6 +60,36 @@ class StridedLoadsFromTheirBase : public IRMutator {
   }
 };
 
+// A float vector of two lanes that Halide 14's simplifier wrote as ramp(a, b - a, 2)
+// (a concat of two scalars turned into a ramp, the stride their difference: exact for
+// integers only). Lane 1 is then a + (b - a): NaN where a is inf or NaN, and rounded
+// otherwise (braze-fuzz seed 13310072: an NCHW Conv2DBackpropInput, W tiled by 2, NaN
+// where b is 0). The repair writes the lanes back as a concat of a and b; any other
+// float ramp as a concat of its lanes, which is what the ramp means.
+class FloatRampsAsLanes : public IRMutator {
+  using IRMutator::visit;
+
+  static Expr Unwrapped(const Expr& e) {
+    const auto* call = e.as<Halide::Internal::Call>();
+    if (call != nullptr && call->is_intrinsic(Halide::Internal::Call::strict_float)) {
+      return call->args[0];
+    }
+    return e;
+  }
+
+  Expr visit(const Ramp* op) override {
+    if (!op->type.is_float()) return IRMutator::visit(op);
+    const Expr base = mutate(op->base), stride = mutate(op->stride);
+    const auto* diff = Unwrapped(stride).as<Halide::Internal::Sub>();
+    if (op->lanes == 2 && diff != nullptr && Halide::Internal::equal(diff->b, base)) {
+      return Halide::Internal::Shuffle::make_concat({base, diff->a});
+    }
+    std::vector<Expr> lanes{base};
+    for (int i = 1; i < op->lanes; ++i) lanes.push_back(lanes.back() + stride);
+    return Halide::Internal::Shuffle::make_concat(lanes);
+  }
+};
+
 // True for a load of the opaque zero, or a variable in `vars` (Lets bound to one), under
 // casts, broadcasts and strict_float.
 bool IsOpaqueZero(Expr e, const Halide::Internal::Scope<>* vars = nullptr) {
@@ -279,6 +309,7 @@ void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
   pipeline.add_custom_lowering_pass(new DropOpaqueZeros);
   pipeline.add_custom_lowering_pass(new UnalignConstantStrides);
   pipeline.add_custom_lowering_pass(new StridedLoadsFromTheirBase);
+  pipeline.add_custom_lowering_pass(new FloatRampsAsLanes);
   if (gpu) {
     pipeline.add_custom_lowering_pass(new ComputeSkippableStages);
     pipeline.add_custom_lowering_pass(new ExactDoubleConstants);

@@ -23,6 +23,12 @@
 // first element. The repair binds such a base to a Let, so the code generator sees a
 // variable and loads from the base itself.
 //
+// Float ramps: Halide 14's simplifier turns a vector of two scalars [a, b] into
+// ramp(a, b - a, 2), exact for integers only: lane 1, a + (b - a), was NaN where a was
+// NaN and b was 0 (a conv update's two lanes, braze-fuzz seed 13310072), and is rounded
+// in general. The repair writes every float ramp back as a concat of its lanes (of a and
+// b when the stride is b - a).
+//
 // The opaque zero (lower/lowering.h kOpaqueZeroBuffer): float sums and matmul operands
 // add a load of a one-element buffer of 0 so that Halide 14's loop trimming, which
 // reasons with strict_float stripped, cannot prove a term zero (docs/HALIDE14.md, "Loop

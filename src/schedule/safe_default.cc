@@ -4,6 +4,7 @@
 #include "schedule/safe_default.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -41,6 +42,122 @@ bool StreamSized(const Func& f, const Extents& e, const Symbolic& sym, const Hal
   }
   return NumElements(e) * f.output_types()[0].bytes() >= (int64_t{params.stream_min_mib} << 20);
 }
+
+// The Funcs the outputs read once every Func not in `stored` (pure, no update) is
+// inlined: an inlined Func's argument that its body does not use is dropped with the
+// call, and so is every read inside it. MaxPoolGradGrad reads its gradient operand at
+// the argmax's tap; a gradient that is a constant inlined ignores the tap, and the
+// argmax stage, stored by its schedule, is then read nowhere. Halide 14 realizes it all
+// the same but never defines the region nothing reads, which its explicit bounds' check
+// and its loops name: "Symbol not found: MaxPoolGradGrad_51_argmax.s1.dim3.min" at code
+// generation (braze-fuzz seed 13310041).
+class ReadAfterInlining : public Halide::Internal::IRGraphVisitor {
+ public:
+  explicit ReadAfterInlining(const std::set<std::string>& stored) : stored_(stored) {}
+  // The Funcs info's outputs read, and in `dropping` the Funcs that drop a read.
+  static std::set<std::string> Of(const PipelineInfo& info, const std::set<std::string>& stored,
+                                  std::set<std::string>* dropping) {
+    ReadAfterInlining reads(stored);
+    for (const Halide::Func& f : info.outputs) reads.Reach(f.function());
+    *dropping = reads.dropping;
+    return reads.reached;
+  }
+  std::set<std::string> reached;
+  // Inlined Funcs whose calls drop an argument that reads a Func.
+  std::set<std::string> dropping;
+
+  void Reach(const Halide::Internal::Function& f) {
+    if (!reached.insert(f.name()).second) return;
+    for (const Halide::Expr& v : f.values()) Visit(v);
+    for (const Halide::Internal::Definition& u : f.updates()) {
+      for (const Halide::Expr& v : u.values()) Visit(v);
+      for (const Halide::Expr& a : u.args()) Visit(a);
+      for (const Halide::Internal::ReductionVariable& rv : u.schedule().rvars()) {
+        Visit(rv.min), Visit(rv.extent);
+      }
+      if (u.predicate().defined()) Visit(u.predicate());
+    }
+  }
+
+ private:
+  // Lets substituted: a Let's value is read only where its variable is (the lowering
+  // binds the argmax's tap to a Let used in the dropped arguments).
+  void Visit(const Halide::Expr& e) { Halide::Internal::substitute_in_all_lets(e).accept(this); }
+
+  static bool ReadsAFunc(const Halide::Expr& e) {
+    struct Finder : Halide::Internal::IRGraphVisitor {
+      using IRGraphVisitor::visit;
+      bool found = false;
+      void visit(const Halide::Internal::Call* c) override {
+        found = found || c->call_type == Halide::Internal::Call::Halide;
+        IRGraphVisitor::visit(c);
+      }
+    } finder;
+    e.accept(&finder);
+    return finder.found;
+  }
+
+  bool Inlined(const Halide::Internal::Function& f) const {
+    return stored_.count(f.name()) == 0 && !f.has_update_definition();
+  }
+
+  // Which of f's arguments its values use once inlined Funcs are: not those passed only
+  // as arguments an inlined callee drops (Add(a, b) of two constants drops its own).
+  const std::vector<bool>& UsedArgs(const Halide::Internal::Function& f) {
+    auto it = used_args_.find(f.name());
+    if (it != used_args_.end()) return it->second;
+    struct Uses : Halide::Internal::IRGraphVisitor {
+      Uses(ReadAfterInlining& reads, const std::string& var) : reads(reads), var(var) {}
+      using IRGraphVisitor::visit;
+      void visit(const Halide::Internal::Variable* v) override { found = found || v->name == var; }
+      void visit(const Halide::Internal::Call* c) override {
+        if (c->call_type != Halide::Internal::Call::Halide || !c->func.defined() ||
+            !reads.Inlined(Halide::Internal::Function(c->func))) {
+          IRGraphVisitor::visit(c);
+          return;
+        }
+        const std::vector<bool>& used = reads.UsedArgs(Halide::Internal::Function(c->func));
+        for (size_t i = 0; i < c->args.size(); ++i) {
+          if (i >= used.size() || used[i]) c->args[i].accept(this);
+        }
+      }
+      ReadAfterInlining& reads;
+      const std::string& var;
+      bool found = false;
+    };
+    std::vector<Halide::Expr> values;
+    for (const Halide::Expr& v : f.values()) {
+      values.push_back(Halide::Internal::substitute_in_all_lets(v));
+    }
+    std::vector<bool> used_args;
+    for (const std::string& arg : f.args()) {
+      Uses uses(*this, arg);
+      for (const Halide::Expr& v : values) v.accept(&uses);
+      used_args.push_back(uses.found);
+    }
+    return used_args_.emplace(f.name(), std::move(used_args)).first->second;
+  }
+
+  using IRGraphVisitor::visit;
+  void visit(const Halide::Internal::Call* op) override {
+    if (op->call_type != Halide::Internal::Call::Halide || !op->func.defined()) {
+      IRGraphVisitor::visit(op);
+      return;
+    }
+    const Halide::Internal::Function f(op->func);
+    const bool inlined = Inlined(f);
+    for (size_t i = 0; i < op->args.size(); ++i) {
+      if (!inlined || i >= f.args().size() || UsedArgs(f)[i]) {
+        op->args[i].accept(this);
+      } else if (ReadsAFunc(op->args[i])) {
+        dropping.insert(f.name());
+      }
+    }
+    Reach(f);
+  }
+  const std::set<std::string>& stored_;
+  std::map<std::string, std::vector<bool>> used_args_;
+};
 
 }  // namespace
 
@@ -191,10 +308,45 @@ void SafeScheduler::Transpose(Func f, const Extents& e, const Symbolic& sym) {
   log_ << line.str() << "\n";
 }
 
+namespace {
+
+// A stage read only through arguments that an inlined Func drops (ReadAfterInlining):
+// that Func is stored, so that its call keeps them and the stage has a reader. Halide 14
+// cannot lower a stored Func that nothing reads, with or without explicit bounds: its
+// loops' bounds are never defined. Small and rare: a constant gradient read at the
+// argmax's tap.
+void StoreFuncsDroppingStageReads(const PipelineInfo& info, std::set<std::string> stored,
+                                  const std::vector<Halide::Func>& shared, SafeScheduler& s) {
+  // Stored Funcs keep their calls' arguments: the operands and the shared values too.
+  for (const Halide::Func& f : shared) stored.insert(f.name());
+  for (const Stage& stage : info.stages) {
+    for (const Stage::Operand& operand : stage.operands) stored.insert(operand.func.name());
+  }
+  std::set<std::string> dropping;
+  const std::set<std::string> reached = ReadAfterInlining::Of(info, stored, &dropping);
+  bool unread = false;
+  for (const Stage& stage : info.stages) unread |= reached.count(stage.acc.name()) == 0;
+  if (!unread || dropping.empty()) return;
+  std::map<std::string, Halide::Internal::Function> env;
+  for (const Halide::Func& out : info.outputs) {
+    const auto calls = Halide::Internal::find_transitive_calls(out.function());
+    env.insert(calls.begin(), calls.end());
+  }
+  for (const std::string& name : dropping) {
+    auto it = env.find(name);
+    if (it == env.end()) continue;
+    Halide::Func(it->second).compute_root();
+    s.Log(name + ": compute_root (drops an argument that reads a stage)");
+  }
+}
+
+}  // namespace
+
 }  // namespace safe_default_internal
 
 using safe_default_internal::OutputSymbolic;
 using safe_default_internal::SafeScheduler;
+using safe_default_internal::StoreFuncsDroppingStageReads;
 
 bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target, int parallelism,
                      const ScheduleParams& params) {
@@ -234,6 +386,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     materialized.insert(stage.acc.name());
     if (stage.result.defined()) materialized.insert(stage.result.name());
   }
+  StoreFuncsDroppingStageReads(info, materialized, shared, s);
   for (const Stage& stage : info.stages) {
     switch (stage.kind) {
       case StageKind::kReduction:

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "braze/gradients.h"
 #include "braze/ops.h"
 #include "gtest/gtest.h"
 #include "ir/window_geometry.h"
@@ -374,6 +375,25 @@ TEST(PoolSpecialValues, AvgPoolOfAWindowSummingToZeroIsZero) {
   }
 }
 
+// The gradient of Mean(MaxPoolGrad(x, MaxPool(x))): MaxPoolGradGrad reads the Mean's
+// constant gradient at each window's argmax tap, and the inlined constant drops the
+// tap, so its argmax stage had no reader once inlined; Halide 14 left its bounds
+// undefined: "Symbol not found: MaxPoolGradGrad_51_argmax$1.s1.dim3.min" (braze-fuzz
+// seed 13310041, the safe default). The constant is now stored.
+TEST(PoolSpecialValues, AnArgMaxReadAtAConstantGradientIsLowered) {
+  for (DataFormat format : {DataFormat::kNCHW, DataFormat::kNHWC}) {
+    const Pool2DAttrs pool{3, 3, Window2D{2, 1, 1, 1, Padding::kExplicit, 0, 1, 0, 1, format}, {}};
+    Case c;
+    Tensor x = c.Input(Random(f32, {1, 5, 5, 2}, 61));
+    Tensor dx = MaxPoolGrad(x, MaxPool(x, pool), pool);
+    Tensor y = Mean(dx, {1, 2, 3}, true);
+    absl::StatusOr<std::vector<Tensor>> grads = Gradients({dx, y}, {x});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    c.outputs = {dx, y, (*grads)[0]};
+    EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol)) << FormatName(format);
+  }
+}
+
 // A computed operand read in one column of three (a strided depthwise NCHW conv of a
 // 3-wide image): the operand is stored whole, so that its vectorized loop does not shift
 // inwards past the input's start (braze-fuzz seed 13100574, before: "can never run").
@@ -426,6 +446,30 @@ TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {
     Tensor dy = c.Input(dyv);
     c.outputs = {Conv2D(x, f, s.window), Conv2DBackpropInput(XShape(s), f, dy, s.window)};
     EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol)) << FormatName(format);
+  }
+}
+
+// NaN in dy beside taps that do not exist: an NCHW input gradient (strides 2, dilations
+// 2, SAME, 3 groups) of a 3-wide image, W tiled and vectorized by 2. Halide 14's
+// simplifier wrote an update's two lanes [a, b] as ramp(a, b - a), so lane 1 was
+// a + (b - a): NaN where lane 0 was NaN and lane 1 0 (braze-fuzz seed 13310072, the safe
+// default: 4 of 27 elements NaN). A custom lowering pass writes the lanes back.
+TEST(ConvSpecialValues, NanInOneLaneStaysOutOfTheOther) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DataFormat format : {DataFormat::kNCHW, DataFormat::kNHWC}) {
+    for (bool computed : {false, true}) {  // dy an input, or computed (stored as an operand)
+      ConvSpec s{"nan", 1, 3, 3, 3,
+                 3,     3, 3, 6, Window2D{2, 2, 2, 2, Padding::kSame, 0, 0, 0, 0, format}};
+      Case c;
+      HostTensor dyv = Random(f32, YShape(s), 81);
+      for (int64_t k = 0; k < dyv.num_elements(); k += 3) dyv.SetDouble(k, nan);
+      Tensor f = c.Input(Random(f32, FilterShape(s), 82));
+      Tensor dy = c.Input(dyv);
+      if (computed) dy = Tanh(dy);
+      c.outputs = {Conv2DBackpropInput(XShape(s), f, dy, s.window)};
+      EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol))
+          << FormatName(format) << (computed ? ", dy computed" : "");
+    }
   }
 }
 
