@@ -112,11 +112,10 @@ struct Tolerance {
   double atol = 1e-5;
 };
 
-// Runs a compiled kernel on `inputs`, allocating outputs of its output types.
-inline absl::StatusOr<std::vector<HostTensor>> RunKernel(CompiledKernel& kernel,
-                                                         const std::vector<HostTensor>& inputs) {
-  std::vector<HostTensor> outputs;
-  for (const TensorType& t : kernel.output_types()) outputs.emplace_back(t.dtype, t.shape);
+// Runs a compiled kernel on `inputs` into `outputs` (allocated by the caller).
+inline absl::StatusOr<std::vector<HostTensor>> RunKernelInto(CompiledKernel& kernel,
+                                                             const std::vector<HostTensor>& inputs,
+                                                             std::vector<HostTensor> outputs) {
   std::vector<const HostTensor*> in;
   for (const HostTensor& t : inputs) in.push_back(&t);
   std::vector<HostTensor*> out;
@@ -124,6 +123,24 @@ inline absl::StatusOr<std::vector<HostTensor>> RunKernel(CompiledKernel& kernel,
   absl::Status s = kernel.Run(in, out);
   if (!s.ok()) return s;
   return outputs;
+}
+
+// Runs a compiled kernel on `inputs`, allocating outputs of its output types.
+inline absl::StatusOr<std::vector<HostTensor>> RunKernel(CompiledKernel& kernel,
+                                                         const std::vector<HostTensor>& inputs) {
+  std::vector<HostTensor> outputs;
+  for (const TensorType& t : kernel.output_types()) outputs.emplace_back(t.dtype, t.shape);
+  return RunKernelInto(kernel, inputs, std::move(outputs));
+}
+
+// Runs a kernel with symbolic dims on `inputs`, its outputs shaped like `like` (the
+// reference's outputs at these sizes).
+inline absl::StatusOr<std::vector<HostTensor>> RunKernelLike(CompiledKernel& kernel,
+                                                             const std::vector<HostTensor>& inputs,
+                                                             const std::vector<HostTensor>& like) {
+  std::vector<HostTensor> outputs;
+  for (const HostTensor& t : like) outputs.emplace_back(t.dtype(), t.shape());
+  return RunKernelInto(kernel, inputs, std::move(outputs));
 }
 
 // Why a scheduler may refuse a cluster and hand it on, as the compile driver records it

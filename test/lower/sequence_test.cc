@@ -227,13 +227,9 @@ TEST(SequenceSymbolic, ASymbolicBatchRunsAtEverySize) {
     build(c, n);
     auto expected = ReferenceOutputs(SpecOf(c), c.values);
     ASSERT_TRUE(expected.ok()) << expected.status();
-    std::vector<HostTensor> outs;
-    for (const HostTensor& e : *expected) outs.emplace_back(e.dtype(), e.shape());
-    std::vector<const HostTensor*> in;
-    for (const HostTensor& v : c.values) in.push_back(&v);
-    std::vector<HostTensor*> out;
-    for (HostTensor& t : outs) out.push_back(&t);
-    ASSERT_TRUE((*kernel)->Run(in, out).ok()) << "batch " << n;
+    auto run = RunKernelLike(**kernel, c.values, *expected);
+    ASSERT_TRUE(run.ok()) << "batch " << n << ": " << run.status();
+    const std::vector<HostTensor>& outs = *run;
     for (size_t i = 0; i < outs.size(); ++i) {
       std::string why;
       EXPECT_TRUE(AllClose(outs[i], (*expected)[i], kSumTol.rtol, kSumTol.atol, &why))
