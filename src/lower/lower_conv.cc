@@ -99,6 +99,30 @@ Value Operand(LoweringContext& ctx, const std::string& name, const Value& v,
   return m;
 }
 
+// A view of v (of `shape`) clamping index d into [0, extents[d]), a dim of extent 0 not
+// clamped: the GPU heuristic's tiles may compute it over constant-size boxes past an
+// edge (Stage::ConvWindow) without reading outside v; inlined, it is the clamped read.
+Halide::Func ClampedView(LoweringContext& ctx, const std::string& name, const Value& v,
+                         const Shape& shape, const std::vector<int64_t>& extents) {
+  return Define(ctx, name, v.dtype, shape,
+                [&](const std::vector<Expr>& i) {
+                  std::vector<Expr> at(i.size());
+                  for (size_t d = 0; d < i.size(); ++d) {
+                    at[d] = extents[d] > 0 ? ClampTo(i[d], extents[d]) : i[d];
+                  }
+                  return At(v, at);
+                })
+      .func;
+}
+
+// An image's clamping extents in `format`'s order: H, W and C; the batch not clamped.
+std::vector<int64_t> ImageExtents(DataFormat format, int64_t h, int64_t w, int64_t c) {
+  const LayoutAxes a = AxesOf(format);
+  std::vector<int64_t> e(4, 0);
+  e[a.h] = h, e[a.w] = w, e[a.c] = c;
+  return e;
+}
+
 // acc = 0; acc += product over r (where the window is inside the input); the stage,
 // and the pure Func reading acc.
 Value Accumulate(LoweringContext& ctx, ConvParts parts) {
@@ -163,15 +187,9 @@ Value ConvForward(LoweringContext& ctx, const std::string& name, const Conv2DGeo
     // Read through clamping views (Stage::ConvWindow), which the GPU heuristic may stage
     // in shared memory over constant-size boxes; inlined, they are the reads below.
     Stage::ConvWindow& w = p.conv;
-    w.x_view = Define(ctx, name + "_xv", x.dtype, x.shape, [&](const std::vector<Expr>& i) {
-                 const Nhwc q = Split4(g.format, i);
-                 return At(x, Index4(g.format, {q.n, ClampTo(q.h, g.h.in), ClampTo(q.w, g.w.in),
-                                                ClampTo(q.c, g.c_in)}));
-               }).func;
-    w.f_view = Define(ctx, name + "_fv", f.dtype, f.shape, [&](const std::vector<Expr>& i) {
-                 return At(f, {ClampTo(i[0], g.h.window), ClampTo(i[1], g.w.window),
-                               ClampTo(i[2], cg), ClampTo(i[3], g.c_out)});
-               }).func;
+    w.x_view =
+        ClampedView(ctx, name + "_xv", x, x.shape, ImageExtents(g.format, g.h.in, g.w.in, g.c_in));
+    w.f_view = ClampedView(ctx, name + "_fv", f, f.shape, {g.h.window, g.w.window, cg, g.c_out});
     w.nchw = g.format == DataFormat::kNCHW;
     w.kh = g.h.window, w.kw = g.w.window;
     w.stride_h = g.h.stride, w.stride_w = g.w.stride;
@@ -245,15 +263,9 @@ Value ConvBackpropInput(LoweringContext& ctx, const std::string& name, const Con
     // for the GPU heuristic's tiles, as ConvForward. Its RDom's channels are dy's (og
     // per group), and each group of cg consecutive dx channels reads one group of them.
     Stage::ConvWindow& w = p.conv;
-    w.x_view = Define(ctx, name + "_dyv", dy.dtype, dy.shape, [&](const std::vector<Expr>& k) {
-                 const Nhwc q = Split4(g.format, k);
-                 return At(dy, Index4(g.format, {q.n, ClampTo(q.h, g.h.out), ClampTo(q.w, g.w.out),
-                                                 ClampTo(q.c, g.c_out)}));
-               }).func;
-    w.f_view = Define(ctx, name + "_fv", ft.dtype, packed, [&](const std::vector<Expr>& k) {
-                 return At(ft, {ClampTo(k[0], g.h.window), ClampTo(k[1], g.w.window),
-                                ClampTo(k[2], og), ClampTo(k[3], g.c_in)});
-               }).func;
+    w.x_view = ClampedView(ctx, name + "_dyv", dy, dy.shape,
+                           ImageExtents(g.format, g.h.out, g.w.out, g.c_out));
+    w.f_view = ClampedView(ctx, name + "_fv", ft, packed, {g.h.window, g.w.window, og, g.c_in});
     w.nchw = nchw;
     w.kh = g.h.window, w.kw = g.w.window;
     w.dilation_h = g.h.dilation, w.dilation_w = g.w.dilation;
