@@ -24,6 +24,7 @@ packages=(
   libopenblas-dev              #   oneDNN and OpenBLAS too (each skipped when absent)
   libtorch-dev                 # bench peer: libtorch (PyTorch's C++ API), what a C++ user
                                #   would pick instead of Braze (bench/peers_torch.cc)
+  fortunes                     # /usr/share/games/fortunes: the char_lm example's text
   python3-matplotlib           # tools/braze-plot (benchmark JSON -> PNG) and its test
 )
 
