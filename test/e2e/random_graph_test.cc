@@ -186,6 +186,16 @@ TEST(RandomGraphs, SequenceOpsMatchReference) {
   RunSlice(7000, 7016, slice);
 }
 
+// The random ops (docs/RANDOM.md): every random op's bits fetched and compared exactly.
+TEST(RandomGraphs, RandomOpsMatchReferenceBitForBit) {
+  Slice slice;
+  slice.gen.random_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --random --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(7100, 7116, slice);
+}
+
 // The GPU schedules on jit:opencl (POCL here): device buffers, copies, GPU kernels.
 TEST(RandomGraphs, JitOpenCLDeviceMatchesReference) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();
