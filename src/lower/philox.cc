@@ -58,11 +58,13 @@ PhiloxWords Round(const PhiloxWords& c, uint32_t k0, uint32_t k1) {
 // sqrt(-2 ln u1) for u1 = ((x0 >> 1) + 1) 2^-31 (the reference's Radius).
 Expr Radius(const Expr& x0) {
   const Expr m = (x0 >> 1) + U32(1);
-  const Expr e = 31 - Halide::cast(Halide::Int(32), Halide::count_leading_zeros(m));
-  // Both shift counts lie in [0, 31]: one of them is 0.
-  const Expr right = Halide::cast(Halide::UInt(32), Halide::max(e - 23, 0));
-  const Expr left = Halide::cast(Halide::UInt(32), Halide::max(23 - e, 0));
-  const Expr mant = (m >> right) << left;
+  // e = floor(log2 m) and m's top 24 bits (truncated) from the bits of m as an f64, where
+  // it is exact (m <= 2^31): no count_leading_zeros, which Halide 14's OpenCL C lacks
+  // (it calls an undeclared halide_count_leading_zeros), and no variable shift.
+  const Expr bits = Halide::reinterpret(Halide::UInt(64), F64(m));
+  const Expr e = Halide::cast(Halide::Int(32), bits >> 52) - 1023;
+  const Expr mant =
+      Halide::cast(Halide::UInt(32), (bits >> 29) & U64(0x7FFFFFu)) | U32(0x800000u);
   const Expr big = mant > U32(rt::kSqrt2Mant);
   const Expr f = Mul(F32(Halide::cast(Halide::Int(32), mant)),
                      Halide::select(big, Expr(0x1p-24f), Expr(0x1p-23f)));
