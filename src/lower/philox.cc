@@ -46,12 +46,14 @@ Expr Horner(const float (&coeffs)[N], const Expr& v) {
 }
 
 PhiloxWords Round(const PhiloxWords& c, uint32_t k0, uint32_t k1) {
-  const Expr p0 = Halide::cast(Halide::UInt(64), c[0]) * U64(kM0);
-  const Expr p1 = Halide::cast(Halide::UInt(64), c[2]) * U64(kM1);
-  const Expr hi0 = Halide::cast(Halide::UInt(32), p0 >> 32);
-  const Expr lo0 = Halide::cast(Halide::UInt(32), p0);
-  const Expr hi1 = Halide::cast(Halide::UInt(32), p1 >> 32);
-  const Expr lo1 = Halide::cast(Halide::UInt(32), p1);
+  // mulhilo32: the high half by Halide's (internal, in v14) mul_shift_right (a widening multiply it keeps
+  // whole to code generation: PTX mul.hi.u32, x86 vpmuludq), the low half a wrapping u32
+  // multiply. Written as u64 products, the simplifier spread the casts and PTX got
+  // 64-bit multiplies of masked operands.
+  const Expr hi0 = Halide::Internal::mul_shift_right(c[0], U32(kM0), 32);
+  const Expr lo0 = c[0] * U32(kM0);
+  const Expr hi1 = Halide::Internal::mul_shift_right(c[2], U32(kM1), 32);
+  const Expr lo1 = c[2] * U32(kM1);
   return {hi1 ^ c[1] ^ U32(k0), lo1, hi0 ^ c[3] ^ U32(k1), lo0};
 }
 
