@@ -285,7 +285,11 @@ TEST(RandomProgram, RandomOpProgramsDrawEveryRandomOpAndFetchItsBits) {
     Graph g;
     auto built = BuildProgram(program, g);
     ASSERT_TRUE(built.ok()) << "seed " << seed << ": " << built.status();
-    EXPECT_EQ(ProgramToCpp(GenerateProgram(seed)).find("Random"), std::string::npos) << seed;
+    for (const ProgramOp& op : GenerateProgram(seed).ops) {
+      EXPECT_EQ(op.code.find("RandomUniform("), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("RandomNormal("), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("Dropout("), std::string::npos) << seed << ": " << op.code;
+    }
   }
   EXPECT_GE(bit_exact, 20);
   for (const char* want : {"RandomUniform(", "DType::kF64", "RandomNormal(", "Dropout(", "Sum(v",
