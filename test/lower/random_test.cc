@@ -163,6 +163,19 @@ TEST(RandomOpsSymbolic, OneKernelForEveryBatchAndStep) {
   }
 }
 
+// Tensors with no elements: nothing drawn, compiled or not, beside a draw that has some.
+TEST(RandomOpsEmpty, NoElementsNoBits) {
+  for (const Shape& shape : {Shape{0}, Shape{3, 0, 2}}) {
+    Case c;
+    Tensor empty = c.Input(f32, shape, 40);
+    Tensor x = c.Input(f32, {5}, 41);
+    Tensor step = Step(c, 1);
+    c.outputs = {RandomUniform(empty, step, 1), RandomNormal(empty, step, 1),
+                 Dropout(empty, 0.5, step, 1), RandomNormal(x, step, 1)};
+    EXPECT_TRUE(CompileRunSameBits(c, Scheduler::kSafeDefault)) << ShapeString(shape);
+  }
+}
+
 // The GPU schedule on OpenCL (POCL): the same bits as the reference.
 class RandomOpsOpenCL : public ::testing::TestWithParam<OpTestCase> {};
 TEST_P(RandomOpsOpenCL, BitIdenticalToTheReference) {
