@@ -46,8 +46,8 @@ Expr Horner(const float (&coeffs)[N], const Expr& v) {
 }
 
 PhiloxWords Round(const PhiloxWords& c, uint32_t k0, uint32_t k1) {
-  // mulhilo32: the high half by Halide's (internal, in v14) mul_shift_right (a widening multiply it keeps
-  // whole to code generation: PTX mul.hi.u32, x86 vpmuludq), the low half a wrapping u32
+  // mulhilo32: the high half by Halide's (internal, in v14) mul_shift_right (a widening multiply it
+  // keeps whole to code generation: PTX mul.hi.u32, x86 vpmuludq), the low half a wrapping u32
   // multiply. Written as u64 products, the simplifier spread the casts and PTX got
   // 64-bit multiplies of masked operands.
   const Expr hi0 = Halide::Internal::mul_shift_right(c[0], U32(kM0), 32);
@@ -65,8 +65,7 @@ Expr Radius(const Expr& x0) {
   // (it calls an undeclared halide_count_leading_zeros), and no variable shift.
   const Expr bits = Halide::reinterpret(Halide::UInt(64), F64(m));
   const Expr e = Halide::cast(Halide::Int(32), bits >> 52) - 1023;
-  const Expr mant =
-      Halide::cast(Halide::UInt(32), (bits >> 29) & U64(0x7FFFFFu)) | U32(0x800000u);
+  const Expr mant = Halide::cast(Halide::UInt(32), (bits >> 29) & U64(0x7FFFFFu)) | U32(0x800000u);
   const Expr big = mant > U32(rt::kSqrt2Mant);
   const Expr f = Mul(F32(Halide::cast(Halide::Int(32), mant)),
                      Halide::select(big, Expr(0x1p-24f), Expr(0x1p-23f)));
