@@ -61,10 +61,15 @@ DropoutRun RunDropout(double rate, uint64_t seed, const SessionOptions& options)
   Tensor y = Dropout(x, rate, step, seed);
   DropoutRun r{HostTensor::RandomUniform(f32, {n}, 5, 0.5, 1.5), {}};
   Session session(g, options);
+  int64_t kernels = 0;  // compiled or found compiled by the first run
   for (int32_t s : {0, 0, 1}) {
     auto out = session.Run({{x, r.x}, {step, HostTensor::Scalar<int32_t>(s)}}, {y});
     EXPECT_TRUE(out.ok()) << out.status();
     r.outs.push_back(out.ok() ? (*out)[0] : HostTensor());
+    const SessionStats st = session.stats();
+    const int64_t now = st.compiles + st.cache_hits + st.disk_cache_hits;
+    if (kernels == 0) kernels = now;
+    EXPECT_EQ(now, kernels) << "step " << s << ": a new step is a new input, not a new kernel";
   }
   return r;
 }
