@@ -42,6 +42,7 @@ enum class OpCategory : uint8_t {
   kMatMul,
   kLayout,
   kWindow,
+  kAttention,
   kHostCall
 };
 inline constexpr int kNumOps = 0
@@ -213,6 +214,20 @@ struct Pool2DAttrs {
   Window2D window;
   Shape shape;
 };
+// The attention ops (op_list.def's Attention section; docs/ATTENTION.md). q is
+// [..., Tq, D], k [..., Tk, D] and v [..., Tk, Dv] with equal leading dims; the output is
+// [..., Tq, Dv]. Key j is visible to query i unless causal and j > i + (Tk - Tq) (torch's
+// is_causal when Tq == Tk); a query that sees no key gives 0 (its logsumexp -inf).
+// Dropout zeroes each weight with probability `dropout` and scales the rest by
+// 1 / (1 - dropout), from Philox bits keyed by (seed, step) and the weight's row-major
+// index in [..., Tq, Tk] (the same in every kernel).
+struct AttentionAttrs {
+  bool causal = false;
+  double scale = 1;  // of q k^T; the builder's default is 1 / sqrt(D)
+  double dropout = 0;
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
 struct TensorSpec {
   DType dtype;
   Shape shape;
@@ -230,7 +245,7 @@ using Attrs =
     std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
                  ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
                  ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
-                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, HostCallAttrs>;
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, AttentionAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

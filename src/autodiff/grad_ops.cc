@@ -212,6 +212,12 @@ bool HasGradient(const Node& node) {
     case OpKind::kMaxPoolGradGrad:
     case OpKind::kAvgPool:
     case OpKind::kAvgPoolGrad:
+    // The backward ops report that they have no gradient (CheckGradientSupported).
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
       return true;
   }
   return false;
@@ -225,6 +231,10 @@ absl::Status CheckGradientSupported(const Node& node) {
   if (node.op() == OpKind::kSlice) return SlicePaddings(node).status();
   if (node.op() == OpKind::kPad) return PadWindowSizes(node).status();
   if (OpCategoryOf(node.op()) == OpCategory::kWindow) return WindowShapesKnown(node);
+  if (OpCategoryOf(node.op()) == OpCategory::kAttention && node.op() != OpKind::kAttention) {
+    return Unsupported(node, "attention's backward ops have no gradient (second derivatives of "
+                             "fused attention are not built; use the unfused composite)");
+  }
   if (node.op() == OpKind::kGather) {
     // The gradient's segment count is the table's size along the axis, an attribute.
     const int axis = node.attrs_as<GatherAttrs>().axis;
@@ -483,6 +493,24 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kUnsortedSegmentSum:
       dx[0] = Gather(dy, node.input(1), node.attrs_as<SegmentSumAttrs>().axis);
       break;
+    // FlashAttention-2's backward (docs/ATTENTION.md): the logsumexp recomputed from q
+    // and k (a pass over key tiles) and delta = rowsum(dO * O), then one fused op per
+    // input, each recomputing its tiles of the weights.
+    case OpKind::kAttention: {
+      const AttentionAttrs& a = node.attrs_as<AttentionAttrs>();
+      const Tensor k = node.input(1), v = node.input(2);
+      const Tensor lse = AttentionLogSumExp(x, k, a);
+      const Tensor delta = Sum(dy * y, {-1});
+      if (needs[0]) dx[0] = AttentionGrad(OpKind::kAttentionGradQ, x, k, v, dy, lse, delta, a);
+      if (needs[1]) dx[1] = AttentionGrad(OpKind::kAttentionGradK, x, k, v, dy, lse, delta, a);
+      if (needs[2]) dx[2] = AttentionGrad(OpKind::kAttentionGradV, x, k, v, dy, lse, delta, a);
+      break;
+    }
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
+      return Unsupported(node, "attention's backward ops have no gradient");
     case OpKind::kOneHot:
     case OpKind::kIota:
     case OpKind::kHostCall:

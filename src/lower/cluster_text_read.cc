@@ -522,6 +522,24 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
       BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
       return Attrs(a);
     }
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV: {
+      BRAZE_TAKE(causal, "causal");
+      BRAZE_TAKE(scale, "scale");
+      BRAZE_TAKE(dropout, "dropout");
+      BRAZE_TAKE(seed, "seed");
+      BRAZE_TAKE(step, "step");
+      AttentionAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(a.causal, ParseBool(causal, "causal"));
+      BRAZE_ASSIGN_OR_RETURN(a.scale, ParseDouble(scale, "scale"));
+      BRAZE_ASSIGN_OR_RETURN(a.dropout, ParseDouble(dropout, "dropout"));
+      if (!absl::SimpleAtoi(seed, &a.seed)) return Invalid(absl::StrCat("bad seed '", seed, "'"));
+      if (!absl::SimpleAtoi(step, &a.step)) return Invalid(absl::StrCat("bad step '", step, "'"));
+      return Attrs(a);
+    }
     case OpKind::kHostCall:
       return Invalid("a HostCall (a user's C++ function) cannot be rebuilt from text");
   }
