@@ -59,6 +59,7 @@ class Builder {
     nb_ = rank_ - 2;
     tq_ = ctx.Extent(q, rank_ - 2);
     tk_ = ctx.Extent(k, rank_ - 2);
+    symbolic_ = SymbolOf(q, rank_ - 2) >= 0 || SymbolOf(k, rank_ - 2) >= 0;
     d_ = q.shape[rank_ - 1];
     type_ = HalideType(q.dtype);
     other_len_ = keys_ ? tq_ : tk_;
@@ -168,6 +169,7 @@ class Builder {
     pass.row_reductions = {tm, tl};
 
     RDom rt(0, ntiles_, ctx_.UniqueName(name_ + "_t"));
+    SkipHiddenTiles(rt, rt.x, x);
     Func state(ctx_.UniqueName(name_ + "_lse_state"));
     state(Args({x})) = Halide::Tuple(lowest_, zero_);
     const Expr m = state(Args({x}))[0];
@@ -223,6 +225,7 @@ class Builder {
                            : op == OpKind::kAttentionGradK ? q
                                                            : in_[3];
     RDom r({{0, static_cast<int>(tile_)}, {0, ntiles_}}, ctx_.UniqueName(name_ + "_r"));
+    SkipHiddenTiles(r, r.y, x);
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
     acc(Args({c, x})) += at(w, {r.x, x, r.y}) *
@@ -234,12 +237,31 @@ class Builder {
 
   const std::vector<Var>& batch_vars() const { return b_; }
 
+  // Causal: row x skips the tiles it sees none of (a query's tiles wholly after it, a
+  // key's wholly before it). The predicate depends on the tile and the row only, so
+  // Halide places it outside the tile's inner loops, and bounds inference trims the
+  // rows each tile's Funcs are computed for to the rows that read them: a row tile's
+  // wholly hidden tiles compute nothing (about half the work at Tq = Tk). Static
+  // lengths only: with a symbolic one the trimmed boxes corrupted the heap (Halide 14;
+  // test/lower/attention_test.cc ASymbolicSequenceRunsAtEveryLength), so a symbolic
+  // kernel masks every hidden score instead.
+  void SkipHiddenTiles(RDom& r, const Halide::RVar& tile, const Var& x) const {
+    if (!attrs_.causal || symbolic_) return;
+    const Expr off = tk_ - tq_;
+    if (keys_) {
+      r.where(x <= OtherPos(tile, static_cast<int>(tile_ - 1)) + off);
+    } else {
+      r.where(OtherPos(tile, 0) <= x + off);
+    }
+  }
+
  private:
   LoweringContext& ctx_;
   const std::string& name_;
   const AttentionAttrs& attrs_;
   const std::vector<Value>& in_;
   const bool keys_;  // rows are keys (dk, dv); else queries
+  bool symbolic_ = false;  // Tq or Tk is symbolic
   int rank_ = 0;
   int nb_ = 0;
   Expr tq_, tk_, other_len_, ntiles_;

@@ -4,11 +4,13 @@
 // kernel per op; no buffer of Tq x Tk elements; a symbolic sequence length; the unfused
 // composite as a second opinion; and the GPU schedule on OpenCL (POCL) and as assembled
 // CUDA.
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "braze/ops.h"
 #include "gtest/gtest.h"
+#include "device/jit_memory.h"
 #include "lower/lower_test_util.h"
 
 namespace braze {
@@ -99,6 +101,114 @@ INSTANTIATE_TEST_SUITE_P(Ops, AttentionTest,
                          ::testing::Combine(::testing::ValuesIn(Cases()),
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
+
+// The fused op beside the unfused composite in one cluster: both against the reference,
+// and against each other.
+TEST(AttentionTestUnfused, TheCompositeAgrees) {
+  for (bool causal : {false, true}) {
+    Case c;
+    Qkv in = Inputs(c, {19, 23, 8}, 20);
+    AttentionOptions o;
+    o.causal = causal;
+    Tensor fused = ScaledDotProductAttention(in.q, in.k, in.v, o);
+    o.fused = false;
+    Tensor unfused = ScaledDotProductAttention(in.q, in.k, in.v, o);
+    c.outputs = {fused, unfused};
+    EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kTol));
+    CompileOptions options;
+    auto kernel = CompileCluster(SpecOf(c), options);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    auto got = RunKernel(**kernel, c.values);
+    ASSERT_TRUE(got.ok()) << got.status();
+    std::string why;
+    EXPECT_TRUE(AllClose((*got)[0], (*got)[1], 1e-4, 1e-5, &why)) << why;
+  }
+}
+
+// The heap blocks of 64 KiB or more a compiled kernel takes in one run (Halide's heap
+// allocations go through Braze's JIT buffer cache, device/jit_memory.h, which counts
+// them); smaller buffers do not count (nor do the stack's).
+int64_t LargeAllocationsOfOneRun(CompiledKernel& kernel, const std::vector<HostTensor>& in) {
+  const int64_t before = device::GetJitMemoryStats().allocations;
+  auto out = RunKernel(kernel, in);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return device::GetJitMemoryStats().allocations - before;
+}
+
+// The point of the fused ops: no buffer of Tq x Tk elements (256 KiB here), nor any
+// buffer of 64 KiB, in the forward, the logsumexp or the backward cluster under the
+// safe default (the scheduler kAuto picks for them); the unfused composite, compiled
+// the same way, does allocate them (the check can fail).
+TEST(AttentionMemory, NoBufferOfTqByTkElements) {
+  const int64_t t = 256;
+  Case c;
+  Qkv in = Inputs(c, {t, t, 16}, 30, {1, 2});
+  const AttentionAttrs a = Attrs(true, 16);
+  Tensor dout = c.Input(f32, {1, 2, t, 18}, 33), out = c.Input(f32, {1, 2, t, 18}, 34);
+  Tensor lse = AttentionLogSumExp(in.q, in.k, a);
+  Tensor delta = Sum(dout * out, {-1});
+  c.outputs = {Attention(in.q, in.k, in.v, a),
+               AttentionGrad(OpKind::kAttentionGradQ, in.q, in.k, in.v, dout, lse, delta, a),
+               AttentionGrad(OpKind::kAttentionGradK, in.q, in.k, in.v, dout, lse, delta, a),
+               AttentionGrad(OpKind::kAttentionGradV, in.q, in.k, in.v, dout, lse, delta, a)};
+  CompileOptions options;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ((*kernel)->scheduler_used(), Scheduler::kSafeDefault);
+  EXPECT_EQ(LargeAllocationsOfOneRun(**kernel, c.values), 0) << (*kernel)->lowered_stmt();
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kGradTol));
+
+  Case u;
+  Qkv uin = Inputs(u, {t, t, 16}, 30, {1, 2});
+  AttentionOptions o;
+  o.causal = true;
+  o.fused = false;
+  u.outputs = {ScaledDotProductAttention(uin.q, uin.k, uin.v, o)};
+  auto unfused = CompileCluster(SpecOf(u), options);
+  ASSERT_TRUE(unfused.ok()) << unfused.status();
+  EXPECT_GT(LargeAllocationsOfOneRun(**unfused, u.values), 0);
+}
+
+// One kernel serves every sequence length: Tq and Tk symbolic (two classes), causal.
+TEST(AttentionSymbolic, ASymbolicSequenceRunsAtEveryLength) {
+  auto build = [](Case& c, int64_t tq, int64_t tk) {
+    Qkv in = Inputs(c, {tq, tk, 8}, 40 + tq + tk);
+    const AttentionAttrs a = Attrs(true, 8);
+    c.outputs = {Attention(in.q, in.k, in.v, a), AttentionLogSumExp(in.q, in.k, a)};
+  };
+  Case c0;
+  build(c0, 16, 20);
+  ClusterSpec spec = SpecOf(c0);
+  spec.input_symbols = {{-1, -1, 0, -1}, {-1, -1, 1, -1}, {-1, -1, 1, -1}};
+  CompileOptions options;
+  auto kernel = CompileCluster(spec, options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ((*kernel)->output_types()[0].shape[2], -1) << "Tq is not symbolic";
+  for (auto [tq, tk] : std::vector<std::pair<int64_t, int64_t>>{{16, 20}, {17, 16}, {41, 97}}) {
+    Case c;
+    build(c, tq, tk);
+    auto expected = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    auto run = RunKernelLike(**kernel, c.values, *expected);
+    ASSERT_TRUE(run.ok()) << tq << "x" << tk << ": " << run.status();
+    for (size_t i = 0; i < run->size(); ++i) {
+      std::string why;
+      EXPECT_TRUE(AllClose((*run)[i], (*expected)[i], kTol.rtol, kTol.atol, &why))
+          << tq << "x" << tk << ", output " << i << ": " << why;
+    }
+  }
+}
+
+// ---- GPU schedules: OpenCL (POCL) run, CUDA assembled (run on a GPU) ----
+
+class AttentionTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
+TEST_P(AttentionTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+
+class AttentionTestCuda : public ::testing::TestWithParam<OpTestCase> {};
+TEST_P(AttentionTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(GetParam()); }
+TEST_P(AttentionTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Ops, AttentionTestCuda, ::testing::ValuesIn(Cases()), CaseName);
 
 }  // namespace
 }  // namespace lowertest
