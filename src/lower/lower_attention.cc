@@ -60,6 +60,7 @@ class Builder {
     tq_ = ctx.Extent(q, rank_ - 2);
     tk_ = ctx.Extent(k, rank_ - 2);
     symbolic_ = SymbolOf(q, rank_ - 2) >= 0 || SymbolOf(k, rank_ - 2) >= 0;
+    gpu_ = ctx.gpu;
     d_ = q.shape[rank_ - 1];
     type_ = HalideType(q.dtype);
     other_len_ = keys_ ? tq_ : tk_;
@@ -98,6 +99,9 @@ class Builder {
   // The other sequence's position at tile t, offset u, clamped into it.
   Expr OtherPos(const Expr& t, const Expr& u) const { return t * static_cast<int>(tile_) + u; }
   Expr Clamped(const Expr& pos) const { return Halide::min(pos, other_len_ - 1); }
+  // A row clamped into its own sequence: a schedule may compute a tile of rows past the
+  // end (a GPU block's guarded tile), whose values are never stored.
+  Expr RowClamped(const Expr& x) const { return Halide::min(x, (keys_ ? tk_ : tq_) - 1); }
 
   // Whether key j is visible to query i (both unclamped; j, i may run past the end).
   Expr Visible(const Expr& i, const Expr& j) const {
@@ -130,7 +134,7 @@ class Builder {
       RDom rc(0, static_cast<int>(width), ctx_.UniqueName(name_ + "_" + what + "_c"));
       std::vector<Expr> at = {u, rc.x, t};
       for (const Var& v : b_) at.push_back(v);
-      s(Args({u, x, t})) += Halide::cast(type_, Read(a, x, rc.x)) * staged(at);
+      s(Args({u, x, t})) += Halide::cast(type_, Read(a, RowClamped(x), rc.x)) * staged(at);
     }
     pass.per_tile.push_back(staged);
     pass.per_tile.push_back(s);
@@ -204,7 +208,7 @@ class Builder {
     // Scores with rows x: q k^T for query rows, k q^T for key rows.
     Func s = keys_ ? Product("s", k, q, d_, pass) : Product("s", q, k, d_, pass);
     // The row's query (x, or the other sequence's position) for lse and delta.
-    auto query = [&](const Expr& pos) { return keys_ ? Clamped(pos) : Expr(x); };
+    auto query = [&](const Expr& pos) { return keys_ ? Clamped(pos) : RowClamped(x); };
     Func w(ctx_.UniqueName(name_ + "_w"));
     const Expr pos = OtherPos(t, u);
     Expr p = Halide::exp(at(s, {u, x, t}) * scale - lse(query(pos)));
@@ -244,9 +248,10 @@ class Builder {
   // wholly hidden tiles compute nothing (about half the work at Tq = Tk). Static
   // lengths only: with a symbolic one the trimmed boxes corrupted the heap (Halide 14;
   // test/lower/attention_test.cc ASymbolicSequenceRunsAtEveryLength), so a symbolic
-  // kernel masks every hidden score instead.
+  // kernel masks every hidden score instead. Not on a GPU either: a block's shared
+  // tiles need constant boxes (gpu_attention.h), which a trimmed box is not.
   void SkipHiddenTiles(RDom& r, const Halide::RVar& tile, const Var& x) const {
-    if (!attrs_.causal || symbolic_) return;
+    if (!attrs_.causal || symbolic_ || gpu_) return;
     const Expr off = tk_ - tq_;
     if (keys_) {
       r.where(x <= OtherPos(tile, static_cast<int>(tile_ - 1)) + off);
@@ -262,6 +267,7 @@ class Builder {
   const std::vector<Value>& in_;
   const bool keys_;  // rows are keys (dk, dv); else queries
   bool symbolic_ = false;  // Tq or Tk is symbolic
+  bool gpu_ = false;       // lowered for a GPU schedule
   int rank_ = 0;
   int nb_ = 0;
   Expr tq_, tk_, other_len_, ntiles_;

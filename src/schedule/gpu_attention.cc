@@ -42,7 +42,7 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
       << block.name() << "), a thread per row\n";
   if (s.attention.lse.defined()) {
     Func lse = s.attention.lse;
-    lse.compute_at(res, block).gpu_threads(lse.args()[0]);
+    lse.compute_at(res, block).bound_extent(lse.args()[0], kGpuRowTile).gpu_threads(lse.args()[0]);
   }
   for (const Stage::AttentionPass& pass : s.attention.passes) {
     Func acc = pass.acc;
@@ -51,12 +51,12 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
     // The accumulator of the block's rows, in shared memory; a thread per row.
     acc.compute_at(res, block);
     if (rv.size() == 2) {  // a weighted sum: (c, u, x, tile, batch...)
-      acc.reorder(aargs[0], aargs[1]).gpu_threads(aargs[1]);
+      acc.bound_extent(aargs[1], kGpuRowTile).gpu_threads(aargs[1]);
       std::vector<VarOrRVar> order = {aargs[0], rv[0], aargs[1], rv[1]};
       order.insert(order.end(), aargs.begin() + 2, aargs.end());
       acc.update().reorder(order).gpu_threads(aargs[1]);
     } else {  // the logsumexp's state: (x, tile, batch...)
-      acc.gpu_threads(aargs[0]);
+      acc.bound_extent(aargs[0], kGpuRowTile).gpu_threads(aargs[0]);
       std::vector<VarOrRVar> order = {aargs[0], rv[0]};
       order.insert(order.end(), aargs.begin() + 1, aargs.end());
       acc.update().reorder(order).gpu_threads(aargs[0]);
@@ -66,11 +66,11 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
       f.compute_at(acc, pass.tile);
       const std::vector<Var> fargs = f.args();
       if (Contains(pass.row_reductions, f)) {  // (x, tile, batch...): a thread per row
-        f.gpu_threads(fargs[0]);
+        f.bound_extent(fargs[0], kGpuRowTile).gpu_threads(fargs[0]);
         f.update().gpu_threads(fargs[0]);
         placed.insert(f.name());
       } else if (f.has_update_definition()) {  // a product (u, x, ...) over c
-        f.gpu_threads(fargs[1]);
+        f.bound_extent(fargs[1], kGpuRowTile).gpu_threads(fargs[1]);
         const std::vector<RVar> rc = UpdateRVars(f);
         std::vector<VarOrRVar> order = {fargs[0], rc[0], fargs[1]};
         order.insert(order.end(), fargs.begin() + 2, fargs.end());
@@ -79,7 +79,7 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
       } else if (Contains(pass.staged, f)) {  // an operand tile (u, c, t, ...)
         f.gpu_threads(fargs[0]);
       } else {  // weights (u, x, t, ...): a thread per row
-        f.gpu_threads(fargs[1]);
+        f.bound_extent(fargs[1], kGpuRowTile).gpu_threads(fargs[1]);
       }
     }
     log << acc.name() << ": at the block, a thread per row; per tile at " << pass.tile.name()

@@ -9,9 +9,11 @@
 //         (a thread per row, serial over the tile), the per-row tile reductions;
 //       each thread adds its row's weighted sum into the block's accumulator.
 //
-// The boxes are constant (kGpuRowTile rows x the lowering's tile), so the shared
-// allocations are too; a row tile past the end is guarded, a tile past the end of the
-// other sequence reads its last row (the lowering clamps) and is masked out.
+// The boxes are constant (bound_extent: kGpuRowTile rows x the lowering's tile), so the
+// shared allocations are too and the host computes no sizes: a block past the end of
+// the rows, or one whose causal predicate trims its rows, computes all 16 (the lowering
+// clamps every row it reads) and stores only its own; a tile past the end of the other
+// sequence reads its last row (clamped too) and is masked out.
 //
 // Internal header: includes Halide.h (via pipeline_info.h).
 #ifndef BRAZE_SCHEDULE_GPU_ATTENTION_H_
