@@ -7,9 +7,10 @@
 // head), so the reference kernels check the first slice only (seconds at T = 2048,
 // where all 64 slices would take minutes).
 //
-// Peak memory: the process's peak resident set (VmHWM, reset through
-// /proc/self/clear_refs before the benchmark builds anything) minus its resident set
-// at that moment, in MiB: what the variant's compile, buffers and runs added. It is
+// Peak memory: the process's peak resident set during the timed runs (VmHWM, reset
+// through /proc/self/clear_refs after the first, compiling run) minus its resident set
+// before the variant built anything (the inputs and the reference slice already made),
+// in MiB: the variant's buffers, its outputs and what its compile left resident. It is
 // only meaningful with one benchmark per process (--benchmark_filter): Braze's JIT
 // buffer cache keeps freed blocks (up to 1 GiB) for the next benchmark to reuse.
 #ifndef BRAZE_BENCH_ATTENTION_COMMON_H_
@@ -40,10 +41,12 @@ inline double AttentionForwardGflop(int64_t t) {
 // reference; SkipWithError and false on a mismatch.
 bool CheckAttention(benchmark::State& state, int64_t t, const std::vector<const float*>& got);
 
-// The peak-memory counter (see above): construct before building anything.
+// The peak-memory counter (see above): construct before building anything, call
+// StartTimedRuns after the first run.
 class PeakMemory {
  public:
   PeakMemory();
+  void StartTimedRuns() const;
   // Sets "peak_MiB" (and "scores_MiB": one [B, H, T, T] f32 tensor, for scale).
   void Report(benchmark::State& state, int64_t t) const;
 

@@ -43,6 +43,7 @@ enum class OpCategory : uint8_t {
   kLayout,
   kWindow,
   kAttention,
+  kRandom,
   kHostCall
 };
 inline constexpr int kNumOps = 0
@@ -177,6 +178,18 @@ struct IotaAttrs {
   int axis = 0;  // normalized
   DType dtype = DType::kI32;
 };
+// RandomUniform(like, step) and RandomNormal(like, step): a tensor of like's shape whose
+// element at row-major flat index i is a function of (seed, op_key, step, i) alone
+// (docs/RANDOM.md): the same bits compiled or not, on every device and schedule.
+// Uniform: [0, 1), f32 or f64; Normal: mean 0, variance 1, f32.
+struct RandomAttrs {
+  uint64_t seed = 0;  // the user's; Braze keeps no hidden random state
+  // Tells two random ops of one program apart. Unset: Graph::AddNode sets it to
+  // RandomOpKeyOf(the node's name) (braze/random.h), so re-building or re-tracing a
+  // program gives the same bits and two ops of one graph differ.
+  std::optional<uint64_t> op_key;
+  DType dtype = DType::kF32;
+};
 // Convolution and pooling. Spatial dims are H and W; `format` says where N, H, W and C
 // sit (NHWC: TF's default). Filters are [KH, KW, C_in / groups, C_out] in both formats
 // (TF's HWIO); groups = C_in / the filter's dim 2 (C_out / groups filters per group:
@@ -219,14 +232,16 @@ struct Pool2DAttrs {
 // [..., Tq, Dv]. Key j is visible to query i unless causal and j > i + (Tk - Tq) (torch's
 // is_causal when Tq == Tk); a query that sees no key gives 0 (its logsumexp -inf).
 // Dropout zeroes each weight with probability `dropout` and scales the rest by
-// 1 / (1 - dropout), from Philox bits keyed by (seed, step) and the weight's row-major
-// index in [..., Tq, Tk] (the same in every kernel).
+// 1 / (1 - dropout), as Dropout does: dropped where RandomUniform(weights, step, seed,
+// dtype, op_key) < dropout, the uniform of the weight's row-major index in [..., Tq, Tk]
+// (docs/RANDOM.md), the same bits in the fused kernels, the unfused composite and the
+// reference. With a nonzero rate the ops take the i32 scalar step as their last input.
 struct AttentionAttrs {
   bool causal = false;
   double scale = 1;  // of q k^T; the builder's default is 1 / sqrt(D)
   double dropout = 0;
   uint64_t seed = 0;
-  uint64_t step = 0;
+  uint64_t op_key = 0;  // the dropout stream's (braze/random.h's RandomKey(seed, op_key))
 };
 struct TensorSpec {
   DType dtype;
@@ -245,7 +260,7 @@ using Attrs =
     std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
                  ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
                  ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
-                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, AttentionAttrs, HostCallAttrs>;
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, AttentionAttrs, RandomAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

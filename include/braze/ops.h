@@ -8,8 +8,9 @@
 #define BRAZE_OPS_H_
 
 #include <array>
-#include <optional>
+#include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -101,6 +102,19 @@ Tensor UnsortedSegmentSum(Tensor data, Tensor segment_ids, int64_t num_segments,
 // {-1, 1}), Reshape(Iota(x, 1), {1, -1})) is a causal mask for any sequence length.
 Tensor Iota(Tensor like, int axis, DType dtype = DType::kI32);
 
+// ---- Random numbers (docs/RANDOM.md): stateless, counter-based (Philox-4x32-10) ----
+// A tensor of like's shape (a -1 dim included; like's values are never read) whose bits
+// are a function of (seed, op key, step, element index) alone: the same compiled or not,
+// on every device and schedule. `step` is an i32 scalar read at run time (a step
+// Variable: a new step needs no recompile). The op key defaults to a fingerprint of the
+// node's name, so two random ops of a program differ and re-building the program gives
+// the same bits; pass one to share or pin a stream. Uniform: [0, 1), f32 or f64.
+Tensor RandomUniform(Tensor like, Tensor step, uint64_t seed, DType dtype = DType::kF32,
+                     std::optional<uint64_t> op_key = std::nullopt);
+// Mean 0, variance 1, f32 (Box-Muller; |values| below 6.56).
+Tensor RandomNormal(Tensor like, Tensor step, uint64_t seed,
+                    std::optional<uint64_t> op_key = std::nullopt);
+
 // ---- Convolution and pooling (f32, f64; graph.h's Window2D and Pool2DAttrs) ----
 // x is [N, H, W, C] (NHWC) or [N, C, H, W] (NCHW); the filter [KH, KW, C / groups, C_out].
 Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window);
@@ -130,13 +144,14 @@ Tensor AvgPoolGrad(Shape input_shape, Tensor dy, Pool2DAttrs attrs);
 
 // ---- Attention (docs/ATTENTION.md; graph.h's AttentionAttrs) ----
 // The fused ops; ScaledDotProductAttention builds them (and gradients() their backward).
-Tensor Attention(Tensor q, Tensor k, Tensor v, const AttentionAttrs& attrs);
+// `step`: the dropout's i32 scalar step, given exactly when attrs.dropout is nonzero.
+Tensor Attention(Tensor q, Tensor k, Tensor v, const AttentionAttrs& attrs, Tensor step = Tensor());
 // The per-row log(sum_j exp(scale q_i k_j)) over the visible keys: [..., Tq].
 Tensor AttentionLogSumExp(Tensor q, Tensor k, const AttentionAttrs& attrs);
 // dq, dk or dv (`op`: kAttentionGradQ, kAttentionGradK, kAttentionGradV) of Attention(q,
 // k, v) given dout, its lse and delta = rowsum(dout * out) ([..., Tq] each).
-Tensor AttentionGrad(OpKind op, Tensor q, Tensor k, Tensor v, Tensor dout, Tensor lse,
-                     Tensor delta, const AttentionAttrs& attrs);
+Tensor AttentionGrad(OpKind op, Tensor q, Tensor k, Tensor v, Tensor dout, Tensor lse, Tensor delta,
+                     const AttentionAttrs& attrs, Tensor step = Tensor());
 
 // ---- Host calls: never compiled ----
 std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor> inputs,
@@ -177,16 +192,26 @@ Tensor Flatten(Tensor x);
 // Fused (the default): one Attention op whose kernel never holds the [Tq, Tk] scores.
 // Unfused: BatchMatMul, an Iota/Less/Select mask, Softmax and BatchMatMul, which
 // materialize them (the fused op's cross-check and benchmark baseline).
+// Dropout on the weights (rate `dropout`): Dropout's rule with the uniforms of
+// RandomUniform(weights, step, seed, dtype, op_key); `step` an i32 scalar (a new mask
+// each step, no recompile); the op key defaults to RandomOpKeyOf(q's node name).
 struct AttentionOptions {
   bool causal = false;
   std::optional<double> scale;  // default 1 / sqrt(D) (D must then be known)
-  double dropout = 0;           // rate on the weights, keyed by (seed, step)
+  double dropout = 0;
+  Tensor step;  // required with dropout
   uint64_t seed = 0;
-  uint64_t step = 0;
+  std::optional<uint64_t> op_key;
   bool fused = true;
 };
 Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v,
                                  const AttentionOptions& options = AttentionOptions());
+// Inverted dropout (torch's, TF's): each element of x (f32 or f64) kept with probability
+// 1 - rate and scaled by 1 / (1 - rate), else 0, by a RandomUniform keyed by (seed, step):
+// the same mask for the same (seed, step), a new one for another step. Its gradient is
+// the same mask times the upstream gradient. rate 0 is x itself; a rate outside [0, 1)
+// is an error on the graph naming x.
+Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed);
 
 // ---- Operators (scalars become constants of the tensor's dtype) ----
 Tensor operator+(Tensor a, Tensor b);

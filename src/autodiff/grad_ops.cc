@@ -163,7 +163,9 @@ bool HasGradient(const Node& node) {
     case OpKind::kEqual:
     case OpKind::kArgMax:
     case OpKind::kOneHot:
-    case OpKind::kIota:  // positions: constant in `like`'s values
+    case OpKind::kIota:           // positions: constant in `like`'s values
+    case OpKind::kRandomUniform:  // constant in `like`'s values; `step` is an integer
+    case OpKind::kRandomNormal:
     case OpKind::kHostCall:
       return false;
     case OpKind::kCast:
@@ -232,8 +234,9 @@ absl::Status CheckGradientSupported(const Node& node) {
   if (node.op() == OpKind::kPad) return PadWindowSizes(node).status();
   if (OpCategoryOf(node.op()) == OpCategory::kWindow) return WindowShapesKnown(node);
   if (OpCategoryOf(node.op()) == OpCategory::kAttention && node.op() != OpKind::kAttention) {
-    return Unsupported(node, "attention's backward ops have no gradient (second derivatives of "
-                             "fused attention are not built; use the unfused composite)");
+    return Unsupported(node,
+                       "attention's backward ops have no gradient (second derivatives of "
+                       "fused attention are not built; use the unfused composite)");
   }
   if (node.op() == OpKind::kGather) {
     // The gradient's segment count is the table's size along the axis, an attribute.
@@ -498,12 +501,16 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     // input, each recomputing its tiles of the weights.
     case OpKind::kAttention: {
       const AttentionAttrs& a = node.attrs_as<AttentionAttrs>();
+      // With dropout, the same mask from the same step (the step gets no gradient).
       const Tensor k = node.input(1), v = node.input(2);
+      const Tensor step = node.num_inputs() > 3 ? node.input(3) : Tensor();
       const Tensor lse = AttentionLogSumExp(x, k, a);
       const Tensor delta = Sum(dy * y, {-1});
-      if (needs[0]) dx[0] = AttentionGrad(OpKind::kAttentionGradQ, x, k, v, dy, lse, delta, a);
-      if (needs[1]) dx[1] = AttentionGrad(OpKind::kAttentionGradK, x, k, v, dy, lse, delta, a);
-      if (needs[2]) dx[2] = AttentionGrad(OpKind::kAttentionGradV, x, k, v, dy, lse, delta, a);
+      const OpKind grad[] = {OpKind::kAttentionGradQ, OpKind::kAttentionGradK,
+                             OpKind::kAttentionGradV};
+      for (int i = 0; i < 3; ++i) {
+        if (needs[i]) dx[i] = AttentionGrad(grad[i], x, k, v, dy, lse, delta, a, step);
+      }
       break;
     }
     case OpKind::kAttentionLogSumExp:
@@ -513,6 +520,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       return Unsupported(node, "attention's backward ops have no gradient");
     case OpKind::kOneHot:
     case OpKind::kIota:
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal:
     case OpKind::kHostCall:
       break;
   }

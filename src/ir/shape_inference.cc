@@ -380,24 +380,32 @@ absl::StatusOr<Types> IotaTypes(const IotaAttrs& a, const TensorType& like) {
 absl::StatusOr<Types> AttentionTypes(OpKind op, const AttentionAttrs& a,
                                      absl::Span<const TensorType> in) {
   const char* name = OpName(op);
+  if (!(a.dropout >= 0 && a.dropout < 1)) {
+    return Invalid(absl::StrCat(name, " dropout rate must be in [0, 1), got ", a.dropout));
+  }
+  // The step, last, exactly when there is dropout (not for the logsumexp).
+  const size_t base = op == OpKind::kAttention ? 3 : op == OpKind::kAttentionLogSumExp ? 2 : 6;
+  const bool dropout = a.dropout != 0 && op != OpKind::kAttentionLogSumExp;
+  if (in.size() != base + (dropout ? 1 : 0)) {
+    return Invalid(absl::StrCat(name, " expects ", base + (dropout ? 1 : 0), " inputs",
+                                dropout ? " (the last the dropout's step)" : "", ", got ",
+                                in.size()));
+  }
+  if (dropout && (in[base].dtype != DType::kI32 || !in[base].shape.empty())) {
+    return Invalid(
+        absl::StrCat(name, " dropout step must be an i32 scalar, got ", TypeString(in[base])));
+  }
   const TensorType& q = in[0];
   const TensorType& k = in[1];
   BRAZE_RETURN_IF_ERROR(CheckDType(q.dtype, false, false, name));
   if (!(a.scale == a.scale) || std::isinf(a.scale)) {
     return Invalid(absl::StrCat(name, " scale must be finite, got ", a.scale));
   }
-  if (!(a.dropout >= 0 && a.dropout < 1)) {
-    return Invalid(absl::StrCat(name, " dropout rate must be in [0, 1), got ", a.dropout));
-  }
-  if (a.dropout != 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        name, " dropout on the weights is not available: it needs the Philox generator"));
-  }
   const char* arg_names[] = {"q", "k", "v", "dO", "lse", "delta"};
-  for (size_t i = 1; i < in.size(); ++i) {
+  for (size_t i = 1; i < base; ++i) {
     if (in[i].dtype != q.dtype) {
-      return Invalid(absl::StrCat(name, " ", arg_names[i], " is ", TypeString(in[i]),
-                                  "; q is ", TypeString(q)));
+      return Invalid(absl::StrCat(name, " ", arg_names[i], " is ", TypeString(in[i]), "; q is ",
+                                  TypeString(q)));
     }
   }
   const size_t rank = q.shape.size();
@@ -410,8 +418,8 @@ absl::StatusOr<Types> AttentionTypes(OpKind op, const AttentionAttrs& a,
     }
     for (size_t d = 0; d + 2 < rank; ++d) {
       if (!DimsCompatible(in[i].shape[d], q.shape[d])) {
-        return Invalid(absl::StrCat(name, " ", arg_names[i], " ", TypeString(in[i]),
-                                    " and q ", TypeString(q), " differ in leading dim ", d));
+        return Invalid(absl::StrCat(name, " ", arg_names[i], " ", TypeString(in[i]), " and q ",
+                                    TypeString(q), " differ in leading dim ", d));
       }
     }
     return absl::OkStatus();
@@ -455,6 +463,20 @@ absl::StatusOr<Types> AttentionTypes(OpKind op, const AttentionAttrs& a,
       return Types{{q.dtype, v.shape}};
   }
   return Types{{q.dtype, out}};
+}
+
+// RandomUniform and RandomNormal (graph.h's RandomAttrs): like's shape, step an i32 scalar.
+absl::StatusOr<Types> RandomTypes(OpKind op, const RandomAttrs& a, const TensorType& like,
+                                  const TensorType& step) {
+  const bool f64_ok = op == OpKind::kRandomUniform;
+  if (a.dtype != DType::kF32 && !(f64_ok && a.dtype == DType::kF64)) {
+    return Invalid(absl::StrCat(OpName(op), " does not support dtype ", DTypeName(a.dtype),
+                                f64_ok ? " (f32 or f64)" : " (f32 only)"));
+  }
+  if (step.dtype != DType::kI32 || !step.shape.empty()) {
+    return Invalid(absl::StrCat(OpName(op), " step must be an i32 scalar, got ", TypeString(step)));
+  }
+  return Types{{a.dtype, like.shape}};
 }
 
 absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
@@ -637,6 +659,11 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kIota: {
       BRAZE_ATTRS(IotaAttrs);
       return IotaTypes(*a, in[0]);
+    }
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal: {
+      BRAZE_ATTRS(RandomAttrs);
+      return RandomTypes(op, *a, in[0], in[1]);
     }
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:

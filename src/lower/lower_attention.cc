@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "braze/random.h"
 #include "lower/lower_ops.h"
+#include "lower/philox.h"
 
 namespace braze {
 namespace lower {
@@ -59,6 +61,10 @@ class Builder {
     nb_ = rank_ - 2;
     tq_ = ctx.Extent(q, rank_ - 2);
     tk_ = ctx.Extent(k, rank_ - 2);
+    for (int d = 0; d < nb_; ++d) lead_.push_back(ctx.Extent(q, d));
+    const size_t base = in.size() == 4 ? 3 : 6;  // Attention's step is input 3, a gradient's 6
+    if (attrs.dropout != 0 && in.size() > base) step_ = &in[base];
+    key_ = RandomKey(attrs.seed, attrs.op_key);
     symbolic_ = SymbolOf(q, rank_ - 2) >= 0 || SymbolOf(k, rank_ - 2) >= 0;
     gpu_ = ctx.gpu;
     d_ = q.shape[rank_ - 1];
@@ -159,12 +165,12 @@ class Builder {
     Func tm(ctx_.UniqueName(name_ + "_tile_max"));
     tm(Args({x, t})) = lowest_;
     tm(Args({x, t})) = Halide::max(
-        tm(Args({x, t})), Halide::select(VisibleAt(x, OtherPos(t, ru.x)),
-                                         at(s, {ru.x, x, t}) * scale, lowest_));
+        tm(Args({x, t})),
+        Halide::select(VisibleAt(x, OtherPos(t, ru.x)), at(s, {ru.x, x, t}) * scale, lowest_));
     Func e(ctx_.UniqueName(name_ + "_tile_exp"));
-    e(Args({u, x, t})) = Halide::select(VisibleAt(x, OtherPos(t, u)),
-                                        Halide::exp(at(s, {u, x, t}) * scale - at(tm, {x, t})),
-                                        zero_);
+    e(Args({u, x, t})) =
+        Halide::select(VisibleAt(x, OtherPos(t, u)),
+                       Halide::exp(at(s, {u, x, t}) * scale - at(tm, {x, t})), zero_);
     RDom ru2(0, tile, ctx_.UniqueName(name_ + "_u"));
     Func tl(ctx_.UniqueName(name_ + "_tile_sum"));
     tl(Args({x, t})) = zero_;
@@ -180,21 +186,20 @@ class Builder {
     const Expr l = state(Args({x}))[1];
     const Expr mt = at(tm, {x, rt.x});
     const Expr mn = Halide::max(m, mt);
-    state(Args({x})) = Halide::Tuple(mn, l * Halide::exp(m - mn) + at(tl, {x, rt.x}) *
-                                                                   Halide::exp(mt - mn));
+    state(Args({x})) =
+        Halide::Tuple(mn, l * Halide::exp(m - mn) + at(tl, {x, rt.x}) * Halide::exp(mt - mn));
     pass.acc = state;
     pass.tile = rt.x;
     Func lse(ctx_.UniqueName(name_ + "_lse"));
     const Expr inf = Halide::Internal::make_const(type_, -std::numeric_limits<double>::infinity());
-    lse(Args({x})) = Halide::select(NoKey(x), inf,
-                                    state(Args({x}))[0] + Halide::log(state(Args({x}))[1]));
+    lse(Args({x})) =
+        Halide::select(NoKey(x), inf, state(Args({x}))[0] + Halide::log(state(Args({x}))[1]));
     return lse;
   }
 
   // The weighted-sum pass of `op` (lse: the forward's Func, or the lse input's reads).
   // Returns acc(c, x, batch...).
-  Func WeightedSum(OpKind op, const std::function<Expr(const Expr&)>& lse,
-                   AttentionPass& pass) {
+  Func WeightedSum(OpKind op, const std::function<Expr(const Expr&)>& lse, AttentionPass& pass) {
     Var u("u"), x("x"), t("t"), c("c");
     const Value& q = in_[0];
     const Value& k = in_[1];
@@ -212,12 +217,16 @@ class Builder {
     Func w(ctx_.UniqueName(name_ + "_w"));
     const Expr pos = OtherPos(t, u);
     Expr p = Halide::exp(at(s, {u, x, t}) * scale - lse(query(pos)));
-    Expr weight = p;
+    // Dropout's factor of weight (query, key): the forward and dv drop p, dq and dk
+    // drop dP (dS = P (dP keep - delta): delta = rowsum(dO O) already has the mask).
+    const Expr keep = keys_ ? Keep(pos, x) : Keep(x, pos);
+    Expr weight = keep.defined() ? p * keep : p;
     if (op == OpKind::kAttentionGradQ || op == OpKind::kAttentionGradK) {
       const Value& dout = in_[3];
       Func dp = keys_ ? Product("dp", v, dout, dv, pass) : Product("dp", dout, v, dv, pass);
       const Expr delta = Halide::cast(type_, ReadRow(in_[5], query(pos)));
-      weight = p * (at(dp, {u, x, t}) - delta) * scale;
+      const Expr dpv = keep.defined() ? at(dp, {u, x, t}) * keep : at(dp, {u, x, t});
+      weight = p * (dpv - delta) * scale;
     }
     w(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), weight, zero_);
     pass.per_tile.push_back(w);
@@ -232,14 +241,33 @@ class Builder {
     SkipHiddenTiles(r, r.y, x);
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
-    acc(Args({c, x})) += at(w, {r.x, x, r.y}) *
-                         Halide::cast(type_, Read(operand, Clamped(OtherPos(r.y, r.x)), c));
+    acc(Args({c, x})) +=
+        at(w, {r.x, x, r.y}) * Halide::cast(type_, Read(operand, Clamped(OtherPos(r.y, r.x)), c));
     pass.acc = acc;
     pass.tile = r.y;
     return acc;
   }
 
   const std::vector<Var>& batch_vars() const { return b_; }
+
+  // Dropout's factor of the weight of query i and key j (unclamped: a position past the
+  // end is masked anyway), undefined without dropout: 0 where RandomUniform's uniform of
+  // the weight's row-major index in [..., Tq, Tk] is below the rate, else 1 / (1 - rate)
+  // (Dropout's rule, bit for bit the unfused composite's and the reference's mask).
+  Expr Keep(const Expr& i, const Expr& j) const {
+    if (attrs_.dropout == 0 || step_ == nullptr) return Expr();
+    Expr flat = 0;
+    const std::vector<Expr> b = Batch();
+    for (int d = 0; d < nb_; ++d) flat = flat * lead_[d] + b[d];
+    flat = (flat * tq_ + i) * tk_ + j;
+    const PhiloxWords block =
+        PhiloxBlock(key_, Halide::cast(Halide::UInt(32), flat), At(*step_, {}));
+    const bool f64 = type_ == Halide::Float(64);
+    const Expr u = f64 ? PhiloxToUniformF64(block) : PhiloxToUniformF32(block);
+    const Expr rate = Halide::Internal::make_const(u.type(), attrs_.dropout);
+    return Halide::select(u < rate, zero_,
+                          Halide::Internal::make_const(type_, 1.0 / (1.0 - attrs_.dropout)));
+  }
 
   // Causal: row x skips the tiles it sees none of (a query's tiles wholly after it, a
   // key's wholly before it). The predicate depends on the tile and the row only, so
@@ -265,9 +293,12 @@ class Builder {
   const std::string& name_;
   const AttentionAttrs& attrs_;
   const std::vector<Value>& in_;
-  const bool keys_;  // rows are keys (dk, dv); else queries
-  bool symbolic_ = false;  // Tq or Tk is symbolic
-  bool gpu_ = false;       // lowered for a GPU schedule
+  const bool keys_;              // rows are keys (dk, dv); else queries
+  bool symbolic_ = false;        // Tq or Tk is symbolic
+  std::vector<Expr> lead_;       // the leading dims' extents (row-major)
+  const Value* step_ = nullptr;  // the dropout's step, or null
+  PhiloxKey key_ = {0, 0};
+  bool gpu_ = false;  // lowered for a GPU schedule
   int rank_ = 0;
   int nb_ = 0;
   Expr tq_, tk_, other_len_, ntiles_;
@@ -285,15 +316,16 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
                                      const TensorType& out) {
   const int rank = static_cast<int>(in[0].shape.size());
   for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].shape.empty()) continue;  // the dropout's step
     const size_t last = in[i].shape.size() - 1;
     if (i != 4 && i != 5 && SymbolOf(in[i], last) >= 0) {
       return absl::UnimplementedError("attention needs its feature widths known at build time");
     }
   }
   // No keys (or no queries for a key gradient): nothing to sum.
-  const int64_t other =
-      (op == OpKind::kAttentionGradK || op == OpKind::kAttentionGradV) ? in[0].shape[rank - 2]
-                                                                       : in[1].shape[rank - 2];
+  const int64_t other = (op == OpKind::kAttentionGradK || op == OpKind::kAttentionGradV)
+                            ? in[0].shape[rank - 2]
+                            : in[1].shape[rank - 2];
   if (other == 0) {
     const double fill =
         op == OpKind::kAttentionLogSumExp ? -std::numeric_limits<double>::infinity() : 0.0;
@@ -338,7 +370,9 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
       stage.result = result;
     }
   } else {
-    auto lse_at = [&](const Expr& row) { return Halide::cast(HalideType(out.dtype), b.ReadRow(ops[4], row)); };
+    auto lse_at = [&](const Expr& row) {
+      return Halide::cast(HalideType(out.dtype), b.ReadRow(ops[4], row));
+    };
     AttentionPass sum_pass;
     Func acc = b.WeightedSum(op, lse_at, sum_pass);
     stage.attention.passes.push_back(sum_pass);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "braze/random.h"
 #include "braze/status.h"
 #include "reference/kernel_util.h"
 
@@ -13,9 +14,13 @@ namespace braze {
 namespace reference_internal {
 namespace {
 
-// The sizes of one call: the leading dims flattened into `batch`.
+// The sizes of one call: the leading dims flattened into `batch`; with dropout, its
+// Philox key and step (graph.h's AttentionAttrs) and whether the weights are f64.
 struct Dims {
   int64_t batch = 1, tq = 0, tk = 0, d = 0, dv = 0;
+  PhiloxKey key = {0, 0};
+  uint64_t step = 0;
+  bool f64 = false;
 };
 
 Dims DimsOf(const HostTensor& q, const HostTensor& k, const HostTensor* v) {
@@ -46,7 +51,8 @@ void Scores(const AttentionAttrs& a, const Dims& n, const T* q, const T* k, int6
     if (!Visible(a, n, i, j)) continue;
     const T* kj = k + (b * n.tk + j) * n.d;
     double dot = 0;
-    for (int64_t c = 0; c < n.d; ++c) dot += double{qi[c]} * double{kj[c]};
+    for (int64_t c = 0; c < n.d; ++c)
+      dot += static_cast<double>(qi[c]) * static_cast<double>(kj[c]);
     s[j] = dot * a.scale;
   }
 }
@@ -71,11 +77,20 @@ double Weight(const AttentionAttrs& a, const Dims& n, int64_t i, int64_t j,
   return Visible(a, n, i, j) ? std::exp(s[j] - lse) : 0.0;
 }
 
-// Dropout's factor for weight (b, i, j): 1 without dropout (shape inference refuses a
-// nonzero rate: docs/ATTENTION.md).
+// Dropout's factor for weight (b, i, j): 0 where the weight's uniform (RandomUniform's
+// of its row-major index in [batch, Tq, Tk], docs/RANDOM.md) is below the rate, else
+// 1 / (1 - rate), as Dropout computes it in the weights' dtype.
 double Keep(const AttentionAttrs& a, const Dims& n, int64_t b, int64_t i, int64_t j) {
-  (void)a, (void)n, (void)b, (void)i, (void)j;
-  return 1.0;
+  if (a.dropout == 0) return 1.0;
+  const uint64_t index = static_cast<uint64_t>((b * n.tq + i) * n.tk + j);
+  const PhiloxCounter bits =
+      Philox4x32_10({static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+                     static_cast<uint32_t>(n.step), static_cast<uint32_t>(n.step >> 32)},
+                    n.key);
+  const double u = n.f64 ? PhiloxToUniformF64(bits) : static_cast<double>(PhiloxToUniformF32(bits));
+  if (u < (n.f64 ? a.dropout : static_cast<double>(static_cast<float>(a.dropout)))) return 0.0;
+  const double scale = 1.0 / (1.0 - a.dropout);
+  return n.f64 ? scale : static_cast<double>(static_cast<float>(scale));
 }
 
 template <typename T>
@@ -93,7 +108,7 @@ void Forward(const AttentionAttrs& a, const Dims& n, const T* q, const T* k, con
         const double p = Weight(a, n, i, j, s, lse) * Keep(a, n, b, i, j);
         if (p == 0) continue;
         const T* vj = v + (b * n.tk + j) * n.dv;
-        for (int64_t c = 0; c < n.dv; ++c) acc[c] += p * double{vj[c]};
+        for (int64_t c = 0; c < n.dv; ++c) acc[c] += p * static_cast<double>(vj[c]);
       }
       for (int64_t c = 0; c < n.dv; ++c) o[(b * n.tq + i) * n.dv + c] = static_cast<T>(acc[c]);
     }
@@ -120,22 +135,23 @@ void Backward(OpKind op, const AttentionAttrs& a, const Dims& n, absl::Span<cons
       Scores(a, n, q, k, b, i, s);
       const T* doi = dout + (b * n.tq + i) * n.dv;
       for (int64_t j = 0; j < n.tk; ++j) {
-        const double p = Weight(a, n, i, j, s, double{lse[b * n.tq + i]});
+        const double p = Weight(a, n, i, j, s, static_cast<double>(lse[b * n.tq + i]));
         if (p == 0) continue;
         const double keep = Keep(a, n, b, i, j);
         if (op == OpKind::kAttentionGradV) {
           double* row = &acc[(b * n.tk + j) * width];
-          for (int64_t c = 0; c < n.dv; ++c) row[c] += p * keep * double{doi[c]};
+          for (int64_t c = 0; c < n.dv; ++c) row[c] += p * keep * static_cast<double>(doi[c]);
           continue;
         }
         const T* vj = v + (b * n.tk + j) * n.dv;
         double dp = 0;
-        for (int64_t c = 0; c < n.dv; ++c) dp += double{doi[c]} * double{vj[c]};
-        const double ds = p * (dp * keep - double{delta[b * n.tq + i]}) * a.scale;
-        const T* other = op == OpKind::kAttentionGradQ ? k + (b * n.tk + j) * n.d
-                                                       : q + (b * n.tq + i) * n.d;
+        for (int64_t c = 0; c < n.dv; ++c)
+          dp += static_cast<double>(doi[c]) * static_cast<double>(vj[c]);
+        const double ds = p * (dp * keep - static_cast<double>(delta[b * n.tq + i])) * a.scale;
+        const T* other =
+            op == OpKind::kAttentionGradQ ? k + (b * n.tk + j) * n.d : q + (b * n.tq + i) * n.d;
         double* row = &acc[(b * rows + (op == OpKind::kAttentionGradQ ? i : j)) * width];
-        for (int64_t c = 0; c < n.d; ++c) row[c] += ds * double{other[c]};
+        for (int64_t c = 0; c < n.d; ++c) row[c] += ds * static_cast<double>(other[c]);
       }
     }
   }
@@ -147,7 +163,17 @@ void Backward(OpKind op, const AttentionAttrs& a, const Dims& n, absl::Span<cons
 Kernel RunAttention(OpKind op, const AttentionAttrs& attrs, absl::Span<const HostTensor> inputs,
                     const TensorType& out_type) {
   HostTensor out(out_type.dtype, out_type.shape);
-  const Dims n = DimsOf(inputs[0], inputs[1], inputs.size() > 2 ? &inputs[2] : nullptr);
+  Dims n = DimsOf(inputs[0], inputs[1], inputs.size() > 2 ? &inputs[2] : nullptr);
+  if (attrs.dropout != 0 && op != OpKind::kAttentionLogSumExp) {
+    const HostTensor& step = inputs.back();
+    if (step.dtype() != DType::kI32 || step.num_elements() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          OpName(op), " dropout step must be an i32 scalar, got ", TypeString(step.type())));
+    }
+    n.step = static_cast<uint64_t>(static_cast<int64_t>(step.data<int32_t>()[0]));
+    n.key = RandomKey(attrs.seed, attrs.op_key);
+    n.f64 = out_type.dtype == DType::kF64;
+  }
   BRAZE_RETURN_IF_ERROR(VisitFloating(out_type.dtype, OpName(op), [&](auto tag) {
     using T = decltype(tag);
     const T* q = inputs[0].data<T>();

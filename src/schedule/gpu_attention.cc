@@ -38,8 +38,8 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
   const Var block = FuseAll(res, outer);
   if (xdim == 1) res.reorder(args[0], xi, block);
   res.gpu_blocks(block).gpu_threads(xi);
-  log << res.name() << ": attention, a block per " << kGpuRowTile << " rows ("
-      << block.name() << "), a thread per row\n";
+  log << res.name() << ": attention, a block per " << kGpuRowTile << " rows (" << block.name()
+      << "), a thread per row\n";
   if (s.attention.lse.defined()) {
     Func lse = s.attention.lse;
     lse.compute_at(res, block).bound_extent(lse.args()[0], kGpuRowTile).gpu_threads(lse.args()[0]);

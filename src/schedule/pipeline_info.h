@@ -131,10 +131,10 @@ struct Stage {
   };
   struct Attention {
     std::vector<AttentionPass> passes;
-    Halide::Func lse;       // the forward's logsumexp (pure, (row, batch...)); or undefined
+    Halide::Func lse;             // the forward's logsumexp (pure, (row, batch...)); or undefined
     bool has_feature_dim = true;  // result's dim 0 is the feature dim (not a logsumexp)
-    int64_t key_tile = 64;  // the tile of the other sequence the Funcs were built with
-    int64_t rows = 1;       // the extent of result's row dim (an estimate when symbolic)
+    int64_t key_tile = 64;        // the tile of the other sequence the Funcs were built with
+    int64_t rows = 1;             // the extent of result's row dim (an estimate when symbolic)
   };
   Attention attention;
 };

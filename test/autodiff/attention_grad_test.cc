@@ -27,22 +27,30 @@ struct Sizes {
 };
 
 TEST(AttentionGradTest, MatchesFiniteDifferences) {
-  // Tq > Tk with causal: the first two queries see no key (their rows are 0).
+  // Tq > Tk with causal: the first two queries see no key (their rows are 0). With
+  // dropout the mask is fixed by the step: the function stays smooth.
   for (const Sizes& n : {Sizes{4, 4, 3, 2}, Sizes{5, 3, 2, 3}, Sizes{2, 5, 1, 1}}) {
-    for (bool causal : {false, true}) {
-      SCOPED_TRACE(testing::Message() << n.tq << "x" << n.tk << "x" << n.d << (causal ? " causal" : ""));
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool causal = variant >= 1;
+      const double dropout = variant == 2 ? 0.3 : 0.0;
+      SCOPED_TRACE(testing::Message()
+                   << n.tq << "x" << n.tk << "x" << n.d << " variant " << variant);
       Graph g;
       Tensor q = Placeholder(g, f64, {2, n.tq, n.d}, "q");
       Tensor k = Placeholder(g, f64, {2, n.tk, n.d}, "k");
       Tensor v = Placeholder(g, f64, {2, n.tk, n.dv}, "v");
       AttentionOptions o;
       o.causal = causal;
+      o.dropout = dropout;
+      o.step = Placeholder(g, DType::kI32, {}, "step");
       Tensor y = ScaledDotProductAttention(q, k, v, o);
       GradCheckOptions opt;
       opt.tolerance = 1e-6;
-      EXPECT_TRUE(CheckGradients(y, {{q, HostTensor::RandomUniform(f64, {2, n.tq, n.d}, 1, -2, 2)},
-                                     {k, HostTensor::RandomUniform(f64, {2, n.tk, n.d}, 2, -2, 2)},
-                                     {v, HostTensor::RandomUniform(f64, {2, n.tk, n.dv}, 3)}},
+      opt.extra_feeds = {{o.step, HostTensor::Scalar<int32_t>(3)}};
+      EXPECT_TRUE(CheckGradients(y,
+                                 {{q, HostTensor::RandomUniform(f64, {2, n.tq, n.d}, 1, -2, 2)},
+                                  {k, HostTensor::RandomUniform(f64, {2, n.tk, n.d}, 2, -2, 2)},
+                                  {v, HostTensor::RandomUniform(f64, {2, n.tk, n.dv}, 3)}},
                                  opt));
     }
   }
@@ -50,13 +58,18 @@ TEST(AttentionGradTest, MatchesFiniteDifferences) {
 
 // The fused op's value and gradients are the unfused composite's (reference kernels).
 TEST(AttentionGradTest, FusedMatchesUnfused) {
-  for (bool causal : {false, true}) {
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool causal = variant >= 1;
     Graph g;
     const Shape qs = {2, 3, 7, 5}, ks = {2, 3, 6, 5}, vs = {2, 3, 6, 4};
     Tensor q = Placeholder(g, f64, qs, "q"), k = Placeholder(g, f64, ks, "k"),
            v = Placeholder(g, f64, vs, "v");
     AttentionOptions o;
     o.causal = causal;
+    o.dropout = variant == 2 ? 0.5 : 0.0;
+    o.seed = 17;
+    Tensor step = Placeholder(g, DType::kI32, {}, "step");
+    o.step = step;
     Tensor fused = ScaledDotProductAttention(q, k, v, o);
     o.fused = false;
     Tensor unfused = ScaledDotProductAttention(q, k, v, o);
@@ -64,12 +77,13 @@ TEST(AttentionGradTest, FusedMatchesUnfused) {
     auto gf = Gradients({Sum(fused * w)}, {q, k, v});
     auto gu = Gradients({Sum(unfused * w)}, {q, k, v});
     ASSERT_TRUE(gf.ok() && gu.ok()) << gf.status() << gu.status();
-    std::vector<Tensor> fetches = {fused, (*gf)[0], (*gf)[1], (*gf)[2],
+    std::vector<Tensor> fetches = {fused,   (*gf)[0], (*gf)[1], (*gf)[2],
                                    unfused, (*gu)[0], (*gu)[1], (*gu)[2]};
     const Feeds feeds = {{q, HostTensor::RandomUniform(f64, qs, 4, -2, 2)},
                          {k, HostTensor::RandomUniform(f64, ks, 5, -2, 2)},
                          {v, HostTensor::RandomUniform(f64, vs, 6)},
-                         {w, HostTensor::RandomUniform(f64, {2, 3, 7, 4}, 7)}};
+                         {w, HostTensor::RandomUniform(f64, {2, 3, 7, 4}, 7)},
+                         {step, HostTensor::Scalar<int32_t>(2)}};
     std::vector<HostTensor> got = RunReference(g, feeds, fetches);
     for (int i = 0; i < 4; ++i) {
       std::string why;
@@ -130,8 +144,7 @@ TEST(AttentionGradTest, TheBackwardOpsHaveNoGradientAndSayWhy) {
   auto ddq = Gradients({Sum((*dq)[0])}, {k});
   ASSERT_FALSE(ddq.ok());
   EXPECT_EQ(ddq.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_NE(ddq.status().message().find("gradient of node 'gradients/Attention"),
-            std::string::npos)
+  EXPECT_NE(ddq.status().message().find("gradient of node 'gradients/Attention"), std::string::npos)
       << ddq.status();
   EXPECT_NE(ddq.status().message().find("have no gradient"), std::string::npos) << ddq.status();
 }

@@ -39,6 +39,16 @@ TEST(AttentionShapes, OutputsOfEveryOp) {
   EXPECT_TRUE(g.status().ok()) << g.status();
 }
 
+TEST(AttentionShapes, DropoutWithoutAStepNamesTheQuery) {
+  Graph g;
+  Tensor q = Placeholder(g, f32, {3, 4}, "q");
+  AttentionOptions o;
+  o.dropout = 0.1;
+  EXPECT_FALSE(ScaledDotProductAttention(q, q, q, o).valid());
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()), HasSubstr("'q': dropout 0.1 needs a step"));
+}
+
 struct ErrorCase {
   const char* name;
   std::function<void(Graph&)> build;
@@ -72,17 +82,21 @@ INSTANTIATE_TEST_SUITE_P(
                     ScaledDotProductAttention(x, x, x);
                   },
                   "does not support dtype i32"},
-        ErrorCase{"MixedDtypes",
-                  [](Graph& g) {
-                    ScaledDotProductAttention(P(g, {3, 4}), P(g, {3, 4}, DType::kF64),
-                                              P(g, {3, 4}));
-                  },
-                  "k is f64[3,4]"},
+        ErrorCase{
+            "MixedDtypes",
+            [](Graph& g) {
+              ScaledDotProductAttention(P(g, {3, 4}), P(g, {3, 4}, DType::kF64), P(g, {3, 4}));
+            },
+            "k is f64[3,4]"},
         ErrorCase{"WidthsDiffer",
-                  [](Graph& g) { ScaledDotProductAttention(P(g, {3, 4}), P(g, {5, 3}), P(g, {5, 2})); },
+                  [](Graph& g) {
+                    ScaledDotProductAttention(P(g, {3, 4}), P(g, {5, 3}), P(g, {5, 2}));
+                  },
                   "differ in D"},
         ErrorCase{"KeysAndValuesDiffer",
-                  [](Graph& g) { ScaledDotProductAttention(P(g, {3, 4}), P(g, {5, 4}), P(g, {6, 4})); },
+                  [](Graph& g) {
+                    ScaledDotProductAttention(P(g, {3, 4}), P(g, {5, 4}), P(g, {6, 4}));
+                  },
                   "differ in T"},
         ErrorCase{"LeadingDimsDiffer",
                   [](Graph& g) {
@@ -90,10 +104,14 @@ INSTANTIATE_TEST_SUITE_P(
                   },
                   "differ in leading dim 0"},
         ErrorCase{"RanksDiffer",
-                  [](Graph& g) { ScaledDotProductAttention(P(g, {2, 3, 4}), P(g, {3, 4}), P(g, {3, 4})); },
+                  [](Graph& g) {
+                    ScaledDotProductAttention(P(g, {2, 3, 4}), P(g, {3, 4}), P(g, {3, 4}));
+                  },
                   "must have rank 3"},
         ErrorCase{"UnknownWidthNoScale",
-                  [](Graph& g) { ScaledDotProductAttention(P(g, {3, -1}), P(g, {3, -1}), P(g, {3, 2})); },
+                  [](Graph& g) {
+                    ScaledDotProductAttention(P(g, {3, -1}), P(g, {3, -1}), P(g, {3, 2}));
+                  },
                   "scale must be finite"},
         ErrorCase{"InfiniteScale",
                   [](Graph& g) {
@@ -109,6 +127,20 @@ INSTANTIATE_TEST_SUITE_P(
                     ScaledDotProductAttention(P(g, {3, 4}), P(g, {3, 4}), P(g, {3, 4}), o);
                   },
                   "dropout rate must be in [0, 1)"},
+        ErrorCase{"DropoutWithoutAStep",
+                  [](Graph& g) {
+                    AttentionAttrs a;
+                    a.dropout = 0.5;
+                    Attention(P(g, {3, 4}), P(g, {3, 4}), P(g, {3, 4}), a);
+                  },
+                  "expects 4 inputs (the last the dropout's step), got 3"},
+        ErrorCase{"DropoutStepNotAnI32Scalar",
+                  [](Graph& g) {
+                    AttentionAttrs a;
+                    a.dropout = 0.5;
+                    Attention(P(g, {3, 4}), P(g, {3, 4}), P(g, {3, 4}), a, P(g, {2}, DType::kI32));
+                  },
+                  "dropout step must be an i32 scalar, got i32[2]"},
         ErrorCase{"GradientOfTheWrongDout",
                   [](Graph& g) {
                     Tensor x = P(g, {3, 4});

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "braze/ops.h"
-#include "gtest/gtest.h"
 #include "device/jit_memory.h"
+#include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 
 namespace braze {
@@ -45,7 +45,8 @@ Qkv Inputs(Case& c, const Shape& s, uint64_t seed, Shape lead = {2, 3}, DType dt
     r.push_back(d);
     return r;
   };
-  return {c.Input(dt, shape(s[0], s[2]), seed, -2, 2), c.Input(dt, shape(s[1], s[2]), seed + 1, -2, 2),
+  return {c.Input(dt, shape(s[0], s[2]), seed, -2, 2),
+          c.Input(dt, shape(s[1], s[2]), seed + 1, -2, 2),
           c.Input(dt, shape(s[1], s[2] + 2), seed + 2)};
 }
 
@@ -63,7 +64,9 @@ std::vector<OpTestCase> Cases() {
          Qkv in = Inputs(c, s, 4, {}, f64);
          c.outputs = {Attention(in.q, in.k, in.v, Attrs(true, s[2]))};
        },
-       kSmall, {}, {1e-12, 1e-13}},
+       kSmall,
+       {},
+       {1e-12, 1e-13}},
       {"LogSumExp",
        [](Case& c, const Shape& s) {
          Qkv in = Inputs(c, s, 7, {3});
@@ -86,6 +89,27 @@ std::vector<OpTestCase> Cases() {
              AttentionGrad(OpKind::kAttentionGradQ, in.q, in.k, in.v, dout, lse, delta, a),
              AttentionGrad(OpKind::kAttentionGradK, in.q, in.k, in.v, dout, lse, delta, a),
              AttentionGrad(OpKind::kAttentionGradV, in.q, in.k, in.v, dout, lse, delta, a)};
+       },
+       kSmall, kLarge, kGradTol},
+      {"Dropout",
+       [](Case& c, const Shape& s) {
+         // Dropout on the weights, forward and backward (the gradients' mask is the
+         // forward's: the same step), causal, with the reference's mask bit for bit.
+         Qkv in = Inputs(c, s, 50);
+         AttentionAttrs a = Attrs(true, s[2]);
+         a.dropout = 0.3;
+         a.seed = 7;
+         a.op_key = 11;
+         Tensor step = c.Input(HostTensor::Scalar<int32_t>(5));
+         Shape oshape = {2, 3, s[0], s[2] + 2};
+         Tensor dout = c.Input(f32, oshape, 53), out = c.Input(f32, oshape, 54);
+         Tensor lse = AttentionLogSumExp(in.q, in.k, a);
+         Tensor delta = Sum(dout * out, {-1});
+         c.outputs = {
+             Attention(in.q, in.k, in.v, a, step),
+             AttentionGrad(OpKind::kAttentionGradQ, in.q, in.k, in.v, dout, lse, delta, a, step),
+             AttentionGrad(OpKind::kAttentionGradK, in.q, in.k, in.v, dout, lse, delta, a, step),
+             AttentionGrad(OpKind::kAttentionGradV, in.q, in.k, in.v, dout, lse, delta, a, step)};
        },
        kSmall, kLarge, kGradTol},
   };
@@ -116,25 +140,30 @@ INSTANTIATE_TEST_SUITE_P(Ops, AttentionTest,
                          OpParamName);
 
 // The fused op beside the unfused composite in one cluster: both against the reference,
-// and against each other.
+// and against each other (with dropout: the same mask).
 TEST(AttentionTestUnfused, TheCompositeAgrees) {
-  for (bool causal : {false, true}) {
-    Case c;
-    Qkv in = Inputs(c, {19, 23, 8}, 20);
-    AttentionOptions o;
-    o.causal = causal;
-    Tensor fused = ScaledDotProductAttention(in.q, in.k, in.v, o);
-    o.fused = false;
-    Tensor unfused = ScaledDotProductAttention(in.q, in.k, in.v, o);
-    c.outputs = {fused, unfused};
-    EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kTol));
-    CompileOptions options;
-    auto kernel = CompileCluster(SpecOf(c), options);
-    ASSERT_TRUE(kernel.ok()) << kernel.status();
-    auto got = RunKernel(**kernel, c.values);
-    ASSERT_TRUE(got.ok()) << got.status();
-    std::string why;
-    EXPECT_TRUE(AllClose((*got)[0], (*got)[1], 1e-4, 1e-5, &why)) << why;
+  for (double dropout : {0.0, 0.4}) {
+    for (bool causal : {false, true}) {
+      Case c;
+      Qkv in = Inputs(c, {19, 23, 8}, 20);
+      AttentionOptions o;
+      o.causal = causal;
+      o.dropout = dropout;
+      o.seed = 3;
+      o.step = c.Input(HostTensor::Scalar<int32_t>(9));
+      Tensor fused = ScaledDotProductAttention(in.q, in.k, in.v, o);
+      o.fused = false;
+      Tensor unfused = ScaledDotProductAttention(in.q, in.k, in.v, o);
+      c.outputs = {fused, unfused};
+      EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kTol));
+      CompileOptions options;
+      auto kernel = CompileCluster(SpecOf(c), options);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      auto got = RunKernel(**kernel, c.values);
+      ASSERT_TRUE(got.ok()) << got.status();
+      std::string why;
+      EXPECT_TRUE(AllClose((*got)[0], (*got)[1], 1e-4, 1e-5, &why)) << why;
+    }
   }
 }
 
