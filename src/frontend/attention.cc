@@ -103,7 +103,8 @@ Tensor AttentionGrad(OpKind op, Tensor q, Tensor k, Tensor v, Tensor dout, Tenso
 Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v, const AttentionOptions& options) {
   if (!q.valid() || !k.valid() || !v.valid()) return Tensor();
   const AttentionAttrs attrs = AttrsOf(q, options);
-  if (attrs.dropout != 0 && !options.step.valid()) {
+  // A rate outside [0, 1) is the op's error (shape inference names the node).
+  if (attrs.dropout > 0 && attrs.dropout < 1 && !options.step.valid()) {
     q.graph()->RecordError(absl::InvalidArgumentError(
         absl::StrCat("ScaledDotProductAttention of '", q.name(), "': dropout ", attrs.dropout,
                      " needs a step (AttentionOptions::step)")));

@@ -22,12 +22,14 @@ struct PtxCase {
   OpKind op;
   Shape q, k;  // v and dO take q's and k's last dim
   bool causal;
+  double dropout = 0;  // with its Philox mask computed in the kernel
 };
 void PrintTo(const PtxCase& c, std::ostream* os) { *os << OpName(c.op); }
 
 std::string CaseName(const ::testing::TestParamInfo<PtxCase>& info) {
   return absl::StrCat(OpName(info.param.op), "_", info.param.q[2], "x", info.param.k[2], "x",
-                      info.param.q[3], info.param.causal ? "_Causal" : "");
+                      info.param.q[3], info.param.causal ? "_Causal" : "",
+                      info.param.dropout != 0 ? "_Dropout" : "");
 }
 
 void Build(Case& c, const PtxCase& pc) {
@@ -36,9 +38,12 @@ void Build(Case& c, const PtxCase& pc) {
   AttentionAttrs a;
   a.causal = pc.causal;
   a.scale = 0.125;
+  a.dropout = pc.dropout;
+  a.seed = 5;
+  Tensor step = pc.dropout != 0 ? c.Input(HostTensor::Scalar<int32_t>(3)) : Tensor();
   switch (pc.op) {
     case OpKind::kAttention:
-      c.outputs = {Attention(q, k, v, a)};
+      c.outputs = {Attention(q, k, v, a, step)};
       return;
     case OpKind::kAttentionLogSumExp:
       c.outputs = {AttentionLogSumExp(q, k, a)};
@@ -46,7 +51,7 @@ void Build(Case& c, const PtxCase& pc) {
     default: {
       Shape row(pc.q.begin(), pc.q.end() - 1);
       c.outputs = {AttentionGrad(pc.op, q, k, v, c.Input(f32, pc.q, 4), c.Input(f32, row, 5),
-                                 c.Input(f32, row, 6), a)};
+                                 c.Input(f32, row, 6), a, step)};
     }
   }
 }
@@ -57,6 +62,9 @@ std::vector<PtxCase> Cases() {
                     OpKind::kAttentionGradK, OpKind::kAttentionGradV}) {
     cases.push_back({op, {8, 8, 512, 64}, {8, 8, 512, 64}, true});
     cases.push_back({op, {2, 3, 17, 33}, {2, 3, 45, 33}, false});
+    if (op != OpKind::kAttentionLogSumExp) {
+      cases.push_back({op, {8, 8, 512, 64}, {8, 8, 512, 64}, true, 0.1});
+    }
   }
   return cases;
 }

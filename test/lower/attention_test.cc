@@ -4,6 +4,7 @@
 // kernel per op; no buffer of Tq x Tk elements; a symbolic sequence length; the unfused
 // composite as a second opinion; and the GPU schedule on OpenCL (POCL) and as assembled
 // CUDA.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -117,15 +118,17 @@ std::vector<OpTestCase> Cases() {
 
 class AttentionTest : public ::testing::TestWithParam<OpParam> {};
 
-// Every scheduler runs the small shapes; the large one runs under the safe default
-// only (the scheduler kAuto picks for attention: the autoschedulers search minutes over
-// the per-tile Funcs of a 64-key tile).
+// The safe default (the scheduler kAuto picks for attention) runs every shape; the
+// autoschedulers the two smallest (Adams2019 searched 2-3 minutes per case on 2 busy
+// cores over the per-tile Funcs).
 TEST_P(AttentionTest, MatchesReference) {
   const OpTestCase& tc = std::get<0>(GetParam());
   const Scheduler kind = std::get<1>(GetParam());
   std::vector<Shape> shapes = tc.small_shapes;
   if (kind == Scheduler::kSafeDefault) {
     shapes.insert(shapes.end(), tc.large_shapes.begin(), tc.large_shapes.end());
+  } else {
+    shapes.resize(std::min<size_t>(shapes.size(), 2));  // {1,1,1} and {3,5,3}
   }
   for (const Shape& shape : shapes) {
     Case c;
