@@ -168,9 +168,10 @@ class Builder {
         tm(Args({x, t})),
         Halide::select(VisibleAt(x, OtherPos(t, ru.x)), at(s, {ru.x, x, t}) * scale, lowest_));
     Func e(ctx_.UniqueName(name_ + "_tile_exp"));
-    e(Args({u, x, t})) =
-        Halide::select(VisibleAt(x, OtherPos(t, u)),
-                       Halide::exp(at(s, {u, x, t}) * scale - at(tm, {x, t})), zero_);
+    // The select inside the exp: a hidden score's exponent (its tile's max may be the
+    // sentinel) never computes an inf, even in a lane that is selected away.
+    e(Args({u, x, t})) = Halide::exp(Halide::select(
+        VisibleAt(x, OtherPos(t, u)), at(s, {u, x, t}) * scale - at(tm, {x, t}), lowest_));
     RDom ru2(0, tile, ctx_.UniqueName(name_ + "_u"));
     Func tl(ctx_.UniqueName(name_ + "_tile_sum"));
     tl(Args({x, t})) = zero_;
@@ -192,8 +193,10 @@ class Builder {
     pass.tile = rt.x;
     Func lse(ctx_.UniqueName(name_ + "_lse"));
     const Expr inf = Halide::Internal::make_const(type_, -std::numeric_limits<double>::infinity());
-    lse(Args({x})) =
-        Halide::select(NoKey(x), inf, state(Args({x}))[0] + Halide::log(state(Args({x}))[1]));
+    // A query that sees no key has sum 0: its log is never taken (log(1) stands in).
+    const Expr sum =
+        Halide::select(NoKey(x), Halide::Internal::make_one(type_), state(Args({x}))[1]);
+    lse(Args({x})) = Halide::select(NoKey(x), inf, state(Args({x}))[0] + Halide::log(sum));
     return lse;
   }
 
@@ -216,7 +219,12 @@ class Builder {
     auto query = [&](const Expr& pos) { return keys_ ? Clamped(pos) : RowClamped(x); };
     Func w(ctx_.UniqueName(name_ + "_w"));
     const Expr pos = OtherPos(t, u);
-    Expr p = Halide::exp(at(s, {u, x, t}) * scale - lse(query(pos)));
+    // exp(s - lse) with the exponent selected first: a query that sees no key has lse
+    // -inf, which must never meet arithmetic (LLVM's and OpenCL's fast math assume no
+    // infinities: POCL gave NaN rows); its weights are all hidden.
+    Expr p = Halide::exp(
+        Halide::select(VisibleAt(x, pos),
+                       at(s, {u, x, t}) * scale - Halide::max(lse(query(pos)), lowest_), lowest_));
     // Dropout's factor of weight (query, key): the forward and dv drop p, dq and dk
     // drop dP (dS = P (dP keep - delta): delta = rowsum(dO O) already has the mask).
     const Expr keep = keys_ ? Keep(pos, x) : Keep(x, pos);
