@@ -183,8 +183,13 @@ TEST(AdamWTest, TheWholeStepIsOneKernelAndTheScheduleDoesNotRecompile) {
   train->push_back(Assign(counter, s_now));
   Session s(g, Compiled());
   Session reference(g, ReferenceOnly());
+  int64_t kernels_after_first_step = -1;
   for (int step = 0; step < 4; ++step) {
     auto got = s.Run({}, {model.loss, *lr}, *train);
+    // Kernels compiled or loaded (none when an earlier test or run left it cached).
+    const int64_t kernels = s.stats().compiles + s.stats().disk_cache_hits;
+    if (step == 0) kernels_after_first_step = kernels;
+    EXPECT_EQ(kernels, kernels_after_first_step) << "step " << step << " compiled again";
     auto want = reference.Run({}, {model.loss, *lr}, *train);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_TRUE(want.ok()) << want.status();
@@ -193,8 +198,8 @@ TEST(AdamWTest, TheWholeStepIsOneKernelAndTheScheduleDoesNotRecompile) {
     EXPECT_NEAR((*got)[1].GetDouble(0), (*want)[1].GetDouble(0), 1e-15);
   }
   const SessionStats stats = s.stats();
-  EXPECT_EQ(stats.compiles, 1) << s.ClusteringDebugString();
-  EXPECT_EQ(stats.cluster_launches, 4) << s.ClusteringDebugString();
+  EXPECT_LE(kernels_after_first_step, 1);
+  EXPECT_EQ(stats.cluster_launches, 4) << s.ClusteringDebugString();  // one per step
   EXPECT_EQ(stats.single_op_launches, 0) << s.ClusteringDebugString();
   EXPECT_EQ(stats.reference_launches, 0) << s.ClusteringDebugString();
   std::string why;
