@@ -1,0 +1,216 @@
+#include "lib/gpt.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace braze_examples {
+namespace {
+
+using braze::DType;
+using braze::HostTensor;
+using braze::Tensor;
+
+constexpr double kInitStd = 0.02;
+constexpr double kLayerNormEpsilon = 1e-5;
+// Masked scores: a large finite negative rather than -inf, so that a fully masked row
+// (never the case with a causal mask, whose diagonal is kept) could not give NaN, and
+// exp underflows to exactly 0 for every kept row's maximum.
+constexpr double kMaskedScore = -1e9;
+
+Tensor NormalVariable(braze::Graph& g, braze::Shape shape, double stddev, uint64_t seed,
+                      const std::string& name) {
+  return braze::Variable(
+      g, HostTensor::RandomNormal(DType::kF32, std::move(shape), seed, 0, stddev), name);
+}
+
+Tensor FilledVariable(braze::Graph& g, int64_t n, double value, const std::string& name) {
+  return braze::Variable(g, HostTensor::Filled(DType::kF32, {n}, value), name);
+}
+
+Linear MakeLinear(braze::Graph& g, int64_t in, int64_t out, double stddev, bool bias, uint64_t seed,
+                  const std::string& name) {
+  Linear l;
+  l.w = NormalVariable(g, {in, out}, stddev, seed, absl::StrCat(name, "/w"));
+  if (bias) l.b = FilledVariable(g, out, 0.0, absl::StrCat(name, "/b"));
+  return l;
+}
+
+LayerNormParams MakeLayerNorm(braze::Graph& g, int64_t d, const std::string& name) {
+  return {FilledVariable(g, d, 1.0, absl::StrCat(name, "/gamma")),
+          FilledVariable(g, d, 0.0, absl::StrCat(name, "/beta"))};
+}
+
+Tensor Apply(const Linear& l, Tensor x) {
+  return l.b.valid() ? braze::Dense(x, l.w, l.b) : braze::MatMul(x, l.w);
+}
+
+Tensor Norm(const LayerNormParams& p, Tensor x) {
+  return braze::LayerNorm(x, p.gamma, p.beta, kLayerNormEpsilon);
+}
+
+// The one place dropout is built. Training graphs pass a rate > 0 and the step counter;
+// evaluation and generation graphs a rate of 0, which builds nothing.
+Tensor Dropout(Tensor x, const DropoutSpec& spec, int64_t* site) {
+  ++*site;
+  if (spec.rate <= 0) return x;
+  // The stateless random ops (and Dropout with them) are not in this tree yet: training
+  // runs without dropout until they are (docs/CHAR_LM.md says so).
+  return x;
+}
+
+// Causal scaled dot-product attention of q, k, v [B, H, T, hd], written out as ops:
+// scores = q k^T * scale, future positions masked, softmax over keys, dropout on the
+// weights, weights v. The [B, H, T, T] scores exist as a tensor (fusion may still keep
+// them out of memory between ops).
+Tensor UnfusedAttention(Tensor q, Tensor k, Tensor v, double scale, const DropoutSpec& dropout,
+                        int64_t* site) {
+  braze::Graph& g = *q.graph();
+  braze::NameScope name_scope(g, "attention");
+  Tensor scores = braze::BatchMatMul(q, k, /*transpose_a=*/false, /*transpose_b=*/true) * scale;
+  // future[i, j] = i < j: query i may not see key j. From Iotas over the (possibly
+  // symbolic) sequence axis, so no mask of a fixed size is baked into the graph.
+  Tensor pos = braze::Iota(q, 2);
+  Tensor future = braze::Less(braze::Reshape(pos, {-1, 1}), braze::Reshape(pos, {1, -1}));
+  scores = braze::Select(future, braze::ScalarConst(g, kMaskedScore), scores);
+  Tensor weights = Dropout(braze::Softmax(scores, -1), dropout, site);
+  return braze::BatchMatMul(weights, v);
+}
+
+Tensor Attention(Tensor q, Tensor k, Tensor v, double scale, const GptForward& forward,
+                 int64_t* site) {
+  switch (forward.attention) {
+    case AttentionImpl::kFused:  // the composite op is not in this tree yet
+    case AttentionImpl::kUnfused:
+      return UnfusedAttention(q, k, v, scale, forward.dropout, site);
+  }
+  return UnfusedAttention(q, k, v, scale, forward.dropout, site);
+}
+
+}  // namespace
+
+GptBlock MakeGptBlock(braze::Graph& g, const GptConfig& c, uint64_t seed, const std::string& name) {
+  const int64_t d = c.d_model;
+  // GPT-2's scaled init of the two projections that add into the residual stream, so
+  // that its variance does not grow with depth.
+  const double residual_std = kInitStd / std::sqrt(2.0 * static_cast<double>(c.n_layer));
+  GptBlock b;
+  b.ln1 = MakeLayerNorm(g, d, absl::StrCat(name, "/ln1"));
+  b.qkv = MakeLinear(g, d, 3 * d, kInitStd, true, seed + 1, absl::StrCat(name, "/qkv"));
+  b.proj = MakeLinear(g, d, d, residual_std, true, seed + 2, absl::StrCat(name, "/proj"));
+  b.ln2 = MakeLayerNorm(g, d, absl::StrCat(name, "/ln2"));
+  b.fc = MakeLinear(g, d, 4 * d, kInitStd, true, seed + 3, absl::StrCat(name, "/fc"));
+  b.fc2 = MakeLinear(g, 4 * d, d, residual_std, true, seed + 4, absl::StrCat(name, "/fc2"));
+  return b;
+}
+
+absl::StatusOr<GptParams> MakeGptParams(braze::Graph& g, const GptConfig& c) {
+  if (c.vocab < 1 || c.n_layer < 1 || c.n_head < 1 || c.d_model < 1 || c.context < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GptConfig: vocab ", c.vocab, ", n_layer ", c.n_layer, ", n_head ", c.n_head,
+                     ", d_model ", c.d_model, " and context ", c.context, " must all be >= 1"));
+  }
+  if (c.d_model % c.n_head != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GptConfig: d_model ", c.d_model, " is not a multiple of n_head ", c.n_head));
+  }
+  if (!(c.dropout >= 0 && c.dropout < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GptConfig: dropout ", c.dropout, " is outside [0, 1)"));
+  }
+  // Each variable its own seed (seed * 1000 + k), so no two start as copies.
+  const uint64_t base = c.seed * 1000;
+  GptParams p;
+  p.wte = NormalVariable(g, {c.vocab, c.d_model}, kInitStd, base + 1, "gpt/wte");
+  p.wpe = NormalVariable(g, {c.context, c.d_model}, kInitStd, base + 2, "gpt/wpe");
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    p.blocks.push_back(MakeGptBlock(g, c, base + 10 * (i + 1), absl::StrCat("gpt/h", i)));
+  }
+  p.ln_f = MakeLayerNorm(g, c.d_model, "gpt/ln_f");
+  p.head = MakeLinear(g, c.d_model, c.vocab, kInitStd, false, base + 3, "gpt/head");
+  return p;
+}
+
+std::vector<Tensor> BlockVariables(const GptBlock& b) {
+  return {b.ln1.gamma, b.ln1.beta, b.qkv.w, b.qkv.b, b.proj.w, b.proj.b,
+          b.ln2.gamma, b.ln2.beta, b.fc.w,  b.fc.b,  b.fc2.w,  b.fc2.b};
+}
+
+std::vector<Tensor> AllVariables(const GptParams& p) {
+  std::vector<Tensor> vars = {p.wte, p.wpe};
+  for (const GptBlock& b : p.blocks) {
+    for (const Tensor& t : BlockVariables(b)) vars.push_back(t);
+  }
+  vars.push_back(p.ln_f.gamma);
+  vars.push_back(p.ln_f.beta);
+  vars.push_back(p.head.w);
+  return vars;
+}
+
+Tensor GptBlockForward(const GptBlock& b, const GptConfig& c, Tensor x, int64_t batch, int64_t seq,
+                       const GptForward& forward, int64_t* site) {
+  const int64_t d = c.d_model, h = c.n_head, hd = c.d_model / c.n_head;
+  braze::Graph& g = *x.graph();
+  Tensor qkv = Apply(b.qkv, Norm(b.ln1, x));  // [B * T, 3d]
+  // [B * T, 3d] -> [B, T, 3, H, hd] -> [3, B, H, T, hd]: q, k and v as slices.
+  Tensor heads = braze::Transpose(braze::Reshape(qkv, {batch, seq, 3, h, hd}), {2, 0, 3, 1, 4});
+  auto part = [&](int64_t i) {
+    Tensor s = braze::Slice(heads, {i, 0, 0, 0, 0}, {1, -1, -1, -1, -1});
+    return braze::Reshape(s, {batch, h, seq, hd});
+  };
+  Tensor att;
+  {
+    braze::NameScope name_scope(g, "attn");
+    att = Attention(part(0), part(1), part(2), 1.0 / std::sqrt(static_cast<double>(hd)), forward,
+                    site);
+  }
+  // [B, H, T, hd] -> [B, T, H, hd] -> [B * T, d].
+  att = braze::Reshape(braze::Transpose(att, {0, 2, 1, 3}), {-1, d});
+  x = x + Dropout(Apply(b.proj, att), forward.dropout, site);
+  Tensor m = Apply(b.fc2, braze::Gelu(Apply(b.fc, Norm(b.ln2, x))));
+  return x + Dropout(m, forward.dropout, site);
+}
+
+Tensor GptLogits(const GptParams& p, const GptConfig& c, Tensor tokens, const GptForward& forward) {
+  braze::Graph& g = *tokens.graph();
+  braze::NameScope name_scope(g, "gpt");
+  const int64_t batch = tokens.rank() == 2 ? tokens.shape()[0] : -1;
+  const int64_t seq = tokens.rank() == 2 ? tokens.shape()[1] : -1;
+  int64_t site = 0;
+  // Positions 0..T-1 from the tokens' own (possibly symbolic) length.
+  Tensor pos = braze::Gather(p.wpe, braze::Iota(tokens, 1));  // [T, d]
+  Tensor x = braze::Gather(p.wte, tokens) + pos;              // [B, T, d]
+  x = Dropout(braze::Reshape(x, {-1, c.d_model}), forward.dropout, &site);
+  for (size_t i = 0; i < p.blocks.size(); ++i) {
+    braze::NameScope block_scope(g, absl::StrCat("h", i));
+    x = GptBlockForward(p.blocks[i], c, x, batch, seq, forward, &site);
+  }
+  return Apply(p.head, Norm(p.ln_f, x));
+}
+
+Tensor GptLoss(Tensor logits, Tensor targets, int64_t vocab) {
+  braze::NameScope name_scope(*logits.graph(), "loss");
+  Tensor labels = braze::OneHot(braze::Reshape(targets, {-1}), vocab);
+  return braze::Mean(braze::SoftmaxCrossEntropyWithLogits(logits, labels));
+}
+
+Tensor MakeStepCounter(braze::Graph& g, const std::string& name) {
+  return braze::Variable(g, HostTensor::Scalar<int32_t>(0), name);
+}
+
+absl::StatusOr<std::vector<Tensor>> GptTrainOps(const GptTrainConfig& train, Tensor loss,
+                                                const std::vector<Tensor>& vars, Tensor step) {
+  braze::Graph& g = *loss.graph();
+  BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> ops,
+                         braze::Minimize(braze::Optimizer::Adam(train.peak_lr, train.beta1,
+                                                                train.beta2, train.epsilon),
+                                         loss, vars));
+  ops.push_back(braze::AssignAdd(step, braze::ScalarConst(g, 1, DType::kI32)));
+  return ops;
+}
+
+}  // namespace braze_examples
