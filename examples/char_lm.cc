@@ -155,35 +155,6 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   return f;
 }
 
-// Fills `inputs` and `targets` ([batch, T] i32) with `batch` windows of T + 1 ids at
-// uniform random starts in [0, size - T - 1], the recipe's draw (docs/CHAR_LM.md).
-void SampleBatch(const std::vector<int32_t>& ids, int64_t context, std::mt19937_64& rng,
-                 HostTensor* inputs, HostTensor* targets) {
-  const int64_t batch = inputs->dim(0);
-  std::uniform_int_distribution<int64_t> start(0, static_cast<int64_t>(ids.size()) - context - 1);
-  int32_t* in = inputs->data<int32_t>();
-  int32_t* out = targets->data<int32_t>();
-  for (int64_t b = 0; b < batch; ++b) {
-    const int64_t s = start(rng);
-    std::copy_n(ids.begin() + s, context, in + b * context);
-    std::copy_n(ids.begin() + s + 1, context, out + b * context);
-  }
-}
-
-// The validation windows: window w holds ids [w T, w T + T], as many whole ones as fit,
-// at most `max_windows`.
-std::pair<HostTensor, HostTensor> ValidationWindows(const std::vector<int32_t>& ids,
-                                                    int64_t context, int64_t max_windows) {
-  const int64_t n =
-      std::min<int64_t>(max_windows, (static_cast<int64_t>(ids.size()) - 1) / context);
-  HostTensor inputs(braze::DType::kI32, {n, context}), targets(braze::DType::kI32, {n, context});
-  for (int64_t w = 0; w < n; ++w) {
-    std::copy_n(ids.begin() + w * context, context, inputs.data<int32_t>() + w * context);
-    std::copy_n(ids.begin() + w * context + 1, context, targets.data<int32_t>() + w * context);
-  }
-  return {std::move(inputs), std::move(targets)};
-}
-
 // Samples `count` characters after `prompt` (ids), at `temperature`, from the model's
 // last-position logits; the context is the last T ids.
 absl::StatusOr<std::vector<int32_t>> Generate(CharLmRunner& runner, std::vector<int32_t> ids,

@@ -1,5 +1,6 @@
 #include "lib/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -211,6 +212,31 @@ absl::StatusOr<std::vector<Tensor>> GptTrainOps(const GptTrainConfig& train, Ten
                                          loss, vars));
   ops.push_back(braze::AssignAdd(step, braze::ScalarConst(g, 1, DType::kI32)));
   return ops;
+}
+
+void SampleBatch(const std::vector<int32_t>& ids, int64_t context, std::mt19937_64& rng,
+                 HostTensor* inputs, HostTensor* targets) {
+  const int64_t batch = inputs->dim(0);
+  std::uniform_int_distribution<int64_t> start(0, static_cast<int64_t>(ids.size()) - context - 1);
+  int32_t* in = inputs->data<int32_t>();
+  int32_t* out = targets->data<int32_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t s = start(rng);
+    std::copy_n(ids.begin() + s, context, in + b * context);
+    std::copy_n(ids.begin() + s + 1, context, out + b * context);
+  }
+}
+
+std::pair<HostTensor, HostTensor> ValidationWindows(const std::vector<int32_t>& ids,
+                                                    int64_t context, int64_t max_windows) {
+  const int64_t n =
+      std::min<int64_t>(max_windows, (static_cast<int64_t>(ids.size()) - 1) / context);
+  HostTensor inputs(DType::kI32, {n, context}), targets(DType::kI32, {n, context});
+  for (int64_t w = 0; w < n; ++w) {
+    std::copy_n(ids.begin() + w * context, context, inputs.data<int32_t>() + w * context);
+    std::copy_n(ids.begin() + w * context + 1, context, targets.data<int32_t>() + w * context);
+  }
+  return {std::move(inputs), std::move(targets)};
 }
 
 }  // namespace braze_examples

@@ -18,7 +18,9 @@
 #define BRAZE_EXAMPLES_LIB_GPT_H_
 
 #include <cstdint>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -126,6 +128,19 @@ absl::StatusOr<std::vector<braze::Tensor>> GptTrainOps(const GptTrainConfig& tra
 
 // The step counter: a scalar Variable named `name`, starting at 0.
 braze::Tensor MakeStepCounter(braze::Graph& g, const std::string& name);
+
+// The recipe's batches (docs/CHAR_LM.md): fills inputs and targets ([batch, T] i32)
+// with windows of T + 1 ids of `ids` at starts drawn uniformly from [0, size - T - 1]
+// by `rng` (std::uniform_int_distribution<int64_t>, one draw per window, in order):
+// inputs ids [s, s + T), targets [s + 1, s + T].
+void SampleBatch(const std::vector<int32_t>& ids, int64_t context, std::mt19937_64& rng,
+                 braze::HostTensor* inputs, braze::HostTensor* targets);
+
+// The validation windows: window w holds ids [w T, w T + T] (inputs the first T, targets
+// the last T), as many whole ones as fit, at most `max_windows`.
+std::pair<braze::HostTensor, braze::HostTensor> ValidationWindows(const std::vector<int32_t>& ids,
+                                                                  int64_t context,
+                                                                  int64_t max_windows);
 
 }  // namespace braze_examples
 
