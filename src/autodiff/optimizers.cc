@@ -1,4 +1,5 @@
-// SGD, Momentum and Adam as graph ops (see braze/optimizers.h for the update rules).
+// SGD, Momentum, Adam and AdamW as graph ops, gradient clipping by global norm and the
+// warmup + cosine learning-rate schedule (see braze/optimizers.h for the rules).
 #include "braze/optimizers.h"
 
 #include <cmath>
@@ -20,17 +21,41 @@ absl::Status CheckHyperparameters(const Optimizer& o) {
   if (!std::isfinite(o.learning_rate) || o.learning_rate < 0) {
     return bad("learning_rate", o.learning_rate);
   }
+  if (!std::isfinite(o.global_clip_norm) || o.global_clip_norm < 0) {
+    return bad("global_clip_norm", o.global_clip_norm);
+  }
   switch (o.kind) {
     case Optimizer::Kind::kSgd:
       break;
     case Optimizer::Kind::kMomentum:
       if (!std::isfinite(o.momentum) || o.momentum < 0) return bad("momentum", o.momentum);
       break;
+    case Optimizer::Kind::kAdamW:
+      if (!std::isfinite(o.weight_decay) || o.weight_decay < 0) {
+        return bad("weight_decay", o.weight_decay);
+      }
+      [[fallthrough]];
     case Optimizer::Kind::kAdam:
       if (!(o.beta1 >= 0 && o.beta1 < 1)) return bad("beta1", o.beta1);
       if (!(o.beta2 >= 0 && o.beta2 < 1)) return bad("beta2", o.beta2);
       if (!std::isfinite(o.epsilon) || o.epsilon < 0) return bad("epsilon", o.epsilon);
       break;
+  }
+  return absl::OkStatus();
+}
+
+// A learning_rate_tensor must be a floating scalar of the variables' graph.
+absl::Status CheckLearningRateTensor(const Optimizer& o, const Graph* graph) {
+  const Tensor& lr = o.learning_rate_tensor;
+  if (!lr.valid()) return absl::OkStatus();
+  if (lr.graph() != graph) {
+    return absl::InvalidArgumentError(
+        "optimizer: learning_rate_tensor comes from another graph than the variables");
+  }
+  if (!lr.node().status().ok() || !IsFloating(lr.dtype()) || lr.rank() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer: learning_rate_tensor '", lr.name(),
+                                                   "' is ", TypeString(lr.type()),
+                                                   ", not a floating scalar"));
   }
   return absl::OkStatus();
 }
@@ -98,46 +123,99 @@ absl::Status CheckGradsAndVars(const std::vector<std::pair<Tensor, Tensor>>& gra
   return absl::OkStatus();
 }
 
+// The learning rate as a scalar of `dtype`: the optimizer's tensor, or its constant.
+Tensor LearningRate(Graph& g, const Optimizer& o, DType dtype) {
+  const Tensor& lr = o.learning_rate_tensor;
+  if (!lr.valid()) return ScalarConst(g, o.learning_rate, dtype);
+  return lr.dtype() == dtype ? lr : Cast(lr, dtype);
+}
+
+Tensor As(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : Cast(x, dtype); }
+
+// The f64 scalars Adam and AdamW share across variables, from the step t (see the header).
+struct AdamScalars {
+  Tensor adam_lr;       // Adam: lr * sqrt(1 - b2^t) / (1 - b1^t)
+  Tensor step_size;     // AdamW: lr / (1 - b1^t)
+  Tensor bc2_sqrt;      // AdamW: sqrt(1 - b2^t)
+  Tensor decay_factor;  // AdamW with weight_decay > 0: 1 - lr * wd
+};
+
+// Adds the step variable's Assign to `updates` and builds the scalars from t = step + 1.
+AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, std::vector<Tensor>* updates) {
+  Tensor step = Variable(g, HostTensor::Scalar(0.0), "step");
+  Tensor t = step + 1.0;
+  updates->push_back(Assign(step, t));
+  auto power = [&](double beta) { return Pow(ScalarConst(g, beta, DType::kF64), t); };
+  Tensor lr = LearningRate(g, o, DType::kF64);
+  AdamScalars out;
+  if (o.kind == Optimizer::Kind::kAdam) {
+    out.adam_lr = lr * Sqrt(1.0 - power(o.beta2)) / (1.0 - power(o.beta1));
+    return out;
+  }
+  out.step_size = lr / (1.0 - power(o.beta1));
+  out.bc2_sqrt = Sqrt(1.0 - power(o.beta2));
+  if (o.weight_decay > 0) out.decay_factor = 1.0 - lr * o.weight_decay;
+  return out;
+}
+
+// One variable's Adam or AdamW update: the m and v Assigns, then the variable's.
+void BuildAdamUpdate(Graph& g, const Optimizer& o, const AdamScalars& scalars, const Tensor& grad,
+                     const Tensor& var, std::vector<Tensor>* updates) {
+  const std::string slot_prefix = absl::StrCat(var.name(), "/");
+  const DType dtype = var.dtype();
+  Tensor m = Zeros(g, var, slot_prefix + "m");
+  Tensor v = Zeros(g, var, slot_prefix + "v");
+  Tensor m_new = m * o.beta1 + grad * (1.0 - o.beta1);
+  Tensor v_new = v * o.beta2 + Square(grad) * (1.0 - o.beta2);
+  updates->push_back(Assign(m, m_new));
+  updates->push_back(Assign(v, v_new));
+  if (o.kind == Optimizer::Kind::kAdam) {
+    updates->push_back(
+        Assign(var, var - As(scalars.adam_lr, dtype) * m_new / (Sqrt(v_new) + o.epsilon)));
+    return;
+  }
+  // AdamW: the decay multiplies the old value; the Adam step is subtracted after it.
+  const bool decays = scalars.decay_factor.valid() && (!o.decay_filter || o.decay_filter(var));
+  Tensor decayed = decays ? var * As(scalars.decay_factor, dtype) : var;
+  Tensor denom = Sqrt(v_new) / As(scalars.bc2_sqrt, dtype) + o.epsilon;
+  updates->push_back(Assign(var, decayed - As(scalars.step_size, dtype) * m_new / denom));
+}
+
 // Builds the update ops in the current name scope; the arguments are checked.
 absl::StatusOr<std::vector<Tensor>> BuildUpdates(
     const Optimizer& optimizer, const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars) {
   Graph& g = *grads_and_vars[0].second.graph();
   std::vector<Tensor> updates;
-  // Adam's bias correction lr * sqrt(1 - b2^t) / (1 - b1^t), in f64 for all variables.
-  Tensor adam_lr;
-  if (optimizer.kind == Optimizer::Kind::kAdam) {
-    Tensor step = Variable(g, HostTensor::Scalar(0.0), "step");
-    Tensor t = step + 1.0;
-    updates.push_back(Assign(step, t));
-    auto power = [&](double beta) { return Pow(ScalarConst(g, beta, DType::kF64), t); };
-    adam_lr = optimizer.learning_rate * Sqrt(1.0 - power(optimizer.beta2)) /
-              (1.0 - power(optimizer.beta1));
+  std::vector<std::pair<Tensor, Tensor>> clipped = grads_and_vars;
+  if (optimizer.global_clip_norm > 0) {
+    std::vector<Tensor> grads;
+    for (const auto& gv : grads_and_vars) grads.push_back(gv.first);
+    BRAZE_ASSIGN_OR_RETURN(ClippedGradients c,
+                           ClipByGlobalNorm(grads, optimizer.global_clip_norm, "clip"));
+    for (size_t i = 0; i < clipped.size(); ++i) clipped[i].first = c.grads[i];
   }
-  for (const auto& [grad, var] : grads_and_vars) {
+  AdamScalars adam;
+  const bool is_adam =
+      optimizer.kind == Optimizer::Kind::kAdam || optimizer.kind == Optimizer::Kind::kAdamW;
+  if (is_adam) adam = BuildAdamScalars(g, optimizer, &updates);
+  for (const auto& [grad, var] : clipped) {
     const std::string slot_prefix = absl::StrCat(var.name(), "/");
     switch (optimizer.kind) {
       case Optimizer::Kind::kSgd:
-        updates.push_back(Assign(var, var - grad * optimizer.learning_rate));
+        updates.push_back(Assign(var, var - grad * LearningRate(g, optimizer, var.dtype())));
         break;
       case Optimizer::Kind::kMomentum: {
         Tensor accum = Zeros(g, var, slot_prefix + "momentum");
         Tensor accum_new = accum * optimizer.momentum + grad;
         updates.push_back(Assign(accum, accum_new));
         Tensor direction = optimizer.nesterov ? grad + accum_new * optimizer.momentum : accum_new;
-        updates.push_back(Assign(var, var - direction * optimizer.learning_rate));
+        updates.push_back(Assign(var, var - direction * LearningRate(g, optimizer, var.dtype())));
         break;
       }
-      case Optimizer::Kind::kAdam: {
-        Tensor m = Zeros(g, var, slot_prefix + "m");
-        Tensor v = Zeros(g, var, slot_prefix + "v");
-        Tensor m_new = m * optimizer.beta1 + grad * (1.0 - optimizer.beta1);
-        Tensor v_new = v * optimizer.beta2 + Square(grad) * (1.0 - optimizer.beta2);
-        updates.push_back(Assign(m, m_new));
-        updates.push_back(Assign(v, v_new));
-        Tensor lr = var.dtype() == DType::kF64 ? adam_lr : Cast(adam_lr, var.dtype());
-        updates.push_back(Assign(var, var - lr * m_new / (Sqrt(v_new) + optimizer.epsilon)));
+      case Optimizer::Kind::kAdam:
+      case Optimizer::Kind::kAdamW:
+        BuildAdamUpdate(g, optimizer, adam, grad, var, &updates);
         break;
-      }
     }
   }
   for (const Tensor& u : updates) {
@@ -174,6 +252,34 @@ Optimizer Optimizer::Adam(double learning_rate, double beta1, double beta2, doub
   return o;
 }
 
+Optimizer Optimizer::AdamW(double learning_rate, double beta1, double beta2, double epsilon,
+                           double weight_decay) {
+  Optimizer o = Adam(learning_rate, beta1, beta2, epsilon);
+  o.kind = Kind::kAdamW;
+  o.weight_decay = weight_decay;
+  return o;
+}
+
+Optimizer Optimizer::WithLearningRate(Tensor learning_rate) const {
+  Optimizer o = *this;
+  o.learning_rate_tensor = learning_rate;
+  return o;
+}
+
+Optimizer Optimizer::WithGlobalClipNorm(double clip_norm) const {
+  Optimizer o = *this;
+  o.global_clip_norm = clip_norm;
+  return o;
+}
+
+Optimizer Optimizer::WithDecayFilter(std::function<bool(const Tensor& variable)> filter) const {
+  Optimizer o = *this;
+  o.decay_filter = std::move(filter);
+  return o;
+}
+
+bool RankAtLeast2(const Tensor& variable) { return variable.rank() >= 2; }
+
 const char* Optimizer::DefaultName() const {
   switch (kind) {
     case Kind::kSgd:
@@ -182,6 +288,8 @@ const char* Optimizer::DefaultName() const {
       return "Momentum";
     case Kind::kAdam:
       return "Adam";
+    case Kind::kAdamW:
+      return "AdamW";
   }
   return "Optimizer";
 }
@@ -198,6 +306,7 @@ absl::StatusOr<std::vector<Tensor>> ApplyGradients(
   }
   BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(here));
   Graph& g = *here[0].second.graph();
+  BRAZE_RETURN_IF_ERROR(CheckLearningRateTensor(optimizer, &g));
   NameScope scope(g, name.empty() ? std::string_view(optimizer.DefaultName()) : name);
   return BuildUpdates(optimizer, here);
 }
@@ -214,6 +323,7 @@ absl::StatusOr<std::vector<Tensor>> Minimize(const Optimizer& optimizer, Tensor 
   }
   const std::vector<Tensor>& vars = vars_here;
   BRAZE_RETURN_IF_ERROR(CheckVariables(vars, loss.graph()));
+  BRAZE_RETURN_IF_ERROR(CheckLearningRateTensor(optimizer, loss.graph()));
   Graph& g = *loss.graph();
   // One name scope for the whole step: "Adam/gradients/...", "Adam/w/m", ...
   NameScope scope(g, name.empty() ? std::string_view(optimizer.DefaultName()) : name);
@@ -222,6 +332,87 @@ absl::StatusOr<std::vector<Tensor>> Minimize(const Optimizer& optimizer, Tensor 
   for (size_t i = 0; i < vars.size(); ++i) grads_and_vars.emplace_back(grads[i], vars[i]);
   BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(grads_and_vars));
   return BuildUpdates(optimizer, grads_and_vars);
+}
+
+absl::StatusOr<ClippedGradients> ClipByGlobalNorm(const std::vector<Tensor>& grads, double max_norm,
+                                                  std::string_view name) {
+  if (grads.empty()) return absl::InvalidArgumentError("ClipByGlobalNorm: no gradients");
+  if (!std::isfinite(max_norm) || max_norm <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ClipByGlobalNorm: bad max_norm ", max_norm, " (must be finite and > 0)"));
+  }
+  Graph* graph = grads[0].graph();
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const Tensor& grad = grads[i];
+    if (!grad.valid() || grad.graph() != graph || !grad.node().status().ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ClipByGlobalNorm: gradient ", i, " is not a valid tensor of the first one's graph"));
+    }
+    if (!IsFloating(grad.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat("ClipByGlobalNorm: gradient ", i, " '",
+                                                     grad.name(), "' is ", TypeString(grad.type()),
+                                                     ", not floating"));
+    }
+  }
+  NameScope scope(*graph, name);
+  Tensor sum_of_squares;
+  for (const Tensor& grad : grads) {
+    Tensor part = As(Sum(Square(grad)), DType::kF64);
+    sum_of_squares = sum_of_squares.valid() ? sum_of_squares + part : part;
+  }
+  ClippedGradients out;
+  out.global_norm = Sqrt(sum_of_squares);
+  // torch's clip_grad_norm_: the coefficient max_norm / (norm + 1e-6), clamped to 1.
+  Tensor scale = Minimum(max_norm / (out.global_norm + 1e-6), ScalarConst(*graph, 1, DType::kF64));
+  for (const Tensor& grad : grads) out.grads.push_back(grad * As(scale, grad.dtype()));
+  for (const Tensor& t : out.grads) {
+    if (!t.node().status().ok()) return t.node().status();
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> WarmupCosineSchedule(Tensor step, double peak, int64_t warmup_steps,
+                                            int64_t total_steps, double min_lr,
+                                            std::string_view name) {
+  auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("WarmupCosineSchedule: ", what));
+  };
+  if (!step.valid() || !step.node().status().ok() || step.rank() != 0 ||
+      step.dtype() == DType::kBool) {
+    return bad(step.valid() ? absl::StrCat("step '", step.name(), "' is ", TypeString(step.type()),
+                                           ", not a numeric scalar")
+                            : std::string("step is not a tensor"));
+  }
+  if (!std::isfinite(peak) || peak < 0) return bad(absl::StrCat("bad peak ", peak));
+  if (!std::isfinite(min_lr) || min_lr < 0 || min_lr > peak) {
+    return bad(absl::StrCat("bad min_lr ", min_lr, " (must be in [0, peak = ", peak, "])"));
+  }
+  if (warmup_steps < 0) return bad(absl::StrCat("bad warmup_steps ", warmup_steps));
+  if (total_steps < 1 || total_steps < warmup_steps) {
+    return bad(absl::StrCat("bad total_steps ", total_steps, " (must be >= 1 and >= warmup_steps ",
+                            warmup_steps, ")"));
+  }
+  Graph& g = *step.graph();
+  NameScope scope(g, name);
+  const double w = static_cast<double>(warmup_steps), n = static_cast<double>(total_steps);
+  Tensor s = As(step, DType::kF64);
+  Tensor floor_lr = ScalarConst(g, min_lr, DType::kF64);
+  // After the warmup: cosine from peak at s = W to min_lr at s = N, then min_lr. W = N
+  // has no cosine phase (and no 0 / 0 to build).
+  Tensor after_warmup = floor_lr;
+  if (total_steps > warmup_steps) {
+    const double kPi = std::acos(-1.0);
+    Tensor coeff = 0.5 * (1.0 + Cos((s - w) * (kPi / (n - w))));
+    Tensor cosine = min_lr + coeff * (peak - min_lr);
+    after_warmup = Select(Greater(s, ScalarConst(g, n, DType::kF64)), floor_lr, cosine);
+  }
+  Tensor lr = after_warmup;
+  if (warmup_steps > 0) {
+    Tensor warm = s * (peak / w);
+    lr = Select(Greater(s, ScalarConst(g, w, DType::kF64)), after_warmup, warm);
+  }
+  if (!lr.node().status().ok()) return lr.node().status();
+  return lr;
 }
 
 }  // namespace braze
