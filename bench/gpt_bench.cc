@@ -18,6 +18,7 @@
 
 #include "braze/braze.h"
 #include "gpt_models.h"
+#include "lib/gpt.h"
 #include "peers_common.h"
 
 namespace braze::bench {
@@ -36,7 +37,9 @@ void RunGptStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
     state.SkipWithError(step.status().ToString().c_str());
     return;
   }
-  Session session(*step->graph, SessionOptions());
+  SessionOptions options;
+  options.max_cluster_size = braze_examples::kGptMaxClusterSize;
+  Session session(*step->graph, options);
   std::vector<HostTensor> outputs;
   auto run = [&] { return session.RunInto(step->feeds, {step->loss}, &outputs, step->train); };
   auto checked_step = [&]() -> float {

@@ -16,13 +16,21 @@ using braze_examples::GptConfig;
 using braze_examples::GptForward;
 using braze_examples::GptTrainConfig;
 
-// The schedule spans the char_lm example's default run, so the checked and timed steps
-// are its first ones (warmup).
+// The char_lm step's schedule spans the example's default run, so the checked and timed
+// steps are its first ones (warmup).
 constexpr int64_t kScheduleSteps = 1000;
 
-GptTrainConfig TrainConfig() {
+GptTrainConfig CharLmTrainConfig() {
   GptTrainConfig t;
   t.total_steps = kScheduleSteps;
+  return t;
+}
+
+// The lone block's: AdamW at a constant rate, no clipping (as its libtorch peer).
+GptTrainConfig BlockTrainConfig() {
+  GptTrainConfig t;
+  t.total_steps = 0;
+  t.clip_norm = 0;
   return t;
 }
 
@@ -61,10 +69,10 @@ std::vector<float> ReferenceLosses(absl::StatusOr<TrainStep> step, int steps) {
 }  // namespace
 
 HostTensor TransformerBlockInput() {
-  return HostTensor::RandomUniform(DType::kF32, {kGptBatch * kGptContext, kGptWidth}, 21, -1, 1);
+  return HostTensor::RandomNormal(DType::kF32, {kGptBatch * kGptContext, kGptWidth}, 21);
 }
 HostTensor TransformerBlockTarget() {
-  return HostTensor::RandomUniform(DType::kF32, {kGptBatch * kGptContext, kGptWidth}, 22, -1, 1);
+  return HostTensor::RandomNormal(DType::kF32, {kGptBatch * kGptContext, kGptWidth}, 22);
 }
 
 absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused) {
@@ -90,7 +98,7 @@ absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused) {
                                                TrainForward(config, counter), &site);
     step.loss = Mean(Square(y - target));
     BRAZE_ASSIGN_OR_RETURN(
-        step.train, braze_examples::GptTrainOps(TrainConfig(), step.loss,
+        step.train, braze_examples::GptTrainOps(BlockTrainConfig(), step.loss,
                                                 braze_examples::BlockVariables(block), counter));
   }
   BRAZE_RETURN_IF_ERROR(g.status());
@@ -117,7 +125,7 @@ absl::StatusOr<TrainStep> MakeCharLmStep(bool fused) {
         braze_examples::GptLogits(params, config, inputs, TrainForward(config, counter));
     step.loss = braze_examples::GptLoss(logits, targets, config.vocab);
     BRAZE_ASSIGN_OR_RETURN(
-        step.train, braze_examples::GptTrainOps(TrainConfig(), step.loss,
+        step.train, braze_examples::GptTrainOps(CharLmTrainConfig(), step.loss,
                                                 braze_examples::AllVariables(params), counter));
   }
   BRAZE_RETURN_IF_ERROR(g.status());

@@ -1,5 +1,6 @@
 #include "lib/char_lm_runner.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -28,6 +29,14 @@ const char* JitName(JitMode mode) {
       return "auto";
   }
   return "?";
+}
+
+// What the runs launched, per run: fused clusters, single-op kernels, reference kernels.
+std::string Launches(const braze::SessionStats& s) {
+  const double runs = static_cast<double>(std::max<int64_t>(s.runs, 1));
+  return absl::StrFormat(
+      "per run %.1f cluster launches, %.1f single-op kernels, %.1f reference kernels",
+      s.cluster_launches / runs, s.single_op_launches / runs, s.reference_launches / runs);
 }
 
 int64_t CountParameters(const GptParams& params) {
@@ -111,6 +120,7 @@ class SessionRunner : public CharLmRunner {
     }
     BRAZE_RETURN_IF_ERROR(g_.status());
     braze::SessionOptions so;
+    so.max_cluster_size = kGptMaxClusterSize;
     if (options.jit == JitMode::kAuto) so.global_jit_level = braze::JitLevel::kOn1;
     so.device = options.device;
     session_ = std::make_unique<braze::Session>(g_, so);
@@ -142,9 +152,10 @@ class SessionRunner : public CharLmRunner {
   std::string Describe() const override { return DescribeOptions(options_, "session"); }
   std::string Summary() const override {
     const braze::SessionStats s = session_->stats();
-    return absl::StrFormat("session: %d graph nodes, %lld runs, %lld compiles (%.0f ms)",
-                           g_.num_nodes(), static_cast<long long>(s.runs),
-                           static_cast<long long>(s.compiles), s.compile_ms);
+    return absl::StrFormat(
+        "session: %d graph nodes, %lld runs, %lld compiles (%.0f ms), %s", g_.num_nodes(),
+        static_cast<long long>(s.runs), static_cast<long long>(s.compiles), s.compile_ms,
+        Launches(s));
   }
   std::string GenerateSummary() const override {
     const braze::SessionStats s = session_->stats();
@@ -179,6 +190,7 @@ class FunctionRunner : public CharLmRunner {
     if (options.jit == JitMode::kOff) fo.jit_compile = false;
     if (options.jit == JitMode::kAuto) fo.session.global_jit_level = braze::JitLevel::kOn1;
     fo.session.device = options.device;
+    fo.session.max_cluster_size = kGptMaxClusterSize;
     const braze::TensorSpec windows{DType::kI32, {-1, config.context}};
     const Model* m = model_.get();
     // A C++ body cannot return a Status: a failed build is thrown, and the Function
@@ -230,9 +242,10 @@ class FunctionRunner : public CharLmRunner {
     const braze::SessionStats s = train_->stats();
     return absl::StrFormat(
         "functions: train_step traced %d time(s), evaluate %d; %d graph nodes; train_step: "
-        "%lld runs, %lld compiles (%.0f ms)",
+        "%lld runs, %lld compiles (%.0f ms), %s",
         train_->tracing_count(), evaluate_->tracing_count(), g_.num_nodes(),
-        static_cast<long long>(s.runs), static_cast<long long>(s.compiles), s.compile_ms);
+        static_cast<long long>(s.runs), static_cast<long long>(s.compiles), s.compile_ms,
+        Launches(s));
   }
   std::string GenerateSummary() const override {
     const braze::SessionStats s = generate_->stats();

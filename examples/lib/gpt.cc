@@ -200,17 +200,30 @@ Tensor GptLoss(Tensor logits, Tensor targets, int64_t vocab) {
 }
 
 Tensor MakeStepCounter(braze::Graph& g, const std::string& name) {
-  return braze::Variable(g, HostTensor::Scalar<int32_t>(0), name);
+  return braze::Variable(g, HostTensor::Scalar<double>(0), name);
 }
 
 absl::StatusOr<std::vector<Tensor>> GptTrainOps(const GptTrainConfig& train, Tensor loss,
                                                 const std::vector<Tensor>& vars, Tensor step) {
-  braze::Graph& g = *loss.graph();
-  BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> ops,
-                         braze::Minimize(braze::Optimizer::Adam(train.peak_lr, train.beta1,
-                                                                train.beta2, train.epsilon),
-                                         loss, vars));
-  ops.push_back(braze::AssignAdd(step, braze::ScalarConst(g, 1, DType::kI32)));
+  braze::NameScope name_scope(*loss.graph(), "train");
+  // The step being taken, s = done + 1: its value feeds the schedule, and the Assign
+  // below stores it, computed in the step's own kernel.
+  Tensor s = step + 1.0;
+  braze::Optimizer opt = braze::Optimizer::AdamW(train.peak_lr, train.beta1, train.beta2,
+                                                 train.epsilon, train.weight_decay)
+                             .WithDecayFilter(braze::RankAtLeast2);
+  if (train.clip_norm > 0) opt = opt.WithGlobalClipNorm(train.clip_norm);
+  if (train.total_steps > 0) {
+    // A run shorter than the warmup stays in it (nanoGPT's get_lr tests the warmup
+    // first): a cosine that would end before the warmup does is never reached.
+    const int64_t total = std::max(train.total_steps, train.warmup_steps);
+    BRAZE_ASSIGN_OR_RETURN(Tensor lr,
+                           braze::WarmupCosineSchedule(s, train.peak_lr, train.warmup_steps, total,
+                                                       train.peak_lr / 10));
+    opt = opt.WithLearningRate(lr);
+  }
+  BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> ops, braze::Minimize(opt, loss, vars));
+  ops.push_back(braze::Assign(step, s));
   return ops;
 }
 

@@ -28,6 +28,15 @@
 
 namespace braze_examples {
 
+// The largest cluster the GPT's sessions form (SessionOptions::max_cluster_size). The
+// clipped AdamW update of every variable depends on the global norm of all gradients,
+// so without a cap every update (53 variables, about a thousand elementwise ops) joins
+// one cluster: one Halide pipeline of ~100 outputs that took 12 minutes to compile on
+// the 2-core machine, against 20 s for the whole step's other kernels. Capped, the
+// updates split into pipelines of this many ops; the model's own clusters (at most one
+// matmul each) are smaller than this anyway.
+inline constexpr int kGptMaxClusterSize = 64;
+
 struct GptConfig {
   int64_t vocab = 0;  // V: distinct symbols
   int64_t n_layer = 4;
@@ -109,24 +118,28 @@ braze::Tensor GptLogits(const GptParams& params, const GptConfig& config, braze:
 // Mean softmax cross entropy of logits [N, V] against ids targets (any shape of N ids).
 braze::Tensor GptLoss(braze::Tensor logits, braze::Tensor targets, int64_t vocab);
 
-// The training recipe's optimizer settings (docs/CHAR_LM.md).
+// The training recipe's optimizer settings (docs/CHAR_LM.md): AdamW with weight decay
+// on the variables of rank >= 2, gradients clipped by their global norm, and the
+// learning rate of step s (from 1) warmed up linearly over warmup_steps, then decayed
+// by a cosine to peak_lr / 10 at total_steps.
 struct GptTrainConfig {
   double peak_lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.99, epsilon = 1e-8;
   double weight_decay = 0.1;  // on variables of rank >= 2 only
-  double clip_norm = 1.0;
+  double clip_norm = 1.0;     // 0: no clipping
   int64_t warmup_steps = 100;
-  int64_t total_steps = 1000;
+  int64_t total_steps = 1000;  // 0: a constant rate of peak_lr (no schedule)
 };
 
-// One optimizer step of `loss` over `vars`: the update ops to run with the step.
-// `step` is the step counter Variable (its increment is among the ops returned).
+// One optimizer step of `loss` over `vars`: the update ops to run with the step, the
+// step counter's increment among them. `step` counts the steps done (MakeStepCounter);
+// the step being taken is step + 1.
 absl::StatusOr<std::vector<braze::Tensor>> GptTrainOps(const GptTrainConfig& train,
                                                        braze::Tensor loss,
                                                        const std::vector<braze::Tensor>& vars,
                                                        braze::Tensor step);
 
-// The step counter: a scalar Variable named `name`, starting at 0.
+// The step counter: a scalar f64 Variable named `name`, starting at 0 (steps done).
 braze::Tensor MakeStepCounter(braze::Graph& g, const std::string& name);
 
 // The recipe's batches (docs/CHAR_LM.md): fills inputs and targets ([batch, T] i32)
