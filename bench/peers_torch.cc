@@ -25,6 +25,9 @@
 //                               torch::optim::SGD(0.1).
 //   BM_CnnStep_torch:           the Fashion-MNIST CNN as nn modules, channels-last,
 //                               cross_entropy, torch::optim::Adam(1e-3).
+//   BM_Dropout_torch:           torch::dropout(x, 0.1, train) (a fresh result each call:
+//                               there is no out= form).
+//   BM_RandomNormal_torch:      y.normal_() into a preallocated y.
 //   *_torch_nchw:               the same in torch's default contiguous NCHW (the input
 //                               converted once, untimed), to show which format is faster.
 //   BatchNorm2d runs with Braze's epsilon (1e-3) and momentum (torch's is 1 - it: 0.01
@@ -34,6 +37,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -455,6 +459,65 @@ BENCHMARK(BM_CnnStep_torch)->Apply([](auto* b) {
 BENCHMARK(BM_CnnStep_torch_nchw)->Apply([](auto* b) {
   PeerDefaults(b->ArgName("batch")->Arg(128), 0.5);
 });
+
+// ---- Random numbers (random_bench.cc's BM_Dropout and BM_RandomNormal) ----
+// torch's dropout (training mode) and normal_ over 16M f32, from torch's CPU generator:
+// another stream than Braze's, so the check is statistical: the dropped fraction within
+// 6 standard errors of the rate and every kept value x / (1 - rate); the normals' mean
+// and variance within 6 standard errors of 0 and 1. torch::dropout allocates its result
+// each call (there is no out= form); normal_ fills a preallocated tensor.
+constexpr int64_t kRandomN = 16 << 20;
+
+void BM_Dropout_torch(benchmark::State& state) {
+  SetUpTorch();
+  c10::InferenceMode guard;
+  const HostTensor xs = HostTensor::RandomUniform(DType::kF32, {kRandomN}, 1);
+  const torch::Tensor x = View(xs);
+  const double rate = 0.1;
+  torch::Tensor y = torch::dropout(x, rate, true);
+  const float* got = y.data_ptr<float>();
+  const float scale = static_cast<float>(1.0 / (1.0 - rate));
+  int64_t dropped = 0;
+  for (int64_t i = 0; i < kRandomN; ++i) {
+    if (got[i] == 0) {
+      ++dropped;
+    } else if (std::abs(got[i] - xs.data<float>()[i] * scale) > 1e-6f * std::abs(got[i])) {
+      state.SkipWithError("torch's dropout kept a value not scaled by 1 / (1 - rate)");
+      return;
+    }
+  }
+  if (std::abs(double(dropped) / kRandomN - rate) > 6 * std::sqrt(rate * (1 - rate) / kRandomN)) {
+    state.SkipWithError("torch's dropout dropped the wrong fraction");
+    return;
+  }
+  for (auto _ : state) {
+    y = torch::dropout(x, rate, true);
+    benchmark::DoNotOptimize(y.data_ptr<float>());
+  }
+  state.counters["Gelem/s"] =
+      benchmark::Counter(1e-9 * kRandomN * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Dropout_torch)->Apply([](auto* b) { PeerDefaults(b, 0.5); });
+
+void BM_RandomNormal_torch(benchmark::State& state) {
+  SetUpTorch();
+  c10::InferenceMode guard;
+  torch::Tensor y = torch::empty({kRandomN}, torch::kFloat32);
+  y.normal_();
+  const double mean = y.mean().item<double>(), var = y.var().item<double>();
+  if (std::abs(mean) > 6 / std::sqrt(double(kRandomN)) ||
+      std::abs(var - 1) > 6 * std::sqrt(2.0 / kRandomN)) {
+    state.SkipWithError("torch's normal_ is not N(0, 1)");
+    return;
+  }
+  for (auto _ : state) {
+    y.normal_();
+    benchmark::DoNotOptimize(y.data_ptr<float>());
+  }
+  state.counters["Gelem/s"] =
+      benchmark::Counter(1e-9 * kRandomN * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_RandomNormal_torch)->Apply([](auto* b) { PeerDefaults(b, 0.5); });
 
 }  // namespace
 }  // namespace braze::bench

@@ -10,7 +10,10 @@
 //
 // Flags as mnist_softmax (`--help`): --jit=off|scope|auto, --steps, --batch, --lr,
 // --timeline=FILE, --min_test_accuracy, ...; the last two lines printed are
-// `test_accuracy=<v>` and `step_ms=<v>`.
+// `test_accuracy=<v>` and `step_ms=<v>`. --dropout=RATE applies inverted dropout to
+// h1 and h2 in training (not in evaluation), its masks keyed by a step variable that
+// each train step increments: a new mask every step, the same masks run after run
+// (docs/RANDOM.md).
 #include <cmath>
 #include <string>
 #include <vector>
@@ -59,11 +62,19 @@ absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
   const Layer l2 = MakeLayer(g, kHidden, kHidden, 2.0, seed + 2, "layer2");
   const Layer l3 = MakeLayer(g, kHidden, kClasses, 1.0, seed + 3, "logits");
   Model model;
-  model.step = [l1, l2, l3, lr = flags.lr](const StepInputs& in,
-                                           bool train) -> absl::StatusOr<TrainGraph> {
+  const double rate = flags.dropout;
+  // The dropout masks' step: a variable each train step increments.
+  const Tensor step =
+      rate > 0 ? braze::Variable(g, HostTensor::Scalar<int32_t>(0), "dropout_step") : Tensor();
+  // Evaluation without dropout: a step of its own (the train step's accuracy has it).
+  model.eval_step = rate > 0;
+  model.step = [l1, l2, l3, lr = flags.lr, rate, step, seed](
+                   const StepInputs& in, bool train) -> absl::StatusOr<TrainGraph> {
     TrainGraph m;
     Tensor h1 = braze::Dense(in.x, l1.w, l1.b, braze::Activation::kRelu);
+    if (train && rate > 0) h1 = braze::Dropout(h1, rate, step, seed);
     Tensor h2 = braze::Dense(h1, l2.w, l2.b, braze::Activation::kRelu);
+    if (train && rate > 0) h2 = braze::Dropout(h2, rate, step, seed);
     Tensor logits = braze::Dense(h2, l3.w, l3.b);
     m.loss = braze::Mean(
         braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(in.labels, kClasses)));
@@ -72,6 +83,9 @@ absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
       // train step's one trace.
       BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::Minimize(braze::Optimizer::Adam(lr), m.loss,
                                                           {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b}));
+      if (rate > 0)
+        m.train_ops.push_back(
+            braze::AssignAdd(step, braze::ScalarConst(*step.graph(), 1, DType::kI32)));
     }
     braze::NameScope name_scope(*in.x.graph(), "accuracy");
     Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);

@@ -56,6 +56,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "[--seed=N]\n"
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
+      "       [--dropout=RATE]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -81,6 +82,8 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --min_test_accuracy  exit with status 1 if the final test accuracy is lower\n"
       "  --eval_rows  evaluate on the first N test images only (default 0: all 10000)\n"
       "  --eval_batch  test images per evaluation run (default %lld)\n"
+      "  --dropout    dropout rate after each hidden layer, in training only (mlp; default\n"
+      "               0: none); the masks are keyed by a step variable (docs/RANDOM.md)\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
@@ -167,6 +170,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = absl::SimpleAtoi(value, &flags.eval_rows) && flags.eval_rows >= 0;
     } else if (arg == "--eval_batch") {
       ok = absl::SimpleAtoi(value, &flags.eval_batch) && flags.eval_batch >= 1;
+    } else if (arg == "--dropout") {
+      ok = absl::SimpleAtod(value, &flags.dropout) && flags.dropout >= 0 && flags.dropout < 1;
     } else if (arg == "--min_test_accuracy") {
       ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
     } else {

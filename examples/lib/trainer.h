@@ -56,6 +56,7 @@ struct TrainFlags {
   double min_test_accuracy = 0;  // exit status 1 below this (for ctest)
   int64_t eval_rows = 0;         // test images evaluated: the first N; 0: all
   int64_t eval_batch = 10000;    // test images per evaluation run (10000: one run)
+  double dropout = 0;            // dropout rate of the models that have it (mlp); 0: none
 };
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under

@@ -42,6 +42,7 @@ enum class OpCategory : uint8_t {
   kMatMul,
   kLayout,
   kWindow,
+  kRandom,
   kHostCall
 };
 inline constexpr int kNumOps = 0
@@ -176,6 +177,18 @@ struct IotaAttrs {
   int axis = 0;  // normalized
   DType dtype = DType::kI32;
 };
+// RandomUniform(like, step) and RandomNormal(like, step): a tensor of like's shape whose
+// element at row-major flat index i is a function of (seed, op_key, step, i) alone
+// (docs/RANDOM.md): the same bits compiled or not, on every device and schedule.
+// Uniform: [0, 1), f32 or f64; Normal: mean 0, variance 1, f32.
+struct RandomAttrs {
+  uint64_t seed = 0;  // the user's; Braze keeps no hidden random state
+  // Tells two random ops of one program apart. Unset: Graph::AddNode sets it to
+  // RandomOpKeyOf(the node's name) (braze/random.h), so re-building or re-tracing a
+  // program gives the same bits and two ops of one graph differ.
+  std::optional<uint64_t> op_key;
+  DType dtype = DType::kF32;
+};
 // Convolution and pooling. Spatial dims are H and W; `format` says where N, H, W and C
 // sit (NHWC: TF's default). Filters are [KH, KW, C_in / groups, C_out] in both formats
 // (TF's HWIO); groups = C_in / the filter's dim 2 (C_out / groups filters per group:
@@ -230,7 +243,7 @@ using Attrs =
     std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
                  ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
                  ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
-                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, HostCallAttrs>;
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, RandomAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

@@ -8,7 +8,9 @@
 #define BRAZE_OPS_H_
 
 #include <array>
+#include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -100,6 +102,19 @@ Tensor UnsortedSegmentSum(Tensor data, Tensor segment_ids, int64_t num_segments,
 // {-1, 1}), Reshape(Iota(x, 1), {1, -1})) is a causal mask for any sequence length.
 Tensor Iota(Tensor like, int axis, DType dtype = DType::kI32);
 
+// ---- Random numbers (docs/RANDOM.md): stateless, counter-based (Philox-4x32-10) ----
+// A tensor of like's shape (a -1 dim included; like's values are never read) whose bits
+// are a function of (seed, op key, step, element index) alone: the same compiled or not,
+// on every device and schedule. `step` is an i32 scalar read at run time (a step
+// Variable: a new step needs no recompile). The op key defaults to a fingerprint of the
+// node's name, so two random ops of a program differ and re-building the program gives
+// the same bits; pass one to share or pin a stream. Uniform: [0, 1), f32 or f64.
+Tensor RandomUniform(Tensor like, Tensor step, uint64_t seed, DType dtype = DType::kF32,
+                     std::optional<uint64_t> op_key = std::nullopt);
+// Mean 0, variance 1, f32 (Box-Muller; |values| below 6.56).
+Tensor RandomNormal(Tensor like, Tensor step, uint64_t seed,
+                    std::optional<uint64_t> op_key = std::nullopt);
+
 // ---- Convolution and pooling (f32, f64; graph.h's Window2D and Pool2DAttrs) ----
 // x is [N, H, W, C] (NHWC) or [N, C, H, W] (NCHW); the filter [KH, KW, C / groups, C_out].
 Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window);
@@ -160,6 +175,12 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
 Tensor GlobalAvgPool(Tensor x, DataFormat format = DataFormat::kNHWC);
 // [N, d1, d2, ...] -> [N, d1 * d2 * ...]; the dims after the first must be known.
 Tensor Flatten(Tensor x);
+// Inverted dropout (torch's, TF's): each element of x (f32 or f64) kept with probability
+// 1 - rate and scaled by 1 / (1 - rate), else 0, by a RandomUniform keyed by (seed, step):
+// the same mask for the same (seed, step), a new one for another step. Its gradient is
+// the same mask times the upstream gradient. rate 0 is x itself; a rate outside [0, 1)
+// is an error on the graph naming x.
+Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed);
 
 // ---- Operators (scalars become constants of the tensor's dtype) ----
 Tensor operator+(Tensor a, Tensor b);

@@ -163,7 +163,9 @@ bool HasGradient(const Node& node) {
     case OpKind::kEqual:
     case OpKind::kArgMax:
     case OpKind::kOneHot:
-    case OpKind::kIota:  // positions: constant in `like`'s values
+    case OpKind::kIota:           // positions: constant in `like`'s values
+    case OpKind::kRandomUniform:  // constant in `like`'s values; `step` is an integer
+    case OpKind::kRandomNormal:
     case OpKind::kHostCall:
       return false;
     case OpKind::kCast:
@@ -485,6 +487,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       break;
     case OpKind::kOneHot:
     case OpKind::kIota:
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal:
     case OpKind::kHostCall:
       break;
   }

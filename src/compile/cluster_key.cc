@@ -68,6 +68,10 @@ std::string AttrKey(const Attrs& attrs) {
           [](const GatherAttrs& a) { return absl::StrCat(a.axis); },
           [](const SegmentSumAttrs& a) { return absl::StrCat(a.axis, ",", a.num_segments); },
           [](const IotaAttrs& a) { return absl::StrCat(a.axis, ",", DTypeName(a.dtype)); },
+          // The seed and op key are baked into the kernel (lower_random.cc).
+          [](const RandomAttrs& a) {
+            return absl::StrCat(a.seed, ",", a.op_key.value_or(0), ",", DTypeName(a.dtype));
+          },
           [](const Conv2DAttrs& a) {
             return absl::StrCat(WindowKey(a.window), ShapeString(a.shape));
           },

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
 namespace braze {
 namespace {
 
@@ -205,6 +208,18 @@ Tensor UnsortedSegmentSum(Tensor data, Tensor segment_ids, int64_t num_segments,
 Tensor Iota(Tensor like, int axis, DType dtype) {
   if (!like.valid()) return Tensor();
   return Add1(OpKind::kIota, like, IotaAttrs{NormalizeAxis(axis, like.rank()), dtype});
+}
+
+Tensor RandomUniform(Tensor like, Tensor step, uint64_t seed, DType dtype,
+                     std::optional<uint64_t> op_key) {
+  Graph* g = GraphOf({like, step});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kRandomUniform, {like, step}, RandomAttrs{seed, op_key, dtype});
+}
+Tensor RandomNormal(Tensor like, Tensor step, uint64_t seed, std::optional<uint64_t> op_key) {
+  Graph* g = GraphOf({like, step});
+  if (g == nullptr) return Tensor();
+  return g->AddNode(OpKind::kRandomNormal, {like, step}, RandomAttrs{seed, op_key, DType::kF32});
 }
 
 Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window) {
@@ -421,6 +436,24 @@ Tensor Flatten(Tensor x) {
     inner *= x.shape()[d];
   }
   return Reshape(x, {-1, inner});
+}
+
+Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed) {
+  if (!x.valid()) return Tensor();
+  Graph& g = *x.graph();
+  if (!(rate >= 0 && rate < 1)) {
+    g.RecordError(absl::InvalidArgumentError(
+        absl::StrCat("Dropout of '", x.name(), "': rate ", rate, " is outside [0, 1)")));
+    return Tensor();
+  }
+  if (rate == 0) return x;
+  NameScope scope(g, "Dropout");
+  // Dropped where u < rate: with u a multiple of 2^-24 (or 2^-53), exactly
+  // ceil(rate 2^24) / 2^24 of the uniforms fall there.
+  const Tensor u =
+      RandomUniform(x, step, seed, x.dtype() == DType::kF64 ? DType::kF64 : DType::kF32);
+  const Tensor drop = Less(u, ScalarConst(g, rate, u.dtype()));
+  return Select(drop, ScalarConst(g, 0, x.dtype()), x * (1.0 / (1.0 - rate)));
 }
 
 Tensor Gelu(Tensor x) {

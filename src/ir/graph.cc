@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "braze/random.h"
 #include "ir/tracing.h"
 
 namespace braze {
@@ -147,6 +148,10 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
   node->op_ = op;
   node->name_ = UniqueName(name.empty() ? std::string_view(OpName(op)) : name);
   node->attrs_ = std::move(attrs);
+  // A random op's default key is its name's (RandomAttrs): fixed here, once the name is.
+  if (auto* r = std::get_if<RandomAttrs>(&node->attrs_); r != nullptr && !r->op_key) {
+    r->op_key = RandomOpKeyOf(node->name_);
+  }
   node->device_ = device_;
   const std::string label = NodeLabel(node->name_, op);
 

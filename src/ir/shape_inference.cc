@@ -373,6 +373,20 @@ absl::StatusOr<Types> IotaTypes(const IotaAttrs& a, const TensorType& like) {
   return Types{{a.dtype, Shape{like.shape[a.axis]}}};
 }
 
+// RandomUniform and RandomNormal (graph.h's RandomAttrs): like's shape, step an i32 scalar.
+absl::StatusOr<Types> RandomTypes(OpKind op, const RandomAttrs& a, const TensorType& like,
+                                  const TensorType& step) {
+  const bool f64_ok = op == OpKind::kRandomUniform;
+  if (a.dtype != DType::kF32 && !(f64_ok && a.dtype == DType::kF64)) {
+    return Invalid(absl::StrCat(OpName(op), " does not support dtype ", DTypeName(a.dtype),
+                                f64_ok ? " (f32 or f64)" : " (f32 only)"));
+  }
+  if (step.dtype != DType::kI32 || !step.shape.empty()) {
+    return Invalid(absl::StrCat(OpName(op), " step must be an i32 scalar, got ", TypeString(step)));
+  }
+  return Types{{a.dtype, like.shape}};
+}
+
 absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
                                                        absl::Span<const TensorType> in) {
   const int arity = OpArity(op);
@@ -553,6 +567,11 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kIota: {
       BRAZE_ATTRS(IotaAttrs);
       return IotaTypes(*a, in[0]);
+    }
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal: {
+      BRAZE_ATTRS(RandomAttrs);
+      return RandomTypes(op, *a, in[0], in[1]);
     }
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:

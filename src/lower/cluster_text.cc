@@ -139,6 +139,11 @@ absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) 
           [](const IotaAttrs& a) -> R {
             return absl::StrCat("axis=", a.axis, " dtype=", DTypeName(a.dtype));
           },
+          [](const RandomAttrs& a) -> R {
+            if (!a.op_key) return absl::InvalidArgumentError("a random op without its op key");
+            return absl::StrCat("seed=", a.seed, " op_key=", *a.op_key,
+                                " dtype=", DTypeName(a.dtype));
+          },
           [](const Conv2DAttrs& a) -> R {
             return absl::StrCat(WindowText(a.window), " shape=", ListText(a.shape));
           },

@@ -128,6 +128,14 @@ absl::StatusOr<int64_t> ParseInt(absl::string_view tok, absl::string_view what, 
   return v;
 }
 
+absl::StatusOr<uint64_t> ParseU64(absl::string_view tok, absl::string_view what) {
+  uint64_t v = 0;
+  if (tok.empty() || !absl::SimpleAtoi(tok, &v)) {
+    return Invalid(absl::StrCat(what, ": '", tok, "' is not an unsigned 64-bit integer"));
+  }
+  return v;
+}
+
 absl::StatusOr<bool> ParseBool(absl::string_view tok, absl::string_view what) {
   if (tok == "1" || tok == "true") return true;
   if (tok == "0" || tok == "false") return false;
@@ -519,6 +527,17 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
       IotaAttrs a;
       BRAZE_ASSIGN_OR_RETURN(int64_t v, ParseInt(axis, "axis", -kMaxInt, kMaxInt));
       a.axis = static_cast<int>(v);
+      BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
+      return Attrs(a);
+    }
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal: {
+      BRAZE_TAKE(seed, "seed");
+      BRAZE_TAKE(op_key, "op_key");
+      BRAZE_TAKE(dtype, "dtype");
+      RandomAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(a.seed, ParseU64(seed, "seed"));
+      BRAZE_ASSIGN_OR_RETURN(a.op_key, ParseU64(op_key, "op_key"));
       BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
       return Attrs(a);
     }

@@ -96,6 +96,10 @@ Value LowerSegmentSum(LoweringContext& ctx, const std::string& name, const Segme
                       const Value& data, const Value& ids, const TensorType& out);
 Value LowerIota(const TensorType& out);
 
+// lower_random.cc: RandomUniform and RandomNormal (philox.h says the bits).
+Value LowerRandom(LoweringContext& ctx, const std::string& name, const Node& node,
+                  const Value& like, const Value& step, const TensorType& out);
+
 // lower_conv.cc: Conv2D and its gradient ops; lower_pool.cc: the pools and theirs.
 absl::StatusOr<Value> LowerConv(LoweringContext& ctx, const std::string& name, OpKind op,
                                 const Conv2DAttrs& attrs, const std::vector<Value>& in,

@@ -180,6 +180,9 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
       return LowerSegmentSum(ctx, name, node.attrs_as<SegmentSumAttrs>(), in[0], in[1], out);
     case OpKind::kIota:
       return LowerIota(out);
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal:
+      return LowerRandom(ctx, name, node, in[0], in[1], out);
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:
     case OpKind::kConv2DBackpropFilter: {

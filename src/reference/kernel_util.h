@@ -187,6 +187,14 @@ Kernel RunSegmentSum(const SegmentSumAttrs& attrs, const HostTensor& data, const
                      const TensorType& out);
 Kernel RunIota(const IotaAttrs& attrs, const HostTensor& like, const TensorType& out);
 
+// random.cc: RandomUniform and RandomNormal (docs/RANDOM.md), and the transforms from
+// one Philox block to a number (exposed for tests).
+Kernel RunRandom(const Node& node, const RandomAttrs& attrs, const HostTensor& step,
+                 const TensorType& out);
+float PhiloxToUniformF32(const std::array<uint32_t, 4>& bits);
+double PhiloxToUniformF64(const std::array<uint32_t, 4>& bits);
+float PhiloxToNormalF32(const std::array<uint32_t, 4>& bits);
+
 // window.cc: Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter; the pools and their
 // gradient ops.
 Kernel RunConv(OpKind op, const Conv2DAttrs& attrs, absl::Span<const HostTensor> inputs,

@@ -201,6 +201,11 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
       BRAZE_ASSIGN_OR_RETURN(const IotaAttrs* attrs, GetAttrs<IotaAttrs>(node));
       return ri::RunIota(*attrs, inputs[0], output_types[0]);
     }
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomNormal: {
+      BRAZE_ASSIGN_OR_RETURN(const RandomAttrs* attrs, GetAttrs<RandomAttrs>(node));
+      return ri::RunRandom(node, *attrs, inputs[1], output_types[0]);
+    }
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:
     case OpKind::kConv2DBackpropFilter: {

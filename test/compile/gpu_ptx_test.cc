@@ -266,6 +266,19 @@ std::vector<GpuCase> OpCases(OpKind op) {
                  Tensor mask = Less(Reshape(pos, {-1, 1}), Reshape(pos, {1, -1}));
                  c.outputs = {Select(mask, ScalarConst(*c.graph, -1e9), scores)};
                }}};
+    // Random numbers: a dropout and an additive noise on odd shapes (more checks of
+    // their PTX in random_ptx_test.cc).
+    case OpKind::kRandomUniform:
+      return {{"RandomUniform_Dropout", [](Case& c) {
+                 Tensor step = c.Input(HostTensor::Scalar<int32_t>(5));
+                 c.outputs = {Dropout(c.Input(f32, kOdd3d, 45), 0.25, step, 7)};
+               }}};
+    case OpKind::kRandomNormal:
+      return {{"RandomNormal_Noise", [](Case& c) {
+                 Tensor x = c.Input(f32, kOdd3d, 46);
+                 Tensor step = c.Input(HostTensor::Scalar<int32_t>(5));
+                 c.outputs = {x + RandomNormal(x, step, 9) * 0.1};
+               }}};
     // The window ops at the CNN example's second layer (NHWC, 3x3 SAME, 32 -> 64
     // channels, a small batch) and odd NCHW shapes with strides, padding and groups.
     case OpKind::kConv2D:

@@ -186,6 +186,48 @@ TEST(RandomGraphs, SequenceOpsMatchReference) {
   RunSlice(7000, 7016, slice);
 }
 
+// The random ops (docs/RANDOM.md): every random op's bits fetched and compared exactly.
+TEST(RandomGraphs, RandomOpsMatchReferenceBitForBit) {
+  Slice slice;
+  slice.gen.random_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --random --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(7100, 7116, slice);
+}
+
+// A random draw is compared with no tolerance: one ulp off in one element is a mismatch
+// (an f32 draw has no rounding to forgive), where an ordinary f32 fetch would pass.
+TEST(RandomGraphs, ARandomDrawOneUlpOffIsAMismatch) {
+  GenerateOptions gen;
+  gen.random_probability = 1;
+  int checked = 0;
+  for (uint64_t seed = 1; seed < 40 && checked < 2; ++seed) {
+    const Program p = GenerateProgram(seed, gen);
+    size_t fetch = p.fetches.size();
+    for (size_t f = 0; f < p.fetches.size() && fetch == p.fetches.size(); ++f) {
+      const int v = p.fetches[f] - static_cast<int>(p.inputs.size());
+      if (v >= 0 && p.ops[v].bit_exact) fetch = f;
+    }
+    if (fetch == p.fetches.size() || RunProgram(p, RunOptions()).kind != Outcome::Kind::kPass) {
+      continue;
+    }
+    RunOptions o;
+    o.corrupt_result = [&](size_t f, HostTensor* t) {
+      if (f != fetch || t->num_elements() == 0) return;
+      const int64_t i = t->num_elements() / 2;
+      const double x = t->GetDouble(i);
+      t->SetDouble(i, t->dtype() == DType::kF32 ? std::nextafter(static_cast<float>(x), 2.0f)
+                                                : std::nextafter(x, 2.0));
+    };
+    const Outcome out = RunProgram(p, o);
+    EXPECT_EQ(out.kind, Outcome::Kind::kMismatch) << "seed " << seed << ": " << out.detail;
+    EXPECT_THAT(out.detail, ::testing::HasSubstr("bit-exact tolerance")) << seed;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2) << "too few programs with a random draw fetched";
+}
+
 // The GPU schedules on jit:opencl (POCL here): device buffers, copies, GPU kernels.
 TEST(RandomGraphs, JitOpenCLDeviceMatchesReference) {
   if (!CheckOpenCLAvailable().ok()) GTEST_SKIP() << CheckOpenCLAvailable().message();

@@ -262,6 +262,42 @@ TEST(RandomProgram, SequenceProgramsDrawEverySequenceOp) {
   }
 }
 
+// Random-op programs (GenerateOptions::random_probability) draw every random op, by
+// constant and run-time steps, and fetch every raw draw to compare it bit for bit; with
+// the default (0) no program draws one.
+TEST(RandomProgram, RandomOpProgramsDrawEveryRandomOpAndFetchItsBits) {
+  GenerateOptions options;
+  options.random_probability = 1;
+  options.dynamic_probability = 0.3;
+  std::string all;
+  int bit_exact = 0;
+  for (uint64_t seed = 1; seed < 120; ++seed) {
+    const Program program = GenerateProgram(seed, options);
+    all += ProgramToCpp(program);
+    for (size_t i = 0; i < program.ops.size(); ++i) {
+      if (!program.ops[i].bit_exact) continue;
+      ++bit_exact;
+      const int value = static_cast<int>(program.inputs.size() + i);
+      EXPECT_NE(std::find(program.fetches.begin(), program.fetches.end(), value),
+                program.fetches.end())
+          << "seed " << seed << ": a random draw is not fetched";
+    }
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << "seed " << seed << ": " << built.status();
+    for (const ProgramOp& op : GenerateProgram(seed).ops) {
+      EXPECT_EQ(op.code.find("RandomUniform("), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("RandomNormal("), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("Dropout("), std::string::npos) << seed << ": " << op.code;
+    }
+  }
+  EXPECT_GE(bit_exact, 20);
+  for (const char* want : {"RandomUniform(", "DType::kF64", "RandomNormal(", "Dropout(", "Sum(v",
+                           "ScalarConst(g, 2147483647"}) {
+    EXPECT_NE(all.find(want), std::string::npos) << want;
+  }
+}
+
 }  // namespace
 }  // namespace fuzz
 }  // namespace braze

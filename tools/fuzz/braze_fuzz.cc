@@ -19,7 +19,9 @@
 // program), --window[=P] (the chance a program is image-shaped, with convolutions and
 // pools; default 0.1; bare: every program), --sequence[=P] (the chance a program draws
 // the sequence ops: Gather, UnsortedSegmentSum, Iota, Sin, Cos; default 0; bare: every
-// program), --threads=N|random (SessionOptions::num_threads of the
+// program), --random[=P] (the chance a program draws the random ops: RandomUniform,
+// RandomNormal, Dropout, their bits compared exactly; default 0; bare: every program),
+// --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
 // --verbose (a line per seed), --print (print the programs
@@ -84,6 +86,7 @@ struct Flags {
   double gemm = 0;            // GenerateOptions::gemm_probability
   double window = -1;         // GenerateOptions::window_probability; < 0: its default
   double sequence = 0;        // GenerateOptions::sequence_probability
+  double random = 0;          // GenerateOptions::random_probability
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -135,6 +138,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->window)) return false;
     } else if (arg == "--sequence") {
       if (!ParseProbability(value, &f->sequence)) return false;
+    } else if (arg == "--random") {
+      if (!ParseProbability(value, &f->random)) return false;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -183,6 +188,7 @@ GenerateOptions GenOptions(const Flags& f) {
   gen.gemm_probability = f.gemm;
   if (f.window >= 0) gen.window_probability = f.window;
   gen.sequence_probability = f.sequence;
+  gen.random_probability = f.random;
   return gen;
 }
 
@@ -215,7 +221,7 @@ std::string Settings(const Flags& f) {
       " dynamic=", gen.dynamic_probability, f.dynamic < 0 ? "(default)" : "",
       " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
       " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
-      " sequence=", gen.sequence_probability, " threads=",
+      " sequence=", gen.sequence_probability, " random=", gen.random_probability, " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),
@@ -470,7 +476,8 @@ int Main(int argc, char** argv) {
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
-                 "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--threads=N|random] "
+                 "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
+                 "[--random[=P]] [--threads=N|random] "
                  "[--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");

@@ -54,6 +54,9 @@ struct Tol {
 };
 Tol TolOf(const Program& p, const BuiltProgram& built, size_t f, const RunOptions& o) {
   const int v = built.fetch_values[f];
+  if (v >= static_cast<int>(p.inputs.size()) && p.ops[v - p.inputs.size()].bit_exact) {
+    return Tol{0, 0, "bit-exact"};
+  }
   const bool f64 =
       built.fetches[f].dtype() == DType::kF64 && v >= 0 &&
       (v < static_cast<int>(p.inputs.size()) || !p.ops[v - p.inputs.size()].f32_rounding);

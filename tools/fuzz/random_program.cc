@@ -57,6 +57,7 @@ class Generator : public internal::Drawer {
       : rng_(seed),
         window_rng_(seed ^ 0x57696e646f77ull),
         sequence_rng_(seed ^ 0x53657175656e6365ull),
+        random_rng_(seed ^ 0x52616e646f6dull),
         options_(options) {
     program_.seed = seed;
   }
@@ -90,6 +91,11 @@ class Generator : public internal::Drawer {
   Tensor value(int i) const override { return values_[i]; }
   bool exact(int i) const override { return exact_[i]; }
   Grid grid(int i) const override { return grid_[i]; }
+  void MarkBitExact(int i) override {
+    exact_[i] = true;
+    rounding_[i] = false;
+    program_.ops[i - program_.inputs.size()].bit_exact = true;
+  }
   int Pick(const std::function<bool(const Tensor&)>& ok, bool exact_only) override {
     const bool was = need_exact_;
     need_exact_ = exact_only;
@@ -167,6 +173,21 @@ class Generator : public internal::Drawer {
     Withdraw(ops, values);
     g_.Truncate(nodes, absl::OkStatus());
     return false;
+  }
+  // The random ops likewise (random_rng_, GenerateOptions::random_probability).
+  bool RandomOp() {
+    if (options_.random_probability <= 0) return false;
+    std::swap(rng_, random_rng_);
+    if (random_ < 0) random_ = Chance(options_.random_probability) ? 1 : 0;
+    const size_t ops = program_.ops.size(), values = values_.size();
+    const int nodes = g_.num_nodes();
+    bool drawn = random_ == 1 && Chance(0.3) && internal::DrawRandomOp(*this) && g_.status().ok();
+    if (!drawn && program_.ops.size() > ops) {
+      Withdraw(ops, values);
+      g_.Truncate(nodes, absl::OkStatus());
+    }
+    std::swap(rng_, random_rng_);
+    return drawn;
   }
   int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
   double Value() {
@@ -357,37 +378,9 @@ class Generator : public internal::Drawer {
     return Grid{};
   }
 
-  // Ops whose float result both implementations compute bit for bit from equal inputs:
-  // selections, layout, sign flips. Everything else may round differently in fused code
-  // (contracted FMAs, reassociated sums, approximate reciprocals), which is within the
-  // tolerance for continuous ops but flips a Floor, a comparison or an ArgMax near a tie.
-  // So discontinuous ops read only exact values: their oracle stays sound.
-  static bool ExactOp(const std::string& code) {
-    for (const char* prefix : {"Const(",
-                               "Neg(",
-                               "Abs($0)",
-                               "Relu(",
-                               "Sign(",
-                               "Reshape(",
-                               "Transpose(",
-                               "BroadcastTo(",
-                               "Concat(",
-                               "Slice(",
-                               "Pad(",
-                               "Maximum(",
-                               "Minimum(",
-                               "Max(",
-                               "Min(",
-                               "Select($0",
-                               "Cast($0, DType::kF",
-                               "OneHot(",
-                               "MaxPool(",
-                               "Gather(",
-                               "Iota("}) {
-      if (code.rfind(prefix, 0) == 0) return true;
-    }
-    return false;
-  }
+  // Ops whose float result both implementations compute bit for bit from equal inputs
+  // (internal::ExactOpCode, random_program_build.cc).
+  static bool ExactOp(const std::string& code) { return internal::ExactOpCode(code); }
   bool Exact(int value) const { return exact_[value]; }
 
   // A constant operand as an op of its own: value index.
@@ -413,6 +406,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
+    if (RandomOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -944,6 +938,9 @@ class Generator : public internal::Drawer {
     if (n == first_op) return;
     std::vector<int> fetches = {n - 1};
     for (int k = Uniform(3); k > 0; --k) fetches.push_back(first_op + Uniform(n - first_op));
+    for (int v = first_op; v < n; ++v) {  // every random op's bits are checked
+      if (program_.ops[v - first_op].bit_exact) fetches.push_back(v);
+    }
     std::sort(fetches.begin(), fetches.end());
     fetches.erase(std::unique(fetches.begin(), fetches.end()), fetches.end());
     program_.fetches = fetches;
@@ -953,6 +950,8 @@ class Generator : public internal::Drawer {
   std::mt19937_64 window_rng_;    // the window ops' stream (WindowStream)
   std::mt19937_64 sequence_rng_;  // the sequence ops' stream (SequenceStream)
   int sequence_ = -1;             // whether this program draws sequence ops; -1: not drawn yet
+  std::mt19937_64 random_rng_;    // the random ops' stream (RandomOp)
+  int random_ = -1;               // whether this program draws random ops; -1: not drawn yet
   GenerateOptions options_;
   Program program_;
   Graph g_;

@@ -57,6 +57,9 @@ struct ProgramOp {
   // from exact f32, i32 and bool values) and is judged at f64's tolerance
   // (RunOptions::rtol_f64); with it, at f32's.
   bool f32_rounding = false;
+  // Computed bit for bit by both implementations (a random op: docs/RANDOM.md): always
+  // fetched, and compared with no tolerance at all.
+  bool bit_exact = false;
 };
 
 struct Program {
@@ -112,6 +115,13 @@ struct GenerateOptions {
   // too), Sin and Cos (random_program_sequence.cc). Drawn from a stream of its own, as
   // the window ops: with 0 (the default) every seed's program is what it was before.
   double sequence_probability = 0;
+  // The chance a program draws the random ops (braze-fuzz --random): then 30% of its ops
+  // are RandomUniform (f32, f64) and RandomNormal of any value's shape (odd, rank 0, a -1
+  // batch), by a constant step or one computed at run time, their bits fetched and
+  // compared with the reference's exactly, and Dropout of float values, noise added to
+  // them (random_program_random.cc). Drawn from a stream of its own: with 0 (the
+  // default) every seed's program is what it was before.
+  double random_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});

@@ -38,6 +38,40 @@ std::string DTypeCode(DType d) {
   return "?";
 }
 
+// Ops whose float result both implementations compute bit for bit from equal inputs:
+// selections, layout, sign flips. Everything else may round differently in fused code
+// (contracted FMAs, reassociated sums, approximate reciprocals), which is within the
+// tolerance for continuous ops but flips a Floor, a comparison or an ArgMax near a tie.
+// So discontinuous ops read only exact values: their oracle stays sound.
+bool ExactOpCode(const std::string& code) {
+  for (const char* prefix : {"Const(",
+                             "Neg(",
+                             "Abs($0)",
+                             "Relu(",
+                             "Sign(",
+                             "Reshape(",
+                             "Transpose(",
+                             "BroadcastTo(",
+                             "Concat(",
+                             "Slice(",
+                             "Pad(",
+                             "Maximum(",
+                             "Minimum(",
+                             "Max(",
+                             "Min(",
+                             "Select($0",
+                             "Cast($0, DType::kF",
+                             "OneHot(",
+                             "MaxPool(",
+                             "Gather(",
+                             "Iota(",
+                             "RandomUniform(",
+                             "RandomNormal("}) {
+    if (code.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace internal
 
 namespace {

@@ -22,6 +22,9 @@ namespace internal {
 std::string Ints(const std::vector<int64_t>& v);
 std::string Ints(const std::vector<int>& v);
 std::string DTypeCode(DType d);
+// Whether an op (by its C++ code) computes its float result bit for bit from equal
+// inputs in both implementations (random_program_build.cc).
+bool ExactOpCode(const std::string& code);
 
 // A constant's values (a drawn Const op's, by its seed), moved as BuildProgram's
 // `perturb` asks while it builds the program (PerturbValues), else as drawn; `grid`:
@@ -63,6 +66,10 @@ class Drawer {
   // what is known of its binary form when the generic rules (by its code) know nothing.
   virtual int Push(std::vector<int> operands, BuildFn build, std::string code, Grid grid = {}) = 0;
   virtual int AddConst(DType dtype, const Shape& shape, bool grid = false) = 0;
+  // Value `i` (an op's) is computed bit for bit by both implementations whatever its
+  // operands are (a random op reads only its like's shape): it is fetched and compared
+  // with no tolerance (ProgramOp::bit_exact).
+  virtual void MarkBitExact(int i) = 0;
 };
 
 // The format of an image-shaped program (GenerateOptions::window_probability): its
@@ -84,6 +91,9 @@ bool DrawWindowOp(Drawer& d, const WindowContext& context);
 // A sequence op (Gather, UnsortedSegmentSum, Iota, Sin, Cos; random_program_sequence.cc).
 // False when no value fits.
 bool DrawSequenceOp(Drawer& d);
+// A random op (RandomUniform, RandomNormal, Dropout; random_program_random.cc). False
+// when no value fits.
+bool DrawRandomOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz
