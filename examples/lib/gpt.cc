@@ -55,13 +55,13 @@ Tensor Norm(const LayerNormParams& p, Tensor x) {
 }
 
 // The one place dropout is built. Training graphs pass a rate > 0 and the step counter;
-// evaluation and generation graphs a rate of 0, which builds nothing.
+// evaluation and generation graphs a rate of 0, which builds nothing. braze::Dropout's
+// masks are keyed by (seed, step) and the op's name; each site also gets its own seed,
+// so no two sites share a mask whatever their names.
 Tensor Dropout(Tensor x, const DropoutSpec& spec, int64_t* site) {
   ++*site;
   if (spec.rate <= 0) return x;
-  // The stateless random ops (and Dropout with them) are not in this tree yet: training
-  // runs without dropout until they are (docs/CHAR_LM.md says so).
-  return x;
+  return braze::Dropout(x, spec.rate, spec.step, spec.seed * 1000 + static_cast<uint64_t>(*site));
 }
 
 // Causal scaled dot-product attention of q, k, v [B, H, T, hd], written out as ops:
@@ -200,7 +200,7 @@ Tensor GptLoss(Tensor logits, Tensor targets, int64_t vocab) {
 }
 
 Tensor MakeStepCounter(braze::Graph& g, const std::string& name) {
-  return braze::Variable(g, HostTensor::Scalar<double>(0), name);
+  return braze::Variable(g, HostTensor::Scalar<int32_t>(0), name);
 }
 
 absl::StatusOr<std::vector<Tensor>> GptTrainOps(const GptTrainConfig& train, Tensor loss,
@@ -208,7 +208,7 @@ absl::StatusOr<std::vector<Tensor>> GptTrainOps(const GptTrainConfig& train, Ten
   braze::NameScope name_scope(*loss.graph(), "train");
   // The step being taken, s = done + 1: its value feeds the schedule, and the Assign
   // below stores it, computed in the step's own kernel.
-  Tensor s = step + 1.0;
+  Tensor s = step + 1;
   braze::Optimizer opt = braze::Optimizer::AdamW(train.peak_lr, train.beta1, train.beta2,
                                                  train.epsilon, train.weight_decay)
                              .WithDecayFilter(braze::RankAtLeast2);

@@ -139,7 +139,8 @@ absl::StatusOr<std::vector<braze::Tensor>> GptTrainOps(const GptTrainConfig& tra
                                                        const std::vector<braze::Tensor>& vars,
                                                        braze::Tensor step);
 
-// The step counter: a scalar f64 Variable named `name`, starting at 0 (steps done).
+// The step counter: a scalar i32 Variable named `name`, starting at 0 (steps done). It
+// keys the dropout masks (braze::Dropout's step) and feeds the learning-rate schedule.
 braze::Tensor MakeStepCounter(braze::Graph& g, const std::string& name);
 
 // The recipe's batches (docs/CHAR_LM.md): fills inputs and targets ([batch, T] i32)
