@@ -30,6 +30,11 @@
 //   BM_RandomNormal_torch:      y.normal_() into a preallocated y.
 //   *_torch_nchw:               the same in torch's default contiguous NCHW (the input
 //                               converted once, untimed), to show which format is faster.
+//   BM_Attention_torch:         causal attention as libtorch 1.13 users write it on the
+//                               CPU (it has no fused CPU attention): q.matmul(k^T) *
+//                               scale, masked_fill(-inf) above the diagonal, softmax,
+//                               matmul with v; with backward, autograd's backward of it
+//                               from dO (attention_common.h's workload).
 //   BatchNorm2d runs with Braze's epsilon (1e-3) and momentum (torch's is 1 - it: 0.01
 //   for the block, Keras's 0.99; 0.1 for the CNN, examples/cnn.cc's 0.9).
 //
@@ -42,6 +47,7 @@
 #include <string>
 #include <thread>
 
+#include "attention_common.h"
 #include "bench_context.h"
 #include "peers_common.h"
 #include "train_models.h"
@@ -459,6 +465,65 @@ BENCHMARK(BM_CnnStep_torch)->Apply([](auto* b) {
 BENCHMARK(BM_CnnStep_torch_nchw)->Apply([](auto* b) {
   PeerDefaults(b->ArgName("batch")->Arg(128), 0.5);
 });
+
+// ---- Attention ----
+void BM_Attention_torch(benchmark::State& state) {
+  SetUpTorch();
+  const int64_t t = state.range(0);
+  const bool backward = state.range(1) != 0;
+  std::vector<HostTensor> values;
+  for (int i = 0; i < 4; ++i) values.push_back(AttentionInput(t, i));
+  AttentionReferenceSlice(t);  // before the baseline: its inputs are transient
+  PeakMemory peak;
+  const torch::Tensor mask = torch::ones({t, t}, torch::kBool).triu(1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kAttWidth));
+  torch::Tensor q = View(values[0]), k = View(values[1]), v = View(values[2]);
+  const torch::Tensor dout = View(values[3]);
+  if (backward) {
+    q = q.clone().requires_grad_(true);
+    k = k.clone().requires_grad_(true);
+    v = v.clone().requires_grad_(true);
+  }
+  torch::Tensor out;
+  auto run = [&] {
+    if (backward) {
+      for (torch::Tensor* x : {&q, &k, &v}) x->mutable_grad() = torch::Tensor();
+      out = torch::matmul(
+          torch::softmax(
+              (torch::matmul(q, k.transpose(-2, -1)) * scale).masked_fill(mask, -INFINITY), -1),
+          v);
+      out.backward(dout);
+    } else {
+      c10::InferenceMode guard;
+      out = torch::matmul(
+          torch::softmax(
+              (torch::matmul(q, k.transpose(-2, -1)) * scale).masked_fill(mask, -INFINITY), -1),
+          v);
+    }
+  };
+  try {
+    run();
+  } catch (const c10::Error& e) {
+    state.SkipWithError(e.what_without_backtrace());
+    return;
+  }
+  std::vector<const float*> got = {out.data_ptr<float>()};
+  if (backward) {
+    for (torch::Tensor* x : {&q, &k, &v}) got.push_back(x->grad().data_ptr<float>());
+  }
+  if (!CheckAttention(state, t, got)) return;
+  peak.StartTimedRuns();
+  for (auto _ : state) {
+    run();
+    benchmark::ClobberMemory();
+  }
+  peak.Report(state, t);
+  SetRate(state, "GFLOP/s", AttentionForwardGflop(t) * (backward ? 3.5 : 1.0));
+}
+BENCHMARK(BM_Attention_torch)
+    ->ArgNames({"T", "backward"})
+    ->ArgsProduct({{512, 2048}, {0, 1}})
+    ->Apply([](auto* b) { PeerDefaults(b, 0.5); });
 
 // ---- Random numbers (random_bench.cc's BM_Dropout and BM_RandomNormal) ----
 // torch's dropout (training mode) and normal_ over 16M f32, from torch's CPU generator:

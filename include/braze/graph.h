@@ -42,6 +42,7 @@ enum class OpCategory : uint8_t {
   kMatMul,
   kLayout,
   kWindow,
+  kAttention,
   kRandom,
   kHostCall
 };
@@ -226,6 +227,22 @@ struct Pool2DAttrs {
   Window2D window;
   Shape shape;
 };
+// The attention ops (op_list.def's Attention section; docs/ATTENTION.md). q is
+// [..., Tq, D], k [..., Tk, D] and v [..., Tk, Dv] with equal leading dims; the output is
+// [..., Tq, Dv]. Key j is visible to query i unless causal and j > i + (Tk - Tq) (torch's
+// is_causal when Tq == Tk); a query that sees no key gives 0 (its logsumexp -inf).
+// Dropout zeroes each weight with probability `dropout` and scales the rest by
+// 1 / (1 - dropout), as Dropout does: dropped where RandomUniform(weights, step, seed,
+// dtype, op_key) < dropout, the uniform of the weight's row-major index in [..., Tq, Tk]
+// (docs/RANDOM.md), the same bits in the fused kernels, the unfused composite and the
+// reference. With a nonzero rate the ops take the i32 scalar step as their last input.
+struct AttentionAttrs {
+  bool causal = false;
+  double scale = 1;  // of q k^T; the builder's default is 1 / sqrt(D)
+  double dropout = 0;
+  uint64_t seed = 0;
+  uint64_t op_key = 0;  // the dropout stream's (braze/random.h's RandomKey(seed, op_key))
+};
 struct TensorSpec {
   DType dtype;
   Shape shape;
@@ -243,7 +260,7 @@ using Attrs =
     std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
                  ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
                  ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
-                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, RandomAttrs, HostCallAttrs>;
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, AttentionAttrs, RandomAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

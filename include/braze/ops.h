@@ -142,6 +142,17 @@ Tensor MaxPoolGradGrad(Tensor x, Tensor g, const Pool2DAttrs& attrs);
 // dx of AvgPool of an x of `input_shape` (attrs.shape is set from it).
 Tensor AvgPoolGrad(Shape input_shape, Tensor dy, Pool2DAttrs attrs);
 
+// ---- Attention (docs/ATTENTION.md; graph.h's AttentionAttrs) ----
+// The fused ops; ScaledDotProductAttention builds them (and gradients() their backward).
+// `step`: the dropout's i32 scalar step, given exactly when attrs.dropout is nonzero.
+Tensor Attention(Tensor q, Tensor k, Tensor v, const AttentionAttrs& attrs, Tensor step = Tensor());
+// The per-row log(sum_j exp(scale q_i k_j)) over the visible keys: [..., Tq].
+Tensor AttentionLogSumExp(Tensor q, Tensor k, const AttentionAttrs& attrs);
+// dq, dk or dv (`op`: kAttentionGradQ, kAttentionGradK, kAttentionGradV) of Attention(q,
+// k, v) given dout, its lse and delta = rowsum(dout * out) ([..., Tq] each).
+Tensor AttentionGrad(OpKind op, Tensor q, Tensor k, Tensor v, Tensor dout, Tensor lse, Tensor delta,
+                     const AttentionAttrs& attrs, Tensor step = Tensor());
+
 // ---- Host calls: never compiled ----
 std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor> inputs,
                              std::vector<TensorSpec> outputs, HostFunction fn);
@@ -175,6 +186,26 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
 Tensor GlobalAvgPool(Tensor x, DataFormat format = DataFormat::kNHWC);
 // [N, d1, d2, ...] -> [N, d1 * d2 * ...]; the dims after the first must be known.
 Tensor Flatten(Tensor x);
+// softmax(q k^T * scale, causal mask) v: q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]
+// -> [..., Tq, Dv]; any T may be -1. Causal: key j is visible to query i iff
+// j <= i + (Tk - Tq) (torch's is_causal for Tq == Tk); a query that sees no key gives 0.
+// Fused (the default): one Attention op whose kernel never holds the [Tq, Tk] scores.
+// Unfused: BatchMatMul, an Iota/Less/Select mask, Softmax and BatchMatMul, which
+// materialize them (the fused op's cross-check and benchmark baseline).
+// Dropout on the weights (rate `dropout`): Dropout's rule with the uniforms of
+// RandomUniform(weights, step, seed, dtype, op_key); `step` an i32 scalar (a new mask
+// each step, no recompile); the op key defaults to RandomOpKeyOf(q's node name).
+struct AttentionOptions {
+  bool causal = false;
+  std::optional<double> scale;  // default 1 / sqrt(D) (D must then be known)
+  double dropout = 0;
+  Tensor step;  // required with dropout
+  uint64_t seed = 0;
+  std::optional<uint64_t> op_key;
+  bool fused = true;
+};
+Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v,
+                                 const AttentionOptions& options = AttentionOptions());
 // Inverted dropout (torch's, TF's): each element of x (f32 or f64) kept with probability
 // 1 - rate and scaled by 1 / (1 - rate), else 0, by a RandomUniform keyed by (seed, step):
 // the same mask for the same (seed, step), a new one for another step. Its gradient is

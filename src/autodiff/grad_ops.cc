@@ -214,6 +214,12 @@ bool HasGradient(const Node& node) {
     case OpKind::kMaxPoolGradGrad:
     case OpKind::kAvgPool:
     case OpKind::kAvgPoolGrad:
+    // The backward ops report that they have no gradient (CheckGradientSupported).
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
       return true;
   }
   return false;
@@ -227,6 +233,11 @@ absl::Status CheckGradientSupported(const Node& node) {
   if (node.op() == OpKind::kSlice) return SlicePaddings(node).status();
   if (node.op() == OpKind::kPad) return PadWindowSizes(node).status();
   if (OpCategoryOf(node.op()) == OpCategory::kWindow) return WindowShapesKnown(node);
+  if (OpCategoryOf(node.op()) == OpCategory::kAttention && node.op() != OpKind::kAttention) {
+    return Unsupported(node,
+                       "attention's backward ops have no gradient (second derivatives of "
+                       "fused attention are not built; use the unfused composite)");
+  }
   if (node.op() == OpKind::kGather) {
     // The gradient's segment count is the table's size along the axis, an attribute.
     const int axis = node.attrs_as<GatherAttrs>().axis;
@@ -485,6 +496,28 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kUnsortedSegmentSum:
       dx[0] = Gather(dy, node.input(1), node.attrs_as<SegmentSumAttrs>().axis);
       break;
+    // FlashAttention-2's backward (docs/ATTENTION.md): the logsumexp recomputed from q
+    // and k (a pass over key tiles) and delta = rowsum(dO * O), then one fused op per
+    // input, each recomputing its tiles of the weights.
+    case OpKind::kAttention: {
+      const AttentionAttrs& a = node.attrs_as<AttentionAttrs>();
+      // With dropout, the same mask from the same step (the step gets no gradient).
+      const Tensor k = node.input(1), v = node.input(2);
+      const Tensor step = node.num_inputs() > 3 ? node.input(3) : Tensor();
+      const Tensor lse = AttentionLogSumExp(x, k, a);
+      const Tensor delta = Sum(dy * y, {-1});
+      const OpKind grad[] = {OpKind::kAttentionGradQ, OpKind::kAttentionGradK,
+                             OpKind::kAttentionGradV};
+      for (int i = 0; i < 3; ++i) {
+        if (needs[i]) dx[i] = AttentionGrad(grad[i], x, k, v, dy, lse, delta, a, step);
+      }
+      break;
+    }
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
+      return Unsupported(node, "attention's backward ops have no gradient");
     case OpKind::kOneHot:
     case OpKind::kIota:
     case OpKind::kRandomUniform:

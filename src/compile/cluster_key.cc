@@ -78,6 +78,10 @@ std::string AttrKey(const Attrs& attrs) {
           [](const Pool2DAttrs& a) {
             return absl::StrCat(a.size_h, "x", a.size_w, WindowKey(a.window), ShapeString(a.shape));
           },
+          [](const AttentionAttrs& a) {
+            return absl::StrCat(a.causal ? "causal," : "full,", Exact(a.scale), ",",
+                                Exact(a.dropout), ",", a.seed, ",", a.op_key);
+          },
           // Never compiled; the function's identity is the only honest key.
           [](const HostCallAttrs& a) {
             return absl::StrCat("fn@", reinterpret_cast<uintptr_t>(&a));

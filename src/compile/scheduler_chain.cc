@@ -65,7 +65,8 @@ absl::StatusOr<Halide::Target> JitTarget(const device::Backend& backend, const s
   return target;
 }
 
-// kAuto's choice (see compile.h): row reductions, matmuls and convolutions get the safe
+// kAuto's choice (see compile.h): row reductions, matmuls, convolutions and attention
+// (whose per-tile Funcs an autoscheduler may store whole: [Tq, Tk]) get the safe
 // default (its register tiles), and so does a pipeline with an output it writes with
 // streaming stores, which the autoschedulers cannot (schedule/stream_stores.h).
 Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target& target,
@@ -77,7 +78,8 @@ Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target
     const bool reduction =
         stage.kind == schedule::StageKind::kReduction || stage.kind == schedule::StageKind::kArgMax;
     if (reduction && stage.reduces_innermost) return Scheduler::kSafeDefault;
-    if (schedule::IsTiled(stage.kind) || stage.kind == schedule::StageKind::kLibraryMatMul) {
+    if (schedule::IsTiled(stage.kind) || stage.kind == schedule::StageKind::kLibraryMatMul ||
+        stage.kind == schedule::StageKind::kAttention) {
       return Scheduler::kSafeDefault;
     }
   }

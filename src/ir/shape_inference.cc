@@ -1,6 +1,7 @@
 // Output types of every op. Runs at build time (dims may be -1) and again at run time
 // with the concrete shapes of the feeds, so one function is the single source of truth.
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 
@@ -373,6 +374,97 @@ absl::StatusOr<Types> IotaTypes(const IotaAttrs& a, const TensorType& like) {
   return Types{{a.dtype, Shape{like.shape[a.axis]}}};
 }
 
+// The attention ops (graph.h's AttentionAttrs): q [..., Tq, D], k [..., Tk, D],
+// v [..., Tk, Dv] (rank >= 2, equal leading dims), a float dtype for all, and for the
+// gradients dO [..., Tq, Dv], lse and delta [..., Tq].
+absl::StatusOr<Types> AttentionTypes(OpKind op, const AttentionAttrs& a,
+                                     absl::Span<const TensorType> in) {
+  const char* name = OpName(op);
+  if (!(a.dropout >= 0 && a.dropout < 1)) {
+    return Invalid(absl::StrCat(name, " dropout rate must be in [0, 1), got ", a.dropout));
+  }
+  // The step, last, exactly when there is dropout (not for the logsumexp).
+  const size_t base = op == OpKind::kAttention ? 3 : op == OpKind::kAttentionLogSumExp ? 2 : 6;
+  const bool dropout = a.dropout != 0 && op != OpKind::kAttentionLogSumExp;
+  if (in.size() != base + (dropout ? 1 : 0)) {
+    return Invalid(absl::StrCat(name, " expects ", base + (dropout ? 1 : 0), " inputs",
+                                dropout ? " (the last the dropout's step)" : "", ", got ",
+                                in.size()));
+  }
+  if (dropout && (in[base].dtype != DType::kI32 || !in[base].shape.empty())) {
+    return Invalid(
+        absl::StrCat(name, " dropout step must be an i32 scalar, got ", TypeString(in[base])));
+  }
+  const TensorType& q = in[0];
+  const TensorType& k = in[1];
+  BRAZE_RETURN_IF_ERROR(CheckDType(q.dtype, false, false, name));
+  if (!(a.scale == a.scale) || std::isinf(a.scale)) {
+    return Invalid(absl::StrCat(name, " scale must be finite, got ", a.scale));
+  }
+  const char* arg_names[] = {"q", "k", "v", "dO", "lse", "delta"};
+  for (size_t i = 1; i < base; ++i) {
+    if (in[i].dtype != q.dtype) {
+      return Invalid(absl::StrCat(name, " ", arg_names[i], " is ", TypeString(in[i]), "; q is ",
+                                  TypeString(q)));
+    }
+  }
+  const size_t rank = q.shape.size();
+  if (rank < 2) return Invalid(absl::StrCat(name, " q must be [..., T, D], got ", TypeString(q)));
+  // Each argument's expected rank and its last dims (-2: unknown, matched below).
+  auto check = [&](size_t i, size_t want_rank) -> absl::Status {
+    if (in[i].shape.size() != want_rank) {
+      return Invalid(absl::StrCat(name, " ", arg_names[i], " ", TypeString(in[i]),
+                                  " must have rank ", want_rank, " (q is ", TypeString(q), ")"));
+    }
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      if (!DimsCompatible(in[i].shape[d], q.shape[d])) {
+        return Invalid(absl::StrCat(name, " ", arg_names[i], " ", TypeString(in[i]), " and q ",
+                                    TypeString(q), " differ in leading dim ", d));
+      }
+    }
+    return absl::OkStatus();
+  };
+  auto mismatch = [&](size_t i, size_t j, const char* what) {
+    return Invalid(absl::StrCat(name, " ", arg_names[i], " ", TypeString(in[i]), " and ",
+                                arg_names[j], " ", TypeString(in[j]), " differ in ", what));
+  };
+  BRAZE_RETURN_IF_ERROR(check(1, rank));
+  if (!DimsCompatible(q.shape[rank - 1], k.shape[rank - 1])) return mismatch(0, 1, "D");
+  const int64_t tq = q.shape[rank - 2], tk = k.shape[rank - 2];
+  Shape lead(q.shape.begin(), q.shape.end() - 2);
+  if (op == OpKind::kAttentionLogSumExp) {
+    Shape out = lead;
+    out.push_back(tq);
+    return Types{{q.dtype, out}};
+  }
+  const TensorType& v = in[2];
+  BRAZE_RETURN_IF_ERROR(check(2, rank));
+  if (!DimsCompatible(v.shape[rank - 2], tk)) return mismatch(2, 1, "T");
+  const int64_t dv = v.shape[rank - 1];
+  if (op != OpKind::kAttention) {
+    BRAZE_RETURN_IF_ERROR(check(3, rank));
+    if (!DimsCompatible(in[3].shape[rank - 2], tq)) return mismatch(3, 0, "T");
+    if (!DimsCompatible(in[3].shape[rank - 1], dv)) return mismatch(3, 2, "D");
+    for (size_t i : {4, 5}) {
+      BRAZE_RETURN_IF_ERROR(check(i, rank - 1));
+      if (!DimsCompatible(in[i].shape[rank - 2], tq)) return mismatch(i, 0, "T");
+    }
+  }
+  Shape out = lead;
+  switch (op) {
+    case OpKind::kAttention:
+      out.insert(out.end(), {tq, dv});
+      break;
+    case OpKind::kAttentionGradQ:
+      return Types{{q.dtype, q.shape}};
+    case OpKind::kAttentionGradK:
+      return Types{{q.dtype, k.shape}};
+    default:  // kAttentionGradV
+      return Types{{q.dtype, v.shape}};
+  }
+  return Types{{q.dtype, out}};
+}
+
 // RandomUniform and RandomNormal (graph.h's RandomAttrs): like's shape, step an i32 scalar.
 absl::StatusOr<Types> RandomTypes(OpKind op, const RandomAttrs& a, const TensorType& like,
                                   const TensorType& step) {
@@ -586,6 +678,14 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kAvgPoolGrad: {
       BRAZE_ATTRS(Pool2DAttrs);
       return PoolTypes(op, *a, in);
+    }
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV: {
+      BRAZE_ATTRS(AttentionAttrs);
+      return AttentionTypes(op, *a, in);
     }
     case OpKind::kHostCall: {
       BRAZE_ATTRS(HostCallAttrs);

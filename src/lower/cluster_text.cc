@@ -151,6 +151,11 @@ absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) 
             return absl::StrCat("size=", ListText(std::vector<int64_t>{a.size_h, a.size_w}), " ",
                                 WindowText(a.window), " shape=", ListText(a.shape));
           },
+          [](const AttentionAttrs& a) -> R {
+            return absl::StrCat("causal=", a.causal ? 1 : 0, " scale=", DoubleText(a.scale),
+                                " dropout=", DoubleText(a.dropout), " seed=", a.seed,
+                                " op_key=", a.op_key);
+          },
           [](const HostCallAttrs&) -> R {
             return absl::InvalidArgumentError(
                 "a HostCall (a user's C++ function) has no text form");

@@ -530,6 +530,24 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
       BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
       return Attrs(a);
     }
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV: {
+      BRAZE_TAKE(causal, "causal");
+      BRAZE_TAKE(scale, "scale");
+      BRAZE_TAKE(dropout, "dropout");
+      BRAZE_TAKE(seed, "seed");
+      BRAZE_TAKE(op_key, "op_key");
+      AttentionAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(a.causal, ParseBool(causal, "causal"));
+      BRAZE_ASSIGN_OR_RETURN(a.scale, ParseDouble(scale, "scale"));
+      BRAZE_ASSIGN_OR_RETURN(a.dropout, ParseDouble(dropout, "dropout"));
+      BRAZE_ASSIGN_OR_RETURN(a.seed, ParseU64(seed, "seed"));
+      BRAZE_ASSIGN_OR_RETURN(a.op_key, ParseU64(op_key, "op_key"));
+      return Attrs(a);
+    }
     case OpKind::kRandomUniform:
     case OpKind::kRandomNormal: {
       BRAZE_TAKE(seed, "seed");

@@ -108,6 +108,12 @@ absl::StatusOr<Value> LowerPool(LoweringContext& ctx, const std::string& name, O
                                 const Pool2DAttrs& attrs, const std::vector<Value>& in,
                                 const TensorType& out);
 
+// lower_attention.cc: Attention, AttentionLogSumExp and the gradient ops (`op`), fused
+// over tiles of the other sequence (a kAttention stage; docs/ATTENTION.md).
+absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& name, OpKind op,
+                                     const AttentionAttrs& attrs, const std::vector<Value>& in,
+                                     const TensorType& out);
+
 }  // namespace lower
 }  // namespace braze
 

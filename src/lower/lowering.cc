@@ -198,6 +198,12 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
     case OpKind::kAvgPool:
     case OpKind::kAvgPoolGrad:
       return LowerPool(ctx, name, op, node.attrs_as<Pool2DAttrs>(), in, out);
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
+      return LowerAttention(ctx, name, op, node.attrs_as<AttentionAttrs>(), in, out);
   }
   return absl::InternalError(absl::StrCat("unknown op ", static_cast<int>(op)));
 }

@@ -202,6 +202,10 @@ Kernel RunConv(OpKind op, const Conv2DAttrs& attrs, absl::Span<const HostTensor>
 Kernel RunPool(OpKind op, const Pool2DAttrs& attrs, absl::Span<const HostTensor> inputs,
                const TensorType& out);
 
+// attention.cc: Attention, AttentionLogSumExp and the three gradient ops (`op`).
+Kernel RunAttention(OpKind op, const AttentionAttrs& attrs, absl::Span<const HostTensor> inputs,
+                    const TensorType& out);
+
 }  // namespace reference_internal
 }  // namespace braze
 

@@ -220,6 +220,14 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
       BRAZE_ASSIGN_OR_RETURN(const Pool2DAttrs* attrs, GetAttrs<Pool2DAttrs>(node));
       return ri::RunPool(op, *attrs, inputs, output_types[0]);
     }
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV: {
+      BRAZE_ASSIGN_OR_RETURN(const AttentionAttrs* attrs, GetAttrs<AttentionAttrs>(node));
+      return ri::RunAttention(op, *attrs, inputs, output_types[0]);
+    }
 
     case OpKind::kHostCall: {
       BRAZE_ASSIGN_OR_RETURN(const HostCallAttrs* attrs, GetAttrs<HostCallAttrs>(node));

@@ -11,6 +11,7 @@
 
 #include "braze/dtype.h"
 #include "schedule/extremum_operands.h"
+#include "schedule/gpu_attention.h"
 #include "schedule/gpu_conv_tiles.h"
 #include "schedule/gpu_tiles.h"
 
@@ -48,6 +49,10 @@ const char* KindName(Kind kind) {
   return "unknown";
 }
 
+// Stages whose result is a kernel of its own with its own schedule: matmuls,
+// convolutions and attention (gpu_attention.h).
+bool OwnKernel(StageKind kind) { return IsTiled(kind) || kind == StageKind::kAttention; }
+
 Kind Classify(const Stage& s) {
   const int64_t rows = NumElements(s.extents);
   const int64_t len = s.reduction_extent;
@@ -80,7 +85,9 @@ class GpuHeuristic {
     for (size_t j = 0; j < info_.outputs.size(); ++j) ScheduleOutput(static_cast<int>(j));
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
-      if (IsTiled(s.kind)) {
+      if (s.kind == StageKind::kAttention) {
+        ScheduleAttention(s, log_, placed_);
+      } else if (IsTiled(s.kind)) {
         Tiled(s);
       } else {
         ScheduleReduction(s, reductions_[i]);
@@ -124,7 +131,7 @@ class GpuHeuristic {
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
       materialized_.insert(s.acc.name());
-      if (IsTiled(s.kind)) {
+      if (OwnKernel(s.kind)) {
         materialized_.insert(s.result.name());
         matmul_results_.insert(s.result.name());
         continue;
@@ -140,7 +147,7 @@ class GpuHeuristic {
     // A convolution's clamping views (Stage::ConvWindow) are looked through: the operand
     // is what they read, and they stay inlined unless ConvTiles stages them.
     for (const Stage& s : info_.stages) {
-      if (!IsTiled(s.kind)) continue;
+      if (!IsTiled(s.kind)) continue;  // not attention: its operand tiles are staged
       std::map<std::string, Function> reads;
       for (const auto& [name, fn] : Halide::Internal::find_direct_calls(s.acc.function())) {
         if (!IsConvView(s, name)) {
@@ -201,7 +208,7 @@ class GpuHeuristic {
     hosts_.assign(info_.outputs.size(), Host::kNone);
     for (int i = static_cast<int>(info_.stages.size()) - 1; i >= 0; --i) {
       const Stage& s = info_.stages[i];
-      if (IsTiled(s.kind)) continue;
+      if (OwnKernel(s.kind)) continue;
       Reduction& r = reductions_[i];
       int host = -1;
       bool ok = true;
@@ -383,7 +390,7 @@ class GpuHeuristic {
     std::map<std::string, const Stage*> rows;
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
-      if (IsTiled(s.kind) || reductions_[i].host != j) continue;
+      if (OwnKernel(s.kind) || reductions_[i].host != j) continue;
       if (reductions_[i].kind != Kind::kRow || !s.reduces_innermost ||
           (!rows.empty() && s.reduction_extent != rows.begin()->second->reduction_extent)) {
         return {};

@@ -56,6 +56,11 @@ enum class StageKind {
   // of a register tile are dim 1, or dim 2 when dim 1 is too short (a filter's one
   // input channel). The update may have a predicate (RDom::where: padding taps).
   kConv,
+  // An attention op (lower/lower_attention.cc): `result` (pure, dims (c, row, batch...),
+  // or (row, batch...) for a logsumexp) reads `acc`, whose update walks tiles of the
+  // other sequence; `attention` says which Funcs are computed per tile. The schedule
+  // must compute those inside the tile loop: at root they would be [Tq, Tk].
+  kAttention,
 };
 
 // Stages tiled like a matmul: an accumulator per register tile of `result`.
@@ -109,6 +114,29 @@ struct Stage {
     int64_t groups = 1;
   };
   ConvWindow conv;
+  // A kAttention stage's passes, each one reduction over tiles of the other sequence:
+  // a logsumexp pass (the forward's, whose acc is a (max, sum) Tuple over tiles and
+  // whose `lse` is the pure logsumexp the next pass reads), then the weighted sum into
+  // `acc`. A gradient op or the forward has a weighted-sum pass (its acc is the stage's
+  // acc); the forward has a logsumexp pass before it; AttentionLogSumExp only that.
+  struct AttentionPass {
+    Halide::Func acc;   // the accumulator: the stage's acc, or the logsumexp's state
+    Halide::RVar tile;  // acc's update RVar over tiles (its outermost loop)
+    // Computed at `tile`, in order: operand tiles (pure, dim 0 the tile's position),
+    // products (an update over the feature dim, dim 0 vectorizable), weights (pure) and
+    // per-row tile reductions (an update over dim 0 of a product).
+    std::vector<Halide::Func> per_tile;
+    std::vector<Halide::Func> row_reductions;  // the per-row tile reductions among them
+    std::vector<Halide::Func> staged;          // the operand tiles among them
+  };
+  struct Attention {
+    std::vector<AttentionPass> passes;
+    Halide::Func lse;             // the forward's logsumexp (pure, (row, batch...)); or undefined
+    bool has_feature_dim = true;  // result's dim 0 is the feature dim (not a logsumexp)
+    int64_t key_tile = 64;        // the tile of the other sequence the Funcs were built with
+    int64_t rows = 1;             // the extent of result's row dim (an estimate when symbolic)
+  };
+  Attention attention;
 };
 
 // f(x, y, ...) = buffer(x, y, ...): the wrapper Func Halide gives every ImageParam, or

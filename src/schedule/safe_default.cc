@@ -402,13 +402,17 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
       case StageKind::kConv:
         s.Conv(stage, materialized);
         break;
+      case StageKind::kAttention:
+        s.Attention(stage);
+        break;
     }
   }
   for (size_t i = 0; i < info.outputs.size(); ++i) {
     // A MatMul (or Conv) result that is also an output already has its tiled schedule.
     bool scheduled = false;
     for (const Stage& stage : info.stages) {
-      scheduled |= (IsTiled(stage.kind) || stage.kind == StageKind::kLibraryMatMul) &&
+      scheduled |= (IsTiled(stage.kind) || stage.kind == StageKind::kLibraryMatMul ||
+                    stage.kind == StageKind::kAttention) &&
                    stage.result.name() == info.outputs[i].name();
     }
     if (!scheduled) {

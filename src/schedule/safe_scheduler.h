@@ -8,6 +8,7 @@
 //   safe_default_stages.cc  reductions and ArgMax at root, MatMul's register tiles, the
 //                           CPU GEMM library's extern stage
 //   safe_default_conv.cc    convolutions' register tiles
+//   safe_default_attention.cc  attention's row tiles and per-tile Funcs
 // One class, so that what a schedule has done so far (its text, the streamed outputs,
 // the operands already stored) is shared by all three.
 //
@@ -156,6 +157,12 @@ class SafeScheduler {
   // A kConv stage: register tiles of whole vectors of dim 0 by a strip of rows,
   // accumulated in registers across the window, the tiles in parallel.
   void Conv(const Stage& s, const std::set<std::string>& materialized);
+
+  // ---- Attention (safe_default_attention.cc) ----
+
+  // A kAttention stage: row tiles in parallel, each pass's accumulator per row tile and
+  // every per-tile Func at the pass's tile loop (never a [Tq, Tk] buffer).
+  void Attention(const Stage& s);
 
  private:
   static std::vector<Halide::Func> SharedRowValues(const PipelineInfo& info,

@@ -90,6 +90,30 @@ GpuCase Reduce(const std::string& name, Tensor (*fn)(Tensor, std::vector<int>, b
 
 // The cases for one op; empty for ops without a Halide lowering. A switch with no
 // default: a new op fails to compile here until it has a GPU case.
+// An attention op at odd sizes, causal with Tq != Tk (its PTX and OpenCL runs are
+// test/compile/attention_ptx_test.cc's and test/lower/attention_test.cc's).
+GpuCase AttentionCase(OpKind op) {
+  return {absl::StrCat(OpName(op), "_Causal_2x3x17x11x33"),
+          [op](Case& c) {
+            const DType f32 = DType::kF32;
+            Tensor q = c.Input(f32, {2, 3, 17, 33}, 60), k = c.Input(f32, {2, 3, 11, 33}, 61);
+            Tensor v = c.Input(f32, {2, 3, 11, 33}, 62);
+            AttentionAttrs a;
+            a.causal = true;
+            a.scale = 0.17;
+            if (op == OpKind::kAttention) {
+              c.outputs = {Attention(q, k, v, a)};
+            } else if (op == OpKind::kAttentionLogSumExp) {
+              c.outputs = {AttentionLogSumExp(q, k, a)};
+            } else {
+              c.outputs = {AttentionGrad(op, q, k, v, c.Input(f32, {2, 3, 17, 33}, 63),
+                                         c.Input(f32, {2, 3, 17}, 64), c.Input(f32, {2, 3, 17}, 65),
+                                         a)};
+            }
+          },
+          Check::kAssembles, 1};
+}
+
 std::vector<GpuCase> OpCases(OpKind op) {
   const DType f32 = DType::kF32;
   switch (op) {
@@ -351,6 +375,12 @@ std::vector<GpuCase> OpCases(OpKind op) {
                                               c.Input(f32, {2, 3, 8, 6}, 42), a)};
                },
                Check::kAssembles, 2}};
+    case OpKind::kAttention:
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
+      return {AttentionCase(op)};
     case OpKind::kAvgPoolGrad:
       return {{"AvgPoolGrad_NHWC_3x3Same", [](Case& c) {
                  Pool2DAttrs a;

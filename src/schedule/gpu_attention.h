@@ -1,0 +1,42 @@
+// The GPU heuristic's schedule of an attention op (a kAttention stage; lowering in
+// lower/lower_attention.cc, design in docs/ATTENTION.md): a kernel per op, a block per
+// tile of rows of one batch entry, a thread per row.
+//
+//   block (row tile, batch...):
+//     for each tile of the other sequence (serial at the block level):
+//       the tile's Funcs in shared memory, one after the other, a barrier between:
+//         the staged operand tile (a thread per position), the products and weights
+//         (a thread per row, serial over the tile), the per-row tile reductions;
+//       each thread adds its row's weighted sum into the block's accumulator.
+//
+// The boxes are constant (bound_extent: kGpuRowTile rows x the lowering's tile), so the
+// shared allocations are too and the host computes no sizes: a block past the end of
+// the rows, or one whose causal predicate trims its rows, computes all 16 (the lowering
+// clamps every row it reads) and stores only its own; a tile past the end of the other
+// sequence reads its last row (clamped too) and is masked out.
+//
+// Internal header: includes Halide.h (via pipeline_info.h).
+#ifndef BRAZE_SCHEDULE_GPU_ATTENTION_H_
+#define BRAZE_SCHEDULE_GPU_ATTENTION_H_
+
+#include <ostream>
+#include <set>
+#include <string>
+
+#include "schedule/pipeline_info.h"
+
+namespace braze {
+namespace schedule {
+namespace gpu {
+
+inline constexpr int kGpuRowTile = 16;
+
+// Schedules `s` (its result compute_root, a kernel of its own); adds every Func with an
+// update definition it placed to `placed`.
+void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>& placed);
+
+}  // namespace gpu
+}  // namespace schedule
+}  // namespace braze
+
+#endif  // BRAZE_SCHEDULE_GPU_ATTENTION_H_
