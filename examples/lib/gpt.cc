@@ -18,10 +18,6 @@ using braze::Tensor;
 
 constexpr double kInitStd = 0.02;
 constexpr double kLayerNormEpsilon = 1e-5;
-// Masked scores: a large finite negative rather than -inf, so that a fully masked row
-// (never the case with a causal mask, whose diagonal is kept) could not give NaN, and
-// exp underflows to exactly 0 for every kept row's maximum.
-constexpr double kMaskedScore = -1e9;
 
 Tensor NormalVariable(braze::Graph& g, braze::Shape shape, double stddev, uint64_t seed,
                       const std::string& name) {
@@ -64,32 +60,24 @@ Tensor Dropout(Tensor x, const DropoutSpec& spec, int64_t* site) {
   return braze::Dropout(x, spec.rate, spec.step, spec.seed * 1000 + static_cast<uint64_t>(*site));
 }
 
-// Causal scaled dot-product attention of q, k, v [B, H, T, hd], written out as ops:
-// scores = q k^T * scale, future positions masked, softmax over keys, dropout on the
-// weights, weights v. The [B, H, T, T] scores exist as a tensor (fusion may still keep
-// them out of memory between ops).
-Tensor UnfusedAttention(Tensor q, Tensor k, Tensor v, double scale, const DropoutSpec& dropout,
-                        int64_t* site) {
-  braze::Graph& g = *q.graph();
-  braze::NameScope name_scope(g, "attention");
-  Tensor scores = braze::BatchMatMul(q, k, /*transpose_a=*/false, /*transpose_b=*/true) * scale;
-  // future[i, j] = i < j: query i may not see key j. From Iotas over the (possibly
-  // symbolic) sequence axis, so no mask of a fixed size is baked into the graph.
-  Tensor pos = braze::Iota(q, 2);
-  Tensor future = braze::Less(braze::Reshape(pos, {-1, 1}), braze::Reshape(pos, {1, -1}));
-  scores = braze::Select(future, braze::ScalarConst(g, kMaskedScore), scores);
-  Tensor weights = Dropout(braze::Softmax(scores, -1), dropout, site);
-  return braze::BatchMatMul(weights, v);
-}
-
+// Causal scaled dot-product attention of q, k, v [B, H, T, hd] with dropout on the
+// weights, as braze::ScaledDotProductAttention builds it: fused, one Attention op (and
+// its gradient ops) whose kernels never hold the [T, T] scores; unfused, the composite
+// written out (BatchMatMul q k^T, scale, a causal Iota/Less/Select mask, Softmax,
+// dropout, BatchMatMul with v), which materializes them.
 Tensor Attention(Tensor q, Tensor k, Tensor v, double scale, const GptForward& forward,
                  int64_t* site) {
-  switch (forward.attention) {
-    case AttentionImpl::kFused:  // the composite op is not in this tree yet
-    case AttentionImpl::kUnfused:
-      return UnfusedAttention(q, k, v, scale, forward.dropout, site);
+  ++*site;
+  braze::AttentionOptions options;
+  options.causal = true;
+  options.scale = scale;
+  options.fused = forward.attention == AttentionImpl::kFused;
+  if (forward.dropout.rate > 0) {
+    options.dropout = forward.dropout.rate;
+    options.step = forward.dropout.step;
+    options.seed = forward.dropout.seed * 1000 + static_cast<uint64_t>(*site);
   }
-  return UnfusedAttention(q, k, v, scale, forward.dropout, site);
+  return braze::ScaledDotProductAttention(q, k, v, options);
 }
 
 }  // namespace

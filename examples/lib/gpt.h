@@ -47,8 +47,9 @@ struct GptConfig {
   uint64_t seed = 1;  // weight initialization
 };
 
-// How attention is built: one composite op (ScaledDotProductAttention) or the unfused
-// composite written out (BatchMatMul, mask, Softmax, dropout, BatchMatMul).
+// How attention is built (braze::ScaledDotProductAttention's `fused`): one Attention op
+// whose forward and backward kernels never hold the [T, T] scores, or the composite
+// written out (BatchMatMul, causal mask, Softmax, dropout, BatchMatMul).
 enum class AttentionImpl { kFused, kUnfused };
 
 struct Linear {
