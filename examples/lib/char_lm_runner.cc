@@ -152,10 +152,9 @@ class SessionRunner : public CharLmRunner {
   std::string Describe() const override { return DescribeOptions(options_, "session"); }
   std::string Summary() const override {
     const braze::SessionStats s = session_->stats();
-    return absl::StrFormat(
-        "session: %d graph nodes, %lld runs, %lld compiles (%.0f ms), %s", g_.num_nodes(),
-        static_cast<long long>(s.runs), static_cast<long long>(s.compiles), s.compile_ms,
-        Launches(s));
+    return absl::StrFormat("session: %d graph nodes, %lld runs, %lld compiles (%.0f ms), %s",
+                           g_.num_nodes(), static_cast<long long>(s.runs),
+                           static_cast<long long>(s.compiles), s.compile_ms, Launches(s));
   }
   std::string GenerateSummary() const override {
     const braze::SessionStats s = session_->stats();
