@@ -85,7 +85,8 @@ struct Optimizer {
   // placeholder fed each step, ...). When valid it is the learning rate and
   // `learning_rate` is ignored: the rate changes from step to step without a new graph
   // or a recompile, since it is a kernel input rather than a constant folded into it.
-  // Its value is not checked at run time (a negative rate is the caller's choice).
+  // Its value is not checked at run time (a negative rate is the caller's choice). In a
+  // Function's body, a program's Variable or Const is captured (braze/function.h).
   Tensor learning_rate_tensor;
   double momentum = 0;      // Momentum
   bool nesterov = false;    // Momentum

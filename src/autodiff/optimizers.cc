@@ -44,20 +44,24 @@ absl::Status CheckHyperparameters(const Optimizer& o) {
   return absl::OkStatus();
 }
 
-// A learning_rate_tensor must be a floating scalar of the variables' graph.
-absl::Status CheckLearningRateTensor(const Optimizer& o, const Graph* graph) {
-  const Tensor& lr = o.learning_rate_tensor;
-  if (!lr.valid()) return absl::OkStatus();
-  if (lr.graph() != graph) {
+// A learning_rate_tensor must be a floating scalar of the variables' graph; in a
+// Function's body, a program's Variable or Const is captured as the variables are.
+absl::StatusOr<Optimizer> WithLearningRateHere(const Optimizer& o, Graph& g) {
+  if (!o.learning_rate_tensor.valid()) return o;
+  Optimizer here = o;
+  absl::StatusOr<Tensor> lr = g.Capture(o.learning_rate_tensor);
+  if (!lr.ok() || lr->graph() != &g) {
     return absl::InvalidArgumentError(
-        "optimizer: learning_rate_tensor comes from another graph than the variables");
+        absl::StrCat("optimizer: learning_rate_tensor comes from another graph than the variables",
+                     lr.ok() ? "" : ": ", lr.ok() ? "" : lr.status().message()));
   }
-  if (!lr.node().status().ok() || !IsFloating(lr.dtype()) || lr.rank() != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("optimizer: learning_rate_tensor '", lr.name(),
-                                                   "' is ", TypeString(lr.type()),
+  here.learning_rate_tensor = *lr;
+  if (!lr->node().status().ok() || !IsFloating(lr->dtype()) || lr->rank() != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer: learning_rate_tensor '", lr->name(),
+                                                   "' is ", TypeString(lr->type()),
                                                    ", not a floating scalar"));
   }
-  return absl::OkStatus();
+  return here;
 }
 
 // In a Function's body the variables may be the program's: the body's graph captures
@@ -306,9 +310,9 @@ absl::StatusOr<std::vector<Tensor>> ApplyGradients(
   }
   BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(here));
   Graph& g = *here[0].second.graph();
-  BRAZE_RETURN_IF_ERROR(CheckLearningRateTensor(optimizer, &g));
-  NameScope scope(g, name.empty() ? std::string_view(optimizer.DefaultName()) : name);
-  return BuildUpdates(optimizer, here);
+  BRAZE_ASSIGN_OR_RETURN(Optimizer opt, WithLearningRateHere(optimizer, g));
+  NameScope scope(g, name.empty() ? std::string_view(opt.DefaultName()) : name);
+  return BuildUpdates(opt, here);
 }
 
 absl::StatusOr<std::vector<Tensor>> Minimize(const Optimizer& optimizer, Tensor loss,
@@ -323,15 +327,15 @@ absl::StatusOr<std::vector<Tensor>> Minimize(const Optimizer& optimizer, Tensor 
   }
   const std::vector<Tensor>& vars = vars_here;
   BRAZE_RETURN_IF_ERROR(CheckVariables(vars, loss.graph()));
-  BRAZE_RETURN_IF_ERROR(CheckLearningRateTensor(optimizer, loss.graph()));
   Graph& g = *loss.graph();
+  BRAZE_ASSIGN_OR_RETURN(Optimizer opt, WithLearningRateHere(optimizer, g));
   // One name scope for the whole step: "Adam/gradients/...", "Adam/w/m", ...
-  NameScope scope(g, name.empty() ? std::string_view(optimizer.DefaultName()) : name);
+  NameScope scope(g, name.empty() ? std::string_view(opt.DefaultName()) : name);
   BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, Gradients({loss}, vars, {}, "gradients"));
   std::vector<std::pair<Tensor, Tensor>> grads_and_vars;
   for (size_t i = 0; i < vars.size(); ++i) grads_and_vars.emplace_back(grads[i], vars[i]);
   BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(grads_and_vars));
-  return BuildUpdates(optimizer, grads_and_vars);
+  return BuildUpdates(opt, grads_and_vars);
 }
 
 absl::StatusOr<ClippedGradients> ClipByGlobalNorm(const std::vector<Tensor>& grads, double max_norm,
