@@ -123,6 +123,7 @@ void SafeScheduler::Attention(const Stage& s) {
     }
     line << "  per tile at " << pass.tile.name() << ":";
     for (const Func& f : pass.per_tile) line << " " << f.name();
+    if (s.attention.key_tile / wu <= kMostUnrolled) line << " (vectors unrolled)";
     line << "\n";
   }
   Log(line.str());
