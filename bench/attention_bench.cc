@@ -5,6 +5,8 @@
 //     with backward its gradients (the logsumexp, delta and the three gradient ops).
 //   BM_Attention/T/unfused:1/backward:{0,1}: the unfused composite (BatchMatMul, an
 //     Iota mask, Softmax, BatchMatMul) and its gradients, as Braze clusters them.
+//   BM_AttentionGrad/T/wrt:{0,1,2}: the fused forward and one gradient (dq, dk or dv:
+//     the logsumexp, delta and that one gradient op), to time the backward per op.
 //   BM_Attention_torch (peers_torch.cc): matmul, masked_fill, softmax, matmul and
 //     autograd; libtorch 1.13 has no fused attention on the CPU.
 //
@@ -87,6 +89,62 @@ void BM_Attention(benchmark::State& state) {
 BENCHMARK(BM_Attention)
     ->ArgNames({"T", "unfused", "backward"})
     ->ArgsProduct({{512, 2048}, {0, 1}, {0, 1}})
+    ->Apply([](auto* b) { PeerDefaults(b, 0.5); });
+
+// The fused forward and the gradient with respect to q, k or v alone.
+void BM_AttentionGrad(benchmark::State& state) {
+  const int64_t t = state.range(0);
+  const int wrt = static_cast<int>(state.range(1));
+  std::vector<HostTensor> values;
+  for (int i = 0; i < 4; ++i) values.push_back(AttentionInput(t, i));
+  const std::vector<HostTensor>& want = AttentionReferenceSlice(t);
+  Graph g;
+  const Shape s = AttentionShape(t);
+  Tensor q = Placeholder(g, DType::kF32, s, "q"), k = Placeholder(g, DType::kF32, s, "k"),
+         v = Placeholder(g, DType::kF32, s, "v"), dout = Placeholder(g, DType::kF32, s, "dout");
+  Tensor out;
+  {
+    JitScope scope(g, JitScope::Options{true, true});
+    AttentionOptions o;
+    o.causal = true;
+    out = ScaledDotProductAttention(q, k, v, o);
+  }
+  const Tensor inputs[] = {q, k, v};
+  absl::StatusOr<std::vector<Tensor>> grads = Gradients({out}, {inputs[wrt]}, {dout});
+  if (!grads.ok()) {
+    state.SkipWithError(grads.status().ToString().c_str());
+    return;
+  }
+  const std::vector<Tensor> fetches = {out, (*grads)[0]};
+  const Feeds feeds = {{q, values[0]}, {k, values[1]}, {v, values[2]}, {dout, values[3]}};
+  Session session(g, SessionOptions());
+  std::vector<HostTensor> outputs;
+  {
+    BrazeWarnings warnings;
+    absl::Status st = session.RunInto(feeds, fetches, &outputs);
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
+    if (warnings.FellBack(state)) return;
+  }
+  // The reference slice holds out, dq, dk, dv.
+  if (!CheckClose(state, outputs[0].data<float>(), want[0], 1e-4, 1e-3) ||
+      !CheckClose(state, outputs[1].data<float>(), want[1 + wrt], 1e-4, 1e-3)) {
+    return;
+  }
+  for (auto _ : state) {
+    absl::Status st = session.RunInto(feeds, fetches, &outputs);
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(outputs[0].raw_data());
+  }
+}
+BENCHMARK(BM_AttentionGrad)
+    ->ArgNames({"T", "wrt"})
+    ->ArgsProduct({{512, 2048}, {0, 1, 2}})
     ->Apply([](auto* b) { PeerDefaults(b, 0.5); });
 
 }  // namespace

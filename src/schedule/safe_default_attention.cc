@@ -30,6 +30,15 @@ namespace {
 // that the tiles stay in L1.
 constexpr int64_t kRowTile = 32;
 
+// The vectors of a tile's row (64 positions, 4 vectors of 16 on AVX-512) and of an
+// accumulator's row (D = 64: 4) are unrolled, not left to LLVM: a cluster that also
+// holds a loop LLVM 14 miscompiles compiles with LLVM's loop optimizations off
+// (docs/HALIDE14.md, the strided read-modify-write; the backward's delta = Sum(dO * O)
+// is one), and the serial loop of 4 vectors then reloaded and stored each partial sum
+// per step of the reduction: dq's cluster at T = 512 took 2.6x as long as unrolled
+// (docs/ATTENTION.md). Unrolled, the partial sums stay in registers either way.
+constexpr int64_t kMostUnrolled = 8;
+
 // f's update `u` RVars, by name (the lowering's RDoms).
 std::vector<RVar> UpdateRVars(const Func& f, int u) {
   std::vector<RVar> r;
@@ -81,7 +90,10 @@ void SafeScheduler::Attention(const Stage& s) {
       order = {aargs[0], rv[0], aargs[1], rv[1]};
       order.insert(order.end(), aargs.begin() + 2, aargs.end());
       acc.update().reorder(order);
-      if (w > 1) acc.update().vectorize(aargs[0], w);
+      if (w > 1) {
+        acc.update().vectorize(aargs[0], w);
+        if (e[0] / w <= kMostUnrolled) acc.update().unroll(aargs[0]);
+      }
     } else {  // the logsumexp's state: (x, tile, batch...)
       order = {aargs[0], rv[0]};
       order.insert(order.end(), aargs.begin() + 1, aargs.end());
@@ -99,15 +111,19 @@ void SafeScheduler::Attention(const Stage& s) {
         continue;
       }
       f.vectorize(fargs[0], wu);
+      const bool unroll = s.attention.key_tile / wu <= kMostUnrolled;
+      if (unroll) f.unroll(fargs[0]);
       if (f.has_update_definition()) {  // a product: (u, x, t, batch...) over c
         const std::vector<RVar> rc = UpdateRVars(f, 0);
         std::vector<VarOrRVar> forder = {fargs[0], rc[0]};
         forder.insert(forder.end(), fargs.begin() + 1, fargs.end());
         f.update().reorder(forder).vectorize(fargs[0], wu);
+        if (unroll) f.update().unroll(fargs[0]);
       }
     }
     line << "  per tile at " << pass.tile.name() << ":";
     for (const Func& f : pass.per_tile) line << " " << f.name();
+    if (s.attention.key_tile / wu <= kMostUnrolled) line << " (vectors unrolled)";
     line << "\n";
   }
   Log(line.str());

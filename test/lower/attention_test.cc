@@ -214,6 +214,30 @@ TEST(AttentionMemory, NoBufferOfTqByTkElements) {
   EXPECT_GT(LargeAllocationsOfOneRun(**unfused, u.values), 0);
 }
 
+// The backward cluster at D = 64 (the benchmark's width; Dv = 66) with an odd, prime
+// length: its delta = Sum(dO * O) makes the compile driver turn LLVM's loop
+// optimizations off for the whole cluster (docs/HALIDE14.md), and the attention
+// schedule unrolls its vector loops itself (docs/ATTENTION.md, "The backward's
+// speed"); the results still match the reference.
+TEST(AttentionBackward, UnrolledWithLlvmLoopOptimizationsOff) {
+  const int64_t t = 37;
+  Case c;
+  Qkv in = Inputs(c, {t, t, 64}, 60, {2});
+  const AttentionAttrs a = Attrs(true, 64);
+  Tensor dout = c.Input(f32, {2, t, 66}, 63), out = c.Input(f32, {2, t, 66}, 64);
+  Tensor lse = AttentionLogSumExp(in.q, in.k, a);
+  Tensor delta = Sum(dout * out, {-1});
+  c.outputs = {AttentionGrad(OpKind::kAttentionGradQ, in.q, in.k, in.v, dout, lse, delta, a),
+               AttentionGrad(OpKind::kAttentionGradK, in.q, in.k, in.v, dout, lse, delta, a),
+               AttentionGrad(OpKind::kAttentionGradV, in.q, in.k, in.v, dout, lse, delta, a)};
+  auto kernel = CompileCluster(SpecOf(c), CompileOptions());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const std::string& text = (*kernel)->schedule_text();
+  EXPECT_NE(text.find("LLVM's loop optimizations off"), std::string::npos) << text;
+  EXPECT_NE(text.find("(vectors unrolled)"), std::string::npos) << text;
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, kGradTol));
+}
+
 // One kernel serves every sequence length: Tq and Tk symbolic (two classes), causal.
 TEST(AttentionSymbolic, ASymbolicSequenceRunsAtEveryLength) {
   auto build = [](Case& c, int64_t tq, int64_t tk) {
