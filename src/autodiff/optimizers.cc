@@ -150,8 +150,14 @@ AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, std::vector<Tensor>* 
   Tensor t = step + 1.0;
   updates->push_back(Assign(step, t));
   auto power = [&](double beta) { return Pow(ScalarConst(g, beta, DType::kF64), t); };
-  Tensor lr = LearningRate(g, o, DType::kF64);
   AdamScalars out;
+  if (o.kind == Optimizer::Kind::kAdam && !o.learning_rate_tensor.valid()) {
+    // Built exactly as before the tensor rate existed (the same nodes in the same
+    // order), so the clusters keep their keys and schedules/ keeps matching them.
+    out.adam_lr = o.learning_rate * Sqrt(1.0 - power(o.beta2)) / (1.0 - power(o.beta1));
+    return out;
+  }
+  Tensor lr = LearningRate(g, o, DType::kF64);
   if (o.kind == Optimizer::Kind::kAdam) {
     out.adam_lr = lr * Sqrt(1.0 - power(o.beta2)) / (1.0 - power(o.beta1));
     return out;
@@ -174,8 +180,8 @@ void BuildAdamUpdate(Graph& g, const Optimizer& o, const AdamScalars& scalars, c
   updates->push_back(Assign(m, m_new));
   updates->push_back(Assign(v, v_new));
   if (o.kind == Optimizer::Kind::kAdam) {
-    updates->push_back(
-        Assign(var, var - As(scalars.adam_lr, dtype) * m_new / (Sqrt(v_new) + o.epsilon)));
+    Tensor lr = As(scalars.adam_lr, dtype);  // first, as before AdamW: the same node order
+    updates->push_back(Assign(var, var - lr * m_new / (Sqrt(v_new) + o.epsilon)));
     return;
   }
   // AdamW: the decay multiplies the old value; the Adam step is subtracted after it.
