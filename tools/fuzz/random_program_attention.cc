@@ -113,12 +113,13 @@ bool PushAttention(Drawer& d, int q, int k, int v) {
 }
 
 // A layout op on the length axis (-2) or the width axis (-1) of x: a slice of its first
-// `n` rows or columns (n known) or x concatenated with itself (a -1 length stays -1).
+// `n` rows or columns or x concatenated with itself (n known), else (or `sine`) Sin(x).
 int SliceOrConcat(Drawer& d, int x, int axis_from_end, bool sine) {
   const Tensor t = d.value(x);
   const int axis = t.rank() - axis_from_end;
   const int64_t n = t.shape()[axis];
-  if (sine) return d.Push({x}, [](Graph&, const std::vector<Tensor>& in) { return Sin(in[0]); },
+  // Concat's gradient needs the axis known in all but the last input (else Unimplemented).
+  if (sine || n < 0) return d.Push({x}, [](Graph&, const std::vector<Tensor>& in) { return Sin(in[0]); },
                           "Sin($0)");
   if (n > 1 && d.Chance(0.5)) {
     std::vector<int64_t> begin(t.rank(), 0), size(t.rank(), -1);
@@ -135,9 +136,27 @@ int SliceOrConcat(Drawer& d, int x, int axis_from_end, bool sine) {
 
 // Attention on an earlier float value x [..., T, D] (at most two leading dims): q is x;
 // k is x or a slice or concatenation of it along T; v is k or a slice, concatenation
-// (along D) or sine of it. Self-attention keeps a -1 T symbolic in all three.
-bool DrawOnValue(Drawer& d) {
+// (along D) or sine of it. A -1 T (often a -1 dim 0 reshaped to be T) stays symbolic in
+// all three.
+// A float value with dim 0 declared -1 reshaped to [-1, D] (D its last dim, or 1): a
+// symbolic length T. -1 when there is none.
+int SymbolicLength(Drawer& d) {
   const int x = d.Pick([](const Tensor& t) {
+    if (!IsFloating(t.dtype()) || t.rank() < 1 || t.shape()[0] >= 0) return false;
+    int64_t n = 1;
+    for (int64_t s : t.shape()) n *= s < 0 ? 40 : s;
+    return t.shape().back() <= kMaxWidth && n <= kMaxElements;
+  });
+  if (x < 0) return -1;
+  const Shape to = {-1, d.value(x).rank() == 1 ? 1 : d.value(x).shape().back()};
+  return d.Push(
+      {x}, [to](Graph&, const std::vector<Tensor>& in) { return Reshape(in[0], to); },
+      absl::StrCat("Reshape($0, ", Ints(to), ")"));
+}
+
+bool DrawOnValue(Drawer& d) {
+  int x = d.Chance(0.5) ? SymbolicLength(d) : -1;
+  if (x < 0) x = d.Pick([](const Tensor& t) {
     if (!IsFloating(t.dtype()) || t.rank() < 2 || t.rank() > 4) return false;
     const int64_t len = t.shape()[t.rank() - 2], width = t.shape()[t.rank() - 1];
     int64_t n = 1;
