@@ -298,7 +298,6 @@ TEST(RandomProgram, RandomOpProgramsDrawEveryRandomOpAndFetchItsBits) {
   }
 }
 
-
 // Attention programs (GenerateOptions::attention_probability) draw
 // ScaledDotProductAttention fused and unfused, causal, with dropout (constant and run-time
 // steps), an explicit scale, f64, Tq != Tk, a -1 length, and fetch gradients in about
@@ -342,9 +341,10 @@ TEST(RandomProgram, AttentionProgramsDrawEveryVariantAndTheDefaultNone) {
   EXPECT_GE(grad_ops, 10);  // the backward ops are in the graphs the fuzzer runs
   EXPECT_GE(symbolic, 3);
   EXPECT_GE(uneven, 10);
-  for (const char* want : {"ScaledDotProductAttention(", "o.causal = true", "o.fused = false",
-                           "o.dropout = ", "o.step = Sum(v", "o.step = ScalarConst(", "o.scale = ",
-                           "DType::kF64", "Concat({v", "Slice(v", "Sin(v", "Cast(Tanh(Mean(v", "Reshape(v"}) {
+  for (const char* want :
+       {"ScaledDotProductAttention(", "o.causal = true", "o.fused = false",
+        "o.dropout = ", "o.step = Sum(v", "o.step = ScalarConst(", "o.scale = ", "DType::kF64",
+        "Concat({v", "Slice(v", "Sin(v", "Cast(Tanh(Mean(v", "Reshape(v"}) {
     EXPECT_NE(all.find(want), std::string::npos) << want;
   }
 }

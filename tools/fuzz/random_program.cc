@@ -959,11 +959,11 @@ class Generator : public internal::Drawer {
   }
 
   std::mt19937_64 rng_;
-  std::mt19937_64 window_rng_;    // the window ops' stream (WindowStream)
-  std::mt19937_64 sequence_rng_;  // the sequence ops' stream (SequenceStream)
-  int sequence_ = -1;             // whether this program draws sequence ops; -1: not drawn yet
-  std::mt19937_64 random_rng_;    // the random ops' stream (RandomOp)
-  int random_ = -1;               // whether this program draws random ops; -1: not drawn yet
+  std::mt19937_64 window_rng_;     // the window ops' stream (WindowStream)
+  std::mt19937_64 sequence_rng_;   // the sequence ops' stream (SequenceStream)
+  int sequence_ = -1;              // whether this program draws sequence ops; -1: not drawn yet
+  std::mt19937_64 random_rng_;     // the random ops' stream (RandomOp)
+  int random_ = -1;                // whether this program draws random ops; -1: not drawn yet
   std::mt19937_64 attention_rng_;  // attention's stream (AttentionOp)
   int attention_ = -1;             // whether this program draws attention; -1: not drawn yet
   GenerateOptions options_;

@@ -58,8 +58,8 @@ Drawn DrawOptions(Drawer& d, std::vector<int>* operands) {
   if (d.Chance(0.25)) {
     o.dropout = PickOf<double>(d, {0.1, 0.5, 0.9});
     o.seed = static_cast<uint64_t>(d.Uniform(1000));
-    const int i32 = d.Chance(0.3) ? d.Pick([](const Tensor& t) { return t.dtype() == DType::kI32; })
-                                  : -1;
+    const int i32 =
+        d.Chance(0.3) ? d.Pick([](const Tensor& t) { return t.dtype() == DType::kI32; }) : -1;
     if (i32 >= 0) {
       operands->push_back(i32);
       o.step = static_cast<int>(operands->size()) - 1;
@@ -77,8 +77,9 @@ std::string OptionsCode(const Drawn& o) {
   if (!o.fused) absl::StrAppend(&s, "o.fused = false; ");
   if (o.dropout > 0) {
     absl::StrAppend(&s, "o.dropout = ", o.dropout, "; o.seed = ", o.seed, "; o.step = ",
-                    o.step >= 0 ? absl::StrCat("Sum($", o.step, ")")
-                                : absl::StrCat("ScalarConst(g, ", o.step_constant, ", DType::kI32)"),
+                    o.step >= 0
+                        ? absl::StrCat("Sum($", o.step, ")")
+                        : absl::StrCat("ScalarConst(g, ", o.step_constant, ", DType::kI32)"),
                     "; ");
   }
   return s;
@@ -119,8 +120,9 @@ int SliceOrConcat(Drawer& d, int x, int axis_from_end, bool sine) {
   const int axis = t.rank() - axis_from_end;
   const int64_t n = t.shape()[axis];
   // Concat's gradient needs the axis known in all but the last input (else Unimplemented).
-  if (sine || n < 0) return d.Push({x}, [](Graph&, const std::vector<Tensor>& in) { return Sin(in[0]); },
-                          "Sin($0)");
+  if (sine || n < 0)
+    return d.Push(
+        {x}, [](Graph&, const std::vector<Tensor>& in) { return Sin(in[0]); }, "Sin($0)");
   if (n > 1 && d.Chance(0.5)) {
     std::vector<int64_t> begin(t.rank(), 0), size(t.rank(), -1);
     size[axis] = 1 + d.Uniform(static_cast<int>(n - 1));
@@ -130,7 +132,10 @@ int SliceOrConcat(Drawer& d, int x, int axis_from_end, bool sine) {
         absl::StrCat("Slice($0, ", Ints(begin), ", ", Ints(size), ")"));
   }
   return d.Push(
-      {x}, [axis](Graph&, const std::vector<Tensor>& in) { return Concat({in[0], in[0]}, axis); },
+      {x},
+      [axis](Graph&, const std::vector<Tensor>& in) {
+        return Concat({in[0], in[0]}, axis);
+      },
       absl::StrCat("Concat({$0, $0}, ", axis, ")"));
 }
 
@@ -156,13 +161,14 @@ int SymbolicLength(Drawer& d) {
 
 bool DrawOnValue(Drawer& d) {
   int x = d.Chance(0.5) ? SymbolicLength(d) : -1;
-  if (x < 0) x = d.Pick([](const Tensor& t) {
-    if (!IsFloating(t.dtype()) || t.rank() < 2 || t.rank() > 4) return false;
-    const int64_t len = t.shape()[t.rank() - 2], width = t.shape()[t.rank() - 1];
-    int64_t n = 1;
-    for (int64_t s : t.shape()) n *= s < 0 ? 40 : s;
-    return len <= kMaxLength && width >= 1 && width <= kMaxWidth && n <= kMaxElements;
-  });
+  if (x < 0)
+    x = d.Pick([](const Tensor& t) {
+      if (!IsFloating(t.dtype()) || t.rank() < 2 || t.rank() > 4) return false;
+      const int64_t len = t.shape()[t.rank() - 2], width = t.shape()[t.rank() - 1];
+      int64_t n = 1;
+      for (int64_t s : t.shape()) n *= s < 0 ? 40 : s;
+      return len <= kMaxLength && width >= 1 && width <= kMaxWidth && n <= kMaxElements;
+    });
   if (x < 0) return false;
   const int k = d.Chance(0.5) ? x : SliceOrConcat(d, x, 2, false);
   const int v = d.Chance(0.4) ? k : SliceOrConcat(d, k, 1, d.Chance(0.4));
@@ -193,8 +199,9 @@ bool DrawOnConstants(Drawer& d) {
         absl::StrCat("Cast(Tanh(Mean($0)), ", DTypeCode(dtype), ")"));
     for (int& c : qkv) {
       if (!d.Chance(0.6)) continue;
-      c = d.Push({c, s}, [](Graph&, const std::vector<Tensor>& in) { return in[0] + in[1]; },
-                 "Add($0, $1)");
+      c = d.Push(
+          {c, s}, [](Graph&, const std::vector<Tensor>& in) { return in[0] + in[1]; },
+          "Add($0, $1)");
     }
   }
   return PushAttention(d, qkv[0], qkv[1], qkv[2]);
