@@ -101,6 +101,25 @@ TEST(AttentionFuzz, DISABLED_SelfAttentionOfLength7Width1Mullapudi2016) {
                          {a}, {Scheduler::kMullapudi2016});
 }
 
+// Seed 14500104, reduced: fused attention of placeholders q, k [1, 2, 8] and v [1, 2, 2]
+// under Mullapudi2016 (default thread count): all 0, as 14500006. Open.
+TEST(AttentionFuzz, DISABLED_AttentionOfLength2Mullapudi2016) {
+  Graph g;
+  Tensor q = Placeholder(g, DType::kF32, {1, 2, 8}, "q");
+  Tensor k = Placeholder(g, DType::kF32, {1, 2, 8}, "k");
+  Tensor v = Placeholder(g, DType::kF32, {1, 2, 2}, "v");
+  Tensor a;
+  {
+    JitScope scope(g);
+    a = ScaledDotProductAttention(q, k, v);
+  }
+  ExpectMatchesReference(g,
+                         {{{q, HostTensor::RandomUniform(DType::kF32, {1, 2, 8}, 80843, -2, 2)},
+                           {k, HostTensor::RandomUniform(DType::kF32, {1, 2, 8}, 89952, -2, 2)},
+                           {v, HostTensor::RandomUniform(DType::kF32, {1, 2, 2}, 66716, -2, 2)}}},
+                         {a}, {Scheduler::kMullapudi2016});
+}
+
 // Open (docs/FUZZING_FAMILIES.md, "Attention"), seed 14600004 on jit:opencl: the unfused
 // composite, causal, with Tq = 33 < Tk = 66 (k = v = x concatenated with itself along T):
 // nearly every element wrong on OpenCL (POCL); right on the CPU, with Tq = Tk, without
