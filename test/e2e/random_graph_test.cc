@@ -196,6 +196,19 @@ TEST(RandomGraphs, RandomOpsMatchReferenceBitForBit) {
   RunSlice(7100, 7116, slice);
 }
 
+// Attention (braze-fuzz --attention; docs/ATTENTION.md): ScaledDotProductAttention fused
+// and unfused on odd, prime and tiny lengths, Tq != Tk, odd widths, causal or not,
+// dropout, -1 lengths, f32 and f64, fed by and feeding other ops; the backward ops in
+// the programs that fetch gradients; every CPU scheduler, thread counts 1, 2 and all.
+TEST(RandomGraphs, AttentionMatchesReference) {
+  Slice slice;
+  slice.gen.attention_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --attention --dynamic=0.3";
+  slice.vary_threads = true;
+  EXPECT_EQ(RunSlice(7200, 7210, slice), 10);
+}
+
 // A random draw is compared with no tolerance: one ulp off in one element is a mismatch
 // (an f32 draw has no rounding to forgive), where an ordinary f32 fetch would pass.
 TEST(RandomGraphs, ARandomDrawOneUlpOffIsAMismatch) {

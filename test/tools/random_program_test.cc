@@ -298,6 +298,57 @@ TEST(RandomProgram, RandomOpProgramsDrawEveryRandomOpAndFetchItsBits) {
   }
 }
 
+// Attention programs (GenerateOptions::attention_probability) draw
+// ScaledDotProductAttention fused and unfused, causal, with dropout (constant and run-time
+// steps), an explicit scale, f64, Tq != Tk, a -1 length, and fetch gradients in about
+// half of them; they build, gradients included. With the default (0) no program draws it.
+TEST(RandomProgram, AttentionProgramsDrawEveryVariantAndTheDefaultNone) {
+  GenerateOptions options;
+  options.attention_probability = 1;
+  options.dynamic_probability = 0.3;
+  std::string all;
+  int attention = 0, gradients = 0, symbolic = 0, uneven = 0, grad_ops = 0;
+  const int kSeeds = 120;
+  for (uint64_t seed = 1; seed <= kSeeds; ++seed) {
+    const Program program = GenerateProgram(seed, options);
+    all += ProgramToCpp(program);
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << "seed " << seed << ": " << built.status();
+    EXPECT_TRUE(built->gradients_status.ok()) << "seed " << seed << ": " << built->gradients_status;
+    bool drew = false, backward = false;
+    for (int id = 0; id < g.num_nodes(); ++id) {
+      const Node& n = g.node(id);
+      if (n.op() != OpKind::kAttention) continue;
+      drew = true;
+      const Shape& q = n.input(0).shape();
+      const Shape& k = n.input(1).shape();
+      symbolic += q[q.size() - 2] < 0;
+      uneven += q[q.size() - 2] != k[k.size() - 2];
+      backward = backward || program.gradients;
+    }
+    for (int id = 0; id < g.num_nodes(); ++id) {
+      grad_ops += g.node(id).op() == OpKind::kAttentionGradQ;
+    }
+    attention += drew;
+    gradients += backward;
+    for (const ProgramOp& op : GenerateProgram(seed).ops) {
+      EXPECT_EQ(op.code.find("Attention"), std::string::npos) << seed << ": " << op.code;
+    }
+  }
+  EXPECT_GE(attention, kSeeds * 2 / 3);
+  EXPECT_GE(gradients, attention / 4);
+  EXPECT_GE(grad_ops, 10);  // the backward ops are in the graphs the fuzzer runs
+  EXPECT_GE(symbolic, 3);
+  EXPECT_GE(uneven, 10);
+  for (const char* want :
+       {"ScaledDotProductAttention(", "o.causal = true", "o.fused = false",
+        "o.dropout = ", "o.step = Sum(v", "o.step = ScalarConst(", "o.scale = ", "DType::kF64",
+        "Concat({v", "Slice(v", "Sin(v", "Cast(Tanh(Mean(v", "Reshape(v"}) {
+    EXPECT_NE(all.find(want), std::string::npos) << want;
+  }
+}
+
 }  // namespace
 }  // namespace fuzz
 }  // namespace braze

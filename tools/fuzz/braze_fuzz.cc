@@ -21,6 +21,8 @@
 // the sequence ops: Gather, UnsortedSegmentSum, Iota, Sin, Cos; default 0; bare: every
 // program), --random[=P] (the chance a program draws the random ops: RandomUniform,
 // RandomNormal, Dropout, their bits compared exactly; default 0; bare: every program),
+// --attention[=P] (the chance a program draws ScaledDotProductAttention, fused or not,
+// and in half of them its gradients; default 0; bare: every program),
 // --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
@@ -87,6 +89,7 @@ struct Flags {
   double window = -1;         // GenerateOptions::window_probability; < 0: its default
   double sequence = 0;        // GenerateOptions::sequence_probability
   double random = 0;          // GenerateOptions::random_probability
+  double attention = 0;       // GenerateOptions::attention_probability
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -140,6 +143,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->sequence)) return false;
     } else if (arg == "--random") {
       if (!ParseProbability(value, &f->random)) return false;
+    } else if (arg == "--attention") {
+      if (!ParseProbability(value, &f->attention)) return false;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -189,6 +194,7 @@ GenerateOptions GenOptions(const Flags& f) {
   if (f.window >= 0) gen.window_probability = f.window;
   gen.sequence_probability = f.sequence;
   gen.random_probability = f.random;
+  gen.attention_probability = f.attention;
   return gen;
 }
 
@@ -221,7 +227,8 @@ std::string Settings(const Flags& f) {
       " dynamic=", gen.dynamic_probability, f.dynamic < 0 ? "(default)" : "",
       " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
       " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
-      " sequence=", gen.sequence_probability, " random=", gen.random_probability, " threads=",
+      " sequence=", gen.sequence_probability, " random=", gen.random_probability,
+      " attention=", gen.attention_probability, " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),
@@ -360,6 +367,11 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
   if (f.large > 0) absl::StrAppend(&flags, " --large=", absl::StrFormat("%.17g", f.large));
   if (f.gemm > 0) absl::StrAppend(&flags, " --gemm=", absl::StrFormat("%.17g", f.gemm));
   if (f.window >= 0) absl::StrAppend(&flags, " --window=", absl::StrFormat("%.17g", f.window));
+  if (f.sequence > 0) absl::StrAppend(&flags, " --sequence=", absl::StrFormat("%.17g", f.sequence));
+  if (f.random > 0) absl::StrAppend(&flags, " --random=", absl::StrFormat("%.17g", f.random));
+  if (f.attention > 0) {
+    absl::StrAppend(&flags, " --attention=", absl::StrFormat("%.17g", f.attention));
+  }
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
@@ -477,7 +489,7 @@ int Main(int argc, char** argv) {
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
                  "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
-                 "[--random[=P]] [--threads=N|random] "
+                 "[--random[=P]] [--attention[=P]] [--threads=N|random] "
                  "[--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");

@@ -58,6 +58,7 @@ class Generator : public internal::Drawer {
         window_rng_(seed ^ 0x57696e646f77ull),
         sequence_rng_(seed ^ 0x53657175656e6365ull),
         random_rng_(seed ^ 0x52616e646f6dull),
+        attention_rng_(seed ^ 0x4174746e6e6eull),
         options_(options) {
     program_.seed = seed;
   }
@@ -73,6 +74,8 @@ class Generator : public internal::Drawer {
     }
     PickFetches();
     program_.gradients = Chance(options_.gradients_probability);
+    // An attention program fetches its gradients (the backward ops) half the time.
+    if (attention_ == 1 && !program_.gradients) program_.gradients = attention_rng_() % 7 < 2;
     program_.image = window_.image;
     for (const Tensor& t : values_) {
       program_.max_elements = std::max(program_.max_elements, NumElements(Concrete(t.shape())));
@@ -174,19 +177,28 @@ class Generator : public internal::Drawer {
     g_.Truncate(nodes, absl::OkStatus());
     return false;
   }
-  // The random ops likewise (random_rng_, GenerateOptions::random_probability).
+  // The random ops likewise (random_rng_, GenerateOptions::random_probability: 30% of the
+  // ops), and attention (attention_rng_, GenerateOptions::attention_probability: 25%).
   bool RandomOp() {
-    if (options_.random_probability <= 0) return false;
-    std::swap(rng_, random_rng_);
-    if (random_ < 0) random_ = Chance(options_.random_probability) ? 1 : 0;
+    return FamilyOp(random_rng_, random_, options_.random_probability, 0.3, internal::DrawRandomOp);
+  }
+  bool AttentionOp() {
+    return FamilyOp(attention_rng_, attention_, options_.attention_probability, 0.25,
+                    internal::DrawAttentionOp);
+  }
+  bool FamilyOp(std::mt19937_64& stream, int& on, double p, double share,
+                bool (*draw)(internal::Drawer&)) {
+    if (p <= 0) return false;
+    std::swap(rng_, stream);
+    if (on < 0) on = Chance(p) ? 1 : 0;
     const size_t ops = program_.ops.size(), values = values_.size();
     const int nodes = g_.num_nodes();
-    bool drawn = random_ == 1 && Chance(0.3) && internal::DrawRandomOp(*this) && g_.status().ok();
+    bool drawn = on == 1 && Chance(share) && draw(*this) && g_.status().ok();
     if (!drawn && program_.ops.size() > ops) {
       Withdraw(ops, values);
       g_.Truncate(nodes, absl::OkStatus());
     }
-    std::swap(rng_, random_rng_);
+    std::swap(rng_, stream);
     return drawn;
   }
   int64_t Dim() { return kDims[Uniform(sizeof(kDims) / sizeof(kDims[0]))]; }
@@ -406,7 +418,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp()) return true;
+    if (RandomOp() || AttentionOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -947,11 +959,13 @@ class Generator : public internal::Drawer {
   }
 
   std::mt19937_64 rng_;
-  std::mt19937_64 window_rng_;    // the window ops' stream (WindowStream)
-  std::mt19937_64 sequence_rng_;  // the sequence ops' stream (SequenceStream)
-  int sequence_ = -1;             // whether this program draws sequence ops; -1: not drawn yet
-  std::mt19937_64 random_rng_;    // the random ops' stream (RandomOp)
-  int random_ = -1;               // whether this program draws random ops; -1: not drawn yet
+  std::mt19937_64 window_rng_;     // the window ops' stream (WindowStream)
+  std::mt19937_64 sequence_rng_;   // the sequence ops' stream (SequenceStream)
+  int sequence_ = -1;              // whether this program draws sequence ops; -1: not drawn yet
+  std::mt19937_64 random_rng_;     // the random ops' stream (RandomOp)
+  int random_ = -1;                // whether this program draws random ops; -1: not drawn yet
+  std::mt19937_64 attention_rng_;  // attention's stream (AttentionOp)
+  int attention_ = -1;             // whether this program draws attention; -1: not drawn yet
   GenerateOptions options_;
   Program program_;
   Graph g_;

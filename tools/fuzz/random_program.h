@@ -18,7 +18,8 @@
 //
 // Used by tools/braze-fuzz (at scale) and test/e2e/random_graph_test.cc (a quick slice).
 // Drawn in random_program.cc (the window ops in random_program_window.cc, the sequence
-// ops in random_program_sequence.cc); built, fed and
+// ops in random_program_sequence.cc, the random ops in random_program_random.cc,
+// attention in random_program_attention.cc); built, fed and
 // printed in random_program_build.cc.
 #ifndef BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
 #define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_H_
@@ -122,6 +123,14 @@ struct GenerateOptions {
   // them (random_program_random.cc). Drawn from a stream of its own: with 0 (the
   // default) every seed's program is what it was before.
   double random_probability = 0;
+  // The chance a program draws attention (braze-fuzz --attention): then 25% of its ops are
+  // ScaledDotProductAttention (fused, sometimes the unfused composite) on q, k, v of odd,
+  // prime and tiny lengths, Tq != Tk, odd widths, causal or not, dropout sometimes, -1
+  // lengths under a dynamic input, f32 and f64, fed by earlier values and feeding later
+  // ones; half such programs fetch their gradients (the attention backward ops)
+  // (random_program_attention.cc). Drawn from a stream of its own: with 0 (the default)
+  // every seed's program is what it was before.
+  double attention_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});

@@ -94,6 +94,9 @@ bool DrawSequenceOp(Drawer& d);
 // A random op (RandomUniform, RandomNormal, Dropout; random_program_random.cc). False
 // when no value fits.
 bool DrawRandomOp(Drawer& d);
+// An attention op (ScaledDotProductAttention; random_program_attention.cc). False when no
+// value fits.
+bool DrawAttentionOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz

@@ -1,0 +1,145 @@
+// Regression tests for what braze-fuzz --attention found (docs/FUZZING_FAMILIES.md,
+// "Attention"): each minimized program run fused in strict mode under every CPU
+// scheduler and compared with the reference kernels.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "braze/device.h"
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "braze/session.h"
+
+namespace braze {
+namespace {
+
+// Runs `fetches` under each of `schedulers`, fed with each of `feed_sets`, and compares with
+// the reference at braze-fuzz's f32 tolerance (rtol 2e-3, atol 2e-4 times the largest
+// magnitude).
+void ExpectMatchesReference(const Graph& g, const std::vector<Feeds>& feed_sets,
+                            const std::vector<Tensor>& fetches,
+                            const std::vector<Scheduler>& schedulers) {
+  for (Scheduler sched : schedulers) {
+    SessionOptions opts;
+    opts.scheduler = sched;
+    opts.strict = true;
+    Session s(g, opts);
+    SessionOptions ref_opts;
+    ref_opts.reference_only = true;
+    Session ref(g, ref_opts);
+    for (const Feeds& feeds : feed_sets) {
+      auto want = ref.Run(feeds, fetches);
+      ASSERT_TRUE(want.ok()) << want.status();
+      auto got = s.Run(feeds, fetches);
+      ASSERT_TRUE(got.ok()) << SchedulerName(sched) << ": " << got.status();
+      for (size_t f = 0; f < fetches.size(); ++f) {
+        const HostTensor& a = (*got)[f];
+        const HostTensor& b = (*want)[f];
+        ASSERT_EQ(a.type(), b.type());
+        double scale = 1;
+        for (int64_t i = 0; i < b.num_elements(); ++i)
+          scale = std::max(scale, std::fabs(b.GetDouble(i)));
+        int64_t bad = 0;
+        for (int64_t i = 0; i < a.num_elements(); ++i) {
+          const double x = a.GetDouble(i), y = b.GetDouble(i);
+          bad += !(std::fabs(x - y) <= 2e-4 * scale + 2e-3 * std::fabs(y));
+        }
+        EXPECT_EQ(bad, 0) << SchedulerName(sched) << " fetch " << f << " of " << a.num_elements()
+                          << " elements, first got " << a.GetDouble(0) << ", reference "
+                          << b.GetDouble(0);
+      }
+    }
+  }
+}
+
+// Seed 14500006: self-attention on a [-1] input reshaped to [-1, 1] (a symbolic T,
+// D = 1), its values Sin of it, then an elementwise Pow; fed lengths 7, 9, 1, 26.
+void SymbolicSelfAttentionThenPow(const std::vector<Scheduler>& schedulers) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1}, "in0");
+  Tensor a, y;
+  {
+    JitScope scope(g);
+    const Tensor q = Reshape(x, {-1, 1});
+    a = ScaledDotProductAttention(q, q, Sin(q));
+    const Tensor c = Const(g, HostTensor::RandomUniform(DType::kF32, {1, 1}, 947, -2, 2));
+    y = Pow(Abs(a) + 0.5, Tanh(c));
+  }
+  std::vector<Feeds> feed_sets;
+  for (int64_t n : {7, 9, 1, 26}) {
+    feed_sets.push_back({{x, HostTensor::RandomUniform(DType::kF32, {n}, 1899500786 + n, -2, 2)}});
+  }
+  ExpectMatchesReference(g, feed_sets, {a, y}, schedulers);
+}
+
+TEST(AttentionFuzz, SymbolicLengthSelfAttentionThenPow) {
+  SymbolicSelfAttentionThenPow(
+      {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kLi2018, Scheduler::kSafeDefault});
+}
+
+// Open (docs/FUZZING_FAMILIES.md, "Attention"): under Mullapudi2016 with the default
+// thread count (2 CPUs here) the attention's output is all 0 at length 7 (9, 1 and 26
+// are right; one thread is right). Reduced: q = k = v a [7, 1] placeholder. Disabled
+// until fixed, so the default ctest run stays green; run it with
+// --gtest_also_run_disabled_tests.
+TEST(AttentionFuzz, DISABLED_SymbolicLengthSelfAttentionThenPowMullapudi2016) {
+  SymbolicSelfAttentionThenPow({Scheduler::kMullapudi2016});
+}
+TEST(AttentionFuzz, DISABLED_SelfAttentionOfLength7Width1Mullapudi2016) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {7, 1}, "in0");
+  Tensor a;
+  {
+    JitScope scope(g);
+    a = ScaledDotProductAttention(x, x, x);
+  }
+  ExpectMatchesReference(g,
+                         {{{x, HostTensor::RandomUniform(DType::kF32, {7, 1}, 1899500793, -2, 2)}}},
+                         {a}, {Scheduler::kMullapudi2016});
+}
+
+// Seed 14500104, reduced: fused attention of placeholders q, k [1, 2, 8] and v [1, 2, 2]
+// under Mullapudi2016 (default thread count): all 0, as 14500006. Open.
+TEST(AttentionFuzz, DISABLED_AttentionOfLength2Mullapudi2016) {
+  Graph g;
+  Tensor q = Placeholder(g, DType::kF32, {1, 2, 8}, "q");
+  Tensor k = Placeholder(g, DType::kF32, {1, 2, 8}, "k");
+  Tensor v = Placeholder(g, DType::kF32, {1, 2, 2}, "v");
+  Tensor a;
+  {
+    JitScope scope(g);
+    a = ScaledDotProductAttention(q, k, v);
+  }
+  ExpectMatchesReference(g,
+                         {{{q, HostTensor::RandomUniform(DType::kF32, {1, 2, 8}, 80843, -2, 2)},
+                           {k, HostTensor::RandomUniform(DType::kF32, {1, 2, 8}, 89952, -2, 2)},
+                           {v, HostTensor::RandomUniform(DType::kF32, {1, 2, 2}, 66716, -2, 2)}}},
+                         {a}, {Scheduler::kMullapudi2016});
+}
+
+// Open (docs/FUZZING_FAMILIES.md, "Attention"), seed 14600004 on jit:opencl: the unfused
+// composite, causal, with Tq = 33 < Tk = 66 (k = v = x concatenated with itself along T):
+// nearly every element wrong on OpenCL (POCL); right on the CPU, with Tq = Tk, without
+// causal, and fused. Disabled until fixed; run it with --gtest_also_run_disabled_tests.
+TEST(AttentionFuzz, DISABLED_UnfusedCausalShorterQueriesOnOpenCL) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3, 33, 5}, "in0");
+  Tensor a;
+  {
+    DeviceScope device(g, "jit:opencl");
+    const Tensor k = Concat({x, x}, 1);
+    AttentionOptions o;
+    o.causal = true;
+    o.fused = false;
+    a = ScaledDotProductAttention(x, k, k, o);
+  }
+  ExpectMatchesReference(g,
+                         {{{x, HostTensor::RandomUniform(DType::kF32, {3, 33, 5}, 68658, -2, 2)}}},
+                         {a}, {Scheduler::kAuto});
+}
+
+}  // namespace
+}  // namespace braze
