@@ -30,17 +30,16 @@
 #include "train_models.h"
 
 namespace braze::bench {
-namespace {
 
 // Runs the step in a session: kCheckedSteps untimed steps (compile, settle the buffers,
 // and check their losses against `want`), then the timed ones.
 void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
-                  const std::vector<float>& want) {
+                  const std::vector<float>& want, const SessionOptions& options) {
   if (!step.ok()) {
     state.SkipWithError(step.status().ToString().c_str());
     return;
   }
-  Session session(*step->graph, SessionOptions());
+  Session session(*step->graph, options);
   std::vector<HostTensor> outputs;
   auto run = [&] { return session.RunInto(step->feeds, {step->loss}, &outputs, step->train); };
   auto checked_step = [&]() -> float {
@@ -67,6 +66,8 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
       double(st.cluster_launches + st.single_op_launches + st.reference_launches) /
       std::max<int64_t>(1, st.runs);
 }
+
+namespace {
 
 void BM_SoftmaxTrainStep(benchmark::State& state) {
   const int64_t batch = state.range(0);

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "benchmark/benchmark.h"
 #include "braze/braze.h"
 
 namespace braze::bench {
@@ -50,6 +51,12 @@ struct TrainStep {
   std::vector<Tensor> train;     // the update ops (Session::RunInto targets)
   Feeds feeds;
 };
+
+// Runs `step` in a session with `options`: kCheckedSteps untimed steps (compile, settle
+// the buffers, check their losses against `want`), then the timed ones, counting
+// launches/step (train_bench.cc).
+void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
+                  const std::vector<float>& want, const SessionOptions& options = {});
 
 HostTensor TrainImages(int64_t batch);  // [batch, 784] f32
 HostTensor TrainLabels(int64_t batch);  // [batch] i32
