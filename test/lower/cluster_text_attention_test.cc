@@ -68,8 +68,7 @@ TEST(ClusterTextAttention, EveryAttributeChangesTheKey) {
   const std::vector<std::function<void(AttentionAttrs&)>> changes = {
       [](AttentionAttrs& a) { a.causal = false; },
       [](AttentionAttrs& a) { a.scale = 0.30000000000000004; },
-      [](AttentionAttrs& a) { a.dropout = 0.5; },
-      [](AttentionAttrs& a) { a.seed += 1; },
+      [](AttentionAttrs& a) { a.dropout = 0.5; }, [](AttentionAttrs& a) { a.seed += 1; },
       [](AttentionAttrs& a) { a.op_key += 1; }};
   for (size_t i = 0; i < changes.size(); ++i) {
     AttentionAttrs a = Base();
