@@ -42,30 +42,6 @@ GptForward TrainForward(const GptConfig& config, Tensor step) {
   return f;
 }
 
-// Runs `steps` steps of a model on the reference kernels: the losses before each update.
-std::vector<float> ReferenceLosses(absl::StatusOr<TrainStep> step, int steps) {
-  if (!step.ok()) {
-    fprintf(stderr, "gpt_models: building Braze's train step failed: %s\n",
-            step.status().ToString().c_str());
-    return {};
-  }
-  SessionOptions options;
-  options.reference_only = true;
-  Session session(*step->graph, options);
-  std::vector<float> losses;
-  std::vector<HostTensor> outputs;
-  for (int i = 0; i < steps; ++i) {
-    absl::Status s = session.RunInto(step->feeds, {step->loss}, &outputs, step->train);
-    if (!s.ok()) {
-      fprintf(stderr, "gpt_models: Braze's reference train step failed: %s\n",
-              s.ToString().c_str());
-      return {};
-    }
-    losses.push_back(outputs[0].data<float>()[0]);
-  }
-  return losses;
-}
-
 }  // namespace
 
 HostTensor TransformerBlockInput() {
@@ -138,13 +114,12 @@ absl::StatusOr<TrainStep> MakeCharLmStep(bool fused) {
 }
 
 const std::vector<float>& TransformerBlockStepReferenceLosses() {
-  static const std::vector<float> losses =
-      ReferenceLosses(MakeTransformerBlockStep(false), kCheckedSteps);
+  static const std::vector<float> losses = ReferenceLosses(MakeTransformerBlockStep(false));
   return losses;
 }
 
 const std::vector<float>& CharLmStepReferenceLosses() {
-  static const std::vector<float> losses = ReferenceLosses(MakeCharLmStep(false), kCheckedSteps);
+  static const std::vector<float> losses = ReferenceLosses(MakeCharLmStep(false));
   return losses;
 }
 

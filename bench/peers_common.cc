@@ -79,6 +79,8 @@ const HostTensor& Cached(Cache& cache, int64_t key, Compute compute) {
   return it->second;
 }
 
+}  // namespace
+
 // Runs kCheckedSteps steps of a train_models.h model on the reference kernels.
 std::vector<float> ReferenceLosses(absl::StatusOr<TrainStep> step) {
   if (!step.ok()) {
@@ -101,8 +103,6 @@ std::vector<float> ReferenceLosses(absl::StatusOr<TrainStep> step) {
   }
   return losses;
 }
-
-}  // namespace
 
 const HostTensor& Chain8Reference() {
   static Cache cache;

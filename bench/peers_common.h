@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "braze/braze.h"
+#include "train_models.h"
 
 namespace braze::bench {
 
@@ -52,6 +53,9 @@ const HostTensor& MatMulBiasReluReference();
 constexpr int kCheckedSteps = 4;
 // Braze's losses of the first kCheckedSteps steps (each before its update), on the
 // reference kernels.
+// Runs kCheckedSteps steps of a train step on the reference kernels: the losses before
+// each update (empty, with a message on stderr, when building or running fails).
+std::vector<float> ReferenceLosses(absl::StatusOr<TrainStep> step);
 const std::vector<float>& SoftmaxTrainReferenceLosses(int64_t batch);
 const std::vector<float>& MlpTrainReferenceLosses(int64_t batch);
 
