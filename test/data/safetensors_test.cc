@@ -41,7 +41,7 @@ TensorMap SampleTensors() {
 }
 
 std::string TempDir() {
-  std::string dir = ::testing::TempDir() + "/safetensors_test_" + std::to_string(getpid());
+  std::string dir = ::testing::TempDir() + "safetensors_test_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   return dir;
 }
