@@ -74,5 +74,20 @@ cmp "$work/ref/$last/model.safetensors" "$work/run/$last/model.safetensors" ||
   fail "the final checkpoints ($last) differ"
 cmp "$work/ref/$last/manifest.json" "$work/run/$last/manifest.json" ||
   fail "the final manifests ($last) differ"
+# A run with another data order may not resume from these checkpoints, and a corrupt
+# newest checkpoint is refused, naming its file: the example fails, nothing is trained.
+if "${cmd[@]}" --checkpoint_dir "$work/run" --seed 987 >"$work/other_seed.log" 2>&1; then
+  fail "a run with another --seed resumed from the checkpoints"
+fi
+grep -q "has data.seed .*, this run 987" "$work/other_seed.log" ||
+  fail "no clear error for another --seed: $(tail -n 1 "$work/other_seed.log")"
+printf 'X' | dd of="$work/run/$last/model.safetensors" bs=1 seek=100 conv=notrunc status=none
+if "${cmd[@]}" --checkpoint_dir "$work/run" >"$work/corrupt.log" 2>&1; then
+  fail "a run resumed from a corrupt checkpoint"
+fi
+grep -q "$last/model.safetensors: CRC-32 .* (corrupt)" "$work/corrupt.log" ||
+  fail "no clear error for a corrupt checkpoint: $(tail -n 1 "$work/corrupt.log")"
+echo "kill_resume: refused: $(tail -n 1 "$work/other_seed.log")"
+echo "kill_resume: refused: $(tail -n 1 "$work/corrupt.log")"
 echo "kill_resume: resumed at step $step; $(wc -l <"$work/resumed.losses") losses, $res_acc and" \
   "the final checkpoint $last identical to the uninterrupted run"
