@@ -50,7 +50,9 @@ std::string CheckpointName(int64_t step) { return absl::StrFormat("%s%012d", kPr
 int64_t StepOfName(const std::string& name) {
   if (!absl::StartsWith(name, kPrefix)) return -1;
   const std::string digits = name.substr(sizeof(kPrefix) - 1);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return -1;
   int64_t step = -1;
   return absl::SimpleAtoi(digits, &step) ? step : -1;
 }
@@ -324,7 +326,10 @@ absl::StatusOr<SafetensorsContents> CheckpointManager::Read(const std::string& p
   const std::string manifest_path = (fs::path(path) / kManifest).string();
   const std::string model_path = (fs::path(path) / kModel).string();
   absl::StatusOr<std::string> manifest_text = ReadWholeFile(manifest_path);
-  if (!manifest_text.ok()) return absl::DataLossError(absl::StrCat(manifest_path, " is missing"));
+  if (!manifest_text.ok()) {
+    return absl::DataLossError(absl::StrCat(manifest_path, " is missing or unreadable (",
+                                            manifest_text.status().message(), ")"));
+  }
   BRAZE_ASSIGN_OR_RETURN(Manifest m, ParseManifest(manifest_path, *manifest_text));
   const int64_t named_step = StepOfName(fs::path(path).filename().string());
   if (named_step >= 0 && named_step != m.step) {
@@ -332,7 +337,10 @@ absl::StatusOr<SafetensorsContents> CheckpointManager::Read(const std::string& p
         absl::StrCat(manifest_path, ": step ", m.step, " does not match the directory's name"));
   }
   absl::StatusOr<std::string> model = ReadWholeFile(model_path);
-  if (!model.ok()) return absl::DataLossError(absl::StrCat(model_path, " is missing"));
+  if (!model.ok()) {
+    return absl::DataLossError(
+        absl::StrCat(model_path, " is missing or unreadable (", model.status().message(), ")"));
+  }
   if (model->size() != m.model_bytes) {
     return absl::DataLossError(absl::StrCat(model_path, ": ", model->size(),
                                             " bytes, the manifest says ", m.model_bytes,
