@@ -127,6 +127,7 @@ class CheckpointManager {
   const CheckpointOptions& options() const { return options_; }
 
  private:
+  absl::Status CleanUp() const;
   absl::Status Prune() const;
   std::string directory_;
   CheckpointOptions options_;

@@ -272,13 +272,7 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   fs::create_directories(directory_, ec);
   if (ec)
     return absl::InternalError(absl::StrCat("cannot create ", directory_, ": ", ec.message()));
-  // Temporary directories left by a writer that died: one writer per directory.
-  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (absl::StartsWith(name, kTmpPrefix) || absl::StartsWith(name, kOldPrefix)) {
-      BRAZE_RETURN_IF_ERROR(RemoveAll(it->path()));
-    }
-  }
+  BRAZE_RETURN_IF_ERROR(CleanUp());
   const fs::path dir(directory_);
   const fs::path tmp = dir / absl::StrCat(kTmpPrefix, step, "-", getpid());
   fs::create_directory(tmp, ec);
@@ -300,6 +294,8 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   }
   if (!written.ok()) {
     RemoveAll(tmp).IgnoreError();
+    // Put the checkpoint that was moved aside back in place.
+    if (replacing && !fs::exists(final_path, ec)) std::rename(old.c_str(), final_path.c_str());
     return written;
   }
   BRAZE_RETURN_IF_ERROR(SyncDirectory(directory_));
@@ -307,6 +303,35 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   BRAZE_RETURN_IF_ERROR(Prune());
   info.written = true;
   return info;
+}
+
+absl::Status CheckpointManager::CleanUp() const {
+  // What a writer that died left (one writer per directory): its temporary directory,
+  // removed, and a checkpoint it had moved aside to replace, put back if its
+  // replacement never arrived.
+  std::error_code ec;
+  std::vector<fs::path> leftovers;
+  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (absl::StartsWith(name, kTmpPrefix) || absl::StartsWith(name, kOldPrefix)) {
+      leftovers.push_back(it->path());
+    }
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot list ", directory_, ": ", ec.message()));
+  for (const fs::path& path : leftovers) {
+    const std::string name = path.filename().string();
+    if (absl::StartsWith(name, kOldPrefix)) {
+      // .old-ckpt-<step>-<pid>
+      const std::string rest = name.substr(sizeof(kOldPrefix) - 1);
+      int64_t step = -1;
+      if (absl::SimpleAtoi(rest.substr(0, rest.find('-')), &step) && step >= 0) {
+        const fs::path original = fs::path(directory_) / CheckpointName(step);
+        if (!fs::exists(original, ec) && std::rename(path.c_str(), original.c_str()) == 0) continue;
+      }
+    }
+    BRAZE_RETURN_IF_ERROR(RemoveAll(path));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckpointManager::Prune() const {

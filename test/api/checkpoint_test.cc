@@ -144,6 +144,45 @@ TEST(CheckpointTest, KeepsTheLastKAndReplacesASavedStep) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A writer killed between moving a checkpoint aside and renaming its replacement into
+// place: the next Save puts the old one back and removes the temporary directory.
+TEST(CheckpointTest, ADeadWritersLeftoversArePutBackOrRemoved) {
+  Model m;
+  Session s(m.g);
+  const VariableSet vars = SessionVariables(s);
+  const std::string dir = NewDir("leftovers");
+  CheckpointManager ckpt(dir, {/*keep_last=*/0});
+  ASSERT_TRUE(ckpt.Save(vars, 10).ok());
+  fs::rename(dir + "/ckpt-000000000010", dir + "/.old-ckpt-10-99");
+  fs::create_directories(dir + "/.tmp-ckpt-10-99");
+  EXPECT_EQ(ckpt.List()->size(), 0u);
+  ASSERT_TRUE(ckpt.Save(vars, 20).ok());
+  absl::StatusOr<std::vector<CheckpointInfo>> all = ckpt.List();
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].step, 10);
+  EXPECT_TRUE(ckpt.Read((*all)[0].path).ok());
+  EXPECT_FALSE(fs::exists(dir + "/.tmp-ckpt-10-99"));
+  EXPECT_FALSE(fs::exists(dir + "/.old-ckpt-10-99"));
+}
+
+TEST(CheckpointTest, SaveErrorsNameWhatFailedAndWriteNothing) {
+  Model m;
+  Tensor unset = Variable(m.g, DType::kF32, {2}, "unset");  // no initial value
+  Session s(m.g);
+  const std::string dir = NewDir("save_errors");
+  absl::Status status = CheckpointManager(dir).Save(SessionVariables(s), 1).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("reading variable 'unset'"));
+  EXPECT_FALSE(fs::exists(dir));
+  ASSERT_TRUE(s.AssignVariable(unset, HostTensor::Filled(DType::kF32, {2}, 1)).ok());
+  // The directory's place is taken by a file.
+  std::ofstream(dir) << "not a directory";
+  status = CheckpointManager(dir).Save(SessionVariables(s), 1).status();
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr(dir));
+  fs::remove(dir);
+}
+
 // Values of every variable, to check that a refused restore changed nothing.
 std::vector<HostTensor> Snapshot(const VariableSet& vars) {
   std::vector<HostTensor> values;
