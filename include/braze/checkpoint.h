@@ -3,9 +3,10 @@
 // to a directory and restored, so a run killed mid-training resumes where its last
 // checkpoint left it (docs/CHECKPOINTS.md).
 //
-//   CheckpointManager ckpt("/runs/mlp", {.keep_last = 3});
+//   CheckpointManager ckpt("/runs/mlp", {/*keep_last=*/3});
 //   VariableSet vars = SessionVariables(session);       // after the graph is complete
 //   absl::StatusOr<CheckpointInfo> restored = ckpt.RestoreLatest(vars);
+//   if (!restored.ok() && !absl::IsNotFound(restored.status())) return restored.status();
 //   int64_t step = restored.ok() ? restored->step : 0;  // NotFound: a fresh start
 //   for (; step < steps; ++step) {
 //     ... one training step ...
@@ -25,7 +26,7 @@
 // a Status naming the file or the variable and leaves every variable as it was.
 //
 // Several processes (data parallelism): one writes, all restore. Give every rank the
-// same directory (a shared file system) and CheckpointOptions{.write = (rank == 0)}:
+// same directory (a shared file system) and CheckpointOptions with write = (rank == 0):
 // Save on the other ranks reads nothing and writes nothing. Every rank calls
 // RestoreLatest; after a Save, the ranks must meet at a barrier before another rank may
 // rely on seeing the new checkpoint.
