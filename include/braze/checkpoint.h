@@ -114,6 +114,10 @@ class CheckpointManager {
   // InvalidArgument: another model's variables; FailedPrecondition: another format
   // version) names the file or the variable, and no variable is changed.
   absl::StatusOr<CheckpointInfo> RestoreLatest(const VariableSet& vars) const;
+  // The same for every variable of a session's graph (SessionVariables).
+  absl::StatusOr<CheckpointInfo> Save(Session& session, int64_t step,
+                                      const StringMap& metadata = {});
+  absl::StatusOr<CheckpointInfo> RestoreLatest(Session& session) const;
   // Restores the checkpoint in directory `path` (as listed by List).
   absl::StatusOr<CheckpointInfo> Restore(const VariableSet& vars, const std::string& path) const;
   // Checks a checkpoint (manifest, sizes, checksums, format) and returns its contents

@@ -305,6 +305,15 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   return info;
 }
 
+absl::StatusOr<CheckpointInfo> CheckpointManager::Save(Session& session, int64_t step,
+                                                       const StringMap& metadata) {
+  return Save(SessionVariables(session), step, metadata);
+}
+
+absl::StatusOr<CheckpointInfo> CheckpointManager::RestoreLatest(Session& session) const {
+  return RestoreLatest(SessionVariables(session));
+}
+
 absl::Status CheckpointManager::CleanUp() const {
   // What a writer that died left (one writer per directory): its temporary directory,
   // removed, and a checkpoint it had moved aside to replace, put back if its
