@@ -33,10 +33,10 @@ mkdir -p "$work"
 
 "${cmd[@]}" --checkpoint_dir "$work/run" >"$work/killed.log" 2>&1 &
 pid=$!
-for ((i = 0; i < 6000; ++i)); do # up to 5 minutes
+for ((i = 0; i < 30000; ++i)); do # up to 5 minutes
   if compgen -G "$work/run/ckpt-*" >/dev/null; then break; fi
   kill -0 "$pid" 2>/dev/null || fail "the run ended before writing a checkpoint"
-  sleep 0.05
+  sleep 0.01
 done
 kill -KILL "$pid" 2>/dev/null || true
 status=0
