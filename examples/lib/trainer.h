@@ -57,6 +57,14 @@ struct TrainFlags {
   int64_t eval_rows = 0;         // test images evaluated: the first N; 0: all
   int64_t eval_batch = 10000;    // test images per evaluation run (10000: one run)
   double dropout = 0;            // dropout rate of the models that have it (mlp); 0: none
+  // Checkpoints (braze/checkpoint.h): every --checkpoint_every steps and at the end, the
+  // variables (optimizer slots included) and the data position are saved to
+  // --checkpoint_dir, keeping the last --keep_checkpoints; a run started with a
+  // directory holding checkpoints resumes from the newest (same batches from there on).
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int64_t checkpoint_every = 100;
+  int64_t keep_checkpoints = 3;
+  bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
 };
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under
