@@ -29,7 +29,7 @@ using FreshPipeline = std::function<Halide::Pipeline()>;
 // kAdams2019FullSearchFactor times that fits kAdams2019SearchBudgetSeconds; else the
 // greedy search schedules the pipeline, logged and noted at the top of the schedule
 // text (dumps, --log_compiles). The full search took 100 to 670 times the greedy one on
-// that program's clusters (docs/SCHEDULES.md), so an Adams2019 schedule takes at most
+// that program's clusters (docs/HALIDE14.md), so an Adams2019 schedule takes at most
 // about twice the budget, or twice the greedy search. BRAZE_ADAMS2019_SEARCH_S sets the
 // budget in seconds (0: always greedy). A user's HL_BEAM_SIZE, set before the process
 // starts, is left alone and decides instead.
