@@ -120,12 +120,18 @@ void EnsurePluginLoaded(Scheduler kind) {
 // initializer sets it to Halide's own default, so that SetAdams2019Beam only ever
 // replaces an existing variable: glibc's setenv then swaps one pointer in environ (a
 // getenv on another thread sees the old value or the new one), whereas adding a
-// variable may move environ under a concurrent getenv.
+// variable may move environ under a concurrent getenv. A marker says the value is
+// Braze's, not the user's, to a Braze process this one starts (which inherits both).
+constexpr char kBeamMarker[] = "BRAZE_SET_HL_BEAM_SIZE";
 const std::string& UserBeamSize() {
   static const std::string* const user = [] {
     const char* set = std::getenv("HL_BEAM_SIZE");
-    auto* value = new std::string(set != nullptr ? set : "");  // never destroyed
-    if (set == nullptr) setenv("HL_BEAM_SIZE", "32", /*overwrite=*/0);
+    const bool ours = std::getenv(kBeamMarker) != nullptr;
+    auto* value = new std::string(set != nullptr && !ours ? set : "");  // never destroyed
+    if (value->empty()) {
+      setenv("HL_BEAM_SIZE", "32", /*overwrite=*/1);
+      setenv(kBeamMarker, "1", /*overwrite=*/1);
+    }
     return value;
   }();
   return *user;
