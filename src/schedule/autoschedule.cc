@@ -158,8 +158,8 @@ double Adams2019SearchBudgetSeconds() {
     static std::once_flag once;
     std::call_once(once, [&] {
       LogWarning(absl::StrCat("BRAZE_ADAMS2019_SEARCH_S='", set,
-                              "' is not a number of seconds >= 0; ", "the bound stays ",
-                              kAdams2019SearchBudgetSeconds, " s"));
+                              "' is not a number of seconds >= 0; the default holds (",
+                              kAdams2019SearchBudgetSeconds, " s: the greedy search)"));
     });
     return kAdams2019SearchBudgetSeconds;
   }
@@ -170,6 +170,13 @@ double Adams2019SearchBudgetSeconds() {
 // search of it (see autoschedule.h); `*note` says why when the full search is cut.
 int Adams2019Beam(const FreshPipeline& fresh, const char* name, const Halide::Target& target,
                   const Halide::MachineParams& params, std::string* note) {
+  const double budget_s = Adams2019SearchBudgetSeconds();
+  if (budget_s <= 0) {
+    *note =
+        "Adams2019: greedy search (beam 1, one pass): the full search has no time bound "
+        "(BRAZE_ADAMS2019_SEARCH_S is 0)";
+    return 1;
+  }
   if (!fresh) return kAdams2019FullBeam;
   Halide::Pipeline probe = fresh();
   SetAdams2019Beam(1);
@@ -177,7 +184,6 @@ int Adams2019Beam(const FreshPipeline& fresh, const char* name, const Halide::Ta
   probe.auto_schedule(name, target, params);
   const double greedy_s = SecondsSince(t0);
   const double estimate_s = greedy_s * kAdams2019FullSearchFactor;
-  const double budget_s = Adams2019SearchBudgetSeconds();
   if (estimate_s <= budget_s) return kAdams2019FullBeam;
   *note = absl::StrFormat(
       "Adams2019: greedy search (beam 1, one pass): its greedy search took %.2f s, so the "
@@ -213,7 +219,7 @@ std::string ApplyAutoscheduler(Scheduler kind, Halide::Pipeline& pipeline,
     // on one cluster): a user's HL_BEAM_SIZE decides, else the greedy probe does.
     if (UserBeamSize().empty()) {
       SetAdams2019Beam(Adams2019Beam(fresh, name, target, params, &note));
-      if (!note.empty()) LogInfo(0, note);
+      if (!note.empty() && VLogIsOn(1)) LogInfo(1, note);
     }
   }
   Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);

@@ -1,6 +1,6 @@
-// Adams2019's bounded search (schedule/autoschedule.h): a greedy probe decides whether
-// the full search fits the budget (BRAZE_ADAMS2019_SEARCH_S); a cut search is said at
-// the top of the schedule text, and the schedule computes the same results.
+// Adams2019's bounded search (schedule/autoschedule.h): greedy by default; with
+// BRAZE_ADAMS2019_SEARCH_S a greedy probe decides whether the full search fits; a greedy
+// search is said at the top of the schedule text, and computes the same results.
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -45,6 +45,16 @@ TEST(Adams2019Bound, ANoSecondBudgetSearchesGreedilyAndSaysSo) {
   auto expected = ReferenceOutputs(SpecOf(c), c.values);
   ASSERT_TRUE(expected.ok()) << expected.status();
   EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-5, 1e-6));
+}
+
+TEST(Adams2019Bound, TheDefaultIsTheGreedySearch) {
+  if (UserSetTheBeam()) GTEST_SKIP() << "HL_BEAM_SIZE is set: it decides, not the bound";
+  unsetenv("BRAZE_ADAMS2019_SEARCH_S");
+  Case c;
+  std::unique_ptr<CompiledKernel> kernel = CompileUnderAdams2019(c);
+  ASSERT_NE(kernel, nullptr);
+  EXPECT_TRUE(absl::StrContains(kernel->schedule_text(), "greedy search (beam 1, one pass)"))
+      << kernel->schedule_text();
 }
 
 TEST(Adams2019Bound, AnAmpleBudgetRunsTheFullSearch) {
