@@ -27,7 +27,7 @@ using FreshPipeline = std::function<Halide::Pipeline()>;
 // and 13600007's past 200 s where its greedy search took under 0.04 s (the full search
 // took 100 to over 5,000 times the greedy one: no estimate bounds it). So Braze runs the
 // greedy search (beam 1, one pass) by default, noted at the top of the schedule text
-// (dumps, --log_compiles; logged at --v=1): both seeds pass in 6 s and 163 s. Opt-in:
+// (dumps, --log_compiles; logged at --v=1): the seeds pass in 6 s and 33 s. Opt-in:
 // BRAZE_ADAMS2019_SEARCH_S=<seconds> > 0 times a greedy search of `fresh` (a copy) first
 // and runs the full search when kAdams2019FullSearchFactor times that fits the seconds
 // (an estimate, not a bound). A user's HL_BEAM_SIZE, set before the process starts, is
