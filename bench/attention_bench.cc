@@ -26,6 +26,52 @@
 namespace braze::bench {
 namespace {
 
+// The benchmarks' graph: q, k, v and dout placeholders of AttentionShape(t) and causal
+// attention of q, k, v (the fused op or the unfused composite) under one JitScope whose
+// gradients compile apart.
+struct AttentionGraph {
+  Graph g;
+  Tensor q, k, v, dout, out;
+  AttentionGraph(int64_t t, bool fused) {
+    const Shape s = AttentionShape(t);
+    q = Placeholder(g, DType::kF32, s, "q");
+    k = Placeholder(g, DType::kF32, s, "k");
+    v = Placeholder(g, DType::kF32, s, "v");
+    dout = Placeholder(g, DType::kF32, s, "dout");
+    JitScope scope(g, JitScope::Options{true, true});
+    AttentionOptions o;
+    o.causal = true;
+    o.fused = fused;
+    out = ScaledDotProductAttention(q, k, v, o);
+  }
+};
+
+// The first run, into `outputs`, which must compile every cluster without falling back.
+// False after a SkipWithError (a failed run, or a fallback warning).
+bool FirstRun(benchmark::State& state, Session& session, const Feeds& feeds,
+              const std::vector<Tensor>& fetches, std::vector<HostTensor>* outputs) {
+  BrazeWarnings warnings;
+  const absl::Status st = session.RunInto(feeds, fetches, outputs);
+  if (!st.ok()) {
+    state.SkipWithError(st.ToString().c_str());
+    return false;
+  }
+  return !warnings.FellBack(state);
+}
+
+// The timed runs (after a checked FirstRun).
+void TimedRuns(benchmark::State& state, Session& session, const Feeds& feeds,
+               const std::vector<Tensor>& fetches, std::vector<HostTensor>* outputs) {
+  for (auto _ : state) {
+    const absl::Status st = session.RunInto(feeds, fetches, outputs);
+    if (!st.ok()) {
+      state.SkipWithError(st.ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize((*outputs)[0].raw_data());
+  }
+}
+
 void BM_Attention(benchmark::State& state) {
   const int64_t t = state.range(0);
   const bool unfused = state.range(1) != 0;
@@ -34,52 +80,26 @@ void BM_Attention(benchmark::State& state) {
   for (int i = 0; i < 4; ++i) values.push_back(AttentionInput(t, i));
   AttentionReferenceSlice(t);  // before the baseline: its inputs are transient
   PeakMemory peak;
-  Graph g;
-  const Shape s = AttentionShape(t);
-  Tensor q = Placeholder(g, DType::kF32, s, "q"), k = Placeholder(g, DType::kF32, s, "k"),
-         v = Placeholder(g, DType::kF32, s, "v"), dout = Placeholder(g, DType::kF32, s, "dout");
-  Tensor out;
-  {
-    JitScope scope(g, JitScope::Options{true, true});
-    AttentionOptions o;
-    o.causal = true;
-    o.fused = !unfused;
-    out = ScaledDotProductAttention(q, k, v, o);
-  }
-  std::vector<Tensor> fetches = {out};
+  AttentionGraph a(t, !unfused);
+  std::vector<Tensor> fetches = {a.out};
   if (backward) {
-    absl::StatusOr<std::vector<Tensor>> grads = Gradients({out}, {q, k, v}, {dout});
+    absl::StatusOr<std::vector<Tensor>> grads = Gradients({a.out}, {a.q, a.k, a.v}, {a.dout});
     if (!grads.ok()) {
       state.SkipWithError(grads.status().ToString().c_str());
       return;
     }
     fetches.insert(fetches.end(), grads->begin(), grads->end());
   }
-  Feeds feeds = {{q, values[0]}, {k, values[1]}, {v, values[2]}};
-  if (backward) feeds.emplace_back(dout, values[3]);
-  Session session(g, SessionOptions());
+  Feeds feeds = {{a.q, values[0]}, {a.k, values[1]}, {a.v, values[2]}};
+  if (backward) feeds.emplace_back(a.dout, values[3]);
+  Session session(a.g, SessionOptions());
   std::vector<HostTensor> outputs;
-  {
-    BrazeWarnings warnings;
-    absl::Status st = session.RunInto(feeds, fetches, &outputs);
-    if (!st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      return;
-    }
-    if (warnings.FellBack(state)) return;
-  }
+  if (!FirstRun(state, session, feeds, fetches, &outputs)) return;
   std::vector<const float*> got;
   for (const HostTensor& o : outputs) got.push_back(o.data<float>());
   if (!CheckAttention(state, t, got)) return;
   peak.StartTimedRuns();
-  for (auto _ : state) {
-    absl::Status st = session.RunInto(feeds, fetches, &outputs);
-    if (!st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(outputs[0].raw_data());
-  }
+  TimedRuns(state, session, feeds, fetches, &outputs);
   peak.Report(state, t);
   state.counters["kernels"] =
       static_cast<double>(session.stats().cluster_launches + session.stats().single_op_launches) /
@@ -98,49 +118,24 @@ void BM_AttentionGrad(benchmark::State& state) {
   std::vector<HostTensor> values;
   for (int i = 0; i < 4; ++i) values.push_back(AttentionInput(t, i));
   const std::vector<HostTensor>& want = AttentionReferenceSlice(t);
-  Graph g;
-  const Shape s = AttentionShape(t);
-  Tensor q = Placeholder(g, DType::kF32, s, "q"), k = Placeholder(g, DType::kF32, s, "k"),
-         v = Placeholder(g, DType::kF32, s, "v"), dout = Placeholder(g, DType::kF32, s, "dout");
-  Tensor out;
-  {
-    JitScope scope(g, JitScope::Options{true, true});
-    AttentionOptions o;
-    o.causal = true;
-    out = ScaledDotProductAttention(q, k, v, o);
-  }
-  const Tensor inputs[] = {q, k, v};
-  absl::StatusOr<std::vector<Tensor>> grads = Gradients({out}, {inputs[wrt]}, {dout});
+  AttentionGraph a(t, /*fused=*/true);
+  const Tensor inputs[] = {a.q, a.k, a.v};
+  absl::StatusOr<std::vector<Tensor>> grads = Gradients({a.out}, {inputs[wrt]}, {a.dout});
   if (!grads.ok()) {
     state.SkipWithError(grads.status().ToString().c_str());
     return;
   }
-  const std::vector<Tensor> fetches = {out, (*grads)[0]};
-  const Feeds feeds = {{q, values[0]}, {k, values[1]}, {v, values[2]}, {dout, values[3]}};
-  Session session(g, SessionOptions());
+  const std::vector<Tensor> fetches = {a.out, (*grads)[0]};
+  const Feeds feeds = {{a.q, values[0]}, {a.k, values[1]}, {a.v, values[2]}, {a.dout, values[3]}};
+  Session session(a.g, SessionOptions());
   std::vector<HostTensor> outputs;
-  {
-    BrazeWarnings warnings;
-    absl::Status st = session.RunInto(feeds, fetches, &outputs);
-    if (!st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      return;
-    }
-    if (warnings.FellBack(state)) return;
-  }
+  if (!FirstRun(state, session, feeds, fetches, &outputs)) return;
   // The reference slice holds out, dq, dk, dv.
   if (!CheckClose(state, outputs[0].data<float>(), want[0], 1e-4, 1e-3) ||
       !CheckClose(state, outputs[1].data<float>(), want[1 + wrt], 1e-4, 1e-3)) {
     return;
   }
-  for (auto _ : state) {
-    absl::Status st = session.RunInto(feeds, fetches, &outputs);
-    if (!st.ok()) {
-      state.SkipWithError(st.ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(outputs[0].raw_data());
-  }
+  TimedRuns(state, session, feeds, fetches, &outputs);
 }
 BENCHMARK(BM_AttentionGrad)
     ->ArgNames({"T", "wrt"})

@@ -89,10 +89,12 @@ Scheduler PickScheduler(const schedule::PipelineInfo& info, const Halide::Target
 // Applies `kind` to the freshly lowered `lowered` (whose Funcs `pipeline` holds) for
 // `target`; returns the schedule as text. Throws Halide::Error when Halide rejects it.
 // `params`: a stored schedule's template factors (the safe default's own when null).
+// `fresh`: the cluster lowered again, for Adams2019's bounded search (autoschedule.h).
 std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
                            Halide::Pipeline& pipeline, const Halide::Target& target, bool gpu,
                            int parallelism, const ScheduleParams* params,
-                           std::vector<std::string>* streamed) {
+                           std::vector<std::string>* streamed,
+                           const schedule::FreshPipeline& fresh) {
   if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
   if (kind == Scheduler::kMullapudi2016) {
     for (const schedule::Stage& stage : lowered.info.stages) {
@@ -115,7 +117,7 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
       kind == Scheduler::kSafeDefault
           ? schedule::ApplySafeDefault(lowered.info, target, parallelism,
                                        params ? *params : ScheduleParams(), streamed)
-          : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism);
+          : schedule::ApplyAutoscheduler(kind, pipeline, target, parallelism, fresh);
   if (kind != Scheduler::kSafeDefault) {
     std::set<std::string> shared_after;
     for (const Halide::Func& f : schedule::ComparedReductionOperands(lowered.info)) {
@@ -413,8 +415,15 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         InstallCodegenWorkarounds(pipeline, gpu);
         backend.InstallHandlers(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
-        schedule = ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism,
-                                  attempt.stored ? &attempt.stored->params : nullptr, &streamed);
+        // Adams2019's greedy probe schedules a copy: Funcs take one schedule only.
+        const schedule::FreshPipeline fresh = [&]() {
+          absl::StatusOr<LoweredCluster> again = lower::LowerCluster(spec, lowering);
+          if (!again.ok()) throw Halide::CompileError(std::string(again.status().message()));
+          return Halide::Pipeline(again->info.outputs);
+        };
+        schedule =
+            ApplyScheduler(kind, lowered, pipeline, target, gpu, parallelism,
+                           attempt.stored ? &attempt.stored->params : nullptr, &streamed, fresh);
         const double schedule_ms = MsSince(t0);
         const auto t1 = std::chrono::steady_clock::now();
         // Checked with plain stores: the rewrite to streaming stores (installed after)

@@ -143,10 +143,23 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
   // overflow as impossible; unsigned wraps), a plain add that rfactor still proves
   // associative, and the result is reinterpreted back.
   const bool wrapping_sum = is_sum && x.dtype == DType::kI32;
-  const Halide::Type acc_type = wrapping_sum ? Halide::UInt(32) : HalideType(acc_dtype);
-  const Expr identity = wrapping_sum
-                            ? Halide::Internal::make_zero(acc_type)
-                            : TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
+  // An i32 Max or Min reduces the values with their sign bit flipped, as u32 (the same
+  // order), starting at 0 or UINT32_MAX. Halide 14's loop trimming otherwise solved
+  // `max(acc, v) != acc` for the loop variable when v was affine in it (an Iota), as
+  // `r > acc - ...`: from INT32_MIN, the identity rfactor gives a GPU schedule's
+  // partials, that subtraction overflowed, the loop ran no iteration and Max(Iota) of 66
+  // positions was 64 on OpenCL (braze-fuzz seed 14600004's causal mask). The solver
+  // cannot see through the xor, and unsigned arithmetic wraps.
+  const bool flipped_extremum = !is_sum && x.dtype == DType::kI32;
+  const Expr sign_flip = Halide::Internal::make_const(Halide::UInt(32), 0x80000000u);
+  const Halide::Type acc_type =
+      wrapping_sum || flipped_extremum ? Halide::UInt(32) : HalideType(acc_dtype);
+  Expr identity = wrapping_sum
+                      ? Halide::Internal::make_zero(acc_type)
+                      : TypedConst(acc_dtype, Identity(is_sum ? OpKind::kSum : op, x.dtype));
+  if (flipped_extremum) {
+    identity = op == OpKind::kMax ? Halide::Internal::make_zero(acc_type) : acc_type.max();
+  }
   // Float Max/Min reduce the values' bits with three integer accumulators and no other
   // operation per element: hi = signed max, lo = unsigned min, top = unsigned max.
   // Non-negative floats order as their bits and above every negative one as signed
@@ -206,6 +219,8 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
         acc(vars) = Halide::Tuple(Halide::max(acc(vars)[0], Halide::reinterpret(st, v)),
                                   Halide::min(acc(vars)[1], Halide::reinterpret(ut, v)),
                                   Halide::max(acc(vars)[2], Halide::reinterpret(ut, v)));
+      } else if (flipped_extremum) {
+        acc(vars) = pick(acc(vars), Halide::reinterpret(acc_type, v) ^ sign_flip);
       } else {
         acc(vars) = pick(acc(vars), v);
       }
@@ -253,6 +268,7 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     }
     Expr a = acc(args);
     if (wrapping_sum) a = Halide::reinterpret(Halide::Int(32), a);
+    if (flipped_extremum) a = Halide::reinterpret(Halide::Int(32), a ^ sign_flip);
     // A Mean's groups added their terms divided by kSumGroup (exact: a power of two).
     if (op == OpKind::kMean && grouped)
       a = Halide::strict_float(a * Halide::Internal::make_const(acc_type, kSumGroup));

@@ -1,10 +1,15 @@
 // Runs Halide's autoschedulers; see autoschedule.h.
 #include "schedule/autoschedule.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ir/logging.h"
 
 namespace braze {
 namespace schedule {
@@ -99,8 +104,7 @@ void EnsurePluginLoaded(Scheduler kind) {
   };
   if (!tried_all) {
     tried_all = true;
-    for (Scheduler k :
-         {Scheduler::kAdams2019, Scheduler::kMullapudi2016, Scheduler::kLi2018}) {
+    for (Scheduler k : {Scheduler::kAdams2019, Scheduler::kMullapudi2016, Scheduler::kLi2018}) {
       try {
         load(k);
       } catch (const Halide::Error&) {
@@ -111,10 +115,88 @@ void EnsurePluginLoaded(Scheduler kind) {
   load(kind);
 }
 
+// HL_BEAM_SIZE as the user set it before the process started ("" when unset), read by
+// a static initializer while the process is still single-threaded. When unset, the
+// initializer sets it to Halide's own default, so that SetAdams2019Beam only ever
+// replaces an existing variable: glibc's setenv then swaps one pointer in environ (a
+// getenv on another thread sees the old value or the new one), whereas adding a
+// variable may move environ under a concurrent getenv. A marker says the value is
+// Braze's, not the user's, to a Braze process this one starts (which inherits both).
+constexpr char kBeamMarker[] = "BRAZE_SET_HL_BEAM_SIZE";
+const std::string& UserBeamSize() {
+  static const std::string* const user = [] {
+    const char* set = std::getenv("HL_BEAM_SIZE");
+    const bool ours = std::getenv(kBeamMarker) != nullptr;
+    auto* value = new std::string(set != nullptr && !ours ? set : "");  // never destroyed
+    if (value->empty()) {
+      setenv("HL_BEAM_SIZE", "32", /*overwrite=*/1);
+      setenv(kBeamMarker, "1", /*overwrite=*/1);
+    }
+    return value;
+  }();
+  return *user;
+}
+[[maybe_unused]] const bool kUserBeamSizeRead = UserBeamSize().empty();  // before main()
+
+// Halide 14's Adams2019 reads HL_BEAM_SIZE at every search (one pass with a beam of 1,
+// five passes otherwise). Called under the Adams2019 lock.
+void SetAdams2019Beam(int beam) {
+  setenv("HL_BEAM_SIZE", std::to_string(beam).c_str(), /*overwrite=*/1);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+double Adams2019SearchBudgetSeconds() {
+  const char* set = std::getenv("BRAZE_ADAMS2019_SEARCH_S");
+  if (set == nullptr || *set == '\0') return kAdams2019SearchBudgetSeconds;
+  char* end = nullptr;
+  const double seconds = std::strtod(set, &end);
+  // A malformed value keeps the default (said once: it is read at every search).
+  if (*end != '\0' || !(seconds >= 0)) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+      LogWarning(absl::StrCat("BRAZE_ADAMS2019_SEARCH_S='", set,
+                              "' is not a number of seconds >= 0; the default holds (",
+                              kAdams2019SearchBudgetSeconds, " s: the greedy search)"));
+    });
+    return kAdams2019SearchBudgetSeconds;
+  }
+  return seconds;
+}
+
+// The beam for Adams2019's search of the pipeline `fresh` makes, timed by a greedy
+// search of it (see autoschedule.h); `*note` says why when the full search is cut.
+int Adams2019Beam(const FreshPipeline& fresh, const char* name, const Halide::Target& target,
+                  const Halide::MachineParams& params, std::string* note) {
+  const double budget_s = Adams2019SearchBudgetSeconds();
+  if (budget_s <= 0) {
+    *note =
+        "Adams2019: greedy search (beam 1, one pass): the full search has no time bound "
+        "(BRAZE_ADAMS2019_SEARCH_S is 0)";
+    return 1;
+  }
+  if (!fresh) return kAdams2019FullBeam;
+  Halide::Pipeline probe = fresh();
+  SetAdams2019Beam(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  probe.auto_schedule(name, target, params);
+  const double greedy_s = SecondsSince(t0);
+  const double estimate_s = greedy_s * kAdams2019FullSearchFactor;
+  if (estimate_s <= budget_s) return kAdams2019FullBeam;
+  *note = absl::StrFormat(
+      "Adams2019: greedy search (beam 1, one pass): its greedy search took %.2f s, so the "
+      "full search (beam %d, five passes) would take about %.0f s, over the bound of %.0f s",
+      greedy_s, kAdams2019FullBeam, estimate_s, budget_s);
+  return 1;
+}
+
 }  // namespace
 
 std::string ApplyAutoscheduler(Scheduler kind, Halide::Pipeline& pipeline,
-                               const Halide::Target& target, int parallelism) {
+                               const Halide::Target& target, int parallelism,
+                               const FreshPipeline& fresh) {
   const char* name = RegistryName(kind);
   if (name == nullptr) {
     throw Halide::CompileError(std::string("ApplyAutoscheduler: ") + SchedulerName(kind) +
@@ -128,11 +210,21 @@ std::string ApplyAutoscheduler(Scheduler kind, Halide::Pipeline& pipeline,
   // HalideOutputTest.ConcurrentCompilesShareTheCapture, its stack in halide_toc_impl).
   static std::mutex* const adams2019_mu = new std::mutex();  // never destroyed
   std::unique_lock<std::mutex> one_search(*adams2019_mu, std::defer_lock);
-  if (kind == Scheduler::kAdams2019) one_search.lock();
   // docs/HALIDE14.md: 32 MiB last-level cache, balance 40 (Halide's own defaults for CPUs).
   const Halide::MachineParams params(parallelism, uint64_t{32} << 20, 40);
+  std::string note;
+  if (kind == Scheduler::kAdams2019) {
+    one_search.lock();
+    // Its search has no time limit (issue 35, braze-fuzz seed 13600022: past 10 minutes
+    // on one cluster): a user's HL_BEAM_SIZE decides, else the greedy probe does.
+    if (UserBeamSize().empty()) {
+      SetAdams2019Beam(Adams2019Beam(fresh, name, target, params, &note));
+      if (!note.empty() && VLogIsOn(1)) LogInfo(1, note);
+    }
+  }
   Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);
-  return results.schedule_source;
+  return note.empty() ? results.schedule_source
+                      : absl::StrCat("// ", note, "\n", results.schedule_source);
 }
 
 }  // namespace schedule
