@@ -4,6 +4,7 @@
 
 #include "braze/data.h"
 #include "braze/device.h"
+#include "braze/distributed.h"
 #include "braze/dtype.h"
 #include "braze/function.h"
 #include "braze/gradients.h"

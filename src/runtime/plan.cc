@@ -294,16 +294,22 @@ absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
       }
     }
   }
-  std::set<int> ready;  // ordered: ties keep graph order, which keeps runs deterministic
+  // Ordered: ties keep graph order, which keeps runs deterministic (and the collectives
+  // in the same order on every rank); steps of kinds that run early (collectives) come
+  // first, so each starts as soon as its inputs exist and overlaps the steps after it.
+  std::set<std::pair<int, int>> ready;  // (0 early / 1 other, step)
+  auto make_ready = [&](int s) {
+    ready.insert({StepKindOf(steps[s].kind).run_early() ? 0 : 1, s});
+  };
   for (int s = 0; s < num_steps; ++s) {
-    if (indegree[s] == 0) ready.insert(s);
+    if (indegree[s] == 0) make_ready(s);
   }
   while (!ready.empty()) {
-    const int s = *ready.begin();
+    const int s = ready.begin()->second;
     ready.erase(ready.begin());
     plan->steps.push_back(std::move(steps[s]));
     for (int t : succ[s]) {
-      if (--indegree[t] == 0) ready.insert(t);
+      if (--indegree[t] == 0) make_ready(t);
     }
   }
   if (static_cast<int>(plan->steps.size()) != num_steps) {
