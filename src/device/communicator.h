@@ -17,6 +17,7 @@
 #ifndef BRAZE_DEVICE_COMMUNICATOR_H_
 #define BRAZE_DEVICE_COMMUNICATOR_H_
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -41,8 +42,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const char* engine() const = 0;  // "mpi", "nccl"
-  // `data` (count elements) becomes the element-wise sum over the ranks, in place.
-  virtual absl::Status AllReduceSum(void* data, int64_t count, DType dtype) = 0;
+  // `out` (count elements) becomes the element-wise sum over the ranks of their `in`;
+  // in place when in == out (out of place saves the caller a copy).
+  virtual absl::Status AllReduceSum(const void* in, void* out, int64_t count, DType dtype) = 0;
   // `data` becomes rank `root`'s, in place.
   virtual absl::Status Broadcast(void* data, int64_t count, DType dtype, int root) = 0;
   // `out` (size() * count elements) gets rank r's `in` at elements [r count, (r+1) count).
@@ -88,6 +90,7 @@ class CommQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::packaged_task<absl::Status()>> queue_;
+  std::atomic<int> queued_{0};  // queue_.size(), read without the lock while spinning
   bool stop_ = false;
   std::thread thread_;
 };

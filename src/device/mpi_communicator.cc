@@ -61,11 +61,13 @@ class MpiCommunicator : public Communicator {
     return !failure_.ok();
   }
 
-  absl::Status AllReduceSum(void* data, int64_t count, DType dtype) override {
-    char* p = static_cast<char*>(data);
+  absl::Status AllReduceSum(const void* in, void* out, int64_t count, DType dtype) override {
+    const char* from = static_cast<const char*>(in);
+    char* to = static_cast<char*>(out);
     const size_t elem = SizeOf(dtype);
     return Chunked(count, "all-reduce", dtype, [&](int64_t at, int n, MPI_Request* req) {
-      return MPI_Iallreduce(MPI_IN_PLACE, p + at * elem, n, MpiType(dtype), MPI_SUM, comm_, req);
+      const void* send = in == out ? MPI_IN_PLACE : static_cast<const void*>(from + at * elem);
+      return MPI_Iallreduce(send, to + at * elem, n, MpiType(dtype), MPI_SUM, comm_, req);
     });
   }
 

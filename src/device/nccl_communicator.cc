@@ -149,9 +149,9 @@ class NcclCommunicator : public Communicator {
     std::lock_guard<std::mutex> lock(mu_);
     return !failure_.ok();
   }
-  absl::Status AllReduceSum(void* data, int64_t count, DType dtype) override {
+  absl::Status AllReduceSum(const void* in, void* out, int64_t count, DType dtype) override {
     return Call("all-reduce", count * SizeOf(dtype), [&] {
-      return Lib().all_reduce(data, data, count, NcclType(dtype), ncclSum, comm_, nullptr);
+      return Lib().all_reduce(in, out, count, NcclType(dtype), ncclSum, comm_, nullptr);
     });
   }
   absl::Status Broadcast(void* data, int64_t count, DType dtype, int root) override {

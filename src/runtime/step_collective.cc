@@ -4,8 +4,8 @@
 // collective before clustering, so none joins a cluster, and orders each one as soon
 // as its input is ready (run_early).
 //
-// Running: the input is brought to the host and copied into the step's output buffer
-// (in place for AllReduce and Broadcast), then the call is enqueued on the process's
+// Running: the input is brought to the host (the broadcast's root copies it into the
+// step's output buffer; the others read it in place), then the call is enqueued on the process's
 // communication thread (comm::ProcessCommQueue) and the executor goes on with the steps
 // that do not read the result; the first step that does waits for it (Executor::
 // AddPending), and the Run waits for every collective before its fetches and commits.
@@ -32,7 +32,7 @@ absl::Status Communicate(comm::Communicator& c, OpKind op, const CollectiveAttrs
   const int64_t count = in->num_elements();
   switch (op) {
     case OpKind::kAllReduce:
-      return c.AllReduceSum(out->raw_data(), count, out->dtype());
+      return c.AllReduceSum(in->raw_data(), out->raw_data(), count, out->dtype());
     case OpKind::kBroadcast:
       return c.Broadcast(out->raw_data(), count, out->dtype(), a.root);
     case OpKind::kAllGather:
@@ -89,7 +89,9 @@ class CollectiveKind : public StepKind {
     HostTensor& out = state.buffers[0];
     if (out.type() != (*out_types)[0])
       out = HostTensor((*out_types)[0].dtype, (*out_types)[0].shape);
-    if (node.op() != OpKind::kAllGather && host.host->num_bytes() > 0) {
+    // A broadcast's root sends from its output buffer; the all-reduce and all-gather read
+    // the input where it is (valid until the Run ends: it waits for every collective).
+    if (node.op() == OpKind::kBroadcast && world->rank() == a.root && host.host->num_bytes() > 0) {
       std::memcpy(out.raw_data(), host.host->raw_data(), host.host->num_bytes());
     }
     ++ex.stats().collectives;
