@@ -3,8 +3,13 @@
 // cluster while the mean's Mul does, their gradients (also as built for a larger world),
 // bad input, the data-parallel helpers' buckets, and NCCL's loading and its refusal
 // without a GPU.
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "braze/braze.h"
 #include "braze/distributed.h"
@@ -12,6 +17,7 @@
 #include "distributed/dp_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/flags.h"
 
 namespace braze {
 namespace {
@@ -88,6 +94,41 @@ TEST(Collectives, NeverJoinAClusterButTheMeansMulDoes) {
   EXPECT_EQ(s.ClusterOf(scaled.node().input(0)), std::nullopt);
   ASSERT_TRUE(s.ClusterOf(scaled).has_value());
   EXPECT_EQ(s.ClusterOf(scaled), s.ClusterOf(after));  // the Mul fused with what follows
+}
+
+// The plan dump (BRAZE_FLAGS=--dump_to) says how each collective runs.
+TEST(Collectives, DumpsShowTheCollectiveSteps) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("braze_dp_dump_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  BrazeFlags flags;
+  flags.dump_to = dir.string();
+  SetBrazeFlagsForTesting(flags);
+  {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {5}, "x");
+    Tensor y;
+    {
+      JitScope scope(g);
+      y = AllGather(AllReduce(Exp(x), Reduction::kMean)) + 1.0;
+    }
+    Session s(g, Compiled());
+    ASSERT_TRUE(s.Run({{x, HostTensor::RandomUniform(DType::kF32, {5}, 2)}}, {y}).ok());
+  }
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  std::string dot;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().string().find("after_clustering.dot") == std::string::npos) continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    dot = text.str();
+  }
+  fs::remove_all(dir);
+  ASSERT_FALSE(dot.empty());
+  EXPECT_THAT(dot, HasSubstr("AllReduce"));
+  EXPECT_THAT(dot, HasSubstr("AllGather"));
+  EXPECT_THAT(dot, HasSubstr("runs: collective"));
 }
 
 TEST(Collectives, ShapesAndBadInputNameTheNode) {
