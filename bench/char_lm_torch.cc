@@ -11,7 +11,9 @@
 // generator, torch::manual_seed(--seed). Threads: torch::set_num_threads(the machine's
 // cores), as braze_bench's peers (--threads overrides). Prints progress lines, then
 // `step_ms=`, `val_loss=` (nats/char) and `bits_per_char=` as the last lines, as the
-// example does. Exit status 1 on a data or torch error, 2 on a bad flag.
+// example does. Exit status 1 on a data or torch error, 2 on a bad flag. Process
+// settings: braze_bench's (process_settings.h: libgomp's spin, OpenBLAS's core and
+// threads, malloc thresholds), so its steps take what BM_CharLmStep_torch measures.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 
 #include "braze/data.h"
 #include "peers_torch_gpt.h"
+#include "process_settings.h"
 
 namespace {
 
@@ -197,6 +200,9 @@ int Run(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  braze::bench::SettleProcess(argv);
+  braze::bench::PinMallocThresholds();
+  braze::bench::SetOpenBlasThreads();
   Flags flags;
   if (!ParseFlags(argc, argv, &flags)) {
     Usage();

@@ -27,160 +27,22 @@
 //    (and page-faulted on every run) depended on which benchmark ran before: 2.5 vs 9 ms
 //    for one softmax. Fixed thresholds make every benchmark see the same allocator:
 //    blocks come from the heap and freed memory stays there.
+//
+// The settings themselves are in process_settings.cc, shared with char_lm_torch (a
+// standalone peer without them ran its steps 2.6x slower than in this binary: libgomp's
+// default spin and OpenBLAS's threads fighting over 2 cores, and OpenBLAS's AVX2 kernels).
 #include <benchmark/benchmark.h>
-#include <malloc.h>
-#include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
-#include <set>
-#include <sstream>
 #include <string>
 #include <thread>
 
 #include "bench_context.h"
 #include "braze/braze.h"
 #include "device/thread_pool.h"
-
-#ifdef BRAZE_BENCH_OPENBLAS
-#include <cblas.h>
-#endif
+#include "process_settings.h"
 
 namespace braze::bench {
 namespace {
-
-// Set in the re-executed process, so it does not re-execute again.
-constexpr char kSettled[] = "BRAZE_BENCH_SETTLED";
-// What OpenBLAS picked on its own, when main.cc overrode it (for the context).
-constexpr char kOpenBlasDetected[] = "BRAZE_BENCH_OPENBLAS_DETECTED";
-// An OPENBLAS_CORETYPE from the environment that main.cc removed (for the context).
-constexpr char kOpenBlasRemoved[] = "BRAZE_BENCH_OPENBLAS_CORETYPE_REMOVED";
-// The spin count main.cc calibrated (for the context: GOMP_SPINCOUNT may come from outside).
-constexpr char kSpinCalibrated[] = "BRAZE_BENCH_GOMP_SPINCOUNT_CALIBRATED";
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? "" : v;
-}
-
-// "model name" and the flags of the first CPU in /proc/cpuinfo.
-struct CpuInfo {
-  std::string model, family, model_number;
-  std::set<std::string> flags;
-};
-CpuInfo ReadCpuInfo() {
-  CpuInfo info;
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) {
-      if (!info.model.empty()) break;  // the end of the first CPU
-      continue;
-    }
-    std::string key = line.substr(0, colon);
-    key.erase(key.find_last_not_of(" \t") + 1);
-    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model name") info.model = value;
-    if (key == "cpu family") info.family = value;
-    if (key == "model") info.model_number = value;
-    if (key == "flags") {
-      std::istringstream words(value);
-      for (std::string w; words >> w;) info.flags.insert(w);
-    }
-  }
-  return info;
-}
-
-[[maybe_unused]] bool HasSkylakeXFeatures(const CpuInfo& cpu) {
-  for (const char* f : {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}) {
-    if (cpu.flags.count(f) == 0) return false;
-  }
-  return true;
-}
-
-// OpenBLAS's cores with AVX-512 kernels (0.3.21's names).
-[[maybe_unused]] bool IsAvx512Core(const std::string& core) {
-  return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
-}
-
-// Rounds of libgomp's spin loop (config/linux/wait.h: a relaxed load of the futex word
-// and cpu_relax(), `pause` on x86) in `micros` microseconds: the best of 5 windows of
-// 10 ms, so a preempted window does not shorten it.
-[[maybe_unused]] long long CalibrateGompSpinCount(int micros) {
-  std::atomic<int> word{0};
-  double best_rate = 0;  // rounds per second
-  for (int window = 0; window < 5; ++window) {
-    const auto start = std::chrono::steady_clock::now();
-    long long rounds = 0;
-    double elapsed = 0;
-    do {
-      for (int i = 0; i < 1024; ++i) {
-        if (word.load(std::memory_order_relaxed) != 0) return 0;
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-      }
-      rounds += 1024;
-      elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    } while (elapsed < 0.01);
-    best_rate = std::max(best_rate, rounds / elapsed);
-  }
-  return static_cast<long long>(best_rate * micros * 1e-6);
-}
-
-// Sets what the libraries read when they are loaded and re-executes this binary; returns
-// when nothing needed setting (or in the re-executed process, or when the exec failed).
-void SettleProcess(char** argv) {
-#ifdef BRAZE_BENCH_PEERS
-  if (!Env(kSettled).empty()) return;
-  bool changed = false;
-  if (Env("OMP_WAIT_POLICY").empty()) {
-    setenv("OMP_WAIT_POLICY", "active", 1);
-    if (Env("GOMP_SPINCOUNT").empty()) {
-      const std::string count = std::to_string(CalibrateGompSpinCount(device::kSpinMicros));
-      setenv("GOMP_SPINCOUNT", count.c_str(), 1);
-      setenv(kSpinCalibrated, count.c_str(), 1);
-    }
-    changed = true;
-  }
-#ifdef BRAZE_BENCH_OPENBLAS
-  // An OPENBLAS_CORETYPE from the environment that names a core without AVX-512 on a CPU
-  // with it is removed (this VM's sessions export OPENBLAS_CORETYPE=Haswell: AVX2 kernels,
-  // half the sgemm rate), unless BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE is set; then, if
-  // OpenBLAS's own detection still picks a core without AVX-512, SkylakeX is set.
-  const bool cpu_avx512 = HasSkylakeXFeatures(ReadCpuInfo());
-  const std::string core = openblas_get_corename();
-  const std::string forced = Env("OPENBLAS_CORETYPE");
-  if (cpu_avx512 && !IsAvx512Core(core) && Env("BRAZE_BENCH_KEEP_OPENBLAS_CORETYPE").empty()) {
-    if (!forced.empty()) {
-      setenv(kOpenBlasRemoved, forced.c_str(), 1);
-      unsetenv("OPENBLAS_CORETYPE");
-    } else {
-      setenv("OPENBLAS_CORETYPE", "SkylakeX", 1);
-      setenv(kOpenBlasDetected, core.c_str(), 1);
-    }
-    changed = true;
-  }
-#endif
-  if (!changed) return;
-  setenv(kSettled, "1", 1);
-  execv("/proc/self/exe", argv);
-  std::perror("braze_bench: re-exec with the OpenMP and OpenBLAS settings failed");
-#else
-  (void)argv;
-#endif
-}
-
-void PinMallocThresholds() {
-  constexpr int kThreshold = 1 << 30;  // 1 GiB: above every buffer the benchmarks allocate
-  mallopt(M_MMAP_THRESHOLD, kThreshold);
-  mallopt(M_TRIM_THRESHOLD, kThreshold);
-}
 
 // The context keys of the process: the CPU, Braze's threads and pool, Halide, and the
 // settings SettleProcess made. The peers' libraries add theirs (AddRegisteredContext).
@@ -254,11 +116,7 @@ void AddProcessContext() {
 int main(int argc, char** argv) {
   braze::bench::SettleProcess(argv);
   braze::bench::PinMallocThresholds();
-#ifdef BRAZE_BENCH_OPENBLAS
-  // All cores, as Braze's pool and OpenMP use (OpenBLAS's default may differ when
-  // OPENBLAS_NUM_THREADS or a container limit is set).
-  openblas_set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
-#endif
+  braze::bench::SetOpenBlasThreads();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   braze::bench::AddProcessContext();

@@ -14,7 +14,8 @@ packages=(
   libabsl-dev                  # absl::Status and friends
   libgtest-dev libgmock-dev    # tests (gmock matchers are a separate package)
   libbenchmark-dev             # bench/
-  zlib1g-dev                   # the .gz IDX reader
+  zlib1g-dev                   # the .gz IDX reader, checksums
+  nlohmann-json3-dev           # JSON: safetensors headers, checkpoint manifests
   dataset-fashion-mnist        # /usr/share/datasets/fashion-mnist (demo and data tests)
   graphviz                     # dot, for graph and cluster dumps
   pocl-opencl-icd              # OpenCL on the CPU: the GPU schedules run here (opencl:0)

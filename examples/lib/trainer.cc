@@ -18,6 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "braze/checkpoint.h"
 #include "braze/timeline.h"
 
 namespace braze_examples {
@@ -56,7 +57,8 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "[--seed=N]\n"
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
-      "       [--dropout=RATE] [--data_parallel]\n"
+      "       [--dropout=RATE] [--checkpoint_dir=DIR] [--checkpoint_every=N]\n"
+      "       [--keep_checkpoints=N] [--print_losses] [--data_parallel]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -84,13 +86,20 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --eval_batch  test images per evaluation run (default %lld)\n"
       "  --dropout    dropout rate after each hidden layer, in training only (mlp; default\n"
       "               0: none); the masks are keyed by a step variable (docs/RANDOM.md)\n"
+      "  --checkpoint_dir  save checkpoints there (docs/CHECKPOINTS.md) and resume from the\n"
+      "               newest one it holds: the same command after a kill continues the run\n"
+      "  --checkpoint_every  steps between checkpoints (default %lld); one is also saved\n"
+      "               at the last step\n"
+      "  --keep_checkpoints  checkpoints kept (default %lld; 0: all)\n"
+      "  --print_losses  print every step's loss exactly: `step_loss <step> <hex float>`\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
       static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
       d.data_dir.c_str(), static_cast<long long>(d.timeline_steps),
-      static_cast<long long>(d.eval_batch));
+      static_cast<long long>(d.eval_batch), static_cast<long long>(d.checkpoint_every),
+      static_cast<long long>(d.keep_checkpoints));
 }
 
 bool ParseBool(const std::string& value, bool* out) {
@@ -118,7 +127,7 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
-    } else if (arg == "--reference" || arg == "--data_parallel") {
+    } else if (arg == "--reference" || arg == "--print_losses" || arg == "--data_parallel") {
       value = "true";
     } else if (i + 1 < argc) {
       value = argv[++i];
@@ -174,6 +183,16 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = absl::SimpleAtod(value, &flags.dropout) && flags.dropout >= 0 && flags.dropout < 1;
     } else if (arg == "--data_parallel") {
       ok = ParseBool(value, &flags.data_parallel);
+    } else if (arg == "--checkpoint_dir") {
+      flags.checkpoint_dir = value;
+      ok = !value.empty();
+    } else if (arg == "--checkpoint_every") {
+      ok = absl::SimpleAtoi(value, &flags.checkpoint_every) && flags.checkpoint_every >= 1;
+    } else if (arg == "--keep_checkpoints") {
+      ok = absl::SimpleAtoi(value, &flags.keep_checkpoints) && flags.keep_checkpoints >= 0 &&
+           flags.keep_checkpoints <= 1000000;
+    } else if (arg == "--print_losses") {
+      ok = ParseBool(value, &flags.print_losses);
     } else if (arg == "--min_test_accuracy") {
       ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
     } else {
@@ -219,6 +238,14 @@ class Batcher {
     steps_per_epoch_ = partial ? (n + batch - 1) / batch : n / batch;
   }
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
+
+  // Makes the next call Next(step) (a run resumed from a checkpoint at `step`): replays
+  // the shuffles of the steps before it, so the batches are those of a run that never
+  // stopped. Call once, before any Next.
+  void SkipTo(int64_t step) {
+    const int64_t shuffles = (step + steps_per_epoch_ - 1) / steps_per_epoch_;
+    for (int64_t i = 0; i < shuffles; ++i) std::shuffle(order_.begin(), order_.end(), rng_);
+  }
 
   // The batch of global step `step` (steps are consecutive from 0).
   std::pair<HostTensor, HostTensor> Next(int64_t step) {
@@ -471,6 +498,46 @@ absl::StatusOr<double> Accuracy(const Runner& runner,
   return correct / std::max<int64_t>(n, 1);
 }
 
+// What a checkpoint records of the data: a resumed run must have the same, and the
+// checkpoint's step is the data position (the next batch is that step's).
+braze::StringMap DataMetadata(const TrainFlags& flags, const ExampleInfo& info) {
+  return {{"example", info.program},
+          {"data.seed", absl::StrCat(flags.seed)},
+          {"data.batch", absl::StrCat(flags.batch)},
+          {"data.partial_batches", flags.api == Api::kFunction ? "true" : "false"}};
+}
+
+// Restores the newest checkpoint of --checkpoint_dir into `vars` and returns its step, or
+// 0 when the directory holds none. Its data metadata must match this run's: the batches
+// after it are then the ones an uninterrupted run would see.
+absl::StatusOr<int64_t> Resume(const braze::CheckpointManager& ckpt, const braze::VariableSet& vars,
+                               const braze::StringMap& data, const ExampleInfo& info) {
+  BRAZE_ASSIGN_OR_RETURN(std::vector<braze::CheckpointInfo> all, ckpt.List());
+  if (all.empty()) {
+    std::printf("%s: no checkpoint in %s; starting at step 0\n", info.program,
+                ckpt.directory().c_str());
+    return 0;
+  }
+  braze::CheckpointInfo found;
+  BRAZE_ASSIGN_OR_RETURN(braze::SafetensorsContents contents, ckpt.Read(all.back().path, &found));
+  for (const auto& [key, value] : data) {
+    auto it = found.metadata.find(key);
+    const std::string had = it == found.metadata.end() ? "(none)" : it->second;
+    if (had != value) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint ", found.path, " has ", key, " ", had, ", this run ", value));
+    }
+  }
+  absl::StatusOr<int> loaded = braze::LoadVariables(vars, contents.tensors);
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat("checkpoint ", found.path, ": ", loaded.status().message()));
+  }
+  std::printf("%s: resumed from %s at step %lld (%d variables)\n", info.program, found.path.c_str(),
+              static_cast<long long>(found.step), *loaded);
+  return found.step;
+}
+
 absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const ModelBuilder& build) {
   const auto t0 = Clock::now();
   BRAZE_ASSIGN_OR_RETURN(braze::MnistSplit train, braze::LoadFashionMnist("train", flags.data_dir));
@@ -532,6 +599,23 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
     std::fflush(stdout);
   }
 
+  // Checkpoints: restored after the compile (a Function's first trace makes the
+  // optimizer's slot variables), before the first step.
+  std::optional<braze::CheckpointManager> ckpt;
+  braze::VariableSet vars;
+  const braze::StringMap data_metadata = DataMetadata(flags, info);
+  int64_t first_step = 0;
+  if (!flags.checkpoint_dir.empty()) {
+    braze::CheckpointOptions options;
+    options.keep_last = static_cast<int>(flags.keep_checkpoints);
+    ckpt.emplace(flags.checkpoint_dir, options);
+    vars = function_api ? braze::FunctionVariables(g) : braze::SessionVariables(*session);
+    BRAZE_ASSIGN_OR_RETURN(first_step, Resume(*ckpt, vars, data_metadata, info));
+    batcher.SkipTo(first_step);
+    std::fflush(stdout);
+  }
+  untimed = std::min(first_step + untimed, flags.steps - 1);
+
   braze::SessionStats timed_stats;
   double timed_seconds = 0;
   int64_t timed_steps = 0;
@@ -539,7 +623,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   int64_t logged_steps = 0, logged_examples = 0, partial_batches = 0;
   double test_accuracy = 0;
   std::vector<HostTensor> out;
-  for (int64_t step = 0; step < flags.steps; ++step) {
+  for (int64_t step = first_step; step < flags.steps; ++step) {
     auto [x, labels] = batcher.Next(step);
     const int64_t batch = labels.dim(0);
     partial_batches += batch != flags.batch / flags.world;
@@ -552,11 +636,25 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
       Accumulate(Minus(runner.stats(), before), &timed_stats);
       ++timed_steps;
     }
+    if (flags.print_losses) {
+      std::printf("step_loss %lld %a\n", static_cast<long long>(step + 1), out[0].GetDouble(0));
+      std::fflush(stdout);
+    }
+    // Data parallel: every rank holds the same variables; rank 0 writes, every rank
+    // restored from the same directory above.
+    if (ckpt && flags.rank == 0 &&
+        ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
+      BRAZE_ASSIGN_OR_RETURN(braze::CheckpointInfo saved,
+                             ckpt->Save(vars, step + 1, data_metadata));
+      std::printf("checkpoint of step %lld saved to %s\n", static_cast<long long>(step + 1),
+                  saved.path.c_str());
+      std::fflush(stdout);
+    }
     loss_sum += out[0].GetDouble(0);
     correct_sum += out[1].GetDouble(0);
     ++logged_steps;
     logged_examples += batch;
-    if (tracing && flags.timeline_steps > 0 && step + 1 == flags.timeline_steps) {
+    if (tracing && flags.timeline_steps > 0 && step + 1 - first_step == flags.timeline_steps) {
       BRAZE_RETURN_IF_ERROR(braze::StopTimeline());
       std::printf("wrote the timeline of the compiles and steps 1-%lld to %s\n",
                   static_cast<long long>(flags.timeline_steps), flags.timeline.c_str());
@@ -574,7 +672,11 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
       logged_steps = logged_examples = 0;
     }
   }
-  if (tracing && (flags.timeline_steps == 0 || flags.timeline_steps > flags.steps)) {
+  if (first_step >= flags.steps) {
+    // Resumed from the last step's checkpoint: nothing left to train, only the report.
+    BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(runner, test_chunks));
+  }
+  if (tracing && (flags.timeline_steps == 0 || flags.timeline_steps > flags.steps - first_step)) {
     BRAZE_RETURN_IF_ERROR(braze::StopTimeline());
     std::printf("wrote the timeline of the whole run to %s\n", flags.timeline.c_str());
   }

@@ -64,6 +64,14 @@ struct TrainFlags {
   bool data_parallel = false;
   int rank = 0;   // set by TrainMain: this process's rank
   int world = 1;  // and the number of ranks
+  // Checkpoints (braze/checkpoint.h): every --checkpoint_every steps and at the end, the
+  // variables (optimizer slots included) and the data position are saved to
+  // --checkpoint_dir, keeping the last --keep_checkpoints; a run started with a
+  // directory holding checkpoints resumes from the newest (same batches from there on).
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int64_t checkpoint_every = 100;
+  int64_t keep_checkpoints = 3;
+  bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
 };
 
 // `optimizer`, data parallel under --data_parallel: what a model's Minimize should use.

@@ -2,6 +2,7 @@
 #ifndef BRAZE_BRAZE_H_
 #define BRAZE_BRAZE_H_
 
+#include "braze/checkpoint.h"
 #include "braze/data.h"
 #include "braze/device.h"
 #include "braze/distributed.h"
@@ -14,6 +15,7 @@
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/optimizers.h"
+#include "braze/safetensors.h"
 #include "braze/session.h"
 #include "braze/status.h"
 #include "braze/timeline.h"

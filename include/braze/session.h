@@ -199,6 +199,8 @@ class Session {
   void ResetStats();
 
   const SessionOptions& options() const { return options_; }
+  // The graph this session runs (checkpoints enumerate its variables).
+  const Graph& graph() const { return graph_; }
 
  private:
   absl::Status RunInternal(const Feeds& feeds, const std::vector<Tensor>& fetches,
