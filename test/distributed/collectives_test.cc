@@ -17,6 +17,7 @@
 #include "distributed/dp_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "lower/cluster_text.h"
 #include "runtime/flags.h"
 
 namespace braze {
@@ -129,6 +130,31 @@ TEST(Collectives, DumpsShowTheCollectiveSteps) {
   EXPECT_THAT(dot, HasSubstr("AllReduce"));
   EXPECT_THAT(dot, HasSubstr("AllGather"));
   EXPECT_THAT(dot, HasSubstr("runs: collective"));
+}
+
+// The collectives' text form (lower/cluster_text.h) reads back to the same attributes.
+TEST(Collectives, TextFormRoundTrips) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {3, 2}, "x");
+  Tensor gathered = g.AddNode(OpKind::kAllGather, {x}, CollectiveAttrs{4, 3, 0}, "gathered");
+  Tensor sent = g.AddNode(OpKind::kBroadcast, {gathered}, CollectiveAttrs{4, 3, 2}, "sent");
+  ClusterSpec spec;
+  spec.graph = &g;
+  spec.name = "collectives";
+  spec.nodes = {gathered.node_id(), sent.node_id()};
+  spec.inputs = {x};
+  spec.input_types = {x.type()};
+  spec.outputs = {sent};
+  auto text = ClusterToText(spec);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("world_size=4 rank=3 root=2"));
+  auto back = ClusterFromText(*text, "test");
+  ASSERT_TRUE(back.ok()) << back.status();
+  const Node& b = back->graph->node(back->spec.nodes.back());
+  EXPECT_EQ(b.op(), OpKind::kBroadcast);
+  EXPECT_EQ(b.attrs_as<CollectiveAttrs>().root, 2);
+  EXPECT_EQ(b.attrs_as<CollectiveAttrs>().rank, 3);
+  EXPECT_EQ(b.output(0).shape, (Shape{12, 2}));
 }
 
 TEST(Collectives, ShapesAndBadInputNameTheNode) {
