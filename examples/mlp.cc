@@ -13,7 +13,9 @@
 // `test_accuracy=<v>` and `step_ms=<v>`. --dropout=RATE applies inverted dropout to
 // h1 and h2 in training (not in evaluation), its masks keyed by a step variable that
 // each train step increments: a new mask every step, the same masks run after run
-// (docs/RANDOM.md).
+// (docs/RANDOM.md). --data_parallel under `mpirun -np N` trains as one process at the
+// same global --batch (docs/DISTRIBUTED.md):
+//   mpirun -np 2 build/examples/mlp --data_parallel
 #include <cmath>
 #include <string>
 #include <vector>
@@ -68,7 +70,7 @@ absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
       rate > 0 ? braze::Variable(g, HostTensor::Scalar<int32_t>(0), "dropout_step") : Tensor();
   // Evaluation without dropout: a step of its own (the train step's accuracy has it).
   model.eval_step = rate > 0;
-  model.step = [l1, l2, l3, lr = flags.lr, rate, step, seed](
+  model.step = [l1, l2, l3, lr = flags.lr, rate, step, seed, flags](
                    const StepInputs& in, bool train) -> absl::StatusOr<TrainGraph> {
     TrainGraph m;
     Tensor h1 = braze::Dense(in.x, l1.w, l1.b, braze::Activation::kRelu);
@@ -81,8 +83,10 @@ absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
     if (train) {
       // Adam's slot variables are made here: under --api=function they belong to the
       // train step's one trace.
-      BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::Minimize(braze::Optimizer::Adam(lr), m.loss,
-                                                          {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b}));
+      // --data_parallel averages the gradients over the ranks (lib/trainer.h).
+      BRAZE_ASSIGN_OR_RETURN(
+          m.train_ops, braze::Minimize(braze_examples::ForFlags(flags, braze::Optimizer::Adam(lr)),
+                                       m.loss, {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b}));
       if (rate > 0)
         m.train_ops.push_back(
             braze::AssignAdd(step, braze::ScalarConst(*step.graph(), 1, DType::kI32)));

@@ -27,6 +27,7 @@ packages=(
                                #   would pick instead of Braze (bench/peers_torch.cc)
   fortunes                     # /usr/share/games/fortunes: the char_lm example's text
   python3-matplotlib           # tools/braze-plot (benchmark JSON -> PNG) and its test
+  openmpi-bin libopenmpi-dev   # data parallelism: mpirun and MPI (docs/DISTRIBUTED.md)
 )
 
 missing=()

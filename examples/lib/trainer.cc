@@ -58,7 +58,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
       "       [--dropout=RATE] [--checkpoint_dir=DIR] [--checkpoint_every=N]\n"
-      "       [--keep_checkpoints=N] [--print_losses]\n"
+      "       [--keep_checkpoints=N] [--print_losses] [--data_parallel]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -127,7 +127,7 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
-    } else if (arg == "--reference" || arg == "--print_losses") {
+    } else if (arg == "--reference" || arg == "--print_losses" || arg == "--data_parallel") {
       value = "true";
     } else if (i + 1 < argc) {
       value = argv[++i];
@@ -181,6 +181,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = absl::SimpleAtoi(value, &flags.eval_batch) && flags.eval_batch >= 1;
     } else if (arg == "--dropout") {
       ok = absl::SimpleAtod(value, &flags.dropout) && flags.dropout >= 0 && flags.dropout < 1;
+    } else if (arg == "--data_parallel") {
+      ok = ParseBool(value, &flags.data_parallel);
     } else if (arg == "--checkpoint_dir") {
       flags.checkpoint_dir = value;
       ok = !value.empty();
@@ -219,10 +221,18 @@ HostTensor GatherRows(const HostTensor& src, const std::vector<int64_t>& rows, s
 
 // Hands out shuffled mini-batches, a fresh permutation every epoch. With `partial`, an
 // epoch ends with the remainder as a smaller batch; without, the remainder is skipped.
+// Data parallel, rank `rank` of `world` gets its shard: rows [rank b / world, (rank + 1)
+// b / world) of each global batch of b rows (every rank shuffles alike, by the seed).
 class Batcher {
  public:
-  Batcher(const braze::MnistSplit& split, int64_t batch, uint64_t seed, bool partial)
-      : split_(split), batch_(batch), rng_(seed), order_(split.labels.dim(0)) {
+  Batcher(const braze::MnistSplit& split, int64_t batch, uint64_t seed, bool partial, int rank = 0,
+          int world = 1)
+      : split_(split),
+        batch_(batch),
+        rank_(rank),
+        world_(world),
+        rng_(seed),
+        order_(split.labels.dim(0)) {
     std::iota(order_.begin(), order_.end(), 0);
     const int64_t n = static_cast<int64_t>(order_.size());
     steps_per_epoch_ = partial ? (n + batch - 1) / batch : n / batch;
@@ -241,8 +251,11 @@ class Batcher {
   std::pair<HostTensor, HostTensor> Next(int64_t step) {
     const int64_t in_epoch = step % steps_per_epoch_;
     if (in_epoch == 0) std::shuffle(order_.begin(), order_.end(), rng_);
-    const size_t begin = in_epoch * batch_;
-    const size_t end = std::min(order_.size(), begin + batch_);
+    const size_t global_begin = in_epoch * batch_;
+    const size_t global_end = std::min(order_.size(), global_begin + batch_);
+    const size_t rows = global_end - global_begin;
+    const size_t begin = global_begin + rank_ * rows / world_;
+    const size_t end = global_begin + (rank_ + 1) * rows / world_;
     return {GatherRows(split_.images, order_, begin, end),
             GatherRows(split_.labels, order_, begin, end)};
   }
@@ -250,6 +263,7 @@ class Batcher {
  private:
   const braze::MnistSplit& split_;
   int64_t batch_;
+  size_t rank_, world_;
   std::mt19937_64 rng_;
   std::vector<int64_t> order_;
   int64_t steps_per_epoch_ = 1;
@@ -303,6 +317,15 @@ void Accumulate(const braze::SessionStats& d, braze::SessionStats* total) {
   total->copied_bytes += d.copied_bytes;
   total->compile_ms += d.compile_ms;
   total->disk_cache_hits += d.disk_cache_hits;
+}
+
+// The graph's variables so far (the model's, before its step is built).
+std::vector<braze::Tensor> Variables(braze::Graph& g) {
+  std::vector<braze::Tensor> vars;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (g.node(id).op() == braze::OpKind::kVariable) vars.emplace_back(&g, id, 0);
+  }
+  return vars;
 }
 
 // One way of running the model (--api): a train step, the evaluation of a chunk, the
@@ -364,6 +387,11 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
     BRAZE_RETURN_IF_ERROR(s->RunInto({{in.x, x}, {in.labels, labels}}, {eval_correct}, &out));
     return out[0].GetDouble(0);
   };
+  if (flags.data_parallel) {  // rank 0's initial weights (and optimizer slots) everywhere
+    BRAZE_ASSIGN_OR_RETURN(std::vector<braze::Tensor> sync,
+                           braze::BroadcastVariables(Variables(g)));
+    BRAZE_RETURN_IF_ERROR(s->Run({}, {}, sync).status());
+  }
   r.stats = [s] { return s->stats(); };
   r.compile = [=](HostTensor x, HostTensor labels) {
     return s->Compile(feeds(std::move(x), std::move(labels), 1.0f), fetches, m.train_ops);
@@ -389,6 +417,20 @@ absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& mode
   if (flags.jit == JitMode::kAuto) options.session.global_jit_level = braze::JitLevel::kOn1;
   options.session.reference_only = flags.reference;
   options.session.device = flags.device;
+  if (flags.data_parallel) {  // rank 0's initial weights everywhere, before any trace
+    const std::vector<braze::Tensor> vars = Variables(g);
+    braze::FunctionOptions o = options;
+    o.name = "broadcast_variables";
+    // Kept beside the train step's, as the Functions sharing the variables.
+    functions->push_back(std::make_unique<braze::Function>(
+        [vars](braze::Graph&, const std::vector<braze::Tensor>&) {
+          absl::StatusOr<std::vector<braze::Tensor>> sync = braze::BroadcastVariables(vars);
+          if (!sync.ok()) throw std::runtime_error(std::string(sync.status().message()));
+          return std::vector<braze::Tensor>{sync->front()};
+        },
+        o));
+    BRAZE_RETURN_IF_ERROR((*functions->back())({}).status());
+  }
   const braze::TensorSpec images{braze::DType::kF32, {-1, 784}};
   const braze::TensorSpec labels{braze::DType::kI32, {-1}};
   // A C++ body cannot return a Status: a failed build is thrown, and the Function
@@ -516,7 +558,13 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   BRAZE_ASSIGN_OR_RETURN(Runner runner, function_api ? FunctionRunner(flags, model, g, &functions)
                                                      : SessionRunner(flags, model, g, &session));
 
-  Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api);
+  if (flags.batch % flags.world != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch ", flags.batch,
+                                                   " is not a multiple of the ", flags.world,
+                                                   " ranks (--data_parallel)"));
+  }
+  Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api, flags.rank,
+                  flags.world);
   const std::vector<std::pair<HostTensor, HostTensor>> test_chunks =
       EvalChunks(test, flags.eval_rows, flags.eval_batch);
   auto lr_scale = [&](int64_t step) {
@@ -536,7 +584,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   {
     const auto start = Clock::now();
     // Compile only needs the feeds' shapes: any batch of the right size will do.
-    std::vector<int64_t> first(flags.batch);
+    std::vector<int64_t> first(flags.batch / flags.world);
     std::iota(first.begin(), first.end(), 0);
     BRAZE_RETURN_IF_ERROR(runner.compile(GatherRows(train.images, first, 0, first.size()),
                                          GatherRows(train.labels, first, 0, first.size())));
@@ -578,8 +626,8 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   for (int64_t step = first_step; step < flags.steps; ++step) {
     auto [x, labels] = batcher.Next(step);
     const int64_t batch = labels.dim(0);
-    partial_batches += batch != flags.batch;
-    const bool timed = step >= untimed && batch == flags.batch;
+    partial_batches += batch != flags.batch / flags.world;
+    const bool timed = step >= untimed && batch == flags.batch / flags.world;
     const braze::SessionStats before = runner.stats();
     const auto start = Clock::now();
     BRAZE_RETURN_IF_ERROR(runner.train(std::move(x), std::move(labels), lr_scale(step), &out));
@@ -592,7 +640,10 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
       std::printf("step_loss %lld %a\n", static_cast<long long>(step + 1), out[0].GetDouble(0));
       std::fflush(stdout);
     }
-    if (ckpt && ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
+    // Data parallel: every rank holds the same variables; rank 0 writes, every rank
+    // restored from the same directory above.
+    if (ckpt && flags.rank == 0 &&
+        ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
       BRAZE_ASSIGN_OR_RETURN(braze::CheckpointInfo saved,
                              ckpt->Save(vars, step + 1, data_metadata));
       std::printf("checkpoint of step %lld saved to %s\n", static_cast<long long>(step + 1),
@@ -663,6 +714,10 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
 
 }  // namespace
 
+braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer) {
+  return flags.data_parallel ? optimizer.WithDataParallel() : optimizer;
+}
+
 int TrainMain(int argc, char** argv, const ExampleInfo& info, const ModelBuilder& build) {
   absl::StatusOr<TrainFlags> flags = ParseFlags(argc, argv, info);
   if (!flags.ok()) {
@@ -670,12 +725,26 @@ int TrainMain(int argc, char** argv, const ExampleInfo& info, const ModelBuilder
     Usage(stderr, info);
     return 2;
   }
+  if (flags->data_parallel) {
+    if (absl::Status s = braze::InitDistributed(); !s.ok()) {
+      std::fprintf(stderr, "%s: %s\n", info.program, s.ToString().c_str());
+      return 1;
+    }
+    flags->rank = braze::WorldRank();
+    flags->world = braze::WorldSize();
+    // Rank 0 reports; the others' output would only repeat it.
+    if (flags->rank != 0 && std::freopen("/dev/null", "w", stdout) == nullptr) return 1;
+    std::printf("%s: data parallel over %d rank(s) (%s), %lld examples per rank per step\n",
+                info.program, flags->world, braze::DistributedEngine(),
+                static_cast<long long>(flags->batch / flags->world));
+  }
   absl::Status status = Train(*flags, info, build);
   if (!status.ok()) {
-    std::fprintf(stderr, "%s: %s\n", info.program, status.ToString().c_str());
-    return 1;
+    std::fprintf(stderr, "%s: rank %d: %s\n", info.program, flags->rank, status.ToString().c_str());
   }
-  return 0;
+  // After a lost rank this aborts the job (braze/distributed.h) rather than wait for it.
+  if (flags->data_parallel) (void)braze::FinalizeDistributed();
+  return status.ok() ? 0 : 1;
 }
 
 }  // namespace braze_examples

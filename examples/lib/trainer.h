@@ -57,6 +57,13 @@ struct TrainFlags {
   int64_t eval_rows = 0;         // test images evaluated: the first N; 0: all
   int64_t eval_batch = 10000;    // test images per evaluation run (10000: one run)
   double dropout = 0;            // dropout rate of the models that have it (mlp); 0: none
+  // --data_parallel (docs/DISTRIBUTED.md): under `mpirun -np N`, every rank trains on its
+  // batch / N rows of each global batch of --batch; the gradients are averaged
+  // (Optimizer::WithDataParallel) and rank 0's initial weights broadcast, so N ranks
+  // train as one process at the same global batch. Only rank 0 prints.
+  bool data_parallel = false;
+  int rank = 0;   // set by TrainMain: this process's rank
+  int world = 1;  // and the number of ranks
   // Checkpoints (braze/checkpoint.h): every --checkpoint_every steps and at the end, the
   // variables (optimizer slots included) and the data position are saved to
   // --checkpoint_dir, keeping the last --keep_checkpoints; a run started with a
@@ -66,6 +73,9 @@ struct TrainFlags {
   int64_t keep_checkpoints = 3;
   bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
 };
+
+// `optimizer`, data parallel under --data_parallel: what a model's Minimize should use.
+braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer);
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under
 // --api=function.

@@ -5,6 +5,7 @@
 #include "braze/checkpoint.h"
 #include "braze/data.h"
 #include "braze/device.h"
+#include "braze/distributed.h"
 #include "braze/dtype.h"
 #include "braze/function.h"
 #include "braze/gradients.h"

@@ -44,6 +44,7 @@ enum class OpCategory : uint8_t {
   kWindow,
   kAttention,
   kRandom,
+  kCollective,
   kHostCall
 };
 inline constexpr int kNumOps = 0
@@ -256,11 +257,23 @@ struct HostCallAttrs {
   std::vector<TensorSpec> outputs;
 };
 
-using Attrs =
-    std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
-                 ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
-                 ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
-                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, AttentionAttrs, RandomAttrs, HostCallAttrs>;
+// dp (issue 37): the collectives (op_list.def's kCollective ops; braze/distributed.h).
+// A graph is built for one job: the world size and this process's rank when it was built
+// (a run on a communicator of another size is FailedPrecondition naming the node).
+// AllReduce sums over the ranks (the mean is a Mul after it, which fuses); Broadcast
+// gives every rank `root`'s value; AllGather concatenates every rank's value along dim
+// 0, rank r's at rows [r d0, (r + 1) d0).
+struct CollectiveAttrs {
+  int world_size = 1;
+  int rank = 0;
+  int root = 0;  // Broadcast
+};
+
+using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
+                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs,
+                           BroadcastToAttrs, ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs,
+                           GatherAttrs, SegmentSumAttrs, IotaAttrs, Conv2DAttrs, Pool2DAttrs,
+                           AttentionAttrs, RandomAttrs, CollectiveAttrs, HostCallAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

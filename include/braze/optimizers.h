@@ -43,6 +43,18 @@
 //   auto train = Minimize(opt, loss, params);
 //   train->push_back(Assign(done, s));  // s is computed in the step's kernel
 // or, with the gradients in hand: Gradients -> ClipByGlobalNorm -> ApplyGradients.
+//
+// Data parallelism (dp, issue 37; braze/distributed.h, docs/DISTRIBUTED.md), as PyTorch's
+// DistributedDataParallel: every rank runs the same step on its own shard of the batch,
+// and the gradients are averaged over the ranks before the update, so every rank applies
+// the same update to the same weights:
+//   CHECK_OK(InitDistributed());                      // under mpirun -np N
+//   ... build the model ...
+//   auto sync = BroadcastVariables(params);           // rank 0's initial values
+//   auto train = Minimize(Optimizer::Adam(1e-3).WithDataParallel(), loss, params);
+//   session.Run({}, {}, *sync);                       // once, before training
+// With equal shards, averaging the ranks' mean-loss gradients gives the gradient of the
+// mean loss over the global batch: N ranks of batch B train as one process of batch N B.)
 #ifndef BRAZE_OPTIMIZERS_H_
 #define BRAZE_OPTIMIZERS_H_
 
@@ -75,6 +87,10 @@ struct Optimizer {
   Optimizer WithLearningRate(Tensor learning_rate) const;
   Optimizer WithGlobalClipNorm(double clip_norm) const;
   Optimizer WithDecayFilter(std::function<bool(const Tensor& variable)> filter) const;
+  // Data parallel: average the gradients over the job's ranks (AverageGradients) before
+  // clipping and updating, in buckets of about `bucket_bytes`.
+  Optimizer WithDataParallel(int64_t bucket_bytes = kDefaultBucketBytes) const;
+  static constexpr int64_t kDefaultBucketBytes = 25 << 20;  // PyTorch DDP's 25 MB
 
   // "SGD", "Momentum", "Adam", "AdamW": the default name scope of the ops Minimize builds.
   const char* DefaultName() const;
@@ -100,7 +116,29 @@ struct Optimizer {
   // global norm (ClipByGlobalNorm below, under `<name>/clip`; to fetch the norm, call
   // Gradients, ClipByGlobalNorm and ApplyGradients yourself). 0: no clipping.
   double global_clip_norm = 0;
+  // > 0: data parallel with buckets of this many bytes (WithDataParallel); 0: off.
+  int64_t data_parallel_bucket_bytes = 0;
 };
+
+// The mean over the job's ranks of each gradient, as DDP computes it: the gradients, in
+// reverse order (the backward pass computes the last layers' first), are packed into
+// buckets of consecutive gradients of one dtype, each up to `bucket_bytes` (one larger
+// gradient is a bucket of its own), flattened and concatenated; each bucket is one
+// AllReduce (braze/distributed.h) then one Mul by 1 / WorldSize(), and is sliced back
+// into its gradients. A bucket's all-reduce starts as soon as its last gradient is
+// computed and overlaps the rest of the backward pass (the runtime runs collectives on a
+// communication thread). Built under the current name scope + `name`; returns the
+// averaged gradients in the order given. InvalidArgument: no gradients, an invalid or
+// non-floating one, one with an unknown dim, bucket_bytes < 1.
+absl::StatusOr<std::vector<Tensor>> AverageGradients(
+    const std::vector<Tensor>& grads, int64_t bucket_bytes = Optimizer::kDefaultBucketBytes,
+    std::string_view name = "average_gradients");
+
+// One Assign per variable to rank `root`'s value (a Broadcast): run them once after the
+// variables are initialized, so every rank starts from the same weights.
+absl::StatusOr<std::vector<Tensor>> BroadcastVariables(const std::vector<Tensor>& vars,
+                                                       int root = 0,
+                                                       std::string_view name = "broadcast");
 
 // Builds one step of `optimizer` for the given (gradient, variable) pairs, under the
 // name scope `name` (empty: optimizer.DefaultName()). Returns the update ops (Run

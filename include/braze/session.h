@@ -146,6 +146,7 @@ struct SessionStats {
   int64_t single_op_launches = 0;  // compiled single-op kernels run (ops outside clusters)
   int64_t reference_launches = 0;  // ops run on reference kernels (HostCall, state, fallback)
   int64_t gemm_launches = 0;       // cuBLAS GEMMs run (CUDA MatMuls, with folded epilogues)
+  int64_t collectives = 0;         // AllReduce/Broadcast/AllGather steps run across processes
   int64_t verified_kernels = 0;    // compiled kernels checked by verify mode
   double compile_ms = 0;           // wall time spent compiling
   // Copies between memory spaces (the host, jit:cpu's memory, a CUDA device): onto a

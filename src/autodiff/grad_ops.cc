@@ -220,6 +220,9 @@ bool HasGradient(const Node& node) {
     case OpKind::kAttentionGradQ:
     case OpKind::kAttentionGradK:
     case OpKind::kAttentionGradV:
+    case OpKind::kAllReduce:  // dp (issue 37): collectives (CollectiveGradient)
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
       return true;
   }
   return false;
@@ -248,6 +251,35 @@ absl::Status CheckGradientSupported(const Node& node) {
     }
   }
   return absl::OkStatus();
+}
+
+// dp (issue 37): every rank's loss depends on every rank's input of a collective, so
+// its gradient is itself a collective, built for the same world as the forward op:
+//   AllReduce (sum):  dx = AllReduce(dy)
+//   Broadcast(root):  dx = AllReduce(dy) on the root, zero elsewhere (every rank takes
+//                     part in the all-reduce; the others scale it by 0)
+//   AllGather:        dx = rows [rank d0, (rank + 1) d0) of AllReduce(dy)
+absl::StatusOr<Tensor> CollectiveGradient(Graph& g, const Node& node, const Tensor& dy) {
+  const CollectiveAttrs& a = node.attrs_as<CollectiveAttrs>();
+  CollectiveAttrs sum = a;
+  sum.root = 0;
+  const Tensor summed = g.AddNode(OpKind::kAllReduce, {dy}, sum);
+  switch (node.op()) {
+    case OpKind::kBroadcast:
+      return a.rank == a.root ? summed : summed * ScalarConst(g, 0.0, dy.dtype());
+    case OpKind::kAllGather: {
+      const Shape& shape = node.input(0).shape();
+      if (shape[0] < 0) {
+        return Unsupported(node, "the gradient of an AllGather needs its input's dim 0");
+      }
+      std::vector<int64_t> begin(shape.size(), 0), size(shape.size(), -1);
+      begin[0] = a.rank * shape[0];
+      size[0] = shape[0];
+      return Slice(summed, begin, size);
+    }
+    default:
+      return summed;
+  }
 }
 
 absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const Tensor& dy,
@@ -518,6 +550,12 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kAttentionGradK:
     case OpKind::kAttentionGradV:
       return Unsupported(node, "attention's backward ops have no gradient");
+    case OpKind::kAllReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather: {
+      BRAZE_ASSIGN_OR_RETURN(dx[0], CollectiveGradient(g, node, dy));
+      break;
+    }
     case OpKind::kOneHot:
     case OpKind::kIota:
     case OpKind::kRandomUniform:

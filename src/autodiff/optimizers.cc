@@ -24,6 +24,9 @@ absl::Status CheckHyperparameters(const Optimizer& o) {
   if (!std::isfinite(o.global_clip_norm) || o.global_clip_norm < 0) {
     return bad("global_clip_norm", o.global_clip_norm);
   }
+  if (o.data_parallel_bucket_bytes < 0) {
+    return bad("data_parallel_bucket_bytes", static_cast<double>(o.data_parallel_bucket_bytes));
+  }
   switch (o.kind) {
     case Optimizer::Kind::kSgd:
       break;
@@ -197,9 +200,15 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
   Graph& g = *grads_and_vars[0].second.graph();
   std::vector<Tensor> updates;
   std::vector<std::pair<Tensor, Tensor>> clipped = grads_and_vars;
-  if (optimizer.global_clip_norm > 0) {
+  if (optimizer.data_parallel_bucket_bytes > 0) {  // dp (issue 37): before clipping
     std::vector<Tensor> grads;
     for (const auto& gv : grads_and_vars) grads.push_back(gv.first);
+    BRAZE_ASSIGN_OR_RETURN(grads, AverageGradients(grads, optimizer.data_parallel_bucket_bytes));
+    for (size_t i = 0; i < clipped.size(); ++i) clipped[i].first = grads[i];
+  }
+  if (optimizer.global_clip_norm > 0) {
+    std::vector<Tensor> grads;
+    for (const auto& gv : clipped) grads.push_back(gv.first);
     BRAZE_ASSIGN_OR_RETURN(ClippedGradients c,
                            ClipByGlobalNorm(grads, optimizer.global_clip_norm, "clip"));
     for (size_t i = 0; i < clipped.size(); ++i) clipped[i].first = c.grads[i];
@@ -273,6 +282,12 @@ Optimizer Optimizer::AdamW(double learning_rate, double beta1, double beta2, dou
 Optimizer Optimizer::WithLearningRate(Tensor learning_rate) const {
   Optimizer o = *this;
   o.learning_rate_tensor = learning_rate;
+  return o;
+}
+
+Optimizer Optimizer::WithDataParallel(int64_t bucket_bytes) const {
+  Optimizer o = *this;
+  o.data_parallel_bucket_bytes = bucket_bytes;
   return o;
 }
 

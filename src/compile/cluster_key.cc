@@ -82,6 +82,10 @@ std::string AttrKey(const Attrs& attrs) {
             return absl::StrCat(a.causal ? "causal," : "full,", Exact(a.scale), ",",
                                 Exact(a.dropout), ",", a.seed, ",", a.op_key);
           },
+          // dp (issue 37): never compiled, keyed for completeness.
+          [](const CollectiveAttrs& a) {
+            return absl::StrCat(a.world_size, ",", a.rank, ",", a.root);
+          },
           // Never compiled; the function's identity is the only honest key.
           [](const HostCallAttrs& a) {
             return absl::StrCat("fn@", reinterpret_cast<uintptr_t>(&a));

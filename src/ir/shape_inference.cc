@@ -479,6 +479,27 @@ absl::StatusOr<Types> RandomTypes(OpKind op, const RandomAttrs& a, const TensorT
   return Types{{a.dtype, like.shape}};
 }
 
+// dp (issue 37): the collectives keep their input's type, except that AllGather
+// stacks the world's values along dim 0.
+absl::StatusOr<Types> CollectiveTypes(OpKind op, const CollectiveAttrs& a, const TensorType& x) {
+  if (a.world_size < 1 || a.rank < 0 || a.rank >= a.world_size) {
+    return Invalid(
+        absl::StrCat("rank ", a.rank, " of a world of ", a.world_size, " processes is not a rank"));
+  }
+  if (op == OpKind::kAllReduce && x.dtype == DType::kBool) {
+    return Invalid("AllReduce sums: it does not support dtype bool");
+  }
+  if (op == OpKind::kBroadcast && (a.root < 0 || a.root >= a.world_size)) {
+    return Invalid(absl::StrCat("Broadcast root ", a.root, " is not a rank of a world of ",
+                                a.world_size, " processes"));
+  }
+  if (op != OpKind::kAllGather) return Types{x};
+  if (x.shape.empty()) return Invalid("AllGather stacks along dim 0: a scalar has none");
+  TensorType out = x;
+  if (out.shape[0] >= 0) out.shape[0] *= a.world_size;
+  return Types{out};
+}
+
 absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& attrs,
                                                        absl::Span<const TensorType> in) {
   const int arity = OpArity(op);
@@ -686,6 +707,12 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kAttentionGradV: {
       BRAZE_ATTRS(AttentionAttrs);
       return AttentionTypes(op, *a, in);
+    }
+    case OpKind::kAllReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather: {
+      BRAZE_ATTRS(CollectiveAttrs);
+      return CollectiveTypes(op, *a, in[0]);
     }
     case OpKind::kHostCall: {
       BRAZE_ATTRS(HostCallAttrs);

@@ -156,6 +156,9 @@ absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) 
                                 " dropout=", DoubleText(a.dropout), " seed=", a.seed,
                                 " op_key=", a.op_key);
           },
+          [](const CollectiveAttrs& a) -> R {  // dp (issue 37)
+            return absl::StrCat("world_size=", a.world_size, " rank=", a.rank, " root=", a.root);
+          },
           [](const HostCallAttrs&) -> R {
             return absl::InvalidArgumentError(
                 "a HostCall (a user's C++ function) has no text form");

@@ -559,6 +559,21 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
       BRAZE_ASSIGN_OR_RETURN(a.dtype, ParseDType(dtype, "dtype"));
       return Attrs(a);
     }
+    case OpKind::kAllReduce:  // dp (issue 37)
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather: {
+      BRAZE_TAKE(world_size, "world_size");
+      BRAZE_TAKE(rank, "rank");
+      BRAZE_TAKE(root, "root");
+      CollectiveAttrs a;
+      BRAZE_ASSIGN_OR_RETURN(int64_t w, ParseInt(world_size, "world_size", 1, kMaxInt));
+      BRAZE_ASSIGN_OR_RETURN(int64_t r, ParseInt(rank, "rank", 0, kMaxInt));
+      BRAZE_ASSIGN_OR_RETURN(int64_t o, ParseInt(root, "root", 0, kMaxInt));
+      a.world_size = static_cast<int>(w);
+      a.rank = static_cast<int>(r);
+      a.root = static_cast<int>(o);
+      return Attrs(a);
+    }
     case OpKind::kHostCall:
       return Invalid("a HostCall (a user's C++ function) cannot be rebuilt from text");
   }

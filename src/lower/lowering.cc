@@ -112,6 +112,9 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
     case OpKind::kAssign:
     case OpKind::kAssignAdd:
     case OpKind::kAssignSub:
+    case OpKind::kAllReduce:  // dp (issue 37): collectives are steps of their own kind
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather:
     case OpKind::kHostCall:
       // The kNotCompiled ops of op_list.def (OpIsCompilable): never clustered.
       return absl::InvalidArgumentError(

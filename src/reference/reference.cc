@@ -228,7 +228,19 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
       BRAZE_ASSIGN_OR_RETURN(const AttentionAttrs* attrs, GetAttrs<AttentionAttrs>(node));
       return ri::RunAttention(op, *attrs, inputs, output_types[0]);
     }
-
+    // dp (issue 37): across one process every collective is the identity. A graph
+    // built for a larger world runs them as collective steps (runtime/step_collective.cc).
+    case OpKind::kAllReduce:
+    case OpKind::kBroadcast:
+    case OpKind::kAllGather: {
+      BRAZE_ASSIGN_OR_RETURN(const CollectiveAttrs* attrs, GetAttrs<CollectiveAttrs>(node));
+      if (attrs->world_size != 1) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(node.op_name(), " across ", attrs->world_size,
+                         " processes has no reference kernel: it runs as a collective step"));
+      }
+      return std::vector<HostTensor>{inputs[0]};
+    }
     case OpKind::kHostCall: {
       BRAZE_ASSIGN_OR_RETURN(const HostCallAttrs* attrs, GetAttrs<HostCallAttrs>(node));
       return RunHostCall(*attrs, inputs, output_types);

@@ -114,6 +114,20 @@ Executor::Executor(const Graph& g, const SessionOptions& options, SessionStats& 
   for (int id = 0; id < g.num_nodes(); ++id) values_[id].resize(g.node(id).num_outputs());
 }
 
+Executor::~Executor() {
+  for (auto& [key, done] : pending_) done.wait();
+}
+
+absl::Status Executor::WaitCollectives() {
+  absl::Status first;
+  for (auto& [key, done] : pending_) {
+    absl::Status s = done.get();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  pending_.clear();
+  return first;
+}
+
 void Executor::BindHost(const Tensor& t, const HostTensor* v) {
   Value& slot = Slot(t);
   slot = Value();
@@ -241,6 +255,11 @@ absl::Status Executor::RunStep(const Step& step, StepState& state, bool compile_
   std::vector<Value> inputs;
   std::vector<TensorType> types;
   for (const Tensor& in : step.inputs) {
+    if (auto it = pending_.find(Key(in)); it != pending_.end()) {  // a collective's output
+      absl::Status done = it->second.get();
+      pending_.erase(it);
+      BRAZE_RETURN_IF_ERROR(done);
+    }
     const Value& v = Slot(in);
     if (!v.defined()) {
       const bool overwritten = user.op() == OpKind::kAssign && in == user.input(0);

@@ -19,6 +19,7 @@
 #ifndef BRAZE_RUNTIME_EXECUTOR_H_
 #define BRAZE_RUNTIME_EXECUTOR_H_
 
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -64,6 +65,10 @@ class Executor {
  public:
   Executor(const Graph& g, const SessionOptions& options, SessionStats& stats, PlanState& state,
            std::unordered_map<int, VariableSlot>& variables);
+  // Waits for collectives still running (their buffers belong to the plan state).
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
 
   void BindHost(const Tensor& t, const HostTensor* v);
   void BindVariable(const Tensor& t);
@@ -82,6 +87,14 @@ class Executor {
   absl::Status Fetch(const Tensor& t, HostTensor* out);
   // Commits the Run's variable updates (Assign family).
   absl::Status CommitUpdates();
+  // Waits for every collective started in this Run (before fetches and commits); the
+  // first failure, naming its node.
+  absl::Status WaitCollectives();
+  // A collective step's output `t` is being computed on the communication thread:
+  // RunStep waits for `done` before a step that reads it (step_collective.cc).
+  void AddPending(const Tensor& t, std::shared_future<absl::Status> done) {
+    pending_[Key(t)] = std::move(done);
+  }
 
   // Services for step kinds (runtime/step_kind.h): what their Run functions use.
   const Graph& graph() const { return g_; }
@@ -146,6 +159,8 @@ class Executor {
   std::vector<std::pair<int, Value>> updates_;
   std::unordered_map<int64_t, HostTensor*> destinations_;
   std::set<std::tuple<int, int, Space>> mirrored_;  // mirrors filled in this Run
+  // Outputs of collectives still running, by Key (AddPending).
+  std::unordered_map<int64_t, std::shared_future<absl::Status>> pending_;
   SessionDumper* dumper_ = nullptr;
   bool compile_stopped_ = false;
 };

@@ -2,6 +2,7 @@
 #include "runtime/plan.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 #include <unordered_map>
 
@@ -279,6 +280,41 @@ absl::Status CheckScheduler(const SessionOptions& options, const std::vector<Ste
   return absl::OkStatus();
 }
 
+// For each step, the index of the first collective step (in graph order) it is, or
+// leads to; all 0 in a plan without collectives (then Order keeps graph order alone).
+std::vector<int> EarliestCollective(const std::vector<Step>& steps,
+                                    const std::vector<std::set<int>>& succ) {
+  const int n = static_cast<int>(steps.size());
+  constexpr int kNone = std::numeric_limits<int>::max();
+  std::vector<int> lead(n, kNone);
+  bool any = false;
+  for (int s = 0; s < n; ++s) {
+    if (StepKindOf(steps[s].kind).run_early()) lead[s] = s, any = true;
+  }
+  if (!any) return std::vector<int>(n, 0);
+  // Successors first (an iterative depth-first post-order over the acyclic step graph).
+  std::vector<char> done(n, 0);
+  for (int root = 0; root < n; ++root) {
+    if (done[root]) continue;
+    std::vector<std::pair<int, std::set<int>::const_iterator>> stack = {{root, succ[root].begin()}};
+    done[root] = 1;
+    while (!stack.empty()) {
+      auto& [s, it] = stack.back();
+      if (it != succ[s].end()) {
+        const int t = *it++;
+        if (!done[t]) {
+          done[t] = 1;
+          stack.push_back({t, succ[t].begin()});
+        }
+        continue;
+      }
+      for (int t : succ[s]) lead[s] = std::min(lead[s], lead[t]);
+      stack.pop_back();
+    }
+  }
+  return lead;
+}
+
 // 7. Kahn's algorithm over steps (clustering guarantees the step graph is acyclic).
 absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
   std::vector<Step> steps = std::move(plan->steps);
@@ -294,16 +330,25 @@ absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
       }
     }
   }
-  std::set<int> ready;  // ordered: ties keep graph order, which keeps runs deterministic
+  // Ordered: ties keep graph order, which keeps runs deterministic (and the collectives
+  // in the same order on every rank). With collectives (StepKind::run_early) a step's
+  // key is first the earliest collective it leads to: what the first collective needs
+  // runs first, then the collective (started on the communication thread), then what the
+  // next one needs, and so on, so each gradient bucket's all-reduce starts as soon as
+  // the backward pass has produced it and overlaps the rest (steps leading to no
+  // collective come last). Without collectives the key is the step's index alone.
+  const std::vector<int> lead = EarliestCollective(steps, succ);
+  std::set<std::pair<int, int>> ready;  // (earliest collective led to, step)
+  auto make_ready = [&](int s) { ready.insert({lead[s], s}); };
   for (int s = 0; s < num_steps; ++s) {
-    if (indegree[s] == 0) ready.insert(s);
+    if (indegree[s] == 0) make_ready(s);
   }
   while (!ready.empty()) {
-    const int s = *ready.begin();
+    const int s = ready.begin()->second;
     ready.erase(ready.begin());
     plan->steps.push_back(std::move(steps[s]));
     for (int t : succ[s]) {
-      if (--indegree[t] == 0) ready.insert(t);
+      if (--indegree[t] == 0) make_ready(t);
     }
   }
   if (static_cast<int>(plan->steps.size()) != num_steps) {

@@ -26,7 +26,9 @@
 //                   with its fallback computed here (op by op for a cluster or claimed
 //                   step, the reference kernel for a single op), so the executor never
 //                   plans
-//   7. Order        a topological order of the steps (Kahn's, ties in graph order)
+//   7. Order        a topological order of the steps (Kahn's, ties in graph order; with
+//                   collectives, what the first collective needs first, then it, then
+//                   what the next needs...: each starts early and overlaps what follows)
 #ifndef BRAZE_RUNTIME_PLAN_H_
 #define BRAZE_RUNTIME_PLAN_H_
 

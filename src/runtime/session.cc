@@ -247,6 +247,7 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     BRAZE_RETURN_IF_ERROR(exec.RunStep(plan.steps[i], entry.state->steps[i], compile_only));
   }
+  BRAZE_RETURN_IF_ERROR(exec.WaitCollectives());
   if (compile_only) return absl::OkStatus();  // perhaps stopped early: compile_stopped()
 
   for (size_t i = 0; i < fetches.size(); ++i) {

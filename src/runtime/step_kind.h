@@ -56,6 +56,10 @@ class StepKind {
   // (false where the failure is not the user's, as a library refusing a GEMM), and
   // what runs instead ("running it op by op").
   virtual bool strict_reports_failure() const { return true; }
+  // Whether the plan orders a step of this kind as early as it can: the steps it needs
+  // first, then it, ahead of the rest; a collective starts on the communication thread
+  // and overlaps the steps after it (Order in plan.cc).
+  virtual bool run_early() const { return false; }
   virtual const char* instead() const = 0;
   // What runs a step of this kind, for dumps: "fused cluster", "reference kernel", ...
   virtual const char* runs_as() const = 0;

@@ -1,0 +1,231 @@
+// braze_dp_bench: data parallelism's benchmarks (docs/DISTRIBUTED.md), run by mpirun:
+//
+//   mpirun -np 2 build/bench/braze_dp_bench --benchmark_out=dp.json
+//
+//  - BM_BrazeAllReduce/bytes against BM_MpiAllreduce/bytes (4 KiB to 64 MiB of f32):
+//    Braze's AllReduce op in a Session (a variable's value summed over the ranks and
+//    assigned to another: the op's own copies, the communication thread and the
+//    executor's wait are in the time) against a plain MPI_Allreduce in place on a buffer
+//    of the same size. Bytes per second are the buffer's size per all-reduce.
+//  - BM_MlpStep: examples/mlp's 784-1024-1024-10 Adam step at a global batch of 200,
+//    with the ranks' data-parallel step (bucket_kb 1024: about 8 buckets that overlap the
+//    backward pass; 25600: DDP's default, one bucket that cannot) against one process
+//    doing the whole batch (/world:1; the other ranks wait meanwhile).
+// Every rank must run the same collectives the same number of times, so each benchmark
+// has a fixed iteration count (Google Benchmark's adaptive count differs by rank and
+// would deadlock): --benchmark_min_time does not apply. Only rank 0 reports. Each
+// benchmark checks its result once before it is timed (SkipWithError on a mismatch).
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#define OMPI_SKIP_MPICXX 1  // the C API only
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include "braze/braze.h"
+#include "braze/distributed.h"
+
+namespace {
+
+using braze::DType;
+using braze::HostTensor;
+using braze::Tensor;
+
+// Fewer iterations for larger buffers: about 256 MiB moved per benchmark, 5 to 200 runs.
+int64_t IterationsFor(int64_t bytes) {
+  return std::max<int64_t>(5, std::min<int64_t>(200, (int64_t{256} << 20) / bytes));
+}
+
+// A barrier that sleeps while it waits (MPI_Barrier spins a core, which would slow the
+// rank being measured).
+void QuietBarrier() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  for (int done = 0; !done;) {
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+    if (!done) usleep(1000);
+  }
+}
+
+braze::SessionOptions CpuOptions() {
+  braze::SessionOptions o;
+  o.device = "cpu";
+  return o;
+}
+
+void BM_BrazeAllReduce(benchmark::State& state) {
+  const int64_t n = state.range(0) / 4;
+  braze::Graph g;
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  Tensor x = braze::Variable(g, init, "x");
+  Tensor sink = braze::Variable(g, DType::kF32, {n}, "sink");
+  Tensor sum = braze::AllReduce(x);
+  Tensor update = braze::Assign(sink, sum);
+  braze::Session s(g, CpuOptions());
+  auto first = s.Run({}, {sum}, {update});
+  if (!first.ok()) {
+    state.SkipWithError(std::string(first.status().message()).c_str());
+    return;
+  }
+  double want = 0;
+  for (int r = 0; r < braze::WorldSize(); ++r) {
+    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
+  }
+  if (std::abs((*first)[0].GetDouble(n - 1) - want) > 1e-5) {
+    state.SkipWithError("the all-reduced value is wrong");
+    return;
+  }
+  for (auto _ : state) {
+    absl::Status st = s.Run({}, {}, {update}).status();
+    if (!st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      break;
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+
+void BM_MpiAllreduce(benchmark::State& state) {
+  const int64_t n = state.range(0) / 4;
+  std::vector<float> buf(n);
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(init.GetDouble(i));
+  MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  double want = 0;
+  for (int r = 0; r < braze::WorldSize(); ++r) {
+    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
+  }
+  if (std::abs(buf[n - 1] - want) > 1e-5) {
+    state.SkipWithError("MPI_Allreduce's sum is wrong");
+    return;
+  }
+  for (auto _ : state) {
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+    benchmark::DoNotOptimize(buf.data());
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+
+// examples/mlp's step. world 1: one process, the whole batch (other ranks skip);
+// otherwise the data-parallel step of batch / N rows with buckets of bucket_kb.
+void RunMlpStep(benchmark::State& state, int world, int64_t bucket_bytes) {
+  constexpr int64_t kBatch = 200, kPixels = 784, kHidden = 1024, kClasses = 10;
+  const int64_t rows = kBatch / world;
+  braze::Graph g;
+  Tensor x = braze::Placeholder(g, DType::kF32, {rows, kPixels}, "x");
+  Tensor labels = braze::Placeholder(g, DType::kI32, {rows}, "labels");
+  std::vector<Tensor> params;
+  auto dense = [&](Tensor in, int64_t fan_in, int64_t fan_out, uint64_t seed, bool relu) {
+    Tensor w = braze::Variable(g, HostTensor::RandomNormal(DType::kF32, {fan_in, fan_out}, seed, 0,
+                                                           std::sqrt(2.0 / fan_in)));
+    Tensor b = braze::Variable(g, HostTensor(DType::kF32, {fan_out}));
+    params.push_back(w);
+    params.push_back(b);
+    return braze::Dense(in, w, b, relu ? braze::Activation::kRelu : braze::Activation::kNone);
+  };
+  Tensor loss;
+  absl::StatusOr<std::vector<Tensor>> train;
+  {
+    braze::JitScope scope(g);
+    Tensor h = dense(dense(x, kPixels, kHidden, 1, true), kHidden, kHidden, 2, true);
+    Tensor logits = dense(h, kHidden, kClasses, 3, false);
+    loss =
+        braze::Mean(braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(labels, kClasses)));
+    braze::Optimizer adam = braze::Optimizer::Adam(1e-3);
+    if (world > 1) adam = adam.WithDataParallel(bucket_bytes);
+    train = braze::Minimize(adam, loss, params);
+  }
+  if (!train.ok()) {
+    state.SkipWithError(std::string(train.status().message()).c_str());
+    return;
+  }
+  braze::Session s(g, CpuOptions());
+  const braze::Feeds feeds = {
+      {x, HostTensor::RandomUniform(DType::kF32, {rows, kPixels}, 7 + braze::WorldRank(), 0, 1)},
+      {labels,
+       HostTensor::RandomUniform(DType::kI32, {rows}, 8 + braze::WorldRank(), 0, kClasses)}};
+  std::vector<HostTensor> out;
+  for (int warmup = 0; warmup < 2; ++warmup) {  // compiles, then allocates
+    absl::Status st = s.RunInto(feeds, {loss}, &out, *train);
+    if (!st.ok() || !std::isfinite(out[0].GetDouble(0))) {
+      state.SkipWithError(st.ok() ? "the loss is not finite" : std::string(st.message()).c_str());
+      return;
+    }
+  }
+  for (auto _ : state) {
+    absl::Status st = s.RunInto(feeds, {loss}, &out, *train);
+    if (!st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      break;
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);  // global examples
+  state.counters["world"] = world;
+}
+
+void BM_MlpStep(benchmark::State& state) {
+  const int world = static_cast<int>(state.range(0));
+  if (world == 1 && braze::WorldRank() != 0) {
+    QuietBarrier();  // idle while rank 0 measures
+    state.SkipWithError("the one-process baseline runs on rank 0 alone");
+    return;
+  }
+  RunMlpStep(state, world, state.range(1) << 10);
+  if (world == 1) QuietBarrier();
+}
+
+class NullReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (absl::Status s = braze::InitDistributed(); !s.ok()) {
+    std::fprintf(stderr, "braze_dp_bench: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  const int world = braze::WorldSize();
+  for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) {
+    benchmark::RegisterBenchmark("BM_BrazeAllReduce", BM_BrazeAllReduce)
+        ->Arg(bytes)
+        ->Iterations(IterationsFor(bytes))
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_MpiAllreduce", BM_MpiAllreduce)
+        ->Arg(bytes)
+        ->Iterations(IterationsFor(bytes))
+        ->UseRealTime();
+  }
+  benchmark::RegisterBenchmark("BM_MlpStep", BM_MlpStep)
+      ->ArgNames({"world", "bucket_kb"})
+      ->Args({1, 0})
+      ->Iterations(10)
+      ->UseRealTime()
+      ->Unit(benchmark::kMillisecond);
+  if (world > 1) {
+    for (int64_t kb : {1024, 25600}) {
+      benchmark::RegisterBenchmark("BM_MlpStep", BM_MlpStep)
+          ->Args({world, kb})
+          ->Iterations(10)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (braze::WorldRank() == 0) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    NullReporter quiet;
+    benchmark::RunSpecifiedBenchmarks(&quiet);
+  }
+  benchmark::Shutdown();
+  return braze::FinalizeDistributed().ok() ? 0 : 1;
+}

@@ -1,0 +1,146 @@
+// The process's communicator and communication thread, and braze/distributed.h's
+// InitDistributed / FinalizeDistributed: see communicator.h.
+#include "device/communicator.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "braze/distributed.h"
+#include "ir/world.h"
+
+namespace braze {
+namespace comm {
+namespace {
+
+struct Process {
+  std::mutex mu;
+  bool initialized = false;
+  std::unique_ptr<Communicator> world;
+};
+
+Process& TheProcess() {
+  static Process* p = new Process();  // never destroyed: the comm thread may outlive main
+  return *p;
+}
+
+// The ranks an MPI launcher announced in the environment (Open MPI's, PMIx's, MPICH's
+// Hydra), or 0 when none did.
+int LauncherWorldSize() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool LaunchedByMpi() { return LauncherWorldSize() > 0; }
+
+Communicator* World() { return TheProcess().world.get(); }
+
+CommQueue::CommQueue() : thread_([this] { Loop(); }) {}
+
+CommQueue::~CommQueue() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+std::shared_future<absl::Status> CommQueue::Enqueue(std::function<absl::Status()> work) {
+  std::packaged_task<absl::Status()> task(std::move(work));
+  std::shared_future<absl::Status> done = task.get_future().share();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_one();
+  return done;
+}
+
+void CommQueue::Loop() {
+  for (;;) {
+    // A step's buckets come microseconds apart: spin a little before sleeping, so the
+    // next one does not wait for the thread to wake (as the kernels' pool does).
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (queued_.load(std::memory_order_acquire) == 0 &&
+           std::chrono::steady_clock::now() < spin_until) {
+    }
+    std::packaged_task<absl::Status()> task;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and nothing left
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    task();
+  }
+}
+
+CommQueue& ProcessCommQueue() {
+  // Leaked on purpose: joining a thread from a static destructor after main returned
+  // races with the rest of the process' teardown.
+  static CommQueue* queue = new CommQueue();
+  return *queue;
+}
+
+}  // namespace comm
+
+absl::Status InitDistributed(const DistributedOptions& options) {
+  comm::Process& p = comm::TheProcess();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.initialized) return absl::FailedPreconditionError("InitDistributed was called already");
+  if (!(options.timeout_seconds > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedOptions::timeout_seconds must be > 0, got ", options.timeout_seconds));
+  }
+  const int launched = comm::LauncherWorldSize();
+  if (!comm::MpiBuilt()) {
+    if (launched > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this process is one of ", launched, " started by an MPI launcher, but Braze was ",
+          "built without MPI (tools/setup.sh installs Open MPI; then re-run CMake): each rank ",
+          "would train alone"));
+    }
+    p.initialized = true;  // a world of one
+    return absl::OkStatus();
+  }
+  if (launched == 0) {  // not under mpirun: a world of one, no MPI at all
+    p.initialized = true;
+    return absl::OkStatus();
+  }
+  auto world = comm::CreateMpiCommunicator(options.timeout_seconds);
+  if (!world.ok()) return world.status();
+  p.world = *std::move(world);
+  SetCurrentWorld(World{p.world->rank(), p.world->size()});
+  p.initialized = true;
+  return absl::OkStatus();
+}
+
+absl::Status FinalizeDistributed() {
+  comm::Process& p = comm::TheProcess();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.world == nullptr) {
+    p.initialized = false;
+    return absl::OkStatus();
+  }
+  // After a lost rank MPI_Finalize would wait for it: end the job instead.
+  const bool abort = p.world->failed();
+  // The communicator stays: a collective may still be queued on the comm thread.
+  absl::Status s = comm::FinalizeMpi(abort);
+  p.initialized = false;
+  return s;
+}
+
+const char* DistributedEngine() { return comm::MpiBuilt() ? "mpi" : "none"; }
+
+}  // namespace braze

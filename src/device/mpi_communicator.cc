@@ -1,0 +1,227 @@
+// MpiCommunicator: Open MPI collectives on host memory (communicator.h). Every call is
+// the non-blocking form (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather) polled with MPI_Test
+// until a deadline, on a duplicate of MPI_COMM_WORLD whose error handler returns
+// (MPI_ERRORS_RETURN): a rank that died or hangs makes the others fail with
+// DeadlineExceeded or Unavailable within the timeout instead of blocking forever.
+// Counts beyond INT_MAX elements are split into several calls.
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "device/communicator.h"
+
+#if BRAZE_HAVE_MPI
+// The C API only: the deprecated C++ bindings need a library Braze does not link.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+namespace braze {
+namespace comm {
+
+#if BRAZE_HAVE_MPI
+
+namespace {
+
+MPI_Datatype MpiType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kF64:
+      return MPI_DOUBLE;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kBool:
+      return MPI_UINT8_T;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+std::string MpiError(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return absl::StrCat("MPI error ", code);
+  return std::string(text, len);
+}
+
+class MpiCommunicator : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, int rank, int size, double timeout_s)
+      : comm_(comm), rank_(rank), size_(size), timeout_s_(timeout_s) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* engine() const override { return "mpi"; }
+  bool failed() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !failure_.ok();
+  }
+
+  absl::Status AllReduceSum(const void* in, void* out, int64_t count, DType dtype) override {
+    const char* from = static_cast<const char*>(in);
+    char* to = static_cast<char*>(out);
+    const size_t elem = SizeOf(dtype);
+    return Chunked(count, "all-reduce", dtype, [&](int64_t at, int n, MPI_Request* req) {
+      const void* send = in == out ? MPI_IN_PLACE : static_cast<const void*>(from + at * elem);
+      return MPI_Iallreduce(send, to + at * elem, n, MpiType(dtype), MPI_SUM, comm_, req);
+    });
+  }
+
+  absl::Status Broadcast(void* data, int64_t count, DType dtype, int root) override {
+    if (root < 0 || root >= size_) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast root ", root, " is not a rank"));
+    }
+    char* p = static_cast<char*>(data);
+    const size_t elem = SizeOf(dtype);
+    return Chunked(count, "broadcast", dtype, [&](int64_t at, int n, MPI_Request* req) {
+      return MPI_Ibcast(p + at * elem, n, MpiType(dtype), root, comm_, req);
+    });
+  }
+
+  absl::Status AllGather(const void* in, int64_t count, DType dtype, void* out) override {
+    if (count > INT_MAX) {
+      return absl::UnimplementedError(
+          absl::StrCat("an all-gather of ", count, " elements per rank (more than INT_MAX)"));
+    }
+    return Chunked(count, "all-gather", dtype, [&](int64_t, int n, MPI_Request* req) {
+      return MPI_Iallgather(in, n, MpiType(dtype), out, n, MpiType(dtype), comm_, req);
+    });
+  }
+
+  absl::Status Barrier() override {
+    return Call("barrier", 0, [&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); });
+  }
+
+ private:
+  // Runs start(at, n, &request) for each chunk of at most INT_MAX elements.
+  template <typename Start>
+  absl::Status Chunked(int64_t count, const char* what, DType dtype, Start start) {
+    const int64_t bytes = count * static_cast<int64_t>(SizeOf(dtype));
+    for (int64_t at = 0; at < count || (count == 0 && at == 0); at += INT_MAX) {
+      const int n = static_cast<int>(std::min<int64_t>(count - at, INT_MAX));
+      absl::Status s = Call(what, bytes, [&](MPI_Request* req) { return start(at, n, req); });
+      if (!s.ok() || count == 0) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // Starts one non-blocking call and polls it to completion or the deadline.
+  template <typename Start>
+  absl::Status Call(const char* what, int64_t bytes, Start start) {
+    std::lock_guard<std::mutex> serial(call_mu_);  // MPI_THREAD_SERIALIZED
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_.ok()) return failure_;
+    }
+    auto fail = [&](absl::Status s) {
+      std::lock_guard<std::mutex> lock(mu_);
+      failure_ = s;
+      return s;
+    };
+    auto label = [&] {
+      return absl::StrCat("MPI ", what, " of ", bytes, " bytes on rank ", rank_, " of ", size_);
+    };
+    MPI_Request req = MPI_REQUEST_NULL;
+    if (int rc = start(&req); rc != MPI_SUCCESS) {
+      return fail(absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc))));
+    }
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point begin = Clock::now();
+    const auto deadline = begin + std::chrono::duration<double>(timeout_s_);
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      if (int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+        return fail(absl::UnavailableError(
+            absl::StrCat(label(), " failed (a rank died?): ", MpiError(rc))));
+      }
+      if (done) return absl::OkStatus();
+      // Spin first (small messages finish in microseconds), then back off so a rank
+      // waiting for a slow peer leaves the cores to the kernels running beside it.
+      if (polls > 2000) {
+        if (Clock::now() > deadline) {
+          // The request stays pending: MPI cannot cancel a collective. The job is over.
+          return fail(absl::DeadlineExceededError(absl::StrFormat(
+              "%s did not complete within %g s (DistributedOptions::timeout_seconds): a "
+              "rank died or hangs",
+              label(), timeout_s_)));
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 200 : 20));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  MPI_Comm comm_;
+  const int rank_, size_;
+  const double timeout_s_;
+  std::mutex call_mu_;
+  mutable std::mutex mu_;
+  absl::Status failure_;
+};
+
+}  // namespace
+
+bool MpiBuilt() { return true; }
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
+        rc != MPI_SUCCESS) {
+      return absl::UnavailableError(absl::StrCat("MPI_Init_thread failed: ", MpiError(rc)));
+    }
+    if (provided < MPI_THREAD_SERIALIZED) {
+      return absl::FailedPreconditionError(
+          "this MPI library offers no thread support beyond MPI_THREAD_FUNNELED; Braze calls "
+          "MPI from its communication thread");
+    }
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm comm;
+  if (int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm); rc != MPI_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("MPI_Comm_dup failed: ", MpiError(rc)));
+  }
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return std::unique_ptr<Communicator>(
+      std::make_unique<MpiCommunicator>(comm, rank, size, timeout_seconds));
+}
+
+absl::Status FinalizeMpi(bool abort) {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return absl::OkStatus();
+  if (abort) {
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    return absl::AbortedError("MPI_Abort returned");
+  }
+  if (int rc = MPI_Finalize(); rc != MPI_SUCCESS) {
+    return absl::UnavailableError(absl::StrCat("MPI_Finalize failed: ", MpiError(rc)));
+  }
+  return absl::OkStatus();
+}
+
+#else  // !BRAZE_HAVE_MPI
+
+bool MpiBuilt() { return false; }
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double) {
+  return absl::UnimplementedError(
+      "Braze was built without MPI (tools/setup.sh installs Open MPI; then re-run CMake)");
+}
+
+absl::Status FinalizeMpi(bool) { return absl::OkStatus(); }
+
+#endif  // BRAZE_HAVE_MPI
+
+}  // namespace comm
+}  // namespace braze

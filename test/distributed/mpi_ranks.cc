@@ -1,0 +1,236 @@
+// Run by ctest under `mpirun -np 2` (test/CMakeLists.txt): the collectives between two
+// real processes on random inputs, and data-parallel training whose per-step losses
+// match one process's at the same global batch, through a Session and through a
+// Function; the communication bars on the timeline. Its own main joins the job.
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "braze/braze.h"
+#include "braze/distributed.h"
+#include "distributed/dp_model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace braze {
+namespace {
+
+constexpr int64_t kGlobalBatch = 12;  // 6 rows per rank
+constexpr int kSteps = 4;
+
+SessionOptions Compiled() {
+  SessionOptions o;
+  o.device = "cpu";
+  return o;
+}
+
+// Rank r's input of a collective test: the same on every rank for a given r.
+HostTensor InputOf(int rank, DType dtype, const Shape& shape) {
+  return dtype == DType::kI32 ? HostTensor::RandomUniform(dtype, shape, 100 + rank, -50, 50)
+                              : HostTensor::RandomUniform(dtype, shape, 100 + rank);
+}
+
+TEST(Mpi, CollectivesBetweenRanks) {
+  const int n = WorldSize(), me = WorldRank();
+  ASSERT_GE(n, 2) << "run under mpirun -np 2";
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32}) {
+    for (Shape shape : {Shape{7, 5}, Shape{1}, Shape{3, 1, 11}}) {
+      Graph g;
+      Tensor x = Placeholder(g, dtype, shape, "x");
+      Tensor sum, bcast, gathered;
+      {
+        JitScope scope(g);
+        Tensor y = x + x;  // compiled before and after the collectives
+        sum = AllReduce(y) - x;
+        bcast = Broadcast(y, n - 1) + x;
+        gathered = AllGather(y);
+      }
+      Session s(g, Compiled());
+      auto out = s.Run({{x, InputOf(me, dtype, shape)}}, {sum, bcast, gathered});
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ(s.stats().collectives, 3);
+      const HostTensor mine = InputOf(me, dtype, shape);
+      const int64_t count = mine.num_elements();
+      for (int64_t i = 0; i < count; ++i) {
+        double total = 0;
+        for (int r = 0; r < n; ++r) total += 2 * InputOf(r, dtype, shape).GetDouble(i);
+        EXPECT_NEAR((*out)[0].GetDouble(i), total - mine.GetDouble(i), 1e-5);
+        EXPECT_NEAR((*out)[1].GetDouble(i),
+                    2 * InputOf(n - 1, dtype, shape).GetDouble(i) + mine.GetDouble(i), 1e-5);
+        for (int r = 0; r < n; ++r) {
+          EXPECT_NEAR((*out)[2].GetDouble(r * count + i), 2 * InputOf(r, dtype, shape).GetDouble(i),
+                      1e-5);
+        }
+      }
+    }
+  }
+}
+
+// One process training on the whole global batch (no collectives in its graph), on the
+// reference kernels (the data-parallel runs compile theirs: the comparison checks both).
+std::vector<double> ComputeOneProcessLosses() {
+  Graph g;
+  dp_test::Params p = dp_test::MakeParams(g, /*seed=*/1);  // rank 0's initial values
+  Tensor x = Placeholder(g, DType::kF32, {kGlobalBatch, dp_test::kFeatures}, "x");
+  Tensor labels = Placeholder(g, DType::kI32, {kGlobalBatch}, "labels");
+  Tensor loss = dp_test::Loss(p, x, labels);
+  auto train = Minimize(Optimizer::Adam(0.05), loss, p.all());
+  std::vector<double> losses;
+  if (!train.ok()) return losses;
+  SessionOptions o = Compiled();
+  o.reference_only = true;
+  Session s(g, o);
+  for (int step = 0; step < kSteps; ++step) {
+    dp_test::Batch b = dp_test::GlobalBatch(kGlobalBatch, step);
+    auto out = s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train);
+    if (!out.ok()) return {};
+    losses.push_back((*out)[0].GetDouble(0));
+  }
+  return losses;
+}
+
+const std::vector<double>& OneProcessLosses() {
+  static const std::vector<double> losses = ComputeOneProcessLosses();
+  return losses;
+}
+
+// Each rank trains on its rows of the global batch; the loss fetched is the mean of the
+// ranks' losses (an AllReduce), which is the global batch's mean loss.
+TEST(Mpi, DataParallelLossesMatchOneProcessSession) {
+  const int n = WorldSize(), me = WorldRank();
+  const int64_t local = kGlobalBatch / n;
+  Graph g;
+  dp_test::Params p = dp_test::MakeParams(g, /*seed=*/1 + 7 * me);  // differ until broadcast
+  Tensor x = Placeholder(g, DType::kF32, {local, dp_test::kFeatures}, "x");
+  Tensor labels = Placeholder(g, DType::kI32, {local}, "labels");
+  Tensor loss = dp_test::Loss(p, x, labels);
+  Tensor global_loss = AllReduce(loss, Reduction::kMean);
+  // Buckets of 400 bytes, in backward order: b2 + w2 (20 + 340 bytes), b1 (68: 428 would
+  // not fit), w1 (884 bytes, alone).
+  auto train = Minimize(Optimizer::Adam(0.05).WithDataParallel(400), loss, p.all());
+  ASSERT_TRUE(train.ok()) << train.status();
+  auto sync = BroadcastVariables(p.all());
+  ASSERT_TRUE(sync.ok()) << sync.status();
+  Session s(g, Compiled());
+  ASSERT_TRUE(s.Run({}, {}, *sync).ok());
+  const std::vector<double> want = OneProcessLosses();
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  s.ResetStats();
+  for (int step = 0; step < kSteps; ++step) {
+    dp_test::Batch shard =
+        dp_test::Shard(dp_test::GlobalBatch(kGlobalBatch, step), me * local, local);
+    auto out = s.Run({{x, shard.x}, {labels, shard.labels}}, {global_loss}, *train);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_NEAR((*out)[0].GetDouble(0), want[step], 1e-5 * (1 + std::abs(want[step])))
+        << "step " << step;
+  }
+  // Per step: the loss's all-reduce and three gradient buckets.
+  EXPECT_EQ(s.stats().collectives, 4 * kSteps);
+}
+
+TEST(Mpi, DataParallelLossesMatchOneProcessFunction) {
+  const int n = WorldSize(), me = WorldRank();
+  const int64_t local = kGlobalBatch / n;
+  Graph g;
+  dp_test::Params p = dp_test::MakeParams(g, /*seed=*/1 + 7 * me);
+  {  // rank 0's initial values, by a Function whose body only assigns
+    FunctionOptions o;
+    o.graph = &g;
+    o.name = "broadcast";
+    Function broadcast(
+        [&](Graph&, const std::vector<Tensor>&) -> std::vector<Tensor> {
+          auto assigns = BroadcastVariables(p.all());
+          if (!assigns.ok()) return {};
+          return {assigns->front()};
+        },
+        o);
+    auto done = broadcast({});
+    ASSERT_TRUE(done.ok()) << done.status();
+    auto w1 = ReadVariable(p.w1);
+    ASSERT_TRUE(w1.ok()) << w1.status();
+    Graph g0;
+    EXPECT_TRUE(AllClose(
+        *w1, *dp_test::MakeParams(g0, 1).w1.node().attrs_as<VariableAttrs>().initial_value, 0, 0));
+  }
+  FunctionOptions o;
+  o.graph = &g;
+  o.name = "train_step";
+  o.jit_compile = true;
+  o.session = Compiled();
+  o.input_signature =
+      std::vector<TensorSpec>{{DType::kF32, {-1, dp_test::kFeatures}}, {DType::kI32, {-1}}};
+  Function step(
+      [&](Graph&, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+        Tensor loss = dp_test::Loss(p, args[0], args[1]);
+        auto train = Minimize(Optimizer::Adam(0.05).WithDataParallel(400), loss, p.all());
+        if (!train.ok()) return {};
+        return {AllReduce(loss, Reduction::kMean)};
+      },
+      o);
+  const std::vector<double> want = OneProcessLosses();
+  ASSERT_EQ(want.size(), static_cast<size_t>(kSteps));
+  for (int s = 0; s < kSteps; ++s) {
+    dp_test::Batch shard = dp_test::Shard(dp_test::GlobalBatch(kGlobalBatch, s), me * local, local);
+    auto out = step({shard.x, shard.labels});
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_NEAR((*out)[0].GetDouble(0), want[s], 1e-5 * (1 + std::abs(want[s]))) << "step " << s;
+  }
+  EXPECT_EQ(step.tracing_count(), 1);
+}
+
+// The communication runs on a thread of its own: its bars ("collective") sit on another
+// row of the timeline than the kernels' ("op": this session compiles op by op).
+TEST(Mpi, TimelineShowsCollectivesOnTheCommunicationThread) {
+  const int me = WorldRank();
+  Graph g;
+  dp_test::Params p = dp_test::MakeParams(g, 1);
+  Tensor x = Placeholder(g, DType::kF32, {6, dp_test::kFeatures}, "x");
+  Tensor labels = Placeholder(g, DType::kI32, {6}, "labels");
+  Tensor loss = dp_test::Loss(p, x, labels);
+  auto train = Minimize(Optimizer::Sgd(0.1).WithDataParallel(400), loss, p.all());
+  ASSERT_TRUE(train.ok());
+  Session s(g, Compiled());
+  dp_test::Batch b = dp_test::GlobalBatch(6, 0);
+  ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());  // compiles
+  const std::string path = ::testing::TempDir() + "dp_timeline_" + std::to_string(me) + ".json";
+  ASSERT_TRUE(StartTimeline(path).ok());
+  ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());
+  ASSERT_TRUE(StopTimeline().ok());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string json = text.str();
+  auto tid_of = [&](const std::string& cat) -> std::string {
+    const size_t at = json.find("\"cat\":\"" + cat + "\"");
+    if (at == std::string::npos) return "";
+    const size_t tid = json.find("\"tid\":", at);
+    return json.substr(tid, json.find_first_of(",}", tid) - tid);
+  };
+  const std::string comm_tid = tid_of("collective"), kernel_tid = tid_of("op");
+  ASSERT_FALSE(comm_tid.empty()) << json;
+  ASSERT_FALSE(kernel_tid.empty()) << json;
+  EXPECT_NE(comm_tid, kernel_tid);
+}
+
+}  // namespace
+}  // namespace braze
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  braze::DistributedOptions options;
+  options.timeout_seconds = 60;  // a rank that failed an assertion must not hang the other
+  if (absl::Status s = braze::InitDistributed(options); !s.ok()) {
+    std::fprintf(stderr, "InitDistributed: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  // Only rank 0 prints gtest's progress; every rank's failures still fail the job.
+  if (braze::WorldRank() != 0) {
+    delete ::testing::UnitTest::GetInstance()->listeners().Release(
+        ::testing::UnitTest::GetInstance()->listeners().default_result_printer());
+  }
+  const int rc = RUN_ALL_TESTS();
+  if (absl::Status s = braze::FinalizeDistributed(); !s.ok()) return 1;
+  return rc;
+}
