@@ -145,7 +145,9 @@ void SafeScheduler::Reduction(const Stage& s) {
 // then folded as one vector reduce. The split divides the reduction exactly.
 bool SafeScheduler::InnermostRfactor(const Stage& s, std::ostringstream& line) {
   if (s.reduction_symbolic || s.rdom.dimensions() != 1) return false;
-  if (s.acc.num_update_definitions() != 1) return false;
+  // One value per element: an ArgMax's (value, index) tuple stays a scalar loop, so
+  // that which of several tied maxima it picks never depends on how lanes fold.
+  if (s.acc.num_update_definitions() != 1 || s.acc.outputs() != 1) return false;
   const int64_t* extent = Halide::Internal::as_const_int(s.rdom[0].extent());
   if (extent == nullptr) return false;
   const int64_t n = *extent;

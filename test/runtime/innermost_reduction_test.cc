@@ -53,7 +53,9 @@ TEST(InnermostReductionTest, MultiOutputSoftmaxMatchesTheReference) {
           Tensor m = Max(x, {2}, true);
           Tensor e = Exp(x - m);
           Tensor s = Sum(e, {2}, true);
-          fetches = {m, e, s, e * Reciprocal(s), Mean(Square(x), {2}, false), Min(x, {2}, true)};
+          fetches = {
+              m,           e, s, e * Reciprocal(s), Mean(Square(x), {2}, false), Min(x, {2}, true),
+              ArgMax(x, 2)};
         }
         const Feeds feeds = {{x, Rows({3, 5, row}, 40 + row, specials)}};
         Session session(g, Strict(threads));
@@ -62,6 +64,27 @@ TEST(InnermostReductionTest, MultiOutputSoftmaxMatchesTheReference) {
         testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
       }
     }
+  }
+}
+
+// Rows of tied maxima: ArgMax gives the first index of the maximum, whatever the lanes.
+TEST(InnermostReductionTest, ArgMaxOfTiedRowsIsTheFirstIndex) {
+  for (int64_t row : {64, 96}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {4, row}, "x");
+    std::vector<Tensor> fetches;
+    {
+      JitScope scope(g);
+      fetches = {ArgMax(x, 1), Max(x, {1}, true), Sum(x, {1}, true)};
+    }
+    HostTensor v(DType::kF32, {4, row});
+    float* p = v.data<float>();
+    for (int64_t i = 0; i < 4 * row; ++i) p[i] = static_cast<float>(i % 7 == 3 ? 2 : (i % 5));
+    const Feeds feeds = {{x, v}};
+    Session session(g, Strict(2));
+    auto got = session.Run(feeds, fetches);
+    ASSERT_TRUE(got.ok()) << got.status();
+    testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
   }
 }
 
