@@ -34,8 +34,9 @@ GptTrainConfig BlockTrainConfig() {
   return t;
 }
 
-GptForward TrainForward(const GptConfig& config, Tensor step) {
+GptForward TrainForward(const GptConfig& config, Tensor step, bool fused_attention) {
   GptForward f;
+  if (fused_attention) f.attention = braze_examples::AttentionImpl::kFused;
   f.dropout.rate = config.dropout;
   f.dropout.step = step;
   f.dropout.seed = config.seed;
@@ -51,7 +52,7 @@ HostTensor TransformerBlockTarget() {
   return HostTensor::RandomNormal(DType::kF32, {kGptBatch * kGptContext, kGptWidth}, 22);
 }
 
-absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused) {
+absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused, bool fused_attention) {
   TrainStep step;
   step.graph = std::make_unique<Graph>();
   Graph& g = *step.graph;
@@ -70,8 +71,9 @@ absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused) {
     std::optional<JitScope> scope;
     if (fused) scope.emplace(g);
     int64_t site = 0;
-    Tensor y = braze_examples::GptBlockForward(block, config, x, kGptBatch, kGptContext,
-                                               TrainForward(config, counter), &site);
+    Tensor y =
+        braze_examples::GptBlockForward(block, config, x, kGptBatch, kGptContext,
+                                        TrainForward(config, counter, fused_attention), &site);
     step.loss = Mean(Square(y - target));
     BRAZE_ASSIGN_OR_RETURN(
         step.train, braze_examples::GptTrainOps(BlockTrainConfig(), step.loss,
@@ -82,7 +84,7 @@ absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused) {
   return step;
 }
 
-absl::StatusOr<TrainStep> MakeCharLmStep(bool fused) {
+absl::StatusOr<TrainStep> MakeCharLmStep(bool fused, bool fused_attention) {
   BRAZE_ASSIGN_OR_RETURN(TextCorpus corpus, LoadFortunes());
   TrainStep step;
   step.graph = std::make_unique<Graph>();
@@ -97,8 +99,8 @@ absl::StatusOr<TrainStep> MakeCharLmStep(bool fused) {
   {
     std::optional<JitScope> scope;
     if (fused) scope.emplace(g);
-    Tensor logits =
-        braze_examples::GptLogits(params, config, inputs, TrainForward(config, counter));
+    Tensor logits = braze_examples::GptLogits(params, config, inputs,
+                                              TrainForward(config, counter, fused_attention));
     step.loss = braze_examples::GptLoss(logits, targets, config.vocab);
     BRAZE_ASSIGN_OR_RETURN(
         step.train, braze_examples::GptTrainOps(CharLmTrainConfig(), step.loss,

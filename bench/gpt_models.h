@@ -32,8 +32,10 @@ constexpr int64_t kGptBatch = 16, kGptContext = 128, kGptWidth = 256, kGptHeads 
 
 HostTensor TransformerBlockInput();   // [kGptBatch * kGptContext, kGptWidth]
 HostTensor TransformerBlockTarget();  // the same shape
-absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused);
-absl::StatusOr<TrainStep> MakeCharLmStep(bool fused);
+// fused_attention: the Attention op (docs/ATTENTION.md) instead of the example's
+// default composite (gpt_step_profile's --attention=fused).
+absl::StatusOr<TrainStep> MakeTransformerBlockStep(bool fused, bool fused_attention = false);
+absl::StatusOr<TrainStep> MakeCharLmStep(bool fused, bool fused_attention = false);
 
 // Braze's losses of the first `steps` steps of each (each before its update), on the
 // reference kernels; computed once and kept. Empty after an error (printed).

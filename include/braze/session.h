@@ -70,6 +70,12 @@ struct SessionOptions {
   // pools and reductions around it fused in. One whole MLP
   // training step as a single pipeline ran slower than op by op (README, Examples).
   int max_matmuls_per_cluster = 1;
+  // A cluster that reads a value another cluster computed by a cheap elementwise chain
+  // recomputes the chain from its inputs when those take no more bytes than the value
+  // (XLA's duplication of elementwise producers into each consumer fusion): a training
+  // step's backward pass then recomputes GELU's or a softmax's intermediates instead of
+  // the forward pass writing each one (docs/CHAR_LM.md, "Where the step's time goes").
+  bool rematerialize = true;
   // Who schedules compiled kernels (braze/scheduler.h). A CPU scheduler schedules CPU
   // kernels (GPU kernels start at the GPU heuristic's fused plan); a GPU heuristic plan
   // (kGpuFused, kGpuSeparate, kGpuSerial) starts the chain of GPU kernels, and a plan

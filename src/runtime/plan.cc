@@ -10,6 +10,7 @@
 #include "braze/device.h"
 #include "braze/status.h"
 #include "device/features.h"
+#include "runtime/remat.h"
 #include "runtime/step_kind.h"
 
 namespace braze {
@@ -397,6 +398,12 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   std::unordered_map<int, int> step_of;
   plan->steps = MakeSteps(p, &step_of);
   done("steps");
+  if (options.rematerialize) {
+    for (int i : RematerializeElementwise(g, p.fetched, &plan->steps)) {
+      plan->steps[i].fallback = OpByOp(p, plan->steps[i].nodes);
+    }
+    done("remat");
+  }
   BRAZE_RETURN_IF_ERROR(CheckScheduler(options, plan->steps));
   BRAZE_RETURN_IF_ERROR(Order(step_of, plan.get()));
   done("order");

@@ -26,6 +26,9 @@
 //                   with its fallback computed here (op by op for a cluster or claimed
 //                   step, the reference kernel for a single op), so the executor never
 //                   plans
+//      Remat        (SessionOptions::rematerialize) cluster steps recompute the cheap
+//                   elementwise values they read from other clusters instead of reading
+//                   them (runtime/remat.h); step_of keeps each node's original step
 //   7. Order        a topological order of the steps (Kahn's, ties in graph order; with
 //                   collectives, what the first collective needs first, then it, then
 //                   what the next needs...: each starts early and overlaps what follows)

@@ -123,6 +123,9 @@ void SafeScheduler::Reduction(const Stage& s) {
     for (int i = 0; i < s.rdom.dimensions(); ++i) order.emplace_back(s.rdom[i]);
     update.reorder(order).vectorize(xv);
     line << " split(" << x.name() << ", " << w << ").reorder(inner, rdom).vectorize";
+  } else if (s.reduces_innermost && !sym0 && x.name() == args[0].name() &&
+             InnermostRfactor(s, line)) {
+    // Vectorized across the row (below).
   } else if (!s.reduces_innermost) {
     // No exact vector split: still make dim 0 the innermost loop so the contiguous
     // loop is the one LLVM's loop vectorizer sees.
@@ -132,6 +135,44 @@ void SafeScheduler::Reduction(const Stage& s) {
     line << " reorder(" << x.name() << ", rdom)";
   }
   log_ << line.str() << "\n";
+}
+
+// A softmax's or layer norm's row sums in a cluster that is no row pipeline (several
+// outputs, a matmul beside them) were scalar loops over each row, the row's elementwise
+// producers (an exp) inlined into them scalar too: in a GPT block's attention cluster
+// the softmax's f64 sum of exp was a third of the kernel. The split and rfactor are the
+// row pipeline's (safe_default_rows.cc): lanes partial sums per element, vectorized,
+// then folded as one vector reduce. The split divides the reduction exactly.
+bool SafeScheduler::InnermostRfactor(const Stage& s, std::ostringstream& line) {
+  if (s.reduction_symbolic || s.rdom.dimensions() != 1) return false;
+  // One value per element: an ArgMax's (value, index) tuple stays a scalar loop, so
+  // that which of several tied maxima it picks never depends on how lanes fold.
+  if (s.acc.num_update_definitions() != 1 || s.acc.outputs() != 1) return false;
+  const int64_t* extent = Halide::Internal::as_const_int(s.rdom[0].extent());
+  if (extent == nullptr) return false;
+  const int64_t n = *extent;
+  int lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));
+  while (lanes > 1 && (n % lanes != 0 || n < 2 * lanes)) lanes /= 2;
+  if (lanes < 4) return false;
+  Func f = s.acc;
+  const Halide::RVar r = s.rdom[0];
+  Halide::RVar ro(r.name() + "_o"), ri(r.name() + "_i");
+  Var u(f.name() + "_lane");
+  Halide::Stage update = f.update(0);
+  update.split(r, ro, ri, lanes);  // exact: lanes divides the extent
+  try {
+    Func intm = update.rfactor(ri, u);
+    intm.compute_at(f, f.args()[0]).vectorize(u);
+    intm.update(0).reorder({VarOrRVar(u), VarOrRVar(ro)}).vectorize(u);
+  } catch (const Halide::Error&) {
+    line << " split(" << r.name() << ", " << lanes << ") (no rfactor)";
+    return true;  // the split update stays scalar, and exact
+  }
+  // Outside the try, as in the row pipeline: a throw here would leave a half-made
+  // schedule; it fails the scheduler instead (the compile falls through).
+  update.atomic().vectorize(ri);
+  line << " split(" << r.name() << ", " << lanes << ").rfactor vectorize tree";
+  return true;
 }
 
 // The register tile of a MatMul whose columns (dim 0) are symbolic: at most

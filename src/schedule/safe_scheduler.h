@@ -147,6 +147,12 @@ class SafeScheduler {
   // A reduction or ArgMax accumulator: compute_root, parallel over its outermost pure
   // dim; the update is vectorized over dim 0 only when that keeps loads contiguous.
   void Reduction(const Stage& s);
+  // A reduction over the innermost input dim with a static extent, outside a row
+  // pipeline (a cluster with several outputs or a matmul): the update's RVar split by
+  // lanes and rfactored into vector partials computed per output element, folded as a
+  // vector reduce. False, with the update unchanged, when it does not apply or Halide
+  // cannot prove the operator associative.
+  bool InnermostRfactor(const Stage& s, std::ostringstream& line);
   // The library GEMM's extern stage and the operands it is handed, stored whole.
   void LibraryMatMul(const Stage& s, const std::set<std::string>& materialized);
   // docs/HALIDE14.md §2f: the register-tiled matmul.

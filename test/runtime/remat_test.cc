@@ -1,0 +1,215 @@
+// The Remat plan stage (runtime/remat.h): a cluster step recomputes the cheap
+// elementwise values it reads from another cluster when their leaves cost no more
+// bytes; it never copies a cone that reads a Variable or whose leaves cost more; the
+// producing step stops writing what no step reads; and a session's results (compiled,
+// with and without the stage, and with odd extents) match the reference kernels.
+#include "runtime/remat.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "braze/optimizers.h"
+#include "braze/session.h"
+#include "common/reference_check.h"
+#include "device/features.h"
+#include "runtime/plan.h"
+
+namespace braze {
+namespace {
+
+SessionOptions CpuOptions(bool remat = true) {
+  SessionOptions o;
+  o.device = "cpu";
+  o.rematerialize = remat;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<const Plan>> Build(const Graph& g, const SessionOptions& options,
+                                                  const std::vector<Tensor>& fetches) {
+  absl::StatusOr<Device> device = device::ResolveSessionDevice(options.device);
+  if (!device.ok()) return device.status();
+  return BuildPlan(g, options, *device, fetches, {}, std::vector<bool>(g.num_nodes(), false));
+}
+
+bool Contains(const std::vector<Tensor>& values, const Tensor& t) {
+  return std::find(values.begin(), values.end(), t) != values.end();
+}
+bool Contains(const std::vector<int>& ids, int id) {
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// The cluster step holding `t`'s node first (its original step).
+const Step* OwnerOf(const Plan& p, const Tensor& t) {
+  for (const Step& s : p.steps) {
+    if (s.kind == Step::Kind::kCluster && Contains(s.outputs, t)) return &s;
+  }
+  for (const Step& s : p.steps) {
+    if (s.kind == Step::Kind::kCluster && Contains(s.nodes, t.node_id())) return &s;
+  }
+  return nullptr;
+}
+
+// Two clusters (one matmul each): the first computes a = x w1 and the elementwise
+// s = sigmoid(a), t = 3 s; the second reads t (its matmul's operand), s and a.
+struct TwoClusters {
+  Graph g;
+  Tensor x, w1, w2, a, s, t, y;
+  explicit TwoClusters(int64_t m = 37, int64_t k = 29, int64_t n = 31) {
+    x = Placeholder(g, DType::kF32, {m, k}, "x");
+    w1 = Const(g, HostTensor::RandomNormal(DType::kF32, {k, k}, 7));
+    w2 = Const(g, HostTensor::RandomNormal(DType::kF32, {k, n}, 8));
+    JitScope scope(g);
+    a = MatMul(x, w1);
+    s = Sigmoid(a);
+    t = s * 3.0;
+    Tensor u = MatMul(t, w2);
+    y = Sum(u, {1}, true) * s * a;
+  }
+  Feeds feeds() const { return {{x, HostTensor::RandomNormal(DType::kF32, x.shape(), 9)}}; }
+};
+
+TEST(RematTest, AConsumerRecomputesElementwiseValuesFromWhatItReadsAlready) {
+  TwoClusters m;
+  auto plan = Build(m.g, CpuOptions(), {m.y});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Plan& p = **plan;
+  const Step* producer = OwnerOf(p, m.a);
+  ASSERT_NE(producer, nullptr);
+  const Step* consumer = nullptr;
+  for (const Step& s : p.steps) {
+    if (s.kind == Step::Kind::kCluster && Contains(s.outputs, m.y)) consumer = &s;
+  }
+  ASSERT_NE(consumer, nullptr);
+  ASSERT_NE(producer, consumer);
+  // The consumer computes s and t itself from a, which it read anyway.
+  EXPECT_TRUE(Contains(consumer->inputs, m.a));
+  EXPECT_FALSE(Contains(consumer->inputs, m.s));
+  EXPECT_FALSE(Contains(consumer->inputs, m.t));
+  EXPECT_TRUE(Contains(consumer->nodes, m.s.node_id()));
+  EXPECT_TRUE(Contains(consumer->nodes, m.t.node_id()));
+  // The producer writes a alone; its nodes are unchanged.
+  EXPECT_THAT(producer->outputs, ::testing::ElementsAre(m.a));
+  EXPECT_TRUE(Contains(producer->nodes, m.s.node_id()));
+  // The consumer's op-by-op fallback covers its new nodes.
+  int ops = 0;
+  for (int id : consumer->nodes) ops += m.g.node(id).op() != OpKind::kConst;
+  EXPECT_EQ(static_cast<int>(consumer->fallback.size()), ops);
+}
+
+TEST(RematTest, OffLeavesTheClustersAsTheyWere) {
+  TwoClusters m;
+  auto plan = Build(m.g, CpuOptions(/*remat=*/false), {m.y});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Step* producer = OwnerOf(**plan, m.a);
+  ASSERT_NE(producer, nullptr);
+  EXPECT_TRUE(Contains(producer->outputs, m.s));
+  EXPECT_TRUE(Contains(producer->outputs, m.t));
+}
+
+TEST(RematTest, FetchedValuesAreStillWritten) {
+  TwoClusters m;
+  auto plan = Build(m.g, CpuOptions(), {m.y, m.t});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Step* producer = OwnerOf(**plan, m.a);
+  ASSERT_NE(producer, nullptr);
+  EXPECT_TRUE(Contains(producer->outputs, m.t));
+}
+
+TEST(RematTest, ACopyNeverReadsAVariable) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {13, 7}, "x");
+  Tensor v = Variable(g, HostTensor::RandomNormal(DType::kF32, {7}, 3), "v");
+  Tensor w = Const(g, HostTensor::RandomNormal(DType::kF32, {7, 5}, 4));
+  Tensor e, y;
+  {
+    JitScope scope(g);
+    Tensor a = MatMul(x, Const(g, HostTensor::RandomNormal(DType::kF32, {7, 7}, 5)));
+    e = a * v;  // elementwise, a leaf read from a Variable
+    y = MatMul(e, w);
+  }
+  auto plan = Build(g, CpuOptions(), {y});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const Step& s : (*plan)->steps) {
+    if (s.kind == Step::Kind::kCluster && Contains(s.outputs, y)) {
+      EXPECT_TRUE(Contains(s.inputs, e));
+      EXPECT_FALSE(Contains(s.nodes, e.node_id()));
+    }
+  }
+}
+
+TEST(RematTest, LeavesLargerThanTheValueAreNotCopied) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {11, 6}, "x");
+  Tensor z = Placeholder(g, DType::kF32, {6, 11}, "z");
+  Tensor e, y;
+  {
+    JitScope scope(g);
+    Tensor a = MatMul(x, Const(g, HostTensor::RandomNormal(DType::kF32, {6, 6}, 5)));
+    e = a + Transpose(z, {1, 0});  // two [11, 6] leaves (a matmul, a transpose)
+    y = MatMul(e, Const(g, HostTensor::RandomNormal(DType::kF32, {6, 3}, 6)));
+  }
+  auto plan = Build(g, CpuOptions(), {y});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const Step& s : (*plan)->steps) {
+    if (s.kind == Step::Kind::kCluster && Contains(s.outputs, y)) {
+      EXPECT_TRUE(Contains(s.inputs, e));
+    }
+  }
+}
+
+// Compiled (with and without the stage) against the reference kernels, at odd, prime
+// and tiny extents; the matmuls are small enough for Halide's loops and, with
+// cpu_gemm_min_work 1 in braze-fuzz, oneDNN's (docs/CPU_GEMM.md).
+TEST(RematTest, SessionResultsMatchTheReference) {
+  for (int64_t m : {1, 2, 37, 131}) {
+    for (bool remat : {true, false}) {
+      TwoClusters model(m, 29, 17);
+      Session session(model.g, CpuOptions(remat));
+      auto got = session.Run(model.feeds(), {model.y, model.a});
+      ASSERT_TRUE(got.ok()) << got.status();
+      testing_util::ExpectMatchesReference(model.g, model.feeds(), {model.y, model.a}, *got);
+    }
+  }
+}
+
+// A GELU MLP's training step (the GPT's pattern: the backward pass reads the forward's
+// GELU intermediates), two steps of SGD, against the reference kernels.
+TEST(RematTest, AGeluTrainingStepMatchesTheReference) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {23, 13}, "x");
+  Tensor w1 = Variable(g, HostTensor::RandomNormal(DType::kF32, {13, 19}, 11, 0, 0.3), "w1");
+  Tensor w2 = Variable(g, HostTensor::RandomNormal(DType::kF32, {19, 5}, 12, 0, 0.3), "w2");
+  Tensor loss;
+  std::vector<Tensor> train;
+  {
+    JitScope scope(g);
+    Tensor h = Gelu(MatMul(x, w1));
+    loss = Mean(Square(MatMul(h, w2)));
+    auto ops = Minimize(Optimizer::Sgd(0.1), loss, {w1, w2});
+    ASSERT_TRUE(ops.ok()) << ops.status();
+    train = *ops;
+  }
+  const Feeds feeds = {{x, HostTensor::RandomNormal(DType::kF32, {23, 13}, 13)}};
+  SessionOptions ref_options;
+  ref_options.reference_only = true;
+  Session compiled(g, CpuOptions()), reference(g, ref_options);
+  for (int step = 0; step < 2; ++step) {
+    auto got = compiled.Run(feeds, {loss, w1}, train);
+    auto want = reference.Run(feeds, {loss, w1}, train);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (size_t i = 0; i < got->size(); ++i) {
+      std::string why;
+      EXPECT_TRUE(AllClose((*got)[i], (*want)[i], 1e-4, 1e-5, &why)) << step << ": " << why;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace braze
