@@ -56,7 +56,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "[--seed=N]\n"
       "       [--log_every=N] [--data_dir=DIR] [--timeline=FILE] [--timeline_steps=N]\n"
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
-      "       [--dropout=RATE]\n"
+      "       [--dropout=RATE] [--precision=f32|bf16|f16]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -84,6 +84,8 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --eval_batch  test images per evaluation run (default %lld)\n"
       "  --dropout    dropout rate after each hidden layer, in training only (mlp; default\n"
       "               0: none); the masks are keyed by a step variable (docs/RANDOM.md)\n"
+      "  --precision  the matmuls' dtype (mlp): f32 (default), or bf16 / f16 with f32\n"
+      "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
@@ -172,6 +174,11 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
       ok = absl::SimpleAtoi(value, &flags.eval_batch) && flags.eval_batch >= 1;
     } else if (arg == "--dropout") {
       ok = absl::SimpleAtod(value, &flags.dropout) && flags.dropout >= 0 && flags.dropout < 1;
+    } else if (arg == "--precision") {
+      ok = value == "f32" || value == "bf16" || value == "f16";
+      flags.precision = value == "bf16"  ? braze::DType::kBF16
+                        : value == "f16" ? braze::DType::kF16
+                                         : braze::DType::kF32;
     } else if (arg == "--min_test_accuracy") {
       ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
     } else {

@@ -57,6 +57,9 @@ struct TrainFlags {
   int64_t eval_rows = 0;         // test images evaluated: the first N; 0: all
   int64_t eval_batch = 10000;    // test images per evaluation run (10000: one run)
   double dropout = 0;            // dropout rate of the models that have it (mlp); 0: none
+  // The compute dtype of the models that have it (mlp): f32, or bf16 / f16 with f32
+  // master weights and an f32 loss (docs/MIXED_PRECISION.md).
+  braze::DType precision = braze::DType::kF32;
 };
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under
