@@ -16,6 +16,30 @@ namespace lower {
 
 using Halide::Expr;
 
+namespace {
+
+// bf16 -> f32 is the 16 bits shifted up; f16 -> f32 Halide's cast. On the bits: LLVM 14's
+// NVPTX backend cannot select bf16 conversions.
+Expr ToF32(const Expr& x) {
+  if (!x.type().is_bfloat()) return Halide::cast(Halide::Float(32), x);
+  const Expr bits = Halide::cast(Halide::UInt(32), Halide::reinterpret(Halide::UInt(16), x));
+  return Halide::reinterpret(Halide::Float(32), bits << 16);
+}
+
+// A finite or infinite f32 rounded to bf16, to nearest even, on the bits: add half an ulp
+// of the result less one, plus the kept part's lowest bit (ties go to even), and keep the
+// top 16 bits; a carry into the exponent gives the next binade or infinity, as it must.
+// NaN is the caller's (its payload could carry into the sign). The same integer
+// formula as Halide's own CPU emulation, here so that every target gets it.
+Expr RoundToBF16(const Expr& f) {
+  const Expr bits = Halide::reinterpret(Halide::UInt(32), f);
+  const Expr odd = (bits >> 16) & Halide::Internal::make_const(Halide::UInt(32), 1);
+  const Expr rounded = (bits + Halide::Internal::make_const(Halide::UInt(32), 0x7fff) + odd) >> 16;
+  return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), rounded));
+}
+
+}  // namespace
+
 bool Computes16BitFloats(OpKind op, const std::vector<Value>& in, const TensorType& out) {
   // A Const is stored as it is given; the other ops that never compute (Placeholder and
   // the rest of the kNotCompiled ops) never reach the lowering.
@@ -35,11 +59,9 @@ Value Widen(const Value& v) {
   w.sym = v.sym;
   w.nonnegative = v.nonnegative;
   if (v.constant.defined()) {
-    w.constant = Halide::cast(Halide::Float(32), v.constant);
+    w.constant = ToF32(v.constant);
   } else {
-    w.inline_body = [src = v](const std::vector<Expr>& index) {
-      return Halide::cast(Halide::Float(32), At(src, index));
-    };
+    w.inline_body = [src = v](const std::vector<Expr>& index) { return ToF32(At(src, index)); };
   }
   return w;
 }
@@ -56,12 +78,12 @@ Value Narrow(const Value& v, DType to) {
   // Halide 14's narrowing drops a NaN's payload bits below the 16-bit mantissa (and its
   // bf16 rounding carries into the exponent and sign): an f32 NaN came out infinity or
   // -0. So a NaN is tested on its bits and made the 16-bit quiet NaN.
-  const Expr quiet_nan =
-      Halide::reinterpret(type, Halide::Internal::make_const(
-                                    Halide::UInt(16), to == DType::kBF16 ? 0x7fc0 : 0x7e00));
+  const Expr quiet_nan = Halide::reinterpret(
+      type, Halide::Internal::make_const(Halide::UInt(16), to == DType::kBF16 ? 0x7fc0 : 0x7e00));
   auto narrow = [type, quiet_nan](const Expr& x) {
-    const Expr f = Halide::cast(Halide::Float(32), x);
-    return Halide::select(IsNanBits(f), quiet_nan, Halide::cast(type, f));
+    const Expr f = ToF32(x);
+    return Halide::select(IsNanBits(f), quiet_nan,
+                          type.is_bfloat() ? RoundToBF16(f) : Halide::cast(type, f));
   };
   if (v.constant.defined()) {
     n.constant = narrow(v.constant);

@@ -362,6 +362,8 @@ TEST_P(ElementwiseTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(Get
 TEST_P(ElementwiseTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+// The 16-bit cases as CUDA kernels (bf16 converted on its bits: lower_float16.cc).
+INSTANTIATE_TEST_SUITE_P(Ops16, ElementwiseTestCuda, ::testing::ValuesIn(Cases16()), CaseName);
 
 // The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
 class ElementwiseTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
