@@ -10,6 +10,7 @@
 //   BM_MatMulBiasRelu_onednn_packed: the same matmul created with weights of format `any`;
 //     b is reordered into the layout the primitive asks for once, before the timing, as
 //     an inference user with constant weights does (and as Braze packs a Const b once).
+//   BM_MatMulBiasRelu_onednn_bf16: the same matmul with bf16 src, weights, bias and dst.
 //   BM_MlpTrainStep_onednn: peers_mlp.h's MLP step with its eight GEMMs as oneDNN
 //     matmuls (row-major, transposes as strides; one primitive per GEMM, created at the
 //     first step) and the same fused OpenMP passes as the OpenBLAS peer.
@@ -200,6 +201,52 @@ void BM_MatMulBiasRelu_onednn(benchmark::State& state) {
   SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
 }
 BENCHMARK(BM_MatMulBiasRelu_onednn)->Apply([](auto* b) { PeerDefaults(b, 1.0); });
+
+// The same matmul in bf16 (src, weights, bias and dst; f32 accumulation inside oneDNN),
+// the inputs rounded as float16_bench.cc's BM_MatMulBiasRelu_dtype/1 rounds them: the
+// peer of Braze's bf16 cluster.
+void BM_MatMulBiasRelu_onednn_bf16(benchmark::State& state) {
+  auto as_bf16 = [](const HostTensor& t) {
+    HostTensor out(DType::kBF16, t.shape());
+    for (int64_t i = 0; i < t.num_elements(); ++i) out.SetDouble(i, t.GetDouble(i));
+    return out;
+  };
+  const HostTensor a = as_bf16(MatMulA()), b = as_bf16(MatMulB()), bias = as_bf16(MatMulBias());
+  HostTensor y(DType::kBF16, {kMM, kMM});
+  Primitive p;
+  try {
+    auto wrap = [&](const memory::dims& dims, const HostTensor& t) {
+      return memory({dims, memory::data_type::bf16, memory::format_tag::ab}, p.engine(),
+                    const_cast<void*>(t.raw_data()));
+    };
+    memory src = wrap({kMM, kMM}, a), weights = wrap({kMM, kMM}, b);
+    memory mbias = wrap({1, kMM}, bias), dst = wrap({kMM, kMM}, y);
+    dnnl::post_ops relu;
+    relu.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(relu);
+    dnnl::matmul::desc desc(src.get_desc(), weights.get_desc(), mbias.get_desc(), dst.get_desc());
+    dnnl::matmul::primitive_desc pd(desc, attr, p.engine());
+    state.SetLabel(pd.impl_info_str());
+    p.Set(dnnl::matmul(pd), {{DNNL_ARG_SRC, src},
+                             {DNNL_ARG_WEIGHTS, weights},
+                             {DNNL_ARG_BIAS, mbias},
+                             {DNNL_ARG_DST, dst}});
+    p.Run();
+  } catch (const dnnl::error& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  HostTensor y32(DType::kF32, y.shape());
+  for (int64_t i = 0; i < y.num_elements(); ++i) y32.SetDouble(i, y.GetDouble(i));
+  if (!CheckClose(state, y32.data<float>(), MatMulBiasReluReference(), 1e-2, 2e-2)) return;
+  for (auto _ : state) {
+    p.Run();
+    benchmark::ClobberMemory();
+  }
+  SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
+}
+BENCHMARK(BM_MatMulBiasRelu_onednn_bf16)->Apply([](auto* b) { PeerDefaults(b, 1.0); });
 
 void BM_MatMulBiasRelu_onednn_packed(benchmark::State& state) {
   const HostTensor a = MatMulA(), b = MatMulB(), bias = MatMulBias();

@@ -59,6 +59,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
       "       [--dropout=RATE] [--checkpoint_dir=DIR] [--checkpoint_every=N]\n"
       "       [--keep_checkpoints=N] [--print_losses] [--data_parallel]\n"
+      "       [--precision=f32|bf16|f16]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -92,6 +93,8 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "               at the last step\n"
       "  --keep_checkpoints  checkpoints kept (default %lld; 0: all)\n"
       "  --print_losses  print every step's loss exactly: `step_loss <step> <hex float>`\n"
+      "  --precision  the matmuls' dtype (mlp): f32 (default), or bf16 / f16 with f32\n"
+      "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
@@ -193,6 +196,11 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
            flags.keep_checkpoints <= 1000000;
     } else if (arg == "--print_losses") {
       ok = ParseBool(value, &flags.print_losses);
+    } else if (arg == "--precision") {
+      ok = value == "f32" || value == "bf16" || value == "f16";
+      flags.precision = value == "bf16"  ? braze::DType::kBF16
+                        : value == "f16" ? braze::DType::kF16
+                                         : braze::DType::kF32;
     } else if (arg == "--min_test_accuracy") {
       ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
     } else {

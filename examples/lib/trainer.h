@@ -72,6 +72,9 @@ struct TrainFlags {
   int64_t checkpoint_every = 100;
   int64_t keep_checkpoints = 3;
   bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
+  // The compute dtype of the models that have it (mlp): f32, or bf16 / f16 with f32
+  // master weights and an f32 loss (docs/MIXED_PRECISION.md).
+  braze::DType precision = braze::DType::kF32;
 };
 
 // `optimizer`, data parallel under --data_parallel: what a model's Minimize should use.

@@ -12,12 +12,52 @@
 
 namespace braze {
 
-enum class DType : uint8_t { kF32, kF64, kI32, kBool };
+// kBF16 and kF16 (bfloat16 and IEEE binary16) are stored as their 16 bits; every op
+// computes them in f32 and rounds its result once (docs/MIXED_PRECISION.md).
+enum class DType : uint8_t { kF32, kF64, kI32, kBool, kBF16, kF16 };
 
 // Bytes per element; bool is stored as one byte holding 0 or 1.
 size_t SizeOf(DType dtype);
-const char* DTypeName(DType dtype);  // "f32", "f64", "i32", "bool"
-bool IsFloating(DType dtype);
+const char* DTypeName(DType dtype);  // "f32", "f64", "i32", "bool", "bf16", "f16"
+bool IsFloating(DType dtype);        // f32, f64, bf16, f16
+bool Is16BitFloat(DType dtype);      // bf16, f16
+// The type a 16-bit float computes in (f32); any other dtype is its own.
+DType ComputeDType(DType dtype);
+
+// Conversions between f32 and the 16-bit floats: round to nearest, ties to even; NaN
+// stays NaN (quiet), infinities and signed zeros are kept, subnormals are exact where
+// representable and rounded where not, overflow gives infinity. Widening is exact.
+uint16_t FloatToBF16Bits(float v);
+float BF16BitsToFloat(uint16_t bits);
+uint16_t FloatToF16Bits(float v);
+float F16BitsToFloat(uint16_t bits);
+
+// The element types of kBF16 and kF16: the bits, with conversions through f32 (a double
+// rounds to f32 first, as Cast from f64 does).
+struct BFloat16 {
+  uint16_t bits = 0;
+  BFloat16() = default;
+  explicit BFloat16(double v) : bits(FloatToBF16Bits(static_cast<float>(v))) {}
+  static BFloat16 FromBits(uint16_t b) {
+    BFloat16 x;
+    x.bits = b;
+    return x;
+  }
+  explicit operator float() const { return BF16BitsToFloat(bits); }
+  explicit operator double() const { return BF16BitsToFloat(bits); }
+};
+struct Float16 {
+  uint16_t bits = 0;
+  Float16() = default;
+  explicit Float16(double v) : bits(FloatToF16Bits(static_cast<float>(v))) {}
+  static Float16 FromBits(uint16_t b) {
+    Float16 x;
+    x.bits = b;
+    return x;
+  }
+  explicit operator float() const { return F16BitsToFloat(bits); }
+  explicit operator double() const { return F16BitsToFloat(bits); }
+};
 
 // The C++ type each DType is stored as.
 template <DType D>
@@ -37,6 +77,14 @@ struct CType<DType::kI32> {
 template <>
 struct CType<DType::kBool> {
   using type = uint8_t;
+};
+template <>
+struct CType<DType::kBF16> {
+  using type = BFloat16;
+};
+template <>
+struct CType<DType::kF16> {
+  using type = Float16;
 };
 
 template <typename T>
@@ -60,6 +108,14 @@ constexpr DType DTypeOf<bool>() {
 template <>
 constexpr DType DTypeOf<uint8_t>() {
   return DType::kBool;
+}
+template <>
+constexpr DType DTypeOf<BFloat16>() {
+  return DType::kBF16;
+}
+template <>
+constexpr DType DTypeOf<Float16>() {
+  return DType::kF16;
 }
 
 using Shape = std::vector<int64_t>;

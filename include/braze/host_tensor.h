@@ -84,7 +84,8 @@ class HostTensor {
 
   // Element access by flat row-major index, converting through double.
   double GetDouble(int64_t i) const;
-  void SetDouble(int64_t i, double v);  // integers truncate toward zero, bool is v != 0
+  // Integers truncate toward zero, bool is v != 0, bf16 and f16 round through f32.
+  void SetDouble(int64_t i, double v);
   template <typename T>
   std::vector<T> ToVector() const {
     std::vector<T> out(std::max<int64_t>(num_elements_, 0));

@@ -195,6 +195,10 @@ Halide::Type HalideType(DType dtype) {
       return Halide::Int(32);
     case DType::kBool:
       return Halide::UInt(8);
+    case DType::kBF16:
+      return Halide::BFloat(16);
+    case DType::kF16:
+      return Halide::Float(16);
   }
   return Halide::Float(32);
 }

@@ -325,9 +325,23 @@ std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor
 
 // ---- Composites ----
 
+namespace {
+
+// bf16 and f16 statistics are computed in f32 (docs/MIXED_PRECISION.md): a 16-bit
+// operand is cast up, anything else is left as it is.
+Tensor Wide(Tensor x) { return x.valid() && Is16BitFloat(x.dtype()) ? Cast(x, DType::kF32) : x; }
+
+// `y` cast back to `like`'s dtype when that is 16-bit (y is then f32).
+Tensor NarrowLike(Tensor y, DType like) { return Is16BitFloat(like) ? Cast(y, like) : y; }
+
+}  // namespace
+
 Tensor Softmax(Tensor logits, int axis) {
   if (!logits.valid()) return Tensor();
   NameScope scope(*logits.graph(), "Softmax");
+  if (Is16BitFloat(logits.dtype())) {
+    return NarrowLike(Softmax(Wide(logits), axis), logits.dtype());
+  }
   // Subtracting the max keeps exp in range; it cancels in the ratio. One reciprocal per
   // row and a multiply per element, as TensorFlow's and oneDNN's kernels do: a division
   // per element costs a quarter of a fused softmax on AVX-512, and the sum is >= 1 (the
@@ -341,6 +355,9 @@ Tensor Softmax(Tensor logits, int axis) {
 Tensor LogSoftmax(Tensor logits, int axis) {
   if (!logits.valid()) return Tensor();
   NameScope scope(*logits.graph(), "LogSoftmax");
+  if (Is16BitFloat(logits.dtype())) {
+    return NarrowLike(LogSoftmax(Wide(logits), axis), logits.dtype());
+  }
   Tensor shifted = logits - Max(logits, {axis}, true);
   return shifted - Log(Sum(Exp(shifted), {axis}, true));
 }
@@ -374,6 +391,9 @@ Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation) {
 Tensor LayerNorm(Tensor x, Tensor gamma, Tensor beta, double epsilon) {
   if (!x.valid()) return Tensor();
   NameScope scope(*x.graph(), "LayerNorm");
+  if (Is16BitFloat(x.dtype())) {
+    return NarrowLike(LayerNorm(Wide(x), Wide(gamma), Wide(beta), epsilon), x.dtype());
+  }
   Tensor centered = x - Mean(x, {-1}, true);
   Tensor variance = Mean(Square(centered), {-1}, true);
   return centered * Rsqrt(variance + epsilon) * gamma + beta;
@@ -386,6 +406,20 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
   if (!x.valid()) return out;
   Graph& g = *x.graph();
   NameScope scope(g, "BatchNorm");
+  // bf16 and f16: statistics and normalization in f32; the moving statistics keep
+  // their own dtype (f32 masters, or 16-bit), and y is x's dtype.
+  const DType x_dtype = x.dtype();
+  const bool narrow = Is16BitFloat(x_dtype);
+  auto stat_update = [&](Tensor batch, Tensor moving) {
+    return narrow && moving.valid() && batch.valid() && batch.dtype() != moving.dtype()
+               ? Cast(batch, moving.dtype())
+               : batch;
+  };
+  if (narrow) {
+    x = Wide(x);
+    gamma = Wide(gamma);
+    beta = Wide(beta);
+  }
   const int rank = x.rank();
   const int channel = NormalizeAxis(axis, rank);
   std::vector<int> axes;
@@ -407,15 +441,16 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
     variance = Mean(Square(x - mean), axes, /*keep_dims=*/true);
     const double decay = 1.0 - momentum;
     const Shape flat = {-1};
-    out.updates.push_back(AssignSub(moving_mean, (moving_mean - Reshape(mean, flat)) * decay));
-    out.updates.push_back(
-        AssignSub(moving_variance, (moving_variance - Reshape(variance, flat)) * decay));
+    const Tensor batch_mean = stat_update(Reshape(mean, flat), moving_mean);
+    const Tensor batch_variance = stat_update(Reshape(variance, flat), moving_variance);
+    out.updates.push_back(AssignSub(moving_mean, (moving_mean - batch_mean) * decay));
+    out.updates.push_back(AssignSub(moving_variance, (moving_variance - batch_variance) * decay));
   } else {
-    mean = per_channel(moving_mean);
-    variance = per_channel(moving_variance);
+    mean = per_channel(narrow ? Wide(moving_mean) : moving_mean);
+    variance = per_channel(narrow ? Wide(moving_variance) : moving_variance);
   }
   const Tensor scale = Rsqrt(variance + epsilon) * per_channel(gamma);
-  out.y = (x - mean) * scale + per_channel(beta);
+  out.y = NarrowLike((x - mean) * scale + per_channel(beta), x_dtype);
   return out;
 }
 

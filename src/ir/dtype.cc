@@ -5,6 +5,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+// Eigen's bfloat16 and half: header-only, round-to-nearest-even conversions with NaN,
+// infinities and subnormals handled (tested against Halide's and F16C's, all 65536
+// patterns, in test/lower/float16_test.cc). Only this file includes them.
+#include <Eigen/Core>
 
 namespace braze {
 
@@ -18,6 +22,9 @@ size_t SizeOf(DType dtype) {
       return 4;
     case DType::kBool:
       return 1;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
   }
   return 0;
 }
@@ -32,11 +39,33 @@ const char* DTypeName(DType dtype) {
       return "i32";
     case DType::kBool:
       return "bool";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
   }
   return "?";
 }
 
-bool IsFloating(DType dtype) { return dtype == DType::kF32 || dtype == DType::kF64; }
+bool IsFloating(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64 || Is16BitFloat(dtype);
+}
+
+bool Is16BitFloat(DType dtype) { return dtype == DType::kBF16 || dtype == DType::kF16; }
+
+DType ComputeDType(DType dtype) { return Is16BitFloat(dtype) ? DType::kF32 : dtype; }
+
+uint16_t FloatToBF16Bits(float v) { return Eigen::numext::bit_cast<uint16_t>(Eigen::bfloat16(v)); }
+
+float BF16BitsToFloat(uint16_t bits) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::bfloat16>(bits));
+}
+
+uint16_t FloatToF16Bits(float v) { return Eigen::numext::bit_cast<uint16_t>(Eigen::half(v)); }
+
+float F16BitsToFloat(uint16_t bits) {
+  return static_cast<float>(Eigen::numext::bit_cast<Eigen::half>(bits));
+}
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;

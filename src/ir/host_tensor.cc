@@ -99,6 +99,10 @@ double HostTensor::GetDouble(int64_t i) const {
       return data<int32_t>()[i];
     case DType::kBool:
       return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::kBF16:
+      return BF16BitsToFloat(data<BFloat16>()[i].bits);
+    case DType::kF16:
+      return F16BitsToFloat(data<Float16>()[i].bits);
   }
   return 0;
 }
@@ -116,6 +120,13 @@ void HostTensor::SetDouble(int64_t i, double v) {
       return;
     case DType::kBool:
       data<uint8_t>()[i] = v != 0 ? 1 : 0;
+      return;
+    // Through f32, as Cast from f64 does (docs/MIXED_PRECISION.md).
+    case DType::kBF16:
+      data<BFloat16>()[i].bits = FloatToBF16Bits(static_cast<float>(v));
+      return;
+    case DType::kF16:
+      data<Float16>()[i].bits = FloatToF16Bits(static_cast<float>(v));
       return;
   }
 }

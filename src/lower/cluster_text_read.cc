@@ -164,10 +164,11 @@ absl::StatusOr<double> ParseDouble(absl::string_view tok, absl::string_view what
 }
 
 absl::StatusOr<DType> ParseDType(absl::string_view tok, absl::string_view what) {
-  for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kBool}) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kBool, DType::kBF16, DType::kF16}) {
     if (tok == DTypeName(d)) return d;
   }
-  return Invalid(absl::StrCat(what, ": unknown dtype '", tok, "' (f32, f64, i32, bool)"));
+  return Invalid(
+      absl::StrCat(what, ": unknown dtype '", tok, "' (f32, f64, i32, bool, bf16, f16)"));
 }
 
 // "[1,2,3]" -> its items ("[]": none).

@@ -36,6 +36,14 @@ Expr TypedConst(DType dtype, double v) {
     }
     case DType::kBool:
       return Halide::Internal::make_const(Halide::UInt(8), v != 0 ? 1 : 0);
+    case DType::kBF16:
+    case DType::kF16: {
+      // The bits HostTensor stores (through f32), not Halide's own double rounding.
+      const uint16_t bits = dtype == DType::kBF16 ? FloatToBF16Bits(static_cast<float>(v))
+                                                  : FloatToF16Bits(static_cast<float>(v));
+      return Halide::reinterpret(HalideType(dtype),
+                                 Halide::Internal::make_const(Halide::UInt(16), bits));
+    }
   }
   return Expr();
 }

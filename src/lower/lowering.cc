@@ -10,6 +10,7 @@
 #include "braze/status.h"
 #include "lower/conv_bn_fold.h"
 #include "lower/gemm_epilogue.h"
+#include "lower/lower_float16.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_util.h"
 #include "lower/symbolic.h"
@@ -99,11 +100,12 @@ bool NonNegative(const Node& node, const std::vector<Value>& in) {
   }
 }
 
-// Lowers one node whose inputs are `in` to its single output of type `out`.
-// `epilogue`: a MatMul's bias Add and ReLU it may fold (LowerMatMul).
-absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
-                                const std::vector<Value>& in, const TensorType& out,
-                                MatMulEpilogue* epilogue) {
+// Lowers one node whose inputs are `in` to its single output of type `out` (no 16-bit
+// floats here). `cast_to`: a Cast's target type. `epilogue`: a MatMul's bias Add and
+// ReLU it may fold (LowerMatMul).
+absl::StatusOr<Value> LowerTypedNode(LoweringContext& ctx, const Node& node,
+                                     const std::vector<Value>& in, const TensorType& out,
+                                     DType cast_to, MatMulEpilogue* epilogue) {
   const std::string name = absl::StrCat(node.op_name(), "_", node.id());
   const OpKind op = node.op();
   switch (op) {
@@ -139,7 +141,7 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
     case OpKind::kCos:
       return LowerUnary(ctx, name, op, in[0]);
     case OpKind::kCast:
-      return LowerCast(ctx, name, in[0], node.attrs_as<CastAttrs>().dtype);
+      return LowerCast(ctx, name, in[0], cast_to);
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
@@ -209,6 +211,24 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
       return LowerAttention(ctx, name, op, node.attrs_as<AttentionAttrs>(), in, out);
   }
   return absl::InternalError(absl::StrCat("unknown op ", static_cast<int>(op)));
+}
+
+// Lowers one node; an op on bf16 or f16 computes in f32 and rounds its result once
+// (lower_float16.h). Such a matmul folds no epilogue: the Add and ReLU round on their own.
+absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
+                                const std::vector<Value>& in, const TensorType& out,
+                                MatMulEpilogue* epilogue) {
+  const DType cast_to = node.op() == OpKind::kCast ? node.attrs_as<CastAttrs>().dtype : out.dtype;
+  if (!Computes16BitFloats(node.op(), in, out)) {
+    return LowerTypedNode(ctx, node, in, out, cast_to, epilogue);
+  }
+  std::vector<Value> wide;
+  for (const Value& v : in) wide.push_back(Widen(v));
+  const TensorType wide_out{ComputeDType(out.dtype), out.shape};
+  MatMulEpilogue none;
+  BRAZE_ASSIGN_OR_RETURN(Value value,
+                         LowerTypedNode(ctx, node, wide, wide_out, ComputeDType(cast_to), &none));
+  return Narrow(value, out.dtype);
 }
 
 absl::Status CheckSpec(const ClusterSpec& spec) {

@@ -38,6 +38,11 @@ absl::Status VisitDType(DType dtype, Fn&& fn) {
       return fn(int32_t{});
     case DType::kBool:
       return fn(uint8_t{});
+    case DType::kBF16:
+    case DType::kF16:
+      // RunReferenceKernel widens 16-bit floats to f32 before any typed kernel runs.
+      return absl::InternalError(
+          absl::StrCat(DTypeName(dtype), " reached a typed kernel without widening to f32"));
   }
   return absl::InternalError("unknown dtype");
 }
@@ -51,7 +56,7 @@ absl::Status VisitNumeric(DType dtype, const char* what, Fn&& fn) {
   return VisitDType(dtype, fn);
 }
 
-// Like VisitDType but only for f32 and f64.
+// Like VisitDType but only for f32 and f64 (bf16 and f16 arrive widened to f32).
 template <typename Fn>
 absl::Status VisitFloating(DType dtype, const char* what, Fn&& fn) {
   if (!IsFloating(dtype)) {

@@ -81,11 +81,73 @@ Kernel RunHostCall(const HostCallAttrs& attrs, absl::Span<const HostTensor> inpu
   return result;
 }
 
+// A copy of `t` in `to` (a float type), each element converted through f32: exact when
+// widening a 16-bit float, rounded to nearest even when narrowing to one.
+HostTensor ConvertFloats(const HostTensor& t, DType to) {
+  HostTensor out(to, t.shape());
+  const int64_t n = t.num_elements();
+  if (t.dtype() == DType::kF32 && to == DType::kBF16) {
+    for (int64_t i = 0; i < n; ++i)
+      out.data<BFloat16>()[i].bits = FloatToBF16Bits(t.data<float>()[i]);
+  } else if (t.dtype() == DType::kF32 && to == DType::kF16) {
+    for (int64_t i = 0; i < n; ++i)
+      out.data<Float16>()[i].bits = FloatToF16Bits(t.data<float>()[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out.SetDouble(i, t.GetDouble(i));
+  }
+  return out;
+}
+
+// Whether the op reads or writes a 16-bit float, other than as a value it only passes
+// through untouched (a Const's stored value, a HostCall's tensors).
+bool Touches16BitFloats(OpKind op, absl::Span<const HostTensor> inputs,
+                        absl::Span<const TensorType> output_types) {
+  if (op == OpKind::kConst || op == OpKind::kHostCall) return false;
+  for (const HostTensor& t : inputs) {
+    if (Is16BitFloat(t.dtype())) return true;
+  }
+  for (const TensorType& t : output_types) {
+    if (Is16BitFloat(t.dtype)) return true;
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
+                                                       absl::Span<const HostTensor> inputs,
+                                                       absl::Span<const TensorType> output_types);
+
 }  // namespace
 
+// bf16 and f16: every op computes in f32 from exactly widened inputs and rounds each
+// result once to its 16-bit type (docs/MIXED_PRECISION.md), so sums, means, matmuls and
+// convolutions accumulate in f32 and the oracle says exactly what a 16-bit result is.
 absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
     const Node& node, absl::Span<const HostTensor> inputs,
     absl::Span<const TensorType> output_types) {
+  if (!Touches16BitFloats(node.op(), inputs, output_types)) {
+    return RunTypedKernel(node, inputs, output_types);
+  }
+  std::vector<HostTensor> wide;
+  wide.reserve(inputs.size());
+  for (const HostTensor& t : inputs) {
+    wide.push_back(Is16BitFloat(t.dtype()) ? ConvertFloats(t, DType::kF32) : t);
+  }
+  std::vector<TensorType> wide_types(output_types.begin(), output_types.end());
+  for (TensorType& t : wide_types) t.dtype = ComputeDType(t.dtype);
+  BRAZE_ASSIGN_OR_RETURN(std::vector<HostTensor> result, RunTypedKernel(node, wide, wide_types));
+  for (size_t i = 0; i < result.size() && i < output_types.size(); ++i) {
+    if (Is16BitFloat(output_types[i].dtype) && result[i].dtype() == DType::kF32) {
+      result[i] = ConvertFloats(result[i], output_types[i].dtype);
+    }
+  }
+  return result;
+}
+
+namespace {
+
+absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
+                                                       absl::Span<const HostTensor> inputs,
+                                                       absl::Span<const TensorType> output_types) {
   namespace ri = reference_internal;
   const OpKind op = node.op();
   // Every op but HostCall has exactly one output.
@@ -249,4 +311,5 @@ absl::StatusOr<std::vector<HostTensor>> RunReferenceKernel(
   return absl::InternalError(absl::StrCat("unknown op ", static_cast<int>(op)));
 }
 
+}  // namespace
 }  // namespace braze

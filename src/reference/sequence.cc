@@ -122,8 +122,9 @@ Kernel RunIota(const IotaAttrs& attrs, const HostTensor& like, const TensorType&
     return absl::InvalidArgumentError(
         absl::StrCat("Iota axis ", attrs.axis, " out of range for ", TypeString(like.type())));
   }
-  BRAZE_RETURN_IF_ERROR(
-      CheckType("Iota", TensorType{attrs.dtype, Shape{like.shape()[attrs.axis]}}, out_type));
+  // A 16-bit Iota computes in f32 (RunReferenceKernel rounds the result).
+  BRAZE_RETURN_IF_ERROR(CheckType(
+      "Iota", TensorType{ComputeDType(attrs.dtype), Shape{like.shape()[attrs.axis]}}, out_type));
   HostTensor out(out_type.dtype, out_type.shape);
   BRAZE_RETURN_IF_ERROR(VisitNumeric(out_type.dtype, "Iota", [&](auto tag) {
     using T = decltype(tag);

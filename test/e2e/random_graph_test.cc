@@ -209,6 +209,18 @@ TEST(RandomGraphs, AttentionMatchesReference) {
   EXPECT_EQ(RunSlice(7200, 7210, slice), 10);
 }
 
+// bf16 and f16 (braze-fuzz --float16; docs/MIXED_PRECISION.md): casts of float values
+// to both 16-bit types, elementwise ops, reductions, matmuls, softmax and layer norm on
+// them, casts back; 16-bit results judged at RunOptions::rtol_16.
+TEST(RandomGraphs, Float16ProgramsMatchReference) {
+  Slice slice;
+  slice.gen.float16_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --float16 --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(7300, 7316, slice);
+}
+
 // A random draw is compared with no tolerance: one ulp off in one element is a mismatch
 // (an f32 draw has no rounding to forgive), where an ordinary f32 fetch would pass.
 TEST(RandomGraphs, ARandomDrawOneUlpOffIsAMismatch) {

@@ -1,5 +1,6 @@
 // Every elementwise op (unary, Cast, binary with broadcasting, Select) compiled under
 // every scheduler and compared with the reference kernels.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -179,79 +180,140 @@ std::vector<OpTestCase> Cases() {
   return cases;
 }
 
-std::vector<OpTestCase> BasicCases() {
-  const DType f32 = DType::kF32, f64 = DType::kF64, i32 = DType::kI32, b = DType::kBool;
+// The tolerance of a 16-bit float result: one ulp of its type (bf16 has 8 significant
+// bits, f16 11) relative, on top of the f32 case's. Both sides compute in f32 and round
+// once per op (docs/MIXED_PRECISION.md), so they differ only where the f32 values
+// straddle a rounding boundary.
+Tolerance TolFor(DType dtype, Tolerance f32) {
+  if (dtype == DType::kBF16) return {std::max(f32.rtol, 0x1p-7), std::max(f32.atol, 1e-5)};
+  if (dtype == DType::kF16) return {std::max(f32.rtol, 0x1p-10), std::max(f32.atol, 1e-5)};
+  return f32;
+}
+
+// The float cases, for f32 and for each 16-bit float (`f`; names get `suffix`).
+std::vector<OpTestCase> FloatCases(DType f, const std::string& x) {
+  const DType b = DType::kBool;
+  const Tolerance def = TolFor(f, {});
+  const Tolerance exact = Is16BitFloat(f) ? TolFor(f, kExact) : kExact;
   return {
-      Unary("Neg", Neg, f32, -1, 1),
-      Unary("NegI32", Neg, i32, -100, 100, kExact),
-      Unary("Abs", Abs, f32, -1, 1),
-      Unary("AbsI32", Abs, i32, -100, 100, kExact),
-      Unary("Exp", Exp, f32, -3, 3),
-      Unary("ExpF64", Exp, f64, -3, 3, {1e-12, 1e-14}),
-      Unary("Log", Log, f32, 0.05, 4),
-      Unary("Sqrt", Sqrt, f32, 0.05, 4),
-      Unary("Rsqrt", Rsqrt, f32, 0.05, 4),
-      Unary("Tanh", Tanh, f32, -4, 4),
-      Unary("TanhSmall", Tanh, f32, -0.05, 0.05),
-      Unary("TanhF64", Tanh, f64, -4, 4, {1e-12, 1e-14}),
-      Unary("Sigmoid", Sigmoid, f32, -6, 6),
-      Unary("Relu", Relu, f32, -1, 1),
-      Unary("ReluI32", Relu, i32, -100, 100, kExact),
-      Unary("Square", Square, f32, -2, 2),
-      Unary("SquareI32", Square, i32, -100, 100, kExact),
-      Unary("Reciprocal", Reciprocal, f32, 0.1, 4),
-      Unary("Sign", Sign, f32, -1, 1, kExact),
-      Unary("SignI32", Sign, i32, -3, 3, kExact),
-      Unary("Floor", Floor, f32, -5, 5, kExact),
-      Unary("Erf", Erf, f32, -3, 3, {1e-5, 1e-6}),
-      Unary("ErfF64", Erf, f64, -3, 3, {1e-12, 1e-14}),
-      CastCase("CastF32ToI32", f32, i32, -50, 50),
-      CastCase("CastF32ToBool", f32, b, -1, 1),
-      CastCase("CastI32ToBool", i32, b, -2, 2),
-      CastCase("CastBoolToF32", b, f32, 0, 1),
-      CastCase("CastBoolToI32", b, i32, 0, 1),
-      CastCase("CastI32ToF32", i32, f32, -1000, 1000),
-      CastCase("CastF64ToF32", f64, f32, -1, 1),
-      CastCase("CastF32ToF64", f32, f64, -1, 1),
-      CastCase("CastF64ToI32", f64, i32, -50, 50),
-      Binary("Add", Add, f32, -1, 1),
-      Binary("AddI32", Add, i32, -100, 100, kExact),
-      Binary("Sub", Sub, f32, -1, 1),
-      Binary("Mul", Mul, f32, -1, 1),
-      Binary("MulI32", Mul, i32, -100, 100, kExact),
-      Binary("Div", Div, f32, 0.5, 2),
-      Binary("DivI32", Div, i32, -10, 10, kExact),  // floor division, negatives and x/0
-      Binary("Maximum", Maximum, f32, -1, 1),
-      Binary("MinimumI32", Minimum, i32, -5, 5, kExact),
-      Binary("Minimum", Minimum, f32, -1, 1),
-      Binary("Pow", Pow, f32, 0.1, 2),
-      Binary("PowF64", Pow, f64, 0.1, 2, {1e-12, 1e-14}),
-      Binary("Greater", Greater, f32, -1, 1, kExact),
-      Binary("Less", Less, f32, -1, 1, kExact),
-      Binary("LessI32", Less, i32, -3, 3, kExact),
-      Binary("EqualI32", Equal, i32, -2, 2, kExact),
-      Binary("EqualBool", Equal, b, 0, 1, kExact),
-      {"Select",
-       [](Case& c, const Shape& s) {
+      Unary("Neg" + x, Neg, f, -1, 1, def),
+      Unary("Abs" + x, Abs, f, -1, 1, def),
+      Unary("Exp" + x, Exp, f, -3, 3, def),
+      Unary("Log" + x, Log, f, 0.05, 4, def),
+      Unary("Sqrt" + x, Sqrt, f, 0.05, 4, def),
+      Unary("Rsqrt" + x, Rsqrt, f, 0.05, 4, def),
+      Unary("Tanh" + x, Tanh, f, -4, 4, def),
+      Unary("TanhSmall" + x, Tanh, f, -0.05, 0.05, def),
+      Unary("Sigmoid" + x, Sigmoid, f, -6, 6, def),
+      Unary("Relu" + x, Relu, f, -1, 1, def),
+      Unary("Square" + x, Square, f, -2, 2, def),
+      Unary("Reciprocal" + x, Reciprocal, f, 0.1, 4, def),
+      Unary("Sign" + x, Sign, f, -1, 1, kExact),
+      Unary("Floor" + x, Floor, f, -5, 5, kExact),
+      Unary("Erf" + x, Erf, f, -3, 3, TolFor(f, {1e-5, 1e-6})),
+      CastCase("CastF32ToI32" + x, f, DType::kI32, -50, 50),
+      CastCase("CastF32ToBool" + x, f, b, -1, 1),
+      CastCase("CastBoolToF32" + x, b, f, 0, 1),
+      CastCase("CastI32ToF32" + x, DType::kI32, f, -1000, 1000),
+      Binary("Add" + x, Add, f, -1, 1, def),
+      Binary("Sub" + x, Sub, f, -1, 1, def),
+      Binary("Mul" + x, Mul, f, -1, 1, def),
+      Binary("Div" + x, Div, f, 0.5, 2, def),
+      Binary("Maximum" + x, Maximum, f, -1, 1, def),
+      Binary("Minimum" + x, Minimum, f, -1, 1, def),
+      Binary("Pow" + x, Pow, f, 0.1, 2, def),
+      Binary("Greater" + x, Greater, f, -1, 1, kExact),
+      Binary("Less" + x, Less, f, -1, 1, kExact),
+      {"Select" + x,
+       [=](Case& c, const Shape& s) {
          Tensor cond = c.Input(b, s, 41);
-         Tensor x = c.Input(f32, s, 42);
-         Tensor row = c.Input(f32, {s.back()}, 43);
+         Tensor v = c.Input(f, s, 42);
+         Tensor row = c.Input(f, {s.back()}, 43);
          Tensor cond_row = c.Input(b, {s.back()}, 44);
-         c.outputs = {Select(cond, x, row), Select(cond_row, row, x)};
+         c.outputs = {Select(cond, v, row), Select(cond_row, row, v)};
        },
        {kTiny, kSmall, kEmpty},
        {kBig},
-       kExact},
-      {"ChainOfTen",  // a 10-op elementwise chain with scalar constants: one pipeline
-       [](Case& c, const Shape& s) {
-         Tensor x = c.Input(f32, s, 51);
-         Tensor y = Exp(Tanh(x * 2.0 + 1.0) - 0.5);
+       exact},
+      {"ChainOfTen" + x,  // a 10-op elementwise chain with scalar constants: one pipeline
+       [=](Case& c, const Shape& s) {
+         Tensor v = c.Input(f, s, 51);
+         Tensor y = Exp(Tanh(v * 2.0 + 1.0) - 0.5);
          c.outputs = {Sqrt(Relu(y * y) + 1.0) / 3.0};
        },
        {kTiny, kSmall, kEmpty},
        {kBig},
-       {}},
+       // Ten roundings: an ulp of difference early may grow through Exp.
+       Is16BitFloat(f) ? TolFor(f, {f == DType::kBF16 ? 0x1p-6 : 0x1p-9, 1e-5}) : def},
   };
+}
+
+std::vector<OpTestCase> BasicCases() {
+  const DType f32 = DType::kF32, f64 = DType::kF64, i32 = DType::kI32, b = DType::kBool;
+  std::vector<OpTestCase> cases = FloatCases(f32, "");
+  std::vector<OpTestCase> more = {
+      CastCase("CastF64ToF32", f64, f32, -1, 1),
+      CastCase("CastF32ToF64", f32, f64, -1, 1),
+      Unary("NegI32", Neg, i32, -100, 100, kExact),
+      Unary("AbsI32", Abs, i32, -100, 100, kExact),
+      Unary("ExpF64", Exp, f64, -3, 3, {1e-12, 1e-14}),
+      Unary("TanhF64", Tanh, f64, -4, 4, {1e-12, 1e-14}),
+      Unary("ReluI32", Relu, i32, -100, 100, kExact),
+      Unary("SquareI32", Square, i32, -100, 100, kExact),
+      Unary("SignI32", Sign, i32, -3, 3, kExact),
+      Unary("ErfF64", Erf, f64, -3, 3, {1e-12, 1e-14}),
+      CastCase("CastI32ToBool", i32, b, -2, 2),
+      CastCase("CastBoolToI32", b, i32, 0, 1),
+      CastCase("CastF64ToI32", f64, i32, -50, 50),
+      Binary("AddI32", Add, i32, -100, 100, kExact),
+      Binary("MulI32", Mul, i32, -100, 100, kExact),
+      Binary("DivI32", Div, i32, -10, 10, kExact),  // floor division, negatives and x/0
+      Binary("MinimumI32", Minimum, i32, -5, 5, kExact),
+      Binary("PowF64", Pow, f64, 0.1, 2, {1e-12, 1e-14}),
+      Binary("LessI32", Less, i32, -3, 3, kExact),
+      Binary("EqualI32", Equal, i32, -2, 2, kExact),
+      Binary("EqualBool", Equal, b, 0, 1, kExact),
+  };
+  cases.insert(cases.end(), more.begin(), more.end());
+  return cases;
+}
+
+// NaN, infinities, signed zeros, f32 subnormals, f16 subnormals and their underflow,
+// f16's largest value and its overflow, bf16 and f16 ties, f64 past f32's range.
+const std::vector<double> kSpecials16 = {
+    NAN,        INFINITY,    -INFINITY,       0.0,    -0.0,  1e-40, -1e-40, 6e-8,
+    3e-8,       1e-45,       65504,           65520,  70000, 3e38,  -3e38,  1.00390625,
+    1.01171875, 1 + 0x1p-11, 1 + 3 * 0x1p-11, 1e-300, 1e300};
+
+// The float cases in bf16 and f16, the casts between every pair of float types, and
+// every class of special value (NaN, infinities, signed zeros, subnormals, overflow on
+// narrowing) through a cast each way: compiled rounding is bit-exact with the
+// reference's (Eigen's) conversions.
+std::vector<OpTestCase> Cases16() {
+  std::vector<OpTestCase> cases = FloatCases(DType::kBF16, "BF16");
+  std::vector<OpTestCase> f16 = FloatCases(DType::kF16, "F16");
+  cases.insert(cases.end(), f16.begin(), f16.end());
+  const std::vector<std::pair<DType, std::string>> floats = {
+      {DType::kF32, "F32"}, {DType::kF64, "F64"}, {DType::kBF16, "BF16"}, {DType::kF16, "F16"}};
+  for (const auto& [from, fs] : floats) {
+    for (const auto& [to, ts] : floats) {
+      if (from == to || (!Is16BitFloat(from) && !Is16BitFloat(to))) continue;
+      cases.push_back(CastCase("Cast" + fs + "To" + ts, from, to, -3, 3));
+      cases.back().tol = kExact;
+      cases.push_back({"ExtremeCast" + fs + "To" + ts,
+                       [from = from, to = to](Case& c, const Shape&) {
+                         HostTensor t(from, {static_cast<int64_t>(kSpecials16.size())});
+                         for (size_t i = 0; i < kSpecials16.size(); ++i) {
+                           t.SetDouble(static_cast<int64_t>(i), kSpecials16[i]);
+                         }
+                         c.outputs.push_back(Cast(c.Input(t), to));
+                       },
+                       {{1}},
+                       {},
+                       kExact});
+    }
+  }
+  return cases;
 }
 
 class ElementwiseTest : public ::testing::TestWithParam<OpParam> {};
@@ -262,6 +324,11 @@ TEST_P(ElementwiseTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTest,
                          ::testing::Combine(::testing::ValuesIn(Cases()),
+                                            ::testing::ValuesIn(AllSchedulers())),
+                         OpParamName);
+
+INSTANTIATE_TEST_SUITE_P(Ops16, ElementwiseTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases16()),
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
@@ -295,6 +362,8 @@ TEST_P(ElementwiseTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(Get
 TEST_P(ElementwiseTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+// The 16-bit cases as CUDA kernels (bf16 converted on its bits: lower_float16.cc).
+INSTANTIATE_TEST_SUITE_P(Ops16, ElementwiseTestCuda, ::testing::ValuesIn(Cases16()), CaseName);
 
 // The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
 class ElementwiseTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -105,6 +106,25 @@ std::vector<OpTestCase> Cases() {
   };
 }
 
+// The float cases in bf16 and f16: each op accumulates in f32 (or wider) and rounds
+// once, so compiled and reference results are within one ulp of the 16-bit type.
+std::vector<OpTestCase> Cases16() {
+  std::vector<OpTestCase> cases;
+  for (const auto& [f, x, ulp] :
+       {std::tuple<DType, std::string, double>{DType::kBF16, "BF16", 0x1p-7},
+        {DType::kF16, "F16", 0x1p-10}}) {
+    const Tolerance tol{ulp, 1e-5};
+    cases.push_back(Reduction("Sum" + x, Sum, f, -1, 1, tol));
+    cases.push_back(Reduction("Mean" + x, Mean, f, -1, 1, tol));
+    cases.push_back(Reduction("Max" + x, Max, f, -1, 1, kExact));
+    cases.push_back(Reduction("Min" + x, Min, f, -1, 1, kExact));
+    cases.push_back(ArgMaxCase("ArgMax" + x, f, -1, 1));
+    cases.push_back(MatMulCase("MatMul" + x, false, f, tol));
+    cases.push_back(MatMulCase("BatchMatMul" + x, true, f, tol));
+  }
+  return cases;
+}
+
 class ReduceMatMulTest : public ::testing::TestWithParam<OpParam> {};
 
 TEST_P(ReduceMatMulTest, MatchesReference) {
@@ -113,6 +133,11 @@ TEST_P(ReduceMatMulTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTest,
                          ::testing::Combine(::testing::ValuesIn(Cases()),
+                                            ::testing::ValuesIn(AllSchedulers())),
+                         OpParamName);
+
+INSTANTIATE_TEST_SUITE_P(Ops16, ReduceMatMulTest,
+                         ::testing::Combine(::testing::ValuesIn(Cases16()),
                                             ::testing::ValuesIn(AllSchedulers())),
                          OpParamName);
 
@@ -274,8 +299,7 @@ void CheckSpecialRows(Scheduler scheduler) {
       options.scheduler = scheduler;
       auto kernel = CompileCluster(SpecOf(c), options);
       ASSERT_TRUE(kernel.ok()) << kernel.status();
-      if (scheduler == Scheduler::kSafeDefault && graph != SpecialGraph::kFourOutputs &&
-          n == 256) {
+      if (scheduler == Scheduler::kSafeDefault && graph != SpecialGraph::kFourOutputs && n == 256) {
         // The lanes' partial results are what a new order of combining could get wrong.
         EXPECT_NE((*kernel)->schedule_text().find(".rfactor"), std::string::npos)
             << what << "\n"

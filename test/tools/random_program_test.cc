@@ -298,6 +298,38 @@ TEST(RandomProgram, RandomOpProgramsDrawEveryRandomOpAndFetchItsBits) {
   }
 }
 
+// bf16 and f16 programs (GenerateOptions::float16_probability) draw casts to and from
+// both 16-bit types and every op on them; values computed from an inexact 16-bit
+// rounding are marked (ProgramOp::half_rounding) and values of exact casts are not; the
+// programs build. With the default (0) no program draws a 16-bit value.
+TEST(RandomProgram, Float16ProgramsDrawCastsAndOpsAndMarkTheirRounding) {
+  GenerateOptions options;
+  options.float16_probability = 1;
+  std::string all;
+  int half = 0;
+  for (uint64_t seed = 1; seed < 120; ++seed) {
+    const Program program = GenerateProgram(seed, options);
+    for (const ProgramOp& op : program.ops) {
+      all += op.code + "\n";
+      half += op.half_rounding;
+    }
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << "seed " << seed << ": " << built.status();
+    for (const ProgramOp& op : GenerateProgram(seed).ops) {
+      EXPECT_EQ(op.code.find("DType::kBF16"), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("DType::kF16"), std::string::npos) << seed << ": " << op.code;
+      EXPECT_FALSE(op.half_rounding) << seed << ": " << op.code;
+    }
+  }
+  EXPECT_GE(half, 20);
+  for (const char* want : {"Cast($0, DType::kBF16)", "Cast($0, DType::kF16)", "MatMul($0, $1)",
+                           "Softmax($0)", "LayerNorm(", "Sum($0, {-1}", "Mean($0, {-1}",
+                           "Maximum($0, $1)", "Tanh($0)", "Sqrt(Abs($0))"}) {
+    EXPECT_NE(all.find(want), std::string::npos) << want;
+  }
+}
+
 // Attention programs (GenerateOptions::attention_probability) draw
 // ScaledDotProductAttention fused and unfused, causal, with dropout (constant and run-time
 // steps), an explicit scale, f64, Tq != Tk, a -1 length, and fetch gradients in about

@@ -22,7 +22,9 @@
 // program), --random[=P] (the chance a program draws the random ops: RandomUniform,
 // RandomNormal, Dropout, their bits compared exactly; default 0; bare: every program),
 // --attention[=P] (the chance a program draws ScaledDotProductAttention, fused or not,
-// and in half of them its gradients; default 0; bare: every program),
+// and in half of them its gradients; default 0; bare: every program), --float16[=P] (the
+// chance a program draws bf16 and f16 values, ops on them and casts; default 0; bare:
+// every program),
 // --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
@@ -90,6 +92,7 @@ struct Flags {
   double sequence = 0;        // GenerateOptions::sequence_probability
   double random = 0;          // GenerateOptions::random_probability
   double attention = 0;       // GenerateOptions::attention_probability
+  double float16 = 0;         // GenerateOptions::float16_probability
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -145,6 +148,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->random)) return false;
     } else if (arg == "--attention") {
       if (!ParseProbability(value, &f->attention)) return false;
+    } else if (arg == "--float16") {
+      if (!ParseProbability(value, &f->float16)) return false;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -195,6 +200,7 @@ GenerateOptions GenOptions(const Flags& f) {
   gen.sequence_probability = f.sequence;
   gen.random_probability = f.random;
   gen.attention_probability = f.attention;
+  gen.float16_probability = f.float16;
   return gen;
 }
 
@@ -228,7 +234,7 @@ std::string Settings(const Flags& f) {
       " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
       " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
       " sequence=", gen.sequence_probability, " random=", gen.random_probability,
-      " attention=", gen.attention_probability, " threads=",
+      " attention=", gen.attention_probability, " float16=", gen.float16_probability, " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),
@@ -372,6 +378,7 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
   if (f.attention > 0) {
     absl::StrAppend(&flags, " --attention=", absl::StrFormat("%.17g", f.attention));
   }
+  if (f.float16 > 0) absl::StrAppend(&flags, " --float16=", absl::StrFormat("%.17g", f.float16));
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
@@ -489,7 +496,7 @@ int Main(int argc, char** argv) {
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
                  "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
-                 "[--random[=P]] [--attention[=P]] [--threads=N|random] "
+                 "[--random[=P]] [--attention[=P]] [--float16[=P]] [--threads=N|random] "
                  "[--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");

@@ -57,6 +57,9 @@ Tol TolOf(const Program& p, const BuiltProgram& built, size_t f, const RunOption
   if (v >= static_cast<int>(p.inputs.size()) && p.ops[v - p.inputs.size()].bit_exact) {
     return Tol{0, 0, "bit-exact"};
   }
+  if (v >= static_cast<int>(p.inputs.size()) && p.ops[v - p.inputs.size()].half_rounding) {
+    return Tol{o.rtol_16, o.atol_16, "16-bit"};
+  }
   const bool f64 =
       built.fetches[f].dtype() == DType::kF64 && v >= 0 &&
       (v < static_cast<int>(p.inputs.size()) || !p.ops[v - p.inputs.size()].f32_rounding);

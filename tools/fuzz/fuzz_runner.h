@@ -43,6 +43,14 @@ struct RunOptions {
   // term) is 1e-8 relative or more.
   double rtol_f64 = 1e-9;
   double atol_f64 = 1e-11;
+  // Results that carry bf16 or f16 rounding (ProgramOp::half_rounding): each op rounds
+  // once to 8 (bf16) or 11 (f16) significant bits, so two implementations whose f32
+  // results differ by an ulp round an ulp of the 16-bit type apart (2^-8 .. 2^-7
+  // relative for bf16), and later ops carry and amplify that as they do an f32 ulp.
+  // 2^-4 relative is eight bf16 ulps; a gross error (a wrong term, a bf16 accumulator
+  // that stops at 256) is larger.
+  double rtol_16 = 0x1p-4;
+  double atol_16 = 0x1p-7;
 };
 
 // kIllConditioned: the compiled result differs from the reference's beyond the tolerance,

@@ -61,6 +61,11 @@ struct ProgramOp {
   // Computed bit for bit by both implementations (a random op: docs/RANDOM.md): always
   // fetched, and compared with no tolerance at all.
   bool bit_exact = false;
+  // Whether the value may carry bf16 or f16 rounding: it, or a value it is computed
+  // from, is a 16-bit value the two implementations may round differently (each rounds
+  // once per op from f32 results that may differ by an f32 ulp: an ulp of the 16-bit
+  // type apart). Judged at RunOptions::rtol_16 (docs/MIXED_PRECISION.md).
+  bool half_rounding = false;
 };
 
 struct Program {
@@ -131,6 +136,12 @@ struct GenerateOptions {
   // (random_program_attention.cc). Drawn from a stream of its own: with 0 (the default)
   // every seed's program is what it was before.
   double attention_probability = 0;
+  // The chance a program draws bf16 and f16 (braze-fuzz --float16): then 30% of its ops
+  // cast float values to a 16-bit type or compute on 16-bit values (elementwise,
+  // broadcasting binaries, reductions, matmuls, softmax, layer norm, casts between the
+  // 16-bit types and back) (random_program_float16.cc). Drawn from a stream of its own:
+  // with 0 (the default) every seed's program is what it was before.
+  double float16_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});

@@ -34,6 +34,10 @@ std::string DTypeCode(DType d) {
       return "DType::kI32";
     case DType::kBool:
       return "DType::kBool";
+    case DType::kBF16:
+      return "DType::kBF16";
+    case DType::kF16:
+      return "DType::kF16";
   }
   return "?";
 }
@@ -61,6 +65,7 @@ bool ExactOpCode(const std::string& code) {
                              "Min(",
                              "Select($0",
                              "Cast($0, DType::kF",
+                             "Cast($0, DType::kBF16)",
                              "OneHot(",
                              "MaxPool(",
                              "Gather(",

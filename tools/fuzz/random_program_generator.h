@@ -63,6 +63,7 @@ class Generator : public internal::Drawer {
         sequence_rng_(seed ^ 0x53657175656e6365ull),
         random_rng_(seed ^ 0x52616e646f6dull),
         attention_rng_(seed ^ 0x4174746e6e6eull),
+        float16_rng_(seed ^ 0x466c6f617431ull),
         options_(options) {
     program_.seed = seed;
   }
@@ -101,6 +102,7 @@ class Generator : public internal::Drawer {
   void MarkBitExact(int i) override {
     exact_[i] = true;
     rounding_[i] = false;
+    half_[i] = false;
     program_.ops[i - program_.inputs.size()].bit_exact = true;
   }
   int Pick(const std::function<bool(const Tensor&)>& ok, bool exact_only) override {
@@ -190,6 +192,10 @@ class Generator : public internal::Drawer {
     return FamilyOp(attention_rng_, attention_, options_.attention_probability, 0.25,
                     internal::DrawAttentionOp);
   }
+  bool Float16Op() {
+    return FamilyOp(float16_rng_, float16_, options_.float16_probability, 0.3,
+                    internal::DrawFloat16Op);
+  }
   bool FamilyOp(std::mt19937_64& stream, int& on, double p, double share,
                 bool (*draw)(internal::Drawer&)) {
     if (p <= 0) return false;
@@ -229,6 +235,7 @@ class Generator : public internal::Drawer {
     values_.resize(values);
     exact_.resize(values);
     rounding_.resize(values);
+    half_.resize(values);
     grid_.resize(values);
     work_.resize(ops);
   }
@@ -299,6 +306,7 @@ class Generator : public internal::Drawer {
       values_.push_back(t);
       exact_.push_back(true);
       rounding_.push_back(false);
+      half_.push_back(false);
       grid_.push_back(in.grid ? Grid{true, -3, 2} : Grid{});
       if (dram) value_cap_ = std::max(value_cap_, 2 * NumElements(Concrete(in.shape)));
     }
@@ -345,17 +353,25 @@ class Generator : public internal::Drawer {
     Tensor t = build(g_, args);
     bool exact = !IsFloating(t.dtype()) || ExactOp(code);
     bool rounding = t.dtype() == DType::kF32 && !ExactOp(code);
+    bool half = false;
     for (int i : operands) {
       exact = exact && exact_[i];
       rounding = rounding || rounding_[i];
+      half = half || half_[i];
     }
+    // A 16-bit value rounds once what may differ by an f32 ulp (a cast of an inexact f32
+    // value too): an ulp of its type apart.
+    half = half || (Is16BitFloat(t.dtype()) && !exact);
     if (!grid.on) grid = GridOf(code, operands);
     if (!IsFloating(t.dtype())) grid = Grid{};
     if (grid.on && grid.ExactIn(t.dtype())) {
       exact = true;
       rounding = false;
+      half = false;  // exact in f32, so rounded once the same way by both
     }
     program_.ops.push_back({std::move(operands), std::move(build), std::move(code), rounding});
+    program_.ops.back().half_rounding = half;
+    half_.push_back(half);
     values_.push_back(t);
     exact_.push_back(exact);
     rounding_.push_back(rounding);
@@ -422,7 +438,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp() || AttentionOp()) return true;
+    if (RandomOp() || AttentionOp() || Float16Op()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -507,12 +523,15 @@ class Generator : public internal::Drawer {
   int random_ = -1;                // whether this program draws random ops; -1: not drawn yet
   std::mt19937_64 attention_rng_;  // attention's stream (AttentionOp)
   int attention_ = -1;             // whether this program draws attention; -1: not drawn yet
+  std::mt19937_64 float16_rng_;    // bf16 and f16's stream (Float16Op)
+  int float16_ = -1;               // whether this program draws 16-bit ops; -1: not drawn yet
   GenerateOptions options_;
   Program program_;
   Graph g_;
   std::vector<Tensor> values_;
   std::vector<bool> exact_;         // per value: see ExactOp
   std::vector<bool> rounding_;      // per value: ProgramOp::f32_rounding
+  std::vector<bool> half_;          // per value: ProgramOp::half_rounding
   std::vector<Grid> grid_;          // per value: what is known of its binary form
   std::vector<int64_t> work_;       // per op: a matmul's multiply-adds, else 0
   int64_t next_work_ = 0;           // the next Push's work_

@@ -97,6 +97,8 @@ bool DrawRandomOp(Drawer& d);
 // An attention op (ScaledDotProductAttention; random_program_attention.cc). False when no
 // value fits.
 bool DrawAttentionOp(Drawer& d);
+// A bf16 or f16 op (random_program_float16.cc). False when no value fits.
+bool DrawFloat16Op(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz
