@@ -7,11 +7,11 @@
 //   {"<name>": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...,
 //    "__metadata__": {"<key>": "<string value>", ...}}
 // then the tensors' raw little-endian row-major bytes, `data_offsets` counting from the
-// first byte after the header. Braze's dtypes map to "F32", "F64", "I32" and "BOOL" (one
-// byte, 0 or 1); any other dtype in a file read is InvalidArgument naming the tensor.
-// Braze writes tensors in name order, contiguous, and reading checks what the format
-// requires: offsets within the data, no overlap and no gap, every byte covered, each
-// tensor's byte count equal to its shape times its dtype's size (docs/CHECKPOINTS.md).
+// first byte after the header. Braze's dtypes map to "F32", "F64", "BF16", "F16", "I32" and "BOOL"
+// (one byte, 0 or 1); any other dtype in a file read is InvalidArgument naming the tensor. Braze
+// writes tensors in name order, contiguous, and reading checks what the format requires: offsets
+// within the data, no overlap and no gap, every byte covered, each tensor's byte count equal to its
+// shape times its dtype's size (docs/CHECKPOINTS.md).
 #ifndef BRAZE_SAFETENSORS_H_
 #define BRAZE_SAFETENSORS_H_
 

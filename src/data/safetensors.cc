@@ -43,12 +43,16 @@ const char* SafetensorsDType(DType dtype) {
       return "I32";
     case DType::kBool:
       return "BOOL";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
   }
   return "?";
 }
 
 std::optional<DType> BrazeDType(const std::string& name) {
-  for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kBool}) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kBool, DType::kBF16, DType::kF16}) {
     if (name == SafetensorsDType(d)) return d;
   }
   return std::nullopt;
@@ -86,7 +90,7 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const Json& value, uin
   if (!dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": tensor '", name, "' has dtype ", dtype_name,
-                     ", which Braze does not have (it reads F32, F64, I32 and BOOL)"));
+                     ", which Braze does not have (it reads F32, F64, BF16, F16, I32 and BOOL)"));
   }
   e.dtype = *dtype;
   // Elements counted with overflow checks: a corrupt dim must not wrap around.

@@ -38,6 +38,11 @@ MPI_Datatype MpiType(DType dtype) {
       return MPI_INT32_T;
     case DType::kBool:
       return MPI_UINT8_T;
+    // 16-bit floats travel as their bits (Broadcast, AllGather); AllReduce refuses them
+    // at build time (shape inference), so MPI never sums these.
+    case DType::kBF16:
+    case DType::kF16:
+      return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }

@@ -129,6 +129,10 @@ ncclDataType_t NcclType(DType dtype) {
       return ncclInt32;
     case DType::kBool:
       return ncclUint8;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kF16:
+      return ncclFloat16;
   }
   return ncclUint8;
 }

@@ -489,6 +489,12 @@ absl::StatusOr<Types> CollectiveTypes(OpKind op, const CollectiveAttrs& a, const
   if (op == OpKind::kAllReduce && x.dtype == DType::kBool) {
     return Invalid("AllReduce sums: it does not support dtype bool");
   }
+  // MPI has no 16-bit float sum, and a sum rounded to 16 bits at every hop would not be
+  // the f32 accumulation docs/MIXED_PRECISION.md promises: reduce in f32 (Cast first).
+  if (op == OpKind::kAllReduce && Is16BitFloat(x.dtype)) {
+    return Invalid(absl::StrCat("AllReduce of ", DTypeName(x.dtype),
+                                " is not supported: Cast to f32 first and reduce in f32"));
+  }
   if (op == OpKind::kBroadcast && (a.root < 0 || a.root >= a.world_size)) {
     return Invalid(absl::StrCat("Broadcast root ", a.root, " is not a rank of a world of ",
                                 a.world_size, " processes"));

@@ -37,6 +37,8 @@ TensorMap SampleTensors() {
   t["f64/odd"] = HostTensor::RandomNormal(DType::kF64, {1, 3, 5}, 13);
   t["i32"] = HostTensor::RandomUniform(DType::kI32, {2, 2}, 14, -1000, 1000);
   t["mask"] = HostTensor::RandomUniform(DType::kBool, {11}, 15);
+  t["bf16"] = HostTensor::RandomNormal(DType::kBF16, {3, 5}, 16);
+  t["f16/odd"] = HostTensor::RandomNormal(DType::kF16, {7}, 17);
   t["empty"] = HostTensor(DType::kF32, {0, 4});
   return t;
 }
@@ -141,10 +143,10 @@ TEST(SafetensorsTest, RefusesMalformedFiles) {
       DecodeStatus(WithHeader(R"({"t":{"dtype":"BOOL","shape":[1],"data_offsets":[0,1]}})", "\x07"))
           .message(),
       HasSubstr("neither 0 nor 1"));
-  absl::Status f16 =
-      DecodeStatus(WithHeader(R"({"h":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})", f32x2));
-  EXPECT_EQ(f16.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(f16.message(), HasSubstr("tensor 'h' has dtype F16"));
+  absl::Status f8 = DecodeStatus(
+      WithHeader(R"({"h":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})", f32x2));
+  EXPECT_EQ(f8.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(f8.message(), HasSubstr("tensor 'h' has dtype F8_E4M3"));
   EXPECT_THAT(DecodeStatus(WithHeader(R"({"__metadata__":{"k":3}})", "")).message(),
               HasSubstr("metadata 'k' is not a string"));
   // A header length far beyond the file (a flipped high byte) is refused, not allocated.
