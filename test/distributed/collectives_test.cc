@@ -166,6 +166,15 @@ TEST(Collectives, ShapesAndBadInputNameTheNode) {
   EXPECT_THAT(std::string(bad_gather.node().status().message()), HasSubstr("scalar"));
   Tensor flags = Placeholder(g, DType::kBool, {5}, "flags");
   EXPECT_THAT(std::string(AllReduce(flags).node().status().message()), HasSubstr("bool"));
+  // 16-bit floats are summed in f32 (docs/MIXED_PRECISION.md), never at 16 bits per hop;
+  // they travel as their bits through Broadcast and AllGather.
+  for (DType half : {DType::kBF16, DType::kF16}) {
+    Tensor h = Placeholder(g, half, {2, 3}, "h");
+    EXPECT_THAT(std::string(AllReduce(h).node().status().message()),
+                HasSubstr("Cast to f32 first"));
+    EXPECT_TRUE(Broadcast(h, 0).node().status().ok());
+    EXPECT_EQ(AllGather(h).shape(), (Shape{2, 3}));
+  }
   EXPECT_THAT(std::string(Broadcast(m, 1).node().status().message()),
               HasSubstr("root 1 is not a rank"));
   // A graph built for another world fails at run time, naming the node.
