@@ -219,7 +219,10 @@ std::string ApplyAutoscheduler(Scheduler kind, Halide::Pipeline& pipeline,
     // on one cluster): a user's HL_BEAM_SIZE decides, else the greedy probe does.
     if (UserBeamSize().empty()) {
       SetAdams2019Beam(Adams2019Beam(fresh, name, target, params, &note));
-      if (!note.empty() && VLogIsOn(1)) LogInfo(1, note);
+      // A cut the user's BRAZE_ADAMS2019_SEARCH_S decided is logged; the default greedy
+      // search is not (it is every Adams2019 compile's, and --v=1 is for decisions): the
+      // schedule's text says it either way.
+      if (!note.empty() && Adams2019SearchBudgetSeconds() > 0 && VLogIsOn(1)) LogInfo(1, note);
     }
   }
   Halide::AutoSchedulerResults results = pipeline.auto_schedule(name, target, params);

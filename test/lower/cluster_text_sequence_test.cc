@@ -137,7 +137,7 @@ TEST(ClusterTextSequence, BadAttrsNameWhat) {
   for (const auto& [from, to, what] : std::vector<std::array<std::string, 3>>{
            {"num_segments=7", "num_segments=x", "num_segments"},
            {"num_segments=7 ", "", "num_segments"},
-           {"Iota axis=2 dtype=f64", "Iota axis=2 dtype=f16", "dtype"},
+           {"Iota axis=2 dtype=f64", "Iota axis=2 dtype=f8", "dtype"},
            {"Gather axis=0", "Gather axis=q", "axis"},
            {"Gather axis=0", "Gather axis=9", "Gather axis 9 out of range"}}) {
     std::string bad = absl::StrReplaceAll(text, {{from, to}});
