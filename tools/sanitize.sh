@@ -76,6 +76,9 @@ run_asan() {
   export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=0
   # The disk cache tests use directories of their own; nothing else writes one.
   export BRAZE_CACHE_DIR=off
+  # As under ctest: tests that read the checkout (tools/braze-dump) find it here, not
+  # through __FILE__, which ccache's base_dir makes relative to the build directory.
+  export BRAZE_SOURCE_DIR="$root"
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   for t in ir data reference passes runtime api; do
     echo "== ASan+UBSan: ${t}_tests"
