@@ -1,7 +1,10 @@
 // bf16 and f16 against f32 in Braze (docs/MIXED_PRECISION.md): MatMul + bias + ReLU,
 // 1024^3, the same values (MatMulA/B/Bias rounded to the 16-bit type), one fused cluster
 // each. peers_onednn.cc's BM_MatMulBiasRelu_onednn_bf16 is oneDNN's bf16 matmul with the
-// same post-ops called directly, in the same run.
+// same post-ops called directly, in the same run. The bf16 cluster is one call of
+// oneDNN's bf16 matmul with the bias and ReLU in it and the constant weights packed
+// (docs/CPU_GEMM.md); f16 is the f32 call on widened copies (oneDNN 2.6 has no f16
+// matmul on a CPU without AVX512-FP16).
 //
 //   BM_MatMulBiasRelu_dtype/0: f32; /1: bf16; /2: f16 (inputs, weights, bias and output).
 //
@@ -66,11 +69,15 @@ void BM_MatMulBiasRelu_dtype(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kMM * kMM * kMM / 1e9 * state.iterations(),
                                                  benchmark::Counter::kIsRate);
 }
+// CPU time is the process's (every thread: Braze's pool and oneDNN's OpenMP workers), as
+// for the oneDNN bf16 peer: on a loaded machine the CPU-time ratio of the two is an
+// indication where wall times are not.
 BENCHMARK(BM_MatMulBiasRelu_dtype)
     ->ArgName("dtype")
     ->DenseRange(0, 2)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(1.0)
+    ->MeasureProcessCPUTime()
     ->UseRealTime();
 
 }  // namespace

@@ -246,7 +246,11 @@ void BM_MatMulBiasRelu_onednn_bf16(benchmark::State& state) {
   }
   SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
 }
-BENCHMARK(BM_MatMulBiasRelu_onednn_bf16)->Apply([](auto* b) { PeerDefaults(b, 1.0); });
+// Process CPU time, as BM_MatMulBiasRelu_dtype's (float16_bench.cc).
+BENCHMARK(BM_MatMulBiasRelu_onednn_bf16)->Apply([](auto* b) {
+  PeerDefaults(b, 1.0);
+  b->MeasureProcessCPUTime();
+});
 
 void BM_MatMulBiasRelu_onednn_packed(benchmark::State& state) {
   const HostTensor a = MatMulA(), b = MatMulB(), bias = MatMulBias();

@@ -52,6 +52,32 @@ std::string SignatureChange(const std::vector<TensorType>& before,
 
 // --log_compiles: one line per kernel a step obtains, with why it was needed and what
 // the compile cache had.
+// Which path a kernel's matmuls took, for --log_compiles (docs/CPU_GEMM.md): "; matmul by
+// oneDNN 2.6.3 (bf16 x bf16 -> bf16)" for the library's calls, with their operand and
+// product types as the safe default's schedule text gives them (f32 operands in a
+// 16-bit cluster: widened copies), or "; matmul in Braze's Halide loops" for loops.
+std::string MatMulPath(const std::string& text) {
+  std::vector<std::string> calls;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::StrContains(line, absl::StrCat("extern ", kCpuGemmF32Symbol, " ")) &&
+        !absl::StrContains(line, absl::StrCat("extern ", kCpuGemmBiasF32Symbol, " "))) {
+      continue;
+    }
+    constexpr absl::string_view kTypes = "(the CPU GEMM library: ";
+    const size_t at = line.find(kTypes);
+    std::string types = "?";
+    if (at != absl::string_view::npos) {
+      const absl::string_view rest = line.substr(at + kTypes.size());
+      types = std::string(rest.substr(0, rest.find(')')));
+    }
+    if (std::find(calls.begin(), calls.end(), types) == calls.end()) calls.push_back(types);
+  }
+  if (!calls.empty()) {
+    return absl::StrCat("; matmul by ", CpuGemmLibrary(), " (", absl::StrJoin(calls, ", "), ")");
+  }
+  return absl::StrContains(text, "MatMul_") ? "; matmul in Braze's Halide loops" : "";
+}
+
 void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
                 const std::vector<TensorType>& types, const std::string& reason,
                 const CompileCache::Result& result) {
@@ -75,10 +101,7 @@ void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
     absl::StrAppend(&line, SchedulerName(k.scheduler_used()),
                     result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
     if (!k.schedule_note().empty()) absl::StrAppend(&line, "; ", k.schedule_note());
-    if (absl::StrContains(k.schedule_text(), kCpuGemmF32Symbol) ||
-        absl::StrContains(k.schedule_text(), kCpuGemmBiasF32Symbol)) {
-      absl::StrAppend(&line, "; matmul by ", CpuGemmLibrary());
-    }
+    absl::StrAppend(&line, MatMulPath(k.schedule_text()));
     // Which path a kernel's convolutions took (docs/CONVOLUTIONS.md): its Funcs are named
     // for their ops (Conv2D_3, Conv2DBackpropInput_7, ...).
     if (absl::StrContains(k.schedule_text(), kCpuConvF32Symbol)) {

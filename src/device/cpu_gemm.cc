@@ -18,6 +18,7 @@
 
 #include "HalideRuntime.h"
 #include "absl/container/flat_hash_map.h"
+#include "braze/dtype.h"
 #include "device/onednn_matmul.h"
 
 namespace braze {
@@ -36,13 +37,38 @@ using onednn::Prepared;
 using onednn::ReluPostOpsChecked;
 using onednn::RunGemm;
 
-// braze::Relu (x < 0 ? 0 : x, NaN kept) over rows x cols at c, rows ldc apart: the
-// epilogue's ReLU where the primitive does not apply it.
-void ReluInPlace(float* c, int64_t rows, int64_t cols, int64_t ldc) {
+// braze::Relu (x < 0 ? 0 : x, NaN kept) over rows x cols at c, rows ldc apart, elements
+// of type `t` (f32 or bf16): the epilogue's ReLU where the primitive does not apply it.
+// A bf16 ReLU is exact on the stored value (a negative becomes +0, anything else stays).
+void ReluInPlace(void* c, int64_t rows, int64_t cols, int64_t ldc, dnnl_data_type_t t) {
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = c + i * ldc;
-    for (int64_t j = 0; j < cols; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+    if (t == dnnl_bf16) {
+      uint16_t* row = static_cast<uint16_t*>(c) + i * ldc;
+      for (int64_t j = 0; j < cols; ++j) {
+        if (BF16BitsToFloat(row[j]) < 0.0f) row[j] = 0;
+      }
+    } else {
+      float* row = static_cast<float*>(c) + i * ldc;
+      for (int64_t j = 0; j < cols; ++j) row[j] = row[j] < 0.0f ? 0.0f : row[j];
+    }
   }
+}
+
+// oneDNN's type for a buffer's elements: f32, bf16, or undef for any other.
+dnnl_data_type_t ElementType(const halide_buffer_t* b) {
+  if (b->type.lanes != 1) return dnnl_data_type_undef;
+  if (b->type.code == halide_type_float && b->type.bits == 32) return dnnl_f32;
+  if (b->type.code == halide_type_bfloat && b->type.bits == 16) return dnnl_bf16;
+  return dnnl_data_type_undef;
+}
+
+// The type combinations the call runs: f32 throughout, or bf16 operands (f32
+// accumulation) with an f32 or bf16 product; the bias is of the product's type.
+bool TypesSupported(dnnl_data_type_t ab, dnnl_data_type_t b, dnnl_data_type_t c,
+                    dnnl_data_type_t bias) {
+  const bool operands = ab == b && (ab == dnnl_f32 || ab == dnnl_bf16);
+  const bool product = c == dnnl_f32 || (c == dnnl_bf16 && ab == dnnl_bf16);
+  return operands && product && (bias == dnnl_data_type_undef || bias == c);
 }
 
 std::atomic<bool> relu_post_ops_allowed{true};  // AllowCpuGemmReluPostOpsForTesting
@@ -116,7 +142,7 @@ class PackedCache {
   // b in p's packed layout, packed at its first use (null: not packed). The caller holds
   // p.mu; two Prepared of one configuration (after Lookup's cache started again) may
   // each pack a copy, which is only work done twice.
-  std::shared_ptr<void> Get(const Library& lib, Prepared& p, const PackedKey& key, const float* b) {
+  std::shared_ptr<void> Get(const Library& lib, Prepared& p, const PackedKey& key, const void* b) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (p.packed_b_bytes > budget_ / 2) return nullptr;
@@ -204,14 +230,20 @@ PackedCache& Packed() {
 
 bool IsBoundsQuery(const halide_buffer_t* b) { return b->host == nullptr && b->device == 0; }
 
-// The address of the element at (dims 0 and 1 at their mins, `batch` for dims 2...).
-const float* At(const halide_buffer_t* b, int64_t d0, int64_t d1, const int64_t* batch) {
+// The offset in elements of the element at (dims 0 and 1 at their mins, `batch` for
+// dims 2...).
+int64_t Offset(const halide_buffer_t* b, int64_t d0, int64_t d1, const int64_t* batch) {
   int64_t offset = (d0 - b->dim[0].min) * b->dim[0].stride;
   offset += (d1 - b->dim[1].min) * static_cast<int64_t>(b->dim[1].stride);
   for (int d = 2; d < b->dimensions; ++d) {
     offset += (batch[d - 2] - b->dim[d].min) * static_cast<int64_t>(b->dim[d].stride);
   }
-  return reinterpret_cast<const float*>(b->host) + offset;
+  return offset;
+}
+
+// Its address (elements of the buffer's own type).
+uint8_t* At(const halide_buffer_t* b, int64_t d0, int64_t d1, const int64_t* batch) {
+  return b->host + Offset(b, d0, d1, batch) * b->type.bytes();
 }
 
 void SetDim(halide_buffer_t* b, int d, int32_t min, int32_t extent) {
@@ -278,6 +310,11 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
   (void)b_const;
   return -1;
 #else
+  const dnnl_data_type_t ab = ElementType(a), c = ElementType(out);
+  if (!TypesSupported(ab, ElementType(b), c,
+                      bias == nullptr ? dnnl_data_type_undef : ElementType(bias))) {
+    return -2;
+  }
   const int64_t n = out->dim[0].extent, m = out->dim[1].extent;
   if (n == 0 || m == 0) return 0;
   const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min;
@@ -293,12 +330,12 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
        n0 + n > bias->dim[0].min + bias->dim[0].extent)) {
     return -2;
   }
-  const float* pbias = bias == nullptr
-                           ? nullptr
-                           : reinterpret_cast<const float*>(bias->host) + (n0 - bias->dim[0].min);
+  const void* pbias =
+      bias == nullptr ? nullptr : bias->host + (n0 - bias->dim[0].min) * bias->type.bytes();
   const int epilogue = bias == nullptr ? kNoEpilogue : relu ? kBiasRelu : kBias;
-  const GemmKey key{m,  n,  k,        LeadingDim(a), LeadingDim(b), LeadingDim(out),
-                    ta, tb, epilogue, threads};
+  GemmKey key{m, n, k, LeadingDim(a), LeadingDim(b), LeadingDim(out), ta, tb, epilogue, threads};
+  key.ab = ab;
+  key.c = c;
   // Once per call, not per batch index: every batch index has the same configuration.
   if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
   const int batch_dims = out->dimensions - 2;
@@ -309,14 +346,13 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
   std::shared_ptr<void> packed_b;
   PackedKey packed_key{b_const, 0, k, n, key.ldb, tb};
   if (b_const != 0 && batch_dims == 0) {
-    packed_key.offset = (tb ? At(b, 0, n0, nullptr) : At(b, n0, 0, nullptr)) -
-                        reinterpret_cast<const float*>(b->host);
+    packed_key.offset = tb ? Offset(b, 0, n0, nullptr) : Offset(b, n0, 0, nullptr);
     if (Packed().MayPack(packed_key)) prepared = Lookup(lib, key, /*packed=*/true);
   }
   std::unique_lock<std::mutex> lock;
   if (prepared != nullptr) {
     lock = std::unique_lock<std::mutex>(prepared->mu);
-    const float* pb = reinterpret_cast<const float*>(b->host) + packed_key.offset;
+    const uint8_t* pb = b->host + packed_key.offset * b->type.bytes();
     packed_b = Packed().Get(lib, *prepared, packed_key, pb);
     if (packed_b == nullptr) {  // not packed (too large, or oneDNN failed): the plain one
       lock = std::unique_lock<std::mutex>();
@@ -336,13 +372,13 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
     batch[d] = out->dim[d + 2].min;
   }
   while (true) {
-    const float* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
-    const float* pb = packed_b != nullptr ? static_cast<const float*>(packed_b.get())
-                      : tb                ? At(b, 0, n0, batch)
-                                          : At(b, n0, 0, batch);
-    float* pc = const_cast<float*>(At(out, n0, m0, batch));
+    const void* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
+    const void* pb = packed_b != nullptr ? packed_b.get()
+                     : tb                ? At(b, 0, n0, batch)
+                                         : At(b, n0, 0, batch);
+    void* pc = At(out, n0, m0, batch);
     if (!RunGemm(lib.api, *prepared, pa, pb, pbias, pc)) return -3;
-    if (relu_here) ReluInPlace(pc, m, n, key.ldc);
+    if (relu_here) ReluInPlace(pc, m, n, key.ldc, c);
     int d = 0;
     for (; d < batch_dims; ++d) {
       const halide_dimension_t& dim = out->dim[d + 2];

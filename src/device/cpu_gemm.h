@@ -25,7 +25,11 @@
 
 namespace braze {
 
-// The extern stage's C symbol (f32 only: oneDNN has no double GEMM). Its signature:
+// The extern stage's C symbol. f32 accumulation always (oneDNN has no double GEMM); the
+// element types are the buffers' own (halide_buffer_t::type): f32 operands and product,
+// or bf16 operands (oneDNN's bf16 matmul, AVX512_BF16 dot products accumulating in f32)
+// with an f32 or a bf16 product (the f32 result rounded once, to nearest even, by
+// oneDNN). The name is the one kernels already in disk caches call. Its signature:
 //   int braze_cpu_gemm_f32(halide_buffer_t* a, halide_buffer_t* b, int32_t transpose_a,
 //                          int32_t transpose_b, int32_t k, int32_t threads,
 //                          uint64_t b_const, halide_buffer_t* out)
@@ -38,7 +42,7 @@ namespace braze {
 // with the same name and configuration, as inference engines pack constant weights.
 // Returns 0, or a negative code Halide reports as the stage's error:
 // -1 oneDNN not loadable, -2 a buffer that does not hold the region read, or whose dim 0
-// is not dense (or over 8 batch dims),
+// is not dense (or over 8 batch dims), or element types other than those above,
 // -3 oneDNN refused the configuration or failed.
 inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
 
@@ -47,9 +51,11 @@ inline constexpr char kCpuGemmF32Symbol[] = "braze_cpu_gemm_f32";
 //                               halide_buffer_t* bias, int32_t transpose_a,
 //                               int32_t transpose_b, int32_t k, int32_t relu,
 //                               int32_t threads, uint64_t b_const, halide_buffer_t* out)
-// out = relu(a b + bias), bias [n] broadcast over rows (and batch), dense. The bias is
-// added by oneDNN's matmul (its bias argument: one f32 add after the product, as the
-// Add it replaces), the ReLU by post-ops that keep NaN as braze::Relu does, checked
+// out = relu(a b + bias), bias [n] broadcast over rows (and batch), dense, of out's
+// element type. The bias is added by oneDNN's matmul (its bias argument: one f32 add
+// after the f32 product, as the f32 Add it replaces; a bf16 product is rounded once,
+// after the bias and ReLU, where the graph's ops would round the product and the sum
+// each: docs/MIXED_PRECISION.md), the ReLU by post-ops that keep NaN as braze::Relu does, checked
 // once per process against the same primitive without them (onednn_relu_check.cc);
 // where that check does not cover oneDNN's implementation, the call applies the ReLU
 // itself.

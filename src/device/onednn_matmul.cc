@@ -129,11 +129,11 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
   dnnl_primitive_desc_t pd = nullptr;
   auto p = std::make_shared<Prepared>(api);
   p->relu_post_ops = relu_post_ops && g.epilogue == kBiasRelu;
-  bool ok = api.memory_desc_init(&a, 2, a_dims, dnnl_f32, a_strides) == dnnl_success &&
-            api.memory_desc_init(&b, 2, b_dims, dnnl_f32, b_strides) == dnnl_success &&
-            api.memory_desc_init(&bias, 2, bias_dims, dnnl_f32, bias_strides) == dnnl_success &&
-            api.memory_desc_init(&c, 2, c_dims, dnnl_f32, c_strides) == dnnl_success &&
-            (!pack_weights || api.memory_desc_init_by_tag(&b_any, 2, b_dims, dnnl_f32,
+  bool ok = api.memory_desc_init(&a, 2, a_dims, g.ab, a_strides) == dnnl_success &&
+            api.memory_desc_init(&b, 2, b_dims, g.ab, b_strides) == dnnl_success &&
+            api.memory_desc_init(&bias, 2, bias_dims, g.c, bias_strides) == dnnl_success &&
+            api.memory_desc_init(&c, 2, c_dims, g.c, c_strides) == dnnl_success &&
+            (!pack_weights || api.memory_desc_init_by_tag(&b_any, 2, b_dims, g.ab,
                                                           dnnl_format_tag_any) == dnnl_success) &&
             api.matmul_desc_init(&desc, &a, pack_weights ? &b_any : &b, has_bias ? &bias : nullptr,
                                  &c) == dnnl_success &&
@@ -178,7 +178,7 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
 
 // A reorder primitive made, run and destroyed here: packing is once per constant, and a
 // primitive made on this thread may run on it with oneDNN's own scratchpad.
-std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* b) {
+std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const void* b) {
   const Api& api = lib.api;
   constexpr size_t kAlign = 4096;
   std::shared_ptr<void> packed(
@@ -188,7 +188,7 @@ std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* 
   dnnl_memory_t from = nullptr;
   bool ok =
       p.packed_b_bytes > 0 && packed != nullptr &&
-      api.memory_create(&from, &p.plain_b, lib.engine, const_cast<float*>(b)) == dnnl_success &&
+      api.memory_create(&from, &p.plain_b, lib.engine, const_cast<void*>(b)) == dnnl_success &&
       api.set_data_handle(p.b, packed.get()) == dnnl_success &&
       api.reorder_desc_create(&pd, &p.plain_b, lib.engine, &p.packed_b, lib.engine, nullptr) ==
           dnnl_success &&
@@ -204,18 +204,17 @@ std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* 
   return ok ? packed : nullptr;
 }
 
-// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive).
-// False on an error. The caller holds p->mu.
-bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, const float* bias,
-             float* c) {
+// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive;
+// elements of the key's types). False on an error. The caller holds p->mu.
+bool RunGemm(const Api& api, Prepared& p, const void* a, const void* b, const void* bias, void* c) {
   dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p.a}, {DNNL_ARG_WEIGHTS, p.b}, {DNNL_ARG_DST, p.c}};
   int nargs = 3;
   if (p.scratch != nullptr) args[nargs++] = {DNNL_ARG_SCRATCHPAD, p.scratch};
   if (p.bias != nullptr) args[nargs++] = {DNNL_ARG_BIAS, p.bias};
-  return api.set_data_handle(p.a, const_cast<float*>(a)) == dnnl_success &&
-         api.set_data_handle(p.b, const_cast<float*>(b)) == dnnl_success &&
+  return api.set_data_handle(p.a, const_cast<void*>(a)) == dnnl_success &&
+         api.set_data_handle(p.b, const_cast<void*>(b)) == dnnl_success &&
          (p.bias == nullptr ||
-          api.set_data_handle(p.bias, const_cast<float*>(bias)) == dnnl_success) &&
+          api.set_data_handle(p.bias, const_cast<void*>(bias)) == dnnl_success) &&
          api.set_data_handle(p.c, c) == dnnl_success &&
          api.primitive_execute(p.primitive, p.stream, nargs, args) == dnnl_success &&
          api.stream_wait(p.stream) == dnnl_success;

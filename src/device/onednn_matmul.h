@@ -82,21 +82,25 @@ const Library& Loaded();
 // What the primitive does after the product (the extern's `bias` and `relu`).
 enum Epilogue : int { kNoEpilogue = 0, kBias = 1, kBiasRelu = 2 };
 
-// One GEMM configuration: sizes, leading dimensions, transposes, epilogue and thread
-// count (a primitive's partitioning is fixed when it is created).
+// One GEMM configuration: sizes, leading dimensions, transposes, epilogue, thread
+// count (a primitive's partitioning is fixed when it is created) and element types: `ab`
+// of both operands (f32, or bf16 with f32 accumulation), `c` of the product and of the
+// bias (f32, or bf16 rounded once from the f32 result: docs/MIXED_PRECISION.md).
 struct GemmKey {
   int64_t m, n, k, lda, ldb, ldc;
   bool ta, tb;
   int epilogue;
   int threads;
+  dnnl_data_type_t ab = dnnl_f32, c = dnnl_f32;
   bool operator==(const GemmKey& o) const {
     return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
-           ta == o.ta && tb == o.tb && epilogue == o.epilogue && threads == o.threads;
+           ta == o.ta && tb == o.tb && epilogue == o.epilogue && threads == o.threads &&
+           ab == o.ab && c == o.c;
   }
   template <typename H>
   friend H AbslHashValue(H h, const GemmKey& g) {
     return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.epilogue,
-                      g.threads);
+                      g.threads, static_cast<int>(g.ab), static_cast<int>(g.c));
   }
 };
 
@@ -143,21 +147,20 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
 
 // b (a k x n matrix, as `plain_b` describes it) in p's packed layout, in memory of its
 // own, or null on an error. The caller holds p.mu.
-std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const float* b);
+std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const void* b);
 
-// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive).
-// False on an error. The caller holds p->mu.
-bool RunGemm(const Api& api, Prepared& p, const float* a, const float* b, const float* bias,
-             float* c);
+// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive;
+// elements of the key's types). False on an error. The caller holds p->mu.
+bool RunGemm(const Api& api, Prepared& p, const void* a, const void* b, const void* bias, void* c);
 
 // Appends the NaN-keeping ReLU post-ops (ELU alpha 0, then x * 1 + 0) to `attr`; only
 // for implementations ReluPostOpsChecked accepts.
 bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr);
 
 // Whether the ReLU post-ops may be used with implementation `impl`: a self-test (once
-// per process) runs them on two shapes and keeps the names of the implementations that
-// passed. Any other implementation (another ISA, a reference kernel) gets the ReLU from
-// the caller, with one warning per process.
+// per process) runs them on two shapes, in f32 and in bf16 (operands, bias and product),
+// and keeps the names of the implementations that passed. Any other implementation (another ISA, a
+// reference kernel) gets the ReLU from the caller, with one warning per process.
 bool ReluPostOpsChecked(const Library& lib, const std::string& impl);
 #endif
 

@@ -43,6 +43,12 @@ struct MatMulEpilogue {
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                   const Value& a, const Value& b, const TensorType& out,
                   MatMulEpilogue* epilogue = nullptr);
+// Whether a MatMul/BatchMatMul of bf16 operands (and product) calls the CPU GEMM
+// library on them as they are: oneDNN's bf16 matmul, accumulating in f32 and rounding
+// its result once to bf16, instead of the f32 call on widened copies. LowerMatMul is
+// then given the bf16 Values themselves (docs/MIXED_PRECISION.md).
+bool LibraryTakesBF16(const LoweringContext& ctx, const MatMulAttrs& attrs, const Value& a,
+                      const Value& b, const TensorType& out);
 
 // What an extern library call reads for `v` (lower_reduce.cc): a cluster input in
 // place, a Const as a dense buffer of its own, anything else as a Func the schedule

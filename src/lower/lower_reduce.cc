@@ -429,12 +429,12 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   const Expr b_name(b_const != nullptr ? ContentName(*b_const) : uint64_t{0});
   if (epilogue == nullptr) {
     gemm.define_extern(kCpuGemmF32Symbol, {a_arg, b_arg, ta, tb, k, threads, b_name},
-                       Halide::Float(32), rank);
+                       HalideType(out.dtype), rank);
   } else {
     gemm.define_extern(kCpuGemmBiasF32Symbol,
                        {a_arg, b_arg, argument(*epilogue->bias, "_bias"), ta, tb, k,
                         Expr(epilogue->relu ? 1 : 0), threads, b_name},
-                       Halide::Float(32), rank);
+                       HalideType(out.dtype), rank);
   }
   ctx.calls_library = true;
   schedule::Stage stage;
@@ -452,10 +452,11 @@ Value LowerLibraryMatMul(LoweringContext& ctx, const std::string& name, const Ma
   return result;
 }
 
-// A bias the call can add: f32 [n], n the product's columns (b's last dim, or its
-// second-to-last when transposed), of the same symbolic class when run-time sized.
+// A bias the call can add: [n] of the product's type (f32, or bf16), n the product's
+// columns (b's last dim, or its second-to-last when transposed), of the same symbolic
+// class when run-time sized.
 bool IsRowBias(const Value& bias, const TensorType& out, const Value& b, bool transpose_b) {
-  if (bias.dtype != DType::kF32 || bias.shape.size() != 1 || out.shape.empty() ||
+  if (bias.dtype != out.dtype || bias.shape.size() != 1 || out.shape.empty() ||
       bias.shape[0] != out.shape.back()) {
     return false;
   }
@@ -463,13 +464,25 @@ bool IsRowBias(const Value& bias, const TensorType& out, const Value& b, bool tr
   return SymbolOf(bias, 0) == SymbolOf(b, n_dim);
 }
 
-// LowerOptions::library_gemm_min_work: f32, and enough work to pay for the call.
+// LowerOptions::library_gemm_min_work: an f32 product (or a bf16 one, of bf16 operands:
+// LibraryTakesBF16), and enough work to pay for the call.
 bool UseLibrary(const LoweringContext& ctx, const TensorType& out, int64_t k_extent) {
-  if (ctx.library_gemm_min_work < 0 || out.dtype != DType::kF32) return false;
+  if (ctx.library_gemm_min_work < 0) return false;
+  if (out.dtype != DType::kF32 && out.dtype != DType::kBF16) return false;
   return NumElements(out.shape) * k_extent >= ctx.library_gemm_min_work;
 }
 
 }  // namespace
+
+bool LibraryTakesBF16(const LoweringContext& ctx, const MatMulAttrs& attrs, const Value& a,
+                      const Value& b, const TensorType& out) {
+  if (a.dtype != DType::kBF16 || b.dtype != DType::kBF16 || out.dtype != DType::kBF16) {
+    return false;
+  }
+  const int rank = static_cast<int>(a.shape.size());
+  const int64_t k_extent = a.shape[attrs.transpose_a ? rank - 2 : rank - 1];
+  return k_extent > 0 && UseLibrary(ctx, out, k_extent);
+}
 
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                   const Value& a_in, const Value& b_in, const TensorType& out,

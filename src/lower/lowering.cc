@@ -214,12 +214,16 @@ absl::StatusOr<Value> LowerTypedNode(LoweringContext& ctx, const Node& node,
 }
 
 // Lowers one node; an op on bf16 or f16 computes in f32 and rounds its result once
-// (lower_float16.h). Such a matmul folds no epilogue: the Add and ReLU round on their own.
+// (lower_float16.h). Such a matmul folds no epilogue (the Add and ReLU round on their
+// own), except a bf16 matmul on the CPU GEMM library: oneDNN reads the bf16 operands as
+// they are, accumulates in f32 and rounds once, after the bias and ReLU it takes.
 absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
                                 const std::vector<Value>& in, const TensorType& out,
                                 MatMulEpilogue* epilogue) {
   const DType cast_to = node.op() == OpKind::kCast ? node.attrs_as<CastAttrs>().dtype : out.dtype;
-  if (!Computes16BitFloats(node.op(), in, out)) {
+  const bool matmul = node.op() == OpKind::kMatMul || node.op() == OpKind::kBatchMatMul;
+  if (!Computes16BitFloats(node.op(), in, out) ||
+      (matmul && LibraryTakesBF16(ctx, node.attrs_as<MatMulAttrs>(), in[0], in[1], out))) {
     return LowerTypedNode(ctx, node, in, out, cast_to, epilogue);
   }
   std::vector<Value> wide;

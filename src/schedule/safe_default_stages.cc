@@ -28,6 +28,34 @@ namespace {
 // row, on 2 AVX2 cores: rows of 1024 ran slower than serial, rows of 4096 1.6x faster.
 constexpr int64_t kMinTaskWork = 4096;
 
+// A Halide element type as Braze spells dtypes ("f32", "bf16").
+std::string TypeName(const Halide::Type& t) {
+  if (t.is_bfloat()) return "bf16";
+  if (t.is_float()) return "f" + std::to_string(t.bits());
+  return (t.is_int() ? "i" : "u") + std::to_string(t.bits());
+}
+
+// A GEMM call's operand and product types, "bf16 x bf16 -> bf16": the schedule text and
+// --log_compiles say which path a matmul took (docs/CPU_GEMM.md).
+std::string GemmTypes(const Func& gemm) {
+  std::vector<std::string> names;
+  const std::vector<Halide::ExternFuncArgument>& args = gemm.function().extern_arguments();
+  for (size_t i = 0; i < 2 && i < args.size(); ++i) {
+    const Halide::ExternFuncArgument& arg = args[i];
+    if (arg.is_func()) {
+      names.push_back(TypeName(Halide::Internal::Function(arg.func).output_types()[0]));
+    } else if (arg.is_buffer()) {
+      names.push_back(TypeName(arg.buffer.type()));
+    } else if (arg.is_image_param()) {
+      names.push_back(TypeName(arg.image_param.type()));
+    } else {
+      names.push_back("?");
+    }
+  }
+  names.resize(2, "?");
+  return names[0] + " x " + names[1] + " -> " + TypeName(gemm.output_types()[0]);
+}
+
 }  // namespace
 
 // A stored Func is computed over all of its extents, not just the region its readers
@@ -214,7 +242,7 @@ void SafeScheduler::LibraryMatMul(const Stage& s, const std::set<std::string>& m
   gemm.compute_root();
   BoundToExtents(gemm, s.extents, s.symbolic, s.symbolic_extents);
   log_ << gemm.name() << ": extern " << gemm.function().extern_function_name()
-       << " (the CPU GEMM library), compute_root bound to its extents\n";
+       << " (the CPU GEMM library: " << GemmTypes(gemm) << "), compute_root bound to its extents\n";
 }
 
 // docs/HALIDE14.md §2f: the result is tiled (3 vectors) x 32 rows in 4-row strips, and the

@@ -208,5 +208,50 @@ TEST(CpuGemmSessionTest, VariableWeightsAreNotPacked) {
   EXPECT_EQ(CpuGemmWeightPacks(), before);
 }
 
+// --log_compiles says which path a 16-bit matmul took: oneDNN's bf16 matmul on the bf16
+// operands ("(bf16 x bf16 -> bf16)"), the f32 call on widened f16 copies ("(f32 x f32 ->
+// f32)": oneDNN 2.6 has no f16 matmul without AVX512-FP16), or Braze's Halide loops with
+// the library off. Each result matches the reference: k = 1031 products of magnitude up
+// to 1 reach about 32, where half a bf16 ulp (the rounding the reference makes before the
+// bias Add, which the call adds before its one rounding) is 0.0625.
+TEST(CpuGemmSessionTest, TheLogSaysWhichPathA16BitMatMulTook) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  struct Path {
+    DType dtype;
+    bool library;
+    const char* logged;
+  };
+  for (const Path& path : {Path{DType::kBF16, true, "(bf16 x bf16 -> bf16)"},
+                           Path{DType::kF16, true, "(f32 x f32 -> f32)"},
+                           Path{DType::kBF16, false, "matmul in Braze's Halide loops"}}) {
+    SCOPED_TRACE(path.logged);
+    BrazeFlags flags;
+    flags.log_compiles = true;
+    flags.cpu_gemm_library = path.library;
+    SetBrazeFlagsForTesting(flags);
+    std::vector<std::string> infos;
+    SetLogSink([&](LogSeverity, int, std::string_view text) { infos.emplace_back(text); });
+    Graph g;
+    Tensor x = Placeholder(g, path.dtype, {67, 1031}, "x");
+    Tensor w = Const(g, HostTensor::RandomUniform(path.dtype, {1031, 257}, 41), "w");
+    Tensor bias = Const(g, HostTensor::RandomUniform(path.dtype, {257}, 42), "bias");
+    Tensor y;
+    {
+      JitScope scope(g);
+      y = Relu(MatMul(x, w) + bias);
+    }
+    const Feeds feeds = {{x, HostTensor::RandomUniform(path.dtype, {67, 1031}, 43)}};
+    Session session(g);
+    auto got = session.Run(feeds, {y});
+    SetLogSink(nullptr);
+    SetBrazeFlagsForTesting(BrazeFlags{});
+    ASSERT_TRUE(got.ok()) << got.status();
+    testing_util::ExpectMatchesReference(g, feeds, {y}, *got, 0x1p-7, 0.07);
+    int logged = 0;
+    for (const std::string& line : infos) logged += line.find(path.logged) != std::string::npos;
+    EXPECT_EQ(logged, 1) << infos.size() << " log lines";
+  }
+}
+
 }  // namespace
 }  // namespace braze
