@@ -50,8 +50,6 @@ std::string SignatureChange(const std::vector<TensorType>& before,
   return parts.empty() ? "the same signature again" : absl::StrJoin(parts, ", ");
 }
 
-// --log_compiles: one line per kernel a step obtains, with why it was needed and what
-// the compile cache had.
 // Which path a kernel's matmuls took, for --log_compiles (docs/CPU_GEMM.md): "; matmul by
 // oneDNN 2.6.3 (bf16 x bf16 -> bf16)" for the library's calls, with their operand and
 // product types as the safe default's schedule text gives them (f32 operands in a
@@ -78,6 +76,8 @@ std::string MatMulPath(const std::string& text) {
   return absl::StrContains(text, "MatMul_") ? "; matmul in Braze's Halide loops" : "";
 }
 
+// --log_compiles: one line per kernel a step obtains, with why it was needed and what
+// the compile cache had.
 void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
                 const std::vector<TensorType>& types, const std::string& reason,
                 const CompileCache::Result& result) {

@@ -228,9 +228,9 @@ std::vector<Attempt> Attempts(const CompileOptions& options, Scheduler first, bo
   return attempts;
 }
 
-// How an attempt lowers: the CPU GEMM library takes the big f32 matmuls under the CPU
-// safe default (the autoschedulers and GPU schedules plan their own loops), unless the
-// options or the stored schedule turn it off or no library loads.
+// How an attempt lowers: the CPU GEMM library takes the big f32 and bf16 matmuls under
+// the CPU safe default (the autoschedulers and GPU schedules plan their own loops),
+// unless the options or the stored schedule turn it off or no library loads.
 lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& attempt, bool gpu,
                                 int parallelism) {
   lower::LowerOptions lo;
