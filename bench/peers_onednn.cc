@@ -11,6 +11,7 @@
 //     b is reordered into the layout the primitive asks for once, before the timing, as
 //     an inference user with constant weights does (and as Braze packs a Const b once).
 //   BM_MatMulBiasRelu_onednn_bf16: the same matmul with bf16 src, weights, bias and dst.
+//   BM_MatMulBiasRelu_onednn_f16: the same in f16 (skipped where oneDNN has none).
 //   BM_MlpTrainStep_onednn: peers_mlp.h's MLP step with its eight GEMMs as oneDNN
 //     matmuls (row-major, transposes as strides; one primitive per GEMM, created at the
 //     first step) and the same fused OpenMP passes as the OpenBLAS peer.
@@ -202,21 +203,22 @@ void BM_MatMulBiasRelu_onednn(benchmark::State& state) {
 }
 BENCHMARK(BM_MatMulBiasRelu_onednn)->Apply([](auto* b) { PeerDefaults(b, 1.0); });
 
-// The same matmul in bf16 (src, weights, bias and dst; f32 accumulation inside oneDNN),
-// the inputs rounded as float16_bench.cc's BM_MatMulBiasRelu_dtype/1 rounds them: the
-// peer of Braze's bf16 cluster.
-void BM_MatMulBiasRelu_onednn_bf16(benchmark::State& state) {
-  auto as_bf16 = [](const HostTensor& t) {
-    HostTensor out(DType::kBF16, t.shape());
+// The same matmul in a 16-bit type `dtype` (bf16 or f16: src, weights, bias and dst;
+// f32 accumulation inside oneDNN), the inputs rounded as float16_bench.cc's
+// BM_MatMulBiasRelu_dtype rounds them: the peer of Braze's 16-bit cluster. Skipped with
+// oneDNN's error where it has no such matmul (f16 without AVX512-FP16).
+void MatMulBiasRelu16(benchmark::State& state, DType dtype, memory::data_type type) {
+  auto as_16 = [dtype](const HostTensor& t) {
+    HostTensor out(dtype, t.shape());
     for (int64_t i = 0; i < t.num_elements(); ++i) out.SetDouble(i, t.GetDouble(i));
     return out;
   };
-  const HostTensor a = as_bf16(MatMulA()), b = as_bf16(MatMulB()), bias = as_bf16(MatMulBias());
-  HostTensor y(DType::kBF16, {kMM, kMM});
+  const HostTensor a = as_16(MatMulA()), b = as_16(MatMulB()), bias = as_16(MatMulBias());
+  HostTensor y(dtype, {kMM, kMM});
   Primitive p;
   try {
     auto wrap = [&](const memory::dims& dims, const HostTensor& t) {
-      return memory({dims, memory::data_type::bf16, memory::format_tag::ab}, p.engine(),
+      return memory({dims, type, memory::format_tag::ab}, p.engine(),
                     const_cast<void*>(t.raw_data()));
     };
     memory src = wrap({kMM, kMM}, a), weights = wrap({kMM, kMM}, b);
@@ -246,8 +248,23 @@ void BM_MatMulBiasRelu_onednn_bf16(benchmark::State& state) {
   }
   SetRate(state, "GFLOP/s", 2.0 * kMM * kMM * kMM / 1e9);
 }
+
+void BM_MatMulBiasRelu_onednn_bf16(benchmark::State& state) {
+  MatMulBiasRelu16(state, DType::kBF16, memory::data_type::bf16);
+}
+
+// oneDNN 2.6.3 refuses every f16 matmul on a CPU without AVX512-FP16 (this VM's Zen 5):
+// the f16 cluster then stays Braze's f32 call on widened copies (docs/CPU_GEMM.md).
+void BM_MatMulBiasRelu_onednn_f16(benchmark::State& state) {
+  MatMulBiasRelu16(state, DType::kF16, memory::data_type::f16);
+}
+
 // Process CPU time, as BM_MatMulBiasRelu_dtype's (float16_bench.cc).
 BENCHMARK(BM_MatMulBiasRelu_onednn_bf16)->Apply([](auto* b) {
+  PeerDefaults(b, 1.0);
+  b->MeasureProcessCPUTime();
+});
+BENCHMARK(BM_MatMulBiasRelu_onednn_f16)->Apply([](auto* b) {
   PeerDefaults(b, 1.0);
   b->MeasureProcessCPUTime();
 });
