@@ -95,16 +95,17 @@ TEST(RandomGraphs, SpecialValuesMatchReference) {
   RunSlice(3000, 3030, slice);
 }
 
-// Counts the compiled kernels that call oneDNN (--log_compiles says "matmul by oneDNN").
+// Counts the compiled kernels that call oneDNN (--log_compiles says "matmul by oneDNN";
+// `what`: a part of that line to count instead, as the types of bf16 calls).
 class LibraryKernels {
  public:
-  explicit LibraryKernels(int64_t min_work) {
+  explicit LibraryKernels(int64_t min_work, std::string what = "; matmul by ") {
     BrazeFlags flags;
     flags.log_compiles = true;
     flags.cpu_gemm_min_work = min_work;
     SetBrazeFlagsForTesting(flags);
-    SetLogSink([this](LogSeverity, int, std::string_view text) {
-      count_ += text.find("; matmul by ") != std::string_view::npos;
+    SetLogSink([this, what](LogSeverity, int, std::string_view text) {
+      count_ += text.find(what) != std::string_view::npos;
     });
   }
   ~LibraryKernels() {
@@ -219,6 +220,30 @@ TEST(RandomGraphs, Float16ProgramsMatchReference) {
   slice.flags = " --float16 --dynamic=0.3";
   slice.vary_threads = true;
   RunSlice(7300, 7316, slice);
+}
+
+// bgemm (issue 38): bf16 matmuls on oneDNN's bf16 matmul (docs/CPU_GEMM.md, "bf16 and
+// f16"): 16-bit programs with matmuls, every matmul on the library however small
+// (--cpu_gemm_min_work=1), under the schedulers by seed (the safe default and Auto call
+// it); kernels must call it on bf16 operands, each result within rtol_16.
+TEST(RandomGraphs, BF16MatMulsOnOneDnnMatchReference) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  LibraryKernels library(1, "bf16 x bf16 -> bf16");
+  Slice slice;
+  slice.gen.float16_probability = 1;
+  slice.gen.gemm_probability = 0.5;
+  slice.flags = ", with BRAZE_FLAGS=--cpu_gemm_min_work=1, --float16 --gemm=0.5";
+  slice.vary_threads = true;
+  slice.wanted = [](const Program& p) {  // a matmul of (or computed from) 16-bit values
+    for (const ProgramOp& op : p.ops) {
+      if (op.half_rounding && op.code.rfind("MatMul(", 0) == 0) return true;
+    }
+    return false;
+  };
+  slice.count = 20;
+  EXPECT_EQ(RunSlice(7400, 7900, slice), 20);
+  // 3 with these seeds: two schedulers in five (by seed) call the library.
+  EXPECT_GE(library.count(), 3) << "kernels calling oneDNN's bf16 matmul";
 }
 
 // A random draw is compared with no tolerance: one ulp off in one element is a mismatch
