@@ -7,8 +7,9 @@
 //        |              |
 //        read once, by the Add alone, in the cluster; neither is a cluster output
 //
-// Pure graph logic: whether the call is made (the library is used, the bias is [n] f32
-// and lowered before the matmul) is the lowering's decision (lower_reduce.cc).
+// Pure graph logic: whether the call is made (the library is used, the bias is [n] of
+// the product's type, f32 or bf16, and lowered before the matmul) is the lowering's
+// decision (lower_reduce.cc).
 #ifndef BRAZE_LOWER_GEMM_EPILOGUE_H_
 #define BRAZE_LOWER_GEMM_EPILOGUE_H_
 
