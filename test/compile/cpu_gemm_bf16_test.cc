@@ -222,6 +222,29 @@ TEST_F(CpuGemmBF16Test, SpecialsKeepTheReferenceNaNSemantics) {
   }
 }
 
+// Where oneDNN's ReLU post-ops are not confirmed, the call applies the ReLU to the bf16
+// product itself (a negative becomes 0, NaN stays): a batch with NaN and -inf, shapes of
+// their own (new configurations, prepared with the post-ops turned off).
+TEST_F(CpuGemmBF16Test, TheCallsOwnReluLoopOnABF16Product) {
+  AllowCpuGemmReluPostOpsForTesting(false);
+  const int64_t m = 43, n = 61, k = 1033;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Case c;
+  HostTensor av = HostTensor::RandomUniform(DType::kBF16, {2, m, k}, 51);
+  HostTensor biasv = HostTensor::RandomUniform(DType::kBF16, {n}, 52);
+  av.SetDouble(3, nan);
+  av.SetDouble(m * k + 5 * k, -inf);
+  biasv.SetDouble(2, -inf);
+  biasv.SetDouble(7, nan);
+  Tensor a = c.Input(av);
+  Tensor b = c.Input(DType::kBF16, {2, k, n}, 53);
+  Tensor bias = c.Input(biasv);
+  c.outputs = {Relu(BatchMatMul(a, b) + bias)};
+  CompileAndCheck(c, {{0, 1, false, false, true}}, Options());
+  AllowCpuGemmReluPostOpsForTesting(true);
+}
+
 // Tiny, odd and prime extents, batches and transposes with every matmul on the library
 // (a minimum of one multiply-add), under every CPU scheduler: the safe default calls
 // oneDNN's bf16 matmul, the autoschedulers plan their own loops on widened operands.
