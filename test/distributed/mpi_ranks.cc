@@ -178,8 +178,11 @@ TEST(Mpi, DataParallelLossesMatchOneProcessSession) {
     EXPECT_NEAR((*out)[0].GetDouble(0), want[step], 1e-5 * (1 + std::abs(want[step])))
         << "step " << step;
   }
-  // Per step: the loss's all-reduce and three gradient buckets.
+  // Per step: the loss's all-reduce and three gradient buckets, every one in place: the
+  // buckets (a concatenation or a reshape of gradients) and the loss are read by nothing
+  // else (the loss's gradient does not read its value).
   EXPECT_EQ(s.stats().collectives, 4 * kSteps);
+  EXPECT_EQ(s.stats().collectives_in_place, 4 * kSteps);
 }
 
 TEST(Mpi, DataParallelLossesMatchOneProcessFunction) {
