@@ -243,6 +243,17 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
 
 Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
   const int world = WorldSize(), me = WorldRank();
+  if (p.gradients) {
+    // The world's copies may have no gradient where a program on one rank has one: an
+    // AllGather of a -1 batch is a Concat of -1 batches, whose gradient Braze refuses
+    // unless the unknown size is the last input's. Then the values alone are compared.
+    Graph h;
+    if (!BuildWorldProgram(p, h, world).ok()) {
+      Program values_only = p;
+      values_only.gradients = false;
+      return RunWorldProgram(values_only, o);
+    }
+  }
   Outcome out;
   Graph g;
   absl::StatusOr<BuiltProgram> built;

@@ -78,7 +78,9 @@ Outcome RunProgram(const Program& program, const RunOptions& options,
 // the compiled ones must match. Every rank must call it with the same program and options
 // (the collectives run in step): a mismatch does not stop the sizes after it, an error
 // (a failed Run) does, and then the other ranks fail too, at the communicator's timeout.
-// No ill-conditioning check: a mismatch is a mismatch.
+// No ill-conditioning check: a mismatch is a mismatch. A program whose world copies have
+// no gradients (an AllGather of a -1 batch: a Concat Braze cannot differentiate there) is
+// compared without its gradients.
 Outcome RunWorldProgram(const Program& program, const RunOptions& options);
 
 // Drops fetches and ops (delta debugging, one at a time, while the outcome keeps its
