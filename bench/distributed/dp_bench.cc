@@ -10,8 +10,10 @@
 //    the communication thread, the wait, the commit) plus the reduction; it copies
 //    nothing. BM_BrazeProducer times the same run without the AllReduce (sink = -x), so
 //    the op's own time is the difference. MPI: a plain MPI_Allreduce in place on a
-//    buffer of the same size, nothing else. Bytes per second are the buffer's size per
-//    all-reduce (also for the producer, to subtract times: docs/DISTRIBUTED.md).
+//    buffer of the same size, nothing else; BM_MpiIallreduce the same with the
+//    non-blocking call Braze makes (MPI_Iallreduce, MPI_Wait), whose algorithm
+//    InitDistributed chose. Bytes per second are the buffer's size per all-reduce (also
+//    for the producer, to subtract times: docs/DISTRIBUTED.md).
 //  - BM_MlpStep: examples/mlp's 784-1024-1024-10 Adam step at a global batch of 200,
 //    with the ranks' data-parallel step (bucket_kb 1024: about 8 buckets that overlap the
 //    backward pass; 25600: DDP's default, one bucket that cannot) against one process
@@ -137,6 +139,36 @@ void BM_MpiAllreduce(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * state.range(0));
 }
 
+// The non-blocking call Braze's communicator makes (MPI_Iallreduce in place, then
+// MPI_Wait): Open MPI's libnbc with the algorithm InitDistributed chose (the ring, unless
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm was set: =0 gives libnbc's default).
+void BM_MpiIallreduce(benchmark::State& state) {
+  const int64_t n = state.range(0) / 4;
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  std::vector<float> buf(n);
+  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(init.GetDouble(i));
+  auto reduce = [&] {
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                   MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  };
+  reduce();
+  double want = 0;
+  for (int r = 0; r < braze::WorldSize(); ++r) {
+    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
+  }
+  if (std::abs(buf[n - 1] - want) > 1e-5) {
+    state.SkipWithError("MPI_Iallreduce's sum is wrong");
+    return;
+  }
+  for (auto _ : state) {
+    reduce();
+    benchmark::DoNotOptimize(buf.data());
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+
 // examples/mlp's step. world 1: one process, the whole batch (other ranks skip);
 // otherwise the data-parallel step of batch / N rows with buckets of bucket_kb.
 void RunMlpStep(benchmark::State& state, int world, int64_t bucket_bytes) {
@@ -229,6 +261,10 @@ int main(int argc, char** argv) {
         ->Iterations(IterationsFor(bytes))
         ->UseRealTime();
     benchmark::RegisterBenchmark("BM_MpiAllreduce", BM_MpiAllreduce)
+        ->Arg(bytes)
+        ->Iterations(IterationsFor(bytes))
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_MpiIallreduce", BM_MpiIallreduce)
         ->Arg(bytes)
         ->Iterations(IterationsFor(bytes))
         ->UseRealTime();
