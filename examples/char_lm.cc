@@ -13,6 +13,8 @@
 //
 // Flags (`--help`): --jit=off|scope|auto, --api=session|function, --device=...,
 // --attention=fused|unfused, --steps, --batch, --seed, --eval_every, --max_val_loss, ...
+// --checkpoint_dir (with --checkpoint_every, --keep_checkpoints) saves checkpoints and
+// resumes from the newest: bit-identical losses to a run that never stopped (CPU).
 // The last lines printed are `step_ms=<v>`, `val_loss=<nats>` and `bits_per_char=<v>`.
 #include <algorithm>
 #include <chrono>
@@ -34,7 +36,9 @@
 #include "absl/strings/str_format.h"
 #include "braze/braze.h"
 #include "lib/char_lm_runner.h"
+#include "lib/common_flags.h"
 #include "lib/gpt.h"
+#include "lib/run_checkpoints.h"
 
 namespace braze_examples {
 namespace {
@@ -48,11 +52,15 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-struct Flags {
-  CharLmOptions run;
-  int64_t steps = 1000;
-  int64_t batch = 16;
-  uint64_t seed = 1;
+// The common flags (lib/common_flags.h: --jit, --api, --device, --steps, --batch, --seed,
+// checkpoints) and char_lm's own.
+struct Flags : CommonFlags {
+  Flags() {
+    steps = 1000;
+    batch = 16;
+    checkpoint_every = 250;
+  }
+  AttentionImpl attention = AttentionImpl::kUnfused;
   int64_t eval_every = 250;
   int64_t eval_windows = 64;
   double max_val_loss = 0;  // 0: no ceiling
@@ -60,6 +68,8 @@ struct Flags {
   int64_t sample_chars = 200;
   double temperature = 0.8;
   std::string data_dir = braze::kFortunesDir;
+
+  CharLmOptions run() const { return {jit, api, device, attention}; }
 };
 
 void Usage(FILE* out, const Flags& d) {
@@ -69,7 +79,8 @@ void Usage(FILE* out, const Flags& d) {
       "usage: char_lm [--jit=off|scope|auto] [--api=session|function] [--device=NAME]\n"
       "       [--attention=fused|unfused] [--steps=N] [--batch=N] [--seed=N] [--eval_every=N]\n"
       "       [--eval_windows=N] [--max_val_loss=X] [--prompt=TEXT] [--sample_chars=N]\n"
-      "       [--temperature=X] [--data_dir=DIR]\n"
+      "       [--temperature=X] [--data_dir=DIR] [--checkpoint_dir=DIR]\n"
+      "       [--checkpoint_every=N] [--keep_checkpoints=N] [--print_losses]\n"
       "  --jit          off: every op its own compiled kernel; scope: the model, loss,\n"
       "                 gradients and updates under JitScope (fused; default); auto:\n"
       "                 session-level auto-clustering\n"
@@ -87,73 +98,59 @@ void Usage(FILE* out, const Flags& d) {
       "  --max_val_loss exit with status 1 if the final validation loss is higher\n"
       "  --prompt       the text generation starts from (its characters must occur in the\n"
       "                 corpus)\n"
-      "  --sample_chars characters generated (default %lld); --temperature (default %g)\n"
-      "The last lines are step_ms=<v>, val_loss=<nats> and bits_per_char=<v>.\n",
+      "  --sample_chars characters generated (default %lld); --temperature (default %g)\n",
       static_cast<long long>(d.steps), static_cast<long long>(d.batch),
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.eval_every),
       static_cast<long long>(d.eval_windows), static_cast<long long>(d.sample_chars),
       d.temperature);
+  std::fputs(CheckpointFlagsUsage(d).c_str(), out);
+  std::fputs("The last lines are step_ms=<v>, val_loss=<nats> and bits_per_char=<v>.\n", out);
+}
+
+// char_lm's own flags; then the common ones.
+FlagMatch ParseCharLmFlag(const std::string& arg, const std::string& value, Flags* f) {
+  bool ok = true;
+  if (arg == "--attention") {
+    ok = value == "fused" || value == "unfused";
+    f->attention = value == "fused" ? AttentionImpl::kFused : AttentionImpl::kUnfused;
+  } else if (arg == "--eval_every") {
+    ok = absl::SimpleAtoi(value, &f->eval_every) && f->eval_every >= 1;
+  } else if (arg == "--eval_windows") {
+    ok = absl::SimpleAtoi(value, &f->eval_windows) && f->eval_windows >= 1;
+  } else if (arg == "--max_val_loss") {
+    ok = absl::SimpleAtod(value, &f->max_val_loss) && f->max_val_loss >= 0;
+  } else if (arg == "--prompt") {
+    f->prompt = value;
+    ok = !value.empty();
+  } else if (arg == "--sample_chars") {
+    ok = absl::SimpleAtoi(value, &f->sample_chars) && f->sample_chars >= 0;
+  } else if (arg == "--temperature") {
+    ok = absl::SimpleAtod(value, &f->temperature) && f->temperature > 0;
+  } else if (arg == "--data_dir") {
+    f->data_dir = value;
+  } else {
+    return ParseCommonFlag(arg, value, f);
+  }
+  return ok ? FlagMatch::kOk : FlagMatch::kBadValue;
 }
 
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      Usage(stdout, f);
-      std::exit(0);
-    }
-    std::string value;
-    if (const size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("flag ", arg, " needs a value"));
-    }
-    bool ok = true;
-    if (arg == "--jit") {
-      ok = value == "off" || value == "scope" || value == "auto";
-      f.run.jit = value == "off"    ? JitMode::kOff
-                  : value == "auto" ? JitMode::kAuto
-                                    : JitMode::kScope;
-    } else if (arg == "--api") {
-      ok = value == "session" || value == "function";
-      f.run.api = value == "function" ? Api::kFunction : Api::kSession;
-    } else if (arg == "--device") {
-      f.run.device = value;
-      ok = value == "auto" || braze::ParseDevice(value).ok();
-    } else if (arg == "--attention") {
-      ok = value == "fused" || value == "unfused";
-      f.run.attention = value == "fused" ? AttentionImpl::kFused : AttentionImpl::kUnfused;
-    } else if (arg == "--steps") {
-      ok = absl::SimpleAtoi(value, &f.steps) && f.steps >= 1;
-    } else if (arg == "--batch") {
-      ok = absl::SimpleAtoi(value, &f.batch) && f.batch >= 1;
-    } else if (arg == "--seed") {
-      ok = absl::SimpleAtoi(value, &f.seed);
-    } else if (arg == "--eval_every") {
-      ok = absl::SimpleAtoi(value, &f.eval_every) && f.eval_every >= 1;
-    } else if (arg == "--eval_windows") {
-      ok = absl::SimpleAtoi(value, &f.eval_windows) && f.eval_windows >= 1;
-    } else if (arg == "--max_val_loss") {
-      ok = absl::SimpleAtod(value, &f.max_val_loss) && f.max_val_loss >= 0;
-    } else if (arg == "--prompt") {
-      f.prompt = value;
-      ok = !value.empty();
-    } else if (arg == "--sample_chars") {
-      ok = absl::SimpleAtoi(value, &f.sample_chars) && f.sample_chars >= 0;
-    } else if (arg == "--temperature") {
-      ok = absl::SimpleAtod(value, &f.temperature) && f.temperature > 0;
-    } else if (arg == "--data_dir") {
-      f.data_dir = value;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
-    }
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", arg, ": ", value));
-  }
+  BRAZE_RETURN_IF_ERROR(ParseCommandLine(
+      argc, argv, {"--print_losses"}, [&f] { Usage(stdout, f); },
+      [&f](const std::string& arg, const std::string& value) {
+        return ParseCharLmFlag(arg, value, &f);
+      }));
   return f;
+}
+
+// What a checkpoint records of the data (RunCheckpoints): its step is the data position
+// (the batches sampled so far), and the learning-rate schedule spans --steps.
+braze::StringMap DataMetadata(const Flags& flags) {
+  return {{"example", "char_lm"},
+          {"data.seed", absl::StrCat(flags.seed)},
+          {"data.batch", absl::StrCat(flags.batch)},
+          {"train.steps", absl::StrCat(flags.steps)}};
 }
 
 // Samples `count` characters after `prompt` (ids), at `temperature`, from the model's
@@ -217,7 +214,7 @@ absl::Status Run(const Flags& flags) {
   GptTrainConfig train;
   train.total_steps = flags.steps;
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<CharLmRunner> runner,
-                         MakeCharLmRunner(flags.run, config, train, flags.batch));
+                         MakeCharLmRunner(flags.run(), config, train, flags.batch));
   auto [val_inputs, val_targets] = ValidationWindows(corpus.validation, T, flags.eval_windows);
 
   std::mt19937_64 rng(flags.seed);
@@ -236,10 +233,22 @@ absl::Status Run(const Flags& flags) {
     std::fflush(stdout);
   }
 
+  // Checkpoints: the variables (weights, AdamW's slots, the step counter that keys
+  // dropout and the schedule) restored after the compile (a Function's trace makes the
+  // slots); the data position is the step: the batches before it are sampled again.
+  RunCheckpoints ckpt(flags, "char_lm", DataMetadata(flags), /*rank=*/0);
+  int64_t first_step = 0;
+  if (ckpt.enabled()) {
+    BRAZE_ASSIGN_OR_RETURN(first_step, ckpt.Resume(runner->Variables()));
+    for (int64_t step = 0; step < first_step; ++step) {
+      SampleBatch(corpus.train, T, rng, &inputs, &targets);
+    }
+  }
+
   double timed_seconds = 0, loss_sum = 0, val_loss = 0;
   int64_t timed_steps = 0, logged = 0;
-  const int64_t untimed = std::min(kWarmupSteps, flags.steps - 1);
-  for (int64_t step = 0; step < flags.steps; ++step) {
+  const int64_t untimed = std::min(first_step + kWarmupSteps, flags.steps - 1);
+  for (int64_t step = first_step; step < flags.steps; ++step) {
     SampleBatch(corpus.train, T, rng, &inputs, &targets);
     const auto start = Clock::now();
     BRAZE_ASSIGN_OR_RETURN(double loss, runner->TrainStep(inputs, targets));
@@ -247,6 +256,11 @@ absl::Status Run(const Flags& flags) {
       timed_seconds += Seconds(start);
       ++timed_steps;
     }
+    if (flags.print_losses) {
+      std::printf("step_loss %lld %a\n", static_cast<long long>(step + 1), loss);
+      std::fflush(stdout);
+    }
+    BRAZE_RETURN_IF_ERROR(ckpt.AfterStep(step + 1));
     loss_sum += loss;
     ++logged;
     if ((step + 1) % flags.eval_every == 0 || step + 1 == flags.steps) {
@@ -260,6 +274,10 @@ absl::Status Run(const Flags& flags) {
       loss_sum = 0;
       logged = 0;
     }
+  }
+  if (first_step >= flags.steps) {
+    // Resumed from the last step's checkpoint: nothing left to train, only the report.
+    BRAZE_ASSIGN_OR_RETURN(val_loss, runner->Evaluate(val_inputs, val_targets));
   }
   std::printf("%s; total %.1f s\n", runner->Summary().c_str(), Seconds(t0));
 

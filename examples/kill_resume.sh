@@ -8,8 +8,8 @@
 #    as soon as its first checkpoint is in place;
 # 3. runs the same command again, which must resume from the newest checkpoint.
 # Then every step's loss the resumed run prints must equal the reference's bit for bit
-# (--print_losses prints them as hex floats), as must the final test accuracy and the
-# final checkpoint's files. Pass enough steps that the run is still going when killed.
+# (--print_losses prints them as hex floats), as must the final metrics (test accuracy,
+# or char_lm's validation loss) and the final checkpoint's files. Pass enough steps that the run is still going when killed.
 set -euo pipefail
 
 work="$1"
@@ -66,8 +66,12 @@ grep -E '^step_loss [0-9]+ \S+$' "$work/killed.log" >"$work/killed.losses" || tr
 awk 'NR == FNR { ref[$2] = $3; next } ($2 in ref) && ref[$2] != $3 { bad = 1 } END { exit bad }' \
   <(grep '^step_loss' "$work/ref.log") "$work/killed.losses" ||
   fail "the killed run's losses differ from the reference's"
-ref_acc="$(grep '^test_accuracy=' "$work/ref.log")"
-res_acc="$(grep '^test_accuracy=' "$work/resumed.log")"
+# The final metrics: test_accuracy= (the trainer's examples) or val_loss= and
+# bits_per_char= (char_lm).
+metrics='^(test_accuracy|val_loss|bits_per_char)='
+ref_acc="$(grep -E "$metrics" "$work/ref.log" | tr '\n' ' ' || true)"
+res_acc="$(grep -E "$metrics" "$work/resumed.log" | tr '\n' ' ' || true)"
+[[ -n "$ref_acc" ]] || fail "the uninterrupted run printed no final metric"
 [[ "$ref_acc" == "$res_acc" ]] || fail "final $res_acc, uninterrupted $ref_acc"
 last="$(ls "$work/ref" | tail -n 1)"
 cmp "$work/ref/$last/model.safetensors" "$work/run/$last/model.safetensors" ||

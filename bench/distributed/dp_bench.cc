@@ -2,11 +2,18 @@
 //
 //   mpirun -np 2 build/bench/braze_dp_bench --benchmark_out=dp.json
 //
-//  - BM_BrazeAllReduce/bytes against BM_MpiAllreduce/bytes (4 KiB to 64 MiB of f32):
-//    Braze's AllReduce op in a Session (a variable's value summed over the ranks and
-//    assigned to another: the op's own copies, the communication thread and the
-//    executor's wait are in the time) against a plain MPI_Allreduce in place on a buffer
-//    of the same size. Bytes per second are the buffer's size per all-reduce.
+//  - BM_BrazeAllReduce/bytes, BM_BrazeProducer/bytes and BM_MpiAllreduce/bytes (4 KiB to
+//    64 MiB of f32). Braze: one Session run of sink = AllReduce(-x), x a variable: the
+//    compiled negation writes a buffer whose last use is the AllReduce, which sums it in
+//    place (MPI_IN_PLACE on the executor's buffer), and the sum becomes the variable sink
+//    by a buffer swap. So the time is the run (plan lookup, the negation, the hand-off to
+//    the communication thread, the wait, the commit) plus the reduction; it copies
+//    nothing. BM_BrazeProducer times the same run without the AllReduce (sink = -x), so
+//    the op's own time is the difference. MPI: a plain MPI_Allreduce in place on a
+//    buffer of the same size, nothing else; BM_MpiIallreduce the same with the
+//    non-blocking call Braze makes (MPI_Iallreduce, MPI_Wait), whose algorithm
+//    InitDistributed chose. Bytes per second are the buffer's size per all-reduce (also
+//    for the producer, to subtract times: docs/DISTRIBUTED.md).
 //  - BM_MlpStep: examples/mlp's 784-1024-1024-10 Adam step at a global batch of 200,
 //    with the ranks' data-parallel step (bucket_kb 1024: about 8 buckets that overlap the
 //    backward pass; 25600: DDP's default, one bucket that cannot) against one process
@@ -58,27 +65,42 @@ braze::SessionOptions CpuOptions() {
   return o;
 }
 
-void BM_BrazeAllReduce(benchmark::State& state) {
+// sink = AllReduce(-x) (reduce) or sink = -x, on rank r's x; checked once before timing.
+void RunBrazeAllReduce(benchmark::State& state, bool reduce) {
   const int64_t n = state.range(0) / 4;
   braze::Graph g;
   const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
   Tensor x = braze::Variable(g, init, "x");
   Tensor sink = braze::Variable(g, DType::kF32, {n}, "sink");
-  Tensor sum = braze::AllReduce(x);
-  Tensor update = braze::Assign(sink, sum);
+  Tensor update;
+  {
+    braze::JitScope scope(g);
+    Tensor negated = -x;
+    update = braze::Assign(sink, reduce ? braze::AllReduce(negated) : negated);
+  }
   braze::Session s(g, CpuOptions());
-  auto first = s.Run({}, {sum}, {update});
-  if (!first.ok()) {
-    state.SkipWithError(std::string(first.status().message()).c_str());
+  absl::Status first = s.Run({}, {}, {update}).status();
+  auto got = first.ok() ? s.Run({}, {sink}) : absl::StatusOr<std::vector<HostTensor>>(first);
+  if (!got.ok()) {
+    state.SkipWithError(std::string(got.status().message()).c_str());
     return;
   }
-  double want = 0;
-  for (int r = 0; r < braze::WorldSize(); ++r) {
-    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
-  }
-  if (std::abs((*first)[0].GetDouble(n - 1) - want) > 1e-5) {
-    state.SkipWithError("the all-reduced value is wrong");
+  if (reduce && s.stats().collectives_in_place != 1) {
+    state.SkipWithError("the AllReduce did not work in place");
     return;
+  }
+  for (int64_t i : {int64_t{0}, n / 2, n - 1}) {
+    double want = -init.GetDouble(i);
+    if (reduce) {
+      want = 0;
+      for (int r = 0; r < braze::WorldSize(); ++r) {
+        want -= HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(i);
+      }
+    }
+    if (std::abs((*got)[0].GetDouble(i) - want) > 1e-5) {
+      state.SkipWithError("the result is wrong");
+      return;
+    }
   }
   for (auto _ : state) {
     absl::Status st = s.Run({}, {}, {update}).status();
@@ -89,6 +111,11 @@ void BM_BrazeAllReduce(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
 }
+
+void BM_BrazeAllReduce(benchmark::State& state) { RunBrazeAllReduce(state, true); }
+
+// Every rank runs it (no collective in it): ranks stay in step for the next benchmark.
+void BM_BrazeProducer(benchmark::State& state) { RunBrazeAllReduce(state, false); }
 
 void BM_MpiAllreduce(benchmark::State& state) {
   const int64_t n = state.range(0) / 4;
@@ -107,6 +134,36 @@ void BM_MpiAllreduce(benchmark::State& state) {
   for (auto _ : state) {
     MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                   MPI_COMM_WORLD);
+    benchmark::DoNotOptimize(buf.data());
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+}
+
+// The non-blocking call Braze's communicator makes (MPI_Iallreduce in place, then
+// MPI_Wait): Open MPI's libnbc with the algorithm InitDistributed chose (the ring, unless
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm was set: =0 gives libnbc's default).
+void BM_MpiIallreduce(benchmark::State& state) {
+  const int64_t n = state.range(0) / 4;
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  std::vector<float> buf(n);
+  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(init.GetDouble(i));
+  auto reduce = [&] {
+    MPI_Request req;
+    MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                   MPI_COMM_WORLD, &req);
+    MPI_Wait(&req, MPI_STATUS_IGNORE);
+  };
+  reduce();
+  double want = 0;
+  for (int r = 0; r < braze::WorldSize(); ++r) {
+    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
+  }
+  if (std::abs(buf[n - 1] - want) > 1e-5) {
+    state.SkipWithError("MPI_Iallreduce's sum is wrong");
+    return;
+  }
+  for (auto _ : state) {
+    reduce();
     benchmark::DoNotOptimize(buf.data());
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
@@ -199,7 +256,15 @@ int main(int argc, char** argv) {
         ->Arg(bytes)
         ->Iterations(IterationsFor(bytes))
         ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_BrazeProducer", BM_BrazeProducer)
+        ->Arg(bytes)
+        ->Iterations(IterationsFor(bytes))
+        ->UseRealTime();
     benchmark::RegisterBenchmark("BM_MpiAllreduce", BM_MpiAllreduce)
+        ->Arg(bytes)
+        ->Iterations(IterationsFor(bytes))
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("BM_MpiIallreduce", BM_MpiIallreduce)
         ->Arg(bytes)
         ->Iterations(IterationsFor(bytes))
         ->UseRealTime();

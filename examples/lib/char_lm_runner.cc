@@ -19,18 +19,6 @@ using braze::DType;
 using braze::HostTensor;
 using braze::Tensor;
 
-const char* JitName(JitMode mode) {
-  switch (mode) {
-    case JitMode::kOff:
-      return "off";
-    case JitMode::kScope:
-      return "scope";
-    case JitMode::kAuto:
-      return "auto";
-  }
-  return "?";
-}
-
 // What the runs launched, per run: fused clusters, single-op kernels, reference kernels.
 std::string Launches(const braze::SessionStats& s) {
   const double runs = static_cast<double>(std::max<int64_t>(s.runs, 1));
@@ -92,7 +80,7 @@ absl::StatusOr<std::unique_ptr<Model>> MakeModel(braze::Graph& g, const GptConfi
 }
 
 std::string DescribeOptions(const CharLmOptions& o, const char* api) {
-  return absl::StrFormat("--api=%s --jit=%s --device=%s --attention=%s", api, JitName(o.jit),
+  return absl::StrFormat("--api=%s --jit=%s --device=%s --attention=%s", api, JitModeName(o.jit),
                          o.device, o.attention == AttentionImpl::kFused ? "fused" : "unfused");
 }
 
@@ -119,10 +107,8 @@ class SessionRunner : public CharLmRunner {
       logits_ = model_->Logits(tokens_);
     }
     BRAZE_RETURN_IF_ERROR(g_.status());
-    braze::SessionOptions so;
+    braze::SessionOptions so = SessionOptionsFor(options.jit, options.device);
     so.max_cluster_size = kGptMaxClusterSize;
-    if (options.jit == JitMode::kAuto) so.global_jit_level = braze::JitLevel::kOn1;
-    so.device = options.device;
     session_ = std::make_unique<braze::Session>(g_, so);
     return absl::OkStatus();
   }
@@ -149,6 +135,7 @@ class SessionRunner : public CharLmRunner {
     return std::move(out[0]);
   }
   braze::SessionStats TrainStats() const override { return session_->stats(); }
+  braze::VariableSet Variables() override { return braze::SessionVariables(*session_); }
   std::string Describe() const override { return DescribeOptions(options_, "session"); }
   std::string Summary() const override {
     const braze::SessionStats s = session_->stats();
@@ -185,10 +172,7 @@ class FunctionRunner : public CharLmRunner {
     num_parameters_ = CountParameters(model_->params);
     braze::FunctionOptions fo;
     fo.graph = &g_;
-    if (options.jit == JitMode::kScope) fo.jit_compile = true;
-    if (options.jit == JitMode::kOff) fo.jit_compile = false;
-    if (options.jit == JitMode::kAuto) fo.session.global_jit_level = braze::JitLevel::kOn1;
-    fo.session.device = options.device;
+    SetFunctionOptions(options.jit, options.device, &fo);
     fo.session.max_cluster_size = kGptMaxClusterSize;
     const braze::TensorSpec windows{DType::kI32, {-1, config.context}};
     const Model* m = model_.get();
@@ -236,6 +220,7 @@ class FunctionRunner : public CharLmRunner {
     return std::move(out[0]);
   }
   braze::SessionStats TrainStats() const override { return train_->stats(); }
+  braze::VariableSet Variables() override { return braze::FunctionVariables(g_); }
   std::string Describe() const override { return DescribeOptions(options_, "function"); }
   std::string Summary() const override {
     const braze::SessionStats s = train_->stats();

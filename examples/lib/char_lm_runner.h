@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "braze/braze.h"
+#include "braze/checkpoint.h"
 #include "lib/gpt.h"
 #include "lib/trainer.h"
 
@@ -45,6 +46,9 @@ class CharLmRunner {
   // Logits [L, V] of tokens [1, L], L <= T, dropout off.
   virtual absl::StatusOr<braze::HostTensor> Logits(const braze::HostTensor& tokens) = 0;
   virtual braze::SessionStats TrainStats() const = 0;
+  // Every variable of the model (AdamW's slots and the step counter included), read and
+  // assigned where the runs keep them; after Compile (a Function's trace makes slots).
+  virtual braze::VariableSet Variables() = 0;
   virtual std::string Describe() const = 0;         // "--api=session --jit=scope ..."
   virtual std::string Summary() const = 0;          // graph nodes, runs, compiles
   virtual std::string GenerateSummary() const = 0;  // what generation compiled

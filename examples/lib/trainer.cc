@@ -12,6 +12,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -20,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "braze/checkpoint.h"
 #include "braze/timeline.h"
+#include "lib/run_checkpoints.h"
 
 namespace braze_examples {
 namespace {
@@ -34,18 +36,6 @@ constexpr int64_t kWarmupSteps = 3;
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
-}
-
-const char* JitModeName(JitMode mode) {
-  switch (mode) {
-    case JitMode::kOff:
-      return "off";
-    case JitMode::kScope:
-      return "scope";
-    case JitMode::kAuto:
-      return "auto";
-  }
-  return "?";
 }
 
 void Usage(FILE* out, const ExampleInfo& info) {
@@ -87,127 +77,66 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --eval_batch  test images per evaluation run (default %lld)\n"
       "  --dropout    dropout rate after each hidden layer, in training only (mlp; default\n"
       "               0: none); the masks are keyed by a step variable (docs/RANDOM.md)\n"
-      "  --checkpoint_dir  save checkpoints there (docs/CHECKPOINTS.md) and resume from the\n"
-      "               newest one it holds: the same command after a kill continues the run\n"
-      "  --checkpoint_every  steps between checkpoints (default %lld); one is also saved\n"
-      "               at the last step\n"
-      "  --keep_checkpoints  checkpoints kept (default %lld; 0: all)\n"
-      "  --print_losses  print every step's loss exactly: `step_loss <step> <hex float>`\n"
       "  --precision  the matmuls' dtype (mlp): f32 (default), or bf16 / f16 with f32\n"
-      "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n"
-      "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
-      "train step, compile and warm-up steps excluded).\n",
+      "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n",
       info.program, info.description, info.program, JitModeName(d.jit),
       static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
       d.data_dir.c_str(), static_cast<long long>(d.timeline_steps),
-      static_cast<long long>(d.eval_batch), static_cast<long long>(d.checkpoint_every),
-      static_cast<long long>(d.keep_checkpoints));
+      static_cast<long long>(d.eval_batch));
+  std::fputs(CheckpointFlagsUsage(d).c_str(), out);
+  std::fputs(
+      "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
+      "train step, compile and warm-up steps excluded).\n",
+      out);
 }
 
-bool ParseBool(const std::string& value, bool* out) {
-  if (value == "true" || value == "1") {
-    *out = true;
-  } else if (value == "false" || value == "0") {
-    *out = false;
+// The trainer's own flags; then the common ones (lib/common_flags.h).
+FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, TrainFlags* flags) {
+  bool ok = true;
+  if (arg == "--lr") {
+    ok = absl::SimpleAtod(value, &flags->lr) && flags->lr > 0;
+  } else if (arg == "--log_every") {
+    ok = absl::SimpleAtoi(value, &flags->log_every) && flags->log_every >= 1;
+  } else if (arg == "--data_dir") {
+    flags->data_dir = value;
+  } else if (arg == "--timeline") {
+    flags->timeline = value;
+    ok = !value.empty();
+  } else if (arg == "--timeline_steps") {
+    ok = absl::SimpleAtoi(value, &flags->timeline_steps) && flags->timeline_steps >= 0;
+  } else if (arg == "--reference") {
+    ok = ParseBool(value, &flags->reference);
+  } else if (arg == "--eval_rows") {
+    ok = absl::SimpleAtoi(value, &flags->eval_rows) && flags->eval_rows >= 0;
+  } else if (arg == "--eval_batch") {
+    ok = absl::SimpleAtoi(value, &flags->eval_batch) && flags->eval_batch >= 1;
+  } else if (arg == "--dropout") {
+    ok = absl::SimpleAtod(value, &flags->dropout) && flags->dropout >= 0 && flags->dropout < 1;
+  } else if (arg == "--data_parallel") {
+    ok = ParseBool(value, &flags->data_parallel);
+  } else if (arg == "--precision") {
+    ok = value == "f32" || value == "bf16" || value == "f16";
+    flags->precision = value == "bf16"  ? braze::DType::kBF16
+                       : value == "f16" ? braze::DType::kF16
+                                        : braze::DType::kF32;
+  } else if (arg == "--min_test_accuracy") {
+    ok = absl::SimpleAtod(value, &flags->min_test_accuracy);
   } else {
-    return false;
+    return ParseCommonFlag(arg, value, flags);
   }
-  return true;
+  return ok ? FlagMatch::kOk : FlagMatch::kBadValue;
 }
 
 // Accepts `--name=value` and `--name value`; `--reference` alone means true.
 absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& info) {
   TrainFlags flags = info.defaults;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      Usage(stdout, info);
-      std::exit(0);
-    }
-    std::string value;
-    const size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg.resize(eq);
-    } else if (arg == "--reference" || arg == "--print_losses" || arg == "--data_parallel") {
-      value = "true";
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("flag ", arg, " needs a value"));
-    }
-    bool ok = true;
-    if (arg == "--jit") {
-      if (value == "off") {
-        flags.jit = JitMode::kOff;
-      } else if (value == "scope") {
-        flags.jit = JitMode::kScope;
-      } else if (value == "auto") {
-        flags.jit = JitMode::kAuto;
-      } else {
-        ok = false;
-      }
-    } else if (arg == "--api") {
-      if (value == "session") {
-        flags.api = Api::kSession;
-      } else if (value == "function") {
-        flags.api = Api::kFunction;
-      } else {
-        ok = false;
-      }
-    } else if (arg == "--steps") {
-      ok = absl::SimpleAtoi(value, &flags.steps) && flags.steps >= 1;
-    } else if (arg == "--batch") {
-      ok = absl::SimpleAtoi(value, &flags.batch) && flags.batch >= 1;
-    } else if (arg == "--lr") {
-      ok = absl::SimpleAtod(value, &flags.lr) && flags.lr > 0;
-    } else if (arg == "--seed") {
-      ok = absl::SimpleAtoi(value, &flags.seed);
-    } else if (arg == "--log_every") {
-      ok = absl::SimpleAtoi(value, &flags.log_every) && flags.log_every >= 1;
-    } else if (arg == "--data_dir") {
-      flags.data_dir = value;
-    } else if (arg == "--device") {
-      flags.device = value;
-      ok = braze::ParseDevice(value).ok() || value == "auto";
-    } else if (arg == "--timeline") {
-      flags.timeline = value;
-      ok = !value.empty();
-    } else if (arg == "--timeline_steps") {
-      ok = absl::SimpleAtoi(value, &flags.timeline_steps) && flags.timeline_steps >= 0;
-    } else if (arg == "--reference") {
-      ok = ParseBool(value, &flags.reference);
-    } else if (arg == "--eval_rows") {
-      ok = absl::SimpleAtoi(value, &flags.eval_rows) && flags.eval_rows >= 0;
-    } else if (arg == "--eval_batch") {
-      ok = absl::SimpleAtoi(value, &flags.eval_batch) && flags.eval_batch >= 1;
-    } else if (arg == "--dropout") {
-      ok = absl::SimpleAtod(value, &flags.dropout) && flags.dropout >= 0 && flags.dropout < 1;
-    } else if (arg == "--data_parallel") {
-      ok = ParseBool(value, &flags.data_parallel);
-    } else if (arg == "--checkpoint_dir") {
-      flags.checkpoint_dir = value;
-      ok = !value.empty();
-    } else if (arg == "--checkpoint_every") {
-      ok = absl::SimpleAtoi(value, &flags.checkpoint_every) && flags.checkpoint_every >= 1;
-    } else if (arg == "--keep_checkpoints") {
-      ok = absl::SimpleAtoi(value, &flags.keep_checkpoints) && flags.keep_checkpoints >= 0 &&
-           flags.keep_checkpoints <= 1000000;
-    } else if (arg == "--print_losses") {
-      ok = ParseBool(value, &flags.print_losses);
-    } else if (arg == "--precision") {
-      ok = value == "f32" || value == "bf16" || value == "f16";
-      flags.precision = value == "bf16"  ? braze::DType::kBF16
-                        : value == "f16" ? braze::DType::kF16
-                                         : braze::DType::kF32;
-    } else if (arg == "--min_test_accuracy") {
-      ok = absl::SimpleAtod(value, &flags.min_test_accuracy);
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
-    }
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", arg, ": ", value));
-  }
+  BRAZE_RETURN_IF_ERROR(ParseCommandLine(
+      argc, argv, {"--reference", "--print_losses", "--data_parallel"},
+      [&info] { Usage(stdout, info); },
+      [&flags](const std::string& arg, const std::string& value) {
+        return ParseTrainFlag(arg, value, &flags);
+      }));
   return flags;
 }
 
@@ -277,23 +206,53 @@ class Batcher {
   int64_t steps_per_epoch_ = 1;
 };
 
-// The evaluation feeds of a split's first `limit` rows (0: all), gathered once.
-// The test images in chunks of `chunk` rows (each chunk one evaluation run; the last may
-// be smaller).
+// The evaluation feeds of a split's first `limit` rows (0: all), gathered once, in
+// chunks of `chunk` rows (each chunk one evaluation run; the last may be smaller). Data
+// parallel, rank `rank` of `world` takes its shard, rows [rank n / world, (rank + 1) n /
+// world) of the n, and the counts are summed over the ranks (CountSum).
 std::vector<std::pair<HostTensor, HostTensor>> EvalChunks(const braze::MnistSplit& split,
-                                                          int64_t limit, int64_t chunk) {
+                                                          int64_t limit, int64_t chunk,
+                                                          int rank = 0, int world = 1) {
   int64_t n = split.labels.dim(0);
   if (limit > 0) n = std::min(n, limit);
   std::vector<int64_t> rows(n);
   std::iota(rows.begin(), rows.end(), 0);
+  const int64_t first = rank * n / world, last = (rank + 1) * n / world;
   std::vector<std::pair<HostTensor, HostTensor>> chunks;
-  for (int64_t begin = 0; begin < n; begin += chunk) {
-    const int64_t end = std::min(n, begin + chunk);
+  for (int64_t begin = first; begin < last; begin += chunk) {
+    const int64_t end = std::min(last, begin + chunk);
     chunks.emplace_back(GatherRows(split.images, rows, begin, end),
                         GatherRows(split.labels, rows, begin, end));
   }
   return chunks;
 }
+
+// Sums counts over the ranks of a data-parallel run: Braze's AllReduce of an f64 vector
+// (integers below 2^53 sum exactly, so the totals equal one process's counts), in a
+// session of its own on the host. A world of one returns the counts as they are.
+class CountSum {
+ public:
+  CountSum() {
+    counts_ = braze::Placeholder(g_, braze::DType::kF64, {2}, "eval_counts");
+    total_ = braze::AllReduce(counts_);
+    braze::SessionOptions options;
+    options.device = "cpu";
+    session_ = std::make_unique<braze::Session>(g_, options);
+  }
+  absl::StatusOr<std::pair<double, double>> Sum(double a, double b) {
+    HostTensor in(braze::DType::kF64, {2});
+    in.data<double>()[0] = a;
+    in.data<double>()[1] = b;
+    BRAZE_RETURN_IF_ERROR(session_->RunInto({{counts_, in}}, {total_}, &out_));
+    return std::make_pair(out_[0].data<double>()[0], out_[0].data<double>()[1]);
+  }
+
+ private:
+  braze::Graph g_;
+  braze::Tensor counts_, total_;
+  std::unique_ptr<braze::Session> session_;
+  std::vector<HostTensor> out_;
+};
 
 braze::SessionStats Minus(const braze::SessionStats& a, const braze::SessionStats& b) {
   braze::SessionStats d;
@@ -374,10 +333,8 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
     }
   }
   BRAZE_RETURN_IF_ERROR(g.status());
-  braze::SessionOptions options;
-  if (flags.jit == JitMode::kAuto) options.global_jit_level = braze::JitLevel::kOn1;
+  braze::SessionOptions options = SessionOptionsFor(flags.jit, flags.device);
   options.reference_only = flags.reference;
-  options.device = flags.device;
   *session = std::make_unique<braze::Session>(g, options);
   braze::Session* s = session->get();
   auto feeds = [in](HostTensor x, HostTensor labels, float lr_scale) {
@@ -420,11 +377,8 @@ absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& mode
                                       std::vector<std::unique_ptr<braze::Function>>* functions) {
   braze::FunctionOptions options;
   options.graph = &g;
-  if (flags.jit == JitMode::kScope) options.jit_compile = true;
-  if (flags.jit == JitMode::kOff) options.jit_compile = false;
-  if (flags.jit == JitMode::kAuto) options.session.global_jit_level = braze::JitLevel::kOn1;
+  SetFunctionOptions(flags.jit, flags.device, &options);
   options.session.reference_only = flags.reference;
-  options.session.device = flags.device;
   if (flags.data_parallel) {  // rank 0's initial weights everywhere, before any trace
     const std::vector<braze::Tensor> vars = Variables(g);
     braze::FunctionOptions o = options;
@@ -494,16 +448,21 @@ absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& mode
   return r;
 }
 
+// The fraction of the test images classified correctly: this rank's chunks, then (data
+// parallel) the counts of every rank's shard summed.
 absl::StatusOr<double> Accuracy(const Runner& runner,
-                                const std::vector<std::pair<HostTensor, HostTensor>>& chunks) {
-  double correct = 0;
-  int64_t n = 0;
+                                const std::vector<std::pair<HostTensor, HostTensor>>& chunks,
+                                CountSum* over_ranks) {
+  double correct = 0, n = 0;
   for (const auto& [images, labels] : chunks) {
     BRAZE_ASSIGN_OR_RETURN(double c, runner.correct(images, labels));
     correct += c;
-    n += labels.dim(0);
+    n += static_cast<double>(labels.dim(0));
   }
-  return correct / std::max<int64_t>(n, 1);
+  if (over_ranks != nullptr) {
+    BRAZE_ASSIGN_OR_RETURN(std::tie(correct, n), over_ranks->Sum(correct, n));
+  }
+  return correct / std::max(n, 1.0);
 }
 
 // What a checkpoint records of the data: a resumed run must have the same, and the
@@ -513,37 +472,6 @@ braze::StringMap DataMetadata(const TrainFlags& flags, const ExampleInfo& info) 
           {"data.seed", absl::StrCat(flags.seed)},
           {"data.batch", absl::StrCat(flags.batch)},
           {"data.partial_batches", flags.api == Api::kFunction ? "true" : "false"}};
-}
-
-// Restores the newest checkpoint of --checkpoint_dir into `vars` and returns its step, or
-// 0 when the directory holds none. Its data metadata must match this run's: the batches
-// after it are then the ones an uninterrupted run would see.
-absl::StatusOr<int64_t> Resume(const braze::CheckpointManager& ckpt, const braze::VariableSet& vars,
-                               const braze::StringMap& data, const ExampleInfo& info) {
-  BRAZE_ASSIGN_OR_RETURN(std::vector<braze::CheckpointInfo> all, ckpt.List());
-  if (all.empty()) {
-    std::printf("%s: no checkpoint in %s; starting at step 0\n", info.program,
-                ckpt.directory().c_str());
-    return 0;
-  }
-  braze::CheckpointInfo found;
-  BRAZE_ASSIGN_OR_RETURN(braze::SafetensorsContents contents, ckpt.Read(all.back().path, &found));
-  for (const auto& [key, value] : data) {
-    auto it = found.metadata.find(key);
-    const std::string had = it == found.metadata.end() ? "(none)" : it->second;
-    if (had != value) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("checkpoint ", found.path, " has ", key, " ", had, ", this run ", value));
-    }
-  }
-  absl::StatusOr<int> loaded = braze::LoadVariables(vars, contents.tensors);
-  if (!loaded.ok()) {
-    return absl::Status(loaded.status().code(),
-                        absl::StrCat("checkpoint ", found.path, ": ", loaded.status().message()));
-  }
-  std::printf("%s: resumed from %s at step %lld (%d variables)\n", info.program, found.path.c_str(),
-              static_cast<long long>(found.step), *loaded);
-  return found.step;
 }
 
 absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const ModelBuilder& build) {
@@ -574,7 +502,20 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api, flags.rank,
                   flags.world);
   const std::vector<std::pair<HostTensor, HostTensor>> test_chunks =
-      EvalChunks(test, flags.eval_rows, flags.eval_batch);
+      EvalChunks(test, flags.eval_rows, flags.eval_batch, flags.rank, flags.world);
+  std::optional<CountSum> count_sum;  // data parallel: every rank evaluates its shard
+  if (flags.world > 1) {
+    count_sum.emplace();
+    int64_t mine = 0;
+    for (const auto& chunk : test_chunks) mine += chunk.second.dim(0);
+    const int64_t all =
+        flags.eval_rows > 0 ? std::min(flags.eval_rows, test.labels.dim(0)) : test.labels.dim(0);
+    std::printf(
+        "%s: evaluation sharded over %d ranks, rank 0 evaluating %lld of the %lld "
+        "test images\n",
+        info.program, flags.world, static_cast<long long>(mine), static_cast<long long>(all));
+  }
+  CountSum* over_ranks = count_sum ? &*count_sum : nullptr;
   auto lr_scale = [&](int64_t step) {
     return static_cast<float>(1.0 - static_cast<double>(step) / flags.steps);
   };
@@ -609,18 +550,13 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
 
   // Checkpoints: restored after the compile (a Function's first trace makes the
   // optimizer's slot variables), before the first step.
-  std::optional<braze::CheckpointManager> ckpt;
-  braze::VariableSet vars;
-  const braze::StringMap data_metadata = DataMetadata(flags, info);
+  RunCheckpoints ckpt(flags, info.program, DataMetadata(flags, info), flags.rank);
   int64_t first_step = 0;
-  if (!flags.checkpoint_dir.empty()) {
-    braze::CheckpointOptions options;
-    options.keep_last = static_cast<int>(flags.keep_checkpoints);
-    ckpt.emplace(flags.checkpoint_dir, options);
-    vars = function_api ? braze::FunctionVariables(g) : braze::SessionVariables(*session);
-    BRAZE_ASSIGN_OR_RETURN(first_step, Resume(*ckpt, vars, data_metadata, info));
+  if (ckpt.enabled()) {
+    BRAZE_ASSIGN_OR_RETURN(first_step,
+                           ckpt.Resume(function_api ? braze::FunctionVariables(g)
+                                                    : braze::SessionVariables(*session)));
     batcher.SkipTo(first_step);
-    std::fflush(stdout);
   }
   untimed = std::min(first_step + untimed, flags.steps - 1);
 
@@ -650,14 +586,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
     }
     // Data parallel: every rank holds the same variables; rank 0 writes, every rank
     // restored from the same directory above.
-    if (ckpt && flags.rank == 0 &&
-        ((step + 1) % flags.checkpoint_every == 0 || step + 1 == flags.steps)) {
-      BRAZE_ASSIGN_OR_RETURN(braze::CheckpointInfo saved,
-                             ckpt->Save(vars, step + 1, data_metadata));
-      std::printf("checkpoint of step %lld saved to %s\n", static_cast<long long>(step + 1),
-                  saved.path.c_str());
-      std::fflush(stdout);
-    }
+    BRAZE_RETURN_IF_ERROR(ckpt.AfterStep(step + 1));
     loss_sum += out[0].GetDouble(0);
     correct_sum += out[1].GetDouble(0);
     ++logged_steps;
@@ -668,7 +597,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
                   static_cast<long long>(flags.timeline_steps), flags.timeline.c_str());
     }
     if ((step + 1) % flags.log_every == 0 || step + 1 == flags.steps) {
-      BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(runner, test_chunks));
+      BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(runner, test_chunks, over_ranks));
       std::printf(
           "step %lld (epoch %.2f): loss %.4f train_batch_accuracy %.4f test_accuracy %.4f "
           "(%.1f s)\n",
@@ -682,7 +611,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
   }
   if (first_step >= flags.steps) {
     // Resumed from the last step's checkpoint: nothing left to train, only the report.
-    BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(runner, test_chunks));
+    BRAZE_ASSIGN_OR_RETURN(test_accuracy, Accuracy(runner, test_chunks, over_ranks));
   }
   if (tracing && (flags.timeline_steps == 0 || flags.timeline_steps > flags.steps - first_step)) {
     BRAZE_RETURN_IF_ERROR(braze::StopTimeline());

@@ -25,31 +25,20 @@
 
 #include "absl/status/statusor.h"
 #include "braze/braze.h"
+#include "lib/common_flags.h"
 
 namespace braze_examples {
 
-// How the example asks Braze to compile, mirroring the seeds' three ways to run
-// mnist_softmax: no XLA, jit_scope around the model, session-level auto-clustering.
-enum class JitMode {
-  kOff,    // default session: every op runs as its own compiled single-op kernel
-  kScope,  // the model, loss, gradients and updates are built under JitScope(g)
-  kAuto,   // SessionOptions::global_jit_level = JitLevel::kOn1
-};
-
-// How the train step is run: a Session over a graph built once (session), or a
-// braze::Function traced per input signature (function; see braze/function.h).
-enum class Api { kSession, kFunction };
-
-struct TrainFlags {
-  JitMode jit = JitMode::kScope;
-  Api api = Api::kSession;
-  int64_t steps = 3000;     // total train steps
-  int64_t batch = 100;      // examples per step
+// The common flags (lib/common_flags.h: --jit, --api, --device, --steps, --batch,
+// --seed, checkpoints) and the trainer's own.
+struct TrainFlags : CommonFlags {
+  TrainFlags() {
+    steps = 3000;
+    batch = 100;
+  }
   double lr = 0.5;          // (initial) learning rate
-  uint64_t seed = 1;        // shuffling and weight-initialization seed
   int64_t log_every = 600;  // steps between progress lines (600 = an epoch at 100)
   std::string data_dir = braze::kFashionMnistDir;
-  std::string device = "auto";   // SessionOptions::device
   std::string timeline;          // Chrome trace file; empty: none
   int64_t timeline_steps = 10;   // train steps traced; 0: the whole run
   bool reference = false;        // run every op on the reference kernels
@@ -64,14 +53,6 @@ struct TrainFlags {
   bool data_parallel = false;
   int rank = 0;   // set by TrainMain: this process's rank
   int world = 1;  // and the number of ranks
-  // Checkpoints (braze/checkpoint.h): every --checkpoint_every steps and at the end, the
-  // variables (optimizer slots included) and the data position are saved to
-  // --checkpoint_dir, keeping the last --keep_checkpoints; a run started with a
-  // directory holding checkpoints resumes from the newest (same batches from there on).
-  std::string checkpoint_dir;  // empty: no checkpoints
-  int64_t checkpoint_every = 100;
-  int64_t keep_checkpoints = 3;
-  bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
   // The compute dtype of the models that have it (mlp): f32, or bf16 / f16 with f32
   // master weights and an f32 loss (docs/MIXED_PRECISION.md).
   braze::DType precision = braze::DType::kF32;

@@ -153,8 +153,11 @@ struct SessionStats {
   int64_t reference_launches = 0;  // ops run on reference kernels (HostCall, state, fallback)
   int64_t gemm_launches = 0;       // cuBLAS GEMMs run (CUDA MatMuls, with folded epilogues)
   int64_t collectives = 0;         // AllReduce/Broadcast/AllGather steps run across processes
-  int64_t verified_kernels = 0;    // compiled kernels checked by verify mode
-  double compile_ms = 0;           // wall time spent compiling
+  // Of those, AllReduce/Broadcast steps that worked in place on their input's buffer (its
+  // last use, in memory the session owns): no output buffer, no copy.
+  int64_t collectives_in_place = 0;
+  int64_t verified_kernels = 0;  // compiled kernels checked by verify mode
+  double compile_ms = 0;         // wall time spent compiling
   // Copies between memory spaces (the host, jit:cpu's memory, a CUDA device): onto a
   // device (feeds, host results, variables' first use) and off it (fetches, HostCall
   // and reference ops, host consumers). Zero within a device.

@@ -137,6 +137,9 @@ class Executor {
                       const std::vector<KernelArg>& outs);
   // How messages name the step: "cluster 'x'" or "node 'y' (Exp)".
   std::string What(const Step& step) const;
+  // `p` when it is one of this plan's step output buffers (reused across runs), mutable;
+  // nullptr for memory the executor does not own (feeds, variables, mirrors, fetches).
+  HostTensor* StepBuffer(const HostTensor* p);
 
  private:
   // A tensor's key in maps: node id and output index, without collisions.
@@ -147,8 +150,6 @@ class Executor {
   absl::Status CopyInto(const Value& from, Space space, const Device& device, HostTensor* to_host,
                         std::shared_ptr<DeviceTensor>* to_device);
   absl::Status RunFallback(const Step& step, StepState& state, bool compile_only);
-  // `p` when it is one of this plan's step output buffers (reused across runs), mutable.
-  HostTensor* StepBuffer(const HostTensor* p);
 
   const Graph& g_;
   const SessionOptions& options_;

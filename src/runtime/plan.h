@@ -71,6 +71,10 @@ struct Step {
   std::vector<int> nodes;       // ascending ids (a topological order)
   std::vector<Tensor> inputs;   // values read from outside the step
   std::vector<Tensor> outputs;  // values the step produces for others
+  // kCollective: its input has no reader but this step and is not fetched, so an
+  // AllReduce or Broadcast may work in place on the input's buffer when the executor
+  // owns it (step_collective.cc).
+  bool input_dies = false;
   // What runs instead when this step's compile (or a run of its kernel, or the
   // library call) fails: op by op for clusters and GEMMs, the reference kernel for a
   // single op. Empty for reference steps (their errors are the user's).

@@ -4,8 +4,12 @@
 // collective before clustering, so none joins a cluster, and orders each one as soon
 // as its input is ready (run_early).
 //
-// Running: the input is brought to the host (the broadcast's root copies it into the
-// step's output buffer; the others read it in place), then the call is enqueued on the process's
+// Running: the input is brought to the host. When it dies at this step (Step::input_dies:
+// no other reader, not fetched) in a buffer the executor owns (another step's output), an
+// AllReduce sums in place there (MPI_IN_PLACE) and a Broadcast sends or receives there,
+// and that buffer becomes the output: no buffer of the step's own, no copy. Otherwise the
+// all-reduce and all-gather read the input where it is and write the step's buffer (the
+// broadcast's root copies its input there first). Then the call is enqueued on the process's
 // communication thread (comm::ProcessCommQueue) and the executor goes on with the steps
 // that do not read the result; the first step that does waits for it (Executor::
 // AddPending), and the Run waits for every collective before its fetches and commits.
@@ -42,6 +46,32 @@ absl::Status Communicate(comm::Communicator& c, OpKind op, const CollectiveAttrs
   }
 }
 
+// Whether node `reader` is the only needed reader of `t` and `t` is not fetched: then its
+// value is dead after `reader` runs. (Counted on the graph, before clustering: a reader
+// inside a cluster still counts, so a value a cluster reads too is never reduced in place.)
+bool OnlyReader(const PlanView& plan, const Tensor& t, int reader) {
+  if (plan.fetched.count({t.node_id(), t.index()}) > 0) return false;
+  for (int id = 0; id < plan.g.num_nodes(); ++id) {
+    if (!plan.needed[id] || id == reader) continue;
+    for (const Tensor& in : plan.g.node(id).inputs()) {
+      if (in == t) return false;
+    }
+  }
+  // A node reading it twice (AllReduce has one input; kept general).
+  int uses = 0;
+  for (const Tensor& in : plan.g.node(reader).inputs()) uses += in == t ? 1 : 0;
+  return uses == 1;
+}
+
+// The buffer an AllReduce or Broadcast may work in place on: the input's, when it dies
+// at this step and the executor owns it (a step's output, not a feed, a variable, a
+// mirror or a caller's fetch tensor); else nullptr.
+HostTensor* InPlaceBuffer(Executor& ex, const Step& step, OpKind op, const Value& host) {
+  if (!step.input_dies || (op != OpKind::kAllReduce && op != OpKind::kBroadcast)) return nullptr;
+  if (host.variable >= 0 || host.host == nullptr) return nullptr;
+  return ex.StepBuffer(host.host);
+}
+
 class CollectiveKind : public StepKind {
  public:
   std::vector<Step> Claim(const PlanView& plan) const override {
@@ -56,6 +86,7 @@ class CollectiveKind : public StepKind {
       s.nodes = {id};
       s.inputs = n.inputs();
       s.outputs = {Tensor(const_cast<Graph*>(&plan.g), id, 0)};
+      s.input_dies = OnlyReader(plan, n.input(0), id);
       steps.push_back(std::move(s));
     }
     return steps;
@@ -85,19 +116,24 @@ class CollectiveKind : public StepKind {
       return absl::OkStatus();
     }
     BRAZE_ASSIGN_OR_RETURN(Value host, ex.In(step.inputs[0], inputs[0], Space::kHost, Device{}));
-    state.buffers.resize(1);
-    HostTensor& out = state.buffers[0];
-    if (out.type() != (*out_types)[0])
-      out = HostTensor((*out_types)[0].dtype, (*out_types)[0].shape);
-    // A broadcast's root sends from its output buffer; the all-reduce and all-gather read
-    // the input where it is (valid until the Run ends: it waits for every collective).
-    if (node.op() == OpKind::kBroadcast && world->rank() == a.root && host.host->num_bytes() > 0) {
-      std::memcpy(out.raw_data(), host.host->raw_data(), host.host->num_bytes());
+    const OpKind op = node.op();
+    HostTensor* dest = InPlaceBuffer(ex, step, op, host);
+    if (dest != nullptr) {
+      ++ex.stats().collectives_in_place;
+    } else {
+      state.buffers.resize(1);
+      dest = &state.buffers[0];
+      if (dest->type() != (*out_types)[0])
+        *dest = HostTensor((*out_types)[0].dtype, (*out_types)[0].shape);
+      // A broadcast's root sends from its output buffer; the all-reduce and all-gather
+      // read the input where it is (valid until the Run ends: it waits for every
+      // collective).
+      if (op == OpKind::kBroadcast && world->rank() == a.root && host.host->num_bytes() > 0) {
+        std::memcpy(dest->raw_data(), host.host->raw_data(), host.host->num_bytes());
+      }
     }
     ++ex.stats().collectives;
     const HostTensor* in = host.host;
-    HostTensor* dest = &out;
-    const OpKind op = node.op();
     const std::string label = NodeLabel(node);
     const std::string name = step.name;
     std::shared_future<absl::Status> done =
@@ -106,7 +142,7 @@ class CollectiveKind : public StepKind {
           absl::Status s = Communicate(*world, op, a, in, dest);
           return s.ok() ? s : Annotate(label, s);
         });
-    ex.BindOutputs(step, state);
+    ex.BindHost(step.outputs[0], dest);
     ex.AddPending(step.outputs[0], std::move(done));
     return absl::OkStatus();
   }

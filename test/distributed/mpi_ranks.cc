@@ -2,6 +2,7 @@
 // real processes on random inputs, and data-parallel training whose per-step losses
 // match one process's at the same global batch, through a Session and through a
 // Function; the communication bars on the timeline. Its own main joins the job.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -50,6 +51,7 @@ TEST(Mpi, CollectivesBetweenRanks) {
       auto out = s.Run({{x, InputOf(me, dtype, shape)}}, {sum, bcast, gathered});
       ASSERT_TRUE(out.ok()) << out.status();
       EXPECT_EQ(s.stats().collectives, 3);
+      EXPECT_EQ(s.stats().collectives_in_place, 0);  // y has three readers
       const HostTensor mine = InputOf(me, dtype, shape);
       const int64_t count = mine.num_elements();
       for (int64_t i = 0; i < count; ++i) {
@@ -63,6 +65,57 @@ TEST(Mpi, CollectivesBetweenRanks) {
                       1e-5);
         }
       }
+    }
+  }
+}
+
+// An AllReduce or Broadcast whose input dies there (a compiled step's output, read by
+// nothing else, not fetched) works in place on that buffer; the results are the same as
+// out of place, run after run with new inputs. A value also fetched, or read by another
+// op too, is left intact (the collective writes a buffer of its own).
+TEST(Mpi, CollectivesWorkInPlaceOnlyOnDeadInputs) {
+  const int n = WorldSize(), me = WorldRank();
+  ASSERT_GE(n, 2) << "run under mpirun -np 2";
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32}) {
+    for (Shape shape : {Shape{7, 5}, Shape{1}, Shape{3, 1, 11}, Shape{1031}}) {
+      Graph g;
+      Tensor x = Placeholder(g, dtype, shape, "x");
+      Tensor sum, bcast, kept, sum_kept, shared;
+      {
+        JitScope scope(g);
+        sum = AllReduce(x * x);       // dies at the AllReduce: in place
+        bcast = Broadcast(x + x, 0);  // dies at the Broadcast: in place
+        kept = x - x * x;             // fetched: not in place
+        sum_kept = AllReduce(kept);
+        Tensor twice = x + x + x;  // read by the AllReduce and the Add: not in place
+        shared = AllReduce(twice) + twice;
+      }
+      Session s(g, Compiled());
+      for (int run = 0; run < 2; ++run) {
+        const HostTensor mine = InputOf(me + 10 * run, dtype, shape);
+        auto out = s.Run({{x, mine}}, {sum, bcast, kept, sum_kept, shared});
+        ASSERT_TRUE(out.ok()) << out.status();
+        const int64_t count = mine.num_elements();
+        for (int64_t i = 0; i < count; ++i) {
+          double squares = 0, kepts = 0, triples = 0;
+          for (int r = 0; r < n; ++r) {
+            const double v = InputOf(r + 10 * run, dtype, shape).GetDouble(i);
+            squares += v * v;
+            kepts += v - v * v;
+            triples += 3 * v;
+          }
+          const double v = mine.GetDouble(i);
+          const double root = InputOf(10 * run, dtype, shape).GetDouble(i);
+          const double tol = 1e-4 * (1 + std::abs(squares));
+          EXPECT_NEAR((*out)[0].GetDouble(i), squares, tol) << i;
+          EXPECT_NEAR((*out)[1].GetDouble(i), 2 * root, 1e-5) << i;
+          EXPECT_NEAR((*out)[2].GetDouble(i), v - v * v, tol) << i;
+          EXPECT_NEAR((*out)[3].GetDouble(i), kepts, tol) << i;
+          EXPECT_NEAR((*out)[4].GetDouble(i), triples + 3 * v, tol) << i;
+        }
+      }
+      EXPECT_EQ(s.stats().collectives, 8);
+      EXPECT_EQ(s.stats().collectives_in_place, 4);  // sum and bcast, in both runs
     }
   }
 }
@@ -125,8 +178,11 @@ TEST(Mpi, DataParallelLossesMatchOneProcessSession) {
     EXPECT_NEAR((*out)[0].GetDouble(0), want[step], 1e-5 * (1 + std::abs(want[step])))
         << "step " << step;
   }
-  // Per step: the loss's all-reduce and three gradient buckets.
+  // Per step: the loss's all-reduce and three gradient buckets, every one in place: the
+  // buckets (a concatenation or a reshape of gradients) and the loss are read by nothing
+  // else (the loss's gradient does not read its value).
   EXPECT_EQ(s.stats().collectives, 4 * kSteps);
+  EXPECT_EQ(s.stats().collectives_in_place, 4 * kSteps);
 }
 
 TEST(Mpi, DataParallelLossesMatchOneProcessFunction) {

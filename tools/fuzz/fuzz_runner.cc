@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
+#include "braze/distributed.h"
 #include "braze/jit_scope.h"
 
 namespace braze {
@@ -233,6 +234,102 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
     out.kind = Outcome::Kind::kIllConditioned;
     out.detail = ill_conditioned;
   }
+  if (out.runs == 0) {
+    out.kind = Outcome::Kind::kSkip;
+    out.detail = "the reference rejected every feed size";
+  }
+  return out;
+}
+
+Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
+  const int world = WorldSize(), me = WorldRank();
+  if (p.gradients) {
+    // The world's copies may have no gradient where a program on one rank has one: an
+    // AllGather of a -1 batch is a Concat of -1 batches, whose gradient Braze refuses
+    // unless the unknown size is the last input's. Then the values alone are compared.
+    Graph h;
+    if (!BuildWorldProgram(p, h, world).ok()) {
+      Program values_only = p;
+      values_only.gradients = false;
+      return RunWorldProgram(values_only, o);
+    }
+  }
+  Outcome out;
+  Graph g;
+  absl::StatusOr<BuiltProgram> built;
+  if (o.jit_scope) {
+    JitScope scope(g);
+    built = BuildProgram(p, g);
+  } else {
+    DeviceScope device(g, o.jit_device);
+    built = BuildProgram(p, g);
+  }
+  Graph h;
+  absl::StatusOr<std::vector<BuiltProgram>> ranks = BuildWorldProgram(p, h, world);
+  if (!built.ok() || built->fetches.empty() || !ranks.ok()) {
+    out.kind = Outcome::Kind::kSkip;  // the builders rejected it: not a compiler question
+    out.detail = !built.ok()   ? std::string(built.status().message())
+                 : !ranks.ok() ? absl::StrCat("the world's copies: ", ranks.status().message())
+                               : "nothing to fetch";
+    return out;
+  }
+  if (!built->gradients_status.ok()) {
+    out.kind = Outcome::Kind::kError;
+    out.detail = absl::StrCat("Gradients(): ", built->gradients_status.ToString());
+    return out;
+  }
+  const BuiltProgram& mine = (*ranks)[me];
+  if (mine.fetches.size() != built->fetches.size()) {
+    out.kind = Outcome::Kind::kError;
+    out.detail = absl::StrCat(built->fetches.size(), " fetches compiled, ", mine.fetches.size(),
+                              " in the world's copies");
+    return out;
+  }
+  SessionOptions ref_options;
+  ref_options.reference_only = true;
+  Session reference(h, ref_options);
+  SessionOptions options;
+  options.scheduler = o.scheduler;
+  options.strict = o.strict;
+  options.device = o.device;
+  options.num_threads = o.num_threads;
+  Session compiled(g, options);
+  for (int64_t size0 : Sizes(p)) {
+    Feeds world_feeds;
+    for (int r = 0; r < world; ++r) {
+      const std::vector<HostTensor> values = RankFeeds(p, r, size0);
+      for (size_t i = 0; i < values.size(); ++i) {
+        world_feeds.emplace_back((*ranks)[r].placeholders[i], values[i]);
+      }
+    }
+    auto want = reference.Run(world_feeds, mine.fetches);
+    if (!want.ok()) continue;  // these sizes are invalid for the graph (on every rank)
+    const std::vector<HostTensor> values = RankFeeds(p, me, size0);
+    Feeds feeds;
+    for (size_t i = 0; i < values.size(); ++i) {
+      feeds.emplace_back(built->placeholders[i], values[i]);
+    }
+    auto got = compiled.Run(feeds, built->fetches);
+    ++out.runs;
+    if (!got.ok()) {
+      out.kind = Outcome::Kind::kError;
+      out.detail = absl::StrCat("rank ", me, ", size0 ", size0, ": ", got.status().ToString());
+      return out;
+    }
+    // A mismatch is remembered and the other sizes still run: the other ranks run them
+    // (their collectives need this rank).
+    for (size_t f = 0; f < built->fetches.size() && out.kind == Outcome::Kind::kPass; ++f) {
+      if (o.corrupt_result) o.corrupt_result(f, &(*got)[f]);
+      const Diff diff = Compare((*got)[f], (*want)[f], TolOf(p, *built, f, o));
+      if (diff.text.empty()) continue;
+      out.kind = Outcome::Kind::kMismatch;
+      out.detail =
+          absl::StrCat("rank ", me, " of ", world, ", size0 ", size0, ", fetch ", f, " ('",
+                       built->fetches[f].name(), "', cluster ",
+                       compiled.ClusterOf(built->fetches[f]).value_or("-"), "): ", diff.text);
+    }
+  }
+  out.cluster_launches = compiled.stats().cluster_launches;
   if (out.runs == 0) {
     out.kind = Outcome::Kind::kSkip;
     out.detail = "the reference rejected every feed size";

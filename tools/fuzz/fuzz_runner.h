@@ -72,6 +72,17 @@ const char* OutcomeName(Outcome::Kind kind);
 Outcome RunProgram(const Program& program, const RunOptions& options,
                    const std::vector<bool>& keep = {});
 
+// A program with collectives on every rank of the job (braze-fuzz-mpi under mpirun):
+// compiled, this rank's feeds (RankFeeds); the reference, every rank's copy of the program
+// in one graph (BuildWorldProgram) on every rank's feeds, whose rank-`WorldRank()` fetches
+// the compiled ones must match. Every rank must call it with the same program and options
+// (the collectives run in step): a mismatch does not stop the sizes after it, an error
+// (a failed Run) does, and then the other ranks fail too, at the communicator's timeout.
+// No ill-conditioning check: a mismatch is a mismatch. A program whose world copies have
+// no gradients (an AllGather of a -1 batch: a Concat Braze cannot differentiate there) is
+// compared without its gradients.
+Outcome RunWorldProgram(const Program& program, const RunOptions& options);
+
 // Drops fetches and ops (delta debugging, one at a time, while the outcome keeps its
 // kind); returns the ops to keep and updates `program`'s fetches and gradients flag.
 std::vector<bool> Minimize(Program& program, const RunOptions& options, Outcome::Kind kind);

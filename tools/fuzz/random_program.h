@@ -66,6 +66,11 @@ struct ProgramOp {
   // once per op from f32 results that may differ by an f32 ulp: an ulp of the 16-bit
   // type apart). Judged at RunOptions::rtol_16 (docs/MIXED_PRECISION.md).
   bool half_rounding = false;
+  // A collective (AllReduce, Broadcast, AllGather; GenerateOptions::
+  // collective_probability): how the reference builds rank `rank`'s value of it from its
+  // operand's value on every rank (`per_rank`, in rank order), in a graph holding every
+  // rank's copy of the program (BuildWorldProgram). Empty for other ops.
+  std::function<Tensor(Graph& g, const std::vector<Tensor>& per_rank, int rank)> simulate;
 };
 
 struct Program {
@@ -142,6 +147,12 @@ struct GenerateOptions {
   // 16-bit types and back) (random_program_float16.cc). Drawn from a stream of its own:
   // with 0 (the default) every seed's program is what it was before.
   double float16_probability = 0;
+  // The chance a program draws collectives (braze-fuzz-mpi, under mpirun): then 30% of
+  // its ops are AllReduce (sum, and mean of floats), Broadcast (any root) and AllGather
+  // of earlier values, f32, f64 and i32, feeding later ops (random_program_collective.cc).
+  // Built for the world the generating process is in (InitDistributed). Drawn from a
+  // stream of its own: with 0 (the default) every seed's program is what it was before.
+  double collective_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
@@ -164,6 +175,19 @@ struct BuiltProgram {
 // seed) does: the fuzzer's conditioning check (fuzz_runner.h) runs the reference on it.
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
                                           const std::vector<bool>& keep = {}, uint64_t perturb = 0);
+
+// Every rank's copy of the program in one graph, with no collective in it: a collective's
+// value is computed from the copies of its operand (ProgramOp::simulate: a sum, rank
+// root's copy, a concatenation), so the reference kernels run a whole world in one
+// process. Per rank, its placeholders (named in<i>_r<rank>) and fetches, in
+// BuildProgram's order; with gradients, rank r's are those of the sum of every copy's
+// f32 fetches with respect to copy r's f32 inputs, as the collectives' gradients define
+// them on rank r (the gradient of the world's total).
+absl::StatusOr<std::vector<BuiltProgram>> BuildWorldProgram(const Program& program, Graph& g,
+                                                            int world);
+// Rank `rank`'s feeds of a program run on several ranks: MakeFeeds of a seed of its own
+// (rank 0's are MakeFeeds's).
+std::vector<HostTensor> RankFeeds(const Program& program, int rank, int64_t size0 = 0);
 
 // `t` with every finite float element scaled by 1 + u * 4 ulps (of its own dtype), u
 // uniform in [-1, 1], drawn from `draw` (1, 2, ...) and `salt` (which tensor); other

@@ -223,6 +223,67 @@ absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std:
   return built;
 }
 
+absl::StatusOr<std::vector<BuiltProgram>> BuildWorldProgram(const Program& p, Graph& g, int world) {
+  std::vector<BuiltProgram> ranks(world);
+  std::vector<std::vector<Tensor>> values(world);  // per rank, per value
+  for (int r = 0; r < world; ++r) {
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      Shape declared = p.inputs[i].shape;
+      if (p.inputs[i].dynamic0) declared[0] = -1;
+      values[r].push_back(
+          Placeholder(g, p.inputs[i].dtype, declared, absl::StrCat("in", i, "_r", r)));
+      ranks[r].placeholders.push_back(values[r].back());
+    }
+  }
+  for (const ProgramOp& op : p.ops) {
+    std::vector<Tensor> made(world);
+    for (int r = 0; r < world; ++r) {
+      if (op.simulate) {
+        std::vector<Tensor> copies;  // the operand on every rank
+        for (int q = 0; q < world; ++q) copies.push_back(values[q][op.operands[0]]);
+        made[r] = op.simulate(g, copies, r);
+      } else {
+        std::vector<Tensor> args;
+        for (int i : op.operands) args.push_back(values[r][i]);
+        made[r] = op.build(g, args);
+      }
+    }
+    for (int r = 0; r < world; ++r) values[r].push_back(made[r]);
+  }
+  if (!g.status().ok()) return g.status();
+  std::vector<Tensor> float_fetches, xs;
+  for (int r = 0; r < world; ++r) {
+    for (int f : p.fetches) {
+      ranks[r].fetches.push_back(values[r][f]);
+      ranks[r].fetch_values.push_back(f);
+      if (values[r][f].dtype() == DType::kF32) float_fetches.push_back(values[r][f]);
+    }
+    for (const Tensor& ph : ranks[r].placeholders) {
+      if (ph.dtype() == DType::kF32) xs.push_back(ph);
+    }
+  }
+  if (p.gradients && !float_fetches.empty() && !xs.empty()) {
+    absl::StatusOr<std::vector<Tensor>> grads = Gradients(float_fetches, xs);
+    if (!grads.ok()) return grads.status();
+    const size_t per_rank = xs.size() / world;
+    for (int r = 0; r < world; ++r) {
+      for (size_t k = 0; k < per_rank; ++k) {
+        ranks[r].fetches.push_back((*grads)[r * per_rank + k]);
+        ranks[r].fetch_values.push_back(-1);
+      }
+    }
+  }
+  if (!g.status().ok()) return g.status();
+  return ranks;
+}
+
+std::vector<HostTensor> RankFeeds(const Program& p, int rank, int64_t size0) {
+  Program q;
+  q.seed = p.seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull;
+  q.inputs = p.inputs;
+  return MakeFeeds(q, size0);
+}
+
 std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
   std::vector<HostTensor> feeds;
   for (size_t i = 0; i < p.inputs.size(); ++i) {

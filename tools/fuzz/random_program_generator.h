@@ -64,6 +64,7 @@ class Generator : public internal::Drawer {
         random_rng_(seed ^ 0x52616e646f6dull),
         attention_rng_(seed ^ 0x4174746e6e6eull),
         float16_rng_(seed ^ 0x466c6f617431ull),
+        collective_rng_(seed ^ 0x436f6c6c6563ull),
         options_(options) {
     program_.seed = seed;
   }
@@ -111,6 +112,10 @@ class Generator : public internal::Drawer {
     const int picked = Pick(ok);
     need_exact_ = was;
     return picked;
+  }
+  void SetSimulate(
+      int i, std::function<Tensor(Graph&, const std::vector<Tensor>&, int)> simulate) override {
+    program_.ops[i - program_.inputs.size()].simulate = std::move(simulate);
   }
   int Push(std::vector<int> operands, internal::BuildFn build, std::string code,
            Grid grid) override {
@@ -191,6 +196,10 @@ class Generator : public internal::Drawer {
   bool AttentionOp() {
     return FamilyOp(attention_rng_, attention_, options_.attention_probability, 0.25,
                     internal::DrawAttentionOp);
+  }
+  bool CollectiveOp() {
+    return FamilyOp(collective_rng_, collective_, options_.collective_probability, 0.3,
+                    internal::DrawCollectiveOp);
   }
   bool Float16Op() {
     return FamilyOp(float16_rng_, float16_, options_.float16_probability, 0.3,
@@ -438,7 +447,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp() || AttentionOp() || Float16Op()) return true;
+    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -516,15 +525,17 @@ class Generator : public internal::Drawer {
   }
 
   std::mt19937_64 rng_;
-  std::mt19937_64 window_rng_;     // the window ops' stream (WindowStream)
-  std::mt19937_64 sequence_rng_;   // the sequence ops' stream (SequenceStream)
-  int sequence_ = -1;              // whether this program draws sequence ops; -1: not drawn yet
-  std::mt19937_64 random_rng_;     // the random ops' stream (RandomOp)
-  int random_ = -1;                // whether this program draws random ops; -1: not drawn yet
-  std::mt19937_64 attention_rng_;  // attention's stream (AttentionOp)
-  int attention_ = -1;             // whether this program draws attention; -1: not drawn yet
-  std::mt19937_64 float16_rng_;    // bf16 and f16's stream (Float16Op)
-  int float16_ = -1;               // whether this program draws 16-bit ops; -1: not drawn yet
+  std::mt19937_64 window_rng_;      // the window ops' stream (WindowStream)
+  std::mt19937_64 sequence_rng_;    // the sequence ops' stream (SequenceStream)
+  int sequence_ = -1;               // whether this program draws sequence ops; -1: not drawn yet
+  std::mt19937_64 random_rng_;      // the random ops' stream (RandomOp)
+  int random_ = -1;                 // whether this program draws random ops; -1: not drawn yet
+  std::mt19937_64 attention_rng_;   // attention's stream (AttentionOp)
+  int attention_ = -1;              // whether this program draws attention; -1: not drawn yet
+  std::mt19937_64 float16_rng_;     // bf16 and f16's stream (Float16Op)
+  int float16_ = -1;                // whether this program draws 16-bit ops; -1: not drawn yet
+  std::mt19937_64 collective_rng_;  // the collectives' stream (CollectiveOp)
+  int collective_ = -1;             // whether this program draws collectives; -1: not drawn yet
   GenerateOptions options_;
   Program program_;
   Graph g_;

@@ -70,6 +70,9 @@ class Drawer {
   // operands are (a random op reads only its like's shape): it is fetched and compared
   // with no tolerance (ProgramOp::bit_exact).
   virtual void MarkBitExact(int i) = 0;
+  // Value `i` (an op's) is a collective: how the reference computes it (ProgramOp::simulate).
+  virtual void SetSimulate(
+      int i, std::function<Tensor(Graph&, const std::vector<Tensor>&, int)> simulate) = 0;
 };
 
 // The format of an image-shaped program (GenerateOptions::window_probability): its
@@ -99,6 +102,9 @@ bool DrawRandomOp(Drawer& d);
 bool DrawAttentionOp(Drawer& d);
 // A bf16 or f16 op (random_program_float16.cc). False when no value fits.
 bool DrawFloat16Op(Drawer& d);
+// A collective (AllReduce, Broadcast, AllGather; random_program_collective.cc). False when
+// no value fits.
+bool DrawCollectiveOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz
