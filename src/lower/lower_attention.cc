@@ -238,22 +238,59 @@ class Builder {
     }
     w(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), weight, zero_);
     pass.per_tile.push_back(w);
+    // What the normalizing column sums: p itself, a Func of its own where the weights
+    // are not p (dropout's factors, dq's dS).
+    Func pw = w;
+    const bool separate = Normalized(op) && !weight.same_as(p);
+    if (separate) {
+      pw = Func(ctx_.UniqueName(name_ + "_p"));
+      pw(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), p, zero_);
+      pass.per_tile.push_back(pw);
+    }
 
     // What the weights multiply: v (forward), k (dq), q (dk), dO (dv), at the other
     // sequence's clamped position.
-    const Value& operand = op == OpKind::kAttention        ? v
-                           : op == OpKind::kAttentionGradQ ? k
-                           : op == OpKind::kAttentionGradK ? q
-                                                           : in_[3];
+    const Value& operand = Operand(op);
+    const int64_t features = operand.shape[rank_ - 1];
     RDom r({{0, static_cast<int>(tile_)}, {0, ntiles_}}, ctx_.UniqueName(name_ + "_r"));
     SkipHiddenTiles(r, r.y, x);
+    const Expr opos = Clamped(OtherPos(r.y, r.x));
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
-    acc(Args({c, x})) +=
-        at(w, {r.x, x, r.y}) * Halide::cast(type_, Read(operand, Clamped(OtherPos(r.y, r.x)), c));
+    if (!Normalized(op)) {
+      acc(Args({c, x})) += at(w, {r.x, x, r.y}) * Halide::cast(type_, Read(operand, opos, c));
+    } else {
+      // Feature `features` is the sum of p over the row's keys, the result's divisor
+      // (LowerAttention): the weights' common rounding (lse's) cancels in the ratio.
+      const int last = static_cast<int>(features - 1);
+      const Expr value = Halide::cast(type_, Read(operand, opos, Halide::min(c, last)));
+      const Expr wr = at(w, {r.x, x, r.y});
+      acc(Args({c, x})) +=
+          !separate
+              ? wr * Halide::select(c <= last, value, Halide::Internal::make_one(type_))
+              : Halide::select(c <= last, wr * value, at(pw, {r.x, x, r.y}));
+    }
     pass.acc = acc;
     pass.tile = r.y;
     return acc;
+  }
+
+  // Whether op's weighted sum is normalized by the sum of its own weights p (a column
+  // past its features). The forward's output must be: the backward's delta = rowsum(dO
+  // O) cancels against dP, so a common rounding of O's weights (the f32 logsumexp's, ulp
+  // 6e-5 at scores near 800) came out as percents in dq and dk. dq's rows are queries,
+  // so its own p sum in the same pass; dk's and dv's rows are keys, whose sums over
+  // queries are not a query's normalization (docs/ATTENTION.md).
+  static bool Normalized(OpKind op) {
+    return op == OpKind::kAttention || op == OpKind::kAttentionGradQ;
+  }
+
+  // What op's weights multiply: v (forward), k (dq), q (dk), dO (dv).
+  const Value& Operand(OpKind op) const {
+    return op == OpKind::kAttention        ? in_[2]
+           : op == OpKind::kAttentionGradQ ? in_[1]
+           : op == OpKind::kAttentionGradK ? in_[0]
+                                           : in_[3];
   }
 
   const std::vector<Var>& batch_vars() const { return b_; }
@@ -317,6 +354,18 @@ class Builder {
   Expr lowest_, zero_;
 };
 
+// acc(c, x, batch...) / acc(features, x, batch...): a normalized weighted sum (the
+// Builder's Normalized) divided by its sum of weights; 0 for a query that sees no key
+// (sum 0, and so is every feature).
+Expr Normalize(const Func& acc, const std::vector<Var>& vars, int64_t features) {
+  std::vector<Expr> at(vars.begin(), vars.end());
+  std::vector<Expr> sum_at = at;
+  sum_at[0] = static_cast<int>(features);
+  const Expr sum = acc(sum_at);
+  const Expr zero = Halide::Internal::make_zero(sum.type());
+  return acc(at) / Halide::select(sum > zero, sum, Halide::Internal::make_one(sum.type()));
+}
+
 }  // namespace
 
 absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& name, OpKind op,
@@ -372,8 +421,8 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
       AttentionPass sum_pass;
       Func acc = b.WeightedSum(op, lse_at, sum_pass);
       stage.attention.passes.push_back(sum_pass);
-      std::vector<Expr> args(vars.begin(), vars.end());
-      result(vars) = acc(args);
+      result(vars) = Normalize(acc, vars, in[2].shape[rank - 1]);
+      stage.attention.normalized = true;
       stage.acc = acc;
       stage.result = result;
     }
@@ -384,8 +433,13 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
     AttentionPass sum_pass;
     Func acc = b.WeightedSum(op, lse_at, sum_pass);
     stage.attention.passes.push_back(sum_pass);
-    std::vector<Expr> args(vars.begin(), vars.end());
-    result(vars) = acc(args);
+    if (op == OpKind::kAttentionGradQ) {
+      result(vars) = Normalize(acc, vars, in[1].shape[rank - 1]);
+      stage.attention.normalized = true;
+    } else {
+      std::vector<Expr> args(vars.begin(), vars.end());
+      result(vars) = acc(args);
+    }
     stage.acc = acc;
     stage.result = result;
   }

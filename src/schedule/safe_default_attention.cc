@@ -86,13 +86,20 @@ void SafeScheduler::Attention(const Stage& s) {
     std::vector<VarOrRVar> order;
     const std::vector<RVar> rv = UpdateRVars(acc, 0);
     if (rv.size() == 2) {  // a weighted sum: (c, u, x, tile, batch...)
+      // A normalized sum's extra feature (the sum of its weights) rounds the features
+      // up to whole vectors: one more vector per (row, key) at D = 64, 4 + 1.
+      int64_t features = e[0];
+      if (s.attention.normalized) {
+        features = (e[0] + w) / w * w;
+        acc.bound(aargs[0], 0, static_cast<int>(features));
+      }
       if (w > 1) acc.vectorize(aargs[0], w);
       order = {aargs[0], rv[0], aargs[1], rv[1]};
       order.insert(order.end(), aargs.begin() + 2, aargs.end());
       acc.update().reorder(order);
       if (w > 1) {
         acc.update().vectorize(aargs[0], w);
-        if (e[0] / w <= kMostUnrolled) acc.update().unroll(aargs[0]);
+        if (features / w <= kMostUnrolled) acc.update().unroll(aargs[0]);
       }
     } else {  // the logsumexp's state: (x, tile, batch...)
       order = {aargs[0], rv[0]};
