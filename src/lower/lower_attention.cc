@@ -106,8 +106,9 @@ class Builder {
   Expr OtherPos(const Expr& t, const Expr& u) const { return t * static_cast<int>(tile_) + u; }
   Expr Clamped(const Expr& pos) const { return Halide::min(pos, other_len_ - 1); }
   // A row clamped into its own sequence: a schedule may compute a tile of rows past the
-  // end (a GPU block's guarded tile), whose values are never stored.
-  Expr RowClamped(const Expr& x) const { return Halide::min(x, (keys_ ? tk_ : tq_) - 1); }
+  // end (a GPU block's guarded tile), or shifted before its start (a CPU tile shifted
+  // inwards over a reader's smaller region), whose values are never stored.
+  Expr RowClamped(const Expr& x) const { return Halide::clamp(x, 0, (keys_ ? tk_ : tq_) - 1); }
 
   // Whether key j is visible to query i (both unclamped; j, i may run past the end).
   Expr Visible(const Expr& i, const Expr& j) const {
@@ -266,9 +267,8 @@ class Builder {
       const Expr value = Halide::cast(type_, Read(operand, opos, Halide::min(c, last)));
       const Expr wr = at(w, {r.x, x, r.y});
       acc(Args({c, x})) +=
-          !separate
-              ? wr * Halide::select(c <= last, value, Halide::Internal::make_one(type_))
-              : Halide::select(c <= last, wr * value, at(pw, {r.x, x, r.y}));
+          !separate ? wr * Halide::select(c <= last, value, Halide::Internal::make_one(type_))
+                    : Halide::select(c <= last, wr * value, at(pw, {r.x, x, r.y}));
     }
     pass.acc = acc;
     pass.tile = r.y;

@@ -57,7 +57,13 @@ void SafeScheduler::Attention(const Stage& s) {
   std::ostringstream line;
   const int64_t rows = std::max<int64_t>(1, std::min(kRowTile, Bound(e, s.symbolic, xdim)));
   Var xo(res.name() + "_xo"), xi(res.name() + "_xi");
-  res.compute_root().split(args[xdim], xo, xi, static_cast<int>(rows), kShift);
+  res.compute_root();
+  // Computed over all of its rows, not just the region its readers need: the row split
+  // is sized for the full extent, and over fewer rows (a Pad's gradient reading rows 1
+  // to 4 of 7) a tile of 7 shifted inwards below 0 and read the delta Sum's accumulator
+  // at row -2 (braze-fuzz seed 14500136: "explicit bounds too small").
+  BoundToExtents(res, e, s.symbolic, s.symbolic_extents);
+  res.split(args[xdim], xo, xi, static_cast<int>(rows), kShift);
   std::vector<Var> outer = {xo};
   outer.insert(outer.end(), args.begin() + xdim + 1, args.end());
   const Var task = FuseAll(res, outer);
