@@ -110,6 +110,16 @@ class Builder {
   // inwards over a reader's smaller region), whose values are never stored.
   Expr RowClamped(const Expr& x) const { return Halide::clamp(x, 0, (keys_ ? tk_ : tq_) - 1); }
 
+  // exp(x) with x raised to a floor below which exp is 0 in the type anyway (f32: exp(-128)
+  // is 2.6e-56, under its least denormal; f64: exp(-1024)): a hidden score's exponent is
+  // the -1e30 sentinel, and LLVM 14's loop vectorizer, where a schedule leaves an exp in
+  // a scalar loop (Mullapudi2016 inlines the tile's exps into its sum), computes NaN or
+  // garbage for exp(-1e30) (docs/ATTENTION.md, "Mullapudi2016"). One max per exp.
+  Expr Exp(const Expr& x) const {
+    const double floor = type_ == Halide::Float(64) ? -1024.0 : -128.0;
+    return Halide::exp(Halide::max(x, Halide::Internal::make_const(type_, floor)));
+  }
+
   // Whether key j is visible to query i (both unclamped; j, i may run past the end).
   Expr Visible(const Expr& i, const Expr& j) const {
     Expr v = j < tk_ && i < tq_;
@@ -171,8 +181,8 @@ class Builder {
     Func e(ctx_.UniqueName(name_ + "_tile_exp"));
     // The select inside the exp: a hidden score's exponent (its tile's max may be the
     // sentinel) never computes an inf, even in a lane that is selected away.
-    e(Args({u, x, t})) = Halide::exp(Halide::select(
-        VisibleAt(x, OtherPos(t, u)), at(s, {u, x, t}) * scale - at(tm, {x, t}), lowest_));
+    e(Args({u, x, t})) = Exp(Halide::select(VisibleAt(x, OtherPos(t, u)),
+                                            at(s, {u, x, t}) * scale - at(tm, {x, t}), lowest_));
     RDom ru2(0, tile, ctx_.UniqueName(name_ + "_u"));
     Func tl(ctx_.UniqueName(name_ + "_tile_sum"));
     tl(Args({x, t})) = zero_;
@@ -188,8 +198,7 @@ class Builder {
     const Expr l = state(Args({x}))[1];
     const Expr mt = at(tm, {x, rt.x});
     const Expr mn = Halide::max(m, mt);
-    state(Args({x})) =
-        Halide::Tuple(mn, l * Halide::exp(m - mn) + at(tl, {x, rt.x}) * Halide::exp(mt - mn));
+    state(Args({x})) = Halide::Tuple(mn, l * Exp(m - mn) + at(tl, {x, rt.x}) * Exp(mt - mn));
     pass.acc = state;
     pass.tile = rt.x;
     Func lse(ctx_.UniqueName(name_ + "_lse"));
@@ -223,9 +232,9 @@ class Builder {
     // exp(s - lse) with the exponent selected first: a query that sees no key has lse
     // -inf, which must never meet arithmetic (LLVM's and OpenCL's fast math assume no
     // infinities: POCL gave NaN rows); its weights are all hidden.
-    Expr p = Halide::exp(
-        Halide::select(VisibleAt(x, pos),
-                       at(s, {u, x, t}) * scale - Halide::max(lse(query(pos)), lowest_), lowest_));
+    Expr p = Exp(Halide::select(VisibleAt(x, pos),
+                                at(s, {u, x, t}) * scale - Halide::max(lse(query(pos)), lowest_),
+                                lowest_));
     // Dropout's factor of weight (query, key): the forward and dv drop p, dq and dk
     // drop dP (dS = P (dP keep - delta): delta = rowsum(dO O) already has the mask).
     const Expr keep = keys_ ? Keep(pos, x) : Keep(x, pos);

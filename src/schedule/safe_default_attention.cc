@@ -93,7 +93,7 @@ void SafeScheduler::Attention(const Stage& s) {
     const std::vector<RVar> rv = UpdateRVars(acc, 0);
     if (rv.size() == 2) {  // a weighted sum: (c, u, x, tile, batch...)
       // A normalized sum's extra feature (the sum of its weights) rounds the features
-      // up to whole vectors: one more vector per (row, key) at D = 64, 4 + 1.
+      // up to whole vectors: one more vector per (row, key), D / w + 1.
       int64_t features = e[0];
       if (s.attention.normalized) {
         features = (e[0] + w) / w * w;
@@ -105,7 +105,9 @@ void SafeScheduler::Attention(const Stage& s) {
       acc.update().reorder(order);
       if (w > 1) {
         acc.update().vectorize(aargs[0], w);
-        if (features / w <= kMostUnrolled) acc.update().unroll(aargs[0]);
+        // The sum's extra vector does not count against the unrolling (AVX2 at D = 64:
+        // 8 + 1 vectors unrolled, as 8 were).
+        if (e[0] / w <= kMostUnrolled) acc.update().unroll(aargs[0]);
       }
     } else {  // the logsumexp's state: (x, tile, batch...)
       order = {aargs[0], rv[0]};
