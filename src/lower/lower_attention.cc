@@ -288,8 +288,8 @@ class Builder {
   // past its features). The forward's output must be: the backward's delta = rowsum(dO
   // O) cancels against dP, so a common rounding of O's weights (the f32 logsumexp's, ulp
   // 6e-5 at scores near 800) came out as percents in dq and dk. dq's rows are queries,
-  // so its own p sum in the same pass; dk's and dv's rows are keys, whose sums over
-  // queries are not a query's normalization (docs/ATTENTION.md).
+  // so dq sums its own p in the same pass; dk's and dv's rows are keys, and a query's
+  // sum runs over all keys, which a key row's pass does not see (docs/ATTENTION.md).
   static bool Normalized(OpKind op) {
     return op == OpKind::kAttention || op == OpKind::kAttentionGradQ;
   }
