@@ -106,8 +106,19 @@ class Builder {
   Expr OtherPos(const Expr& t, const Expr& u) const { return t * static_cast<int>(tile_) + u; }
   Expr Clamped(const Expr& pos) const { return Halide::min(pos, other_len_ - 1); }
   // A row clamped into its own sequence: a schedule may compute a tile of rows past the
-  // end (a GPU block's guarded tile), whose values are never stored.
-  Expr RowClamped(const Expr& x) const { return Halide::min(x, (keys_ ? tk_ : tq_) - 1); }
+  // end (a GPU block's guarded tile), or shifted before its start (a CPU tile shifted
+  // inwards over a reader's smaller region), whose values are never stored.
+  Expr RowClamped(const Expr& x) const { return Halide::clamp(x, 0, (keys_ ? tk_ : tq_) - 1); }
+
+  // exp(x) with x raised to a floor below which exp is 0 in the type anyway (f32: exp(-128)
+  // is 2.6e-56, under its least denormal; f64: exp(-1024)): a hidden score's exponent is
+  // the -1e30 sentinel, and LLVM 14's loop vectorizer, where a schedule leaves an exp in
+  // a scalar loop (Mullapudi2016 inlines the tile's exps into its sum), computes NaN or
+  // garbage for exp(-1e30) (docs/ATTENTION.md, "Mullapudi2016"). One max per exp.
+  Expr Exp(const Expr& x) const {
+    const double floor = type_ == Halide::Float(64) ? -1024.0 : -128.0;
+    return Halide::exp(Halide::max(x, Halide::Internal::make_const(type_, floor)));
+  }
 
   // Whether key j is visible to query i (both unclamped; j, i may run past the end).
   Expr Visible(const Expr& i, const Expr& j) const {
@@ -170,8 +181,8 @@ class Builder {
     Func e(ctx_.UniqueName(name_ + "_tile_exp"));
     // The select inside the exp: a hidden score's exponent (its tile's max may be the
     // sentinel) never computes an inf, even in a lane that is selected away.
-    e(Args({u, x, t})) = Halide::exp(Halide::select(
-        VisibleAt(x, OtherPos(t, u)), at(s, {u, x, t}) * scale - at(tm, {x, t}), lowest_));
+    e(Args({u, x, t})) = Exp(Halide::select(VisibleAt(x, OtherPos(t, u)),
+                                            at(s, {u, x, t}) * scale - at(tm, {x, t}), lowest_));
     RDom ru2(0, tile, ctx_.UniqueName(name_ + "_u"));
     Func tl(ctx_.UniqueName(name_ + "_tile_sum"));
     tl(Args({x, t})) = zero_;
@@ -187,8 +198,7 @@ class Builder {
     const Expr l = state(Args({x}))[1];
     const Expr mt = at(tm, {x, rt.x});
     const Expr mn = Halide::max(m, mt);
-    state(Args({x})) =
-        Halide::Tuple(mn, l * Halide::exp(m - mn) + at(tl, {x, rt.x}) * Halide::exp(mt - mn));
+    state(Args({x})) = Halide::Tuple(mn, l * Exp(m - mn) + at(tl, {x, rt.x}) * Exp(mt - mn));
     pass.acc = state;
     pass.tile = rt.x;
     Func lse(ctx_.UniqueName(name_ + "_lse"));
@@ -222,9 +232,9 @@ class Builder {
     // exp(s - lse) with the exponent selected first: a query that sees no key has lse
     // -inf, which must never meet arithmetic (LLVM's and OpenCL's fast math assume no
     // infinities: POCL gave NaN rows); its weights are all hidden.
-    Expr p = Halide::exp(
-        Halide::select(VisibleAt(x, pos),
-                       at(s, {u, x, t}) * scale - Halide::max(lse(query(pos)), lowest_), lowest_));
+    Expr p = Exp(Halide::select(VisibleAt(x, pos),
+                                at(s, {u, x, t}) * scale - Halide::max(lse(query(pos)), lowest_),
+                                lowest_));
     // Dropout's factor of weight (query, key): the forward and dv drop p, dq and dk
     // drop dP (dS = P (dP keep - delta): delta = rowsum(dO O) already has the mask).
     const Expr keep = keys_ ? Keep(pos, x) : Keep(x, pos);
@@ -238,22 +248,58 @@ class Builder {
     }
     w(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), weight, zero_);
     pass.per_tile.push_back(w);
+    // What the normalizing column sums: p itself, a Func of its own where the weights
+    // are not p (dropout's factors, dq's dS).
+    Func pw = w;
+    const bool separate = Normalized(op) && !weight.same_as(p);
+    if (separate) {
+      pw = Func(ctx_.UniqueName(name_ + "_p"));
+      pw(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), p, zero_);
+      pass.per_tile.push_back(pw);
+    }
 
     // What the weights multiply: v (forward), k (dq), q (dk), dO (dv), at the other
     // sequence's clamped position.
-    const Value& operand = op == OpKind::kAttention        ? v
-                           : op == OpKind::kAttentionGradQ ? k
-                           : op == OpKind::kAttentionGradK ? q
-                                                           : in_[3];
+    const Value& operand = Operand(op);
+    const int64_t features = operand.shape[rank_ - 1];
     RDom r({{0, static_cast<int>(tile_)}, {0, ntiles_}}, ctx_.UniqueName(name_ + "_r"));
     SkipHiddenTiles(r, r.y, x);
+    const Expr opos = Clamped(OtherPos(r.y, r.x));
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
-    acc(Args({c, x})) +=
-        at(w, {r.x, x, r.y}) * Halide::cast(type_, Read(operand, Clamped(OtherPos(r.y, r.x)), c));
+    if (!Normalized(op)) {
+      acc(Args({c, x})) += at(w, {r.x, x, r.y}) * Halide::cast(type_, Read(operand, opos, c));
+    } else {
+      // Feature `features` is the sum of p over the row's keys, the result's divisor
+      // (LowerAttention): the weights' common rounding (lse's) cancels in the ratio.
+      const int last = static_cast<int>(features - 1);
+      const Expr value = Halide::cast(type_, Read(operand, opos, Halide::min(c, last)));
+      const Expr wr = at(w, {r.x, x, r.y});
+      acc(Args({c, x})) +=
+          !separate ? wr * Halide::select(c <= last, value, Halide::Internal::make_one(type_))
+                    : Halide::select(c <= last, wr * value, at(pw, {r.x, x, r.y}));
+    }
     pass.acc = acc;
     pass.tile = r.y;
     return acc;
+  }
+
+  // Whether op's weighted sum is normalized by the sum of its own weights p (a column
+  // past its features). The forward's output must be: the backward's delta = rowsum(dO
+  // O) cancels against dP, so a common rounding of O's weights (the f32 logsumexp's, ulp
+  // 6e-5 at scores near 800) came out as percents in dq and dk. dq's rows are queries,
+  // so dq sums its own p in the same pass; dk's and dv's rows are keys, and a query's
+  // sum runs over all keys, which a key row's pass does not see (docs/ATTENTION.md).
+  static bool Normalized(OpKind op) {
+    return op == OpKind::kAttention || op == OpKind::kAttentionGradQ;
+  }
+
+  // What op's weights multiply: v (forward), k (dq), q (dk), dO (dv).
+  const Value& Operand(OpKind op) const {
+    return op == OpKind::kAttention        ? in_[2]
+           : op == OpKind::kAttentionGradQ ? in_[1]
+           : op == OpKind::kAttentionGradK ? in_[0]
+                                           : in_[3];
   }
 
   const std::vector<Var>& batch_vars() const { return b_; }
@@ -317,6 +363,18 @@ class Builder {
   Expr lowest_, zero_;
 };
 
+// acc(c, x, batch...) / acc(features, x, batch...): a normalized weighted sum (the
+// Builder's Normalized) divided by its sum of weights; 0 for a query that sees no key
+// (sum 0, and so is every feature).
+Expr Normalize(const Func& acc, const std::vector<Var>& vars, int64_t features) {
+  std::vector<Expr> at(vars.begin(), vars.end());
+  std::vector<Expr> sum_at = at;
+  sum_at[0] = static_cast<int>(features);
+  const Expr sum = acc(sum_at);
+  const Expr zero = Halide::Internal::make_zero(sum.type());
+  return acc(at) / Halide::select(sum > zero, sum, Halide::Internal::make_one(sum.type()));
+}
+
 }  // namespace
 
 absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& name, OpKind op,
@@ -372,8 +430,8 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
       AttentionPass sum_pass;
       Func acc = b.WeightedSum(op, lse_at, sum_pass);
       stage.attention.passes.push_back(sum_pass);
-      std::vector<Expr> args(vars.begin(), vars.end());
-      result(vars) = acc(args);
+      result(vars) = Normalize(acc, vars, in[2].shape[rank - 1]);
+      stage.attention.normalized = true;
       stage.acc = acc;
       stage.result = result;
     }
@@ -384,8 +442,13 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
     AttentionPass sum_pass;
     Func acc = b.WeightedSum(op, lse_at, sum_pass);
     stage.attention.passes.push_back(sum_pass);
-    std::vector<Expr> args(vars.begin(), vars.end());
-    result(vars) = acc(args);
+    if (op == OpKind::kAttentionGradQ) {
+      result(vars) = Normalize(acc, vars, in[1].shape[rank - 1]);
+      stage.attention.normalized = true;
+    } else {
+      std::vector<Expr> args(vars.begin(), vars.end());
+      result(vars) = acc(args);
+    }
     stage.acc = acc;
     stage.result = result;
   }

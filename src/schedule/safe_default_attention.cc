@@ -57,7 +57,13 @@ void SafeScheduler::Attention(const Stage& s) {
   std::ostringstream line;
   const int64_t rows = std::max<int64_t>(1, std::min(kRowTile, Bound(e, s.symbolic, xdim)));
   Var xo(res.name() + "_xo"), xi(res.name() + "_xi");
-  res.compute_root().split(args[xdim], xo, xi, static_cast<int>(rows), kShift);
+  res.compute_root();
+  // Computed over all of its rows, not just the region its readers need: the row split
+  // is sized for the full extent, and over fewer rows (a Pad's gradient reading rows 1
+  // to 4 of 7) a tile of 7 shifted inwards below 0 and read the delta Sum's accumulator
+  // at row -2 (braze-fuzz seed 14500136: "explicit bounds too small").
+  BoundToExtents(res, e, s.symbolic, s.symbolic_extents);
+  res.split(args[xdim], xo, xi, static_cast<int>(rows), kShift);
   std::vector<Var> outer = {xo};
   outer.insert(outer.end(), args.begin() + xdim + 1, args.end());
   const Var task = FuseAll(res, outer);
@@ -86,12 +92,21 @@ void SafeScheduler::Attention(const Stage& s) {
     std::vector<VarOrRVar> order;
     const std::vector<RVar> rv = UpdateRVars(acc, 0);
     if (rv.size() == 2) {  // a weighted sum: (c, u, x, tile, batch...)
+      // A normalized sum's extra feature (the sum of its weights) rounds the features
+      // up to whole vectors: one more vector per (row, key), D / w + 1.
+      int64_t features = e[0];
+      if (s.attention.normalized) {
+        features = (e[0] + w) / w * w;
+        acc.bound(aargs[0], 0, static_cast<int>(features));
+      }
       if (w > 1) acc.vectorize(aargs[0], w);
       order = {aargs[0], rv[0], aargs[1], rv[1]};
       order.insert(order.end(), aargs.begin() + 2, aargs.end());
       acc.update().reorder(order);
       if (w > 1) {
         acc.update().vectorize(aargs[0], w);
+        // The sum's extra vector does not count against the unrolling (AVX2 at D = 64:
+        // 8 + 1 vectors unrolled, as 8 were).
         if (e[0] / w <= kMostUnrolled) acc.update().unroll(aargs[0]);
       }
     } else {  // the logsumexp's state: (x, tile, batch...)

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,11 +24,12 @@ namespace {
 // magnitude).
 void ExpectMatchesReference(const Graph& g, const std::vector<Feeds>& feed_sets,
                             const std::vector<Tensor>& fetches,
-                            const std::vector<Scheduler>& schedulers) {
+                            const std::vector<Scheduler>& schedulers, int num_threads = 0) {
   for (Scheduler sched : schedulers) {
     SessionOptions opts;
     opts.scheduler = sched;
     opts.strict = true;
+    opts.num_threads = num_threads;
     Session s(g, opts);
     SessionOptions ref_opts;
     ref_opts.reference_only = true;
@@ -58,7 +61,7 @@ void ExpectMatchesReference(const Graph& g, const std::vector<Feeds>& feed_sets,
 
 // Seed 14500006: self-attention on a [-1] input reshaped to [-1, 1] (a symbolic T,
 // D = 1), its values Sin of it, then an elementwise Pow; fed lengths 7, 9, 1, 26.
-void SymbolicSelfAttentionThenPow(const std::vector<Scheduler>& schedulers) {
+void SymbolicSelfAttentionThenPow(const std::vector<Scheduler>& schedulers, int threads = 0) {
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {-1}, "in0");
   Tensor a, y;
@@ -73,7 +76,7 @@ void SymbolicSelfAttentionThenPow(const std::vector<Scheduler>& schedulers) {
   for (int64_t n : {7, 9, 1, 26}) {
     feed_sets.push_back({{x, HostTensor::RandomUniform(DType::kF32, {n}, 1899500786 + n, -2, 2)}});
   }
-  ExpectMatchesReference(g, feed_sets, {a, y}, schedulers);
+  ExpectMatchesReference(g, feed_sets, {a, y}, schedulers, threads);
 }
 
 TEST(AttentionFuzz, SymbolicLengthSelfAttentionThenPow) {
@@ -83,11 +86,13 @@ TEST(AttentionFuzz, SymbolicLengthSelfAttentionThenPow) {
 
 // Under Mullapudi2016 with the default thread count (2 CPUs here) the attention's
 // output was all 0 at length 7 (9, 1 and 26 right; one thread right). Reduced: q = k = v
-// a [7, 1] placeholder. Mullapudi2016 now refuses attention clusters (its cause is open,
-// docs/ATTENTION.md): asked for it, the session's kernel falls through to the next
-// scheduler, whose results these check.
+// a [7, 1] placeholder. The cause (docs/ATTENTION.md, "Mullapudi2016"): Mullapudi2016
+// inlined the tile's exps into a scalar loop that LLVM 14 vectorized, and its vector exp
+// of the hidden scores' -1e30 exponents was NaN or garbage; exponents are raised to a
+// floor now. Run at 2 threads whatever the machine (and the sessions at 1 thread too).
 TEST(AttentionFuzz, SymbolicLengthSelfAttentionThenPowMullapudi2016) {
-  SymbolicSelfAttentionThenPow({Scheduler::kMullapudi2016});
+  SymbolicSelfAttentionThenPow({Scheduler::kMullapudi2016}, 2);
+  SymbolicSelfAttentionThenPow({Scheduler::kMullapudi2016}, 1);
 }
 TEST(AttentionFuzz, SelfAttentionOfLength7Width1Mullapudi2016) {
   Graph g;
@@ -99,11 +104,11 @@ TEST(AttentionFuzz, SelfAttentionOfLength7Width1Mullapudi2016) {
   }
   ExpectMatchesReference(g,
                          {{{x, HostTensor::RandomUniform(DType::kF32, {7, 1}, 1899500793, -2, 2)}}},
-                         {a}, {Scheduler::kMullapudi2016});
+                         {a}, {Scheduler::kMullapudi2016}, 2);
 }
 
 // Seed 14500104, reduced: fused attention of placeholders q, k [1, 2, 8] and v [1, 2, 2]
-// under Mullapudi2016 (default thread count): all 0, as 14500006; refused now, as above.
+// under Mullapudi2016 (default thread count): all 0, as 14500006 (the same cause).
 TEST(AttentionFuzz, AttentionOfLength2Mullapudi2016) {
   Graph g;
   Tensor q = Placeholder(g, DType::kF32, {1, 2, 8}, "q");
@@ -118,16 +123,25 @@ TEST(AttentionFuzz, AttentionOfLength2Mullapudi2016) {
                          {{{q, HostTensor::RandomUniform(DType::kF32, {1, 2, 8}, 80843, -2, 2)},
                            {k, HostTensor::RandomUniform(DType::kF32, {1, 2, 8}, 89952, -2, 2)},
                            {v, HostTensor::RandomUniform(DType::kF32, {1, 2, 2}, 66716, -2, 2)}}},
-                         {a}, {Scheduler::kMullapudi2016});
+                         {a}, {Scheduler::kMullapudi2016}, 2);
 }
 
 // Seed 14500310 (docs/ATTENTION.md, "Accuracy of the fused op in f32 at large scores"):
 // the gradient of Sqrt(Abs(causal attention)) of a Conv2D's output (scores near 788)
-// was 5% off in f32, from the fused op's f32 normalization, not a miscompile: the same
-// program is right fused in f64 and unfused in f32. Each checked here under the safe
-// default (which kAuto picks for attention), so a real miscompile would show.
-void Seed14500310(DType dtype, bool fused) {
+// was 5% off in f32: the fused op's weights exp(s - lse) shared the f32 logsumexp's
+// rounding (ulp 6e-5 at 788), so the forward's output was off by a common factor near
+// 1e-4, and the backward's dP - delta cancelled it into percents. The fused op now
+// divides by the sum of the very weights it used (and the backward by the sum of its
+// recomputed ones), so the rounding cancels in the ratio.
+struct Seed14500310Program {
   Graph g;
+  Tensor x, y, dx;
+  HostTensor input;
+};
+
+std::unique_ptr<Seed14500310Program> BuildSeed14500310(DType dtype, bool fused) {
+  auto p = std::make_unique<Seed14500310Program>();
+  Graph& g = p->g;
   auto cast = [&](const HostTensor& t) {
     HostTensor r = HostTensor::Filled(dtype, t.shape(), 0);
     for (int64_t i = 0; i < t.num_elements(); ++i) r.SetDouble(i, t.GetDouble(i));
@@ -136,25 +150,198 @@ void Seed14500310(DType dtype, bool fused) {
   auto random = [](Shape s, uint64_t seed) {
     return HostTensor::RandomUniform(DType::kF32, s, seed, -2, 2);
   };
-  Tensor x = Placeholder(g, dtype, {7, 4, 3, 17}, "in0");
+  p->x = Placeholder(g, dtype, {7, 4, 3, 17}, "in0");
   Tensor w = Const(g, cast(random({5, 5, 4, 3}, 37687)));
-  Tensor conv =
-      Conv2D(x, w + Mean(w), Window2D{1, 1, 1, 2, Padding::kSame, 0, 0, 0, 0, DataFormat::kNCHW});
+  Tensor conv = Conv2D(p->x, w + Mean(w),
+                       Window2D{1, 1, 1, 2, Padding::kSame, 0, 0, 0, 0, DataFormat::kNCHW});
   Tensor q = conv + Const(g, cast(random({3, 1, 1}, 38295)));
   Tensor k = Concat({q, q}, 2);
   AttentionOptions o;
   o.causal = true;
   o.fused = fused;
-  Tensor y = Sqrt(Abs(ScaledDotProductAttention(q, k, Concat({k, k}, 3), o)));
-  absl::StatusOr<std::vector<Tensor>> dx = Gradients({y}, {x});
-  ASSERT_TRUE(dx.ok()) << dx.status();
-  ExpectMatchesReference(g, {{{x, cast(random({7, 4, 3, 17}, 1899540610))}}}, {y, (*dx)[0]},
-                         {Scheduler::kSafeDefault});
+  p->y = Sqrt(Abs(ScaledDotProductAttention(q, k, Concat({k, k}, 3), o)));
+  absl::StatusOr<std::vector<Tensor>> dx = Gradients({p->y}, {p->x});
+  EXPECT_TRUE(dx.ok()) << dx.status();
+  if (dx.ok()) p->dx = (*dx)[0];
+  p->input = cast(random({7, 4, 3, 17}, 1899540610));
+  return p;
 }
 
-TEST(AttentionFuzz, LargeScoresGradientIsRightFusedInF64AndUnfusedInF32) {
+// Each checked against the reference at the fuzzer's tolerance under the safe default
+// (which kAuto picks for attention), so a real miscompile would show.
+void Seed14500310(DType dtype, bool fused) {
+  auto p = BuildSeed14500310(dtype, fused);
+  ASSERT_TRUE(p->dx.valid());
+  ExpectMatchesReference(p->g, {{{p->x, p->input}}}, {p->y, p->dx}, {Scheduler::kSafeDefault});
+}
+
+// The program's gradient: compiled (strict, the safe default) or by the reference kernels.
+std::vector<double> Seed14500310Gradient(DType dtype, bool fused, bool reference) {
+  auto p = BuildSeed14500310(dtype, fused);
+  SessionOptions opts;
+  opts.scheduler = Scheduler::kSafeDefault;
+  opts.strict = true;
+  opts.reference_only = reference;
+  Session s(p->g, opts);
+  auto got = s.Run({{p->x, p->input}}, {p->dx});
+  EXPECT_TRUE(got.ok()) << got.status();
+  std::vector<double> out;
+  if (!got.ok()) return out;
+  for (int64_t i = 0; i < (*got)[0].num_elements(); ++i) out.push_back((*got)[0].GetDouble(i));
+  return out;
+}
+
+TEST(AttentionFuzz, LargeScoresGradientIsRightFusedAndUnfused) {
   Seed14500310(DType::kF64, /*fused=*/true);
   Seed14500310(DType::kF32, /*fused=*/false);
+  Seed14500310(DType::kF32, /*fused=*/true);
+}
+
+// The accuracy itself, against the program in f64 (reference kernels): the fused f32
+// gradient's largest error is within 4x the f32 reference kernels' (it was 320x: 0.095
+// against 0.00029, of values to 30; now 0.00087, 3.0x, where the unfused composite
+// compiled in f32 is 1.7x). What is left is f32 arithmetic, not the normalization: the
+// reference accumulates each score's dot product in double and rounds it once, the
+// compiled kernels accumulate in f32 (at |s| near 800 an ulp is 6e-5).
+TEST(AttentionFuzz, LargeScoresFusedF32GradientIsAsAccurateAsTheReference) {
+  const std::vector<double> exact = Seed14500310Gradient(DType::kF64, false, true);
+  const std::vector<double> ref = Seed14500310Gradient(DType::kF32, false, true);
+  const std::vector<double> fused = Seed14500310Gradient(DType::kF32, true, false);
+  const std::vector<double> unfused = Seed14500310Gradient(DType::kF32, false, false);
+  ASSERT_EQ(ref.size(), exact.size());
+  ASSERT_EQ(fused.size(), exact.size());
+  ASSERT_EQ(unfused.size(), exact.size());
+  auto error = [&](const std::vector<double>& a) {
+    double e = 0;
+    for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::fabs(a[i] - exact[i]));
+    return e;
+  };
+  double largest = 0;
+  for (double v : exact) largest = std::max(largest, std::fabs(v));
+  const double fused_error = error(fused), ref_error = error(ref);
+  std::printf(
+      "seed 14500310 gradient, largest |value| %g; largest error: fused f32 %g, "
+      "unfused f32 %g, reference f32 %g\n",
+      largest, fused_error, error(unfused), ref_error);
+  EXPECT_GT(ref_error, 0);  // the f32 program does round
+  EXPECT_LE(fused_error, 4 * ref_error);
+}
+
+// Attention alone at large scores (q scaled by 40: scores in the hundreds, a nearly
+// one-hot softmax; causal, odd lengths, Tq != Tk, Dv != D): dq, dk and dv of a random
+// projection of the output, in f32 compiled (fused, the safe default) and by the f32
+// reference kernels, each against the reference in f64. Before the normalization dq
+// was 4.8x and dk 8.4x the reference's error; now 2.8x and 2.7x (dv 1.0x).
+std::vector<std::vector<double>> LargeScoreGradients(DType dtype, bool reference) {
+  Graph g;
+  const Shape qs = {2, 3, 19, 16}, ks = {2, 3, 23, 16}, vs = {2, 3, 23, 9}, ys = {2, 3, 19, 9};
+  auto feed = [&](const Shape& s, uint64_t seed, double scale) {
+    HostTensor f = HostTensor::RandomUniform(DType::kF32, s, seed, -2, 2);
+    HostTensor r = HostTensor::Filled(dtype, s, 0);
+    for (int64_t i = 0; i < f.num_elements(); ++i) r.SetDouble(i, f.GetDouble(i) * scale);
+    return r;
+  };
+  Tensor q = Placeholder(g, dtype, qs, "q");
+  Tensor k = Placeholder(g, dtype, ks, "k");
+  Tensor v = Placeholder(g, dtype, vs, "v");
+  AttentionOptions o;
+  o.causal = true;
+  Tensor y = ScaledDotProductAttention(q, k, v, o) * Const(g, feed(ys, 5, 1));
+  absl::StatusOr<std::vector<Tensor>> d = Gradients({y}, {q, k, v});
+  EXPECT_TRUE(d.ok()) << d.status();
+  if (!d.ok()) return {};
+  SessionOptions opts;
+  opts.scheduler = Scheduler::kSafeDefault;
+  opts.strict = true;
+  opts.reference_only = reference;
+  Session s(g, opts);
+  auto got = s.Run({{q, feed(qs, 1, 40)}, {k, feed(ks, 2, 1)}, {v, feed(vs, 3, 1)}}, *d);
+  EXPECT_TRUE(got.ok()) << got.status();
+  std::vector<std::vector<double>> out;
+  if (!got.ok()) return out;
+  for (const HostTensor& t : *got) {
+    out.emplace_back();
+    for (int64_t i = 0; i < t.num_elements(); ++i) out.back().push_back(t.GetDouble(i));
+  }
+  return out;
+}
+
+TEST(AttentionFuzz, LargeScoresFusedF32AttentionGradientsAreAsAccurateAsTheReference) {
+  const auto exact = LargeScoreGradients(DType::kF64, true);
+  const auto ref = LargeScoreGradients(DType::kF32, true);
+  const auto fused = LargeScoreGradients(DType::kF32, false);
+  ASSERT_EQ(exact.size(), 3u);
+  ASSERT_EQ(ref.size(), 3u);
+  ASSERT_EQ(fused.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    double largest = 0, fused_error = 0, ref_error = 0;
+    for (size_t j = 0; j < exact[i].size(); ++j) {
+      largest = std::max(largest, std::fabs(exact[i][j]));
+      fused_error = std::max(fused_error, std::fabs(fused[i][j] - exact[i][j]));
+      ref_error = std::max(ref_error, std::fabs(ref[i][j] - exact[i][j]));
+    }
+    std::printf("d%c: largest |value| %g, largest error: fused f32 %g, reference f32 %g\n",
+                "qkv"[i], largest, fused_error, ref_error);
+    EXPECT_LE(fused_error, 4 * ref_error) << "d"
+                                          << "qkv"[i];
+  }
+}
+
+// Seed 14500136, reduced: attention of a padded [7, 32] input, LogSoftmax over axis 0
+// (the 7 rows) and the input's gradient, under the safe default with 3 threads: "explicit
+// bounds too small" (a Sum's accumulator bound to dim0 0..6 and read at -2..6).
+TEST(AttentionFuzz, PaddedAttentionThenLogSoftmaxOverRowsGradient) {
+  for (int threads : {3, 1}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {4, 31}, "in0");
+    Tensor y;
+    {
+      JitScope scope(g);
+      const Tensor p = Pad(Gelu(x), {{1, 2}, {0, 1}}, 1.718);
+      y = LogSoftmax(ScaledDotProductAttention(p, p, p), 0);
+    }
+    absl::StatusOr<std::vector<Tensor>> dx = Gradients({y}, {x});
+    ASSERT_TRUE(dx.ok()) << dx.status();
+    SCOPED_TRACE(threads);
+    ExpectMatchesReference(
+        g, {{{x, HostTensor::RandomUniform(DType::kF32, {4, 31}, 1899517816, -2, 2)}}},
+        {y, (*dx)[0]}, {Scheduler::kSafeDefault}, threads);
+  }
+}
+
+// Seed 14530153 (branch attn's campaign F), open: causal fused attention with Tq = 33 >
+// Tk = 3 (30 queries see no key), its Mean over T and D, an NCHW Conv2D with explicit
+// pads, Relu, Add and a Minimum with a scalar, fetched with the gradients of the scalar
+// inputs: under Adams2019 with 3 threads all 6 elements 0 (reference -0.17305); right
+// with 1 thread, right under the safe default, right without the gradients fetched or
+// without the attention (its Mean fed). Main's attention lowering and schedule give the
+// same 0 (not this branch's change); the cause is not found. Disabled until it is.
+TEST(AttentionFuzz, DISABLED_CausalAttentionMeanConvMinimumAdams2019ThreeThreads) {
+  Graph g;
+  auto r = [](Shape s, uint64_t seed) {
+    return HostTensor::RandomUniform(DType::kF32, s, seed, -2, 2);
+  };
+  Tensor v0 = Placeholder(g, DType::kF32, {}, "in0");
+  Tensor v1 = Placeholder(g, DType::kF32, {}, "in1");
+  Tensor y;
+  {
+    JitScope scope(g);
+    const Tensor shift = Cast(Tanh(Mean(v0)), DType::kF32);
+    AttentionOptions o;
+    o.causal = true;
+    const Tensor a = ScaledDotProductAttention(Const(g, r({2, 3, 33, 5}, 49017)) + shift,
+                                               Const(g, r({2, 3, 3, 5}, 42412)) + shift,
+                                               Const(g, r({2, 3, 3, 5}, 38732)) + shift, o);
+    const Tensor m = Mean(a, {2, 3}, true);
+    const Tensor c =
+        Conv2D(m, Const(g, r({3, 3, 1, 3}, 74620)),
+               Window2D{3, 3, 1, 1, Padding::kExplicit, 2, 2, 1, 2, DataFormat::kNCHW});
+    y = Minimum(v1, Relu(c) + m);
+  }
+  absl::StatusOr<std::vector<Tensor>> d = Gradients({y}, {v0, v1});
+  ASSERT_TRUE(d.ok()) << d.status();
+  ExpectMatchesReference(g, {{{v0, r({}, 1903450043)}, {v1, r({}, 1903450060)}}},
+                         {y, (*d)[0], (*d)[1]}, {Scheduler::kAdams2019}, 3);
 }
 
 // Seed 14600004 on jit:opencl: the unfused composite, causal, with Tq = 33 < Tk = 66
