@@ -16,6 +16,7 @@
 #include "runtime/dump.h"
 #include "runtime/executor.h"
 #include "runtime/flags.h"
+#include "runtime/live_bytes.h"
 #include "runtime/plan.h"
 #include "runtime/plan_state.h"
 
@@ -253,6 +254,9 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   for (size_t i = 0; i < fetches.size(); ++i) {
     BRAZE_RETURN_IF_ERROR(exec.Fetch(fetches[i], &(*outputs)[i]));
   }
+  const LiveBytes live = MeasureLiveBytes(plan, exec);
+  state_->stats.peak_live_bytes = std::max(state_->stats.peak_live_bytes, live.peak);
+  state_->stats.step_output_bytes = std::max(state_->stats.step_output_bytes, live.total);
   return exec.CommitUpdates();
 }
 
