@@ -69,7 +69,7 @@ void Usage(FILE* out, const Flags& d) {
       "usage: char_lm [--jit=off|scope|auto] [--api=session|function] [--device=NAME]\n"
       "       [--attention=fused|unfused] [--steps=N] [--batch=N] [--seed=N] [--eval_every=N]\n"
       "       [--eval_windows=N] [--max_val_loss=X] [--prompt=TEXT] [--sample_chars=N]\n"
-      "       [--temperature=X] [--data_dir=DIR]\n"
+      "       [--temperature=X] [--data_dir=DIR] [--precision=f32|bf16|f16]\n"
       "  --jit          off: every op its own compiled kernel; scope: the model, loss,\n"
       "                 gradients and updates under JitScope (fused; default); auto:\n"
       "                 session-level auto-clustering\n"
@@ -88,6 +88,9 @@ void Usage(FILE* out, const Flags& d) {
       "  --prompt       the text generation starts from (its characters must occur in the\n"
       "                 corpus)\n"
       "  --sample_chars characters generated (default %lld); --temperature (default %g)\n"
+      "  --precision    f32 (default), or the bf16 / f16 mixed-precision policy (16-bit\n"
+      "                 matmuls, f32 masters, softmax, LayerNorm statistics and loss; f16\n"
+      "                 with dynamic loss scaling; docs/MIXED_PRECISION.md)\n"
       "The last lines are step_ms=<v>, val_loss=<nats> and bits_per_char=<v>.\n",
       static_cast<long long>(d.steps), static_cast<long long>(d.batch),
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.eval_every),
@@ -127,6 +130,11 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     } else if (arg == "--attention") {
       ok = value == "fused" || value == "unfused";
       f.run.attention = value == "fused" ? AttentionImpl::kFused : AttentionImpl::kUnfused;
+    } else if (arg == "--precision") {
+      ok = value == "f32" || value == "bf16" || value == "f16";
+      f.run.precision = value == "bf16"  ? braze::DType::kBF16
+                        : value == "f16" ? braze::DType::kF16
+                                         : braze::DType::kF32;
     } else if (arg == "--steps") {
       ok = absl::SimpleAtoi(value, &f.steps) && f.steps >= 1;
     } else if (arg == "--batch") {

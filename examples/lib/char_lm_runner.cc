@@ -92,8 +92,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeModel(braze::Graph& g, const GptConfi
 }
 
 std::string DescribeOptions(const CharLmOptions& o, const char* api) {
-  return absl::StrFormat("--api=%s --jit=%s --device=%s --attention=%s", api, JitName(o.jit),
-                         o.device, o.attention == AttentionImpl::kFused ? "fused" : "unfused");
+  return absl::StrFormat(
+      "--api=%s --jit=%s --device=%s --attention=%s --precision=%s", api, JitName(o.jit), o.device,
+      o.attention == AttentionImpl::kFused ? "fused" : "unfused", braze::DTypeName(o.precision));
 }
 
 class SessionRunner : public CharLmRunner {
@@ -114,6 +115,7 @@ class SessionRunner : public CharLmRunner {
       // and variables stay outside (sources, not computation).
       std::optional<braze::JitScope> scope;
       if (options.jit == JitMode::kScope) scope.emplace(g_);
+      braze::PrecisionScope policy(g_, options.precision);
       BRAZE_ASSIGN_OR_RETURN(loss_, model_->TrainLoss(inputs_, targets_, &train_ops_));
       eval_loss_ = model_->EvalLoss(eval_inputs_, eval_targets_);
       logits_ = model_->Logits(tokens_);
@@ -190,6 +192,7 @@ class FunctionRunner : public CharLmRunner {
     if (options.jit == JitMode::kAuto) fo.session.global_jit_level = braze::JitLevel::kOn1;
     fo.session.device = options.device;
     fo.session.max_cluster_size = kGptMaxClusterSize;
+    fo.precision = options.precision;
     const braze::TensorSpec windows{DType::kI32, {-1, config.context}};
     const Model* m = model_.get();
     // A C++ body cannot return a Status: a failed build is thrown, and the Function

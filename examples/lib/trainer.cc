@@ -93,8 +93,10 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "               at the last step\n"
       "  --keep_checkpoints  checkpoints kept (default %lld; 0: all)\n"
       "  --print_losses  print every step's loss exactly: `step_loss <step> <hex float>`\n"
-      "  --precision  the matmuls' dtype (mlp): f32 (default), or bf16 / f16 with f32\n"
-      "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n"
+      "  --precision  f32 (default), or the bf16 / f16 mixed-precision policy: 16-bit\n"
+      "               matmuls, convolutions and elementwise chains, f32 master weights,\n"
+      "               reductions, softmax and loss; f16 with dynamic loss scaling\n"
+      "               (docs/MIXED_PRECISION.md)\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
@@ -365,6 +367,8 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
     // sources, not computation.
     std::optional<braze::JitScope> scope;
     if (flags.jit == JitMode::kScope) scope.emplace(g);
+    // --precision: the mixed-precision policy (braze/precision.h); f32: none.
+    braze::PrecisionScope policy(g, flags.precision);
     BRAZE_ASSIGN_OR_RETURN(m, model.step(in, /*train=*/true));
     eval_correct = m.num_correct;
     if (model.eval_step) {
@@ -425,7 +429,8 @@ absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& mode
   if (flags.jit == JitMode::kAuto) options.session.global_jit_level = braze::JitLevel::kOn1;
   options.session.reference_only = flags.reference;
   options.session.device = flags.device;
-  if (flags.data_parallel) {  // rank 0's initial weights everywhere, before any trace
+  options.precision = flags.precision;  // the mixed-precision policy (braze/precision.h)
+  if (flags.data_parallel) {            // rank 0's initial weights everywhere, before any trace
     const std::vector<braze::Tensor> vars = Variables(g);
     braze::FunctionOptions o = options;
     o.name = "broadcast_variables";
@@ -723,6 +728,8 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
 }  // namespace
 
 braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer) {
+  // Dynamic loss scaling builds something under the f16 policy only.
+  if (flags.precision == braze::DType::kF16) optimizer = optimizer.WithLossScaling();
   return flags.data_parallel ? optimizer.WithDataParallel() : optimizer;
 }
 

@@ -72,12 +72,13 @@ struct TrainFlags {
   int64_t checkpoint_every = 100;
   int64_t keep_checkpoints = 3;
   bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
-  // The compute dtype of the models that have it (mlp): f32, or bf16 / f16 with f32
-  // master weights and an f32 loss (docs/MIXED_PRECISION.md).
+  // The mixed-precision policy the step is built under (braze/precision.h): f32 (none),
+  // bf16 or f16 (16-bit compute, f32 master weights and loss; docs/MIXED_PRECISION.md).
   braze::DType precision = braze::DType::kF32;
 };
 
-// `optimizer`, data parallel under --data_parallel: what a model's Minimize should use.
+// `optimizer`, data parallel under --data_parallel and with dynamic loss scaling under
+// --precision=f16: what a model's Minimize should use.
 braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer);
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under
