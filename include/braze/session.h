@@ -166,8 +166,12 @@ struct SessionStats {
   // activations, gradients and updates), each live from the step writing it to the last
   // step reading it. peak_live_bytes: the most live at once over the step order;
   // step_output_bytes: all of them (the buffers a session keeps between Runs).
+  // peak_activation_bytes: the peak of those computed from the Run's feeds that are not
+  // variable updates (activations and their gradients; not a 16-bit copy of a weight,
+  // nor the new values of variables and slots).
   int64_t peak_live_bytes = 0;
   int64_t step_output_bytes = 0;
+  int64_t peak_activation_bytes = 0;
 };
 
 using Feeds = std::vector<std::pair<Tensor, HostTensor>>;

@@ -12,12 +12,17 @@
 // (a fetch, an update committed at the end). The peak is the most bytes live at once
 // over the plan's step order: what a runtime freeing each buffer after its last reader
 // would hold; Braze's plan state keeps every step's buffers between Runs (a loop reuses
-// them), which is the total. Both from the types the Run bound, so they are exact and do
-// not depend on timing.
+// them), which is the total. The activation peak is the same liveness over the values
+// computed from the Run's feeds (the batch: activations, their gradients, a loss) that
+// are not variable updates: it leaves out what depends on the variables and constants
+// alone (a 16-bit copy of a weight, a learning rate) and the new values of variables
+// and slots, which a step holds whatever its batch. All from the types the Run bound, so
+// they are exact and do not depend on timing.
 #ifndef BRAZE_RUNTIME_LIVE_BYTES_H_
 #define BRAZE_RUNTIME_LIVE_BYTES_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/executor.h"
 #include "runtime/plan.h"
@@ -25,12 +30,15 @@
 namespace braze {
 
 struct LiveBytes {
-  int64_t peak = 0;   // the most bytes of step outputs live at once
-  int64_t total = 0;  // every step output's bytes
+  int64_t peak = 0;             // the most bytes of step outputs live at once
+  int64_t total = 0;            // every step output's bytes
+  int64_t activation_peak = 0;  // the peak of the feeds' values that are not updates
 };
 
-// After the plan's steps ran in `exec` (their outputs still bound).
-LiveBytes MeasureLiveBytes(const Plan& plan, Executor& exec);
+// After the plan's steps ran in `exec` (their outputs still bound); `fed[id]`: node id's
+// output was fed.
+LiveBytes MeasureLiveBytes(const Graph& g, const Plan& plan, const std::vector<bool>& fed,
+                           Executor& exec);
 
 }  // namespace braze
 

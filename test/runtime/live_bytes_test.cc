@@ -29,6 +29,25 @@ TEST(LiveBytesTest, AChainHoldsTwoValuesAtOnce) {
   ASSERT_TRUE(s.Run({{x, Input()}}, {c}).ok());
   EXPECT_EQ(s.stats().peak_live_bytes, 2 * 140);
   EXPECT_EQ(s.stats().step_output_bytes, 3 * 140);
+  EXPECT_EQ(s.stats().peak_activation_bytes, 2 * 140);  // all computed from the feed
+}
+
+// Activations leave out what the variables alone give (a weight's copy) and the values
+// an Assign stores.
+TEST(LiveBytesTest, ActivationsLeaveOutWeightsAndUpdates) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {7, 5}, "x");
+  Tensor w = Variable(g, Input(), "w");
+  Tensor weight = Neg(w);
+  Tensor a = Exp(x) + weight;
+  Tensor update = Assign(w, Abs(a));
+  Session s(g, ReferenceOnly());
+  ASSERT_TRUE(s.Run({{x, Input()}}, {a}, {update}).ok());
+  // Neg(w), Exp and Add live together; Add (fetched), Abs (the value to store) and the
+  // Assign's own result (the new value, committed at the end) after.
+  EXPECT_EQ(s.stats().peak_live_bytes, 3 * 140);
+  EXPECT_EQ(s.stats().step_output_bytes, 5 * 140);
+  EXPECT_EQ(s.stats().peak_activation_bytes, 2 * 140);  // Exp and Add
 }
 
 // A value read again at the end stays live through the chain: Exp's result meets Abs's.
