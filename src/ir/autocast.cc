@@ -27,8 +27,14 @@ AutocastRule AutocastRuleOf(OpKind op) {
     case OpKind::kMean:
     case OpKind::kUnsortedSegmentSum:
       return AutocastRule::kWiden;
-    // The matmul-like ops with their own kLower rule; the attention gradients read an
-    // f32 logsumexp and delta alongside 16-bit q, k, v: each keeps the dtypes it gets.
+    // The attention gradients take q's dtype for every floating input: delta (a Sum,
+    // so f32 by the rule above) and dO meet 16-bit q, k, v (each computes in f32 anyway).
+    case OpKind::kAttentionLogSumExp:
+    case OpKind::kAttentionGradQ:
+    case OpKind::kAttentionGradK:
+    case OpKind::kAttentionGradV:
+      return AutocastRule::kMatchFirst;
+    // The matmul-like ops outside the kMatMul category.
     case OpKind::kConv2D:
     case OpKind::kConv2DBackpropInput:
     case OpKind::kConv2DBackpropFilter:
@@ -38,10 +44,6 @@ AutocastRule AutocastRuleOf(OpKind op) {
     case OpKind::kArgMax:
     case OpKind::kMax:
     case OpKind::kMin:
-    case OpKind::kAttentionLogSumExp:
-    case OpKind::kAttentionGradQ:
-    case OpKind::kAttentionGradK:
-    case OpKind::kAttentionGradV:
     case OpKind::kIota:
     case OpKind::kOneHot:
       return AutocastRule::kKeep;
@@ -84,6 +86,13 @@ void AutocastInputs(Graph& g, OpKind op, DType compute, std::vector<Tensor>* inp
       if (in.size() == 2 && IsFloating(in[0].dtype()) && IsFloating(in[1].dtype()) &&
           in[0].dtype() != in[1].dtype()) {
         in[1] = CastTo(g, in[1], in[0].dtype());
+      }
+      return;
+    case AutocastRule::kMatchFirst:
+      for (Tensor& t : in) {
+        if (IsFloating(t.dtype()) && IsFloating(in[0].dtype()) && t.dtype() != in[0].dtype()) {
+          t = CastTo(g, t, in[0].dtype());
+        }
       }
       return;
     case AutocastRule::kWiden:

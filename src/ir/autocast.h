@@ -13,11 +13,12 @@ namespace braze::ir {
 
 // What the policy does with an op's floating inputs.
 enum class AutocastRule {
-  kLower,   // compute in 16 bits: every f32 input is cast down (MatMul, Conv2D, ...)
-  kFollow,  // 16 bits if any floating input is: the f32 ones are cast down (elementwise)
-  kWiden,   // compute in f32: every 16-bit input is cast up (Sum, Mean, Exp, Log, ...)
-  kAssign,  // an update: the value is cast to the variable's dtype
-  kKeep,    // untouched (sources, Cast, selections, random ops, collectives, HostCall)
+  kLower,       // compute in 16 bits: every f32 input is cast down (MatMul, Conv2D, ...)
+  kFollow,      // 16 bits if any floating input is: the f32 ones are cast down (elementwise)
+  kWiden,       // compute in f32: every 16-bit input is cast up (Sum, Mean, Exp, Log, ...)
+  kMatchFirst,  // every floating input cast to input 0's dtype (the attention gradients)
+  kAssign,      // an update: the value is cast to the variable's dtype
+  kKeep,        // untouched (sources, Cast, selections, random ops, collectives, HostCall)
 };
 
 AutocastRule AutocastRuleOf(OpKind op);

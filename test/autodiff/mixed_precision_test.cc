@@ -178,6 +178,47 @@ TEST(PrecisionPolicyTest, TrainingMatchesF32AndReference) {
   }
 }
 
+// The fused attention op under the policy: 16-bit q, k, v, its gradient ops built from
+// what the rule gives them, the gradients of the f32 inputs f32, and the loss and the
+// gradients near f32's (reference kernels; bf16's tolerance).
+TEST(PrecisionPolicyTest, AttentionAndItsGradients) {
+  auto build = [](Graph& g, DType precision, std::vector<Tensor>* out) {
+    std::vector<Tensor> qkv;
+    for (int i = 0; i < 3; ++i) {
+      qkv.push_back(Variable(g, HostTensor::RandomNormal(DType::kF32, {2, 7, 8}, 40 + i), "qkv"));
+    }
+    PrecisionScope policy(g, precision);
+    AttentionAttrs attrs;
+    attrs.causal = true;
+    attrs.scale = 1 / std::sqrt(8.0);
+    Tensor o = Attention(qkv[0], qkv[1], qkv[2], attrs);
+    EXPECT_EQ(o.dtype(), precision);
+    Tensor loss = Mean(Square(o));
+    auto grads = Gradients({loss}, qkv);
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    *out = {loss};
+    for (const Tensor& t : *grads) {
+      EXPECT_EQ(t.dtype(), DType::kF32);
+      out->push_back(t);
+    }
+  };
+  Graph g32, g16;
+  std::vector<Tensor> want, got;
+  build(g32, DType::kF32, &want);
+  build(g16, DType::kBF16, &got);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_TRUE(g16.status().ok()) << g16.status();
+  Session a(g32, ReferenceOnly()), b(g16, ReferenceOnly());
+  auto x = a.Run({}, want);
+  auto y = b.Run({}, got);
+  ASSERT_TRUE(x.ok()) << x.status();
+  ASSERT_TRUE(y.ok()) << y.status();
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string why;
+    EXPECT_TRUE(AllClose((*y)[i], (*x)[i], 3e-2, 3e-2 * 0.1, &why)) << i << ": " << why;
+  }
+}
+
 HostTensor WithInf(HostTensor x, double bad) {
   x.SetDouble(kIn + 3, bad);
   return x;
