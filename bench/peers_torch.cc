@@ -39,6 +39,7 @@
 //   for the block, Keras's 0.99; 0.1 for the CNN, examples/cnn.cc's 0.9).
 //
 // torch's headers stay in this file (they take a minute to parse).
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -200,9 +201,10 @@ struct Batch {
 
 // Checks a step's losses against Braze's reference, then times it.
 template <typename Step>
-void RunTrainStep(benchmark::State& state, Step step, const std::vector<float>& want) {
+void RunTrainStep(benchmark::State& state, Step step, const std::vector<float>& want,
+                  double rtol = 1e-3) {
   try {
-    if (!CheckTrainLosses(state, step, want, 1e-3)) return;
+    if (!CheckTrainLosses(state, step, want, rtol)) return;
     for (auto _ : state) benchmark::DoNotOptimize(step());
   } catch (const c10::Error& e) {
     state.SkipWithError(e.what_without_backtrace());
@@ -271,6 +273,38 @@ void BM_MlpTrainStep_torch(benchmark::State& state) {
   SetRate(state, "GFLOP/s", flops / 1e9);
 }
 BENCHMARK(BM_MlpTrainStep_torch)->Apply([](auto* b) {
+  PeerDefaults(b->ArgName("batch")->Arg(128), 2.0);
+});
+
+// The same step under libtorch's CPU autocast to bf16 (policy, issue 38; Braze's is
+// BM_MlpTrainStepPrecision in precision_bench.cc): what torch.autocast("cpu",
+// dtype=torch.bfloat16) does around the forward pass and the loss, written with
+// libtorch 1.13's C++ calls (ATen/autocast_mode.h); the backward pass and the f32 Adam
+// update outside it. The losses to bf16's tolerance, as Braze's bf16 step.
+void BM_MlpTrainStep_torch_bf16autocast(benchmark::State& state) {
+  SetUpTorch();
+  const int64_t batch = state.range(0);
+  Batch data(batch);
+  Mlp model;
+  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(kMlpLr));
+  auto step = [&] {
+    optimizer.zero_grad();
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    at::autocast::increment_nesting();
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(data.x), data.labels);
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(false);
+    loss.backward();
+    optimizer.step();
+    return loss.item<float>();
+  };
+  RunTrainStep(state, step, MlpTrainReferenceLosses(batch), 3e-2);
+  const double flops =
+      2.0 * batch * (2 * kPixels * kHidden + 3 * kHidden * kHidden + 3 * kHidden * kClasses);
+  SetRate(state, "GFLOP/s", flops / 1e9);
+}
+BENCHMARK(BM_MlpTrainStep_torch_bf16autocast)->Apply([](auto* b) {
   PeerDefaults(b->ArgName("batch")->Arg(128), 2.0);
 });
 

@@ -34,7 +34,7 @@ namespace braze::bench {
 // Runs the step in a session: kCheckedSteps untimed steps (compile, settle the buffers,
 // and check their losses against `want`), then the timed ones.
 void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
-                  const std::vector<float>& want, const SessionOptions& options) {
+                  const std::vector<float>& want, const SessionOptions& options, double rtol) {
   if (!step.ok()) {
     state.SkipWithError(step.status().ToString().c_str());
     return;
@@ -51,7 +51,7 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
   };
   {
     BrazeWarnings warnings;
-    if (!CheckTrainLosses(state, checked_step, want, 1e-3) || warnings.FellBack(state)) return;
+    if (!CheckTrainLosses(state, checked_step, want, rtol) || warnings.FellBack(state)) return;
   }
   session.ResetStats();
   for (auto _ : state) {
@@ -65,6 +65,9 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
   state.counters["launches/step"] =
       double(st.cluster_launches + st.single_op_launches + st.reference_launches) /
       std::max<int64_t>(1, st.runs);
+  state.counters["live_MB"] = double(st.peak_live_bytes) / 1e6;
+  state.counters["outputs_MB"] = double(st.step_output_bytes) / 1e6;
+  state.counters["activation_MB"] = double(st.peak_activation_bytes) / 1e6;
 }
 
 namespace {

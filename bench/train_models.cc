@@ -30,7 +30,8 @@ namespace {
 // loss and updates, under a JitScope when fused.
 template <typename MakeVars, typename BuildLoss>
 absl::StatusOr<TrainStep> Make(int64_t batch, bool fused, const Optimizer& optimizer,
-                               MakeVars make_vars, BuildLoss build_loss) {
+                               MakeVars make_vars, BuildLoss build_loss,
+                               DType precision = DType::kF32) {
   TrainStep step;
   step.graph = std::make_unique<Graph>();
   Graph& g = *step.graph;
@@ -40,6 +41,7 @@ absl::StatusOr<TrainStep> Make(int64_t batch, bool fused, const Optimizer& optim
   {
     std::optional<JitScope> scope;
     if (fused) scope.emplace(g);
+    PrecisionScope policy(g, precision);  // kF32: none
     step.loss = build_loss(x, labels, vars);
     BRAZE_ASSIGN_OR_RETURN(step.train, Minimize(optimizer, step.loss, vars));
   }
@@ -62,9 +64,12 @@ absl::StatusOr<TrainStep> MakeSoftmaxTrainStep(int64_t batch, bool fused) {
       });
 }
 
-absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused) {
+absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused, DType precision) {
   return Make(
-      batch, fused, Optimizer::Adam(kMlpLr),
+      // Loss scaling builds nothing but under f16. It starts at 2^10, not 2^16: at 2^16 the
+      // first step's f16 gradients overflow and it is skipped (as GradScaler's first
+      // steps often are), which the checked losses would count as a mismatch.
+      batch, fused, Optimizer::Adam(kMlpLr).WithLossScaling({.initial_scale = 1024}),
       [](Graph& g) {
         std::vector<Tensor> vars;  // w1, b1, w2, b2, w3, b3
         for (int layer = 0; layer < 3; ++layer) {
@@ -79,7 +84,8 @@ absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused) {
         Tensor h1 = Dense(x, v[0], v[1], Activation::kRelu);
         Tensor h2 = Dense(h1, v[2], v[3], Activation::kRelu);
         return Mean(SoftmaxCrossEntropyWithLogits(Dense(h2, v[4], v[5]), OneHot(labels, kClasses)));
-      });
+      },
+      precision);
 }
 
 // ---- Convolutional models ----

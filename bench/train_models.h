@@ -55,8 +55,13 @@ struct TrainStep {
 // Runs `step` in a session with `options`: kCheckedSteps untimed steps (compile, settle
 // the buffers, check their losses against `want`), then the timed ones, counting
 // launches/step (train_bench.cc).
+// The losses are checked to relative `rtol` (a mixed-precision step's are 16-bit's).
+// Counters: launches/step, and the Run's intermediates in MB (SessionStats'
+// peak_live_bytes as live_MB, step_output_bytes as outputs_MB, peak_activation_bytes as
+// activation_MB: exact, not timings).
 void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
-                  const std::vector<float>& want, const SessionOptions& options = {});
+                  const std::vector<float>& want, const SessionOptions& options = {},
+                  double rtol = 1e-3);
 
 HostTensor TrainImages(int64_t batch);  // [batch, 784] f32
 HostTensor TrainLabels(int64_t batch);  // [batch] i32
@@ -65,7 +70,10 @@ HostTensor MlpInitialWeight(int layer);
 
 // fused: the model, loss, gradients and update math under one JitScope.
 absl::StatusOr<TrainStep> MakeSoftmaxTrainStep(int64_t batch, bool fused);
-absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused);
+// precision: the mixed-precision policy the loss and updates are built under
+// (braze/precision.h; kF32: none), f16 with dynamic loss scaling from 2^10.
+absl::StatusOr<TrainStep> MakeMlpTrainStep(int64_t batch, bool fused,
+                                           DType precision = DType::kF32);
 absl::StatusOr<TrainStep> MakeCnnStep(int64_t batch, bool fused);
 absl::StatusOr<TrainStep> MakeResNetBlockStep(bool fused);
 

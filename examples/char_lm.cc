@@ -69,7 +69,7 @@ struct Flags : CommonFlags {
   double temperature = 0.8;
   std::string data_dir = braze::kFortunesDir;
 
-  CharLmOptions run() const { return {jit, api, device, attention}; }
+  CharLmOptions run() const { return {jit, api, device, attention, precision}; }
 };
 
 void Usage(FILE* out, const Flags& d) {
@@ -81,6 +81,7 @@ void Usage(FILE* out, const Flags& d) {
       "       [--eval_windows=N] [--max_val_loss=X] [--prompt=TEXT] [--sample_chars=N]\n"
       "       [--temperature=X] [--data_dir=DIR] [--checkpoint_dir=DIR]\n"
       "       [--checkpoint_every=N] [--keep_checkpoints=N] [--print_losses]\n"
+      "       [--precision=f32|bf16|f16]\n"
       "  --jit          off: every op its own compiled kernel; scope: the model, loss,\n"
       "                 gradients and updates under JitScope (fused; default); auto:\n"
       "                 session-level auto-clustering\n"
@@ -98,7 +99,10 @@ void Usage(FILE* out, const Flags& d) {
       "  --max_val_loss exit with status 1 if the final validation loss is higher\n"
       "  --prompt       the text generation starts from (its characters must occur in the\n"
       "                 corpus)\n"
-      "  --sample_chars characters generated (default %lld); --temperature (default %g)\n",
+      "  --sample_chars characters generated (default %lld); --temperature (default %g)\n"
+      "  --precision    f32 (default), or the bf16 / f16 mixed-precision policy (16-bit\n"
+      "                 matmuls, f32 masters, softmax, LayerNorm statistics and loss; f16\n"
+      "                 with dynamic loss scaling; docs/MIXED_PRECISION.md)\n",
       static_cast<long long>(d.steps), static_cast<long long>(d.batch),
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.eval_every),
       static_cast<long long>(d.eval_windows), static_cast<long long>(d.sample_chars),

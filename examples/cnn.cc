@@ -25,8 +25,10 @@
 // the second convolution and its two gradients (0.9 GFLOP each).
 //
 // Flags as the other examples (`--help`): --jit=off|scope|auto, --api=function,
-// --device=..., --steps, --batch, --lr, --min_test_accuracy, ...; the last two lines
-// printed are `test_accuracy=<v>` and `step_ms=<v>`.
+// --device=..., --steps, --batch, --lr, --min_test_accuracy, --precision=bf16|f16 (the
+// mixed-precision policy: 16-bit convolutions, BatchNorm statistics in f32;
+// docs/MIXED_PRECISION.md), ...; the last two lines printed are `test_accuracy=<v>` and
+// `step_ms=<v>`.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -100,8 +102,8 @@ absl::StatusOr<Model> BuildCnn(braze::Graph& g, const TrainFlags& flags) {
   Model model;
   model.eval_step = true;
   model.uses_lr_scale = true;
-  model.step = [l1, l2, w, b, lr = flags.lr](const StepInputs& in,
-                                             bool train) -> absl::StatusOr<TrainGraph> {
+  model.step = [l1, l2, w, b, lr = flags.lr, flags](const StepInputs& in,
+                                                    bool train) -> absl::StatusOr<TrainGraph> {
     TrainGraph m;
     std::vector<Tensor> updates;
     Tensor x = braze::Reshape(in.x, {-1, kSide, kSide, 1});
@@ -115,10 +117,19 @@ absl::StatusOr<Model> BuildCnn(braze::Graph& g, const TrainFlags& flags) {
       // train step's one trace. The gradients are scaled by lr_scale (above).
       const std::vector<Tensor> vars = {l1.filter, l1.gamma, l1.beta, l2.filter,
                                         l2.gamma,  l2.beta,  w,       b};
-      BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, braze::Gradients({m.loss}, vars));
-      std::vector<std::pair<Tensor, Tensor>> pairs;
-      for (size_t i = 0; i < vars.size(); ++i) pairs.push_back({grads[i] * in.lr_scale, vars[i]});
-      BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::ApplyGradients(braze::Optimizer::Adam(lr), pairs));
+      if (flags.precision == DType::kF32) {
+        BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, braze::Gradients({m.loss}, vars));
+        std::vector<std::pair<Tensor, Tensor>> pairs;
+        for (size_t i = 0; i < vars.size(); ++i) pairs.push_back({grads[i] * in.lr_scale, vars[i]});
+        BRAZE_ASSIGN_OR_RETURN(m.train_ops,
+                               braze::ApplyGradients(braze::Optimizer::Adam(lr), pairs));
+      } else {
+        // --precision=bf16|f16: Minimize, which f16's loss scaling needs (ForFlags), of
+        // the loss times lr_scale, whose gradients are the ones above times lr_scale.
+        BRAZE_ASSIGN_OR_RETURN(m.train_ops, braze::Minimize(braze_examples::ForFlags(
+                                                                flags, braze::Optimizer::Adam(lr)),
+                                                            m.loss * in.lr_scale, vars));
+      }
       m.train_ops.insert(m.train_ops.end(), updates.begin(), updates.end());
     }
     braze::NameScope name_scope(*in.x.graph(), "accuracy");

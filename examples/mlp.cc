@@ -13,9 +13,10 @@
 // `test_accuracy=<v>` and `step_ms=<v>`. --dropout=RATE applies inverted dropout to
 // h1 and h2 in training (not in evaluation), its masks keyed by a step variable that
 // each train step increments: a new mask every step, the same masks run after run
-// (docs/RANDOM.md). --precision=bf16 (or f16) computes the three matmuls, their bias and
-// ReLU in 16 bits from f32 master weights (cast down each step; their gradients cast
-// back up), and the logits, loss and softmax in f32 (docs/MIXED_PRECISION.md).
+// (docs/RANDOM.md). --precision=bf16 (or f16) builds the step under the mixed-precision
+// policy (braze/precision.h): the three matmuls, their bias and ReLU in 16 bits from f32
+// master weights (cast down each step; their gradients cast back up), the softmax and
+// loss in f32, f16 with dynamic loss scaling (docs/MIXED_PRECISION.md).
 // --data_parallel under `mpirun -np N` trains as one process at the
 // same global --batch (docs/DISTRIBUTED.md):
 //   mpirun -np 2 build/examples/mlp --data_parallel
@@ -73,22 +74,14 @@ absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
       rate > 0 ? braze::Variable(g, HostTensor::Scalar<int32_t>(0), "dropout_step") : Tensor();
   // Evaluation without dropout: a step of its own (the train step's accuracy has it).
   model.eval_step = rate > 0;
-  const DType compute = flags.precision;
-  // A dense layer in the compute dtype: its input and master weights cast down (no-ops
-  // in f32), so the gradients reach the f32 masters through the casts.
-  auto dense = [compute](Tensor x, const Layer& l, braze::Activation act) {
-    auto down = [compute](Tensor t) { return t.dtype() == compute ? t : braze::Cast(t, compute); };
-    return braze::Dense(down(x), down(l.w), down(l.b), act);
-  };
-  model.step = [l1, l2, l3, lr = flags.lr, rate, step, seed, flags, dense](
+  model.step = [l1, l2, l3, lr = flags.lr, rate, step, seed, flags](
                    const StepInputs& in, bool train) -> absl::StatusOr<TrainGraph> {
     TrainGraph m;
-    Tensor h1 = dense(in.x, l1, braze::Activation::kRelu);
+    Tensor h1 = braze::Dense(in.x, l1.w, l1.b, braze::Activation::kRelu);
     if (train && rate > 0) h1 = braze::Dropout(h1, rate, step, seed);
-    Tensor h2 = dense(h1, l2, braze::Activation::kRelu);
+    Tensor h2 = braze::Dense(h1, l2.w, l2.b, braze::Activation::kRelu);
     if (train && rate > 0) h2 = braze::Dropout(h2, rate, step, seed);
-    Tensor logits = dense(h2, l3, braze::Activation::kNone);
-    if (logits.dtype() != DType::kF32) logits = braze::Cast(logits, DType::kF32);
+    Tensor logits = braze::Dense(h2, l3.w, l3.b);
     m.loss = braze::Mean(
         braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(in.labels, kClasses)));
     if (train) {

@@ -80,8 +80,9 @@ absl::StatusOr<std::unique_ptr<Model>> MakeModel(braze::Graph& g, const GptConfi
 }
 
 std::string DescribeOptions(const CharLmOptions& o, const char* api) {
-  return absl::StrFormat("--api=%s --jit=%s --device=%s --attention=%s", api, JitModeName(o.jit),
-                         o.device, o.attention == AttentionImpl::kFused ? "fused" : "unfused");
+  return absl::StrFormat(
+      "--api=%s --jit=%s --device=%s --attention=%s --precision=%s", api, JitModeName(o.jit), o.device,
+      o.attention == AttentionImpl::kFused ? "fused" : "unfused", braze::DTypeName(o.precision));
 }
 
 class SessionRunner : public CharLmRunner {
@@ -102,6 +103,7 @@ class SessionRunner : public CharLmRunner {
       // and variables stay outside (sources, not computation).
       std::optional<braze::JitScope> scope;
       if (options.jit == JitMode::kScope) scope.emplace(g_);
+      braze::PrecisionScope policy(g_, options.precision);
       BRAZE_ASSIGN_OR_RETURN(loss_, model_->TrainLoss(inputs_, targets_, &train_ops_));
       eval_loss_ = model_->EvalLoss(eval_inputs_, eval_targets_);
       logits_ = model_->Logits(tokens_);
@@ -174,6 +176,7 @@ class FunctionRunner : public CharLmRunner {
     fo.graph = &g_;
     SetFunctionOptions(options.jit, options.device, &fo);
     fo.session.max_cluster_size = kGptMaxClusterSize;
+    fo.precision = options.precision;
     const braze::TensorSpec windows{DType::kI32, {-1, config.context}};
     const Model* m = model_.get();
     // A C++ body cannot return a Status: a failed build is thrown, and the Function

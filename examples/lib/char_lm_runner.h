@@ -29,6 +29,8 @@ struct CharLmOptions {
   Api api = Api::kSession;
   std::string device = "auto";
   AttentionImpl attention = AttentionImpl::kUnfused;
+  // The mixed-precision policy the model is built under (braze/precision.h); f32: none.
+  braze::DType precision = braze::DType::kF32;
 };
 
 class CharLmRunner {

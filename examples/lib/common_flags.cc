@@ -72,6 +72,11 @@ FlagMatch ParseCommonFlag(const std::string& arg, const std::string& value, Comm
   } else if (arg == "--keep_checkpoints") {
     ok = absl::SimpleAtoi(value, &flags->keep_checkpoints) && flags->keep_checkpoints >= 0 &&
          flags->keep_checkpoints <= 1000000;
+  } else if (arg == "--precision") {
+    ok = value == "f32" || value == "bf16" || value == "f16";
+    flags->precision = value == "bf16"  ? braze::DType::kBF16
+                       : value == "f16" ? braze::DType::kF16
+                                        : braze::DType::kF32;
   } else if (arg == "--print_losses") {
     ok = ParseBool(value, &flags->print_losses);
   } else {

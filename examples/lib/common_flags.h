@@ -1,6 +1,6 @@
 // What the examples' command lines share (trainer.h's TrainFlags and char_lm's flags
 // extend CommonFlags): how to compile and run (--jit, --api, --device), the run's length
-// and seed, and checkpoints (--checkpoint_dir, --checkpoint_every, --keep_checkpoints,
+// and seed, the mixed-precision policy (--precision), and checkpoints (--checkpoint_dir, --checkpoint_every, --keep_checkpoints,
 // --print_losses); one parser for `--name=value` and `--name value`, and the session
 // and Function options those flags ask for.
 #ifndef BRAZE_EXAMPLES_LIB_COMMON_FLAGS_H_
@@ -46,6 +46,9 @@ struct CommonFlags {
   int64_t checkpoint_every = 100;
   int64_t keep_checkpoints = 3;
   bool print_losses = false;  // one line per step: `step_loss <step> <loss in %a>` (exact)
+  // The mixed-precision policy the step is built under (braze/precision.h): f32 (none),
+  // bf16 or f16 (16-bit compute, f32 master weights and loss; docs/MIXED_PRECISION.md).
+  braze::DType precision = braze::DType::kF32;
 };
 
 // The usage lines of the checkpoint flags (with `d`'s defaults).

@@ -201,6 +201,8 @@ absl::StatusOr<std::vector<Tensor>> GptTrainOps(const GptTrainConfig& train, Ten
                                                  train.epsilon, train.weight_decay)
                              .WithDecayFilter(braze::RankAtLeast2);
   if (train.clip_norm > 0) opt = opt.WithGlobalClipNorm(train.clip_norm);
+  // Dynamic loss scaling: builds something only under an f16 policy (braze/precision.h).
+  opt = opt.WithLossScaling();
   if (train.total_steps > 0) {
     // A run shorter than the warmup stays in it (nanoGPT's get_lr tests the warmup
     // first): a cosine that would end before the warmup does is never reached.

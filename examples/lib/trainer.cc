@@ -77,8 +77,10 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --eval_batch  test images per evaluation run (default %lld)\n"
       "  --dropout    dropout rate after each hidden layer, in training only (mlp; default\n"
       "               0: none); the masks are keyed by a step variable (docs/RANDOM.md)\n"
-      "  --precision  the matmuls' dtype (mlp): f32 (default), or bf16 / f16 with f32\n"
-      "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n",
+      "  --precision  f32 (default), or the bf16 / f16 mixed-precision policy: 16-bit\n"
+      "               matmuls, convolutions and elementwise chains, f32 master weights,\n"
+      "               reductions, softmax and loss; f16 with dynamic loss scaling\n"
+      "               (docs/MIXED_PRECISION.md)\n",
       info.program, info.description, info.program, JitModeName(d.jit),
       static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
@@ -115,11 +117,6 @@ FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, Train
     ok = absl::SimpleAtod(value, &flags->dropout) && flags->dropout >= 0 && flags->dropout < 1;
   } else if (arg == "--data_parallel") {
     ok = ParseBool(value, &flags->data_parallel);
-  } else if (arg == "--precision") {
-    ok = value == "f32" || value == "bf16" || value == "f16";
-    flags->precision = value == "bf16"  ? braze::DType::kBF16
-                       : value == "f16" ? braze::DType::kF16
-                                        : braze::DType::kF32;
   } else if (arg == "--min_test_accuracy") {
     ok = absl::SimpleAtod(value, &flags->min_test_accuracy);
   } else {
@@ -324,6 +321,8 @@ absl::StatusOr<Runner> SessionRunner(const TrainFlags& flags, const Model& model
     // sources, not computation.
     std::optional<braze::JitScope> scope;
     if (flags.jit == JitMode::kScope) scope.emplace(g);
+    // --precision: the mixed-precision policy (braze/precision.h); f32: none.
+    braze::PrecisionScope policy(g, flags.precision);
     BRAZE_ASSIGN_OR_RETURN(m, model.step(in, /*train=*/true));
     eval_correct = m.num_correct;
     if (model.eval_step) {
@@ -379,6 +378,7 @@ absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& mode
   options.graph = &g;
   SetFunctionOptions(flags.jit, flags.device, &options);
   options.session.reference_only = flags.reference;
+  options.precision = flags.precision;  // the mixed-precision policy (braze/precision.h)
   if (flags.data_parallel) {  // rank 0's initial weights everywhere, before any trace
     const std::vector<braze::Tensor> vars = Variables(g);
     braze::FunctionOptions o = options;
@@ -652,6 +652,8 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
 }  // namespace
 
 braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer) {
+  // Dynamic loss scaling builds something under the f16 policy only.
+  if (flags.precision == braze::DType::kF16) optimizer = optimizer.WithLossScaling();
   return flags.data_parallel ? optimizer.WithDataParallel() : optimizer;
 }
 

@@ -53,12 +53,10 @@ struct TrainFlags : CommonFlags {
   bool data_parallel = false;
   int rank = 0;   // set by TrainMain: this process's rank
   int world = 1;  // and the number of ranks
-  // The compute dtype of the models that have it (mlp): f32, or bf16 / f16 with f32
-  // master weights and an f32 loss (docs/MIXED_PRECISION.md).
-  braze::DType precision = braze::DType::kF32;
 };
 
-// `optimizer`, data parallel under --data_parallel: what a model's Minimize should use.
+// `optimizer`, data parallel under --data_parallel and with dynamic loss scaling under
+// --precision=f16: what a model's Minimize should use.
 braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer);
 
 // The inputs of a step: placeholders under --api=session, a Function's arguments under

@@ -15,6 +15,7 @@
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/optimizers.h"
+#include "braze/precision.h"
 #include "braze/safetensors.h"
 #include "braze/session.h"
 #include "braze/status.h"

@@ -30,7 +30,9 @@
 //   dtypes and ranks there are at most 1 + (sum of the ranks) traces.
 // - jit_compile: true compiles the whole body as one must-compile region (strict: an op
 //   that cannot compile, or a cluster that fails to, is InvalidArgument naming it);
-//   false compiles nothing (ops run one by one); unset leaves it to
+//   false compiles nothing (ops run one by one); a HostCall the body builds under
+//   JitScope(g, false) runs outside the compiled body (TF's outside_compilation); unset
+//   leaves it to
 //   session.global_jit_level, and JitScopes opened inside the body work as documented.
 // - Every stateful op the body builds (Assign*, optimizer updates, HostCall) runs on each
 //   call, as TF's automatic control dependencies do; the returned tensors are fetched.
@@ -102,6 +104,10 @@ struct FunctionOptions {
   // InvalidArgument naming it); unset: session.global_jit_level decides (auto-clustering
   // when on); false: nothing is compiled.
   std::optional<bool> jit_compile;
+  // Mixed precision (braze/precision.h): kBF16 or kF16 traces the body under a
+  // PrecisionScope (16-bit matmuls and elementwise chains, f32 reductions and loss, the
+  // Variables f32 masters); kF32 (default): the body's dtypes as written.
+  DType precision = DType::kF32;
   SessionOptions session;  // device, scheduler, threads, ...
   // The graph to trace into: where the Variables the body captures live. It must outlive
   // the function. Null: the function traces into a graph of its own.

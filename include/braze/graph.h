@@ -401,6 +401,11 @@ class Graph {
   void set_device(std::optional<Device> device) { device_ = device; }
   const std::optional<Device>& device() const { return device_; }
 
+  // Mixed precision (braze/precision.h; use PrecisionScope): the compute dtype of the
+  // autocast rule AddNode applies to the ops it builds; kF32: no rule.
+  void set_compute_dtype(DType compute) { compute_dtype_ = compute; }
+  DType compute_dtype() const { return compute_dtype_; }
+
   std::string DebugString() const;  // text printer, one node per line
 
  private:
@@ -414,6 +419,8 @@ class Graph {
   absl::Status first_error_;
   std::unordered_map<std::string, int> name_counts_;  // for UniqueName
   CaptureFn capture_;
+  DType compute_dtype_ = DType::kF32;
+  bool autocasting_ = false;  // AddNode is building the autocast's own Casts
 };
 
 // RAII name scope: ops built inside are named "scope/Op".

@@ -55,10 +55,23 @@
 //   session.Run({}, {}, *sync);                       // once, before training
 // With equal shards, averaging the ranks' mean-loss gradients gives the gradient of the
 // mean loss over the global batch: N ranks of batch B train as one process of batch N B.)
+//
+// Dynamic loss scaling (policy, issue 38; docs/MIXED_PRECISION.md), as TF's
+// LossScaleOptimizer and torch's GradScaler: under an f16 policy (braze/precision.h)
+//   auto train = Minimize(Optimizer::Adam(1e-3).WithLossScaling(), loss, params);
+// differentiates loss * scale, multiplies the gradients by 1 / scale (after
+// WithDataParallel's average, before clipping), and when any gradient holds an inf or a
+// NaN skips the step (no variable, slot or Adam step changes) and halves the scale;
+// after growth_interval finite steps in a row it doubles. The scale (f32) and the count
+// of finite steps (i32) are Variables `<name>/loss_scale/scale` and `.../good_steps`, so
+// checkpoints keep them; each back-off and growth is an info line of the log
+// (braze/logging.h, verbosity 0). Under a bf16 or f32 policy it builds nothing (bf16 has
+// f32's exponent range), unless LossScaling::always.
 #ifndef BRAZE_OPTIMIZERS_H_
 #define BRAZE_OPTIMIZERS_H_
 
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -71,6 +84,16 @@ namespace braze {
 // True for variables of rank >= 2 (weight matrices, embeddings, filters): the usual
 // decay filter, which leaves biases and LayerNorm's gamma and beta undecayed.
 bool RankAtLeast2(const Tensor& variable);
+
+// Dynamic loss scaling's settings (torch GradScaler's names and defaults).
+struct LossScaling {
+  double initial_scale = 65536;  // 2^16
+  double growth_factor = 2;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;  // finite steps in a row before the scale grows
+  // true: scale whatever the graph's compute dtype; false: only under an f16 policy.
+  bool always = false;
+};
 
 struct Optimizer {
   enum class Kind { kSgd, kMomentum, kAdam, kAdamW };
@@ -91,6 +114,8 @@ struct Optimizer {
   // clipping and updating, in buckets of about `bucket_bytes`.
   Optimizer WithDataParallel(int64_t bucket_bytes = kDefaultBucketBytes) const;
   static constexpr int64_t kDefaultBucketBytes = 25 << 20;  // PyTorch DDP's 25 MB
+  // Dynamic loss scaling (above); Minimize only: ApplyGradients has no loss to scale.
+  Optimizer WithLossScaling(LossScaling scaling = {}) const;
 
   // "SGD", "Momentum", "Adam", "AdamW": the default name scope of the ops Minimize builds.
   const char* DefaultName() const;
@@ -118,6 +143,8 @@ struct Optimizer {
   double global_clip_norm = 0;
   // > 0: data parallel with buckets of this many bytes (WithDataParallel); 0: off.
   int64_t data_parallel_bucket_bytes = 0;
+  // Set: dynamic loss scaling (WithLossScaling).
+  std::optional<LossScaling> loss_scaling;
 };
 
 // The mean over the job's ranks of each gradient, as DDP computes it: the gradients, in
@@ -148,7 +175,10 @@ absl::StatusOr<std::vector<Tensor>> BroadcastVariables(const std::vector<Tensor>
 // dtype or shape does not match its variable, tensors from different graphs, or
 // hyperparameters out of range (learning_rate, epsilon, weight_decay and
 // global_clip_norm must be finite and >= 0, momentum >= 0, betas in [0, 1), a
-// learning_rate_tensor a floating scalar of the variables' graph).
+// learning_rate_tensor a floating scalar of the variables' graph; loss scaling's
+// initial_scale finite and > 0, growth_factor >= 1, backoff_factor in (0, 1],
+// growth_interval in [1, 2^31 - 1]), or loss scaling that would scale (it needs
+// Minimize's loss).
 absl::StatusOr<std::vector<Tensor>> ApplyGradients(
     const Optimizer& optimizer, const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars,
     std::string_view name = "");

@@ -164,6 +164,17 @@ struct SessionStats {
   int64_t host_to_device_copies = 0;
   int64_t device_to_host_copies = 0;
   int64_t copied_bytes = 0;
+  // Memory of a Run's intermediates, the largest over the Runs (runtime/live_bytes.h):
+  // the outputs of its steps (clusters, single ops, library calls: a training step's
+  // activations, gradients and updates), each live from the step writing it to the last
+  // step reading it. peak_live_bytes: the most live at once over the step order;
+  // step_output_bytes: all of them (the buffers a session keeps between Runs).
+  // peak_activation_bytes: the peak of those computed from the Run's feeds that are not
+  // variable updates (activations and their gradients; not a 16-bit copy of a weight,
+  // nor the new values of variables and slots).
+  int64_t peak_live_bytes = 0;
+  int64_t step_output_bytes = 0;
+  int64_t peak_activation_bytes = 0;
 };
 
 using Feeds = std::vector<std::pair<Tensor, HostTensor>>;

@@ -24,6 +24,7 @@
 #include "api/variable_sync.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "braze/precision.h"
 #include "braze/status.h"
 #include "frontend/eager_body.h"
 #include "ir/logging.h"
@@ -310,6 +311,7 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     }
     std::optional<JitScope> scope;
     if (options.jit_compile.has_value() && !eager) scope.emplace(g, *options.jit_compile);
+    PrecisionScope precision(g, options.precision);  // issue 38's policy; kF32: none
     frontend::EagerBody* outer = frontend::CurrentEagerBody();
     frontend::CurrentEagerBody() = eager ? &eager_body : nullptr;
     try {
@@ -352,7 +354,12 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     Node& n = g.mutable_node(id);
     // jit_compile=true compiles the whole body, false none of it, whatever JitScopes
     // inside say (as TF's XLA attribute on the function overrides them).
-    if (options.jit_compile.has_value() && !eager) n.mutable_jit().compile = *options.jit_compile;
+    // A HostCall built under JitScope(g, false) stays outside (TF's
+    // outside_compilation): loss scaling's log line, in a strict body too.
+    const bool outside = n.op() == OpKind::kHostCall && n.jit().compile == false;
+    if (options.jit_compile.has_value() && !eager && !outside) {
+      n.mutable_jit().compile = *options.jit_compile;
+    }
     if (IsSideEffect(n.op())) trace->targets.emplace_back(&g, id, 0);
     if (n.op() == OpKind::kVariable && captures.outside_variable.count(id) == 0) {
       trace->created.emplace_back(&g, id, 0);

@@ -3,10 +3,12 @@
 #include "braze/optimizers.h"
 
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "autodiff/loss_scale.h"
 #include "braze/gradients.h"
 #include "braze/ops.h"
 #include "braze/status.h"
@@ -44,6 +46,7 @@ absl::Status CheckHyperparameters(const Optimizer& o) {
       if (!std::isfinite(o.epsilon) || o.epsilon < 0) return bad("epsilon", o.epsilon);
       break;
   }
+  if (o.loss_scaling) return autodiff::CheckLossScaling(*o.loss_scaling);
   return absl::OkStatus();
 }
 
@@ -103,6 +106,12 @@ absl::Status CheckVariables(const std::vector<Tensor>& vars, const Graph* graph)
   return absl::OkStatus();
 }
 
+// Assign(var, value), or with loss scaling's `finite` gate Assign(var, finite ? value :
+// var): a step whose gradients hold an inf or a NaN changes nothing.
+Tensor Update(const Tensor& var, const Tensor& value, const Tensor& finite) {
+  return Assign(var, finite.valid() ? Select(finite, value, var) : value);
+}
+
 Tensor Zeros(Graph& g, const Tensor& like, const std::string& name) {
   return Variable(g, HostTensor(like.dtype(), like.shape()), name);
 }
@@ -148,10 +157,11 @@ struct AdamScalars {
 };
 
 // Adds the step variable's Assign to `updates` and builds the scalars from t = step + 1.
-AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, std::vector<Tensor>* updates) {
+AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, const Tensor& finite,
+                             std::vector<Tensor>* updates) {
   Tensor step = Variable(g, HostTensor::Scalar(0.0), "step");
   Tensor t = step + 1.0;
-  updates->push_back(Assign(step, t));
+  updates->push_back(Update(step, t, finite));
   auto power = [&](double beta) { return Pow(ScalarConst(g, beta, DType::kF64), t); };
   AdamScalars out;
   if (o.kind == Optimizer::Kind::kAdam && !o.learning_rate_tensor.valid()) {
@@ -173,30 +183,32 @@ AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, std::vector<Tensor>* 
 
 // One variable's Adam or AdamW update: the m and v Assigns, then the variable's.
 void BuildAdamUpdate(Graph& g, const Optimizer& o, const AdamScalars& scalars, const Tensor& grad,
-                     const Tensor& var, std::vector<Tensor>* updates) {
+                     const Tensor& var, const Tensor& finite, std::vector<Tensor>* updates) {
   const std::string slot_prefix = absl::StrCat(var.name(), "/");
   const DType dtype = var.dtype();
   Tensor m = Zeros(g, var, slot_prefix + "m");
   Tensor v = Zeros(g, var, slot_prefix + "v");
   Tensor m_new = m * o.beta1 + grad * (1.0 - o.beta1);
   Tensor v_new = v * o.beta2 + Square(grad) * (1.0 - o.beta2);
-  updates->push_back(Assign(m, m_new));
-  updates->push_back(Assign(v, v_new));
+  updates->push_back(Update(m, m_new, finite));
+  updates->push_back(Update(v, v_new, finite));
   if (o.kind == Optimizer::Kind::kAdam) {
     Tensor lr = As(scalars.adam_lr, dtype);  // first, as before AdamW: the same node order
-    updates->push_back(Assign(var, var - lr * m_new / (Sqrt(v_new) + o.epsilon)));
+    updates->push_back(Update(var, var - lr * m_new / (Sqrt(v_new) + o.epsilon), finite));
     return;
   }
   // AdamW: the decay multiplies the old value; the Adam step is subtracted after it.
   const bool decays = scalars.decay_factor.valid() && (!o.decay_filter || o.decay_filter(var));
   Tensor decayed = decays ? var * As(scalars.decay_factor, dtype) : var;
   Tensor denom = Sqrt(v_new) / As(scalars.bc2_sqrt, dtype) + o.epsilon;
-  updates->push_back(Assign(var, decayed - As(scalars.step_size, dtype) * m_new / denom));
+  updates->push_back(Update(var, decayed - As(scalars.step_size, dtype) * m_new / denom, finite));
 }
 
-// Builds the update ops in the current name scope; the arguments are checked.
+// Builds the update ops in the current name scope; the arguments are checked. With a
+// loss scale (valid `loss_scale->scale`), the gradients are of the scaled loss.
 absl::StatusOr<std::vector<Tensor>> BuildUpdates(
-    const Optimizer& optimizer, const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars) {
+    const Optimizer& optimizer, const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars,
+    const autodiff::LossScale* loss_scale = nullptr) {
   Graph& g = *grads_and_vars[0].second.graph();
   std::vector<Tensor> updates;
   std::vector<std::pair<Tensor, Tensor>> clipped = grads_and_vars;
@@ -204,6 +216,15 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
     std::vector<Tensor> grads;
     for (const auto& gv : grads_and_vars) grads.push_back(gv.first);
     BRAZE_ASSIGN_OR_RETURN(grads, AverageGradients(grads, optimizer.data_parallel_bucket_bytes));
+    for (size_t i = 0; i < clipped.size(); ++i) clipped[i].first = grads[i];
+  }
+  // Loss scaling (policy, issue 38): unscaled after the ranks' average, so that every
+  // rank sees the same inf or NaN and skips the same steps; checked before clipping.
+  Tensor finite;
+  if (loss_scale != nullptr) {
+    std::vector<Tensor> grads;
+    for (const auto& gv : clipped) grads.push_back(gv.first);
+    finite = autodiff::UnscaleAndCheck(*loss_scale, &grads, &updates);
     for (size_t i = 0; i < clipped.size(); ++i) clipped[i].first = grads[i];
   }
   if (optimizer.global_clip_norm > 0) {
@@ -216,24 +237,26 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
   AdamScalars adam;
   const bool is_adam =
       optimizer.kind == Optimizer::Kind::kAdam || optimizer.kind == Optimizer::Kind::kAdamW;
-  if (is_adam) adam = BuildAdamScalars(g, optimizer, &updates);
+  if (is_adam) adam = BuildAdamScalars(g, optimizer, finite, &updates);
   for (const auto& [grad, var] : clipped) {
     const std::string slot_prefix = absl::StrCat(var.name(), "/");
     switch (optimizer.kind) {
       case Optimizer::Kind::kSgd:
-        updates.push_back(Assign(var, var - grad * LearningRate(g, optimizer, var.dtype())));
+        updates.push_back(
+            Update(var, var - grad * LearningRate(g, optimizer, var.dtype()), finite));
         break;
       case Optimizer::Kind::kMomentum: {
         Tensor accum = Zeros(g, var, slot_prefix + "momentum");
         Tensor accum_new = accum * optimizer.momentum + grad;
-        updates.push_back(Assign(accum, accum_new));
+        updates.push_back(Update(accum, accum_new, finite));
         Tensor direction = optimizer.nesterov ? grad + accum_new * optimizer.momentum : accum_new;
-        updates.push_back(Assign(var, var - direction * LearningRate(g, optimizer, var.dtype())));
+        updates.push_back(
+            Update(var, var - direction * LearningRate(g, optimizer, var.dtype()), finite));
         break;
       }
       case Optimizer::Kind::kAdam:
       case Optimizer::Kind::kAdamW:
-        BuildAdamUpdate(g, optimizer, adam, grad, var, &updates);
+        BuildAdamUpdate(g, optimizer, adam, grad, var, finite, &updates);
         break;
     }
   }
@@ -291,6 +314,12 @@ Optimizer Optimizer::WithDataParallel(int64_t bucket_bytes) const {
   return o;
 }
 
+Optimizer Optimizer::WithLossScaling(LossScaling scaling) const {
+  Optimizer o = *this;
+  o.loss_scaling = scaling;
+  return o;
+}
+
 Optimizer Optimizer::WithGlobalClipNorm(double clip_norm) const {
   Optimizer o = *this;
   o.global_clip_norm = clip_norm;
@@ -331,6 +360,10 @@ absl::StatusOr<std::vector<Tensor>> ApplyGradients(
   }
   BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(here));
   Graph& g = *here[0].second.graph();
+  if (autodiff::LossScalingApplies(optimizer, g)) {
+    return absl::InvalidArgumentError(
+        "ApplyGradients: loss scaling needs the loss to scale; use Minimize");
+  }
   BRAZE_ASSIGN_OR_RETURN(Optimizer opt, WithLearningRateHere(optimizer, g));
   NameScope scope(g, name.empty() ? std::string_view(opt.DefaultName()) : name);
   return BuildUpdates(opt, here);
@@ -352,11 +385,19 @@ absl::StatusOr<std::vector<Tensor>> Minimize(const Optimizer& optimizer, Tensor 
   BRAZE_ASSIGN_OR_RETURN(Optimizer opt, WithLearningRateHere(optimizer, g));
   // One name scope for the whole step: "Adam/gradients/...", "Adam/w/m", ...
   NameScope scope(g, name.empty() ? std::string_view(opt.DefaultName()) : name);
-  BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, Gradients({loss}, vars, {}, "gradients"));
+  // Loss scaling: the gradients are of loss * scale (loss's dtype), unscaled in BuildUpdates.
+  std::optional<autodiff::LossScale> loss_scale;
+  Tensor scaled_loss = loss;
+  if (autodiff::LossScalingApplies(opt, g)) {
+    loss_scale = autodiff::MakeLossScale(g, *opt.loss_scaling);
+    scaled_loss = loss * As(loss_scale->scale, loss.dtype());
+  }
+  BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads,
+                         Gradients({scaled_loss}, vars, {}, "gradients"));
   std::vector<std::pair<Tensor, Tensor>> grads_and_vars;
   for (size_t i = 0; i < vars.size(); ++i) grads_and_vars.emplace_back(grads[i], vars[i]);
   BRAZE_RETURN_IF_ERROR(CheckGradsAndVars(grads_and_vars));
-  return BuildUpdates(opt, grads_and_vars);
+  return BuildUpdates(opt, grads_and_vars, loss_scale ? &*loss_scale : nullptr);
 }
 
 absl::StatusOr<ClippedGradients> ClipByGlobalNorm(const std::vector<Tensor>& grads, double max_norm,

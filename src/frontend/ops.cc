@@ -334,13 +334,20 @@ Tensor Wide(Tensor x) { return x.valid() && Is16BitFloat(x.dtype()) ? Cast(x, DT
 // `y` cast back to `like`'s dtype when that is 16-bit (y is then f32).
 Tensor NarrowLike(Tensor y, DType like) { return Is16BitFloat(like) ? Cast(y, like) : y; }
 
+// Softmax and LogSoftmax under a mixed-precision policy (braze/precision.h) stay f32,
+// as in torch.autocast's fp32 list: the loss reads them, and a matmul after them casts
+// down itself. Otherwise they round to the logits' dtype.
+Tensor NarrowSoftmax(Tensor y, DType like) {
+  return y.valid() && y.graph()->compute_dtype() != DType::kF32 ? y : NarrowLike(y, like);
+}
+
 }  // namespace
 
 Tensor Softmax(Tensor logits, int axis) {
   if (!logits.valid()) return Tensor();
   NameScope scope(*logits.graph(), "Softmax");
   if (Is16BitFloat(logits.dtype())) {
-    return NarrowLike(Softmax(Wide(logits), axis), logits.dtype());
+    return NarrowSoftmax(Softmax(Wide(logits), axis), logits.dtype());
   }
   // Subtracting the max keeps exp in range; it cancels in the ratio. One reciprocal per
   // row and a multiply per element, as TensorFlow's and oneDNN's kernels do: a division
@@ -356,7 +363,7 @@ Tensor LogSoftmax(Tensor logits, int axis) {
   if (!logits.valid()) return Tensor();
   NameScope scope(*logits.graph(), "LogSoftmax");
   if (Is16BitFloat(logits.dtype())) {
-    return NarrowLike(LogSoftmax(Wide(logits), axis), logits.dtype());
+    return NarrowSoftmax(LogSoftmax(Wide(logits), axis), logits.dtype());
   }
   Tensor shifted = logits - Max(logits, {axis}, true);
   return shifted - Log(Sum(Exp(shifted), {axis}, true));

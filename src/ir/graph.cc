@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/random.h"
+#include "ir/autocast.h"
 #include "ir/tracing.h"
 
 namespace braze {
@@ -142,6 +143,12 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
         capture_error = captured.status();
       }
     }
+  }
+  if (compute_dtype_ != DType::kF32 && !autocasting_) {
+    // The policy's Casts go in before the node, so its inputs still precede it.
+    autocasting_ = true;
+    ir::AutocastInputs(*this, op, compute_dtype_, &inputs);
+    autocasting_ = false;
   }
   auto node = std::make_unique<Node>();
   node->id_ = num_nodes();

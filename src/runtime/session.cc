@@ -16,6 +16,7 @@
 #include "runtime/dump.h"
 #include "runtime/executor.h"
 #include "runtime/flags.h"
+#include "runtime/live_bytes.h"
 #include "runtime/plan.h"
 #include "runtime/plan_state.h"
 
@@ -253,6 +254,11 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   for (size_t i = 0; i < fetches.size(); ++i) {
     BRAZE_RETURN_IF_ERROR(exec.Fetch(fetches[i], &(*outputs)[i]));
   }
+  const LiveBytes live = MeasureLiveBytes(graph_, plan, fed, exec);
+  SessionStats& st = state_->stats;
+  st.peak_live_bytes = std::max(st.peak_live_bytes, live.peak);
+  st.step_output_bytes = std::max(st.step_output_bytes, live.total);
+  st.peak_activation_bytes = std::max(st.peak_activation_bytes, live.activation_peak);
   return exec.CommitUpdates();
 }
 

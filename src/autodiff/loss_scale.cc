@@ -1,0 +1,108 @@
+// Dynamic loss scaling: TF's LossScaleOptimizer / torch's GradScaler as graph ops.
+#include "autodiff/loss_scale.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "braze/jit_scope.h"
+#include "braze/ops.h"
+#include "ir/logging.h"
+
+namespace braze::autodiff {
+
+bool LossScalingApplies(const Optimizer& optimizer, const Graph& g) {
+  return optimizer.loss_scaling.has_value() &&
+         (optimizer.loss_scaling->always || g.compute_dtype() == DType::kF16);
+}
+
+absl::Status CheckLossScaling(const LossScaling& s) {
+  auto bad = [](const char* what, double v) {
+    return absl::InvalidArgumentError(absl::StrCat("optimizer: bad loss scaling ", what, " ", v));
+  };
+  if (!std::isfinite(s.initial_scale) || s.initial_scale <= 0) {
+    return bad("initial_scale", s.initial_scale);
+  }
+  if (!std::isfinite(s.growth_factor) || s.growth_factor < 1) {
+    return bad("growth_factor", s.growth_factor);
+  }
+  if (!(s.backoff_factor > 0 && s.backoff_factor <= 1)) {
+    return bad("backoff_factor", s.backoff_factor);
+  }
+  if (s.growth_interval < 1 || s.growth_interval > std::numeric_limits<int32_t>::max()) {
+    return bad("growth_interval", static_cast<double>(s.growth_interval));
+  }
+  return absl::OkStatus();
+}
+
+LossScale MakeLossScale(Graph& g, const LossScaling& settings) {
+  NameScope scope(g, "loss_scale");
+  LossScale ls;
+  ls.settings = settings;
+  ls.scale = Variable(g, HostTensor::Scalar(static_cast<float>(settings.initial_scale)), "scale");
+  ls.good_steps = Variable(g, HostTensor::Scalar<int32_t>(0), "good_steps");
+  return ls;
+}
+
+namespace {
+
+// The log line of a step that changed the scale (none for the others).
+HostFunction ScaleLog(double growth_interval) {
+  return [growth_interval](
+             absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+    const bool finite = in[0].GetDouble(0) != 0;
+    const double before = in[1].GetDouble(0);
+    const double after = in[2].GetDouble(0);
+    if (!finite) {
+      LogInfo(0, absl::StrCat("loss scale: inf or NaN in the gradients, step skipped; scale ",
+                              before, " -> ", after));
+    } else if (after != before) {
+      LogInfo(0, absl::StrCat("loss scale: ", growth_interval, " finite steps in a row; scale ",
+                              before, " -> ", after));
+    }
+    return std::vector<HostTensor>{HostTensor::Scalar(static_cast<float>(after))};
+  };
+}
+
+}  // namespace
+
+Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
+                       std::vector<Tensor>* updates) {
+  Graph& g = *ls.scale.graph();
+  NameScope scope(g, "loss_scale");
+  const LossScaling& s = ls.settings;
+  // Max(|g|) over every gradient: inf for an inf, and Max and Maximum carry a NaN
+  // through (docs/MIXED_PRECISION.md); the comparison with +inf is false for both. Both
+  // compile under strict_float, so LLVM's fast-math cannot assume them away.
+  Tensor inv = Reciprocal(ls.scale);
+  Tensor largest;
+  for (Tensor& grad : *grads) {
+    grad = grad * (grad.dtype() == DType::kF32 ? inv : Cast(inv, grad.dtype()));
+    Tensor m = Cast(Max(Abs(grad)), DType::kF32);
+    largest = largest.valid() ? Maximum(largest, m) : m;
+  }
+  Tensor finite = Less(largest, ScalarConst(g, std::numeric_limits<double>::infinity()));
+  // good_steps + 1 reaching the interval grows the scale and restarts the count; a
+  // step that is not finite backs off and restarts it.
+  Tensor next = ls.good_steps + ScalarConst(g, 1, DType::kI32);
+  Tensor grow =
+      Greater(next, ScalarConst(g, static_cast<double>(s.growth_interval - 1), DType::kI32));
+  Tensor zero = ScalarConst(g, 0, DType::kI32);
+  Tensor new_scale = Select(finite, Select(grow, ls.scale * s.growth_factor, ls.scale),
+                            ls.scale * s.backoff_factor);
+  Tensor new_good = Select(finite, Select(grow, zero, next), zero);
+  updates->push_back(Assign(ls.scale, new_scale));
+  updates->push_back(Assign(ls.good_steps, new_good));
+  {
+    JitScope host(g, false);  // a HostCall never compiles, in strict Functions too
+    std::vector<Tensor> log =
+        HostCall(g, "log", {finite, ls.scale, new_scale}, {TensorSpec{DType::kF32, {}}},
+                 ScaleLog(static_cast<double>(s.growth_interval)));
+    if (!log.empty()) updates->push_back(log[0]);
+  }
+  return finite;
+}
+
+}  // namespace braze::autodiff
