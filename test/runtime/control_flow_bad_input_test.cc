@@ -123,6 +123,32 @@ TEST(ControlFlowBadInput, ACarriedShapeThatChangesOnlyAtRunTimeFailsTheRunNaming
   }
 }
 
+// A Run whose loop fails changes no variable, even one the loop read and an update
+// built before it.
+TEST(ControlFlowBadInput, AFailedLoopChangesNoVariable) {
+  Graph g;
+  Tensor v = Variable(g, HostTensor::From<float>({1, 2}, {2}), "v");
+  Tensor bump = AssignAdd(v, ScalarConst(g, 1) + ScalarConst(g, 0) * v);
+  Tensor xs = Placeholder(g, DType::kF32, {3, 2}, "xs");
+  Tensor c0 = Placeholder(g, DType::kF32, {-1}, "c0");
+  ScanResult r = Scan(
+      [&](Graph&, const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+        return ScanStep{{Concat({c[0], x[0] * v}, 0)}, {}};
+      },
+      {c0}, {xs});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  for (const SessionOptions& o : Modes()) {
+    Session s(g, o);
+    auto out = s.Run({{xs, HostTensor(DType::kF32, {3, 2})}, {c0, HostTensor(DType::kF32, {1})}},
+                     {r.carry[0]}, {bump});
+    ASSERT_FALSE(out.ok());
+    auto value = s.VariableValue(v);
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_EQ(value->GetDouble(0), 1);
+    EXPECT_EQ(value->GetDouble(1), 2);
+  }
+}
+
 TEST(ControlFlowBadInput, ACaptureFromAnotherGraphNamesIt) {
   Graph other;
   Tensor stranger = Placeholder(other, DType::kF32, {2}, "stranger");
