@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "braze/random.h"
 #include "ir/autocast.h"
 #include "ir/tracing.h"
@@ -270,6 +271,24 @@ std::string Graph::DebugString() const {
     if (n->device()) absl::StrAppend(&out, "  [device=", n->device()->ToString(), "]");
     if (!n->status().ok()) absl::StrAppend(&out, "  ERROR: ", n->status().message());
     out += "\n";
+    // cf (issue 40): a control-flow op's bodies, nested under it.
+    if (const auto* cf = std::get_if<ControlFlowAttrs>(&n->attrs()); cf != nullptr) {
+      for (const auto& b : cf->bodies) {
+        if (b == nullptr || b->graph == nullptr) continue;
+        std::vector<std::string> results;
+        for (const Tensor& r : b->results) {
+          results.push_back(!r.valid()       ? "?"
+                            : r.index() == 0 ? r.name()
+                                             : absl::StrCat(r.name(), ":", r.index()));
+        }
+        absl::StrAppend(&out, "  ", b->name, " {\n");
+        for (absl::string_view line :
+             absl::StrSplit(b->graph->DebugString(), '\n', absl::SkipEmpty())) {
+          absl::StrAppend(&out, "    ", line, "\n");
+        }
+        absl::StrAppend(&out, "    return ", absl::StrJoin(results, ", "), "\n  }\n");
+      }
+    }
   }
   return out;
 }
@@ -296,6 +315,22 @@ absl::Status VerifyGraph(const Graph& g) {
     }
     if (*inferred != n.outputs()) {
       return absl::InternalError(absl::StrCat(label, ": stored output types are stale"));
+    }
+    // cf (issue 40): a control-flow op's bodies are graphs of their own, checked alike.
+    if (const auto* cf = std::get_if<ControlFlowAttrs>(&n.attrs()); cf != nullptr) {
+      for (const auto& b : cf->bodies) {
+        for (const Tensor& p : b->params) {
+          if (p.graph() != b->graph.get() || p.node().op() != OpKind::kPlaceholder) {
+            return absl::InternalError(
+                absl::StrCat(label, ": a parameter of its ", b->name, " is not its Placeholder"));
+          }
+        }
+        absl::Status body = VerifyGraph(*b->graph);
+        if (!body.ok()) {
+          return absl::Status(body.code(),
+                              absl::StrCat(label, ", ", b->name, ": ", body.message()));
+        }
+      }
     }
   }
   return absl::OkStatus();

@@ -105,6 +105,9 @@ bool DrawFloat16Op(Drawer& d);
 // A collective (AllReduce, Broadcast, AllGather; random_program_collective.cc). False when
 // no value fits.
 bool DrawCollectiveOp(Drawer& d);
+// A Cond, Scan or bounded While around a random body (random_program_control_flow.cc;
+// cf, issue 40). False when no value fits.
+bool DrawControlFlowOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz
