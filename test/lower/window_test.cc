@@ -473,7 +473,6 @@ TEST(ConvSpecialValues, NanInOneLaneStaysOutOfTheOther) {
   }
 }
 
-
 // A constant (plus a scalar) as the input of a strided NCHW conv whose output is padded
 // on every axis: Adams2019's loops over H are bounded by lets that Halide 14's bounds
 // inference does not cancel, so the bounds check of the constant's buffer required
