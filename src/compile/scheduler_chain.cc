@@ -192,17 +192,6 @@ Halide::Target CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pip
   for (const Halide::Func& f : lowered.info.outputs) note(f.output_buffer().parameter());
   const Halide::Module module =
       pipeline.compile_to_module(ArgumentsOf(lowered), "braze_check", target);
-  // And every buffer embedded in the pipeline (a Const's data, lower_layout.cc): its
-  // shape is fixed too, and Halide checks its bounds at run time like an input's. An
-  // autoscheduler's loops whose bounds Halide 14 over-approximates could require more
-  // of a constant than exists, an error at every run (braze-fuzz seed 700061).
-  for (const Halide::Buffer<>& b : module.buffers()) {
-    for (int d = 0; d < b.dimensions(); ++d) {
-      const std::string prefix = b.name() + ".";
-      known[prefix + "min." + std::to_string(d)] = b.dim(d).min();
-      known[prefix + "extent." + std::to_string(d)] = b.dim(d).extent();
-    }
-  }
   const std::string problem = schedule::CheckLoweredModule(module, output_sizes, known);
   if (!problem.empty()) throw Halide::CompileError(problem);
   // Only such pipelines: the others keep LLVM's vectorization of the scalar loops the
