@@ -44,7 +44,8 @@ namespace schedule {
 // `known_values` ("in0.min.1" -> 0, "in0.extent.1" -> 61) are buffer fields the cluster
 // fixes: assertions are judged with them, so a bounds check that must fail at run time
 // ("Input buffer in0 is accessed at 120, which is beyond the max (60)": Adams2019 on a
-// padded softmax, braze-fuzz seed 57088) rejects the schedule at compile time.
+// padded softmax, braze-fuzz seed 57088) rejects the schedule at compile time. The
+// shapes of the buffers embedded in `module` (constants) are known without being given.
 //
 // A CUDA module's PTX (the "..._gpu_source_kernels" buffers) is checked too, by
 // CheckPtxBitFieldExtracts.

@@ -473,6 +473,24 @@ TEST(ConvSpecialValues, NanInOneLaneStaysOutOfTheOther) {
   }
 }
 
+// A constant (plus a scalar) as the input of a strided NCHW conv whose output is padded
+// on every axis: Adams2019's loops over H are bounded by lets that Halide 14's bounds
+// inference does not cancel, so the bounds check of the constant's buffer required
+// element 184 of 160 and failed at every run ("Input buffer Const_11_data is accessed
+// at 184", braze-fuzz seed 700061). An embedded buffer's shape is now known to the
+// lowered check, which rejects such a schedule at compile time like an input's.
+TEST(ConvOperands, AConstantReadPastItsEndIsRejectedAtCompileTime) {
+  CompileOptions options = HalideLoops();
+  options.num_threads = 2;  // Adams2019's schedule depends on it (that of the seed's run)
+  Case c;
+  Tensor s = c.Input(Random(f32, {}, 91));
+  Tensor x = Const(*c.graph, Random(f32, {2, 2, 8, 5}, 92)) + s;
+  Tensor f = Const(*c.graph, Random(f32, {5, 5, 2, 4}, 93));
+  Tensor y = Conv2D(x, f, Window2D{2, 2, 1, 1, Padding::kSame, 0, 0, 0, 0, DataFormat::kNCHW});
+  c.outputs = {Pad(y, {{1, 2}, {0, 2}, {0, 0}, {2, 0}}, 1.951)};
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kAdams2019, kConvTol, nullptr, options));
+}
+
 // ---- Fused with elementwise ops ----
 
 // Conv -> bias add -> ReLU -> conv -> residual add -> max pool, with a scale before the

@@ -150,6 +150,24 @@ TEST(LoweredCheck, CatchesAnInputReadThatMustFailWithTheShapesKnown) {
   EXPECT_EQ(CheckLoweredModule(ShiftedRead(70), {}, {{"in.min.0", 0}, {"in.extent.0", 70}}), "");
 }
 
+// out(x) = c(x + 60) for 10 elements of an embedded buffer c of `elements`: its shape is
+// the module's, so no known value is needed (braze-fuzz seed 700061: a Const's buffer
+// required past its end by Adams2019's loops, an error at every run).
+Halide::Module ShiftedConstantRead(int elements) {
+  Halide::Buffer<float> c(elements, "c_data");
+  c.fill(1.0f);
+  Halide::Var x("x");
+  Halide::Func out("out");
+  out(x) = c(x + 60);
+  out.output_buffer().dim(0).set_bounds(0, 10);
+  return Halide::Pipeline(out).compile_to_module({}, "check", Halide::get_host_target());
+}
+
+TEST(LoweredCheck, CatchesAConstantReadPastItsEnd) {
+  EXPECT_THAT(CheckLoweredModule(ShiftedConstantRead(61)), HasSubstr("can never run"));
+  EXPECT_EQ(CheckLoweredModule(ShiftedConstantRead(70)), "");
+}
+
 // acc(x, n) += in(2x + r, n) over 3 taps r, for 6 columns and 16 images, as a conv's
 // accumulator: unscheduled, the update's loop over n (outermost, scalar) stores acc and
 // loads it back at a stride of 6 elements per image, the loop LLVM 14's loop vectorizer
