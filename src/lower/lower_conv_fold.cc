@@ -45,6 +45,7 @@ absl::StatusOr<Value> LowerFoldedConv(LoweringContext& ctx, const std::string& n
   MatMulEpilogue epilogue;
   epilogue.bias = &bias;
   epilogue.relu = relu;
+  epilogue.channel_bias = true;  // [C] per channel in NCHW too
   std::optional<Value> call =
       LowerLibraryConv(ctx, name, OpKind::kConv2D, attrs, x, filter, out, &epilogue);
   *relu_folded = epilogue.folded && relu;

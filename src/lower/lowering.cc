@@ -413,7 +413,15 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     if (e != epilogues.end()) {
       auto bias = values.find({e->second.bias.node_id(), e->second.bias.index()});
       if (bias != values.end()) epilogue.bias = &bias->second;
-      epilogue.relu = e->second.relu >= 0;
+      // A Conv2D's residual Add (gemm_epilogue.h): its Relu reads that Add, so it folds
+      // only with it.
+      bool relu = e->second.relu >= 0;
+      if (e->second.residual_add >= 0) {
+        auto res = values.find({e->second.residual.node_id(), e->second.residual.index()});
+        if (res != values.end()) epilogue.residual = &res->second;
+        relu = relu && res != values.end();
+      }
+      epilogue.relu = relu;
     }
     const size_t first_stage = ctx.stages().size();
     bool relu_folded = false;  // by a folded batch norm's library call
@@ -433,13 +441,16 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
                         "' into the library call");
       }
     } else if (epilogue.folded) {
-      result_id = epilogue.relu ? e->second.relu : e->second.add;
+      result_id = epilogue.ReluFolded()      ? e->second.relu
+                  : epilogue.residual_folded ? e->second.residual_add
+                                             : e->second.add;
       folded.insert(e->second.add);
-      if (epilogue.relu) folded.insert(e->second.relu);
+      if (epilogue.residual_folded) folded.insert(e->second.residual_add);
+      if (epilogue.ReluFolded()) folded.insert(e->second.relu);
     }
     value->sym = SymbolsOf(symbols, {result_id, 0});
     value->nonnegative = bn != nullptr     ? relu_folded
-                         : epilogue.folded ? epilogue.relu
+                         : epilogue.folded ? epilogue.ReluFolded()
                                            : IsFloating(out.dtype) && NonNegative(node, in);
     for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
       // A node's stages hold its output (an ArgMax's inner Max too: the same dims).
