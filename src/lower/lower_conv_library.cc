@@ -53,7 +53,7 @@ Post PostOf(const MatMulEpilogue& e, const Value& x, const TensorType& out, int6
             bool nchw) {
   auto is_bias = [&](const Value* v) {
     return v != nullptr && v->dtype == DType::kF32 && v->shape.size() == 1 &&
-           v->shape[0] == c_out && v->sym.empty() && (!nchw || e.channel_bias);
+           v->shape[0] == c_out && !SymbolicBeyondBatch(*v, false) && (!nchw || e.channel_bias);
   };
   // The output's shape, sized at run time in its batch alone, and that as x's batch.
   auto is_residual = [&](const Value* v) {
