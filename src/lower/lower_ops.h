@@ -78,11 +78,12 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
 
 // lower_conv_fold.cc: Conv2D(x, f) with the per-channel affine after it folded into its
 // filter and bias (conv_bn_fold.h): `in` is {x, f, mean, scale, shift}, `out` the
-// convolution's type. `relu`: a Relu reads the result alone; `relu_folded` says whether
-// the result already is the Relu's (oneDNN's call took it).
+// convolution's type. `after`: the residual Add's operand and the Relu after the
+// fold's Add (its `bias` unused), as for LowerLibraryConv; set as there: `folded` (the
+// bias), `residual_folded` and ReluFolded() say what the result already holds.
 absl::StatusOr<Value> LowerFoldedConv(LoweringContext& ctx, const std::string& name,
                                       const Conv2DAttrs& attrs, const std::vector<Value>& in,
-                                      const TensorType& out, bool relu, bool* relu_folded);
+                                      const TensorType& out, MatMulEpilogue* after);
 
 // lower_layout.cc
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);

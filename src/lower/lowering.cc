@@ -423,17 +423,33 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       }
       epilogue.relu = relu;
     }
+    // A folded batch norm's residual Add and Relu, which its library call may take.
+    MatMulEpilogue after_bn;
+    if (bn != nullptr) {
+      bool relu = bn->relu >= 0;
+      if (bn->residual_add >= 0) {
+        auto res = values.find({bn->residual.node_id(), bn->residual.index()});
+        if (res != values.end()) after_bn.residual = &res->second;
+        relu = relu && res != values.end();
+      }
+      after_bn.relu = relu;
+    }
     const size_t first_stage = ctx.stages().size();
-    bool relu_folded = false;  // by a folded batch norm's library call
     absl::StatusOr<Value> value =
         bn == nullptr ? LowerNode(ctx, node, in, out, &epilogue)
                       : LowerFoldedConv(ctx, absl::StrCat(computed.op_name(), "_", bn->conv, "_bn"),
-                                        computed.attrs_as<Conv2DAttrs>(), in, out, bn->relu >= 0,
-                                        &relu_folded);
+                                        computed.attrs_as<Conv2DAttrs>(), in, out, &after_bn);
+    const bool relu_folded = bn != nullptr && after_bn.ReluFolded();
     if (!value.ok()) return fail(value.status());
     int result_id = id;  // the node whose value this is
     if (bn != nullptr) {
       result.folds.push_back(bn->Describe(*spec.graph));
+      if (after_bn.residual_folded) {
+        result_id = bn->residual_add;
+        folded.insert(bn->residual_add);
+        absl::StrAppend(&result.folds.back(), ", and the residual Add '",
+                        spec.graph->node(bn->residual_add).name(), "'");
+      }
       if (relu_folded) {
         result_id = bn->relu;
         folded.insert(bn->relu);

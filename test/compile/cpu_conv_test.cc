@@ -226,6 +226,31 @@ TEST_F(CpuConvTest, NchwVectorAddIsNoBias) {
   Check(c, Library(), /*expect_call=*/true);
 }
 
+// A residual after a strided, dilated or unevenly padded convolution stays a Halide
+// add (onednn_conv.cc: the post-op's check covers unit strides and even padding only;
+// oneDNN 2.6's brgconv adds the wrong residual elements for the first of these).
+TEST_F(CpuConvTest, ResidualOfAStridedPaddedConvolutionStaysHalide) {
+  Window2D uneven = Win(Padding::kExplicit, 2, 1, 1, 2);
+  uneven.pad_top = 2, uneven.pad_bottom = 0, uneven.pad_left = 1, uneven.pad_right = 3;
+  Window2D strided = Win(Padding::kSame, 2, 2);
+  Window2D dilated = Win(Padding::kSame, 1, 1, 2, 2);
+  for (const Window2D& w : {uneven, strided, dilated}) {
+    for (int groups : {1, 2}) {
+      SCOPED_TRACE(groups);
+      Case c;
+      Tensor x = c.Input(DType::kF32, {2, 12, 9, 4}, 101);
+      Tensor f = c.Input(DType::kF32, {2, 3, 4 / groups, 6}, 102);
+      Tensor y = Conv2D(x, f, w);
+      Tensor r = c.Input(DType::kF32, y.shape(), 103, -2, 2);
+      c.outputs = {Relu(y + c.Input(DType::kF32, {6}, 104) + r)};
+      Check(c, Library(), /*expect_call=*/true);
+      auto kernel = CompileCluster(SpecOf(c), Library());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_EQ(CallSuffix(**kernel), "_bias") << (*kernel)->schedule_text();
+    }
+  }
+}
+
 TEST_F(CpuConvTest, ComputedInputAndConsumersStayFused) {
   // exp(x) is a stored operand; the conv (also an output) is read by a sum and a
   // residual add: no epilogue, the bias add stays a Halide op.
