@@ -167,6 +167,10 @@ TEST_F(CpuConvTest, ResidualAddGoesIntoTheCallAndKeepsSpecials) {
       {DataFormat::kNCHW, 2, 13, 11, 7, 5, 3, 3, 1, false, true, false, "_residual_relu"},
       {DataFormat::kNCHW, 3, 7, 5, 6, 9, 1, 1, 3, false, false, true, "_residual"},
       {DataFormat::kNHWC, 1, 1, 1, 1, 1, 1, 1, 1, true, true, false, "_bias_residual_relu", true},
+      // A residual block's channel counts (oneDNN's blocked kernels, no vector tail).
+      {DataFormat::kNHWC, 2, 15, 14, 32, 64, 3, 3, 1, true, true, false, "_bias_residual_relu"},
+      {DataFormat::kNHWC, 2, 15, 14, 64, 64, 1, 1, 1, true, false, false, "_bias_residual", true},
+      {DataFormat::kNCHW, 2, 15, 14, 32, 64, 3, 3, 1, false, true, false, "_residual_relu"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const ResidualCase& k = cases[i];
