@@ -55,11 +55,9 @@ absl::StatusOr<TypeMap> Infer(const ClusterSpec& spec, const std::function<int64
     }
     auto out = InferOutputTypes(node.op(), node.attrs(), in);
     if (!out.ok() || out->size() != 1) {
-      return absl::UnimplementedError(
-          absl::StrCat("node '", node.name(), "' (", node.op_name(),
-                       ") does not accept other sizes of its "
-                       "symbolic dims",
-                       out.ok() ? "" : absl::StrCat(": ", out.status().message())));
+      return absl::UnimplementedError(absl::StrCat(
+          "node '", node.name(), "' (", node.op_name(), ") does not accept other sizes of its "
+          "symbolic dims", out.ok() ? "" : absl::StrCat(": ", out.status().message())));
     }
     types[{node.id(), 0}] = (*out)[0];
   }
@@ -101,8 +99,8 @@ absl::StatusOr<SymbolMap> InferSymbols(const ClusterSpec& spec) {
   if (!base.ok()) return base.status();
   std::array<TypeMap, kProbes> probes;
   for (int p = 0; p < kProbes; ++p) {
-    absl::StatusOr<TypeMap> t = Infer(
-        spec, [p](int k) { return ProbeSize(p, k); }, /*use_node_types=*/false);
+    absl::StatusOr<TypeMap> t =
+        Infer(spec, [p](int k) { return ProbeSize(p, k); }, /*use_node_types=*/false);
     if (!t.ok()) return t.status();
     probes[p] = *std::move(t);
   }
@@ -112,8 +110,8 @@ absl::StatusOr<SymbolMap> InferSymbols(const ClusterSpec& spec) {
     for (size_t d = 0; d < type.shape.size(); ++d) {
       const int64_t e = type.shape[d];
       bool fixed = true;
-      for (const TypeMap& p : probes)
-        fixed = fixed && p.at(key).shape.size() == type.shape.size() && p.at(key).shape[d] == e;
+      for (const TypeMap& p : probes) fixed = fixed && p.at(key).shape.size() == type.shape.size() &&
+                                              p.at(key).shape[d] == e;
       if (fixed) continue;
       for (int k = 0; k < classes && sym[d] < 0; ++k) {
         bool follows = e == estimate[k];
@@ -129,9 +127,9 @@ absl::StatusOr<SymbolMap> InferSymbols(const ClusterSpec& spec) {
             key.first < spec.graph->num_nodes()
                 ? absl::StrCat("node '", spec.graph->node(key.first).name(), "'")
                 : absl::StrCat("value ", key.first);
-        return absl::UnimplementedError(absl::StrCat(what, " dim ", d,
-                                                     " depends on a symbolic size but is not one (",
-                                                     e, " at this signature)"));
+        return absl::UnimplementedError(
+            absl::StrCat(what, " dim ", d, " depends on a symbolic size but is not one (",
+                         e, " at this signature)"));
       }
     }
     result[key] = std::move(sym);
