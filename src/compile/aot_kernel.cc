@@ -104,8 +104,8 @@ extern "C" {  /* CC may name a C++ driver, which compiles a .c file as C++ */
 typedef int (*GemmFn)(void*, void*, int, int, int, int, unsigned long long, void*);
 typedef int (*GemmBiasFn)(void*, void*, void*, int, int, int, int, int, unsigned long long,
                           void*);
-typedef int (*ConvFn)(void*, void*, void*, int, int, int, int, int, int, int, int, int, int, int,
-                      int, int, int, int, int, int, int, int, int, void*);
+typedef int (*ConvFn)(void*, void*, void*, void*, int, int, int, int, int, int, int, int, int,
+                      int, int, int, int, int, int, int, int, int, int, int, void*);
 typedef int (*CopyFn)(void*, long long, const void*, long long, long long);
 typedef int (*FenceFn)(void);
 static GemmFn gemm_fn;
@@ -129,12 +129,12 @@ int braze_cpu_gemm_bias_f32(void* a, void* b, void* bias, int ta, int tb, int k,
                             int threads, unsigned long long b_const, void* out) {
   return gemm_bias_fn(a, b, bias, ta, tb, k, relu, threads, b_const, out);
 }
-int braze_cpu_conv_f32(void* a, void* b, void* bias, int dir, int nchw, int n, int c_in,
-                       int in_h, int in_w, int c_out, int kh, int kw, int groups, int sh, int sw,
-                       int dh, int dw, int pt, int pb, int pl, int pr, int bias_relu, int threads,
-                       void* out) {
-  return conv_fn(a, b, bias, dir, nchw, n, c_in, in_h, in_w, c_out, kh, kw, groups, sh, sw, dh, dw,
-                 pt, pb, pl, pr, bias_relu, threads, out);
+int braze_cpu_conv_f32(void* a, void* b, void* bias, void* residual, int dir, int nchw, int n,
+                       int c_in, int in_h, int in_w, int c_out, int kh, int kw, int groups, int sh,
+                       int sw, int dh, int dw, int pt, int pb, int pl, int pr, int post,
+                       int threads, void* out) {
+  return conv_fn(a, b, bias, residual, dir, nchw, n, c_in, in_h, in_w, c_out, kh, kw, groups, sh,
+                 sw, dh, dw, pt, pb, pl, pr, post, threads, out);
 }
 int braze_stream_copy(void* dst, long long dst_offset, const void* src, long long src_offset,
                       long long bytes) {

@@ -76,6 +76,20 @@ std::string MatMulPath(const std::string& text) {
   return absl::StrContains(text, "MatMul_") ? "; matmul in Braze's Halide loops" : "";
 }
 
+// Whether some convolution call takes a residual add: its Func is named for its
+// epilogue (lower_conv_library.cc: "Conv2D_5_bias_residual_relu$1: extern ...").
+bool CallsResidualConv(absl::string_view text) {
+  const std::string call = absl::StrCat(": extern ", kCpuConvF32Symbol, " ");
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    const size_t at = line.find(call);
+    if (at == absl::string_view::npos) continue;
+    absl::string_view name = line.substr(0, at);
+    name = name.substr(0, name.find('$'));
+    if (absl::EndsWith(name, "_residual") || absl::EndsWith(name, "_residual_relu")) return true;
+  }
+  return false;
+}
+
 // --log_compiles: one line per kernel a step obtains, with why it was needed and what
 // the compile cache had.
 void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
@@ -106,6 +120,9 @@ void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
     // for their ops (Conv2D_3, Conv2DBackpropInput_7, ...).
     if (absl::StrContains(k.schedule_text(), kCpuConvF32Symbol)) {
       absl::StrAppend(&line, "; convolution by ", CpuGemmLibrary());
+      if (CallsResidualConv(k.schedule_text())) {
+        absl::StrAppend(&line, " with the residual add in the call");
+      }
     } else if (absl::StrContains(k.schedule_text(), "Conv2D")) {
       absl::StrAppend(&line, "; convolution by Braze's Halide loops");
     }

@@ -257,7 +257,7 @@ void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipe
          Halide::Int(32), Halide::UInt(64), buffer});
     externs.emplace(kCpuGemmBiasF32Symbol, Halide::JITExtern(Halide::ExternCFunction(
                                                CpuGemmBiasF32Address(), bias_signature)));
-    std::vector<Halide::Type> conv_args = {buffer, buffer, buffer};
+    std::vector<Halide::Type> conv_args = {buffer, buffer, buffer, buffer};
     conv_args.insert(conv_args.end(), 20, Halide::Int(32));
     conv_args.push_back(buffer);
     externs.emplace(

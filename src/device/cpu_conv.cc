@@ -62,17 +62,15 @@ float* First(const halide_buffer_t* b, bool batch, int64_t n0) {
 
 #if BRAZE_HAVE_DNNL
 onednn::ConvKey KeyOf(const Geometry& g, int64_t n, int threads) {
-  const bool has_bias = g.dir == onednn::kForward && g.bias_relu != 0;
-  return onednn::ConvKey{n,        g.c_in,   g.in_h, g.in_w, g.c_out,
-                         g.OutH(), g.OutW(), g.kh,   g.kw,   g.groups,
-                         g.sh,     g.sw,     g.dh,   g.dw,   g.pt,
-                         g.pb,     g.pl,     g.pr,   g.nchw, has_bias ? g.bias_relu : 0,
-                         threads,  g.dir};
+  const int post = g.dir == onednn::kForward ? g.post : 0;
+  return onednn::ConvKey{n,    g.c_in,   g.in_h, g.in_w, g.c_out, g.OutH(), g.OutW(), g.kh,
+                         g.kw, g.groups, g.sh,   g.sw,   g.dh,    g.dw,     g.pt,     g.pb,
+                         g.pl, g.pr,     g.nchw, post,   threads, g.dir};
 }
 #endif
 
-int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Geometry& g,
-         int32_t threads, halide_buffer_t* out) {
+int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, halide_buffer_t* residual,
+         const Geometry& g, int32_t threads, halide_buffer_t* out) {
   int32_t xe[3], ye[3];
   ActivationExtents(g.nchw, g.c_in, g.in_h, g.in_w, xe);
   ActivationExtents(g.nchw, g.c_out, g.OutH(), g.OutW(), ye);
@@ -85,13 +83,20 @@ int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Ge
   // The batch range the call computes: out's, or every image for the filter's gradient.
   const int64_t n0 = weights ? 0 : out->dim[3].min;
   const int64_t n = weights ? g.n : out->dim[3].extent;
-  const bool has_bias = g.dir == onednn::kForward && g.bias_relu != 0;
-  if (IsBoundsQuery(a) || IsBoundsQuery(b) || IsBoundsQuery(bias) || IsBoundsQuery(out)) {
+  const bool forward = g.dir == onednn::kForward;
+  const bool has_bias = forward && (g.post & onednn::kPostBias) != 0;
+  const bool has_residual = forward && (g.post & onednn::kPostResidual) != 0;
+  const bool relu = forward && (g.post & onednn::kPostRelu) != 0;
+  if (IsBoundsQuery(a) || IsBoundsQuery(b) || IsBoundsQuery(bias) || IsBoundsQuery(residual) ||
+      IsBoundsQuery(out)) {
     if (IsBoundsQuery(a)) Answer(a, a_ext, true, n0, n);
     if (IsBoundsQuery(b)) Answer(b, b_ext, weights, n0, n);
-    // Without a bias the lowering hands a buffer of one element in its place.
-    const int32_t one = 1;
-    if (IsBoundsQuery(bias)) Answer(bias, has_bias ? &g.c_out : &one, false, 0, 0);
+    // Without a bias (or residual) the lowering hands a buffer of one element instead.
+    const int32_t one[4] = {1, 1, 1, 1};
+    if (IsBoundsQuery(bias)) Answer(bias, has_bias ? &g.c_out : one, false, 0, 0);
+    if (IsBoundsQuery(residual)) {
+      Answer(residual, has_residual ? ye : one, has_residual, n0, n);
+    }
     return 0;
   }
   const Library& lib = Loaded();
@@ -103,7 +108,8 @@ int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Ge
   if (n == 0) return 0;
   if (!Holds(a, 4, a_ext, true, n0, n) || !Holds(b, 4, b_ext, weights, n0, n) ||
       !Holds(out, 4, out_ext, !weights, n0, n) ||
-      (has_bias && !Holds(bias, 1, &g.c_out, false, 0, 0))) {
+      (has_bias && !Holds(bias, 1, &g.c_out, false, 0, 0)) ||
+      (has_residual && !Holds(residual, 4, ye, true, n0, n))) {
     return -2;
   }
   std::shared_ptr<onednn::PreparedConv> p = onednn::LookupConv(lib, KeyOf(g, n, threads));
@@ -115,8 +121,9 @@ int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Ge
              : g.dir == onednn::kBackwardData ? First(a, true, n0)
                                               : First(b, true, n0);
   const float* pbias = has_bias ? First(bias, false, 0) : nullptr;
-  if (!onednn::RunConv(lib, *p, x, w, pbias, y)) return -3;
-  if (has_bias && g.bias_relu == 2 && !onednn::ConvAppliesRelu(*p)) {
+  const float* pres = has_residual ? First(residual, true, n0) : nullptr;
+  if (!onednn::RunConv(lib, *p, x, w, pbias, pres, y)) return -3;
+  if (relu && !onednn::ConvAppliesRelu(*p)) {
     // braze::Relu (x < 0 ? 0 : x, NaN kept) where the post-ops are not checked.
     const int64_t count = n * g.c_out * g.OutH() * g.OutW();
     for (int64_t i = 0; i < count; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
@@ -128,18 +135,18 @@ int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, const Ge
 }  // namespace
 
 extern "C" __attribute__((visibility("hidden"))) int braze_cpu_conv_f32(
-    halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, int32_t direction, int32_t nchw,
-    int32_t n, int32_t c_in, int32_t in_h, int32_t in_w, int32_t c_out, int32_t kh, int32_t kw,
-    int32_t groups, int32_t stride_h, int32_t stride_w, int32_t dilation_h, int32_t dilation_w,
-    int32_t pad_top, int32_t pad_bottom, int32_t pad_left, int32_t pad_right, int32_t bias_relu,
-    int32_t threads, halide_buffer_t* out) {
+    halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, halide_buffer_t* residual,
+    int32_t direction, int32_t nchw, int32_t n, int32_t c_in, int32_t in_h, int32_t in_w,
+    int32_t c_out, int32_t kh, int32_t kw, int32_t groups, int32_t stride_h, int32_t stride_w,
+    int32_t dilation_h, int32_t dilation_w, int32_t pad_top, int32_t pad_bottom, int32_t pad_left,
+    int32_t pad_right, int32_t post, int32_t threads, halide_buffer_t* out) {
   if (groups < 1 || c_in % groups != 0 || c_out % groups != 0 || direction < 0 || direction > 2) {
     return -3;
   }
   const Geometry g{direction, nchw != 0,  n,        c_in,      in_h,     in_w,       c_out,
                    kh,        kw,         groups,   stride_h,  stride_w, dilation_h, dilation_w,
-                   pad_top,   pad_bottom, pad_left, pad_right, bias_relu};
-  return Conv(a, b, bias, g, threads, out);
+                   pad_top,   pad_bottom, pad_left, pad_right, post};
+  return Conv(a, b, bias, residual, g, threads, out);
 }
 
 bool CpuConvSupported(const CpuConvGeometry& g, int threads) {

@@ -1,7 +1,7 @@
 // Convolutions on the CPU through oneDNN's convolution primitive, called from inside a
 // cluster's Halide pipeline as an extern stage, as matmuls call oneDNN's matmul
 // (cpu_gemm.h, docs/CPU_GEMM.md): the ops around the convolution stay fused in the same
-// kernel, and a bias add and ReLU right after it go into the call. The lowering
+// kernel, and a bias add, a residual add and a ReLU right after it go into the call. The lowering
 // (src/lower/lower_conv_library.cc) decides which Conv2D nodes become such a stage; every
 // other one (f64, a GPU, too little work, no oneDNN) is Braze's own Halide convolution.
 #ifndef BRAZE_DEVICE_CPU_CONV_H_
@@ -13,19 +13,22 @@ namespace braze {
 
 // The extern stage's C symbol (f32):
 //   int braze_cpu_conv_f32(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias,
-//                          int32_t direction, int32_t nchw, int32_t n, int32_t c_in,
-//                          int32_t in_h, int32_t in_w, int32_t c_out, int32_t kh, int32_t kw,
-//                          int32_t groups, int32_t stride_h, int32_t stride_w,
-//                          int32_t dilation_h, int32_t dilation_w, int32_t pad_top,
-//                          int32_t pad_bottom, int32_t pad_left, int32_t pad_right,
-//                          int32_t bias_relu, int32_t threads, halide_buffer_t* out)
+//                          halide_buffer_t* residual, int32_t direction, int32_t nchw, int32_t n,
+//                          int32_t c_in, int32_t in_h, int32_t in_w, int32_t c_out, int32_t kh,
+//                          int32_t kw, int32_t groups, int32_t stride_h, int32_t stride_w, int32_t
+//                          dilation_h, int32_t dilation_w, int32_t pad_top, int32_t pad_bottom,
+//                          int32_t pad_left, int32_t pad_right, int32_t post, int32_t threads,
+//                          halide_buffer_t* out)
 // direction 0: out = Conv2D(a = x, b = w) (+ bias, ReLU); 1: out = Conv2DBackpropInput
 // (a = dy, b = w); 2: out = Conv2DBackpropFilter (a = x, b = dy), over all n images.
 // Buffers in Halide's dim order: activations [C, W, H, N] (NHWC) or [W, H, C, N]
-// (NCHW), the HWIO filter [C_out, C_in / groups, KW, KH], bias [C_out]. bias_relu
-// (direction 0): 0 none (`bias` is a buffer of one element, not read), 1 a
-// bias, 2 a bias then braze::Relu (NaN kept: oneDNN's post-ops where a check once per
-// process confirms them, else a loop of the call's own). Bounds queries answer whole
+// (NCHW), the HWIO filter [C_out, C_in / groups, KW, KH], bias [C_out], residual out's
+// shape. `post` (direction 0; flags, applied in this order): 1 a bias, 2 a residual
+// added (oneDNN's binary_add post-op; the lowering asks CpuConvSupported, which says no
+// where a check once per process has not confirmed it, and keeps the add in Halide),
+// 4 braze::Relu (NaN kept: oneDNN's post-ops where a check once per process confirms
+// them, else a loop of the call's own). A bias or residual not used is a buffer of one
+// element, not read. Bounds queries answer whole
 // operands, activations over out's batch range (all n for direction 2). Every buffer
 // must be dense and whole but for the batch range. Returns 0, or -1 oneDNN not
 // loadable, -2 a buffer that is not dense or does not hold what is read, -3 oneDNN
@@ -38,7 +41,7 @@ struct CpuConvGeometry {
   bool nchw;
   int32_t n, c_in, in_h, in_w, c_out, kh, kw, groups;
   int32_t sh, sw, dh, dw, pt, pb, pl, pr;
-  int32_t bias_relu;
+  int32_t post;  // onednn::ConvPost flags: 1 bias, 2 residual, 4 ReLU
   int32_t OutH() const { return (in_h + pt + pb - ((kh - 1) * dh + 1)) / sh + 1; }
   int32_t OutW() const { return (in_w + pl + pr - ((kw - 1) * dw + 1)) / sw + 1; }
 };

@@ -1,6 +1,7 @@
-// oneDNN's convolution primitives as cpu_conv.cc uses them: forward (with the bias and
-// ReLU post-ops), backward data and backward weights, a primitive per configuration
-// made at its first use and kept, each with its memory objects and scratchpad.
+// oneDNN's convolution primitives as cpu_conv.cc uses them: forward (with the bias, a
+// residual add as a binary_add post-op, and the ReLU post-ops), backward data and backward weights,
+// a primitive per configuration made at its first use and kept, each with its memory objects and
+// scratchpad.
 //
 // Internal header: includes oneDNN's C header where the build has it.
 #ifndef BRAZE_DEVICE_ONEDNN_CONV_H_
@@ -21,18 +22,22 @@ namespace onednn {
 // or w's gradient from x and y's (weights).
 enum ConvDirection : int { kForward = 0, kBackwardData = 1, kBackwardWeights = 2 };
 
+// What a forward call adds after the convolution, in this order: a per-channel bias, a
+// residual of y's shape (binary_add post-op), braze::Relu. Flags, as the extern's `post`.
+enum ConvPost : int { kPostBias = 1, kPostResidual = 2, kPostRelu = 4 };
+
 // One convolution configuration. x is n x c x h x w (NCHW or NHWC, dense), the filter
 // HWIO [kh, kw, c / g, o], y n x o x oh x ow in x's format.
 struct ConvKey {
   int64_t n, c, h, w, o, oh, ow, kh, kw, g;
   int32_t sh, sw, dh, dw, pt, pb, pl, pr;
   bool nchw;
-  int bias_relu;  // forward only: 0 none, 1 bias, 2 bias then ReLU
+  int post;  // forward only: ConvPost flags
   int threads;
   int dir;  // ConvDirection
   auto Tie() const {
     return std::make_tuple(n, c, h, w, o, oh, ow, kh, kw, g, sh, sw, dh, dw, pt, pb, pl, pr, nchw,
-                           bias_relu, threads, dir);
+                           post, threads, dir);
   }
   bool operator==(const ConvKey& k) const { return Tie() == k.Tie(); }
   template <typename H>
@@ -48,13 +53,17 @@ struct PreparedConv;
 // oneDNN refuses the configuration.
 std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k);
 
-// Runs `p` under its lock. Forward: y = conv(x, w) (+ bias, ReLU); backward data:
-// x = the gradient from y (dy) and w; backward weights: w = the gradient from x and y
-// (dy). Each pointer is a dense tensor of the key's shapes. False on an error.
-bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias, float* y);
+// Runs `p` under its lock. Forward: y = conv(x, w) (+ bias, + residual, ReLU); backward
+// data: x = the gradient from y (dy) and w; backward weights: w = the gradient from x
+// and y (dy). Each pointer is a dense tensor of the key's shapes (residual: y's); bias
+// and residual are read only where the key's `post` has them. False on an error.
+bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias,
+             const float* residual, float* y);
 
-// Whether a bias_relu == 2 forward primitive applies the ReLU itself (its post-ops were
+// Whether a kPostRelu forward primitive applies the ReLU itself (its post-ops were
 // checked for its implementation); if not, the caller applies braze::Relu after it.
+// The residual add is always the primitive's: a key whose binary_add post-op is not
+// checked for its implementation gets no primitive (LookupConv is null).
 bool ConvAppliesRelu(const PreparedConv& p);
 #endif
 

@@ -62,6 +62,7 @@ const Library& Loaded() {
         Find(handle, "dnnl_primitive_attr_set_post_ops", &a.attr_set_post_ops) &&
         Find(handle, "dnnl_post_ops_create", &a.post_ops_create) &&
         Find(handle, "dnnl_post_ops_append_eltwise", &a.post_ops_append_eltwise) &&
+        Find(handle, "dnnl_post_ops_append_binary", &a.post_ops_append_binary) &&
         Find(handle, "dnnl_post_ops_destroy", &a.post_ops_destroy) &&
         Find(handle, "dnnl_primitive_desc_query", &a.query) &&
         Find(handle, "dnnl_primitive_desc_query_md", &a.query_md) &&
@@ -100,13 +101,15 @@ const Library& Loaded() {
 // used only for the implementations the self-test (onednn_relu_check.cc) has checked
 // (ReluPostOpsChecked). Their exp costs about 3% at 1024^3 over oneDNN's ReLU; a
 // separate pass over the product cost 5% (docs/CPU_GEMM.md).
+bool AppendReluOps(const Api& api, dnnl_post_ops_t ops) {
+  return api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f) == dnnl_success &&
+         api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f) == dnnl_success;
+}
+
 bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr) {
   dnnl_post_ops_t ops = nullptr;
-  const bool ok =
-      api.post_ops_create(&ops) == dnnl_success &&
-      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_elu, 0.0f, 0.0f) == dnnl_success &&
-      api.post_ops_append_eltwise(ops, 1.0f, dnnl_eltwise_linear, 1.0f, 0.0f) == dnnl_success &&
-      api.attr_set_post_ops(attr, ops) == dnnl_success;
+  const bool ok = api.post_ops_create(&ops) == dnnl_success && AppendReluOps(api, ops) &&
+                  api.attr_set_post_ops(attr, ops) == dnnl_success;
   if (ops != nullptr) api.post_ops_destroy(ops);
   return ok;
 }

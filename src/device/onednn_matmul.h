@@ -50,6 +50,7 @@ struct Api {
   decltype(&dnnl_primitive_attr_set_post_ops) attr_set_post_ops = nullptr;
   decltype(&dnnl_post_ops_create) post_ops_create = nullptr;
   decltype(&dnnl_post_ops_append_eltwise) post_ops_append_eltwise = nullptr;
+  decltype(&dnnl_post_ops_append_binary) post_ops_append_binary = nullptr;
   decltype(&dnnl_post_ops_destroy) post_ops_destroy = nullptr;
   decltype(&dnnl_primitive_desc_query) query = nullptr;
   decltype(&dnnl_primitive_desc_query_md) query_md = nullptr;
@@ -156,6 +157,8 @@ bool RunGemm(const Api& api, Prepared& p, const void* a, const void* b, const vo
 // Appends the NaN-keeping ReLU post-ops (ELU alpha 0, then x * 1 + 0) to `attr`; only
 // for implementations ReluPostOpsChecked accepts.
 bool AppendRelu(const Api& api, dnnl_primitive_attr_t attr);
+// The same two post-ops appended to `ops` (after others: a convolution's residual add).
+bool AppendReluOps(const Api& api, dnnl_post_ops_t ops);
 
 // Whether the ReLU post-ops may be used with implementation `impl`: a self-test (once
 // per process) runs them on two shapes, in f32 and in bf16 (operands, bias and product),

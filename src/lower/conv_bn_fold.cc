@@ -97,7 +97,14 @@ ConvBnFold Match(const Graph& g, const Readers& readers, int conv, std::string* 
     return f;
   }
   f = ConvBnFold{conv, sub, mul, add, -1, mean, scale, shift};
-  const int relu = readers.Only(add);
+  int last = add;  // the Add a Relu would read
+  const int second = readers.Only(add);
+  if (Is(g, second, OpKind::kAdd)) {
+    f.residual_add = second;
+    f.residual = Other(g.node(second), add);
+    last = second;
+  }
+  const int relu = readers.Only(last);
   if (Is(g, relu, OpKind::kRelu)) f.relu = relu;
   return f;
 }

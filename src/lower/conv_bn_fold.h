@@ -2,9 +2,12 @@
 // TF grappler's remapper fold it): inside one cluster, the per-output-channel affine
 // that BatchNorm(training = false) builds after a Conv2D,
 //
-//   Conv2D(x, f) -> Sub(., mean) -> Mul(., scale) -> Add(., shift) [-> Relu(.)]
-//        |              |                |
+//   Conv2D(x, f) -> Sub(., mean) -> Mul(., scale) -> Add(., shift)
+//        |              |                |                [-> Add(., residual)] [-> Relu(.)]
 //        each read once, by the next alone, in the cluster; none is a cluster output
+//
+// (the residual Add and the Relu are recorded for oneDNN's call to take: its bias's
+// binary_add and ReLU post-ops; a ResNet block's BN, shortcut add and ReLU at inference)
 //
 // with mean, scale and shift per output channel (every dim 1 but the channel's, which is
 // C_out or 1; scale may come either side of the Mul, shift either side of the Add), is
@@ -44,8 +47,10 @@ inline constexpr char kFoldNotePrefix[] = "// folded ";
 
 struct ConvBnFold {
   int conv = -1, sub = -1, mul = -1, add = -1;
-  int relu = -1;  // the Relu reading the Add alone, or -1 (oneDNN's call may take it)
+  int relu = -1;  // the Relu reading the last Add alone, or -1 (oneDNN's call may take it)
   Tensor mean, scale, shift;
+  int residual_add = -1;  // an Add reading `add` alone (its other operand `residual`), or -1
+  Tensor residual;
   // "Sub 'bn/Sub', Mul 'bn/Mul', Add 'bn/Add' into the filter and bias of Conv2D 'c'":
   // for logs and dumps.
   std::string Describe(const Graph& g) const;

@@ -25,17 +25,23 @@ std::map<int, GemmEpilogueNodes> FindGemmEpilogues(const ClusterSpec& spec) {
   std::map<int, GemmEpilogueNodes> found;
   for (int id : spec.nodes) {
     const OpKind op = g.node(id).op();
-    // A convolution's bias is a vector of its last dim only in NHWC.
-    const bool nhwc_conv = op == OpKind::kConv2D &&
-                           g.node(id).attrs_as<Conv2DAttrs>().window.format == DataFormat::kNHWC;
-    if (op != OpKind::kMatMul && op != OpKind::kBatchMatMul && !nhwc_conv) continue;
+    const bool conv = op == OpKind::kConv2D;
+    if (op != OpKind::kMatMul && op != OpKind::kBatchMatMul && !conv) continue;
     const int add = only_reader(id);
     if (add < 0 || g.node(add).op() != OpKind::kAdd) continue;
     const Node& a = g.node(add);
     GemmEpilogueNodes e;
     e.add = add;
     e.bias = a.input(0).node_id() == id ? a.input(1) : a.input(0);
-    const int relu = only_reader(add);
+    int last = add;  // the Add a Relu would read
+    const int second = conv ? only_reader(add) : -1;
+    if (second >= 0 && g.node(second).op() == OpKind::kAdd) {
+      const Node& r = g.node(second);
+      e.residual_add = second;
+      e.residual = r.input(0).node_id() == add ? r.input(1) : r.input(0);
+      last = second;
+    }
+    const int relu = only_reader(last);
     if (relu >= 0 && g.node(relu).op() == OpKind::kRelu) e.relu = relu;
     found.emplace(id, e);
   }

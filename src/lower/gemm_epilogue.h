@@ -7,8 +7,14 @@
 //        |              |
 //        read once, by the Add alone, in the cluster; neither is a cluster output
 //
-// Pure graph logic: whether the call is made (the library is used, the bias is [n] of
-// the product's type, f32 or bf16, and lowered before the matmul) is the lowering's
+// A Conv2D (either format) may take a second Add after the first, a residual of its
+// output's shape (device/cpu_conv.h's binary_add post-op), and the Relu after that:
+//
+//   Conv2D(x, f) -> Add(., bias or residual) [-> Add(., residual)] [-> Relu(.)]
+//
+// Which operand is a bias and which a residual is the lowering's decision, by shape
+// (lower_conv_library.cc). Pure graph logic: whether the call is made (the library is used, the
+// bias is [n] of the product's type, f32 or bf16, and lowered before the matmul) is the lowering's
 // decision (lower_reduce.cc).
 #ifndef BRAZE_LOWER_GEMM_EPILOGUE_H_
 #define BRAZE_LOWER_GEMM_EPILOGUE_H_
@@ -22,13 +28,14 @@ namespace braze {
 namespace lower {
 
 struct GemmEpilogueNodes {
-  int add = -1;   // the bias Add
-  int relu = -1;  // the Relu after it, or -1
-  Tensor bias;    // the Add's other operand
+  int add = -1;           // the bias Add
+  int residual_add = -1;  // a Conv2D's: the Add alone reading `add`, or -1
+  int relu = -1;          // the Relu after the last of them, or -1
+  Tensor bias;            // the Add's other operand
+  Tensor residual;        // residual_add's other operand
 };
 
-// By MatMul/BatchMatMul node id (and NHWC Conv2D: device/cpu_conv.h takes the same bias
-// and ReLU): the epilogue each could take.
+// By MatMul/BatchMatMul and Conv2D node id: the epilogue each could take.
 std::map<int, GemmEpilogueNodes> FindGemmEpilogues(const ClusterSpec& spec);
 
 }  // namespace lower

@@ -26,7 +26,7 @@ Value ChannelVector(const Value& v, const Shape& out_shape, int axis, int64_t ch
 
 absl::StatusOr<Value> LowerFoldedConv(LoweringContext& ctx, const std::string& name,
                                       const Conv2DAttrs& attrs, const std::vector<Value>& in,
-                                      const TensorType& out, bool relu, bool* relu_folded) {
+                                      const TensorType& out, MatMulEpilogue* after) {
   const Value &x = in[0], &f = in[1];
   const bool nchw = attrs.window.format == DataFormat::kNCHW;
   const int axis = nchw ? 1 : 3;
@@ -42,13 +42,16 @@ absl::StatusOr<Value> LowerFoldedConv(LoweringContext& ctx, const std::string& n
   const Value bias = LowerBinary(
       ctx, name + "_bias", OpKind::kSub, shift,
       LowerBinary(ctx, name + "_mean_scale", OpKind::kMul, mean, scale, vector), vector);
-  MatMulEpilogue epilogue;
+  MatMulEpilogue epilogue = *after;  // the residual and Relu
   epilogue.bias = &bias;
-  epilogue.relu = relu;
+  epilogue.channel_bias = true;  // [C] per channel in NCHW too
   std::optional<Value> call =
       LowerLibraryConv(ctx, name, OpKind::kConv2D, attrs, x, filter, out, &epilogue);
-  *relu_folded = epilogue.folded && relu;
+  *after = epilogue;
+  after->bias = nullptr;  // this function's own
+  if (!call.has_value()) after->folded = after->residual_folded = false;
   if (call.has_value() && epilogue.folded) return *std::move(call);
+  after->residual_folded = false;
   Value conv;
   if (call.has_value()) {
     conv = *std::move(call);

@@ -2,6 +2,7 @@
 // and device/cpu_conv.h. The ops around it stay Halide stages of the same pipeline.
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "device/cpu_conv.h"
 #include "ir/window_geometry.h"
 #include "lower/lower_ops.h"
@@ -34,6 +35,53 @@ bool SymbolicBeyondBatch(const Value& v, bool batched) {
   return false;
 }
 
+// What a Conv2D's call adds after the convolution (device/cpu_conv.h's `post`).
+struct Post {
+  const Value* bias = nullptr;
+  const Value* residual = nullptr;
+  bool relu = false;
+  int32_t Flags() const {
+    return (bias != nullptr ? 1 : 0) | (residual != nullptr ? 2 : 0) | (relu ? 4 : 0);
+  }
+};
+
+// Which of the epilogue's operands the call takes, by shape: the first Add's is a bias
+// when it is [C_out] (per channel: NHWC's last dim, or a folded batch norm's) or a
+// residual when it is the output's shape; the second Add's only a residual after a
+// bias. The Relu goes in when the last Add given does.
+Post PostOf(const MatMulEpilogue& e, const Value& x, const TensorType& out, int64_t c_out,
+            bool nchw) {
+  auto is_bias = [&](const Value* v) {
+    return v != nullptr && v->dtype == DType::kF32 && v->shape.size() == 1 &&
+           v->shape[0] == c_out && !SymbolicBeyondBatch(*v, false) && (!nchw || e.channel_bias);
+  };
+  // The output's shape, sized at run time in its batch alone, and that as x's batch.
+  auto is_residual = [&](const Value* v) {
+    return v != nullptr && v->dtype == DType::kF32 && v->shape == out.shape &&
+           !SymbolicBeyondBatch(*v, true) && SymbolOf(*v, 0) == SymbolOf(x, 0);
+  };
+  Post p;
+  if (is_bias(e.bias)) {
+    p.bias = e.bias;
+    if (is_residual(e.residual)) p.residual = e.residual;
+  } else if (is_residual(e.bias)) {
+    p.residual = e.bias;
+  }
+  const bool last_taken =
+      e.residual != nullptr ? p.residual == e.residual : p.bias != nullptr || p.residual != nullptr;
+  p.relu = e.relu && last_taken;
+  return p;
+}
+
+// `e` without the residual `p` took (a call oneDNN refuses with it): the bias alone
+// where one came first, else nothing; the Relu after the residual stays too.
+MatMulEpilogue* WithoutResidual(MatMulEpilogue* e, const Post& p) {
+  if (p.residual == e->bias) e->bias = nullptr;
+  e->residual = nullptr;
+  e->relu = false;
+  return e;
+}
+
 }  // namespace
 
 std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& name, OpKind op,
@@ -58,15 +106,9 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
     return std::nullopt;
   }
   const bool nchw = attrs.window.format == DataFormat::kNCHW;
-  const Value* bias = nullptr;
-  // A [C_out] bias is per output channel in either format (gemm_epilogue.h hands one
-  // only to NHWC convolutions; a folded batch norm's comes in NCHW too).
-  if (op == OpKind::kConv2D && epilogue != nullptr && epilogue->bias != nullptr) {
-    const Value& v = *epilogue->bias;
-    if (v.dtype == DType::kF32 && v.shape.size() == 1 && v.shape[0] == g->c_out && v.sym.empty()) {
-      bias = &v;
-    }
-  }
+  const Post post = op == OpKind::kConv2D && epilogue != nullptr
+                        ? PostOf(*epilogue, a, out, g->c_out, nchw)
+                        : Post{};
   const int direction = op == OpKind::kConv2D ? 0 : op == OpKind::kConv2DBackpropInput ? 1 : 2;
   const Window2D& w = attrs.window;
   const CpuConvGeometry call{direction,
@@ -87,37 +129,55 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
                              static_cast<int32_t>(PadAfter(g->h, w.padding, w.pad_bottom)),
                              static_cast<int32_t>(g->w.pad_before),
                              static_cast<int32_t>(PadAfter(g->w, w.padding, w.pad_right)),
-                             bias != nullptr ? (epilogue->relu ? 2 : 1) : 0};
-  // A configuration oneDNN refuses is Braze's Halide convolution, not a failing call.
-  if (!CpuConvSupported(call, ctx.library_gemm_threads)) return std::nullopt;
+                             post.Flags()};
+  // A configuration oneDNN refuses is Braze's Halide convolution, not a failing call;
+  // a residual add whose post-op oneDNN refuses (or is unchecked) stays a Halide add.
+  if (!CpuConvSupported(call, ctx.library_gemm_threads)) {
+    if (post.residual == nullptr) return std::nullopt;
+    return LowerLibraryConv(ctx, name, op, attrs, a, b, out, WithoutResidual(epilogue, post));
+  }
   // The backward ops' operands: (filter, dy) -> (dy, filter); (x, dy) stays.
   const Value& first = op == OpKind::kConv2DBackpropInput ? b : a;
   const Value& second = op == OpKind::kConv2DBackpropInput ? a : b;
   std::vector<schedule::Stage::Operand> operands;
   const Halide::ExternFuncArgument a_arg = LibraryArgument(ctx, first, name + "_a", operands);
   const Halide::ExternFuncArgument b_arg = LibraryArgument(ctx, second, name + "_b", operands);
-  // Without a bias the call reads none: one element of its own stands in (handing b
-  // again would pass a constant's buffer twice, which Halide refuses).
-  Halide::Buffer<float> no_bias(std::vector<int>{1}, ctx.UniqueName(name + "_no_bias"));
-  no_bias(0) = 0.0f;
-  Halide::ExternFuncArgument bias_arg = no_bias;
-  int bias_relu = 0;
-  if (bias != nullptr) {
+  // Without a bias (residual) the call reads none: one element of its own stands in
+  // (handing b again would pass a constant's buffer twice, which Halide refuses).
+  auto unused = [&](const char* what) {
+    Halide::Buffer<float> one(std::vector<int>{1}, ctx.UniqueName(name + what));
+    one(0) = 0.0f;
+    return Halide::ExternFuncArgument(one);
+  };
+  Halide::ExternFuncArgument bias_arg = unused("_no_bias");
+  Halide::ExternFuncArgument residual_arg = unused("_no_residual");
+  if (post.bias != nullptr) {
     // A bias equal everywhere (a broadcast scalar) has no buffer yet: the call takes one.
-    bias_arg =
-        LibraryArgument(ctx, Materialize(ctx, name + "_bias", *bias), name + "_bias", operands);
-    bias_relu = call.bias_relu;
-    epilogue->folded = true;
+    bias_arg = LibraryArgument(ctx, Materialize(ctx, name + "_bias", *post.bias), name + "_bias",
+                               operands);
+  }
+  if (post.residual != nullptr) {
+    residual_arg = LibraryArgument(ctx, Materialize(ctx, name + "_residual", *post.residual),
+                                   name + "_residual", operands);
+  }
+  if (epilogue != nullptr) {
+    // The first Add is the bias's, or the residual's where no bias came first.
+    epilogue->folded = post.bias != nullptr || post.residual != nullptr;
+    epilogue->residual_folded = post.bias != nullptr && post.residual != nullptr;
   }
   auto i32 = [](int64_t v) { return Halide::Expr(static_cast<int32_t>(v)); };
   // The batch: a run-time value when symbolic (the filter's gradient reads every image).
   const Halide::Expr n = Halide::cast<int32_t>(ctx.Extent(first, 0));
-  const char* suffix = bias_relu == 0 ? "" : bias_relu == 2 ? "_bias_relu" : "_bias";
+  // Named for its epilogue, which dumps and --log_compiles show ("Conv2D_3_bias_residual_relu").
+  const std::string suffix =
+      absl::StrCat(post.bias != nullptr ? "_bias" : "", post.residual != nullptr ? "_residual" : "",
+                   post.relu ? "_relu" : "");
   Halide::Func conv(ctx.UniqueName(name + suffix));
   conv.define_extern(kCpuConvF32Symbol,
                      {a_arg,
                       b_arg,
                       bias_arg,
+                      residual_arg,
                       i32(direction),
                       i32(nchw ? 1 : 0),
                       n,
@@ -136,7 +196,7 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
                       i32(call.pb),
                       i32(call.pl),
                       i32(call.pr),
-                      i32(bias_relu),
+                      i32(call.post),
                       ctx.library_gemm_threads},
                      Halide::Float(32), 4);
   ctx.calls_library = true;

@@ -35,10 +35,21 @@ Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAtt
 // A bias Add, and the ReLU after it, that a matmul may take into its library call
 // (gemm_epilogue.h finds them). LowerMatMul sets `folded` when it did: its result is
 // then the Add's (or the Relu's) value.
+//
+// A Conv2D's may also hold a residual: the second Add's other operand (gemm_epilogue.h),
+// with `relu` then the Relu after that Add; the first Add's operand may be a residual
+// too (then `folded` says it was taken and the second Add stays). The Relu folds when
+// the last Add given does: `residual` ? residual_folded : folded.
 struct MatMulEpilogue {
-  const Value* bias = nullptr;  // the Add's other operand
-  bool relu = false;
-  bool folded = false;
+  const Value* bias = nullptr;      // the Add's other operand
+  const Value* residual = nullptr;  // a Conv2D's second Add's other operand
+  bool relu = false;                // a Relu reads the last Add given
+  // A [C_out] bias is per output channel in NCHW too (a folded batch norm's); else an
+  // NCHW convolution's [C] operand broadcasts along W and is no bias.
+  bool channel_bias = false;
+  bool folded = false;           // the first Add is the call's
+  bool residual_folded = false;  // the second Add is the call's
+  bool ReluFolded() const { return relu && (residual != nullptr ? residual_folded : folded); }
 };
 Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAttrs& attrs,
                   const Value& a, const Value& b, const TensorType& out,
@@ -67,11 +78,12 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
 
 // lower_conv_fold.cc: Conv2D(x, f) with the per-channel affine after it folded into its
 // filter and bias (conv_bn_fold.h): `in` is {x, f, mean, scale, shift}, `out` the
-// convolution's type. `relu`: a Relu reads the result alone; `relu_folded` says whether
-// the result already is the Relu's (oneDNN's call took it).
+// convolution's type. `after`: the residual Add's operand and the Relu after the
+// fold's Add (its `bias` unused), as for LowerLibraryConv; set as there: `folded` (the
+// bias), `residual_folded` and ReluFolded() say what the result already holds.
 absl::StatusOr<Value> LowerFoldedConv(LoweringContext& ctx, const std::string& name,
                                       const Conv2DAttrs& attrs, const std::vector<Value>& in,
-                                      const TensorType& out, bool relu, bool* relu_folded);
+                                      const TensorType& out, MatMulEpilogue* after);
 
 // lower_layout.cc
 Value LowerConst(LoweringContext& ctx, const std::string& name, const HostTensor& value);

@@ -416,19 +416,43 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     if (e != epilogues.end()) {
       auto bias = values.find({e->second.bias.node_id(), e->second.bias.index()});
       if (bias != values.end()) epilogue.bias = &bias->second;
-      epilogue.relu = e->second.relu >= 0;
+      // A Conv2D's residual Add (gemm_epilogue.h): its Relu reads that Add, so it folds
+      // only with it.
+      bool relu = e->second.relu >= 0;
+      if (e->second.residual_add >= 0) {
+        auto res = values.find({e->second.residual.node_id(), e->second.residual.index()});
+        if (res != values.end()) epilogue.residual = &res->second;
+        relu = relu && res != values.end();
+      }
+      epilogue.relu = relu;
+    }
+    // A folded batch norm's residual Add and Relu, which its library call may take.
+    MatMulEpilogue after_bn;
+    if (bn != nullptr) {
+      bool relu = bn->relu >= 0;
+      if (bn->residual_add >= 0) {
+        auto res = values.find({bn->residual.node_id(), bn->residual.index()});
+        if (res != values.end()) after_bn.residual = &res->second;
+        relu = relu && res != values.end();
+      }
+      after_bn.relu = relu;
     }
     const size_t first_stage = ctx.stages().size();
-    bool relu_folded = false;  // by a folded batch norm's library call
     absl::StatusOr<Value> value =
         bn == nullptr ? LowerNode(ctx, node, in, out, &epilogue)
                       : LowerFoldedConv(ctx, absl::StrCat(computed.op_name(), "_", bn->conv, "_bn"),
-                                        computed.attrs_as<Conv2DAttrs>(), in, out, bn->relu >= 0,
-                                        &relu_folded);
+                                        computed.attrs_as<Conv2DAttrs>(), in, out, &after_bn);
+    const bool relu_folded = bn != nullptr && after_bn.ReluFolded();
     if (!value.ok()) return fail(value.status());
     int result_id = id;  // the node whose value this is
     if (bn != nullptr) {
       result.folds.push_back(bn->Describe(*spec.graph));
+      if (after_bn.residual_folded) {
+        result_id = bn->residual_add;
+        folded.insert(bn->residual_add);
+        absl::StrAppend(&result.folds.back(), ", and the residual Add '",
+                        spec.graph->node(bn->residual_add).name(), "'");
+      }
       if (relu_folded) {
         result_id = bn->relu;
         folded.insert(bn->relu);
@@ -436,13 +460,16 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
                         "' into the library call");
       }
     } else if (epilogue.folded) {
-      result_id = epilogue.relu ? e->second.relu : e->second.add;
+      result_id = epilogue.ReluFolded()      ? e->second.relu
+                  : epilogue.residual_folded ? e->second.residual_add
+                                             : e->second.add;
       folded.insert(e->second.add);
-      if (epilogue.relu) folded.insert(e->second.relu);
+      if (epilogue.residual_folded) folded.insert(e->second.residual_add);
+      if (epilogue.ReluFolded()) folded.insert(e->second.relu);
     }
     value->sym = SymbolsOf(symbols, {result_id, 0});
     value->nonnegative = bn != nullptr     ? relu_folded
-                         : epilogue.folded ? epilogue.relu
+                         : epilogue.folded ? epilogue.ReluFolded()
                                            : IsFloating(out.dtype) && NonNegative(node, in);
     for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
       // A node's stages hold its output (an ArgMax's inner Max too: the same dims).

@@ -1,7 +1,8 @@
 // oneDNN's convolution inside Halide pipelines (device/cpu_conv.h): which Conv2D nodes
 // call it, the bias and ReLU it takes, and that every call matches the reference
 // kernels: both formats, strides, dilations, every padding, groups and depthwise, odd
-// and prime extents, computed inputs, a batch of one, NaN kept by the ReLU. Skipped
+// and prime extents, computed inputs, a batch of one, NaN kept by the ReLU, a residual
+// add in the call (NaN, infinities and signed zeros in the residual). Skipped
 // (with the reason) where oneDNN is not installed; CI installs it (tools/setup.sh).
 #include "device/cpu_conv.h"
 
@@ -50,6 +51,19 @@ void Check(const Case& c, const CompileOptions& options, bool expect_call,
     std::string why;
     EXPECT_TRUE(AllClose((*actual)[i], (*expected)[i], 1e-4, 1e-4, &why)) << "output " << i << why;
   }
+}
+
+// The epilogue suffix of the (first) call's Func: "Conv2D_3_bias_residual$1" ->
+// "_bias_residual"; "?" without a call.
+std::string CallSuffix(const CompiledKernel& k) {
+  const std::string text = k.schedule_text();
+  const size_t at = text.find(absl::StrCat(": extern ", kCpuConvF32Symbol));
+  if (at == std::string::npos) return "?";
+  std::string name = text.substr(0, at);
+  name = name.substr(name.rfind('\n') + 1);
+  name = name.substr(0, name.find('$'));
+  const size_t id_end = name.find_first_not_of("0123456789", name.find("Conv2D_") + 7);
+  return id_end == std::string::npos ? "" : name.substr(id_end);
 }
 
 class CpuConvTest : public ::testing::Test {
@@ -115,6 +129,130 @@ TEST_F(CpuConvTest, BiasAndReluGoIntoTheCallAndKeepNaN) {
   Tensor b = c.Input(bias);
   c.outputs = {Relu(Conv2D(x, f, {1, 1}, Padding::kSame) + b)};
   Check(c, Library(), /*expect_call=*/true, "_bias_relu");
+}
+
+// `v` with NaN, infinities, signed zeros, a subnormal and FLT_MAX at every 7th element.
+HostTensor WithSpecials(HostTensor v) {
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            0.0f,
+                            1e-40f,
+                            std::numeric_limits<float>::max(),
+                            -std::numeric_limits<float>::max()};
+  float* p = v.data<float>();
+  for (int64_t i = 0; i < v.num_elements(); i += 7) p[i] = specials[(i / 7) % 8];
+  return v;
+}
+
+// A residual add (of the output's shape) after the convolution, with or without a bias
+// before it and a ReLU after it: oneDNN's binary_add post-op, named in the call's Func.
+TEST_F(CpuConvTest, ResidualAddGoesIntoTheCallAndKeepsSpecials) {
+  struct ResidualCase {
+    DataFormat format;
+    int64_t n, h, w, c, o, kh, kw;
+    int groups;
+    bool bias, relu, residual_first;  // residual_first: Add(r, conv)
+    std::string name;                 // the call's Func's suffix
+    // Whether the residual may stay a Halide add: an implementation the post-op's check
+    // (device/onednn_conv.cc) has not met (here: the 1x1 on one pixel, brgconv_1x1).
+    bool may_fall_back = false;
+  };
+  const std::vector<ResidualCase> cases = {
+      {DataFormat::kNHWC, 2, 13, 11, 7, 5, 3, 3, 1, true, true, false, "_bias_residual_relu"},
+      {DataFormat::kNHWC, 3, 7, 5, 6, 9, 3, 3, 3, true, false, false, "_bias_residual"},
+      {DataFormat::kNHWC, 1, 11, 13, 5, 7, 1, 1, 1, false, true, true, "_residual_relu"},
+      {DataFormat::kNHWC, 2, 9, 9, 8, 8, 3, 3, 8, false, false, false, "_residual"},  // depthwise
+      {DataFormat::kNCHW, 2, 13, 11, 7, 5, 3, 3, 1, false, true, false, "_residual_relu"},
+      {DataFormat::kNCHW, 3, 7, 5, 6, 9, 1, 1, 3, false, false, true, "_residual"},
+      {DataFormat::kNHWC, 1, 1, 1, 1, 1, 1, 1, 1, true, true, false, "_bias_residual_relu", true},
+      // A residual block's channel counts (oneDNN's blocked kernels, no vector tail).
+      {DataFormat::kNHWC, 2, 15, 14, 32, 64, 3, 3, 1, true, true, false, "_bias_residual_relu"},
+      {DataFormat::kNHWC, 2, 15, 14, 64, 64, 1, 1, 1, true, false, false, "_bias_residual", true},
+      {DataFormat::kNCHW, 2, 15, 14, 32, 64, 3, 3, 1, false, true, false, "_residual_relu"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ResidualCase& k = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    Case c;
+    const bool nhwc = k.format == DataFormat::kNHWC;
+    Window2D w = Win(Padding::kSame, 1, 1);
+    w.format = k.format;
+    Tensor x =
+        c.Input(DType::kF32, nhwc ? Shape{k.n, k.h, k.w, k.c} : Shape{k.n, k.c, k.h, k.w}, 60 + i);
+    Tensor f = c.Input(DType::kF32, {k.kh, k.kw, k.c / k.groups, k.o}, 70 + i);
+    const Shape ys = nhwc ? Shape{k.n, k.h, k.w, k.o} : Shape{k.n, k.o, k.h, k.w};
+    Tensor r = c.Input(WithSpecials(HostTensor::RandomUniform(DType::kF32, ys, 80 + i, -2, 2)));
+    Tensor y = Conv2D(x, f, w);
+    if (k.bias) y = y + c.Input(DType::kF32, {k.o}, 90 + i);
+    y = k.residual_first ? r + y : y + r;
+    if (k.relu) y = Relu(y);
+    c.outputs = {y};
+    Check(c, Library(), /*expect_call=*/true);
+    auto kernel = CompileCluster(SpecOf(c), Library());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const std::string suffix = CallSuffix(**kernel);
+    if (!(k.may_fall_back && suffix == (k.bias ? "_bias" : ""))) EXPECT_EQ(suffix, k.name);
+  }
+}
+
+// The residual is the convolution's own input (one buffer handed twice), and a second
+// Add after a residual first stays a Halide add, with the Relu after it.
+TEST_F(CpuConvTest, ResidualOfTheInputAndASecondAddAfterIt) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {3, 11, 7, 6}, 91);
+  Tensor f = c.Input(DType::kF32, {3, 3, 6, 6}, 92);
+  Tensor r = c.Input(DType::kF32, {3, 11, 7, 6}, 93);
+  c.outputs = {Conv2D(x, f, {1, 1}, Padding::kSame) + x,
+               Relu(Conv2D(r, f, {1, 1}, Padding::kSame) + r + x)};
+  Check(c, Library(), /*expect_call=*/true);
+  auto kernel = CompileCluster(SpecOf(c), Library());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  // Both calls take their residual; the second's Relu reads `+ x`, which stays.
+  const std::string text = (*kernel)->schedule_text();
+  EXPECT_EQ(CallSuffix(**kernel), "_residual") << text;
+  EXPECT_FALSE(absl::StrContains(text, "_residual_relu")) << text;
+}
+
+// In NCHW a [C]-shaped operand broadcasts along W: no bias, and no residual either.
+TEST_F(CpuConvTest, NchwVectorAddIsNoBias) {
+  Case c;
+  Window2D w = Win(Padding::kSame, 1, 1);
+  w.format = DataFormat::kNCHW;
+  Tensor x = c.Input(DType::kF32, {2, 5, 9, 7}, 94);
+  Tensor f = c.Input(DType::kF32, {3, 3, 5, 7}, 95);
+  Tensor v = c.Input(DType::kF32, {7}, 96);  // W == C_out
+  c.outputs = {Relu(Conv2D(x, f, w) + v)};
+  auto kernel = CompileCluster(SpecOf(c), Library());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(CallSuffix(**kernel), "") << (*kernel)->schedule_text();
+  Check(c, Library(), /*expect_call=*/true);
+}
+
+// A residual after a strided, dilated or unevenly padded convolution stays a Halide
+// add (onednn_conv.cc: the post-op's check covers unit strides and even padding only;
+// oneDNN 2.6's brgconv adds the wrong residual elements for the first of these).
+TEST_F(CpuConvTest, ResidualOfAStridedPaddedConvolutionStaysHalide) {
+  Window2D uneven = Win(Padding::kExplicit, 2, 1, 1, 2);
+  uneven.pad_top = 2, uneven.pad_bottom = 0, uneven.pad_left = 1, uneven.pad_right = 3;
+  Window2D strided = Win(Padding::kSame, 2, 2);
+  Window2D dilated = Win(Padding::kSame, 1, 1, 2, 2);
+  for (const Window2D& w : {uneven, strided, dilated}) {
+    for (int groups : {1, 2}) {
+      SCOPED_TRACE(groups);
+      Case c;
+      Tensor x = c.Input(DType::kF32, {2, 12, 9, 4}, 101);
+      Tensor f = c.Input(DType::kF32, {2, 3, 4 / groups, 6}, 102);
+      Tensor y = Conv2D(x, f, w);
+      Tensor r = c.Input(DType::kF32, y.shape(), 103, -2, 2);
+      c.outputs = {Relu(y + c.Input(DType::kF32, {6}, 104) + r)};
+      Check(c, Library(), /*expect_call=*/true);
+      auto kernel = CompileCluster(SpecOf(c), Library());
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_EQ(CallSuffix(**kernel), "_bias") << (*kernel)->schedule_text();
+    }
+  }
 }
 
 TEST_F(CpuConvTest, ComputedInputAndConsumersStayFused) {

@@ -1,7 +1,8 @@
 // Convolutions on oneDNN from a Session (device/cpu_conv.h): a symbolic batch shares one
 // kernel, the training step's three convolutions (forward, input and filter gradients)
 // match the reference kernels, with the library and with Braze's Halide loops; batch
-// norm folds into the convolution in an inference step only (lower/conv_bn_fold.h).
+// norm folds into the convolution in an inference step only (lower/conv_bn_fold.h); a
+// residual add goes into the call.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -95,6 +96,44 @@ TEST(CpuConvSessionTest, BatchNormFoldsIntoTheConvolutionAtInferenceOnly) {
   // Training: the batch statistics read the convolution again.
   EXPECT_EQ(FoldLines(g, feeds, {training}), 0);
   EXPECT_EQ(FoldLines(g, feeds, {training}, updates), 0);
+}
+
+// A ResNet-style residual (the block's input added after the convolution and its bias,
+// then the ReLU): one oneDNN call with the add as its binary_add post-op, which
+// --log_compiles says, over a symbolic batch; the step's gradients match the reference.
+TEST(CpuConvSessionTest, ResidualAddGoesIntoTheCallOverASymbolicBatch) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 18, 18, 16}, "x");
+  Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {3, 3, 16, 16}, 3), "w");
+  Tensor bias = Const(g, HostTensor::RandomUniform(DType::kF32, {16}, 4), "bias");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Relu(Conv2D(x, w, {1, 1}, Padding::kSame) + bias + x);
+  }
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  std::vector<std::string> infos;
+  SetLogSink([&](LogSeverity, int, std::string_view text) { infos.emplace_back(text); });
+  Session session(g);
+  for (int64_t batch : {20, 17, 20}) {
+    SCOPED_TRACE(batch);
+    const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {batch, 18, 18, 16}, batch)}};
+    auto got = session.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    testing_util::ExpectMatchesReference(g, feeds, {y}, *got);
+  }
+  SetLogSink(nullptr);
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  int compiles = 0, residual_lines = 0;
+  for (const std::string& line : infos) {
+    compiles += line.find("compile: ") != std::string::npos;
+    residual_lines += line.find("with the residual add in the call") != std::string::npos;
+  }
+  EXPECT_GE(compiles, 1);
+  EXPECT_EQ(residual_lines, compiles);
 }
 
 }  // namespace
