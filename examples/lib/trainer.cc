@@ -59,7 +59,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
       "       [--dropout=RATE] [--checkpoint_dir=DIR] [--checkpoint_every=N]\n"
       "       [--keep_checkpoints=N] [--print_losses] [--data_parallel]\n"
-      "       [--precision=f32|bf16|f16]\n"
+      "       [--precision=f32|bf16|f16] [--unroll]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -95,6 +95,8 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --print_losses  print every step's loss exactly: `step_loss <step> <hex float>`\n"
       "  --precision  the matmuls' dtype (mlp): f32 (default), or bf16 / f16 with f32\n"
       "               master weights, f32 loss and softmax (docs/MIXED_PRECISION.md)\n"
+      "  --unroll     recurrent models (gru): the recurrence hand-unrolled, a copy of the\n"
+      "               cell per step in the graph\n"
       "The last two lines are test_accuracy=<v> and step_ms=<v> (mean wall time of a\n"
       "train step, compile and warm-up steps excluded).\n",
       info.program, info.description, info.program, JitModeName(d.jit),
@@ -130,7 +132,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
     if (eq != std::string::npos) {
       value = arg.substr(eq + 1);
       arg.resize(eq);
-    } else if (arg == "--reference" || arg == "--print_losses" || arg == "--data_parallel") {
+    } else if (arg == "--reference" || arg == "--print_losses" || arg == "--data_parallel" ||
+               arg == "--unroll") {
       value = "true";
     } else if (i + 1 < argc) {
       value = argv[++i];
@@ -196,6 +199,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
            flags.keep_checkpoints <= 1000000;
     } else if (arg == "--print_losses") {
       ok = ParseBool(value, &flags.print_losses);
+    } else if (arg == "--unroll") {
+      ok = ParseBool(value, &flags.unroll);
     } else if (arg == "--precision") {
       ok = value == "f32" || value == "bf16" || value == "f16";
       flags.precision = value == "bf16"  ? braze::DType::kBF16

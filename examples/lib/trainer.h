@@ -75,6 +75,9 @@ struct TrainFlags {
   // The compute dtype of the models that have it (mlp): f32, or bf16 / f16 with f32
   // master weights and an f32 loss (docs/MIXED_PRECISION.md).
   braze::DType precision = braze::DType::kF32;
+  // Recurrent models (gru): build the recurrence hand-unrolled, one copy of the cell per
+  // step, instead of as a loop op.
+  bool unroll = false;
 };
 
 // `optimizer`, data parallel under --data_parallel: what a model's Minimize should use.
