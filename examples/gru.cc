@@ -40,7 +40,8 @@ absl::StatusOr<Model> BuildGru(braze::Graph& g, const TrainFlags& flags) {
         "the Scan form of the GRU needs braze::Scan (issue 40); run with --unroll");
   }
   const uint64_t seed = flags.seed * 1000;
-  const GruWeights gru = braze_examples::MakeGru(g, kRow, kHidden, seed, "gru");
+  const GruWeights gru =
+      braze_examples::MakeGru(g, braze_examples::GruInitialValues(kRow, kHidden, seed), "gru");
   const Tensor w_out =
       braze::Variable(g,
                       HostTensor::RandomNormal(DType::kF32, {kHidden, kClasses}, seed + 10, 0,

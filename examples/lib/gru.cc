@@ -10,21 +10,23 @@ using braze::DType;
 using braze::HostTensor;
 using braze::Tensor;
 
-GruWeights MakeGru(braze::Graph& g, int64_t input, int64_t hidden, uint64_t seed,
-                   const std::string& name) {
+GruInit GruInitialValues(int64_t input, int64_t hidden, uint64_t seed) {
   const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
-  auto uniform = [&](braze::Shape shape, uint64_t k, const char* what) {
-    return braze::Variable(g,
-                           HostTensor::RandomUniform(DType::kF32, shape, seed + k, -bound, bound),
-                           absl::StrCat(name, "/", what));
+  auto uniform = [&](braze::Shape shape, uint64_t k) {
+    return HostTensor::RandomUniform(DType::kF32, std::move(shape), seed + k, -bound, bound);
   };
+  return {uniform({input, 3 * hidden}, 1), uniform({hidden, 3 * hidden}, 2),
+          uniform({3 * hidden}, 3), uniform({3 * hidden}, 4)};
+}
+
+GruWeights MakeGru(braze::Graph& g, const GruInit& init, const std::string& name) {
   GruWeights w;
-  w.input = input;
-  w.hidden = hidden;
-  w.w_i = uniform({input, 3 * hidden}, 1, "w_i");
-  w.w_h = uniform({hidden, 3 * hidden}, 2, "w_h");
-  w.b_i = uniform({3 * hidden}, 3, "b_i");
-  w.b_h = uniform({3 * hidden}, 4, "b_h");
+  w.input = init.w_i.shape()[0];
+  w.hidden = init.w_h.shape()[0];
+  w.w_i = braze::Variable(g, init.w_i, absl::StrCat(name, "/w_i"));
+  w.w_h = braze::Variable(g, init.w_h, absl::StrCat(name, "/w_h"));
+  w.b_i = braze::Variable(g, init.b_i, absl::StrCat(name, "/b_i"));
+  w.b_h = braze::Variable(g, init.b_h, absl::StrCat(name, "/b_h"));
   return w;
 }
 

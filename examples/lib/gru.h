@@ -27,9 +27,15 @@ struct GruWeights {
   std::vector<braze::Tensor> variables() const { return {w_i, w_h, b_i, b_h}; }
 };
 
-// The layer's variables, uniform in +-1/sqrt(hidden) as torch::nn::GRU initializes them.
-GruWeights MakeGru(braze::Graph& g, int64_t input, int64_t hidden, uint64_t seed,
-                   const std::string& name);
+// The layer's initial values, uniform in +-1/sqrt(hidden) as torch::nn::GRU initializes
+// them (seeds seed + 1 .. seed + 4, in this order).
+struct GruInit {
+  braze::HostTensor w_i, w_h, b_i, b_h;
+};
+GruInit GruInitialValues(int64_t input, int64_t hidden, uint64_t seed);
+
+// The layer's variables ("<name>/w_i", ...), starting from `init`.
+GruWeights MakeGru(braze::Graph& g, const GruInit& init, const std::string& name);
 
 // One step: the state after reading x_t [B, input] in state h [B, hidden].
 braze::Tensor GruCell(const GruWeights& w, braze::Tensor x_t, braze::Tensor h);
