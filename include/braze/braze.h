@@ -3,6 +3,7 @@
 #define BRAZE_BRAZE_H_
 
 #include "braze/checkpoint.h"
+#include "braze/control_flow.h"
 #include "braze/data.h"
 #include "braze/device.h"
 #include "braze/distributed.h"

@@ -45,7 +45,8 @@ enum class OpCategory : uint8_t {
   kAttention,
   kRandom,
   kCollective,
-  kHostCall
+  kHostCall,
+  kControlFlow  // cf (issue 40)
 };
 inline constexpr int kNumOps = 0
 #define BRAZE_OP(e, name, cat, arity, compiled) +1
@@ -269,11 +270,36 @@ struct CollectiveAttrs {
   int root = 0;  // Broadcast
 };
 
-using Attrs = std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs,
-                           ReduceAttrs, ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs,
-                           BroadcastToAttrs, ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs,
-                           GatherAttrs, SegmentSumAttrs, IotaAttrs, Conv2DAttrs, Pool2DAttrs,
-                           AttentionAttrs, RandomAttrs, CollectiveAttrs, HostCallAttrs>;
+// cf (issue 40): control flow (braze/control_flow.h; docs/CONTROL_FLOW.md). A body is
+// a sub-graph of its own, traced once from a C++ lambda: Placeholders `params` stand for
+// what the op hands it, `results` are what it returns. Tensors of the enclosing graph
+// that a body uses (captures) are explicit inputs of the op, after its operands.
+struct Body {
+  std::shared_ptr<Graph> graph;
+  std::vector<Tensor> params;   // Placeholders of `graph`
+  std::vector<Tensor> results;  // tensors of `graph` (invalid: the body returned none)
+  std::string name;             // "then", "else", "cond", "body", "fn"
+};
+// Cond(pred, operands..., captures...): bodies {then, else}, each taking operands and
+// captures. Scan(init..., elems..., captures...): bodies {fn}, fn(carry, elem slices,
+// captures) -> (new carry, step outputs); the node's outputs are the final carry, the
+// step outputs stacked along a new leading axis, and the carry before each step
+// stacked (what the gradient reads, as TF's stacks). While(vars..., captures...): bodies
+// {cond, body}, each taking vars and captures; cond returns a scalar bool.
+struct ControlFlowAttrs {
+  std::vector<std::shared_ptr<const Body>> bodies;
+  int num_carried = 0;          // Scan, While: the loop-carried values (Cond: the operands)
+  int num_elems = 0;            // Scan: the sequences scanned over their leading axis
+  int64_t max_iterations = -1;  // While: the bound (-1: none)
+  bool reverse = false;         // Scan: from the last element to the first
+};
+
+using Attrs =
+    std::variant<NoAttrs, PlaceholderAttrs, ConstAttrs, VariableAttrs, CastAttrs, ReduceAttrs,
+                 ArgMaxAttrs, MatMulAttrs, ReshapeAttrs, TransposeAttrs, BroadcastToAttrs,
+                 ConcatAttrs, SliceAttrs, PadAttrs, OneHotAttrs, GatherAttrs, SegmentSumAttrs,
+                 IotaAttrs, Conv2DAttrs, Pool2DAttrs, AttentionAttrs, RandomAttrs, CollectiveAttrs,
+                 HostCallAttrs, ControlFlowAttrs>;
 
 // What JitScope recorded on a node. `compile` is empty outside any scope (the op may be
 // auto-clustered or join a neighbouring scope's cluster), true/false inside one.

@@ -168,6 +168,10 @@ bool HasGradient(const Node& node) {
     case OpKind::kRandomNormal:
     case OpKind::kHostCall:
       return false;
+    case OpKind::kCond:  // cf (issue 40): ControlFlowGradient (grad_control_flow.cc)
+    case OpKind::kWhile:
+    case OpKind::kScan:
+      return true;
     case OpKind::kCast:
       return IsFloating(node.input(0).dtype()) && IsFloating(node.output(0).dtype);
     case OpKind::kNeg:
@@ -232,6 +236,7 @@ absl::Status CheckGradientSupported(const Node& node) {
   // Only these four need static sizes; every other gradient is shape-agnostic. (Not a
   // switch: a default there would defeat -Werror=switch, which guards OpGradient.)
   if (node.op() == OpKind::kReshape) return ReshapeBackTarget(node).status();
+  if (OpCategoryOf(node.op()) == OpCategory::kControlFlow) return CheckControlFlowGradient(node);
   if (node.op() == OpKind::kConcat) return ConcatOffsets(node).status();
   if (node.op() == OpKind::kSlice) return SlicePaddings(node).status();
   if (node.op() == OpKind::kPad) return PadWindowSizes(node).status();
@@ -562,6 +567,10 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kRandomNormal:
     case OpKind::kHostCall:
       break;
+    case OpKind::kCond:   // cf (issue 40): several outputs, so Gradients calls
+    case OpKind::kWhile:  // ControlFlowGradient with each output's gradient instead
+    case OpKind::kScan:
+      return absl::InternalError(absl::StrCat(node.op_name(), " takes ControlFlowGradient"));
   }
   for (size_t i = 0; i < dx.size(); ++i) {
     if (!needs[i]) dx[i] = Tensor();

@@ -30,6 +30,15 @@ absl::Status CheckGradientSupported(const Node& node);
 absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const Tensor& dy,
                                                const std::vector<bool>& needs);
 
+// cf (issue 40): the gradient of a Cond, Scan or bounded While (grad_control_flow.cc),
+// given `dys`, the gradients of its outputs (invalid where none flows), and the
+// contributions to its inputs (invalid where not needed or not differentiable).
+absl::StatusOr<std::vector<Tensor>> ControlFlowGradient(Graph& g, const Node& node,
+                                                        const std::vector<Tensor>& dys,
+                                                        const std::vector<bool>& needs);
+// Unimplemented naming the node for a While with no bound.
+absl::Status CheckControlFlowGradient(const Node& node);
+
 }  // namespace autodiff_internal
 }  // namespace braze
 

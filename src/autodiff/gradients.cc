@@ -23,6 +23,7 @@ namespace braze {
 namespace {
 
 using autodiff_internal::CheckGradientSupported;
+using autodiff_internal::ControlFlowGradient;
 using autodiff_internal::HasGradient;
 using autodiff_internal::OnesLike;
 using autodiff_internal::OpGradient;
@@ -122,6 +123,18 @@ using TensorKey = std::pair<int, int>;  // (node id, output index)
 
 TensorKey KeyOf(const Tensor& t) { return {t.node_id(), t.index()}; }
 
+// Whether a gradient can flow out of `node`: its one output is floating (a control-flow
+// op, cf issue 40: any of its outputs is).
+bool HasFloatingOutput(const Node& node) {
+  if (OpCategoryOf(node.op()) == OpCategory::kControlFlow) {
+    for (const TensorType& t : node.outputs()) {
+      if (IsFloating(t.dtype)) return true;
+    }
+    return false;
+  }
+  return node.num_outputs() == 1 && IsFloating(node.output(0).dtype);
+}
+
 // In a Function's body the xs may be variables of the program's graph: the body's
 // graph captures them (Graph::Capture), and gradients are taken for what stands for
 // them there.
@@ -159,8 +172,7 @@ absl::StatusOr<std::vector<Tensor>> Gradients(const std::vector<Tensor>& ys,
   for (const Tensor& x : xs) from_x[x.node_id()] = true;
   for (int id = 0; id < num_forward; ++id) {
     const Node& node = g.node(id);
-    if (from_x[id] || node.num_outputs() != 1 || !IsFloating(node.output(0).dtype) ||
-        !node.status().ok() || !HasGradient(node)) {
+    if (from_x[id] || !HasFloatingOutput(node) || !node.status().ok() || !HasGradient(node)) {
       continue;
     }
     for (const Tensor& in : node.inputs()) {
@@ -220,13 +232,21 @@ absl::StatusOr<std::vector<Tensor>> Gradients(const std::vector<Tensor>& ys,
   }
 
   for (int id = num_forward - 1; id >= 0; --id) {
-    if (!on_path(id) || !pending.count({id, 0})) continue;
     const Node& node = g.node(id);
+    bool seeded = false;
+    for (int o = 0; o < node.num_outputs(); ++o) seeded = seeded || pending.count({id, o});
+    if (!on_path(id) || !seeded) continue;
     const std::vector<bool> needs = needs_of(node);
     if (!any(needs)) continue;  // an x that depends on no other x: nothing to pass on
     GradientJitFrame frame(g, node, call_name);
-    const Tensor dy = aggregate({id, 0});
-    BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> dxs, OpGradient(g, node, dy, needs));
+    std::vector<Tensor> dxs;
+    if (OpCategoryOf(node.op()) == OpCategory::kControlFlow) {  // cf (issue 40): outputs
+      std::vector<Tensor> dys;
+      for (int o = 0; o < node.num_outputs(); ++o) dys.push_back(aggregate({id, o}));
+      BRAZE_ASSIGN_OR_RETURN(dxs, ControlFlowGradient(g, node, dys, needs));
+    } else {
+      BRAZE_ASSIGN_OR_RETURN(dxs, OpGradient(g, node, aggregate({id, 0}), needs));
+    }
     for (int i = 0; i < node.num_inputs(); ++i) {
       if (dxs[i].valid()) pending[KeyOf(node.input(i))].push_back(dxs[i]);
     }

@@ -90,6 +90,15 @@ std::string AttrKey(const Attrs& attrs) {
           [](const HostCallAttrs& a) {
             return absl::StrCat("fn@", reinterpret_cast<uintptr_t>(&a));
           },
+          // cf (issue 40): never compiled (its bodies' clusters are keyed on their own).
+          [](const ControlFlowAttrs& a) {
+            std::string key = absl::StrCat(a.num_carried, ",", a.num_elems, ",", a.max_iterations,
+                                           ",", a.reverse ? 1 : 0);
+            for (const auto& b : a.bodies) {
+              absl::StrAppend(&key, ",", b->name, "@", reinterpret_cast<uintptr_t>(b.get()));
+            }
+            return key;
+          },
       },
       attrs);
 }

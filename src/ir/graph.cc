@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "braze/random.h"
 #include "ir/tracing.h"
 
@@ -263,6 +264,24 @@ std::string Graph::DebugString() const {
     if (n->device()) absl::StrAppend(&out, "  [device=", n->device()->ToString(), "]");
     if (!n->status().ok()) absl::StrAppend(&out, "  ERROR: ", n->status().message());
     out += "\n";
+    // cf (issue 40): a control-flow op's bodies, nested under it.
+    if (const auto* cf = std::get_if<ControlFlowAttrs>(&n->attrs()); cf != nullptr) {
+      for (const auto& b : cf->bodies) {
+        if (b == nullptr || b->graph == nullptr) continue;
+        std::vector<std::string> results;
+        for (const Tensor& r : b->results) {
+          results.push_back(!r.valid()       ? "?"
+                            : r.index() == 0 ? r.name()
+                                             : absl::StrCat(r.name(), ":", r.index()));
+        }
+        absl::StrAppend(&out, "  ", b->name, " {\n");
+        for (absl::string_view line :
+             absl::StrSplit(b->graph->DebugString(), '\n', absl::SkipEmpty())) {
+          absl::StrAppend(&out, "    ", line, "\n");
+        }
+        absl::StrAppend(&out, "    return ", absl::StrJoin(results, ", "), "\n  }\n");
+      }
+    }
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/graph.h"
 #include "braze/status.h"
+#include "ir/control_flow.h"
 #include "ir/window_geometry.h"
 
 namespace braze {
@@ -719,6 +720,12 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kAllGather: {
       BRAZE_ATTRS(CollectiveAttrs);
       return CollectiveTypes(op, *a, in[0]);
+    }
+    case OpKind::kCond:  // cf (issue 40): through the bodies (ir/control_flow.h)
+    case OpKind::kWhile:
+    case OpKind::kScan: {
+      BRAZE_ATTRS(ControlFlowAttrs);
+      return ir::ControlFlowTypes(op, *a, in);
     }
     case OpKind::kHostCall: {
       BRAZE_ATTRS(HostCallAttrs);

@@ -163,6 +163,10 @@ absl::StatusOr<std::string> AttrsText(const Attrs& attrs, std::string* comment) 
             return absl::InvalidArgumentError(
                 "a HostCall (a user's C++ function) has no text form");
           },
+          [](const ControlFlowAttrs&) -> R {  // cf (issue 40): never in a cluster
+            return absl::InvalidArgumentError(
+                "control flow (Cond, While, Scan) is never in a cluster, so has no cluster text");
+          },
       },
       attrs);
 }

@@ -575,6 +575,10 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
       a.root = static_cast<int>(o);
       return Attrs(a);
     }
+    case OpKind::kCond:  // cf (issue 40): never in a cluster, so never in its text
+    case OpKind::kWhile:
+    case OpKind::kScan:
+      return Invalid(absl::StrCat(OpName(op), " (control flow) is never in a cluster's text"));
     case OpKind::kHostCall:
       return Invalid("a HostCall (a user's C++ function) cannot be rebuilt from text");
   }

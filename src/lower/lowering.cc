@@ -117,6 +117,9 @@ absl::StatusOr<Value> LowerTypedNode(LoweringContext& ctx, const Node& node,
     case OpKind::kAllReduce:  // dp (issue 37): collectives are steps of their own kind
     case OpKind::kBroadcast:
     case OpKind::kAllGather:
+    case OpKind::kCond:  // cf (issue 40): control flow is a step of its own kind
+    case OpKind::kWhile:
+    case OpKind::kScan:
     case OpKind::kHostCall:
       // The kNotCompiled ops of op_list.def (OpIsCompilable): never clustered.
       return absl::InvalidArgumentError(

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "reference/control_flow.h"
 #include "reference/kernel_util.h"
 
 namespace braze {
@@ -103,6 +104,7 @@ HostTensor ConvertFloats(const HostTensor& t, DType to) {
 bool Touches16BitFloats(OpKind op, absl::Span<const HostTensor> inputs,
                         absl::Span<const TensorType> output_types) {
   if (op == OpKind::kConst || op == OpKind::kHostCall) return false;
+  if (OpCategoryOf(op) == OpCategory::kControlFlow) return false;  // bodies' ops decide
   for (const HostTensor& t : inputs) {
     if (Is16BitFloat(t.dtype())) return true;
   }
@@ -151,7 +153,9 @@ absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
   namespace ri = reference_internal;
   const OpKind op = node.op();
   // Every op but HostCall has exactly one output.
-  const int num_outputs = op == OpKind::kHostCall ? node.num_outputs() : 1;
+  const int num_outputs = op == OpKind::kHostCall || OpCategoryOf(op) == OpCategory::kControlFlow
+                              ? node.num_outputs()
+                              : 1;
   BRAZE_RETURN_IF_ERROR(CheckCounts(inputs, output_types, OpArity(op), num_outputs));
   // A HostCall's declared output shapes may keep -1 dims (matched against what the
   // function returns); every other op's output types must be concrete.
@@ -302,6 +306,16 @@ absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
                          " processes has no reference kernel: it runs as a collective step"));
       }
       return std::vector<HostTensor>{inputs[0]};
+    }
+    // cf (issue 40): bodies run op by op on these kernels (reference/control_flow.h).
+    case OpKind::kCond:
+    case OpKind::kWhile:
+    case OpKind::kScan: {
+      BRAZE_ASSIGN_OR_RETURN(const ControlFlowAttrs* attrs, GetAttrs<ControlFlowAttrs>(node));
+      return RunControlFlow(node, inputs, output_types,
+                            [attrs](int i, std::vector<HostTensor> params) {
+                              return RunBodyReference(*attrs->bodies[i], std::move(params));
+                            });
     }
     case OpKind::kHostCall: {
       BRAZE_ASSIGN_OR_RETURN(const HostCallAttrs* attrs, GetAttrs<HostCallAttrs>(node));

@@ -20,6 +20,8 @@
 
 namespace braze {
 
+struct ControlFlowRuntime;  // cf (issue 40): runtime/step_control_flow.cc
+
 // Memoized per input signature, so a plan run again with the same shapes neither looks
 // anything up nor allocates.
 struct StepState {
@@ -40,6 +42,8 @@ struct StepState {
   // own fallback (the reference kernel).
   bool no_compile = false;
   std::vector<StepState> fallback;
+  // kControlFlow: the bodies' sessions, each planned once (runtime/step_control_flow.cc).
+  std::shared_ptr<ControlFlowRuntime> control_flow;
 };
 
 // A value's copy in another space, kept across runs so copies reuse their memory.
