@@ -17,7 +17,7 @@ HostTensor GruHeadInitialWeight() {
                                   std::sqrt(1.0 / kGruHidden));
 }
 
-absl::StatusOr<TrainStep> MakeGruUnrolledStep(bool fused) {
+absl::StatusOr<TrainStep> MakeGruStep(bool scan, bool fused) {
   TrainStep step;
   step.graph = std::make_unique<Graph>();
   Graph& g = *step.graph;
@@ -32,7 +32,8 @@ absl::StatusOr<TrainStep> MakeGruUnrolledStep(bool fused) {
   {
     std::optional<JitScope> scope;
     if (fused) scope.emplace(g);
-    const Tensor last = braze_examples::GruUnrolled(gru, x, kGruSteps);
+    const Tensor last = scan ? braze_examples::GruScan(gru, x, kGruSteps)
+                             : braze_examples::GruUnrolled(gru, x, kGruSteps);
     const Tensor logits = Dense(last, w_out, b_out);
     step.loss = Mean(SoftmaxCrossEntropyWithLogits(logits, OneHot(labels, kClasses)));
     BRAZE_ASSIGN_OR_RETURN(step.train, Minimize(Optimizer::Adam(kGruLr), step.loss, vars));
@@ -42,7 +43,8 @@ absl::StatusOr<TrainStep> MakeGruUnrolledStep(bool fused) {
 }
 
 const std::vector<float>& GruStepReferenceLosses() {
-  static const std::vector<float> losses = ReferenceLosses(MakeGruUnrolledStep(false));
+  static const std::vector<float> losses =
+      ReferenceLosses(MakeGruStep(/*scan=*/false, /*fused=*/false));
   return losses;
 }
 

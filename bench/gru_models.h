@@ -23,9 +23,12 @@ constexpr double kGruLr = 2e-3;  // examples/gru's default
 braze_examples::GruInit GruInitialValues();  // seeds 1..4
 HostTensor GruHeadInitialWeight();           // [128, 10], normal, std sqrt(1 / 128), seed 10
 
-// The hand-unrolled step (28 copies of the cell); fused: under one JitScope.
-absl::StatusOr<TrainStep> MakeGruUnrolledStep(bool fused);
-// Braze's losses of the first kCheckedSteps steps on the reference kernels.
+// The step with the recurrence as one Scan over the 28 rows (scan), or hand-unrolled (28
+// copies of the cell); fused: under one JitScope (the Scan's body, its gradient's body
+// and the ops around them each fused apart).
+absl::StatusOr<TrainStep> MakeGruStep(bool scan, bool fused);
+// Braze's losses of the first kCheckedSteps steps on the reference kernels (the
+// unrolled form's; the Scan form must reproduce them too).
 const std::vector<float>& GruStepReferenceLosses();
 
 // The step's matmul arithmetic in 1e9 FLOP: per time step the gates' two GEMMs of width

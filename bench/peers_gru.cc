@@ -1,5 +1,5 @@
-// Peer: the GRU training step of gru_models.h in libtorch, beside Braze's
-// BM_GruUnrolledStep (gru_bench.cc):
+// Peer: the GRU training step of gru_models.h in libtorch, beside Braze's BM_GruStep
+// (Scan) and BM_GruUnrolledStep (gru_bench.cc):
 //
 //   BM_GruStep_torch: torch::nn::GRU (input 28, hidden 128, batch_first) over the
 //     images' 28 rows, a torch::nn::Linear head on the last state, cross_entropy,

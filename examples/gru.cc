@@ -4,10 +4,12 @@
 //   h_0 = 0;  h_t = GruCell(x[:, 28 t : 28 t + 28], h_{t-1});  logits = h_28 W + b
 //   loss = Mean(SoftmaxCrossEntropyWithLogits(logits, OneHot(labels)))
 //
-// --unroll builds the recurrence with a C++ loop: 28 copies of the cell in the graph
-// (the hand-unrolled baseline of the recurrent benchmarks). Flags as the other examples
-// (`--help`): --jit=off|scope|auto, --api=session|function, --device=..., --steps, ...;
-// --hidden=N is not a flag: the width is kHidden.
+// By default the recurrence is one Scan (braze/control_flow.h) whose body is the cell,
+// traced once and run for each of the 28 rows; --unroll builds it with a C++ loop
+// instead: 28 copies of the cell in the graph (the hand-unrolled baseline of the
+// recurrent benchmarks). Both use the same cell function and start from the same
+// weights. Flags as the other examples (`--help`): --jit=off|scope|auto,
+// --api=session|function, --device=..., --steps, ...
 #include "lib/gru.h"
 
 #include <cmath>
@@ -35,10 +37,6 @@ constexpr int64_t kHidden = 128;
 constexpr int64_t kClasses = 10;
 
 absl::StatusOr<Model> BuildGru(braze::Graph& g, const TrainFlags& flags) {
-  if (!flags.unroll) {
-    return absl::UnimplementedError(
-        "the Scan form of the GRU needs braze::Scan (issue 40); run with --unroll");
-  }
   const uint64_t seed = flags.seed * 1000;
   const GruWeights gru =
       braze_examples::MakeGru(g, braze_examples::GruInitialValues(kRow, kHidden, seed), "gru");
@@ -52,7 +50,8 @@ absl::StatusOr<Model> BuildGru(braze::Graph& g, const TrainFlags& flags) {
   model.step = [gru, w_out, b_out, flags](const StepInputs& in,
                                           bool train) -> absl::StatusOr<TrainGraph> {
     TrainGraph m;
-    const Tensor last = braze_examples::GruUnrolled(gru, in.x, kSteps);
+    const Tensor last = flags.unroll ? braze_examples::GruUnrolled(gru, in.x, kSteps)
+                                     : braze_examples::GruScan(gru, in.x, kSteps);
     const Tensor logits = braze::Dense(last, w_out, b_out);
     m.loss = braze::Mean(
         braze::SoftmaxCrossEntropyWithLogits(logits, braze::OneHot(in.labels, kClasses)));
@@ -84,6 +83,5 @@ int main(int argc, char** argv) {
   info.defaults.steps = 938;  // 2 epochs of 469 batches
   info.defaults.log_every = 469;
   info.defaults.lr = 2e-3;
-  info.defaults.unroll = true;
   return braze_examples::TrainMain(argc, argv, info, BuildGru);
 }

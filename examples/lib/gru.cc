@@ -57,4 +57,15 @@ Tensor GruUnrolled(const GruWeights& w, Tensor x, int64_t steps) {
   return h;
 }
 
+Tensor GruScan(const GruWeights& w, Tensor x, int64_t steps) {
+  // [B, steps * input] -> [steps, B, input]: Scan slices its elems on the leading axis.
+  const Tensor rows = braze::Transpose(braze::Reshape(x, {-1, steps, w.input}), {1, 0, 2});
+  const braze::ScanResult r = braze::Scan(
+      [w](braze::Graph&, const std::vector<Tensor>& h, const std::vector<Tensor>& x_t) {
+        return braze::ScanStep{{GruCell(w, x_t[0], h[0])}, {}};  // no per-step outputs
+      },
+      {GruZeroState(w, x)}, {rows}, {.name = "gru_scan"});
+  return r.carry[0];
+}
+
 }  // namespace braze_examples

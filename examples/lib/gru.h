@@ -1,7 +1,7 @@
 // A GRU (gated recurrent unit) layer, the recurrent model of examples/gru.cc and of the
 // GRU training-step benchmarks (bench/gru_bench.cc). One cell function serves both
 // forms of the recurrence: hand-unrolled (a C++ loop building every step into the
-// graph) and, where the graph has control flow, a loop op over the steps.
+// graph) and a Scan over the steps (the cell traced once, run 28 times).
 //
 // The cell follows torch::nn::GRU's equations and weight layout (gates r, z, n):
 //   r = sigmoid(x W_ir + b_ir + h W_hr + b_hr)
@@ -46,6 +46,10 @@ braze::Tensor GruZeroState(const GruWeights& w, braze::Tensor x);
 // The last state over `steps` steps of x [B, steps * input] (step t reads columns
 // t*input .. (t+1)*input - 1), hand-unrolled: GruCell built once per step.
 braze::Tensor GruUnrolled(const GruWeights& w, braze::Tensor x, int64_t steps);
+
+// The same last state as one Scan (braze/control_flow.h) over the steps: x's rows
+// [steps, B, input] are its elems, the state its carry, GruCell its body.
+braze::Tensor GruScan(const GruWeights& w, braze::Tensor x, int64_t steps);
 
 }  // namespace braze_examples
 
