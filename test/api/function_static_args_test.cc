@@ -106,6 +106,33 @@ TEST(FunctionStaticArgsTest, StringsAndDoublesSelectWhatIsTracedAndTypesAreDisti
   EXPECT_EQ(f.tracing_count(), 4);
   ASSERT_TRUE(f.Call({x, "relu", 0.5}).ok());
   EXPECT_EQ(f.tracing_count(), 4);
+  // Any integer type is an int, any floating type a double: the traces above serve them.
+  ASSERT_TRUE(f.Call({x, "relu", size_t{2}}).ok());
+  ASSERT_TRUE(f.Call({x, "relu", 0.5f}).ok());
+  EXPECT_EQ(f.tracing_count(), 4);
+}
+
+TEST(FunctionStaticArgsTest, ReduceRetracingGeneralizesAmongTracesOfTheSameValues) {
+  std::atomic<int> traces{0};
+  FunctionOptions o;
+  o.reduce_retracing = true;
+  Function f(ScaleBody(&traces), o);
+  auto call = [&](int64_t rows, int scale) {
+    const HostTensor x = Random({rows, 3}, rows);
+    auto y = f.Call({x, scale, false});
+    ASSERT_TRUE(y.ok()) << y.status();
+    ExpectScaled(x, scale, false, (*y)[0]);
+  };
+  call(2, 1);
+  call(4, 1);  // generalized to [?, 3] for scale 1
+  call(5, 1);
+  EXPECT_EQ(f.tracing_count(), 2);
+  call(6, 2);  // a new value: nothing of its own to generalize against yet
+  EXPECT_EQ(f.tracing_count(), 3);
+  call(7, 2);  // generalized for scale 2
+  call(9, 2);
+  call(8, 1);
+  EXPECT_EQ(f.tracing_count(), 4);
 }
 
 TEST(FunctionStaticArgsTest, RetracingWarningNamesTheStaticArgument) {
