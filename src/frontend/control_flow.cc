@@ -7,6 +7,7 @@
 // (ir/control_flow.h) to report, naming the node, so builders never fail half way.
 #include "braze/control_flow.h"
 
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <memory>
@@ -172,7 +173,7 @@ std::vector<std::string> Names(const char* base, size_t n) {
 // caller can index them (every use then reports the node's error).
 std::vector<Tensor> OutputsOf(Graph& g, const Tensor& t, size_t count) {
   if (t.node().status().ok()) return g.Outputs(t);
-  return std::vector<Tensor>(count, t);
+  return std::vector<Tensor>(std::max<size_t>(count, 1), t);
 }
 
 }  // namespace
@@ -193,7 +194,7 @@ std::vector<Tensor> Cond(Tensor pred, BranchFn then_fn, BranchFn else_fn,
   a.num_carried = static_cast<int>(operands.size());
   all.insert(all.end(), captures.begin(), captures.end());
   Tensor t = g->AddNode(OpKind::kCond, std::move(all), std::move(a), name);
-  return OutputsOf(*g, t, then_t.results.size());
+  return OutputsOf(*g, t, std::max(then_t.results.size(), else_t.results.size()));
 }
 
 ScanResult Scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> elems,

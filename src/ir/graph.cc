@@ -309,6 +309,22 @@ absl::Status VerifyGraph(const Graph& g) {
     if (*inferred != n.outputs()) {
       return absl::InternalError(absl::StrCat(label, ": stored output types are stale"));
     }
+    // cf (issue 40): a control-flow op's bodies are graphs of their own, checked alike.
+    if (const auto* cf = std::get_if<ControlFlowAttrs>(&n.attrs()); cf != nullptr) {
+      for (const auto& b : cf->bodies) {
+        for (const Tensor& p : b->params) {
+          if (p.graph() != b->graph.get() || p.node().op() != OpKind::kPlaceholder) {
+            return absl::InternalError(
+                absl::StrCat(label, ": a parameter of its ", b->name, " is not its Placeholder"));
+          }
+        }
+        absl::Status body = VerifyGraph(*b->graph);
+        if (!body.ok()) {
+          return absl::Status(body.code(),
+                              absl::StrCat(label, ", ", b->name, ": ", body.message()));
+        }
+      }
+    }
   }
   return absl::OkStatus();
 }

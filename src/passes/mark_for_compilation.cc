@@ -199,6 +199,11 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
       *text = absl::StrCat(Quoted(node), " (HostCall) runs a user C++ function; never compiled");
       return ExclusionReason::kNoLowering;
     }
+    if (OpCategoryOf(node.op()) == OpCategory::kControlFlow) {  // cf (issue 40)
+      *text = absl::StrCat(Quoted(node), " (", node.op_name(),
+                           ") is control flow: a step of its own, its bodies compiled apart");
+      return ExclusionReason::kNoLowering;
+    }
     if (node.op() == OpKind::kPlaceholder) {
       *text = absl::StrCat(Quoted(node), " (Placeholder) is fed at run time; no lowering");
       return ExclusionReason::kNoLowering;

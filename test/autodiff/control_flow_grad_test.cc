@@ -126,6 +126,33 @@ TEST(ControlFlowGradTest, ScanInsideCond) {
   }
 }
 
+// A Scan whose body runs a Scan over the rows of its slice (a second-level recurrence),
+// both capturing w: the inner Scan's gradient is built inside the outer's gradient body.
+TEST(ControlFlowGradTest, ScanInsideScan) {
+  Graph g;
+  Tensor xs = Placeholder(g, kF64, {3, 2, 4}, "xs");
+  Tensor w = Placeholder(g, kF64, {4}, "w");
+  Tensor c0 = Placeholder(g, kF64, {4}, "c0");
+  ScanResult outer = Scan(
+      [&](Graph&, const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+        ScanResult inner = Scan(
+            [&](Graph&, const std::vector<Tensor>& ci, const std::vector<Tensor>& row) {
+              Tensor h = Tanh(ci[0] * w + row[0]);
+              return ScanStep{{h}, {}};
+            },
+            {c[0]}, {x[0]});
+        Tensor h = Sin(inner.carry[0]) + c[0] * w;
+        return ScanStep{{h}, {Square(h)}};
+      },
+      {c0}, {xs});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  EXPECT_TRUE(CheckGradients(outer.stacked[0],
+                             {{xs, AwayFromZero({3, 2, 4}, 8, -1, 1, 0.1)},
+                              {w, AwayFromZero({4}, 9, -0.8, 0.8, 0.1)},
+                              {c0, AwayFromZero({4}, 10, -1, 1, 0.1)}},
+                             Tolerant()));
+}
+
 // v <- tanh(v W) while the counter is below `limit`, at most 4 times.
 TEST(ControlFlowGradTest, BoundedWhileStoppingEarlyAndAtItsBound) {
   Graph g;

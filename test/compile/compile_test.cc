@@ -33,7 +33,8 @@ TEST(OpIsCompilableTest, EveryComputeOpAndConstButNoSourceStateOrHostCall) {
     const bool expected =
         op == OpKind::kConst ||
         (cat != OpCategory::kSource && cat != OpCategory::kState && cat != OpCategory::kHostCall &&
-         cat != OpCategory::kCollective);  // dp (issue 37): collective steps
+         cat != OpCategory::kCollective &&  // dp (issue 37): collective steps
+         cat != OpCategory::kControlFlow);  // cf (issue 40): control-flow steps
     EXPECT_EQ(OpIsCompilable(op), expected) << OpName(op);
   }
 }

@@ -125,6 +125,9 @@ std::vector<GpuCase> OpCases(OpKind op) {
     case OpKind::kAllReduce:  // dp (issue 37): collective steps, never compiled
     case OpKind::kBroadcast:
     case OpKind::kAllGather:
+    case OpKind::kCond:  // cf (issue 40): control-flow steps, never compiled
+    case OpKind::kWhile:
+    case OpKind::kScan:
     case OpKind::kHostCall:
       return {};
     case OpKind::kConst:

@@ -221,6 +221,19 @@ TEST(RandomGraphs, Float16ProgramsMatchReference) {
   RunSlice(7300, 7316, slice);
 }
 
+// Control flow (braze-fuzz --control_flow; docs/CONTROL_FLOW.md; cf, issue 40): Scans
+// (reversed too, over -1 lengths), Conds on predicates both sides agree on, bounded
+// Whiles, each around a random body with a captured constant; their gradients in the
+// programs that fetch them.
+TEST(RandomGraphs, ControlFlowMatchesReference) {
+  Slice slice;
+  slice.gen.control_flow_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --control_flow --dynamic=0.3";
+  slice.vary_threads = true;
+  RunSlice(7400, 7412, slice);
+}
+
 // A random draw is compared with no tolerance: one ulp off in one element is a mismatch
 // (an f32 draw has no rounding to forgive), where an ordinary f32 fetch would pass.
 TEST(RandomGraphs, ARandomDrawOneUlpOffIsAMismatch) {

@@ -330,6 +330,33 @@ TEST(RandomProgram, Float16ProgramsDrawCastsAndOpsAndMarkTheirRounding) {
   }
 }
 
+// Control-flow programs (GenerateOptions::control_flow_probability; cf, issue 40) draw
+// Scans (reversed too), Conds (on an exact value's Max, or a constant) and bounded
+// Whiles; the programs build, gradients included. With the default (0) none does.
+TEST(RandomProgram, ControlFlowProgramsDrawEachOpAndTheDefaultNone) {
+  GenerateOptions options;
+  options.control_flow_probability = 1;
+  options.dynamic_probability = 0.3;
+  std::string all;
+  for (uint64_t seed = 1; seed < 80; ++seed) {
+    const Program program = GenerateProgram(seed, options);
+    for (const ProgramOp& op : program.ops) all += op.code + "\n";
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << "seed " << seed << ": " << built.status();
+    EXPECT_TRUE(built->gradients_status.ok()) << "seed " << seed << ": " << built->gradients_status;
+    for (const ProgramOp& op : GenerateProgram(seed).ops) {
+      EXPECT_EQ(op.code.find("Scan("), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("Cond("), std::string::npos) << seed << ": " << op.code;
+      EXPECT_EQ(op.code.find("While("), std::string::npos) << seed << ": " << op.code;
+    }
+  }
+  for (const char* want : {"Scan(", "ScanOptions{true}", "Cond(Greater(Cast(Max($1)",
+                           "Cond(Const(g, HostTensor::Scalar<bool>", "While(", "Square(h)"}) {
+    EXPECT_NE(all.find(want), std::string::npos) << want;
+  }
+}
+
 // Attention programs (GenerateOptions::attention_probability) draw
 // ScaledDotProductAttention fused and unfused, causal, with dropout (constant and run-time
 // steps), an explicit scale, f64, Tq != Tk, a -1 length, and fetch gradients in about

@@ -24,7 +24,8 @@
 // --attention[=P] (the chance a program draws ScaledDotProductAttention, fused or not,
 // and in half of them its gradients; default 0; bare: every program), --float16[=P] (the
 // chance a program draws bf16 and f16 values, ops on them and casts; default 0; bare:
-// every program),
+// every program), --control_flow[=P] (the chance a program draws Conds, Scans and
+// bounded Whiles around random bodies; default 0; bare: every program),
 // --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
@@ -93,6 +94,7 @@ struct Flags {
   double random = 0;          // GenerateOptions::random_probability
   double attention = 0;       // GenerateOptions::attention_probability
   double float16 = 0;         // GenerateOptions::float16_probability
+  double control_flow = 0;    // GenerateOptions::control_flow_probability (cf, issue 40)
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -150,6 +152,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->attention)) return false;
     } else if (arg == "--float16") {
       if (!ParseProbability(value, &f->float16)) return false;
+    } else if (arg == "--control_flow") {
+      if (!ParseProbability(value, &f->control_flow)) return false;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -201,6 +205,7 @@ GenerateOptions GenOptions(const Flags& f) {
   gen.random_probability = f.random;
   gen.attention_probability = f.attention;
   gen.float16_probability = f.float16;
+  gen.control_flow_probability = f.control_flow;
   return gen;
 }
 
@@ -234,7 +239,8 @@ std::string Settings(const Flags& f) {
       " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
       " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
       " sequence=", gen.sequence_probability, " random=", gen.random_probability,
-      " attention=", gen.attention_probability, " float16=", gen.float16_probability, " threads=",
+      " attention=", gen.attention_probability, " float16=", gen.float16_probability,
+      " control_flow=", gen.control_flow_probability, " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),
@@ -379,6 +385,9 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
     absl::StrAppend(&flags, " --attention=", absl::StrFormat("%.17g", f.attention));
   }
   if (f.float16 > 0) absl::StrAppend(&flags, " --float16=", absl::StrFormat("%.17g", f.float16));
+  if (f.control_flow > 0) {
+    absl::StrAppend(&flags, " --control_flow=", absl::StrFormat("%.17g", f.control_flow));
+  }
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   std::printf(
@@ -496,7 +505,8 @@ int Main(int argc, char** argv) {
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
                  "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
-                 "[--random[=P]] [--attention[=P]] [--float16[=P]] [--threads=N|random] "
+                 "[--random[=P]] [--attention[=P]] [--float16[=P]] [--control_flow[=P]] "
+                 "[--threads=N|random] "
                  "[--seed_timeout=SECONDS] "
                  "[--verbose] "
                  "[--print]\n");

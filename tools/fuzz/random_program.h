@@ -142,6 +142,12 @@ struct GenerateOptions {
   // 16-bit types and back) (random_program_float16.cc). Drawn from a stream of its own:
   // with 0 (the default) every seed's program is what it was before.
   double float16_probability = 0;
+  // cf (issue 40): the chance a program draws control flow (braze-fuzz --control_flow):
+  // then 25% of its ops are Scans (forward or reversed, over a -1 length too), Conds and
+  // statically bounded Whiles around random bodies (random_program_control_flow.cc).
+  // Drawn from a stream of its own: with 0 (the default) every seed's program is what it
+  // was before.
+  double control_flow_probability = 0;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});

@@ -64,6 +64,7 @@ class Generator : public internal::Drawer {
         random_rng_(seed ^ 0x52616e646f6dull),
         attention_rng_(seed ^ 0x4174746e6e6eull),
         float16_rng_(seed ^ 0x466c6f617431ull),
+        control_flow_rng_(seed ^ 0x436f6e74726c46ull),
         options_(options) {
     program_.seed = seed;
   }
@@ -195,6 +196,10 @@ class Generator : public internal::Drawer {
   bool Float16Op() {
     return FamilyOp(float16_rng_, float16_, options_.float16_probability, 0.3,
                     internal::DrawFloat16Op);
+  }
+  bool ControlFlowOp() {  // cf (issue 40)
+    return FamilyOp(control_flow_rng_, control_flow_, options_.control_flow_probability, 0.25,
+                    internal::DrawControlFlowOp);
   }
   bool FamilyOp(std::mt19937_64& stream, int& on, double p, double share,
                 bool (*draw)(internal::Drawer&)) {
@@ -438,7 +443,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp() || AttentionOp() || Float16Op()) return true;
+    if (RandomOp() || AttentionOp() || Float16Op() || ControlFlowOp()) return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
@@ -516,15 +521,17 @@ class Generator : public internal::Drawer {
   }
 
   std::mt19937_64 rng_;
-  std::mt19937_64 window_rng_;     // the window ops' stream (WindowStream)
-  std::mt19937_64 sequence_rng_;   // the sequence ops' stream (SequenceStream)
-  int sequence_ = -1;              // whether this program draws sequence ops; -1: not drawn yet
-  std::mt19937_64 random_rng_;     // the random ops' stream (RandomOp)
-  int random_ = -1;                // whether this program draws random ops; -1: not drawn yet
-  std::mt19937_64 attention_rng_;  // attention's stream (AttentionOp)
-  int attention_ = -1;             // whether this program draws attention; -1: not drawn yet
-  std::mt19937_64 float16_rng_;    // bf16 and f16's stream (Float16Op)
-  int float16_ = -1;               // whether this program draws 16-bit ops; -1: not drawn yet
+  std::mt19937_64 window_rng_;        // the window ops' stream (WindowStream)
+  std::mt19937_64 sequence_rng_;      // the sequence ops' stream (SequenceStream)
+  int sequence_ = -1;                 // whether this program draws sequence ops; -1: not drawn yet
+  std::mt19937_64 random_rng_;        // the random ops' stream (RandomOp)
+  int random_ = -1;                   // whether this program draws random ops; -1: not drawn yet
+  std::mt19937_64 attention_rng_;     // attention's stream (AttentionOp)
+  int attention_ = -1;                // whether this program draws attention; -1: not drawn yet
+  std::mt19937_64 float16_rng_;       // bf16 and f16's stream (Float16Op)
+  int float16_ = -1;                  // whether this program draws 16-bit ops; -1: not drawn yet
+  std::mt19937_64 control_flow_rng_;  // control flow's stream (ControlFlowOp; cf, issue 40)
+  int control_flow_ = -1;             // whether this program draws control flow; -1: not yet
   GenerateOptions options_;
   Program program_;
   Graph g_;

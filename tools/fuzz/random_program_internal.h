@@ -99,6 +99,9 @@ bool DrawRandomOp(Drawer& d);
 bool DrawAttentionOp(Drawer& d);
 // A bf16 or f16 op (random_program_float16.cc). False when no value fits.
 bool DrawFloat16Op(Drawer& d);
+// A Cond, Scan or bounded While around a random body (random_program_control_flow.cc;
+// cf, issue 40). False when no value fits.
+bool DrawControlFlowOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz
