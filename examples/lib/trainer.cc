@@ -49,7 +49,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "       [--reference] [--min_test_accuracy=X] [--eval_rows=N] [--eval_batch=N]\n"
       "       [--dropout=RATE] [--checkpoint_dir=DIR] [--checkpoint_every=N]\n"
       "       [--keep_checkpoints=N] [--print_losses] [--data_parallel]\n"
-      "       [--precision=f32|bf16|f16]\n"
+      "       [--precision=f32|bf16|f16] [--unroll]\n"
       "       [--device=auto|cpu|cuda[:N]|opencl|jit:cpu]\n"
       "  --jit        off: every op runs as its own compiled kernel (no fusion);\n"
       "               scope: the model, loss, gradients and updates are built under\n"
@@ -80,7 +80,9 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "  --precision  f32 (default), or the bf16 / f16 mixed-precision policy: 16-bit\n"
       "               matmuls, convolutions and elementwise chains, f32 master weights,\n"
       "               reductions, softmax and loss; f16 with dynamic loss scaling\n"
-      "               (docs/MIXED_PRECISION.md)\n",
+      "               (docs/MIXED_PRECISION.md)\n"
+      "  --unroll     recurrent models (gru): the recurrence hand-unrolled, a copy of the\n"
+      "               cell per step in the graph\n",
       info.program, info.description, info.program, JitModeName(d.jit),
       static_cast<long long>(d.steps), static_cast<long long>(d.batch), d.lr,
       static_cast<unsigned long long>(d.seed), static_cast<long long>(d.log_every),
@@ -117,6 +119,8 @@ FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, Train
     ok = absl::SimpleAtod(value, &flags->dropout) && flags->dropout >= 0 && flags->dropout < 1;
   } else if (arg == "--data_parallel") {
     ok = ParseBool(value, &flags->data_parallel);
+  } else if (arg == "--unroll") {
+    ok = ParseBool(value, &flags->unroll);
   } else if (arg == "--min_test_accuracy") {
     ok = absl::SimpleAtod(value, &flags->min_test_accuracy);
   } else {
@@ -129,7 +133,7 @@ FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, Train
 absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& info) {
   TrainFlags flags = info.defaults;
   BRAZE_RETURN_IF_ERROR(ParseCommandLine(
-      argc, argv, {"--reference", "--print_losses", "--data_parallel"},
+      argc, argv, {"--reference", "--print_losses", "--data_parallel", "--unroll"},
       [&info] { Usage(stdout, info); },
       [&flags](const std::string& arg, const std::string& value) {
         return ParseTrainFlag(arg, value, &flags);

@@ -53,6 +53,9 @@ struct TrainFlags : CommonFlags {
   bool data_parallel = false;
   int rank = 0;   // set by TrainMain: this process's rank
   int world = 1;  // and the number of ranks
+  // Recurrent models (gru): build the recurrence hand-unrolled, one copy of the cell per
+  // step, instead of as a loop op.
+  bool unroll = false;
 };
 
 // `optimizer`, data parallel under --data_parallel and with dynamic loss scaling under

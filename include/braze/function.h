@@ -75,16 +75,37 @@
 //   the thread that is tracing the same Function (from its body), or that would trace
 //   into a graph this thread is running or tracing, is FailedPrecondition, and so is a
 //   HostCall of a running trace calling its own Function (its Session is running).
+// - Static (non-tensor) arguments, TF's Python-value arguments: a C++ value that changes
+//   what the body builds (a loop count, a training flag, an activation's name) is passed
+//   to Function::Call as an Arg holding a bool, an integer (kept as int64_t), a floating
+//   value (kept as double) or a string; tensors are Args too. A body taking
+//   `const std::vector<TracedArg>&` (TracedArgsBody) receives, per argument, the
+//   placeholder of a tensor argument or the value of a static one. The value is part of
+//   the trace key: one trace per distinct value (and tensor signature), a call with a
+//   value seen before reuses its trace (bool true and int 1 are different values). Which
+//   arguments are static is fixed by the first trace, as the argument count is: a static
+//   value where it took a tensor, or the reverse, is InvalidArgument naming the argument.
+//   input_signature covers the tensor arguments only, in order; a static value where it
+//   expects a tensor is InvalidArgument naming the argument. reduce_retracing generalizes
+//   dims among the traces of the same static values. The retracing warning names the
+//   static arguments whose values changed ("argument 1 (values 3, 4, 5, 6, 7)"). A static
+//   value never reaches the graph as data: give a value that varies a lot (a step count,
+//   a learning rate) as a tensor instead. A body of the tensor-only kind (FunctionBody)
+//   takes no static values (InvalidArgument naming the first). operator() is Call with
+//   tensors only.
 // - Errors (wrong argument count, types, a body that returns no tensors or tensors of
 //   another graph, a body that throws, a build error inside the body) are a Status
 //   naming the function, and the argument or node. A trace that fails is not kept.
 #ifndef BRAZE_FUNCTION_H_
 #define BRAZE_FUNCTION_H_
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -116,6 +137,60 @@ struct FunctionOptions {
 
 using FunctionBody = std::function<std::vector<Tensor>(Graph& g, const std::vector<Tensor>& args)>;
 
+// The value of a static argument (see "Static arguments" above).
+using StaticValue = std::variant<bool, int64_t, double, std::string>;
+std::string StaticValueString(const StaticValue& value);  // "int 3", "string \"relu\""
+
+// One argument of Function::Call: a tensor, or a static value that is part of the trace
+// key. Integers of any type are kept as int64_t, floating values as double.
+class Arg {
+ public:
+  Arg(HostTensor tensor) : tensor_(std::move(tensor)) {}  // NOLINT: implicit by design
+  Arg(bool value) : value_(value) {}                      // NOLINT
+  template <typename T,
+            std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
+  Arg(T value) : value_(static_cast<int64_t>(value)) {}  // NOLINT
+  template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+  Arg(T value) : value_(static_cast<double>(value)) {}    // NOLINT
+  Arg(const char* value) : value_(std::string(value)) {}  // NOLINT
+  Arg(std::string value) : value_(std::move(value)) {}    // NOLINT
+
+  bool is_tensor() const { return !value_.has_value(); }
+  const HostTensor& tensor() const { return tensor_; }                // empty for a static value
+  const std::optional<StaticValue>& value() const { return value_; }  // nullopt: a tensor
+
+ private:
+  HostTensor tensor_;
+  std::optional<StaticValue> value_;
+};
+
+// What a TracedArgsBody receives for argument `index()` of a call: a tensor argument's
+// placeholder, or a static argument's value. Asking for the wrong kind (tensor() of a
+// static argument, Int() of a string) fails the trace with InvalidArgument naming the
+// function and the argument.
+class TracedArg {
+ public:
+  TracedArg(int index, Tensor tensor) : index_(index), tensor_(tensor) {}
+  TracedArg(int index, StaticValue value) : index_(index), value_(std::move(value)) {}
+
+  int index() const { return index_; }
+  bool is_tensor() const { return !value_.has_value(); }
+  const Tensor& tensor() const;
+  const StaticValue& value() const;
+  bool Bool() const;
+  int64_t Int() const;
+  double Double() const;  // a double, or an integer converted
+  const std::string& String() const;
+
+ private:
+  int index_;
+  Tensor tensor_;
+  std::optional<StaticValue> value_;
+};
+
+using TracedArgsBody =
+    std::function<std::vector<Tensor>(Graph& g, const std::vector<TracedArg>& args)>;
+
 class Function;
 namespace function_internal {
 struct Trace;
@@ -145,11 +220,16 @@ class ConcreteFunction {
 class Function {
  public:
   explicit Function(FunctionBody body, FunctionOptions options = {});
+  // A body that receives static arguments' values (see "Static arguments" above).
+  explicit Function(TracedArgsBody body, FunctionOptions options = {});
   ~Function();
   Function(const Function&) = delete;
   Function& operator=(const Function&) = delete;
 
   absl::StatusOr<std::vector<HostTensor>> operator()(const std::vector<HostTensor>& args);
+  // A call with tensor and static arguments: the outputs of the trace for the tensors'
+  // signature and the static values (traced now if there is none).
+  absl::StatusOr<std::vector<HostTensor>> Call(const std::vector<Arg>& args);
   // The trace for `signature`, traced now if no trace matches it (tf.function's
   // get_concrete_function). Checked against input_signature when there is one.
   absl::StatusOr<ConcreteFunction*> GetConcreteFunction(const std::vector<TensorSpec>& signature);
@@ -164,9 +244,16 @@ class Function {
   // `reduce_call` (reduce_retracing), a trace covering that call found under the tracing
   // lock is returned instead, and `spec` is generalized again there against the traces
   // other threads made meanwhile.
+  // Only traces of the static values `statics` (one per argument, nullopt for a tensor)
+  // are considered.
   absl::StatusOr<ConcreteFunction*> FindOrTrace(
-      const std::vector<TensorSpec>& spec, bool* traced,
-      const std::vector<TensorSpec>* reduce_call = nullptr);
+      const std::vector<TensorSpec>& spec, const std::vector<std::optional<StaticValue>>& statics,
+      bool* traced, const std::vector<TensorSpec>* reduce_call = nullptr);
+  // A call: `tensors` are the tensor arguments in order, `statics` has one entry per
+  // argument (nullopt for a tensor).
+  absl::StatusOr<std::vector<HostTensor>> Run(
+      const std::vector<HostTensor>& tensors,
+      const std::vector<std::optional<StaticValue>>& statics);
   std::unique_ptr<function_internal::Shared> shared_;
 };
 

@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/signature.h"
+#include "api/static_args.h"
 #include "api/variable_sync.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
@@ -62,7 +63,8 @@ struct Captures {
 struct Trace {
   int first_node = 0;  // the trace's nodes are first_node.. in the graph
   api::Signature signature;
-  std::string root;  // the name scope the body ran in: "name", "name_1", ...
+  api::StaticKey statics;  // per argument: its static value, nullopt for a tensor
+  std::string root;        // the name scope the body ran in: "name", "name_1", ...
   std::vector<Tensor> inputs, outputs, targets;
   // Variables the body created (not stand-ins for captured ones), in node order, and
   // for those that stand for a variable the function created earlier (an eager call
@@ -74,7 +76,8 @@ struct Trace {
 };
 
 struct Shared {
-  FunctionBody body;
+  TracedArgsBody body;
+  bool takes_values = true;  // false: a FunctionBody (tensor arguments only)
   FunctionOptions options;
   std::unique_ptr<Graph> own_graph;
   Graph* graph = nullptr;
@@ -85,8 +88,9 @@ struct Shared {
   mutable std::mutex mu;  // everything below
   std::vector<std::unique_ptr<Trace>> traces;
   std::unordered_map<api::SharedVariable*, uint64_t> held;
-  // The last 10 calls: the signature of each that traced, nullopt for the others.
-  std::deque<std::optional<api::Signature>> recent;
+  // The last 10 calls: the signature and static values of each that traced, nullopt for
+  // the others.
+  std::deque<std::optional<std::pair<api::Signature, api::StaticKey>>> recent;
   bool warned = false;
   int tracing_count = 0;
   // The Variables the body created, by name within its scope (Trace::root), all in
@@ -276,10 +280,11 @@ using CreatedCheck = std::function<absl::Status(Trace& trace)>;
 
 // Runs the body once into `g` for `signature`. On error (`check` included) the graph is
 // rolled back to what it was, so a failed trace leaves nothing behind.
-absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
+absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
                                                  const FunctionOptions& options, Graph& g,
                                                  Captures& captures,
-                                                 const api::Signature& signature, bool eager,
+                                                 const api::Signature& signature,
+                                                 const api::StaticKey& statics, bool eager,
                                                  const CreatedCheck& check) {
   const int start = g.num_nodes();
   const absl::Status status_before = g.status();
@@ -295,6 +300,7 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
   auto trace = std::make_unique<Trace>();
   trace->first_node = start;
   trace->signature = signature;
+  trace->statics = statics;
   frontend::EagerBody eager_body;
   {
     // Before the arguments: a Function called while another traces (from its body) made
@@ -305,17 +311,17 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
     // would get: the names of the variables the body creates are compared within it.
     const std::string probe = g.UniqueName("");
     trace->root = probe.substr(0, probe.rfind('/'));
-    for (size_t i = 0; i < signature.size(); ++i) {
-      trace->inputs.push_back(
-          Placeholder(g, signature[i].dtype, signature[i].shape, absl::StrCat("arg", i)));
-    }
+    const std::vector<TracedArg> args = api::TraceArgs(g, signature, statics, &trace->inputs);
     std::optional<JitScope> scope;
     if (options.jit_compile.has_value() && !eager) scope.emplace(g, *options.jit_compile);
     PrecisionScope precision(g, options.precision);  // issue 38's policy; kF32: none
     frontend::EagerBody* outer = frontend::CurrentEagerBody();
     frontend::CurrentEagerBody() = eager ? &eager_body : nullptr;
     try {
-      trace->outputs = body(g, trace->inputs);
+      trace->outputs = body(g, args);
+    } catch (const api::ArgKindError& e) {
+      frontend::CurrentEagerBody() = outer;
+      return fail(absl::InvalidArgumentError(e.what()));
     } catch (const std::exception& e) {
       frontend::CurrentEagerBody() = outer;
       return fail(absl::InternalError(absl::StrCat("the body threw: ", e.what())));
@@ -374,6 +380,11 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const FunctionBody& body,
 // ---- Function ----
 
 Function::Function(FunctionBody body, FunctionOptions options)
+    : Function(api::TensorsOnlyBody(std::move(body)), std::move(options)) {
+  shared_->takes_values = false;
+}
+
+Function::Function(TracedArgsBody body, FunctionOptions options)
     : shared_(std::make_unique<Shared>()) {
   shared_->body = std::move(body);
   shared_->options = std::move(options);
@@ -455,11 +466,11 @@ void BindVariables(Graph& g, Trace& trace, const Captures& captures,
 }
 
 // The trace whose signature covers `call`, preferring the most specific one.
-Trace* FindTrace(Shared& s, const api::Signature& call) {
+Trace* FindTrace(Shared& s, const api::Signature& call, const api::StaticKey& statics) {
   Trace* best = nullptr;
   int best_unknown = 0;
   for (const auto& t : s.traces) {
-    if (!api::Covers(t->signature, call)) continue;
+    if (t->statics != statics || !api::Covers(t->signature, call)) continue;
     int unknown = 0;
     for (const TensorSpec& spec : t->signature) {
       for (int64_t d : spec.shape) unknown += d == kUnknownDim;
@@ -473,35 +484,33 @@ Trace* FindTrace(Shared& s, const api::Signature& call) {
 }
 
 // Records a call for the excessive-retracing warning; warns once.
-void NoteCall(Shared& s, bool traced, const api::Signature& signature) {
+void NoteCall(Shared& s, bool traced, const api::Signature& signature,
+              const api::StaticKey& statics) {
   if (s.warned) return;
-  s.recent.push_back(traced ? std::optional<api::Signature>(signature) : std::nullopt);
+  s.recent.push_back(traced ? std::make_optional(std::make_pair(signature, statics))
+                            : std::nullopt);
   if (s.recent.size() > kRetraceWindow) s.recent.pop_front();
   std::vector<api::Signature> traced_signatures;
+  std::vector<api::StaticKey> traced_statics;
   for (const auto& r : s.recent) {
-    if (r) traced_signatures.push_back(*r);
+    if (!r) continue;
+    traced_signatures.push_back(r->first);
+    traced_statics.push_back(r->second);
   }
   const int traces = static_cast<int>(traced_signatures.size());
   if (traces < kRetraceLimit) return;
   s.warned = true;
-  LogWarning(absl::StrCat(FunctionLabel(s.options), " has traced ", traces,
-                          " times within its last ", s.recent.size(),
-                          " calls, which is expensive (each trace builds and compiles a graph). "
-                          "Changed between traces: ",
-                          api::ChangedDims(traced_signatures),
-                          ". Give FunctionOptions::input_signature with -1 for dims that vary",
-                          s.options.reduce_retracing ? "." : ", or set reduce_retracing."));
+  LogWarning(api::RetraceWarning(FunctionLabel(s.options), traced_signatures, traced_statics,
+                                 s.recent.size(), s.options.reduce_retracing));
 }
 
-// A C++ body takes a vector, so its arity is what its first trace (or the
-// input_signature) had: a call with another count is an error, not a retrace that would
-// index past the arguments.
-absl::Status CheckCount(Shared& s, size_t count) {
+// A C++ body takes a vector, so its arity and the positions of its static arguments
+// are what its first trace (or the input_signature) had: a call with others is an
+// error, not a retrace that would index past the arguments.
+absl::Status CheckPattern(Shared& s, const api::StaticKey& statics) {
   std::lock_guard<std::mutex> lock(s.mu);
-  if (s.traces.empty() || s.traces.front()->signature.size() == count) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(FunctionLabel(s.options), " takes ",
-                                                 s.traces.front()->signature.size(),
-                                                 " arguments (as traced first), got ", count));
+  if (s.traces.empty()) return absl::OkStatus();
+  return api::CheckPattern(s.options.name, s.traces.front()->statics, statics);
 }
 
 // Points the variables `trace` creates again at those the function created before
@@ -548,7 +557,8 @@ void KeepCreated(Shared& s, Trace& trace, Graph& g) {
 // variables the body creates are the function's (Shared::created): each call creates
 // them again, standing for them; as a trace, only the first call may create new ones,
 // and a call that would trace again (not running eagerly) may create none.
-absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<HostTensor>& args) {
+absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<HostTensor>& args,
+                                                   const api::StaticKey& statics) {
   std::unique_ptr<Graph> scratch;
   Graph* g = s.graph;
   if (s.own_graph != nullptr) {
@@ -588,7 +598,8 @@ absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<
     return MatchCreated(s, trace).status();
   };
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace,
-                         TraceBody(s.body, s.options, *g, captures, call, /*eager=*/true, check));
+                         TraceBody(s.body, s.options, *g, captures, call, statics,
+                                   /*eager=*/true, check));
   if (trace->homes.size() < trace->created.size()) {
     // Variables created anew: the function's graph grows by their homes.
     std::optional<ScopedGraphLock> home_lock;
@@ -615,16 +626,17 @@ absl::StatusOr<std::vector<HostTensor>> RunEagerly(Shared& s, const std::vector<
 }  // namespace
 
 absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
-    const std::vector<TensorSpec>& spec_in, bool* traced,
+    const std::vector<TensorSpec>& spec_in, const api::StaticKey& statics, bool* traced,
     const std::vector<TensorSpec>* reduce_call) {
   std::vector<TensorSpec> spec = spec_in;
   Shared& s = *shared_;
   *traced = false;
   BRAZE_RETURN_IF_ERROR(NotTracingHere(s));
-  BRAZE_RETURN_IF_ERROR(CheckCount(s, spec.size()));
+  BRAZE_RETURN_IF_ERROR(CheckPattern(s, statics));
   auto find = [&]() -> ConcreteFunction* {
     for (const auto& t : s.traces) {
-      if (api::Covers(t->signature, spec) && api::Covers(spec, t->signature)) {
+      if (t->statics == statics && api::Covers(t->signature, spec) &&
+          api::Covers(spec, t->signature)) {
         return t->concrete.get();
       }
     }
@@ -642,9 +654,11 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
     // Threads that generalized against the same traces at once each traced their own
     // call: 3 traces where reduce_retracing allows 2 (a black-box test). Under this
     // lock the traces are current.
-    if (Trace* covering = FindTrace(s, *reduce_call)) return covering->concrete.get();
-    std::vector<api::Signature> traces;
-    for (const auto& t : s.traces) traces.push_back(t->signature);
+    if (Trace* covering = FindTrace(s, *reduce_call, statics)) return covering->concrete.get();
+    std::vector<api::Signature> traces;  // of the same static values
+    for (const auto& t : s.traces) {
+      if (t->statics == statics) traces.push_back(t->signature);
+    }
     spec = api::Generalize(*reduce_call, traces);
   }
   if (ConcreteFunction* found = find()) return found;  // another thread traced it
@@ -664,7 +678,8 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
                        "here the one for ",
                        api::SignatureString(s.traces.front()->signature)));
     };
-    traced_body = TraceBody(s.body, s.options, *s.graph, s.captures, spec, /*eager=*/false, check);
+    traced_body =
+        TraceBody(s.body, s.options, *s.graph, s.captures, spec, statics, /*eager=*/false, check);
   }
   BRAZE_ASSIGN_OR_RETURN(std::unique_ptr<Trace> trace, std::move(traced_body));
   KeepCreated(s, *trace, *s.graph);
@@ -683,31 +698,51 @@ absl::StatusOr<ConcreteFunction*> Function::GetConcreteFunction(
     BRAZE_RETURN_IF_ERROR(api::CheckAgainst(o.name, *o.input_signature, signature));
   }
   bool traced = false;
-  return FindOrTrace(o.input_signature ? *o.input_signature : signature, &traced);
+  return FindOrTrace(o.input_signature ? *o.input_signature : signature,
+                     api::TensorsOnly(signature.size()), &traced);
 }
 
 absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<HostTensor>& args) {
+  return Run(args, api::TensorsOnly(args.size()));
+}
+
+absl::StatusOr<std::vector<HostTensor>> Function::Call(const std::vector<Arg>& args) {
+  std::vector<HostTensor> tensors;
+  api::StaticKey statics;
+  api::SplitArgs(args, &tensors, &statics);
+  if (!shared_->takes_values) {
+    BRAZE_RETURN_IF_ERROR(api::CheckTensorsOnly(shared_->options.name, statics));
+  }
+  return Run(tensors, statics);
+}
+
+absl::StatusOr<std::vector<HostTensor>> Function::Run(const std::vector<HostTensor>& args,
+                                                      const api::StaticKey& statics) {
   Shared& s = *shared_;
   BRAZE_RETURN_IF_ERROR(NotTracingHere(s));
-  for (size_t i = 0; i < args.size(); ++i) {
+  for (size_t i = 0, t = 0; i < statics.size(); ++i) {
+    if (statics[i].has_value()) continue;
     // Before the signature: a -1 dim there means "any size" and would trace generically.
-    if (args[i].num_elements() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Function '", s.options.name, "': argument ",
-                                                     i, " has shape ", ShapeString(args[i].shape()),
-                                                     ": a negative dim or a byte size past int64"));
+    if (args[t++].num_elements() < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Function '", s.options.name, "': argument ", i, " has shape ",
+          ShapeString(args[t - 1].shape()), ": a negative dim or a byte size past int64"));
     }
   }
   const api::Signature call = api::SignatureOf(args);
   if (s.options.input_signature) {
-    BRAZE_RETURN_IF_ERROR(api::CheckAgainst(s.options.name, *s.options.input_signature, call));
+    BRAZE_RETURN_IF_ERROR(
+        api::HasStatic(statics)
+            ? api::CheckTensorsAgainst(s.options.name, *s.options.input_signature, statics, call)
+            : api::CheckAgainst(s.options.name, *s.options.input_signature, call));
   }
-  BRAZE_RETURN_IF_ERROR(CheckCount(s, args.size()));
-  if (FunctionsRunEagerly()) return RunEagerly(s, args);
+  BRAZE_RETURN_IF_ERROR(CheckPattern(s, statics));
+  if (FunctionsRunEagerly()) return RunEagerly(s, args, statics);
   Trace* trace = nullptr;
   {
     std::lock_guard<std::mutex> lock(s.mu);
-    trace = FindTrace(s, call);
-    if (trace != nullptr) NoteCall(s, false, call);
+    trace = FindTrace(s, call, statics);
+    if (trace != nullptr) NoteCall(s, false, call, statics);
   }
   if (trace == nullptr) {
     // With reduce_retracing, FindOrTrace generalizes the call under its tracing lock.
@@ -715,10 +750,10 @@ absl::StatusOr<std::vector<HostTensor>> Function::operator()(const std::vector<H
     bool traced = false;
     const bool reduce = !s.options.input_signature && s.options.reduce_retracing;
     BRAZE_ASSIGN_OR_RETURN(ConcreteFunction * concrete,
-                           FindOrTrace(spec, &traced, reduce ? &call : nullptr));
+                           FindOrTrace(spec, statics, &traced, reduce ? &call : nullptr));
     trace = concrete->trace_;
     std::lock_guard<std::mutex> lock(s.mu);
-    NoteCall(s, traced, call);
+    NoteCall(s, traced, call, statics);
   }
   ScopedGraphLock graph_lock(*s.graph_mu, /*exclusive=*/false, s.options);
   BRAZE_RETURN_IF_ERROR(graph_lock.status());
