@@ -80,9 +80,10 @@ absl::StatusOr<std::unique_ptr<Model>> MakeModel(braze::Graph& g, const GptConfi
 }
 
 std::string DescribeOptions(const CharLmOptions& o, const char* api) {
-  return absl::StrFormat(
-      "--api=%s --jit=%s --device=%s --attention=%s --precision=%s", api, JitModeName(o.jit), o.device,
-      o.attention == AttentionImpl::kFused ? "fused" : "unfused", braze::DTypeName(o.precision));
+  return absl::StrFormat("--api=%s --jit=%s --device=%s --attention=%s --precision=%s", api,
+                         JitModeName(o.jit), o.device,
+                         o.attention == AttentionImpl::kFused ? "fused" : "unfused",
+                         braze::DTypeName(o.precision));
 }
 
 class SessionRunner : public CharLmRunner {

@@ -1,6 +1,7 @@
 // What the examples' command lines share (trainer.h's TrainFlags and char_lm's flags
 // extend CommonFlags): how to compile and run (--jit, --api, --device), the run's length
-// and seed, the mixed-precision policy (--precision), and checkpoints (--checkpoint_dir, --checkpoint_every, --keep_checkpoints,
+// and seed, the mixed-precision policy (--precision), and checkpoints (--checkpoint_dir,
+// --checkpoint_every, --keep_checkpoints,
 // --print_losses); one parser for `--name=value` and `--name value`, and the session
 // and Function options those flags ask for.
 #ifndef BRAZE_EXAMPLES_LIB_COMMON_FLAGS_H_

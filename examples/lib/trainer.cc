@@ -383,7 +383,7 @@ absl::StatusOr<Runner> FunctionRunner(const TrainFlags& flags, const Model& mode
   SetFunctionOptions(flags.jit, flags.device, &options);
   options.session.reference_only = flags.reference;
   options.precision = flags.precision;  // the mixed-precision policy (braze/precision.h)
-  if (flags.data_parallel) {  // rank 0's initial weights everywhere, before any trace
+  if (flags.data_parallel) {            // rank 0's initial weights everywhere, before any trace
     const std::vector<braze::Tensor> vars = Variables(g);
     braze::FunctionOptions o = options;
     o.name = "broadcast_variables";

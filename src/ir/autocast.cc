@@ -68,6 +68,9 @@ AutocastRule AutocastRuleOf(OpKind op) {
     case OpCategory::kRandom:
     case OpCategory::kCollective:
     case OpCategory::kHostCall:
+    // Cond, While, Scan: their operands are the bodies' parameters, whose dtypes the
+    // bodies were traced for (a body's own graph has no precision scope of its own).
+    case OpCategory::kControlFlow:
       return AutocastRule::kKeep;
   }
   return AutocastRule::kKeep;

@@ -452,7 +452,8 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp() || ControlFlowOp()) return true;
+    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp() || ControlFlowOp())
+      return true;
     switch (Uniform(20)) {
       case 0:
       case 1:
