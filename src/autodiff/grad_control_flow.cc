@@ -23,6 +23,7 @@
 #include "braze/gradients.h"
 #include "braze/ops.h"
 #include "braze/status.h"
+#include "ir/control_flow.h"
 
 namespace braze {
 namespace autodiff_internal {
@@ -39,16 +40,7 @@ std::string Label(const Node& n) {
 absl::StatusOr<std::vector<Tensor>> CloneBody(Graph& dst, const Body& body,
                                               const std::vector<Tensor>& params) {
   const Graph& src = *body.graph;
-  std::vector<bool> needed(src.num_nodes(), false);
-  std::vector<int> stack;
-  for (const Tensor& r : body.results) stack.push_back(r.node_id());
-  while (!stack.empty()) {
-    const int id = stack.back();
-    stack.pop_back();
-    if (needed[id]) continue;
-    needed[id] = true;
-    for (const Tensor& in : src.node(id).inputs()) stack.push_back(in.node_id());
-  }
+  const std::vector<bool> needed = ir::BodyNodesNeeded(body);
   std::vector<std::vector<Tensor>> map(src.num_nodes());
   for (size_t i = 0; i < body.params.size(); ++i) map[body.params[i].node_id()] = {params[i]};
   for (int id = 0; id < src.num_nodes(); ++id) {

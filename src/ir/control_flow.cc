@@ -24,22 +24,6 @@ Shape Merge(const Shape& a, const Shape& b) {
   return out;
 }
 
-// The nodes `body`'s results need, by id.
-std::vector<bool> Needed(const Body& body) {
-  const Graph& g = *body.graph;
-  std::vector<bool> needed(g.num_nodes(), false);
-  std::vector<int> stack;
-  for (const Tensor& r : body.results) stack.push_back(r.node_id());
-  while (!stack.empty()) {
-    const int id = stack.back();
-    stack.pop_back();
-    if (needed[id]) continue;
-    needed[id] = true;
-    for (const Tensor& in : g.node(id).inputs()) stack.push_back(in.node_id());
-  }
-  return needed;
-}
-
 absl::Status CheckBody(const Body& body) {
   if (body.graph == nullptr) return Invalid(absl::StrCat(body.name, " has no graph"));
   const Graph& g = *body.graph;
@@ -203,7 +187,7 @@ absl::StatusOr<Types> InferBodyTypes(const Body& body, absl::Span<const TensorTy
   const Graph& g = *body.graph;
   std::unordered_map<int, size_t> param_of;
   for (size_t i = 0; i < body.params.size(); ++i) param_of[body.params[i].node_id()] = i;
-  const std::vector<bool> needed = Needed(body);
+  const std::vector<bool> needed = BodyNodesNeeded(body);
   std::vector<Types> types(g.num_nodes());
   for (int id = 0; id < g.num_nodes(); ++id) {
     if (!needed[id]) continue;
@@ -234,6 +218,21 @@ absl::StatusOr<Types> ControlFlowTypes(OpKind op, const ControlFlowAttrs& a,
   if (op == OpKind::kScan) return ScanTypes(a, in);
   if (op == OpKind::kWhile) return WhileTypes(a, in);
   return absl::InternalError(absl::StrCat(OpName(op), " is not a control-flow op"));
+}
+
+std::vector<bool> BodyNodesNeeded(const Body& body) {
+  const Graph& g = *body.graph;
+  std::vector<bool> needed(g.num_nodes(), false);
+  std::vector<int> stack;
+  for (const Tensor& r : body.results) stack.push_back(r.node_id());
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (needed[id]) continue;
+    needed[id] = true;
+    for (const Tensor& in : g.node(id).inputs()) stack.push_back(in.node_id());
+  }
+  return needed;
 }
 
 }  // namespace ir

@@ -27,6 +27,10 @@ absl::StatusOr<std::vector<TensorType>> ControlFlowTypes(OpKind op, const Contro
 // Same rank and every dim equal or -1 on either side.
 bool ShapesCompatible(const Shape& a, const Shape& b);
 
+// The nodes of `body`'s graph its results need, by node id (a body's graph may hold
+// ops its results do not use: they are never run, cloned or differentiated).
+std::vector<bool> BodyNodesNeeded(const Body& body);
+
 // How many outputs a Scan node has per group: carry, stacked step outputs, stacked carry.
 int ScanNumStepOutputs(const ControlFlowAttrs& a);
 

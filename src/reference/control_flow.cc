@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "ir/control_flow.h"
 #include "reference/reference.h"
 
 namespace braze {
@@ -146,16 +147,7 @@ absl::StatusOr<std::vector<HostTensor>> RunControlFlow(const Node& node,
 absl::StatusOr<std::vector<HostTensor>> RunBodyReference(const Body& body,
                                                          std::vector<HostTensor> params) {
   const Graph& g = *body.graph;
-  std::vector<bool> needed(g.num_nodes(), false);
-  std::vector<int> stack;
-  for (const Tensor& r : body.results) stack.push_back(r.node_id());
-  while (!stack.empty()) {
-    const int id = stack.back();
-    stack.pop_back();
-    if (needed[id]) continue;
-    needed[id] = true;
-    for (const Tensor& in : g.node(id).inputs()) stack.push_back(in.node_id());
-  }
+  const std::vector<bool> needed = ir::BodyNodesNeeded(body);
   std::unordered_map<int, size_t> param_of;
   for (size_t i = 0; i < body.params.size(); ++i) param_of[body.params[i].node_id()] = i;
   std::vector<std::vector<HostTensor>> values(g.num_nodes());
