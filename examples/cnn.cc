@@ -132,9 +132,7 @@ absl::StatusOr<Model> BuildCnn(braze::Graph& g, const TrainFlags& flags) {
       }
       m.train_ops.insert(m.train_ops.end(), updates.begin(), updates.end());
     }
-    braze::NameScope name_scope(*in.x.graph(), "accuracy");
-    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);
-    m.num_correct = braze::Sum(braze::Cast(correct, DType::kF32));
+    m.num_correct = braze_examples::NumCorrect(logits, in.labels);
     return m;
   };
   return model;

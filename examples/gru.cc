@@ -65,9 +65,7 @@ absl::StatusOr<Model> BuildGru(braze::Graph& g, const TrainFlags& flags) {
           braze::Minimize(braze_examples::ForFlags(flags, braze::Optimizer::Adam(flags.lr)), m.loss,
                           variables));
     }
-    braze::NameScope name_scope(*in.x.graph(), "accuracy");
-    const Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);
-    m.num_correct = braze::Sum(braze::Cast(correct, DType::kF32));
+    m.num_correct = braze_examples::NumCorrect(logits, in.labels);
     return m;
   };
   return model;

@@ -95,9 +95,7 @@ absl::StatusOr<Model> BuildMlp(braze::Graph& g, const TrainFlags& flags) {
         m.train_ops.push_back(
             braze::AssignAdd(step, braze::ScalarConst(*step.graph(), 1, DType::kI32)));
     }
-    braze::NameScope name_scope(*in.x.graph(), "accuracy");
-    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);
-    m.num_correct = braze::Sum(braze::Cast(correct, DType::kF32));
+    m.num_correct = braze_examples::NumCorrect(logits, in.labels);
     return m;
   };
   return model;

@@ -59,9 +59,7 @@ absl::StatusOr<Model> BuildSoftmaxRegression(braze::Graph& g, const TrainFlags& 
                                                                 {{grads[0] * in.lr_scale, W},
                                                                  {grads[1] * in.lr_scale, b}}));
     }
-    braze::NameScope name_scope(*in.x.graph(), "accuracy");
-    Tensor correct = braze::Equal(braze::ArgMax(logits, 1), in.labels);
-    m.num_correct = braze::Sum(braze::Cast(correct, DType::kF32));
+    m.num_correct = braze_examples::NumCorrect(logits, in.labels);
     return m;
   };
   return model;

@@ -661,6 +661,12 @@ braze::Optimizer ForFlags(const TrainFlags& flags, braze::Optimizer optimizer) {
   return flags.data_parallel ? optimizer.WithDataParallel() : optimizer;
 }
 
+braze::Tensor NumCorrect(const braze::Tensor& logits, const braze::Tensor& labels) {
+  braze::NameScope name_scope(*logits.graph(), "accuracy");
+  const braze::Tensor correct = braze::Equal(braze::ArgMax(logits, 1), labels);
+  return braze::Sum(braze::Cast(correct, braze::DType::kF32));
+}
+
 int TrainMain(int argc, char** argv, const ExampleInfo& info, const ModelBuilder& build) {
   absl::StatusOr<TrainFlags> flags = ParseFlags(argc, argv, info);
   if (!flags.ok()) {

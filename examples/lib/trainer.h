@@ -101,6 +101,10 @@ struct ExampleInfo {
   TrainFlags defaults;      // per-example defaults (steps, lr, ...)
 };
 
+// The number of rows whose largest logit is at their label, as an f32 scalar, built in
+// the name scope "accuracy" (each example's ModelOutputs::num_correct).
+braze::Tensor NumCorrect(const braze::Tensor& logits, const braze::Tensor& labels);
+
 // Parses flags over info.defaults (`--name=value` or `--name value`; --help prints the
 // usage and exits), builds the model with `build`, trains and reports. Returns the
 // process exit status: 0, 1 on an error or an accuracy below --min_test_accuracy, 2 on a
