@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/distributed.h"
+#include "device/thread_pool.h"
 #include "ir/world.h"
 
 namespace braze {
@@ -74,9 +75,16 @@ namespace {
 std::atomic<int> awaiting{0};  // threads in CommQueue::Wait or RunHere
 
 // Counts the calling thread as blocked on a collective while it lives.
+// The kernel pool's workers stop spinning then: nothing for them to do until this
+// thread's next kernel, and on a machine with few cores their spin would slow the poll
+// loop that drives the collective (a 4 MiB all-reduce of 2 ranks on 2 cores took
+// 0.4x MPI_Allreduce's time beside them; docs/DISTRIBUTED.md).
 class AwaitScope {
  public:
-  AwaitScope() { awaiting.fetch_add(1, std::memory_order_relaxed); }
+  AwaitScope() {
+    awaiting.fetch_add(1, std::memory_order_relaxed);
+    device::ParkWorkers();
+  }
   ~AwaitScope() { awaiting.fetch_sub(1, std::memory_order_relaxed); }
 };
 

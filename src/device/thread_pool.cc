@@ -140,6 +140,7 @@ class Pool {
 
   int sleeping() const { return sleepers_.load(); }
   int workers() const { return workers_; }
+  void Park() { park_.fetch_add(1, std::memory_order_relaxed); }
 
   int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
           ParallelForFunction busy) {
@@ -209,6 +210,7 @@ class Pool {
   Job* WaitForJob(int id, uint64_t* seen, bool spin) {
     if (!spin) Sleep(id, *seen);
     auto spin_start = std::chrono::steady_clock::now();
+    uint64_t parked = park_.load(std::memory_order_relaxed);
     for (int round = 0;; ++round) {
       const uint64_t published = serial_.load();
       if (published != *seen) {
@@ -222,10 +224,12 @@ class Pool {
         // job_ is set before serial_: a job `published` gone from job_ has returned.
         if (job == nullptr) *seen = published;
       }
-      if (round % 64 == 63 &&
-          std::chrono::steady_clock::now() - spin_start > std::chrono::microseconds(kSpinMicros)) {
+      if (round % 64 == 63 && (park_.load(std::memory_order_relaxed) != parked ||
+                               std::chrono::steady_clock::now() - spin_start >
+                                   std::chrono::microseconds(kSpinMicros))) {
         Sleep(id, *seen);
         spin_start = std::chrono::steady_clock::now();
+        parked = park_.load(std::memory_order_relaxed);
       } else {
         Backoff(round);  // its sched_yield lets another thread that needs this core run
       }
@@ -242,7 +246,9 @@ class Pool {
     wakeup_count.fetch_add(1, std::memory_order_relaxed);
   }
 
-  int workers_ = 0;           // started; set before any job
+  int workers_ = 0;  // started; set before any job
+  std::atomic<uint64_t> park_{
+      0};                     // ParkWorkers calls: a spinning worker that sees it change sleeps
   std::mutex submit_;         // one job at a time
   uint64_t last_serial_ = 0;  // under submit_
   std::atomic<Job*> job_{nullptr};
@@ -280,6 +286,10 @@ int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t
                 ParallelForFunction busy) {
   if (extent <= 0) return 0;
   return ThePool().Run(user_context, f, min, extent, closure, busy);
+}
+
+void ParkWorkers() {
+  if (Pool* pool = the_pool.load(std::memory_order_acquire)) pool->Park();
 }
 
 int CurrentKernelThreads() { return kernel_threads; }

@@ -10,6 +10,7 @@
 
 #include "braze/braze.h"
 #include "braze/distributed.h"
+#include "device/communicator.h"
 #include "distributed/dp_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -117,6 +118,89 @@ TEST(Mpi, CollectivesWorkInPlaceOnlyOnDeadInputs) {
       EXPECT_EQ(s.stats().collectives, 8);
       EXPECT_EQ(s.stats().collectives_in_place, 4);  // sum and bcast, in both runs
     }
+  }
+}
+
+// A collective whose result the next step reads runs on the calling thread (nothing
+// could overlap it: no hand-off); one with an independent kernel after it runs on the
+// communication thread beside that kernel. The same sums either way.
+TEST(Mpi, CollectivesRunHereOnlyWithNothingToOverlap) {
+  const int n = WorldSize(), me = WorldRank();
+  const Shape shape{257};
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, shape, "x");
+  Tensor alone, overlapped, independent;
+  {
+    JitScope scope(g);
+    alone = AllReduce(x * x);
+    overlapped = AllReduce(x + x);
+    independent = Exp(x) * x;
+  }
+  Session s(g, Compiled());
+  const HostTensor mine = InputOf(me, DType::kF32, shape);
+  auto first = s.Run({{x, mine}}, {alone});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(s.stats().collectives_run_here, 1);
+  auto second = s.Run({{x, mine}}, {overlapped, independent});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(s.stats().collectives, 2);
+  EXPECT_EQ(s.stats().collectives_run_here, 1);  // the second overlapped the Exp
+  for (int64_t i = 0; i < mine.num_elements(); ++i) {
+    double squares = 0, doubles = 0;
+    for (int r = 0; r < n; ++r) {
+      const double v = InputOf(r, DType::kF32, shape).GetDouble(i);
+      squares += v * v;
+      doubles += 2 * v;
+    }
+    EXPECT_NEAR((*first)[0].GetDouble(i), squares, 1e-5 * (1 + squares)) << i;
+    EXPECT_NEAR((*second)[0].GetDouble(i), doubles, 1e-5 * (1 + std::abs(doubles))) << i;
+  }
+}
+
+// Collectives of values on a CUDA device run on NCCL there: the values stay on the device
+// (only the fetches leave it). Without a GPU the graph cannot be placed there: every rank
+// gets the same Status naming the node, and none waits for the other. With a GPU but
+// without NCCL, every rank gets NCCL's reason, naming the node.
+TEST(Mpi, CollectivesOnCudaMemoryRunOnNccl) {
+  const int n = WorldSize(), me = WorldRank();
+  const Shape shape{5, 3};
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, shape, "x");
+  Tensor sum, bcast, gathered;
+  {
+    DeviceScope gpu(g, "cuda:0");
+    sum = AllReduce(x * x);
+    bcast = Broadcast(x + x, 1);
+    gathered = AllGather(x * 3.0f);
+  }
+  Session s(g, Compiled());
+  const HostTensor mine = InputOf(me, DType::kF32, shape);
+  auto out = s.Run({{x, mine}}, {sum, bcast, gathered});
+  if (!CheckCudaAvailable().ok()) {
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+    EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("placed on cuda:0"));
+    GTEST_SKIP() << "no CUDA device: checked the refusal only; " << out.status();
+  }
+  if (!comm::CheckNccl(Device{Device::Kind::kCuda, 0}).ok()) {
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kFailedPrecondition) << out.status();
+    EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("NCCL"));
+    EXPECT_THAT(std::string(out.status().message()), ::testing::HasSubstr("AllReduce"));
+    GTEST_SKIP() << "a GPU without NCCL: checked the refusal only; " << out.status();
+  }
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(s.stats().collectives_on_device, 3);
+  EXPECT_EQ(s.stats().device_to_host_copies, 3);  // the fetches, nothing else
+  for (int64_t i = 0; i < mine.num_elements(); ++i) {
+    double squares = 0;
+    for (int r = 0; r < n; ++r) {
+      const double v = InputOf(r, DType::kF32, shape).GetDouble(i);
+      squares += v * v;
+      EXPECT_NEAR((*out)[2].GetDouble(r * mine.num_elements() + i), 3 * v, 1e-5);
+    }
+    EXPECT_NEAR((*out)[0].GetDouble(i), squares, 1e-5 * (1 + squares)) << i;
+    EXPECT_NEAR((*out)[1].GetDouble(i), 2 * InputOf(1, DType::kF32, shape).GetDouble(i), 1e-5);
   }
 }
 
