@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -341,22 +342,33 @@ TEST(Mpi, TimelineShowsCollectivesOnTheCommunicationThread) {
   ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());  // compiles
   const std::string path = ::testing::TempDir() + "dp_timeline_" + std::to_string(me) + ".json";
   ASSERT_TRUE(StartTimeline(path).ok());
-  ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());
+  // Several runs (as many on every rank: their collectives pair up): an executor that
+  // needs a bucket the communication thread has not started yet runs it itself
+  // (CommQueue::Wait), so on a loaded machine one run's bars may all sit on its row.
+  for (int run = 0; run < 5; ++run) {
+    ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());
+  }
   ASSERT_TRUE(StopTimeline().ok());
+  EXPECT_GT(s.stats().collectives, s.stats().collectives_run_here);  // some were handed off
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
   const std::string json = text.str();
-  auto tid_of = [&](const std::string& cat) -> std::string {
-    const size_t at = json.find("\"cat\":\"" + cat + "\"");
-    if (at == std::string::npos) return "";
-    const size_t tid = json.find("\"tid\":", at);
-    return json.substr(tid, json.find_first_of(",}", tid) - tid);
+  auto tids_of = [&](const std::string& cat) {
+    std::set<std::string> tids;
+    for (size_t at = json.find("\"cat\":\"" + cat + "\""); at != std::string::npos;
+         at = json.find("\"cat\":\"" + cat + "\"", at + 1)) {
+      const size_t tid = json.find("\"tid\":", at);
+      tids.insert(json.substr(tid, json.find_first_of(",}", tid) - tid));
+    }
+    return tids;
   };
-  const std::string comm_tid = tid_of("collective"), kernel_tid = tid_of("op");
-  ASSERT_FALSE(comm_tid.empty()) << json;
-  ASSERT_FALSE(kernel_tid.empty()) << json;
-  EXPECT_NE(comm_tid, kernel_tid);
+  const std::set<std::string> comm_tids = tids_of("collective"), kernel_tids = tids_of("op");
+  ASSERT_FALSE(comm_tids.empty()) << json;
+  ASSERT_FALSE(kernel_tids.empty()) << json;
+  bool apart = false;
+  for (const std::string& t : comm_tids) apart = apart || kernel_tids.count(t) == 0;
+  EXPECT_TRUE(apart) << "no collective bar off the kernels' row";
 }
 
 }  // namespace
