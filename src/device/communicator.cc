@@ -85,7 +85,12 @@ class AwaitScope {
     awaiting.fetch_add(1, std::memory_order_relaxed);
     device::ParkWorkers();
   }
-  ~AwaitScope() { awaiting.fetch_sub(1, std::memory_order_relaxed); }
+  // The wait is over: the thread launches its next kernels soon, and a parked worker
+  // takes longer to wake than that (the next kernel then ran alone on this thread:
+  // 4 MiB's negation 137 us after an all-reduce, 66 us back to back). Wake them now.
+  ~AwaitScope() {
+    if (awaiting.fetch_sub(1, std::memory_order_relaxed) == 1) device::WakeWorkers();
+  }
 };
 
 }  // namespace

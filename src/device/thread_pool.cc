@@ -141,6 +141,14 @@ class Pool {
   int sleeping() const { return sleepers_.load(); }
   int workers() const { return workers_; }
   void Park() { park_.fetch_add(1, std::memory_order_relaxed); }
+  // Every sleeping worker wakes and spins for the next loop (then sleeps again).
+  void Wake() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_.fetch_add(1);
+    }
+    cv_.notify_all();
+  }
 
   int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
           ParallelForFunction busy) {
@@ -240,15 +248,20 @@ class Pool {
   // serial_, so the predicate sees the job's own count).
   void Sleep(int id, uint64_t seen) {
     std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t woken = wake_.load();
     sleepers_.fetch_add(1);
-    cv_.wait(lock, [&] { return serial_.load() != seen && id < wanted_.load(); });
+    cv_.wait(lock, [&] {
+      return (serial_.load() != seen && id < wanted_.load()) || wake_.load() != woken;
+    });
     sleepers_.fetch_sub(1);
     wakeup_count.fetch_add(1, std::memory_order_relaxed);
   }
 
   int workers_ = 0;  // started; set before any job
-  std::atomic<uint64_t> park_{
-      0};                     // ParkWorkers calls: a spinning worker that sees it change sleeps
+  // ParkWorkers calls: a spinning worker that sees the count change sleeps. WakeWorkers
+  // calls: a sleeping worker that sees it change spins.
+  std::atomic<uint64_t> park_{0};
+  std::atomic<uint64_t> wake_{0};
   std::mutex submit_;         // one job at a time
   uint64_t last_serial_ = 0;  // under submit_
   std::atomic<Job*> job_{nullptr};
@@ -290,6 +303,10 @@ int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t
 
 void ParkWorkers() {
   if (Pool* pool = the_pool.load(std::memory_order_acquire)) pool->Park();
+}
+
+void WakeWorkers() {
+  if (Pool* pool = the_pool.load(std::memory_order_acquire)) pool->Wake();
 }
 
 int CurrentKernelThreads() { return kernel_threads; }

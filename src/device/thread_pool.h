@@ -67,6 +67,10 @@ inline constexpr int kSpinMicros = 200;
 // kernel (a collective's poll loop, comm::CommQueue): the workers' spin would only take
 // cores from it. No-op before the pool exists.
 void ParkWorkers();
+// Wakes the sleeping workers to spin for the next loop (kSpinMicros, then they sleep
+// again): for a thread whose wait (above) ends and that launches kernels next, so that
+// those do not start on one thread while the workers wake.
+void WakeWorkers();
 
 // Counters for tests: parallel loops run on the pool, run serially (nested, one
 // thread, or contended with no `busy`), handed to `busy`, how many times a worker was woken from
