@@ -134,6 +134,7 @@ void CommQueue::RunFront(std::unique_lock<std::mutex>& lock) {
 }
 
 absl::Status CommQueue::Wait(const std::shared_future<absl::Status>& done) {
+  if (done.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return done.get();
   AwaitScope awaiting_it;
   std::unique_lock<std::mutex> lock(mu_);
   while (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
