@@ -180,6 +180,13 @@ struct SessionStats {
   int64_t peak_live_bytes = 0;
   int64_t step_output_bytes = 0;
   int64_t peak_activation_bytes = 0;
+  // Control flow (issue 40, docs/CONTROL_FLOW.md): bodies run (a Scan's steps, a While's
+  // conds and bodies, a Cond's branch), and the bytes the loops copied on the host
+  // between them: each step's rows of the elems, rows stacked into the outputs, the
+  // initial carry, and any result a body's plan did not write in place. Carries and
+  // captures are passed by reference, never copied per iteration.
+  int64_t body_runs = 0;
+  int64_t body_copied_bytes = 0;
 };
 
 using Feeds = std::vector<std::pair<Tensor, HostTensor>>;

@@ -562,6 +562,24 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     result.info.output_symbolic.push_back(HalideSymbolic(v.sym, v.shape.size()));
   }
   result.info.stages = ctx.stages();
+  // Each value's Func with its extents, for schedules (PipelineInfo::values); a Func
+  // standing for values of two shapes is left out.
+  std::set<std::string> ambiguous;
+  for (const auto& [key, v] : values) {
+    if (!v.func.defined() || NumElements(v.shape) == 0) continue;
+    schedule::PipelineInfo::ValueExtents e;
+    e.extents = HalideExtents(v.shape);
+    e.symbolic = HalideSymbolic(v.sym, v.shape.size());
+    for (size_t d = 0; d < e.extents.size(); ++d) {
+      const int k = HalideDimSymbol(v.sym, d);
+      e.extent_exprs.push_back(k >= 0 ? ctx.symbols().at(k) : Expr());
+    }
+    auto [it, added] = result.info.values.emplace(v.func.name(), e);
+    if (!added && (it->second.extents != e.extents || it->second.symbolic != e.symbolic)) {
+      ambiguous.insert(v.func.name());
+    }
+  }
+  for (const std::string& name : ambiguous) result.info.values.erase(name);
   result.calls_library = ctx.calls_library;
   result.info.symbolic = !ctx.symbols().empty();
   // A class estimated below kMinSymbolicExtent: the kernel for sizes 1 to 15.

@@ -9,6 +9,8 @@
 #define BRAZE_SCHEDULE_PIPELINE_INFO_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "Halide.h"
@@ -183,6 +185,14 @@ struct PipelineInfo {
   // The least run-time extent of a symbolic dim: kMinSymbolicExtent, or 1 for the kernel
   // that serves sizes below it (lowering: a class's estimate below kMinSymbolicExtent).
   int64_t symbolic_min_extent = kMinSymbolicExtent;
+  // Every graph value the lowering defined as a Func, by the Func's name: its extents,
+  // for a schedule that stores a value the pipeline would inline (shared_values.h).
+  struct ValueExtents {
+    Extents extents;
+    Symbolic symbolic;
+    std::vector<Halide::Expr> extent_exprs;  // a symbolic dim's run-time extent, else undefined
+  };
+  std::map<std::string, ValueExtents> values;
 };
 
 }  // namespace schedule

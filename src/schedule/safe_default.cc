@@ -282,6 +282,17 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
   log_ << line.str() << "\n";
 }
 
+void SafeScheduler::StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e) {
+  Func f = v.func;
+  f.compute_root();
+  // Bound, as a matmul's stored operand is: a vector shifted inwards over a region
+  // narrower than itself would read before the value's start.
+  BoundToExtents(f, e.extents, e.symbolic, e.extent_exprs);
+  log_ << f.name() << ": compute_root, " << kSharedValueStoredOnce << " (inlined: evaluated "
+       << v.evaluations << " times per element, cost " << v.cost << ")\n";
+  Pointwise(f, e.extents, e.symbolic);
+}
+
 void SafeScheduler::Transpose(Func f, const Extents& e, const Symbolic& sym) {
   std::vector<Var> args = f.args();
   // Tiles of w x w, ShiftInwards: w may not exceed a symbolic dim's smallest extent.
@@ -387,6 +398,17 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     if (stage.result.defined()) materialized.insert(stage.result.name());
   }
   StoreFuncsDroppingStageReads(info, materialized, shared, s);
+  // Expensive values that inlining would compute several times per element: stored
+  // once, before the stages, whose operands then read them (shared_values.h).
+  std::set<std::string> stored = materialized;
+  for (const Halide::Func& f : shared) stored.insert(f.name());
+  for (const Stage& stage : info.stages) {
+    for (const Stage::Operand& o : stage.operands) stored.insert(o.func.name());
+  }
+  for (const SharedValue& v : SharedExpensiveValues(info, stored)) {
+    s.StoreShared(v, info.values.at(v.func.name()));
+    materialized.insert(v.func.name());
+  }
   for (const Stage& stage : info.stages) {
     switch (stage.kind) {
       case StageKind::kReduction:

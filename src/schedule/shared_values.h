@@ -1,0 +1,55 @@
+// Values worth storing once because the safe default would recompute them many times.
+//
+// The safe default inlines every pure Func into its readers: a value read by two
+// outputs, or by an output and a reduction, is computed again in each reader's loop
+// nest, and a Pad (a Slice's gradient) reads its operand through a select that a
+// vectorized loop evaluates on both sides, so a sum of Pads computes every padded
+// operand over the whole padded width. For cheap values (an add of two loads) that
+// recomputation costs less than a round trip through memory; for a sigmoid, a tanh or
+// an exp (a polynomial of tens of operations each) it does not: the GRU cell's
+// gradient body (issue 40, docs/CONTROL_FLOW.md) computed its gate values up to 12
+// times per element in one cluster, and ran 4x slower fused than op by op.
+//
+// XLA's fusion makes the same call (an expensive elementwise producer is not duplicated
+// into several consumers). Here the cluster stays one kernel; the schedule stores the
+// expensive shared values at root, each computed once.
+//
+// Internal header: includes Halide.h (via pipeline_info.h).
+#ifndef BRAZE_SCHEDULE_SHARED_VALUES_H_
+#define BRAZE_SCHEDULE_SHARED_VALUES_H_
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "schedule/pipeline_info.h"
+
+namespace braze {
+namespace schedule {
+
+// The least inlined cost (IR nodes of a Func's values, with the values of the Funcs it
+// inlines) of a value stored by SharedExpensiveValues. An f32 exp or sigmoid is about 60
+// nodes; an add, multiply or select of loads under 10.
+inline constexpr int kMinSharedValueCost = 40;
+
+struct SharedValue {
+  Halide::Func func;
+  int64_t evaluations = 0;  // per element, inlined, before storing it
+  int64_t cost = 0;         // its inlined cost (IR nodes)
+};
+
+// The pure Funcs (not `stored`, not plain loads, with extents in info.values) that the
+// inlined schedule would evaluate at two or more places per element (call sites,
+// counted through every chain of inlined readers up to a stored Func: an output, an
+// accumulator, an operand), whose inlined cost is at least `min_cost`. Consumers come
+// before their producers: storing a consumer first makes its producers' evaluations
+// count once through it. Empty for a pipeline with an attention stage (its per-tile
+// Funcs must stay at the tile loop).
+std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
+                                               const std::set<std::string>& stored,
+                                               int64_t min_cost = kMinSharedValueCost);
+
+}  // namespace schedule
+}  // namespace braze
+
+#endif  // BRAZE_SCHEDULE_SHARED_VALUES_H_
