@@ -116,6 +116,10 @@ void SafeScheduler::Reduction(const Stage& s) {
   Halide::Stage update = f.update(0);
   std::ostringstream line;
   line << f.name() << ".update(0):";
+  if (ScalarRfactor(s, line)) {
+    log_ << line.str() << "\n";
+    return;
+  }
   const bool parallel =
       threads_ > 1 && NumElements(s.extents) * s.reduction_extent >= params_.min_parallel_work;
   if (s.reduces_innermost || sym0) w = 1;
@@ -200,6 +204,99 @@ bool SafeScheduler::InnermostRfactor(const Stage& s, std::ostringstream& line) {
   // schedule; it fails the scheduler instead (the compile falls through).
   update.atomic().vectorize(ri);
   line << " split(" << r.name() << ", " << lanes << ").rfactor vectorize tree";
+  return true;
+}
+
+// A loss's Mean over a [32, 56, 56, 64] activation was one serial scalar loop of 6.4M
+// f64 adds (the ResNet block step's cluster_1, docs/CONVOLUTIONS.md). Here the chunks
+// are the outermost RVar's iterations (an image of the batch), or, for a 1-D RDom,
+// exact chunks of it; each chunk sums into `lanes` vector partials along the
+// innermost RVar (contiguous loads), and the accumulator adds the chunks x lanes
+// partials in a fixed order. Every split divides its extent (no GuardWithIf update).
+bool SafeScheduler::ScalarRfactor(const Stage& s, std::ostringstream& line) {
+  if (s.kind != StageKind::kReduction || NumElements(s.extents) != 1) return false;
+  if (s.reduction_symbolic || AnySymbolic(s.symbolic) || s.reduction_extent < kMinTaskWork) {
+    return false;
+  }
+  if (s.acc.num_update_definitions() != 1 || s.acc.outputs() != 1) return false;
+  const int dims = s.rdom.dimensions();
+  std::vector<int64_t> extent(dims);
+  for (int i = 0; i < dims; ++i) {
+    const int64_t* e = Halide::Internal::as_const_int(s.rdom[i].extent());
+    if (e == nullptr) return false;
+    extent[i] = *e;
+  }
+  int lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));
+  while (lanes > 1 && (extent[0] % lanes != 0 || extent[0] < lanes)) lanes /= 2;
+  if (lanes < 4) lanes = 1;
+  // The chunks: the outermost RVar (after the lanes' split, for a 1-D RDom), whole when
+  // it has at most 64 iterations (an image of the batch), else split exactly into at
+  // most 64; a 1-D RDom keeps at least 16 vectors a chunk.
+  const int64_t outer_extent = dims >= 2 ? extent[dims - 1] : extent[0] / lanes;
+  const int64_t min_per_chunk = dims >= 2 ? 1 : 16;
+  int64_t chunks = 1;
+  if (dims >= 2 && outer_extent <= 64) {
+    chunks = outer_extent;
+  } else {
+    for (int64_t c = 64; c >= 2 && chunks == 1; --c) {
+      if (outer_extent % c == 0 && outer_extent / c >= min_per_chunk) chunks = c;
+    }
+  }
+  if (chunks < 2 && lanes == 1) return false;
+
+  Func f = s.acc;
+  Halide::Stage update = f.update(0);
+  const Var u(s.acc.name() + "_chunk"), lane(s.acc.name() + "_lane");
+  std::vector<std::pair<Halide::RVar, Var>> preserved;
+  Halide::RVar inner = s.rdom[0];
+  if (lanes > 1) {
+    Halide::RVar body(inner.name() + "_body"), lane_r(inner.name() + "_lane");
+    update.split(inner, body, lane_r, lanes);  // exact
+    inner = body;
+    preserved.emplace_back(lane_r, lane);
+  }
+  Halide::RVar chunk_rest;  // the outermost RVar's part inside a chunk, when split
+  bool split_outer = false;
+  if (chunks >= 2) {
+    Halide::RVar outer = dims >= 2 ? s.rdom[dims - 1] : inner;
+    if (chunks < outer_extent) {
+      Halide::RVar o(outer.name() + "_chunk"), rest(outer.name() + "_rest");
+      update.split(outer, o, rest, static_cast<int>(outer_extent / chunks));  // exact
+      if (dims == 1) inner = rest;
+      chunk_rest = rest;
+      split_outer = dims >= 2;
+      outer = o;
+    }
+    preserved.emplace_back(outer, u);
+  }
+  // The partial sums' loops, innermost first: the lanes, the innermost RVar (contiguous
+  // loads), the middle RVars, what is left of the outermost, the chunk.
+  std::vector<VarOrRVar> order;
+  if (lanes > 1) order.emplace_back(lane);
+  order.emplace_back(inner);
+  for (int i = 1; i < dims - 1; ++i) order.emplace_back(s.rdom[i]);
+  if (dims >= 2 && chunks < 2) order.emplace_back(s.rdom[dims - 1]);
+  if (split_outer) order.emplace_back(chunk_rest);
+  if (chunks >= 2) order.emplace_back(u);
+  Func intm;
+  try {
+    intm = update.rfactor(preserved);
+  } catch (const Halide::Error&) {
+    line << " (no rfactor)";
+    return true;  // the exact splits alone, serial
+  }
+  // Outside the try: a throw here would leave a half-made schedule; it fails the
+  // scheduler instead (the compile falls through).
+  intm.compute_root();
+  Halide::Stage partial = intm.update(0);
+  partial.reorder(order);
+  if (lanes > 1) {
+    partial.vectorize(lane);
+    intm.vectorize(lane);
+  }
+  if (chunks >= 2 && threads_ > 1) partial.parallel(u);
+  line << " rfactor(" << chunks << " chunks, " << lanes << " lanes)"
+       << (chunks >= 2 && threads_ > 1 ? " parallel" : "");
   return true;
 }
 
