@@ -11,6 +11,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braze/graph.h"
@@ -32,6 +33,18 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
                   const ReduceAttrs& attrs, const Value& x, const TensorType& out);
 Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
                   const Value& x, const TensorType& out);
+// Sibling Sums and Means (lower/sibling_reductions.h) of inputs of one static shape over
+// the same axes, none of the innermost dim: one pass, a Tuple of f64 sums. The values
+// in `inputs`' order, of types `outs`.
+std::vector<Value> LowerSiblingSums(LoweringContext& ctx, const std::string& name,
+                                    const std::vector<OpKind>& ops, const ReduceAttrs& attrs,
+                                    const std::vector<Value>& inputs,
+                                    const std::vector<TensorType>& outs);
+// A batch norm's mean (Mean(x, axes, keep_dims)) and variance (Mean(Square(x - mean),
+// axes)) in one pass over x (sibling_reductions.h); same conditions.
+std::pair<Value, Value> LowerMoments(LoweringContext& ctx, const std::string& name,
+                                     const ReduceAttrs& attrs, const Value& x,
+                                     const TensorType& mean_out, const TensorType& var_out);
 // A bias Add, and the ReLU after it, that a matmul may take into its library call
 // (gemm_epilogue.h finds them). LowerMatMul sets `folded` when it did: its result is
 // then the Add's (or the Relu's) value.

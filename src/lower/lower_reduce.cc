@@ -20,8 +20,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "device/cpu_gemm.h"
 #include "lower/lower_ops.h"
 
@@ -275,6 +277,167 @@ Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
     if (op == OpKind::kMean) a = a / Halide::cast(acc_type, count_expr);
     return a;  // Inline casts to the output type
   });
+}
+
+namespace {
+
+// The loops of a column reduction of `x` over `attrs.axes` (static extents): the
+// output's pure vars, the RDom over the reduced dims (innermost first) and x's index
+// in them (keep_dims: the reduced dims of the output are 1).
+struct ReductionLoops {
+  std::vector<Halide::Var> vars;  // Halide order, over the keep_dims output
+  Halide::RDom r;
+  std::vector<Expr> in_index;     // x's row-major index
+  std::vector<Expr> first_index;  // the same, at the reduced domain's first element
+  int64_t count = 1;
+};
+
+ReductionLoops ColumnLoops(LoweringContext& ctx, const std::string& name, const Value& x,
+                           const ReduceAttrs& attrs) {
+  ReductionLoops loops;
+  const int rank = static_cast<int>(x.shape.size());
+  std::vector<bool> reduced(rank, false);
+  for (int axis : attrs.axes) reduced[axis < 0 ? axis + rank : axis] = true;
+  Halide::Region region;
+  std::vector<int> rdom_dim(rank, -1);
+  for (int d = rank - 1; d >= 0; --d) {
+    if (!reduced[d]) continue;
+    rdom_dim[d] = static_cast<int>(region.size());
+    region.emplace_back(0, static_cast<int>(x.shape[d]));
+    loops.count *= x.shape[d];
+  }
+  loops.r = Halide::RDom(region, ctx.UniqueName(name + "_r"));
+  loops.vars = HalideVars(rank);
+  const std::vector<Expr> out_index = RowMajor(loops.vars, rank);
+  for (int d = 0; d < rank; ++d) {
+    loops.in_index.push_back(reduced[d] ? Expr(loops.r[rdom_dim[d]]) : out_index[d]);
+    loops.first_index.push_back(reduced[d] ? Expr(0) : out_index[d]);
+  }
+  return loops;
+}
+
+// The stage of a column reduction's Tuple accumulator.
+void AddColumnStage(LoweringContext& ctx, const Halide::Func& acc, const ReductionLoops& loops,
+                    const Shape& keep_shape) {
+  schedule::Stage stage;
+  stage.kind = schedule::StageKind::kReduction;
+  stage.acc = acc;
+  stage.rdom = loops.r;
+  stage.extents = HalideExtents(keep_shape);
+  stage.reduction_extent = loops.count;
+  stage.reduces_innermost = false;
+  ctx.stages().push_back(stage);
+}
+
+// A reader of element `k` of `acc` (over the keep_dims shape) as a value of type `out`:
+// without keep_dims, the reduced dims are read at 0.
+Value ReadAcc(const Halide::Func& acc, const TensorType& out, const Shape& keep_shape,
+              const std::vector<bool>& reduced, std::function<Expr(Expr)> finish, int k) {
+  return Inline(out.dtype, out.shape, [=](const std::vector<Expr>& index) {
+    const bool kept = index.size() == keep_shape.size();
+    std::vector<Expr> full;
+    for (size_t d = 0, p = 0; d < keep_shape.size(); ++d) {
+      full.push_back(kept || !reduced[d] ? index[p++] : Expr(0));
+    }
+    std::vector<Expr> args(full.rbegin(), full.rend());
+    return finish(acc(args)[k]);
+  });
+}
+
+std::vector<bool> ReducedDims(int rank, const ReduceAttrs& attrs) {
+  std::vector<bool> reduced(rank, false);
+  for (int axis : attrs.axes) reduced[axis < 0 ? axis + rank : axis] = true;
+  return reduced;
+}
+
+Shape KeepShape(const Shape& x, const std::vector<bool>& reduced) {
+  Shape keep = x;
+  for (size_t d = 0; d < keep.size(); ++d) {
+    if (reduced[d]) keep[d] = 1;
+  }
+  return keep;
+}
+
+}  // namespace
+
+std::vector<Value> LowerSiblingSums(LoweringContext& ctx, const std::string& name,
+                                    const std::vector<OpKind>& ops, const ReduceAttrs& attrs,
+                                    const std::vector<Value>& inputs,
+                                    const std::vector<TensorType>& outs) {
+  std::vector<Value> xs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    xs.push_back(Materialize(ctx, absl::StrCat(name, "_in", i), inputs[i]));
+  }
+  const ReductionLoops loops = ColumnLoops(ctx, name, xs[0], attrs);
+  const Halide::Type f64 = Halide::Float(64);
+  Halide::Func acc(ctx.UniqueName(name + "_acc"));
+  std::vector<Expr> init(xs.size(), Halide::Internal::make_zero(f64)), update;
+  acc(loops.vars) = Halide::Tuple(init);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    // The opaque zero of LowerReduce's sums (Halide 14's loop trimming).
+    update.push_back(acc(loops.vars)[i] +
+                     (Halide::cast(f64, At(xs[i], loops.in_index)) + ctx.OpaqueZero(f64)));
+  }
+  acc(loops.vars) = Halide::Tuple(update);
+  const std::vector<bool> reduced = ReducedDims(static_cast<int>(xs[0].shape.size()), attrs);
+  const Shape keep = KeepShape(xs[0].shape, reduced);
+  AddColumnStage(ctx, acc, loops, keep);
+  std::vector<Value> values;
+  const Expr count = Halide::cast(f64, Expr(static_cast<double>(loops.count)));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const bool mean = ops[i] == OpKind::kMean;
+    values.push_back(ReadAcc(
+        acc, outs[i], keep, reduced, [=](Expr a) { return mean ? a / count : a; },
+        static_cast<int>(i)));
+  }
+  return values;
+}
+
+std::pair<Value, Value> LowerMoments(LoweringContext& ctx, const std::string& name,
+                                     const ReduceAttrs& attrs, const Value& input,
+                                     const TensorType& mean_out, const TensorType& var_out) {
+  const Value x = Materialize(ctx, name + "_in", input);
+  const ReductionLoops loops = ColumnLoops(ctx, name, x, attrs);
+  const Halide::Type f64 = Halide::Float(64);
+  // Sums of x (the mean, as Mean sums it), of d = x - k and of d^2, k the reduced
+  // domain's first element: var = E[d^2] - E[d]^2 is the variance about the mean, and
+  // with k a value of the same distribution |E[d]| is of the order of the standard
+  // deviation, so the f64 subtraction loses nothing an f32 result would show, however
+  // far the values are from 0 (an offset of 1e4 with variance 1).
+  Halide::Func acc(ctx.UniqueName(name + "_moments"));
+  const Expr zero = Halide::Internal::make_zero(f64);
+  acc(loops.vars) = Halide::Tuple(zero, zero, zero);
+  const Expr v = Halide::cast(f64, At(x, loops.in_index));
+  const Expr d = v - Halide::cast(f64, At(x, loops.first_index));
+  acc(loops.vars) = Halide::Tuple(acc(loops.vars)[0] + (v + ctx.OpaqueZero(f64)),
+                                  acc(loops.vars)[1] + (d + ctx.OpaqueZero(f64)),
+                                  acc(loops.vars)[2] + (d * d + ctx.OpaqueZero(f64)));
+  const std::vector<bool> reduced = ReducedDims(static_cast<int>(x.shape.size()), attrs);
+  const Shape keep = KeepShape(x.shape, reduced);
+  AddColumnStage(ctx, acc, loops, keep);
+  const Expr n = Halide::cast(f64, Expr(static_cast<double>(loops.count)));
+  const Value mean = ReadAcc(
+      acc, mean_out, keep, reduced, [=](Expr a) { return a / n; }, 0);
+  // E[d^2] - E[d]^2, negative only by rounding when the variance is far below (m - k)^2
+  // (then 0). The test is on the bits, integer compares (LLVM's no-NaNs flag would turn a
+  // float select into a max that drops a NaN): sign set, not NaN.
+  Value var = Inline(var_out.dtype, var_out.shape, [=](const std::vector<Expr>& index) {
+    const bool kept = index.size() == keep.size();
+    std::vector<Expr> full;
+    for (size_t dim = 0, p = 0; dim < keep.size(); ++dim) {
+      full.push_back(kept || !reduced[dim] ? index[p++] : Expr(0));
+    }
+    std::vector<Expr> args(full.rbegin(), full.rend());
+    const Expr mean_d = acc(args)[1] / n;
+    const Expr s = acc(args)[2] / n - mean_d * mean_d;
+    const Halide::Type u64 = Halide::UInt(64);
+    const Expr bits = Halide::reinterpret(u64, s);
+    const Expr sign = Halide::Internal::make_const(u64, uint64_t{0x8000000000000000});
+    const Expr inf = Halide::Internal::make_const(u64, uint64_t{0x7ff0000000000000});
+    const Expr negative = bits > sign && (bits & ~sign) <= inf;
+    return Halide::select(negative, zero, s);
+  });
+  return {mean, var};
 }
 
 Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,

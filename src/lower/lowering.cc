@@ -13,6 +13,7 @@
 #include "lower/lower_float16.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_util.h"
+#include "lower/sibling_reductions.h"
 #include "lower/symbolic.h"
 
 namespace braze {
@@ -301,6 +302,73 @@ absl::Status CheckSpec(const ClusterSpec& spec) {
   return absl::OkStatus();
 }
 
+// The leader's value of a group of sibling reductions (sibling_reductions.h), lowered
+// with its followers', which go into `values`. Inputs of differing shapes (the graph's
+// types did not tell the lowered ones) lower one reduction each.
+absl::StatusOr<Value> LowerSiblingGroup(LoweringContext& ctx, const ClusterSpec& spec,
+                                        const std::vector<int>& members,
+                                        std::map<ValueKey, Value>& values) {
+  std::vector<Value> in;
+  std::vector<TensorType> outs;
+  std::vector<OpKind> ops;
+  bool same = true;
+  for (int id : members) {
+    const Node& node = spec.graph->node(id);
+    const Tensor& t = node.inputs()[0];
+    auto it = values.find({t.node_id(), t.index()});
+    if (it == values.end()) {
+      return absl::InternalError(
+          absl::StrCat("sibling reduction '", node.name(), "': its input is not lowered yet"));
+    }
+    in.push_back(it->second);
+    BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> types,
+                           InferOutputTypes(node.op(), node.attrs(),
+                                            {TensorType{it->second.dtype, it->second.shape}}));
+    outs.push_back(types[0]);
+    ops.push_back(node.op());
+    same &= in.back().shape == in[0].shape && in.back().dtype == DType::kF32 &&
+            in.back().sym.empty() && outs.back().shape == outs[0].shape;
+  }
+  const Node& leader = spec.graph->node(members[0]);
+  const ReduceAttrs& attrs = leader.attrs_as<ReduceAttrs>();
+  std::vector<Value> lowered;
+  if (same) {
+    lowered = LowerSiblingSums(ctx, absl::StrCat(leader.op_name(), "_", members[0], "_siblings"),
+                               ops, attrs, in, outs);
+  } else {
+    for (size_t i = 0; i < members.size(); ++i) {
+      const Node& node = spec.graph->node(members[i]);
+      lowered.push_back(LowerReduce(ctx, absl::StrCat(node.op_name(), "_", members[i]), ops[i],
+                                    node.attrs_as<ReduceAttrs>(), in[i], outs[i]));
+    }
+  }
+  for (size_t i = 1; i < members.size(); ++i) {
+    lowered[i].nonnegative = in[i].nonnegative;  // a sum of non-negative terms
+    values[{members[i], 0}] = lowered[i];
+  }
+  return lowered[0];
+}
+
+// A moments' mean (`node`), lowered with its variance `var_id`'s value, which goes
+// into `variances`; an input that turned out symbolic lowers the mean alone (the
+// variance then lowers as its own node).
+absl::StatusOr<Value> LowerMomentsOf(LoweringContext& ctx, const ClusterSpec& spec,
+                                     const Node& node, int var_id, const Value& x,
+                                     const TensorType& out, std::map<int, Value>& variances) {
+  const ReduceAttrs& attrs = node.attrs_as<ReduceAttrs>();
+  if (!x.sym.empty() || x.dtype != DType::kF32) {
+    return LowerReduce(ctx, absl::StrCat(node.op_name(), "_", node.id()), node.op(), attrs, x, out);
+  }
+  const Node& var = spec.graph->node(var_id);
+  BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> var_types,
+                         InferOutputTypes(var.op(), var.attrs(), {TensorType{x.dtype, x.shape}}));
+  auto [mean, variance] =
+      LowerMoments(ctx, absl::StrCat(node.op_name(), "_", node.id()), attrs, x, out, var_types[0]);
+  variance.nonnegative = true;
+  variances[var_id] = variance;
+  return mean;
+}
+
 absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, LoweredCluster& result) {
   LoweringContext ctx;
   ctx.library_gemm_min_work = options.library_gemm_min_work;
@@ -378,9 +446,18 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   // and Mul are lowered there, as one node.
   const std::map<int, ConvBnFold> bn_folds = FindConvBnFolds(spec);
   for (const auto& [add, f] : bn_folds) folded.insert({f.conv, f.sub, f.mul});
-  for (size_t k = 0; k < spec.nodes.size(); ++k) {
+  // Reductions sharing a pass over their input, and the order that lowers each group
+  // of siblings at once (sibling_reductions.h).
+  const SiblingReductions siblings = FindSiblingReductions(spec, !options.gpu);
+  std::map<int, Value> variances;  // a moments' variance, by the variance node's id
+  for (size_t k : siblings.order) {
     const int id = spec.nodes[k];
-    if (folded.count(id) > 0) continue;  // a matmul's or a folded batch norm's node
+    if (folded.count(id) > 0) continue;              // a matmul's or a folded batch norm's node
+    if (siblings.followers.count(id) > 0) continue;  // lowered with its group's leader
+    if (auto v = variances.find(id); v != variances.end()) {
+      values[{id, 0}] = v->second;  // lowered with its mean
+      continue;
+    }
     const Node& node = spec.graph->node(id);
     auto fail = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(spec.name, ": node '", node.name(), "' (",
@@ -457,10 +534,19 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       after_bn.relu = relu;
     }
     const size_t first_stage = ctx.stages().size();
-    absl::StatusOr<Value> value =
-        bn == nullptr ? LowerNode(ctx, node, in, out, &epilogue)
-                      : LowerFoldedConv(ctx, absl::StrCat(computed.op_name(), "_", bn->conv, "_bn"),
-                                        computed.attrs_as<Conv2DAttrs>(), in, out, &after_bn);
+    auto group = siblings.groups.find(id);
+    auto moments = siblings.moments.find(id);
+    absl::StatusOr<Value> value;
+    if (group != siblings.groups.end()) {
+      value = LowerSiblingGroup(ctx, spec, group->second, values);
+    } else if (moments != siblings.moments.end()) {
+      value = LowerMomentsOf(ctx, spec, node, moments->second, in[0], out, variances);
+    } else {
+      value = bn == nullptr
+                  ? LowerNode(ctx, node, in, out, &epilogue)
+                  : LowerFoldedConv(ctx, absl::StrCat(computed.op_name(), "_", bn->conv, "_bn"),
+                                    computed.attrs_as<Conv2DAttrs>(), in, out, &after_bn);
+    }
     const bool relu_folded = bn != nullptr && after_bn.ReluFolded();
     if (!value.ok()) return fail(value.status());
     int result_id = id;  // the node whose value this is

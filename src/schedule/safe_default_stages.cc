@@ -28,6 +28,10 @@ namespace {
 // row, on 2 AVX2 cores: rows of 1024 ran slower than serial, rows of 4096 1.6x faster.
 constexpr int64_t kMinTaskWork = 4096;
 
+// The most outputs a column reduction may have to take SmallOutputRfactor's partial
+// sums per chunk (a batch norm's channels: 64 to 2048).
+constexpr int64_t kMaxColumnOutputs = 8192;
+
 // A Halide element type as Braze spells dtypes ("f32", "bf16").
 std::string TypeName(const Halide::Type& t) {
   if (t.is_bfloat()) return "bf16";
@@ -116,6 +120,10 @@ void SafeScheduler::Reduction(const Stage& s) {
   Halide::Stage update = f.update(0);
   std::ostringstream line;
   line << f.name() << ".update(0):";
+  if (SmallOutputRfactor(s, line)) {
+    log_ << line.str() << "\n";
+    return;
+  }
   const bool parallel =
       threads_ > 1 && NumElements(s.extents) * s.reduction_extent >= params_.min_parallel_work;
   if (s.reduces_innermost || sym0) w = 1;
@@ -200,6 +208,127 @@ bool SafeScheduler::InnermostRfactor(const Stage& s, std::ostringstream& line) {
   // schedule; it fails the scheduler instead (the compile falls through).
   update.atomic().vectorize(ri);
   line << " split(" << r.name() << ", " << lanes << ").rfactor vectorize tree";
+  return true;
+}
+
+// A loss's Mean over a [32, 56, 56, 64] activation was one serial scalar loop of 6.4M
+// f64 adds, and a batch norm's per-channel sums (64 outputs, over N, H and W) swept
+// the whole activation once per vector of channels, each task reading 32 of every 256
+// bytes (the ResNet block step's clusters, docs/CONVOLUTIONS.md). Both are now partial
+// sums per chunk of the outermost RVar (an image of the batch; a 1-D RDom's exact
+// chunks), the chunks in parallel, each one pass over its part of the input: a scalar
+// one summed into vector lanes along the innermost RVar, a column one with the
+// outputs innermost (vectorized, contiguous loads). The accumulator then adds the
+// chunks' partials in a fixed order. Every split divides its extent (no GuardWithIf
+// update), and the chunks and lanes follow from the extents alone, so the order of the
+// additions, and the result, is the same at every thread count.
+bool SafeScheduler::SmallOutputRfactor(const Stage& s, std::ostringstream& line) {
+  if (s.kind != StageKind::kReduction || s.reduction_symbolic || AnySymbolic(s.symbolic)) {
+    return false;
+  }
+  const int64_t outputs = NumElements(s.extents);
+  const bool scalar = outputs == 1;
+  // Column reductions whose partials stay small (a chunk's are at most 64 KiB of f64).
+  const bool column = !scalar && !s.reduces_innermost && outputs <= kMaxColumnOutputs;
+  if ((!scalar && !column) || s.reduction_extent < kMinTaskWork) return false;
+  if (s.acc.num_update_definitions() != 1) return false;
+  if (scalar && s.acc.outputs() != 1) return false;
+  const int dims = s.rdom.dimensions();
+  std::vector<int64_t> extent(dims);
+  for (int i = 0; i < dims; ++i) {
+    const int64_t* e = Halide::Internal::as_const_int(s.rdom[i].extent());
+    if (e == nullptr) return false;
+    extent[i] = *e;
+  }
+  int lanes = 1;
+  if (scalar) {
+    lanes = params_.row_lanes * target_.natural_vector_size(Halide::Float(32));
+    while (lanes > 1 && (extent[0] % lanes != 0 || extent[0] < lanes)) lanes /= 2;
+    if (lanes < 4) lanes = 1;
+  }
+  // The chunks: the outermost RVar (after the lanes' split, for a 1-D RDom), whole when
+  // it has at most 64 iterations (an image of the batch), else split exactly into at
+  // most 64; a 1-D RDom keeps at least 16 vectors a chunk.
+  const int64_t outer_extent = dims >= 2 ? extent[dims - 1] : extent[0] / lanes;
+  const int64_t min_per_chunk = dims >= 2 ? 1 : 16;
+  int64_t chunks = 1;
+  if (dims >= 2 && outer_extent <= 64) {
+    chunks = outer_extent;
+  } else {
+    for (int64_t c = 64; c >= 2 && chunks == 1; --c) {
+      if (outer_extent % c == 0 && outer_extent / c >= min_per_chunk) chunks = c;
+    }
+  }
+  if (chunks < 2 && (column || lanes == 1)) return false;
+
+  Func f = s.acc;
+  Halide::Stage update = f.update(0);
+  const Var u(f.name() + "_chunk"), lane(f.name() + "_lane");
+  std::vector<std::pair<Halide::RVar, Var>> preserved;
+  Halide::RVar inner = s.rdom[0];
+  if (lanes > 1) {
+    Halide::RVar body(inner.name() + "_body"), lane_r(inner.name() + "_lane");
+    update.split(inner, body, lane_r, lanes);  // exact
+    inner = body;
+    preserved.emplace_back(lane_r, lane);
+  }
+  Halide::RVar chunk_rest;  // the outermost RVar's part inside a chunk, when split
+  bool split_outer = false;
+  if (chunks >= 2) {
+    Halide::RVar outer = dims >= 2 ? s.rdom[dims - 1] : inner;
+    if (chunks < outer_extent) {
+      Halide::RVar o(outer.name() + "_chunk"), rest(outer.name() + "_rest");
+      update.split(outer, o, rest, static_cast<int>(outer_extent / chunks));  // exact
+      if (dims == 1) inner = rest;
+      chunk_rest = rest;
+      split_outer = dims >= 2;
+      outer = o;
+    }
+    preserved.emplace_back(outer, u);
+  }
+  // The partial sums' loops, innermost first: the lanes (scalar) or the outputs
+  // (column), the innermost RVar, the middle ones, what is left of the outermost, the
+  // chunk.
+  std::vector<VarOrRVar> order;
+  if (lanes > 1) order.emplace_back(lane);
+  if (column) {
+    for (const Var& v : f.args()) order.emplace_back(v);
+  }
+  order.emplace_back(inner);
+  for (int i = 1; i < dims - 1; ++i) order.emplace_back(s.rdom[i]);
+  if (dims >= 2 && chunks < 2) order.emplace_back(s.rdom[dims - 1]);
+  if (split_outer) order.emplace_back(chunk_rest);
+  if (chunks >= 2) order.emplace_back(u);
+  Func intm;
+  try {
+    intm = update.rfactor(preserved);
+  } catch (const Halide::Error&) {
+    line << " (no rfactor)";
+    return true;  // the exact splits alone, serial
+  }
+  // Outside the try: a throw here would leave a half-made schedule; it fails the
+  // scheduler instead (the compile falls through).
+  intm.compute_root();
+  Halide::Stage partial = intm.update(0);
+  partial.reorder(order);
+  if (lanes > 1) {
+    partial.vectorize(lane);
+    intm.vectorize(lane);
+  }
+  int w = 1;
+  if (column) {
+    // The outputs' dim 0 in whole vectors (exact), contiguous in the input.
+    w = VectorWidth(f.output_types()[0], s.extents[0]);
+    while (w > 1 && s.extents[0] % w != 0) w /= 2;
+    if (w > 1) {
+      partial.vectorize(f.args()[0], w);
+      intm.vectorize(f.args()[0], w);
+    }
+  }
+  if (chunks >= 2 && threads_ > 1) partial.parallel(u);
+  line << " rfactor(" << chunks << " chunks, " << (column ? "outputs vectorized " : "")
+       << (column ? w : lanes) << (column ? ")" : " lanes)")
+       << (chunks >= 2 && threads_ > 1 ? " parallel" : "");
   return true;
 }
 

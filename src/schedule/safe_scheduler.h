@@ -157,6 +157,15 @@ class SafeScheduler {
   // vector reduce. False, with the update unchanged, when it does not apply or Halide
   // cannot prove the operator associative.
   bool InnermostRfactor(const Stage& s, std::ostringstream& line);
+  // A reduction with few outputs and static extents: to one element (a loss's Mean
+  // over a whole activation), or over outer dims to a few columns (a batch norm's
+  // per-channel sums). The update is rfactored into partial sums per chunk of the
+  // outermost RVar (in parallel), per vector lane of the innermost RVar (to one
+  // element) or with the outputs innermost and vectorized (columns); the accumulator
+  // adds them serially. The chunks and lanes follow from the extents alone, never from
+  // the thread count: the order of the additions, and so the result, is the same on
+  // every machine. False, with the update unchanged, when it does not apply.
+  bool SmallOutputRfactor(const Stage& s, std::ostringstream& line);
   // The library GEMM's extern stage and the operands it is handed, stored whole.
   void LibraryMatMul(const Stage& s, const std::set<std::string>& materialized);
   // docs/HALIDE14.md §2f: the register-tiled matmul.
