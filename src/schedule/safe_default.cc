@@ -14,6 +14,7 @@
 #include "braze/dtype.h"
 #include "schedule/extremum_operands.h"
 #include "schedule/safe_scheduler.h"
+#include "schedule/shared_values.h"
 
 namespace braze {
 namespace schedule {
@@ -282,6 +283,28 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
   log_ << line.str() << "\n";
 }
 
+void SafeScheduler::StoredValue(Func f) {
+  std::vector<Var> args = f.args();
+  f.compute_root();
+  std::ostringstream line;
+  line << f.name() << ": compute_root";
+  // The natural width: the readers' region is not known here, and GuardWithIf holds for
+  // any extent (a row shorter than a vector, a symbolic one).
+  const int w = target_.natural_vector_size(f.output_types()[0]);
+  if (w > 1) {
+    f.vectorize(args[0], w, Halide::TailStrategy::GuardWithIf);
+    line << " vectorize(" << args[0].name() << ", " << w << ")";
+  }
+  if (threads_ > 1 && args.size() >= 2) {
+    const Var outer = FuseAll(f, std::vector<Var>(args.begin() + 1, args.end()));
+    f.parallel(outer);
+    line << " parallel(" << outer.name() << ")";
+  }
+  line << " (an expensive value, " << OwnDefinitionNodes(f)
+       << " IR nodes, that several stored Funcs read)";
+  log_ << line.str() << "\n";
+}
+
 void SafeScheduler::Transpose(Func f, const Extents& e, const Symbolic& sym) {
   std::vector<Var> args = f.args();
   // Tiles of w x w, ShiftInwards: w may not exceed a symbolic dim's smallest extent.
@@ -379,6 +402,12 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     f.compute_root();  // small and rare: a gradient's mask operand, left to LLVM
     s.Log(f.name() + ": compute_root (read by a reduction and a comparison)");
   }
+  // Expensive values (a random draw) that several stored Funcs read: computed once.
+  std::vector<Halide::Func> stored_values = shared;
+  for (Halide::Func f : ExpensiveSharedValues(info, shared)) {
+    s.StoredValue(f);
+    stored_values.push_back(f);
+  }
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;
   for (const Halide::Func& f : info.outputs) materialized.insert(f.name());
@@ -386,7 +415,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     materialized.insert(stage.acc.name());
     if (stage.result.defined()) materialized.insert(stage.result.name());
   }
-  StoreFuncsDroppingStageReads(info, materialized, shared, s);
+  StoreFuncsDroppingStageReads(info, materialized, stored_values, s);
   for (const Stage& stage : info.stages) {
     switch (stage.kind) {
       case StageKind::kReduction:
