@@ -283,7 +283,7 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
   log_ << line.str() << "\n";
 }
 
-void SafeScheduler::StoredValue(Func f) {
+void SafeScheduler::StoredValue(Func f, int64_t nodes) {
   std::vector<Var> args = f.args();
   f.compute_root();
   std::ostringstream line;
@@ -300,8 +300,7 @@ void SafeScheduler::StoredValue(Func f) {
     f.parallel(outer);
     line << " parallel(" << outer.name() << ")";
   }
-  line << " (an expensive value, " << OwnDefinitionNodes(f)
-       << " IR nodes, that several stored Funcs read)";
+  line << " (an expensive value, " << nodes << " IR nodes, that several stored Funcs read)";
   log_ << line.str() << "\n";
 }
 
@@ -404,9 +403,9 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
   }
   // Expensive values (a random draw) that several stored Funcs read: computed once.
   std::vector<Halide::Func> stored_values = shared;
-  for (Halide::Func f : ExpensiveSharedValues(info, shared)) {
-    s.StoredValue(f);
-    stored_values.push_back(f);
+  for (const SharedValue& v : ExpensiveSharedValues(info, shared)) {
+    s.StoredValue(v.func, v.nodes);
+    stored_values.push_back(v.func);
   }
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;

@@ -128,7 +128,7 @@ class SafeScheduler {
   // A value stored once for its several readers (shared_values.h): at root, dim 0
   // vectorized (guarded: its extents are its readers' to infer) and the outer dims in
   // parallel.
-  void StoredValue(Halide::Func f);
+  void StoredValue(Halide::Func f, int64_t nodes);
   // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
   // dims, so that Halide loads whole rows of g and transposes them in registers instead
   // of gathering with the row stride; tiles in parallel over the outer dims.

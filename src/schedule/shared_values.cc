@@ -76,16 +76,31 @@ std::vector<Halide::Expr> AllValues(const Function& f) {
   return values;
 }
 
+// Nodes of f's values and of the inlined Funcs they call, each distinct node once.
+class InlinedCount : public NodeCount {
+ public:
+  explicit InlinedCount(const std::set<std::string>& stored) : stored_(stored) {}
+
+ private:
+  using NodeCount::visit;
+  void visit(const Call* op) override {
+    NodeCount::visit(op);
+    if (op->call_type != Call::Halide || !op->func.defined()) return;
+    Function f(op->func);
+    if (stored_.count(f.name()) || f.has_update_definition() ||
+        !seen_funcs_.insert(f.name()).second) {
+      return;
+    }
+    for (const Halide::Expr& v : f.values()) Count(v);
+  }
+  const std::set<std::string>& stored_;
+  std::set<std::string> seen_funcs_;
+};
+
 }  // namespace
 
-int64_t OwnDefinitionNodes(const Halide::Func& f) {
-  NodeCount count;
-  for (const Halide::Expr& v : f.function().values()) count.Count(v);
-  return count.count();
-}
-
-std::vector<Halide::Func> ExpensiveSharedValues(const PipelineInfo& info,
-                                                const std::vector<Halide::Func>& stored_too) {
+std::vector<SharedValue> ExpensiveSharedValues(const PipelineInfo& info,
+                                               const std::vector<Halide::Func>& stored_too) {
   // An attention stage computes its Funcs per key tile: at root they would be the
   // [Tq, Tk] buffers it exists to avoid.
   for (const Stage& s : info.stages) {
@@ -110,27 +125,39 @@ std::vector<Halide::Func> ExpensiveSharedValues(const PipelineInfo& info,
   }
   for (const Halide::Func& f : stored_too) add_root(f);
 
-  // Which stored Funcs read each Func; and the Funcs some reader indexes through memory.
-  std::map<std::string, std::set<std::string>> readers;
-  std::set<std::string> indirect;
-  for (const Function& root : roots) {
-    Reads reads(stored, &indirect);
-    for (const Halide::Expr& v : AllValues(root)) v.accept(&reads);
-    for (const std::string& name : reads.names) {
-      if (name != root.name()) readers[name].insert(root.name());
+  // Greedily, the costliest value (counting what it inlines) that two or more stored
+  // Funcs read; once stored it is one reader of what it calls, so the counts are taken
+  // again after each choice.
+  std::vector<SharedValue> result;
+  for (;;) {
+    std::map<std::string, std::set<std::string>> readers;
+    std::set<std::string> indirect;
+    for (const Function& root : roots) {
+      Reads reads(stored, &indirect);
+      for (const Halide::Expr& v : AllValues(root)) v.accept(&reads);
+      for (const std::string& name : reads.names) {
+        if (name != root.name()) readers[name].insert(root.name());
+      }
     }
-  }
-  std::vector<Halide::Func> result;
-  for (const auto& [name, by] : readers) {
-    if (by.size() < 2 || stored.count(name) || indirect.count(name)) continue;
-    auto it = env.find(name);
-    if (it == env.end()) continue;
-    const Function& f = it->second;
-    if (f.has_update_definition() || f.has_extern_definition() || IsPlainLoad(f)) continue;
-    if (f.args().empty() || f.outputs() != 1) continue;
-    const Halide::Func func(f);
-    if (OwnDefinitionNodes(func) < kExpensiveValueNodes) continue;
-    result.push_back(func);
+    int64_t best_cost = 0;
+    const Function* best = nullptr;
+    for (const auto& [name, by] : readers) {
+      if (by.size() < 2 || stored.count(name) || indirect.count(name)) continue;
+      auto it = env.find(name);
+      if (it == env.end()) continue;
+      const Function& f = it->second;
+      if (f.has_update_definition() || f.has_extern_definition() || IsPlainLoad(f)) continue;
+      if (f.args().empty() || f.outputs() != 1) continue;
+      InlinedCount count(stored);
+      for (const Halide::Expr& v : f.values()) count.Count(v);
+      if (count.count() >= kExpensiveValueNodes && count.count() > best_cost) {
+        best_cost = count.count();
+        best = &f;
+      }
+    }
+    if (best == nullptr) break;
+    result.push_back({Halide::Func(*best), best_cost});
+    add_root(result.back().func);
   }
   return result;
 }
