@@ -1,6 +1,7 @@
 // Expensive values that several stored Funcs of a cluster read (a dropout's random draw
-// read by the mask, the residual and LayerNorm's two row reductions) are computed once
-// at root by the safe default (schedule/shared_values.h), vectorized with a guarded tail.
+// read by the mask, the residual and LayerNorm's two row reductions; GELU's gradient read
+// by its output and a column sum) are computed once at root by the safe default
+// (schedule/shared_values.h), vectorized with a guarded tail.
 // Compiled in strict mode (a compile failure is an error, not a fallback) against the
 // reference kernels, which draw the same bits: at prime, odd and tiny extents, on one
 // and two threads, with a symbolic batch, and as a whole training step's gradients.
@@ -110,6 +111,40 @@ TEST(SharedValuesTest, GradientsThroughDropoutMatchTheReference) {
   auto got = session.Run(feeds, fetches);
   ASSERT_TRUE(got.ok()) << got.status();
   testing_util::ExpectMatchesReference(g, feeds, fetches, *got, 1e-3, 1e-5);
+}
+
+// GELU's gradient chain, read by its output (the next matmul's operand) and by the bias
+// gradient's column sum: stored once for both (the chain's cost, not one Func's, counts).
+TEST(SharedValuesTest, GeluGradientReadByAnOutputAndAColumnSumMatchesTheReference) {
+  struct Case {
+    int64_t rows, k, n;
+  };
+  for (const Case c : {Case{37, 13, 131}, Case{5, 7, 29}, Case{64, 16, 96}, Case{2, 3, 1}}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {c.rows, c.k}, "x");
+    Tensor w = Placeholder(g, DType::kF32, {c.k, c.n}, "w");
+    Tensor b = Placeholder(g, DType::kF32, {c.n}, "b");
+    Tensor w2 = Placeholder(g, DType::kF32, {c.n, 3}, "w2");
+    Tensor loss;
+    {
+      JitScope scope(g);
+      loss = Mean(Square(MatMul(Gelu(MatMul(x, w) + b), w2)), {0, 1}, false);
+    }
+    auto grads = Gradients({loss}, {x, w, b});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    std::vector<Tensor> fetches = {loss};
+    fetches.insert(fetches.end(), grads->begin(), grads->end());
+    const Feeds feeds = {{x, HostTensor::RandomNormal(DType::kF32, {c.rows, c.k}, 11 + c.n)},
+                         {w, HostTensor::RandomNormal(DType::kF32, {c.k, c.n}, 12, 0, 0.4)},
+                         {b, HostTensor::RandomNormal(DType::kF32, {c.n}, 13)},
+                         {w2, HostTensor::RandomNormal(DType::kF32, {c.n, 3}, 14, 0, 0.4)}};
+    for (int threads : {1, 2}) {
+      Session session(g, Strict(threads));
+      auto got = session.Run(feeds, fetches);
+      ASSERT_TRUE(got.ok()) << c.rows << "x" << c.n << ": " << got.status();
+      testing_util::ExpectMatchesReference(g, feeds, fetches, *got, 1e-3, 1e-5);
+    }
+  }
 }
 
 }  // namespace
