@@ -542,6 +542,11 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     result.info.output_extents.push_back(extents);
     result.info.output_symbolic.push_back(HalideSymbolic(v.sym, v.shape.size()));
   }
+  for (const auto& [key, v] : values) {
+    bool is_static = v.func.defined();
+    for (int k : v.sym) is_static = is_static && k < 0;
+    if (is_static) result.info.value_extents[v.func.name()] = HalideExtents(v.shape);
+  }
   result.info.stages = ctx.stages();
   result.calls_library = ctx.calls_library;
   result.info.symbolic = !ctx.symbols().empty();

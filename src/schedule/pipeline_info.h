@@ -9,6 +9,8 @@
 #define BRAZE_SCHEDULE_PIPELINE_INFO_H_
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "Halide.h"
@@ -183,6 +185,10 @@ struct PipelineInfo {
   // The least run-time extent of a symbolic dim: kMinSymbolicExtent, or 1 for the kernel
   // that serves sizes below it (lowering: a class's estimate below kMinSymbolicExtent).
   int64_t symbolic_min_extent = kMinSymbolicExtent;
+  // The extents of the pure Funcs the lowering defined for the cluster's values, by
+  // name, when every dim is static (a value with a symbolic dim is not listed): what a
+  // schedule that stores one whole (shared_values.h) bounds and splits it by.
+  std::map<std::string, Extents> value_extents;
 };
 
 }  // namespace schedule

@@ -283,25 +283,17 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
   log_ << line.str() << "\n";
 }
 
-void SafeScheduler::StoredValue(Func f, int64_t nodes) {
-  std::vector<Var> args = f.args();
+void SafeScheduler::StoredValue(Func f, int64_t nodes, const Extents& e) {
+  // Computed whole: bound to its extents, so the vector split (ShiftInwards, at most the
+  // extent of dim 0: Pointwise) covers a known region however little a reader needs.
+  // Never a GuardWithIf split, which Halide 14 miscompiles (docs/FUZZING.md; braze-fuzz
+  // seed 3028 on such a Func), and left unsplit LLVM did not vectorize it.
   f.compute_root();
-  std::ostringstream line;
-  line << f.name() << ": compute_root";
-  // The natural width: the readers' region is not known here, and GuardWithIf holds for
-  // any extent (a row shorter than a vector, a symbolic one).
-  const int w = target_.natural_vector_size(f.output_types()[0]);
-  if (w > 1) {
-    f.vectorize(args[0], w, Halide::TailStrategy::GuardWithIf);
-    line << " vectorize(" << args[0].name() << ", " << w << ")";
-  }
-  if (threads_ > 1 && args.size() >= 2) {
-    const Var outer = FuseAll(f, std::vector<Var>(args.begin() + 1, args.end()));
-    f.parallel(outer);
-    line << " parallel(" << outer.name() << ")";
-  }
-  line << " (an expensive value, " << nodes << " IR nodes, that several stored Funcs read)";
-  log_ << line.str() << "\n";
+  const std::vector<Var> args = f.args();
+  for (size_t d = 0; d < args.size(); ++d) f.bound(args[d], 0, static_cast<int>(e[d]));
+  log_ << f.name() << ": compute_root bound to its extents (an expensive value, " << nodes
+       << " IR nodes, that several stored Funcs read)\n";
+  Pointwise(f, e, Symbolic());
 }
 
 void SafeScheduler::Transpose(Func f, const Extents& e, const Symbolic& sym) {
@@ -404,7 +396,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
   // Expensive values (a random draw) that several stored Funcs read: computed once.
   std::vector<Halide::Func> stored_values = shared;
   for (const SharedValue& v : ExpensiveSharedValues(info, shared)) {
-    s.StoredValue(v.func, v.nodes);
+    s.StoredValue(v.func, v.nodes, v.extents);
     stored_values.push_back(v.func);
   }
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.

@@ -148,6 +148,12 @@ std::vector<SharedValue> ExpensiveSharedValues(const PipelineInfo& info,
       const Function& f = it->second;
       if (f.has_update_definition() || f.has_extern_definition() || IsPlainLoad(f)) continue;
       if (f.args().empty() || f.outputs() != 1) continue;
+      // Stored whole, bounded and split by its extents: a value the lowering defined
+      // with every dim static (StoredValue).
+      auto extents = info.value_extents.find(name);
+      if (extents == info.value_extents.end() || extents->second.size() != f.args().size()) {
+        continue;
+      }
       InlinedCount count(stored);
       for (const Halide::Expr& v : f.values()) count.Count(v);
       if (count.count() >= kExpensiveValueNodes && count.count() > best_cost) {
@@ -156,7 +162,7 @@ std::vector<SharedValue> ExpensiveSharedValues(const PipelineInfo& info,
       }
     }
     if (best == nullptr) break;
-    result.push_back({Halide::Func(*best), best_cost});
+    result.push_back({Halide::Func(*best), best_cost, info.value_extents.at(best->name())});
     add_root(result.back().func);
   }
   return result;

@@ -36,6 +36,7 @@ inline constexpr int kExpensiveValueNodes = 128;
 struct SharedValue {
   Halide::Func func;
   int64_t nodes = 0;  // its cost: distinct IR nodes, inlined Funcs included
+  Extents extents;    // its whole extents (PipelineInfo::value_extents)
 };
 
 // The pure Funcs (not plain loads, outputs, accumulators, matmul results or Funcs in
@@ -44,7 +45,8 @@ struct SharedValue {
 // chosen is a stored reader of what it calls from then on). A library matmul's operands
 // count as stored (its extern stage needs them in memory); nothing is chosen in a
 // pipeline with an attention stage (its Funcs are computed per key tile), and nothing
-// read at an index loaded from memory (a gather's: no bounds Halide could infer).
+// read at an index loaded from memory (a gather's: no bounds Halide could infer), and
+// only values whose extents the lowering gave (every dim static): each is stored whole.
 std::vector<SharedValue> ExpensiveSharedValues(const PipelineInfo& info,
                                                const std::vector<Halide::Func>& stored);
 

@@ -30,11 +30,16 @@ Func Expensive(const std::string& name) {
   return f;
 }
 
+// The outputs, every Func of the pipeline given static extents {16, 4} as the lowering
+// gives its values'.
 PipelineInfo Outputs(const std::vector<Func>& outs) {
   PipelineInfo info;
   for (const Func& f : outs) {
     info.outputs.push_back(f);
     info.output_extents.push_back({16, 4});
+    for (const auto& [name, unused] : Halide::Internal::find_transitive_calls(f.function())) {
+      info.value_extents[name] = {16, 4};
+    }
   }
   return info;
 }
@@ -112,6 +117,20 @@ TEST(SharedValuesTest, AValueReadBesideItsSharedChainIsStoredToo) {
   c(x, y) = r(x, y) + 5.0f;
   EXPECT_EQ(Names(ExpensiveSharedValues(Outputs({a, b, c}), {})),
             (std::vector<std::string>{g.name(), r.name()}));
+}
+
+// A value the lowering gave no static extents (a symbolic dim) is left inlined: it
+// could not be stored whole.
+TEST(SharedValuesTest, AValueWithoutStaticExtentsIsLeftInlined) {
+  Func r = Expensive("r");
+  Func a("a"), b("b");
+  a(x, y) = r(x, y) + 1.0f;
+  b(x, y) = r(x, y) * 3.0f;
+  PipelineInfo info = Outputs({a, b});
+  ASSERT_EQ(Names(ExpensiveSharedValues(info, {})), std::vector<std::string>{r.name()});
+  EXPECT_EQ(ExpensiveSharedValues(info, {})[0].extents, (Extents{16, 4}));
+  info.value_extents.erase(r.name());
+  EXPECT_TRUE(ExpensiveSharedValues(info, {}).empty());
 }
 
 // Read at an index loaded from memory (a gather): Halide could not bound a stored copy.
