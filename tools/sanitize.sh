@@ -73,9 +73,8 @@ run_asan() {
     passes_tests runtime_tests api_tests
   # allocator_may_return_null: the bad-input tests ask for more memory than exists and
   # expect ResourceExhausted, not ASan's abort.
-  # lsan.supp: Halide 14's self-referencing buffer constraints (the file says why).
+  # No LeakSanitizer suppression: every leak is a finding (docs/SANITIZERS.md).
   export ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1:abort_on_error=0
-  export LSAN_OPTIONS="suppressions=$root/tools/sanitizers/lsan.supp"
   # The disk cache tests use directories of their own; nothing else writes one.
   export BRAZE_CACHE_DIR=off
   # As under ctest: tests that read the checkout (tools/braze-dump) find it here, not

@@ -23,8 +23,11 @@
 // would deadlock): --benchmark_min_time does not apply. Only rank 0 reports. Each
 // benchmark checks its result once before it is timed (SkipWithError on a mismatch).
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -58,6 +61,37 @@ void QuietBarrier() {
     if (!done) usleep(1000);
   }
 }
+
+// Load-robust counters of a timed loop (this VM is shared, so wall times under load say
+// little): the fastest iteration's wall time, and the process's voluntary context
+// switches per iteration (every thread's sleeps: a hand-off between threads costs the
+// waiting one a sleep and a wake-up, a poll loop that sleeps costs one per sleep).
+class LoopCounters {
+ public:
+  LoopCounters() : start_(VoluntarySwitches()) {}
+  void BeginIteration() { begin_ = std::chrono::steady_clock::now(); }
+  void EndIteration() {
+    const double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin_)
+            .count();
+    min_us_ = std::min(min_us_, us);
+  }
+  void Report(benchmark::State& state) const {
+    const double n = std::max<double>(1, static_cast<double>(state.iterations()));
+    state.counters["min_us"] = min_us_;
+    state.counters["sleeps_per_op"] = static_cast<double>(VoluntarySwitches() - start_) / n;
+  }
+
+ private:
+  static int64_t VoluntarySwitches() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_nvcsw;
+  }
+  int64_t start_;
+  std::chrono::steady_clock::time_point begin_;
+  double min_us_ = 1e30;
+};
 
 braze::SessionOptions CpuOptions() {
   braze::SessionOptions o;
@@ -102,14 +136,21 @@ void RunBrazeAllReduce(benchmark::State& state, bool reduce) {
       return;
     }
   }
+  const int64_t run_here = s.stats().collectives_run_here;
+  LoopCounters counters;
   for (auto _ : state) {
+    counters.BeginIteration();
     absl::Status st = s.Run({}, {}, {update}).status();
+    counters.EndIteration();
     if (!st.ok()) {
       state.SkipWithError(std::string(st.message()).c_str());
       break;
     }
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
+  counters.Report(state);
+  // Whether the executor made the call itself (nothing to overlap: Step::run_here).
+  if (reduce) state.counters["run_here"] = s.stats().collectives_run_here > run_here ? 1 : 0;
 }
 
 void BM_BrazeAllReduce(benchmark::State& state) { RunBrazeAllReduce(state, true); }
@@ -131,12 +172,16 @@ void BM_MpiAllreduce(benchmark::State& state) {
     state.SkipWithError("MPI_Allreduce's sum is wrong");
     return;
   }
+  LoopCounters counters;
   for (auto _ : state) {
+    counters.BeginIteration();
     MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                   MPI_COMM_WORLD);
+    counters.EndIteration();
     benchmark::DoNotOptimize(buf.data());
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
+  counters.Report(state);
 }
 
 // The non-blocking call Braze's communicator makes (MPI_Iallreduce in place, then
@@ -162,11 +207,15 @@ void BM_MpiIallreduce(benchmark::State& state) {
     state.SkipWithError("MPI_Iallreduce's sum is wrong");
     return;
   }
+  LoopCounters counters;
   for (auto _ : state) {
+    counters.BeginIteration();
     reduce();
+    counters.EndIteration();
     benchmark::DoNotOptimize(buf.data());
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
+  counters.Report(state);
 }
 
 // examples/mlp's step. world 1: one process, the whole batch (other ranks skip);

@@ -156,6 +156,11 @@ struct SessionStats {
   // Of those, AllReduce/Broadcast steps that worked in place on their input's buffer (its
   // last use, in memory the session owns): no output buffer, no copy.
   int64_t collectives_in_place = 0;
+  // Of those, steps run on NCCL on a CUDA device's memory (the others ran on MPI on the
+  // host), and steps the executor ran on its own thread, nothing being there to overlap
+  // them (the others ran on the communication thread beside later steps).
+  int64_t collectives_on_device = 0;
+  int64_t collectives_run_here = 0;
   int64_t verified_kernels = 0;  // compiled kernels checked by verify mode
   double compile_ms = 0;         // wall time spent compiling
   // Copies between memory spaces (the host, jit:cpu's memory, a CUDA device): onto a
@@ -175,6 +180,13 @@ struct SessionStats {
   int64_t peak_live_bytes = 0;
   int64_t step_output_bytes = 0;
   int64_t peak_activation_bytes = 0;
+  // Control flow (issue 40, docs/CONTROL_FLOW.md): bodies run (a Scan's steps, a While's
+  // conds and bodies, a Cond's branch), and the bytes the loops copied on the host
+  // between them: each step's rows of the elems, rows stacked into the outputs, the
+  // initial carry, and any result a body's plan did not write in place. Carries and
+  // captures are passed by reference, never copied per iteration.
+  int64_t body_runs = 0;
+  int64_t body_copied_bytes = 0;
 };
 
 using Feeds = std::vector<std::pair<Tensor, HostTensor>>;

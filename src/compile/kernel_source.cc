@@ -19,6 +19,7 @@
 #include "ir/logging.h"
 #include "ir/timeline.h"
 #include "lower/conv_bn_fold.h"
+#include "schedule/scheduler.h"
 #include "schedule/stored_schedule.h"
 
 namespace braze {
@@ -76,6 +77,18 @@ std::string MatMulPath(const std::string& text) {
   return absl::StrContains(text, "MatMul_") ? "; matmul in Braze's Halide loops" : "";
 }
 
+// How many expensive shared values the safe default stored once instead of inlining
+// them into each reader (schedule/shared_values.h), for --log_compiles: "; 3 shared
+// values stored once", or nothing.
+std::string SharedValuesNote(const std::string& text) {
+  int n = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    n += absl::StrContains(line, kSharedValueStoredOnce) ? 1 : 0;
+  }
+  if (n == 0) return "";
+  return absl::StrCat("; ", n, n == 1 ? " shared value" : " shared values", " stored once");
+}
+
 // Whether some convolution call takes a residual add: its Func is named for its
 // epilogue (lower_conv_library.cc: "Conv2D_5_bias_residual_relu$1: extern ...").
 bool CallsResidualConv(absl::string_view text) {
@@ -116,6 +129,7 @@ void LogCompile(const KernelSourceOptions& options, const ClusterSpec& cluster,
                     result.hit ? ", cache hit" : absl::StrFormat(", %.1f ms", result.compile_ms));
     if (!k.schedule_note().empty()) absl::StrAppend(&line, "; ", k.schedule_note());
     absl::StrAppend(&line, MatMulPath(k.schedule_text()));
+    absl::StrAppend(&line, SharedValuesNote(k.schedule_text()));
     // Which path a kernel's convolutions took (docs/CONVOLUTIONS.md): its Funcs are named
     // for their ops (Conv2D_3, Conv2DBackpropInput_7, ...).
     if (absl::StrContains(k.schedule_text(), kCpuConvF32Symbol)) {

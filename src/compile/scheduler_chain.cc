@@ -146,9 +146,9 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
 }
 
 // Lowers the scheduled pipeline once more and rejects (throws Halide::CompileError) a
-// schedule Halide 14 miscompiles silently or that could never run at these shapes
-// (schedule/lowered_check.h). Costs one lowering, no code generation. Returns the
-// target to compile for: `target`, or, when a loop of the pipeline is one LLVM 14's
+// schedule Halide 14 miscompiles silently, whose lowered code lost a stage, or that could
+// never run at these shapes (schedule/lowered_check.h). Costs one lowering, no code generation.
+// Returns the target to compile for: `target`, or, when a loop of the pipeline is one LLVM 14's
 // loop vectorizer miscompiles (schedule::FindStridedReadModifyWriteLoop), `target`
 // with LLVM's loop optimizations off, and that loop in `*llvm_loop`.
 Halide::Target CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
@@ -181,7 +181,12 @@ Halide::Target CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pip
   for (const Halide::Func& f : lowered.info.outputs) note(f.output_buffer().parameter());
   const Halide::Module module =
       pipeline.compile_to_module(ArgumentsOf(lowered), "braze_check", target);
-  const std::string problem = schedule::CheckLoweredModule(module, output_sizes, known);
+  std::string problem = schedule::CheckLoweredModule(module, output_sizes, known);
+  if (problem.empty()) {
+    std::vector<std::string> outputs;
+    for (const Halide::Func& f : lowered.info.outputs) outputs.push_back(f.name());
+    problem = schedule::FindUnwrittenBuffer(module, outputs);
+  }
   if (!problem.empty()) throw Halide::CompileError(problem);
   // Only such pipelines: the others keep LLVM's vectorization of the scalar loops the
   // schedules leave (the safe default's reductions over an odd dim 0, say).

@@ -2,13 +2,16 @@
 // InitDistributed / FinalizeDistributed: see communicator.h.
 #include "device/communicator.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "braze/distributed.h"
+#include "device/thread_pool.h"
 #include "ir/world.h"
 
 namespace braze {
@@ -18,7 +21,11 @@ namespace {
 struct Process {
   std::mutex mu;
   bool initialized = false;
+  double timeout_seconds = 300;
   std::unique_ptr<Communicator> world;
+  // NCCL communicators by CUDA device index (CommunicatorFor), or why there is none.
+  std::map<int, std::unique_ptr<Communicator>> nccl;
+  std::map<int, absl::Status> nccl_failed;
 };
 
 Process& TheProcess() {
@@ -41,6 +48,54 @@ int LauncherWorldSize() {
 bool LaunchedByMpi() { return LauncherWorldSize() > 0; }
 
 Communicator* World() { return TheProcess().world.get(); }
+
+absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory) {
+  Process& p = TheProcess();
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (p.world == nullptr) {
+    return absl::FailedPreconditionError("no distributed job: a world of one (InitDistributed)");
+  }
+  if (memory.kind != Device::Kind::kCuda) return p.world.get();
+  if (auto it = p.nccl.find(memory.index); it != p.nccl.end()) return it->second.get();
+  // A failure is kept: every rank agreed on it, and a new try would mean a new agreement.
+  if (auto it = p.nccl_failed.find(memory.index); it != p.nccl_failed.end()) return it->second;
+  absl::StatusOr<std::unique_ptr<Communicator>> made =
+      CreateNcclCommunicator(*p.world, memory, p.timeout_seconds);
+  if (!made.ok()) {
+    p.nccl_failed[memory.index] = made.status();
+    return made.status();
+  }
+  Communicator* c = made->get();
+  p.nccl[memory.index] = *std::move(made);
+  return c;
+}
+
+namespace {
+
+std::atomic<int> awaiting{0};  // threads in CommQueue::Wait or RunHere
+
+// Counts the calling thread as blocked on a collective while it lives.
+// The kernel pool's workers stop spinning then: nothing for them to do until this
+// thread's next kernel, and on a machine with few cores their spin would slow the poll
+// loop that drives the collective (a 4 MiB all-reduce of 2 ranks on 2 cores took
+// 0.4x MPI_Allreduce's time beside them; docs/DISTRIBUTED.md).
+class AwaitScope {
+ public:
+  AwaitScope() {
+    awaiting.fetch_add(1, std::memory_order_relaxed);
+    device::ParkWorkers();
+  }
+  // The wait is over: the thread launches its next kernels soon, and a parked worker
+  // takes longer to wake than that (the next kernel then ran alone on this thread:
+  // 4 MiB's negation 137 us after an all-reduce, 66 us back to back). Wake them now.
+  ~AwaitScope() {
+    if (awaiting.fetch_sub(1, std::memory_order_relaxed) == 1) device::WakeWorkers();
+  }
+};
+
+}  // namespace
+
+bool Awaited() { return awaiting.load(std::memory_order_relaxed) > 0; }
 
 CommQueue::CommQueue() : thread_([this] { Loop(); }) {}
 
@@ -65,6 +120,51 @@ std::shared_future<absl::Status> CommQueue::Enqueue(std::function<absl::Status()
   return done;
 }
 
+void CommQueue::RunFront(std::unique_lock<std::mutex>& lock) {
+  std::packaged_task<absl::Status()> task = std::move(queue_.front());
+  queue_.pop_front();
+  queued_.fetch_sub(1, std::memory_order_relaxed);
+  busy_ = true;
+  lock.unlock();
+  task();
+  lock.lock();
+  busy_ = false;
+  idle_cv_.notify_all();
+  cv_.notify_one();  // more work may wait for busy_ to clear
+}
+
+absl::Status CommQueue::Wait(const std::shared_future<absl::Status>& done) {
+  if (done.wait_for(std::chrono::seconds(0)) == std::future_status::ready) return done.get();
+  AwaitScope awaiting_it;
+  std::unique_lock<std::mutex> lock(mu_);
+  while (done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+    if (!busy_ && !queue_.empty()) {
+      RunFront(lock);  // the work before ours, or ours: in order either way
+    } else {
+      idle_cv_.wait(lock);
+    }
+  }
+  return done.get();
+}
+
+absl::Status CommQueue::RunHere(std::function<absl::Status()> work) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!busy_ && queue_.empty()) {
+      AwaitScope awaiting_it;
+      busy_ = true;
+      lock.unlock();
+      absl::Status s = work();
+      lock.lock();
+      busy_ = false;
+      idle_cv_.notify_all();
+      cv_.notify_one();
+      return s;
+    }
+  }
+  return Wait(Enqueue(std::move(work)));
+}
+
 void CommQueue::Loop() {
   for (;;) {
     // A step's buckets come microseconds apart: spin a little before sleeping, so the
@@ -73,16 +173,10 @@ void CommQueue::Loop() {
     while (queued_.load(std::memory_order_acquire) == 0 &&
            std::chrono::steady_clock::now() < spin_until) {
     }
-    std::packaged_task<absl::Status()> task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ and nothing left
-      task = std::move(queue_.front());
-      queue_.pop_front();
-      queued_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    task();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
+    if (queue_.empty()) return;  // stop_ and nothing left
+    RunFront(lock);
   }
 }
 
@@ -118,6 +212,7 @@ absl::Status InitDistributed(const DistributedOptions& options) {
     p.initialized = true;
     return absl::OkStatus();
   }
+  p.timeout_seconds = options.timeout_seconds;
   auto world = comm::CreateMpiCommunicator(options.timeout_seconds);
   if (!world.ok()) return world.status();
   p.world = *std::move(world);

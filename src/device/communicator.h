@@ -56,6 +56,14 @@ class Communicator {
 
 // The communicator InitDistributed made (MPI), or nullptr in a world of one.
 Communicator* World();
+// The communicator for collectives on values in `memory`'s memory: World() (MPI) for
+// the host's (cpu, jit:cpu; OpenCL values are brought to the host first), and on a CUDA
+// device the process's NCCL communicator there, made at the first call with World() as
+// its bootstrap: a collective call itself, so every rank makes it at the same point of
+// its sequence of collectives (on the communication queue). FailedPrecondition saying
+// why (on every rank alike: they agree first, CreateNcclCommunicator) when NCCL cannot
+// run there, and at every later call; FailedPrecondition in a world of one.
+absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory);
 
 // Open MPI over MPI_COMM_WORLD (MPI already initialized); the timeout is per call.
 // Unimplemented when Braze was built without MPI.
@@ -70,13 +78,26 @@ absl::Status FinalizeMpi(bool abort);
 // libnccl.so.2 loads and has every entry point Braze calls; otherwise
 // FailedPrecondition saying why (not installed, missing symbols). Needs no GPU.
 absl::StatusOr<int> LoadNccl();
-// An NCCL communicator over the ranks of `bootstrap` (which broadcasts rank 0's NCCL id)
-// on CUDA device `device`. FailedPrecondition naming the reason when NCCL does not load
-// or no CUDA device is usable (CheckCudaAvailable's reason).
+// Whether NCCL can run on `device` in this process: OK when NCCL loads and the device
+// is a usable CUDA device; FailedPrecondition naming the reason otherwise (NCCL not
+// installed, CheckCudaAvailable's reason, no such device), InvalidArgument for a device
+// that is not CUDA. Collective calls none.
+absl::Status CheckNccl(const Device& device);
+// An NCCL communicator over the ranks of `bootstrap` on CUDA device `device`, each call
+// bounded by `timeout_seconds`. The ranks first agree over `bootstrap` (an all-reduce of
+// CheckNccl's verdicts), so all of them fail alike when any cannot (FailedPrecondition:
+// this rank's reason, or how many ranks could not) instead of some waiting for the
+// others forever in ncclCommInitRank; then rank 0's NCCL id is broadcast.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicator& bootstrap,
-                                                                     const Device& device);
+                                                                     const Device& device,
+                                                                     double timeout_seconds);
 
-// One worker thread running enqueued work in order.
+// One worker thread running enqueued work in order. A thread that needs a result
+// helps instead of sleeping: Wait runs queued work itself, in order, while no other
+// thread runs any, and RunHere runs work on the calling thread when nothing is queued
+// or running before it. So a collective the executor would only wait for costs no
+// hand-off between threads (no wake-up of the communication thread, none of the
+// executor's), and the order of the calls into MPI stays the order of enqueueing.
 class CommQueue {
  public:
   CommQueue();
@@ -84,16 +105,32 @@ class CommQueue {
   CommQueue(const CommQueue&) = delete;
   CommQueue& operator=(const CommQueue&) = delete;
   std::shared_future<absl::Status> Enqueue(std::function<absl::Status()> work);
+  // `done`'s status (a future Enqueue returned), running queued work on this thread
+  // meanwhile; the communicators poll without backing off while it waits (Awaited).
+  absl::Status Wait(const std::shared_future<absl::Status>& done);
+  // `work` run on this thread after everything enqueued before it: at once when the
+  // queue is idle, else enqueued and waited for as Wait does.
+  absl::Status RunHere(std::function<absl::Status()> work);
 
  private:
   void Loop();
+  // Runs queue_.front() on this thread; `lock` holds mu_, not busy_, queue_ not empty.
+  void RunFront(std::unique_lock<std::mutex>& lock);
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;       // work queued, or busy_ cleared: for the thread
+  std::condition_variable idle_cv_;  // a task finished: for waiters
   std::deque<std::packaged_task<absl::Status()>> queue_;
   std::atomic<int> queued_{0};  // queue_.size(), read without the lock while spinning
+  bool busy_ = false;           // a thread runs a task (at most one at a time)
   bool stop_ = false;
   std::thread thread_;
 };
+
+// Whether a thread is blocked on a collective's result (CommQueue::Wait or RunHere):
+// then nothing else runs beside the call, and a communicator polls its engine without
+// yielding or sleeping, as MPI_Wait does; otherwise it backs off, leaving the cores to
+// the kernels that run meanwhile.
+bool Awaited();
 
 // The process's communication thread, started at the first use.
 CommQueue& ProcessCommQueue();

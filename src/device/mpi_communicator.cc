@@ -138,27 +138,36 @@ class MpiCommunicator : public Communicator {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point begin = Clock::now();
     const auto deadline = begin + std::chrono::duration<double>(timeout_s_);
-    for (int polls = 0;; ++polls) {
+    auto timed_out = [&] {
+      // The request stays pending: MPI cannot cancel a collective. The job is over.
+      return fail(absl::DeadlineExceededError(absl::StrFormat(
+          "%s did not complete within %g s (DistributedOptions::timeout_seconds): a "
+          "rank died or hangs",
+          label(), timeout_s_)));
+    };
+    for (int64_t polls = 0;; ++polls) {
       int done = 0;
       if (int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
         return fail(absl::UnavailableError(
             absl::StrCat(label(), " failed (a rank died?): ", MpiError(rc))));
       }
       if (done) return absl::OkStatus();
-      // Spin first (small messages finish in microseconds), then back off so a rank
-      // waiting for a slow peer leaves the cores to the kernels running beside it.
-      if (polls > 2000) {
-        if (Clock::now() > deadline) {
-          // The request stays pending: MPI cannot cancel a collective. The job is over.
-          return fail(absl::DeadlineExceededError(absl::StrFormat(
-              "%s did not complete within %g s (DistributedOptions::timeout_seconds): a "
-              "rank died or hangs",
-              label(), timeout_s_)));
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 200 : 20));
-      } else {
-        std::this_thread::yield();
+      // A non-blocking collective advances only inside MPI_Test (libnbc has no progress
+      // thread), so every yield or sleep between two polls delays each round of its
+      // algorithm. While a thread waits for this result with nothing else to run
+      // (comm::Awaited), poll back to back as MPI_Wait does: polled with a sched_yield
+      // between tests, a 16 MiB all-reduce of 2 ranks took 2.5x MPI_Wait's time even at
+      // its best, under load (docs/DISTRIBUTED.md). Otherwise kernels run beside the
+      // call: spin a little (small messages finish in microseconds), then back off so
+      // they keep the cores.
+      const bool awaited = Awaited();
+      if (awaited || polls <= 2000) {
+        if ((polls & 1023) == 1023 && Clock::now() > deadline) return timed_out();
+        if (!awaited) std::this_thread::yield();
+        continue;
       }
+      if (Clock::now() > deadline) return timed_out();
+      std::this_thread::sleep_for(std::chrono::microseconds(polls > 20000 ? 200 : 20));
     }
   }
 

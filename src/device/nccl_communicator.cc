@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
+#include "braze/status.h"
 #include "device/communicator.h"
 
 #if __has_include(<nccl.h>)
@@ -201,7 +202,9 @@ class NcclCommunicator : public Communicator {
       if (std::chrono::steady_clock::now() > deadline) {
         return fail("did not complete within the timeout: a rank died or hangs", true);
       }
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      // Back to back while a thread waits for the result (comm::Awaited), as in MPI's
+      // poll loop; otherwise leave the host's cores to the work beside the call.
+      if (!Awaited()) std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
   }
 
@@ -223,8 +226,7 @@ absl::StatusOr<int> LoadNccl() {
   return n.version;
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicator& bootstrap,
-                                                                     const Device& device) {
+absl::Status CheckNccl(const Device& device) {
   const Nccl& n = Lib();
   if (!n.status.ok()) return n.status;
   if (device.kind != Device::Kind::kCuda) {
@@ -239,28 +241,49 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicato
     return absl::FailedPreconditionError(
         absl::StrCat(device.ToString(), " does not exist (", CudaDeviceCount(), " CUDA devices)"));
   }
-  auto driver = LoadDriver();
-  if (!driver.ok()) return driver.status();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicator& bootstrap,
+                                                                     const Device& device,
+                                                                     double timeout_seconds) {
+  absl::Status usable = CheckNccl(device);
+  absl::StatusOr<Driver> driver = usable.ok() ? LoadDriver() : absl::StatusOr<Driver>(usable);
   void* ctx = nullptr;
-  if (driver->retain(&ctx, device.index) != 0 || driver->set_current(ctx) != 0) {
-    return absl::FailedPreconditionError(
+  if (driver.ok() && (driver->retain(&ctx, device.index) != 0 || driver->set_current(ctx) != 0)) {
+    driver = absl::FailedPreconditionError(
         absl::StrCat("cannot make ", device.ToString(), "'s primary context current"));
   }
+  // Every rank says whether it can; all go on, or all stop here.
+  const int32_t can = driver.ok() ? 1 : 0;
+  int32_t ranks_that_can = 0;
+  BRAZE_RETURN_IF_ERROR(bootstrap.AllReduceSum(&can, &ranks_that_can, 1, DType::kI32));
+  if (!driver.ok()) return driver.status();
+  if (ranks_that_can != bootstrap.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "NCCL cannot run on ", device.ToString(), " on ", bootstrap.size() - ranks_that_can, " of ",
+        bootstrap.size(), " ranks (their errors say why)"));
+  }
+  const Nccl& n = Lib();
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
+  absl::Status made_id;
   if (bootstrap.rank() == 0) {
     if (ncclResult_t r = n.get_unique_id(&id); r != ncclSuccess) {
-      return absl::UnavailableError(absl::StrCat("ncclGetUniqueId: ", n.error_string(r)));
+      made_id = absl::UnavailableError(absl::StrCat("ncclGetUniqueId: ", n.error_string(r)));
     }
   }
-  if (absl::Status s = bootstrap.Broadcast(&id, sizeof(id), DType::kBool, 0); !s.ok()) return s;
+  // Rank 0 broadcasts the id even when making it failed (zeros): the others must not wait
+  // for a broadcast that never comes. A zero id fails ncclCommInitRank on every rank.
+  BRAZE_RETURN_IF_ERROR(bootstrap.Broadcast(&id, sizeof(id), DType::kBool, 0));
+  BRAZE_RETURN_IF_ERROR(made_id);
   ncclComm_t comm = nullptr;
   if (ncclResult_t r = n.init_rank(&comm, bootstrap.size(), id, bootstrap.rank());
       r != ncclSuccess) {
     return absl::UnavailableError(absl::StrCat("ncclCommInitRank: ", n.error_string(r)));
   }
   return std::unique_ptr<Communicator>(std::make_unique<NcclCommunicator>(
-      comm, *driver, ctx, bootstrap.rank(), bootstrap.size(), 300.0));
+      comm, *driver, ctx, bootstrap.rank(), bootstrap.size(), timeout_seconds));
 }
 
 #else  // !BRAZE_HAVE_NCCL_H
@@ -270,8 +293,15 @@ absl::StatusOr<int> LoadNccl() {
       "NCCL is not available: Braze was built without <nccl.h> (the CUDA toolkit's)");
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicator&, const Device&) {
-  return LoadNccl().status();
+absl::Status CheckNccl(const Device&) { return LoadNccl().status(); }
+
+absl::StatusOr<std::unique_ptr<Communicator>> CreateNcclCommunicator(Communicator& bootstrap,
+                                                                     const Device& device, double) {
+  // The ranks agree as with NCCL: none can here.
+  const int32_t can = 0;
+  int32_t ranks_that_can = 0;
+  BRAZE_RETURN_IF_ERROR(bootstrap.AllReduceSum(&can, &ranks_that_can, 1, DType::kI32));
+  return CheckNccl(device);
 }
 
 #endif  // BRAZE_HAVE_NCCL_H

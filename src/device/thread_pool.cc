@@ -140,6 +140,15 @@ class Pool {
 
   int sleeping() const { return sleepers_.load(); }
   int workers() const { return workers_; }
+  void Park() { park_.fetch_add(1, std::memory_order_relaxed); }
+  // Every sleeping worker wakes and spins for the next loop (then sleeps again).
+  void Wake() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      wake_.fetch_add(1);
+    }
+    cv_.notify_all();
+  }
 
   int Run(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
           ParallelForFunction busy) {
@@ -209,6 +218,7 @@ class Pool {
   Job* WaitForJob(int id, uint64_t* seen, bool spin) {
     if (!spin) Sleep(id, *seen);
     auto spin_start = std::chrono::steady_clock::now();
+    uint64_t parked = park_.load(std::memory_order_relaxed);
     for (int round = 0;; ++round) {
       const uint64_t published = serial_.load();
       if (published != *seen) {
@@ -222,10 +232,12 @@ class Pool {
         // job_ is set before serial_: a job `published` gone from job_ has returned.
         if (job == nullptr) *seen = published;
       }
-      if (round % 64 == 63 &&
-          std::chrono::steady_clock::now() - spin_start > std::chrono::microseconds(kSpinMicros)) {
+      if (round % 64 == 63 && (park_.load(std::memory_order_relaxed) != parked ||
+                               std::chrono::steady_clock::now() - spin_start >
+                                   std::chrono::microseconds(kSpinMicros))) {
         Sleep(id, *seen);
         spin_start = std::chrono::steady_clock::now();
+        parked = park_.load(std::memory_order_relaxed);
       } else {
         Backoff(round);  // its sched_yield lets another thread that needs this core run
       }
@@ -236,13 +248,20 @@ class Pool {
   // serial_, so the predicate sees the job's own count).
   void Sleep(int id, uint64_t seen) {
     std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t woken = wake_.load();
     sleepers_.fetch_add(1);
-    cv_.wait(lock, [&] { return serial_.load() != seen && id < wanted_.load(); });
+    cv_.wait(lock, [&] {
+      return (serial_.load() != seen && id < wanted_.load()) || wake_.load() != woken;
+    });
     sleepers_.fetch_sub(1);
     wakeup_count.fetch_add(1, std::memory_order_relaxed);
   }
 
-  int workers_ = 0;           // started; set before any job
+  int workers_ = 0;  // started; set before any job
+  // ParkWorkers calls: a spinning worker that sees the count change sleeps. WakeWorkers
+  // calls: a sleeping worker that sees it change spins.
+  std::atomic<uint64_t> park_{0};
+  std::atomic<uint64_t> wake_{0};
   std::mutex submit_;         // one job at a time
   uint64_t last_serial_ = 0;  // under submit_
   std::atomic<Job*> job_{nullptr};
@@ -280,6 +299,14 @@ int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t
                 ParallelForFunction busy) {
   if (extent <= 0) return 0;
   return ThePool().Run(user_context, f, min, extent, closure, busy);
+}
+
+void ParkWorkers() {
+  if (Pool* pool = the_pool.load(std::memory_order_acquire)) pool->Park();
+}
+
+void WakeWorkers() {
+  if (Pool* pool = the_pool.load(std::memory_order_acquire)) pool->Wake();
 }
 
 int CurrentKernelThreads() { return kernel_threads; }

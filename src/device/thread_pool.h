@@ -62,6 +62,16 @@ class ScopedKernelThreads {
 // How long a worker spins for new work after its last task before it sleeps.
 inline constexpr int kSpinMicros = 200;
 
+// Ends the spin of the workers waiting for the next loop: they sleep now (and wake at
+// the next loop that wants them). For a thread about to wait for something that is not a
+// kernel (a collective's poll loop, comm::CommQueue): the workers' spin would only take
+// cores from it. No-op before the pool exists.
+void ParkWorkers();
+// Wakes the sleeping workers to spin for the next loop (kSpinMicros, then they sleep
+// again): for a thread whose wait (above) ends and that launches kernels next, so that
+// those do not start on one thread while the workers wake.
+void WakeWorkers();
+
 // Counters for tests: parallel loops run on the pool, run serially (nested, one
 // thread, or contended with no `busy`), handed to `busy`, how many times a worker was woken from
 // sleep; the pool's workers and how many sleep now.

@@ -73,7 +73,7 @@ std::string ValuePreview(const HostTensor& v) {
   return absl::StrJoin(parts, ", ");
 }
 
-// A window's fields as KEY=VALUE tokens (cluster_text_read.cc's ParseWindow reads them).
+// A window's fields as KEY=VALUE tokens (cluster_text_attrs.cc's ParseWindow reads them).
 std::string WindowText(const Window2D& w) {
   return absl::StrCat(
       "strides=", ListText(std::vector<int>{w.stride_h, w.stride_w}),

@@ -34,6 +34,24 @@ int HalideDimSymbol(const std::vector<int>& sym, size_t d) {
   return d < sym.size() ? sym[sym.size() - 1 - d] : -1;
 }
 
+// `e` with each Variable that holds a Parameter (a buffer's `in0.extent.0`) replaced
+// by one of the same name alone, for a buffer's own constraints. A Parameter keeps its
+// constraints' Exprs, and such a Variable keeps its Parameter: a symbolic input's stride
+// (the product of its extents before it) made the input's Parameter hold itself, a
+// reference cycle Halide's IntrusivePtr never frees (LeakSanitizer: about 900 bytes per
+// discarded kernel; docs/SANITIZERS.md). Lowering resolves a constraint's Variables by
+// name (each buffer field is a let of the pipeline's body), so the checks are the same.
+Expr ByNameOnly(const Expr& e) {
+  class Strip : public Halide::Internal::IRMutator {
+    using IRMutator::visit;
+    Expr visit(const Halide::Internal::Variable* op) override {
+      if (!op->param.defined()) return op;
+      return Halide::Internal::Variable::make(op->type, op->name);
+    }
+  } strip;
+  return strip.mutate(e);
+}
+
 // The layout ops whose lowering computes with a dim's size, when that dim is symbolic:
 // a Concat along it (piece offsets), a Reshape that merges or splits it with other dims
 // (flat index arithmetic). Shape probing (symbolic.h) lets some of these through (a
@@ -318,13 +336,14 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
           classes[k] = param.dim(d).extent();  // the first buffer of the class gives it
           param.dim(d).set_min(0);
         } else {
-          param.dim(d).set_bounds(0, classes[k]);  // the others must match (Halide checks)
+          // The others must match (Halide checks).
+          param.dim(d).set_bounds(0, ByNameOnly(classes[k]));
         }
         extent = classes[k];
       } else {
         param.dim(d).set_bounds(0, e);
       }
-      param.dim(d).set_stride(stride);
+      param.dim(d).set_stride(ByNameOnly(stride));
       param.dim(d).set_estimate(0, e);
       stride = Halide::Internal::simplify(stride * extent);
     }
@@ -532,7 +551,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       const int e = static_cast<int>(extents[d]);
       const int k = HalideDimSymbol(v.sym, d);
       const Expr extent = k >= 0 ? ctx.symbols().at(k) : Expr(e);
-      out.output_buffer().dim(d).set_bounds(0, extent).set_stride(stride);
+      out.output_buffer().dim(d).set_bounds(0, ByNameOnly(extent)).set_stride(ByNameOnly(stride));
       estimates.emplace_back(0, e);
       stride = Halide::Internal::simplify(stride * extent);
     }
@@ -542,12 +561,25 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     result.info.output_extents.push_back(extents);
     result.info.output_symbolic.push_back(HalideSymbolic(v.sym, v.shape.size()));
   }
-  for (const auto& [key, v] : values) {
-    bool is_static = v.func.defined();
-    for (int k : v.sym) is_static = is_static && k < 0;
-    if (is_static) result.info.value_extents[v.func.name()] = HalideExtents(v.shape);
-  }
   result.info.stages = ctx.stages();
+  // Each value's Func with its extents, for schedules (PipelineInfo::values); a Func
+  // standing for values of two shapes is left out.
+  std::set<std::string> ambiguous;
+  for (const auto& [key, v] : values) {
+    if (!v.func.defined() || NumElements(v.shape) == 0) continue;
+    schedule::PipelineInfo::ValueExtents e;
+    e.extents = HalideExtents(v.shape);
+    e.symbolic = HalideSymbolic(v.sym, v.shape.size());
+    for (size_t d = 0; d < e.extents.size(); ++d) {
+      const int k = HalideDimSymbol(v.sym, d);
+      e.extent_exprs.push_back(k >= 0 ? ctx.symbols().at(k) : Expr());
+    }
+    auto [it, added] = result.info.values.emplace(v.func.name(), e);
+    if (!added && (it->second.extents != e.extents || it->second.symbolic != e.symbolic)) {
+      ambiguous.insert(v.func.name());
+    }
+  }
+  for (const std::string& name : ambiguous) result.info.values.erase(name);
   result.calls_library = ctx.calls_library;
   result.info.symbolic = !ctx.symbols().empty();
   // A class estimated below kMinSymbolicExtent: the kernel for sizes 1 to 15.

@@ -16,14 +16,12 @@ namespace {
 
 absl::Status Invalid(std::string msg) { return absl::InvalidArgumentError(std::move(msg)); }
 
-// Row `i` of `t`'s leading axis.
-HostTensor Row(const HostTensor& t, int64_t i) {
-  HostTensor r(t.dtype(), Shape(t.shape().begin() + 1, t.shape().end()));
-  if (r.num_bytes() > 0) {
-    std::memcpy(r.raw_data(), static_cast<const char*>(t.raw_data()) + i * r.num_bytes(),
-                r.num_bytes());
+// Copies row `i` of `t`'s leading axis into `row` (of the row's type).
+void GetRow(const HostTensor& t, int64_t i, HostTensor& row) {
+  if (row.num_bytes() > 0) {
+    std::memcpy(row.raw_data(), static_cast<const char*>(t.raw_data()) + i * row.num_bytes(),
+                row.num_bytes());
   }
-  return r;
 }
 
 void SetRow(HostTensor& t, int64_t i, const HostTensor& row) {
@@ -53,32 +51,40 @@ absl::Status CheckResults(const Body& body, const std::vector<HostTensor>& got,
   return absl::OkStatus();
 }
 
-std::vector<HostTensor> Params(absl::Span<const HostTensor> head,
-                               absl::Span<const HostTensor> captures) {
-  std::vector<HostTensor> p(head.begin(), head.end());
-  p.insert(p.end(), captures.begin(), captures.end());
+// Pointers to `head` then `captures`: a body's parameters, passed by reference.
+std::vector<const HostTensor*> Params(absl::Span<const HostTensor> head,
+                                      absl::Span<const HostTensor> captures) {
+  std::vector<const HostTensor*> p;
+  p.reserve(head.size() + captures.size());
+  for (const HostTensor& t : head) p.push_back(&t);
+  for (const HostTensor& t : captures) p.push_back(&t);
   return p;
 }
 
 absl::StatusOr<std::vector<HostTensor>> RunCond(const Node& node, absl::Span<const HostTensor> in,
                                                 absl::Span<const TensorType> out_types,
-                                                const BodyRunner& run) {
+                                                const BodyRunner& run, LoopCounters& counters) {
   const int branch = in[0].GetDouble(0) != 0 ? 0 : 1;
-  BRAZE_ASSIGN_OR_RETURN(std::vector<HostTensor> out,
-                         run(branch, std::vector<HostTensor>(in.begin() + 1, in.end())));
+  std::vector<HostTensor> out;
+  ++counters.body_runs;
+  BRAZE_RETURN_IF_ERROR(run(branch, Params(in.subspan(1), {}), &out));
   BRAZE_RETURN_IF_ERROR(CheckResults(BodyOf(node, branch), out, out_types, ""));
   return out;
 }
 
+// Each step reads the carry by reference and leaves the new carry in a second set of
+// buffers, swapped with the first after the step: no carry is copied between steps
+// (only into the stacked carries the gradient reads), and captures never are.
 absl::StatusOr<std::vector<HostTensor>> RunScan(const Node& node, absl::Span<const HostTensor> in,
                                                 absl::Span<const TensorType> out_types,
-                                                const BodyRunner& run) {
+                                                const BodyRunner& run, LoopCounters& counters) {
   const auto& a = std::get<ControlFlowAttrs>(node.attrs());
   const size_t nc = a.num_carried, ne = a.num_elems;
   const size_t ns = out_types.size() - 2 * nc;  // step outputs
   const int64_t length = in[nc].dim(0);
   const absl::Span<const HostTensor> captures = in.subspan(nc + ne);
   std::vector<HostTensor> carry(in.begin(), in.begin() + nc);
+  for (const HostTensor& c : carry) counters.copied_bytes += c.num_bytes();
   std::vector<HostTensor> out;
   for (size_t j = 0; j < ns + nc; ++j) {
     out.emplace_back(out_types[nc + j].dtype, out_types[nc + j].shape);
@@ -90,16 +96,34 @@ absl::StatusOr<std::vector<HostTensor>> RunScan(const Node& node, absl::Span<con
     row.shape.erase(row.shape.begin());
     want.push_back(row);
   }
+  std::vector<HostTensor> rows;  // this step's slice of each elem, reused
+  for (size_t e = 0; e < ne; ++e) {
+    const Shape& s = in[nc + e].shape();
+    rows.emplace_back(in[nc + e].dtype(), Shape(s.begin() + 1, s.end()));
+  }
+  std::vector<const HostTensor*> params = Params(carry, {});
+  for (const HostTensor& r : rows) params.push_back(&r);
+  for (const HostTensor& c : captures) params.push_back(&c);
+  std::vector<HostTensor> next;  // the step's results, reused
   for (int64_t k = 0; k < length; ++k) {
     const int64_t t = a.reverse ? length - 1 - k : k;
-    for (size_t i = 0; i < nc; ++i) SetRow(out[ns + i], t, carry[i]);
-    std::vector<HostTensor> params = carry;
-    for (size_t e = 0; e < ne; ++e) params.push_back(Row(in[nc + e], t));
-    params.insert(params.end(), captures.begin(), captures.end());
-    BRAZE_ASSIGN_OR_RETURN(std::vector<HostTensor> r, run(0, std::move(params)));
-    BRAZE_RETURN_IF_ERROR(CheckResults(BodyOf(node, 0), r, want, absl::StrCat(" at step ", t)));
-    for (size_t j = 0; j < ns; ++j) SetRow(out[j], t, r[nc + j]);
-    for (size_t i = 0; i < nc; ++i) carry[i] = std::move(r[i]);
+    for (size_t i = 0; i < nc; ++i) {
+      SetRow(out[ns + i], t, carry[i]);
+      params[i] = &carry[i];
+      counters.copied_bytes += carry[i].num_bytes();
+    }
+    for (size_t e = 0; e < ne; ++e) {
+      GetRow(in[nc + e], t, rows[e]);
+      counters.copied_bytes += rows[e].num_bytes();
+    }
+    ++counters.body_runs;
+    BRAZE_RETURN_IF_ERROR(run(0, params, &next));
+    BRAZE_RETURN_IF_ERROR(CheckResults(BodyOf(node, 0), next, want, absl::StrCat(" at step ", t)));
+    for (size_t j = 0; j < ns; ++j) {
+      SetRow(out[j], t, next[nc + j]);
+      counters.copied_bytes += next[nc + j].num_bytes();
+    }
+    for (size_t i = 0; i < nc; ++i) std::swap(carry[i], next[i]);
   }
   carry.insert(carry.end(), std::make_move_iterator(out.begin()),
                std::make_move_iterator(out.end()));
@@ -108,20 +132,26 @@ absl::StatusOr<std::vector<HostTensor>> RunScan(const Node& node, absl::Span<con
 
 absl::StatusOr<std::vector<HostTensor>> RunWhile(const Node& node, absl::Span<const HostTensor> in,
                                                  absl::Span<const TensorType> out_types,
-                                                 const BodyRunner& run) {
+                                                 const BodyRunner& run, LoopCounters& counters) {
   const auto& a = std::get<ControlFlowAttrs>(node.attrs());
   const size_t nv = a.num_carried;
   const absl::Span<const HostTensor> captures = in.subspan(nv);
   std::vector<HostTensor> vars(in.begin(), in.begin() + nv);
+  for (const HostTensor& v : vars) counters.copied_bytes += v.num_bytes();
+  std::vector<HostTensor> c, next;  // the cond's and the body's results, reused
   for (int64_t k = 0; a.max_iterations < 0 || k < a.max_iterations; ++k) {
-    BRAZE_ASSIGN_OR_RETURN(std::vector<HostTensor> c, run(0, Params(vars, captures)));
+    const std::vector<const HostTensor*> params = Params(vars, captures);
+    ++counters.body_runs;
+    BRAZE_RETURN_IF_ERROR(run(0, params, &c));
     if (c.size() != 1 || c[0].num_elements() != 1) {
       return absl::InternalError("While's cond returned no scalar");
     }
     if (c[0].GetDouble(0) == 0) break;
-    BRAZE_ASSIGN_OR_RETURN(vars, run(1, Params(vars, captures)));
+    ++counters.body_runs;
+    BRAZE_RETURN_IF_ERROR(run(1, params, &next));
     BRAZE_RETURN_IF_ERROR(
-        CheckResults(BodyOf(node, 1), vars, out_types, absl::StrCat(" at iteration ", k)));
+        CheckResults(BodyOf(node, 1), next, out_types, absl::StrCat(" at iteration ", k)));
+    std::swap(vars, next);
   }
   return vars;
 }
@@ -131,21 +161,24 @@ absl::StatusOr<std::vector<HostTensor>> RunWhile(const Node& node, absl::Span<co
 absl::StatusOr<std::vector<HostTensor>> RunControlFlow(const Node& node,
                                                        absl::Span<const HostTensor> inputs,
                                                        absl::Span<const TensorType> output_types,
-                                                       const BodyRunner& run) {
+                                                       const BodyRunner& run,
+                                                       LoopCounters* counters) {
+  LoopCounters unused;
+  LoopCounters& c = counters != nullptr ? *counters : unused;
   switch (node.op()) {
     case OpKind::kCond:
-      return RunCond(node, inputs, output_types, run);
+      return RunCond(node, inputs, output_types, run, c);
     case OpKind::kScan:
-      return RunScan(node, inputs, output_types, run);
+      return RunScan(node, inputs, output_types, run, c);
     case OpKind::kWhile:
-      return RunWhile(node, inputs, output_types, run);
+      return RunWhile(node, inputs, output_types, run, c);
     default:
       return absl::InternalError(absl::StrCat(node.op_name(), " is not a control-flow op"));
   }
 }
 
-absl::StatusOr<std::vector<HostTensor>> RunBodyReference(const Body& body,
-                                                         std::vector<HostTensor> params) {
+absl::Status RunBodyReference(const Body& body, absl::Span<const HostTensor* const> params,
+                              std::vector<HostTensor>* results) {
   const Graph& g = *body.graph;
   const std::vector<bool> needed = ir::BodyNodesNeeded(body);
   std::unordered_map<int, size_t> param_of;
@@ -157,7 +190,7 @@ absl::StatusOr<std::vector<HostTensor>> RunBodyReference(const Body& body,
     const std::string label =
         absl::StrCat(body.name, ": node '", n.name(), "' (", n.op_name(), ")");
     if (auto it = param_of.find(id); it != param_of.end()) {
-      values[id] = {params[it->second]};
+      values[id] = {*params[it->second]};
       continue;
     }
     std::vector<HostTensor> ins;
@@ -174,9 +207,9 @@ absl::StatusOr<std::vector<HostTensor>> RunBodyReference(const Body& body,
     }
     values[id] = *std::move(out);
   }
-  std::vector<HostTensor> results;
-  for (const Tensor& r : body.results) results.push_back(values[r.node_id()][r.index()]);
-  return results;
+  results->clear();
+  for (const Tensor& r : body.results) results->push_back(values[r.node_id()][r.index()]);
+  return absl::OkStatus();
 }
 
 }  // namespace braze

@@ -6,6 +6,7 @@
 #ifndef BRAZE_REFERENCE_CONTROL_FLOW_H_
 #define BRAZE_REFERENCE_CONTROL_FLOW_H_
 
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -16,20 +17,32 @@
 
 namespace braze {
 
-// Runs body `index` of the node's ControlFlowAttrs on `params`; returns its results.
-using BodyRunner = std::function<absl::StatusOr<std::vector<HostTensor>>(
-    int index, std::vector<HostTensor> params)>;
+// Runs body `index` of the node's ControlFlowAttrs on `params` (read only, alive during
+// the call: the loop passes its carries, slices and captures by reference). `results`
+// holds this body's results of an earlier iteration (or nothing): the runner leaves the
+// new results there, written in place into those buffers where the types agree, so a
+// loop reuses the same buffers every iteration.
+using BodyRunner = std::function<absl::Status(int index, absl::Span<const HostTensor* const> params,
+                                              std::vector<HostTensor>* results)>;
+
+// What a loop did, for SessionStats: bodies run, and the bytes it copied on the host
+// (the elems' rows, rows stacked into the outputs, the initial carry).
+struct LoopCounters {
+  int64_t body_runs = 0;
+  int64_t copied_bytes = 0;
+};
 
 // The outputs of a kCond, kWhile or kScan node for `inputs` (output_types: its output
 // types re-inferred for them). Errors do not name the node; the caller prefixes it.
 absl::StatusOr<std::vector<HostTensor>> RunControlFlow(const Node& node,
                                                        absl::Span<const HostTensor> inputs,
                                                        absl::Span<const TensorType> output_types,
-                                                       const BodyRunner& run);
+                                                       const BodyRunner& run,
+                                                       LoopCounters* counters = nullptr);
 
 // A body run op by op on the reference kernels (errors name the body and its node).
-absl::StatusOr<std::vector<HostTensor>> RunBodyReference(const Body& body,
-                                                         std::vector<HostTensor> params);
+absl::Status RunBodyReference(const Body& body, absl::Span<const HostTensor* const> params,
+                              std::vector<HostTensor>* results);
 
 }  // namespace braze
 

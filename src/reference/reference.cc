@@ -313,8 +313,9 @@ absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
     case OpKind::kScan: {
       BRAZE_ASSIGN_OR_RETURN(const ControlFlowAttrs* attrs, GetAttrs<ControlFlowAttrs>(node));
       return RunControlFlow(node, inputs, output_types,
-                            [attrs](int i, std::vector<HostTensor> params) {
-                              return RunBodyReference(*attrs->bodies[i], std::move(params));
+                            [attrs](int i, absl::Span<const HostTensor* const> params,
+                                    std::vector<HostTensor>* results) {
+                              return RunBodyReference(*attrs->bodies[i], params, results);
                             });
     }
     case OpKind::kHostCall: {

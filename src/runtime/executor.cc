@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "compile/kernel_source.h"
+#include "device/communicator.h"
 #include "device/cpu_gemm.h"
 #include "device/cublas_gemm.h"
 #include "ir/logging.h"
@@ -115,13 +116,13 @@ Executor::Executor(const Graph& g, const SessionOptions& options, SessionStats& 
 }
 
 Executor::~Executor() {
-  for (auto& [key, done] : pending_) done.wait();
+  for (auto& [key, done] : pending_) (void)comm::ProcessCommQueue().Wait(done);
 }
 
 absl::Status Executor::WaitCollectives() {
   absl::Status first;
   for (auto& [key, done] : pending_) {
-    absl::Status s = done.get();
+    absl::Status s = comm::ProcessCommQueue().Wait(done);
     if (first.ok() && !s.ok()) first = s;
   }
   pending_.clear();
@@ -256,7 +257,7 @@ absl::Status Executor::RunStep(const Step& step, StepState& state, bool compile_
   std::vector<TensorType> types;
   for (const Tensor& in : step.inputs) {
     if (auto it = pending_.find(Key(in)); it != pending_.end()) {  // a collective's output
-      absl::Status done = it->second.get();
+      absl::Status done = comm::ProcessCommQueue().Wait(it->second);
       pending_.erase(it);
       BRAZE_RETURN_IF_ERROR(done);
     }

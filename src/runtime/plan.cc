@@ -316,6 +316,25 @@ std::vector<int> EarliestCollective(const std::vector<Step>& steps,
   return lead;
 }
 
+// Step::run_here for each collective in the ordered steps: no step but collectives
+// comes between it and the first step that reads one of its outputs.
+void MarkRunHere(std::vector<Step>& steps) {
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].kind != Step::Kind::kCollective) continue;
+    const std::vector<Tensor>& outs = steps[i].outputs;
+    bool overlaps = false;
+    for (size_t j = i + 1; j < steps.size() && !overlaps; ++j) {
+      const Step& next = steps[j];
+      const bool reads = std::any_of(next.inputs.begin(), next.inputs.end(), [&](const Tensor& t) {
+        return std::find(outs.begin(), outs.end(), t) != outs.end();
+      });
+      if (reads) break;
+      overlaps = next.kind != Step::Kind::kCollective;
+    }
+    steps[i].run_here = !overlaps;
+  }
+}
+
 // 7. Kahn's algorithm over steps (clustering guarantees the step graph is acyclic).
 absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
   std::vector<Step> steps = std::move(plan->steps);
@@ -355,6 +374,7 @@ absl::Status Order(const std::unordered_map<int, int>& step_of, Plan* plan) {
   if (static_cast<int>(plan->steps.size()) != num_steps) {
     return absl::InternalError("the clustered graph has a cycle; clustering is broken");
   }
+  MarkRunHere(plan->steps);
   return absl::OkStatus();
 }
 

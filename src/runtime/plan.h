@@ -75,6 +75,11 @@ struct Step {
   // AllReduce or Broadcast may work in place on the input's buffer when the executor
   // owns it (step_collective.cc).
   bool input_dies = false;
+  // kCollective: no step the executor could run meanwhile comes between this one and
+  // the first that reads its output (the next step reads it, or only collectives or
+  // nothing follow): the executor runs it on its own thread instead of handing it to
+  // the communication thread, which would only make it wait (step_collective.cc).
+  bool run_here = false;
   // What runs instead when this step's compile (or a run of its kernel, or the
   // library call) fails: op by op for clusters and GEMMs, the reference kernel for a
   // single op. Empty for reference steps (their errors are the user's).

@@ -2,35 +2,56 @@
 // (op_list.def's kControlFlow ops) runs as a step of its own, never inside a fused
 // kernel. The plan claims every needed control-flow node before clustering.
 //
-// Running: each body is a graph of its own, run by a Session of its own made at the
-// step's first run with the enclosing session's options (device, scheduler, JIT level,
-// strict mode, compile policy...). That session plans the body ONCE (clusters formed by
-// the body's JitScope marks and the JIT level, compiled through the process-wide compile
-// cache like any other cluster, for the session's device) and every iteration runs that
-// plan again without replanning. What the loop does (which branch, how many iterations,
-// slices and stacks) is reference/control_flow.h's RunControlFlow, the same code the
-// reference kernel runs, so the two cannot disagree on semantics. The bodies' counters
-// (compiles, launches, copies) are added to the enclosing session's.
+// Running: each body is a graph of its own, planned ONCE at the step's first run with
+// the enclosing session's options (device, scheduler, JIT level, strict mode, compile
+// policy...): its clusters formed by the body's JitScope marks and the JIT level,
+// compiled through the process-wide compile cache like any other cluster, for the
+// session's device. Every iteration runs that plan on an executor of its own, directly:
+// the parameters (carry, the elems' rows, captures) are bound by reference, and the
+// body's compiled host steps write its results in place into the loop's buffers of the
+// iteration before, which the loop then swaps with the carry (no Session::Run per
+// iteration: no feeds copied and checked, no plan key, no fetch copies; the parameters'
+// types are checked once per Run, each result's every iteration). What the loop does
+// (which branch, how many iterations, slices and stacks) is reference/control_flow.h's
+// RunControlFlow, the same code the reference kernel runs, so the two cannot disagree
+// on semantics. The bodies' counters (compiles, launches, copies, body_runs,
+// body_copied_bytes) are added to the enclosing session's.
 //
 // Values cross into a body on the host: on OpenCL or CUDA each iteration copies its
 // inputs to the device and its results back (counted). A loop compiled into one kernel
 // is not done (docs/CONTROL_FLOW.md).
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "device/features.h"
 #include "ir/timeline.h"
 #include "reference/control_flow.h"
+#include "runtime/dump.h"
 #include "runtime/executor.h"
 #include "runtime/step_kind.h"
 
 namespace braze {
 
-// One session per body of the step's node, kept in the step's state across Runs.
+// A body's plan, built once at the step's first run with the enclosing session's
+// options and kept in the step's state across Runs: what a Session would keep for it,
+// without a Session's per-Run work (feeds copied and checked, the plan looked up by
+// key, fetches copied out, live bytes measured), which each iteration paid.
+struct BodyPlan {
+  SessionOptions options;
+  std::unique_ptr<const Plan> plan;
+  std::unique_ptr<PlanState> state;
+  std::unordered_map<int, VariableSlot> variables;  // none: a body holds no Variable
+  SessionStats stats;                               // added to the enclosing session's
+  SessionDumper dumper;                             // BRAZE_FLAGS --dump_to, as a session's
+  std::vector<int> consts;                          // the needed Consts' node ids
+};
+
 struct ControlFlowRuntime {
-  std::vector<std::unique_ptr<Session>> bodies;
+  std::vector<std::unique_ptr<BodyPlan>> bodies;
 };
 
 namespace {
@@ -48,6 +69,84 @@ void AddStats(SessionStats& to, const SessionStats& s) {
   to.host_to_device_copies += s.host_to_device_copies;
   to.device_to_host_copies += s.device_to_host_copies;
   to.copied_bytes += s.copied_bytes;
+  to.body_runs += s.body_runs;
+  to.body_copied_bytes += s.body_copied_bytes;
+}
+
+// Plans `body` as a Session would for feeds of its parameters and fetches of its results.
+absl::StatusOr<std::unique_ptr<BodyPlan>> PlanBody(const Body& body,
+                                                   const SessionOptions& options) {
+  auto b = std::make_unique<BodyPlan>();
+  b->options = options;
+  const Graph& g = *body.graph;
+  BRAZE_RETURN_IF_ERROR(g.status());
+  BRAZE_ASSIGN_OR_RETURN(const Device device, device::ResolveSessionDevice(options.device));
+  std::vector<bool> fed(g.num_nodes(), false);
+  for (const Tensor& p : body.params) fed[p.node_id()] = true;  // a Placeholder: one output
+  BRAZE_ASSIGN_OR_RETURN(b->plan, BuildPlan(g, b->options, device, body.results, {}, fed));
+  BRAZE_RETURN_IF_ERROR(b->dumper.OnPlanBuilt(g, *b->plan));
+  b->state = std::make_unique<PlanState>(*b->plan);
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (!b->plan->needed[id]) continue;
+    const OpKind op = g.node(id).op();
+    if (op == OpKind::kConst) b->consts.push_back(id);
+    if (op == OpKind::kPlaceholder && !fed[id]) {
+      return absl::InternalError(absl::StrCat(body.name, ": ", NodeLabel(g.node(id)),
+                                              " is not one of the body's parameters"));
+    }
+  }
+  return b;
+}
+
+// The parameters' types against the body's Placeholders, once per Run of the step (a
+// carry keeps its type from step to step: RunControlFlow checks every result).
+absl::Status CheckParams(const Body& body, absl::Span<const HostTensor* const> params) {
+  if (params.size() != body.params.size()) {
+    return absl::InternalError(
+        absl::StrCat(body.name, " takes ", body.params.size(), " parameters, got ", params.size()));
+  }
+  for (size_t k = 0; k < params.size(); ++k) {
+    const TensorType& want = body.params[k].type();
+    if (params[k]->dtype() != want.dtype || !ShapeMatches(want.shape, params[k]->shape())) {
+      return absl::InvalidArgumentError(absl::StrCat(body.name, " parameter ", k, ": expected ",
+                                                     TypeString(want), ", got ",
+                                                     TypeString(params[k]->type())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One iteration: the body's plan run on the parameters in place (bound by reference),
+// its compiled host steps writing the results straight into `results` where the types
+// agree (the buffers of the iteration before); a result left elsewhere is copied
+// there (counted in body_copied_bytes).
+absl::Status RunBody(BodyPlan& b, const Body& body, absl::Span<const HostTensor* const> params,
+                     std::vector<HostTensor>* results) {
+  const Graph& g = *body.graph;
+  Executor ex(g, b.options, b.stats, *b.state, b.variables);
+  ex.set_dumper(&b.dumper);
+  for (size_t k = 0; k < params.size(); ++k) ex.BindHost(body.params[k], params[k]);
+  for (int id : b.consts) {
+    ex.BindHost(Tensor(const_cast<Graph*>(&g), id, 0),
+                g.node(id).attrs_as<ConstAttrs>().value.get());
+  }
+  results->resize(body.results.size());
+  for (size_t j = 0; j < body.results.size(); ++j) {
+    ex.SetDestination(body.results[j], &(*results)[j]);
+  }
+  const Plan& plan = *b.plan;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    BRAZE_RETURN_IF_ERROR(ex.RunStep(plan.steps[i], b.state->steps[i], /*compile_only=*/false));
+  }
+  BRAZE_RETURN_IF_ERROR(ex.WaitCollectives());
+  for (size_t j = 0; j < body.results.size(); ++j) {
+    HostTensor* out = &(*results)[j];
+    const bool in_place = ex.Slot(body.results[j]).host == out;
+    BRAZE_RETURN_IF_ERROR(ex.Fetch(body.results[j], out));
+    if (!in_place) b.stats.body_copied_bytes += static_cast<int64_t>(out->num_bytes());
+  }
+  ++b.stats.runs;
+  return ex.CommitUpdates();  // nothing: bodies may not assign
 }
 
 class ControlFlowKind : public StepKind {
@@ -84,6 +183,8 @@ class ControlFlowKind : public StepKind {
       return absl::OkStatus();
     }
     TimelineEvent trace(step.name, "control flow");
+    // The inputs as host tensors, once per Run of the step: the iterations read these in
+    // place (a capture, a weight, is not copied per iteration).
     std::vector<HostTensor> in;
     in.reserve(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -94,26 +195,31 @@ class ControlFlowKind : public StepKind {
     if (state.control_flow == nullptr) {
       auto rt = std::make_shared<ControlFlowRuntime>();
       for (const auto& body : attrs.bodies) {
-        rt->bodies.push_back(std::make_unique<Session>(*body->graph, ex.options()));
+        auto planned = PlanBody(*body, ex.options());
+        if (!planned.ok()) return Annotate(NodeLabel(node), Annotate(body->name, planned.status()));
+        rt->bodies.push_back(*std::move(planned));
       }
       state.control_flow = std::move(rt);
     }
     ControlFlowRuntime& rt = *state.control_flow;
-    auto run = [&](int i,
-                   std::vector<HostTensor> params) -> absl::StatusOr<std::vector<HostTensor>> {
+    std::vector<bool> checked(attrs.bodies.size(), false);
+    auto run = [&](int i, absl::Span<const HostTensor* const> params,
+                   std::vector<HostTensor>* results) -> absl::Status {
       const Body& body = *attrs.bodies[i];
-      Feeds feeds;
-      feeds.reserve(params.size());
-      for (size_t k = 0; k < params.size(); ++k)
-        feeds.emplace_back(body.params[k], std::move(params[k]));
-      auto out = rt.bodies[i]->Run(feeds, body.results);
-      if (!out.ok()) return Annotate(body.name, out.status());
-      return out;
+      if (!checked[i]) {
+        BRAZE_RETURN_IF_ERROR(CheckParams(body, params));
+        checked[i] = true;
+      }
+      absl::Status s = RunBody(*rt.bodies[i], body, params, results);
+      return s.ok() ? s : Annotate(body.name, s);
     };
-    auto results = RunControlFlow(node, in, *out_types, run);
-    for (const auto& session : rt.bodies) {
-      AddStats(ex.stats(), session->stats());
-      session->ResetStats();
+    LoopCounters counters;
+    auto results = RunControlFlow(node, in, *out_types, run, &counters);
+    ex.stats().body_runs += counters.body_runs;
+    ex.stats().body_copied_bytes += counters.copied_bytes;
+    for (const auto& body : rt.bodies) {
+      AddStats(ex.stats(), body->stats);
+      body->stats = SessionStats{};
     }
     if (!results.ok()) return Annotate(NodeLabel(node), results.status());
     state.buffers = *std::move(results);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "Halide.h"
 
@@ -76,6 +77,21 @@ std::string FindStridedReadModifyWriteLoop(const Halide::Module& module);
 // bit, not 63 copies of it. An f64 Min came out wrong that way on an H200. Lowering
 // avoids the pattern (lower_reduce.cc); this catches it anywhere else.
 std::string CheckPtxBitFieldExtracts(const std::string& ptx);
+
+// Empty, or what `module` (lowered for a CPU target) computes that it never writes:
+// one of `outputs` (the pipeline's output Funcs; each has elements) that no store and
+// no extern call (a library stage) writes, or a buffer it allocates and reads but never
+// stores to. Halide 14's simplifier takes a load or store it can prove to lie outside
+// its allocation for unreachable code, and spreads that outward: a loop that runs at
+// least once around unreachable code is unreachable, and so on up to the pipeline's
+// body, which it deletes. A realization of negative extent (Halide 14's bounds of a
+// Func read under a condition that holds nowhere in one tile: a causal attention's
+// weights for a tile of queries that see no key) lets it prove that, and the kernel
+// then returned without computing anything: every output stayed 0 (braze-fuzz seed
+// 14530153, Adams2019 with 3 threads; docs/HALIDE14.md). A GPU module's kernels are not
+// in its functions: nothing is judged for one.
+std::string FindUnwrittenBuffer(const Halide::Module& module,
+                                const std::vector<std::string>& outputs);
 
 }  // namespace schedule
 }  // namespace braze

@@ -185,10 +185,14 @@ struct PipelineInfo {
   // The least run-time extent of a symbolic dim: kMinSymbolicExtent, or 1 for the kernel
   // that serves sizes below it (lowering: a class's estimate below kMinSymbolicExtent).
   int64_t symbolic_min_extent = kMinSymbolicExtent;
-  // The extents of the pure Funcs the lowering defined for the cluster's values, by
-  // name, when every dim is static (a value with a symbolic dim is not listed): what a
-  // schedule that stores one whole (shared_values.h) bounds and splits it by.
-  std::map<std::string, Extents> value_extents;
+  // Every graph value the lowering defined as a Func, by the Func's name: its extents,
+  // for a schedule that stores a value the pipeline would inline (shared_values.h).
+  struct ValueExtents {
+    Extents extents;
+    Symbolic symbolic;
+    std::vector<Halide::Expr> extent_exprs;  // a symbolic dim's run-time extent, else undefined
+  };
+  std::map<std::string, ValueExtents> values;
 };
 
 }  // namespace schedule

@@ -14,7 +14,6 @@
 #include "braze/dtype.h"
 #include "schedule/extremum_operands.h"
 #include "schedule/safe_scheduler.h"
-#include "schedule/shared_values.h"
 
 namespace braze {
 namespace schedule {
@@ -283,17 +282,15 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
   log_ << line.str() << "\n";
 }
 
-void SafeScheduler::StoredValue(Func f, int64_t nodes, const Extents& e) {
-  // Computed whole: bound to its extents, so the vector split (ShiftInwards, at most the
-  // extent of dim 0: Pointwise) covers a known region however little a reader needs.
-  // Never a GuardWithIf split, which Halide 14 miscompiles (docs/FUZZING.md; braze-fuzz
-  // seed 3028 on such a Func), and left unsplit LLVM did not vectorize it.
+void SafeScheduler::StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e) {
+  Func f = v.func;
   f.compute_root();
-  const std::vector<Var> args = f.args();
-  for (size_t d = 0; d < args.size(); ++d) f.bound(args[d], 0, static_cast<int>(e[d]));
-  log_ << f.name() << ": compute_root bound to its extents (an expensive value, " << nodes
-       << " IR nodes, that several stored Funcs read)\n";
-  Pointwise(f, e, Symbolic());
+  // Bound, as a matmul's stored operand is: a vector shifted inwards over a region
+  // narrower than itself would read before the value's start.
+  BoundToExtents(f, e.extents, e.symbolic, e.extent_exprs);
+  log_ << f.name() << ": compute_root, " << kSharedValueStoredOnce << " (inlined: evaluated "
+       << v.evaluations << " times per element, cost " << v.cost << ")\n";
+  Pointwise(f, e.extents, e.symbolic);
 }
 
 void SafeScheduler::Transpose(Func f, const Extents& e, const Symbolic& sym) {
@@ -393,12 +390,6 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     f.compute_root();  // small and rare: a gradient's mask operand, left to LLVM
     s.Log(f.name() + ": compute_root (read by a reduction and a comparison)");
   }
-  // Expensive values (a random draw) that several stored Funcs read: computed once.
-  std::vector<Halide::Func> stored_values = shared;
-  for (const SharedValue& v : ExpensiveSharedValues(info, shared)) {
-    s.StoredValue(v.func, v.nodes, v.extents);
-    stored_values.push_back(v.func);
-  }
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;
   for (const Halide::Func& f : info.outputs) materialized.insert(f.name());
@@ -406,7 +397,18 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     materialized.insert(stage.acc.name());
     if (stage.result.defined()) materialized.insert(stage.result.name());
   }
-  StoreFuncsDroppingStageReads(info, materialized, stored_values, s);
+  StoreFuncsDroppingStageReads(info, materialized, shared, s);
+  // Expensive values that inlining would compute several times per element: stored
+  // once, before the stages, whose operands then read them (shared_values.h).
+  std::set<std::string> stored = materialized;
+  for (const Halide::Func& f : shared) stored.insert(f.name());
+  for (const Stage& stage : info.stages) {
+    for (const Stage::Operand& o : stage.operands) stored.insert(o.func.name());
+  }
+  for (const SharedValue& v : SharedExpensiveValues(info, stored)) {
+    s.StoreShared(v, info.values.at(v.func.name()));
+    materialized.insert(v.func.name());
+  }
   for (const Stage& stage : info.stages) {
     switch (stage.kind) {
       case StageKind::kReduction:

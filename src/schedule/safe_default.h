@@ -8,10 +8,10 @@
 //   stages are parallel over the outermost pure dim when there is enough work.
 // - MatMul: the register-tiled schedule of docs/HALIDE14.md (§2f): tile 3 vectors x 32 rows,
 //   accumulator computed per 4-row strip, with a GuardWithIf variant for small shapes.
-// - Everything else (elementwise and layout Funcs) is inlined, except a value whose
-//   chain costs 128 IR nodes or more that several stored Funcs read (a dropout's draw or
-//   mask, a gradient chain an output and a reduction share): computed once at root
-//   (shared_values.h).
+// - Everything else (elementwise and layout Funcs) is inlined, except, outside row
+//   pipelines, an expensive value (a sigmoid, a tanh, an exp) that inlining would
+//   evaluate at two or more places per element: stored once at root, bound to its
+//   extents (shared_values.h; a GRU cell's gradient computed its gates 12 times).
 // - Symbolic dims (pipeline_info.h) hold for every run-time extent >= kMinSymbolicExtent:
 //   they are split only by at most that with ShiftInwards and never bound(). An update
 //   is never split over one (it runs serially there, or one task per element), nor is

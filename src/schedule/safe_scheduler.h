@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "schedule/pipeline_info.h"
+#include "schedule/shared_values.h"
 #include "schedule/stored_schedule.h"
 
 namespace braze {
@@ -125,9 +126,9 @@ class SafeScheduler {
   // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
   // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
   void Pointwise(Halide::Func f, const Extents& e, const Symbolic& sym, bool output = false);
-  // A value stored once for its several readers (shared_values.h): at root, bound to
-  // its extents e, vectorized and parallel as Pointwise schedules it.
-  void StoredValue(Halide::Func f, int64_t nodes, const Extents& e);
+  // A value inlining would evaluate several times per element (shared_values.h):
+  // computed once at root, bound to its extents, vectorized and parallel as Pointwise.
+  void StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e);
   // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
   // dims, so that Halide loads whole rows of g and transposes them in registers instead
   // of gathering with the row stride; tiles in parallel over the outer dims.

@@ -23,6 +23,11 @@ namespace braze {
 // elements) compiles for its concrete shape: a kernel with nothing to compute.
 constexpr int64_t kMinSymbolicExtent = 16;
 
+// The words the safe default's schedule text gives each expensive shared value it
+// stores once instead of inlining into every reader (schedule/shared_values.h), which
+// --log_compiles counts ("; 3 shared values stored once").
+inline constexpr char kSharedValueStoredOnce[] = "shared value stored once";
+
 // The schedulers tried, in order, when `first` is chosen. For the CPU, the caller
 // resolves kAuto: when Auto picks Adams2019 it passes kAdams2019; when Auto picks the
 // safe default it passes kAuto, whose chain continues with the autoschedulers after the

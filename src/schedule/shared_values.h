@@ -1,21 +1,25 @@
-// Expensive values that several stored Funcs read: computed once, at root.
+// Values worth storing once because the safe default would recompute them many times.
 //
-// The safe default schedule inlines every pure Func that is not an output, an
-// accumulator or a matmul result, so a value is computed again in each stored Func that
-// reads it. For a value that costs a few operations that is the right trade (cheaper
-// than a store and a load), not for one that costs hundreds: a dropout's random draw (a
-// Philox-4x32-10 block, about 150 integer operations per element) that its mask output,
-// the residual sum and LayerNorm's two row reductions all read was drawn four times per
-// element in the transformer block's cluster of the projection, dropout, residual and
-// LayerNorm; GELU's gradient (its tanh form's sigmoid and a dozen products) was
-// computed once for its output and again, 8 lanes wide, inside the bias gradient's
-// column sum (docs/CHAR_LM.md). Stored, each is computed once and read back.
+// The safe default inlines every pure Func into its readers: a value read by two
+// outputs, or by an output and a reduction, is computed again in each reader's loop
+// nest, and a Pad (a Slice's gradient) reads its operand through a select that a
+// vectorized loop evaluates on both sides, so a sum of Pads computes every padded
+// operand over the whole padded width. For cheap values (an add of two loads) that
+// recomputation costs less than a round trip through memory; for a sigmoid, a tanh or
+// an exp (a polynomial of tens of operations each) it does not: the GRU cell's
+// gradient body (issue 40, docs/CONTROL_FLOW.md) computed its gate values up to 12
+// times per element in one cluster, and ran 4x slower fused than op by op.
+//
+// XLA's fusion makes the same call (an expensive elementwise producer is not duplicated
+// into several consumers). Here the cluster stays one kernel; the schedule stores the
+// expensive shared values at root, each computed once.
 //
 // Internal header: includes Halide.h (via pipeline_info.h).
 #ifndef BRAZE_SCHEDULE_SHARED_VALUES_H_
 #define BRAZE_SCHEDULE_SHARED_VALUES_H_
 
-#include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "schedule/pipeline_info.h"
@@ -23,32 +27,27 @@
 namespace braze {
 namespace schedule {
 
-// A value of at least this many distinct IR nodes (its definition and those of the
-// Funcs inlined into it, each node once) is stored rather than computed again per
-// reader. An elementwise op lowers to a few nodes; Braze's exp and sigmoid (polynomials)
-// to 80-100 each; a Philox block to about 150. A bound of 64 on a Func's own definition
-// also stored the softmax's exp ([16, 4, 128, 128]) and GELU's sigmoids ([2048, 1024])
-// by themselves, and the block step got slower than storing the draws alone (71.6
-// against 69.3 ms of one thread's CPU): a value whose readers still recompute the chain
-// around it saves little. Counting the chain, the whole gradient or mask is stored.
-inline constexpr int kExpensiveValueNodes = 128;
+// The least inlined cost (IR nodes of a Func's values, with the values of the Funcs it
+// inlines) of a value stored by SharedExpensiveValues. An f32 exp or sigmoid is about 60
+// nodes; an add, multiply or select of loads under 10.
+inline constexpr int kMinSharedValueCost = 40;
 
 struct SharedValue {
   Halide::Func func;
-  int64_t nodes = 0;  // its cost: distinct IR nodes, inlined Funcs included
-  Extents extents;    // its whole extents (PipelineInfo::value_extents)
+  int64_t evaluations = 0;  // per element, inlined, before storing it
+  int64_t cost = 0;         // its inlined cost (IR nodes)
 };
 
-// The pure Funcs (not plain loads, outputs, accumulators, matmul results or Funcs in
-// `stored`) of at least kExpensiveValueNodes nodes that two or more stored Funcs read,
-// directly or through Funcs that would be inlined, chosen costliest first (a value
-// chosen is a stored reader of what it calls from then on). A library matmul's operands
-// count as stored (its extern stage needs them in memory); nothing is chosen in a
-// pipeline with an attention stage (its Funcs are computed per key tile), and nothing
-// read at an index loaded from memory (a gather's: no bounds Halide could infer), and
-// only values whose extents the lowering gave (every dim static): each is stored whole.
-std::vector<SharedValue> ExpensiveSharedValues(const PipelineInfo& info,
-                                               const std::vector<Halide::Func>& stored);
+// The pure Funcs (not `stored`, not plain loads, with extents in info.values) that the
+// inlined schedule would evaluate at two or more places per element (call sites,
+// counted through every chain of inlined readers up to a stored Func: an output, an
+// accumulator, an operand), whose inlined cost is at least `min_cost`. Consumers come
+// before their producers: storing a consumer first makes its producers' evaluations
+// count once through it. Empty for a pipeline with an attention stage (its per-tile
+// Funcs must stay at the tile loop).
+std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
+                                               const std::set<std::string>& stored,
+                                               int64_t min_cost = kMinSharedValueCost);
 
 }  // namespace schedule
 }  // namespace braze

@@ -315,11 +315,11 @@ TEST(Nccl, LoadsAtRunTimeAndRefusesWithoutAGpu) {
     absl::Status Barrier() override { return absl::OkStatus(); }
     bool failed() const override { return false; }
   } loopback;
-  EXPECT_EQ(comm::CreateNcclCommunicator(loopback, Device{}).status().code(),
+  EXPECT_EQ(comm::CreateNcclCommunicator(loopback, Device{}, 60).status().code(),
             absl::StatusCode::kInvalidArgument);  // NCCL is for CUDA devices
   Device cuda;
   cuda.kind = Device::Kind::kCuda;
-  auto nccl = comm::CreateNcclCommunicator(loopback, cuda);
+  auto nccl = comm::CreateNcclCommunicator(loopback, cuda, 60);
   if (!CheckCudaAvailable().ok()) {
     ASSERT_FALSE(nccl.ok());
     EXPECT_EQ(nccl.status().code(), absl::StatusCode::kFailedPrecondition);

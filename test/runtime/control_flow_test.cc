@@ -272,6 +272,41 @@ TEST(ControlFlowTest, BodiesArePlannedOnceAndCompiledOnce) {
   EXPECT_EQ(s.stats().compiles, first.compiles);  // nothing new: the body's shapes did not change
 }
 
+// Each iteration binds the carry and the captures by reference and the body's kernels
+// write its results in place: the bytes copied are the elems' rows, the stacked rows and
+// the initial carry (and the results of the first iteration, which has no buffers yet),
+// never the captured weight, whatever the number of steps.
+TEST(ControlFlowTest, IterationsCopyNeitherCarriesNorCaptures) {
+  for (int64_t steps : {1, 7, 13}) {
+    Graph g;
+    Tensor xs = Placeholder(g, DType::kF32, {steps, 3, 5}, "xs");
+    Tensor h0 = Placeholder(g, DType::kF32, {3, 5}, "h0");
+    Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {5, 5}, 9, -0.5, 0.5), "w");
+    Tensor big = Const(g, HostTensor::RandomUniform(DType::kF32, {61, 67}, 10), "big");
+    ScanResult r = Scan(
+        [&](Graph&, const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+          Tensor h1 = Tanh(MatMul(c[0], w) + x[0] + Mean(big));
+          return ScanStep{{h1}, {Sum(h1, {1})}};
+        },
+        {h0}, {xs});
+    ASSERT_TRUE(g.status().ok()) << g.status();
+    const Feeds feeds = {{xs, HostTensor::RandomUniform(DType::kF32, {steps, 3, 5}, 11)},
+                         {h0, HostTensor::RandomUniform(DType::kF32, {3, 5}, 12)}};
+    RunBoth(g, feeds, {r.carry[0], r.stacked[0]});
+    Session s(g, Jit());
+    ASSERT_TRUE(s.Run(feeds, {r.carry[0], r.stacked[0]}).ok());
+    const SessionStats& st = s.stats();
+    EXPECT_EQ(st.body_runs, steps);
+    const int64_t carry = 3 * 5 * 4, row = 3 * 5 * 4, out_row = 3 * 4;
+    // Per step: the carry stacked for the gradient, the elems' row, the output's row.
+    const int64_t per_step = carry + row + out_row;
+    const int64_t first_results = carry + out_row;
+    EXPECT_LE(st.body_copied_bytes, carry + steps * per_step + first_results) << steps;
+    EXPECT_GE(st.body_copied_bytes, carry + steps * per_step) << steps;
+    EXPECT_LT(st.body_copied_bytes, 61 * 67 * 4);  // the capture was never copied
+  }
+}
+
 TEST(ControlFlowTest, AVariableReadInABodyReadsItsCurrentValue) {
   Graph g;
   Tensor v = Variable(g, HostTensor::From<float>({1, 2}, {2}), "v");

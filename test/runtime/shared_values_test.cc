@@ -1,7 +1,7 @@
 // Expensive values that several stored Funcs of a cluster read (a dropout's random draw
 // read by the mask, the residual and LayerNorm's two row reductions; GELU's gradient read
 // by its output and a column sum) are computed once at root by the safe default
-// (schedule/shared_values.h), whole, bound to their static extents.
+// (schedule/shared_values.h).
 // Compiled in strict mode (a compile failure is an error, not a fallback) against the
 // reference kernels, which draw the same bits: at prime, odd and tiny extents, on one
 // and two threads, with a symbolic batch, and as a whole training step's gradients.
@@ -83,8 +83,7 @@ TEST(SharedValuesTest, DropoutReadByManyOutputsMatchesTheReference) {
   }
 }
 
-// One kernel serves every batch (a symbolic dim): a value with a symbolic dim cannot be
-// stored whole and stays inlined; the results are the reference's all the same.
+// One kernel serves every batch (a symbolic dim).
 TEST(SharedValuesTest, SymbolicRowsMatchTheReference) {
   Graph g;
   const Block m = Build(g, -1, 11, 53, true);

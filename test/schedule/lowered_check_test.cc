@@ -238,6 +238,86 @@ std::string CheckCudaShiftAndMask(bool mask_after_shift) {
   return CheckLoweredModule(m);
 }
 
+// A module of one function whose body is `body`.
+Halide::Module ModuleOf(const Halide::Internal::Stmt& body) {
+  Halide::Module m("check", Halide::get_host_target());
+  m.append(Halide::Internal::LoweredFunc("check", std::vector<Halide::Internal::LoweredArgument>{},
+                                         body, Halide::LinkageType::External));
+  return m;
+}
+
+// Braze's pipelines pass: two outputs, one of them a Tuple's; a stage computed at
+// root and another inside the output's loop; a parallel, vectorized output.
+TEST(UnwrittenBuffer, PassesPipelinesThatWriteEverything) {
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  in.dim(0).set_bounds(0, 37);
+  Halide::Var x("x"), xo("xo"), xi("xi");
+  Halide::Func f("f"), g("g"), out("out"), pair("pair");
+  f(x) = in(x)*2.0f;
+  g(x) = f(x) + 1.0f;
+  out(x) = g(x) * g(x);
+  pair(x) = Halide::Tuple(f(x), in(x));
+  f.compute_root();
+  out.split(x, xo, xi, 16, Halide::TailStrategy::GuardWithIf).parallel(xo).vectorize(xi);
+  g.compute_at(out, xo);
+  // Only a Tuple's first buffer takes bounds: the others share them.
+  for (Halide::Func* o : {&out, &pair}) o->output_buffers()[0].dim(0).set_bounds(0, 37);
+  const Halide::Module m =
+      Halide::Pipeline({out, pair}).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_EQ(FindUnwrittenBuffer(m, {out.name(), pair.name()}), "");
+}
+
+// An output written by an extern stage (a library call, as oneDNN's matmul) is written.
+TEST(UnwrittenBuffer, AnExternStageWritesItsOutput) {
+  Halide::ImageParam in(Halide::Float(32), 1, "in");
+  Halide::Func out("out");
+  out.define_extern("braze_test_copy", {in}, Halide::Float(32), 1);
+  const Halide::Module m =
+      Halide::Pipeline(out).compile_to_module({in}, "check", Halide::get_host_target());
+  EXPECT_EQ(FindUnwrittenBuffer(m, {out.name()}), "");
+}
+
+// What Halide 14 left of the pipeline of braze-fuzz seed 14530153 under Adams2019: its
+// simplifier deleted the body, so nothing wrote the outputs (hand-built statements).
+TEST(UnwrittenBuffer, CatchesAnOutputNothingWrites) {
+  using namespace Halide::Internal;
+  const Halide::Expr i = Variable::make(Halide::Int(32), "out.s0.i");
+  const Stmt store_out =
+      Store::make("out", Halide::Expr(1.0f), i, Parameter(), const_true(), ModulusRemainder());
+  const Stmt loop =
+      For::make("out.s0.i", 0, 8, ForType::Serial, Halide::DeviceAPI::None, store_out);
+  EXPECT_EQ(FindUnwrittenBuffer(ModuleOf(loop), {"out"}), "");
+  EXPECT_THAT(FindUnwrittenBuffer(ModuleOf(loop), {"out", "out2"}),
+              HasSubstr("deleted the computation of output out2"));
+  EXPECT_THAT(FindUnwrittenBuffer(ModuleOf(Evaluate::make(0)), {"out"}),
+              HasSubstr("never writes it"));
+}
+
+// An internal buffer read but no longer written (its producer's loop deleted) is caught;
+// one that is written, or never read, is not.
+TEST(UnwrittenBuffer, CatchesAnAllocationReadButNeverWritten) {
+  using namespace Halide::Internal;
+  const Halide::Expr i = Variable::make(Halide::Int(32), "out.s0.i");
+  const Halide::Expr read = Load::make(Halide::Float(32), "tmp", i, Halide::Buffer<>(), Parameter(),
+                                       const_true(), ModulusRemainder());
+  const Stmt store_out = Store::make("out", read, i, Parameter(), const_true(), ModulusRemainder());
+  const Stmt store_tmp =
+      Store::make("tmp", Halide::Expr(2.0f), i, Parameter(), const_true(), ModulusRemainder());
+  auto program = [&](bool produce_tmp, bool read_tmp) {
+    Stmt body = read_tmp ? store_out
+                         : Store::make("out", Halide::Expr(0.0f), i, Parameter(), const_true(),
+                                       ModulusRemainder());
+    if (produce_tmp) body = Block::make(store_tmp, body);
+    body = For::make("out.s0.i", 0, 8, ForType::Serial, Halide::DeviceAPI::None, body);
+    return Allocate::make("tmp", Halide::Float(32), Halide::MemoryType::Heap, {8}, const_true(),
+                          body);
+  };
+  EXPECT_EQ(FindUnwrittenBuffer(ModuleOf(program(true, true)), {"out"}), "");
+  EXPECT_EQ(FindUnwrittenBuffer(ModuleOf(program(false, false)), {"out"}), "");
+  EXPECT_THAT(FindUnwrittenBuffer(ModuleOf(program(false, true)), {"out"}),
+              HasSubstr("deleted the computation of tmp"));
+}
+
 TEST(PtxCheck, TheLoweredCheckReadsACudaModulesPtx) {
   EXPECT_THAT(CheckCudaShiftAndMask(true), HasSubstr("bfe.u64"));
   EXPECT_EQ(CheckCudaShiftAndMask(false), "");

@@ -5,8 +5,11 @@
 // copy of the program on every rank's feeds (fuzz_runner.h's RunWorldProgram).
 //
 //   mpirun -np 2 build/tools/braze-fuzz-mpi --seeds=1:200 [--verbose] [--max_ops=N]
-//       [--dynamic=P] [--scheduler=random|NAME] [--timeout=S]
+//       [--dynamic=P] [--scheduler=random|NAME] [--timeout=S] [--function]
 //
+// --function: each rank's compiled run is a Function (jit_compile, the program's input
+// signature) traced from the program on its arguments, so the collectives run inside
+// Functions; the oracle is the same.
 // One process per rank, no shards (a fork after MPI_Init is not allowed); the scheduler
 // is drawn per seed as braze-fuzz's --scheduler=random does. Every rank prints its own
 // mismatches and errors (with the program as C++, not minimized: shrinking would need
@@ -37,7 +40,8 @@ struct Flags {
   int max_ops = 14;
   double dynamic = -1;  // < 0: the generator's default
   std::string scheduler = "random";
-  double timeout = 120;  // DistributedOptions::timeout_seconds
+  double timeout = 120;   // DistributedOptions::timeout_seconds
+  bool function = false;  // the compiled run through a Function (RunOptions::function)
 };
 
 bool ParseFlags(int argc, char** argv, Flags* f) {
@@ -60,6 +64,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
     } else if (arg == "--scheduler") {
       f->scheduler = value;
+    } else if (arg == "--function") {
+      f->function = true;
     } else if (arg == "--timeout") {
       if (!absl::SimpleAtod(value, &f->timeout) || !(f->timeout > 0)) return false;
     } else {
@@ -108,7 +114,7 @@ int Main(int argc, char** argv) {
   if (!ParseFlags(argc, argv, &f)) {
     std::fprintf(stderr,
                  "usage: mpirun -np N braze-fuzz-mpi [--seeds=A:B] [--verbose] [--max_ops=N] "
-                 "[--dynamic=P] [--scheduler=random|NAME] [--timeout=S]\n");
+                 "[--dynamic=P] [--scheduler=random|NAME] [--timeout=S] [--function]\n");
     return 2;
   }
   DistributedOptions d;
@@ -130,6 +136,7 @@ int Main(int argc, char** argv) {
     const Program p = GenerateProgram(seed, gen);
     RunOptions o;
     o.scheduler = SchedulerFor(f.scheduler, seed);
+    o.function = f.function;
     const Outcome out = RunWorldProgram(p, o);
     const int kind = out.kind == Outcome::Kind::kPass       ? 0
                      : out.kind == Outcome::Kind::kSkip     ? 1

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "braze/device.h"
 #include "braze/distributed.h"
+#include "braze/function.h"
 #include "braze/jit_scope.h"
 
 namespace braze {
@@ -294,6 +296,40 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
   options.device = o.device;
   options.num_threads = o.num_threads;
   Session compiled(g, options);
+  std::unique_ptr<Function> function;
+  absl::Status traced;  // the Function body's BuildProgram
+  if (o.function) {
+    FunctionOptions fo;
+    fo.name = "fuzz_program";
+    fo.input_signature = InputSpecs(p);
+    fo.jit_compile = true;
+    fo.session = options;
+    function = std::make_unique<Function>(
+        [&p, &traced](Graph& fg, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+          absl::StatusOr<BuiltProgram> b = BuildProgram(p, fg, {}, 0, &args);
+          if (!b.ok()) traced = b.status();
+          return b.ok() ? b->fetches : std::vector<Tensor>{};
+        },
+        fo);
+  }
+  // This rank's fetches for its feeds: the Session's, or the Function's.
+  auto run_compiled =
+      [&](const std::vector<HostTensor>& values) -> absl::StatusOr<std::vector<HostTensor>> {
+    if (function == nullptr) {
+      Feeds feeds;
+      for (size_t i = 0; i < values.size(); ++i) {
+        feeds.emplace_back(built->placeholders[i], values[i]);
+      }
+      return compiled.Run(feeds, built->fetches);
+    }
+    absl::StatusOr<std::vector<HostTensor>> got = (*function)(values);
+    if (!traced.ok()) return absl::InternalError(absl::StrCat("tracing: ", traced.ToString()));
+    if (got.ok() && got->size() != built->fetches.size()) {
+      return absl::InternalError(absl::StrCat("the Function returned ", got->size(), " values for ",
+                                              built->fetches.size(), " fetches"));
+    }
+    return got;
+  };
   for (int64_t size0 : Sizes(p)) {
     Feeds world_feeds;
     for (int r = 0; r < world; ++r) {
@@ -304,12 +340,7 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
     }
     auto want = reference.Run(world_feeds, mine.fetches);
     if (!want.ok()) continue;  // these sizes are invalid for the graph (on every rank)
-    const std::vector<HostTensor> values = RankFeeds(p, me, size0);
-    Feeds feeds;
-    for (size_t i = 0; i < values.size(); ++i) {
-      feeds.emplace_back(built->placeholders[i], values[i]);
-    }
-    auto got = compiled.Run(feeds, built->fetches);
+    auto got = run_compiled(RankFeeds(p, me, size0));
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
@@ -326,10 +357,13 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
       out.detail =
           absl::StrCat("rank ", me, " of ", world, ", size0 ", size0, ", fetch ", f, " ('",
                        built->fetches[f].name(), "', cluster ",
-                       compiled.ClusterOf(built->fetches[f]).value_or("-"), "): ", diff.text);
+                       function != nullptr ? "- (Function)"
+                                           : compiled.ClusterOf(built->fetches[f]).value_or("-"),
+                       "): ", diff.text);
     }
   }
-  out.cluster_launches = compiled.stats().cluster_launches;
+  out.cluster_launches =
+      function != nullptr ? function->stats().cluster_launches : compiled.stats().cluster_launches;
   if (out.runs == 0) {
     out.kind = Outcome::Kind::kSkip;
     out.detail = "the reference rejected every feed size";

@@ -179,8 +179,13 @@ struct BuiltProgram {
 };
 // `perturb` (nonzero) moves every constant's values as PerturbValues(value, perturb, its
 // seed) does: the fuzzer's conditioning check (fuzz_runner.h) runs the reference on it.
+// `inputs` (one per program input, of InputSpecs' dtypes and shapes): the program is
+// built on them (a Function's arguments) instead of on Placeholders of its own.
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
-                                          const std::vector<bool>& keep = {}, uint64_t perturb = 0);
+                                          const std::vector<bool>& keep = {}, uint64_t perturb = 0,
+                                          const std::vector<Tensor>* inputs = nullptr);
+// The program inputs' dtypes and shapes as declared (-1 for a dynamic batch).
+std::vector<TensorSpec> InputSpecs(const Program& program);
 
 // Every rank's copy of the program in one graph, with no collective in it: a collective's
 // value is computed from the copies of its operand (ProgramOp::simulate: a sum, rank

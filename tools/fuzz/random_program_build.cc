@@ -166,17 +166,32 @@ HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt) {
   return t;
 }
 
+std::vector<TensorSpec> InputSpecs(const Program& p) {
+  std::vector<TensorSpec> specs;
+  for (const ProgramInput& in : p.inputs) {
+    Shape declared = in.shape;
+    if (in.dynamic0) declared[0] = -1;
+    specs.push_back({in.dtype, declared});
+  }
+  return specs;
+}
+
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std::vector<bool>& keep,
-                                          uint64_t perturb) {
+                                          uint64_t perturb, const std::vector<Tensor>* inputs) {
   build_perturbation = perturb;
   absl::Cleanup reset = [] { build_perturbation = 0; };
   BuiltProgram built;
   std::vector<Tensor> values;
   std::vector<bool> present;
+  if (inputs != nullptr && inputs->size() != p.inputs.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the program has ", p.inputs.size(), " inputs, not ", inputs->size()));
+  }
+  const std::vector<TensorSpec> specs = InputSpecs(p);
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    Shape declared = p.inputs[i].shape;
-    if (p.inputs[i].dynamic0) declared[0] = -1;
-    values.push_back(Placeholder(g, p.inputs[i].dtype, declared, absl::StrCat("in", i)));
+    values.push_back(inputs != nullptr
+                         ? (*inputs)[i]
+                         : Placeholder(g, specs[i].dtype, specs[i].shape, absl::StrCat("in", i)));
     built.placeholders.push_back(values.back());
     present.push_back(true);
   }

@@ -1,0 +1,98 @@
+// The safe default stores an expensive value that inlining would evaluate at several
+// places per element once, at root (schedule/shared_values.h), and leaves cheap ones
+// inlined; results stay those of the reference kernels.
+#include <string>
+
+#include "braze/gradients.h"
+#include "lower_test_util.h"
+#include "schedule/scheduler.h"
+
+namespace braze {
+namespace lowertest {
+namespace {
+
+// The schedule text of `c` compiled by the safe default.
+std::string SafeDefaultText(const Case& c) {
+  CompileOptions options;
+  options.scheduler = Scheduler::kSafeDefault;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return kernel.ok() ? (*kernel)->schedule_text() : "";
+}
+
+int StoredOnce(const std::string& text) {
+  int n = 0;
+  for (size_t at = text.find(kSharedValueStoredOnce); at != std::string::npos;
+       at = text.find(kSharedValueStoredOnce, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(SharedValues, ASigmoidReadByTwoOutputsIsStoredOnce) {
+  for (const Shape& shape : std::vector<Shape>{{13, 7}, {1, 1}, {3, 17}, {2, 31}}) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, shape, 11, -4, 4);
+    Tensor y = c.Input(DType::kF32, shape, 12, -4, 4);
+    Tensor a = Sigmoid(x * y);
+    c.outputs = {a * 2.0 + x, Sum(a, {0})};
+    EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault)) << ShapeString(shape);
+    const std::string text = SafeDefaultText(c);
+    EXPECT_EQ(StoredOnce(text), 1) << ShapeString(shape) << "\n" << text;
+  }
+}
+
+TEST(SharedValues, ACheapValueReadTwiceStaysInlined) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {13, 7}, 21);
+  Tensor y = c.Input(DType::kF32, {13, 7}, 22);
+  Tensor a = x * y + 1.0;
+  c.outputs = {a * 2.0, Sum(a, {0})};
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault));
+  const std::string text = SafeDefaultText(c);
+  EXPECT_EQ(StoredOnce(text), 0) << text;
+}
+
+TEST(SharedValues, AValueReadOnceStaysInlined) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {13, 7}, 31);
+  c.outputs = {Tanh(Sigmoid(x) * 3.0)};
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault));
+  EXPECT_EQ(StoredOnce(SafeDefaultText(c)), 0);
+}
+
+// The GRU cell's gradient (examples/lib/gru.h's cell, issue 40): its gates are read by
+// several gradient terms, each a Pad of a Slice's gradient summed over the gates' width.
+TEST(SharedValues, GruCellGradientMatchesTheReference) {
+  struct Size {
+    int64_t batch, input, hidden;
+  };
+  for (const Size& s : std::vector<Size>{{13, 7, 5}, {1, 1, 1}, {4, 3, 17}}) {
+    Case c;
+    const int64_t H = s.hidden;
+    Tensor x = c.Input(DType::kF32, {s.batch, s.input}, 41);
+    Tensor h = c.Input(DType::kF32, {s.batch, H}, 42);
+    Tensor w_i = c.Input(DType::kF32, {s.input, 3 * H}, 43);
+    Tensor w_h = c.Input(DType::kF32, {H, 3 * H}, 44);
+    Tensor b_i = c.Input(DType::kF32, {3 * H}, 45);
+    Tensor b_h = c.Input(DType::kF32, {3 * H}, 46);
+    Tensor up = c.Input(DType::kF32, {s.batch, H}, 47);
+    Tensor gi = MatMul(x, w_i) + b_i;
+    Tensor gh = MatMul(h, w_h) + b_h;
+    auto gate = [H](Tensor t, int64_t k) { return Slice(t, {0, k * H}, {-1, H}); };
+    Tensor r = Sigmoid(gate(gi, 0) + gate(gh, 0));
+    Tensor z = Sigmoid(gate(gi, 1) + gate(gh, 1));
+    Tensor n = Tanh(gate(gi, 2) + r * gate(gh, 2));
+    Tensor h1 = n + z * (h - n);
+    auto grads = Gradients({Sum(h1 * up)}, {h, w_h, b_i, b_h});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    c.outputs = {h1, (*grads)[0], (*grads)[2], (*grads)[3]};
+    EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, {1e-4, 1e-5}))
+        << s.batch << "x" << s.input << "x" << s.hidden;
+    EXPECT_GE(StoredOnce(SafeDefaultText(c)), 2);
+  }
+}
+
+}  // namespace
+}  // namespace lowertest
+}  // namespace braze
