@@ -181,9 +181,12 @@ void SafeScheduler::Reduction(const Stage& s) {
 // then folded as one vector reduce. The split divides the reduction exactly.
 bool SafeScheduler::InnermostRfactor(const Stage& s, std::ostringstream& line) {
   if (s.reduction_symbolic || s.rdom.dimensions() != 1) return false;
-  // One value per element: an ArgMax's (value, index) tuple stays a scalar loop, so
-  // that which of several tied maxima it picks never depends on how lanes fold.
-  if (s.acc.num_update_definitions() != 1 || s.acc.outputs() != 1) return false;
+  // An ArgMax's (value, index) tuple stays a scalar loop, so that which of several tied
+  // maxima it picks never depends on how lanes fold. A float Max or Min is a tuple too
+  // (lower_reduce.cc: a max, a min and a max of the values' bits), each element exact
+  // and independent of order, so its lanes fold to the same bits: the softmax's row max
+  // beside the attention's scores was a scalar loop of three integer ops per element.
+  if (s.kind == StageKind::kArgMax || s.acc.num_update_definitions() != 1) return false;
   const int64_t* extent = Halide::Internal::as_const_int(s.rdom[0].extent());
   if (extent == nullptr) return false;
   const int64_t n = *extent;

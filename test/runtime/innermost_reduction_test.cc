@@ -1,10 +1,10 @@
 // Reductions over the innermost dim in clusters that are no row pipeline (several
 // outputs, or a matmul beside them): the safe default rfactors their updates into
 // vector partials when a lane count divides the static extent
-// (SafeScheduler::InnermostRfactor, safe_default_stages.cc), and leaves them scalar
-// otherwise. Compiled in strict mode (a compile failure is an error, not a fallback),
-// against the reference kernels, at extents that take each path (rows of 96, 128, 64
-// and the prime 37 and 131), with NaN and infinities in the rows.
+// (SafeScheduler::InnermostRfactor, safe_default_stages.cc; float Max and Min too), and
+// leaves them scalar otherwise. Compiled in strict mode (a compile failure is an error, not a
+// fallback), against the reference kernels, at extents that take each path (rows of 96, 128, 64 and
+// the prime 37 and 131), with NaN and infinities in the rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -85,6 +85,48 @@ TEST(InnermostReductionTest, ArgMaxOfTiedRowsIsTheFirstIndex) {
     auto got = session.Run(feeds, fetches);
     ASSERT_TRUE(got.ok()) << got.status();
     testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
+  }
+}
+
+// Float Max and Min fold their lanes too (three integer accumulators of the bits, each
+// exact): rows of signed zeros, all-negative rows and rows with one large value give
+// the reference's bits, +0 for Max and -0 for Min of {-0, +0} whatever the lanes.
+TEST(InnermostReductionTest, MaxAndMinFoldLanesToTheReferenceBits) {
+  for (int64_t row : {64, 128, 96}) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {6, row}, "x");
+    std::vector<Tensor> fetches;
+    {
+      JitScope scope(g);
+      Tensor m = Max(x, {1}, true);
+      // Two outputs and a reader of the max: no row pipeline.
+      fetches = {m, Min(x, {1}, true), Exp(x - m)};
+    }
+    HostTensor v = HostTensor::RandomNormal(DType::kF32, {6, row}, 90 + row);
+    float* p = v.data<float>();
+    for (int64_t j = 0; j < row; ++j) {
+      p[0 * row + j] = (j % 3 == 0) ? -0.0f : 0.0f;         // signed zeros
+      p[1 * row + j] = -1.0f - static_cast<float>(j % 11);  // all negative
+      p[2 * row + j] = (j % 2 == 0) ? -0.0f : -2.0f;        // max is -0
+      p[3 * row + j] = (j == row - 1) ? 1e30f : -1e30f;
+    }
+    const Feeds feeds = {{x, v}};
+    Session session(g, Strict(2));
+    auto got = session.Run(feeds, fetches);
+    ASSERT_TRUE(got.ok()) << "row " << row << ": " << got.status();
+    testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
+    SessionOptions ref_opts;
+    ref_opts.reference_only = true;
+    Session ref(g, ref_opts);
+    auto want = ref.Run(feeds, fetches);
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (int f = 0; f < 2; ++f) {
+      for (int64_t r = 0; r < 6; ++r) {
+        const float a = (*got)[f].data<float>()[r], b = (*want)[f].data<float>()[r];
+        EXPECT_EQ(std::signbit(a), std::signbit(b)) << "fetch " << f << " row " << r;
+        EXPECT_EQ(a, b) << "fetch " << f << " row " << r;
+      }
+    }
   }
 }
 
