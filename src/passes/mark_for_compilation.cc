@@ -220,6 +220,93 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
   return ExclusionReason::kNone;
 }
 
+// An elementwise node whose result leaves its cluster for one other cluster only, and
+// which reads nothing its cluster would not write or read anyway (values that leave it,
+// values from outside it, constants of the node's own), moves into the cluster reading
+// it: its result (a ReLU gradient's mask, computed from the activation the forward
+// cluster writes for the backward pass) is then computed where it is used and never
+// stored, where the greedy merges above put it with its producer and kept it in memory
+// from the forward pass to the backward pass (policy, issue 38: activation memory). The
+// values it reads are stored anyway, so no cluster gains an output, and the reader's
+// cluster already runs after every cluster it now reads from (its inputs come from the
+// node's cluster or from outside it), so no cycle forms.
+void SinkIntoReaders(const Graph& graph, const ClusteringOptions& options,
+                     const std::vector<bool>& needed, ClusteringResult* result) {
+  const int n = graph.num_nodes();
+  auto is_needed = [&](int id) { return needed.empty() || needed[id]; };
+  std::vector<std::vector<int>> readers(n);  // needed consumers, once per read
+  for (int id = 0; id < n; ++id) {
+    if (!is_needed(id)) continue;
+    for (const Tensor& in : graph.node(id).inputs()) {
+      if (in.valid() && in.node_id() >= 0 && in.node_id() < id) readers[in.node_id()].push_back(id);
+    }
+  }
+  std::vector<int> non_const(result->clusters.size(), 0);
+  for (int id = 0; id < n; ++id) {
+    const int c = result->ClusterOf(id);
+    if (c >= 0 && graph.node(id).op() != OpKind::kConst) ++non_const[c];
+  }
+  for (int id = 0; id < n; ++id) {
+    const int from = result->ClusterOf(id);
+    const Node& node = graph.node(id);
+    const OpCategory cat = OpCategoryOf(node.op());
+    if (from < 0 || node.num_outputs() != 1 || non_const[from] < 2 ||
+        (cat != OpCategory::kUnary && cat != OpCategory::kBinary && cat != OpCategory::kSelect)) {
+      continue;
+    }
+    int to = -1;
+    bool one_reader_cluster = !readers[id].empty();
+    for (int r : readers[id]) {
+      const int c = result->ClusterOf(r);
+      one_reader_cluster = one_reader_cluster && c >= 0 && c != from && (to < 0 || c == to);
+      to = c;
+    }
+    if (!one_reader_cluster) continue;
+    const Cluster& src = result->clusters[from];
+    Cluster& dst = result->clusters[to];
+    // Each cluster keeps its first node (its name and place in the step order).
+    if (dst.device != src.device || dst.scope != src.scope || dst.nodes.front() > id ||
+        src.nodes.front() == id) {
+      continue;
+    }
+    std::vector<int> moved = {id};  // the node and the constants only it reads
+    int new_inputs = 0;             // values `to` will read that it did not
+    bool ok = true;
+    for (const Tensor& in : node.inputs()) {
+      const int p = in.node_id();
+      if (result->ClusterOf(p) != from) {
+        ++new_inputs;
+        continue;
+      }
+      bool leaves = false, only_this = true;
+      for (int r : readers[p]) {
+        leaves = leaves || result->ClusterOf(r) != from;
+        only_this = only_this && r == id;
+      }
+      if (graph.node(p).op() == OpKind::kConst && only_this) {
+        if (std::find(moved.begin(), moved.end(), p) == moved.end()) moved.push_back(p);
+      } else if (leaves) {
+        ++new_inputs;
+      } else {
+        ok = false;  // the value would have to leave its cluster: a new output
+      }
+    }
+    // At most two reads for the one value no longer written and read back.
+    if (!ok || new_inputs > 2 ||
+        static_cast<int>(dst.nodes.size() + moved.size()) > options.max_cluster_size) {
+      continue;
+    }
+    for (int m : moved) {
+      Cluster& c = result->clusters[from];
+      c.nodes.erase(std::find(c.nodes.begin(), c.nodes.end(), m));
+      dst.nodes.insert(std::upper_bound(dst.nodes.begin(), dst.nodes.end(), m), m);
+      result->nodes[m].cluster = to;
+    }
+    --non_const[from];
+    ++non_const[to];
+  }
+}
+
 }  // namespace
 
 Device EffectiveDevice(const Node& node, const ClusteringOptions& options) {
@@ -406,6 +493,7 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
       result.nodes[id].cluster = cluster_of_rep[rep];
       result.clusters[cluster_of_rep[rep]].nodes.push_back(id);
     }
+    SinkIntoReaders(graph, options, needed, &result);
     return result;
   }
 }
