@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -125,6 +126,11 @@ class SafeScheduler {
   // Vectorizes dim 0 and parallelizes over the outer dims of a pure definition.
   // `output`: f is a pipeline output (its buffer's extents can be tested at run time).
   void Pointwise(Halide::Func f, const Extents& e, const Symbolic& sym, bool output = false);
+  // Outputs of the same static extents that Pointwise parallelized over their rows, none
+  // reading another: computed in one loop nest (compute_with at the row loop), so each
+  // row of the values they share (an optimizer's gradient, m and v in its three updates)
+  // is read from memory once and from the cache after (policy, issue 38).
+  void FuseSiblingOutputs(const PipelineInfo& info);
   // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
   // dims, so that Halide loads whole rows of g and transposes them in registers instead
   // of gathering with the row stride; tiles in parallel over the outer dims.
@@ -187,6 +193,9 @@ class SafeScheduler {
   int64_t least_ = kMinSymbolicExtent;  // a symbolic dim's least run-time extent
   std::ostringstream log_;
   std::vector<std::string> streamed_;  // outputs written with streaming stores
+  // Pointwise outputs of static extents, not streamed, parallel over their rows: the
+  // row loop's Var (FuseSiblingOutputs).
+  std::map<std::string, Halide::Var> row_loops_;
   std::set<std::string> scheduled_operands_;
   std::set<std::string> rooted_operands_;  // the operands made compute_root so far
 };
