@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <optional>
-#include <set>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -221,145 +220,6 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
   return ExclusionReason::kNone;
 }
 
-// Clusters numbered (and named) again in the order of their first nodes, as the merges
-// number them, after nodes moved between them.
-void NumberByFirstNode(ClusteringResult* result) {
-  std::vector<int> order(result->clusters.size());
-  for (size_t c = 0; c < order.size(); ++c) order[c] = static_cast<int>(c);
-  std::sort(order.begin(), order.end(), [&](int x, int y) {
-    return result->clusters[x].nodes.front() < result->clusters[y].nodes.front();
-  });
-  std::vector<Cluster> sorted;
-  for (size_t i = 0; i < order.size(); ++i) {
-    sorted.push_back(std::move(result->clusters[order[i]]));
-    sorted.back().name = absl::StrCat("cluster_", i);
-    for (int id : sorted.back().nodes) result->nodes[id].cluster = static_cast<int>(i);
-  }
-  result->clusters = std::move(sorted);
-}
-
-// The clusters with an edge to or from cluster `c`.
-std::set<int> NeighbourClusters(const Graph& graph, const ClusteringResult& result,
-                                const std::vector<std::vector<int>>& readers, int c) {
-  std::set<int> out;
-  for (int id : result.clusters[c].nodes) {
-    for (const Tensor& in : graph.node(id).inputs()) out.insert(result.ClusterOf(in.node_id()));
-    for (int r : readers[id]) out.insert(result.ClusterOf(r));
-  }
-  out.erase(-1);
-  out.erase(c);
-  return out;
-}
-
-// An elementwise node whose result leaves its cluster for one other cluster only, and
-// which reads nothing its cluster would not write or read anyway (values that leave it,
-// values from outside it, constants of the node's own), moves into the cluster reading
-// it: its result (a ReLU gradient's mask, computed from the activation the forward
-// cluster writes for the backward pass) is then computed where it is used and never
-// stored, where the greedy merges above put it with its producer and kept it in memory
-// from the forward pass to the backward pass (policy, issue 38: activation memory). The
-// values it reads are stored anyway, so no cluster gains an output, and the reader's
-// cluster already runs after every cluster it now reads from (its inputs come from the
-// node's cluster or from outside it), so no cycle forms.
-void SinkIntoReaders(const Graph& graph, const ClusteringOptions& options,
-                     const std::vector<bool>& needed, ClusteringResult* result) {
-  const int n = graph.num_nodes();
-  auto is_needed = [&](int id) { return needed.empty() || needed[id]; };
-  std::vector<std::vector<int>> readers(n);  // needed consumers, once per read
-  for (int id = 0; id < n; ++id) {
-    if (!is_needed(id)) continue;
-    for (const Tensor& in : graph.node(id).inputs()) {
-      if (in.valid() && in.node_id() >= 0 && in.node_id() < id) readers[in.node_id()].push_back(id);
-    }
-  }
-  bool any_moved = false;
-  std::vector<int> non_const(result->clusters.size(), 0);
-  for (int id = 0; id < n; ++id) {
-    const int c = result->ClusterOf(id);
-    if (c >= 0 && graph.node(id).op() != OpKind::kConst) ++non_const[c];
-  }
-  for (int id = 0; id < n; ++id) {
-    const int from = result->ClusterOf(id);
-    const Node& node = graph.node(id);
-    const OpCategory cat = OpCategoryOf(node.op());
-    if (from < 0 || node.num_outputs() != 1 || non_const[from] < 2 ||
-        (cat != OpCategory::kUnary && cat != OpCategory::kBinary && cat != OpCategory::kSelect)) {
-      continue;
-    }
-    int to = -1;
-    bool one_reader_cluster = !readers[id].empty();
-    for (int r : readers[id]) {
-      const int c = result->ClusterOf(r);
-      one_reader_cluster = one_reader_cluster && c >= 0 && c != from && (to < 0 || c == to);
-      to = c;
-    }
-    if (!one_reader_cluster) continue;
-    const Cluster& src = result->clusters[from];
-    Cluster& dst = result->clusters[to];
-    if (dst.device != src.device || dst.scope != src.scope) continue;
-    // Its inputs: one value `from` writes anyway, and constants only it reads (moved
-    // along). So `from` keeps its edges from other clusters and stays connected, and the
-    // cluster graph is the same after the move: the merges refused before stay refused.
-    std::vector<int> moved = {id};
-    int stored = 0;
-    bool ok = true;
-    for (const Tensor& in : node.inputs()) {
-      const int p = in.node_id();
-      bool leaves = false, only_this = true;
-      for (int r : readers[p]) {
-        leaves = leaves || result->ClusterOf(r) != from;
-        only_this = only_this && r == id;
-      }
-      if (result->ClusterOf(p) != from) {
-        ok = false;
-      } else if (graph.node(p).op() == OpKind::kConst && only_this) {
-        if (std::find(moved.begin(), moved.end(), p) == moved.end()) moved.push_back(p);
-      } else if (graph.node(p).op() != OpKind::kConst && leaves) {
-        ++stored;
-      } else {
-        ok = false;  // the value would have to leave `from`: a new output
-      }
-    }
-    const int src_size = static_cast<int>(src.nodes.size());
-    const int left = src_size - static_cast<int>(moved.size());
-    if (!ok || stored != 1 ||
-        static_cast<int>(dst.nodes.size() + moved.size()) > options.max_cluster_size ||
-        (!src.explicit_scope && left < options.min_cluster_size)) {
-      continue;
-    }
-    // Each cluster keeps whether it holds a compile=true op (what its size rules are).
-    auto is_explicit = [&](int m) {
-      return graph.node(m).jit().compile.value_or(false) || ForcedCompile(graph.node(m));
-    };
-    bool moves_explicit = false, keeps_explicit = false;
-    for (int m : moved) moves_explicit = moves_explicit || is_explicit(m);
-    for (int m : src.nodes) {
-      const bool moving = std::find(moved.begin(), moved.end(), m) != moved.end();
-      keeps_explicit = keeps_explicit || (!moving && is_explicit(m));
-    }
-    if (keeps_explicit != src.explicit_scope || (moves_explicit && !dst.explicit_scope)) continue;
-    // Nor may `from` shrink under max_cluster_size beside a neighbour it was too big for.
-    bool size_kept = true;
-    for (int c : NeighbourClusters(graph, *result, readers, from)) {
-      const int other = static_cast<int>(result->clusters[c].nodes.size());
-      if (src_size + other > options.max_cluster_size && left + other <= options.max_cluster_size) {
-        size_kept = false;
-      }
-    }
-    if (!size_kept) continue;
-    for (int m : moved) {
-      Cluster& c = result->clusters[from];
-      c.nodes.erase(std::find(c.nodes.begin(), c.nodes.end(), m));
-      dst.nodes.insert(std::upper_bound(dst.nodes.begin(), dst.nodes.end(), m), m);
-      result->nodes[m].cluster = to;
-    }
-    --non_const[from];
-    ++non_const[to];
-    any_moved = true;
-  }
-  if (any_moved) NumberByFirstNode(result);
-}
-
 }  // namespace
 
 Device EffectiveDevice(const Node& node, const ClusteringOptions& options) {
@@ -546,7 +406,6 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
       result.nodes[id].cluster = cluster_of_rep[rep];
       result.clusters[cluster_of_rep[rep]].nodes.push_back(id);
     }
-    SinkIntoReaders(graph, options, needed, &result);
     return result;
   }
 }
