@@ -336,8 +336,13 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kSigmoid:
       dx[0] = dy * (y * Sigmoid(Neg(x)));
       break;
+    // The mask from the output (relu(x) > 0 exactly where x > 0, NaN included), as TF's
+    // ReluGrad: the backward pass reads y, which the next layer's weight gradient reads
+    // anyway, so the forward pass keeps no mask of its own, and a fused matmul + bias +
+    // ReLU keeps its ReLU in the library call (lower/gemm_epilogue.h: the Add has one
+    // reader). Policy, issue 38: the MLP step's activation memory.
     case OpKind::kRelu:
-      dx[0] = Select(Greater(x, zero()), dy, zero());
+      dx[0] = Select(Greater(y, zero()), dy, zero());
       break;
     case OpKind::kSquare:
       dx[0] = dy * (x * 2.0);
@@ -437,8 +442,10 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kMatMul:
     case OpKind::kBatchMatMul: {
       MatMulFn mm = node.op() == OpKind::kMatMul ? &MatMul : &BatchMatMul;
-      auto [da, db] = MatMulGrads(mm, node.attrs_as<MatMulAttrs>(), node.input(0), node.input(1),
-                                  dy, needs[0], needs[1]);
+      // a is read only for db, b only for da.
+      const Tensor a = needs[1] ? BackwardRead(node.input(0)) : node.input(0);
+      const Tensor b = needs[0] ? BackwardRead(node.input(1)) : node.input(1);
+      auto [da, db] = MatMulGrads(mm, node.attrs_as<MatMulAttrs>(), a, b, dy, needs[0], needs[1]);
       dx[0] = da;
       dx[1] = db;
       break;
@@ -487,7 +494,7 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       const Window2D& w = node.attrs_as<Conv2DAttrs>().window;
       const Tensor filter = node.input(1);
       if (needs[0]) dx[0] = Conv2DBackpropInput(x.shape(), filter, dy, w);
-      if (needs[1]) dx[1] = Conv2DBackpropFilter(x, filter.shape(), dy, w);
+      if (needs[1]) dx[1] = Conv2DBackpropFilter(BackwardRead(x), filter.shape(), dy, w);
       break;
     }
     case OpKind::kConv2DBackpropInput: {  // (filter, dy') -> dx': linear in each

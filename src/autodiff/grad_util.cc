@@ -67,5 +67,13 @@ Tensor BroadcastLike(Tensor t, const Tensor& x) {
   return Add(t, ZerosLike(x));
 }
 
+Tensor BackwardRead(const Tensor& t) {
+  const Node& n = t.node();
+  if (n.op() != OpKind::kCast || !IsFloating(t.dtype())) return t;
+  const Tensor& src = n.input(0);
+  if (src.node().op() != OpKind::kPlaceholder || !IsFloating(src.dtype())) return t;
+  return Cast(src, t.dtype());
+}
+
 }  // namespace autodiff_internal
 }  // namespace braze

@@ -32,6 +32,14 @@ Tensor KeepDims(Tensor t, const Shape& x_shape, const std::vector<int>& axes);
 // `t` broadcast to x's shape: BroadcastTo when that is fully defined, else t + ZerosLike(x).
 Tensor BroadcastLike(Tensor t, const Tensor& x);
 
+// The forward value `t` as a gradient reads it: `t` itself, except that a float Cast of
+// a Placeholder (the precision policy's 16-bit copy of a fed batch, braze/precision.h)
+// is cast again in the backward pass. The fed value is held for the whole Run anyway,
+// and casting it again is one elementwise op fused into the gradient's cluster, where
+// the forward pass's copy would be kept from the forward pass to the backward pass: an
+// activation the size of the batch (policy, issue 38, docs/MIXED_PRECISION.md).
+Tensor BackwardRead(const Tensor& t);
+
 }  // namespace autodiff_internal
 }  // namespace braze
 

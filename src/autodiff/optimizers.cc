@@ -148,25 +148,28 @@ Tensor LearningRate(Graph& g, const Optimizer& o, DType dtype) {
 
 Tensor As(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : Cast(x, dtype); }
 
-// The f64 scalars Adam and AdamW share across variables, from the step t (see the header).
+// The f64 scalars of Adam and AdamW, from the step t (see the header).
 struct AdamScalars {
   Tensor adam_lr;       // Adam: lr * sqrt(1 - b2^t) / (1 - b1^t)
   Tensor step_size;     // AdamW: lr / (1 - b1^t)
   Tensor bc2_sqrt;      // AdamW: sqrt(1 - b2^t)
   Tensor decay_factor;  // AdamW with weight_decay > 0: 1 - lr * wd
+  Tensor t;             // step + 1
 };
 
-// Adds the step variable's Assign to `updates` and builds the scalars from t = step + 1.
-AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, const Tensor& finite,
-                             std::vector<Tensor>* updates) {
-  Tensor step = Variable(g, HostTensor::Scalar(0.0), "step");
+// The scalars from t = step + 1, built once per variable: a few scalar ops, where one
+// set shared by every variable's update would put all the updates in one fused cluster
+// (clustering merges a node with its consumers, and the shared scalars have them all),
+// away from the clusters computing their gradients. Each update then leaves its
+// gradient's cluster as m, v and sqrt(v) + eps, weight-sized values written and read
+// back for nothing (policy, issue 38: the MLP step's largest intermediates). The step's
+// own Assign takes the first variable's t, so it is computed in that update's cluster.
+AdamScalars BuildAdamScalars(Graph& g, const Optimizer& o, const Tensor& step) {
   Tensor t = step + 1.0;
-  updates->push_back(Update(step, t, finite));
   auto power = [&](double beta) { return Pow(ScalarConst(g, beta, DType::kF64), t); };
   AdamScalars out;
+  out.t = t;
   if (o.kind == Optimizer::Kind::kAdam && !o.learning_rate_tensor.valid()) {
-    // Built exactly as before the tensor rate existed (the same nodes in the same
-    // order), so the clusters keep their keys and schedules/ keeps matching them.
     out.adam_lr = o.learning_rate * Sqrt(1.0 - power(o.beta2)) / (1.0 - power(o.beta1));
     return out;
   }
@@ -193,7 +196,7 @@ void BuildAdamUpdate(Graph& g, const Optimizer& o, const AdamScalars& scalars, c
   updates->push_back(Update(m, m_new, finite));
   updates->push_back(Update(v, v_new, finite));
   if (o.kind == Optimizer::Kind::kAdam) {
-    Tensor lr = As(scalars.adam_lr, dtype);  // first, as before AdamW: the same node order
+    Tensor lr = As(scalars.adam_lr, dtype);
     updates->push_back(Update(var, var - lr * m_new / (Sqrt(v_new) + o.epsilon), finite));
     return;
   }
@@ -234,10 +237,11 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
                            ClipByGlobalNorm(grads, optimizer.global_clip_norm, "clip"));
     for (size_t i = 0; i < clipped.size(); ++i) clipped[i].first = c.grads[i];
   }
-  AdamScalars adam;
+  Tensor adam_step;  // Adam's step count, a Variable
   const bool is_adam =
       optimizer.kind == Optimizer::Kind::kAdam || optimizer.kind == Optimizer::Kind::kAdamW;
-  if (is_adam) adam = BuildAdamScalars(g, optimizer, finite, &updates);
+  if (is_adam) adam_step = Variable(g, HostTensor::Scalar(0.0), "step");
+  bool step_updated = false;
   for (const auto& [grad, var] : clipped) {
     const std::string slot_prefix = absl::StrCat(var.name(), "/");
     switch (optimizer.kind) {
@@ -255,9 +259,13 @@ absl::StatusOr<std::vector<Tensor>> BuildUpdates(
         break;
       }
       case Optimizer::Kind::kAdam:
-      case Optimizer::Kind::kAdamW:
-        BuildAdamUpdate(g, optimizer, adam, grad, var, finite, &updates);
+      case Optimizer::Kind::kAdamW: {
+        const AdamScalars scalars = BuildAdamScalars(g, optimizer, adam_step);
+        if (!step_updated) updates.push_back(Update(adam_step, scalars.t, finite));
+        step_updated = true;
+        BuildAdamUpdate(g, optimizer, scalars, grad, var, finite, &updates);
         break;
+      }
     }
   }
   for (const Tensor& u : updates) {

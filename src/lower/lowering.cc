@@ -441,6 +441,21 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
         spec.name, ": ", spec.node_types.size(), " node types for ", spec.nodes.size(), " nodes"));
   }
   const std::map<int, GemmEpilogueNodes> epilogues = FindGemmEpilogues(spec);
+  // Outputs a matmul of the cluster reads (below, where they are stored).
+  std::set<ValueKey> output_matmul_operands;
+  {
+    std::set<ValueKey> outputs;
+    for (const Tensor& t : spec.outputs) outputs.insert({t.node_id(), t.index()});
+    for (int id : spec.nodes) {
+      const OpKind op = spec.graph->node(id).op();
+      if (op != OpKind::kMatMul && op != OpKind::kBatchMatMul) continue;
+      for (const Tensor& t : spec.graph->node(id).inputs()) {
+        if (outputs.count({t.node_id(), t.index()}) > 0) {
+          output_matmul_operands.insert({t.node_id(), t.index()});
+        }
+      }
+    }
+  }
   std::set<int> folded;  // Adds and Relus a matmul's library call computes
   // Batch norms folded into their convolutions, by the Add's id: the convolution, Sub
   // and Mul are lowered there, as one node.
@@ -586,6 +601,17 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
         const int k = HalideDimSymbol(out_sym, d);
         if (k >= 0) stage.symbolic_extents[d] = ctx.symbols().at(k);
       }
+    }
+    if (value->inline_body && output_matmul_operands.count({result_id, 0}) > 0) {
+      // An output a matmul reads is one Func: the library call stores its operands, and
+      // the output's copy then reads that store instead of computing the value again
+      // from the inputs (a weight's bf16 copy read twice from its f32 master a step).
+      // Elsewhere an unscheduled Func is inlined as the value was.
+      const Value src = *value;
+      *value = Define(ctx, absl::StrCat(node.op_name(), "_shared"), src.dtype, src.shape,
+                      [src](const std::vector<Expr>& i) { return At(src, i); });
+      value->sym = src.sym;
+      value->nonnegative = src.nonnegative;
     }
     values[{result_id, 0}] = *value;
   }

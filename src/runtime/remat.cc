@@ -35,10 +35,12 @@ struct Cone {
 };
 
 // E's elementwise cone within `members` (P's original nodes), stopping at values in
-// `reads` (the consumer reads them already: free leaves), or false when it cannot be
-// copied (a leaf read from a Variable, or the cone would exceed kMaxRematCone).
+// `reads` (the consumer reads them already: free leaves) and in `stored` (written to
+// memory for another reader anyway: a read, not a recomputation), or false when it
+// cannot be copied (a leaf read from a Variable, or the cone would exceed
+// kMaxRematCone).
 bool ConeOf(const Graph& g, int e, const std::set<int>& members, const std::set<ValueKey>& reads,
-            Cone* cone) {
+            const std::set<ValueKey>& stored, Cone* cone) {
   std::set<int> in_cone;
   std::vector<int> stack = {e};
   std::set<ValueKey> leaf_keys;
@@ -50,6 +52,7 @@ bool ConeOf(const Graph& g, int e, const std::set<int>& members, const std::set<
     for (const Tensor& in : g.node(id).inputs()) {
       const Node& producer = g.node(in.node_id());
       const bool copy = members.count(in.node_id()) > 0 && !reads.count(KeyOf(in)) &&
+                        !stored.count(KeyOf(in)) &&
                         (Elementwise(producer) || CopyableConst(producer));
       if (copy) {
         stack.push_back(in.node_id());
@@ -81,10 +84,29 @@ std::vector<Tensor> InputsOf(const Graph& g, const std::vector<int>& nodes) {
   return inputs;
 }
 
-// Tries to give step `c` its own copy of input `t`'s cone; true when it did.
+// The values some step other than `c` reads, and the fetched ones: written to memory
+// whatever `c` does.
+std::set<ValueKey> StoredForOthers(const std::vector<Step>& steps, const Step& c,
+                                   const std::set<ValueKey>& fetched) {
+  std::set<ValueKey> stored = fetched;
+  for (const Step& s : steps) {
+    if (&s == &c) continue;
+    for (const Tensor& in : s.inputs) stored.insert(KeyOf(in));
+  }
+  return stored;
+}
+
+// Tries to give step `c` its own copy of input `t`'s cone; true when it did. The copy
+// is made when the leaves `c` does not read yet take no more bytes than t; or else,
+// when t is written for `c` alone, with the cone stopped at values stored anyway for
+// other readers, when those are its only new leaves and take no more than
+// kStoredLeafRatio times t's bytes: their extra read then replaces a value kept in
+// memory from P to `c` (a ReLU gradient's mask, computed in the forward cluster from
+// the activation that cluster writes for the backward pass: policy, issue 38).
+constexpr double kStoredLeafRatio = 4;
 bool Rematerialize(const Graph& g, const std::vector<std::set<int>>& original,
                    const std::unordered_map<int, int>& owner, const std::vector<Step>& steps,
-                   const Tensor& t, Step& c) {
+                   const std::set<ValueKey>& fetched, const Tensor& t, Step& c) {
   const auto it = owner.find(t.node_id());
   if (it == owner.end()) return false;
   const Step& p = steps[it->second];
@@ -92,13 +114,29 @@ bool Rematerialize(const Graph& g, const std::vector<std::set<int>>& original,
   if (!Elementwise(g.node(t.node_id()))) return false;
   std::set<ValueKey> reads;
   for (const Tensor& in : c.inputs) reads.insert(KeyOf(in));
+  // The bytes of the leaves `c` does not read yet; whether each is stored anyway.
+  auto added_bytes = [&](const Cone& k, const std::set<ValueKey>& stored, bool* all_stored) {
+    double added = 0;
+    for (const Tensor& leaf : k.leaves) {
+      if (reads.count(KeyOf(leaf))) continue;
+      added += Bytes(leaf);
+      *all_stored = *all_stored && stored.count(KeyOf(leaf)) > 0;
+    }
+    return added;
+  };
   Cone cone;
-  if (!ConeOf(g, t.node_id(), original[it->second], reads, &cone)) return false;
-  double added = 0;
-  for (const Tensor& leaf : cone.leaves) {
-    if (!reads.count(KeyOf(leaf))) added += Bytes(leaf);
+  bool unused = true;
+  if (!ConeOf(g, t.node_id(), original[it->second], reads, {}, &cone) ||
+      added_bytes(cone, {}, &unused) > Bytes(t)) {
+    const std::set<ValueKey> stored = StoredForOthers(steps, c, fetched);
+    if (stored.count(KeyOf(t)) > 0) return false;  // P writes t anyway
+    cone = Cone();
+    bool leaves_stored = true;
+    if (!ConeOf(g, t.node_id(), original[it->second], reads, stored, &cone) ||
+        added_bytes(cone, stored, &leaves_stored) > kStoredLeafRatio * Bytes(t) || !leaves_stored) {
+      return false;
+    }
   }
-  if (added > Bytes(t)) return false;
   std::vector<int> nodes = c.nodes;
   nodes.insert(nodes.end(), cone.nodes.begin(), cone.nodes.end());
   std::sort(nodes.begin(), nodes.end());  // ids are a topological order
@@ -132,7 +170,7 @@ std::vector<int> RematerializeElementwise(const Graph& g, const std::set<ValueKe
       again = false;
       for (const Tensor& t : s[i].inputs) {
         if (!tried.insert(KeyOf(t)).second) continue;
-        if (Rematerialize(g, original, owner, s, t, s[i])) {
+        if (Rematerialize(g, original, owner, s, fetched, t, s[i])) {
           any = again = true;
           break;
         }

@@ -271,12 +271,17 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
       int64_t task = std::max<int64_t>(1, outer_extent / (threads_ * params_.tasks_per_thread));
       // Symbolic rows: the task split must hold at their smallest run-time extent.
       if (AnySymbolic(sym)) task = std::min(task, FusedBound(e, sym, 1));
+      Var row = outer;  // the loop over one row (FuseSiblingOutputs fuses there)
       if (task > 1) {
-        f.parallel(outer, static_cast<int>(task), kShift);
+        row = Var(outer.name() + "_r");
+        f.split(outer, outer, row, static_cast<int>(task), kShift).parallel(outer);
       } else {
         f.parallel(outer);
       }
       line << " parallel(" << outer.name() << ", task " << task << ")";
+      const bool streamed =
+          std::find(streamed_.begin(), streamed_.end(), f.name()) != streamed_.end();
+      if (output && !streamed && !AnySymbolic(sym)) row_loops_[f.name()] = row;
     }
   }
   log_ << line.str() << "\n";
@@ -291,6 +296,46 @@ void SafeScheduler::StoreShared(const SharedValue& v, const PipelineInfo::ValueE
   log_ << f.name() << ": compute_root, " << kSharedValueStoredOnce << " (inlined: evaluated "
        << v.evaluations << " times per element, cost " << v.cost << ")\n";
   Pointwise(f, e.extents, e.symbolic);
+}
+
+void SafeScheduler::FuseSiblingOutputs(const PipelineInfo& info) {
+  const size_t n = info.outputs.size();
+  std::vector<std::set<std::string>> calls(n);  // the Funcs each output reads
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [name, f] :
+         Halide::Internal::find_transitive_calls(info.outputs[i].function())) {
+      if (name != info.outputs[i].name()) calls[i].insert(name);
+    }
+  }
+  std::vector<bool> grouped(n, false);
+  for (size_t a = 0; a < n; ++a) {
+    const auto lead = row_loops_.find(info.outputs[a].name());
+    if (grouped[a] || lead == row_loops_.end()) continue;
+    std::vector<size_t> group = {a};
+    for (size_t b = a + 1; b < n; ++b) {
+      if (grouped[b] || row_loops_.count(info.outputs[b].name()) == 0 ||
+          info.output_extents[b] != info.output_extents[a]) {
+        continue;
+      }
+      bool independent = true;  // Halide fuses no stage with one it reads
+      for (size_t m : group) {
+        independent = independent && calls[b].count(info.outputs[m].name()) == 0 &&
+                      calls[m].count(info.outputs[b].name()) == 0;
+      }
+      if (independent) group.push_back(b);
+    }
+    if (group.size() < 2) continue;
+    Func parent = info.outputs[a];
+    std::ostringstream line;
+    for (size_t k = 1; k < group.size(); ++k) {
+      grouped[group[k]] = true;
+      Func child = info.outputs[group[k]];
+      child.compute_with(parent, lead->second);
+      line << (k > 1 ? ", " : "") << child.name();
+    }
+    log_ << line.str() << ": compute_with(" << parent.name() << ", " << lead->second.name()
+         << ")\n";
+  }
 }
 
 void SafeScheduler::Transpose(Func f, const Extents& e, const Symbolic& sym) {
@@ -441,6 +486,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
       s.Pointwise(info.outputs[i], info.output_extents[i], OutputSymbolic(info, i), true);
     }
   }
+  s.FuseSiblingOutputs(info);
   return s.text();
 }
 

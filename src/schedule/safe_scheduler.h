@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <sstream>
 #include <string>
@@ -129,6 +130,11 @@ class SafeScheduler {
   // A value inlining would evaluate several times per element (shared_values.h):
   // computed once at root, bound to its extents, vectorized and parallel as Pointwise.
   void StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e);
+  // Outputs of the same static extents that Pointwise parallelized over their rows, none
+  // reading another: computed in one loop nest (compute_with at the row loop), so each
+  // row of the values they share (an optimizer's gradient, m and v in its three updates)
+  // is read from memory once and from the cache after (policy, issue 38).
+  void FuseSiblingOutputs(const PipelineInfo& info);
   // A transpose (f(x, y) = g(y, x) in dims 0 and 1): square tiles vectorized in both
   // dims, so that Halide loads whole rows of g and transposes them in registers instead
   // of gathering with the row stride; tiles in parallel over the outer dims.
@@ -200,6 +206,9 @@ class SafeScheduler {
   int64_t least_ = kMinSymbolicExtent;  // a symbolic dim's least run-time extent
   std::ostringstream log_;
   std::vector<std::string> streamed_;  // outputs written with streaming stores
+  // Pointwise outputs of static extents, not streamed, parallel over their rows: the
+  // row loop's Var (FuseSiblingOutputs).
+  std::map<std::string, Halide::Var> row_loops_;
   std::set<std::string> scheduled_operands_;
   std::set<std::string> rooted_operands_;  // the operands made compute_root so far
 };

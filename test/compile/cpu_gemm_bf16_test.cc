@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -330,6 +331,45 @@ TEST_F(CpuGemmBF16Test, GradientTransposesWithAComputedOperand) {
       WithinBound((*actual)[0], (*expected)[0], Multiply(gv, c.values[1], false, true), false));
   EXPECT_TRUE(
       WithinBound((*actual)[1], (*expected)[1], Multiply(c.values[0], gv, true, false), false));
+}
+
+// The policy's forward layer: the f32 master's bf16 copy is both the call's operand and
+// a cluster output (the backward matmul reads it). One stored Func: the output's copy
+// reads the operand's store, bit for bit the reference's cast; the product within the
+// bound. Under every scheduler (the autoschedulers inline it where they like).
+TEST_F(CpuGemmBF16Test, AWeightCopyThatIsAlsoAnOutputIsComputedOnce) {
+  const int64_t batch = 37, in = 211, out = 263;
+  for (Scheduler scheduler : {Scheduler::kSafeDefault, Scheduler::kAdams2019}) {
+    SCOPED_TRACE(SchedulerName(scheduler));
+    Case c;
+    Tensor x = c.Input(DType::kBF16, {batch, in}, 31);
+    Tensor w = c.Input(DType::kF32, {in, out}, 32);
+    Tensor w16 = Cast(w, DType::kBF16);
+    c.outputs = {w16, MatMul(x, w16)};
+    auto kernel = CompileCluster(SpecOf(c), Options(scheduler, /*min_work=*/1));
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const std::string text = (*kernel)->schedule_text();
+    if ((*kernel)->scheduler_used() == Scheduler::kSafeDefault) {
+      EXPECT_TRUE(CallsBF16(**kernel)) << text;
+      // The shared Func (named Cast_shared, or Cast_shared$N in a process that made
+      // others) is the call's operand.
+      const size_t at = text.find("Cast_shared");
+      ASSERT_NE(at, std::string::npos) << text;
+      const std::string line = text.substr(at, text.find('\n', at) - at);
+      EXPECT_TRUE(absl::StrContains(line, ": library matmul operand")) << text;
+    }
+    auto actual = RunKernel(**kernel, c.values);
+    ASSERT_TRUE(actual.ok()) << actual.status() << "\n" << text;
+    auto expected = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    ASSERT_EQ((*actual)[0].num_bytes(), (*expected)[0].num_bytes());
+    EXPECT_EQ(
+        std::memcmp((*actual)[0].raw_data(), (*expected)[0].raw_data(), (*expected)[0].num_bytes()),
+        0);
+    EXPECT_TRUE(WithinBound((*actual)[1], (*expected)[1],
+                            Multiply(c.values[0], (*expected)[0], false, false), false))
+        << text;
+  }
 }
 
 // f16: oneDNN 2.6 has no f16 matmul on a CPU without AVX512-FP16, so an f16 matmul is

@@ -1,9 +1,13 @@
 // SessionStats::peak_live_bytes and step_output_bytes (runtime/live_bytes.h): the
 // liveness of step outputs over the plan's order, on chains whose sizes are known.
+#include <cmath>
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "braze/optimizers.h"
 #include "braze/precision.h"
 #include "braze/session.h"
 #include "gtest/gtest.h"
@@ -90,6 +94,78 @@ TEST(LiveBytesTest, SixteenBitValuesAndClusters) {
   EXPECT_EQ(fused.stats().cluster_launches, 1);
   EXPECT_EQ(fused.stats().step_output_bytes, 140);
   EXPECT_EQ(fused.stats().peak_live_bytes, 140);
+}
+
+// One fused Adam step of a 40-64-64-10 ReLU MLP (examples/mlp's shape, scaled down) at
+// batch 24, built under `precision` (kF32: no policy): its loss and the step's
+// peak_activation_bytes after two steps.
+struct MlpStepMemory {
+  float loss = 0;
+  int64_t activation_bytes = 0;
+};
+MlpStepMemory MlpStep(DType precision) {
+  constexpr int64_t kBatch = 24, kIn = 40, kHidden = 64, kClasses = 10;
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {kBatch, kIn}, "x");
+  Tensor labels = Placeholder(g, DType::kI32, {kBatch}, "labels");
+  std::vector<Tensor> vars;
+  const int64_t widths[] = {kIn, kHidden, kHidden, kClasses};
+  for (int layer = 0; layer < 3; ++layer) {
+    vars.push_back(
+        Variable(g,
+                 HostTensor::RandomNormal(DType::kF32, {widths[layer], widths[layer + 1]},
+                                          50 + layer, 0, std::sqrt(2.0 / widths[layer])),
+                 "w"));
+    vars.push_back(Variable(g, HostTensor(DType::kF32, {widths[layer + 1]}), "b"));
+  }
+  Tensor loss;
+  std::vector<Tensor> train;
+  {
+    JitScope jit(g);
+    PrecisionScope policy(g, precision);
+    Tensor h1 = Dense(x, vars[0], vars[1], Activation::kRelu);
+    Tensor h2 = Dense(h1, vars[2], vars[3], Activation::kRelu);
+    loss =
+        Mean(SoftmaxCrossEntropyWithLogits(Dense(h2, vars[4], vars[5]), OneHot(labels, kClasses)));
+    absl::StatusOr<std::vector<Tensor>> updates = Minimize(Optimizer::Adam(1e-3), loss, vars);
+    EXPECT_TRUE(updates.ok()) << updates.status();
+    if (updates.ok()) train = *updates;
+  }
+  HostTensor label_values(DType::kI32, {kBatch});
+  for (int64_t i = 0; i < kBatch; ++i) label_values.data<int32_t>()[i] = (i * 7) % kClasses;
+  Session s(g);
+  std::vector<HostTensor> out;
+  MlpStepMemory result;
+  for (int step = 0; step < 2; ++step) {
+    absl::Status st =
+        s.RunInto({{x, HostTensor::RandomUniform(DType::kF32, {kBatch, kIn}, 5, 0, 1)},
+                   {labels, label_values}},
+                  {loss}, &out, train);
+    EXPECT_TRUE(st.ok()) << st;
+    if (!st.ok()) return result;
+    if (step == 0) result.loss = out[0].data<float>()[0];
+  }
+  result.activation_bytes = s.stats().peak_activation_bytes;
+  return result;
+}
+
+// The bf16 policy keeps half the f32 step's activations (policy, issue 38's goal: at most
+// 0.55x): the 16-bit activations and their gradients, the ReLU masks computed in the
+// backward pass from the activations, the batch's 16-bit copy cast again where the
+// weight gradient reads it, and each Adam update in its gradient's cluster (no
+// weight-sized sqrt(v) + eps between clusters). The losses agree to bf16's precision.
+TEST(LiveBytesTest, TheBf16PolicyHalvesAnMlpStepsActivations) {
+  const MlpStepMemory f32 = MlpStep(DType::kF32);
+  const MlpStepMemory bf16 = MlpStep(DType::kBF16);
+  RecordProperty("f32_activation_bytes", std::to_string(f32.activation_bytes));
+  RecordProperty("bf16_activation_bytes", std::to_string(bf16.activation_bytes));
+  EXPECT_NEAR(bf16.loss, f32.loss, 3e-2 * std::abs(f32.loss));
+  // f32: h1, h2 and a ReLU gradient [24, 64] live at once, 3 * 6144 bytes, and the
+  // logits' gradient and the loss.
+  EXPECT_GT(f32.activation_bytes, 3 * 24 * 64 * 4);
+  EXPECT_LT(f32.activation_bytes, 4 * 24 * 64 * 4);
+  EXPECT_LE(bf16.activation_bytes, 0.55 * f32.activation_bytes)
+      << "bf16 " << bf16.activation_bytes << " bytes, f32 " << f32.activation_bytes;
 }
 
 }  // namespace

@@ -163,6 +163,60 @@ TEST(RematTest, LeavesLargerThanTheValueAreNotCopied) {
   }
 }
 
+// A ReLU gradient's mask (policy, issue 38): Greater(y, 0) is computed in y's cluster,
+// which writes y (or its pre-activation) anyway for another cluster, and read by one
+// cluster alone. Its copy there reads that value (2 or 4 bytes an element where the
+// mask is 1): allowed, since it is stored anyway and the mask then is not, so nothing
+// is kept from P to C for the mask. A mask a second cluster reads too stays where it is
+// (P writes it anyway).
+struct MaskedGradient {
+  Graph g;
+  Tensor x, y, mask, masked, other;
+  MaskedGradient(DType dtype, bool second_reader) {
+    x = Placeholder(g, dtype, {37, 29}, "x");
+    auto weight = [&](int64_t k, int64_t n, uint64_t seed) {
+      return Cast(Const(g, HostTensor::RandomNormal(DType::kF32, {k, n}, seed)), dtype);
+    };
+    JitScope scope(g);
+    y = Relu(MatMul(x, weight(29, 31, 1)));
+    Tensor next = MatMul(y, weight(31, 31, 2));  // y leaves its cluster
+    mask = Greater(y, ScalarConst(g, 0.0, dtype));
+    masked = Select(mask, MatMul(next, weight(31, 31, 3)), ScalarConst(g, 0.0, dtype));
+    if (second_reader) other = Select(mask, MatMul(next, weight(31, 31, 4)), next);
+  }
+  Feeds feeds() const { return {{x, HostTensor::RandomNormal(x.dtype(), x.shape(), 5)}}; }
+};
+
+TEST(RematTest, AMaskIsComputedWhereItIsReadWhenItsOperandIsStoredAnyway) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    MaskedGradient m(dtype, /*second_reader=*/false);
+    auto plan = Build(m.g, CpuOptions(), {m.masked});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const Step* producer = OwnerOf(**plan, m.y);
+    ASSERT_NE(producer, nullptr);
+    EXPECT_FALSE(Contains(producer->outputs, m.mask));
+    for (const Step& s : (*plan)->steps) {
+      if (s.kind == Step::Kind::kCluster && Contains(s.outputs, m.masked)) {
+        EXPECT_TRUE(Contains(s.nodes, m.mask.node_id()));
+        // It reads what the other cluster reads too (y, or the pre-activation when that
+        // cluster recomputes the ReLU itself), never the mask.
+        EXPECT_FALSE(Contains(s.inputs, m.mask));
+      }
+    }
+    Session session(m.g, CpuOptions());
+    auto got = session.Run(m.feeds(), {m.masked});
+    ASSERT_TRUE(got.ok()) << got.status();
+    testing_util::ExpectMatchesReference(m.g, m.feeds(), {m.masked}, *got);
+  }
+  MaskedGradient shared(DType::kF32, /*second_reader=*/true);
+  auto plan = Build(shared.g, CpuOptions(), {shared.masked, shared.other});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  const Step* producer = OwnerOf(**plan, shared.y);
+  ASSERT_NE(producer, nullptr);
+  EXPECT_TRUE(Contains(producer->outputs, shared.mask));
+}
+
 // Compiled (with and without the stage) against the reference kernels, at odd, prime
 // and tiny extents; the matmuls are small enough for Halide's loops and, with
 // cpu_gemm_min_work 1 in braze-fuzz, oneDNN's (docs/CPU_GEMM.md).

@@ -83,18 +83,12 @@ const std::map<std::string, std::string>& WorkloadOfEntry() {
       {"16b487bbda32743c", "softmax_step_128"},
       {"39a7eee732dd4037", "softmax_step_128"},
       {"f87587face8885f3", "softmax_step_1024"},      // the same at batch 1024
-      {"7bd93f7c21dbb409", "mlp_step_128"},           // train_models MLP step (Adam), 128
-      {"20cf34009993a515", "mlp_step_128"},
-      {"45558be1e5c8e1c5", "mlp_step_128"},
-      {"b9ac07c78b6e1cc9", "mlp_step_128"},
-      {"fbf3577e1ca80b48", "mlp_step_128"},
-      {"b1e798e86cc3c734", "mlp_step_128"},
-      {"e7f7baf6932adf6d", "mlp_step_128"},
-      {"b93af1c656b4bc79", "mlp_step_128"},
       {"c7a07182f4bbdba2", "mnist_softmax_example"},  // examples/mnist_softmax, batch -1
-      {"121f14e59f664a2f", "mlp_example"},            // examples/mlp, batch -1
-      {"84dcb2eda3f45207", "mlp_example"},
-      {"a29dfc55a18fb2c5", "mlp_example"},
+      // mlp_step_128 (train_models' MLP step, Adam, batch 128) and mlp_example
+      // (examples/mlp, batch -1) have no entries: theirs were tuned on clusters the
+      // program no longer makes (Adam's updates now fuse with their gradients', the ReLU
+      // masks are computed in the backward clusters: docs/MIXED_PRECISION.md). To be
+      // tuned again on an idle machine.
   };
   return *table;
 }
