@@ -263,11 +263,11 @@ bool DrawWhile(Drawer& d) {
 }
 
 // A While with a data-dependent trip count. Its carry: the float value t, and an i32
-// state v of an exact value e's shape, starting at [e > a] (0 or 1 per element). Each
-// iteration doubles v and adds [e > b] (e captured), and t takes a random body step plus
-// 0.25 when Sum(v) passed half the limit; the loop runs while Sum(v) < limit, bounded
-// statically. v stays below 2^10 per element (at most 8 iterations), so the integer sums
-// never overflow, and both implementations count the same trips.
+// state n of an exact value e's shape, starting at [e > a] (0 or 1 per element). Each
+// iteration doubles n and adds [e > b] (computed outside, captured), and t takes a random
+// body step plus 0.25 when Sum(n) passed half the limit; the loop runs while Sum(n) <
+// limit, bounded statically. n stays below 2^9 per element (at most 8 iterations), so the
+// integer sums never overflow, and both implementations count the same trips.
 bool DrawDataWhile(Drawer& d, int x, int e) {
   const RandomBody body = DrawBody(d);
   const double a = d.Chance(0.5) ? 0.0 : 0.5, b = d.Chance(0.5) ? 0.0 : -0.5;
@@ -280,35 +280,37 @@ bool DrawDataWhile(Drawer& d, int x, int e) {
       {x, e},
       [=](Graph& g, const std::vector<Tensor>& v) {
         const Tensor k = ScalarConst(g, 0.5, dt);
-        const Tensor v0 =
-            Cast(Greater(Cast(v[1], DType::kF64), ScalarConst(g, a, DType::kF64)), DType::kI32);
+        const Tensor e64 = Cast(v[1], DType::kF64);
+        const Tensor n0 = Cast(Greater(e64, ScalarConst(g, a, DType::kF64)), DType::kI32);
+        // Built here, captured by the body: an op of enclosing tensors only is the
+        // enclosing graph's.
+        const Tensor up = Cast(Greater(e64, ScalarConst(g, b, DType::kF64)), DType::kI32);
         return While(
             [&](Graph& g2, const std::vector<Tensor>& s) {
               return Less(Sum(s[1]), ScalarConst(g2, limit, DType::kI32));
             },
             [&](Graph& g2, const std::vector<Tensor>& s) {
-              const Tensor up = Cast(
-                  Greater(Cast(v[1], DType::kF64), ScalarConst(g2, b, DType::kF64)), DType::kI32);
-              const Tensor v1 = s[1] * ScalarConst(g2, 2, DType::kI32) + up;
+              const Tensor n1 = s[1] * ScalarConst(g2, 2, DType::kI32) + up;
               const Tensor passed =
-                  Cast(Greater(Sum(v1), ScalarConst(g2, limit / 2, DType::kI32)), dt);
+                  Cast(Greater(Sum(n1), ScalarConst(g2, limit / 2, DType::kI32)), dt);
               return std::vector<Tensor>{
-                  body.Build(g2, s[0], v[0], k) + passed * ScalarConst(g2, 0.25, dt), v1};
+                  body.Build(g2, s[0], v[0], k) + passed * ScalarConst(g2, 0.25, dt), n1};
             },
-            {v[0], v0}, bound)[0];
+            {v[0], n0}, bound)[0];
       },
       absl::StrCat(
           "[&] { Tensor k = ScalarConst(g, 0.5, ", dtype,
-          "); Tensor v0 = Cast(Greater(Cast($1, DType::kF64), ScalarConst(g, ", a,
+          "); Tensor e64 = Cast($1, DType::kF64); Tensor n0 = Cast(Greater(e64, ScalarConst(g, ", a,
+          ", DType::kF64)), DType::kI32); Tensor up = Cast(Greater(e64, ScalarConst(g, ", b,
           ", DType::kF64)), DType::kI32); return While([&](Graph& b, const std::vector<Tensor>& "
           "s) { return Less(Sum(s[1]), ScalarConst(b, ",
           limit,
-          ", DType::kI32)); }, [&](Graph& b, const std::vector<Tensor>& s) { Tensor v1 = s[1] * "
-          "ScalarConst(b, 2, DType::kI32) + Cast(Greater(Cast($1, DType::kF64), ScalarConst(b, ",
-          b, ", DType::kF64)), DType::kI32); Tensor passed = Cast(Greater(Sum(v1), ScalarConst(b, ",
+          ", DType::kI32)); }, [&](Graph& b, const std::vector<Tensor>& s) { Tensor n1 = s[1] * "
+          "ScalarConst(b, 2, DType::kI32) + up; Tensor passed = Cast(Greater(Sum(n1), "
+          "ScalarConst(b, ",
           limit / 2, ", DType::kI32)), ", dtype, "); return std::vector<Tensor>{",
           body.Code("s[0]", "$0", "k", dtype), " + passed * ScalarConst(b, 0.25, ", dtype,
-          "), v1}; }, {$0, v0}, ", bound, ")[0]; }()"));
+          "), n1}; }, {$0, n0}, ", bound, ")[0]; }()"));
   return true;
 }
 
