@@ -90,6 +90,9 @@ Trace TraceBody(Graph& outer, const std::string& op_name, const std::string& bod
   // neighbours would, on the same device.
   g.mutable_jit_frames() = outer.jit_frames();
   g.set_device(outer.device());
+  // So does the mixed-precision policy (PrecisionScope, FunctionOptions::precision): a
+  // body's matmuls compute in 16 bits like the enclosing graph's (ir/autocast.h).
+  g.set_compute_dtype(outer.compute_dtype());
   for (size_t i = 0; i < param_types.size(); ++i) {
     tr.params.push_back(Placeholder(g, param_types[i].dtype, param_types[i].shape, param_names[i]));
   }
@@ -123,8 +126,49 @@ Trace TraceBody(Graph& outer, const std::string& op_name, const std::string& bod
     }
   }
   g.set_capture(nullptr);
+  g.set_compute_dtype(DType::kF32);  // the Casts below, and later clones, are as written
   RefuseState(g, body_name);
   return tr;
+}
+
+// Whether `a` and `b` are the pair of dtypes a precision policy swaps (f32 and the 16-bit
+// compute dtype), one either way.
+bool PolicyPair(DType a, DType b) {
+  return (a == DType::kF32 && Is16BitFloat(b)) || (b == DType::kF32 && Is16BitFloat(a));
+}
+
+// Under a precision policy, a carried value the body computed in 16 bits (a matmul's
+// result, and the elementwise ops that follow it) goes back to the carried dtype, as the
+// policy's ops leave f32 values f32 across an assignment: the carry keeps its dtype.
+// Without a policy a changed dtype stays an error (the node's shape inference names it).
+void CastCarriedBack(Graph& outer, Trace& tr, size_t num_carried) {
+  if (outer.compute_dtype() == DType::kF32) return;
+  Graph& g = *tr.graph;
+  for (size_t i = 0; i < num_carried && i < tr.results.size() && i < tr.params.size(); ++i) {
+    Tensor& r = tr.results[i];
+    if (!r.valid() || r.graph() != &g || !r.node().status().ok()) continue;
+    const DType want = tr.params[i].dtype();
+    if (PolicyPair(r.dtype(), want)) r = Cast(r, want);
+  }
+}
+
+// Under a precision policy, the branches of a Cond may differ only where one computed in
+// 16 bits and the other did not: the 16-bit result is widened (exactly) to f32 so both
+// return the same dtype.
+void AgreeBranches(Graph& outer, Trace& then_t, Trace& else_t) {
+  if (outer.compute_dtype() == DType::kF32) return;
+  const size_t n = std::min(then_t.results.size(), else_t.results.size());
+  for (size_t i = 0; i < n; ++i) {
+    Tensor& a = then_t.results[i];
+    Tensor& b = else_t.results[i];
+    if (!a.valid() || !b.valid() || a.graph() != then_t.graph.get() ||
+        b.graph() != else_t.graph.get() || !a.node().status().ok() || !b.node().status().ok() ||
+        !PolicyPair(a.dtype(), b.dtype())) {
+      continue;
+    }
+    Tensor& narrow = Is16BitFloat(a.dtype()) ? a : b;
+    narrow = Cast(narrow, DType::kF32);
+  }
 }
 
 // Every capture of `traces` in first-use order; each body gets a parameter for each (a
@@ -188,6 +232,7 @@ std::vector<Tensor> Cond(Tensor pred, BranchFn then_fn, BranchFn else_fn,
   const auto names = Names("operand", operands.size());
   Trace then_t = TraceBody(*g, name, "then", types, names, then_fn);
   Trace else_t = TraceBody(*g, name, "else", types, names, else_fn);
+  AgreeBranches(*g, then_t, else_t);
   const std::vector<Tensor> captures = UnifyCaptures({&then_t, &else_t});
   ControlFlowAttrs a;
   a.bodies = {MakeBody(then_t, "then"), MakeBody(else_t, "else")};
@@ -223,6 +268,7 @@ ScanResult Scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> elems,
                          results.insert(results.end(), step.outputs.begin(), step.outputs.end());
                          return results;
                        });
+  CastCarriedBack(*g, tr, nc);
   const std::vector<Tensor> captures = UnifyCaptures({&tr});
   ControlFlowAttrs a;
   a.bodies = {MakeBody(tr, "fn")};
@@ -249,6 +295,7 @@ std::vector<Tensor> While(WhileCondFn cond_fn, WhileBodyFn body_fn, std::vector<
         return std::vector<Tensor>{cond_fn(body, vars)};
       });
   Trace body_t = TraceBody(*g, name, "body", types, names, body_fn);
+  CastCarriedBack(*g, body_t, loop_vars.size());
   const std::vector<Tensor> captures = UnifyCaptures({&cond_t, &body_t});
   ControlFlowAttrs a;
   a.bodies = {MakeBody(cond_t, "cond"), MakeBody(body_t, "body")};

@@ -69,7 +69,8 @@ AutocastRule AutocastRuleOf(OpKind op) {
     case OpCategory::kCollective:
     case OpCategory::kHostCall:
     // Cond, While, Scan: their operands are the bodies' parameters, whose dtypes the
-    // bodies were traced for (a body's own graph has no precision scope of its own).
+    // bodies were traced for; the bodies themselves are traced under the enclosing
+    // graph's policy (frontend/control_flow.cc), so their own ops follow these rules.
     case OpCategory::kControlFlow:
       return AutocastRule::kKeep;
   }

@@ -248,8 +248,8 @@ TEST(RandomGraphs, BF16MatMulsOnOneDnnMatchReference) {
 
 // Control flow (braze-fuzz --control_flow; docs/CONTROL_FLOW.md; cf, issue 40): Scans
 // (reversed too, over -1 lengths), Conds on predicates both sides agree on, bounded
-// Whiles, each around a random body with a captured constant; their gradients in the
-// programs that fetch them.
+// Whiles (data-dependent trip counts among them: two in these seeds), each around a random body
+// with a captured constant; their gradients in the programs that fetch them.
 TEST(RandomGraphs, ControlFlowMatchesReference) {
   Slice slice;
   slice.gen.control_flow_probability = 1;

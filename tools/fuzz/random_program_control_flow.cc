@@ -3,9 +3,12 @@
 // one to three bounded elementwise steps mixing the carried value with the step's slice
 // and a captured constant), on float values of any rank >= 1, a -1 leading length
 // included (a Scan over a dynamic batch), reversed Scans too. A Cond's predicate is
-// computed from a value both implementations compute bit for bit (a Max of an exact
-// value), or is a constant, so compiled and reference runs always take the same branch;
-// a While's condition counts its iterations (the bound, static, sometimes cuts it).
+// computed from values both implementations compute bit for bit (a Max, a range or a
+// majority count of exact values), or is a constant, so compiled and reference runs always
+// take the same branch. A While either counts its iterations or runs while an integer
+// state its body computes from an exact value stays under a limit (a data-dependent trip
+// count: integer arithmetic is exact, so both sides stop at the same iteration); the
+// bound, static, sometimes cuts it.
 // random_program.cc's Generator calls DrawControlFlowOp through the Drawer interface
 // (random_program_internal.h), from a random stream of its own.
 #include <string>
@@ -132,19 +135,56 @@ bool DrawScan(Drawer& d) {
   return true;
 }
 
-// Cond on a predicate both implementations agree on: Max of an exact value against a
-// constant, else a constant. Each branch is a random body of the operand.
-bool DrawCond(Drawer& d) {
-  const int x = PickFloat(d, 0);
-  if (x < 0) return false;
-  std::vector<int> operands = {x};
-  const int exact = d.Pick(
+int PickExact(Drawer& d) {
+  return d.Pick(
       [](const Tensor& t) {
         return t.dtype() != DType::kBool && !Is16BitFloat(t.dtype()) && t.rank() >= 1 &&
                Elements(t.shape()) <= kMaxElements;
       },
       /*exact_only=*/true);
+}
+
+// A predicate on an exact value e (any dtype but bool and 16-bit, compared in f64): kind 0,
+// Max(e) > th; 1, more elements above th than below it (integer counts); 2, the range
+// Max(e) - Min(e) > th. Every step is exact, so both implementations take the same branch.
+constexpr int kNumPredicates = 3;
+Tensor Predicate(int kind, Graph& g, Tensor e, double th) {
+  const Tensor t = ScalarConst(g, th, DType::kF64);
+  switch (kind) {
+    case 0:
+      return Greater(Cast(Max(e), DType::kF64), t);
+    case 1: {
+      const Tensor f = Cast(e, DType::kF64);
+      return Greater(Sum(Cast(Greater(f, t), DType::kI32)), Sum(Cast(Less(f, t), DType::kI32)));
+    }
+    default:
+      return Greater(Cast(Max(e), DType::kF64) - Cast(Min(e), DType::kF64), t);
+  }
+}
+std::string PredicateCode(int kind, const std::string& e, double th) {
+  const std::string t = absl::StrCat("ScalarConst(g, ", th, ", DType::kF64)");
+  switch (kind) {
+    case 0:
+      return absl::StrCat("Greater(Cast(Max(", e, "), DType::kF64), ", t, ")");
+    case 1:
+      return absl::StrCat("[&] { Tensor f = Cast(", e, ", DType::kF64); return Greater(Sum(Cast(",
+                          "Greater(f, ", t, "), DType::kI32)), Sum(Cast(Less(f, ", t,
+                          "), DType::kI32))); }()");
+    default:
+      return absl::StrCat("Greater(Cast(Max(", e, "), DType::kF64) - Cast(Min(", e,
+                          "), DType::kF64), ", t, ")");
+  }
+}
+
+// Cond on a predicate both implementations agree on, computed from an exact value (else
+// a constant). Each branch is a random body of the operand.
+bool DrawCond(Drawer& d) {
+  const int x = PickFloat(d, 0);
+  if (x < 0) return false;
+  std::vector<int> operands = {x};
+  const int exact = PickExact(d);
   const double threshold = d.Chance(0.5) ? 0.0 : 0.5;
+  const int kind = d.Uniform(kNumPredicates);
   const bool constant = exact < 0;
   const bool constant_value = d.Chance(0.5);
   if (!constant) operands.push_back(exact);
@@ -153,14 +193,12 @@ bool DrawCond(Drawer& d) {
   const std::string dtype = DTypeCode(dt);
   const std::string pred =
       constant ? absl::StrCat("Const(g, HostTensor::Scalar<bool>(", constant_value, "))")
-               : absl::StrCat("Greater(Cast(Max($1), DType::kF64), ScalarConst(g, ", threshold,
-                              ", DType::kF64))");
+               : PredicateCode(kind, "$1", threshold);
   d.Push(
       operands,
       [=](Graph& g, const std::vector<Tensor>& v) {
         const Tensor p = constant ? Const(g, HostTensor::Scalar<bool>(constant_value))
-                                  : Greater(Cast(Max(v[1]), DType::kF64),
-                                            ScalarConst(g, threshold, DType::kF64));
+                                  : Predicate(kind, g, v[1], threshold);
         const Tensor k = ScalarConst(g, 0.5, dt);
         return Cond(
             p,
@@ -182,10 +220,16 @@ bool DrawCond(Drawer& d) {
   return true;
 }
 
-// A While bounded statically, counting its iterations: it runs min(count, bound) times.
+// A While bounded statically, counting its iterations (it runs min(count, bound) times),
+// or one whose trip count depends on data (DrawDataWhile).
+bool DrawDataWhile(Drawer& d, int x, int e);
 bool DrawWhile(Drawer& d) {
   const int x = PickFloat(d, 0);
   if (x < 0) return false;
+  if (d.Chance(0.6)) {
+    const int e = PickExact(d);
+    if (e >= 0) return DrawDataWhile(d, x, e);
+  }
   const RandomBody body = DrawBody(d);
   const int count = d.Uniform(6);
   const int bound = 1 + d.Uniform(5);
@@ -215,6 +259,58 @@ bool DrawWhile(Drawer& d) {
                    ", s[1] + ScalarConst(b, 1, DType::kI32)}; }, {$0, ScalarConst(g, 0, "
                    "DType::kI32)}, ",
                    bound, ")[0]; }()"));
+  return true;
+}
+
+// A While with a data-dependent trip count. Its carry: the float value t, and an i32
+// state n of an exact value e's shape, starting at [e > a] (0 or 1 per element). Each
+// iteration doubles n and adds [e > b] (computed outside, captured), and t takes a random
+// body step plus 0.25 when Sum(n) passed half the limit; the loop runs while Sum(n) <
+// limit, bounded statically. n stays below 2^9 per element (at most 8 iterations), so the
+// integer sums never overflow, and both implementations count the same trips.
+bool DrawDataWhile(Drawer& d, int x, int e) {
+  const RandomBody body = DrawBody(d);
+  const double a = d.Chance(0.5) ? 0.0 : 0.5, b = d.Chance(0.5) ? 0.0 : -0.5;
+  static constexpr int kLimits[] = {1, 3, 10, 40, 200};
+  const int limit = kLimits[d.Uniform(5)];
+  const int bound = 1 + d.Uniform(8);
+  const DType dt = d.value(x).dtype();
+  const std::string dtype = DTypeCode(dt);
+  d.Push(
+      {x, e},
+      [=](Graph& g, const std::vector<Tensor>& v) {
+        const Tensor k = ScalarConst(g, 0.5, dt);
+        const Tensor e64 = Cast(v[1], DType::kF64);
+        const Tensor n0 = Cast(Greater(e64, ScalarConst(g, a, DType::kF64)), DType::kI32);
+        // Built here, captured by the body: an op of enclosing tensors only is the
+        // enclosing graph's.
+        const Tensor up = Cast(Greater(e64, ScalarConst(g, b, DType::kF64)), DType::kI32);
+        return While(
+            [&](Graph& g2, const std::vector<Tensor>& s) {
+              return Less(Sum(s[1]), ScalarConst(g2, limit, DType::kI32));
+            },
+            [&](Graph& g2, const std::vector<Tensor>& s) {
+              const Tensor n1 = s[1] * ScalarConst(g2, 2, DType::kI32) + up;
+              const Tensor passed =
+                  Cast(Greater(Sum(n1), ScalarConst(g2, limit / 2, DType::kI32)), dt);
+              return std::vector<Tensor>{
+                  body.Build(g2, s[0], v[0], k) + passed * ScalarConst(g2, 0.25, dt), n1};
+            },
+            {v[0], n0}, bound)[0];
+      },
+      absl::StrCat(
+          "[&] { Tensor k = ScalarConst(g, 0.5, ", dtype,
+          "); Tensor e64 = Cast($1, DType::kF64); Tensor n0 = Cast(Greater(e64, ScalarConst(g, ", a,
+          ", DType::kF64)), DType::kI32); Tensor up = Cast(Greater(e64, ScalarConst(g, ", b,
+          ", DType::kF64)), DType::kI32); return While([&](Graph& b, const std::vector<Tensor>& "
+          "s) { return Less(Sum(s[1]), ScalarConst(b, ",
+          limit,
+          ", DType::kI32)); }, [&](Graph& b, const std::vector<Tensor>& s) { Tensor n1 = s[1] * "
+          "ScalarConst(b, 2, DType::kI32) + up; Tensor passed = Cast(Greater(Sum(n1), "
+          "ScalarConst(b, ",
+          limit / 2, ", DType::kI32)), ", dtype, "); return std::vector<Tensor>{",
+          body.Code("s[0]", "$0", "k", dtype), " + passed * ScalarConst(b, 0.25, ", dtype,
+          "), n1}; }, {$0, n0}, ", bound, ")[0]; }()"));
   return true;
 }
 
