@@ -30,6 +30,14 @@ TraceFile& Trace() {
   return *trace;
 }
 
+// The row of every "collective" bar, whichever thread made the call: the executor makes
+// a call itself when it needs the result before the communication thread has started it
+// (or when nothing could overlap it), and which thread won that race is noise, not the
+// picture a reader wants. On one row the bars show when the network was busy; a gap in a
+// kernel row at the same time shows that executor waiting on it (or making the call).
+// Threads take ids from 1 up, so this one stays apart from theirs.
+constexpr int kCommunicationRow = 1000000;
+
 int ThisThreadId() {
   static std::atomic<int> next{1};
   thread_local const int id = next.fetch_add(1, std::memory_order_relaxed);
@@ -131,6 +139,8 @@ absl::Status Timeline::Start(const std::string& path) {
                        "\n"
                        R"({"name":"process_name","ph":"M","pid":)";
   absl::StrAppend(&header, getpid(), R"(,"tid":0,"args":{"name":"braze"}})");
+  absl::StrAppend(&header, ",\n", R"({"name":"thread_name","ph":"M","pid":)", getpid(),
+                  R"(,"tid":)", kCommunicationRow, R"(,"args":{"name":"communication"}})");
   std::fputs(header.c_str(), file);
   if (!trace.exit_hook_installed) {
     trace.exit_hook_installed = true;
@@ -164,7 +174,7 @@ void Timeline::Record(std::string_view name, std::string_view category, double s
   AppendJsonString(&line, name);
   line.append(",\"cat\":");
   AppendJsonString(&line, category);
-  const int tid = ThisThreadId();
+  const int tid = category == "collective" ? kCommunicationRow : ThisThreadId();
   TraceFile& trace = Trace();
   std::lock_guard<std::mutex> lock(trace.mu);
   if (trace.file == nullptr) return;  // stopped since the check above

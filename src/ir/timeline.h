@@ -13,7 +13,8 @@
 // compiled single-op kernel, named after its node), "reference" (an op on a reference
 // kernel), "compile" (getting a step's kernel from the compile cache, compiling it on a
 // miss; args.cache_hit says which). ts/dur are microseconds since Start; pid is the
-// process, tid a small number per thread.
+// process, tid a small number per thread, except "collective" (a communicator's call),
+// whose bars all sit on one row named "communication", whichever thread made the call.
 //
 // One process-wide timeline, started by BRAZE_FLAGS=--timeline=FILE or by Start() (the
 // public face is braze/timeline.h). Events are written to the file as they come (memory

@@ -342,12 +342,11 @@ TEST(Mpi, TimelineShowsCollectivesOnTheCommunicationThread) {
   ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());  // compiles
   const std::string path = ::testing::TempDir() + "dp_timeline_" + std::to_string(me) + ".json";
   ASSERT_TRUE(StartTimeline(path).ok());
-  // Many runs (as many on every rank: their collectives pair up): an executor that
-  // needs a bucket the communication thread has not started yet runs it itself
-  // (CommQueue::Wait), so on a loaded machine a run's bars may all sit on its row; 5
-  // runs did so once in 4 runs of this suite at a load of 15 on 2 cores (the whole test
-  // took 78 ms then).
-  for (int run = 0; run < 40; ++run) {
+  // Several runs (as many on every rank: their collectives pair up). Bars of calls the
+  // executor made itself (it needed a bucket the communication thread had not started)
+  // sit on the communication row too (ir/timeline.cc), so the rows do not depend on which
+  // thread won that race.
+  for (int run = 0; run < 5; ++run) {
     ASSERT_TRUE(s.Run({{x, b.x}, {labels, b.labels}}, {loss}, *train).ok());
   }
   ASSERT_TRUE(StopTimeline().ok());
