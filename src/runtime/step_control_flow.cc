@@ -21,6 +21,7 @@
 // inputs to the device and its results back (counted). A loop compiled into one kernel
 // is not done (docs/CONTROL_FLOW.md).
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -28,10 +29,12 @@
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "device/features.h"
+#include "ir/logging.h"
 #include "ir/timeline.h"
 #include "reference/control_flow.h"
 #include "runtime/dump.h"
 #include "runtime/executor.h"
+#include "runtime/flags.h"
 #include "runtime/step_kind.h"
 
 namespace braze {
@@ -96,6 +99,31 @@ absl::StatusOr<std::unique_ptr<BodyPlan>> PlanBody(const Body& body,
     }
   }
   return b;
+}
+
+// --log_compiles: how a control-flow node runs, said once when its bodies are planned:
+// each body's plan (its compiled kernels and the ops left to reference kernels), run per
+// iteration. A loop is never compiled into one kernel of its own: the GRU's Scan step,
+// run per iteration, is level with the same cell unrolled into one graph
+// (docs/CONTROL_FLOW.md), so there was no time to win for the whole-loop kernel.
+std::string BodiesLine(const Node& node, const ControlFlowAttrs& attrs,
+                       const std::vector<std::unique_ptr<BodyPlan>>& bodies) {
+  std::string line = absl::StrCat("control flow: ", NodeLabel(node), ":");
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    int kernels = 0, reference = 0, other = 0;
+    for (const Step& s : bodies[i]->plan->steps) {
+      const bool compiled = s.kind == Step::Kind::kCluster || s.kind == Step::Kind::kSingleOp ||
+                            s.kind == Step::Kind::kGemm;
+      (compiled ? kernels : s.kind == Step::Kind::kReference ? reference : other) += 1;
+    }
+    absl::StrAppend(&line, i > 0 ? ";" : "", " body '", attrs.bodies[i]->name, "' planned once (",
+                    kernels, " compiled kernels, ", reference, " reference ops");
+    if (other > 0) absl::StrAppend(&line, ", ", other, " other steps");
+    absl::StrAppend(&line, ")");
+  }
+  absl::StrAppend(&line,
+                  "; each iteration runs the plan on the loop's buffers, not one loop kernel");
+  return line;
 }
 
 // The parameters' types against the body's Placeholders, once per Run of the step (a
@@ -199,6 +227,7 @@ class ControlFlowKind : public StepKind {
         if (!planned.ok()) return Annotate(NodeLabel(node), Annotate(body->name, planned.status()));
         rt->bodies.push_back(*std::move(planned));
       }
+      if (GetBrazeFlags().log_compiles) LogInfo(0, BodiesLine(node, attrs, rt->bodies));
       state.control_flow = std::move(rt);
     }
     ControlFlowRuntime& rt = *state.control_flow;

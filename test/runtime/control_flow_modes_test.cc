@@ -2,11 +2,14 @@
 // scope's marks; a body opens its own), and on OpenCL (POCL; skipped where absent), each
 // checked against the reference executor.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "braze/braze.h"
+#include "braze/logging.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "runtime/flags.h"
 
 namespace braze {
 namespace {
@@ -147,6 +150,48 @@ TEST(ControlFlowModesTest, BodiesTakeTheJitScopeAroundTheOpAndTheirOwn) {
       EXPECT_GE(s.stats().cluster_launches, 6);  // a body cluster per step
     }
   }
+}
+
+// --log_compiles says, once per node, how its bodies run: planned once, their compiled
+// kernels and reference ops, each iteration on the plan (no whole-loop kernel).
+TEST(ControlFlowModesTest, LogCompilesSaysHowTheBodiesRun) {
+  Graph g;
+  Tensor xs = Placeholder(g, DType::kF32, {5, 3, 4}, "xs");
+  Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {4, 6}, 1, -0.5, 0.5), "w");
+  Tensor u = Const(g, HostTensor::RandomUniform(DType::kF32, {3, 6}, 2, -0.5, 0.5), "u");
+  std::vector<Tensor> out;
+  {
+    JitScope scope(g);
+    out = BuildRnn(g, xs, w, u);
+  }
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  BrazeFlags flags;
+  flags.log_compiles = true;
+  SetBrazeFlagsForTesting(flags);
+  std::vector<std::string> infos;
+  SetLogSink([&](LogSeverity, int, std::string_view text) { infos.emplace_back(text); });
+  Session s(g), ref(g, Reference());
+  bool ran = true;
+  for (int run = 0; run < 2; ++run) {
+    HostTensor x = HostTensor::RandomUniform(DType::kF32, {5, 3, 4}, 7 + run);
+    auto got = s.Run({{xs, x}}, out);
+    auto want = ref.Run({{xs, x}}, out);
+    ran = ran && got.ok() && want.ok();
+    if (got.ok() && want.ok()) {
+      for (size_t i = 0; i < out.size(); ++i) ExpectNear((*got)[i], (*want)[i]);
+    }
+  }
+  SetLogSink(nullptr);
+  SetBrazeFlagsForTesting(BrazeFlags{});
+  ASSERT_TRUE(ran);
+  std::vector<std::string> lines;
+  for (const std::string& line : infos) {
+    if (line.rfind("control flow: ", 0) == 0) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 1u) << "one line per node, at its first run";
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("Scan"));
+  EXPECT_THAT(lines[0], ::testing::ContainsRegex("planned once \\([1-9][0-9]* compiled kernels"));
+  EXPECT_THAT(lines[0], ::testing::HasSubstr("not one loop kernel"));
 }
 
 TEST(ControlFlowModesTest, OpenClCompilesTheBodiesForTheDevice) {
