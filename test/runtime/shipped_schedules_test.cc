@@ -68,17 +68,16 @@ using testing_util::RunCommand;
 constexpr char kChildEnv[] = "BRAZE_SHIPPED_SCHEDULES_CHILD";
 constexpr char kUsedTag[] = "shipped-schedule-used: ";
 constexpr char kUnavailableTag[] = "shipped-schedule-target-unavailable: ";
-constexpr char kChildTest[] =
-    "EveryEntryThisCpuCanRunIsUsedAndMatchesTheReferenceOnSignedInputs";
+constexpr char kChildTest[] = "EveryEntryThisCpuCanRunIsUsedAndMatchesTheReferenceOnSignedInputs";
 
 // Which program's clusters each shipped entry was tuned on (its `cluster:`, `ops:` and
 // `inputs:` lines say the same). A new entry needs a line here (and, for a new program,
 // a builder below).
 const std::map<std::string, std::string>& WorkloadOfEntry() {
   static const auto* table = new std::map<std::string, std::string>{
-      {"b4faa359ab77ebad", "softmax_16384"},          // fusion_bench Softmax, 16384 rows
-      {"e6d887490df92be2", "layernorm_4096"},         // fusion_bench LayerNorm, 4096 rows
-      {"e6e439f2a8da6a88", "softmax_step_128"},       // train_models softmax step, batch 128
+      {"b4faa359ab77ebad", "softmax_16384"},     // fusion_bench Softmax, 16384 rows
+      {"e6d887490df92be2", "layernorm_4096"},    // fusion_bench LayerNorm, 4096 rows
+      {"e6e439f2a8da6a88", "softmax_step_128"},  // train_models softmax step, batch 128
       {"dae7cd0a77bb494b", "softmax_step_128"},
       {"16b487bbda32743c", "softmax_step_128"},
       {"39a7eee732dd4037", "softmax_step_128"},
@@ -212,9 +211,8 @@ Workload MnistSoftmaxExample(int64_t batch) {
     Tensor correct = Equal(ArgMax(logits, 1), labels);
     w.fetches = {loss, Sum(Cast(correct, DType::kF32))};
   }
-  w.feeds = {{x, Images(batch, 31)},
-             {labels, Labels(batch, 32)},
-             {lr_scale, HostTensor::Scalar(-0.75f)}};
+  w.feeds = {
+      {x, Images(batch, 31)}, {labels, Labels(batch, 32)}, {lr_scale, HostTensor::Scalar(-0.75f)}};
   return w;
 }
 
@@ -228,10 +226,10 @@ Workload MlpExample(int64_t batch) {
   auto make_layer = [&](int64_t fan_in, int64_t fan_out, double gain, uint64_t seed,
                         const std::string& name) {
     Layer layer;
-    layer.w = Variable(g,
-                       HostTensor::RandomNormal(DType::kF32, {fan_in, fan_out}, seed, 0,
-                                                std::sqrt(gain / fan_in)),
-                       name + "/w");
+    layer.w = Variable(
+        g,
+        HostTensor::RandomNormal(DType::kF32, {fan_in, fan_out}, seed, 0, std::sqrt(gain / fan_in)),
+        name + "/w");
     layer.b = Variable(g, HostTensor(DType::kF32, {fan_out}), name + "/b");
     return layer;
   };
@@ -246,8 +244,7 @@ Workload MlpExample(int64_t batch) {
     Tensor h2 = Dense(h1, l2.w, l2.b, Activation::kRelu);
     Tensor logits = Dense(h2, l3.w, l3.b);
     Tensor loss = Mean(SoftmaxCrossEntropyWithLogits(logits, OneHot(labels, kClasses)));
-    auto train =
-        Minimize(Optimizer::Adam(1e-3), loss, {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b});
+    auto train = Minimize(Optimizer::Adam(1e-3), loss, {l1.w, l1.b, l2.w, l2.b, l3.w, l3.b});
     EXPECT_TRUE(train.ok()) << train.status();
     if (train.ok()) w.targets = *train;
     NameScope name_scope(g, "accuracy");
@@ -470,7 +467,8 @@ void RunChild(const std::string& spec) {
   }
   const std::string dir = DefaultScheduleDirs().at(0);
   std::set<std::string> used;
-  for (const std::string& name : std::vector<std::string>(absl::StrSplit(parts[1], ','))) RunWorkload(name, dir, &used);
+  for (const std::string& name : std::vector<std::string>(absl::StrSplit(parts[1], ',')))
+    RunWorkload(name, dir, &used);
 }
 
 // ---- The parent ----
@@ -489,7 +487,7 @@ struct ShippedRun {
   std::vector<std::string> unknown;              // files no workload runs
   std::vector<std::string> child_failures;       // a child's output, when it failed
   std::set<std::string> used;
-  std::set<std::string> unavailable;             // targets this CPU cannot run
+  std::set<std::string> unavailable;  // targets this CPU cannot run
 };
 
 const ShippedRun& RunChildren() {
@@ -508,8 +506,8 @@ const ShippedRun& RunChildren() {
       }
       auto it = WorkloadOfEntry().find(entry->key_hash);
       if (it == WorkloadOfEntry().end()) {
-        r->unknown.push_back(absl::StrCat(file, " (cluster ", entry->cluster, ": ", entry->inputs,
-                                          ")"));
+        r->unknown.push_back(
+            absl::StrCat(file, " (cluster ", entry->cluster, ": ", entry->inputs, ")"));
         continue;
       }
       workloads[entry->target].insert(it->second);
