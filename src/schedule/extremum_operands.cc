@@ -56,15 +56,6 @@ class ComparedCallees : public Halide::Internal::IRGraphVisitor {
   void visit(const Halide::Internal::GE* op) override { Compared(op); }
 };
 
-std::vector<Halide::Expr> AllValues(const Function& f) {
-  std::vector<Halide::Expr> values = f.values();
-  for (const auto& update : f.updates()) {
-    for (const Halide::Expr& v : update.values()) values.push_back(v);
-    for (const Halide::Expr& a : update.args()) values.push_back(a);
-  }
-  return values;
-}
-
 }  // namespace
 
 std::vector<Halide::Func> ComparedReductionOperands(const PipelineInfo& info) {

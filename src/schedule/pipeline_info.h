@@ -158,6 +158,16 @@ inline bool IsPlainLoad(const Halide::Internal::Function& fn) {
   return true;
 }
 
+// Every expression of a Func: its pure values, then each update's values and arguments.
+inline std::vector<Halide::Expr> AllValues(const Halide::Internal::Function& f) {
+  std::vector<Halide::Expr> values = f.values();
+  for (const auto& update : f.updates()) {
+    for (const Halide::Expr& v : update.values()) values.push_back(v);
+    for (const Halide::Expr& a : update.args()) values.push_back(a);
+  }
+  return values;
+}
+
 // Fuses `vars` (innermost first, consecutive in f's loop order) into one Var, named
 // after them ("y_z_w"), and returns it: the loop a schedule then parallelizes or puts
 // on GPU blocks. One var is returned as it is.

@@ -15,16 +15,6 @@ using Halide::Internal::Function;
 
 constexpr int64_t kSaturated = int64_t{1} << 40;  // evaluation counts stop growing here
 
-// Every Func's values: pure definition, then each update's values and arguments.
-std::vector<Halide::Expr> AllValues(const Function& f) {
-  std::vector<Halide::Expr> values = f.values();
-  for (const auto& update : f.updates()) {
-    for (const Halide::Expr& v : update.values()) values.push_back(v);
-    for (const Halide::Expr& a : update.args()) values.push_back(a);
-  }
-  return values;
-}
-
 // The distinct IR nodes of some expressions (a common subexpression counts once, as
 // the code generator's CSE computes it once), and the distinct calls to each Func.
 class Census : public Halide::Internal::IRGraphVisitor {
