@@ -63,7 +63,7 @@ namespace {
 
 using testing_util::FilesIn;
 using testing_util::ReadFile;
-using testing_util::RunCommand;
+using testing_util::RunCommandRetryingLeakTracerCrash;
 
 constexpr char kChildEnv[] = "BRAZE_SHIPPED_SCHEDULES_CHILD";
 constexpr char kUsedTag[] = "shipped-schedule-used: ";
@@ -521,7 +521,7 @@ const ShippedRun& RunChildren() {
                        "--gtest_filter=ShippedSchedulesTest.", kChildTest);
       std::string output;
       const auto t0 = std::chrono::steady_clock::now();
-      const int rc = RunCommand(command, &output);
+      const int rc = RunCommandRetryingLeakTracerCrash(command, &output);
       std::printf("target %s: %s: %.1f s\n", target.c_str(), absl::StrJoin(names, ", ").c_str(),
                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       if (rc != 0) {
