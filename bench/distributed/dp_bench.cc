@@ -30,6 +30,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -184,6 +188,60 @@ void BM_MpiAllreduce(benchmark::State& state) {
   counters.Report(state);
 }
 
+// The peer of BM_BrazeAllReduce doing the same work (with_reduce) and of
+// BM_BrazeProducer (without): each iteration writes -x into one of two buffers, in turn,
+// then (with_reduce) all-reduces that buffer in place with MPI_Allreduce. Braze's run does
+// exactly this: its negation writes the step's buffer, the AllReduce sums it in place, and
+// the commit swaps it into the variable sink, so the next run writes sink's old buffer.
+// Why a peer in context: MPI_Allreduce alone on one buffer finds that buffer (and its
+// temporary) in the cache left by its previous call, which no all-reduce of a value just
+// computed does; at 16 MiB on this VM's 32 MiB L3 that alone made the same call take
+// longer after the producer than without it (docs/DISTRIBUTED.md, "All-reduce speed").
+// The negation is a plain loop on one thread (Braze's runs on its pool): the producer's
+// own time is subtracted on both sides.
+void RunMpiInContext(benchmark::State& state, bool with_reduce) {
+  const int64_t n = state.range(0) / 4;
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(init.GetDouble(i));
+  std::vector<float> buffers[2] = {std::vector<float>(n), std::vector<float>(n)};
+  int64_t turn = 0;
+  auto run = [&] {
+    float* buf = buffers[turn++ & 1].data();
+    const float* from = x.data();
+    for (int64_t i = 0; i < n; ++i) buf[i] = -from[i];
+    if (with_reduce) {
+      MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    benchmark::DoNotOptimize(buf);
+  };
+  run();
+  double want = -x[n - 1];
+  if (with_reduce) {
+    want = 0;
+    for (int r = 0; r < braze::WorldSize(); ++r) {
+      want -= HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
+    }
+  }
+  if (std::abs(buffers[0][n - 1] - want) > 1e-5) {
+    state.SkipWithError("the MPI peer's result is wrong");
+    return;
+  }
+  LoopCounters counters;
+  for (auto _ : state) {
+    counters.BeginIteration();
+    run();
+    counters.EndIteration();
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+  counters.Report(state);
+}
+
+void BM_MpiProducerAllreduce(benchmark::State& state) { RunMpiInContext(state, true); }
+
+// Every rank runs it (no collective in it), as BM_BrazeProducer.
+void BM_MpiProducer(benchmark::State& state) { RunMpiInContext(state, false); }
+
 // The non-blocking call Braze's communicator makes (MPI_Iallreduce in place, then
 // MPI_Wait): Open MPI's libnbc with the algorithm InitDistributed chose (the ring, unless
 // OMPI_MCA_coll_libnbc_iallreduce_algorithm was set: =0 gives libnbc's default).
@@ -292,6 +350,150 @@ class NullReporter : public benchmark::BenchmarkReporter {
   void ReportRuns(const std::vector<Run>&) override {}
 };
 
+// Rank 0's console output, then a summary per size of issue 37's measure: the op's time
+// (BM_BrazeAllReduce - BM_BrazeProducer) against MPI_Allreduce alone and against the
+// MPI peer's op in the same context (BM_MpiProducerAllreduce - BM_MpiProducer), from the
+// medians of the repetitions (means of their iterations) and from the fastest
+// iterations (min_us), which load disturbs least.
+class SummaryReporter : public benchmark::ConsoleReporter {
+ public:
+  SummaryReporter() : benchmark::ConsoleReporter(OO_None) {}
+  void ReportRuns(const std::vector<Run>& runs) override {
+    benchmark::ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.run_type != Run::RT_Iteration || run.error_occurred || run.iterations == 0) continue;
+      Samples& s = samples_[{run.run_name.function_name, run.run_name.args}];
+      s.mean_us.push_back(run.real_accumulated_time * 1e6 / static_cast<double>(run.iterations));
+      auto min = run.counters.find("min_us");
+      if (min != run.counters.end()) s.min_us.push_back(min->second.value);
+    }
+  }
+
+  void Summarize() const {
+    std::printf(
+        "\nAll-reduce op = AllReduce - Producer; ratio = MPI time / Braze op (>= 0.9x: goal).\n"
+        "%9s %5s | %-28s %10s %6s | %-22s %6s | fastest iterations: op, alone, in context\n",
+        "bytes", "reps", "Braze op med (slowest) us", "MPI alone", "ratio", "MPI op in context",
+        "ratio");
+    for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) {
+      const std::string arg = std::to_string(bytes);
+      const Samples* ar = Find("BM_BrazeAllReduce", arg);
+      const Samples* prod = Find("BM_BrazeProducer", arg);
+      const Samples* alone = Find("BM_MpiAllreduce", arg);
+      const Samples* ctx = Find("BM_MpiProducerAllreduce", arg);
+      const Samples* ctx_prod = Find("BM_MpiProducer", arg);
+      if (ar == nullptr || prod == nullptr || alone == nullptr) continue;
+      const double op = Median(ar->mean_us) - Median(prod->mean_us);
+      const double slowest = Max(ar->mean_us) - Median(prod->mean_us);
+      const double mpi = Median(alone->mean_us);
+      const double op_min = Min(ar->min_us) - Min(prod->min_us);
+      double in_ctx = 0, in_ctx_min = 0;
+      if (ctx != nullptr && ctx_prod != nullptr) {
+        in_ctx = Median(ctx->mean_us) - Median(ctx_prod->mean_us);
+        in_ctx_min = Min(ctx->min_us) - Min(ctx_prod->min_us);
+      }
+      std::printf(
+          "%9lld %5zu | %12.1f (%12.1f) %10.1f %5.2fx | %22.1f %5.2fx | %.1f %.1f %.1f: %.2fx "
+          "%.2fx\n",
+          static_cast<long long>(bytes), ar->mean_us.size(), op, slowest, mpi, mpi / op, in_ctx,
+          in_ctx / op, op_min, Min(alone->min_us), in_ctx_min, Min(alone->min_us) / op_min,
+          in_ctx_min / op_min);
+    }
+  }
+
+ private:
+  struct Samples {
+    std::vector<double> mean_us, min_us;
+  };
+  const Samples* Find(const std::string& name, const std::string& arg) const {
+    auto it = samples_.find({name, arg});
+    return it == samples_.end() || it->second.mean_us.empty() ? nullptr : &it->second;
+  }
+  static double Median(std::vector<double> v) {
+    if (v.empty()) return 0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  }
+  static double Max(const std::vector<double>& v) {
+    return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+  }
+  static double Min(const std::vector<double>& v) {
+    return v.empty() ? 0 : *std::min_element(v.begin(), v.end());
+  }
+  std::map<std::pair<std::string, std::string>, Samples> samples_;
+};
+
+// Takes --benchmark_enable_random_interleaving[=true] out of argv and returns whether it
+// was there, with the --benchmark_repetitions count. Google Benchmark shuffles its runs
+// with a seed of std::random_device, so each rank would run another order and their
+// collectives would not match (a hang until the timeout): the ranks interleave here
+// instead, with one seed.
+bool TakeInterleaving(int* argc, char** argv, int* repetitions) {
+  bool interleave = false;
+  int kept = 1;
+  for (int i = 1; i < *argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--benchmark_enable_random_interleaving" ||
+        arg == "--benchmark_enable_random_interleaving=true") {
+      interleave = true;
+      continue;
+    }
+    if (arg.rfind("--benchmark_repetitions=", 0) == 0) {
+      *repetitions = std::max(1, std::atoi(arg.c_str() + std::strlen("--benchmark_repetitions=")));
+    }
+    argv[kept++] = argv[i];
+  }
+  *argc = kept;
+  return interleave;
+}
+
+// Registers every benchmark once (repetitions from the flag) or, interleaved, in
+// `rounds` rounds: each round takes the sizes in a random order and, per size, the six
+// benchmarks in a random order (so each Braze run sits beside its MPI peers in time), then
+// the MLP steps; every rank draws the same order from rank 0's seed.
+void Register(int world, int rounds, bool interleave) {
+  uint32_t seed = std::random_device{}();
+  MPI_Bcast(&seed, 1, MPI_UINT32_T, 0, MPI_COMM_WORLD);
+  std::mt19937 rng(seed);
+  struct Kind {
+    const char* name;
+    void (*fn)(benchmark::State&);
+  };
+  std::vector<Kind> kinds = {{"BM_BrazeAllReduce", BM_BrazeAllReduce},
+                             {"BM_BrazeProducer", BM_BrazeProducer},
+                             {"BM_MpiAllreduce", BM_MpiAllreduce},
+                             {"BM_MpiProducerAllreduce", BM_MpiProducerAllreduce},
+                             {"BM_MpiProducer", BM_MpiProducer},
+                             {"BM_MpiIallreduce", BM_MpiIallreduce}};
+  std::vector<int64_t> sizes;
+  for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) sizes.push_back(bytes);
+  std::vector<std::vector<int64_t>> steps = {{1, 0}};
+  if (world > 1) steps.push_back({world, 1024}), steps.push_back({world, 25600});
+  for (int round = 0; round < (interleave ? rounds : 1); ++round) {
+    if (interleave) std::shuffle(sizes.begin(), sizes.end(), rng);
+    for (int64_t bytes : sizes) {
+      if (interleave) std::shuffle(kinds.begin(), kinds.end(), rng);
+      for (const Kind& k : kinds) {
+        auto* b = benchmark::RegisterBenchmark(k.name, k.fn)
+                      ->Arg(bytes)
+                      ->Iterations(IterationsFor(bytes))
+                      ->UseRealTime();
+        if (interleave) b->Repetitions(1);
+      }
+    }
+    if (interleave) std::shuffle(steps.begin(), steps.end(), rng);
+    for (const std::vector<int64_t>& args : steps) {
+      auto* b = benchmark::RegisterBenchmark("BM_MlpStep", BM_MlpStep)
+                    ->ArgNames({"world", "bucket_kb"})
+                    ->Args(args)
+                    ->Iterations(10)
+                    ->UseRealTime()
+                    ->Unit(benchmark::kMillisecond);
+      if (interleave) b->Repetitions(1);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,43 +501,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "braze_dp_bench: %s\n", s.ToString().c_str());
     return 1;
   }
-  const int world = braze::WorldSize();
-  for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) {
-    benchmark::RegisterBenchmark("BM_BrazeAllReduce", BM_BrazeAllReduce)
-        ->Arg(bytes)
-        ->Iterations(IterationsFor(bytes))
-        ->UseRealTime();
-    benchmark::RegisterBenchmark("BM_BrazeProducer", BM_BrazeProducer)
-        ->Arg(bytes)
-        ->Iterations(IterationsFor(bytes))
-        ->UseRealTime();
-    benchmark::RegisterBenchmark("BM_MpiAllreduce", BM_MpiAllreduce)
-        ->Arg(bytes)
-        ->Iterations(IterationsFor(bytes))
-        ->UseRealTime();
-    benchmark::RegisterBenchmark("BM_MpiIallreduce", BM_MpiIallreduce)
-        ->Arg(bytes)
-        ->Iterations(IterationsFor(bytes))
-        ->UseRealTime();
-  }
-  benchmark::RegisterBenchmark("BM_MlpStep", BM_MlpStep)
-      ->ArgNames({"world", "bucket_kb"})
-      ->Args({1, 0})
-      ->Iterations(10)
-      ->UseRealTime()
-      ->Unit(benchmark::kMillisecond);
-  if (world > 1) {
-    for (int64_t kb : {1024, 25600}) {
-      benchmark::RegisterBenchmark("BM_MlpStep", BM_MlpStep)
-          ->Args({world, kb})
-          ->Iterations(10)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond);
-    }
-  }
+  int repetitions = 1;
+  const bool interleave = TakeInterleaving(&argc, argv, &repetitions);
+  Register(braze::WorldSize(), repetitions, interleave);
   benchmark::Initialize(&argc, argv);
   if (braze::WorldRank() == 0) {
-    benchmark::RunSpecifiedBenchmarks();
+    SummaryReporter console;
+    benchmark::RunSpecifiedBenchmarks(&console);
+    console.Summarize();
   } else {
     NullReporter quiet;
     benchmark::RunSpecifiedBenchmarks(&quiet);

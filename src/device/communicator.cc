@@ -73,6 +73,9 @@ absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory) {
 namespace {
 
 std::atomic<int> awaiting{0};  // threads in CommQueue::Wait or RunHere
+// Whether a wait parked workers that were awake (spinning for the next loop): only then
+// does the last waiter wake them when it is done.
+std::atomic<bool> parked_awake{false};
 
 // Counts the calling thread as blocked on a collective while it lives.
 // The kernel pool's workers stop spinning then: nothing for them to do until this
@@ -83,13 +86,19 @@ class AwaitScope {
  public:
   AwaitScope() {
     awaiting.fetch_add(1, std::memory_order_relaxed);
-    device::ParkWorkers();
+    if (device::ParkWorkers()) parked_awake.store(true, std::memory_order_relaxed);
   }
   // The wait is over: the thread launches its next kernels soon, and a parked worker
   // takes longer to wake than that (the next kernel then ran alone on this thread:
-  // 4 MiB's negation 137 us after an all-reduce, 66 us back to back). Wake them now.
+  // 4 MiB's negation 137 us after an all-reduce, 66 us back to back). Wake them now,
+  // if the wait parked any: workers that slept before it (the last kernel ran on one
+  // thread, or long ago) would only spin for nothing, on a core the other ranks' poll
+  // loops need, and the wake-up costs a system call on this thread's critical path.
   ~AwaitScope() {
-    if (awaiting.fetch_sub(1, std::memory_order_relaxed) == 1) device::WakeWorkers();
+    if (awaiting.fetch_sub(1, std::memory_order_relaxed) == 1 &&
+        parked_awake.exchange(false, std::memory_order_relaxed)) {
+      device::WakeWorkers();
+    }
   }
 };
 
@@ -128,9 +137,15 @@ void CommQueue::RunFront(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
   task();
   lock.lock();
+  Release();
+}
+
+void CommQueue::Release() {
   busy_ = false;
   idle_cv_.notify_all();
-  cv_.notify_one();  // more work may wait for busy_ to clear
+  // The thread waits for queued work with busy_ clear: woken with nothing queued, it
+  // would only sleep again (a context switch per collective run here).
+  if (!queue_.empty()) cv_.notify_one();
 }
 
 absl::Status CommQueue::Wait(const std::shared_future<absl::Status>& done) {
@@ -156,9 +171,7 @@ absl::Status CommQueue::RunHere(std::function<absl::Status()> work) {
       lock.unlock();
       absl::Status s = work();
       lock.lock();
-      busy_ = false;
-      idle_cv_.notify_all();
-      cv_.notify_one();
+      Release();
       return s;
     }
   }

@@ -116,6 +116,8 @@ class CommQueue {
   void Loop();
   // Runs queue_.front() on this thread; `lock` holds mu_, not busy_, queue_ not empty.
   void RunFront(std::unique_lock<std::mutex>& lock);
+  // A task ended (mu_ held): clears busy_ and wakes whoever can go on.
+  void Release();
   std::mutex mu_;
   std::condition_variable cv_;       // work queued, or busy_ cleared: for the thread
   std::condition_variable idle_cv_;  // a task finished: for waiters

@@ -140,7 +140,11 @@ class Pool {
 
   int sleeping() const { return sleepers_.load(); }
   int workers() const { return workers_; }
-  void Park() { park_.fetch_add(1, std::memory_order_relaxed); }
+  // Returns whether a worker was awake (spinning, or finishing a task) to be parked.
+  bool Park() {
+    park_.fetch_add(1, std::memory_order_relaxed);
+    return sleepers_.load() < workers_;
+  }
   // Every sleeping worker wakes and spins for the next loop (then sleeps again).
   void Wake() {
     {
@@ -301,8 +305,9 @@ int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t
   return ThePool().Run(user_context, f, min, extent, closure, busy);
 }
 
-void ParkWorkers() {
-  if (Pool* pool = the_pool.load(std::memory_order_acquire)) pool->Park();
+bool ParkWorkers() {
+  Pool* pool = the_pool.load(std::memory_order_acquire);
+  return pool != nullptr && pool->Park();
 }
 
 void WakeWorkers() {

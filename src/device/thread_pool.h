@@ -65,8 +65,9 @@ inline constexpr int kSpinMicros = 200;
 // Ends the spin of the workers waiting for the next loop: they sleep now (and wake at
 // the next loop that wants them). For a thread about to wait for something that is not a
 // kernel (a collective's poll loop, comm::CommQueue): the workers' spin would only take
-// cores from it. No-op before the pool exists.
-void ParkWorkers();
+// cores from it. Returns whether any worker was awake then (false before the pool
+// exists): only those are worth waking again when the wait ends.
+bool ParkWorkers();
 // Wakes the sleeping workers to spin for the next loop (kSpinMicros, then they sleep
 // again): for a thread whose wait (above) ends and that launches kernels next, so that
 // those do not start on one thread while the workers wake.
