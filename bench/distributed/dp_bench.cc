@@ -1,6 +1,7 @@
 // braze_dp_bench: data parallelism's benchmarks (docs/DISTRIBUTED.md), run by mpirun:
 //
-//   mpirun -np 2 build/bench/braze_dp_bench --benchmark_out=dp.json
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bench/braze_dp_bench \
+//     --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
 //
 //  - BM_BrazeAllReduce/bytes, BM_BrazeProducer/bytes and BM_MpiAllreduce/bytes (4 KiB to
 //    64 MiB of f32). Braze: one Session run of sink = AllReduce(-x), x a variable: the
@@ -12,16 +13,24 @@
 //    the op's own time is the difference. MPI: a plain MPI_Allreduce in place on a
 //    buffer of the same size, nothing else; BM_MpiIallreduce the same with the
 //    non-blocking call Braze makes (MPI_Iallreduce, MPI_Wait), whose algorithm
-//    InitDistributed chose. Bytes per second are the buffer's size per all-reduce (also
-//    for the producer, to subtract times: docs/DISTRIBUTED.md).
+//    InitDistributed chose. BM_MpiProducerAllreduce and BM_MpiProducer are MPI's peer in
+//    Braze's context: the same negation into the same two alternating buffers, with and
+//    without MPI_Allreduce after it, so MPI's op time is their difference as Braze's is.
+//    Bytes per second are the buffer's size per all-reduce (also for the producers, to
+//    subtract times: docs/DISTRIBUTED.md). Rank 0 ends with a summary per size: the op's
+//    time against MPI_Allreduce alone and against MPI's op in context, from the medians of
+//    the repetitions and from the fastest iterations.
 //  - BM_MlpStep: examples/mlp's 784-1024-1024-10 Adam step at a global batch of 200,
 //    with the ranks' data-parallel step (bucket_kb 1024: about 8 buckets that overlap the
 //    backward pass; 25600: DDP's default, one bucket that cannot) against one process
 //    doing the whole batch (/world:1; the other ranks wait meanwhile).
 // Every rank must run the same collectives the same number of times, so each benchmark
 // has a fixed iteration count (Google Benchmark's adaptive count differs by rank and
-// would deadlock): --benchmark_min_time does not apply. Only rank 0 reports. Each
-// benchmark checks its result once before it is timed (SkipWithError on a mismatch).
+// would deadlock): --benchmark_min_time does not apply. For the same reason the ranks
+// must run the benchmarks in the same order: --benchmark_enable_random_interleaving is
+// done here (rank 0's seed), not by Google Benchmark (a seed per process). Only rank 0
+// reports. Each benchmark checks its result once before it is timed (SkipWithError on a
+// mismatch).
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -428,11 +437,14 @@ class SummaryReporter : public benchmark::ConsoleReporter {
 // with a seed of std::random_device, so each rank would run another order and their
 // collectives would not match (a hang until the timeout): the ranks interleave here
 // instead, with one seed.
+// Also drops --benchmark_out on every rank but 0: all ranks writing one file interleaved
+// their JSON into a corrupt one.
 bool TakeInterleaving(int* argc, char** argv, int* repetitions) {
   bool interleave = false;
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string arg = argv[i];
+    if (braze::WorldRank() != 0 && arg.rfind("--benchmark_out", 0) == 0) continue;
     if (arg == "--benchmark_enable_random_interleaving" ||
         arg == "--benchmark_enable_random_interleaving=true") {
       interleave = true;

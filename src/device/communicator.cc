@@ -187,7 +187,10 @@ void CommQueue::Loop() {
            std::chrono::steady_clock::now() < spin_until) {
     }
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [this] { return !busy_ && (stop_ || !queue_.empty()); });
+    while (busy_ || (!stop_ && queue_.empty())) {
+      cv_.wait(lock);
+      wakeups_.fetch_add(1, std::memory_order_relaxed);
+    }
     if (queue_.empty()) return;  // stop_ and nothing left
     RunFront(lock);
   }

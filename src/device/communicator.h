@@ -111,6 +111,9 @@ class CommQueue {
   // `work` run on this thread after everything enqueued before it: at once when the
   // queue is idle, else enqueued and waited for as Wait does.
   absl::Status RunHere(std::function<absl::Status()> work);
+  // How many times the queue's thread woke from its sleep (for tests: work run here, on
+  // an idle queue, must not wake it).
+  int64_t thread_wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
  private:
   void Loop();
@@ -123,7 +126,8 @@ class CommQueue {
   std::condition_variable idle_cv_;  // a task finished: for waiters
   std::deque<std::packaged_task<absl::Status()>> queue_;
   std::atomic<int> queued_{0};  // queue_.size(), read without the lock while spinning
-  bool busy_ = false;           // a thread runs a task (at most one at a time)
+  std::atomic<int64_t> wakeups_{0};
+  bool busy_ = false;  // a thread runs a task (at most one at a time)
   bool stop_ = false;
   std::thread thread_;
 };

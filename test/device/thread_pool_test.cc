@@ -251,6 +251,43 @@ TEST(ThreadPoolTest, SleepingWorkersWakeForTheNextLoop) {
   EXPECT_GE(GetThreadPoolStats().wakeups, before.wakeups + 1);
 }
 
+struct Held {
+  std::atomic<int> entered{0};
+  std::atomic<bool> release{false};
+};
+
+int HeldTask(void* /*user_context*/, int /*index*/, uint8_t* closure) {
+  auto* h = reinterpret_cast<Held*>(closure);
+  h->entered.fetch_add(1);
+  while (!h->release.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return 0;
+}
+
+// ParkWorkers says whether a worker was awake to park: a thread whose wait for a
+// collective ends wakes the workers only then (comm's AwaitScope), since waking workers
+// that slept before the wait would only make them spin.
+TEST(ThreadPoolTest, ParkWorkersSaysWhetherAWorkerWasAwake) {
+  if (!PoolHasWorkers()) GTEST_SKIP() << "one thread: the pool has no workers";
+  ASSERT_TRUE(WaitUntilEveryWorkerSleeps());
+  EXPECT_FALSE(ParkWorkers());
+  Held h;
+  std::thread launcher([&h] {
+    ScopedKernelThreads two(2);  // the launcher holds index 0, a worker index 1
+    EXPECT_EQ(ParallelFor(nullptr, HeldTask, 0, 2, reinterpret_cast<uint8_t*>(&h)), 0);
+  });
+  for (int i = 0; i < 10000 && h.entered.load() < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  const bool both_in = h.entered.load() == 2;
+  const bool awake = ParkWorkers();  // a worker is in a task
+  h.release.store(true);
+  launcher.join();
+  ASSERT_TRUE(both_in);
+  EXPECT_TRUE(awake);
+  ASSERT_TRUE(WaitUntilEveryWorkerSleeps());
+  EXPECT_FALSE(ParkWorkers());
+}
+
 // A loop that can use fewer threads than the pool has wakes only those: the others
 // sleep on (with one thread of work, no worker wakes at all).
 TEST(ThreadPoolTest, ALoopWakesOnlyTheWorkersItCanUse) {
