@@ -206,8 +206,9 @@ void BM_MpiAllreduce(benchmark::State& state) {
 // temporary) in the cache left by its previous call, which no all-reduce of a value just
 // computed does; at 16 MiB on this VM's 32 MiB L3 that alone made the same call take
 // longer after the producer than without it (docs/DISTRIBUTED.md, "All-reduce speed").
-// The negation is a plain loop on one thread (Braze's runs on its pool): the producer's
-// own time is subtracted on both sides.
+// The negation is a plain loop on one thread (Braze's is a vectorized kernel on the
+// rank's cores: one under mpirun's default binding); the producer's own time is
+// subtracted on both sides.
 void RunMpiInContext(benchmark::State& state, bool with_reduce) {
   const int64_t n = state.range(0) / 4;
   const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
