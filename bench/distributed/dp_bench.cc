@@ -1,7 +1,7 @@
 // braze_dp_bench: data parallelism's benchmarks (docs/DISTRIBUTED.md), run by mpirun:
 //
-//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bench/braze_dp_bench \
-//     --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+//   mpirun --allow-run-as-root --oversubscribe -np 2 build/bench/braze_dp_bench
+//       --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true  (one line)
 //
 //  - BM_BrazeAllReduce/bytes, BM_BrazeProducer/bytes and BM_MpiAllreduce/bytes (4 KiB to
 //    64 MiB of f32). Braze: one Session run of sink = AllReduce(-x), x a variable: the
