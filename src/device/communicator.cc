@@ -143,9 +143,9 @@ void CommQueue::RunFront(std::unique_lock<std::mutex>& lock) {
 void CommQueue::Release() {
   busy_ = false;
   idle_cv_.notify_all();
-  // The thread waits for queued work with busy_ clear: woken with nothing queued, it
-  // would only sleep again (a context switch per collective run here).
-  if (!queue_.empty()) cv_.notify_one();
+  // The thread waits for queued work (or stop_) with busy_ clear: woken with nothing
+  // queued, it would only sleep again (a context switch per collective run here).
+  if (!queue_.empty() || stop_) cv_.notify_one();
 }
 
 absl::Status CommQueue::Wait(const std::shared_future<absl::Status>& done) {
