@@ -73,6 +73,14 @@ int Pow2AtLeast(int64_t n, int cap);
 // Threads cooperating on one row of `len` elements (see kRowElementsPerThread).
 int RowThreads(int64_t len);
 
+// Elements each of a row's `threads` threads takes at a time, adjacent, when a row of
+// `len` is walked whole vectors at a time (one 16-byte load or store per thread and
+// operand, ld.global.nc.v4.f32 / st.shared.v4.f32, instead of four): kCudaVector when
+// every pass covers threads * kCudaVector elements exactly (no tail, whose guard would
+// scalarize the vector), else 1. Not for a symbolic len (its run-time extent need not be
+// the estimate's multiple).
+int RowVector(int64_t len, int threads, bool symbolic);
+
 // Extents with the unit dims dropped: a keep_dims reduction {1, R} has the rows of {R}.
 Extents WithoutUnitDims(const Extents& e);
 
