@@ -65,7 +65,7 @@ void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
   Session session(g, opts);
   std::vector<HostTensor> none;
   if (check) {
-    BrazeWarnings warnings;
+    bench::BrazeWarnings warnings;
     std::vector<HostTensor> got;
     absl::Status s = session.RunInto(feeds, targets, &got);
     if (!s.ok()) return Fail(state, s);
@@ -352,7 +352,7 @@ void BM_TransformerBlockStep_cuda(benchmark::State& state) {
     return s.ok() ? loss[0].data<float>()[0] : std::nanf("");
   };
   {
-    BrazeWarnings warnings;
+    bench::BrazeWarnings warnings;
     const bool same = bench::CheckTrainLosses(state, checked_step, want, 1e-3);
     if (!s.ok()) return Fail(state, s);
     if (!same || warnings.FellBack(state)) return;

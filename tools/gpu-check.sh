@@ -20,7 +20,8 @@
 #
 # Every step runs even when one before it failed (a GPU run is rare: it should report all
 # it can), and the script exits 1 at the end when any failed: a test, a time limit, the
-# benchmark, the fuzzer, the plot, a shard that wrote no gtest results, or a GPU test
+# benchmark (or one of its cases, which errs on a result that disagrees with the
+# reference kernels), a MISMATCH of PyTorch's, the fuzzer, the plot, a shard that wrote no gtest results, or a GPU test
 # skipped on this machine (MatchesReferenceOnGpu, or any test skipped for want of CUDA). Without a GPU or the bundle it stops
 # at once. The failures are listed last in the log ("gpu-check: FAILED ...").
 set -u
@@ -107,6 +108,22 @@ fi
 OMP_WAIT_POLICY=passive t 300 "$B/braze_bench_gpu" --benchmark_filter=cuda --benchmark_repetitions=3 \
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
   --benchmark_out_format=json
+# A benchmark that could not run or failed its first run's check against the reference
+# is a SkipWithError, after which Google Benchmark still exits 0: read the JSON for them.
+echo "== benchmarks with an error in $OUT/cuda.json"
+if ! timeout 30 python3 - "$OUT/cuda.json" <<'PY'; then
+import json, sys
+try:
+    doc = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    sys.exit(f"unreadable: {e}")
+bad = [f"{b['name']}: {b.get('error_message', '')}" for b in doc.get("benchmarks", [])
+       if b.get("error_occurred")]
+print("\n".join(bad) or "none")
+sys.exit(1 if bad else 0)
+PY
+  FAILED+=("braze_bench_gpu: benchmarks with an error (listed above)")
+fi
 # The peer on the same GPU, right after Braze's run (PyTorch's own libraries, not the bundle's).
 if env -u LD_LIBRARY_PATH python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   t 360 env -u LD_LIBRARY_PATH python3 -u bench/peers_cuda.py "$OUT/torch.json"
@@ -153,6 +170,10 @@ if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ]; then
     "$B/braze_bench_gpu" --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01
 else
   echo "== no profile (NCU unset or no ncu)"
+fi
+# bench/peers_cuda.py prints MISMATCH where torch.compile disagrees with eager.
+if grep -q "^MISMATCH" "$OUT/log.txt"; then
+  FAILED+=("bench/peers_cuda.py: $(grep -c "^MISMATCH" "$OUT/log.txt") MISMATCH lines")
 fi
 echo "done in $((SECONDS - T0))s"
 if ((${#FAILED[@]} > 0)); then

@@ -271,17 +271,17 @@ class GpuHeuristic {
     std::vector<Var> args = f.args();
     switch (host) {
       case Host::kRowBlock: {
-        // Threads over dim 0 each handle x = xi, xi + T, ... (or the vectors of RowVector
-        // at xi, xi + T, ...): coalesced, and the row reductions at the block level are
-        // computed once per row.
+        // Threads over dim 0 each handle x = xi, xi + T, ...: coalesced, and the row
+        // reductions at the block level are computed once per row. (Not in vectors, as
+        // staged rows are: 4 lanes of the output's math per thread took a layer norm
+        // kernel from 32 to 40 registers, below full occupancy at 64-thread blocks.)
         const Var row = FuseAll(f, std::vector<Var>(args.begin() + 1, args.end()));
         const int threads = RowThreads(e[0]);
-        const int vector = RowVector(e[0], threads, IsSymbolic(info_.output_symbolic[j], 0));
         Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
-        SplitRow(f, args[0], xo, xi, threads, vector).reorder(xi, row).gpu_blocks(row);
+        SplitRow(f, args[0], xo, xi, threads, 1).reorder(xi, row).gpu_blocks(row);
         block_level_[j] = LoopLevel(f, row);
         log_ << f.name() << ": block per row (" << row.name() << "), " << threads
-             << " threads over dim 0" << (vector > 1 ? ", vectors of 4" : "") << "\n";
+             << " threads over dim 0\n";
         return;
       }
       case Host::kElementBlock: {
@@ -449,7 +449,7 @@ class GpuHeuristic {
   void StageRow(Func f, int64_t len, const LoopLevel& at) {
     const std::vector<Var> args = f.args();
     const int threads = RowThreads(len);
-    const int vector = RowVector(len, threads, /*symbolic=*/false);  // staged rows are static
+    const int vector = RowVector(len, threads);
     Var xo(f.name() + "_so"), xi(f.name() + "_si");
     f.compute_at(at).store_in(Halide::MemoryType::GPUShared).align_storage(args[0], kSharedAlign);
     SplitRow(f, args[0], xo, xi, threads, vector);

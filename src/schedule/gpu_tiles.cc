@@ -25,8 +25,8 @@ int RowThreads(int64_t len) {
   return std::max(kWarp, Pow2AtLeast(CeilDiv(len, kRowElementsPerThread), kMaxThreads));
 }
 
-int RowVector(int64_t len, int threads, bool symbolic) {
-  return !symbolic && len % (int64_t{threads} * kCudaVector) == 0 ? kCudaVector : 1;
+int RowVector(int64_t len, int threads) {
+  return len % (int64_t{threads} * kCudaVector) == 0 ? kCudaVector : 1;
 }
 
 Extents WithoutUnitDims(const Extents& e) {
