@@ -2,7 +2,7 @@
 # The CUDA checks, as one script for a machine with an NVIDIA GPU (docs/CUDA.md): run
 # from the repository root there, with the test and bench binaries built here and packed
 # with the shared libraries they load into .gpu/bundle.tar.xz (bin/, lib/, plugins/: the
-# Halide autoscheduler plugins):
+# Halide autoscheduler plugins; tools/gpu-bundle.sh packs it after this build):
 #   ninja -C build device_tests e2e_tests lower_tests runtime_tests braze_bench_gpu braze-fuzz
 # then bin/ holds build/test/{device,e2e,lower,runtime}_tests, build/bench/braze_bench_gpu
 # and build/tools/braze-fuzz, and lib/ what `ldd` lists for them but glibc, libstdc++,
@@ -117,8 +117,8 @@ try:
     doc = json.load(open(sys.argv[1]))
 except (OSError, ValueError) as e:
     sys.exit(f"unreadable: {e}")
-bad = [f"{b['name']}: {b.get('error_message', '')}" for b in doc.get("benchmarks", [])
-       if b.get("error_occurred")]
+bad = list(dict.fromkeys(f"{b['name']}: {b.get('error_message', '')}"  # once per repetition
+                         for b in doc.get("benchmarks", []) if b.get("error_occurred")))
 print("\n".join(bad) or "none")
 sys.exit(1 if bad else 0)
 PY
