@@ -26,7 +26,7 @@ for b in "$stage"/bin/*; do
 done | sort -u | grep -Ev "$skip" | while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -L /usr/lib/x86_64-linux-gnu/halide14/libautoschedule_*.so "$stage/plugins/"
 mkdir -p "$root/.gpu"
-tar -cJf "$root/.gpu/bundle.tar.xz" -C "$stage" bin lib plugins
+XZ_OPT=${XZ_OPT:--T0} tar -cJf "$root/.gpu/bundle.tar.xz" -C "$stage" bin lib plugins
 size=$(stat -c %s "$root/.gpu/bundle.tar.xz")
 echo "gpu-bundle: $root/.gpu/bundle.tar.xz, $((size / 1048576)) MiB," \
   "$(ls "$stage/lib" | wc -l) libraries"

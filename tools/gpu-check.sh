@@ -90,7 +90,8 @@ shards 120 e2e_tests '*Cuda*'
 # Each op twice: CompilesAndAssembles (one shape, ptxas) and MatchesReferenceOnGpu.
 shards 180 lower_tests '*Cuda*'
 RESULTS+=("$R/runtime_tests.xml")
-t 60 "$B/runtime_tests" --gtest_brief=1 --gtest_filter='*Device*:*Cuda*:*Memory*' \
+# Device, CUDA and memory tests, the whole GPU training steps (Cuda/GpuWorkloads) among them.
+t 120 "$B/runtime_tests" --gtest_brief=1 --gtest_filter='*Device*:*Cuda*:*Memory*' \
   --gtest_output="xml:$R/runtime_tests.xml"
 # What ran, failed and was skipped (a missing results file: a binary that crashed). On a
 # GPU the cases that run on it must not skip (MatchesReferenceOnGpu, or a skip that says
