@@ -7,14 +7,28 @@
 //   cuda_unfused:  no JIT: every op its own compiled CUDA kernel, buffers reused.
 //   baselines:     a device-to-device copy of the same bytes (Chain8's roof) and a plain
 //                  cuBLASLt GEMM (MatMulBiasRelu's).
+//
+// The workloads of the other issues (issue 39's goals; bench/peers_cuda.py has PyTorch's
+// side): the ResNet basic block (conv_bench.cc's, its input a Variable), causal attention
+// at T = 2048 (attention_bench.cc's shape; forward, and forward with the gradients of q,
+// k and v) and the transformer block's train step (gpt_bench.cc's). Their first run is
+// checked against the reference kernels (peers_common.h, attention_common.h,
+// gpt_models.h): a mismatch is a SkipWithError, never a number.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "attention_common.h"
 #include "braze/braze.h"
 #include "device/cublas_gemm.h"
 #include "device/device_tensor.h"
+#include "gpt_models.h"
+#include "peers_common.h"
 #include "train_models.h"
 
 namespace braze {
@@ -32,9 +46,15 @@ void Fail(benchmark::State& state, const absl::Status& s) {
   state.SkipWithError(s.ToString().c_str());
 }
 
+// Checks the fetched values of a run's targets (false after a SkipWithError).
+using OutputCheck = std::function<bool(const std::vector<HostTensor>&)>;
+
 // Runs `targets` on cuda:0 in the variant; `bytes`/`flops` per iteration set counters.
+// With `check`, a first run fetches the targets and must pass it (and compile without a
+// fallback) before the timed runs.
 void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
-               const std::vector<Tensor>& targets, CudaVariant v, double bytes, double flops) {
+               const std::vector<Tensor>& targets, CudaVariant v, double bytes, double flops,
+               const OutputCheck& check = nullptr) {
   SessionOptions opts;
   opts.device = "cuda:0";
   if (v != kCudaUnfused) opts.global_jit_level = JitLevel::kOn1;
@@ -44,6 +64,13 @@ void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
   opts.cuda_relu_epilogue = v == kCudaFused;
   Session session(g, opts);
   std::vector<HostTensor> none;
+  if (check) {
+    bench::BrazeWarnings warnings;
+    std::vector<HostTensor> got;
+    absl::Status s = session.RunInto(feeds, targets, &got);
+    if (!s.ok()) return Fail(state, s);
+    if (warnings.FellBack(state) || !check(got)) return;
+  }
   absl::Status s = session.RunInto(feeds, {}, &none, targets);  // compile, upload variables
   if (s.ok()) s = CudaSynchronize();
   if (!s.ok()) return Fail(state, s);
@@ -226,6 +253,128 @@ BENCHMARK(BM_MlpStep_cuda)
     ->ArgName("variant")
     ->Arg(0)
     ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The ResNet basic block forward (train_models.h: 32x56x56x64 NHWC, two 3x3 convolutions,
+// BN in inference mode, the residual ReLU), its input a Variable on the device. Variant 0:
+// one JitScope (the convolutions are the GPU heuristic's shared-memory tiles,
+// docs/CONVOLUTIONS.md); 1: every op its own kernel. No cuDNN: Braze calls none.
+void BM_ResNetBlock_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  const auto v = static_cast<CudaVariant>(state.range(0));
+  bench::Forward f = bench::MakeResNetBlock(v != kCudaUnfused, /*variable_input=*/true);
+  const double flops = 2e9 * bench::Conv3x3Gflop(bench::kBlockBatch, bench::kBlockSide,
+                                                 bench::kBlockChannels, bench::kBlockChannels);
+  RunOnCuda(state, *f.graph, f.feeds, {f.out}, v, 0, flops,
+            [&](const std::vector<HostTensor>& got) {
+              // 576-term sums, two of them, against the reference's doubles (conv_bench.cc's).
+              return bench::CheckClose(state, got[0].data<float>(), bench::ResNetBlockReference(),
+                                       1e-4, 1e-3);
+            });
+}
+BENCHMARK(BM_ResNetBlock_cuda)
+    ->ArgName("variant")  // 0 fused, 1 unfused
+    ->Arg(kCudaFused)
+    ->Arg(kCudaUnfused)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Causal self-attention at attention_bench.cc's shape, T = 2048 (B 8, H 8, D 64), q, k, v
+// and dO Variables on the device. Variant 0: ScaledDotProductAttention's fused op (and its
+// gradient ops); 1: the composite (BatchMatMul, mask, Softmax, BatchMatMul) op by op.
+// `backward`: also dq, dk and dv (BM_AttentionFwdBwd_cuda).
+constexpr int64_t kAttT = 2048;
+
+void AttentionOnCuda(benchmark::State& state, bool backward) {
+  if (SkipWithoutCuda(state)) return;
+  const auto v = static_cast<CudaVariant>(state.range(0));
+  Graph g;
+  Tensor in[4];
+  for (int i = 0; i < 4; ++i)
+    in[i] = Variable(g, bench::AttentionInput(kAttT, i), "qkvd" + std::to_string(i));
+  std::vector<Tensor> targets;
+  {
+    std::optional<JitScope> scope;
+    if (v != kCudaUnfused) scope.emplace(g, JitScope::Options{true, true});
+    AttentionOptions o;
+    o.causal = true;
+    o.fused = v != kCudaUnfused;
+    targets.push_back(ScaledDotProductAttention(in[0], in[1], in[2], o));
+  }
+  if (backward) {
+    absl::StatusOr<std::vector<Tensor>> grads =
+        Gradients({targets[0]}, {in[0], in[1], in[2]}, {in[3]});
+    if (!grads.ok()) return Fail(state, grads.status());
+    targets.insert(targets.end(), grads->begin(), grads->end());
+  }
+  bench::AttentionReferenceSlice(kAttT);  // computed before the timed runs
+  const double flops = 1e9 * bench::AttentionForwardGflop(kAttT) * (backward ? 3.5 : 1.0);
+  RunOnCuda(state, g, {}, targets, v, 0, flops, [&](const std::vector<HostTensor>& got) {
+    std::vector<const float*> ptrs;
+    for (const HostTensor& t : got) ptrs.push_back(t.data<float>());
+    return bench::CheckAttention(state, kAttT, ptrs);
+  });
+}
+void BM_Attention_cuda(benchmark::State& state) { AttentionOnCuda(state, false); }
+void BM_AttentionFwdBwd_cuda(benchmark::State& state) { AttentionOnCuda(state, true); }
+BENCHMARK(BM_Attention_cuda)
+    ->ArgName("variant")  // 0 the fused op, 1 the composite op by op
+    ->Arg(kCudaFused)
+    ->Arg(kCudaUnfused)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionFwdBwd_cuda)
+    ->ArgName("variant")
+    ->Arg(kCudaFused)
+    ->Arg(kCudaUnfused)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// gpt_bench.cc's transformer block train step (gpt_models.h: width 256, 4 heads, T 128,
+// batch 16, dropout 0.1, AdamW), x and target fed from the host each step as there.
+// Variant 0: the model, loss, gradients and updates under one JitScope; 1: op by op. The
+// first kCheckedSteps losses (fetched) must match the reference kernels' before the timed
+// steps, which run the updates and the loss as targets.
+void BM_TransformerBlockStep_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  const auto v = static_cast<CudaVariant>(state.range(0));
+  absl::StatusOr<bench::TrainStep> step = bench::MakeTransformerBlockStep(v != kCudaUnfused);
+  if (!step.ok()) return Fail(state, step.status());
+  const std::vector<float>& want = bench::TransformerBlockStepReferenceLosses();
+  SessionOptions opts;
+  opts.device = "cuda:0";
+  Session session(*step->graph, opts);
+  std::vector<HostTensor> loss;
+  absl::Status s;
+  auto checked_step = [&]() -> float {
+    if (s.ok()) s = session.RunInto(step->feeds, {step->loss}, &loss, step->train);
+    return s.ok() ? loss[0].data<float>()[0] : std::nanf("");
+  };
+  {
+    bench::BrazeWarnings warnings;
+    const bool same = bench::CheckTrainLosses(state, checked_step, want, 1e-3);
+    if (!s.ok()) return Fail(state, s);
+    if (!same || warnings.FellBack(state)) return;
+  }
+  std::vector<Tensor> targets = step->train;
+  targets.push_back(step->loss);
+  std::vector<HostTensor> none;
+  session.ResetStats();
+  for (auto _ : state) {
+    s = session.RunInto(step->feeds, {}, &none, targets);
+    if (s.ok()) s = CudaSynchronize();
+    if (!s.ok()) return Fail(state, s);
+  }
+  const SessionStats st = session.stats();
+  state.counters["launches"] =
+      double(st.cluster_launches + st.single_op_launches + st.gemm_launches) /
+      std::max<int64_t>(st.runs, 1);
+}
+BENCHMARK(BM_TransformerBlockStep_cuda)
+    ->ArgName("variant")
+    ->Arg(kCudaFused)
+    ->Arg(kCudaUnfused)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

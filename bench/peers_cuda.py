@@ -3,7 +3,10 @@
 
 The same workloads and sizes as braze_bench's *_cuda benchmarks, run by PyTorch eager and
 by torch.compile (Inductor, default mode), f32 with TF32 off (Braze's cuBLASLt GEMMs are
-exactly FP32). Inputs live on the device; a timed iteration is the step's kernels plus a
+exactly FP32): Chain8, Softmax, LayerNorm, MatMulBiasRelu, the softmax regression and MLP
+train steps, and the other issues' workloads: the ResNet basic block (cuDNN, channels
+last), causal attention at T 2048 (PyTorch's SDPA; forward, and forward + backward) and
+the transformer block's train step (SDPA with dropout, fused AdamW). Inputs live on the device; a timed iteration is the step's kernels plus a
 synchronize, as in cuda_bench.cc (the runs of 2026-11-26 13:58 and 14:12 UTC synchronized
 once per batch of calls instead). Each variant's result is checked against eager's.
 Prints a table and writes Google-Benchmark-like JSON (real_time medians, named
@@ -76,6 +79,24 @@ def dense_relu(x, w, b):
     return torch.relu(torch.addmm(b, x, w))
 
 
+def resnet_block(x, w1, bn1, w2, bn2):
+    """BM_ResNetBlock_cuda's block (bench/train_models.h): conv 3x3 SAME (no bias), BN in
+    inference mode (eps 1e-3, Braze's kBnEpsilon), ReLU, conv, BN, + x, ReLU. NCHW
+    indexing on channels_last tensors: cuDNN's NHWC kernels, Braze's layout."""
+    def bn(y, p):
+        gamma, beta, mean, var = p
+        return F.batch_norm(y, mean, var, gamma, beta, training=False, eps=1e-3)
+
+    y = torch.relu(bn(F.conv2d(x, w1, padding=1), bn1))
+    return torch.relu(bn(F.conv2d(y, w2, padding=1), bn2) + x)
+
+
+def attention(q, k, v):
+    """BM_Attention_cuda's causal attention: PyTorch's fused SDPA (f32: its
+    memory-efficient kernel; flash attention takes 16-bit floats only)."""
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
 def sgd_step_manual(x, labels, w, b):
     """Softmax regression step with the gradient written out (what Braze's autodiff emits)."""
     logits = x @ w + b
@@ -129,6 +150,104 @@ def mlp_steps(record):
         record("MlpStep", peer, time_ms(step), f"(first step {first_s:.1f} s)")
 
 
+def attention_fwd_bwd(record):
+    """BM_AttentionFwdBwd_cuda: the attention's output and the gradients of q, k and v
+    for a given dO (B 8, H 8, T 2048, D 64), eager and torch.compile'd (AOTAutograd's
+    backward); the compiled gradients checked against eager's."""
+    q, k, v = (uniform(8, 8, 2048, 64).requires_grad_() for _ in range(3))
+    dout = uniform(8, 8, 2048, 64)
+
+    def make(fn):
+        def run():
+            q.grad, k.grad, v.grad = None, None, None
+            out = fn(q, k, v)
+            out.backward(dout)
+            return out
+        return run
+
+    run = make(attention)
+    run()
+    ref = [t.grad.clone() for t in (q, k, v)]
+    record("AttentionFwdBwd", "torch_eager", time_ms(run))
+    t0 = time.perf_counter()
+    crun = make(torch.compile(attention))
+    crun()
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    err = max((t.grad - r).abs().max().item() for t, r in zip((q, k, v), ref))
+    if not err <= 1e-3:
+        print(f"MISMATCH AttentionFwdBwd: torch.compile vs eager max abs err {err}", flush=True)
+    record("AttentionFwdBwd", "torch_compile", time_ms(crun),
+           f"(compile {compile_s:.1f} s, max err {err:.2e})")
+
+
+class GptBlock(torch.nn.Module):
+    """BM_TransformerBlockStep_cuda's block (bench/gpt_models.h, the char_lm contract of
+    bench/peers_torch_gpt.h): pre-LayerNorm causal attention (width 256, 4 heads) and a
+    GELU (tanh) MLP of 1024, dropout 0.1 on the attention weights and both residual
+    branches; SDPA with dropout_p, as nanoGPT on PyTorch 2."""
+
+    def __init__(self, d=256, heads=4, dropout=0.1, n_layer=4):
+        super().__init__()
+        nn = torch.nn
+        self.heads, self.dropout = heads, dropout
+        self.ln1, self.ln2 = nn.LayerNorm(d, eps=1e-5), nn.LayerNorm(d, eps=1e-5)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc, self.fc_proj = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        for m in (self.qkv, self.proj, self.fc, self.fc_proj):
+            nn.init.normal_(m.weight, 0, 0.02)
+            nn.init.zeros_(m.bias)
+        for m in (self.proj, self.fc_proj):
+            nn.init.normal_(m.weight, 0, 0.02 / (2 * n_layer) ** 0.5)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (y.view(b, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v))
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(b, t, d)
+        x = x + F.dropout(self.proj(y), p, self.training)
+        h = F.gelu(self.fc(self.ln2(x)), approximate="tanh")
+        return x + F.dropout(self.fc_proj(h), p, self.training)
+
+
+def transformer_block_steps(record):
+    """BM_TransformerBlockStep_cuda: one block's train step, batch 16 x T 128, loss
+    mean((block(x) - target)^2), AdamW (lr 1e-3, betas 0.9 / 0.99, eps 1e-8, decay 0.1 on
+    the rank >= 2 parameters; PyTorch's fused kernel), x and target N(0, 1) copied from
+    the host each step as Braze's feeds are. Eager autograd, and the block under
+    torch.compile (forward and backward compiled)."""
+    xs, ts = torch.randn(16, 128, 256), torch.randn(16, 128, 256)
+    xd, td = torch.empty(16, 128, 256, device=dev), torch.empty(16, 128, 256, device=dev)
+    for peer, compiled in (("torch_autograd", False), ("torch_compile", True)):
+        torch.manual_seed(23)
+        block = GptBlock().to(dev).train()
+        decay = [p for p in block.parameters() if p.dim() >= 2]
+        rest = [p for p in block.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
+                                 {"params": rest, "weight_decay": 0.0}],
+                                lr=1e-3, betas=(0.9, 0.99), eps=1e-8, fused=True)
+        fwd = torch.compile(block) if compiled else block
+
+        def step():
+            xd.copy_(xs)
+            td.copy_(ts)
+            loss = ((fwd(xd) - td) ** 2).mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            return loss
+
+        t0 = time.perf_counter()
+        first = step().item()
+        first_s = time.perf_counter() - t0
+        if not 0.5 < first < 4:  # ~2: the block adds small residuals to x, target N(0, 1)
+            print(f"MISMATCH TransformerBlockStep {peer}: first loss {first}", flush=True)
+        record("TransformerBlockStep", peer, time_ms(step),
+               f"(first step {first_s:.1f} s, loss {first:.3f})")
+
+
 def main():
     out_path = sys.argv[1] if len(sys.argv) > 1 else "torch_peers.json"
     rows = []
@@ -177,6 +296,22 @@ def main():
     both("MatMulBiasRelu", dense_relu, (a, w, bias), 1e-2)
     del a, w
 
+    # BM_ResNetBlock_cuda's block at 32x56x56x64; filters He-normal, BN parameters in
+    # train_models.h's ranges.
+    cl = torch.channels_last
+    x = uniform(32, 64, 56, 56).contiguous(memory_format=cl)
+    ws = [(torch.randn(64, 64, 3, 3, device=dev, generator=gen) * (2 / 576) ** 0.5)
+          .contiguous(memory_format=cl) for _ in range(2)]
+    bns = [(uniform(64, lo=0.5, hi=1.5), uniform(64, lo=-0.1, hi=0.1),
+            uniform(64, lo=-0.1, hi=0.1), uniform(64, lo=0.5, hi=1.5)) for _ in range(2)]
+    both("ResNetBlock", resnet_block, (x, ws[0], bns[0], ws[1], bns[1]), 1e-3)
+    del x, ws
+
+    q, k, v = (uniform(8, 8, 2048, 64) for _ in range(3))
+    both("Attention", attention, (q, k, v), 1e-4)
+    del q, k, v
+    attention_fwd_bwd(record)
+
     # The train step fed from the host each step, as BM_TrainStep_cuda is.
     xs = torch.rand(128, 784)
     ys = torch.zeros(128, 10)
@@ -212,6 +347,7 @@ def main():
     record("TrainStep", "torch_compile", time_ms(compiled_step), f"(compile {compile_s:.1f} s)")
 
     mlp_steps(record)
+    transformer_block_steps(record)
 
 
 if __name__ == "__main__":

@@ -184,16 +184,17 @@ Forward MakeConvBiasRelu(bool fused) {
   return f;
 }
 
-Forward MakeResNetBlock(bool fused) {
+Forward MakeResNetBlock(bool fused, bool variable_input) {
   Forward f;
   f.graph = std::make_unique<Graph>();
   Graph& g = *f.graph;
-  Tensor x = Placeholder(g, DType::kF32, BlockShape(), "x");
+  Tensor x = variable_input ? Variable(g, BlockInput(), "x")
+                            : Placeholder(g, DType::kF32, BlockShape(), "x");
   const std::vector<Tensor> p = BlockParams([&](HostTensor t) { return Const(g, std::move(t)); });
   std::optional<JitScope> scope;
   if (fused) scope.emplace(g);
   f.out = ResNetBlock(x, p, /*training=*/false, nullptr);
-  f.feeds = {{x, BlockInput()}};
+  if (!variable_input) f.feeds = {{x, BlockInput()}};
   return f;
 }
 

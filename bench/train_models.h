@@ -108,8 +108,10 @@ struct Forward {
 // and bias constants.
 HostTensor ConvBias();  // [64], uniform in [-0.1, 0.1), seed 15
 Forward MakeConvBiasRelu(bool fused);
-// The ResNet block, BN in inference mode, parameters constants.
-Forward MakeResNetBlock(bool fused);
+// The ResNet block, BN in inference mode, parameters constants. variable_input: x is a
+// Variable holding BlockInput(), no feed (a device run's input then stays on the device,
+// cuda_bench.cc), instead of a fed Placeholder.
+Forward MakeResNetBlock(bool fused, bool variable_input = false);
 
 }  // namespace braze::bench
 

@@ -21,8 +21,10 @@
 //   there by every reduction and the output. A softmax otherwise loaded each element
 //   from global memory three times (max, sum of exps, output). Rows are staged only while
 //   the kernel's shared memory, partials included, stays within 32 KiB (8192 f32 rows do
-//   not: they keep the global reads). Many very short rows (<= 16 elements) get a thread
-//   per row.
+//   not: they keep the global reads). Where a staged row is a whole number of passes of
+//   4 elements per thread (1024 = 4 x 64 threads x 4), each thread stages 4 adjacent
+//   ones at a time (8-byte global loads: half the load instructions).
+//   Many very short rows (<= 16 elements) get a thread per row.
 // - Column reductions (over outer dims) with many outputs: one thread per output, a
 //   serial loop (adjacent threads read adjacent columns). With few outputs, and full
 //   reductions or few long rows: two stages. The reduction domain is split and

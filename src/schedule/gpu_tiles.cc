@@ -25,6 +25,10 @@ int RowThreads(int64_t len) {
   return std::max(kWarp, Pow2AtLeast(CeilDiv(len, kRowElementsPerThread), kMaxThreads));
 }
 
+int RowVector(int64_t len, int threads) {
+  return len % (int64_t{threads} * kCudaVector) == 0 ? kCudaVector : 1;
+}
+
 Extents WithoutUnitDims(const Extents& e) {
   Extents out;
   for (int64_t v : e) {
