@@ -280,27 +280,15 @@ TEST_F(CpuConvTest, WinogradMatchesTheReferenceAndKeepsSpecials) {
     const bool nchw = k.format == DataFormat::kNCHW;
     const Shape xs = nchw ? Shape{k.n, k.c, k.h, k.w} : Shape{k.n, k.h, k.w, k.c};
     const int32_t pad = k.padding == Padding::kSame ? 1 : 0;
-    const CpuConvGeometry g{0,
-                            nchw,
-                            int32_t(k.n),
-                            int32_t(k.c),
-                            int32_t(k.h),
-                            int32_t(k.w),
-                            int32_t(k.o),
-                            3,
-                            3,
-                            1,
-                            1,
-                            1,
-                            1,
-                            1,
-                            pad,
-                            pad,
-                            pad,
-                            pad,
-                            0};
-    EXPECT_TRUE(absl::StrContains(CpuConvImplementation(g, 1), "wino"))
-        << CpuConvImplementation(g, 1);
+    // The forward call's geometry: 3x3, unit strides and dilations, no groups, no post-op.
+    CpuConvGeometry g{};
+    g.nchw = nchw, g.n = int32_t(k.n), g.c_in = int32_t(k.c), g.in_h = int32_t(k.h);
+    g.in_w = int32_t(k.w), g.c_out = int32_t(k.o), g.kh = 3, g.kw = 3, g.groups = 1;
+    g.sh = g.sw = g.dh = g.dw = 1;
+    g.pt = g.pb = g.pl = g.pr = pad;
+    // oneDNN 2.6's Winograd is an AVX-512 kernel; elsewhere the call is the direct one.
+    const bool wino = absl::StrContains(CpuConvImplementation(g, 1), "wino");
+    if (__builtin_cpu_supports("avx512f")) EXPECT_TRUE(wino) << CpuConvImplementation(g, 1);
     Window2D w = Win(k.padding, 1, 1);
     w.format = k.format;
     HostTensor xv = HostTensor::RandomUniform(DType::kF32, xs, 60 + i);
@@ -330,7 +318,7 @@ TEST_F(CpuConvTest, WinogradMatchesTheReferenceAndKeepsSpecials) {
     Check(b, Library(), /*expect_call=*/true);
     // Each direction's special values came from a recompute (a call per batch range the
     // kernel hands over), and only theirs.
-    if (k.specials) {
+    if (k.specials && wino) {
       EXPECT_GE(CpuConvWinogradRecomputes() - recomputes, 3);
     } else {
       EXPECT_EQ(CpuConvWinogradRecomputes(), recomputes);
