@@ -54,10 +54,11 @@ struct PreparedConv;
 
 // Whether `k` may run as oneDNN's Winograd convolution: a 3x3 window at unit strides
 // without dilation or groups, padding of at most 1, at least 64 input and output channels
-// (measured on the 2-core AVX-512 VM: at 64 -> 64, 56x56 it is 1.6-1.9x faster than the
-// direct convolution with the reorders to and from its blocked layout; at 32 -> 64, 14x14
-// and 16 -> 16 it is 2-4x slower), no residual and no ReLU post-op (their checks cover the
-// direct implementations). oneDNN may still refuse it; the direct one is used then.
+// (CPU time per call on the 2-core AVX-512 VM under load: at 64 -> 64, 56x56 1.3-1.9x
+// faster than the direct convolution, the reorders to and from its blocked layout
+// included; at 32 -> 64, 14x14 and 16 -> 16 2-4x slower), no residual and no ReLU
+// post-op (their checks cover the direct implementations). oneDNN may still refuse it; the direct
+// one is used then.
 bool WinogradCandidate(const ConvKey& k);
 
 // The prepared primitive for `k`, made at its first use and kept (at most 256, then the
@@ -82,7 +83,7 @@ bool ConvAppliesRelu(const PreparedConv& p);
 const std::string& ConvImplementation(const PreparedConv& p);
 #endif
 
-// Winograd on or off for the keys made from now on (default on; BRAZE_FLAGS
+// Winograd on or off for the calls from now on (default on; BRAZE_FLAGS
 // --cpu_conv_winograd=false turns it off), and the calls whose Winograd result held a NaN or
 // an infinity and were recomputed by the direct convolution, since the process started.
 void SetWinograd(bool on);
