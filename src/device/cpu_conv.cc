@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "HalideRuntime.h"
 #include "device/onednn_conv.h"
@@ -63,9 +64,11 @@ float* First(const halide_buffer_t* b, bool batch, int64_t n0) {
 #if BRAZE_HAVE_DNNL
 onednn::ConvKey KeyOf(const Geometry& g, int64_t n, int threads) {
   const int post = g.dir == onednn::kForward ? g.post : 0;
-  return onednn::ConvKey{n,    g.c_in,   g.in_h, g.in_w, g.c_out, g.OutH(), g.OutW(), g.kh,
-                         g.kw, g.groups, g.sh,   g.sw,   g.dh,    g.dw,     g.pt,     g.pb,
-                         g.pl, g.pr,     g.nchw, post,   threads, g.dir};
+  onednn::ConvKey k{n,    g.c_in,   g.in_h, g.in_w, g.c_out, g.OutH(), g.OutW(), g.kh,
+                    g.kw, g.groups, g.sh,   g.sw,   g.dh,    g.dw,     g.pt,     g.pb,
+                    g.pl, g.pr,     g.nchw, post,   threads, g.dir};
+  k.winograd = onednn::WinogradOn();
+  return k;
 }
 #endif
 
@@ -161,6 +164,23 @@ bool CpuConvSupported(const CpuConvGeometry& g, int threads) {
   return false;
 #endif
 }
+
+std::string CpuConvImplementation(const CpuConvGeometry& g, int threads) {
+  const Library& lib = Loaded();
+  if (!lib.status.ok() || g.groups < 1 || g.c_in % g.groups != 0 || g.c_out % g.groups != 0) {
+    return "";
+  }
+#if BRAZE_HAVE_DNNL
+  std::shared_ptr<onednn::PreparedConv> p = onednn::LookupConv(lib, KeyOf(g, g.n, threads));
+  return p != nullptr ? onednn::ConvImplementation(*p) : "";
+#else
+  (void)threads;
+  return "";
+#endif
+}
+
+void SetCpuConvWinograd(bool on) { onednn::SetWinograd(on); }
+int64_t CpuConvWinogradRecomputes() { return onednn::WinogradRecomputes(); }
 
 void* CpuConvF32Address() { return reinterpret_cast<void*>(&braze_cpu_conv_f32); }
 

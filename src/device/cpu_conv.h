@@ -8,6 +8,7 @@
 #define BRAZE_DEVICE_CPU_CONV_H_
 
 #include <cstdint>
+#include <string>
 
 namespace braze {
 
@@ -51,6 +52,18 @@ struct CpuConvGeometry {
 // refuses is Braze's Halide convolution rather than a call that fails at run time. False
 // without oneDNN.
 bool CpuConvSupported(const CpuConvGeometry& g, int threads);
+
+// oneDNN's name of the implementation the convolution `g` with `threads` threads runs
+// ("jit_wino_4x3:avx512_core", "brgconv:avx512_core"); empty where CpuConvSupported is false.
+std::string CpuConvImplementation(const CpuConvGeometry& g, int threads);
+
+// Whether a 3x3 convolution of at least 64 input and output channels may run as oneDNN's
+// Winograd algorithm (device/onednn_conv.h, docs/CONVOLUTIONS.md): on by default, off by
+// BRAZE_FLAGS --cpu_conv_winograd=false; read at each call. And how many calls since the
+// process started had a NaN or an infinity in a Winograd result and were recomputed by
+// the direct convolution.
+void SetCpuConvWinograd(bool on);
+int64_t CpuConvWinogradRecomputes();
 
 // braze_cpu_conv_f32's address, for JIT pipelines and the disk cache's runtime.
 void* CpuConvF32Address();

@@ -5,11 +5,24 @@
 // reads as (G x) O x I x KH x KW with HWIO's strides; each primitive is made with the
 // filter in the layout it prefers ("any") and a reorder to or from HWIO at every call
 // (training changes the filter at every step; it is a few KiB to a few MiB).
+//
+// Winograd (WinogradCandidate): oneDNN's F(4x4, 3x3) convolution reads and writes its
+// blocked layout (nChw16c), so x and y are staged as the filter is: reordered into a
+// buffer of the primitive's own before the call, or out of it after. Its transforms mix
+// the 6x6 input tile of each 4x4 output tile, so a NaN or an infinity reaches outputs
+// whose window does not hold it, and an infinity may become NaN: where the result holds
+// any non-finite value the call is recomputed by the direct convolution (the result of
+// every other path). A non-finite operand always gives a non-finite Winograd result
+// somewhere (each transformed element reaches an output), so the special values are
+// the direct convolution's; finite results differ from it by the rounding of the
+// transforms (about 1e-6 of the operands' scale measured at 64 channels).
 #include "device/onednn_conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -18,19 +31,40 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "device/thread_pool.h"
 #include "ir/logging.h"
 
 namespace braze {
 namespace onednn {
 
+namespace {
+std::atomic<bool> winograd_on{true};
+std::atomic<int64_t> winograd_recomputes{0};
+}  // namespace
+
+void SetWinograd(bool on) { winograd_on.store(on, std::memory_order_relaxed); }
+bool WinogradOn() { return winograd_on.load(std::memory_order_relaxed); }
+int64_t WinogradRecomputes() { return winograd_recomputes.load(std::memory_order_relaxed); }
+
 #if BRAZE_HAVE_DNNL
+// A tensor the primitive reads or writes in a layout of its own while the caller holds it
+// plain: a buffer in the primitive's layout and the reorder into it (an operand) or out
+// of it (a result). `mem` null: the primitive uses the plain tensor in place.
+struct Staged {
+  dnnl_memory_t mem = nullptr;
+  dnnl_primitive_t reorder = nullptr;
+  std::unique_ptr<void, decltype(&std::free)> bytes{nullptr, &std::free};
+};
+
 struct PreparedConv {
   explicit PreparedConv(const Api& api) : api(api) {}
   ~PreparedConv() {
-    for (dnnl_memory_t m : {x, w_plain, w, bias, residual, y, scratch}) {
+    for (dnnl_memory_t m : {x, w_plain, bias, residual, y, scratch, xs.mem, ws.mem, ys.mem}) {
       if (m != nullptr) api.memory_destroy(m);
     }
-    if (reorder != nullptr) api.primitive_destroy(reorder);
+    for (dnnl_primitive_t r : {xs.reorder, ws.reorder, ys.reorder}) {
+      if (r != nullptr) api.primitive_destroy(r);
+    }
     if (stream != nullptr) api.stream_destroy(stream);
     if (primitive != nullptr) api.primitive_destroy(primitive);
   }
@@ -41,15 +75,20 @@ struct PreparedConv {
   int dir = kForward;
   std::mutex mu;  // one call at a time: the memory objects and scratchpad are shared
   dnnl_primitive_t primitive = nullptr;
-  // HWIO into the primitive's layout (forward, data) or back (weights); null: the same.
-  dnnl_primitive_t reorder = nullptr;
-  dnnl_memory_t x = nullptr, w_plain = nullptr, w = nullptr, bias = nullptr, residual = nullptr,
-                y = nullptr, scratch = nullptr;
+  // The caller's tensors (plain), and x, the filter and y in the primitive's layouts
+  // where they differ: the filter always but for a plain-preferring implementation, x
+  // and y for Winograd's blocked layout.
+  dnnl_memory_t x = nullptr, w_plain = nullptr, bias = nullptr, residual = nullptr, y = nullptr,
+                scratch = nullptr;
+  Staged xs, ws, ys;
   dnnl_stream_t stream = nullptr;
   bool relu_post_ops = false;
   std::string impl;  // oneDNN's name of the implementation ("brgconv:avx512_core")
-  std::unique_ptr<void, decltype(&std::free)> w_bytes{nullptr, &std::free};
   std::unique_ptr<void, decltype(&std::free)> scratch_bytes{nullptr, &std::free};
+  // Winograd's: the direct convolution of the same key, recomputing a non-finite result,
+  // and the result's element count.
+  std::shared_ptr<PreparedConv> direct;
+  int64_t result_elements = 0;
 };
 
 namespace {
@@ -91,14 +130,19 @@ bool FilterDesc(const Api& api, dnnl_memory_desc_t* md, const ConvKey& k) {
 }
 
 struct Descs {
-  dnnl_memory_desc_t x, y, w_plain, w_any, bias;
+  dnnl_memory_desc_t x, y, w_plain, w_any, bias, x_any, y_any;
 };
 
 bool MakeDescs(const Api& api, const ConvKey& k, Descs* d) {
   dnnl_dims_t w_dims;
   const int w_rank = FilterDims(k, w_dims);
   const dnnl_dims_t bias_dims = {k.o};
+  const dnnl_dims_t x_dims = {k.n, k.c, k.h, k.w}, y_dims = {k.n, k.o, k.oh, k.ow};
   return ActivationDesc(api, &d->x, k.n, k.c, k.h, k.w, k.nchw) &&
+         api.memory_desc_init_by_tag(&d->x_any, 4, x_dims, dnnl_f32, dnnl_format_tag_any) ==
+             dnnl_success &&
+         api.memory_desc_init_by_tag(&d->y_any, 4, y_dims, dnnl_f32, dnnl_format_tag_any) ==
+             dnnl_success &&
          ActivationDesc(api, &d->y, k.n, k.o, k.oh, k.ow, k.nchw) &&
          FilterDesc(api, &d->w_plain, k) &&
          api.memory_desc_init_by_tag(&d->w_any, w_rank, w_dims, dnnl_f32, dnnl_format_tag_any) ==
@@ -107,19 +151,23 @@ bool MakeDescs(const Api& api, const ConvKey& k, Descs* d) {
 }
 
 // The primitive descriptor for `k` (and, for the backward ones, the forward one oneDNN
-// takes as a hint). Null on a refusal; the caller destroys what it gets.
+// takes as a hint), direct on the caller's layouts, or Winograd on the layouts it
+// prefers. Null on a refusal; the caller destroys what it gets.
 dnnl_primitive_desc_t ConvDesc(const Library& lib, const ConvKey& k, const Descs& d,
-                               dnnl_primitive_attr_t attr) {
+                               dnnl_primitive_attr_t attr, bool winograd) {
   const Api& api = lib.api;
+  const dnnl_alg_kind_t alg = winograd ? dnnl_convolution_winograd : dnnl_convolution_direct;
+  const dnnl_memory_desc_t* x = winograd ? &d.x_any : &d.x;
+  const dnnl_memory_desc_t* y = winograd ? &d.y_any : &d.y;
   const dnnl_dims_t strides = {k.sh, k.sw}, dilates = {k.dh - 1, k.dw - 1};
   const dnnl_dims_t pad_l = {k.pt, k.pl}, pad_r = {k.pb, k.pr};
   const bool fwd_bias = k.dir == kForward && (k.post & kPostBias) != 0;
   dnnl_convolution_desc_t fwd;
   dnnl_primitive_desc_t fwd_pd = nullptr;
-  if (api.conv_forward_desc_init(
-          &fwd, k.dir == kForward ? dnnl_forward_inference : dnnl_forward_training,
-          dnnl_convolution_direct, &d.x, &d.w_any, fwd_bias ? &d.bias : nullptr, &d.y, strides,
-          dilates, pad_l, pad_r) != dnnl_success ||
+  if (api.conv_forward_desc_init(&fwd,
+                                 k.dir == kForward ? dnnl_forward_inference : dnnl_forward_training,
+                                 alg, x, &d.w_any, fwd_bias ? &d.bias : nullptr, y, strides,
+                                 dilates, pad_l, pad_r) != dnnl_success ||
       api.primitive_desc_create(&fwd_pd, &fwd, k.dir == kForward ? attr : nullptr, lib.engine,
                                 nullptr) != dnnl_success) {
     return nullptr;
@@ -129,11 +177,10 @@ dnnl_primitive_desc_t ConvDesc(const Library& lib, const ConvKey& k, const Descs
   dnnl_primitive_desc_t pd = nullptr;
   const bool ok =
       (k.dir == kBackwardData
-           ? api.conv_backward_data_desc_init(&bwd, dnnl_convolution_direct, &d.x, &d.w_any, &d.y,
-                                              strides, dilates, pad_l, pad_r)
-           : api.conv_backward_weights_desc_init(&bwd, dnnl_convolution_direct, &d.x, &d.w_any,
-                                                 nullptr, &d.y, strides, dilates, pad_l, pad_r)) ==
-          dnnl_success &&
+           ? api.conv_backward_data_desc_init(&bwd, alg, x, &d.w_any, y, strides, dilates, pad_l,
+                                              pad_r)
+           : api.conv_backward_weights_desc_init(&bwd, alg, x, &d.w_any, nullptr, y, strides,
+                                                 dilates, pad_l, pad_r)) == dnnl_success &&
       api.primitive_desc_create(&pd, &bwd, attr, lib.engine, fwd_pd) == dnnl_success;
   api.primitive_desc_destroy(fwd_pd);
   return ok ? pd : nullptr;
@@ -168,13 +215,34 @@ bool SetPostOps(const Api& api, dnnl_primitive_attr_t attr, const dnnl_memory_de
   return ok;
 }
 
+// Stages a tensor the caller holds as `plain` for a primitive that wants `md`: nothing
+// where they are equal, else a buffer of md's layout and the reorder into it (`operand`)
+// or out of it. False on an error.
+bool Stage(const Library& lib, const dnnl_memory_desc_t* plain, const dnnl_memory_desc_t* md,
+           bool operand, Staged* s) {
+  const Api& api = lib.api;
+  if (md == nullptr) return false;
+  if (api.memory_desc_equal(md, plain) != 0) return true;
+  dnnl_primitive_desc_t pd = nullptr;
+  s->bytes.reset(AlignedAlloc(api.memory_desc_get_size(md)));
+  const bool ok =
+      s->bytes != nullptr &&
+      api.reorder_desc_create(&pd, operand ? plain : md, lib.engine, operand ? md : plain,
+                              lib.engine, nullptr) == dnnl_success &&
+      api.primitive_create(&s->reorder, pd) == dnnl_success &&
+      api.memory_create(&s->mem, md, lib.engine, s->bytes.get()) == dnnl_success;
+  if (pd != nullptr) api.primitive_desc_destroy(pd);
+  return ok;
+}
+
 // Null when oneDNN refuses the configuration. `relu_post_ops`: a kPostRelu key's ReLU
 // by the primitive, where the check for its post-ops (ConvReluPostOpsChecked, or with a
 // residual ConvResidualPostOpsChecked) accepts its implementation, or `unchecked`: the
 // check's own primitive. A residual key's binary_add is always the primitive's: null
-// where its check does not accept the implementation.
+// where its check does not accept the implementation. `winograd`: oneDNN's Winograd
+// algorithm on its own activation layouts (null where it refuses), else the direct one.
 std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool relu_post_ops,
-                                      bool unchecked = false) {
+                                      bool unchecked = false, bool winograd = false) {
   const Api& api = lib.api;
   auto p = std::make_shared<PreparedConv>(api);
   p->dir = k.dir;
@@ -186,7 +254,7 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
   bool ok = MakeDescs(api, k, &d) && api.attr_create(&attr) == dnnl_success &&
             api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
             SetPostOps(api, attr, residual ? &d.y : nullptr, p->relu_post_ops) &&
-            (pd = ConvDesc(lib, k, d, attr)) != nullptr;
+            (pd = ConvDesc(lib, k, d, attr, winograd)) != nullptr;
   const char* impl = nullptr;
   if (ok && api.query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) {
     p->impl = impl;
@@ -200,23 +268,19 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
       ok = ConvReluPostOpsChecked(lib, p->impl);
     }
   }
-  const dnnl_query_t weights_query =
-      k.dir == kBackwardWeights ? dnnl_query_diff_weights_md : dnnl_query_weights_md;
-  const dnnl_memory_desc_t* weights = ok ? api.query_md(pd, weights_query, 0) : nullptr;
+  // Each tensor in the primitive's layout: an operand reordered in, a result out.
+  const bool fwd = k.dir == kForward, data = k.dir == kBackwardData;
+  auto md = [&](dnnl_query_t what) { return ok ? api.query_md(pd, what, 0) : nullptr; };
+  ok = ok &&
+       Stage(lib, &d.w_plain, md(fwd || data ? dnnl_query_weights_md : dnnl_query_diff_weights_md),
+             fwd || data, &p->ws) &&
+       Stage(lib, &d.x, md(data ? dnnl_query_diff_src_md : dnnl_query_src_md), !data, &p->xs) &&
+       Stage(lib, &d.y, md(fwd ? dnnl_query_dst_md : dnnl_query_diff_dst_md), !fwd, &p->ys);
+  p->result_elements = fwd    ? k.n * k.o * k.oh * k.ow
+                       : data ? k.n * k.c * k.h * k.w
+                              : k.kh * k.kw * (k.c / k.g) * k.o;
   const dnnl_memory_desc_t* scratch = ok ? api.query_md(pd, dnnl_query_scratchpad_md, 0) : nullptr;
   const size_t scratch_size = scratch != nullptr ? api.memory_desc_get_size(scratch) : 0;
-  const bool reorder = weights != nullptr && api.memory_desc_equal(weights, &d.w_plain) == 0;
-  dnnl_primitive_desc_t reorder_pd = nullptr;
-  if (ok && reorder) {
-    const bool back = k.dir == kBackwardWeights;  // the primitive's layout into HWIO
-    p->w_bytes.reset(AlignedAlloc(api.memory_desc_get_size(weights)));
-    ok =
-        p->w_bytes != nullptr &&
-        api.reorder_desc_create(&reorder_pd, back ? weights : &d.w_plain, lib.engine,
-                                back ? &d.w_plain : weights, lib.engine, nullptr) == dnnl_success &&
-        api.primitive_create(&p->reorder, reorder_pd) == dnnl_success &&
-        api.memory_create(&p->w, weights, lib.engine, p->w_bytes.get()) == dnnl_success;
-  }
   if (ok && scratch_size > 0) {
     p->scratch_bytes.reset(AlignedAlloc(scratch_size));
     ok = p->scratch_bytes != nullptr && api.memory_create(&p->scratch, scratch, lib.engine,
@@ -232,7 +296,6 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
         api.memory_create(&p->residual, &d.y, lib.engine, DNNL_MEMORY_NONE) == dnnl_success) &&
        api.memory_create(&p->y, &d.y, lib.engine, DNNL_MEMORY_NONE) == dnnl_success &&
        api.stream_create(&p->stream, lib.engine, dnnl_stream_default_flags) == dnnl_success;
-  if (reorder_pd != nullptr) api.primitive_desc_destroy(reorder_pd);
   if (pd != nullptr) api.primitive_desc_destroy(pd);
   if (attr != nullptr) api.attr_destroy(attr);
   return ok ? p : nullptr;
@@ -241,6 +304,15 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
 bool Execute(const Api& api, PreparedConv& p, dnnl_primitive_t primitive, int nargs,
              dnnl_exec_arg_t* args) {
   return api.primitive_execute(primitive, p.stream, nargs, args) == dnnl_success;
+}
+
+// Reorders a staged tensor between the caller's `plain` memory and the primitive's
+// layout: in (before the call) or out (after it). Nothing where it is not staged.
+bool Reorder(const Api& api, PreparedConv& p, const Staged& s, dnnl_memory_t plain, bool in) {
+  if (s.reorder == nullptr) return true;
+  dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, in ? plain : s.mem},
+                             {DNNL_ARG_TO, in ? s.mem : plain}};
+  return Execute(api, p, s.reorder, 2, args);
 }
 
 bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
@@ -253,18 +325,21 @@ bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
        api.set_data_handle(p.residual, const_cast<float*>(residual)) != dnnl_success)) {
     return false;
   }
-  const dnnl_memory_t weights = p.reorder != nullptr ? p.w : p.w_plain;
-  if (p.reorder != nullptr && p.dir != kBackwardWeights) {
-    dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, p.w_plain}, {DNNL_ARG_TO, p.w}};
-    if (!Execute(api, p, p.reorder, 2, args)) return false;
+  const bool fwd = p.dir == kForward, data = p.dir == kBackwardData;
+  if (!Reorder(api, p, p.ws, p.w_plain, fwd || data) ||
+      (!data && !Reorder(api, p, p.xs, p.x, true)) || (!fwd && !Reorder(api, p, p.ys, p.y, true))) {
+    return false;
   }
+  const dnnl_memory_t xm = p.xs.mem != nullptr ? p.xs.mem : p.x;
+  const dnnl_memory_t ym = p.ys.mem != nullptr ? p.ys.mem : p.y;
+  const dnnl_memory_t weights = p.ws.mem != nullptr ? p.ws.mem : p.w_plain;
   dnnl_exec_arg_t args[6];
   int nargs = 0;
   switch (p.dir) {
     case kForward:
-      args[nargs++] = {DNNL_ARG_SRC, p.x};
+      args[nargs++] = {DNNL_ARG_SRC, xm};
       args[nargs++] = {DNNL_ARG_WEIGHTS, weights};
-      args[nargs++] = {DNNL_ARG_DST, p.y};
+      args[nargs++] = {DNNL_ARG_DST, ym};
       if (p.bias != nullptr) args[nargs++] = {DNNL_ARG_BIAS, p.bias};
       // The residual's binary_add is post-op 0 (the ReLU's come after it).
       if (p.residual != nullptr) {
@@ -272,23 +347,49 @@ bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
       }
       break;
     case kBackwardData:
-      args[nargs++] = {DNNL_ARG_DIFF_DST, p.y};
+      args[nargs++] = {DNNL_ARG_DIFF_DST, ym};
       args[nargs++] = {DNNL_ARG_WEIGHTS, weights};
-      args[nargs++] = {DNNL_ARG_DIFF_SRC, p.x};
+      args[nargs++] = {DNNL_ARG_DIFF_SRC, xm};
       break;
     default:
-      args[nargs++] = {DNNL_ARG_SRC, p.x};
-      args[nargs++] = {DNNL_ARG_DIFF_DST, p.y};
+      args[nargs++] = {DNNL_ARG_SRC, xm};
+      args[nargs++] = {DNNL_ARG_DIFF_DST, ym};
       args[nargs++] = {DNNL_ARG_DIFF_WEIGHTS, weights};
       break;
   }
   if (p.scratch != nullptr) args[nargs++] = {DNNL_ARG_SCRATCHPAD, p.scratch};
   if (!Execute(api, p, p.primitive, nargs, args)) return false;
-  if (p.reorder != nullptr && p.dir == kBackwardWeights) {
-    dnnl_exec_arg_t back[2] = {{DNNL_ARG_FROM, p.w}, {DNNL_ARG_TO, p.w_plain}};
-    if (!Execute(api, p, p.reorder, 2, back)) return false;
-  }
-  return api.stream_wait(p.stream) == dnnl_success;
+  const bool out_ok = fwd    ? Reorder(api, p, p.ys, p.y, false)
+                      : data ? Reorder(api, p, p.xs, p.x, false)
+                             : Reorder(api, p, p.ws, p.w_plain, false);
+  return out_ok && api.stream_wait(p.stream) == dnnl_success;
+}
+
+// Whether any of the `n` floats at `v` is NaN or infinite (all exponent bits set), in
+// chunks on Braze's pool: a Winograd result is read once more, about a tenth of the time
+// the algorithm saves at 64 channels.
+bool AnyNonFinite(const float* v, int64_t n) {
+  constexpr int64_t kChunk = 1 << 16;
+  struct Scan {
+    const float* v;
+    int64_t n;
+    std::atomic<bool> found{false};
+  } scan{v, n};
+  auto task = [](void*, int i, uint8_t* closure) {
+    Scan& s = *reinterpret_cast<Scan*>(closure);
+    const int64_t begin = int64_t{i} * kChunk, end = std::min(s.n, begin + kChunk);
+    uint32_t all_ones = 0;
+    for (int64_t j = begin; j < end; ++j) {
+      uint32_t bits;
+      std::memcpy(&bits, s.v + j, sizeof(bits));
+      all_ones |= (~bits & 0x7f800000u) == 0 ? 1u : 0u;
+    }
+    if (all_ones != 0) s.found.store(true, std::memory_order_relaxed);
+    return 0;
+  };
+  const int chunks = static_cast<int>((n + kChunk - 1) / kChunk);
+  device::ParallelFor(nullptr, task, 0, chunks, reinterpret_cast<uint8_t*>(&scan));
+  return scan.found.load();
 }
 
 // The ReLU post-ops' check (as onednn_relu_check.cc's for the matmul): the convolution
@@ -443,6 +544,13 @@ bool ConvResidualPostOpsChecked(const Library& lib, const std::string& impl, boo
 
 }  // namespace
 
+bool WinogradCandidate(const ConvKey& k) {
+  const bool post_ok = k.dir != kForward || (k.post & (kPostResidual | kPostRelu)) == 0;
+  return k.winograd && post_ok && k.kh == 3 && k.kw == 3 && k.sh == 1 && k.sw == 1 && k.dh == 1 &&
+         k.dw == 1 && k.g == 1 && k.c >= 64 && k.o >= 64 && k.pt <= 1 && k.pb <= 1 && k.pl <= 1 &&
+         k.pr <= 1;
+}
+
 std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k) {
   constexpr size_t kMaxPrepared = 256;
   static std::mutex mu;
@@ -451,19 +559,54 @@ std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k) {
   auto it = cache->find(k);
   if (it != cache->end()) return it->second;
   if (cache->size() >= kMaxPrepared) cache->clear();
-  std::shared_ptr<PreparedConv> p = Prepare(lib, k, /*relu_post_ops=*/true);
-  if (p == nullptr && (k.post & kPostRelu) != 0) p = Prepare(lib, k, /*relu_post_ops=*/false);
-  if (p != nullptr) cache->emplace(k, p);
+  ConvKey direct_key = k;
+  direct_key.winograd = false;
+  std::shared_ptr<PreparedConv> p;
+  if (k.winograd) {
+    auto direct = cache->find(direct_key);
+    p = direct != cache->end() ? direct->second : nullptr;
+  }
+  if (p == nullptr) {
+    p = Prepare(lib, direct_key, /*relu_post_ops=*/true);
+    if (p == nullptr && (k.post & kPostRelu) != 0) {
+      p = Prepare(lib, direct_key, /*relu_post_ops=*/false);
+    }
+    if (p == nullptr) return nullptr;
+    cache->emplace(direct_key, p);
+  }
+  if (WinogradCandidate(k)) {
+    std::shared_ptr<PreparedConv> wino =
+        Prepare(lib, k, /*relu_post_ops=*/false, /*unchecked=*/false, /*winograd=*/true);
+    if (wino != nullptr) {
+      wino->direct = p;
+      p = wino;
+    }
+  }
+  if (k.winograd) cache->emplace(k, p);
   return p;
 }
 
 bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias,
              const float* residual, float* y) {
   std::lock_guard<std::mutex> lock(p.mu);
-  return Run(lib.api, p, x, w, bias, residual, y);
+  if (!Run(lib.api, p, x, w, bias, residual, y)) return false;
+  if (p.direct == nullptr) return true;
+  const float* result = p.dir == kForward ? y : p.dir == kBackwardData ? x : w;
+  if (!AnyNonFinite(result, p.result_elements)) return true;
+  // Winograd's transforms spread a NaN or an infinity over its tiles: the direct
+  // convolution's result instead (onednn_conv.cc's opening comment).
+  if (winograd_recomputes.fetch_add(1, std::memory_order_relaxed) == 0) {
+    LogInfo(1,
+            "oneDNN's Winograd convolution gave a NaN or an infinity: recomputed by its direct "
+            "convolution (every such call is)");
+  }
+  std::lock_guard<std::mutex> direct_lock(p.direct->mu);
+  return Run(lib.api, *p.direct, x, w, bias, residual, y);
 }
 
 bool ConvAppliesRelu(const PreparedConv& p) { return p.relu_post_ops; }
+
+const std::string& ConvImplementation(const PreparedConv& p) { return p.impl; }
 #endif
 
 }  // namespace onednn

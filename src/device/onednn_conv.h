@@ -1,7 +1,8 @@
 // oneDNN's convolution primitives as cpu_conv.cc uses them: forward (with the bias, a
 // residual add as a binary_add post-op, and the ReLU post-ops), backward data and backward weights,
 // a primitive per configuration made at its first use and kept, each with its memory objects and
-// scratchpad.
+// scratchpad; a 3x3 one of enough channels by oneDNN's Winograd algorithm (F(4x4, 3x3)), with
+// a recompute by the direct one where its result holds a NaN or an infinity.
 //
 // Internal header: includes oneDNN's C header where the build has it.
 #ifndef BRAZE_DEVICE_ONEDNN_CONV_H_
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 
@@ -35,9 +37,11 @@ struct ConvKey {
   int post;  // forward only: ConvPost flags
   int threads;
   int dir;  // ConvDirection
+  // Winograd allowed (SetCpuConvWinograd); LookupConv uses it where WinogradCandidate.
+  bool winograd = false;
   auto Tie() const {
     return std::make_tuple(n, c, h, w, o, oh, ow, kh, kw, g, sh, sw, dh, dw, pt, pb, pl, pr, nchw,
-                           post, threads, dir);
+                           post, threads, dir, winograd);
   }
   bool operator==(const ConvKey& k) const { return Tie() == k.Tie(); }
   template <typename H>
@@ -47,6 +51,15 @@ struct ConvKey {
 };
 
 struct PreparedConv;
+
+// Whether `k` may run as oneDNN's Winograd convolution: a 3x3 window at unit strides
+// without dilation or groups, padding of at most 1, at least 64 input and output channels
+// (CPU time per call on the 2-core AVX-512 VM under load: at 64 -> 64, 56x56 1.3-1.9x
+// faster than the direct convolution, the reorders to and from its blocked layout
+// included; at 32 -> 64, 14x14 and 16 -> 16 2-4x slower), no residual and no ReLU
+// post-op (their checks cover the direct implementations). oneDNN may still refuse it; the direct
+// one is used then.
+bool WinogradCandidate(const ConvKey& k);
 
 // The prepared primitive for `k`, made at its first use and kept (at most 256, then the
 // cache starts again; one in use lives on through its caller's reference); null when
@@ -65,7 +78,17 @@ bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const floa
 // The residual add is always the primitive's: a key whose binary_add post-op is not
 // checked for its implementation gets no primitive (LookupConv is null).
 bool ConvAppliesRelu(const PreparedConv& p);
+
+// oneDNN's name of `p`'s implementation ("jit_wino_4x3:avx512_core", "brgconv:avx512_core").
+const std::string& ConvImplementation(const PreparedConv& p);
 #endif
+
+// Winograd on or off for the calls from now on (default on; BRAZE_FLAGS
+// --cpu_conv_winograd=false turns it off), and the calls whose Winograd result held a NaN or
+// an infinity and were recomputed by the direct convolution, since the process started.
+void SetWinograd(bool on);
+bool WinogradOn();
+int64_t WinogradRecomputes();
 
 }  // namespace onednn
 }  // namespace braze

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "device/cpu_conv.h"
 #include "ir/logging.h"
 #include "ir/timeline.h"
 
@@ -17,7 +18,7 @@ constexpr char kKnownFlags[] =
     "known flags: --dump_to=DIR, --clustering_debug[=true|false], --timeline=FILE, --v=N, "
     "--verify[=true|false], --log_compiles[=true|false], --symbolic_shapes[=true|false], "
     "--schedule_dirs=DIR[:DIR...], --stored_schedules[=true|false], "
-    "--cpu_gemm_library[=true|false], --cpu_gemm_min_work=N";
+    "--cpu_gemm_library[=true|false], --cpu_gemm_min_work=N, --cpu_conv_winograd[=true|false]";
 
 absl::Status Bad(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("BRAZE_FLAGS: ", what, "; ", kKnownFlags));
@@ -63,6 +64,7 @@ FlagState* NewFlagStateFromEnvironment() {
   }
   state->flags = *std::move(parsed);
   if (state->flags.v) SetLogVerbosity(*state->flags.v);
+  SetCpuConvWinograd(state->flags.cpu_conv_winograd);
   return state;
 }
 
@@ -102,13 +104,14 @@ absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
       }
     } else if (name == "clustering_debug" || name == "verify" || name == "log_compiles" ||
                name == "symbolic_shapes" || name == "stored_schedules" ||
-               name == "cpu_gemm_library") {
-      bool& flag = name == "verify"             ? flags.verify
-                   : name == "log_compiles"     ? flags.log_compiles
-                   : name == "symbolic_shapes"  ? flags.symbolic_shapes
-                   : name == "stored_schedules" ? flags.stored_schedules
-                   : name == "cpu_gemm_library" ? flags.cpu_gemm_library
-                                                : flags.clustering_debug;
+               name == "cpu_gemm_library" || name == "cpu_conv_winograd") {
+      bool& flag = name == "verify"              ? flags.verify
+                   : name == "log_compiles"      ? flags.log_compiles
+                   : name == "symbolic_shapes"   ? flags.symbolic_shapes
+                   : name == "stored_schedules"  ? flags.stored_schedules
+                   : name == "cpu_gemm_library"  ? flags.cpu_gemm_library
+                   : name == "cpu_conv_winograd" ? flags.cpu_conv_winograd
+                                                 : flags.clustering_debug;
       if (!has_value || value == "true" || value == "1") {
         flag = true;
       } else if (value == "false" || value == "0") {
@@ -147,6 +150,7 @@ void SetBrazeFlagsForTesting(absl::StatusOr<BrazeFlags> flags) {
     state.flags = *std::move(flags);
     state.status = absl::OkStatus();
     if (state.flags.v) SetLogVerbosity(*state.flags.v);
+    SetCpuConvWinograd(state.flags.cpu_conv_winograd);
   } else {
     state.flags = BrazeFlags{};
     state.status = flags.status();

@@ -37,6 +37,8 @@
 //   --cpu_gemm_min_work=N  the least batch*m*n*k for which a matmul calls oneDNN
 //                        (default 2^21); 1 sends every f32 matmul there, which is how
 //                        braze-fuzz checks the library path on small, odd shapes
+//   --cpu_conv_winograd=false  no CPU convolution runs as oneDNN's Winograd algorithm:
+//                        every one is its direct convolution (docs/CONVOLUTIONS.md)
 //
 // A boolean flag also takes =true/false/1/0; a repeated flag's last value wins; values
 // cannot contain whitespace. Parsing lives in the library, so a bad BRAZE_FLAGS cannot
@@ -66,6 +68,7 @@ struct BrazeFlags {
   bool stored_schedules = true;            // false: overrides SessionOptions::stored_schedules
   bool cpu_gemm_library = true;            // false: overrides SessionOptions::cpu_matmul
   int64_t cpu_gemm_min_work = -1;          // > 0: replaces kLibraryGemmMinWork
+  bool cpu_conv_winograd = true;           // false: SetCpuConvWinograd(false)
 };
 
 // Parses a BRAZE_FLAGS value. InvalidArgument for an unknown flag (the message lists the

@@ -6,6 +6,7 @@
 // (with the reason) where oneDNN is not installed; CI installs it (tools/setup.sh).
 #include "device/cpu_conv.h"
 
+#include <iterator>
 #include <limits>
 #include <string>
 #include <vector>
@@ -252,6 +253,80 @@ TEST_F(CpuConvTest, ResidualOfAStridedPaddedConvolutionStaysHalide) {
       ASSERT_TRUE(kernel.ok()) << kernel.status();
       EXPECT_EQ(CallSuffix(**kernel), "_bias") << (*kernel)->schedule_text();
     }
+  }
+}
+
+// A 3x3 convolution of at least 64 channels runs as oneDNN's Winograd algorithm
+// (device/onednn_conv.h) in every direction: it matches the reference at odd and prime
+// extents, both formats, SAME and VALID; a NaN or an infinity in an operand gives the
+// reference's special values (the call is recomputed by the direct convolution); with
+// Winograd off the same call is the direct convolution.
+TEST_F(CpuConvTest, WinogradMatchesTheReferenceAndKeepsSpecials) {
+  struct WinoCase {
+    DataFormat format;
+    int64_t n, h, w, c, o;
+    Padding padding;
+    bool specials;
+  };
+  const WinoCase cases[] = {
+      {DataFormat::kNHWC, 3, 13, 7, 64, 80, Padding::kSame, false},
+      {DataFormat::kNCHW, 2, 11, 5, 64, 64, Padding::kValid, true},
+      {DataFormat::kNHWC, 1, 6, 13, 80, 64, Padding::kSame, true},
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const WinoCase& k = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    const bool nchw = k.format == DataFormat::kNCHW;
+    const Shape xs = nchw ? Shape{k.n, k.c, k.h, k.w} : Shape{k.n, k.h, k.w, k.c};
+    const int32_t pad = k.padding == Padding::kSame ? 1 : 0;
+    // The forward call's geometry: 3x3, unit strides and dilations, no groups, no post-op.
+    CpuConvGeometry g{};
+    g.nchw = nchw, g.n = int32_t(k.n), g.c_in = int32_t(k.c), g.in_h = int32_t(k.h);
+    g.in_w = int32_t(k.w), g.c_out = int32_t(k.o), g.kh = 3, g.kw = 3, g.groups = 1;
+    g.sh = g.sw = g.dh = g.dw = 1;
+    g.pt = g.pb = g.pl = g.pr = pad;
+    // oneDNN 2.6's Winograd is an AVX-512 kernel; elsewhere the call is the direct one.
+    const bool wino = absl::StrContains(CpuConvImplementation(g, 1), "wino");
+    if (__builtin_cpu_supports("avx512f")) EXPECT_TRUE(wino) << CpuConvImplementation(g, 1);
+    Window2D w = Win(k.padding, 1, 1);
+    w.format = k.format;
+    HostTensor xv = HostTensor::RandomUniform(DType::kF32, xs, 60 + i);
+    HostTensor dyv = HostTensor::RandomUniform(
+        DType::kF32,
+        nchw ? Shape{k.n, k.o, g.OutH(), g.OutW()} : Shape{k.n, g.OutH(), g.OutW(), k.o}, 70 + i);
+    if (k.specials) {
+      xv.data<float>()[5] = inf;
+      xv.data<float>()[xv.num_elements() - 100] = std::numeric_limits<float>::quiet_NaN();
+      // dy's infinity away from the padding: oneDNN's direct backward-weights kernel
+      // multiplies a border dy by the zero padding (NaN where the reference's -inf).
+      const int64_t oh = g.OutH(), ow = g.OutW();
+      const int64_t at = nchw ? (1 * oh + 2) * ow + 3 : ((2 * ow) + 3) * k.o + 1;
+      dyv.data<float>()[at] = -inf;
+    }
+    const int64_t recomputes = CpuConvWinogradRecomputes();
+    Case c;
+    Tensor x = c.Input(xv);
+    Tensor f = c.Input(DType::kF32, {3, 3, k.c, k.o}, 80 + i);
+    c.outputs = {Conv2D(x, f, w)};
+    Check(c, Library(), /*expect_call=*/true);
+    Case b;
+    Tensor bx = b.Input(xv);
+    Tensor bf = b.Input(DType::kF32, {3, 3, k.c, k.o}, 90 + i);
+    Tensor dy = b.Input(dyv);
+    b.outputs = {Conv2DBackpropInput(xs, bf, dy, w), Conv2DBackpropFilter(bx, bf.shape(), dy, w)};
+    Check(b, Library(), /*expect_call=*/true);
+    // Each direction's special values came from a recompute (a call per batch range the
+    // kernel hands over), and only theirs.
+    if (k.specials && wino) {
+      EXPECT_GE(CpuConvWinogradRecomputes() - recomputes, 3);
+    } else {
+      EXPECT_EQ(CpuConvWinogradRecomputes(), recomputes);
+    }
+    // Off: the direct convolution.
+    SetCpuConvWinograd(false);
+    EXPECT_FALSE(absl::StrContains(CpuConvImplementation(g, 1), "wino"));
+    SetCpuConvWinograd(true);
   }
 }
 

@@ -64,6 +64,9 @@ TEST(Flags, BooleanFormsAndLastValueWins) {
   EXPECT_TRUE(ParseBrazeFlags("")->cpu_gemm_library);
   EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_library=false")->cpu_gemm_library);
   EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_library=maybe").ok());
+  EXPECT_TRUE(ParseBrazeFlags("")->cpu_conv_winograd);
+  EXPECT_FALSE(ParseBrazeFlags("--cpu_conv_winograd=false")->cpu_conv_winograd);
+  EXPECT_FALSE(ParseBrazeFlags("--cpu_conv_winograd=maybe").ok());
   EXPECT_EQ(ParseBrazeFlags("")->cpu_gemm_min_work, -1);
   EXPECT_EQ(ParseBrazeFlags("--cpu_gemm_min_work=1")->cpu_gemm_min_work, 1);
   EXPECT_FALSE(ParseBrazeFlags("--cpu_gemm_min_work=0").ok());
