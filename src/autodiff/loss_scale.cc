@@ -113,7 +113,7 @@ Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
     maxima.push_back(Cast(Max(Abs(grad)), DType::kF32));
   }
   BookkeepingScope own_cluster(g);
-  Tensor largest = maxima[0];
+  Tensor largest = maxima.empty() ? ScalarConst(g, 0) : maxima[0];  // no gradient: finite
   for (size_t i = 1; i < maxima.size(); ++i) largest = Maximum(largest, maxima[i]);
   Tensor finite = Less(largest, ScalarConst(g, std::numeric_limits<double>::infinity()));
   // good_steps + 1 reaching the interval grows the scale and restarts the count; a
