@@ -4,7 +4,7 @@
 // kernels, with p true and false, the Assign's value fetched.
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
