@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "braze/ops.h"
 
@@ -73,6 +75,18 @@ Tensor BackwardRead(const Tensor& t) {
   const Tensor& src = n.input(0);
   if (src.node().op() != OpKind::kPlaceholder || !IsFloating(src.dtype())) return t;
   return Cast(src, t.dtype());
+}
+
+ScopedJitFrame::ScopedJitFrame(Graph& g, JitScopeFrame frame) : g_(g) {
+  frame.token = token_ = g.NextToken();
+  g.mutable_jit_frames().push_back(std::move(frame));
+}
+
+ScopedJitFrame::~ScopedJitFrame() {
+  std::vector<JitScopeFrame>& frames = g_.mutable_jit_frames();
+  auto it = std::find_if(frames.begin(), frames.end(),
+                         [&](const JitScopeFrame& f) { return f.token == token_; });
+  if (it != frames.end()) frames.erase(it);
 }
 
 }  // namespace autodiff_internal

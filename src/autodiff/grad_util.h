@@ -4,6 +4,7 @@
 #ifndef BRAZE_AUTODIFF_GRAD_UTIL_H_
 #define BRAZE_AUTODIFF_GRAD_UTIL_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "braze/graph.h"
@@ -39,6 +40,21 @@ Tensor BroadcastLike(Tensor t, const Tensor& x);
 // the forward pass's copy would be kept from the forward pass to the backward pass: an
 // activation the size of the batch (policy, issue 38, docs/MIXED_PRECISION.md).
 Tensor BackwardRead(const Tensor& t);
+
+// Pushes `frame` on the graph's JIT scope stack for its lifetime: ops built meanwhile
+// take its compile decision and scope id. Removed by its token (set here), leaving the
+// caller's stack as it was.
+class ScopedJitFrame {
+ public:
+  ScopedJitFrame(Graph& g, JitScopeFrame frame);
+  ~ScopedJitFrame();
+  ScopedJitFrame(const ScopedJitFrame&) = delete;
+  ScopedJitFrame& operator=(const ScopedJitFrame&) = delete;
+
+ private:
+  Graph& g_;
+  uint64_t token_ = 0;
+};
 
 }  // namespace autodiff_internal
 }  // namespace braze

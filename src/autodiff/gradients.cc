@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -92,7 +93,7 @@ absl::Status CheckArguments(const std::vector<Tensor>& ys, const std::vector<Ten
 // the caller's and is removed by token, leaving the caller's stack as it was.
 class GradientJitFrame {
  public:
-  GradientJitFrame(Graph& g, const Node& fwd, const std::string& name) : g_(g) {
+  GradientJitFrame(Graph& g, const Node& fwd, const std::string& name) {
     const JitInfo& jit = fwd.jit();
     if (!jit.compile.has_value()) return;
     JitScopeFrame frame;
@@ -101,22 +102,11 @@ class GradientJitFrame {
     frame.compile = *jit.compile;
     // Carried over so that gradients of these gradients separate again.
     frame.separate_compiled_gradients = jit.separate_compiled_gradients;
-    frame.token = token_ = g.NextToken();
-    g.mutable_jit_frames().push_back(std::move(frame));
+    pushed_.emplace(g, std::move(frame));
   }
-  ~GradientJitFrame() {
-    if (token_ == 0) return;
-    std::vector<JitScopeFrame>& frames = g_.mutable_jit_frames();
-    auto it = std::find_if(frames.begin(), frames.end(),
-                           [&](const JitScopeFrame& f) { return f.token == token_; });
-    if (it != frames.end()) frames.erase(it);
-  }
-  GradientJitFrame(const GradientJitFrame&) = delete;
-  GradientJitFrame& operator=(const GradientJitFrame&) = delete;
 
  private:
-  Graph& g_;
-  uint64_t token_ = 0;
+  std::optional<autodiff_internal::ScopedJitFrame> pushed_;
 };
 
 using TensorKey = std::pair<int, int>;  // (node id, output index)

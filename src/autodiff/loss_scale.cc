@@ -4,9 +4,13 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "autodiff/grad_util.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "ir/logging.h"
@@ -48,6 +52,23 @@ LossScale MakeLossScale(Graph& g, const LossScaling& settings) {
 
 namespace {
 
+// Under a compiling JitScope, ops built while it lives get a scope id of their own
+// ("<scope>_loss_scale"): they cluster together and never with the gradients. Outside
+// any scope (auto-clustering) it changes nothing.
+class BookkeepingScope {
+ public:
+  explicit BookkeepingScope(Graph& g) {
+    if (g.jit_frames().empty()) return;
+    JitScopeFrame frame = g.jit_frames().back();
+    frame.scope = absl::StrCat(frame.scope, "_loss_scale");
+    frame.separate_compiled_gradients = false;
+    pushed_.emplace(g, std::move(frame));
+  }
+
+ private:
+  std::optional<autodiff_internal::ScopedJitFrame> pushed_;
+};
+
 // The log line of a step that changed the scale (none for the others).
 HostFunction ScaleLog(double growth_interval) {
   return [growth_interval](
@@ -76,13 +97,24 @@ Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
   // Max(|g|) over every gradient: inf for an inf, and Max and Maximum carry a NaN
   // through (docs/MIXED_PRECISION.md); the comparison with +inf is false for both. Both
   // compile under strict_float, so LLVM's fast-math cannot assume them away.
-  Tensor inv = Reciprocal(ls.scale);
-  Tensor largest;
+  //
+  // Clustering merges a node with its readers, so a scalar shared by the gradients'
+  // clusters joins one of them and orders the others around it: the backward pass's
+  // clusters then run in another order than its own, and an activation stays live
+  // across the ones moved ahead (the f16 MLP step's dW1 cluster ran before dW2's). So
+  // each gradient has its own 1 / scale (a scalar op on a Variable, as Adam's scalars
+  // are built per variable) and its max |g| computed in its cluster, and the rest (the
+  // max over them, the finite test, the scale's update) is built in a scope of its own
+  // (BookkeepingScope), a small cluster after every gradient's.
+  std::vector<Tensor> maxima;
   for (Tensor& grad : *grads) {
+    Tensor inv = Reciprocal(ls.scale);
     grad = grad * (grad.dtype() == DType::kF32 ? inv : Cast(inv, grad.dtype()));
-    Tensor m = Cast(Max(Abs(grad)), DType::kF32);
-    largest = largest.valid() ? Maximum(largest, m) : m;
+    maxima.push_back(Cast(Max(Abs(grad)), DType::kF32));
   }
+  BookkeepingScope own_cluster(g);
+  Tensor largest = maxima.empty() ? ScalarConst(g, 0) : maxima[0];  // no gradient: finite
+  for (size_t i = 1; i < maxima.size(); ++i) largest = Maximum(largest, maxima[i]);
   Tensor finite = Less(largest, ScalarConst(g, std::numeric_limits<double>::infinity()));
   // good_steps + 1 reaching the interval grows the scale and restarts the count; a
   // step that is not finite backs off and restarts it.

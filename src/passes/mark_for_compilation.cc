@@ -254,6 +254,8 @@ const char* ExclusionReasonName(ExclusionReason reason) {
       return "cluster too small";
     case ExclusionReason::kLibraryCall:
       return "library call";
+    case ExclusionReason::kGatedUpdate:
+      return "gated update";
   }
   return "?";
 }
@@ -328,12 +330,17 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
     nc.node_name = node.name();
     nc.op = node.op();
     nc.reason = CandidateCheck(node, needed.empty() || needed[id], &nc.explanation);
-    if (nc.reason == ExclusionReason::kNone &&
-        id < static_cast<int>(options.library_calls.size()) && options.library_calls[id]) {
-      nc.reason = ExclusionReason::kLibraryCall;
+    const ExclusionReason claimed = id < static_cast<int>(options.claimed.size())
+                                        ? options.claimed[id]
+                                        : ExclusionReason::kNone;
+    if (nc.reason == ExclusionReason::kNone && claimed != ExclusionReason::kNone) {
+      nc.reason = claimed;
       nc.explanation =
-          absl::StrCat(Quoted(node), " (", node.op_name(), ") runs as a cuBLAS GEMM on ",
-                       EffectiveDevice(node, options).ToString());
+          claimed == ExclusionReason::kGatedUpdate
+              ? absl::StrCat(Quoted(node), " (", node.op_name(),
+                             ") gates a variable update: the runtime commits its value or none")
+              : absl::StrCat(Quoted(node), " (", node.op_name(), ") runs as a cuBLAS GEMM on ",
+                             EffectiveDevice(node, options).ToString());
     }
     candidate[id] = nc.reason == ExclusionReason::kNone;
   }

@@ -45,32 +45,6 @@
 
 namespace braze {
 
-struct ClusteringOptions {
-  // Session-level auto-clustering (SessionOptions::global_jit_level kOn1/kOn2): every
-  // compilable op may be clustered. false (kOff): only ops under a compiling JitScope,
-  // and unscoped ops that join them.
-  bool auto_cluster = false;
-  // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.
-  int min_cluster_size = 4;
-  int max_cluster_size = std::numeric_limits<int>::max();
-  // Most MatMul/BatchMatMul ops one cluster may hold (a cluster is one pipeline, one
-  // schedule: see SessionOptions::max_matmuls_per_cluster).
-  int max_matmuls_per_cluster = std::numeric_limits<int>::max();
-  // The device of ops built with no placement, so that they cluster with ops explicitly
-  // placed on the session's default device.
-  Device default_device;
-  // By node id: ops the runtime hands to a library instead (cuBLAS GEMMs on CUDA, with
-  // their folded epilogue); never clustered. Empty: none.
-  std::vector<bool> library_calls;
-  // Ordering edges (from, to), from < to, besides the ops' inputs: the runtime runs
-  // several updates of one variable in order, each reading the one before (no cluster
-  // may hold an op before the first and one after the second).
-  std::vector<std::pair<int, int>> extra_edges;
-};
-
-// A node's device, no placement resolved to `default_device`.
-Device EffectiveDevice(const Node& node, const ClusteringOptions& options);
-
 // Why an op is in no cluster. kNone: it is in one.
 enum class ExclusionReason {
   kNone,
@@ -86,8 +60,37 @@ enum class ExclusionReason {
   kMatMulLimit,      // merging would have put more matmuls in one cluster than allowed
   kClusterTooSmall,  // auto-cluster smaller than min_cluster_size
   kLibraryCall,      // runs as a library call (a cuBLAS GEMM on CUDA), a cluster boundary
+  kGatedUpdate,      // a Select(p, x, v) that only gates Assign(v, .): the commit decides
 };
 const char* ExclusionReasonName(ExclusionReason reason);  // "would form a cycle"
+
+struct ClusteringOptions {
+  // Session-level auto-clustering (SessionOptions::global_jit_level kOn1/kOn2): every
+  // compilable op may be clustered. false (kOff): only ops under a compiling JitScope,
+  // and unscoped ops that join them.
+  bool auto_cluster = false;
+  // Smallest auto-cluster kept (TensorFlow's default); explicit scopes ignore it.
+  int min_cluster_size = 4;
+  int max_cluster_size = std::numeric_limits<int>::max();
+  // Most MatMul/BatchMatMul ops one cluster may hold (a cluster is one pipeline, one
+  // schedule: see SessionOptions::max_matmuls_per_cluster).
+  int max_matmuls_per_cluster = std::numeric_limits<int>::max();
+  // The device of ops built with no placement, so that they cluster with ops explicitly
+  // placed on the session's default device.
+  Device default_device;
+  // By node id: ops a step kind of the runtime runs instead, and why (kNone: not
+  // claimed): kLibraryCall, cuBLAS GEMMs on CUDA with their folded epilogue;
+  // kGatedUpdate, a variable update gated by a bool scalar (passes/gated_update.h).
+  // Never clustered. Empty: none.
+  std::vector<ExclusionReason> claimed;
+  // Ordering edges (from, to), from < to, besides the ops' inputs: the runtime runs
+  // several updates of one variable in order, each reading the one before (no cluster
+  // may hold an op before the first and one after the second).
+  std::vector<std::pair<int, int>> extra_edges;
+};
+
+// A node's device, no placement resolved to `default_device`.
+Device EffectiveDevice(const Node& node, const ClusteringOptions& options);
 
 struct NodeClustering {
   int cluster = -1;  // index into ClusteringResult::clusters, or -1

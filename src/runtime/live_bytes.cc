@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
+
+#include "passes/gated_update.h"
 
 namespace braze {
 
@@ -64,11 +67,16 @@ LiveBytes MeasureLiveBytes(const Graph& g, const Plan& plan, const std::vector<b
       last_read[{t.node_id(), t.index()}] = static_cast<int>(i);
     }
   }
-  std::set<Key> updates;  // values an Assign stores (and the Assigns' own are updates too)
+  // Values an Assign stores (and the Assigns' own are updates too); through a gated
+  // update's Select (passes/gated_update.h), the value it commits when its gate is true.
+  std::set<Key> updates;
   for (int id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
     if (id < static_cast<int>(plan.needed.size()) && plan.needed[id] && IsUpdate(n.op())) {
       updates.insert({n.input(1).node_id(), n.input(1).index()});
+      if (std::optional<GatedUpdate> gated = MatchGatedUpdate(g, id)) {
+        updates.insert({gated->value.node_id(), gated->value.index()});
+      }
     }
   }
   const std::vector<bool> data = FromFeeds(g, fed);

@@ -16,8 +16,9 @@
 // computed from the Run's feeds (the batch: activations, their gradients, a loss) that
 // are not variable updates: it leaves out what depends on the variables and constants
 // alone (a 16-bit copy of a weight, a learning rate) and the new values of variables
-// and slots, which a step holds whatever its batch. All from the types the Run bound, so
-// they are exact and do not depend on timing.
+// and slots, which a step holds whatever its batch (a gated update's value too,
+// passes/gated_update.h, which the variable takes when its gate is true). All from the types the
+// Run bound, so they are exact and do not depend on timing.
 #ifndef BRAZE_RUNTIME_LIVE_BYTES_H_
 #define BRAZE_RUNTIME_LIVE_BYTES_H_
 

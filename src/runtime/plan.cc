@@ -39,9 +39,11 @@ struct Planning {
   std::vector<Device> device;  // by node id, for needed nodes (Place)
   std::set<std::pair<int, int>> fetched;
   std::vector<std::vector<int>> consumers;  // needed consumers, by node id
-  // Steps kinds claimed before clustering (Claim), and by node id whether one did.
+  // Steps kinds claimed before clustering (Claim), and by node id whether one did
+  // (and why the node is in no cluster: the kind's claim_reason).
   std::vector<Step> claimed_steps;
   std::vector<bool> claimed;
+  std::vector<ExclusionReason> claimed_as;
   // By node id of a needed Assign/AssignAdd/AssignSub: the needed one on the same
   // variable just before it in node (program) order, whose result it updates.
   std::unordered_map<int, int> prior_update;
@@ -117,6 +119,7 @@ std::vector<Step> OpByOp(const Planning& p, const std::vector<int>& nodes);
 
 void Claim(Planning& p) {
   p.claimed.assign(p.g.num_nodes(), false);
+  p.claimed_as.assign(p.g.num_nodes(), ExclusionReason::kNone);
   const PlanView view{p.g,
                       p.options,
                       p.plan->needed,
@@ -126,7 +129,10 @@ void Claim(Planning& p) {
                       [&p](const std::vector<int>& nodes) { return OpByOp(p, nodes); }};
   for (const StepKind* kind : AllStepKinds()) {
     for (Step& s : kind->Claim(view)) {
-      for (int id : s.nodes) p.claimed[id] = true;
+      for (int id : s.nodes) {
+        p.claimed[id] = true;
+        p.claimed_as[id] = kind->claim_reason();
+      }
       p.claimed_steps.push_back(std::move(s));
     }
   }
@@ -145,7 +151,7 @@ absl::Status ClusterOps(Planning& p) {
   o.min_cluster_size = p.options.min_cluster_size;
   o.max_cluster_size = p.options.max_cluster_size;
   o.max_matmuls_per_cluster = p.options.max_matmuls_per_cluster;
-  o.library_calls = p.claimed;
+  o.claimed = p.claimed_as;
   for (const auto& [id, prior] : p.prior_update) o.extra_edges.emplace_back(prior, id);
   BRAZE_ASSIGN_OR_RETURN(result, MarkForCompilation(p.g, o, p.plan->needed));
   return absl::OkStatus();

@@ -18,8 +18,9 @@
 //      before it, in program order; the steps and the clustering keep that order)
 //   4. Claim        steps that step kinds claim before clustering (step_kind.h): a
 //                   MatMul a library runs on CUDA with its folded epilogue
-//                   (step_gemm.cc, passes/gemm_match.h); claimed nodes are never
-//                   clustered
+//                   (step_gemm.cc, passes/gemm_match.h), a variable update gated by a
+//                   bool scalar (step_gated_update.cc, passes/gated_update.h); claimed
+//                   nodes are never clustered
 //   5. Cluster      (ClusterOps) mark_for_compilation: clusters of compilable ops
 //                   (passes/mark_for_compilation.h)
 //   6. Steps        (MakeSteps) one step per cluster, claimed step or remaining op, each

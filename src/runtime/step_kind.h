@@ -4,11 +4,11 @@
 // branch on kinds anywhere else.
 //
 // Planning: before clustering, each kind may claim needed nodes for steps of its own
-// (a cuBLASLt GEMM claims a MatMul and its epilogue); claimed nodes are kept out of
-// clusters. Clusters and the remaining ops become kCluster, kSingleOp and kReference
-// steps (runtime/plan.cc).
-// Running: Executor::RunStep resolves the step's inputs and calls its kind's Run, which
-// uses the executor's services for step kinds (runtime/executor.h).
+// (a cuBLASLt GEMM claims a MatMul and its epilogue, a gated update its Select and
+// Assign); claimed nodes are kept out of clusters. Clusters and the remaining ops become kCluster,
+// kSingleOp and kReference steps (runtime/plan.cc). Running: Executor::RunStep resolves the step's
+// inputs and calls its kind's Run, which uses the executor's services for step kinds
+// (runtime/executor.h).
 #ifndef BRAZE_RUNTIME_STEP_KIND_H_
 #define BRAZE_RUNTIME_STEP_KIND_H_
 
@@ -47,6 +47,8 @@ class StepKind {
   // Steps of this kind made from needed nodes before clustering; their nodes are kept
   // out of clusters. Most kinds claim nothing.
   virtual std::vector<Step> Claim(const PlanView& plan) const { return {}; }
+  // Why a claimed node is in no cluster (ClusteringResult's reason for it).
+  virtual ExclusionReason claim_reason() const { return ExclusionReason::kLibraryCall; }
   // Runs `step` on `inputs` (their types `types`) with its state; compile_only
   // compiles what it needs and binds stand-ins for its outputs instead.
   virtual absl::Status Run(Executor& ex, const Step& step, StepState& state,

@@ -103,7 +103,7 @@ struct MlpStepMemory {
   float loss = 0;
   int64_t activation_bytes = 0;
 };
-MlpStepMemory MlpStep(DType precision) {
+MlpStepMemory MlpStep(DType precision, bool loss_scaling = false) {
   constexpr int64_t kBatch = 24, kIn = 40, kHidden = 64, kClasses = 10;
   Graph g;
   Tensor x = Placeholder(g, DType::kF32, {kBatch, kIn}, "x");
@@ -127,7 +127,9 @@ MlpStepMemory MlpStep(DType precision) {
     Tensor h2 = Dense(h1, vars[2], vars[3], Activation::kRelu);
     loss =
         Mean(SoftmaxCrossEntropyWithLogits(Dense(h2, vars[4], vars[5]), OneHot(labels, kClasses)));
-    absl::StatusOr<std::vector<Tensor>> updates = Minimize(Optimizer::Adam(1e-3), loss, vars);
+    Optimizer adam = Optimizer::Adam(1e-3);
+    if (loss_scaling) adam = adam.WithLossScaling({.initial_scale = 1024});
+    absl::StatusOr<std::vector<Tensor>> updates = Minimize(adam, loss, vars);
     EXPECT_TRUE(updates.ok()) << updates.status();
     if (updates.ok()) train = *updates;
   }
@@ -166,6 +168,18 @@ TEST(LiveBytesTest, TheBf16PolicyHalvesAnMlpStepsActivations) {
   EXPECT_LT(f32.activation_bytes, 4 * 24 * 64 * 4);
   EXPECT_LE(bf16.activation_bytes, 0.55 * f32.activation_bytes)
       << "bf16 " << bf16.activation_bytes << " bytes, f32 " << f32.activation_bytes;
+}
+
+// The f16 policy with dynamic loss scaling does too: each update is computed in its
+// gradient's cluster and committed only if every gradient is finite (the gated update
+// step, runtime/step_gated_update.cc), so the gradients do not wait for the check.
+TEST(LiveBytesTest, TheF16PolicyWithLossScalingHalvesThemToo) {
+  const MlpStepMemory f32 = MlpStep(DType::kF32);
+  const MlpStepMemory f16 = MlpStep(DType::kF16, /*loss_scaling=*/true);
+  RecordProperty("f16_activation_bytes", std::to_string(f16.activation_bytes));
+  EXPECT_NEAR(f16.loss, f32.loss, 1e-2 * std::abs(f32.loss));
+  EXPECT_LE(f16.activation_bytes, 0.55 * f32.activation_bytes)
+      << "f16 " << f16.activation_bytes << " bytes, f32 " << f32.activation_bytes;
 }
 
 }  // namespace
