@@ -66,7 +66,8 @@ class Float16ToBits : public IRMutator {
 
   Expr visit(const Halide::Internal::Variable* op) override {
     if (!Converted(op->type)) return op;
-    if (bound_.contains(op->name)) return Halide::Internal::Variable::make(Bits(op->type), op->name);
+    if (bound_.contains(op->name))
+      return Halide::Internal::Variable::make(Bits(op->type), op->name);
     // A parameter: its bits where it is read.
     return Halide::reinterpret(Bits(op->type), op);
   }
@@ -114,16 +115,15 @@ class Float16ToBits : public IRMutator {
     std::vector<Expr> extents;
     for (const Expr& e : op->extents) extents.push_back(mutate(e));
     return Halide::Internal::Allocate::make(
-        op->name, Bits(op->type), op->memory_type, extents, mutate(op->condition),
-        mutate(op->body), op->new_expr.defined() ? mutate(op->new_expr) : Expr(),
-        op->free_function);
+        op->name, Bits(op->type), op->memory_type, extents, mutate(op->condition), mutate(op->body),
+        op->new_expr.defined() ? mutate(op->new_expr) : Expr(), op->free_function);
   }
 
   // A float ramp's lanes are base + i * stride: computed in f32, rounded per lane.
   Expr visit(const Halide::Internal::Ramp* op) override {
     if (!Converted(op->type)) return IRMutator::visit(op);
-    return F32ToBits(Halide::Internal::Ramp::make(Operand(op->base), Operand(op->stride), op->lanes),
-                     op->type);
+    return F32ToBits(
+        Halide::Internal::Ramp::make(Operand(op->base), Operand(op->stride), op->lanes), op->type);
   }
 
   Expr visit(const Halide::Internal::VectorReduce* op) override {
@@ -178,9 +178,8 @@ class Float16ToBits : public IRMutator {
       return Call::make(type, op->name, args, op->call_type, op->func, op->value_index, op->image,
                         op->param);
     }
-    throw Halide::CompileError(
-        "a 16-bit float in a call of " + op->name +
-        " cannot be stored as its bits for OpenCL (compile/float16_bits.h)");
+    throw Halide::CompileError("a 16-bit float in a call of " + op->name +
+                               " cannot be stored as its bits for OpenCL (compile/float16_bits.h)");
   }
 
   const bool f16_too_;
@@ -197,8 +196,7 @@ Stmt Float16AsBits(const Stmt& s, bool f16_too) { return Float16ToBits(f16_too).
 
 void InstallFloat16AsBits(Halide::Pipeline& pipeline, const Halide::Target& target) {
   if (!StoresFloat16AsBits(target)) return;
-  pipeline.add_custom_lowering_pass(
-      new Float16ToBits(!target.has_feature(Halide::Target::CLHalf)));
+  pipeline.add_custom_lowering_pass(new Float16ToBits(!target.has_feature(Halide::Target::CLHalf)));
 }
 
 }  // namespace braze

@@ -123,9 +123,8 @@ Expr F16BitsToF32(const Expr& bits) {
   const Expr normal = ((e + U32(w, 112)) << U32(w, 23)) | (m << U32(w, 13));
   const Expr special = U32(w, 0x7f800000) | (m << U32(w, 13));
   const Expr sub = Halide::reinterpret(
-      Halide::UInt(32, lanes),
-      Halide::cast(Halide::Float(32, lanes), m) *
-          Halide::Internal::make_const(Halide::Float(32, lanes), 0x1p-24));
+      Halide::UInt(32, lanes), Halide::cast(Halide::Float(32, lanes), m) *
+                                   Halide::Internal::make_const(Halide::Float(32, lanes), 0x1p-24));
   return Halide::reinterpret(
       Halide::Float(32, lanes),
       Halide::select(e == U32(w, 0), sub, e == U32(w, 31), special, normal) | sign);
@@ -135,9 +134,9 @@ Expr F32ToBF16Bits(const Expr& f) {
   const int lanes = f.type().lanes();
   const Expr u = Halide::reinterpret(Halide::UInt(32, lanes), f);
   const Expr nan = ((u >> U32(u, 16)) & U32(u, 0x8000)) | U32(u, 0x7fc0);
-  return Halide::cast(Halide::UInt(16, lanes),
-                      Halide::select((u & U32(u, 0x7fffffff)) > U32(u, 0x7f800000), nan,
-                                     RoundBitsToBF16(u)));
+  return Halide::cast(
+      Halide::UInt(16, lanes),
+      Halide::select((u & U32(u, 0x7fffffff)) > U32(u, 0x7f800000), nan, RoundBitsToBF16(u)));
 }
 
 // |f| from 2^-14 (f16's smallest normal) up: the exponent rebased (127 to 15) and the
@@ -160,9 +159,9 @@ Expr F32ToF16Bits(const Expr& f) {
   const Expr half = U32(u, 1) << (shift - U32(u, 1));
   const Expr up = rem > half || (rem == half && (q & U32(u, 1)) == U32(u, 1));
   const Expr sub = q + Halide::select(up, U32(u, 1), U32(u, 0));
-  const Expr magnitude = Halide::select(a > U32(u, 0x7f800000), U32(u, 0x7e00),
-                                        a >= U32(u, 0x477ff000), U32(u, 0x7c00),
-                                        a < U32(u, 0x38800000), sub, normal);
+  const Expr magnitude =
+      Halide::select(a > U32(u, 0x7f800000), U32(u, 0x7e00), a >= U32(u, 0x477ff000),
+                     U32(u, 0x7c00), a < U32(u, 0x38800000), sub, normal);
   return Halide::cast(Halide::UInt(16, lanes), magnitude | sign);
 }
 

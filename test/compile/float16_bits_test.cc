@@ -24,9 +24,9 @@ namespace {
 // the midpoints between neighbours (ties) and the f32 values on each side of them, and
 // the f32 specials.
 std::vector<float> Probes() {
-  std::vector<float> v = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-40f,
-                          65504.0f, 65519.99f, 65520.0f, 3e38f, 5.9604645e-8f, 2.9802322e-8f,
-                          2.9802326e-8f, 8.940697e-8f};
+  std::vector<float> v = {0.0f,          -0.0f,         INFINITY,      -INFINITY,   NAN,      -NAN,
+                          1e-45f,        -1e-40f,       65504.0f,      65519.99f,   65520.0f, 3e38f,
+                          5.9604645e-8f, 2.9802322e-8f, 2.9802326e-8f, 8.940697e-8f};
   for (uint32_t b = 0; b < 65536; ++b) {
     for (bool bf16 : {true, false}) {
       const float a = bf16 ? BF16BitsToFloat(b) : F16BitsToFloat(b);
