@@ -396,7 +396,7 @@ void* GetLibrarySymbol(void* lib, const char* name) { return dlsym(lib, name); }
 
 bool OpenCLDeviceHasExtension(const std::string& name) {
   const Loader& l = TheLoader();
-  if (!l.status.ok()) return false;
+  if (!l.status.ok() || name.empty() || name.find(' ') != std::string::npos) return false;
   // Whole names only: the list is separated by spaces.
   const std::string list = " " + l.extensions + " ";
   return list.find(" " + name + " ") != std::string::npos;
