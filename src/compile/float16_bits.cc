@@ -100,7 +100,22 @@ class Float16ToBits : public IRMutator {
 
   Stmt visit(const Halide::Internal::Store* op) override {
     Note(op->value.type());
+    // An atomic update of the bits would add integers (Halide's OpenCL atomics are
+    // typed by the store). Braze's 16-bit values are never updated in place (their sums
+    // accumulate in f32), so this is refused rather than supported.
+    if (atomic_ > 0 && Converted(op->value.type())) {
+      throw Halide::CompileError("an atomic update of a 16-bit float (" + op->name +
+                                 ") cannot be stored as its bits for OpenCL "
+                                 "(compile/float16_bits.h)");
+    }
     return IRMutator::visit(op);
+  }
+
+  Stmt visit(const Halide::Internal::Atomic* op) override {
+    ++atomic_;
+    Stmt s = IRMutator::visit(op);
+    --atomic_;
+    return s;
   }
 
   Expr visit(const Halide::Internal::Load* op) override {
@@ -184,6 +199,7 @@ class Float16ToBits : public IRMutator {
 
   const bool f16_too_;
   Halide::Internal::Scope<> bound_;  // Lets whose values were converted
+  int atomic_ = 0;                   // Atomic nodes around the current statement
 };
 
 }  // namespace

@@ -157,5 +157,53 @@ TEST(Float16Bits, WithClHalfF16IsHalfAndBf16StaysBits) {
   EXPECT_EQ(source.find("half *restrict _b"), std::string::npos) << source;
 }
 
+// Finds any value of a 16-bit float type in a statement.
+class Any16BitFloat : public Halide::Internal::IRGraphVisitor {
+ public:
+  bool found = false;
+
+ private:
+  using IRGraphVisitor::include;
+  void include(const Halide::Expr& e) override {
+    if (e.type().bits() == 16 && e.type().is_float()) found = true;
+    IRGraphVisitor::include(e);
+  }
+};
+
+// Arithmetic, comparisons, lets and selects on bf16 values (which Braze's lowering does
+// not emit, but Halide's passes might) leave no 16-bit float behind; a call the pass
+// does not know, and an atomic update of the bits, are refused by name.
+TEST(Float16Bits, EveryValueBecomesBitsOrIsRefused) {
+  using namespace Halide::Internal;
+  const Halide::Type bf16 = Halide::BFloat(16, 4);
+  auto load = [&](const std::string& buffer) {
+    return Load::make(bf16, buffer, Ramp::make(0, 1, 4), Halide::Buffer<>(), Parameter(),
+                      const_true(4), ModulusRemainder());
+  };
+  const Halide::Expr a = load("a"), b = load("b");
+  const Halide::Expr t = Variable::make(bf16, "t");
+  const Halide::Expr value =
+      Let::make("t", a + make_const(bf16, 1.5),
+                Select::make(t < b, Max::make(t, b),
+                             Halide::cast(bf16, Halide::cast(Halide::Float(32, 4), a) * 2.0f)));
+  const Stmt s = Store::make("out", value, Ramp::make(0, 1, 4), Parameter(), const_true(4),
+                             ModulusRemainder());
+  Any16BitFloat before, after;
+  s.accept(&before);
+  Float16AsBits(s, /*f16_too=*/false).accept(&after);
+  EXPECT_TRUE(before.found);
+  EXPECT_FALSE(after.found);
+
+  const Stmt call = Evaluate::make(Call::make(bf16, "mystery", {a}, Call::PureExtern));
+  try {
+    Float16AsBits(call, false);
+    ADD_FAILURE() << "no error for a call of an unknown function";
+  } catch (const Halide::CompileError& e) {
+    EXPECT_NE(std::string(e.what()).find("mystery"), std::string::npos) << e.what();
+  }
+  const Stmt atomic = Atomic::make("", "", s);
+  EXPECT_THROW(Float16AsBits(atomic, false), Halide::CompileError);
+}
+
 }  // namespace
 }  // namespace braze
