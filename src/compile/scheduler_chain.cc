@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/status.h"
 #include "compile/codegen_workarounds.h"
+#include "compile/float16_bits.h"
 #include "compile/gpu_scheduling.h"
 #include "compile/jit_kernel.h"
 #include "device/backend.h"
@@ -407,6 +408,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         device::HalideOutputCapture halide_output;
         pipeline = Halide::Pipeline(lowered.info.outputs);
         InstallCodegenWorkarounds(pipeline, gpu);
+        InstallFloat16AsBits(pipeline, target);  // OpenCL: after the repairs above
         backend.InstallHandlers(&pipeline.jit_handlers());
         const auto t0 = std::chrono::steady_clock::now();
         // Adams2019's greedy probe schedules a copy: Funcs take one schedule only.

@@ -33,11 +33,16 @@ OpenCLState& State() {
 
 // The JIT target of OpenCL kernels: the sanitized host target plus OpenCL with doubles
 // (cl_khr_fp64; POCL has it, and a device without it fails f64 kernels' builds with a
-// Status).
+// Status), and with `half` (CLHalf) when opencl:0 has cl_khr_fp16: f16 values are then
+// `half` in the kernels, converted by the device. Without it (POCL 3.1 here) f16, and
+// bf16 on every device, are stored as their bits (compile/float16_bits.h). The
+// extension is part of the target, so of every compile and disk cache key.
 Halide::Target OpenCLJitTarget() {
-  return SanitizedJitTarget()
-      .with_feature(Halide::Target::OpenCL)
-      .with_feature(Halide::Target::CLDoubles);
+  Halide::Target target = SanitizedJitTarget()
+                              .with_feature(Halide::Target::OpenCL)
+                              .with_feature(Halide::Target::CLDoubles);
+  if (OpenCLDeviceHasExtension("cl_khr_fp16")) target = target.with_feature(Halide::Target::CLHalf);
+  return target;
 }
 
 // Sets the isolated loader's handlers (device/opencl_driver.h) in `handlers`.

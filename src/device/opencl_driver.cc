@@ -37,6 +37,7 @@ constexpr ClUint kDeviceName = 0x102B;
 constexpr ClUint kDeviceType = 0x1000;
 constexpr ClUint kDeviceMaxWorkGroupSize = 0x1004;  // size_t
 constexpr ClUint kDeviceLocalMemSize = 0x1023;      // cl_ulong
+constexpr ClUint kDeviceExtensions = 0x1030;        // char[], space-separated names
 constexpr uint64_t kDeviceTypeAll = 0xFFFFFFFF;
 constexpr uint64_t kDeviceTypeCpu = 1 << 1, kDeviceTypeGpu = 1 << 2;
 
@@ -44,6 +45,7 @@ struct Loader {
   void* handle = nullptr;
   absl::Status status;
   std::vector<std::string> devices;
+  std::string extensions;  // opencl:0's CL_DEVICE_EXTENSIONS
 };
 
 std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* object, ClUint what) {
@@ -228,6 +230,13 @@ void LoadAndList(Loader* l) {
         uint64_t local_bytes = 0;
         device_info(devs[d], kDeviceMaxWorkGroupSize, sizeof(max_group), &max_group, nullptr);
         device_info(devs[d], kDeviceLocalMemSize, sizeof(local_bytes), &local_bytes, nullptr);
+        size_t size = 0;
+        if (device_info(devs[d], kDeviceExtensions, 0, nullptr, &size) == 0 && size > 0) {
+          std::string extensions(size, '\0');
+          if (device_info(devs[d], kDeviceExtensions, size, extensions.data(), nullptr) == 0) {
+            l->extensions = extensions.c_str();  // up to the NUL
+          }
+        }
         if (max_group < 256 || local_bytes < (32u << 10)) {
           l->status = absl::FailedPreconditionError(
               absl::StrCat("OpenCL device '", name, "' reports a maximum work-group size of ",
@@ -384,6 +393,14 @@ void* LoadLibraryIsolated(const char* name) {
 }
 
 void* GetLibrarySymbol(void* lib, const char* name) { return dlsym(lib, name); }
+
+bool OpenCLDeviceHasExtension(const std::string& name) {
+  const Loader& l = TheLoader();
+  if (!l.status.ok() || name.empty() || name.find(' ') != std::string::npos) return false;
+  // Whole names only: the list is separated by spaces.
+  const std::string list = " " + l.extensions + " ";
+  return list.find(" " + name + " ") != std::string::npos;
+}
 
 }  // namespace device
 

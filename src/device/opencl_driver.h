@@ -15,6 +15,8 @@
 #ifndef BRAZE_DEVICE_OPENCL_DRIVER_H_
 #define BRAZE_DEVICE_OPENCL_DRIVER_H_
 
+#include <string>
+
 namespace braze {
 namespace device {
 
@@ -24,6 +26,10 @@ namespace device {
 void* LoadLibraryIsolated(const char* name);
 // For JITHandlers::custom_get_library_symbol: dlsym.
 void* GetLibrarySymbol(void* lib, const char* name);
+
+// Whether opencl:0 (the device Halide's runtime drives) lists the extension `name`
+// (e.g. "cl_khr_fp16") in CL_DEVICE_EXTENSIONS; false when OpenCL is unavailable.
+bool OpenCLDeviceHasExtension(const std::string& name);
 
 }  // namespace device
 }  // namespace braze

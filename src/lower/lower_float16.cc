@@ -11,6 +11,8 @@
 // cluster inputs and outputs, Consts, and any stage a schedule stores.
 #include "lower/lower_float16.h"
 
+#include <cstdint>
+
 namespace braze {
 namespace lower {
 
@@ -31,11 +33,19 @@ Expr ToF32(const Expr& x) {
 // top 16 bits; a carry into the exponent gives the next binade or infinity, as it must.
 // NaN is the caller's (its payload could carry into the sign). The same integer
 // formula as Halide's own CPU emulation, here so that every target gets it.
+Expr RoundBitsToBF16(const Expr& bits) {
+  const Expr odd = (bits >> 16) & Halide::Internal::make_const(bits.type(), 1);
+  return (bits + Halide::Internal::make_const(bits.type(), 0x7fff) + odd) >> 16;
+}
+
 Expr RoundToBF16(const Expr& f) {
-  const Expr bits = Halide::reinterpret(Halide::UInt(32), f);
-  const Expr odd = (bits >> 16) & Halide::Internal::make_const(Halide::UInt(32), 1);
-  const Expr rounded = (bits + Halide::Internal::make_const(Halide::UInt(32), 0x7fff) + odd) >> 16;
+  const Expr rounded = RoundBitsToBF16(Halide::reinterpret(Halide::UInt(32), f));
   return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), rounded));
+}
+
+// A u32 constant with `like`'s lanes.
+Expr U32(const Expr& like, uint32_t v) {
+  return Halide::Internal::make_const(Halide::UInt(32, like.type().lanes()), v);
 }
 
 }  // namespace
@@ -93,6 +103,66 @@ Value Narrow(const Value& v, DType to) {
     };
   }
   return n;
+}
+
+Expr BF16BitsToF32(const Expr& bits) {
+  const int lanes = bits.type().lanes();
+  const Expr w = Halide::cast(Halide::UInt(32, lanes), bits);
+  return Halide::reinterpret(Halide::Float(32, lanes), w << U32(w, 16));
+}
+
+// Normal f16 values move their exponent (bias 15 to 127: + 112) and mantissa into
+// place; infinities and NaN (exponent 31) keep their mantissa (a NaN stays a NaN);
+// zeros and subnormals are m * 2^-24, exact in f32.
+Expr F16BitsToF32(const Expr& bits) {
+  const int lanes = bits.type().lanes();
+  const Expr w = Halide::cast(Halide::UInt(32, lanes), bits);
+  const Expr sign = (w & U32(w, 0x8000)) << U32(w, 16);
+  const Expr e = (w >> U32(w, 10)) & U32(w, 0x1f);
+  const Expr m = w & U32(w, 0x3ff);
+  const Expr normal = ((e + U32(w, 112)) << U32(w, 23)) | (m << U32(w, 13));
+  const Expr special = U32(w, 0x7f800000) | (m << U32(w, 13));
+  const Expr sub = Halide::reinterpret(
+      Halide::UInt(32, lanes), Halide::cast(Halide::Float(32, lanes), m) *
+                                   Halide::Internal::make_const(Halide::Float(32, lanes), 0x1p-24));
+  return Halide::reinterpret(
+      Halide::Float(32, lanes),
+      Halide::select(e == U32(w, 0), sub, e == U32(w, 31), special, normal) | sign);
+}
+
+Expr F32ToBF16Bits(const Expr& f) {
+  const int lanes = f.type().lanes();
+  const Expr u = Halide::reinterpret(Halide::UInt(32, lanes), f);
+  const Expr nan = ((u >> U32(u, 16)) & U32(u, 0x8000)) | U32(u, 0x7fc0);
+  return Halide::cast(
+      Halide::UInt(16, lanes),
+      Halide::select((u & U32(u, 0x7fffffff)) > U32(u, 0x7f800000), nan, RoundBitsToBF16(u)));
+}
+
+// |f| from 2^-14 (f16's smallest normal) up: the exponent rebased (127 to 15) and the
+// mantissa rounded as bf16's is; from 65520 (halfway past the largest finite f16, a tie
+// that rounds to even) up: infinity. Below 2^-14 the f16 subnormal is |f| / 2^-24
+// rounded to an integer: the f32 significand (implicit bit included) shifted right by
+// 126 - exponent (at most 31: an f32 that small rounds to 0), to nearest, ties to even.
+Expr F32ToF16Bits(const Expr& f) {
+  const int lanes = f.type().lanes();
+  const Expr u = Halide::reinterpret(Halide::UInt(32, lanes), f);
+  const Expr sign = (u >> U32(u, 16)) & U32(u, 0x8000);
+  const Expr a = u & U32(u, 0x7fffffff);
+  const Expr rebased = a - U32(u, 0x38000000);
+  const Expr normal =
+      (rebased + U32(u, 0xfff) + ((rebased >> U32(u, 13)) & U32(u, 1))) >> U32(u, 13);
+  const Expr shift = Halide::min(U32(u, 126) - (a >> U32(u, 23)), U32(u, 31));
+  const Expr m = (a & U32(u, 0x7fffff)) | U32(u, 0x800000);
+  const Expr q = m >> shift;
+  const Expr rem = m & ((U32(u, 1) << shift) - U32(u, 1));
+  const Expr half = U32(u, 1) << (shift - U32(u, 1));
+  const Expr up = rem > half || (rem == half && (q & U32(u, 1)) == U32(u, 1));
+  const Expr sub = q + Halide::select(up, U32(u, 1), U32(u, 0));
+  const Expr magnitude =
+      Halide::select(a > U32(u, 0x7f800000), U32(u, 0x7e00), a >= U32(u, 0x477ff000),
+                     U32(u, 0x7c00), a < U32(u, 0x38800000), sub, normal);
+  return Halide::cast(Halide::UInt(16, lanes), magnitude | sign);
 }
 
 }  // namespace lower

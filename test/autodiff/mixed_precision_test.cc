@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "autodiff/grad_check.h"
 #include "braze/checkpoint.h"
+#include "braze/device.h"
 #include "braze/function.h"
 #include "braze/jit_scope.h"
 #include "braze/logging.h"
@@ -175,6 +176,32 @@ TEST(PrecisionPolicyTest, TrainingMatchesF32AndReference) {
     EXPECT_LT(Distance(m.vars(), compiled, f32.vars(), s32), tol);
     EXPECT_LT(Distance(m.vars(), compiled, m.vars(), reference), tol);
     for (const Tensor& v : m.vars()) EXPECT_EQ(compiled.VariableValue(v)->dtype(), DType::kF32);
+  }
+}
+
+// The policy's training step on OpenCL (POCL here: bf16 and f16 stored as their bits in
+// the kernels, compile/float16_bits.h), forward, gradients and updates, strict (a
+// cluster that fails to compile is an error, not a fallback), against the reference.
+TEST(PrecisionPolicyTest, TrainingOnOpenCLMatchesReference) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  SessionOptions on_device;
+  on_device.device = "opencl:0";
+  on_device.strict = true;
+  for (auto [dtype, tol] : {std::pair{DType::kBF16, 3e-2}, std::pair{DType::kF16, 5e-3}}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Mlp m(dtype, Optimizer::Sgd(0.2));
+    Session compiled(m.g, on_device);
+    Session reference(m.g, ReferenceOnly());
+    const std::vector<double> got = Train(m, compiled, 2);
+    const std::vector<double> ref = Train(m, reference, 2);
+    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(ref.size(), 2u);
+    EXPECT_GT(compiled.stats().cluster_launches, 0);
+    EXPECT_GT(compiled.stats().host_to_device_copies, 0);  // it ran on the device
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_NEAR(got[i], ref[i], tol * (1 + std::abs(ref[i]))) << "step " << i;
+    }
+    EXPECT_LT(Distance(m.vars(), compiled, m.vars(), reference), tol);
   }
 }
 

@@ -4,8 +4,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "braze/device.h"
 #include "device/device_tensor.h"
+#include "device/features.h"
+#include "device/opencl_driver.h"
 
 namespace braze {
 namespace {
@@ -47,7 +50,7 @@ class OpenCLTensorTest : public ::testing::Test {
 };
 
 TEST_F(OpenCLTensorTest, RoundTripsEveryDTypeAndCopiesOnTheDevice) {
-  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32}) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kBF16, DType::kF16}) {
     const HostTensor host = HostTensor::RandomUniform(dtype, {3, 7, 5}, 17, -4, 4);
     auto a = DeviceTensor::Allocate(host.type(), kOpenCL0);
     ASSERT_TRUE(a.ok()) << a.status();
@@ -63,6 +66,19 @@ TEST_F(OpenCLTensorTest, RoundTripsEveryDTypeAndCopiesOnTheDevice) {
       ASSERT_EQ(back.GetDouble(i), host.GetDouble(i)) << DTypeName(dtype) << " element " << i;
     }
   }
+}
+
+// The probe reads opencl:0's extensions (whole names only), and the JIT target has
+// CLHalf exactly when cl_khr_fp16 is one of them (docs/OPENCL.md, "bf16 and f16").
+TEST_F(OpenCLTensorTest, TheTargetHasHalfExactlyWhenTheDeviceHasFp16) {
+  EXPECT_FALSE(device::OpenCLDeviceHasExtension(""));
+  EXPECT_FALSE(device::OpenCLDeviceHasExtension("cl_khr"));
+  EXPECT_FALSE(device::OpenCLDeviceHasExtension("cl_khr_fp16 cl_khr_fp64"));
+  auto target = device::JitTargetString(kOpenCL0);
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_EQ(absl::StrContains(*target, "cl_half"),
+            device::OpenCLDeviceHasExtension("cl_khr_fp16"))
+      << *target;
 }
 
 TEST_F(OpenCLTensorTest, EmptyScalarAndBadRequests) {

@@ -371,6 +371,9 @@ class ElementwiseTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
 TEST_P(ElementwiseTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ElementwiseTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+// The 16-bit cases on OpenCL: bf16 (and f16 without cl_khr_fp16, as on POCL) stored as
+// their bits in the kernels (compile/float16_bits.h), the casts bit-exact.
+INSTANTIATE_TEST_SUITE_P(Ops16, ElementwiseTestOpenCL, ::testing::ValuesIn(Cases16()), CaseName);
 
 }  // namespace
 }  // namespace lowertest

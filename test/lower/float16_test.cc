@@ -55,6 +55,40 @@ void ExpectSameBits(const HostTensor& got, const HostTensor& want) {
   }
 }
 
+// Softmax, LogSoftmax, LayerNorm and BatchNorm of `x` ([9, 37]) as `c`'s outputs.
+void BuildComposites(Case& c, const HostTensor& x) {
+  const DType t = x.dtype();
+  Tensor in = c.Input(x);
+  Tensor gamma = Const(*c.graph, HostTensor::Filled(t, {37}, 1.5));
+  Tensor beta = Const(*c.graph, HostTensor::Filled(t, {37}, 0.25));
+  // f32 moving statistics (the masters) for a 16-bit x: BatchNorm widens them too.
+  Tensor mm = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {37}, 8, -0.5, 0.5));
+  Tensor mv = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {37}, 9, 0.5, 2));
+  c.outputs = {Softmax(in), LogSoftmax(in), LayerNorm(in, gamma, beta),
+               BatchNorm(in, gamma, beta, mm, mv, /*training=*/false).y};
+}
+
+// Window, sequence, attention and layout ops and a Const, in `d`, as `c`'s outputs.
+void BuildOtherFamilies(Case& c, DType d) {
+  Tensor x = c.Input(d, {2, 7, 5, 3}, 1);
+  Tensor f = c.Input(d, {3, 2, 3, 4}, 2);
+  Tensor table = c.Input(d, {11, 6}, 3);
+  Tensor ids = c.Input(HostTensor::From<int32_t>({3, 0, 10, 3, 7}, {5}));
+  Tensor q = c.Input(d, {2, 5, 8}, 4);
+  Tensor k = c.Input(d, {2, 7, 8}, 5);
+  Tensor v = c.Input(d, {2, 7, 4}, 6);
+  Tensor w = Const(*c.graph, HostTensor::RandomUniform(d, {6, 3}, 7));
+  Tensor rows = Gather(table, ids);
+  c.outputs = {Conv2D(x, f, {1, 1}, Padding::kSame),
+               AvgPool(x, {3, 2}, {2, 1}, Padding::kSame),
+               MaxPool(x, {2, 2}, {1, 1}),
+               MatMul(rows, w),
+               UnsortedSegmentSum(rows, ids, 11),
+               Iota(table, 1, d) + table,
+               Transpose(Concat({table, table}, 1), {1, 0}),
+               ScaledDotProductAttention(q, k, v)};
+}
+
 // `x` cast to `to` compiled under SafeDefault and by the reference.
 void CheckCast(const HostTensor& x, DType to) {
   Case c;
@@ -121,20 +155,9 @@ TEST(Float16LowerTest, CompositesComputeTheirStatisticsInF32) {
     const HostTensor x16 = HostTensor::RandomUniform(d, {9, 37}, 7, -3, 3);
     HostTensor x32(DType::kF32, x16.shape());
     for (int64_t i = 0; i < x16.num_elements(); ++i) x32.SetDouble(i, x16.GetDouble(i));
-    auto build = [&](Case& c, const HostTensor& x) {
-      const DType t = x.dtype();
-      Tensor in = c.Input(x);
-      Tensor gamma = Const(*c.graph, HostTensor::Filled(t, {37}, 1.5));
-      Tensor beta = Const(*c.graph, HostTensor::Filled(t, {37}, 0.25));
-      // f32 moving statistics (the masters) for a 16-bit x: BatchNorm widens them too.
-      Tensor mm = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {37}, 8, -0.5, 0.5));
-      Tensor mv = Const(*c.graph, HostTensor::RandomUniform(DType::kF32, {37}, 9, 0.5, 2));
-      c.outputs = {Softmax(in), LogSoftmax(in), LayerNorm(in, gamma, beta),
-                   BatchNorm(in, gamma, beta, mm, mv, /*training=*/false).y};
-    };
     Case c16, c32;
-    build(c16, x16);
-    build(c32, x32);
+    BuildComposites(c16, x16);
+    BuildComposites(c32, x32);
     ASSERT_TRUE(c16.graph->status().ok()) << c16.graph->status();
     for (const Tensor& t : c16.outputs) EXPECT_EQ(t.dtype(), d);
     auto r16 = ReferenceOutputs(SpecOf(c16), c16.values);
@@ -162,27 +185,70 @@ TEST(Float16LowerTest, OtherOpFamiliesMatchTheReference) {
     SCOPED_TRACE(DTypeName(d));
     const double ulp = d == DType::kBF16 ? 0x1p-7 : 0x1p-10;
     Case c;
-    Tensor x = c.Input(d, {2, 7, 5, 3}, 1);
-    Tensor f = c.Input(d, {3, 2, 3, 4}, 2);
-    Tensor table = c.Input(d, {11, 6}, 3);
-    Tensor ids = c.Input(HostTensor::From<int32_t>({3, 0, 10, 3, 7}, {5}));
-    Tensor q = c.Input(d, {2, 5, 8}, 4);
-    Tensor k = c.Input(d, {2, 7, 8}, 5);
-    Tensor v = c.Input(d, {2, 7, 4}, 6);
-    Tensor w = Const(*c.graph, HostTensor::RandomUniform(d, {6, 3}, 7));
-    Tensor rows = Gather(table, ids);
-    c.outputs = {Conv2D(x, f, {1, 1}, Padding::kSame),
-                 AvgPool(x, {3, 2}, {2, 1}, Padding::kSame),
-                 MaxPool(x, {2, 2}, {1, 1}),
-                 MatMul(rows, w),
-                 UnsortedSegmentSum(rows, ids, 11),
-                 Iota(table, 1, d) + table,
-                 Transpose(Concat({table, table}, 1), {1, 0}),
-                 ScaledDotProductAttention(q, k, v)};
+    BuildOtherFamilies(c, d);
     ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
     for (const Tensor& t : c.outputs) EXPECT_EQ(t.dtype(), d) << t.name();
     EXPECT_TRUE(CompileRunCompare(c, Scheduler::kAdams2019, {ulp, 1e-5}));
     EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, {ulp, 1e-5}));
+  }
+}
+
+// ---- OpenCL (POCL here): bf16, and f16 without cl_khr_fp16, stored as their bits ----
+
+const Device kOpenCL{Device::Kind::kOpenCL, 0};
+
+// `x` cast to `to` on opencl:0, bit for bit with the reference (every NaN equal).
+void CheckCastOnOpenCL(const HostTensor& x, DType to) {
+  Case c;
+  c.outputs = {Cast(c.Input(x), to)};
+  const ClusterSpec spec = SpecOf(c);
+  auto want = ReferenceOutputs(spec, c.values);
+  ASSERT_TRUE(want.ok()) << want.status();
+  CompileOptions options;
+  options.device = kOpenCL;
+  auto kernel = CompileCluster(spec, options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  auto in = DeviceTensor::Allocate(x.type(), kOpenCL);
+  auto out = DeviceTensor::Allocate((*kernel)->output_types()[0], kOpenCL);
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE((*in)->CopyFromHost(x).ok());
+  ASSERT_TRUE((*kernel)->RunOnDevice({in->get()}, {out->get()}).ok());
+  HostTensor got;
+  ASSERT_TRUE((*out)->CopyToHost(&got).ok());
+  ExpectSameBits(got, (*want)[0]);
+}
+
+// The integer conversions of compile/float16_bits.h over every pattern widened and every
+// narrowing probe (ties and their neighbours, subnormals, overflow, NaN), and between
+// the two 16-bit types.
+TEST(Float16OpenCLTest, ConversionsAreBitExactOverEveryPattern) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(d));
+    const DType other = d == DType::kBF16 ? DType::kF16 : DType::kBF16;
+    CheckCastOnOpenCL(AllPatterns(d), DType::kF32);
+    CheckCastOnOpenCL(AllPatterns(d), other);
+    CheckCastOnOpenCL(NarrowingProbes(d), d);
+  }
+}
+
+// 4096 ones sum to 4096 on the device too, and the composites and the other op
+// families match the reference within an ulp of their type.
+TEST(Float16OpenCLTest, AccumulationCompositesAndOtherFamilies) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(d));
+    const double ulp = d == DType::kBF16 ? 0x1p-7 : 0x1p-10;
+    Case ones;
+    Tensor row = ones.Input(HostTensor::Filled(d, {1, 4096}, 1));
+    ones.outputs = {Sum(row, {1}), MatMul(row, Transpose(row, {1, 0}))};
+    EXPECT_TRUE(CompileRunCompareOnDevice(ones, {0, 0}, kOpenCL, true));
+    Case composites;
+    BuildComposites(composites, HostTensor::RandomUniform(d, {9, 37}, 7, -3, 3));
+    EXPECT_TRUE(CompileRunCompareOnDevice(composites, {ulp, 1e-6}, kOpenCL, true));
+    Case families;
+    BuildOtherFamilies(families, d);
+    EXPECT_TRUE(CompileRunCompareOnDevice(families, {ulp, 1e-5}, kOpenCL, true));
   }
 }
 

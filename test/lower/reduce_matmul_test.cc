@@ -157,6 +157,7 @@ class ReduceMatMulTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};
 TEST_P(ReduceMatMulTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
+INSTANTIATE_TEST_SUITE_P(Ops16, ReduceMatMulTestOpenCL, ::testing::ValuesIn(Cases16()), CaseName);
 
 // braze-fuzz seed 3500676 on jit:opencl: the gradient of a LayerNorm of a broadcast
 // scalar behind a Relu and a Select. The GPU heuristic fused five row reductions into
