@@ -120,6 +120,21 @@ class Builder {
     return Halide::exp(Halide::max(x, Halide::Internal::make_const(type_, floor)));
   }
 
+  // x's bits, and +inf's: tests on them are immune to LLVM's no-NaNs and no-infinities
+  // flags, under which Halide compiles.
+  Expr Bits(const Expr& x) const {
+    return Halide::reinterpret(type_ == Halide::Float(64) ? Halide::UInt(64) : Halide::UInt(32), x);
+  }
+  Expr InfBits() const {
+    return type_ == Halide::Float(64)
+               ? Halide::Internal::make_const(Halide::UInt(64), uint64_t{0x7ff0000000000000})
+               : Halide::Internal::make_const(Halide::UInt(32), uint64_t{0x7f800000});
+  }
+  Expr NanOrPosInf(const Expr& x) const { return IsNanBits(x) || Bits(x) == InfBits(); }
+  Expr Nan() const {
+    return Halide::Internal::make_const(type_, std::numeric_limits<double>::quiet_NaN());
+  }
+
   // Whether key j is visible to query i (both unclamped; j, i may run past the end).
   Expr Visible(const Expr& i, const Expr& j) const {
     Expr v = j < tk_ && i < tq_;
@@ -130,6 +145,14 @@ class Builder {
   Expr VisibleAt(const Expr& x, const Expr& pos) const {
     return keys_ ? Visible(pos, x) : Visible(x, pos);
   }
+  // `value` at query row x, or NaN where the row sees keys but its logsumexp is not
+  // finite (a NaN or +inf score, or every score -inf): the reference's weights exp(s -
+  // lse) are all NaN there, and so is each feature. Tested on bits, once per output.
+  Expr NanWhereLseIsNotFinite(const Expr& lse, const Expr& x, const Expr& value) const {
+    const Expr finite = AbsBits(Bits(lse)) < InfBits();
+    return Halide::strict_float(Halide::select(!NoKey(x) && !finite, Nan(), value));
+  }
+
   // A query that sees no key (causal with Tq > Tk, or no keys at all).
   Expr NoKey(const Expr& i) const {
     Expr none = tk_ <= 0;
@@ -175,7 +198,9 @@ class Builder {
     const Expr scale = Halide::Internal::make_const(type_, attrs_.scale);
     Func tm(ctx_.UniqueName(name_ + "_tile_max"));
     tm(Args({x, t})) = lowest_;
-    tm(Args({x, t})) = Halide::max(
+    // NaN-propagating (a max under LLVM's no-NaNs flag may drop a NaN operand): a tile
+    // with a NaN score has the max NaN, one with +inf the max +inf (the state's test).
+    tm(Args({x, t})) = NanMax(
         tm(Args({x, t})),
         Halide::select(VisibleAt(x, OtherPos(t, ru.x)), at(s, {ru.x, x, t}) * scale, lowest_));
     Func e(ctx_.UniqueName(name_ + "_tile_exp"));
@@ -198,7 +223,13 @@ class Builder {
     const Expr l = state(Args({x}))[1];
     const Expr mt = at(tm, {x, rt.x});
     const Expr mn = Halide::max(m, mt);
-    state(Args({x})) = Halide::Tuple(mn, l * Exp(m - mn) + at(tl, {x, rt.x}) * Exp(mt - mn));
+    // A NaN or +inf score makes the row's logsumexp NaN (the reference's exp(inf - inf)),
+    // whatever the other tiles hold: the state sticks at NaN, tested on bits per tile.
+    const Expr bad = IsNanBits(m) || NanOrPosInf(mt);
+    state(Args({x})) =
+        Halide::Tuple(Halide::strict_float(Halide::select(bad, Nan(), mn)),
+                      Halide::strict_float(Halide::select(
+                          bad, Nan(), l * Exp(m - mn) + at(tl, {x, rt.x}) * Exp(mt - mn))));
     pass.acc = state;
     pass.tile = rt.x;
     Func lse(ctx_.UniqueName(name_ + "_lse"));
@@ -206,7 +237,11 @@ class Builder {
     // A query that sees no key has sum 0: its log is never taken (log(1) stands in).
     const Expr sum =
         Halide::select(NoKey(x), Halide::Internal::make_one(type_), state(Args({x}))[1]);
-    lse(Args({x})) = Halide::select(NoKey(x), inf, state(Args({x}))[0] + Halide::log(sum));
+    // A NaN state is NaN (Halide's log of NaN is not); a sum of 0 over visible keys (every
+    // score -inf) is log(0) = -inf.
+    const Expr m_end = state(Args({x}))[0];
+    lse(Args({x})) = Halide::strict_float(Halide::select(
+        NoKey(x), inf, IsNanBits(m_end), m_end, sum == zero_, inf, m_end + Halide::log(sum)));
     return lse;
   }
 
@@ -265,16 +300,25 @@ class Builder {
     RDom r({{0, static_cast<int>(tile_)}, {0, ntiles_}}, ctx_.UniqueName(name_ + "_r"));
     SkipHiddenTiles(r, r.y, x);
     const Expr opos = Clamped(OtherPos(r.y, r.x));
+    // The operand is 0 where the reference adds nothing: where the forward's weight (p,
+    // dropout's factor in it) is 0, and the gradients' hidden weights. 0 times an inf or
+    // NaN there (a key a causal query does not see, the clamped row past the end, a
+    // self-attention's key whose inf made its score -inf) is NaN (seed 15100141).
+    const Expr wr = at(w, {r.x, x, r.y});
+    const Expr skip = op == OpKind::kAttention ? wr == zero_ : !VisibleAt(x, OtherPos(r.y, r.x));
+    auto operand_at = [&](const Expr& col) {
+      return Halide::strict_float(
+          Halide::select(skip, zero_, Halide::cast(type_, Read(operand, opos, col))));
+    };
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
     if (!Normalized(op)) {
-      acc(Args({c, x})) += at(w, {r.x, x, r.y}) * Halide::cast(type_, Read(operand, opos, c));
+      acc(Args({c, x})) += wr * operand_at(c);
     } else {
       // Feature `features` is the sum of p over the row's keys, the result's divisor
       // (LowerAttention): the weights' common rounding (lse's) cancels in the ratio.
       const int last = static_cast<int>(features - 1);
-      const Expr value = Halide::cast(type_, Read(operand, opos, Halide::min(c, last)));
-      const Expr wr = at(w, {r.x, x, r.y});
+      const Expr value = operand_at(Halide::min(c, last));
       acc(Args({c, x})) +=
           !separate ? wr * Halide::select(c <= last, value, Halide::Internal::make_one(type_))
                     : Halide::select(c <= last, wr * value, at(pw, {r.x, x, r.y}));
@@ -430,7 +474,9 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
       AttentionPass sum_pass;
       Func acc = b.WeightedSum(op, lse_at, sum_pass);
       stage.attention.passes.push_back(sum_pass);
-      result(vars) = Normalize(acc, vars, in[2].shape[rank - 1]);
+      std::vector<Expr> row(vars.begin() + 1, vars.end());
+      result(vars) =
+          b.NanWhereLseIsNotFinite(lse(row), vars[1], Normalize(acc, vars, in[2].shape[rank - 1]));
       stage.attention.normalized = true;
       stage.acc = acc;
       stage.result = result;

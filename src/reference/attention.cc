@@ -57,11 +57,15 @@ void Scores(const AttentionAttrs& a, const Dims& n, const T* q, const T* k, int6
   }
 }
 
-// log(sum_j exp(s_j)) over the visible keys; -inf when there are none.
+// log(sum_j exp(s_j)) over the visible keys; -inf when there are none, NaN when a score
+// is NaN (std::max would skip it, or not, by its place in the row) or +inf (exp(inf -
+// inf)), -inf when every score is -inf.
 double LogSumExp(const AttentionAttrs& a, const Dims& n, int64_t i, const std::vector<double>& s) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t j = 0; j < n.tk; ++j) {
-    if (Visible(a, n, i, j)) m = std::max(m, s[j]);
+    if (!Visible(a, n, i, j)) continue;
+    if (std::isnan(s[j])) return s[j];
+    m = std::max(m, s[j]);
   }
   if (std::isinf(m) && m < 0) return m;
   double l = 0;

@@ -387,5 +387,83 @@ TEST(AttentionFuzz, MaxAndMinOfPositionsOnOpenCL) {
   }
 }
 
+// Seeds 15100105 and 15100141 (braze-fuzz --attention with --specials): a query row with
+// a NaN or +inf score has a NaN logsumexp in the reference (exp(inf - inf)), and a row
+// whose every visible score is -inf has -inf; either way each of the row's weights
+// exp(s - lse) is NaN, and so is its output. The compiled running max (a max under
+// LLVM's no-NaNs flag) dropped the NaN and the rows came out finite (0 after a ReLU).
+// A value that is NaN at a key a causal query does not see stays out of that query's
+// row. Causal (queries that see no key: 0) and not, every CPU scheduler (1 or 3 threads).
+TEST(AttentionFuzz, NonFiniteScoresGiveTheReferencesNaNRows) {
+  const double inf = INFINITY;
+  HostTensor q = HostTensor::RandomUniform(DType::kF32, {2, 9, 5}, 1978118471, -2, 2);
+  HostTensor k = HostTensor::RandomUniform(DType::kF32, {2, 7, 5}, 1978118488, -2, 2);
+  HostTensor v = HostTensor::RandomUniform(DType::kF32, {2, 7, 3}, 1978118505, -2, 2);
+  q.SetDouble(2 * 5 + 1, NAN);     // batch 0, query 2: a NaN in every score
+  k.SetDouble(4 * 5, inf);         // batch 0, key 4: +-inf scores
+  q.SetDouble((9 + 5) * 5, -inf);  // batch 1, query 5: -inf times k[., 0] > 0
+  for (int64_t j = 0; j < 7; ++j) {
+    k.SetDouble((7 + j) * 5, std::fabs(k.GetDouble((7 + j) * 5)) + 0.25);
+  }
+  v.SetDouble((7 + 6) * 3 + 2, NAN);  // batch 1, key 6, feature 2
+  Graph g;
+  Tensor qt = Placeholder(g, DType::kF32, {2, 9, 5}, "q");
+  Tensor kt = Placeholder(g, DType::kF32, {2, 7, 5}, "k");
+  Tensor vt = Placeholder(g, DType::kF32, {2, 7, 3}, "v");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    for (bool causal : {false, true}) {
+      AttentionAttrs attrs;
+      attrs.causal = causal;
+      attrs.scale = 1 / std::sqrt(5.0);
+      fetches.push_back(Relu(Attention(qt, kt, vt, attrs)));
+      fetches.push_back(AttentionLogSumExp(qt, kt, attrs));
+      fetches.push_back(Relu(Attention(kt, kt, kt, attrs)));  // a key's inf: its value's too
+    }
+  }
+  const Feeds feeds = {{qt, q}, {kt, k}, {vt, v}};
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  Session ref(g, ref_opts);
+  auto want = ref.Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  int64_t nan_rows = 0;
+  for (int64_t i = 0; i < (*want)[0].num_elements(); ++i)
+    nan_rows += std::isnan((*want)[0].GetDouble(i));
+  EXPECT_GT(nan_rows, 0);  // the reference's rule, which the compiled kernels must follow
+  int threads = 3;
+  for (Scheduler sched : {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                          Scheduler::kLi2018, Scheduler::kSafeDefault}) {
+    threads = 4 - threads;  // 1 and 3 in turn
+    {
+      SessionOptions opts;
+      opts.scheduler = sched;
+      opts.strict = true;
+      opts.num_threads = threads;
+      Session s(g, opts);
+      auto got = s.Run(feeds, fetches);
+      ASSERT_TRUE(got.ok()) << SchedulerName(sched) << ": " << got.status();
+      for (size_t f = 0; f < fetches.size(); ++f) {
+        const HostTensor& a = (*got)[f];
+        const HostTensor& b = (*want)[f];
+        int64_t bad = 0, first = -1;
+        for (int64_t i = 0; i < a.num_elements(); ++i) {
+          const double x = a.GetDouble(i), y = b.GetDouble(i);
+          const bool same = std::isnan(y)   ? std::isnan(x)
+                            : std::isinf(y) ? x == y
+                                            : std::fabs(x - y) <= 2e-4 * 4 + 2e-3 * std::fabs(y);
+          if (!same && first < 0) first = i;
+          bad += !same;
+        }
+        EXPECT_EQ(bad, 0) << SchedulerName(sched) << ", " << threads << " threads, fetch " << f
+                          << ": " << bad << " of " << a.num_elements() << " differ, first ["
+                          << first << "] got " << (first < 0 ? 0 : a.GetDouble(first))
+                          << ", reference " << (first < 0 ? 0 : b.GetDouble(first));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braze

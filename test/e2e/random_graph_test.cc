@@ -36,6 +36,7 @@ struct Slice {
   bool jit_scope = true;
   std::string jit_device = "jit:cpu";
   bool vary_threads = false;  // num_threads 1, 2 and 0 (all) by seed, not always 0
+  bool function = false;      // RunOptions::function: the programs run as Functions
   // Runs only the programs it accepts, until `count` of them have run (0: every seed).
   std::function<bool(const Program&)> wanted;
   int count = 0;
@@ -54,6 +55,7 @@ int RunSlice(uint64_t first, uint64_t last, const Slice& slice) {
     o.device = slice.device;
     o.jit_scope = slice.jit_scope;
     o.jit_device = slice.jit_device;
+    o.function = slice.function;
     if (slice.vary_threads) o.num_threads = static_cast<int>(seed % 3 == 2 ? 0 : seed % 3 + 1);
     const Outcome out = RunProgram(p, o);
     // A skip is a program the builders reject (not a Gradients() error: that is an error).
@@ -395,6 +397,21 @@ TEST(RandomGraphs, MinimizerShrinksAFailureToAFewOps) {
     return;
   }
   FAIL() << "no program in seeds 1..39 formed a cluster";
+}
+
+// Functions (braze-fuzz --function): each program traced as a jit_compile Function with
+// its -1 batch, against the same Function on the reference kernels; random ops among
+// the ops (their default keys come from the names in the Function's scope) and the
+// sequence ops.
+TEST(RandomGraphs, FunctionsMatchReference) {
+  Slice slice;
+  slice.gen.random_probability = 0.5;
+  slice.gen.sequence_probability = 0.3;
+  slice.gen.dynamic_probability = 0.3;
+  slice.flags = " --function --random=0.5 --sequence=0.3 --dynamic=0.3";
+  slice.function = true;
+  slice.vary_threads = true;
+  EXPECT_EQ(RunSlice(8000, 8008, slice), 8);
 }
 
 }  // namespace

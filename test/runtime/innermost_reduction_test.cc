@@ -15,18 +15,10 @@
 #include "braze/ops.h"
 #include "braze/session.h"
 #include "common/reference_check.h"
+#include "common/session_options.h"
 
 namespace braze {
 namespace {
-
-SessionOptions Strict(int threads) {
-  SessionOptions o;
-  o.device = "cpu";
-  o.strict = true;
-  o.scheduler = Scheduler::kSafeDefault;
-  o.num_threads = threads;
-  return o;
-}
 
 HostTensor Rows(const Shape& shape, uint64_t seed, bool specials) {
   HostTensor x = HostTensor::RandomNormal(DType::kF32, shape, seed, 0, 3);
@@ -58,7 +50,7 @@ TEST(InnermostReductionTest, MultiOutputSoftmaxMatchesTheReference) {
               ArgMax(x, 2)};
         }
         const Feeds feeds = {{x, Rows({3, 5, row}, 40 + row, specials)}};
-        Session session(g, Strict(threads));
+        Session session(g, testing_util::StrictSafeDefault(threads));
         auto got = session.Run(feeds, fetches);
         ASSERT_TRUE(got.ok()) << "row " << row << ": " << got.status();
         testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
@@ -81,7 +73,7 @@ TEST(InnermostReductionTest, ArgMaxOfTiedRowsIsTheFirstIndex) {
     float* p = v.data<float>();
     for (int64_t i = 0; i < 4 * row; ++i) p[i] = static_cast<float>(i % 7 == 3 ? 2 : (i % 5));
     const Feeds feeds = {{x, v}};
-    Session session(g, Strict(2));
+    Session session(g, testing_util::StrictSafeDefault(2));
     auto got = session.Run(feeds, fetches);
     ASSERT_TRUE(got.ok()) << got.status();
     testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
@@ -111,7 +103,7 @@ TEST(InnermostReductionTest, MaxAndMinFoldLanesToTheReferenceBits) {
       p[3 * row + j] = (j == row - 1) ? 1e30f : -1e30f;
     }
     const Feeds feeds = {{x, v}};
-    Session session(g, Strict(2));
+    Session session(g, testing_util::StrictSafeDefault(2));
     auto got = session.Run(feeds, fetches);
     ASSERT_TRUE(got.ok()) << "row " << row << ": " << got.status();
     testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
@@ -146,7 +138,7 @@ TEST(InnermostReductionTest, MatMulThenRowSumsMatchTheReference) {
       fetches = {e, s, e / s};
     }
     const Feeds feeds = {{q, Rows({2, 3, t, 16}, 7, false)}, {k, Rows({2, 3, t, 16}, 8, false)}};
-    Session session(g, Strict(2));
+    Session session(g, testing_util::StrictSafeDefault(2));
     auto got = session.Run(feeds, fetches);
     ASSERT_TRUE(got.ok()) << "T " << t << ": " << got.status();
     testing_util::ExpectMatchesReference(g, feeds, fetches, *got);

@@ -15,18 +15,10 @@
 #include "braze/random.h"
 #include "braze/session.h"
 #include "common/reference_check.h"
+#include "common/session_options.h"
 
 namespace braze {
 namespace {
-
-SessionOptions Strict(int threads) {
-  SessionOptions o;
-  o.device = "cpu";
-  o.strict = true;
-  o.scheduler = Scheduler::kSafeDefault;
-  o.num_threads = threads;
-  return o;
-}
 
 struct Block {
   Tensor x, w, b, gamma, beta, step;
@@ -75,7 +67,7 @@ TEST(SharedValuesTest, DropoutReadByManyOutputsMatchesTheReference) {
       Graph g;
       const Block m = Build(g, c.rows, c.k, c.n, false);
       const Feeds feeds = FeedsOf(m, c.rows, c.k, c.n, 3 + threads);
-      Session session(g, Strict(threads));
+      Session session(g, testing_util::StrictSafeDefault(threads));
       auto got = session.Run(feeds, m.fetches);
       ASSERT_TRUE(got.ok()) << c.rows << "x" << c.n << ": " << got.status();
       testing_util::ExpectMatchesReference(g, feeds, m.fetches, *got);
@@ -87,7 +79,7 @@ TEST(SharedValuesTest, DropoutReadByManyOutputsMatchesTheReference) {
 TEST(SharedValuesTest, SymbolicRowsMatchTheReference) {
   Graph g;
   const Block m = Build(g, -1, 11, 53, true);
-  Session session(g, Strict(2));
+  Session session(g, testing_util::StrictSafeDefault(2));
   for (int64_t rows : {19, 40, 16}) {
     const Feeds feeds = FeedsOf(m, rows, 11, 53, 7);
     auto got = session.Run(feeds, m.fetches);
@@ -106,7 +98,7 @@ TEST(SharedValuesTest, GradientsThroughDropoutMatchTheReference) {
   std::vector<Tensor> fetches = {loss};
   fetches.insert(fetches.end(), grads->begin(), grads->end());
   const Feeds feeds = FeedsOf(m, 23, 9, 41, 2);
-  Session session(g, Strict(2));
+  Session session(g, testing_util::StrictSafeDefault(2));
   auto got = session.Run(feeds, fetches);
   ASSERT_TRUE(got.ok()) << got.status();
   testing_util::ExpectMatchesReference(g, feeds, fetches, *got, 1e-3, 1e-5);
@@ -138,7 +130,7 @@ TEST(SharedValuesTest, GeluGradientReadByAnOutputAndAColumnSumMatchesTheReferenc
                          {b, HostTensor::RandomNormal(DType::kF32, {c.n}, 13)},
                          {w2, HostTensor::RandomNormal(DType::kF32, {c.n, 3}, 14, 0, 0.4)}};
     for (int threads : {1, 2}) {
-      Session session(g, Strict(threads));
+      Session session(g, testing_util::StrictSafeDefault(threads));
       auto got = session.Run(feeds, fetches);
       ASSERT_TRUE(got.ok()) << c.rows << "x" << c.n << ": " << got.status();
       testing_util::ExpectMatchesReference(g, feeds, fetches, *got, 1e-3, 1e-5);

@@ -10,7 +10,9 @@
 // dealt round-robin), --budget=S (seconds; stops starting new seeds after that),
 // --scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random (random: one per
 // seed, from the seed), --jit_device[=D] (place ops on D, jit:cpu by default or
-// jit:opencl, instead of a JitScope),
+// jit:opencl, instead of a JitScope), --function (the compiled run is a Function,
+// jit_compile with the program's input signature, its body the program traced on its
+// arguments, instead of a JitScope),
 // --no_minimize, --max_ops=N, --dynamic=P (the chance an input has dim 0 declared -1),
 // --specials=P (the chance a float input holds infinities, NaN, zeros and subnormals),
 // --large[=P] (the chance a program's values are past the last-level cache, 4M to 8M
@@ -81,6 +83,7 @@ struct Flags {
   double budget = 0;  // 0: none
   std::string scheduler = "random";
   std::string jit_device;  // empty: a JitScope
+  bool function = false;   // the compiled run through a Function (RunOptions::function)
   bool minimize = true;
   bool verbose = false;
   bool print = false;
@@ -132,6 +135,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     } else if (arg == "--jit_device") {
       f->jit_device = value.empty() ? "jit:cpu" : value;
       if (f->jit_device.rfind("jit:", 0) != 0) return false;
+    } else if (arg == "--function") {
+      f->function = true;
     } else if (arg == "--dynamic") {
       if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
     } else if (arg == "--specials") {
@@ -172,7 +177,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       return false;
     }
   }
-  return f->first < f->last;
+  return f->first < f->last && !(f->function && !f->jit_device.empty());
 }
 
 // --scheduler: "random" (one of the CPU schedulers per seed) or a scheduler's name in
@@ -234,10 +239,13 @@ std::string Settings(const Flags& f) {
   return absl::StrCat(
       "seeds=", f.first, ":", f.last, " jobs=", f.jobs,
       " budget=", f.budget > 0 ? absl::StrCat(f.budget, "s") : "none", " scheduler=", f.scheduler,
-      " run=", f.jit_device.empty() ? "JitScope" : f.jit_device, " strict max_ops=", f.max_ops,
-      " dynamic=", gen.dynamic_probability, f.dynamic < 0 ? "(default)" : "",
-      " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
-      " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
+      " run=",
+      f.function             ? "Function"
+      : f.jit_device.empty() ? "JitScope"
+                             : f.jit_device,
+      " strict max_ops=", f.max_ops, " dynamic=", gen.dynamic_probability,
+      f.dynamic < 0 ? "(default)" : "", " specials=", f.specials, " large=", f.large,
+      " gemm=", f.gemm, " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
       " sequence=", gen.sequence_probability, " random=", gen.random_probability,
       " attention=", gen.attention_probability, " float16=", gen.float16_probability,
       " control_flow=", gen.control_flow_probability, " threads=",
@@ -299,6 +307,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     SchedulerFor(f.scheduler, seed, &o.scheduler);
     o.jit_scope = f.jit_device.empty();
     if (!o.jit_scope) o.jit_device = f.jit_device;
+    o.function = f.function;
     o.num_threads = ThreadsFor(f, seed);
     state->started_ns = NowNs();
     state->running = seed;
@@ -351,7 +360,9 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
           "%s// Session(g, {.scheduler = Scheduler::%s, .strict = true, .num_threads = %d}) vs "
           "reference_only\n\n",
           static_cast<unsigned long long>(seed), OutcomeName(shown.kind), Name(o.scheduler),
-          o.jit_scope ? "JitScope(g) around every op" : ("ops on " + o.jit_device).c_str(),
+          o.function    ? "a Function of the program (jit_compile)"
+          : o.jit_scope ? "JitScope(g) around every op"
+                        : ("ops on " + o.jit_device).c_str(),
           o.num_threads, shown.detail.c_str(), ProgramToCpp(p, keep).c_str(), Name(o.scheduler),
           o.num_threads);
       std::fflush(stdout);
@@ -390,6 +401,7 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
   }
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
+  if (f.function) absl::StrAppend(&flags, " --function");
   std::printf(
       "==== seed %llu: %s, the shard running it was %s\n"
       "reproduce: braze-fuzz --seeds=%llu --scheduler=%s --verbose%s\n---- program\n%s\n",
@@ -503,7 +515,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr,
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
-                 "[--jit_device[=jit:cpu|jit:opencl]] [--no_minimize] [--max_ops=N] [--dynamic=P] "
+                 "[--jit_device[=jit:cpu|jit:opencl] | --function] [--no_minimize] [--max_ops=N] "
+                 "[--dynamic=P] "
                  "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
                  "[--random[=P]] [--attention[=P]] [--float16[=P]] [--control_flow[=P]] "
                  "[--threads=N|random] "

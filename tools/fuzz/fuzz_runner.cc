@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -144,6 +145,70 @@ bool IllConditioned(const Program& p, const std::vector<bool>& keep, size_t f,
   return true;
 }
 
+// The compiled side of a run: a Session of the graph built under the JitScope (or on the
+// jit device), or, with RunOptions::function, a Function (jit_compile, the program's
+// input signature with its -1 batch) whose body builds the program's ops in `keep` on
+// its arguments, so its values are traced, planned and compiled as a Function's. With
+// SessionOptions::reference_only, the Function's oracle: the same trace (its ops named
+// in the Function's name scope, so a random op's default key, from its name, is the
+// same) run on the reference kernels.
+class CompiledSide {
+ public:
+  CompiledSide(const Program& p, const std::vector<bool>& keep, const Graph& g,
+               const BuiltProgram& built, const SessionOptions& options, bool function)
+      : built_(built), keep_(keep), session_(g, options) {
+    if (!function) return;
+    FunctionOptions fo;
+    fo.name = "fuzz_program";
+    fo.input_signature = InputSpecs(p);
+    fo.jit_compile = !options.reference_only;
+    fo.session = options;
+    function_ = std::make_unique<Function>(
+        [&p, this](Graph& fg, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+          absl::StatusOr<BuiltProgram> b = BuildProgram(p, fg, keep_, 0, &args);
+          if (!b.ok()) traced_ = b.status();
+          return b.ok() ? b->fetches : std::vector<Tensor>{};
+        },
+        fo);
+  }
+
+  // The fetches for the program's feeds `values`.
+  absl::StatusOr<std::vector<HostTensor>> Run(const std::vector<HostTensor>& values) {
+    if (function_ == nullptr) {
+      Feeds feeds;
+      for (size_t i = 0; i < values.size(); ++i) {
+        feeds.emplace_back(built_.placeholders[i], values[i]);
+      }
+      return session_.Run(feeds, built_.fetches);
+    }
+    absl::StatusOr<std::vector<HostTensor>> got = (*function_)(values);
+    if (!traced_.ok()) return absl::InternalError(absl::StrCat("tracing: ", traced_.ToString()));
+    if (got.ok() && got->size() != built_.fetches.size()) {
+      return absl::InternalError(absl::StrCat("the Function returned ", got->size(), " values for ",
+                                              built_.fetches.size(), " fetches"));
+    }
+    return got;
+  }
+
+  // The cluster that computes fetch `f`, for a mismatch's line.
+  std::string ClusterOf(size_t f) const {
+    if (function_ != nullptr) return "- (Function)";
+    return session_.ClusterOf(built_.fetches[f]).value_or("-");
+  }
+
+  int64_t cluster_launches() const {
+    return function_ != nullptr ? function_->stats().cluster_launches
+                                : session_.stats().cluster_launches;
+  }
+
+ private:
+  const BuiltProgram& built_;
+  const std::vector<bool> keep_;
+  Session session_;
+  std::unique_ptr<Function> function_;
+  absl::Status traced_;  // the Function body's BuildProgram
+};
+
 }  // namespace
 
 const char* OutcomeName(Outcome::Kind kind) {
@@ -193,16 +258,19 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   options.device = o.device;
   options.inject_compile_failure = o.inject_compile_failure;
   options.num_threads = o.num_threads;
-  Session compiled(g, options);
+  CompiledSide compiled(p, keep, g, *built, options, o.function);
+  std::optional<CompiledSide> reference_function;
+  if (o.function) reference_function.emplace(p, keep, g, *built, ref_options, true);
   std::string ill_conditioned;  // the first such fetch's detail
   for (int64_t size0 : Sizes(p)) {
     const std::vector<HostTensor> values = MakeFeeds(p, size0);
     Feeds feeds;
     for (size_t i = 0; i < values.size(); ++i)
       feeds.emplace_back(built->placeholders[i], values[i]);
-    auto want = reference.Run(feeds, built->fetches);
+    auto want = reference_function.has_value() ? reference_function->Run(values)
+                                               : reference.Run(feeds, built->fetches);
     if (!want.ok()) continue;  // these sizes are invalid for the graph: the user's error
-    auto got = compiled.Run(feeds, built->fetches);
+    auto got = compiled.Run(values);
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
@@ -219,8 +287,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       const bool noise = IllConditioned(p, keep, f, values, (*got)[f], (*want)[f], diff.bad, tol);
       const std::string detail = absl::StrCat(
           "size0 ", size0, ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
-          compiled.ClusterOf(built->fetches[f]).value_or("-"), ", ", tol.name,
-          " tolerance): ", diff.text,
+          compiled.ClusterOf(f), ", ", tol.name, " tolerance): ", diff.text,
           noise ? " (the reference moves as much when the inputs move by a few ulps)" : "");
       if (noise) {
         if (ill_conditioned.empty()) ill_conditioned = detail;
@@ -231,7 +298,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       return out;
     }
   }
-  out.cluster_launches = compiled.stats().cluster_launches;
+  out.cluster_launches = compiled.cluster_launches();
   if (!ill_conditioned.empty()) {
     out.kind = Outcome::Kind::kIllConditioned;
     out.detail = ill_conditioned;
@@ -295,41 +362,7 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
   options.strict = o.strict;
   options.device = o.device;
   options.num_threads = o.num_threads;
-  Session compiled(g, options);
-  std::unique_ptr<Function> function;
-  absl::Status traced;  // the Function body's BuildProgram
-  if (o.function) {
-    FunctionOptions fo;
-    fo.name = "fuzz_program";
-    fo.input_signature = InputSpecs(p);
-    fo.jit_compile = true;
-    fo.session = options;
-    function = std::make_unique<Function>(
-        [&p, &traced](Graph& fg, const std::vector<Tensor>& args) -> std::vector<Tensor> {
-          absl::StatusOr<BuiltProgram> b = BuildProgram(p, fg, {}, 0, &args);
-          if (!b.ok()) traced = b.status();
-          return b.ok() ? b->fetches : std::vector<Tensor>{};
-        },
-        fo);
-  }
-  // This rank's fetches for its feeds: the Session's, or the Function's.
-  auto run_compiled =
-      [&](const std::vector<HostTensor>& values) -> absl::StatusOr<std::vector<HostTensor>> {
-    if (function == nullptr) {
-      Feeds feeds;
-      for (size_t i = 0; i < values.size(); ++i) {
-        feeds.emplace_back(built->placeholders[i], values[i]);
-      }
-      return compiled.Run(feeds, built->fetches);
-    }
-    absl::StatusOr<std::vector<HostTensor>> got = (*function)(values);
-    if (!traced.ok()) return absl::InternalError(absl::StrCat("tracing: ", traced.ToString()));
-    if (got.ok() && got->size() != built->fetches.size()) {
-      return absl::InternalError(absl::StrCat("the Function returned ", got->size(), " values for ",
-                                              built->fetches.size(), " fetches"));
-    }
-    return got;
-  };
+  CompiledSide compiled(p, {}, g, *built, options, o.function);
   for (int64_t size0 : Sizes(p)) {
     Feeds world_feeds;
     for (int r = 0; r < world; ++r) {
@@ -340,7 +373,7 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
     }
     auto want = reference.Run(world_feeds, mine.fetches);
     if (!want.ok()) continue;  // these sizes are invalid for the graph (on every rank)
-    auto got = run_compiled(RankFeeds(p, me, size0));
+    auto got = compiled.Run(RankFeeds(p, me, size0));
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
@@ -354,16 +387,12 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
       const Diff diff = Compare((*got)[f], (*want)[f], TolOf(p, *built, f, o));
       if (diff.text.empty()) continue;
       out.kind = Outcome::Kind::kMismatch;
-      out.detail =
-          absl::StrCat("rank ", me, " of ", world, ", size0 ", size0, ", fetch ", f, " ('",
-                       built->fetches[f].name(), "', cluster ",
-                       function != nullptr ? "- (Function)"
-                                           : compiled.ClusterOf(built->fetches[f]).value_or("-"),
-                       "): ", diff.text);
+      out.detail = absl::StrCat("rank ", me, " of ", world, ", size0 ", size0, ", fetch ", f, " ('",
+                                built->fetches[f].name(), "', cluster ", compiled.ClusterOf(f),
+                                "): ", diff.text);
     }
   }
-  out.cluster_launches =
-      function != nullptr ? function->stats().cluster_launches : compiled.stats().cluster_launches;
+  out.cluster_launches = compiled.cluster_launches();
   if (out.runs == 0) {
     out.kind = Outcome::Kind::kSkip;
     out.detail = "the reference rejected every feed size";

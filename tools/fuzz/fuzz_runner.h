@@ -28,9 +28,9 @@ struct RunOptions {
   std::function<void(size_t fetch, HostTensor* result)> corrupt_result;
   // SessionOptions::num_threads of the compiled run (0: all the CPUs).
   int num_threads = 0;
-  // RunWorldProgram: the compiled run is a Function (jit_compile, the program's input
-  // signature with its -1 batch) traced from the program on its arguments, instead of a
-  // Session of a graph under JitScope.
+  // The compiled run is a Function (jit_compile, the program's input signature with its
+  // -1 batch) traced from the program on its arguments, instead of a Session of a graph
+  // under JitScope (braze-fuzz --function, braze-fuzz-mpi --function).
   bool function = false;
   // The tolerance of f32 results and of f64 results that carry f32 rounding
   // (ProgramOp::f32_rounding); `atol` is scaled by the largest finite magnitude in the
