@@ -117,7 +117,8 @@ struct PackedKey {
   }
 };
 
-std::atomic<int64_t> weight_packs{0};  // CpuGemmWeightPacks
+std::atomic<int64_t> weight_packs{0};   // CpuGemmWeightPacks
+std::atomic<int64_t> batched_calls{0};  // CpuGemmBatchedCalls
 // CpuGemmPackedCacheStatsForTesting's counters.
 std::atomic<int64_t> packed_evictions{0}, packed_row_major_reads{0};
 
@@ -291,6 +292,34 @@ void AnswerBoundsQuery(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* 
   if (bias != nullptr && IsBoundsQuery(bias)) SetDim(bias, 0, n.min, n.extent);
 }
 
+// out's batch region (dims 2...) as `count` matrices a fixed stride apart in each of a,
+// b and out (elements), when every operand's batch dims collapse into one: each batch
+// dim of more than one index has the stride of the one before times its extent. False
+// when there is no batch of two or more, or a dim does not collapse (a broadcast, a
+// permuted batch), and the call then runs a GEMM per matrix.
+struct Batch {
+  int64_t count = 1, a = 0, b = 0, c = 0;
+};
+bool CollapsedBatch(const halide_buffer_t* a, const halide_buffer_t* b, const halide_buffer_t* out,
+                    Batch* batch) {
+  batch->count = 1;
+  for (int d = 2; d < out->dimensions; ++d) batch->count *= out->dim[d].extent;
+  if (batch->count < 2) return false;
+  auto stride = [out](const halide_buffer_t* buf, int64_t* first) {
+    *first = 0;
+    int64_t expected = 0;
+    for (int d = 2; d < out->dimensions; ++d) {
+      if (out->dim[d].extent == 1) continue;
+      const int64_t s = buf->dim[d].stride;
+      if (s <= 0 || (*first != 0 && s != expected)) return false;
+      if (*first == 0) *first = s;
+      expected = s * out->dim[d].extent;
+    }
+    return *first > 0;
+  };
+  return stride(a, &batch->a) && stride(b, &batch->b) && stride(out, &batch->c);
+}
+
 // out = a b (+ bias, then ReLU when `relu`) for both externs; `bias` null: none.
 // `b_const`: nonzero names b's contents when b is a constant of the kernel.
 int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta, bool tb, int32_t k,
@@ -359,6 +388,40 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
       prepared = nullptr;
     }
   }
+  int64_t batch[8] = {0};
+  for (int d = 0; d < batch_dims; ++d) {
+    if (out->dim[d + 2].extent == 0) return 0;
+    batch[d] = out->dim[d + 2].min;
+  }
+  // A batch that collapses into one strided dim is one call of a batched primitive:
+  // oneDNN splits the batch's matrices among its threads, where a call per matrix
+  // pays a parallel region (and the primitive's dispatch) for each small product
+  // (attention's per-head matmuls: 64 of 128 x 128 x 64 in a GPT block).
+  Batch collapsed;
+  if (packed_b == nullptr && CollapsedBatch(a, b, out, &collapsed)) {
+    GemmKey batched = key;
+    batched.batch = collapsed.count;
+    batched.batch_a = collapsed.a;
+    batched.batch_b = collapsed.b;
+    batched.batch_c = collapsed.c;
+    std::shared_ptr<Prepared> p = Lookup(lib, batched, /*packed=*/false);
+    // oneDNN's reference kernel (strides its optimized ones refuse) would be slower
+    // than a call per matrix.
+    if (p != nullptr && p->impl.rfind("ref", 0) != 0) {
+      lock = std::unique_lock<std::mutex>(p->mu);
+      const void* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
+      const void* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
+      uint8_t* pc = At(out, n0, m0, batch);
+      if (!RunGemm(lib.api, *p, pa, pb, pbias, pc)) return -3;
+      batched_calls.fetch_add(1, std::memory_order_relaxed);
+      if (epilogue == kBiasRelu && !p->relu_post_ops) {
+        for (int64_t i = 0; i < collapsed.count; ++i) {
+          ReluInPlace(pc + i * collapsed.c * out->type.bytes(), m, n, key.ldc, c);
+        }
+      }
+      return 0;
+    }
+  }
   if (prepared == nullptr) {
     prepared = Lookup(lib, key, /*packed=*/false);
     if (prepared == nullptr) return -3;
@@ -366,11 +429,6 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
   }
   const bool relu_here = epilogue == kBiasRelu && !prepared->relu_post_ops;
   // One GEMM per batch index; `batch` walks out's batch dims like an odometer.
-  int64_t batch[8] = {0};
-  for (int d = 0; d < batch_dims; ++d) {
-    if (out->dim[d + 2].extent == 0) return 0;
-    batch[d] = out->dim[d + 2].min;
-  }
   while (true) {
     const void* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
     const void* pb = packed_b != nullptr ? packed_b.get()
@@ -422,6 +480,14 @@ void AllowCpuGemmReluPostOpsForTesting(bool allowed) {
 int64_t CpuGemmWeightPacks() {
 #if BRAZE_HAVE_DNNL
   return weight_packs.load();
+#else
+  return 0;
+#endif
+}
+
+int64_t CpuGemmBatchedCalls() {
+#if BRAZE_HAVE_DNNL
+  return batched_calls.load();
 #else
   return 0;
 #endif

@@ -77,6 +77,10 @@ void AllowCpuGemmReluPostOpsForTesting(bool allowed);
 // How many constant b operands have been packed in this process (tests).
 int64_t CpuGemmWeightPacks();
 
+// How many calls ran their batch of matrices as one batched oneDNN primitive (a batch
+// whose dims collapse into one stride) rather than a GEMM per matrix (tests).
+int64_t CpuGemmBatchedCalls();
+
 // Tests only: the cache of packed constant weights (docs/CPU_GEMM.md, "Constant weights,
 // packed once"). Nothing in Braze calls these; the defaults are the runtime's behaviour.
 struct CpuGemmPackedCacheStats {

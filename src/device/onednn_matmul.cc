@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <array>
+
 #include "absl/strings/str_cat.h"
 
 namespace braze {
@@ -121,29 +123,53 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
                                   bool pack_weights) {
   const Api& api = lib.api;
   dnnl_memory_desc_t a, b, b_any, bias, c;
-  const dnnl_dims_t a_dims = {g.m, g.k}, b_dims = {g.k, g.n}, c_dims = {g.m, g.n};
-  const dnnl_dims_t a_strides = {g.ta ? 1 : g.lda, g.ta ? g.lda : 1};
-  const dnnl_dims_t b_strides = {g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1};
-  const dnnl_dims_t c_strides = {g.ldc, 1};
-  const dnnl_dims_t bias_dims = {1, g.n}, bias_strides = {g.n, 1};
+  // One matrix: 2-D descriptors; a batch: 3-D ones, the batch outermost with its strides
+  // (the bias broadcast over it). Packing is for one matrix only.
+  const bool batched = g.batch > 1 && !pack_weights;
+  const int nd = batched ? 3 : 2;
+  auto dims = [&](int64_t rows, int64_t cols) {
+    std::array<int64_t, DNNL_MAX_NDIMS> d{};
+    if (batched) {
+      d[0] = g.batch;
+      d[1] = rows;
+      d[2] = cols;
+    } else {
+      d[0] = rows;
+      d[1] = cols;
+    }
+    return d;
+  };
+  auto strides = [&](int64_t batch_stride, int64_t row, int64_t col) {
+    return batched ? std::array<int64_t, DNNL_MAX_NDIMS>{batch_stride, row, col}
+                   : std::array<int64_t, DNNL_MAX_NDIMS>{row, col};
+  };
+  const auto a_dims = dims(g.m, g.k), b_dims = dims(g.k, g.n), c_dims = dims(g.m, g.n);
+  const auto a_strides = strides(g.batch_a, g.ta ? 1 : g.lda, g.ta ? g.lda : 1);
+  const auto b_strides = strides(g.batch_b, g.tb ? 1 : g.ldb, g.tb ? g.ldb : 1);
+  const auto c_strides = strides(g.batch_c, g.ldc, 1);
+  const auto bias_dims = batched ? std::array<int64_t, DNNL_MAX_NDIMS>{1, 1, g.n}
+                                 : std::array<int64_t, DNNL_MAX_NDIMS>{1, g.n};
+  const auto bias_strides = batched ? std::array<int64_t, DNNL_MAX_NDIMS>{g.n, g.n, 1}
+                                    : std::array<int64_t, DNNL_MAX_NDIMS>{g.n, 1};
   const bool has_bias = g.epilogue != kNoEpilogue;
   dnnl_matmul_desc_t desc;
   dnnl_primitive_attr_t attr = nullptr;
   dnnl_primitive_desc_t pd = nullptr;
   auto p = std::make_shared<Prepared>(api);
   p->relu_post_ops = relu_post_ops && g.epilogue == kBiasRelu;
-  bool ok = api.memory_desc_init(&a, 2, a_dims, g.ab, a_strides) == dnnl_success &&
-            api.memory_desc_init(&b, 2, b_dims, g.ab, b_strides) == dnnl_success &&
-            api.memory_desc_init(&bias, 2, bias_dims, g.c, bias_strides) == dnnl_success &&
-            api.memory_desc_init(&c, 2, c_dims, g.c, c_strides) == dnnl_success &&
-            (!pack_weights || api.memory_desc_init_by_tag(&b_any, 2, b_dims, g.ab,
-                                                          dnnl_format_tag_any) == dnnl_success) &&
-            api.matmul_desc_init(&desc, &a, pack_weights ? &b_any : &b, has_bias ? &bias : nullptr,
-                                 &c) == dnnl_success &&
-            api.attr_create(&attr) == dnnl_success &&
-            api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
-            (!p->relu_post_ops || AppendRelu(api, attr)) &&
-            api.primitive_desc_create(&pd, &desc, attr, lib.engine, nullptr) == dnnl_success;
+  bool ok =
+      api.memory_desc_init(&a, nd, a_dims.data(), g.ab, a_strides.data()) == dnnl_success &&
+      api.memory_desc_init(&b, nd, b_dims.data(), g.ab, b_strides.data()) == dnnl_success &&
+      api.memory_desc_init(&bias, nd, bias_dims.data(), g.c, bias_strides.data()) == dnnl_success &&
+      api.memory_desc_init(&c, nd, c_dims.data(), g.c, c_strides.data()) == dnnl_success &&
+      (!pack_weights || api.memory_desc_init_by_tag(&b_any, nd, b_dims.data(), g.ab,
+                                                    dnnl_format_tag_any) == dnnl_success) &&
+      api.matmul_desc_init(&desc, &a, pack_weights ? &b_any : &b, has_bias ? &bias : nullptr, &c) ==
+          dnnl_success &&
+      api.attr_create(&attr) == dnnl_success &&
+      api.attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success &&
+      (!p->relu_post_ops || AppendRelu(api, attr)) &&
+      api.primitive_desc_create(&pd, &desc, attr, lib.engine, nullptr) == dnnl_success;
   const char* impl = nullptr;
   if (ok && api.query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) {
     p->impl = impl;

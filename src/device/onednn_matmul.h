@@ -93,15 +93,20 @@ struct GemmKey {
   int epilogue;
   int threads;
   dnnl_data_type_t ab = dnnl_f32, c = dnnl_f32;
+  // A batch of `batch` matrices in one primitive (oneDNN's 3-D matmul), each operand's
+  // matrices `batch_a`, `batch_b` and `batch_c` elements apart; 1: one matrix.
+  int64_t batch = 1, batch_a = 0, batch_b = 0, batch_c = 0;
   bool operator==(const GemmKey& o) const {
     return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
            ta == o.ta && tb == o.tb && epilogue == o.epilogue && threads == o.threads &&
-           ab == o.ab && c == o.c;
+           ab == o.ab && c == o.c && batch == o.batch && batch_a == o.batch_a &&
+           batch_b == o.batch_b && batch_c == o.batch_c;
   }
   template <typename H>
   friend H AbslHashValue(H h, const GemmKey& g) {
     return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.epilogue,
-                      g.threads, static_cast<int>(g.ab), static_cast<int>(g.c));
+                      g.threads, static_cast<int>(g.ab), static_cast<int>(g.c), g.batch, g.batch_a,
+                      g.batch_b, g.batch_c);
   }
 };
 
@@ -150,8 +155,9 @@ std::shared_ptr<Prepared> Prepare(const Library& lib, const GemmKey& g, bool rel
 // own, or null on an error. The caller holds p.mu.
 std::shared_ptr<void> PackWeights(const Library& lib, Prepared& p, const void* b);
 
-// c = a b (+ bias) on one matrix each (row-major, leading dimensions in the primitive;
-// elements of the key's types). False on an error. The caller holds p->mu.
+// c = a b (+ bias) on one matrix each, or on the key's batch of them (row-major, leading
+// dimensions and batch strides in the primitive; elements of the key's types). False on an error.
+// The caller holds p->mu.
 bool RunGemm(const Api& api, Prepared& p, const void* a, const void* b, const void* bias, void* c);
 
 // Appends the NaN-keeping ReLU post-ops (ELU alpha 0, then x * 1 + 0) to `attr`; only

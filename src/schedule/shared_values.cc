@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
+#include <utility>
 
 namespace braze {
 namespace schedule {
@@ -16,11 +18,13 @@ using Halide::Internal::Function;
 constexpr int64_t kSaturated = int64_t{1} << 40;  // evaluation counts stop growing here
 
 // The distinct IR nodes of some expressions (a common subexpression counts once, as
-// the code generator's CSE computes it once), and the distinct calls to each Func.
+// the code generator's CSE computes it once), and the distinct calls to each Func with
+// their arguments.
 class Census : public Halide::Internal::IRGraphVisitor {
  public:
   int64_t nodes = 0;
   std::map<std::string, int64_t> calls;
+  std::vector<std::pair<std::string, std::vector<Halide::Expr>>> sites;
 
  private:
   using IRGraphVisitor::include;
@@ -31,7 +35,11 @@ class Census : public Halide::Internal::IRGraphVisitor {
   }
   void visit(const Call* op) override {
     IRGraphVisitor::visit(op);
-    if (op->call_type == Call::Halide && op->func.defined()) ++calls[Function(op->func).name()];
+    if (op->call_type == Call::Halide && op->func.defined()) {
+      const std::string name = Function(op->func).name();
+      ++calls[name];
+      sites.emplace_back(name, op->args);
+    }
   }
   std::set<const Halide::Internal::IRNode*> counted_;
 };
@@ -40,7 +48,23 @@ struct Node {
   Function fn;
   int64_t own = 0;                       // IR nodes of its own values
   std::map<std::string, int64_t> calls;  // callee -> distinct call sites
+  // Each call site: the callee and its arguments, in this Func's variables.
+  std::vector<std::pair<std::string, std::vector<Halide::Expr>>> sites;
 };
+
+// The call (callee and arguments) as text: two sites that print alike compute the same
+// element, and CSE computes them once in one loop nest.
+std::string CallKey(const std::string& callee, const std::vector<Halide::Expr>& args) {
+  std::ostringstream key;
+  key << callee << "(";
+  for (const Halide::Expr& a : args) key << a << ",";
+  key << ")";
+  return key.str();
+}
+
+// A loop nest expands at most this many distinct inlined calls before its count
+// saturates (a chain of shifted reads, a stencil, could otherwise grow without bound).
+constexpr size_t kMaxCallsPerNest = 1 << 14;
 
 }  // namespace
 
@@ -61,6 +85,7 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
     for (const Halide::Expr& v : AllValues(node.fn)) v.accept(&census);
     node.own = census.nodes;
     node.calls = std::move(census.calls);
+    node.sites = std::move(census.sites);
   }
   std::set<std::string> stored = stored_in;
   auto inlined = [&](const std::string& name) {
@@ -96,22 +121,63 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
   for (const Halide::Func& out : info.outputs) visit(out.name());
   std::reverse(order.begin(), order.end());
 
+  // Evaluations per element of each inlined Func: its distinct calls (callee and
+  // arguments, through every chain of inlined readers) in the loop nests of the stored
+  // Funcs (outputs, accumulators, operands, values stored here). Two readers inlined
+  // into one loop nest that read the same element make one evaluation there, since
+  // CSE computes the expression once (a GELU gradient's terms each reading the
+  // sigmoid); two loop nests, or two different elements (a Pad's shifted read), make
+  // two.
+  std::map<std::string, int64_t> evaluations;
+  bool counted = false;
+  auto count = [&] {
+    evaluations.clear();
+    for (const auto& [root, node] : graph) {
+      if (inlined(root)) continue;
+      std::set<std::string> seen;
+      std::function<void(const Node&, const std::map<std::string, Halide::Expr>&)> expand =
+          [&](const Node& caller, const std::map<std::string, Halide::Expr>& args_of) {
+            for (const auto& [callee, args] : caller.sites) {
+              if (graph.count(callee) == 0 || !inlined(callee)) continue;
+              std::vector<Halide::Expr> at;
+              for (const Halide::Expr& a : args) {
+                at.push_back(args_of.empty() ? a : Halide::Internal::substitute(args_of, a));
+              }
+              if (seen.size() >= kMaxCallsPerNest) {
+                evaluations[callee] = kSaturated;
+                continue;
+              }
+              if (!seen.insert(CallKey(callee, at)).second) continue;
+              int64_t& e = evaluations[callee];
+              e = std::min(kSaturated, e + 1);
+              const Node& next = graph.at(callee);
+              std::map<std::string, Halide::Expr> next_args;
+              const std::vector<std::string> vars = next.fn.args();
+              for (size_t i = 0; i < vars.size() && i < at.size(); ++i) next_args[vars[i]] = at[i];
+              expand(next, next_args);
+            }
+          };
+      expand(node, {});
+    }
+    counted = true;
+  };
+
   std::vector<SharedValue> result;
-  std::map<std::string, int64_t> evaluations;  // per element of the Func, inlined
   for (const std::string& name : order) {
     const Node& n = graph.at(name);
+    if (!inlined(name) || IsPlainLoad(n.fn) || info.values.count(name) == 0 ||
+        cost_of(name) < min_cost) {
+      continue;
+    }
+    if (!counted) count();
     const int64_t evals = evaluations[name];
-    if (inlined(name) && evals >= 2 && !IsPlainLoad(n.fn) && info.values.count(name) > 0 &&
-        cost_of(name) >= min_cost) {
+    if (evals >= 2) {
       stored.insert(name);
       result.push_back({Halide::Func(n.fn), evals, cost_of(name)});
-    }
-    // What this Func's evaluations cost its callees: one per call site when it is
-    // stored, else one per call site each time it is evaluated.
-    const int64_t times = inlined(name) ? std::max<int64_t>(evals, 1) : 1;
-    for (const auto& [callee, sites] : n.calls) {
-      int64_t& e = evaluations[callee];
-      e = std::min(kSaturated, e + sites * times);
+      // Its producers are now evaluated in its loop nest, once per element it reads,
+      // and the costs of its readers no longer include it.
+      counted = false;
+      cost.clear();
     }
   }
   return result;

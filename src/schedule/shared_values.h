@@ -39,12 +39,18 @@ struct SharedValue {
 };
 
 // The pure Funcs (not `stored`, not plain loads, with extents in info.values) that the
-// inlined schedule would evaluate at two or more places per element (call sites,
-// counted through every chain of inlined readers up to a stored Func: an output, an
-// accumulator, an operand), whose inlined cost is at least `min_cost`. Consumers come
-// before their producers: storing a consumer first makes its producers' evaluations
-// count once through it. Empty for a pipeline with an attention stage (its per-tile
-// Funcs must stay at the tile loop).
+// inlined schedule would evaluate two or more times per element, and whose inlined cost
+// is at least `min_cost`. Evaluations are counted as the code generator computes them:
+// the distinct calls (callee and arguments, followed through every chain of inlined
+// readers) in each stored Func's loop nest (an output, an accumulator, an operand). Two
+// readers inlined into one loop nest at the same element are one evaluation (CSE
+// computes the expression once: the terms of a GELU gradient each reading one
+// sigmoid); two loop nests, or two elements (a Pad's shifted read), are two. Storing
+// such a value at root costs a write and a read of the whole tensor per reader, which
+// an elementwise chain recomputed in registers does not. Consumers come before their
+// producers: storing a consumer first makes its producers' evaluations count once
+// through it. Empty for a pipeline with an attention stage (its per-tile Funcs must stay
+// at the tile loop).
 std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
                                                const std::set<std::string>& stored,
                                                int64_t min_cost = kMinSharedValueCost);

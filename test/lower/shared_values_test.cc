@@ -61,6 +61,28 @@ TEST(SharedValues, AValueReadOnceStaysInlined) {
   EXPECT_EQ(StoredOnce(SafeDefaultText(c)), 0);
 }
 
+// A sigmoid read by three terms of one output (GELU's gradient has this shape) is
+// evaluated once per element there: the terms are inlined into one loop nest, where
+// CSE computes it once, so storing it would only add a write and a read of the tensor.
+// Read by that output and by a column sum (two loop nests), it is stored.
+TEST(SharedValues, AValueReadByInlinedReadersOfOneOutputStaysInlined) {
+  for (const Shape& shape : std::vector<Shape>{{13, 7}, {1, 1}, {3, 17}, {2, 31}}) {
+    for (bool with_sum : {false, true}) {
+      Case c;
+      Tensor x = c.Input(DType::kF32, shape, 51, -4, 4);
+      Tensor y = c.Input(DType::kF32, shape, 52, -4, 4);
+      Tensor s = Sigmoid(x * y);
+      Tensor g = s * x + s * (1.0 - s) * y + Exp(s) * 0.5;
+      c.outputs = {g};
+      if (with_sum) c.outputs.push_back(Sum(g, {0}));
+      EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, {1e-5, 1e-5}))
+          << ShapeString(shape);
+      const std::string text = SafeDefaultText(c);
+      EXPECT_EQ(StoredOnce(text), with_sum ? 1 : 0) << ShapeString(shape) << "\n" << text;
+    }
+  }
+}
+
 // The GRU cell's gradient (examples/lib/gru.h's cell, issue 40): its gates are read by
 // several gradient terms, each a Pad of a Slice's gradient summed over the gates' width.
 TEST(SharedValues, GruCellGradientMatchesTheReference) {

@@ -109,6 +109,61 @@ TEST(CpuGemmSessionTest, AMinimumOfOneSendsTinyMatmulsToTheLibrary) {
   EXPECT_EQ(library, 3) << infos.size() << " log lines";
 }
 
+// A BatchMatMul whose batch dims collapse into one stride (every dense operand's do)
+// runs as one batched oneDNN call: at batch shapes of one, two and three dims, a batch of
+// one (a single matrix: not batched), odd and tiny matrices, each transpose, with a
+// bias and ReLU after it, and at 1 and 2 threads; the reference's results.
+TEST(CpuGemmSessionTest, BatchesRunAsOneBatchedCallAndMatchTheReference) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  BrazeFlags flags;
+  flags.cpu_gemm_min_work = 1;
+  SetBrazeFlagsForTesting(flags);
+  struct Case {
+    Shape batch;
+    int64_t m, k, n;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{3}, 7, 5, 3}, {{2, 3}, 17, 13, 11}, {{2, 1, 5}, 1, 1, 1}, {{1}, 4, 3, 2}}) {
+    auto shape = [&](int64_t rows, int64_t cols) {
+      Shape s = c.batch;
+      s.push_back(rows);
+      s.push_back(cols);
+      return s;
+    };
+    Graph g;
+    Tensor a = Placeholder(g, DType::kF32, shape(c.m, c.k), "a");
+    Tensor b = Placeholder(g, DType::kF32, shape(c.k, c.n), "b");
+    Tensor at = Placeholder(g, DType::kF32, shape(c.k, c.m), "at");
+    Tensor bt = Placeholder(g, DType::kF32, shape(c.n, c.k), "bt");
+    Tensor bias = Placeholder(g, DType::kF32, {c.n}, "bias");
+    std::vector<Tensor> ys;
+    {
+      JitScope scope(g);
+      ys = {BatchMatMul(a, b), BatchMatMul(at, b, true, false), BatchMatMul(a, bt, false, true),
+            BatchMatMul(at, bt, true, true), Relu(BatchMatMul(a, b) * 2.0 + bias)};
+    }
+    Feeds feeds;
+    uint64_t seed = 7;
+    for (const Tensor& t : {a, b, at, bt, bias}) {
+      feeds.push_back({t, HostTensor::RandomUniform(DType::kF32, t.shape(), seed++, -2, 2)});
+    }
+    int64_t matrices = 1;
+    for (int64_t d : c.batch) matrices *= d;
+    for (int threads : {1, 2}) {
+      SessionOptions options;
+      options.num_threads = threads;
+      Session session(g, options);
+      const int64_t before = CpuGemmBatchedCalls();
+      auto got = session.Run(feeds, ys);
+      ASSERT_TRUE(got.ok()) << got.status();
+      testing_util::ExpectMatchesReference(g, feeds, ys, *got);
+      EXPECT_EQ(CpuGemmBatchedCalls() - before, matrices > 1 ? 5 : 0)
+          << "batch dims " << c.batch.size() << " m " << c.m << " threads " << threads;
+    }
+  }
+  SetBrazeFlagsForTesting(BrazeFlags{});
+}
+
 // oneDNN 2.6's AVX-512 matmul (brgemm) reads weights in a blocked layout of its own and
 // repacks a row-major b at every call; with these ISA extensions it chooses such a
 // layout for the shapes below, so packing a constant b must happen.
