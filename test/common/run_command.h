@@ -40,9 +40,10 @@ inline bool OnlyLeakTracerCrashed(const std::string& output) {
 inline int RunCommandRetryingLeakTracerCrash(const std::string& command, std::string* output) {
   const int rc = RunCommand(command, output);
   if (rc == 0 || !OnlyLeakTracerCrashed(*output)) return rc;
-  std::printf("LeakSanitizer's tracer crashed at exit in a child (not a finding); running it "
-              "again: %s\n",
-              command.c_str());
+  std::printf(
+      "LeakSanitizer's tracer crashed at exit in a child (not a finding); running it "
+      "again: %s\n",
+      command.c_str());
   return RunCommand(command, output);
 }
 

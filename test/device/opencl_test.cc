@@ -76,8 +76,7 @@ TEST_F(OpenCLTensorTest, TheTargetHasHalfExactlyWhenTheDeviceHasFp16) {
   EXPECT_FALSE(device::OpenCLDeviceHasExtension("cl_khr_fp16 cl_khr_fp64"));
   auto target = device::JitTargetString(kOpenCL0);
   ASSERT_TRUE(target.ok()) << target.status();
-  EXPECT_EQ(absl::StrContains(*target, "cl_half"),
-            device::OpenCLDeviceHasExtension("cl_khr_fp16"))
+  EXPECT_EQ(absl::StrContains(*target, "cl_half"), device::OpenCLDeviceHasExtension("cl_khr_fp16"))
       << *target;
 }
 
