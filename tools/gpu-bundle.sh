@@ -19,6 +19,8 @@ for b in "${bins[@]}"; do
   [ -x "$build/$b" ] || { echo "gpu-bundle: $build/$b is not built" >&2; exit 1; }
   cp "$build/$b" "$stage/bin/"
 done
+# Symbols are not needed there, and the bundle and the working tree share 64 MiB.
+strip --strip-unneeded "$stage"/bin/*
 # Every library ldd resolves for them, but the system's C/C++ runtime and CUDA's own.
 skip='/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcublas[A-Za-z]*|libcudart)\.so'
 for b in "$stage"/bin/*; do
@@ -26,7 +28,7 @@ for b in "$stage"/bin/*; do
 done | sort -u | grep -Ev "$skip" | while read -r lib; do cp -L "$lib" "$stage/lib/"; done
 cp -L /usr/lib/x86_64-linux-gnu/halide14/libautoschedule_*.so "$stage/plugins/"
 mkdir -p "$root/.gpu"
-XZ_OPT=${XZ_OPT:--T0} tar -cJf "$root/.gpu/bundle.tar.xz" -C "$stage" bin lib plugins
+XZ_OPT=${XZ_OPT:--9e -T0} tar -cJf "$root/.gpu/bundle.tar.xz" -C "$stage" bin lib plugins
 size=$(stat -c %s "$root/.gpu/bundle.tar.xz")
 echo "gpu-bundle: $root/.gpu/bundle.tar.xz, $((size / 1048576)) MiB," \
   "$(ls "$stage/lib" | wc -l) libraries"
