@@ -29,7 +29,16 @@ namespace braze {
 namespace schedule {
 namespace gpu {
 
-inline constexpr int kGpuRowTile = 16;
+// Rows per block (the query or key rows each block owns), and the thread layout of
+// each stage (a block of kGpuRowTile x 16 = 512 threads, see docs/ATTENTION.md):
+inline constexpr int kGpuRowTile = 32;
+// A product's thread computes kProductTile positions x kProductTile rows in registers.
+inline constexpr int kProductTile = 2;
+// A weight's thread computes kWeightRows rows of one position.
+inline constexpr int kWeightRows = 2;
+// An operand tile's, an accumulator's or a result's row is kFeatureLanes threads wide at
+// most.
+inline constexpr int kFeatureLanes = 16;
 
 // Schedules `s` (its result compute_root, a kernel of its own); adds every Func with an
 // update definition it placed to `placed`.
