@@ -313,7 +313,10 @@ class Builder {
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
     if (!Normalized(op)) {
-      acc(Args({c, x})) += wr * operand_at(c);
+      // On a GPU the schedule pads the features to its threads' (gpu_attention.cc): the
+      // column is clamped there (a padded feature is computed, never read).
+      acc(Args({c, x})) +=
+          wr * operand_at(gpu_ ? Halide::min(c, static_cast<int>(features - 1)) : Expr(c));
     } else {
       // Feature `features` is the sum of p over the row's keys, the result's divisor
       // (LowerAttention): the weights' common rounding (lse's) cancels in the ratio.

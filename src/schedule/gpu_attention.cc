@@ -52,6 +52,36 @@ void FeatureThreads(Halide::Stage st, const Var& c, const Var& x, FeatureSplit s
   st.reorder(order).gpu_threads(ci, x);
 }
 
+// The weighted sum acc(c, x, batch...) += w(u, x, tile) * operand(tile, u, c) over (u,
+// tile), at the block: each tile's sum is factored out (rfactor) into `part` (c, x, ...,
+// tile), which each thread computes for its kWeightRows rows x `serial` adjacent
+// features in registers (unrolled: a weight's load serves `serial` features, an
+// operand's kWeightRows rows), then adds into acc once per tile. The features are
+// padded to threads x serial (the lowering clamps the operand's column), so every box
+// is constant.
+void ScheduleWeightedSum(Func acc, const std::vector<RVar>& rv, int64_t features) {
+  const std::vector<Var> args = acc.args();
+  const Var c = args[0], x = args[1];
+  const FeatureSplit split = SplitFeatures(features);
+  acc.bound(c, 0, split.threads * split.serial).bound_extent(x, kGpuRowTile);
+  std::vector<VarOrRVar> batch(args.begin() + 2, args.end());
+  FeatureThreads(acc, c, x, split, {}, batch);
+
+  Var tile(acc.name() + "_tile");
+  Func part = acc.update().rfactor(rv[1], tile);
+  Var ct(c.name() + "_t"), cs(c.name() + "_s"), xt(x.name() + "_t"), xr(x.name() + "_r");
+  std::vector<VarOrRVar> order = {cs, xr, ct, xt, rv[1]};
+  order.insert(order.end(), args.begin() + 2, args.end());
+  acc.update()
+      .split(c, ct, cs, split.serial, kGuard)
+      .split(x, xt, xr, kWeightRows, kGuard)
+      .reorder(order)
+      .gpu_threads(ct, xt);
+  part.compute_at(acc, ct).unroll(c).unroll(x);
+  const RVar u = UpdateRVars(part)[0];
+  part.update().reorder(c, x, u).unroll(c).unroll(x);
+}
+
 }  // namespace
 
 void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>& placed) {
@@ -81,16 +111,8 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
     const std::vector<RVar> rv = UpdateRVars(acc);
     // The accumulator of the block's rows, in shared memory.
     acc.compute_at(res, block);
-    if (rv.size() == 2) {  // a weighted sum (c, x, batch...) over (u, tile): a thread per
-      // (feature lane, row), serial over the tile's positions, so each thread's partial
-      // sum stays in a register through the tile and the operand's reads coalesce.
-      const int64_t features = s.extents[0] + (s.attention.normalized ? 1 : 0);
-      const FeatureSplit split = SplitFeatures(features);
-      acc.bound_extent(aargs[1], kGpuRowTile);
-      std::vector<VarOrRVar> batch(aargs.begin() + 2, aargs.end());
-      FeatureThreads(acc, aargs[0], aargs[1], split, {}, batch);
-      batch.insert(batch.begin(), rv[1]);
-      FeatureThreads(acc.update(), aargs[0], aargs[1], split, {rv[0]}, batch);
+    if (rv.size() == 2) {  // a weighted sum (c, x, batch...) over (u, tile)
+      ScheduleWeightedSum(acc, rv, s.extents[0] + (s.attention.normalized ? 1 : 0));
     } else {  // the logsumexp's state (x, tile, batch...): a thread per row
       acc.bound_extent(aargs[0], kGpuRowTile).gpu_threads(aargs[0]);
       std::vector<VarOrRVar> order = {aargs[0], rv[0]};

@@ -1,19 +1,23 @@
 // The GPU heuristic's schedule of an attention op (a kAttention stage; lowering in
-// lower/lower_attention.cc, design in docs/ATTENTION.md): a kernel per op, a block per
-// tile of rows of one batch entry, a thread per row.
+// lower/lower_attention.cc, design and expected speed in docs/ATTENTION.md): a kernel
+// per op, a block per tile of kGpuRowTile rows of one batch entry, 512 threads.
 //
 //   block (row tile, batch...):
 //     for each tile of the other sequence (serial at the block level):
 //       the tile's Funcs in shared memory, one after the other, a barrier between:
-//         the staged operand tile (a thread per position), the products and weights
-//         (a thread per row, serial over the tile), the per-row tile reductions;
-//       each thread adds its row's weighted sum into the block's accumulator.
+//         the staged operand tile (a thread per (position, feature lane));
+//         the products (a thread per 2 x 2 box of (position, row), summed over the
+//         features in registers, stored once); the weights (a thread per position and
+//         2 rows); the per-row tile reductions (a thread per row);
+//       the weighted sum: a thread per (feature lane, 2 rows), the tile's partial sums
+//         of its features in registers (rfactor), added into the block's accumulator.
 //
-// The boxes are constant (bound_extent: kGpuRowTile rows x the lowering's tile), so the
-// shared allocations are too and the host computes no sizes: a block past the end of
-// the rows, or one whose causal predicate trims its rows, computes all 16 (the lowering
-// clamps every row it reads) and stores only its own; a tile past the end of the other
-// sequence reads its last row (clamped too) and is masked out.
+// The boxes are constant (bound_extent: kGpuRowTile rows x the lowering's tile; the
+// accumulator's features padded to lanes x serial), so the shared allocations are too
+// and the host computes no sizes: a block past the end of the rows, or one whose causal
+// predicate trims its rows, computes all of them (the lowering clamps every row and
+// column it reads) and stores only its own; a tile past the end of the other sequence
+// reads its last row (clamped too) and is masked out.
 //
 // Internal header: includes Halide.h (via pipeline_info.h).
 #ifndef BRAZE_SCHEDULE_GPU_ATTENTION_H_
