@@ -59,11 +59,11 @@ void FeatureThreads(Halide::Stage st, const Var& c, const Var& x, FeatureSplit s
 // operand's kWeightRows rows), then adds into acc once per tile. The features are
 // padded to threads x serial (the lowering clamps the operand's column), so every box
 // is constant.
-void ScheduleWeightedSum(Func acc, const std::vector<RVar>& rv, int64_t features) {
+void ScheduleWeightedSum(Func acc, const std::vector<RVar>& rv, int64_t features, int rows) {
   const std::vector<Var> args = acc.args();
   const Var c = args[0], x = args[1];
   const FeatureSplit split = SplitFeatures(features);
-  acc.bound(c, 0, split.threads * split.serial).bound_extent(x, kGpuRowTile);
+  acc.bound(c, 0, split.threads * split.serial).bound_extent(x, rows);
   std::vector<VarOrRVar> batch(args.begin() + 2, args.end());
   FeatureThreads(acc, c, x, split, {}, batch);
 
@@ -84,12 +84,17 @@ void ScheduleWeightedSum(Func acc, const std::vector<RVar>& rv, int64_t features
 
 }  // namespace
 
+int GpuRowTile(const Stage& s) {
+  return s.attention.width <= kGpuWideRow ? kGpuRowTile : kGpuRowTile / 2;
+}
+
 void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>& placed) {
+  const int rows = GpuRowTile(s);
   Func res = s.result;
   const std::vector<Var> args = res.args();
   const int xdim = s.attention.has_feature_dim ? 1 : 0;
   Var xo(res.name() + "_xo"), xi(res.name() + "_xi");
-  res.compute_root().split(args[xdim], xo, xi, kGpuRowTile, kGuard);
+  res.compute_root().split(args[xdim], xo, xi, rows, kGuard);
   std::vector<Var> outer = {xo};
   outer.insert(outer.end(), args.begin() + xdim + 1, args.end());
   const Var block = FuseAll(res, outer);
@@ -99,11 +104,10 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
   } else {
     res.gpu_threads(xi);
   }
-  log << res.name() << ": attention, a block per " << kGpuRowTile << " rows (" << block.name()
-      << ")\n";
+  log << res.name() << ": attention, a block per " << rows << " rows (" << block.name() << ")\n";
   if (s.attention.lse.defined()) {
     Func lse = s.attention.lse;
-    lse.compute_at(res, block).bound_extent(lse.args()[0], kGpuRowTile).gpu_threads(lse.args()[0]);
+    lse.compute_at(res, block).bound_extent(lse.args()[0], rows).gpu_threads(lse.args()[0]);
   }
   for (const Stage::AttentionPass& pass : s.attention.passes) {
     Func acc = pass.acc;
@@ -112,9 +116,9 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
     // The accumulator of the block's rows, in shared memory.
     acc.compute_at(res, block);
     if (rv.size() == 2) {  // a weighted sum (c, x, batch...) over (u, tile)
-      ScheduleWeightedSum(acc, rv, s.extents[0] + (s.attention.normalized ? 1 : 0));
+      ScheduleWeightedSum(acc, rv, s.extents[0] + (s.attention.normalized ? 1 : 0), rows);
     } else {  // the logsumexp's state (x, tile, batch...): a thread per row
-      acc.bound_extent(aargs[0], kGpuRowTile).gpu_threads(aargs[0]);
+      acc.bound_extent(aargs[0], rows).gpu_threads(aargs[0]);
       std::vector<VarOrRVar> order = {aargs[0], rv[0]};
       order.insert(order.end(), aargs.begin() + 1, aargs.end());
       acc.update().reorder(order).gpu_threads(aargs[0]);
@@ -124,7 +128,7 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
       const std::vector<Var> fargs = f.args();
       if (Contains(pass.row_reductions, f)) {  // (x, tile, batch...): a thread per row
         f.compute_at(acc, pass.tile);
-        f.bound_extent(fargs[0], kGpuRowTile).gpu_threads(fargs[0]);
+        f.bound_extent(fargs[0], rows).gpu_threads(fargs[0]);
         f.update().gpu_threads(fargs[0]);
         placed.insert(f.name());
       } else if (f.has_update_definition()) {
@@ -137,7 +141,7 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
         const Var u = shared.args()[0], x = shared.args()[1];
         Var uo(u.name() + "_o"), ui(u.name() + "_i"), xo(x.name() + "_o"), xi(x.name() + "_i");
         shared.compute_at(acc, pass.tile)
-            .bound_extent(x, kGpuRowTile)
+            .bound_extent(x, rows)
             .tile(u, x, uo, xo, ui, xi, kProductTile, kProductTile, kGuard)
             .unroll(ui)
             .unroll(xi)
@@ -155,7 +159,7 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
       } else {  // weights (u, x, t, ...): a thread per (position, pair of rows)
         f.compute_at(acc, pass.tile);
         Var xo(fargs[1].name() + "_o"), xi(fargs[1].name() + "_i");
-        f.bound_extent(fargs[1], kGpuRowTile)
+        f.bound_extent(fargs[1], rows)
             .split(fargs[1], xo, xi, kWeightRows, kGuard)
             .reorder(xi, fargs[0], xo)
             .gpu_threads(fargs[0], xo);

@@ -36,6 +36,10 @@ namespace gpu {
 // Rows per block (the query or key rows each block owns), and the thread layout of
 // each stage (a block of kGpuRowTile x 16 = 512 threads, see docs/ATTENTION.md):
 inline constexpr int kGpuRowTile = 32;
+// Wider rows (q, k or v wider than this) get half as many rows per block, so that the
+// block's shared tiles (two staged operand tiles of 32 x width, the accumulator of rows
+// x width) stay within the 48 KiB a CUDA block gets without opting in.
+inline constexpr int64_t kGpuWideRow = 64;
 // A product's thread computes kProductTile positions x kProductTile rows in registers.
 inline constexpr int kProductTile = 2;
 // A weight's thread computes kWeightRows rows of one position.
@@ -43,6 +47,9 @@ inline constexpr int kWeightRows = 2;
 // An operand tile's, an accumulator's or a result's row is kFeatureLanes threads wide at
 // most.
 inline constexpr int kFeatureLanes = 16;
+
+// Rows per block of `s`: kGpuRowTile, or half of it for wide rows.
+int GpuRowTile(const Stage& s);
 
 // Schedules `s` (its result compute_root, a kernel of its own); adds every Func with an
 // update definition it placed to `placed`.

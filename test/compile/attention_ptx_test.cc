@@ -63,6 +63,7 @@ std::vector<PtxCase> Cases() {
                     OpKind::kAttentionGradK, OpKind::kAttentionGradV}) {
     cases.push_back({op, {8, 8, 512, 64}, {8, 8, 512, 64}, true});
     cases.push_back({op, {2, 3, 17, 33}, {2, 3, 45, 33}, false});
+    cases.push_back({op, {2, 2, 70, 128}, {2, 2, 70, 128}, true});  // wide rows: 16 per block
     if (op != OpKind::kAttentionLogSumExp) {
       cases.push_back({op, {8, 8, 512, 64}, {8, 8, 512, 64}, true, 0.1});
     }
