@@ -132,11 +132,11 @@ void ScheduleAttention(const Stage& s, std::ostream& log, std::set<std::string>&
         f.update().gpu_threads(fargs[0]);
         placed.insert(f.name());
       } else if (f.has_update_definition()) {
-        // A product (u, x, ...) over c: its tile in shared memory, a thread per (position,
-        // row), each summing its dot product in a register (the product computed per
-        // thread inside its wrapper's thread loops), then storing it once.
-        // Each thread's box is kProductTile positions x kProductTile rows, unrolled: a
-        // feature's load of each operand serves kProductTile products.
+        // A product (u, x, ...) over c: its tile in shared memory (a wrapper Func), a
+        // thread per box of kProductTile positions x kProductTile rows, whose dot
+        // products it sums in registers (the product computed inside the wrapper's
+        // thread loops, unrolled: a feature's load of each operand serves kProductTile
+        // products), then stores once.
         Func shared = f.in();
         const Var u = shared.args()[0], x = shared.args()[1];
         Var uo(u.name() + "_o"), ui(u.name() + "_i"), xo(x.name() + "_o"), xi(x.name() + "_i");
