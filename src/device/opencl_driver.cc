@@ -489,26 +489,49 @@ void RemoveVendorsDir(const std::string& dir, const std::vector<std::string>& fi
   rmdir(dir.c_str());
 }
 
-// Which drivers this process may load. OK with `*keep` empty when the installed set as
-// a whole passed the child's probe (the common case: one child process); else each
-// driver is probed alone, and `*keep` names the .icd files of those that passed (all
-// of them again together, or the first alone if together they fail), `*left_out` why
-// each other one was left out. A Status when none passed.
-absl::Status ChooseDrivers(std::vector<std::string>* keep, std::string* left_out) {
-  const std::string dir = VendorsDir();
+// The drivers a child process's probe passed with: `*keep` the .icd files of VendorsDir()
+// to load (empty: all installed, the directory as it is), `*left_out` why each other
+// one was left out, `*listing` the passing child's SerializeListing (empty when no child
+// could be started). The candidates are `from` (empty: all installed). When they fail
+// together, each is probed alone, and those that passed are kept (all of them when they
+// pass together again, else the first). A Status when none passed. `run_kernel` as
+// ProbeChild's.
+struct Choice {
+  std::vector<std::string> keep;
+  std::string left_out;
   std::string listing;
-  const absl::Status all = ProbeInChildProcess(dir, /*run_kernel=*/true, &listing);
-  if (all.ok()) return all;
-  const std::vector<std::string> files = IcdFiles(dir);
-  if (files.size() <= 1) return Unavailable(all.message());
-  std::vector<std::string> passed, failed;
+};
+
+absl::Status ChooseDrivers(const std::vector<std::string>& from, bool run_kernel, Choice* c) {
+  const std::string dir = VendorsDir();
+  // Probes the drivers `files` (empty: the installed directory itself) in a child.
+  auto probe = [&](const std::vector<std::string>& files, std::string* listing) {
+    if (files.empty()) return ProbeInChildProcess(dir, run_kernel, listing);
+    const std::string only = VendorsDirWith(dir, files);
+    if (only.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create a directory in $TMPDIR "
+                       "for a subset of the drivers of ",
+                       dir));
+    }
+    const absl::Status s = ProbeInChildProcess(only, run_kernel, listing);
+    RemoveVendorsDir(only, files);
+    return s;
+  };
+  const absl::Status all = probe(from, &c->listing);
+  if (all.ok()) {
+    c->keep = from;
+    return all;
+  }
+  const std::vector<std::string> files = from.empty() ? IcdFiles(dir) : from;
+  if (files.size() <= 1) return all;
+  std::vector<std::string> passed, failed, listings;
   for (const std::string& f : files) {
-    const std::string one = VendorsDirWith(dir, {f});
-    if (one.empty()) return Unavailable(all.message());
-    const absl::Status s = ProbeInChildProcess(one, /*run_kernel=*/true, &listing);
-    RemoveVendorsDir(one, {f});
+    std::string listing;
+    const absl::Status s = probe({f}, &listing);
     if (s.ok()) {
       passed.push_back(f);
+      listings.push_back(listing);
     } else {
       failed.push_back(absl::StrCat(f, ": ", s.message()));
     }
@@ -516,88 +539,108 @@ absl::Status ChooseDrivers(std::vector<std::string>* keep, std::string* left_out
   if (passed.empty()) {
     std::string why;
     for (const std::string& f : failed) absl::StrAppend(&why, why.empty() ? "" : "; ", f);
-    return Unavailable(why);
+    return absl::FailedPreconditionError(why);
   }
+  c->listing = listings[0];
   if (passed.size() > 1) {
-    const std::string together = VendorsDirWith(dir, passed);
-    const absl::Status s =
-        together.empty() ? all : ProbeInChildProcess(together, /*run_kernel=*/true, &listing);
-    if (!together.empty()) RemoveVendorsDir(together, passed);
-    if (!s.ok()) {
+    std::string listing;
+    const absl::Status s = probe(passed, &listing);
+    if (s.ok()) {
+      c->listing = listing;
+    } else {
       failed.push_back(absl::StrCat(passed.size() - 1, " more that passed alone but not with ",
                                     passed[0], ": ", s.message()));
       passed.resize(1);
     }
   }
-  *keep = passed;
-  if (failed.empty())
+  c->keep = passed;
+  if (failed.empty()) {
     failed.push_back(absl::StrCat("nothing (together they failed once: ", all.message(), ")"));
-  for (const std::string& f : failed) absl::StrAppend(left_out, left_out->empty() ? "" : "; ", f);
+  }
+  for (const std::string& f : failed) {
+    absl::StrAppend(&c->left_out, c->left_out.empty() ? "" : "; ", f);
+  }
   return absl::OkStatus();
 }
 
-// The installed drivers' platforms and devices as a child process listed them, without
-// loading any driver here: what "auto" device selection asks (ListedOpenCLDevices), for
-// the cost of loading the drivers once in a child. Listed here only when no child
-// process could be started.
-const Loader& TheListing() {
-  static const Loader* listing = [] {
-    auto* l = new Loader();
+// Runs LoadAndList(l) here with the ICD loader reading only the drivers `keep` of
+// VendorsDir() (all of them when empty). The loader reads OCL_ICD_VENDORS once, when it
+// first lists the platforms, so the variable is set for that call only and the user's
+// value (or its absence) restored.
+void LoadAndListOnly(const std::vector<std::string>& keep, Loader* l) {
+  if (keep.empty()) {
+    LoadAndList(l);
+    return;
+  }
+  const std::string dir = VendorsDir();
+  const char* old = std::getenv("OCL_ICD_VENDORS");
+  const std::string old_value = old != nullptr ? old : "";
+  const std::string chosen = VendorsDirWith(dir, keep);
+  setenv("OCL_ICD_VENDORS", chosen.c_str(), 1);
+  LoadAndList(l);
+  if (old != nullptr) {
+    setenv("OCL_ICD_VENDORS", old_value.c_str(), 1);
+  } else {
+    unsetenv("OCL_ICD_VENDORS");
+  }
+  RemoveVendorsDir(chosen, keep);
+}
+
+// The installed drivers' platforms and devices as a child process listed them (each
+// driver alone when together they failed), without loading any driver here: what
+// "auto" device selection asks (ListedOpenCLDevices), for the cost of loading the
+// drivers once in a child. Listed here only when no child process could be started.
+struct Listing {
+  Loader loader;
+  Choice choice;
+};
+
+const Listing& TheListing() {
+  static const Listing* listing = [] {
+    auto* l = new Listing();
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // The sanitizer runtimes refuse RTLD_DEEPBIND (google/sanitizers#611), and without
     // it POCL's LLVM binds to Halide's: no OpenCL in ASan and TSan builds.
-    l->status = absl::FailedPreconditionError(
+    l->loader.status = absl::FailedPreconditionError(
         "OpenCL is not available in ASan/TSan builds: the drivers' deep binding "
         "(src/device/opencl_driver.h) is incompatible with the sanitizer runtimes");
     return l;
 #endif
-    std::string text;
-    const absl::Status s = ProbeInChildProcess(VendorsDir(), /*run_kernel=*/false, &text);
+    const absl::Status s = ChooseDrivers({}, /*run_kernel=*/false, &l->choice);
     if (!s.ok()) {
-      l->status = Unavailable(s.message());
-    } else if (text.empty() || !ParseListing(text, l)) {
-      LoadAndList(l);
+      l->loader.status = Unavailable(s.message());
+    } else if (l->choice.listing.empty() || !ParseListing(l->choice.listing, &l->loader)) {
+      LoadAndListOnly(l->choice.keep, &l->loader);
     }
     return l;
   }();
   return *listing;
 }
 
-// The drivers loaded here for use, after the listing and the kernel probe (ChooseDrivers)
-// passed in child processes: only those that passed.
+// The drivers loaded here for use, after the listing and the kernel probe passed in
+// child processes with them: only those that passed both.
 const Loader& TheLoader() {
   static const Loader* loader = [] {
     auto* l = new Loader();
-    if (!TheListing().status.ok()) {
-      l->status = TheListing().status;
+    const Listing& listed = TheListing();
+    if (!listed.loader.status.ok()) {
+      l->status = listed.loader.status;
       return l;
     }
-    std::vector<std::string> keep;
-    std::string left_out;
-    l->status = ChooseDrivers(&keep, &left_out);
-    if (!l->status.ok()) return l;
-    if (keep.empty()) {
-      LoadAndList(l);
+    Choice choice;
+    if (absl::Status s = ChooseDrivers(listed.choice.keep, /*run_kernel=*/true, &choice); !s.ok()) {
+      l->status = Unavailable(s.message());
       return l;
     }
-    // Only the drivers that passed: the ICD loader reads OCL_ICD_VENDORS once, when it
-    // first lists the platforms (in LoadAndList), so the variable is set for that call
-    // only and the user's value (or its absence) restored.
-    const std::string dir = VendorsDir();
-    const char* old = std::getenv("OCL_ICD_VENDORS");
-    const std::string old_value = old != nullptr ? old : "";
-    const std::string chosen = VendorsDirWith(dir, keep);
-    setenv("OCL_ICD_VENDORS", chosen.c_str(), 1);
-    LoadAndList(l);
-    if (old != nullptr) {
-      setenv("OCL_ICD_VENDORS", old_value.c_str(), 1);
-    } else {
-      unsetenv("OCL_ICD_VENDORS");
+    LoadAndListOnly(choice.keep, l);
+    std::string left_out = listed.choice.left_out;
+    if (!choice.left_out.empty()) {
+      absl::StrAppend(&left_out, left_out.empty() ? "" : "; ", choice.left_out);
     }
-    RemoveVendorsDir(chosen, keep);
-    if (l->status.ok()) {
-      LogWarning(absl::StrCat("OpenCL: using the drivers of ", dir, " that passed the probe (",
-                              absl::StrJoin(keep, ", "), ") and leaving out: ", left_out));
+    if (l->status.ok() && !left_out.empty()) {
+      LogWarning(absl::StrCat("OpenCL: using the drivers of ", VendorsDir(),
+                              " that passed the probe (", absl::StrJoin(choice.keep, ", "),
+                              ") and leaving out: ", left_out));
     }
     return l;
   }();
@@ -632,7 +675,7 @@ std::vector<std::string> OpenCLDevices() { return device::TheLoader().devices; }
 
 namespace device {
 
-std::vector<std::string> ListedOpenCLDevices() { return TheListing().devices; }
+std::vector<std::string> ListedOpenCLDevices() { return TheListing().loader.devices; }
 
 }  // namespace device
 
