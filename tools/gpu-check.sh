@@ -49,13 +49,16 @@ die() {
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader ||
   die "nvidia-smi (no GPU?)"
 nproc
-mkdir -p /tmp/g && tar -xJf .gpu/bundle.tar.xz -C /tmp/g || die "unpacking .gpu/bundle.tar.xz"
-rm -f /tmp/g/lib/libmvec.so.1  # the machine's glibc brings its own
+# Where the bundle is unpacked and the shards' logs are written (GPU_CHECK_DIR: a dry run
+# on a shared machine picks its own).
+G=${GPU_CHECK_DIR:-/tmp/g}
+mkdir -p "$G" && tar -xJf .gpu/bundle.tar.xz -C "$G" || die "unpacking .gpu/bundle.tar.xz"
+rm -f "$G/lib/libmvec.so.1"  # the machine's glibc brings its own
 cub=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
   find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 echo "cublasLt: $cub"
-export LD_LIBRARY_PATH=/tmp/g/lib:$(dirname "$cub") BRAZE_HALIDE_PLUGIN_DIR=/tmp/g/plugins
-B=/tmp/g/bin
+export LD_LIBRARY_PATH=$G/lib:$(dirname "$cub") BRAZE_HALIDE_PLUGIN_DIR=$G/plugins
+B=$G/bin
 
 # The time limit of a step asked for `$1` s: in QUICK mode, no more than what is left of
 # QUICK_BUDGET; 0 (not to be run) when under 3 s are left.
@@ -100,8 +103,11 @@ backtrace() {
   lim=$(limit 90)
   ((lim > 0)) || { echo "== no time left for a backtrace of $test"; return; }
   echo "== backtrace: $test, run alone under $gdb"
-  BRAZE_CACHE_DIR=off timeout "$lim" "$gdb" -batch -ex run -ex bt --args "$B/$bin" \
-    --gtest_filter="$test" 2>&1 | grep -v "^\[New Thread\|^\[Thread .* exited\|^\[Detaching" | tail -80
+  # The stack, then which C++ runtime, LLVM and OpenCL libraries the process had loaded.
+  BRAZE_CACHE_DIR=off timeout "$lim" "$gdb" -batch -ex run -ex bt -ex "info sharedlibrary" \
+    --args "$B/$bin" --gtest_filter="$test" 2>&1 |
+    grep -v "^\[New Thread\|^\[Thread .* exited\|^\[Detaching\|^0x[0-9a-f]* *0x[0-9a-f]* *Yes.*/\(libabsl\|libicu\|libz\|libevent\|libopen-\)" |
+    head -150
 }
 
 # The gtest case a log of a non-brief run was running when it ended: the last
@@ -133,7 +139,7 @@ shards() {
   for i in 0 1 2 3 4 5 6 7; do
     GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i BRAZE_CACHE_DIR=off \
       timeout "$lim" "$B/$bin" --gtest_filter="$filter" \
-      --gtest_output="xml:$R/$name-shard$i.xml" >"/tmp/shard$i.log" 2>&1 &
+      --gtest_output="xml:$R/$name-shard$i.xml" >"$G/shard$i.log" 2>&1 &
     pids+=($!)
     RESULTS+=("$R/$name-shard$i.xml")
   done
@@ -141,21 +147,27 @@ shards() {
     rc=0
     wait "${pids[$i]}" || rc=$?
     ((rc == 0)) && continue
-    test=$(running_test "/tmp/shard$i.log")
+    test=$(running_test "$G/shard$i.log")
     if [ -n "$test" ]; then
       FAILED+=("rc=$rc: $bin, shard $i of 8, ended while running $test")
       ((rc > 128 && rc != 137)) && crashed+=("$test")
       echo "== shard $i ended (rc=$rc) while running $test; the end of its log:"
-      tail -25 "/tmp/shard$i.log"
+      tail -25 "$G/shard$i.log"
     else
       FAILED+=("rc=$rc: $bin $filter, shard $i of 8")
     fi
   done
   # The shards' logs but the lines of the cases that passed.
-  cat /tmp/shard[0-7].log |
+  cat "$G"/shard[0-7].log |
     grep -v "^Running main\|^\[==========\]\|^\[----------\]\|^\[ RUN      \]\|^\[       OK \]\|^$"
   echo "== $((SECONDS - s))s (total $((SECONDS - T0))s)"
-  for test in "${crashed[@]}"; do backtrace "$bin" "$test"; done
+  # One backtrace per crashed case, for the first two.
+  local seen=() n=0
+  for test in "${crashed[@]}"; do
+    [[ " ${seen[*]} " == *" $test "* ]] && continue
+    seen+=("$test")
+    ((n++ < 2)) && backtrace "$bin" "$test"
+  done
 }
 
 # runtime_tests' cases of the filter $1 with (`$2` opencl) or without (cuda) OpenCL in
@@ -174,7 +186,9 @@ t $([ "$QUICK" = 1 ] && echo 20 || echo 60) "$B/device_tests" \
 # Device, CUDA and memory tests, the whole GPU training steps (Cuda/GpuWorkloads) among them.
 RT_FILTER='*Device*:*Cuda*:*Memory*'
 rt_cuda=$(runtime_cases "$RT_FILTER" cuda)
+# (An empty filter would run every case.)
 [ -n "$rt_cuda" ] || FAILED+=("runtime_tests lists no CUDA case for $RT_FILTER")
+rt_cuda=${rt_cuda:-NoCudaCaseListed.*}
 if [ "$QUICK" = 1 ]; then
   shards 40 runtime_tests "$rt_cuda" runtime_tests-cuda
   # Each op twice: CompilesAndAssembles (one shape, ptxas) and MatchesReferenceOnGpu.
@@ -250,7 +264,7 @@ BRAZE_CACHE_DIR=off t $((FUZZ_BUDGET > 0 ? FUZZ_BUDGET + 15 : 0)) "$B/braze-fuzz
 # element (the kernel takes 4 elements per thread) and the MUFU operations among them.
 # Informational: a missing tool is said, not failed.
 sass() {
-  local d=/tmp/chain8_dump ptxas cuobjdump ptx
+  local d=$G/chain8_dump ptxas cuobjdump ptx
   ptxas=$(command -v ptxas || ls /usr/local/cuda/bin/ptxas 2>/dev/null | head -1)
   cuobjdump=$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdump 2>/dev/null | head -1)
   if [ -z "$ptxas" ] || [ -z "$cuobjdump" ]; then
@@ -282,6 +296,10 @@ if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ] && [ "$QUICK" != 1 ]; then
     "$B/braze_bench_gpu" --benchmark_filter='BM_Chain8_cuda/variant:0' --benchmark_min_time=0.01
 else
   echo "== no profile (NCU unset or no ncu)"
+fi
+# A campaign that ran no program on the GPU (every one skipped: no CUDA) checked nothing.
+if grep -q "^braze-fuzz: 0 passed, 0 failed" "$OUT/log.txt"; then
+  FAILED+=("braze-fuzz: no program ran on the GPU (every one skipped)")
 fi
 # bench/peers_cuda.py prints MISMATCH where torch.compile disagrees with eager.
 if grep -q "^MISMATCH" "$OUT/log.txt"; then
