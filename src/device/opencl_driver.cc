@@ -48,7 +48,8 @@ struct Loader {
   void* handle = nullptr;
   absl::Status status;
   std::vector<std::string> devices;
-  std::string extensions;  // opencl:0's CL_DEVICE_EXTENSIONS
+  std::string extensions;     // opencl:0's CL_DEVICE_EXTENSIONS
+  bool first_is_cpu = false;  // opencl:0 is a CPU device (POCL's)
 };
 
 // In the probe's child process, the Loader being probed: what LoadLibraryIsolated and
@@ -253,6 +254,8 @@ void LoadAndList(Loader* l) {
                            "and 32 KiB"));
         }
       }
+      if (l->devices.empty())
+        l->first_is_cpu = (type & (kDeviceTypeGpu | kDeviceTypeCpu)) == kDeviceTypeCpu;
       l->devices.push_back(absl::StrCat(name, " (", kind, ")"));
     }
   }
@@ -330,14 +333,14 @@ bool ParseListing(const std::string& text, Loader* l) {
 }
 
 // What the child does. It loads and lists the drivers (LoadAndList) and writes what it
-// found to `data_fd`; with `run_kernel`, it then does everything this process will do
-// with them: a one-kernel Halide pipeline on opencl:0 through Halide's OpenCL runtime and
-// Braze's handlers, as a compiled cluster runs (RunOpenCLProbeKernel: context, queue,
-// buffers, clBuildProgram, a launch, copies back, the values checked). NVIDIA's OpenCL
-// driver passed a load-and-list probe on an H200 machine, then aborted runtime_tests
-// with std::bad_cast once a cluster ran (2026-11-29). Exits 0 when all of it passed or
-// the drivers reported a Status (in the listing); 3 when the kernel failed with a
-// Status (on stderr); 2 when an exception reached this frame.
+// found to `data_fd`; with `run_kernel`, when opencl:0 is not a CPU device, it then does
+// everything this process will do with them: a one-kernel Halide pipeline on opencl:0 through
+// Halide's OpenCL runtime and Braze's handlers, as a compiled cluster runs (RunOpenCLProbeKernel:
+// context, queue, buffers, clBuildProgram, a launch, copies back, the values checked). NVIDIA's
+// OpenCL driver passed a load-and-list probe on an H200 machine, then aborted runtime_tests with
+// std::bad_cast once a cluster ran (2026-11-29). Exits 0 when all of it passed or the drivers
+// reported a Status (in the listing); 3 when the kernel failed with a Status (on stderr); 2 when an
+// exception reached this frame.
 [[noreturn]] void ProbeChild(int data_fd, bool run_kernel) {
   try {
     Loader child;
@@ -350,7 +353,10 @@ bool ParseListing(const std::string& text, Loader* l) {
       at += static_cast<size_t>(wrote);
     }
     close(data_fd);
-    if (run_kernel && child.status.ok()) {
+    // Not on a CPU device (POCL): CI runs thousands of kernels there in-process, and the
+    // pipeline's JIT (Halide's OpenCL runtime modules: 1-3 s) would be paid by every
+    // process that uses OpenCL, twice (here, then in the parent).
+    if (run_kernel && child.status.ok() && !child.first_is_cpu) {
       probe_loader = &child;
       const absl::Status kernel = RunOpenCLProbeKernel();
       if (!kernel.ok()) {
