@@ -3,7 +3,7 @@
 
 The same workloads and sizes as braze_bench's *_cuda benchmarks, run by PyTorch eager and
 by torch.compile (Inductor, default mode), f32 with TF32 off (Braze's cuBLASLt GEMMs are
-exactly FP32): Chain8, Softmax, LayerNorm, MatMulBiasRelu, the softmax regression and MLP
+exactly FP32): Chain8, Softmax, LayerNorm, MatMulBiasRelu (and in bf16), the softmax regression and MLP
 train steps, and the other issues' workloads: the ResNet basic block (cuDNN, channels
 last), causal attention at T 2048 (PyTorch's SDPA; forward, and forward + backward) and
 the transformer block's train step (SDPA with dropout, fused AdamW). Inputs live on the device; a timed iteration is the step's kernels plus a
@@ -110,6 +110,31 @@ def sgd_step_manual(x, labels, w, b):
     w.sub_(0.1 * (x.t() @ g))
     b.sub_(0.1 * g.sum(0))
     return loss
+
+
+def matmul_bias_relu_bf16(record):
+    """BM_MatMulBiasReluBf16_cuda: relu(x @ w + b) at 4096^3 on bf16 tensors (cuBLASLt's
+    bf16 GEMM with f32 accumulation: eager's addmm, then a ReLU kernel; torch.compile's
+    Inductor picks its own GEMM and epilogue). Split-K partial sums reduced in bf16
+    are turned off, as Braze's GEMM reduces them in f32 only. The compiled result is
+    checked against eager's: within two bf16 ulps of the larger magnitude (each rounds
+    once, from f32 sums in its own order)."""
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    a, w, bias = (t.to(torch.bfloat16) for t in (uniform(4096, 4096), uniform(4096, 4096),
+                                                  uniform(4096)))
+    ref = dense_relu(a, w, bias)
+    record("MatMulBiasReluBf16", "torch_eager", time_ms(lambda: dense_relu(a, w, bias)))
+    t0 = time.perf_counter()
+    cfn = torch.compile(dense_relu)
+    got = cfn(a, w, bias)
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    g, r = got.float(), ref.float()
+    err = ((g - r).abs() / (torch.maximum(g.abs(), r.abs()) + 1)).max().item()
+    if not err <= 2 * 2.0 ** -7:
+        print(f"MISMATCH MatMulBiasReluBf16: torch.compile vs eager max rel err {err}", flush=True)
+    record("MatMulBiasReluBf16", "torch_compile", time_ms(lambda: cfn(a, w, bias)),
+           f"(compile {compile_s:.1f} s, max rel err {err:.2e})")
 
 
 def mlp_steps(record):
@@ -314,6 +339,8 @@ def main():
         a, w, bias = uniform(4096, 4096), uniform(4096, 4096), uniform(4096)
         both("MatMulBiasRelu", dense_relu, (a, w, bias), 1e-2)
         del a, w
+    if want("MatMulBiasReluBf16"):
+        matmul_bias_relu_bf16(record)
 
     # BM_ResNetBlock_cuda's block at 32x56x56x64; filters He-normal, BN parameters in
     # train_models.h's ranges.
