@@ -119,7 +119,7 @@ TEST(SharedValues, GruCellGradientMatchesTheReference) {
 // A ReLU that a MaxPoolGrad's argmax and the ReLU's own gradient both read (a CNN's
 // BN - ReLU - max pool, backward) is stored once at root (extremum_operands.h). It is a
 // whole activation: stored by a vectorized loop nest, parallel where the work is large
-// enough (the CNN example's step stored 3.2M elements in one serial scalar loop).
+// enough (the CNN example's step stored 3.2M elements from one thread).
 TEST(SharedValues, AComparedOperandIsStoredVectorizedAndParallel) {
   for (const Shape& shape : std::vector<Shape>{{3, 17, 22, 32}, {3, 13, 10, 19}, {1, 2, 2, 1}}) {
     Case c;
