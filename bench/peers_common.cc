@@ -1,5 +1,8 @@
 #include "peers_common.h"
 
+#include <sys/resource.h>
+#include <sys/time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -230,6 +233,19 @@ bool CheckTrainLosses(benchmark::State& state, const std::function<float()>& ste
 void SetRate(benchmark::State& state, const char* name, double per_iteration) {
   state.counters[name] =
       benchmark::Counter(per_iteration * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+double ProcessCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) / 1e6; };
+  return seconds(u.ru_utime) + seconds(u.ru_stime);
+}
+
+void SetCpuPerStep(benchmark::State& state, double cpu_seconds_before) {
+  if (state.iterations() == 0) return;
+  state.counters["cpu_ms/step"] =
+      (ProcessCpuSeconds() - cpu_seconds_before) * 1e3 / double(state.iterations());
 }
 
 benchmark::internal::Benchmark* PeerDefaults(benchmark::internal::Benchmark* b, double min_time) {

@@ -106,6 +106,13 @@ class BrazeWarnings {
 // ---- Timing ----
 // A rate counter ("GB/s", "GFLOP/s") of per_iteration units per iteration, in 1e9/s.
 void SetRate(benchmark::State& state, const char* name, double per_iteration);
+// The process's CPU time (every thread, user and system), in seconds. A train step's
+// "cpu_ms/step" counter is its difference over the timed loop per iteration: on a machine
+// loaded by other jobs the wall time says more of the load than of the step, while CPU
+// time counts what the step itself ran (spin-waits of idle pool threads included).
+double ProcessCpuSeconds();
+// Sets "cpu_ms/step" from ProcessCpuSeconds() before the timed loop.
+void SetCpuPerStep(benchmark::State& state, double cpu_seconds_before);
 // Fusion_bench's GB/s: the bytes a fused kernel must move (read the input, write the
 // output) for n floats, in units of 1e9.
 inline double ReadWriteGB(int64_t n) { return 2.0 * n * sizeof(float) / 1e9; }

@@ -205,7 +205,9 @@ void RunTrainStep(benchmark::State& state, Step step, const std::vector<float>& 
                   double rtol = 1e-3) {
   try {
     if (!CheckTrainLosses(state, step, want, rtol)) return;
+    const double cpu_before = ProcessCpuSeconds();
     for (auto _ : state) benchmark::DoNotOptimize(step());
+    SetCpuPerStep(state, cpu_before);
   } catch (const c10::Error& e) {
     state.SkipWithError(e.what_without_backtrace());
   }

@@ -54,6 +54,7 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
     if (!CheckTrainLosses(state, checked_step, want, rtol) || warnings.FellBack(state)) return;
   }
   session.ResetStats();
+  const double cpu_before = ProcessCpuSeconds();
   for (auto _ : state) {
     if (absl::Status s = run(); !s.ok()) {
       state.SkipWithError(s.ToString().c_str());
@@ -61,6 +62,7 @@ void RunTrainStep(benchmark::State& state, absl::StatusOr<TrainStep> step,
     }
     benchmark::DoNotOptimize(outputs[0].raw_data());
   }
+  SetCpuPerStep(state, cpu_before);
   const SessionStats st = session.stats();
   state.counters["launches/step"] =
       double(st.cluster_launches + st.single_op_launches + st.reference_launches) /

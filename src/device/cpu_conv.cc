@@ -1,6 +1,7 @@
 // CPU convolutions through oneDNN; see cpu_conv.h (the primitives: onednn_conv.h).
 #include "device/cpu_conv.h"
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,6 +60,42 @@ bool Holds(const halide_buffer_t* b, int rank, const int32_t* extents, bool batc
 float* First(const halide_buffer_t* b, bool batch, int64_t n0) {
   float* p = reinterpret_cast<float*>(b->host);
   return batch ? p + (n0 - b->dim[3].min) * b->dim[3].stride : p;
+}
+
+// The filter gradient's NaN elements computed again as the reference kernel computes
+// them (src/reference/window.cc: double sums, padding taps skipped). oneDNN's direct
+// backward-weights kernel multiplies dy by the zero padding, so an infinite dy next to
+// the padding gives NaN where the reference gives the infinity (or a finite sum). Only
+// the NaN elements are redone, each a sum over N x OH x OW: a step whose gradients are
+// finite pays one scan of the filter. x, dy and dw are dense (Holds).
+void RedoNanFilterTaps(const Geometry& g, const float* x, const float* dy, float* dw) {
+  const int64_t oh = g.OutH(), ow = g.OutW(), cig = g.c_in / g.groups, cog = g.c_out / g.groups;
+  auto at = [&](int64_t n, int64_t c, int64_t h, int64_t w, int64_t channels, int64_t height,
+                int64_t width) {
+    return g.nchw ? ((n * channels + c) * height + h) * width + w
+                  : ((n * height + h) * width + w) * channels + c;
+  };
+  const int64_t count = int64_t{g.kh} * g.kw * cig * g.c_out;  // HWIO, dense
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isnan(dw[i])) continue;
+    const int64_t co = i % g.c_out, ci = (i / g.c_out) % cig + co / cog * cig;
+    const int64_t tw = i / (int64_t{g.c_out} * cig) % g.kw,
+                  th = i / (int64_t{g.c_out} * cig * g.kw);
+    double sum = 0;
+    for (int64_t n = 0; n < g.n; ++n) {
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t ih = y * g.sh - g.pt + th * g.dh;
+        if (ih < 0 || ih >= g.in_h) continue;
+        for (int64_t xo = 0; xo < ow; ++xo) {
+          const int64_t iw = xo * g.sw - g.pl + tw * g.dw;
+          if (iw < 0 || iw >= g.in_w) continue;
+          sum += double(x[at(n, ci, ih, iw, g.c_in, g.in_h, g.in_w)]) *
+                 double(dy[at(n, co, y, xo, g.c_out, oh, ow)]);
+        }
+      }
+    }
+    dw[i] = static_cast<float>(sum);
+  }
 }
 
 #if BRAZE_HAVE_DNNL
@@ -126,6 +163,7 @@ int Conv(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, halide_b
   const float* pbias = has_bias ? First(bias, false, 0) : nullptr;
   const float* pres = has_residual ? First(residual, true, n0) : nullptr;
   if (!onednn::RunConv(lib, *p, x, w, pbias, pres, y)) return -3;
+  if (weights) RedoNanFilterTaps(g, x, y, w);
   if (relu && !onednn::ConvAppliesRelu(*p)) {
     // braze::Relu (x < 0 ? 0 : x, NaN kept) where the post-ops are not checked.
     const int64_t count = n * g.c_out * g.OutH() * g.OutW();

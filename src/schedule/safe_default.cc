@@ -298,6 +298,19 @@ void SafeScheduler::StoreShared(const SharedValue& v, const PipelineInfo::ValueE
   Pointwise(f, e.extents, e.symbolic);
 }
 
+void SafeScheduler::StoreCompared(Func f, const PipelineInfo& info) {
+  f.compute_root();
+  log_ << f.name() << ": compute_root (read by a reduction and a comparison)\n";
+  // Not small in general: a batch norm's ReLU output that a MaxPoolGrad's argmax and the
+  // ReLU's gradient both read is a whole activation (the CNN example's step, 3.2M
+  // elements, 12.8 MB), which an unscheduled compute_root stored from one thread. Every
+  // reader still reads the one stored value, whatever loop nest computed it.
+  const auto it = info.values.find(f.name());
+  if (it == info.values.end()) return;
+  BoundToExtents(f, it->second.extents, it->second.symbolic, it->second.extent_exprs);
+  Pointwise(f, it->second.extents, it->second.symbolic);
+}
+
 void SafeScheduler::FuseSiblingOutputs(const PipelineInfo& info) {
   const size_t n = info.outputs.size();
   std::vector<std::set<std::string>> calls(n);  // the Funcs each output reads
@@ -431,10 +444,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
   // the row pipeline inlines producers, so such clusters take the general path.
   const std::vector<Halide::Func> shared = ComparedReductionOperands(info);
   if (shared.empty() && params.row_pipeline && s.RowPipeline(info)) return s.text();
-  for (Halide::Func f : shared) {
-    f.compute_root();  // small and rare: a gradient's mask operand, left to LLVM
-    s.Log(f.name() + ": compute_root (read by a reduction and a comparison)");
-  }
+  for (const Halide::Func& f : shared) s.StoreCompared(f, info);
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;
   for (const Halide::Func& f : info.outputs) materialized.insert(f.name());

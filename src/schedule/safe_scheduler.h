@@ -130,6 +130,9 @@ class SafeScheduler {
   // A value inlining would evaluate several times per element (shared_values.h):
   // computed once at root, bound to its extents, vectorized and parallel as Pointwise.
   void StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e);
+  // A value a reduction and a comparison both read (extremum_operands.h): computed once
+  // at root, and, where its extents are known, bound to them, vectorized and parallel.
+  void StoreCompared(Halide::Func f, const PipelineInfo& info);
   // Outputs of the same static extents that Pointwise parallelized over their rows, none
   // reading another: computed in one loop nest (compute_with at the row loop), so each
   // row of the values they share (an optimizer's gradient, m and v in its three updates)

@@ -15,6 +15,7 @@
 #include "braze/ops.h"
 #include "device/cpu_gemm.h"
 #include "gtest/gtest.h"
+#include "ir/window_geometry.h"
 #include "lower/lower_test_util.h"
 
 namespace braze {
@@ -327,6 +328,48 @@ TEST_F(CpuConvTest, WinogradMatchesTheReferenceAndKeepsSpecials) {
     SetCpuConvWinograd(false);
     EXPECT_FALSE(absl::StrContains(CpuConvImplementation(g, 1), "wino"));
     SetCpuConvWinograd(true);
+  }
+}
+
+// oneDNN's direct backward-weights kernel multiplies dy by the zero padding: an infinite
+// dy at a border output gave NaN in the filter taps that read the padding there, where
+// the reference (which skips padding taps) gives a finite sum or the infinity. The call
+// computes those NaN elements again as the reference does; a NaN of x stays NaN.
+TEST_F(CpuConvTest, FilterGradientKeepsTheReferencesValuesAtThePadding) {
+  Window2D strided = Win(Padding::kExplicit, 2, 1);
+  strided.pad_top = 2, strided.pad_bottom = 1, strided.pad_left = 1, strided.pad_right = 0;
+  struct FilterCase {
+    DataFormat format;
+    int64_t n, h, w, c, o, groups;
+    Window2D window;
+  };
+  const FilterCase cases[] = {
+      {DataFormat::kNHWC, 2, 7, 5, 6, 4, 2, Win(Padding::kSame, 1, 1)},
+      {DataFormat::kNCHW, 2, 5, 7, 3, 5, 1, Win(Padding::kSame, 1, 1)},
+      {DataFormat::kNHWC, 3, 9, 6, 4, 4, 1, strided},
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const FilterCase& k = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    const bool nchw = k.format == DataFormat::kNCHW;
+    Window2D w = k.window;
+    w.format = k.format;
+    const Shape xs = nchw ? Shape{k.n, k.c, k.h, k.w} : Shape{k.n, k.h, k.w, k.c};
+    const Shape fs{3, 3, k.c / k.groups, k.o};
+    auto geometry = Conv2DGeometryOf(w, xs, fs);
+    ASSERT_TRUE(geometry.ok()) << geometry.status();
+    const Shape y_shape = geometry->OutputShape();
+    HostTensor xv = HostTensor::RandomUniform(DType::kF32, xs, 300 + i);
+    HostTensor dyv = HostTensor::RandomUniform(DType::kF32, y_shape, 310 + i);
+    // dy infinite at the first image's top-left output, channel 1; x NaN in the last image.
+    dyv.data<float>()[nchw ? y_shape[2] * y_shape[3] : 1] = -inf;
+    xv.data<float>()[xv.num_elements() - 2] = std::numeric_limits<float>::quiet_NaN();
+    Case b;
+    Tensor x = b.Input(xv);
+    Tensor dy = b.Input(dyv);
+    b.outputs = {Conv2DBackpropFilter(x, fs, dy, w)};
+    Check(b, Library(), /*expect_call=*/true);
   }
 }
 

@@ -2,6 +2,7 @@
 // places per element once, at root (schedule/shared_values.h), and leaves cheap ones
 // inlined; results stay those of the reference kernels.
 #include <string>
+#include <thread>
 
 #include "braze/gradients.h"
 #include "lower_test_util.h"
@@ -112,6 +113,37 @@ TEST(SharedValues, GruCellGradientMatchesTheReference) {
     EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, {1e-4, 1e-5}))
         << s.batch << "x" << s.input << "x" << s.hidden;
     EXPECT_GE(StoredOnce(SafeDefaultText(c)), 2);
+  }
+}
+
+// A ReLU that a MaxPoolGrad's argmax and the ReLU's own gradient both read (a CNN's
+// BN - ReLU - max pool, backward) is stored once at root (extremum_operands.h). It is a
+// whole activation: stored by a vectorized loop nest, parallel where the work is large
+// enough (the CNN example's step stored 3.2M elements from one thread).
+TEST(SharedValues, AComparedOperandIsStoredVectorizedAndParallel) {
+  for (const Shape& shape : std::vector<Shape>{{3, 17, 22, 32}, {3, 13, 10, 19}, {1, 2, 2, 1}}) {
+    Case c;
+    const int64_t channels = shape.back();
+    Tensor x = c.Input(DType::kF32, shape, 61, -2, 2);
+    Tensor scale = c.Input(DType::kF32, {channels}, 62, 0.5, 2);
+    Tensor shift = c.Input(DType::kF32, {channels}, 63, -1, 1);
+    Tensor pooled = MaxPool(Relu(x * scale + shift), {2, 2}, {2, 2});
+    Tensor up = c.Input(DType::kF32, pooled.shape(), 64);
+    auto grads = Gradients({Sum(pooled * up)}, {x, scale});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    c.outputs = {(*grads)[0], (*grads)[1]};
+    EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, {1e-4, 1e-5})) << ShapeString(shape);
+    const std::string text = SafeDefaultText(c);
+    const size_t at = text.find(": compute_root (read by a reduction and a comparison)");
+    ASSERT_NE(at, std::string::npos) << ShapeString(shape) << "\n" << text;
+    const std::string name = text.substr(text.rfind('\n', at) + 1, at - text.rfind('\n', at) - 1);
+    const size_t line = text.find("\n" + name + ": vectorize(", at);
+    if (channels == 1) continue;  // a vector of one lane: nothing to vectorize
+    ASSERT_NE(line, std::string::npos) << ShapeString(shape) << "\n" << text;
+    const std::string schedule = text.substr(line + 1, text.find('\n', line + 1) - line - 1);
+    // Parallel above min_parallel_work (2^15 elements), on a machine of several cores.
+    const bool parallel = channels == 32 && std::thread::hardware_concurrency() > 1;
+    EXPECT_EQ(schedule.find("parallel(") != std::string::npos, parallel) << schedule;
   }
 }
 
