@@ -82,6 +82,7 @@ class GpuHeuristic {
   std::string Run() {
     Analyze();
     if (plan_ == Scheduler::kGpuFused) ChooseHosts();
+    ChooseWarpRows();
     for (size_t j = 0; j < info_.outputs.size(); ++j) ScheduleOutput(static_cast<int>(j));
     for (size_t i = 0; i < info_.stages.size(); ++i) {
       const Stage& s = info_.stages[i];
@@ -276,7 +277,7 @@ class GpuHeuristic {
         // staged rows are: 4 lanes of the output's math per thread took a layer norm
         // kernel from 32 to 40 registers, below full occupancy at 64-thread blocks.)
         const Var row = FuseAll(f, std::vector<Var>(args.begin() + 1, args.end()));
-        const int threads = RowThreads(e[0]);
+        const int threads = Threads(e[0], warp_hosts_.count(j) > 0);
         Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
         SplitRow(f, args[0], xo, xi, threads, 1).reorder(xi, row).gpu_blocks(row);
         block_level_[j] = LoopLevel(f, row);
@@ -347,40 +348,121 @@ class GpuHeuristic {
   // `symbolic`: len is only the estimate of a run-time extent, so the row is split
   // whatever it is (unsplit, a block would take one thread per element of the row at
   // run time: CL_INVALID_WORK_GROUP_SIZE at 4099 for a kernel compiled at 20).
+  // `warp`: the kernel is one warp per row (ChooseWarpRows); a combine of 32-bit values
+  // then runs in registers across the warp's lanes, read by Halide's warp shuffles
+  // (`gpu_lanes`: shfl.sync, no shared memory), 32 -> 4 -> 1. The last level, one
+  // value, is kept in shared memory: in registers, Halide 14 reads lane 0's own value
+  // through a shuffle (it sees lane 0, not "this lane") inside that level's
+  // `if (lane < 1)`, a full-mask shfl.sync one lane runs alone: undefined behaviour.
+  // (Stopping at 4 and letting `acc` read them costs a barrier per value and Tuple
+  // element: 29 barriers in the softmax kernel instead of 23.)
   void Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split,
-                   bool symbolic = false) {
+                   bool symbolic = false, bool warp = false) {
     acc.compute_at(at);
     placed_.insert(acc.name());
+    const bool lanes = warp && Shuffles(acc);
     int64_t threads = len;
-    if (split && (len > RowThreads(len) || symbolic)) {
-      threads = RowThreads(len);
+    if (split && (len > Threads(len, warp) || symbolic)) {
+      threads = Threads(len, warp);
       RVar ro(acc.name() + "_ro"), ri(acc.name() + "_ri");
       acc.update().split(lane, ro, ri, static_cast<int>(threads), kGuard);
       lane = ri;
     }
     Var u(acc.name() + "_u");
     Func partial = acc.update().rfactor(lane, u);
-    partial.compute_at(at).align_storage(u, kSharedAlign).gpu_threads(u);
-    partial.update().gpu_threads(u);
-    placed_.insert(partial.name());
-    log_ << acc.name() << ": cooperative, " << threads << " threads, combined by";
+    PlaceCombine(partial, u, at, lanes, threads > 1);
+    log_ << acc.name() << ": cooperative, " << threads << " threads, combined "
+         << (lanes ? "by warp shuffles" : "in shared memory") << " by";
     for (int level = 1; threads > 1; ++level) {
       const int64_t next = CeilDiv(threads, kFanIn);
       const std::string suffix = "_" + std::to_string(level);
       RVar lo(acc.name() + "_lo" + suffix), li(acc.name() + "_li" + suffix);
       Var w(acc.name() + "_w" + suffix);
       acc.update().split(lane, lo, li, static_cast<int>(next), kGuard);
-      Func combine = acc.update().rfactor(li, w);
-      combine.compute_at(at).align_storage(w, kSharedAlign).gpu_threads(w);
-      combine.update().gpu_threads(w);
-      placed_.insert(combine.name());
+      PlaceCombine(acc.update().rfactor(li, w), w, at, lanes, next > 1);
       log_ << " " << next;
       lane = li;
       threads = next;
     }
     // After the rfactors: they copy acc's storage directives to the partials.
     acc.align_storage(acc.args()[0], kSharedAlign);
+    if (warp) {
+      // acc's one value per row on a thread loop of extent 1: each of its definitions is
+      // then one `if (lane < 1)` with a barrier after it, not one per Tuple element (a
+      // float Max's three: 6 barriers -> 2).
+      if (lanes) {
+        acc.gpu_lanes(acc.args()[0]);
+        acc.update().gpu_lanes(acc.args()[0]);
+      } else {
+        acc.gpu_threads(acc.args()[0]);
+        acc.update().gpu_threads(acc.args()[0]);
+      }
+    }
     log_ << " then 1\n";
+  }
+
+  // A level of a cooperative combine (the partials, or a combine of them) at the block
+  // level `at`, one value per thread `t`, in shared memory; with `lanes` on the warp's
+  // lanes, and with `registers` too in registers striped across them, where other
+  // lanes' values are read by shuffles.
+  void PlaceCombine(Func f, const Var& t, const LoopLevel& at, bool lanes, bool registers) {
+    f.compute_at(at);
+    if (lanes && registers) {
+      f.store_in(Halide::MemoryType::Register);
+    } else {
+      f.align_storage(t, kSharedAlign);
+    }
+    if (lanes) {
+      f.gpu_lanes(t);
+      f.update().gpu_lanes(t);
+    } else {
+      f.gpu_threads(t);
+      f.update().gpu_threads(t);
+    }
+    placed_.insert(f.name());
+  }
+
+  // Whether Halide 14 can shuffle every value of `acc`'s Tuple between lanes: 32 bits or
+  // fewer (LowerWarpShuffles rejects 64-bit types, as f64 sums and moments are).
+  static bool Shuffles(const Func& acc) {
+    for (const Halide::Type& t : acc.function().output_types()) {
+      if (t.bits() > 32) return false;
+    }
+    return true;
+  }
+
+  // Threads over a row of `len`: one warp where the kernel is one warp per row.
+  static int Threads(int64_t len, bool warp) { return warp ? kWarp : RowThreads(len); }
+
+  // The kernels that take one warp per row, on CUDA: those whose block reductions are all
+  // row reductions (Kind::kRow) of static rows up to kWarpRow long, and whose output
+  // rows (a block per row) are that short too. As PyTorch's eager softmax: each warp
+  // reads its row in coalesced passes, its combines need no barrier between warps, and
+  // 32-bit ones no shared memory (warp shuffles, see Cooperative). Not on OpenCL:
+  // Halide 14's OpenCL back end does not lower gpu_lanes. A kernel of its own for a
+  // row reduction (host -1) is decided per reduction (WarpRow).
+  void ChooseWarpRows() {
+    if (opencl_ || hosts_.empty()) return;
+    std::map<int, bool> ok;
+    for (size_t i = 0; i < info_.stages.size(); ++i) {
+      const Reduction& r = reductions_[i];
+      if (OwnKernel(info_.stages[i].kind) || r.host < 0 || hosts_[r.host] == Host::kThread) {
+        continue;
+      }
+      const bool warp = r.kind == Kind::kRow && WarpRow(info_.stages[i]);
+      ok.emplace(r.host, true).first->second &= warp;
+    }
+    for (const auto& [j, warp] : ok) {
+      const Extents& e = info_.output_extents[j];
+      const bool row_ok =
+          hosts_[j] != Host::kRowBlock ||
+          (!e.empty() && e[0] <= kWarpRow && !IsSymbolic(info_.output_symbolic[j], 0));
+      if (warp && row_ok) warp_hosts_.insert(j);
+    }
+  }
+
+  bool WarpRow(const Stage& s) const {
+    return !opencl_ && !s.reduction_symbolic && s.reduction_extent <= kWarpRow;
   }
 
   // The cooperative row reductions output j's kernel hosts, by accumulator name; empty
@@ -431,7 +513,9 @@ class GpuHeuristic {
     const std::map<std::string, const Stage*> rows = HostedRows(j);
     if (rows.empty()) return;
     int64_t bytes = 0;
-    for (const auto& [unused, s] : rows) bytes += CooperativeBytes(*s);
+    for (const auto& [unused, s] : rows) {
+      bytes += CooperativeBytes(*s, Threads(s->reduction_extent, warp_hosts_.count(j) > 0));
+    }
     for (const auto& [name, fn] : env_) {
       if (!IsPlainLoad(fn) || materialized_.count(name) > 0) continue;
       const Extents e = LoadExtents(fn);
@@ -440,15 +524,15 @@ class GpuHeuristic {
           CeilDiv(e[0], kSharedAlign) * kSharedAlign * fn.output_types()[0].bytes();
       if (bytes + row_bytes > kSharedBudget) continue;
       bytes += row_bytes;
-      StageRow(Func(fn), e[0], block_level_.at(j));
+      StageRow(Func(fn), e[0], block_level_.at(j), warp_hosts_.count(j) > 0);
     }
   }
 
   // `f` (a plain load of rows of `len`) computed at a block into shared memory, thread u
   // loading elements u, u + T, ...
-  void StageRow(Func f, int64_t len, const LoopLevel& at) {
+  void StageRow(Func f, int64_t len, const LoopLevel& at, bool warp) {
     const std::vector<Var> args = f.args();
-    const int threads = RowThreads(len);
+    const int threads = Threads(len, warp);
     const int vector = RowVector(len, threads);
     Var xo(f.name() + "_so"), xi(f.name() + "_si");
     f.compute_at(at).store_in(Halide::MemoryType::GPUShared).align_storage(args[0], kSharedAlign);
@@ -549,7 +633,8 @@ class GpuHeuristic {
     switch (r.kind) {
       case Kind::kRow: {
         const RVar rf = FuseRVars(acc, s.rdom);
-        Cooperative(acc, rf, s.reduction_extent, block_at(), true, s.reduction_symbolic);
+        const bool warp = r.host >= 0 ? warp_hosts_.count(r.host) > 0 : WarpRow(s);
+        Cooperative(acc, rf, s.reduction_extent, block_at(), true, s.reduction_symbolic, warp);
         log_ << acc.name() << ": row, " << where << "\n";
         return;
       }
@@ -644,6 +729,7 @@ class GpuHeuristic {
   std::vector<std::pair<Func, std::string>> operands_;  // stored once, and why
   std::vector<Host> hosts_;                             // per output; empty unless fusing
   std::map<int, int> block_reductions_;  // per output: block reductions its kernel hosts
+  std::set<int> warp_hosts_;             // outputs whose kernels are a warp per row
   std::map<int, LoopLevel> block_level_, thread_level_;
   std::set<std::string> placed_;
 };

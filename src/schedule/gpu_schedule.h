@@ -25,6 +25,11 @@
 //   4 elements per thread (1024 = 4 x 64 threads x 4), each thread stages 4 adjacent
 //   ones at a time (8-byte global loads: half the load instructions).
 //   Many very short rows (<= 16 elements) get a thread per row.
+//   On CUDA, kernels whose rows are all at most kWarpRow (2048) long take one warp per
+//   row instead, and there a combine of 32-bit values (a float Max's accumulators)
+//   runs in registers across the lanes by warp shuffles (gpu_lanes; Halide 14 cannot
+//   shuffle the f64 sums, which stay in shared memory). Not on OpenCL, whose Halide 14
+//   back end does not lower gpu_lanes.
 // - Column reductions (over outer dims) with many outputs: one thread per output, a
 //   serial loop (adjacent threads read adjacent columns). With few outputs, and full
 //   reductions or few long rows: two stages. The reduction domain is split and

@@ -84,10 +84,10 @@ RVar FuseRVars(Func acc, const Halide::RDom& r) {
   return fused;
 }
 
-int64_t CooperativeBytes(const Stage& s) {
+int64_t CooperativeBytes(const Stage& s, int row_threads) {
   int64_t acc_bytes = 0;
   for (const Halide::Type& t : s.acc.function().output_types()) acc_bytes += t.bytes();
-  int64_t threads = std::min<int64_t>(s.reduction_extent, RowThreads(s.reduction_extent));
+  int64_t threads = std::min<int64_t>(s.reduction_extent, row_threads);
   int64_t elements = 0;
   for (;; threads = CeilDiv(threads, kFanIn)) {
     elements += CeilDiv(threads, kSharedAlign) * kSharedAlign;

@@ -65,6 +65,11 @@ inline constexpr int64_t kSharedBudget = 32 * 1024;
 // 16384x1024 against 51 us for PyTorch's eager kernel).
 inline constexpr int kRowElementsPerThread = 16;
 
+// CUDA kernels whose rows are at most this long take one warp per row (see
+// ChooseWarpRows in gpu_schedule.cc): up to 64 elements per lane, as PyTorch's eager
+// softmax takes a warp per row up to 1024 elements and more.
+inline constexpr int64_t kWarpRow = 2048;
+
 int64_t CeilDiv(int64_t a, int64_t b);
 
 // The smallest power of two >= n, capped at `cap`.
@@ -96,7 +101,8 @@ RVar FuseRVars(Func acc, const Halide::RDom& r);
 
 // Bytes of shared memory the cooperative reduction of `s` takes (see Cooperative): its
 // per-thread partials and each combine level, every one aligned to kSharedAlign.
-int64_t CooperativeBytes(const Stage& s);
+// `threads`: the threads over its row (at most the row's length are used).
+int64_t CooperativeBytes(const Stage& s, int threads);
 
 // The constant extents of the cluster input (or constant) a plain load reads; empty
 // when some extent is only known at run time.

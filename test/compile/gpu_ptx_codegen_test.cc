@@ -218,13 +218,16 @@ TEST(GpuPtxCodegen, Chain8InstructionsPerElement) {
 // mean and variance) and the output read it there. Global load instructions in the
 // kernel, with 256 threads per row of 1024 (4 elements each, unrolled by LLVM) before
 // staging -> staged -> staged with 64 threads per row (16 elements each) -> staged 4
-// adjacent elements per thread at a time (RowVector; rows of 1024 only):
-//   softmax   16384x1024: 12 -> 4 -> 16 -> 8  (max, sum and output each loaded x; then x
-//                                              once per element, the 16 unrolled; then
-//                                              x as 8-byte pairs, ld.global.nc.u64)
-//   layernorm 16384x1024: 12 -> 12 -> 48 -> 40 (x, gamma and beta once per element
-//                                              each; then x's 8 pairs, gamma and beta
-//                                              16 each)
+// adjacent elements per thread at a time (RowVector; rows of 1024 only) -> a warp per
+// row (32 elements each; ChooseWarpRows):
+//   softmax   16384x1024: 12 -> 4 -> 16 -> 8 -> 16 (max, sum and output each loaded x;
+//                                              then x once per element, the 16
+//                                              unrolled; then x as 8-byte pairs,
+//                                              ld.global.nc.u64; then 16 pairs)
+//   layernorm 16384x1024: 12 -> 12 -> 48 -> 40 -> 24 (x, gamma and beta once per
+//                                              element each; then x's 8 pairs, gamma
+//                                              and beta 16 each; then x's 16 pairs,
+//                                              gamma and beta in 16-byte vectors)
 //   softmax   16384x1000:  3 -> 1 -> 5   (a loop, unrolled by 4 with a remainder)
 //   layernorm 16384x1000:  5 -> 3 -> 15  (x, gamma, beta: 5 each)
 TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
@@ -234,8 +237,8 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
     bool layer_norm;
     int global_loads;
   };
-  const std::vector<Row> rows = {{"softmax_1024", 1024, false, 8},
-                                 {"layernorm_1024", 1024, true, 40},
+  const std::vector<Row> rows = {{"softmax_1024", 1024, false, 16},
+                                 {"layernorm_1024", 1024, true, 24},
                                  {"softmax_1000", 1000, false, 5},
                                  {"layernorm_1000", 1000, true, 15}};
   for (const Row& row : rows) {
@@ -249,6 +252,7 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
     SCOPED_TRACE(row.name + ":\n" + code->schedule);
     EXPECT_EQ(code->kernels.size(), 1u);
     EXPECT_NE(code->schedule.find("staged in shared memory"), std::string::npos);
+    EXPECT_NE(code->schedule.find("32 threads over dim 0"), std::string::npos);
     EXPECT_EQ(Occurrences(code->ptx, "\tld.global."), row.global_loads);
     std::cout << row.name << " PTX: " << PtxInstructions(code->ptx) << " instructions\n";
     if (!HavePtxas()) continue;
@@ -257,6 +261,62 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
     for (const PtxasKernel& k : report->kernels) {
       std::cout << row.name << " ptxas: " << k.registers << " registers\n";
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
+    }
+  }
+}
+
+// Rows up to kWarpRow long take a warp each on CUDA, and a combine of 32-bit values runs
+// in registers across the lanes by warp shuffles (softmax's Max: three i32/u32
+// accumulators; its f64 sum of exps and layer norm's f64 moments cannot be shuffled by
+// Halide 14 and combine in shared memory, within the one warp). Against the 64-thread
+// blocks before (kWarpRow 0), 16384 rows:
+//   softmax   x1024: 587 -> 448 PTX instructions, 21 -> 17 bar.sync, 0 -> 36 shfl.sync,
+//                    135 -> 48 ld.shared, 109 -> 55 st.shared (static counts)
+//   softmax   x1000: 531 -> 467, 21 -> 17 bar.sync
+//   layernorm x1024: 528 -> 409, 17 bar.sync as before (f64: no shuffles)
+// No shuffle may sit in a branch only some lanes take: a full-mask shfl.sync run by one
+// lane is undefined (Cooperative keeps the one-value level in shared memory for this).
+TEST(GpuPtxCodegen, RowReductionsCombineByWarpShuffles) {
+  struct Row {
+    std::string name;
+    int64_t len;
+    bool layer_norm;
+    int max_instructions;
+    int max_barriers;
+  };
+  const std::vector<Row> rows = {{"softmax_1024", 1024, false, 500, 17},
+                                 {"softmax_1000", 1000, false, 500, 17},
+                                 {"layernorm_1024", 1024, true, 450, 17}};
+  for (const Row& row : rows) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {16384, row.len}, 1, -2, 2);
+    c.outputs = {row.layer_norm ? LayerNorm(x, c.Input(DType::kF32, {row.len}, 2, 0.5, 1.5),
+                                            c.Input(DType::kF32, {row.len}, 3))
+                                : Softmax(x)};
+    auto code = GenerateCudaCode(SpecOf(c, row.name), Scheduler::kGpuFused);
+    ASSERT_TRUE(code.ok()) << code.status();
+    SCOPED_TRACE(row.name + ":\n" + code->schedule);
+    EXPECT_EQ(code->kernels.size(), 1u);
+    EXPECT_NE(code->schedule.find("32 threads over dim 0"), std::string::npos);
+    const int shuffles = Occurrences(code->ptx, "shfl.sync");
+    if (row.layer_norm) {
+      EXPECT_EQ(shuffles, 0);
+    } else {
+      EXPECT_NE(code->schedule.find("combined by warp shuffles"), std::string::npos);
+      EXPECT_GT(shuffles, 0);
+    }
+    EXPECT_EQ(ShuffleInConditional(code->ptx), "");
+    const int barriers = Occurrences(code->ptx, "bar.sync");
+    std::cout << row.name << " PTX: " << PtxInstructions(code->ptx) << " instructions, " << barriers
+              << " bar.sync, " << shuffles << " shfl.sync\n";
+    EXPECT_LE(PtxInstructions(code->ptx), row.max_instructions);
+    EXPECT_LE(barriers, row.max_barriers);
+    if (!HavePtxas()) continue;
+    auto report = AssemblePtx(code->ptx, "sm_90");
+    ASSERT_TRUE(report.ok()) << report.status();
+    for (const PtxasKernel& k : report->kernels) {
+      EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
+      EXPECT_EQ(k.stack_bytes, 0) << k.name;
     }
   }
 }

@@ -589,6 +589,7 @@ TEST_P(GpuPtxTest, GeneratesAndAssembles) {
         << op;
   }
   EXPECT_EQ(code->launches, static_cast<int>(code->kernels.size()));
+  EXPECT_EQ(ShuffleInConditional(code->ptx), "");
   if (gc.scheduler != Scheduler::kLi2018) {
     // The plan asked for works for every case here (no fall-through), and puts every
     // Func on the GPU.

@@ -333,6 +333,25 @@ inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Toler
 
 // Compiles `c` for cuda:0 and assembles its PTX with ptxas. `not_assembled` is set to
 // the reason when ptxas is missing (the compile is still checked).
+// The label of the first PTX block holding a warp shuffle that LLVM named as a
+// conditional's (then_bb...), or "" if none: a full-mask shfl.sync that only some lanes
+// run is undefined (schedule/gpu_schedule.cc, Cooperative).
+inline std::string ShuffleInConditional(const std::string& ptx) {
+  std::string block;
+  size_t start = 0;
+  while (start < ptx.size()) {
+    size_t end = ptx.find('\n', start);
+    if (end == std::string::npos) end = ptx.size();
+    const std::string line = ptx.substr(start, end - start);
+    if (line.rfind("LBB", 0) == 0 || line.rfind("// %bb", 0) == 0) block = line;
+    if (line.find("shfl.sync") != std::string::npos && block.find("then_bb") != std::string::npos) {
+      return block;
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
 inline ::testing::AssertionResult CompileForCudaAndAssemble(const Case& c,
                                                             std::string* not_assembled) {
   if (!c.graph->status().ok()) {
@@ -352,6 +371,9 @@ inline ::testing::AssertionResult CompileForCudaAndAssemble(const Case& c,
            << "no PTX kernel in the compiled cluster's device source (." << source.extension
            << "):\n"
            << source.text.substr(0, 2000);
+  }
+  if (std::string block = ShuffleInConditional(source.text); !block.empty()) {
+    return ::testing::AssertionFailure() << "a warp shuffle in a conditional block: " << block;
   }
   auto report = AssemblePtx(source.text, "sm_90");
   if (report.status().code() == absl::StatusCode::kFailedPrecondition) {

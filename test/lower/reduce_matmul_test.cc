@@ -266,8 +266,9 @@ HostTensor SpecialRows(int64_t n) {
 }
 
 // The reductions of the special rows: four outputs, or (row_pipeline) the row's Max or
-// Min broadcast along the row.
-enum class SpecialGraph { kFourOutputs, kRowMax, kRowMin };
+// Min broadcast along the row, or a Softmax and a LogSoftmax of the rows (NaN, +-inf and
+// all -inf rows: the row's Max and its sum of exps decide them).
+enum class SpecialGraph { kFourOutputs, kRowMax, kRowMin, kSoftmaxes };
 
 Case SpecialRowsCase(const HostTensor& t, SpecialGraph graph) {
   Case c;
@@ -281,6 +282,9 @@ Case SpecialRowsCase(const HostTensor& t, SpecialGraph graph) {
       break;
     case SpecialGraph::kRowMin:
       c.outputs = {BroadcastTo(Min(x, {1}, true), t.shape())};
+      break;
+    case SpecialGraph::kSoftmaxes:
+      c.outputs = {Softmax(x), LogSoftmax(x)};
       break;
   }
   return c;
@@ -335,20 +339,38 @@ TEST(FloatMaxMin, RowsOfSignedZerosNansInfinitiesAndSubnormalsAreTheReferences) 
   }
 }
 
-// The same rows on opencl:0 (POCL here) with the GPU schedules' block reductions:
-// values, NaNs and infinities as the reference's (a zero's sign is not compared).
-TEST(FloatMaxMin, RowsOfSpecialsOnOpenCL) {
-  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
-  for (int64_t n : {67, 256}) {
-    for (const HostTensor& t : {SpecialRows<float>(n), SpecialRows<double>(n)}) {
-      for (SpecialGraph graph :
-           {SpecialGraph::kFourOutputs, SpecialGraph::kRowMax, SpecialGraph::kRowMin}) {
-        EXPECT_TRUE(CompileRunCompareOnDevice(SpecialRowsCase(t, graph), kExact,
-                                              Device{Device::Kind::kOpenCL, 0}, true))
-            << DTypeName(t.dtype()) << " n=" << n << " graph " << static_cast<int>(graph);
-      }
+// The special rows of length n on a device, with the GPU schedules' block reductions:
+// values, NaNs and infinities as the reference's (a zero's sign is not compared), exact
+// for Max and Min, within float tolerances for the softmaxes (with `softmaxes`).
+void CheckSpecialRowsOnDevice(int64_t n, const Device& device, bool softmaxes) {
+  for (const HostTensor& t : {SpecialRows<float>(n), SpecialRows<double>(n)}) {
+    for (SpecialGraph graph : {SpecialGraph::kFourOutputs, SpecialGraph::kRowMax,
+                               SpecialGraph::kRowMin, SpecialGraph::kSoftmaxes}) {
+      if (graph == SpecialGraph::kSoftmaxes && !softmaxes) continue;
+      const Tolerance tol = graph == SpecialGraph::kSoftmaxes ? Tolerance{} : kExact;
+      EXPECT_TRUE(CompileRunCompareOnDevice(SpecialRowsCase(t, graph), tol, device, true))
+          << DTypeName(t.dtype()) << " n=" << n << " graph " << static_cast<int>(graph);
     }
   }
+}
+
+// The same rows on opencl:0 (POCL here; the softmaxes at one length: POCL compiles
+// slowly).
+TEST(FloatMaxMin, RowsOfSpecialsOnOpenCL) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  for (int64_t n : {67, 256})
+    CheckSpecialRowsOnDevice(n, Device{Device::Kind::kOpenCL, 0}, n == 67);
+}
+
+// And on cuda:0, where rows up to kWarpRow take a warp each and float Max/Min's 32-bit
+// accumulators combine by warp shuffles (schedule/gpu_schedule.cc, Cooperative): the f32
+// rows shuffle, the f64 ones combine in shared memory. Rows of 1000 split over the lanes.
+// Skipped without a CUDA GPU.
+TEST(FloatMaxMin, RowsOfSpecialsOnCuda) {
+  if (absl::Status s = CheckCudaAvailable(); !s.ok()) {
+    GTEST_SKIP() << "needs a CUDA GPU, nothing run or compared: " << s.message();
+  }
+  for (int64_t n : {67, 1000}) CheckSpecialRowsOnDevice(n, Device{Device::Kind::kCuda, 0}, true);
 }
 
 }  // namespace
