@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -29,6 +30,7 @@
 #include "lower/lowering.h"
 #include "schedule/autoschedule.h"
 #include "schedule/extremum_operands.h"
+#include "schedule/gpu_launch_check.h"
 #include "schedule/gpu_schedule.h"
 
 extern char** environ;
@@ -139,6 +141,15 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
           absl::StrCat("the schedule left ", counter.loops, " loops on the host"));
     }
     code.kernels = EntryNames(code.ptx);
+    for (const schedule::GpuLaunch& l : schedule::GpuLaunches(module)) {
+      code.max_threads_per_block =
+          std::max(code.max_threads_per_block, l.threads >= 0 ? l.threads : l.threads_bound);
+      code.max_shared_bytes =
+          std::max(code.max_shared_bytes, l.shared_bytes >= 0 ? l.shared_bytes : l.shared_bound);
+    }
+    // As the compile driver does (lowered_check.h): a kernel that could never launch.
+    const std::string launch = schedule::CheckGpuLaunchLimits(module);
+    if (!launch.empty()) return absl::ResourceExhaustedError(launch);
     return absl::OkStatus();
   });
   if (!status.ok() && status.message().rfind(what, 0) != 0) {

@@ -29,6 +29,10 @@ struct CudaKernelCode {
   std::vector<std::string> kernels;  // the PTX entry points, in PTX order
   int launches = 0;                  // kernel launches in the host code, per run
   int host_loops = 0;                // loops left on the host (0: all compute on the GPU)
+  // The most threads and dynamic shared bytes of any launch (the bound of a symbolic
+  // one; -1 unknown): schedule/gpu_launch_check.h's limits hold for an accepted schedule.
+  int64_t max_threads_per_block = 0;
+  int64_t max_shared_bytes = 0;
   // The scheduler that produced the schedule (schedule/scheduler.h).
   Scheduler scheduler_used = Scheduler::kGpuFused;
   // What produced the schedule: "Li2018", or "heuristic (fused|separate|serial)" (the

@@ -95,7 +95,9 @@ absl::Status JitKernel::Call(std::vector<KernelBuffer>& args, size_t num_inputs)
   // A device runtime reports some errors (an unknown CUDA error code, say) through
   // the default handler rather than the pipeline's: add them.
   if (std::string more = device::TakeRuntimeError(); !status.ok() && !more.empty()) {
-    status = absl::Status(status.code(), absl::StrCat(status.message(), " [", more, "]"));
+    status =
+        absl::Status(status.code(),
+                     device::NoteLostCudaContext(absl::StrCat(status.message(), " [", more, "]")));
   }
   return status;
 }

@@ -23,8 +23,8 @@ thread_local std::string runtime_error;
 absl::Status RuntimeStatus(const std::string& what, int rc) {
   if (rc == 0) return absl::OkStatus();
   std::string msg = TakeRuntimeError();
-  return absl::InternalError(
-      absl::StrCat(what, " failed (Halide error ", rc, ")", msg.empty() ? "" : ": ", msg));
+  return absl::InternalError(NoteLostCudaContext(
+      absl::StrCat(what, " failed (Halide error ", rc, ")", msg.empty() ? "" : ": ", msg)));
 }
 
 }  // namespace

@@ -203,5 +203,28 @@ Halide::Type HalideType(DType dtype) {
   return Halide::Float(32);
 }
 
+bool NamesLostCudaContext(const std::string& message) {
+  static const char* const kSticky[] = {
+      "CUDA_ERROR_LAUNCH_FAILED",         "CUDA_ERROR_ILLEGAL_ADDRESS",
+      "CUDA_ERROR_ILLEGAL_INSTRUCTION",   "CUDA_ERROR_MISALIGNED_ADDRESS",
+      "CUDA_ERROR_INVALID_ADDRESS_SPACE", "CUDA_ERROR_INVALID_PC",
+      "CUDA_ERROR_HARDWARE_STACK_ERROR",  "CUDA_ERROR_ASSERT",
+      "CUDA_ERROR_LAUNCH_TIMEOUT",        "CUDA_ERROR_ECC_UNCORRECTABLE"};
+  for (const char* code : kSticky) {
+    if (message.find(code) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string NoteLostCudaContext(std::string message) {
+  static const char kNote[] =
+      " (the CUDA context is lost: every later CUDA call in this process fails with this "
+      "error; the first such failure is the one to look at)";
+  if (NamesLostCudaContext(message) && message.find(kNote) == std::string::npos) {
+    message += kNote;
+  }
+  return message;
+}
+
 }  // namespace device
 }  // namespace braze

@@ -47,6 +47,16 @@ class LlvmFatalErrorsThrow {
   LlvmFatalErrorsThrow& operator=(const LlvmFatalErrorsThrow&) = delete;
 };
 
+// Whether `message` names a CUDA error that leaves the context unusable (a kernel's
+// fault: CUDA_ERROR_LAUNCH_FAILED, ILLEGAL_ADDRESS, ...). Such errors are sticky: every
+// later CUDA call in the process fails with the same code, whatever it is.
+bool NamesLostCudaContext(const std::string& message);
+
+// `message`, with a sentence saying the CUDA context is lost when it names such an
+// error: a caller (and a user reading a later error) can tell the first failure from
+// its aftermath.
+std::string NoteLostCudaContext(std::string message);
+
 // Runs fn() (returning absl::Status) and turns a Halide error (or any other exception,
 // an LLVM fatal error among them: LlvmFatalErrorsThrow) thrown inside it into a Status
 // of `code` whose message starts with `context`. This is the one boundary where
@@ -56,7 +66,7 @@ absl::Status CatchHalideErrors(const std::string& context, absl::StatusCode code
   auto message = [&](const char* what) {
     std::string m = context + ": " + what;
     while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
-    return m;
+    return NoteLostCudaContext(std::move(m));
   };
   try {
     LlvmFatalErrorsThrow llvm_errors;

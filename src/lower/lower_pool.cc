@@ -22,6 +22,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
@@ -86,6 +89,43 @@ Expr CountInside(const SpatialDim& d, const Expr& o) {
   const Expr lo = Halide::max(first, 0);
   const Expr hi = Halide::min(first + static_cast<int>(d.window - 1), static_cast<int>(d.in - 1));
   return hi - lo + 1;
+}
+
+// Whether `e` reads one of `vars`, looking through the pure single-valued Funcs it
+// calls: a schedule may inline those, and Halide then drops what their definitions ignore.
+bool ReadsThroughPureFuncs(const Expr& e, const std::vector<std::string>& vars) {
+  // Each call of such a Func replaced by its definition at the call's arguments (what
+  // Halide's inlining does, without its schedule checks), to a bounded depth.
+  class Inliner : public Halide::Internal::IRMutator {
+   public:
+    using IRMutator::mutate;
+    using IRMutator::visit;
+    Expr visit(const Halide::Internal::Call* op) override {
+      if (op->call_type != Halide::Internal::Call::Halide || !op->func.defined() || depth_ > 32) {
+        return IRMutator::visit(op);
+      }
+      const Halide::Internal::Function f(op->func);
+      if (f.has_update_definition() || f.has_extern_definition() || f.outputs() != 1) {
+        return IRMutator::visit(op);
+      }
+      std::map<std::string, Expr> at;
+      for (size_t i = 0; i < f.args().size() && i < op->args.size(); ++i) {
+        at[f.args()[i]] = op->args[i];
+      }
+      ++depth_;
+      Expr inlined = mutate(Halide::Internal::substitute(at, f.values()[0]));
+      --depth_;
+      return inlined;
+    }
+
+   private:
+    int depth_ = 0;
+  } inliner;
+  const Expr inlined = inliner.mutate(e);
+  for (const std::string& v : vars) {
+    if (Halide::Internal::expr_uses_var(inlined, v)) return true;
+  }
+  return false;
 }
 
 Stage ReductionStage(const Halide::Func& acc, const Halide::RDom& r, const Shape& shape,
@@ -353,11 +393,22 @@ absl::StatusOr<Value> LowerPool(LoweringContext& ctx, const std::string& name, O
           });
     }
     case OpKind::kMaxPoolGradGrad: {
-      const Value arg = WindowArgMax(ctx, name, g, in[0], y_shape);
       const Value grad = in[1];
       const int kw = static_cast<int>(g.w.window);
       return Define(ctx, name, out.dtype, out.shape, [&](const std::vector<Expr>& index) {
         const Nhwc o = Split4(g.format, index);
+        // A grad that does not vary over H and W (the ones of a gradient's seed, a
+        // broadcast) is the same at every tap: no argmax. With one, Halide would drop every
+        // read of it once grad is inlined, and still realize it (and a GPU schedule's
+        // wrapper of it) with no consumer to bound it: "Symbol not found:
+        // ..._argmax_global_wrapper$0.s0.dim0.max" (braze-fuzz seed 510 on CUDA).
+        const Halide::Var ph(ctx.UniqueName(name + "_probe_h")),
+            pw(ctx.UniqueName(name + "_probe_w"));
+        const Expr probe = At(grad, Index4(g.format, {o.n, ph, pw, o.c}));
+        if (!ReadsThroughPureFuncs(probe, {ph.name(), pw.name()})) {
+          return At(grad, Index4(g.format, {o.n, Expr(0), Expr(0), o.c}));
+        }
+        const Value arg = WindowArgMax(ctx, name, g, in[0], y_shape);
         const Expr tap = Halide::max(At(arg, index), 0);
         // A tap read from data: Halide cannot bound it, so the read is always clamped.
         Tap t = TapOf(g, o, tap / kw, tap % kw);

@@ -105,17 +105,22 @@ std::string BoxText(const Extents& box) {
 }
 
 // `view` computed per chunk into shared memory over `box`, its elements spread over the
-// block's threads (dim 0 fastest: coalesced loads).
-void StageView(Func view, Func acc, const RVar& chunk, const Extents& box, int threads,
+// block's tx x ty threads (dim 0 fastest: coalesced loads). The loads use the block's
+// two thread dims, not one of tx * ty: Halide sizes each thread dim of a kernel by the
+// largest loop any Func gives it, so a 1-D loop of tx * ty threads beside the tiles'
+// tx x ty made blocks of tx * ty x ty threads, over CUDA's 1024 (CUDA_ERROR_INVALID_VALUE
+// at every launch of the ResNet block's convolutions on an H200).
+void StageView(Func view, Func acc, const RVar& chunk, const Extents& box, int tx, int ty,
                std::ostream& log) {
   const std::vector<Var> args = view.args();
   view.compute_at(acc, chunk).store_in(MemoryType::GPUShared);
   for (size_t d = 0; d < args.size(); ++d) view.bound_extent(args[d], static_cast<int>(box[d]));
   const Var all = FuseAll(view, args);
-  Var o(view.name() + "_o"), i(view.name() + "_i");
-  view.split(all, o, i, threads, kGuard).gpu_threads(i);
-  log << view.name() << ": staged in shared memory per chunk, box " << BoxText(box) << ", "
-      << threads << " threads\n";
+  Var o(view.name() + "_o"), i(view.name() + "_i"), it(view.name() + "_it"),
+      jt(view.name() + "_jt");
+  view.split(all, o, i, tx * ty, kGuard).split(i, jt, it, tx).gpu_threads(it, jt);
+  log << view.name() << ": staged in shared memory per chunk, box " << BoxText(box) << ", " << tx
+      << "x" << ty << " threads\n";
 }
 
 }  // namespace
@@ -180,7 +185,6 @@ bool ConvTiles(const Stage& s, std::ostream& log) {
       .reorder({w[0], w[1], rci, s.rdom[1], s.rdom[2], w[2], w[3], w[4]})
       .unroll(w[0])
       .unroll(w[1]);
-  const int threads = p.tx * p.ty;
   log << n << ": conv, shared-memory tiles " << p.t0 << "x" << p.t1 << " (" << p.rx << "x" << p.ry
       << " outputs per thread, " << p.tx << "x" << p.ty << " threads), blocks over " << block.name()
       << "\n"
@@ -188,8 +192,8 @@ bool ConvTiles(const Stage& s, std::ostream& log) {
       << CeilDiv(s.conv.cg, p.chunk) << " chunks of " << p.chunk << " input channels\n"
       << part.name() << ": a chunk's sums, compute_at(" << m << ", " << ct.name()
       << "), registers\n";
-  StageView(s.conv.x_view, acc, rco, p.x_box, threads, log);
-  StageView(s.conv.f_view, acc, rco, p.f_box, threads, log);
+  StageView(s.conv.x_view, acc, rco, p.x_box, p.tx, p.ty, log);
+  StageView(s.conv.f_view, acc, rco, p.f_box, p.tx, p.ty, log);
   return true;
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "schedule/gpu_launch_check.h"
+
 namespace braze {
 namespace schedule {
 namespace {
@@ -622,6 +624,8 @@ std::string CheckLoweredModule(const Halide::Module& module,
       known.emplace(prefix + "extent." + std::to_string(d), b.dim(d).extent());
     }
   }
+  const std::string launch = CheckGpuLaunchLimits(module, known);
+  if (!launch.empty()) return launch;
   ModuleFacts facts;
   for (const Halide::Internal::LoweredFunc& f : module.functions()) f.body.accept(&facts);
   std::map<std::string, int64_t> sizes = facts.allocations;

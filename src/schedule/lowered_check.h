@@ -49,7 +49,8 @@ namespace schedule {
 // shapes of the buffers embedded in `module` (constants) are known without being given.
 //
 // A CUDA module's PTX (the "..._gpu_source_kernels" buffers) is checked too, by
-// CheckPtxBitFieldExtracts.
+// CheckPtxBitFieldExtracts, and a GPU module's launches by CheckGpuLaunchLimits
+// (gpu_launch_check.h: threads and shared memory per block).
 std::string CheckLoweredModule(const Halide::Module& module,
                                const std::map<std::string, int64_t>& output_sizes = {},
                                const std::map<std::string, int64_t>& known_values = {});

@@ -35,6 +35,7 @@ struct PtxCase {
   Window2D window;
   bool tiled;
   bool backprop = false;  // Conv2DBackpropInput of x's shape (f, dy = the Conv2D's shape)
+  DType dtype = DType::kF32;
 };
 
 void PrintTo(const PtxCase& c, std::ostream* os) { *os << c.name; }
@@ -53,16 +54,16 @@ class GpuConvPtx : public ::testing::TestWithParam<PtxCase> {};
 TEST_P(GpuConvPtx, SharedMemoryTilesAssemble) {
   const PtxCase& pc = GetParam();
   Case c;
-  Tensor f = c.Input(DType::kF32, pc.f, 2);
+  Tensor f = c.Input(pc.dtype, pc.f, 2);
   if (pc.backprop) {
     Graph probe;
-    const Shape y = Conv2D(Placeholder(probe, DType::kF32, pc.x),
-                           Placeholder(probe, DType::kF32, pc.f), pc.window)
-                        .shape();
-    Tensor dy = c.Input(DType::kF32, y, 1);
+    const Shape y =
+        Conv2D(Placeholder(probe, pc.dtype, pc.x), Placeholder(probe, pc.dtype, pc.f), pc.window)
+            .shape();
+    Tensor dy = c.Input(pc.dtype, y, 1);
     c.outputs = {Relu(Conv2DBackpropInput(pc.x, f, Relu(dy), pc.window))};
   } else {
-    Tensor x = c.Input(DType::kF32, pc.x, 1);
+    Tensor x = c.Input(pc.dtype, pc.x, 1);
     c.outputs = {Relu(Conv2D(Relu(x), f, pc.window))};  // a fused producer and consumer
   }
   ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
@@ -72,6 +73,12 @@ TEST_P(GpuConvPtx, SharedMemoryTilesAssemble) {
   EXPECT_EQ(code->scheduler_used, Scheduler::kGpuFused)
       << absl::StrJoin(code->scheduler_failures, "; ");
   EXPECT_EQ(code->host_loops, 0);
+  // Every kernel can launch: Halide's CUDA runtime never opts in to more than 48 KiB of
+  // dynamic shared memory (schedule/gpu_launch_check.h).
+  std::cout << "[conv launch] " << pc.name << ": at most " << code->max_threads_per_block
+            << " threads and " << code->max_shared_bytes << " shared bytes per block\n";
+  EXPECT_LE(code->max_threads_per_block, 1024);
+  EXPECT_LE(code->max_shared_bytes, 48 * 1024);
   const bool tiles = code->schedule.find("conv, shared-memory tiles") != std::string::npos;
   EXPECT_EQ(tiles, pc.tiled);
   // Halide's shared memory is dynamic (sized at the launch), so the PTX declares no
@@ -128,6 +135,22 @@ const PtxCase kCases[] = {
      Same(DataFormat::kNCHW),
      true,
      true},
+    // bench/cuda_bench.cc's ResNet block (failed to launch on an H200) and braze-fuzz
+    // seed 69's f64 convolution (stride 2 along H).
+    {"NHWC_ResNet_32x56x56x64", {32, 56, 56, 64}, {3, 3, 64, 64}, Same(DataFormat::kNHWC), true},
+    {"Dx_NHWC_ResNet_32x56x56x64",
+     {32, 56, 56, 64},
+     {3, 3, 64, 64},
+     Same(DataFormat::kNHWC),
+     true,
+     true},
+    {"NCHW_F64_Seed69_2x5x61x67",
+     {2, 5, 61, 67},
+     {3, 3, 5, 8},
+     Window2D{1, 2, 1, 1, Padding::kValid, 0, 0, 0, 0, DataFormat::kNCHW},
+     true,
+     false,
+     DType::kF64},
     {"NHWC_Dilation60_FallsBack",
      {1, 10, 10, 2},
      {3, 3, 2, 4},

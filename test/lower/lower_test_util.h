@@ -362,6 +362,13 @@ inline ::testing::AssertionResult CompileForCudaAndAssemble(const Case& c,
   auto kernel = CompileCluster(SpecOf(c), options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";
+  // Braze's own GPU plans keep the launch limits (schedule/gpu_launch_check.h); the check
+  // would reject one silently to the next plan.
+  for (const std::string& failure : (*kernel)->scheduler_failures()) {
+    if (failure.find("would fail to launch") != std::string::npos) {
+      return ::testing::AssertionFailure() << "a GPU schedule over the launch limits: " << failure;
+    }
+  }
   bool empty = true;
   for (const TensorType& t : (*kernel)->output_types()) empty = empty && NumElements(t.shape) == 0;
   if (empty) return ::testing::AssertionSuccess();  // nothing to compute, no PTX

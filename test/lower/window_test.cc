@@ -601,6 +601,40 @@ std::vector<OpTestCase> DeviceCases() {
                      {},
                      kConvTol});
   }
+  // braze-fuzz seed 195 (the safe default on CUDA), which faulted on an H200
+  // (CUDA_ERROR_LAUNCH_FAILED): a depthwise NCHW Conv2D (4 groups of 1 channel), SAME with
+  // a 2x2 filter (padding after only), of a filter computed from a scalar's Mean, then
+  // ReLU, a residual add and a Slice.
+  cases.push_back({"Seed195_DepthwiseSame2x2_NCHW",
+                   [](Case& c, const Shape&) {
+                     Tensor s = c.Input(Random(f32, {}, 195));
+                     Tensor x = c.Input(Random(f32, {3, 4, 5, 4}, 196));
+                     Tensor f = Const(*c.graph, Random(f32, {2, 2, 1, 4}, 197)) + Mean(s);
+                     Tensor y = Conv2D(x, f, MakeWindow(DataFormat::kNCHW, Padding::kSame, 1, 1));
+                     Tensor r = Add(Relu(y), x);
+                     c.outputs = {Slice(r, {2, 2, 0, 3}, {1, 2, -1, 1}), r};
+                   },
+                   {{1}},
+                   {},
+                   kConvTol});
+  // braze-fuzz seed 510 (kAuto on CUDA): pool -> ReLU -> pool -> MaxPoolGrad and the
+  // gradients of it all, so a MaxPoolGradGrad, on a [1,13,4,4] NHWC image. Every GPU plan
+  // failed to compile: a wrapper of the argmax was read outside its loops ("Symbol not
+  // found: MaxPoolGradGrad_20_argmax_global_wrapper$0.s0.dim0.max").
+  cases.push_back({"Seed510_MaxPoolGradGrad_NHWC",
+                   [](Case& c, const Shape&) {
+                     Tensor x = c.Input(Random(f32, {1, 13, 4, 4}, 510));
+                     Pool2DAttrs p1 = MakePool(DataFormat::kNHWC, Padding::kSame, 3, 3, 2, 2);
+                     Pool2DAttrs p2 = MakePool(DataFormat::kNHWC, Padding::kSame, 3, 3, 3, 3);
+                     Tensor h = Relu(MaxPool(x, p1));
+                     Tensor y = MaxPoolGrad(h, MaxPool(h, p2), p2);
+                     absl::StatusOr<std::vector<Tensor>> grads = Gradients({y}, {x});
+                     ASSERT_TRUE(grads.ok()) << grads.status();
+                     c.outputs = {y, (*grads)[0]};
+                   },
+                   {{1}},
+                   {},
+                   kConvTol});
   return cases;
 }
 

@@ -290,6 +290,9 @@ struct ShardState {
 };
 
 // Runs seeds state->next, state->next + jobs, ...; prints failures as they come.
+// A shard's exit status after a seed lost the CUDA context: the parent starts a new one.
+constexpr int kLostCudaContextExit = 75;
+
 void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, ShardState* state) {
   Tally& t = state->tally;
   const GenerateOptions gen = GenOptions(f);
@@ -345,6 +348,24 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
           static_cast<long long>(out.cluster_launches), out.detail.empty() ? "" : ": ",
           out.detail.c_str());
       std::fflush(stdout);
+    }
+    // A kernel's fault kills the process's CUDA context (device/halide_util.h's note
+    // in the Status): every later CUDA call fails, so the failure cannot be minimized
+    // here and the shard's next seeds would be blamed for it (27 on the first H200 run).
+    // The seed is reported as it was generated, and the shard restarts in a new process.
+    const bool lost_context = out.kind == Outcome::Kind::kError &&
+                              out.detail.find("CUDA context is lost") != std::string::npos;
+    if (lost_context) {
+      std::printf(
+          "==== seed %llu: %s under Scheduler::%s (strict, %s, num_threads %d)\n%s\n"
+          "---- program (not minimized: the CUDA context is lost; the shard restarts)\n%s\n",
+          static_cast<unsigned long long>(seed), OutcomeName(out.kind), Name(o.scheduler),
+          o.function ? "a Function of the program (jit_compile)"
+                     : ("ops on " + o.jit_device).c_str(),
+          o.num_threads, out.detail.c_str(), ProgramToCpp(p).c_str());
+      std::fflush(stdout);
+      state->running = 0;
+      _exit(kLostCudaContextExit);
     }
     if (out.kind == Outcome::Kind::kMismatch || out.kind == Outcome::Kind::kError) {
       std::vector<bool> keep;
@@ -478,6 +499,10 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     ShardState& s = states[shard];
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
       --alive;
+      continue;
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == kLostCudaContextExit && s.running == 0) {
+      start_shard(shard);  // the seed was counted and reported; a fresh CUDA context
       continue;
     }
     ++crashes.errors;
