@@ -7,6 +7,8 @@
 //   cuda_unfused:  no JIT: every op its own compiled CUDA kernel, buffers reused.
 //   baselines:     a device-to-device copy of the same bytes (Chain8's roof) and a plain
 //                  cuBLASLt GEMM (MatMulBiasRelu's).
+//   bf16:          MatMulBiasRelu in bf16 on cuBLASLt (MatMulBiasReluBf16), its first run
+//                  checked against the exact product.
 //
 // The workloads of the other issues (issue 39's goals; bench/peers_cuda.py has PyTorch's
 // side): the ResNet basic block (conv_bench.cc's, its input a Variable), causal attention
@@ -16,6 +18,7 @@
 // gpt_models.h): a mismatch is a SkipWithError, never a number.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -23,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "attention_common.h"
 #include "braze/braze.h"
 #include "device/cublas_gemm.h"
@@ -51,10 +55,12 @@ using OutputCheck = std::function<bool(const std::vector<HostTensor>&)>;
 
 // Runs `targets` on cuda:0 in the variant; `bytes`/`flops` per iteration set counters.
 // With `check`, a first run fetches the targets and must pass it (and compile without a
-// fallback) before the timed runs.
+// fallback) before the timed runs; with `gemms` >= 0 too, that run must have made that
+// many cuBLASLt calls (a GEMM cuBLASLt refuses runs as Halide kernels with a warning
+// that is not a compile failure).
 void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
                const std::vector<Tensor>& targets, CudaVariant v, double bytes, double flops,
-               const OutputCheck& check = nullptr) {
+               const OutputCheck& check = nullptr, int64_t gemms = -1) {
   SessionOptions opts;
   opts.device = "cuda:0";
   if (v != kCudaUnfused) opts.global_jit_level = JitLevel::kOn1;
@@ -70,6 +76,11 @@ void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
     absl::Status s = session.RunInto(feeds, targets, &got);
     if (!s.ok()) return Fail(state, s);
     if (warnings.FellBack(state) || !check(got)) return;
+    if (gemms >= 0 && session.stats().gemm_launches != gemms) {
+      return Fail(state, absl::InternalError(absl::StrCat(session.stats().gemm_launches,
+                                                          " cuBLASLt GEMMs in the first run, want ",
+                                                          gemms)));
+    }
   }
   absl::Status s = session.RunInto(feeds, {}, &none, targets);  // compile, upload variables
   if (s.ok()) s = CudaSynchronize();
@@ -179,6 +190,72 @@ BENCHMARK(BM_MatMulBiasRelu_cuda)
     ->Arg(0)
     ->Arg(1)
     ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// MatMulBiasRelu in bf16 (x, w and the bias bf16 Variables): cuBLASLt's bf16 GEMM with
+// FP32 accumulation, the bias and ReLU in its epilogue and one rounding (fused, 0), or the
+// GEMM with its bias, then a ReLU kernel (unfused, 1). The first run's rows kCheckedRows
+// (all 4096 columns) are checked against the exact product within the bf16 rule of
+// docs/MIXED_PRECISION.md: one bf16 ulp plus the f32 accumulation-order error.
+constexpr int64_t kCheckedRows[] = {0, 1, 2, 1237, 2053, 3001, 4094, 4095};
+
+bool CheckBf16DenseRelu(benchmark::State& state, const HostTensor& got, const HostTensor& x,
+                        const HostTensor& w, const HostTensor& b) {
+  std::vector<float> wf(kK * kN);  // widened once: the check reads every column
+  for (int64_t i = 0; i < kK * kN; ++i) wf[i] = static_cast<float>(w.GetDouble(i));
+  std::vector<double> sum(kN), mag(kN);
+  for (int64_t row : kCheckedRows) {
+    for (int64_t j = 0; j < kN; ++j) {
+      sum[j] = b.GetDouble(j);
+      mag[j] = std::fabs(sum[j]);
+    }
+    for (int64_t l = 0; l < kK; ++l) {
+      const double xv = x.GetDouble(row * kK + l);
+      const float* wrow = &wf[l * kN];
+      for (int64_t j = 0; j < kN; ++j) {
+        sum[j] += xv * wrow[j];
+        mag[j] += std::fabs(xv * wrow[j]);
+      }
+    }
+    for (int64_t j = 0; j < kN; ++j) {
+      const double want = std::max(sum[j], 0.0), g = got.GetDouble(row * kN + j);
+      const double larger = std::max(std::fabs(g), want);
+      const double ulp =
+          std::ldexp(1.0, std::max(larger == 0 ? -126 : std::ilogb(larger), -126) - 7);
+      const double bound = ulp + kK * std::ldexp(mag[j], -23);
+      if (!(std::fabs(g - want) <= bound)) {
+        state.SkipWithError(absl::StrCat("bf16 MatMulBiasRelu out[", row, ", ", j, "] = ", g,
+                                         ", want ", want, " (bound ", bound, ")")
+                                .c_str());
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void BM_MatMulBiasReluBf16_cuda(benchmark::State& state) {
+  if (SkipWithoutCuda(state)) return;
+  const HostTensor xv = HostTensor::RandomUniform(DType::kBF16, {kM, kK}, 6);
+  const HostTensor wv = HostTensor::RandomUniform(DType::kBF16, {kK, kN}, 7);
+  const HostTensor bv = HostTensor::RandomUniform(DType::kBF16, {kN}, 8);
+  Graph g;
+  Tensor x = Variable(g, xv, "x");
+  Tensor w = Variable(g, wv, "w");
+  Tensor b = Variable(g, bv, "b");
+  Tensor y = Relu(MatMul(x, w) + b);
+  RunOnCuda(
+      state, g, {}, {y}, static_cast<CudaVariant>(state.range(0)), 0, 2.0 * kM * kN * kK,
+      [&](const std::vector<HostTensor>& got) {
+        return CheckBf16DenseRelu(state, got[0], xv, wv, bv);
+      },
+      /*gemms=*/1);
+}
+BENCHMARK(BM_MatMulBiasReluBf16_cuda)
+    ->ArgName("variant")  // 0 fused (cuBLASLt bias+ReLU epilogue), 1 GEMM+bias, ReLU kernel
+    ->Arg(kCudaFused)
+    ->Arg(kCudaUnfused)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

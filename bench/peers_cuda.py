@@ -3,7 +3,7 @@
 
 The same workloads and sizes as braze_bench's *_cuda benchmarks, run by PyTorch eager and
 by torch.compile (Inductor, default mode), f32 with TF32 off (Braze's cuBLASLt GEMMs are
-exactly FP32): Chain8, Softmax, LayerNorm, MatMulBiasRelu, the softmax regression and MLP
+exactly FP32): Chain8, Softmax, LayerNorm, MatMulBiasRelu (and in bf16), the softmax regression and MLP
 train steps, and the other issues' workloads: the ResNet basic block (cuDNN, channels
 last), causal attention at T 2048 (PyTorch's SDPA; forward, and forward + backward) and
 the transformer block's train step (SDPA with dropout, fused AdamW). Inputs live on the device; a timed iteration is the step's kernels plus a
@@ -12,12 +12,16 @@ once per batch of calls instead). Each variant's result is checked against eager
 Prints a table and writes Google-Benchmark-like JSON (real_time medians, named
 BM_<Workload>_<peer>_cuda as tools/braze-plot reads them) to argv[1]:
     tools/braze-plot cuda.json torch.json -o plot.png
+With --filter=REGEX only the workloads whose Braze benchmark name BM_<Workload>_cuda
+the regex matches (re.search, as braze_bench's --benchmark_filter reads it) run:
+    bench/peers_cuda.py torch.json --filter='BM_(Softmax|LayerNorm)_cuda'
 
 Run by tools/gpu-check.sh on a machine with PyTorch; nothing here runs in CI.
 """
+import argparse
 import json
+import re
 import statistics
-import sys
 import time
 
 import torch
@@ -106,6 +110,31 @@ def sgd_step_manual(x, labels, w, b):
     w.sub_(0.1 * (x.t() @ g))
     b.sub_(0.1 * g.sum(0))
     return loss
+
+
+def matmul_bias_relu_bf16(record):
+    """BM_MatMulBiasReluBf16_cuda: relu(x @ w + b) at 4096^3 on bf16 tensors (cuBLASLt's
+    bf16 GEMM with f32 accumulation: eager's addmm, then a ReLU kernel; torch.compile's
+    Inductor picks its own GEMM and epilogue). Split-K partial sums reduced in bf16
+    are turned off, as Braze's GEMM reduces them in f32 only. The compiled result is
+    checked against eager's: within two bf16 ulps of the larger magnitude (each rounds
+    once, from f32 sums in its own order)."""
+    torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    a, w, bias = (t.to(torch.bfloat16) for t in (uniform(4096, 4096), uniform(4096, 4096),
+                                                  uniform(4096)))
+    ref = dense_relu(a, w, bias)
+    record("MatMulBiasReluBf16", "torch_eager", time_ms(lambda: dense_relu(a, w, bias)))
+    t0 = time.perf_counter()
+    cfn = torch.compile(dense_relu)
+    got = cfn(a, w, bias)
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - t0
+    g, r = got.float(), ref.float()
+    err = ((g - r).abs() / (torch.maximum(g.abs(), r.abs()) + 1)).max().item()
+    if not err <= 2 * 2.0 ** -7:
+        print(f"MISMATCH MatMulBiasReluBf16: torch.compile vs eager max rel err {err}", flush=True)
+    record("MatMulBiasReluBf16", "torch_compile", time_ms(lambda: cfn(a, w, bias)),
+           f"(compile {compile_s:.1f} s, max rel err {err:.2e})")
 
 
 def mlp_steps(record):
@@ -249,8 +278,17 @@ def transformer_block_steps(record):
 
 
 def main():
-    out_path = sys.argv[1] if len(sys.argv) > 1 else "torch_peers.json"
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", nargs="?", default="torch_peers.json", help="JSON to write")
+    parser.add_argument("--filter", default="",
+                        help="regex over BM_<Workload>_cuda: the workloads to run (default all)")
+    args = parser.parse_args()
+    out_path = args.out
+    pattern = re.compile(args.filter)
     rows = []
+
+    def want(workload):
+        return bool(pattern.search(f"BM_{workload}_cuda"))
 
     def record(workload, peer, ms, note="", gbs=None):
         name = f"BM_{workload}_{peer}_cuda"
@@ -280,39 +318,59 @@ def main():
 
     print(torch.__version__, torch.cuda.get_device_name(), flush=True)
     x = uniform(8192, 8192)
-    both("Chain8", chain8, (x,), 1e-5)
-    y = torch.empty_like(x)
-    copy_ms = time_ms(lambda: y.copy_(x))
-    record("Copy", "torch", copy_ms, gbs=2 * x.numel() * 4 / copy_ms / 1e6)
-    del x, y
-
-    x = uniform(16384, 1024)
-    both("Softmax", softmax, (x,), 1e-6)
-    gamma, beta = uniform(1024), uniform(1024)
-    both("LayerNorm", layernorm, (x, gamma, beta), 1e-4)
+    if want("Chain8"):
+        both("Chain8", chain8, (x,), 1e-5)
+    if want("Copy"):
+        y = torch.empty_like(x)
+        copy_ms = time_ms(lambda: y.copy_(x))
+        record("Copy", "torch", copy_ms, gbs=2 * x.numel() * 4 / copy_ms / 1e6)
+        del y
     del x
 
-    a, w, bias = uniform(4096, 4096), uniform(4096, 4096), uniform(4096)
-    both("MatMulBiasRelu", dense_relu, (a, w, bias), 1e-2)
-    del a, w
+    x = uniform(16384, 1024)
+    if want("Softmax"):
+        both("Softmax", softmax, (x,), 1e-6)
+    gamma, beta = uniform(1024), uniform(1024)
+    if want("LayerNorm"):
+        both("LayerNorm", layernorm, (x, gamma, beta), 1e-4)
+    del x
+
+    if want("MatMulBiasRelu"):
+        a, w, bias = uniform(4096, 4096), uniform(4096, 4096), uniform(4096)
+        both("MatMulBiasRelu", dense_relu, (a, w, bias), 1e-2)
+        del a, w
+    if want("MatMulBiasReluBf16"):
+        matmul_bias_relu_bf16(record)
 
     # BM_ResNetBlock_cuda's block at 32x56x56x64; filters He-normal, BN parameters in
     # train_models.h's ranges.
-    cl = torch.channels_last
-    x = uniform(32, 64, 56, 56).contiguous(memory_format=cl)
-    ws = [(torch.randn(64, 64, 3, 3, device=dev, generator=gen) * (2 / 576) ** 0.5)
-          .contiguous(memory_format=cl) for _ in range(2)]
-    bns = [(uniform(64, lo=0.5, hi=1.5), uniform(64, lo=-0.1, hi=0.1),
-            uniform(64, lo=-0.1, hi=0.1), uniform(64, lo=0.5, hi=1.5)) for _ in range(2)]
-    both("ResNetBlock", resnet_block, (x, ws[0], bns[0], ws[1], bns[1]), 1e-3)
-    del x, ws
+    if want("ResNetBlock"):
+        cl = torch.channels_last
+        x = uniform(32, 64, 56, 56).contiguous(memory_format=cl)
+        ws = [(torch.randn(64, 64, 3, 3, device=dev, generator=gen) * (2 / 576) ** 0.5)
+              .contiguous(memory_format=cl) for _ in range(2)]
+        bns = [(uniform(64, lo=0.5, hi=1.5), uniform(64, lo=-0.1, hi=0.1),
+                uniform(64, lo=-0.1, hi=0.1), uniform(64, lo=0.5, hi=1.5)) for _ in range(2)]
+        both("ResNetBlock", resnet_block, (x, ws[0], bns[0], ws[1], bns[1]), 1e-3)
+        del x, ws
 
-    q, k, v = (uniform(8, 8, 2048, 64) for _ in range(3))
-    both("Attention", attention, (q, k, v), 1e-4)
-    del q, k, v
-    attention_fwd_bwd(record)
+    if want("Attention"):
+        q, k, v = (uniform(8, 8, 2048, 64) for _ in range(3))
+        both("Attention", attention, (q, k, v), 1e-4)
+        del q, k, v
+    if want("AttentionFwdBwd"):
+        attention_fwd_bwd(record)
 
-    # The train step fed from the host each step, as BM_TrainStep_cuda is.
+    if want("TrainStep"):
+        train_steps(record)
+    if want("MlpStep"):
+        mlp_steps(record)
+    if want("TransformerBlockStep"):
+        transformer_block_steps(record)
+
+
+def train_steps(record):
+    """The softmax regression step fed from the host each step, as BM_TrainStep_cuda is."""
     xs = torch.rand(128, 784)
     ys = torch.zeros(128, 10)
     ys[torch.arange(128), torch.arange(128) % 10] = 1
@@ -345,9 +403,6 @@ def main():
     torch.cuda.synchronize()
     compile_s = time.perf_counter() - t0
     record("TrainStep", "torch_compile", time_ms(compiled_step), f"(compile {compile_s:.1f} s)")
-
-    mlp_steps(record)
-    transformer_block_steps(record)
 
 
 if __name__ == "__main__":

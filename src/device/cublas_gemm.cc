@@ -35,6 +35,11 @@
 
 namespace braze {
 
+bool IsCublasGemmDType(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 ||
+         dtype == DType::kF16;
+}
+
 const char* GemmEpilogueName(GemmEpilogue e) {
   switch (e) {
     case GemmEpilogue::kNone:
@@ -65,8 +70,9 @@ absl::Status Validate(const std::string& name, const GemmShape& s, uint64_t a, u
   auto invalid = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(name, ": ", why, " (", ShapeString(s), ")"));
   };
-  if (s.dtype != DType::kF32 && s.dtype != DType::kF64) {
-    return invalid(absl::StrCat("cuBLAS GEMMs take f32 and f64, not ", DTypeName(s.dtype)));
+  if (!IsCublasGemmDType(s.dtype)) {
+    return invalid(
+        absl::StrCat("cuBLAS GEMMs take f32, f64, bf16 and f16, not ", DTypeName(s.dtype)));
   }
   switch (s.epilogue) {
     case GemmEpilogue::kNone:
@@ -303,6 +309,33 @@ cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
 
+// A dtype's cuBLASLt types. f32 accumulates exactly in FP32 (no TF32), f64 in FP64.
+// bf16 and f16 operands and outputs accumulate in FP32 too (CUBLAS_COMPUTE_32F, alpha and
+// beta f32, the documented combination for 16BF/16F A, B, C and D), and the result is
+// rounded once to the 16-bit type after the epilogue: docs/MIXED_PRECISION.md's rule.
+// Split-K algorithms whose partial sums would be reduced in the output type (INPLACE in
+// D, OUTPUT_TYPE in the workspace) would round each partial sum to 16 bits: the
+// heuristic is only offered those that reduce in the compute type (f32), or none.
+struct LtTypes {
+  cudaDataType_t data;
+  cudaDataType_t scale;
+  cublasComputeType_t compute;
+  uint32_t reduction_mask;
+};
+
+LtTypes TypesOf(DType dtype) {
+  switch (dtype) {
+    case DType::kF64:
+      return {CUDA_R_64F, CUDA_R_64F, CUBLAS_COMPUTE_64F, CUBLASLT_REDUCTION_SCHEME_MASK};
+    case DType::kBF16:
+      return {CUDA_R_16BF, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE};
+    case DType::kF16:
+      return {CUDA_R_16F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE};
+    default:  // f32 (Validate admits no other)
+      return {CUDA_R_32F, CUDA_R_32F, CUBLAS_COMPUTE_32F, CUBLASLT_REDUCTION_SCHEME_MASK};
+  }
+}
+
 // Builds `plan` for `s` (validated), asking the heuristic for one algorithm. The bias
 // pointer is set on the descriptor, since the heuristic reads its alignment.
 absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmShape& s,
@@ -311,11 +344,9 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
     return absl::InternalError(absl::StrCat(
         name, ": cuBLASLt ", what, " failed: ", StatusName(lt, st), " (", ShapeString(s), ")"));
   };
-  const bool f64 = s.dtype == DType::kF64;
-  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
-  // Exactly FP32 (no TF32) and FP64 accumulation; alpha and beta of the data type.
-  const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  cublasStatus_t st = lt.desc_create(&plan->desc, compute, type);
+  const LtTypes types = TypesOf(s.dtype);
+  const cudaDataType_t type = types.data;
+  cublasStatus_t st = lt.desc_create(&plan->desc, types.compute, types.scale);
   if (st != CUBLAS_STATUS_SUCCESS) {
     plan->desc = nullptr;
     return failed("cublasLtMatmulDescCreate", st);
@@ -334,7 +365,8 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
     return failed("cublasLtMatmulDescSetAttribute", st);
   }
   if (s.epilogue != GemmEpilogue::kNone) {
-    // Bias data type left at its default, D's type; batch stride 0: shared by the batch.
+    // Bias data type left at its default, D's type (bf16 and f16 too: cuBLASLt widens it
+    // and adds it to the f32 accumulator); batch stride 0: shared by the batch.
     st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
     if (st != CUBLAS_STATUS_SUCCESS) return failed("cublasLtMatmulDescSetAttribute", st);
   }
@@ -387,7 +419,10 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
       (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd,
                         sizeof(align_cd))) != CUBLAS_STATUS_SUCCESS ||
       (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd,
-                        sizeof(align_cd))) != CUBLAS_STATUS_SUCCESS) {
+                        sizeof(align_cd))) != CUBLAS_STATUS_SUCCESS ||
+      (types.reduction_mask != CUBLASLT_REDUCTION_SCHEME_MASK &&
+       (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &types.reduction_mask,
+                         sizeof(types.reduction_mask))) != CUBLAS_STATUS_SUCCESS)) {
     lt.pref_destroy(pref);
     return failed("cublasLtMatmulPreferenceSetAttribute", st);
   }
@@ -479,6 +514,7 @@ absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_
         lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
     if (st != CUBLAS_STATUS_SUCCESS) return failed("cublasLtMatmulDescSetAttribute", st);
   }
+  // alpha and beta of the scale type: f64's for f64, f32's otherwise (bf16 and f16 too).
   const float alpha_f = 1.0f, beta_f = 0.0f;
   const double alpha_d = 1.0, beta_d = 0.0;
   const bool f64 = shape.dtype == DType::kF64;

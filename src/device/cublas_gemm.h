@@ -26,9 +26,14 @@ namespace braze {
 enum class GemmEpilogue { kNone, kBias, kBiasRelu, kBiasGelu };
 const char* GemmEpilogueName(GemmEpilogue e);
 
+// The dtypes CublasGemm takes: f32, f64, bf16 (CUDA_R_16BF) and f16 (CUDA_R_16F).
+bool IsCublasGemmDType(DType dtype);
+
 // out[b] = epilogue(op(a[b]) x op(b[b]) + bias), all row-major and dense:
 //   a: [batch.., m, k] (or [.., k, m] when transpose_a), b: [.., k, n] (or [.., n, k]),
-//   bias: [n], out: [batch.., m, n]. batch = 1 for MatMul. f32 and f64 only.
+//   bias: [n], out: [batch.., m, n]. batch = 1 for MatMul. f32, f64, bf16 and f16
+//   (IsCublasGemmDType): a, b, bias and out all of `dtype`. bf16 and f16 accumulate in
+//   f32, add the bias and apply the activation in f32, and round once to `dtype`.
 struct GemmShape {
   DType dtype = DType::kF32;
   int64_t batch = 1;
@@ -45,12 +50,14 @@ struct GemmShape {
 absl::Status CublasAvailable();
 
 // Runs one GEMM; `name` (the node or cluster) prefixes every error. InvalidArgument for
-// shapes or dtypes it does not take (the caller then uses a Halide kernel): not f32/f64,
+// shapes or dtypes it does not take (the caller then uses a Halide kernel): not a float
+// dtype IsCublasGemmDType admits,
 // k == 0, a dimension over 2^31-1, null pointers, a bias not 16-byte aligned, or no
 // cuBLASLt algorithm for the configuration. OK without any work when batch, m or n is 0. Internal
 // with cuBLAS' status name for a failing call. Asynchronous on the default stream. The caller must
 // have the device's primary context current (it pushes it, as device_tensor.cc does).
-// f32 accumulates in FP32 (CUBLAS_COMPUTE_32F, never TF32), f64 in FP64.
+// f32, bf16 and f16 accumulate in FP32 (CUBLAS_COMPUTE_32F, never TF32; for 16 bits only
+// algorithms whose split-K partial sums stay f32), f64 in FP64.
 absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_t a, uint64_t b,
                         uint64_t bias, uint64_t out);
 

@@ -110,7 +110,11 @@ class OpenCLBackend : public Backend {
   }
   // POCL's CPU device runs kernels on the host more slowly than the host backend: "auto"
   // picks OpenCL only when its first device is a GPU.
+  // The listing alone decides first (no driver is loaded here, nothing compiled, for
+  // every Session's "auto"); a GPU listed is then probed in full (CheckOpenCLAvailable).
   bool PreferredForAuto() const override {
+    const std::vector<std::string> listed = ListedOpenCLDevices();
+    if (listed.empty() || !absl::EndsWith(listed[0], "(GPU)")) return false;
     const std::vector<std::string> devices = OpenCLDevices();
     return !devices.empty() && absl::EndsWith(devices[0], "(GPU)");
   }
@@ -125,6 +129,44 @@ class OpenCLBackend : public Backend {
 };
 
 }  // namespace
+
+absl::Status RunOpenCLProbeKernel() {
+  return CatchHalideErrors(
+      "a one-kernel Halide pipeline on opencl:0 failed", absl::StatusCode::kFailedPrecondition,
+      [&]() -> absl::Status {
+        InstallDefaultDeviceHandlers(UseOpenCLHandlers);
+        constexpr int kN = 67;  // prime: the last work-group is partial
+        Halide::Buffer<float> input(kN + 1);
+        for (int i = 0; i <= kN; ++i) input(i) = 0.25f * static_cast<float>(i) - 3.0f;
+        input.set_host_dirty();
+        Halide::ImageParam in(Halide::Float(32), 1, "probe_in");
+        Halide::Func staged("probe_staged"), out("probe_out");
+        Halide::Var x("x"), xo("xo"), xi("xi");
+        staged(x) = in(x)*2.0f;
+        out(x) = staged(x) + staged(x + 1) + 1.0f;
+        // Staged in local memory per work-group, with a barrier: as Braze's GPU schedules.
+        out.gpu_tile(x, xo, xi, 16, Halide::TailStrategy::GuardWithIf);
+        staged.compute_at(out, xo).gpu_threads(x);
+        Halide::Pipeline pipeline(out);
+        UseOpenCLHandlers(&pipeline.jit_handlers());
+        in.set(input);
+        Halide::Buffer<float> result(kN);
+        TakeRuntimeError();
+        pipeline.realize(result, OpenCLJitTarget());
+        if (result.copy_to_host() != 0) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("copying its result back failed: ", TakeRuntimeError()));
+        }
+        for (int i = 0; i < kN; ++i) {
+          const float want = 2.0f * input(i) + 2.0f * input(i + 1) + 1.0f;
+          if (result(i) != want) {
+            return absl::FailedPreconditionError(
+                absl::StrCat("it computed ", result(i), " for element ", i, ", not ", want));
+          }
+        }
+        return absl::OkStatus();
+      });
+}
 
 const Backend& OpenCLBackendInstance() {
   static const OpenCLBackend* backend = new OpenCLBackend();

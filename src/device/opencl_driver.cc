@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -21,7 +22,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "braze/device.h"
+#include "ir/logging.h"
 
 namespace braze {
 namespace device {
@@ -45,8 +48,14 @@ struct Loader {
   void* handle = nullptr;
   absl::Status status;
   std::vector<std::string> devices;
-  std::string extensions;  // opencl:0's CL_DEVICE_EXTENSIONS
+  std::string extensions;     // opencl:0's CL_DEVICE_EXTENSIONS
+  bool first_is_cpu = false;  // opencl:0 is a CPU device (POCL's)
 };
+
+// In the probe's child process, the Loader being probed: what LoadLibraryIsolated and
+// OpenCLDeviceHasExtension answer from there (TheLoader() is still being initialized
+// by the fork's parent frame, and calling it again would recurse). Null elsewhere.
+const Loader* probe_loader = nullptr;
 
 std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* object, ClUint what) {
   char buffer[256] = {0};
@@ -245,6 +254,8 @@ void LoadAndList(Loader* l) {
                            "and 32 KiB"));
         }
       }
+      if (l->devices.empty())
+        l->first_is_cpu = (type & (kDeviceTypeGpu | kDeviceTypeCpu)) == kDeviceTypeCpu;
       l->devices.push_back(absl::StrCat(name, " (", kind, ")"));
     }
   }
@@ -255,18 +266,13 @@ void LoadAndList(Loader* l) {
   }
 }
 
-// How long a probe process may take: loading POCL (and its LLVM) takes about a second.
-// A child forked while another thread held a lock the loader needs (fork copies the
+// How long a probe process may take: loading POCL (and its LLVM), compiling the probe's
+// pipeline and building its kernel take a few seconds on a loaded machine. A child
+// forked while another thread held a lock the loader or Halide needs (fork copies the
 // lock, not its holder) never finishes: it is killed at this limit, and OpenCL reported
 // unavailable with that reason.
-constexpr int kProbeSeconds = 30;
+constexpr int kProbeSeconds = 60;
 
-// LoadAndList in a child process first, so that a driver that crashes while it loads or
-// lists its devices ends the child, not this program: NVIDIA's OpenCL driver aborted
-// runtime_tests on an H200 machine with std::bad_cast from its first call (2026-11-28).
-// OK when the child finished normally (or could not be started: then the probe runs
-// here as before); else why OpenCL is not available, with the signal or exit status
-// and the first line the child wrote to stderr.
 // Appends what can be read from the non-blocking `fd` now to `out`, up to 64 KiB.
 void Drain(int fd, std::string* out) {
   char buffer[4096];
@@ -295,51 +301,129 @@ std::string FirstAndLastLines(const std::string& text) {
   return absl::StrCat(lines.front(), " ... ", lines.back());
 }
 
-absl::Status ProbeInChildProcess() {
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::OkStatus();
+// The listing a child process sends back: the Status on its first line (code, message),
+// then "D <device>" per device and "E <opencl:0's extensions>".
+std::string SerializeListing(const Loader& l) {
+  std::string message(l.status.message());
+  std::replace(message.begin(), message.end(), '\n', ' ');
+  std::string out = absl::StrCat(static_cast<int>(l.status.code()), " ", message, "\n");
+  for (const std::string& d : l.devices) absl::StrAppend(&out, "D ", d, "\n");
+  absl::StrAppend(&out, "E ", l.extensions, "\n");
+  return out;
+}
+
+// SerializeListing's text back into `l`; false when it is not that (a child cut short).
+bool ParseListing(const std::string& text, Loader* l) {
+  const size_t first = text.find('\n');
+  if (first == std::string::npos) return false;
+  const size_t space = text.find(' ');
+  if (space == std::string::npos || space > first) return false;
+  const int code = std::atoi(text.substr(0, space).c_str());
+  l->status =
+      absl::Status(static_cast<absl::StatusCode>(code), text.substr(space + 1, first - space - 1));
+  for (size_t at = first + 1; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    if (line.rfind("D ", 0) == 0) l->devices.push_back(line.substr(2));
+    if (line.rfind("E ", 0) == 0) l->extensions = line.substr(2);
+    at = end + 1;
+  }
+  return true;
+}
+
+// What the child does. It loads and lists the drivers (LoadAndList) and writes what it
+// found to `data_fd`; with `run_kernel`, when opencl:0 is not a CPU device, it then does
+// everything this process will do with them: a one-kernel Halide pipeline on opencl:0 through
+// Halide's OpenCL runtime and Braze's handlers, as a compiled cluster runs (RunOpenCLProbeKernel:
+// context, queue, buffers, clBuildProgram, a launch, copies back, the values checked). NVIDIA's
+// OpenCL driver passed a load-and-list probe on an H200 machine, then aborted runtime_tests with
+// std::bad_cast once a cluster ran (2026-11-29). Exits 0 when all of it passed or the drivers
+// reported a Status (in the listing); 3 when the kernel failed with a Status (on stderr); 2 when an
+// exception reached this frame.
+[[noreturn]] void ProbeChild(int data_fd, bool run_kernel) {
+  try {
+    Loader child;
+    LoadAndList(&child);
+    const std::string listing = SerializeListing(child);
+    for (size_t at = 0; at < listing.size();) {
+      const ssize_t wrote = write(data_fd, listing.data() + at, listing.size() - at);
+      if (wrote < 0 && errno == EINTR) continue;
+      if (wrote <= 0) break;
+      at += static_cast<size_t>(wrote);
+    }
+    close(data_fd);
+    // Not on a CPU device (POCL): CI runs thousands of kernels there in-process, and the
+    // pipeline's JIT (Halide's OpenCL runtime modules: 1-3 s) would be paid by every
+    // process that uses OpenCL, twice (here, then in the parent).
+    if (run_kernel && child.status.ok() && !child.first_is_cpu) {
+      probe_loader = &child;
+      const absl::Status kernel = RunOpenCLProbeKernel();
+      if (!kernel.ok()) {
+        dprintf(2, "%s\n", std::string(kernel.message()).c_str());
+        _exit(3);
+      }
+    }
+  } catch (const std::exception& e) {
+    dprintf(2, "a driver threw %s\n", e.what());
+    _exit(2);
+  } catch (...) {
+    dprintf(2, "a driver threw an exception\n");
+    _exit(2);
+  }
+  _exit(0);
+}
+
+// ProbeChild in a child process whose ICD loader reads its drivers from `vendors_dir`
+// (OCL_ICD_VENDORS). OK when the child passed, with its listing in `*listing`, or when
+// it could not be started (`*listing` empty: then the caller lists here); else why, with
+// the signal or exit status and the first and last lines the child wrote to stderr.
+absl::Status ProbeInChildProcess(const std::string& vendors_dir, bool run_kernel,
+                                 std::string* listing) {
+  int err_fds[2], data_fds[2];
+  if (pipe2(err_fds, O_CLOEXEC) != 0) return absl::OkStatus();
+  if (pipe2(data_fds, O_CLOEXEC) != 0) {
+    close(err_fds[0]);
+    close(err_fds[1]);
+    return absl::OkStatus();
+  }
   const pid_t pid = fork();
   if (pid < 0) {
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
+    for (int fd : {err_fds[0], err_fds[1], data_fds[0], data_fds[1]}) close(fd);
     return absl::OkStatus();
   }
   if (pid == 0) {
     // The child: its stdout is dropped and its stderr goes to the parent's Status (a
     // driver's chatter never reaches the user's console). It exits without running
-    // the parent's atexit handlers or destructors.
-    close(pipe_fds[0]);
-    fcntl(pipe_fds[1], F_SETFL, O_NONBLOCK);
+    // the parent's atexit handlers or destructors. (setenv is safe here: the child has
+    // one thread.)
+    close(err_fds[0]);
+    close(data_fds[0]);
+    fcntl(err_fds[1], F_SETFL, O_NONBLOCK);
     const int null_fd = open("/dev/null", O_WRONLY);
     if (null_fd >= 0) dup2(null_fd, 1);
-    dup2(pipe_fds[1], 2);
-    // An exception a driver lets out would otherwise unwind into this program's
-    // frames and run the rest of it in the child.
-    try {
-      Loader child;
-      LoadAndList(&child);
-    } catch (const std::exception& e) {
-      dprintf(2, "a driver threw %s\n", e.what());
-      _exit(2);
-    } catch (...) {
-      dprintf(2, "a driver threw an exception\n");
-      _exit(2);
-    }
-    _exit(0);
+    dup2(err_fds[1], 2);
+    setenv("OCL_ICD_VENDORS", vendors_dir.c_str(), 1);
+    unsetenv("OCL_ICD_FILENAMES");  // the Khronos loader's list of more drivers
+    ProbeChild(data_fds[1], run_kernel);
   }
-  close(pipe_fds[1]);
-  // Read while waiting (a child that fills the pipe would otherwise block), never
-  // waiting for the end of file: a process the driver started may hold the pipe open.
-  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
-  std::string output;
+  close(err_fds[1]);
+  close(data_fds[1]);
+  // Read while waiting (a child that fills a pipe would otherwise block), never waiting
+  // for the end of file: a process the driver started may hold the pipes open.
+  fcntl(err_fds[0], F_SETFL, O_NONBLOCK);
+  fcntl(data_fds[0], F_SETFL, O_NONBLOCK);
+  std::string output, data;
   int status = 0;
   bool timed_out = false;
   for (int waited_ms = 0;; waited_ms += 10) {
-    Drain(pipe_fds[0], &output);
+    Drain(err_fds[0], &output);
+    Drain(data_fds[0], &data);
     const pid_t r = waitpid(pid, &status, WNOHANG);
     if (r == pid) break;
     if (r < 0 && errno != EINTR) {
-      close(pipe_fds[0]);
+      close(err_fds[0]);
+      close(data_fds[0]);
       return absl::OkStatus();  // not ours to reap (a SIGCHLD handler took it)
     }
     if (waited_ms >= kProbeSeconds * 1000) {
@@ -351,9 +435,14 @@ absl::Status ProbeInChildProcess() {
     }
     usleep(10000);
   }
-  Drain(pipe_fds[0], &output);
-  close(pipe_fds[0]);
-  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  Drain(err_fds[0], &output);
+  Drain(data_fds[0], &data);
+  close(err_fds[0]);
+  close(data_fds[0]);
+  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+    *listing = data;
+    return absl::OkStatus();
+  }
   const char* signal_name = WIFSIGNALED(status) ? sigdescr_np(WTERMSIG(status)) : nullptr;
   const std::string how = timed_out ? absl::StrCat("did not finish in ", kProbeSeconds, " s")
                           : WIFSIGNALED(status)
@@ -362,40 +451,222 @@ absl::Status ProbeInChildProcess() {
                               : absl::StrCat("exited with status ", WEXITSTATUS(status));
   const std::string said = FirstAndLastLines(output);
   return absl::FailedPreconditionError(absl::StrCat(
-      "OpenCL is not available: a process that loaded the installed OpenCL drivers (", VendorsDir(),
-      ") and listed their devices ", how, said.empty() ? "" : absl::StrCat(", saying: ", said),
-      "; loading them here would end this program the same way"));
+      "a process that loaded the OpenCL drivers of ", vendors_dir, ", listed their devices",
+      run_kernel ? " and ran a one-kernel Halide pipeline on opencl:0 " : " ", how,
+      said.empty() ? "" : absl::StrCat(", saying: ", said)));
 }
 
-const Loader& TheLoader() {
-  static const Loader* loader = [] {
-    auto* l = new Loader();
+absl::Status Unavailable(absl::string_view why) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "OpenCL is not available: ", why, "; loading them here would end this program the same way"));
+}
+
+// The .icd files of `dir` (each names one driver), sorted.
+std::vector<std::string> IcdFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (const dirent* entry = readdir(d)) {
+      const std::string name = entry->d_name;
+      if (name.size() > 4 && name.compare(name.size() - 4, 4, ".icd") == 0) files.push_back(name);
+    }
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// A fresh directory under $TMPDIR (or /tmp) holding copies of `files` from `from`: a
+// vendors directory naming only those drivers. Empty when it cannot be made.
+std::string VendorsDirWith(const std::string& from, const std::vector<std::string>& files) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern =
+      absl::StrCat(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/braze_opencl_vendors_XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) return "";
+  for (const std::string& f : files) {
+    std::ifstream in(from + "/" + f);
+    std::ofstream out(pattern + "/" + f);
+    out << in.rdbuf();
+  }
+  return pattern;
+}
+
+void RemoveVendorsDir(const std::string& dir, const std::vector<std::string>& files) {
+  for (const std::string& f : files) std::remove((dir + "/" + f).c_str());
+  rmdir(dir.c_str());
+}
+
+// The drivers a child process's probe passed with: `*keep` the .icd files of VendorsDir()
+// to load (empty: all installed, the directory as it is), `*left_out` why each other
+// one was left out, `*listing` the passing child's SerializeListing (empty when no child
+// could be started). The candidates are `from` (empty: all installed). When they fail
+// together, each is probed alone, and those that passed are kept (all of them when they
+// pass together again, else the first). A Status when none passed. `run_kernel` as
+// ProbeChild's.
+struct Choice {
+  std::vector<std::string> keep;
+  std::string left_out;
+  std::string listing;
+};
+
+absl::Status ChooseDrivers(const std::vector<std::string>& from, bool run_kernel, Choice* c) {
+  const std::string dir = VendorsDir();
+  // Probes the drivers `files` (empty: the installed directory itself) in a child.
+  auto probe = [&](const std::vector<std::string>& files, std::string* listing) {
+    if (files.empty()) return ProbeInChildProcess(dir, run_kernel, listing);
+    const std::string only = VendorsDirWith(dir, files);
+    if (only.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot create a directory in $TMPDIR "
+                       "for a subset of the drivers of ",
+                       dir));
+    }
+    const absl::Status s = ProbeInChildProcess(only, run_kernel, listing);
+    RemoveVendorsDir(only, files);
+    return s;
+  };
+  const absl::Status all = probe(from, &c->listing);
+  if (all.ok()) {
+    c->keep = from;
+    return all;
+  }
+  const std::vector<std::string> files = from.empty() ? IcdFiles(dir) : from;
+  if (files.size() <= 1) return all;
+  std::vector<std::string> passed, failed, listings;
+  for (const std::string& f : files) {
+    std::string listing;
+    const absl::Status s = probe({f}, &listing);
+    if (s.ok()) {
+      passed.push_back(f);
+      listings.push_back(listing);
+    } else {
+      failed.push_back(absl::StrCat(f, ": ", s.message()));
+    }
+  }
+  if (passed.empty()) {
+    std::string why;
+    for (const std::string& f : failed) absl::StrAppend(&why, why.empty() ? "" : "; ", f);
+    return absl::FailedPreconditionError(why);
+  }
+  c->listing = listings[0];
+  if (passed.size() > 1) {
+    std::string listing;
+    const absl::Status s = probe(passed, &listing);
+    if (s.ok()) {
+      c->listing = listing;
+    } else {
+      failed.push_back(absl::StrCat(passed.size() - 1, " more that passed alone but not with ",
+                                    passed[0], ": ", s.message()));
+      passed.resize(1);
+    }
+  }
+  c->keep = passed;
+  if (failed.empty()) {
+    failed.push_back(absl::StrCat("nothing (together they failed once: ", all.message(), ")"));
+  }
+  for (const std::string& f : failed) {
+    absl::StrAppend(&c->left_out, c->left_out.empty() ? "" : "; ", f);
+  }
+  return absl::OkStatus();
+}
+
+// Runs LoadAndList(l) here with the ICD loader reading only the drivers `keep` of
+// VendorsDir() (all of them when empty). The loader reads OCL_ICD_VENDORS once, when it
+// first lists the platforms, so the variable is set for that call only and the user's
+// value (or its absence) restored.
+void LoadAndListOnly(const std::vector<std::string>& keep, Loader* l) {
+  if (keep.empty()) {
+    LoadAndList(l);
+    return;
+  }
+  const std::string dir = VendorsDir();
+  const char* old = std::getenv("OCL_ICD_VENDORS");
+  const std::string old_value = old != nullptr ? old : "";
+  const std::string chosen = VendorsDirWith(dir, keep);
+  setenv("OCL_ICD_VENDORS", chosen.c_str(), 1);
+  LoadAndList(l);
+  if (old != nullptr) {
+    setenv("OCL_ICD_VENDORS", old_value.c_str(), 1);
+  } else {
+    unsetenv("OCL_ICD_VENDORS");
+  }
+  RemoveVendorsDir(chosen, keep);
+}
+
+// The installed drivers' platforms and devices as a child process listed them (each
+// driver alone when together they failed), without loading any driver here: what
+// "auto" device selection asks (ListedOpenCLDevices), for the cost of loading the
+// drivers once in a child. Listed here only when no child process could be started.
+struct Listing {
+  Loader loader;
+  Choice choice;
+};
+
+const Listing& TheListing() {
+  static const Listing* listing = [] {
+    auto* l = new Listing();
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     // The sanitizer runtimes refuse RTLD_DEEPBIND (google/sanitizers#611), and without
     // it POCL's LLVM binds to Halide's: no OpenCL in ASan and TSan builds.
-    l->status = absl::FailedPreconditionError(
+    l->loader.status = absl::FailedPreconditionError(
         "OpenCL is not available in ASan/TSan builds: the drivers' deep binding "
         "(src/device/opencl_driver.h) is incompatible with the sanitizer runtimes");
     return l;
 #endif
-    l->status = ProbeInChildProcess();
-    if (l->status.ok()) LoadAndList(l);
+    const absl::Status s = ChooseDrivers({}, /*run_kernel=*/false, &l->choice);
+    if (!s.ok()) {
+      l->loader.status = Unavailable(s.message());
+    } else if (l->choice.listing.empty() || !ParseListing(l->choice.listing, &l->loader)) {
+      LoadAndListOnly(l->choice.keep, &l->loader);
+    }
+    return l;
+  }();
+  return *listing;
+}
+
+// The drivers loaded here for use, after the listing and the kernel probe passed in
+// child processes with them: only those that passed both.
+const Loader& TheLoader() {
+  static const Loader* loader = [] {
+    auto* l = new Loader();
+    const Listing& listed = TheListing();
+    if (!listed.loader.status.ok()) {
+      l->status = listed.loader.status;
+      return l;
+    }
+    Choice choice;
+    if (absl::Status s = ChooseDrivers(listed.choice.keep, /*run_kernel=*/true, &choice); !s.ok()) {
+      l->status = Unavailable(s.message());
+      return l;
+    }
+    LoadAndListOnly(choice.keep, l);
+    std::string left_out = listed.choice.left_out;
+    if (!choice.left_out.empty()) {
+      absl::StrAppend(&left_out, left_out.empty() ? "" : "; ", choice.left_out);
+    }
+    if (l->status.ok() && !left_out.empty()) {
+      LogWarning(absl::StrCat("OpenCL: using the drivers of ", VendorsDir(),
+                              " that passed the probe (", absl::StrJoin(choice.keep, ", "),
+                              ") and leaving out: ", left_out));
+    }
     return l;
   }();
   return *loader;
 }
 
+// The probe's Loader in its child process, else this process's.
+const Loader& CurrentLoader() { return probe_loader != nullptr ? *probe_loader : TheLoader(); }
+
 }  // namespace
 
 void* LoadLibraryIsolated(const char* name) {
-  if (std::strncmp(name, "libOpenCL.so", 12) == 0) return TheLoader().handle;
+  if (std::strncmp(name, "libOpenCL.so", 12) == 0) return CurrentLoader().handle;
   return dlopen(name, RTLD_LAZY);
 }
 
 void* GetLibrarySymbol(void* lib, const char* name) { return dlsym(lib, name); }
 
 bool OpenCLDeviceHasExtension(const std::string& name) {
-  const Loader& l = TheLoader();
+  const Loader& l = CurrentLoader();
   if (!l.status.ok() || name.empty() || name.find(' ') != std::string::npos) return false;
   // Whole names only: the list is separated by spaces.
   const std::string list = " " + l.extensions + " ";
@@ -407,5 +678,11 @@ bool OpenCLDeviceHasExtension(const std::string& name) {
 absl::Status CheckOpenCLAvailable() { return device::TheLoader().status; }
 
 std::vector<std::string> OpenCLDevices() { return device::TheLoader().devices; }
+
+namespace device {
+
+std::vector<std::string> ListedOpenCLDevices() { return TheListing().loader.devices; }
+
+}  // namespace device
 
 }  // namespace braze

@@ -16,6 +16,9 @@
 #define BRAZE_DEVICE_OPENCL_DRIVER_H_
 
 #include <string>
+#include <vector>
+
+#include "absl/status/status.h"
 
 namespace braze {
 namespace device {
@@ -26,6 +29,19 @@ namespace device {
 void* LoadLibraryIsolated(const char* name);
 // For JITHandlers::custom_get_library_symbol: dlsym.
 void* GetLibrarySymbol(void* lib, const char* name);
+
+// Runs a one-kernel Halide pipeline on opencl:0 (local memory, a barrier, a partial
+// last work-group) through Halide's OpenCL runtime with Braze's handlers and JIT target,
+// as a compiled cluster does, and checks its values. The probe (CheckOpenCLAvailable)
+// runs it in a child process before this one uses a driver whose opencl:0 is not a CPU
+// device: a driver that throws or crashes in clCreateContext, clBuildProgram or a launch
+// ends that child, not this program. Defined in opencl_backend.cc.
+absl::Status RunOpenCLProbeKernel();
+
+// The OpenCL devices as a child process listed them (names as OpenCLDevices() gives
+// them), without loading a driver into this process or running the kernel probe: for
+// "auto" device selection, which every Session does. Empty when the listing failed.
+std::vector<std::string> ListedOpenCLDevices();
 
 // Whether opencl:0 (the device Halide's runtime drives) lists the extension `name`
 // (e.g. "cl_khr_fp16") in CL_DEVICE_EXTENSIONS; false when OpenCL is unavailable.

@@ -20,6 +20,7 @@
 // A tile past the end of the other sequence reads its last row (clamped: every read is
 // inside the buffers whatever box a schedule computes) and is masked out, as are the
 // keys a causal query does not see.
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <string>
@@ -352,7 +353,10 @@ class Builder {
     Func acc(ctx_.UniqueName(name_ + "_acc"));
     acc(Args({c, x})) = zero_;
     if (!Normalized(op)) {
-      acc(Args({c, x})) += wr * operand_at(c);
+      // On a GPU the schedule pads the features to its threads' (gpu_attention.cc): the
+      // column is clamped there (a padded feature is computed, never read).
+      acc(Args({c, x})) +=
+          wr * operand_at(gpu_ ? Halide::min(c, static_cast<int>(features - 1)) : Expr(c));
     } else {
       // Feature `features` is the sum of p over the row's keys, the result's divisor
       // (LowerAttention): the weights' common rounding (lse's) cancels in the ratio.
@@ -500,6 +504,10 @@ absl::StatusOr<Value> LowerAttention(LoweringContext& ctx, const std::string& na
   stage.kind = schedule::StageKind::kAttention;
   stage.extents = HalideExtents(out.shape);
   stage.attention.key_tile = b.tile();
+  stage.attention.width = in[0].shape[rank - 1];  // q's (k's) width; v's, where it is an input
+  if (op != OpKind::kAttentionLogSumExp) {
+    stage.attention.width = std::max(stage.attention.width, in[2].shape[rank - 1]);
+  }
   stage.attention.rows = out.shape[rank - 2];
   stage.attention.has_feature_dim = op != OpKind::kAttentionLogSumExp;
   Func result(ctx.UniqueName(name));

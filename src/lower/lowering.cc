@@ -254,7 +254,23 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
   MatMulEpilogue none;
   BRAZE_ASSIGN_OR_RETURN(Value value,
                          LowerTypedNode(ctx, node, wide, wide_out, ComputeDType(cast_to), &none));
-  return Narrow(value, out.dtype);
+  Value narrow = Narrow(value, out.dtype);
+  // A GPU schedule makes a matmul's result a kernel of its own (compute_root): rounded
+  // there and stored in 16 bits, not as the f32 accumulator that every reader would round
+  // (twice the bytes through global memory). The same one rounding of the product.
+  std::vector<schedule::Stage>& stages = ctx.stages();
+  if (matmul && ctx.gpu && value.func.defined() && !stages.empty() &&
+      stages.back().kind == schedule::StageKind::kMatMul &&
+      stages.back().result.name() == value.func.name()) {
+    Value stored =
+        Define(ctx, absl::StrCat(node.op_name(), "_", node.id(), "_16"), out.dtype, out.shape,
+               [&narrow](const std::vector<Halide::Expr>& i) { return At(narrow, i); });
+    stored.sym = narrow.sym;
+    stored.nonnegative = narrow.nonnegative;
+    stages.back().result = stored.func;
+    return stored;
+  }
+  return narrow;
 }
 
 absl::Status CheckSpec(const ClusterSpec& spec) {

@@ -24,10 +24,7 @@ std::vector<GemmMatch> MatchGemms(const Graph& g, const std::vector<bool>& neede
     const Node& n = g.node(id);
     if (!needed[id] || (n.op() != OpKind::kMatMul && n.op() != OpKind::kBatchMatMul)) continue;
     const DType dtype = n.output(0).dtype;
-    if (!options.has_library_gemm || !options.has_library_gemm(device_of(n)) ||
-        (dtype != DType::kF32 && dtype != DType::kF64)) {
-      continue;
-    }
+    if (!options.has_library_gemm || !options.has_library_gemm(device_of(n), dtype)) continue;
     GemmMatch m;
     m.nodes = {id};
     m.inputs = n.inputs();

@@ -25,9 +25,10 @@ namespace braze {
 struct GemmMatchOptions {
   // The device of ops built with no placement.
   Device default_device;
-  // Whether a library GEMM runs MatMuls placed on a device (the runtime asks the
-  // device's backend, device/features.h: cuBLASLt on CUDA). Unset: none does.
-  std::function<bool(const Device&)> has_library_gemm;
+  // Whether a library GEMM runs MatMuls of a dtype placed on a device (the runtime asks
+  // the device's backend, device/features.h, and the library: cuBLASLt on CUDA, for f32,
+  // f64, bf16 and f16). Unset: none does.
+  std::function<bool(const Device&, DType)> has_library_gemm;
   // Also fold a Relu after the bias (SessionOptions::cuda_relu_epilogue: opt-in, as
   // cuBLASLt does not document its ReLU's NaN handling and braze::Relu keeps NaN).
   bool fold_relu = false;
@@ -42,8 +43,8 @@ struct GemmMatch {
 };
 
 // Every MatMul/BatchMatMul in `needed` (by node id) placed on a device with a library
-// GEMM (options.has_library_gemm: CUDA's), of dtype f32 or f64, with the bias Add (a [n]
-// vector of the same dtype) that is its only consumer and the Relu after that
+// GEMM for its dtype (options.has_library_gemm: CUDA's, f32, f64, bf16 and f16), with the
+// bias Add (a [n] vector of the same dtype) that is its only consumer and the Relu after that
 // (options.fold_relu), when no fetch (`fetched`: (node id, output index) pairs) or other
 // op reads the values in between.
 std::vector<GemmMatch> MatchGemms(const Graph& graph, const std::vector<bool>& needed,

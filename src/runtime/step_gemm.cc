@@ -1,5 +1,5 @@
-// The library GEMM step kind (kGemm): a MatMul/BatchMatMul on CUDA run by cuBLASLt,
-// with the bias Add (and ReLU) after it folded into the library's epilogue
+// The library GEMM step kind (kGemm): a MatMul/BatchMatMul on CUDA run by cuBLASLt (f32,
+// f64, bf16 and f16), with the bias Add (and ReLU) after it folded into the library's epilogue
 // (passes/gemm_match.h finds them). It claims its nodes before clustering; when the
 // library refuses or is missing, the same ops run as Halide kernels, op by op.
 #include <utility>
@@ -85,7 +85,9 @@ class GemmKind : public StepKind {
     }
     GemmMatchOptions o;
     o.default_device = p.default_device;
-    o.has_library_gemm = [](const Device& d) { return device::FeaturesOf(d).library_gemm; };
+    o.has_library_gemm = [](const Device& d, DType dtype) {
+      return device::FeaturesOf(d).library_gemm && IsCublasGemmDType(dtype);
+    };
     o.fold_relu = p.options.cuda_relu_epilogue;
     std::vector<Step> steps;
     for (const GemmMatch& m : MatchGemms(p.g, p.needed, p.fetched, o)) {

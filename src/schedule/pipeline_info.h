@@ -136,6 +136,7 @@ struct Stage {
     Halide::Func lse;             // the forward's logsumexp (pure, (row, batch...)); or undefined
     bool has_feature_dim = true;  // result's dim 0 is the feature dim (not a logsumexp)
     int64_t key_tile = 64;        // the tile of the other sequence the Funcs were built with
+    int64_t width = 1;            // the widest of q's, k's and v's rows (D, Dv)
     int64_t rows = 1;             // the extent of result's row dim (an estimate when symbolic)
     // The weighted sum's acc has one feature more than the result, at index D: the sum
     // of the weights it used, which the result divides by (lower_attention.cc).

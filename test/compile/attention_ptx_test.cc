@@ -4,6 +4,7 @@
 // without spills, using shared memory and barriers (the per-tile Funcs staged there).
 #include <unistd.h>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,7 @@ std::vector<PtxCase> Cases() {
                     OpKind::kAttentionGradK, OpKind::kAttentionGradV}) {
     cases.push_back({op, {8, 8, 512, 64}, {8, 8, 512, 64}, true});
     cases.push_back({op, {2, 3, 17, 33}, {2, 3, 45, 33}, false});
+    cases.push_back({op, {2, 2, 70, 128}, {2, 2, 70, 128}, true});  // wide rows: 16 per block
     if (op != OpKind::kAttentionLogSumExp) {
       cases.push_back({op, {8, 8, 512, 64}, {8, 8, 512, 64}, true, 0.1});
     }
@@ -84,6 +86,8 @@ TEST_P(AttentionPtxTest, OneKernelThatAssemblesWithoutSpills) {
   EXPECT_EQ(code->kernels.size(), 1u);
   EXPECT_EQ(code->host_loops, 0);
   EXPECT_NE(code->ptx.find("bar.sync"), std::string::npos) << "no barrier: nothing staged";
+  // Threads across a row as well as across rows (gpu_attention.h), not a thread per row.
+  EXPECT_NE(code->ptx.find("%tid.y"), std::string::npos) << "one thread per row";
   if (access(PtxasPath().c_str(), X_OK) != 0) {
     GTEST_SKIP() << "generated, not assembled: ptxas not found at " << PtxasPath();
   }
@@ -91,8 +95,11 @@ TEST_P(AttentionPtxTest, OneKernelThatAssemblesWithoutSpills) {
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_EQ(report->kernels.size(), 1u) << report->log;
   const PtxasKernel& k = report->kernels[0];
+  std::cout << "  " << k.registers << " registers, " << k.stack_bytes << " bytes of stack, "
+            << k.barriers << " barriers\n";
   EXPECT_EQ(k.spill_store_bytes, 0) << report->log;
   EXPECT_EQ(k.spill_load_bytes, 0) << report->log;
+  EXPECT_EQ(k.stack_bytes, 0) << report->log;  // the per-thread boxes stay in registers
   EXPECT_LE(k.registers, 128) << report->log;
 }
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -377,6 +379,80 @@ TEST(GpuPtxCodegen, WorkloadClustersAssembleWithoutSpills) {
     for (const PtxasKernel& k : report->kernels) {
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
       EXPECT_EQ(k.stack_bytes, 0) << k.name;
+    }
+  }
+}
+
+// The global memory instructions of a PTX module ("ld.global.nc.v4.u16", ...): the
+// opcode of each instruction line starting with `prefix`.
+std::vector<std::string> GlobalAccesses(const std::string& ptx, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (absl::string_view line : absl::StrSplit(ptx, '\n')) {
+    line = absl::StripLeadingAsciiWhitespace(line);
+    if (!absl::StartsWith(line, prefix)) continue;
+    out.emplace_back(line.substr(0, line.find_first_of(" \t")));
+  }
+  return out;
+}
+
+// Whether a global access instruction moves 16-bit elements: .u16/.b16/.s16 or a
+// vector of them (".v4.u16").
+bool Is16BitAccess(const std::string& op) {
+  return absl::EndsWith(op, ".u16") || absl::EndsWith(op, ".b16") || absl::EndsWith(op, ".s16");
+}
+
+// The GPU schedules of 16-bit clusters read and write their bf16 and f16 buffers as
+// 16-bit values (issue 38: no widened copies of them in global memory): an elementwise
+// chain with a broadcast bias into a row softmax (computed in f32, the rule), and a
+// matmul with its bias and ReLU as Halide kernels (what runs where cuBLASLt refuses, or
+// with cuda_matmul=halide). Every global load and store of these clusters, whose inputs
+// and outputs are all 16-bit, is a 16-bit one, and every kernel assembles for sm_90
+// without spills or stack. The matmul's own kernel stored its f32 accumulator (and the
+// bias kernel read it back as f32) until the lowering rounded it there
+// (lower/lowering.cc, LowerNode).
+TEST(GpuPtxCodegen, SixteenBitBuffersAreLoadedAndStoredAs16Bits) {
+  struct Cluster {
+    std::string name;
+    std::function<Tensor(Case&, DType)> build;
+  };
+  const std::vector<Cluster> clusters = {
+      {"elementwise_softmax",
+       [](Case& c, DType t) {
+         Tensor x = c.Input(t, {67, 1000}, 1);
+         return Softmax(Relu(x * 0.5 + c.Input(t, {1000}, 2)) - Sigmoid(x));
+       }},
+      {"dense_relu", [](Case& c, DType t) {
+         return Relu(MatMul(c.Input(t, {37, 129}, 4), c.Input(t, {129, 67}, 5)) +
+                     c.Input(t, {67}, 6));
+       }}};
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const Cluster& cl : clusters) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", cl.name));
+      Case c;
+      c.outputs = {cl.build(c, dtype)};
+      if (c.outputs[0].dtype() != dtype) c.outputs[0] = Cast(c.outputs[0], dtype);
+      ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
+      auto code = GenerateCudaCode(SpecOf(c, cl.name), Scheduler::kGpuFused);
+      ASSERT_TRUE(code.ok()) << code.status();
+      EXPECT_TRUE(code->scheduler_failures.empty())
+          << absl::StrJoin(code->scheduler_failures, "; ");
+      EXPECT_EQ(code->host_loops, 0) << code->schedule;
+      const std::vector<std::string> loads = GlobalAccesses(code->ptx, "ld.global");
+      const std::vector<std::string> stores = GlobalAccesses(code->ptx, "st.global");
+      ASSERT_FALSE(loads.empty());
+      ASSERT_FALSE(stores.empty());
+      for (const std::string& op : loads) EXPECT_TRUE(Is16BitAccess(op)) << op;
+      for (const std::string& op : stores) EXPECT_TRUE(Is16BitAccess(op)) << op;
+      std::cout << DTypeName(dtype) << " " << cl.name << ": " << code->kernels.size()
+                << " kernels, " << loads.size() << " global loads (" << loads[0] << ", ...), "
+                << stores.size() << " stores (" << stores[0] << ", ...)\n";
+      if (!HavePtxas()) continue;
+      auto report = AssemblePtx(code->ptx, "sm_90");
+      ASSERT_TRUE(report.ok()) << report.status();
+      for (const PtxasKernel& k : report->kernels) {
+        EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
+        EXPECT_EQ(k.stack_bytes, 0) << k.name;
+      }
     }
   }
 }

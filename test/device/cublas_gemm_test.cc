@@ -1,7 +1,8 @@
 // cuBLASLt GEMMs (device/cublas_gemm.h). The argument checks run everywhere: they come
 // before anything is loaded. Without a CUDA driver CublasAvailable says why and
 // CublasGemm fails cleanly. With one, GEMMs of odd shapes, every transpose combination,
-// batches and every epilogue are compared with a double-precision loop.
+// batches and every epilogue are compared with a double-precision loop, in f32 and f64
+// and in bf16 and f16 (f32 accumulation, one rounding: docs/MIXED_PRECISION.md's bound).
 #include "device/cublas_gemm.h"
 
 #include <dlfcn.h>
@@ -46,9 +47,19 @@ TEST(CublasGemm, UnavailableWithoutDriver) {
   EXPECT_THAT(available.message(), HasSubstr("cuBLASLt is not available: "));
   EXPECT_EQ(CublasAvailable(), available);  // kept, not retried
   // A valid GEMM; the (fake) pointers are never touched.
-  absl::Status gemm = CublasGemm("mm", Shape3(DType::kF32, 2, 3, 4), 256, 512, 0, 768);
-  EXPECT_EQ(gemm.code(), absl::StatusCode::kFailedPrecondition) << gemm;
-  EXPECT_THAT(gemm.message(), HasSubstr("mm: cuBLASLt is not available"));
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    absl::Status gemm = CublasGemm("mm", Shape3(dtype, 2, 3, 4), 256, 512, 0, 768);
+    EXPECT_EQ(gemm.code(), absl::StatusCode::kFailedPrecondition) << gemm;
+    EXPECT_THAT(gemm.message(), HasSubstr("mm: cuBLASLt is not available"));
+  }
+}
+
+TEST(CublasGemm, TakesTheFloatDTypes) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    EXPECT_TRUE(IsCublasGemmDType(dtype)) << DTypeName(dtype);
+  }
+  EXPECT_FALSE(IsCublasGemmDType(DType::kI32));
+  EXPECT_FALSE(IsCublasGemmDType(DType::kBool));
 }
 
 // These come before loading anything, so they hold with or without a GPU.
@@ -74,6 +85,10 @@ TEST(CublasGemm, RejectsWhatItDoesNotTake) {
   no_bias.epilogue = GemmEpilogue::kBias;
   expect_invalid(no_bias, 0, "null bias");
   expect_invalid(no_bias, 1028, "the bias is not 16-byte aligned");
+  GemmShape bf16_bias = Shape3(DType::kBF16, 2, 3, 4);
+  bf16_bias.epilogue = GemmEpilogue::kBiasRelu;
+  expect_invalid(bf16_bias, 1026, "the bias is not 16-byte aligned");
+  expect_invalid(Shape3(DType::kF16, 2, 3, 0), 0, "k == 0");
   absl::Status null_a = CublasGemm("node7", Shape3(DType::kF32, 2, 3, 4), 0, 512, 0, 768);
   EXPECT_EQ(null_a.code(), absl::StatusCode::kInvalidArgument) << null_a;
 }
@@ -132,36 +147,82 @@ double GeluTanh(double x) {
   return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
 }
 
-// out[p] = epilogue(op(a[p]) op(b[p]) + bias) in double, row-major, as documented.
-std::vector<double> Reference(const GemmShape& s, const HostTensor& a, const HostTensor& b,
-                              const HostTensor* bias) {
-  std::vector<double> out(s.batch * s.m * s.n);
+// out[p] = epilogue(op(a[p]) op(b[p]) + bias) in double, row-major, as documented, with
+// each element's sum of the magnitudes of its terms (products and bias): the scale of
+// f32's accumulation-order error.
+struct Expected {
+  std::vector<double> value, magnitude;
+};
+
+Expected Reference(const GemmShape& s, const HostTensor& a, const HostTensor& b,
+                   const HostTensor* bias) {
+  Expected out;
+  out.value.resize(s.batch * s.m * s.n);
+  out.magnitude.resize(out.value.size());
   for (int64_t p = 0; p < s.batch; ++p) {
     for (int64_t i = 0; i < s.m; ++i) {
       for (int64_t j = 0; j < s.n; ++j) {
-        double acc = 0;
+        double acc = 0, mag = 0;
         for (int64_t l = 0; l < s.k; ++l) {
           int64_t ai = p * s.m * s.k + (s.transpose_a ? l * s.m + i : i * s.k + l);
           int64_t bi = p * s.k * s.n + (s.transpose_b ? j * s.k + l : l * s.n + j);
           acc += a.GetDouble(ai) * b.GetDouble(bi);
+          mag += std::fabs(a.GetDouble(ai) * b.GetDouble(bi));
         }
-        if (s.epilogue != GemmEpilogue::kNone) acc += bias->GetDouble(j);
+        if (s.epilogue != GemmEpilogue::kNone) {
+          acc += bias->GetDouble(j);
+          mag += std::fabs(bias->GetDouble(j));
+        }
         if (s.epilogue == GemmEpilogue::kBiasRelu) acc = acc > 0 ? acc : 0;
         if (s.epilogue == GemmEpilogue::kBiasGelu) acc = GeluTanh(acc);
-        out[(p * s.m + i) * s.n + j] = acc;
+        out.value[(p * s.m + i) * s.n + j] = acc;
+        out.magnitude[(p * s.m + i) * s.n + j] = mag;
       }
     }
   }
   return out;
 }
 
-// What the padding around every uploaded operand holds.
-constexpr double kPadding = 12345.0;
+// One ulp of a 16-bit float at |x| (the subnormals' step at and below the normals').
+double Ulp16(DType dtype, double x) {
+  const bool bf16 = dtype == DType::kBF16;
+  const int min_exp = bf16 ? -126 : -14, mantissa = bf16 ? 7 : 10;
+  x = std::fabs(x);
+  const int e = x == 0 || !std::isfinite(x) ? min_exp : std::max(std::ilogb(x), min_exp);
+  return std::ldexp(1.0, e - mantissa);
+}
+
+// How far a GEMM's element `got` may be from the exact `want` (sum of term magnitudes
+// `mag`, k terms). f32: 1e-4 holds for k <= 65 on inputs in [-1, 1); f64: 1e-10.
+// bf16 and f16 accumulate in f32 and round once (docs/MIXED_PRECISION.md): one ulp of the
+// type at the larger of the two (the rounding, with room for an f32 value on the other
+// side of a boundary) plus the f32 accumulation-order error, k * 2^-23 * mag (each
+// product of two 16-bit values is exact in f32).
+// cuBLASLt's GELU is the tanh form (as braze::Gelu), but in f32 it may evaluate tanh
+// with the hardware approximation (tanh.approx.f32, relative error ~2^-11), worth up
+// to ~2e-3 on outputs of magnitude ~8: a looser bound for that epilogue only. That
+// bound cannot tell the tanh form from the erf form (they differ by at most 4.7e-4);
+// the f64 case does, at 1e-6, which allows an f64 GELU evaluated internally in f32.
+double Bound(const GemmShape& s, double got, double want, double mag) {
+  const bool gelu = s.epilogue == GemmEpilogue::kBiasGelu;
+  if (s.dtype == DType::kF64) {
+    const double tol = gelu ? 1e-6 : 1e-10;
+    return tol + tol * std::fabs(want);
+  }
+  const double gelu_tol = gelu ? 5e-3 + 5e-3 * std::fabs(want) : 0;
+  if (s.dtype == DType::kF32) return gelu ? gelu_tol : 1e-4 + 1e-4 * std::fabs(want);
+  return Ulp16(s.dtype, std::max(std::fabs(got), std::fabs(want))) + s.k * std::ldexp(mag, -23) +
+         gelu_tol;
+}
+
+// What the padding around every uploaded operand holds: exact in every float dtype
+// (12345, the value before bf16 and f16, rounds to 12352 and 12344 in them).
+constexpr double kPadding = 12288.0;
 
 // A device copy of `host` with `offset` padding elements before and after it, so that
 // the address passed to cuBLAS (returned) is only as aligned as the offset makes it.
 // The padding is kPadding, not HostTensor's zeros: on an H200 the output's leading
-// padding read 0 where 12345 was expected because this filled only the values, so
+// padding read 0 where 12345 (kPadding then) was expected because this filled only the values, so
 // CheckGemm compared untouched zeros with 12345 (every output matched the reference;
 // cuBLASLt had not written there).
 struct OnDevice {
@@ -214,20 +275,15 @@ void CheckGemm(const GemmShape& s, uint64_t seed, int64_t offset = 0) {
   absl::Status copied = dout.tensor->CopyToHost(&got);
   ASSERT_TRUE(copied.ok()) << copied;
 
-  // f32 accumulates in FP32 (no TF32): 1e-4 holds for k <= 65 on inputs in [-1, 1).
-  // cuBLASLt's GELU is the tanh form (as braze::Gelu), but in f32 it may evaluate tanh
-  // with the hardware approximation (tanh.approx.f32, relative error ~2^-11), worth up
-  // to ~2e-3 on outputs of magnitude ~8: a looser bound for that epilogue only. That
-  // bound cannot tell the tanh form from the erf form (they differ by at most 4.7e-4);
-  // the f64 case does, at 1e-6, which allows an f64 GELU evaluated internally in f32.
-  double tol = s.dtype == DType::kF64 ? 1e-10 : 1e-4;
-  if (s.epilogue == GemmEpilogue::kBiasGelu) tol = s.dtype == DType::kF64 ? 1e-6 : 5e-3;
-  const std::vector<double> want = Reference(s, a, b, has_bias ? &bias : nullptr);
+  const Expected expected = Reference(s, a, b, has_bias ? &bias : nullptr);
+  const std::vector<double>& want = expected.value;
   int failures = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const double v = got.GetDouble(static_cast<int64_t>(i) + offset);
-    if (!(std::fabs(v - want[i]) <= tol + tol * std::fabs(want[i]))) {
-      ADD_FAILURE() << "out[" << i << "] = " << v << ", want " << want[i];
+    const double bound = Bound(s, v, want[i], expected.magnitude[i]);
+    if (!(std::fabs(v - want[i]) <= bound)) {
+      ADD_FAILURE() << "out[" << i << "] = " << v << ", want " << want[i] << " (bound " << bound
+                    << ")";
       if (++failures == 5) return;
     }
   }
@@ -276,7 +332,46 @@ TEST(CublasGemmGpu, MatchesReference) {
   }
 }
 
-// Operands only 4- or 8-byte aligned: the heuristic is told, and picks accordingly; a
+// bf16 and f16 (CUDA_R_16BF, CUDA_R_16F; FP32 accumulation, one rounding) in the same
+// shapes, odd, prime and tiny, every transpose and epilogue, plus one whose k (257) spans
+// several of a tensor-core kernel's k-tiles.
+TEST(CublasGemmGpu, SixteenBitMatchesReference) {
+  absl::Status cuda = CheckCudaAvailable();
+  if (!cuda.ok()) GTEST_SKIP() << cuda.message();
+  PrimaryContext context;
+  ASSERT_TRUE(context.ok()) << "cannot make device 0's primary context current";
+  absl::Status available = CublasAvailable();
+  ASSERT_TRUE(available.ok()) << available;
+  struct Dims {
+    int64_t batch, m, n, k;
+  };
+  const Dims dims[] = {{1, 1, 1, 1}, {1, 7, 5, 3},    {1, 33, 17, 65},
+                       {3, 7, 5, 3}, {3, 33, 17, 65}, {1, 67, 131, 257}};
+  const GemmEpilogue epilogues[] = {GemmEpilogue::kNone, GemmEpilogue::kBias,
+                                    GemmEpilogue::kBiasRelu, GemmEpilogue::kBiasGelu};
+  uint64_t seed = 500000;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (const Dims& d : dims) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          for (GemmEpilogue e : epilogues) {
+            GemmShape s = Shape3(dtype, d.m, d.n, d.k);
+            s.batch = d.batch;
+            s.transpose_a = ta;
+            s.transpose_b = tb;
+            s.epilogue = e;
+            CheckGemm(s, seed);
+            CheckGemm(s, seed + 100000);  // the cached plan, a new bias pointer
+            seed += 3;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Operands only 4- or 8-byte aligned (2- or 6-byte in 16 bits): the heuristic is told,
+// and picks accordingly; a
 // misaligned bias is refused with InvalidArgument (CheckGemm expects that), so the
 // caller runs Halide instead.
 TEST(CublasGemmGpu, MisalignedOperands) {
@@ -284,7 +379,7 @@ TEST(CublasGemmGpu, MisalignedOperands) {
   if (!cuda.ok()) GTEST_SKIP() << cuda.message();
   PrimaryContext context;
   ASSERT_TRUE(context.ok()) << "cannot make device 0's primary context current";
-  for (DType dtype : {DType::kF32, DType::kF64}) {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
     GemmShape s = Shape3(dtype, 33, 17, 65);
     s.batch = 3;
     s.transpose_b = true;

@@ -4,7 +4,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "braze/device.h"
 #include "device/device_tensor.h"
 #include "device/features.h"
@@ -32,6 +35,11 @@ TEST(OpenCL, DeviceNamesParseAndPrint) {
 
 TEST(OpenCL, AvailabilityIsAStatusNeverAnAbort) {
   absl::Status s = CheckOpenCLAvailable();
+  // What the probe found, in the log of a run on another machine (tools/gpu-check.sh).
+  const std::string found =
+      s.ok() ? "devices: " + absl::StrJoin(OpenCLDevices(), "; ") : std::string(s.message());
+  RecordProperty("opencl_probe", found);
+  std::printf("OpenCL probe: %s\n", found.c_str());
   if (s.ok()) {
     ASSERT_FALSE(OpenCLDevices().empty());
     EXPECT_THAT(OpenCLDevices()[0], HasSubstr(": "));

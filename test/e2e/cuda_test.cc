@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "braze/braze.h"
 #include "common/softmax_training.h"
@@ -161,6 +164,115 @@ TEST_F(Cuda, ReluEpilogueIsOptIn) {
       } else {
         EXPECT_TRUE(std::isnan(v)) << i << ": " << v;
       }
+    }
+  }
+}
+
+// bf16 and f16 MatMuls on cuBLASLt (CUDA_R_16BF / CUDA_R_16F, FP32 accumulation) with the
+// bias and ReLU epilogue, transposed operands and a batch, against the reference kernels
+// within one ulp of the type plus the f32 accumulation order (the reference rounds the
+// product, then the sum: one more rounding), and the same graph as Halide kernels.
+TEST_F(Cuda, SixteenBitMatMulsThroughCublasMatchReference) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const double ulp = dtype == DType::kBF16 ? 0x1p-7 : 0x1p-10;
+    Graph g;
+    Tensor x = Placeholder(g, dtype, {33, 65}, "x");
+    Tensor w = Placeholder(g, dtype, {17, 65}, "w");
+    Tensor b = Placeholder(g, dtype, {17}, "b");
+    Tensor dense = Relu(MatMul(x, w, false, true) + b);
+    Tensor t = MatMul(x, x, true, false);  // [65, 65], k = 33
+    Tensor a3 = Reshape(x, {3, 11, 65});
+    Tensor batched = BatchMatMul(a3, a3, false, true);
+    const Feeds feeds = {{x, HostTensor::RandomUniform(dtype, {33, 65}, 21)},
+                         {w, HostTensor::RandomUniform(dtype, {17, 65}, 22)},
+                         {b, HostTensor::RandomUniform(dtype, {17}, 23)}};
+    SessionOptions ref_opts;
+    ref_opts.reference_only = true;
+    Session ref(g, ref_opts);
+    auto want = ref.Run(feeds, {dense, t, batched});
+    ASSERT_TRUE(want.ok()) << want.status();
+    for (auto matmul : {SessionOptions::CudaMatMul::kCublas, SessionOptions::CudaMatMul::kHalide}) {
+      for (bool fold_relu : {false, true}) {
+        SCOPED_TRACE(matmul == SessionOptions::CudaMatMul::kCublas ? "cuBLASLt" : "Halide");
+        SCOPED_TRACE(fold_relu ? "relu folded" : "relu a kernel");
+        SessionOptions opts;
+        opts.device = "cuda:0";
+        opts.global_jit_level = JitLevel::kOn1;
+        opts.min_cluster_size = 1;
+        opts.strict = true;
+        opts.cuda_matmul = matmul;
+        opts.cuda_relu_epilogue = fold_relu;
+        Session s(g, opts);
+        auto got = s.Run(feeds, {dense, t, batched});
+        ASSERT_TRUE(got.ok()) << got.status();
+        for (size_t i = 0; i < got->size(); ++i) {
+          EXPECT_EQ((*got)[i].dtype(), dtype);
+          std::string why;
+          // |a b| < 16 here (sums of at most 65 products of values in [-1, 1), 6 sigma):
+          // the reference's rounding of the product before the bias Add is worth half an
+          // ulp there, 4 ulps of 1; the f32 accumulation order k * 2^-23 * 65 < 1e-3; and
+          // one ulp of the result, twice for room.
+          EXPECT_TRUE(AllClose((*got)[i], (*want)[i], 2 * ulp, 4 * ulp + 1e-3, &why))
+              << i << ": " << why;
+        }
+        const bool cublas = matmul == SessionOptions::CudaMatMul::kCublas;
+        EXPECT_EQ(s.stats().gemm_launches, cublas ? 3 : 0);
+      }
+    }
+  }
+}
+
+// The mixed-precision policy's MLP training step (braze/precision.h: f32 masters, bf16
+// or f16 matmuls) on cuda:0: its five MatMuls (two forward with their bias, three
+// backward) run on cuBLASLt, and the losses and updated variables match the reference
+// kernels' within the policy test's tolerances (test/autodiff/mixed_precision_test.cc).
+TEST_F(Cuda, PrecisionPolicyMlpStepRunsItsMatMulsOnCublas) {
+  if (absl::Status s = CublasAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  for (auto [dtype, tol] : {std::pair{DType::kBF16, 3e-2}, std::pair{DType::kF16, 5e-3}}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {7, 13}, "x");
+    Tensor labels = Placeholder(g, DType::kF32, {7, 5}, "labels");
+    std::vector<Tensor> vars = {
+        Variable(g, HostTensor::RandomNormal(DType::kF32, {13, 17}, 11, 0, 0.4), "w1"),
+        Variable(g, HostTensor::RandomUniform(DType::kF32, {17}, 12, -0.1, 0.1), "b1"),
+        Variable(g, HostTensor::RandomNormal(DType::kF32, {17, 5}, 13, 0, 0.4), "w2"),
+        Variable(g, HostTensor::RandomUniform(DType::kF32, {5}, 14, -0.1, 0.1), "b2")};
+    Tensor loss;
+    std::vector<Tensor> train;
+    {
+      JitScope jit(g);
+      PrecisionScope policy(g, dtype);
+      Tensor logits = Dense(Dense(x, vars[0], vars[1], Activation::kRelu), vars[2], vars[3]);
+      loss = Mean(SoftmaxCrossEntropyWithLogits(logits, labels));
+      auto t = Minimize(Optimizer::Sgd(0.2), loss, vars);
+      ASSERT_TRUE(t.ok()) << t.status();
+      train = *t;
+    }
+    HostTensor ys(DType::kF32, {7, 5});
+    for (int i = 0; i < 7; ++i) ys.SetDouble(i * 5 + (i * 3) % 5, 1.0);
+    SessionOptions on_gpu;
+    on_gpu.device = "cuda:0";
+    on_gpu.strict = true;
+    SessionOptions ref_opts;
+    ref_opts.reference_only = true;
+    Session gpu(g, on_gpu), ref(g, ref_opts);
+    for (int step = 0; step < 2; ++step) {
+      const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 13}, 30 + step)},
+                           {labels, ys}};
+      auto got = gpu.Run(feeds, {loss}, train);
+      auto want = ref.Run(feeds, {loss}, train);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_TRUE(want.ok()) << want.status();
+      const double l = (*want)[0].GetDouble(0);
+      EXPECT_NEAR((*got)[0].GetDouble(0), l, tol * (1 + std::abs(l))) << "step " << step;
+    }
+    EXPECT_EQ(gpu.stats().gemm_launches, 2 * 5);
+    for (const Tensor& v : vars) {
+      std::string why;
+      EXPECT_TRUE(AllClose(*gpu.VariableValue(v), *ref.VariableValue(v), tol, tol, &why))
+          << v.name() << ": " << why;
     }
   }
 }

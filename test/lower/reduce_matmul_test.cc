@@ -150,6 +150,8 @@ TEST_P(ReduceMatMulTestCuda, CompilesAndAssembles) { RunOpTestCaseCudaCompile(Ge
 TEST_P(ReduceMatMulTestCuda, MatchesReferenceOnGpu) { RunOpTestCaseCudaOnGpu(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ReduceMatMulTestCuda, ::testing::ValuesIn(Cases()), CaseName);
+// bf16 and f16: what runs on CUDA where cuBLASLt refuses a GEMM or cuda_matmul=halide.
+INSTANTIATE_TEST_SUITE_P(Ops16, ReduceMatMulTestCuda, ::testing::ValuesIn(Cases16()), CaseName);
 
 // The same GPU schedules on opencl:0 (POCL on this machine), compared with the reference.
 class ReduceMatMulTestOpenCL : public ::testing::TestWithParam<OpTestCase> {};

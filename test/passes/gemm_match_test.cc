@@ -11,8 +11,11 @@ namespace {
 
 std::vector<bool> All(const Graph& g) { return std::vector<bool>(g.num_nodes(), true); }
 
-// The runtime asks the device's backend (device::FeaturesOf(d).library_gemm): CUDA's.
-bool CudaGemm(const Device& d) { return d.kind == Device::Kind::kCuda; }
+// The runtime asks the device's backend (device::FeaturesOf(d).library_gemm) and the
+// library (IsCublasGemmDType): CUDA's, for the float dtypes.
+bool CudaGemm(const Device& d, DType dtype) {
+  return d.kind == Device::Kind::kCuda && IsFloating(dtype);
+}
 
 // Ops with no placement on the host, with CUDA's library GEMM.
 GemmMatchOptions OnHost() {
@@ -49,6 +52,33 @@ TEST(GemmMatch, MatMulWithBiasAndReluFoldsByOption) {
   ASSERT_EQ(folded.size(), 1u);
   EXPECT_EQ(folded[0].nodes, (std::vector<int>{mm.node_id(), add.node_id(), relu.node_id()}));
   EXPECT_EQ(folded[0].output, relu);
+}
+
+// bf16 and f16 MatMuls (and BatchMatMuls) fold their bias and ReLU like f32's; where
+// the library lacks the dtype, nothing is matched.
+TEST(GemmMatch, SixteenBitMatMulsFoldTheirBias) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Graph g;
+    Tensor x = Placeholder(g, dtype, {5, 7}, "x");
+    Tensor w = Placeholder(g, dtype, {3, 7}, "w");
+    Tensor b = Placeholder(g, dtype, {3}, "b");
+    Tensor mm = MatMul(x, w, false, true);
+    Tensor add = mm + b;
+    Tensor relu = Relu(add);
+    Tensor other = BatchMatMul(Reshape(x, {1, 5, 7}), Reshape(w, {1, 3, 7}), false, true);
+    auto m = MatchGemms(g, All(g), {{relu.node_id(), 0}, {other.node_id(), 0}}, OnCuda(true));
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0].nodes, (std::vector<int>{mm.node_id(), add.node_id(), relu.node_id()}));
+    EXPECT_EQ(m[0].inputs, (std::vector<Tensor>{x, w, b}));
+    EXPECT_EQ(m[1].nodes, (std::vector<int>{other.node_id()}));
+
+    GemmMatchOptions f32_only = OnCuda(true);
+    f32_only.has_library_gemm = [](const Device& d, DType t) {
+      return d.kind == Device::Kind::kCuda && t == DType::kF32;
+    };
+    EXPECT_TRUE(MatchGemms(g, All(g), {{relu.node_id(), 0}}, f32_only).empty());
+  }
 }
 
 TEST(GemmMatch, NothingOnTheCpuOrForIntegers) {

@@ -9,12 +9,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "braze/optimizers.h"
+#include "braze/precision.h"
 #include "device/features.h"
+#include "runtime/step_kind.h"
 
 namespace braze {
 namespace {
@@ -307,31 +313,120 @@ TEST(BuildPlanTest, OnTheCpuAMatMulWithItsBiasIsClusteredNotALibraryStep) {
 
 TEST(BuildPlanTest, OnCudaAMatMulWithItsBiasIsOneGemmStep) {
   if (!CheckCudaAvailable().ok()) GTEST_SKIP() << "no CUDA device";
-  Graph g;
-  Tensor a = Placeholder(g, DType::kF32, {4, 8}, "a");
-  Tensor w = Placeholder(g, DType::kF32, {8, 16}, "w");
-  Tensor bias = Placeholder(g, DType::kF32, {16}, "bias");
-  Tensor m = MatMul(a, w);
-  Tensor y = m + bias;
-  Tensor z = Exp(y);
-  SessionOptions o = CpuOptions();
-  o.device = "cuda:0";
-  auto plan = Build(g, o, {z});
-  ASSERT_TRUE(plan.ok()) << plan.status();
-  const Plan& p = **plan;
-  ASSERT_THAT(Kinds(p.steps), ElementsAre(Step::Kind::kGemm, Step::Kind::kSingleOp));
-  const Step& gemm = p.steps[0];
-  EXPECT_EQ(gemm.space, Space::kDevice);
-  EXPECT_EQ(gemm.device.ToString(), "cuda:0");
-  EXPECT_THAT(gemm.nodes, ElementsAre(m.node_id(), y.node_id()));
-  EXPECT_THAT(gemm.inputs, ElementsAre(a, w, bias));
-  EXPECT_THAT(gemm.outputs, ElementsAre(y));
-  ExpectOpByOpFallback(g, gemm);  // cuBLAS refused or missing: Halide CUDA kernels
-  // With the library off, the MatMul is a Halide kernel like any op.
-  o.cuda_matmul = SessionOptions::CudaMatMul::kHalide;
-  auto halide = Build(g, o, {z});
-  ASSERT_TRUE(halide.ok()) << halide.status();
-  for (const Step& s : (*halide)->steps) EXPECT_NE(s.kind, Step::Kind::kGemm);
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Graph g;
+    Tensor a = Placeholder(g, dtype, {4, 8}, "a");
+    Tensor w = Placeholder(g, dtype, {8, 16}, "w");
+    Tensor bias = Placeholder(g, dtype, {16}, "bias");
+    Tensor m = MatMul(a, w);
+    Tensor y = m + bias;
+    Tensor z = Exp(y);
+    SessionOptions o = CpuOptions();
+    o.device = "cuda:0";
+    auto plan = Build(g, o, {z});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    const Plan& p = **plan;
+    ASSERT_THAT(Kinds(p.steps), ElementsAre(Step::Kind::kGemm, Step::Kind::kSingleOp));
+    const Step& gemm = p.steps[0];
+    EXPECT_EQ(gemm.space, Space::kDevice);
+    EXPECT_EQ(gemm.device.ToString(), "cuda:0");
+    EXPECT_THAT(gemm.nodes, ElementsAre(m.node_id(), y.node_id()));
+    EXPECT_THAT(gemm.inputs, ElementsAre(a, w, bias));
+    EXPECT_THAT(gemm.outputs, ElementsAre(y));
+    ExpectOpByOpFallback(g, gemm);  // cuBLAS refused or missing: Halide CUDA kernels
+    // With the library off, the MatMul is a Halide kernel like any op.
+    o.cuda_matmul = SessionOptions::CudaMatMul::kHalide;
+    auto halide = Build(g, o, {z});
+    ASSERT_TRUE(halide.ok()) << halide.status();
+    for (const Step& s : (*halide)->steps) EXPECT_NE(s.kind, Step::Kind::kGemm);
+  }
+}
+
+// The GEMM step kind's claim on a plan whose ops live on cuda:0, asked without a GPU
+// (BuildPlan's Place stage needs the device; the claim needs only placements).
+std::vector<Step> ClaimGemms(const Graph& g, const SessionOptions& options) {
+  const std::vector<bool> needed(g.num_nodes(), true);
+  const std::set<std::pair<int, int>> fetched;
+  const Device cuda{Device::Kind::kCuda, 0};
+  const PlanView view{g,
+                      options,
+                      needed,
+                      fetched,
+                      cuda,
+                      [&](int) { return cuda; },
+                      [](const std::vector<int>&) { return std::vector<Step>{}; }};
+  return StepKindOf(Step::Kind::kGemm).Claim(view);
+}
+
+// bf16 and f16 MatMuls on cuda:0 are cuBLASLt GEMM steps with their bias epilogue, as
+// f32's are; with the library off they are not.
+TEST(BuildPlanTest, On16BitCudaMatMulsTheGemmStepClaimsWithoutAGpu) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Graph g;
+    Tensor a = Placeholder(g, dtype, {5, 7}, "a");
+    Tensor w = Placeholder(g, dtype, {11, 7}, "w");
+    Tensor bias = Placeholder(g, dtype, {11}, "bias");
+    Tensor m = MatMul(a, w, false, true);
+    Tensor y = Exp(m + bias);
+    SessionOptions o;
+    o.cuda_matmul = SessionOptions::CudaMatMul::kCublas;
+    std::vector<Step> steps = ClaimGemms(g, o);
+    ASSERT_EQ(steps.size(), 1u);
+    EXPECT_EQ(steps[0].kind, Step::Kind::kGemm);
+    EXPECT_EQ(steps[0].space, Space::kDevice);
+    EXPECT_EQ(steps[0].device.ToString(), "cuda:0");
+    EXPECT_THAT(steps[0].nodes, ElementsAre(m.node_id(), y.node().input(0).node_id()));
+    EXPECT_THAT(steps[0].inputs, ElementsAre(a, w, bias));
+    o.cuda_matmul = SessionOptions::CudaMatMul::kHalide;
+    EXPECT_TRUE(ClaimGemms(g, o).empty());
+  }
+}
+
+// The mixed-precision policy's MLP training step (bf16 and f16 compute, f32 masters) on
+// cuda:0: every MatMul, forward and backward, is 16-bit and a cuBLASLt GEMM step, the
+// forward ones with the (cast-down) bias folded in; ReLU folded where asked.
+TEST(BuildPlanTest, ThePolicysMlpStepRunsItsMatMulsOnCublas) {
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    for (bool fold_relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), fold_relu ? " relu folded" : ""));
+      Graph g;
+      Tensor x = Placeholder(g, DType::kF32, {7, 13}, "x");
+      Tensor labels = Placeholder(g, DType::kF32, {7, 5}, "labels");
+      Tensor w1 = Variable(g, HostTensor::RandomNormal(DType::kF32, {13, 17}, 1), "w1");
+      Tensor b1 = Variable(g, HostTensor::RandomNormal(DType::kF32, {17}, 2), "b1");
+      Tensor w2 = Variable(g, HostTensor::RandomNormal(DType::kF32, {17, 5}, 3), "w2");
+      Tensor b2 = Variable(g, HostTensor::RandomNormal(DType::kF32, {5}, 4), "b2");
+      {
+        JitScope jit(g);
+        PrecisionScope policy(g, dtype);
+        Tensor logits = Dense(Dense(x, w1, b1, Activation::kRelu), w2, b2);
+        Tensor loss = Mean(SoftmaxCrossEntropyWithLogits(logits, labels));
+        ASSERT_TRUE(Minimize(Optimizer::Sgd(0.1), loss, {w1, b1, w2, b2}).ok());
+      }
+      ASSERT_TRUE(g.status().ok()) << g.status();
+      SessionOptions o;
+      o.cuda_relu_epilogue = fold_relu;
+      std::vector<Step> steps = ClaimGemms(g, o);
+      int matmuls = 0;
+      for (int id = 0; id < g.num_nodes(); ++id) {
+        if (g.node(id).op() != OpKind::kMatMul) continue;
+        ++matmuls;
+        EXPECT_EQ(g.node(id).output(0).dtype, dtype) << g.node(id).name();
+      }
+      EXPECT_EQ(matmuls, 5);  // forward 2; backward dW2, dh1 and dW1 (x is no variable)
+      ASSERT_EQ(static_cast<int>(steps.size()), matmuls);
+      int with_bias = 0, with_relu = 0;
+      for (const Step& s : steps) {
+        EXPECT_EQ(s.kind, Step::Kind::kGemm);
+        with_bias += s.nodes.size() >= 2;
+        with_relu += s.nodes.size() == 3;
+      }
+      EXPECT_EQ(with_bias, 2) << "both forward layers' bias";
+      EXPECT_EQ(with_relu, fold_relu ? 1 : 0);
+    }
+  }
 }
 
 TEST(BuildPlanTest, TheHookSeesEveryStageInOrder) {
