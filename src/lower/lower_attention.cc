@@ -136,6 +136,38 @@ class Builder {
     return Halide::Internal::make_const(type_, std::numeric_limits<double>::quiet_NaN());
   }
 
+  // The weight exp(d) of a score d = s - lse as the reference's double weight has it,
+  // 0 where the key is hidden: NaN where d is (a NaN score or lse, inf - inf, -inf -
+  // -inf); 0 exactly where double's exp is 0 (d < -745.13, -inf included), where the
+  // reference drops the term; inf where the type's exp overflows. Where the type's exp
+  // underflows but double's does not (f32: d in [-745, -87]) it is the type's least
+  // normal: not 0, so times an inf it is inf as in the reference, and negligible in a
+  // sum. (An inf where d is finite but past the type's exp, which double's exp is not,
+  // needs an lse below the row's scores: the forward never gives one.) The value is
+  // chosen on bits by an integer select, which no fast-math flag can fold; the exp's
+  // argument is clamped into the type's range, and its result used only where d is in it.
+  Expr Weight(const Expr& visible, const Expr& d) const {
+    const bool f64 = type_ == Halide::Float(64);
+    const Halide::Type bits_type = f64 ? Halide::UInt(64) : Halide::UInt(32);
+    auto bits_of = [&](double v) {
+      return Halide::reinterpret(bits_type, Halide::Internal::make_const(type_, v));
+    };
+    const double hi = f64 ? 709.782712893384 : 88.72283935546875;  // log of the largest
+    const Expr least = Halide::Internal::make_const(
+        type_, f64 ? std::numeric_limits<double>::min() : std::numeric_limits<float>::min());
+    const Expr sign = bits_of(-0.0);
+    const Expr b = Bits(d);
+    const Expr e =
+        Bits(Halide::max(Exp(Halide::min(d, Halide::Internal::make_const(type_, hi))), least));
+    const Expr zero = Halide::Internal::make_zero(bits_type);
+    // Negative floats order by their bits above the sign bit; positive ones below it.
+    return Halide::reinterpret(
+        type_, Halide::select(!visible, zero, IsNanBits(d), b, b > bits_of(-745.1332191019412),
+                              zero, b > bits_of(hi) && b < sign, InfBits(), e));
+  }
+  // Whether a weight (or its product with dropout's factor) is 0, on bits.
+  Expr IsZero(const Expr& w) const { return AbsBits(Bits(w)) == Bits(zero_); }
+
   // Whether key j is visible to query i (both unclamped; j, i may run past the end).
   Expr Visible(const Expr& i, const Expr& j) const {
     Expr v = j < tk_ && i < tq_;
@@ -263,35 +295,41 @@ class Builder {
     Func s = keys_ ? Product("s", k, q, d_, pass) : Product("s", q, k, d_, pass);
     // The row's query (x, or the other sequence's position) for lse and delta.
     auto query = [&](const Expr& pos) { return keys_ ? Clamped(pos) : RowClamped(x); };
-    Func w(ctx_.UniqueName(name_ + "_w"));
     const Expr pos = OtherPos(t, u);
-    // exp(s - lse) with the exponent selected first: a query that sees no key has lse
-    // -inf, which must never meet arithmetic (LLVM's and OpenCL's fast math assume no
-    // infinities: POCL gave NaN rows); its weights are all hidden.
-    Expr p = Exp(Halide::select(VisibleAt(x, pos),
-                                at(s, {u, x, t}) * scale - Halide::max(lse(query(pos)), lowest_),
-                                lowest_));
+    // p = exp(s - lse), 0 at a hidden key (Weight: the reference's zeros, NaN and inf).
+    // A query that sees no key has lse -inf; its keys are all hidden.
+    const Expr p = Weight(VisibleAt(x, pos), at(s, {u, x, t}) * scale - lse(query(pos)));
     // Dropout's factor of weight (query, key): the forward and dv drop p, dq and dk
     // drop dP (dS = P (dP keep - delta): delta = rowsum(dO O) already has the mask).
     const Expr keep = keys_ ? Keep(pos, x) : Keep(x, pos);
-    Expr weight = keep.defined() ? p * keep : p;
-    if (op == OpKind::kAttentionGradQ || op == OpKind::kAttentionGradK) {
+    const bool gradient_qk = op == OpKind::kAttentionGradQ || op == OpKind::kAttentionGradK;
+    Func dp;
+    if (gradient_qk) {
       const Value& dout = in_[3];
-      Func dp = keys_ ? Product("dp", v, dout, dv, pass) : Product("dp", dout, v, dv, pass);
-      const Expr delta = Halide::cast(type_, ReadRow(in_[5], query(pos)));
-      const Expr dpv = keep.defined() ? at(dp, {u, x, t}) * keep : at(dp, {u, x, t});
-      weight = p * (dpv - delta) * scale;
+      dp = keys_ ? Product("dp", v, dout, dv, pass) : Product("dp", dout, v, dv, pass);
     }
-    w(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), weight, zero_);
-    pass.per_tile.push_back(w);
-    // What the normalizing column sums: p itself, a Func of its own where the weights
-    // are not p (dropout's factors, dq's dS).
-    Func pw = w;
-    const bool separate = Normalized(op) && !weight.same_as(p);
+    // p is a Func of its own where the weights are not p (dropout's factors, dq's and
+    // dk's dS): the weights read it, the normalizing column sums it, and the gradients'
+    // terms test it for 0.
+    const bool separate = gradient_qk || keep.defined();
+    Func pw(ctx_.UniqueName(name_ + (separate ? "_p" : "_w")));
+    pw(Args({u, x, t})) = p;
+    pass.per_tile.push_back(pw);
+    const Expr pv = at(pw, {u, x, t});
+    Func w = pw;
     if (separate) {
-      pw = Func(ctx_.UniqueName(name_ + "_p"));
-      pw(Args({u, x, t})) = Halide::select(VisibleAt(x, pos), p, zero_);
-      pass.per_tile.push_back(pw);
+      Expr weight = keep.defined() ? pv * keep : pv;
+      if (gradient_qk) {
+        const Expr delta = Halide::cast(type_, ReadRow(in_[5], query(pos)));
+        const Expr dpv = keep.defined() ? at(dp, {u, x, t}) * keep : at(dp, {u, x, t});
+        // A term whose p is 0 adds nothing, as in the reference: not 0 times an inf or
+        // NaN dP - delta.
+        weight = Halide::select(IsZero(pv), zero_, pv * (dpv - delta) * scale);
+      }
+      w = Func(ctx_.UniqueName(name_ + "_w"));
+      // Strict: under fast math, p times a keep of 0 may fold to 0 where p is NaN.
+      w(Args({u, x, t})) = Halide::strict_float(weight);
+      pass.per_tile.push_back(w);
     }
 
     // What the weights multiply: v (forward), k (dq), q (dk), dO (dv), at the other
@@ -306,7 +344,8 @@ class Builder {
     // NaN there (a key a causal query does not see, the clamped row past the end, a
     // self-attention's key whose inf made its score -inf) is NaN (seed 15100141).
     const Expr wr = at(w, {r.x, x, r.y});
-    const Expr skip = op == OpKind::kAttention ? wr == zero_ : !VisibleAt(x, OtherPos(r.y, r.x));
+    const Expr pr = at(pw, {r.x, x, r.y});
+    const Expr skip = op == OpKind::kAttention ? IsZero(wr) : IsZero(pr);
     auto operand_at = [&](const Expr& col) {
       return Halide::strict_float(
           Halide::select(skip, zero_, Halide::cast(type_, Read(operand, opos, col))));
@@ -325,7 +364,7 @@ class Builder {
       const Expr value = operand_at(Halide::min(c, last));
       acc(Args({c, x})) +=
           !separate ? wr * Halide::select(c <= last, value, Halide::Internal::make_one(type_))
-                    : Halide::select(c <= last, wr * value, at(pw, {r.x, x, r.y}));
+                    : Halide::select(c <= last, wr * value, pr);
     }
     pass.acc = acc;
     pass.tile = r.y;
@@ -412,15 +451,24 @@ class Builder {
 };
 
 // acc(c, x, batch...) / acc(features, x, batch...): a normalized weighted sum (the
-// Builder's Normalized) divided by its sum of weights; 0 for a query that sees no key
-// (sum 0, and so is every feature).
+// Builder's Normalized) divided by its sum of weights where that is finite and positive;
+// else acc itself: 0 for a query that sees no key (sum 0, and so is every feature), NaN
+// where a weight is NaN, and where a weight is inf (an lse below a score, which the
+// forward never gives) the reference's sum of infinite terms, not inf / inf. Tested on
+// bits (the sum is never negative).
 Expr Normalize(const Func& acc, const std::vector<Var>& vars, int64_t features) {
   std::vector<Expr> at(vars.begin(), vars.end());
   std::vector<Expr> sum_at = at;
   sum_at[0] = static_cast<int>(features);
   const Expr sum = acc(sum_at);
-  const Expr zero = Halide::Internal::make_zero(sum.type());
-  return acc(at) / Halide::select(sum > zero, sum, Halide::Internal::make_one(sum.type()));
+  const bool f64 = sum.type() == Halide::Float(64);
+  const Expr bits = Halide::reinterpret(f64 ? Halide::UInt(64) : Halide::UInt(32), sum);
+  const Expr inf = Halide::reinterpret(
+      bits.type(),
+      Halide::Internal::make_const(sum.type(), std::numeric_limits<double>::infinity()));
+  const Expr usable =
+      AbsBits(bits) != Halide::Internal::make_zero(bits.type()) && AbsBits(bits) < inf;
+  return acc(at) / Halide::select(usable, sum, Halide::Internal::make_one(sum.type()));
 }
 
 }  // namespace

@@ -387,6 +387,71 @@ TEST(AttentionFuzz, MaxAndMinOfPositionsOnOpenCL) {
   }
 }
 
+// The elements of `got` that are not `want`'s: NaN where the reference is NaN, the same
+// infinity where it is infinite, else within braze-fuzz's f32 tolerance (rtol 2e-3, atol
+// 2e-4 times the largest finite magnitude). Returns "" when none differ.
+std::string SpecialsDiffer(const HostTensor& got, const HostTensor& want) {
+  if (got.type() != want.type()) return "types differ";
+  double scale = 1;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    if (std::isfinite(want.GetDouble(i))) scale = std::max(scale, std::fabs(want.GetDouble(i)));
+  }
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < got.num_elements(); ++i) {
+    const double x = got.GetDouble(i), y = want.GetDouble(i);
+    const bool same = std::isnan(y)   ? std::isnan(x)
+                      : std::isinf(y) ? x == y
+                                      : std::fabs(x - y) <= 2e-4 * scale + 2e-3 * std::fabs(y);
+    if (!same && first < 0) first = i;
+    bad += !same;
+  }
+  if (bad == 0) return "";
+  return std::to_string(bad) + " of " + std::to_string(got.num_elements()) + " differ, first [" +
+         std::to_string(first) + "] got " + std::to_string(got.GetDouble(first)) + ", reference " +
+         std::to_string(want.GetDouble(first));
+}
+
+// How many of `t`'s elements are NaN, infinite and finite.
+struct Classes {
+  int64_t nan = 0, inf = 0, finite = 0;
+};
+Classes ClassesOf(const HostTensor& t) {
+  Classes c;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    const double x = t.GetDouble(i);
+    (std::isnan(x) ? c.nan : std::isinf(x) ? c.inf : c.finite) += 1;
+  }
+  return c;
+}
+
+// Runs `fetches` compiled (strict) under each CPU scheduler, 1 and 3 threads in turn, and
+// expects each result to be the reference's by SpecialsDiffer. With `groups` > 1, the
+// fetches are that many groups of equal size, and scheduler i runs group i % groups only
+// (each group's kernels compiled under some schedulers, not all, to keep the test short).
+void ExpectReferenceSpecials(const Graph& g, const Feeds& feeds, const std::vector<Tensor>& fetches,
+                             const std::vector<HostTensor>& want, size_t groups = 1) {
+  int threads = 3;
+  const size_t per_group = fetches.size() / groups;
+  size_t i = 0;
+  for (Scheduler sched : {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                          Scheduler::kLi2018, Scheduler::kSafeDefault}) {
+    threads = 4 - threads;  // 1 and 3 in turn
+    const size_t first = (i++ % groups) * per_group;
+    const std::vector<Tensor> run(fetches.begin() + first, fetches.begin() + first + per_group);
+    SessionOptions opts;
+    opts.scheduler = sched;
+    opts.strict = true;
+    opts.num_threads = threads;
+    Session s(g, opts);
+    auto got = s.Run(feeds, run);
+    ASSERT_TRUE(got.ok()) << SchedulerName(sched) << ": " << got.status();
+    for (size_t f = 0; f < run.size(); ++f) {
+      EXPECT_EQ(SpecialsDiffer((*got)[f], want[first + f]), "")
+          << SchedulerName(sched) << ", " << threads << " threads, fetch " << first + f;
+    }
+  }
+}
+
 // Seeds 15100105 and 15100141 (braze-fuzz --attention with --specials): a query row with
 // a NaN or +inf score has a NaN logsumexp in the reference (exp(inf - inf)), and a row
 // whose every visible score is -inf has -inf; either way each of the row's weights
@@ -432,37 +497,89 @@ TEST(AttentionFuzz, NonFiniteScoresGiveTheReferencesNaNRows) {
   for (int64_t i = 0; i < (*want)[0].num_elements(); ++i)
     nan_rows += std::isnan((*want)[0].GetDouble(i));
   EXPECT_GT(nan_rows, 0);  // the reference's rule, which the compiled kernels must follow
-  int threads = 3;
-  for (Scheduler sched : {Scheduler::kAuto, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
-                          Scheduler::kLi2018, Scheduler::kSafeDefault}) {
-    threads = 4 - threads;  // 1 and 3 in turn
-    {
-      SessionOptions opts;
-      opts.scheduler = sched;
-      opts.strict = true;
-      opts.num_threads = threads;
-      Session s(g, opts);
-      auto got = s.Run(feeds, fetches);
-      ASSERT_TRUE(got.ok()) << SchedulerName(sched) << ": " << got.status();
-      for (size_t f = 0; f < fetches.size(); ++f) {
-        const HostTensor& a = (*got)[f];
-        const HostTensor& b = (*want)[f];
-        int64_t bad = 0, first = -1;
-        for (int64_t i = 0; i < a.num_elements(); ++i) {
-          const double x = a.GetDouble(i), y = b.GetDouble(i);
-          const bool same = std::isnan(y)   ? std::isnan(x)
-                            : std::isinf(y) ? x == y
-                                            : std::fabs(x - y) <= 2e-4 * 4 + 2e-3 * std::fabs(y);
-          if (!same && first < 0) first = i;
-          bad += !same;
-        }
-        EXPECT_EQ(bad, 0) << SchedulerName(sched) << ", " << threads << " threads, fetch " << f
-                          << ": " << bad << " of " << a.num_elements() << " differ, first ["
-                          << first << "] got " << (first < 0 ? 0 : a.GetDouble(first))
-                          << ", reference " << (first < 0 ? 0 : b.GetDouble(first));
-      }
+  ExpectReferenceSpecials(g, feeds, fetches, *want);
+}
+
+// Seed 15600134 (braze-fuzz --attention --specials, a Function under Mullapudi2016):
+// the gradient of Sin of a causal self-attention of an input holding NaN and infinities
+// was NaN where the reference is finite. The backward ops' rule is the reference's: a
+// term whose weight p = exp(s - lse) is 0 adds nothing (dq's and dk's p (dP - delta), 0
+// times an inf or NaN dP there, and the operand k or q there, were NaN); NaN propagates
+// from a NaN p. Here each backward op is fed directly: q, k, v, dO and delta holding every
+// special value, lse the forward's (NaN and -inf rows included); one query row of each
+// batch entry scaled up so that its weights span exp(-700) to 1 (a weight below f32's
+// range but not double's is not 0: times inf it is inf); causal and not, with dropout
+// and without; every CPU scheduler.
+TEST(AttentionFuzz, BackwardOpsDropZeroWeightTermsAndPropagateNaN) {
+  const Shape qs = {2, 9, 5}, ks = {2, 7, 5}, vs = {2, 7, 3}, os = {2, 9, 3}, rs = {2, 9};
+  // Specials in a ninth of the elements of [0, end) (end -1: all), drawn by seed.
+  auto specials = [](const Shape& shape, uint64_t seed, int64_t end = -1) {
+    HostTensor t = HostTensor::RandomUniform(DType::kF32, shape, seed, -2, 2);
+    const double values[] = {INFINITY, -INFINITY, NAN, 0.0, -0.0};
+    if (end < 0) end = t.num_elements();
+    uint64_t x = seed;
+    for (int64_t i = 0; i < end; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      if ((x >> 33) % 9 == 0) t.SetDouble(i, values[(x >> 40) % 5]);
+    }
+    return t;
+  };
+  // Batch entry 0: specials everywhere. Batch entry 1: specials in delta but for query
+  // row 8, which scores the keys 40 x apart: its weights span 1 to ~exp(-440) (key 6,
+  // whose value is inf in feature 1: p (dP - delta) there is inf, not 0 x inf).
+  HostTensor q = specials(qs, 1, 9 * 5);
+  HostTensor k = specials(ks, 2, 7 * 5);
+  HostTensor v = specials(vs, 3, 7 * 3);
+  HostTensor dout = specials(os, 4, 9 * 3);
+  HostTensor delta = specials(rs, 5, 9 + 8);
+  for (int64_t c = 0; c < 5; ++c) {
+    q.SetDouble((9 + 8) * 5 + c, c == 0 ? 40.0 : 0.25);
+    k.SetDouble((7 + 6) * 5 + c, c == 0 ? -9.0 : 0.5);  // key 6: the least score, -360
+  }
+  v.SetDouble((7 + 6) * 3 + 1, INFINITY);
+  Graph g;
+  Tensor qt = Placeholder(g, DType::kF32, qs, "q");
+  Tensor kt = Placeholder(g, DType::kF32, ks, "k");
+  Tensor vt = Placeholder(g, DType::kF32, vs, "v");
+  Tensor dot = Placeholder(g, DType::kF32, os, "dout");
+  Tensor dt = Placeholder(g, DType::kF32, rs, "delta");
+  Tensor step = Placeholder(g, DType::kI32, {}, "step");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    for (int variant = 0; variant < 3; ++variant) {
+      AttentionAttrs a;
+      a.causal = variant != 0;
+      a.scale = variant == 2 ? 0.5 : 1;
+      a.dropout = variant == 2 ? 0.3 : 0;
+      a.seed = 7;
+      const Tensor s = variant == 2 ? step : Tensor();
+      const Tensor lse = AttentionLogSumExp(qt, kt, a);
+      for (OpKind op : {OpKind::kAttentionGradQ, OpKind::kAttentionGradK, OpKind::kAttentionGradV})
+        fetches.push_back(AttentionGrad(op, qt, kt, vt, dot, lse, dt, a, s));
     }
   }
+  const Feeds feeds = {{qt, q},     {kt, k},     {vt, v},
+                       {dot, dout}, {dt, delta}, {step, HostTensor::Filled(DType::kI32, {}, 3)}};
+  SessionOptions ref_opts;
+  ref_opts.reference_only = true;
+  Session ref(g, ref_opts);
+  auto want = ref.Run(feeds, fetches);
+  ASSERT_TRUE(want.ok()) << want.status();
+  // Every result has NaN elements; each variant's results together have finite and
+  // infinite ones.
+  for (size_t f = 0; f < fetches.size(); f += 3) {
+    Classes all;
+    for (size_t i = f; i < f + 3; ++i) {
+      const Classes c = ClassesOf((*want)[i]);
+      EXPECT_GT(c.nan, 0) << "fetch " << i;
+      all.finite += c.finite;
+      all.inf += c.inf;
+    }
+    EXPECT_GT(all.finite, 0) << "fetches " << f << " to " << f + 2;
+    EXPECT_GT(all.inf, 0) << "fetches " << f << " to " << f + 2;
+  }
+  ExpectReferenceSpecials(g, feeds, fetches, *want, 3);
 }
 
 }  // namespace

@@ -212,6 +212,35 @@ TEST(RandomGraphs, AttentionMatchesReference) {
   EXPECT_EQ(RunSlice(7200, 7210, slice), 10);
 }
 
+// Seed 15600134 (braze-fuzz --function --attention --specials=0.5 --dynamic=0.3, under
+// Mullapudi2016 at 2 threads): the gradient of Sin of a causal self-attention of an input
+// holding NaN and infinities was NaN where the reference is finite: dq and dk multiplied
+// a weight of 0 by an infinite dP or key (docs/ATTENTION.md, "Infinities and NaN"). Run
+// as the campaign ran it, and in a JitScope under the safe default and Adams2019.
+TEST(RandomGraphs, AttentionGradientWithSpecialsSeed15600134) {
+  GenerateOptions gen;
+  gen.specials_probability = 0.5;
+  gen.dynamic_probability = 0.3;
+  gen.attention_probability = 1;
+  const Program p = GenerateProgram(15600134, gen);
+  struct Run {
+    Scheduler scheduler;
+    bool function;
+    int threads;
+  };
+  for (const Run& r : {Run{Scheduler::kMullapudi2016, true, 2}, Run{Scheduler::kAuto, false, 1},
+                       Run{Scheduler::kAdams2019, false, 2}}) {
+    RunOptions o;
+    o.scheduler = r.scheduler;
+    o.function = r.function;
+    o.num_threads = r.threads;
+    const Outcome out = RunProgram(p, o);
+    EXPECT_EQ(out.kind, Outcome::Kind::kPass)
+        << SchedulerName(r.scheduler) << (r.function ? ", Function" : ", JitScope") << ": "
+        << OutcomeName(out.kind) << ": " << out.detail;
+  }
+}
+
 // bf16 and f16 (braze-fuzz --float16; docs/MIXED_PRECISION.md): casts of float values
 // to both 16-bit types, elementwise ops, reductions, matmuls, softmax and layer norm on
 // them, casts back; 16-bit results judged at RunOptions::rtol_16.
