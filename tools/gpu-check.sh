@@ -22,7 +22,8 @@
 # among them, i.e. lower_attention_tests' too; 8 shards); braze_bench_gpu's BENCH_FILTER
 # (default 'cuda': all) with 3 repetitions of BENCH_MIN_TIME (0.05) s;
 # bench/peers_cuda.py on the same workloads; the plot; a jit:cuda fuzz campaign of
-# FUZZ_BUDGET (25) s. Not e2e_tests, the SASS count or the profile, nor runtime_tests'
+# FUZZ_BUDGET (25) s; with E2E_TESTS, those e2e_tests cases; BENCH_LIMIT (45) s for the
+# benchmarks. Not e2e_tests otherwise, the SASS count or the profile, nor runtime_tests'
 # OpenCL cases unless RUNTIME_OPENCL=1. Each step's time limit is cut to what is left of
 # QUICK_BUDGET, counted from the start; a step with under 3 s left is not run, and that
 # is a failure ("not run").
@@ -200,6 +201,8 @@ if [ "$QUICK" = 1 ]; then
   fi
   # Each op twice: CompilesAndAssembles (one shape, ptxas) and MatchesReferenceOnGpu.
   shards 60 lower_tests "${GPU_TESTS:-*Cuda*}"
+  # With E2E_TESTS, those of e2e_tests' cases (whole programs on cuda:0).
+  [ -z "${E2E_TESTS:-}" ] || shards 60 e2e_tests "$E2E_TESTS"
 else
   shards 120 e2e_tests '*Cuda*'
   shards 180 lower_tests "${GPU_TESTS:-*Cuda*}"
@@ -223,7 +226,7 @@ fi
 BENCH_FILTER=${BENCH_FILTER:-cuda}
 bench_time=()
 [ "$QUICK" = 1 ] && bench_time=(--benchmark_min_time="${BENCH_MIN_TIME:-0.05}")
-OMP_WAIT_POLICY=passive t $([ "$QUICK" = 1 ] && echo 45 || echo 300) "$B/braze_bench_gpu" \
+OMP_WAIT_POLICY=passive t $([ "$QUICK" = 1 ] && echo "${BENCH_LIMIT:-45}" || echo 300) "$B/braze_bench_gpu" \
   --benchmark_filter="$BENCH_FILTER" --benchmark_repetitions=3 "${bench_time[@]}" \
   --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
   --benchmark_out_format=json
