@@ -45,10 +45,10 @@ class StagingPool {
     std::function<void(void* data)> free;
   };
   struct Stats {
-    int64_t acquired = 0;      // Acquire calls that returned a block
-    int64_t reused = 0;        // of those, served from a free block
+    int64_t acquired = 0;         // Acquire calls that returned a block
+    int64_t reused = 0;           // of those, served from a free block
     int64_t allocated_bytes = 0;  // held by the pool's blocks, free or in use
-    int64_t cached_bytes = 0;  // free blocks held now
+    int64_t cached_bytes = 0;     // free blocks held now
   };
 
   StagingPool(Allocator allocator, size_t max_cached_bytes);
