@@ -1,0 +1,142 @@
+// Host<->device copies on a real CUDA device through pinned staging (docs/CUDA.md,
+// "Copies"): exact round trips at odd sizes, the staging block not written again before
+// the async copy from it has read it, and a training step's losses and variables equal
+// with pinned copies and with Halide's pageable ones, and close to the reference.
+// Skipped without a GPU; tools/gpu-check.sh runs them (its runtime_tests filter '*Cuda*').
+// The same logic runs without a GPU against a stand-in driver (test/fake_cuda).
+#include <cmath>
+#include <vector>
+
+#include "braze/braze.h"
+#include "device/device_tensor.h"
+#include "gtest/gtest.h"
+
+namespace braze {
+namespace {
+
+#define SKIP_WITHOUT_CUDA() \
+  if (!CheckCudaAvailable().ok()) GTEST_SKIP() << CheckCudaAvailable().message()
+
+std::unique_ptr<DeviceTensor> Allocate(std::vector<int64_t> shape) {
+  auto t = DeviceTensor::Allocate(TensorType{DType::kF32, std::move(shape)});
+  EXPECT_TRUE(t.ok()) << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+void ExpectEqual(const HostTensor& got, const HostTensor& want, const char* what) {
+  ASSERT_EQ(got.type(), want.type()) << what;
+  for (int64_t i = 0; i < want.num_elements(); ++i) {
+    ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]) << what << " element " << i;
+  }
+}
+
+TEST(CudaPinnedCopies, RoundTripOddSizesExactly) {
+  SKIP_WITHOUT_CUDA();
+  SetCudaPinnedCopies(true);
+  const CudaCopyStats before = GetCudaCopyStats();
+  int copies = 0;
+  for (int64_t n : {int64_t{1}, int64_t{7}, int64_t{1023}, int64_t{4097}, int64_t{128 * 784},
+                    (int64_t{1} << 20) + 3}) {
+    auto t = Allocate({n});
+    ASSERT_NE(t, nullptr);
+    HostTensor in = HostTensor::RandomNormal(DType::kF32, {n}, 100 + n, 0, 1), out;
+    ASSERT_TRUE(t->CopyFromHost(in).ok());
+    ASSERT_TRUE(t->CopyToHost(&out).ok());
+    ExpectEqual(out, in, "round trip");
+    ++copies;
+  }
+  const CudaCopyStats after = GetCudaCopyStats();
+  EXPECT_EQ(after.pinned_to_device - before.pinned_to_device, copies);
+  EXPECT_EQ(after.pinned_to_host - before.pinned_to_host, copies);
+  EXPECT_EQ(after.pageable_to_device, before.pageable_to_device);
+}
+
+// An upload returns before the device has read the staging block: a second upload into
+// the same tensor must wait before writing the block, or the first copy (and the device
+// copy queued after it) would see the second's data.
+TEST(CudaPinnedCopies, ASecondUploadDoesNotOverwriteAnInFlightOne) {
+  SKIP_WITHOUT_CUDA();
+  SetCudaPinnedCopies(true);
+  const int64_t n = (int64_t{1} << 22) + 1;  // 16 MiB: the copy is still running
+  auto t = Allocate({n});
+  auto snapshot = Allocate({n});
+  ASSERT_NE(t, nullptr);
+  ASSERT_NE(snapshot, nullptr);
+  HostTensor a = HostTensor::RandomNormal(DType::kF32, {n}, 1, 0, 1);
+  HostTensor b = HostTensor::RandomUniform(DType::kF32, {n}, 2, 5, 6);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(t->CopyFromHost(a).ok());
+    ASSERT_TRUE(snapshot->CopyFrom(*t).ok());  // queued after the upload of a
+    ASSERT_TRUE(t->CopyFromHost(b).ok());
+    HostTensor got_snapshot, got_t;
+    ASSERT_TRUE(snapshot->CopyToHost(&got_snapshot).ok());
+    ASSERT_TRUE(t->CopyToHost(&got_t).ok());
+    ExpectEqual(got_snapshot, a, "the device copy of the first upload");
+    ExpectEqual(got_t, b, "the second upload");
+  }
+}
+
+// The softmax regression step of bench/cuda_bench.cc (BM_TrainStep_cuda) at odd sizes:
+// three steps with pinned copies, three with Halide's pageable copies (the same kernels:
+// equal results), both against the reference executor.
+TEST(CudaPinnedCopies, TrainStepsEqualPageableAndMatchTheReference) {
+  SKIP_WITHOUT_CUDA();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {37, 29}, "x");
+  Tensor labels = Placeholder(g, DType::kF32, {37, 7}, "labels");
+  Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {29, 7}, 9, 0, 0.1), "w");
+  Tensor bias = Variable(g, HostTensor::RandomNormal(DType::kF32, {7}, 10, 0, 0.1), "b");
+  Tensor loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(x, w) + bias, labels));
+  auto train = Minimize(Optimizer::Sgd(0.1), loss, {w, bias});
+  ASSERT_TRUE(train.ok()) << train.status();
+  HostTensor ys(DType::kF32, {37, 7});
+  for (int i = 0; i < 37; ++i) ys.SetDouble(i * 7 + (i * 5) % 7, 1.0);
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {37, 29}, 11, -1, 1)},
+                       {labels, ys}};
+  auto run = [&](const SessionOptions& options, bool pinned) {
+    SetCudaPinnedCopies(pinned);
+    Session s(g, options);
+    std::vector<double> values;
+    for (int step = 0; step < 3; ++step) {
+      std::vector<HostTensor> out;
+      absl::Status st = s.RunInto(feeds, {loss}, &out, *train);
+      EXPECT_TRUE(st.ok()) << st;
+      if (!st.ok()) return values;
+      values.push_back(out[0].GetDouble(0));
+    }
+    auto vars = s.Run({}, {w, bias});
+    EXPECT_TRUE(vars.ok()) << vars.status();
+    if (!vars.ok()) return values;
+    for (const HostTensor& v : *vars) {
+      for (int64_t i = 0; i < v.num_elements(); ++i) values.push_back(v.GetDouble(i));
+    }
+    return values;
+  };
+  SessionOptions cuda;
+  cuda.device = "cuda:0";
+  cuda.strict = true;
+  SessionOptions reference;
+  reference.reference_only = true;
+  const CudaCopyStats before = GetCudaCopyStats();
+  const std::vector<double> pinned = run(cuda, true);
+  const CudaCopyStats mid = GetCudaCopyStats();
+  const std::vector<double> pageable = run(cuda, false);
+  const CudaCopyStats after = GetCudaCopyStats();
+  SetCudaPinnedCopies(true);
+  const std::vector<double> want = run(reference, true);
+  ASSERT_EQ(pinned.size(), want.size());
+  ASSERT_EQ(pageable.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(pinned[i], pageable[i]) << "value " << i << " (losses first, then w and b)";
+    EXPECT_NEAR(pinned[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "value " << i;
+  }
+  // Each step feeds x and labels and fetches the loss.
+  EXPECT_GE(mid.pinned_to_device - before.pinned_to_device, 6);
+  EXPECT_GE(mid.pinned_to_host - before.pinned_to_host, 3);
+  EXPECT_EQ(mid.pageable_to_device, before.pageable_to_device);
+  EXPECT_GE(after.pageable_to_device - mid.pageable_to_device, 6);
+  EXPECT_EQ(after.pinned_to_device, mid.pinned_to_device);
+}
+
+}  // namespace
+}  // namespace braze
