@@ -61,6 +61,13 @@ class Backend {
   // Copies the device side of `tensor` (`bytes`, the whole tensor) to host memory `dst`
   // once the device work queued before it is done.
   virtual absl::Status CopyToHost(DeviceTensor::Impl& tensor, void* dst, size_t bytes) const;
+  // Device time for the timeline (device/device_timeline.h): marks the start of device
+  // `ordinal`'s queued work and returns the span, or nullptr when the backend cannot
+  // time its device. EndDeviceSpan marks the end; the bar is written once the device
+  // has run both marks.
+  virtual void* BeginDeviceSpan(int ordinal) const { return nullptr; }
+  virtual void EndDeviceSpan(void* span, std::string name, const char* category,
+                             std::string args_json) const {}
 };
 
 // The backend of a device kind: the one switch over Device::Kind that maps kinds to

@@ -21,7 +21,10 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
@@ -34,6 +37,7 @@
 #include "device/jit_memory.h"
 #include "device/staging_pool.h"
 #include "ir/logging.h"
+#include "ir/timeline.h"
 
 namespace braze {
 namespace device {
@@ -67,6 +71,9 @@ struct Driver {
   CuResult (*event_synchronize)(CuEvent event) = nullptr;
   CuResult (*event_destroy)(CuEvent event) = nullptr;
   CuResult (*get_error_name)(CuResult rc, const char** name) = nullptr;  // optional
+  // Device time in the timeline (optional: without them, no device row).
+  CuResult (*event_query)(CuEvent event) = nullptr;
+  CuResult (*event_elapsed)(float* ms, CuEvent start, CuEvent end) = nullptr;
   absl::Status copies;  // OK when the pinned copies' entry points resolved
 };
 
@@ -145,6 +152,8 @@ absl::Status Initialize(CudaState& s, int ordinal) {
     return absl::FailedPreconditionError("libcuda.so.1 lacks a driver entry point Braze needs");
   }
   Resolve(lib, "cuGetErrorName", &d.get_error_name);
+  Resolve(lib, "cuEventQuery", &d.event_query);
+  Resolve(lib, "cuEventElapsedTime", &d.event_elapsed);
   if (!Resolve(lib, "cuMemHostAlloc", &d.mem_host_alloc) ||
       !Resolve(lib, "cuMemFreeHost", &d.mem_free_host) ||
       !Resolve(lib, "cuMemcpyHtoDAsync_v2", &d.memcpy_htod_async) ||
@@ -215,6 +224,8 @@ class ContextScope {
   CudaState& s_;
   bool ok_ = false;
 };
+
+void WriteDeviceTimesAfterSync(const Driver& d);  // the timeline's section, below
 
 // ---- Pinned copies -------------------------------------------------------------------
 
@@ -396,6 +407,7 @@ absl::Status PinnedCopyToHost(DeviceTensor::Impl& tensor, void* dst, size_t byte
               absl::StrCat("copy to the host: cuStreamSynchronize failed: ", ErrorName(d, rc)));
         }
         staging.set_pending(false);
+        WriteDeviceTimesAfterSync(d);
         std::memcpy(dst, staging.data(), bytes);
         Counters().pinned_to_host.fetch_add(1, std::memory_order_relaxed);
         return absl::OkStatus();
@@ -404,6 +416,123 @@ absl::Status PinnedCopyToHost(DeviceTensor::Impl& tensor, void* dst, size_t byte
         Counters().pageable_to_host.fetch_add(1, std::memory_order_relaxed);
         return fallback();
       });
+}
+
+// ---- Device time in the timeline (device/device_timeline.h) --------------------------
+
+// Spans queued on the legacy stream, in order. A bar's device start is the anchor's host
+// time plus the device time from the anchor event to the span's start event; the anchor
+// is an event the host waited for (when it completed, the host read its clock), taken
+// again after a second so the two clocks do not drift apart.
+struct TimedSpan {
+  CuEvent start = nullptr, end = nullptr;
+  std::string name, args;
+  const char* category = "";
+};
+struct DeviceTimes {
+  std::mutex mu;
+  std::deque<TimedSpan*> pending;
+  std::vector<CuEvent> free_events;
+  CuEvent anchor = nullptr;
+  double anchor_us = -1e300;
+  std::string row;
+};
+DeviceTimes& Times() {
+  static DeviceTimes* times = new DeviceTimes();
+  return *times;
+}
+constexpr double kReanchorMicros = 1e6;
+
+bool CanTime(const Driver& d) {
+  return d.copies.ok() && d.event_query != nullptr && d.event_elapsed != nullptr;
+}
+
+// An event from the free list or a new one (with timing); nullptr if none can be made.
+CuEvent TimingEvent(const Driver& d, DeviceTimes& t) {
+  if (!t.free_events.empty()) {
+    CuEvent e = t.free_events.back();
+    t.free_events.pop_back();
+    return e;
+  }
+  CuEvent e = nullptr;
+  return d.event_create(&e, 0) == 0 ? e : nullptr;
+}
+
+// Writes the bars of the spans the device has finished, oldest first (with `t.mu` held
+// and the context current).
+void WriteFinishedSpans(const Driver& d, DeviceTimes& t) {
+  while (!t.pending.empty()) {
+    TimedSpan* span = t.pending.front();
+    if (d.event_query(span->end) != 0) break;  // not run yet (or an error a sync reports)
+    float from_anchor_ms = 0, duration_ms = 0;
+    if (d.event_elapsed(&from_anchor_ms, t.anchor, span->start) == 0 &&
+        d.event_elapsed(&duration_ms, span->start, span->end) == 0) {
+      Timeline::RecordOnRow(t.row, span->name, span->category, t.anchor_us + 1e3 * from_anchor_ms,
+                            1e3 * duration_ms, span->args);
+    }
+    t.free_events.push_back(span->start);
+    t.free_events.push_back(span->end);
+    t.pending.pop_front();
+    delete span;
+  }
+}
+
+void* BeginCudaSpan(int ordinal) {
+  CudaState& s = State();
+  if (!CudaInterface(ordinal).ok() || !CanTime(s.driver)) return nullptr;
+  const Driver& d = s.driver;
+  ContextScope scope(s);
+  if (!scope.ok()) return nullptr;
+  DeviceTimes& t = Times();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (t.pending.empty() && Timeline::NowMicros() - t.anchor_us > kReanchorMicros) {
+    if (t.anchor == nullptr) t.anchor = TimingEvent(d, t);
+    if (t.anchor == nullptr || d.event_record(t.anchor, nullptr) != 0 ||
+        d.event_synchronize(t.anchor) != 0) {
+      return nullptr;
+    }
+    t.anchor_us = Timeline::NowMicros();
+    t.row = absl::StrCat("cuda:", ordinal, " (device time)");
+  }
+  auto* span = new TimedSpan();
+  span->start = TimingEvent(d, t);
+  span->end = TimingEvent(d, t);
+  if (span->start == nullptr || span->end == nullptr || d.event_record(span->start, nullptr) != 0) {
+    if (span->start != nullptr) t.free_events.push_back(span->start);
+    if (span->end != nullptr) t.free_events.push_back(span->end);
+    delete span;
+    return nullptr;
+  }
+  return span;
+}
+
+void EndCudaSpan(void* opaque, std::string name, const char* category, std::string args) {
+  auto* span = static_cast<TimedSpan*>(opaque);
+  CudaState& s = State();
+  const Driver& d = s.driver;
+  ContextScope scope(s);
+  DeviceTimes& t = Times();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!scope.ok() || d.event_record(span->end, nullptr) != 0) {
+    t.free_events.push_back(span->start);
+    t.free_events.push_back(span->end);
+    delete span;
+    return;
+  }
+  span->name = std::move(name);
+  span->category = category;
+  span->args = std::move(args);
+  t.pending.push_back(span);
+  WriteFinishedSpans(d, t);
+}
+
+// After the host waited for the stream (a copy to the host, CudaSynchronize): every span
+// queued before is done. Call with the context current.
+void WriteDeviceTimesAfterSync(const Driver& d) {
+  if (!CanTime(d)) return;
+  DeviceTimes& t = Times();
+  std::lock_guard<std::mutex> lock(t.mu);
+  WriteFinishedSpans(d, t);
 }
 
 class CudaBackend : public Backend {
@@ -459,6 +588,11 @@ class CudaBackend : public Backend {
     return PinnedCopyToHost(tensor, dst, bytes,
                             [&] { return Backend::CopyToHost(tensor, dst, bytes); });
   }
+  void* BeginDeviceSpan(int ordinal) const override { return BeginCudaSpan(ordinal); }
+  void EndDeviceSpan(void* span, std::string name, const char* category,
+                     std::string args_json) const override {
+    EndCudaSpan(span, std::move(name), category, std::move(args_json));
+  }
 };
 
 }  // namespace
@@ -481,6 +615,7 @@ absl::Status CudaSynchronize() {
   if (int rc = s.driver.ctx_synchronize(); rc != 0) {
     return absl::InternalError(absl::StrCat("cuCtxSynchronize failed: CUDA error ", rc));
   }
+  device::WriteDeviceTimesAfterSync(s.driver);
   return absl::OkStatus();
 }
 

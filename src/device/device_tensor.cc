@@ -12,6 +12,7 @@
 #include "braze/status.h"
 #include "device/backend.h"
 #include "device/device_tensor_impl.h"
+#include "device/device_timeline.h"
 #include "device/halide_util.h"
 
 namespace braze {
@@ -142,12 +143,16 @@ absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
         "copy to the device: got ", TypeString(src.type()), ", the tensor is ", TypeString(type_)));
   }
   if (num_elements() == 0) return absl::OkStatus();
+  device::DeviceSpan span(device_, "copy host -> device", "copy",
+                          absl::StrCat("\"bytes\":", num_bytes()));
   return device::BackendFor(device_).CopyToDevice(*impl_, src.raw_data(), num_bytes());
 }
 
 absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
   if (dst->type() != type_) *dst = HostTensor(type_.dtype, type_.shape);
   if (num_elements() == 0) return absl::OkStatus();
+  device::DeviceSpan span(device_, "copy device -> host", "copy",
+                          absl::StrCat("\"bytes\":", num_bytes()));
   return device::BackendFor(device_).CopyToHost(*impl_, dst->raw_data(), num_bytes());
 }
 

@@ -13,7 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "braze/host_tensor.h"
 #include "braze/logging.h"
 #include "device/device_tensor.h"
+#include "ir/timeline.h"
 
 namespace braze {
 namespace {
@@ -196,6 +199,61 @@ TEST_F(FakeCuda, ADriverWithoutThePinnedEntryPointsCopiesThroughHalideAndSaysWhy
   EXPECT_EQ(Calls("cuMemcpyHtoD"), 2);
   ASSERT_EQ(warnings.lines().size(), 1u);
   EXPECT_THAT(warnings.lines()[0], HasSubstr("lacks an entry point of the pinned copies"));
+}
+
+// Copies with a timeline active: each also gets a bar on the device's row, timed by the
+// driver's events (the fake's elapsed time is always 0.5 ms).
+std::string TraceOfARoundTrip(const char* name) {
+  const std::string path = ::testing::TempDir() + "braze_fake_cuda_" + name + ".json";
+  EXPECT_TRUE(Timeline::Start(path).ok());
+  auto t = DeviceTensor::Allocate(TensorType{DType::kF32, {9}});
+  EXPECT_TRUE(t.ok());
+  HostTensor in = HostTensor::Filled(DType::kF32, {9}, 2), out;
+  EXPECT_TRUE((*t)->CopyFromHost(in).ok());
+  EXPECT_TRUE((*t)->CopyToHost(&out).ok());
+  EXPECT_TRUE(Timeline::Stop().ok());
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(FakeCuda, CopiesGetDeviceTimeBarsOnTheDevicesRow) {
+  if (Lacking()) GTEST_SKIP() << "the complete driver's case";
+  const long elapsed = Calls("cuEventElapsedTime");
+  const std::string trace = TraceOfARoundTrip("device_time");
+  EXPECT_EQ(Occurrences(trace, R"x("args":{"name":"cuda:0 (device time)"})x"), 1) << trace;
+  // Each copy: a bar of 500 us (the fake's 0.5 ms) on the device row; the copy to the
+  // host synchronized, so both were written before the timeline stopped.
+  EXPECT_EQ(Occurrences(trace, R"x("dur":500.000)x"), 2) << trace;
+  EXPECT_EQ(Occurrences(trace, R"x("name":"copy host -> device","cat":"copy")x"), 1) << trace;
+  EXPECT_EQ(Occurrences(trace, R"x("name":"copy device -> host","cat":"copy")x"), 1) << trace;
+  EXPECT_EQ(Occurrences(trace, R"x("bytes":36)x"), 2) << trace;
+  EXPECT_EQ(Calls("cuEventElapsedTime"), elapsed + 4);  // from the anchor, and the length
+}
+
+TEST_F(FakeCuda, NoDeviceRowWithoutATimeline) {
+  if (Lacking()) GTEST_SKIP() << "the complete driver's case";
+  const long elapsed = Calls("cuEventElapsedTime");
+  const long created = Calls("cuEventCreate");
+  auto t = Allocate({9});
+  ASSERT_NE(t, nullptr);
+  ExpectRoundTrip(*t, 13);
+  EXPECT_EQ(Calls("cuEventElapsedTime"), elapsed);
+  EXPECT_EQ(Calls("cuEventCreate"), created + 1);  // the staging's copy event only
+}
+
+TEST_F(FakeCuda, ADriverWithoutThePinnedEntryPointsHasNoDeviceRow) {
+  if (!Lacking()) GTEST_SKIP() << "fake_cuda_lacking_tests' case";
+  const std::string trace = TraceOfARoundTrip("lacking");
+  EXPECT_EQ(Occurrences(trace, "device time"), 0) << trace;
+  EXPECT_EQ(Calls("cuEventElapsedTime"), 0);
 }
 
 }  // namespace

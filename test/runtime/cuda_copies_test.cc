@@ -5,11 +5,16 @@
 // Skipped without a GPU; tools/gpu-check.sh runs them (its runtime_tests filter '*Cuda*').
 // The same logic runs without a GPU against a stand-in driver (test/fake_cuda).
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "braze/braze.h"
 #include "device/device_tensor.h"
 #include "gtest/gtest.h"
+#include "ir/timeline.h"
 
 namespace braze {
 namespace {
@@ -136,6 +141,68 @@ TEST(CudaPinnedCopies, TrainStepsEqualPageableAndMatchTheReference) {
   EXPECT_EQ(mid.pageable_to_device, before.pageable_to_device);
   EXPECT_GE(after.pageable_to_device - mid.pageable_to_device, 6);
   EXPECT_EQ(after.pinned_to_device, mid.pinned_to_device);
+}
+
+int Occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// With a timeline active, every kernel launch and copy on cuda:0 also gets a bar of
+// device time on the row "cuda:0 (device time)" (docs/CUDA.md, "Timeline"): as many
+// cluster bars there as on the host's row, all written by the time the fetch returns.
+TEST(CudaTimeline, LaunchesAndCopiesGetDeviceTimeBars) {
+  SKIP_WITHOUT_CUDA();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {257, 129}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Softmax(Tanh(x) * 3.0f);
+  }
+  SessionOptions options;
+  options.device = "cuda:0";
+  options.strict = true;
+  Session s(g, options);
+  const Feeds feeds = {{x, HostTensor::RandomNormal(DType::kF32, {257, 129}, 5, 0, 1)}};
+  ASSERT_TRUE(s.Run(feeds, {y}).ok());  // compiled before the trace
+  const std::string path = ::testing::TempDir() + "braze_cuda_timeline.json";
+  ASSERT_TRUE(Timeline::Start(path).ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.Run(feeds, {y}).ok());
+  ASSERT_TRUE(Timeline::Stop().ok());
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  const std::string trace = text.str();
+  ASSERT_EQ(Occurrences(trace, R"x("args":{"name":"cuda:0 (device time)"})x"), 1) << trace;
+  // Bars per (row, category), the device's row told apart by its tid.
+  std::string device_tid;
+  std::map<std::pair<bool, std::string>, int> bars;  // (on the device row, category)
+  std::istringstream lines(trace);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("cuda:0 (device time)") != std::string::npos) {
+      const size_t at = line.find("\"tid\":");
+      device_tid = line.substr(at, line.find(',', at) - at);
+      continue;
+    }
+    if (line.find(R"x("ph":"X")x") == std::string::npos) continue;
+    const bool on_device = !device_tid.empty() && line.find(device_tid + ",") != std::string::npos;
+    for (const char* cat : {"cluster", "copy"}) {
+      if (line.find(std::string("\"cat\":\"") + cat + "\"") != std::string::npos) {
+        ++bars[{on_device, cat}];
+      }
+    }
+  }
+  // Each run: its cluster launch(es), the feed's copy and the fetch's, on both rows.
+  const int host_clusters = bars[std::make_pair(false, "cluster")];
+  const int device_clusters = bars[std::make_pair(true, "cluster")];
+  const int host_copies = bars[std::make_pair(false, "copy")];
+  const int device_copies = bars[std::make_pair(true, "copy")];
+  EXPECT_GE(host_clusters, 3) << trace;
+  EXPECT_EQ(device_clusters, host_clusters) << trace;
+  EXPECT_EQ(host_copies, 6) << trace;
+  EXPECT_EQ(device_copies, 6) << trace;
 }
 
 }  // namespace

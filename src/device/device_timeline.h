@@ -1,0 +1,39 @@
+// Device time in the timeline (ir/timeline.h): the host's bars show when work was
+// queued; while a timeline is active, a DeviceSpan also brackets the device work queued
+// in its lifetime (a kernel launch, a library GEMM, a copy) with device events, and once
+// the device has run it, a bar of the device's own start and duration goes on the
+// device's row ("cuda:0 (device time)"). Backends without device events (the host,
+// OpenCL) record nothing here. CUDA: cuda_backend.cc; docs/CUDA.md, "Timeline".
+//
+// Halide-free: the runtime's steps use it beside their TimelineEvent.
+#ifndef BRAZE_DEVICE_DEVICE_TIMELINE_H_
+#define BRAZE_DEVICE_DEVICE_TIMELINE_H_
+
+#include <string>
+
+#include "braze/device.h"
+
+namespace braze {
+namespace device {
+
+class DeviceSpan {
+ public:
+  // `name` and `category` as the host bar's; `args_json` the members of its "args".
+  DeviceSpan(const Device& device, std::string name, const char* category,
+             std::string args_json = {});
+  ~DeviceSpan();
+  DeviceSpan(const DeviceSpan&) = delete;
+  DeviceSpan& operator=(const DeviceSpan&) = delete;
+
+ private:
+  const Device device_;
+  void* span_ = nullptr;  // the backend's, while timing
+  std::string name_;
+  const char* category_;
+  std::string args_;
+};
+
+}  // namespace device
+}  // namespace braze
+
+#endif  // BRAZE_DEVICE_DEVICE_TIMELINE_H_
