@@ -14,12 +14,18 @@
 #include "device/device_tensor_impl.h"
 #include "device/device_timeline.h"
 #include "device/halide_util.h"
+#include "ir/timeline.h"
 
 namespace braze {
 namespace device {
 namespace {
 
 thread_local std::string runtime_error;
+
+// A copy's timeline args (its size), formatted only while a timeline is active.
+std::string BytesArg(size_t bytes) {
+  return Timeline::active() ? absl::StrCat("\"bytes\":", bytes) : std::string();
+}
 
 absl::Status RuntimeStatus(const std::string& what, int rc) {
   if (rc == 0) return absl::OkStatus();
@@ -143,16 +149,14 @@ absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
         "copy to the device: got ", TypeString(src.type()), ", the tensor is ", TypeString(type_)));
   }
   if (num_elements() == 0) return absl::OkStatus();
-  device::DeviceSpan span(device_, "copy host -> device", "copy",
-                          absl::StrCat("\"bytes\":", num_bytes()));
+  device::DeviceSpan span(device_, "copy host -> device", "copy", device::BytesArg(num_bytes()));
   return device::BackendFor(device_).CopyToDevice(*impl_, src.raw_data(), num_bytes());
 }
 
 absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
   if (dst->type() != type_) *dst = HostTensor(type_.dtype, type_.shape);
   if (num_elements() == 0) return absl::OkStatus();
-  device::DeviceSpan span(device_, "copy device -> host", "copy",
-                          absl::StrCat("\"bytes\":", num_bytes()));
+  device::DeviceSpan span(device_, "copy device -> host", "copy", device::BytesArg(num_bytes()));
   return device::BackendFor(device_).CopyToHost(*impl_, dst->raw_data(), num_bytes());
 }
 

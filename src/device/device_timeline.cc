@@ -7,14 +7,14 @@
 namespace braze {
 namespace device {
 
-DeviceSpan::DeviceSpan(const Device& device, std::string name, const char* category,
-                       std::string args_json)
+DeviceSpan::DeviceSpan(const Device& device, std::string_view name, const char* category,
+                       std::string_view args_json)
     : device_(device), category_(category) {
   if (!Timeline::active()) return;
   span_ = BackendFor(device_).BeginDeviceSpan(device_.index);
   if (span_ == nullptr) return;
-  name_ = std::move(name);
-  args_ = std::move(args_json);
+  name_ = std::string(name);
+  args_ = std::string(args_json);
 }
 
 DeviceSpan::~DeviceSpan() {

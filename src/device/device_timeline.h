@@ -10,6 +10,7 @@
 #define BRAZE_DEVICE_DEVICE_TIMELINE_H_
 
 #include <string>
+#include <string_view>
 
 #include "braze/device.h"
 
@@ -19,8 +20,9 @@ namespace device {
 class DeviceSpan {
  public:
   // `name` and `category` as the host bar's; `args_json` the members of its "args".
-  DeviceSpan(const Device& device, std::string name, const char* category,
-             std::string args_json = {});
+  // Copied only while a timeline is active.
+  DeviceSpan(const Device& device, std::string_view name, const char* category,
+             std::string_view args_json = {});
   ~DeviceSpan();
   DeviceSpan(const DeviceSpan&) = delete;
   DeviceSpan& operator=(const DeviceSpan&) = delete;
