@@ -64,10 +64,10 @@ class Backend {
   // Device time for the timeline (device/device_timeline.h): marks the start of device
   // `ordinal`'s queued work and returns the span, or nullptr when the backend cannot
   // time its device. EndDeviceSpan marks the end; the bar is written once the device
-  // has run both marks.
+  // has run both marks (at once when `wait`: the host waits for the end mark).
   virtual void* BeginDeviceSpan(int ordinal) const { return nullptr; }
   virtual void EndDeviceSpan(void* span, std::string name, const char* category,
-                             std::string args_json) const {}
+                             std::string args_json, bool wait) const {}
 };
 
 // The backend of a device kind: the one switch over Device::Kind that maps kinds to

@@ -506,7 +506,8 @@ void* BeginCudaSpan(int ordinal) {
   return span;
 }
 
-void EndCudaSpan(void* opaque, std::string name, const char* category, std::string args) {
+void EndCudaSpan(void* opaque, std::string name, const char* category, std::string args,
+                 bool wait) {
   auto* span = static_cast<TimedSpan*>(opaque);
   CudaState& s = State();
   const Driver& d = s.driver;
@@ -523,6 +524,7 @@ void EndCudaSpan(void* opaque, std::string name, const char* category, std::stri
   span->category = category;
   span->args = std::move(args);
   t.pending.push_back(span);
+  if (wait) d.event_synchronize(span->end);  // a failure is the next sync's to report
   WriteFinishedSpans(d, t);
 }
 
@@ -589,9 +591,9 @@ class CudaBackend : public Backend {
                             [&] { return Backend::CopyToHost(tensor, dst, bytes); });
   }
   void* BeginDeviceSpan(int ordinal) const override { return BeginCudaSpan(ordinal); }
-  void EndDeviceSpan(void* span, std::string name, const char* category,
-                     std::string args_json) const override {
-    EndCudaSpan(span, std::move(name), category, std::move(args_json));
+  void EndDeviceSpan(void* span, std::string name, const char* category, std::string args_json,
+                     bool wait) const override {
+    EndCudaSpan(span, std::move(name), category, std::move(args_json), wait);
   }
 };
 

@@ -157,6 +157,7 @@ absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
   if (dst->type() != type_) *dst = HostTensor(type_.dtype, type_.shape);
   if (num_elements() == 0) return absl::OkStatus();
   device::DeviceSpan span(device_, "copy device -> host", "copy", device::BytesArg(num_bytes()));
+  span.WaitAtEnd();  // the copy makes the host wait anyway
   return device::BackendFor(device_).CopyToHost(*impl_, dst->raw_data(), num_bytes());
 }
 

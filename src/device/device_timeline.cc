@@ -19,7 +19,7 @@ DeviceSpan::DeviceSpan(const Device& device, std::string_view name, const char* 
 
 DeviceSpan::~DeviceSpan() {
   if (span_ != nullptr) {
-    BackendFor(device_).EndDeviceSpan(span_, std::move(name_), category_, std::move(args_));
+    BackendFor(device_).EndDeviceSpan(span_, std::move(name_), category_, std::move(args_), wait_);
   }
 }
 

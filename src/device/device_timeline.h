@@ -25,6 +25,10 @@ class DeviceSpan {
              std::string_view args_json = {});
   ~DeviceSpan();
   DeviceSpan(const DeviceSpan&) = delete;
+  // For work the host waits for anyway (a copy to the host): the span's end waits for
+  // the device too, so its bar is written at once, not left for a later wait (and lost
+  // if the timeline stops first).
+  void WaitAtEnd() { wait_ = true; }
   DeviceSpan& operator=(const DeviceSpan&) = delete;
 
  private:
@@ -33,6 +37,7 @@ class DeviceSpan {
   std::string name_;
   const char* category_;
   std::string args_;
+  bool wait_ = false;
 };
 
 }  // namespace device
