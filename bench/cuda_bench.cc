@@ -38,7 +38,23 @@
 namespace braze {
 namespace {
 
-enum CudaVariant { kCudaFused = 0, kCudaUnfused = 1, kCudaHalideMatMul = 2 };
+// kCudaPageable: fused, with host<->device copies through Halide's pageable path instead
+// of pinned staging (SetCudaPinnedCopies; docs/CUDA.md, "Copies"): the A/B of the copies.
+enum CudaVariant { kCudaFused = 0, kCudaUnfused = 1, kCudaHalideMatMul = 2, kCudaPageable = 3 };
+
+// Pinned copies off for its lifetime in the pageable variant.
+class PageableCopies {
+ public:
+  explicit PageableCopies(CudaVariant v) : on_(v == kCudaPageable) {
+    if (on_) SetCudaPinnedCopies(false);
+  }
+  ~PageableCopies() {
+    if (on_) SetCudaPinnedCopies(true);
+  }
+
+ private:
+  const bool on_;
+};
 
 bool SkipWithoutCuda(benchmark::State& state) {
   absl::Status s = CheckCudaAvailable();
@@ -61,6 +77,7 @@ using OutputCheck = std::function<bool(const std::vector<HostTensor>&)>;
 void RunOnCuda(benchmark::State& state, Graph& g, const Feeds& feeds,
                const std::vector<Tensor>& targets, CudaVariant v, double bytes, double flops,
                const OutputCheck& check = nullptr, int64_t gemms = -1) {
+  PageableCopies copies(v);
   SessionOptions opts;
   opts.device = "cuda:0";
   if (v != kCudaUnfused) opts.global_jit_level = JitLevel::kOn1;
@@ -288,7 +305,8 @@ void BM_PlainCublasGemm_cuda(benchmark::State& state) {
 BENCHMARK(BM_PlainCublasGemm_cuda)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One Fashion-MNIST-sized softmax regression train step (batch 128, SGD), fed from the
-// host each step as the demo does: two feeds on, the loss off.
+// host each step as the demo does: two feeds on, the loss off. Variant 0 fused, 1 op by
+// op, 3 as 0 with pageable copies.
 void BM_TrainStep_cuda(benchmark::State& state) {
   if (SkipWithoutCuda(state)) return;
   Graph g;
@@ -310,12 +328,13 @@ BENCHMARK(BM_TrainStep_cuda)
     ->ArgName("variant")
     ->Arg(0)
     ->Arg(1)
+    ->Arg(kCudaPageable)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 // examples/mlp's train step (bench/train_models.h: 784-1024-1024-10, ReLU, softmax cross
 // entropy, Adam), batch 128, fed from the host each step: variant 0 the model, loss,
-// gradients and Adam's updates under one JitScope; 1 op by op.
+// gradients and Adam's updates under one JitScope; 1 op by op; 3 as 0 with pageable copies.
 void BM_MlpStep_cuda(benchmark::State& state) {
   if (SkipWithoutCuda(state)) return;
   const auto v = static_cast<CudaVariant>(state.range(0));
@@ -330,6 +349,7 @@ BENCHMARK(BM_MlpStep_cuda)
     ->ArgName("variant")
     ->Arg(0)
     ->Arg(1)
+    ->Arg(kCudaPageable)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

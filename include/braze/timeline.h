@@ -7,7 +7,9 @@
 //   ... train ...
 //   CHECK_OK(braze::StopTimeline());  // also done at process exit if forgotten
 //
-// One timeline per process at a time; every session's kernels go to it.
+// One timeline per process at a time; every session's kernels go to it. The host's bars
+// show when work was launched; on a CUDA device the launches and copies also get bars of
+// the device's own time, on the row "cuda:0 (device time)" (docs/CUDA.md, "Timeline").
 #ifndef BRAZE_TIMELINE_H_
 #define BRAZE_TIMELINE_H_
 

@@ -16,6 +16,7 @@
 #include "Halide.h"
 #include "absl/status/statusor.h"
 #include "braze/device.h"
+#include "device/device_tensor.h"
 #include "device/features.h"
 
 namespace braze {
@@ -50,6 +51,23 @@ class Backend {
   // Frees the device side of `buffer` (a DeviceTensor's, device_memory() backends), never
   // aborting: a driver already shut down at process exit leaks the allocation instead.
   virtual void FreeDeviceBuffer(Halide::Runtime::Buffer<>* buffer) const { buffer->device_free(); }
+  // Copies `bytes` (the whole dense tensor) from host memory `src` to the device side of
+  // `tensor` (device_memory() backends), ordered after the device work queued before
+  // it and before the work queued after it; `src` may be reused once it returns. The
+  // default is Halide's copy through the buffer's host mirror, synchronous (CUDA:
+  // pinned staging and an async copy, cuda_backend.cc).
+  virtual absl::Status CopyToDevice(DeviceTensor::Impl& tensor, const void* src,
+                                    size_t bytes) const;
+  // Copies the device side of `tensor` (`bytes`, the whole tensor) to host memory `dst`
+  // once the device work queued before it is done.
+  virtual absl::Status CopyToHost(DeviceTensor::Impl& tensor, void* dst, size_t bytes) const;
+  // Device time for the timeline (device/device_timeline.h): marks the start of device
+  // `ordinal`'s queued work and returns the span, or nullptr when the backend cannot
+  // time its device. EndDeviceSpan marks the end; the bar is written once the device
+  // has run both marks (at once when `wait`: the host waits for the end mark).
+  virtual void* BeginDeviceSpan(int ordinal) const { return nullptr; }
+  virtual void EndDeviceSpan(void* span, std::string name, const char* category,
+                             std::string args_json, bool wait) const {}
 };
 
 // The backend of a device kind: the one switch over Device::Kind that maps kinds to

@@ -12,13 +12,20 @@
 #include "braze/status.h"
 #include "device/backend.h"
 #include "device/device_tensor_impl.h"
+#include "device/device_timeline.h"
 #include "device/halide_util.h"
+#include "ir/timeline.h"
 
 namespace braze {
 namespace device {
 namespace {
 
 thread_local std::string runtime_error;
+
+// A copy's timeline args (its size), formatted only while a timeline is active.
+std::string BytesArg(size_t bytes) {
+  return Timeline::active() ? absl::StrCat("\"bytes\":", bytes) : std::string();
+}
 
 absl::Status RuntimeStatus(const std::string& what, int rc) {
   if (rc == 0) return absl::OkStatus();
@@ -56,13 +63,39 @@ std::string TakeRuntimeError() {
   return msg;
 }
 
+// The default copies (Backend's, here beside the runtime errors they report): Halide's
+// buffer copies through the host mirror.
+absl::Status Backend::CopyToDevice(DeviceTensor::Impl& tensor, const void* src,
+                                   size_t bytes) const {
+  Halide::Runtime::Buffer<>* raw = tensor.buffer.get();
+  std::memcpy(raw->data(), src, bytes);
+  raw->set_device_dirty(false);  // first: Halide asserts a buffer is never both dirty
+  raw->set_host_dirty(true);
+  TakeRuntimeError();
+  return RuntimeStatus("copy to the device",
+                       raw->copy_to_device(raw->raw_buffer()->device_interface));
+}
+
+absl::Status Backend::CopyToHost(DeviceTensor::Impl& tensor, void* dst, size_t bytes) const {
+  Halide::Runtime::Buffer<>* raw = tensor.buffer.get();
+  // The device copy is the authority: whatever the flags say, copy it back.
+  raw->set_host_dirty(false);
+  raw->set_device_dirty(true);
+  TakeRuntimeError();
+  BRAZE_RETURN_IF_ERROR(RuntimeStatus("copy to the host", raw->copy_to_host()));
+  std::memcpy(dst, raw->data(), bytes);
+  return absl::OkStatus();
+}
+
 }  // namespace device
 
 DeviceTensor::DeviceTensor(TensorType type, Device device, std::unique_ptr<Impl> impl)
     : type_(std::move(type)), device_(device), impl_(std::move(impl)) {}
 
 DeviceTensor::~DeviceTensor() {
-  if (impl_ == nullptr || !impl_->buffer.defined()) return;
+  if (impl_ == nullptr) return;
+  impl_->staging.reset();  // waits for its copy, which writes the device memory freed below
+  if (!impl_->buffer.defined()) return;
   // The data is device-side by design; drop it without the dirty-free assertion.
   Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
   raw->set_device_dirty(false);
@@ -116,26 +149,16 @@ absl::Status DeviceTensor::CopyFromHost(const HostTensor& src) {
         "copy to the device: got ", TypeString(src.type()), ", the tensor is ", TypeString(type_)));
   }
   if (num_elements() == 0) return absl::OkStatus();
-  Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
-  std::memcpy(raw->data(), src.raw_data(), src.num_bytes());
-  raw->set_device_dirty(false);  // first: Halide asserts a buffer is never both dirty
-  raw->set_host_dirty(true);
-  device::TakeRuntimeError();
-  return device::RuntimeStatus("copy to the device",
-                               raw->copy_to_device(raw->raw_buffer()->device_interface));
+  device::DeviceSpan span(device_, "copy host -> device", "copy", device::BytesArg(num_bytes()));
+  return device::BackendFor(device_).CopyToDevice(*impl_, src.raw_data(), num_bytes());
 }
 
 absl::Status DeviceTensor::CopyToHost(HostTensor* dst) const {
   if (dst->type() != type_) *dst = HostTensor(type_.dtype, type_.shape);
   if (num_elements() == 0) return absl::OkStatus();
-  Halide::Runtime::Buffer<>* raw = impl_->buffer.get();
-  // The device copy is the authority: whatever the flags say, copy it back.
-  raw->set_host_dirty(false);
-  raw->set_device_dirty(true);
-  device::TakeRuntimeError();
-  BRAZE_RETURN_IF_ERROR(device::RuntimeStatus("copy to the host", raw->copy_to_host()));
-  std::memcpy(dst->raw_data(), raw->data(), num_bytes());
-  return absl::OkStatus();
+  device::DeviceSpan span(device_, "copy device -> host", "copy", device::BytesArg(num_bytes()));
+  span.WaitAtEnd();  // the copy makes the host wait anyway
+  return device::BackendFor(device_).CopyToHost(*impl_, dst->raw_data(), num_bytes());
 }
 
 absl::Status DeviceTensor::CopyFrom(const DeviceTensor& src) {

@@ -46,7 +46,9 @@ class DeviceTensor {
   const Device& device() const { return device_; }
   int ordinal() const { return device_.index; }
 
-  // Host -> device; `src` must have type(). Returns once the copy is done.
+  // Host -> device; `src` must have type(). `src` may be changed once it returns; the
+  // copy may still be running then (CUDA copies from pinned staging asynchronously,
+  // ordered before every kernel launched after it: docs/CUDA.md, "Copies").
   absl::Status CopyFromHost(const HostTensor& src);
   // Device -> host into `dst` (resized to type() if it differs). Waits for pending work.
   absl::Status CopyToHost(HostTensor* dst) const;
@@ -70,6 +72,21 @@ class DeviceTensor {
 // Runs `fn` with device `ordinal`'s primary context current on this thread, for calls
 // into CUDA libraries (cuBLAS) that use the current context.
 absl::Status RunInCudaContext(int ordinal, const std::function<absl::Status()>& fn);
+
+// Host<->device copies on CUDA go through pinned staging (docs/CUDA.md, "Copies") unless
+// turned off here or by BRAZE_CUDA_PINNED=0 (process-wide: for A/B measurements); off,
+// they are Halide's synchronous copies from pageable memory.
+void SetCudaPinnedCopies(bool enabled);
+
+// Counts of CUDA host<->device copies by path, and the pinned memory held, since the
+// process started.
+struct CudaCopyStats {
+  int64_t pinned_to_device = 0, pinned_to_host = 0;
+  int64_t pageable_to_device = 0, pageable_to_host = 0;
+  int64_t pinned_bytes = 0;          // the staging pool's blocks, free or in use
+  int64_t pinned_blocks_reused = 0;  // blocks served from the pool's free blocks
+};
+CudaCopyStats GetCudaCopyStats();
 
 // Waits until all work queued on the CUDA device in use (kernels, cuBLAS, copies) is
 // done. OK when no CUDA device was ever used.

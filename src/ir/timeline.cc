@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -20,7 +21,8 @@ struct TraceFile {
   std::mutex mu;
   std::FILE* file = nullptr;  // non-null exactly while a trace is active
   std::string path;
-  double origin_us = 0;  // NowMicros() at Start: the trace's ts 0
+  double origin_us = 0;                          // NowMicros() at Start: the trace's ts 0
+  std::map<std::string, int, std::less<>> rows;  // RecordOnRow's rows in this trace
   bool exit_hook_installed = false;
 };
 
@@ -37,6 +39,8 @@ TraceFile& Trace() {
 // kernel row at the same time shows that executor waiting on it (or making the call).
 // Threads take ids from 1 up, so this one stays apart from theirs.
 constexpr int kCommunicationRow = 1000000;
+// Named rows (RecordOnRow) from here up, in order of first use.
+constexpr int kFirstNamedRow = 1000001;
 
 int ThisThreadId() {
   static std::atomic<int> next{1};
@@ -134,6 +138,7 @@ absl::Status Timeline::Start(const std::string& path) {
   trace.file = file;
   trace.path = path;
   trace.origin_us = NowMicros();
+  trace.rows.clear();
   // The process-name metadata event also means every real event follows a comma.
   std::string header = R"({"displayTimeUnit":"ms","traceEvents":[)"
                        "\n"
@@ -166,18 +171,35 @@ absl::Status Timeline::Stop() {
   return absl::OkStatus();
 }
 
-void Timeline::Record(std::string_view name, std::string_view category, double start_us,
-                      double duration_us, std::string_view args_json) {
-  if (!active()) return;
+namespace {
+
+// Writes one complete event on row `tid`, named by `row` when not empty (its metadata
+// line first, the first time in this trace).
+void WriteEvent(std::string_view row, int tid, std::string_view name, std::string_view category,
+                double start_us, double duration_us, std::string_view args_json) {
   // Formatted outside the lock: only the write is serialized.
   std::string line = ",\n{\"name\":";
   AppendJsonString(&line, name);
   line.append(",\"cat\":");
   AppendJsonString(&line, category);
-  const int tid = category == "collective" ? kCommunicationRow : ThisThreadId();
   TraceFile& trace = Trace();
   std::lock_guard<std::mutex> lock(trace.mu);
-  if (trace.file == nullptr) return;  // stopped since the check above
+  if (trace.file == nullptr) return;  // stopped since the caller's check
+  if (!row.empty()) {
+    auto it = trace.rows.find(row);
+    if (it == trace.rows.end()) {
+      tid = kFirstNamedRow + static_cast<int>(trace.rows.size());
+      trace.rows.emplace(std::string(row), tid);
+      std::string meta =
+          absl::StrCat(",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", getpid(),
+                       ",\"tid\":", tid, ",\"args\":{\"name\":");
+      AppendJsonString(&meta, row);
+      meta.append("}}");
+      std::fwrite(meta.data(), 1, meta.size(), trace.file);
+    } else {
+      tid = it->second;
+    }
+  }
   char numbers[160];
   std::snprintf(numbers, sizeof(numbers),
                 ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d",
@@ -187,6 +209,22 @@ void Timeline::Record(std::string_view name, std::string_view category, double s
   if (!args_json.empty()) absl::StrAppend(&line, ",\"args\":{", std::string(args_json), "}");
   line.push_back('}');
   std::fwrite(line.data(), 1, line.size(), trace.file);
+}
+
+}  // namespace
+
+void Timeline::Record(std::string_view name, std::string_view category, double start_us,
+                      double duration_us, std::string_view args_json) {
+  if (!active()) return;
+  const int tid = category == "collective" ? kCommunicationRow : ThisThreadId();
+  WriteEvent({}, tid, name, category, start_us, duration_us, args_json);
+}
+
+void Timeline::RecordOnRow(std::string_view row, std::string_view name, std::string_view category,
+                           double start_us, double duration_us, std::string_view args_json) {
+  if (!active()) return;
+  WriteEvent(row.empty() ? std::string_view("unnamed") : row, 0, name, category, start_us,
+             duration_us, args_json);
 }
 
 absl::Status StartTimeline(const std::string& path) { return Timeline::Start(path); }

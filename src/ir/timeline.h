@@ -16,6 +16,11 @@
 // process, tid a small number per thread, except "collective" (a communicator's call),
 // whose bars all sit on one row named "communication", whichever thread made the call.
 //
+// Host rows show when the host launched work: for a GPU's kernels and copies that is the
+// time to queue them, not to run them. A GPU's own row ("cuda:0 (device time)") shows the
+// same launches as the device ran them, timed with device events (RecordOnRow, written by
+// device/device_timeline.h): docs/CUDA.md, "Timeline".
+//
 // One process-wide timeline, started by BRAZE_FLAGS=--timeline=FILE or by Start() (the
 // public face is braze/timeline.h). Events are written to the file as they come (memory
 // stays flat over long training runs); Stop(), or process exit, closes the JSON.
@@ -46,6 +51,10 @@ class Timeline {
   // here. Dropped when no trace is active.
   static void Record(std::string_view name, std::string_view category, double start_us,
                      double duration_us, std::string_view args_json = {});
+  // As Record, on the row named `row` (made on first use in each trace, after every
+  // thread's and the communication row) instead of the calling thread's.
+  static void RecordOnRow(std::string_view row, std::string_view name, std::string_view category,
+                          double start_us, double duration_us, std::string_view args_json = {});
   // A monotonic clock, in microseconds.
   static double NowMicros();
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "compile/kernel_source.h"
+#include "device/device_timeline.h"
 #include "ir/timeline.h"
 #include "runtime/executor.h"
 #include "runtime/flags.h"
@@ -148,7 +149,9 @@ absl::Status RunCompiled(Executor& ex, const Step& step, StepState& state,
   if (any_elements) {
     std::lock_guard<std::mutex> lock(state.kernel->mu);
     // Observability (ir/timeline.h): one bar per launch, after the lock wait.
-    TimelineEvent trace(step.name, step.kind == Step::Kind::kCluster ? "cluster" : "op");
+    const char* category = step.kind == Step::Kind::kCluster ? "cluster" : "op";
+    TimelineEvent trace(step.name, category);
+    device::DeviceSpan device_time(step.device, step.name, category);  // GPUs: its own row
     run_status = state.kernel->kernel->Launch(ins, outs);
   }
   if (!run_status.ok()) {

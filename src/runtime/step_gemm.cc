@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "device/cublas_gemm.h"
+#include "device/device_timeline.h"
 #include "device/features.h"
 #include "ir/timeline.h"
 #include "passes/gemm_match.h"
@@ -61,6 +62,7 @@ absl::Status RunGemm(Executor& ex, const Step& step, StepState& state,
   }
   if (status.ok()) {
     TimelineEvent trace(step.name, "gemm");
+    device::DeviceSpan device_time(step.device, step.name, "gemm");
     DeviceTensor* result = state.device_buffers[0].get();
     status = RunInCudaContext(step.device.index, [&] {
       return CublasGemm(step.name, shape, ins[0]->device_address(), ins[1]->device_address(),

@@ -521,6 +521,42 @@ TEST_F(TimelineTest, NamesAreEscapedIntoValidJson) {
   for (const auto& [raw, decoded] : names) EXPECT_EQ(got.count(decoded), 1u) << decoded;
 }
 
+// A device's row (RecordOnRow, device/device_timeline.h): its bars share one tid, apart
+// from every thread's, named once per trace by a thread_name metadata event.
+TEST_F(TimelineTest, NamedRowsAreNamedOncePerTraceAndHoldTheirBars) {
+  for (int trace = 0; trace < 2; ++trace) {  // a second trace names the row again
+    const std::string path = TempPath("rows.json");
+    ASSERT_TRUE(Timeline::Start(path).ok());
+    Timeline::Record("host bar", "cluster", Timeline::NowMicros(), 1);
+    for (int i = 0; i < 3; ++i) {
+      Timeline::RecordOnRow("cuda:0 (device time)", "k\"" + std::to_string(i), "cluster",
+                            Timeline::NowMicros(), 4.25);
+    }
+    Timeline::RecordOnRow("other", "x", "copy", Timeline::NowMicros(), 1);
+    ASSERT_TRUE(Timeline::Stop().ok());
+    Trace t;
+    ASSERT_NO_FATAL_FAILURE(LoadTrace(path, &t));
+    std::map<std::string, double> row_tid;  // thread_name metadata: row name -> tid
+    std::map<double, int> bars_per_tid;
+    for (const Json& e : t.doc.Get("traceEvents")->array) {
+      if (e.Get("ph")->string == "M" && e.Get("name")->string == "thread_name") {
+        const std::string row = e.Get("args")->Get("name")->string;
+        EXPECT_EQ(row_tid.count(row), 0u) << row << " named twice";
+        row_tid[row] = e.Get("tid")->number;
+      } else if (e.Get("ph")->string == "X") {
+        ++bars_per_tid[e.Get("tid")->number];
+      }
+    }
+    ASSERT_EQ(row_tid.count("cuda:0 (device time)"), 1u);
+    ASSERT_EQ(row_tid.count("other"), 1u);
+    const double device = row_tid["cuda:0 (device time)"];
+    EXPECT_NE(device, row_tid["other"]);
+    EXPECT_EQ(bars_per_tid[device], 3);
+    EXPECT_EQ(bars_per_tid[row_tid["other"]], 1);
+    EXPECT_EQ(t.events.size(), 5u);
+  }
+}
+
 TEST_F(TimelineTest, ConcurrentRecordsAllLandIntact) {
   const std::string path = TempPath("threads.json");
   ASSERT_TRUE(Timeline::Start(path).ok());
