@@ -81,20 +81,26 @@ void RedoNanFilterTaps(const Geometry& g, const float* x, const float* dy, float
     const int64_t co = i % g.c_out, ci = (i / g.c_out) % cig + co / cog * cig;
     const int64_t tw = i / (int64_t{g.c_out} * cig) % g.kw,
                   th = i / (int64_t{g.c_out} * cig * g.kw);
-    double sum = 0;
-    for (int64_t n = 0; n < g.n; ++n) {
-      for (int64_t y = 0; y < oh; ++y) {
-        const int64_t ih = y * g.sh - g.pt + th * g.dh;
-        if (ih < 0 || ih >= g.in_h) continue;
-        for (int64_t xo = 0; xo < ow; ++xo) {
-          const int64_t iw = xo * g.sw - g.pl + tw * g.dw;
-          if (iw < 0 || iw >= g.in_w) continue;
-          sum += double(x[at(n, ci, ih, iw, g.c_in, g.in_h, g.in_w)]) *
-                 double(dy[at(n, co, y, xo, g.c_out, oh, ow)]);
+    // A sum that is NaN stays NaN: stop there (once training diverges, every tap is NaN
+    // and a whole serial backward-weights pass per tap would cost seconds a step).
+    auto tap_sum = [&] {
+      double sum = 0;
+      for (int64_t n = 0; n < g.n; ++n) {
+        for (int64_t y = 0; y < oh; ++y) {
+          const int64_t ih = y * g.sh - g.pt + th * g.dh;
+          if (ih < 0 || ih >= g.in_h) continue;
+          for (int64_t xo = 0; xo < ow; ++xo) {
+            const int64_t iw = xo * g.sw - g.pl + tw * g.dw;
+            if (iw < 0 || iw >= g.in_w) continue;
+            sum += double(x[at(n, ci, ih, iw, g.c_in, g.in_h, g.in_w)]) *
+                   double(dy[at(n, co, y, xo, g.c_out, oh, ow)]);
+          }
+          if (std::isnan(sum)) return sum;
         }
       }
-    }
-    dw[i] = static_cast<float>(sum);
+      return sum;
+    };
+    dw[i] = static_cast<float>(tap_sum());
   }
 }
 

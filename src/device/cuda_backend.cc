@@ -347,12 +347,20 @@ absl::Status WithStaging(DeviceTensor::Impl& tensor, size_t bytes,
   CudaState& s = State();
   ContextScope scope(s);
   if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
+  // One pinned copy at a time: two threads copying the same tensor would otherwise both
+  // make its staging, and the second would free the first's block under its copy. The
+  // copies share the legacy stream anyway.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
   absl::StatusOr<CudaStaging*> staging = StagingFor(s, tensor, bytes);
   if (!staging.ok()) {
     if (PinnedEnabled().load(std::memory_order_relaxed)) WarnPageableOnce(staging.status());
     return fallback();
   }
-  return copy(s, **staging);
+  absl::Status status = copy(s, **staging);
+  if (status.ok()) return status;
+  // A kernel's fault shows first here, at the next copy: say the context is lost.
+  return absl::Status(status.code(), NoteLostCudaContext(std::string(status.message())));
 }
 
 absl::Status PinnedCopyToDevice(DeviceTensor::Impl& tensor, const void* src, size_t bytes,
@@ -615,7 +623,8 @@ absl::Status CudaSynchronize() {
   device::ContextScope scope(s);
   if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
   if (int rc = s.driver.ctx_synchronize(); rc != 0) {
-    return absl::InternalError(absl::StrCat("cuCtxSynchronize failed: CUDA error ", rc));
+    return absl::InternalError(device::NoteLostCudaContext(
+        absl::StrCat("cuCtxSynchronize failed: ", device::ErrorName(s.driver, rc))));
   }
   device::WriteDeviceTimesAfterSync(s.driver);
   return absl::OkStatus();

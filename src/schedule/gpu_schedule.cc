@@ -360,7 +360,6 @@ class GpuHeuristic {
                    bool symbolic = false, bool warp = false) {
     acc.compute_at(at);
     placed_.insert(acc.name());
-    const bool lanes = warp && Shuffles(acc);
     int64_t threads = len;
     if (split && (len > Threads(len, warp) || symbolic)) {
       threads = Threads(len, warp);
@@ -368,6 +367,9 @@ class GpuHeuristic {
       acc.update().split(lane, ro, ri, static_cast<int>(threads), kGuard);
       lane = ri;
     }
+    // Shuffles only across a whole warp: a row shorter than a warp has guarded lanes,
+    // and a full-mask shfl.sync under such a guard is undefined behaviour.
+    const bool lanes = warp && Shuffles(acc) && threads == kWarp;
     Var u(acc.name() + "_u");
     Func partial = acc.update().rfactor(lane, u);
     PlaceCombine(partial, u, at, lanes, threads > 1);
