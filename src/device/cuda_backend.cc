@@ -163,7 +163,7 @@ absl::Status Initialize(CudaState& s, int ordinal) {
       !Resolve(lib, "cuEventRecord", &d.event_record) ||
       !Resolve(lib, "cuEventSynchronize", &d.event_synchronize) ||
       !Resolve(lib, "cuEventDestroy_v2", &d.event_destroy)) {
-    d.copies = absl::UnimplementedError(
+    d.copies = absl::FailedPreconditionError(
         "libcuda.so.1 lacks an entry point of the pinned copies (cuMemHostAlloc, "
         "cuMemFreeHost, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuStreamSynchronize, "
         "cuEvent*)");
