@@ -23,7 +23,8 @@
 # (default 'cuda': all) with 3 repetitions of BENCH_MIN_TIME (0.05) s;
 # bench/peers_cuda.py on the same workloads; the plot; a jit:cuda fuzz campaign of
 # FUZZ_BUDGET (25) s; with E2E_TESTS, those e2e_tests cases; BENCH_LIMIT (45) s for the
-# benchmarks. Not e2e_tests otherwise, the SASS count or the profile, nor runtime_tests'
+# benchmarks (for each of BENCH_GROUPS, space-separated filters run one after another, when
+# set), PEER_LIMIT (30) s for PyTorch's. Not e2e_tests otherwise, the SASS count or the profile, nor runtime_tests'
 # OpenCL cases unless RUNTIME_OPENCL=1. Each step's time limit is cut to what is left of
 # QUICK_BUDGET, counted from the start; a step with under 3 s left is not run, and that
 # is a failure ("not run").
@@ -224,12 +225,44 @@ fi
 # Every *_cuda benchmark: issue 39's workloads, the ResNet block, attention and the
 # transformer block step included (their first runs checked against the reference kernels).
 BENCH_FILTER=${BENCH_FILTER:-cuda}
+# BENCH_GROUPS: filters run one after another, each its own process with its own limit
+# (BENCH_LIMIT in QUICK mode) and JSON, merged into cuda.json: a case that runs long costs
+# its group only, not the cases after it (on 2026-11-30 one 50 s run was cut inside the
+# ResNet block and measured nothing after it). Without it, BENCH_FILTER is one group.
+read -r -a bench_groups <<<"${BENCH_GROUPS:-$BENCH_FILTER}"
 bench_time=()
 [ "$QUICK" = 1 ] && bench_time=(--benchmark_min_time="${BENCH_MIN_TIME:-0.05}")
-OMP_WAIT_POLICY=passive t $([ "$QUICK" = 1 ] && echo "${BENCH_LIMIT:-45}" || echo 300) "$B/braze_bench_gpu" \
-  --benchmark_filter="$BENCH_FILTER" --benchmark_repetitions=3 "${bench_time[@]}" \
-  --benchmark_report_aggregates_only=true --benchmark_out="$OUT/cuda.json" \
-  --benchmark_out_format=json
+bench_jsons=()
+for i in "${!bench_groups[@]}"; do
+  bench_jsons+=("$OUT/cuda-$i.json")
+  OMP_WAIT_POLICY=passive t $([ "$QUICK" = 1 ] && echo "${BENCH_LIMIT:-45}" || echo 300) \
+    "$B/braze_bench_gpu" --benchmark_filter="${bench_groups[$i]}" --benchmark_repetitions=3 \
+    "${bench_time[@]}" --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/cuda-$i.json" --benchmark_out_format=json
+done
+# One JSON of every group's cases; a group cut by its limit keeps its whole cases (Google
+# Benchmark writes each case as it ends: the file is closed after the last whole one).
+timeout 30 python3 - "$OUT/cuda.json" "${bench_jsons[@]}" <<'PY' || FAILED+=("merging the benchmark JSON")
+import json, sys
+out, merged = sys.argv[1], None
+for path in sys.argv[2:]:
+    try:
+        text = open(path).read().rstrip()
+    except OSError:
+        continue
+    try:
+        doc = json.loads(text)
+    except ValueError:  # cut: keep the cases written whole
+        cut = text.rfind("\n    }")
+        doc = json.loads(text[:cut + 6] + "\n  ]\n}") if cut > 0 else {"benchmarks": []}
+        doc.setdefault("context", {})["cut"] = path
+        print(f"{path}: cut by its limit; {len(doc.get('benchmarks', []))} entries kept")
+    if merged is None:
+        merged = doc
+    else:
+        merged["benchmarks"] += doc.get("benchmarks", [])
+json.dump(merged or {"benchmarks": []}, open(out, "w"), indent=1)
+PY
 # A benchmark that could not run or failed its first run's check against the reference
 # is a SkipWithError, after which Google Benchmark still exits 0: read the JSON for them.
 echo "== benchmarks with an error in $OUT/cuda.json"
@@ -248,8 +281,8 @@ PY
 fi
 # The peer on the same GPU, right after Braze's run (PyTorch's own libraries, not the bundle's).
 if env -u LD_LIBRARY_PATH python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-  t $([ "$QUICK" = 1 ] && echo 30 || echo 360) env -u LD_LIBRARY_PATH python3 -u \
-    bench/peers_cuda.py "$OUT/torch.json" --filter="$BENCH_FILTER"
+  t $([ "$QUICK" = 1 ] && echo "${PEER_LIMIT:-30}" || echo 360) env -u LD_LIBRARY_PATH python3 -u \
+    bench/peers_cuda.py "$OUT/torch.json" --filter="$(IFS='|'; echo "${bench_groups[*]}")"
 else
   echo "== no PyTorch with CUDA: no peer"
 fi
