@@ -7,6 +7,21 @@
 // [n, m] with ld n. The bias over out's last dim then runs along D's rows, which is what
 // cuBLASLt's BIAS epilogues take (a vector of D's row count, broadcast over columns).
 //
+// bf16 and f16 take their bias through C instead: D = 1 * op(A) op(B) + 1 * C, C the bias
+// as a column-major [n, m] matrix with leading dimension 0 (each column the same n
+// values; batch stride 0), and the activation alone (RELU, GELU) as the epilogue. On an
+// H200 (cuBLASLt 13, 2026-11-30) the BIAS epilogues of bf16 GEMMs added the bias after
+// rounding the f32 sum to bf16: two roundings, off by 1-2 bf16 ulps where the bias
+// cancels the product (PyTorch saw the same with split-K algorithms and moved its bias to
+// C, pull request 180875). C's value is documented to join the accumulator in the scale
+// type (f32) before the one conversion to D's type (CUBLASLT_MATMUL_DESC_SCALE_TYPE), and
+// an out-of-place C may have leading dimension 0 "to achieve row or column broadcast"
+// (cublasLtMatmul()'s note in the cuBLAS documentation). f16 goes the same way although
+// its bias epilogue passed on the H200: how an epilogue adds the bias is not documented,
+// the bias type a 16-bit D documents is D's own (so an f32 bias is no way out), and which
+// algorithm the heuristic picks varies with shape and library. f32 and f64 keep the
+// bias epilogue: their D is the accumulator's type, so there is nothing to round first.
+//
 // Descriptors, layouts and the heuristic's algorithm are built once per GEMM shape (and
 // pointer alignment) and kept for the process; a call then only sets the bias pointer
 // and enqueues cublasLtMatmul. One mutex covers the cache and the calls: the cached
@@ -20,6 +35,7 @@
 #include <limits>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -38,6 +54,10 @@ namespace braze {
 bool IsCublasGemmDType(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 ||
          dtype == DType::kF16;
+}
+
+bool CublasGemmBiasInC(const GemmShape& s) {
+  return s.epilogue != GemmEpilogue::kNone && (s.dtype == DType::kBF16 || s.dtype == DType::kF16);
 }
 
 const char* GemmEpilogueName(GemmEpilogue e) {
@@ -109,10 +129,10 @@ absl::Status Validate(const std::string& name, const GemmShape& s, uint64_t a, u
   if (s.epilogue != GemmEpilogue::kNone && bias == 0) {
     return invalid("the bias epilogue has a null bias pointer");
   }
-  // The heuristic is told the bias pointer, but kernels that assume a 16-byte aligned
-  // bias have been seen to fault on less ("misaligned address", PyTorch and Marian
-  // reports), and a fault poisons the context for the rest of the process. Braze's own
-  // device buffers are cuMemAlloc'd (256-byte aligned), so this only refuses views.
+  // The heuristic is told the bias pointer (or, bias in C, C's alignment), but kernels
+  // that assume a 16-byte aligned bias have been seen to fault on less ("misaligned address",
+  // PyTorch and Marian reports), and a fault poisons the context for the rest of the process.
+  // Braze's own device buffers are cuMemAlloc'd (256-byte aligned), so this only refuses views.
   if (s.epilogue != GemmEpilogue::kNone && bias % 16 != 0) {
     return invalid("the bias is not 16-byte aligned");
   }
@@ -245,41 +265,45 @@ uint32_t Alignment(uint64_t x) {
   return low >= 256 ? 256u : static_cast<uint32_t>(low);
 }
 
+// bias_in_c follows from dtype and epilogue today (CublasGemmBiasInC); it is in the key so
+// that a plan with a C of its own (ld 0, beta 1) is never taken for one whose C is D.
 struct PlanKey {
   DType dtype;
   int64_t batch, m, n, k;
   bool transpose_a, transpose_b;
   GemmEpilogue epilogue;
+  bool bias_in_c;
   uint32_t align_a, align_b, align_out, align_bias;
 
   bool operator==(const PlanKey& o) const {
     return dtype == o.dtype && batch == o.batch && m == o.m && n == o.n && k == o.k &&
            transpose_a == o.transpose_a && transpose_b == o.transpose_b && epilogue == o.epilogue &&
-           align_a == o.align_a && align_b == o.align_b && align_out == o.align_out &&
-           align_bias == o.align_bias;
+           bias_in_c == o.bias_in_c && align_a == o.align_a && align_b == o.align_b &&
+           align_out == o.align_out && align_bias == o.align_bias;
   }
   template <typename H>
   friend H AbslHashValue(H h, const PlanKey& p) {
     return H::combine(std::move(h), p.dtype, p.batch, p.m, p.n, p.k, p.transpose_a, p.transpose_b,
-                      p.epilogue, p.align_a, p.align_b, p.align_out, p.align_bias);
+                      p.epilogue, p.bias_in_c, p.align_a, p.align_b, p.align_out, p.align_bias);
   }
 };
 
 // One shape's descriptors and algorithm, in cuBLAS' (column-major, swapped) terms:
-// A = Braze's b, B = Braze's a, C = D = out.
+// A = Braze's b, B = Braze's a, D = out, and C = D (beta 0, never read) or, with the
+// bias in C, the bias broadcast by leading dimension 0 (c set).
 struct Plan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
 
   void Destroy(const CublasLt& lt) {
     if (desc != nullptr) lt.desc_destroy(desc);
-    for (cublasLtMatrixLayout_t l : {a, b, d}) {
+    for (cublasLtMatrixLayout_t l : {a, b, c, d}) {
       if (l != nullptr) lt.layout_destroy(l);
     }
     desc = nullptr;
-    a = b = d = nullptr;
+    a = b = c = d = nullptr;
   }
 };
 
@@ -295,16 +319,18 @@ GemmState& State() {
   return *state;
 }
 
-cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
+// With the bias in C the epilogue is the activation alone, applied to the scaled result
+// alpha op(A) op(B) + beta C ("scale and quantize", then the point-wise transform).
+cublasLtEpilogue_t LtEpilogue(GemmEpilogue e, bool bias_in_c) {
   switch (e) {
     case GemmEpilogue::kNone:
       return CUBLASLT_EPILOGUE_DEFAULT;
     case GemmEpilogue::kBias:
-      return CUBLASLT_EPILOGUE_BIAS;
+      return bias_in_c ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BIAS;
     case GemmEpilogue::kBiasRelu:
-      return CUBLASLT_EPILOGUE_RELU_BIAS;
+      return bias_in_c ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_RELU_BIAS;
     case GemmEpilogue::kBiasGelu:
-      return CUBLASLT_EPILOGUE_GELU_BIAS;
+      return bias_in_c ? CUBLASLT_EPILOGUE_GELU : CUBLASLT_EPILOGUE_GELU_BIAS;
   }
   return CUBLASLT_EPILOGUE_DEFAULT;
 }
@@ -312,7 +338,8 @@ cublasLtEpilogue_t LtEpilogue(GemmEpilogue e) {
 // A dtype's cuBLASLt types. f32 accumulates exactly in FP32 (no TF32), f64 in FP64.
 // bf16 and f16 operands and outputs accumulate in FP32 too (CUBLAS_COMPUTE_32F, alpha and
 // beta f32, the documented combination for 16BF/16F A, B, C and D), and the result is
-// rounded once to the 16-bit type after the epilogue: docs/MIXED_PRECISION.md's rule.
+// rounded once to the 16-bit type after the epilogue: docs/MIXED_PRECISION.md's rule
+// (which is why their bias comes through C: see the top of this file).
 // Split-K algorithms whose partial sums would be reduced in the output type (INPLACE in
 // D, OUTPUT_TYPE in the workspace) would round each partial sum to 16 bits: the
 // heuristic is only offered those that reduce in the compute type (f32), or none.
@@ -337,7 +364,8 @@ LtTypes TypesOf(DType dtype) {
 }
 
 // Builds `plan` for `s` (validated), asking the heuristic for one algorithm. The bias
-// pointer is set on the descriptor, since the heuristic reads its alignment.
+// pointer is set on the descriptor, since the heuristic reads its alignment; with the
+// bias in C the heuristic is told C's layout and alignment instead.
 absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmShape& s,
                        const PlanKey& key, uint64_t bias, uint64_t workspace_bytes, Plan* plan) {
   auto failed = [&](const char* what, cublasStatus_t st) {
@@ -354,7 +382,7 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
   // Attribute storage sizes are checked by cuBLASLt: int32_t ops, uint32_t epilogue.
   const int32_t trans_a = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS A = b
   const int32_t trans_b = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS B = a
-  const uint32_t epilogue = LtEpilogue(s.epilogue);
+  const uint32_t epilogue = LtEpilogue(s.epilogue, key.bias_in_c);
   const void* bias_ptr = reinterpret_cast<const void*>(static_cast<uintptr_t>(bias));
   if ((st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a))) !=
           CUBLAS_STATUS_SUCCESS ||
@@ -364,9 +392,9 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
           CUBLAS_STATUS_SUCCESS) {
     return failed("cublasLtMatmulDescSetAttribute", st);
   }
-  if (s.epilogue != GemmEpilogue::kNone) {
-    // Bias data type left at its default, D's type (bf16 and f16 too: cuBLASLt widens it
-    // and adds it to the f32 accumulator); batch stride 0: shared by the batch.
+  if (s.epilogue != GemmEpilogue::kNone && !key.bias_in_c) {
+    // f32 and f64: bias data type left at its default, D's type; batch stride 0: shared
+    // by the batch.
     st = lt.desc_set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
     if (st != CUBLAS_STATUS_SUCCESS) return failed("cublasLtMatmulDescSetAttribute", st);
   }
@@ -375,20 +403,27 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
   // cuBLAS A = b: row-major [k, n] -> [n, k] ld n; transposed, row-major [n, k] -> [k, n].
   // cuBLAS B = a: row-major [m, k] -> [k, m] ld k; transposed, row-major [k, m] -> [m, k].
   // D = out: row-major [m, n] -> [n, m] ld n.
+  // C with the bias in it: [n, m] of D's type (cuBLASLt wants C's type, sizes and batch
+  // count to be D's), ld 0 and batch stride 0, so every column of every entry reads the
+  // same n values.
   struct LayoutSpec {
     cublasLtMatrixLayout_t* layout;
     uint64_t rows, cols;
+    int64_t ld;
     int64_t stride;  // elements between batch entries
   };
-  const LayoutSpec specs[] = {
-      {&plan->a, static_cast<uint64_t>(s.transpose_b ? s.k : s.n),
-       static_cast<uint64_t>(s.transpose_b ? s.n : s.k), s.k * s.n},
-      {&plan->b, static_cast<uint64_t>(s.transpose_a ? s.m : s.k),
-       static_cast<uint64_t>(s.transpose_a ? s.k : s.m), s.m * s.k},
-      {&plan->d, static_cast<uint64_t>(s.n), static_cast<uint64_t>(s.m), s.m * s.n},
+  const uint64_t n = static_cast<uint64_t>(s.n), m = static_cast<uint64_t>(s.m);
+  const uint64_t k = static_cast<uint64_t>(s.k);
+  std::vector<LayoutSpec> specs = {
+      {&plan->a, s.transpose_b ? k : n, s.transpose_b ? n : k, s.transpose_b ? s.k : s.n,
+       s.k * s.n},
+      {&plan->b, s.transpose_a ? m : k, s.transpose_a ? k : m, s.transpose_a ? s.m : s.k,
+       s.m * s.k},
+      {&plan->d, n, m, s.n, s.m * s.n},
   };
+  if (key.bias_in_c) specs.push_back({&plan->c, n, m, /*ld=*/0, /*stride=*/0});
   for (const LayoutSpec& l : specs) {
-    st = lt.layout_create(l.layout, type, l.rows, l.cols, static_cast<int64_t>(l.rows));
+    st = lt.layout_create(l.layout, type, l.rows, l.cols, l.ld);
     if (st != CUBLAS_STATUS_SUCCESS) {
       *l.layout = nullptr;
       return failed("cublasLtMatrixLayoutCreate", st);
@@ -409,17 +444,18 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
   if ((st = lt.pref_create(&pref)) != CUBLAS_STATUS_SUCCESS) {
     return failed("cublasLtMatmulPreferenceCreate", st);
   }
-  const uint32_t align_lt_a = key.align_b, align_lt_b = key.align_a, align_cd = key.align_out;
+  const uint32_t align_lt_a = key.align_b, align_lt_b = key.align_a, align_d = key.align_out;
+  const uint32_t align_c = key.bias_in_c ? key.align_bias : key.align_out;
   if ((st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
                         sizeof(workspace_bytes))) != CUBLAS_STATUS_SUCCESS ||
       (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_lt_a,
                         sizeof(align_lt_a))) != CUBLAS_STATUS_SUCCESS ||
       (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_lt_b,
                         sizeof(align_lt_b))) != CUBLAS_STATUS_SUCCESS ||
-      (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_cd,
-                        sizeof(align_cd))) != CUBLAS_STATUS_SUCCESS ||
-      (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_cd,
-                        sizeof(align_cd))) != CUBLAS_STATUS_SUCCESS ||
+      (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                        sizeof(align_c))) != CUBLAS_STATUS_SUCCESS ||
+      (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                        sizeof(align_d))) != CUBLAS_STATUS_SUCCESS ||
       (types.reduction_mask != CUBLASLT_REDUCTION_SCHEME_MASK &&
        (st = lt.pref_set(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &types.reduction_mask,
                          sizeof(types.reduction_mask))) != CUBLAS_STATUS_SUCCESS)) {
@@ -428,12 +464,15 @@ absl::Status BuildPlan(const CublasLt& lt, const std::string& name, const GemmSh
   }
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  st = lt.heuristic(lt.handle, plan->desc, plan->a, plan->b, plan->d, plan->d, pref, 1, &result,
+  const cublasLtMatrixLayout_t c_layout = key.bias_in_c ? plan->c : plan->d;
+  st = lt.heuristic(lt.handle, plan->desc, plan->a, plan->b, c_layout, plan->d, pref, 1, &result,
                     &returned);
   lt.pref_destroy(pref);
   if (st == CUBLAS_STATUS_NOT_SUPPORTED ||
       (st == CUBLAS_STATUS_SUCCESS && (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS))) {
-    // Not a failure of the call: cuBLASLt does not take this configuration.
+    // Not a failure of the call: cuBLASLt does not take this configuration. With the bias
+    // in C there is no retry through the bias epilogue (its bf16 sum rounds before the
+    // bias): the step runs as Halide kernels, with a warning (runtime/step_gemm.cc).
     return absl::InvalidArgumentError(absl::StrCat(
         name, ": cuBLASLt has no algorithm for this GEMM (",
         StatusName(lt, st == CUBLAS_STATUS_SUCCESS && returned > 0 ? result.state : st), "; ",
@@ -472,6 +511,7 @@ absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_
     if (batched) al = std::min(al, Alignment(static_cast<uint64_t>(stride_elems) * elem));
     return al;
   };
+  const bool bias_in_c = CublasGemmBiasInC(shape);
   const PlanKey key{shape.dtype,
                     shape.batch,
                     shape.m,
@@ -480,6 +520,7 @@ absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_
                     shape.transpose_a,
                     shape.transpose_b,
                     shape.epilogue,
+                    bias_in_c,
                     align(a, shape.m * shape.k),
                     align(b, shape.k * shape.n),
                     align(out, shape.m * shape.n),
@@ -508,22 +549,24 @@ absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_
     return absl::InternalError(absl::StrCat(
         name, ": cuBLASLt ", what, " failed: ", StatusName(lt, st), " (", ShapeString(shape), ")"));
   };
-  if (bias != 0) {
+  if (bias != 0 && !bias_in_c) {
     const void* bias_ptr = reinterpret_cast<const void*>(static_cast<uintptr_t>(bias));
     cublasStatus_t st =
         lt.desc_set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr));
     if (st != CUBLAS_STATUS_SUCCESS) return failed("cublasLtMatmulDescSetAttribute", st);
   }
   // alpha and beta of the scale type: f64's for f64, f32's otherwise (bf16 and f16 too).
-  const float alpha_f = 1.0f, beta_f = 0.0f;
+  // beta 1 adds C, the bias, to the f32 sum; beta 0: C is not read, and is out, as
+  // cuBLASLt wants a valid C layout and pointer.
+  const float alpha_f = 1.0f, beta_f = bias_in_c ? 1.0f : 0.0f;
   const double alpha_d = 1.0, beta_d = 0.0;
   const bool f64 = shape.dtype == DType::kF64;
   const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
   auto ptr = [](uint64_t p) { return reinterpret_cast<void*>(static_cast<uintptr_t>(p)); };
-  // beta == 0: C is not read; it is out, as cuBLASLt wants a valid C layout and pointer.
+  const uint64_t c = bias_in_c ? bias : out;
   cublasStatus_t st = lt.matmul(lt.handle, plan.desc, alpha, ptr(b), plan.a, ptr(a), plan.b, beta,
-                                ptr(out), plan.d, ptr(out), plan.d, &plan.algo,
+                                ptr(c), bias_in_c ? plan.c : plan.d, ptr(out), plan.d, &plan.algo,
                                 plan.workspace_bytes > 0 ? state.workspace.ptr : nullptr,
                                 plan.workspace_bytes, /*stream=*/nullptr);
   if (st != CUBLAS_STATUS_SUCCESS) return failed("cublasLtMatmul", st);

@@ -20,9 +20,10 @@ namespace braze {
 
 // kBiasGelu is cuBLASLt's GELU, the tanh form 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))),
 // the same formula as braze::Gelu (src/frontend/ops.cc), not the erf form.
-// kBiasRelu is cuBLASLt's RELU_BIAS, whose NaN handling cuBLASLt does not document: on
-// an H200 (cuBLASLt 13) a NaN pre-activation stayed NaN, but callers must not rely on
-// either NaN or 0 (SessionOptions::cuda_relu_epilogue is opt-in for that reason).
+// kBiasRelu is cuBLASLt's RELU_BIAS (RELU with a 16-bit bias in C, below), whose NaN
+// handling cuBLASLt does not document: on an H200 (cuBLASLt 13) a NaN pre-activation of
+// RELU_BIAS stayed NaN, but callers must not rely on either NaN or 0
+// (SessionOptions::cuda_relu_epilogue is opt-in for that reason).
 enum class GemmEpilogue { kNone, kBias, kBiasRelu, kBiasGelu };
 const char* GemmEpilogueName(GemmEpilogue e);
 
@@ -33,7 +34,8 @@ bool IsCublasGemmDType(DType dtype);
 //   a: [batch.., m, k] (or [.., k, m] when transpose_a), b: [.., k, n] (or [.., n, k]),
 //   bias: [n], out: [batch.., m, n]. batch = 1 for MatMul. f32, f64, bf16 and f16
 //   (IsCublasGemmDType): a, b, bias and out all of `dtype`. bf16 and f16 accumulate in
-//   f32, add the bias and apply the activation in f32, and round once to `dtype`.
+//   f32, add the bias (through C: CublasGemmBiasInC) and apply the activation in f32,
+//   and round once to `dtype`.
 struct GemmShape {
   DType dtype = DType::kF32;
   int64_t batch = 1;
@@ -60,6 +62,12 @@ absl::Status CublasAvailable();
 // algorithms whose split-K partial sums stay f32), f64 in FP64.
 absl::Status CublasGemm(const std::string& name, const GemmShape& shape, uint64_t a, uint64_t b,
                         uint64_t bias, uint64_t out);
+
+// Whether CublasGemm adds `s`'s bias through cuBLASLt's C matrix (beta 1, C the bias
+// broadcast by leading dimension 0, the activation alone as the epilogue) rather than
+// the BIAS epilogue: bf16 and f16 with a bias. Their BIAS epilogue rounded the f32 sum
+// to 16 bits before adding the bias on an H200; C joins the sum in f32 (cublas_gemm.cc).
+bool CublasGemmBiasInC(const GemmShape& s);
 
 }  // namespace braze
 
