@@ -211,10 +211,11 @@ BENCHMARK(BM_MatMulBiasRelu_cuda)
     ->UseRealTime();
 
 // MatMulBiasRelu in bf16 (x, w and the bias bf16 Variables): cuBLASLt's bf16 GEMM with
-// FP32 accumulation, the bias and ReLU in its epilogue and one rounding (fused, 0), or the
-// GEMM with its bias, then a ReLU kernel (unfused, 1). The first run's rows kCheckedRows
-// (all 4096 columns) are checked against the exact product within the bf16 rule of
-// docs/MIXED_PRECISION.md: one bf16 ulp plus the f32 accumulation-order error.
+// FP32 accumulation, the bias (through C) and ReLU (its epilogue) in the call and one
+// rounding (fused, 0), or the GEMM with its bias, then a ReLU kernel (unfused, 1). The
+// first run's rows kCheckedRows (all 4096 columns) are checked against the exact product
+// within the bf16 rule of docs/MIXED_PRECISION.md: one bf16 ulp plus the f32
+// accumulation-order error.
 constexpr int64_t kCheckedRows[] = {0, 1, 2, 1237, 2053, 3001, 4094, 4095};
 
 bool CheckBf16DenseRelu(benchmark::State& state, const HostTensor& got, const HostTensor& x,
@@ -270,7 +271,7 @@ void BM_MatMulBiasReluBf16_cuda(benchmark::State& state) {
       /*gemms=*/1);
 }
 BENCHMARK(BM_MatMulBiasReluBf16_cuda)
-    ->ArgName("variant")  // 0 fused (cuBLASLt bias+ReLU epilogue), 1 GEMM+bias, ReLU kernel
+    ->ArgName("variant")  // 0 fused (bias in C, ReLU epilogue), 1 GEMM+bias, ReLU kernel
     ->Arg(kCudaFused)
     ->Arg(kCudaUnfused)
     ->Unit(benchmark::kMillisecond)
