@@ -12,8 +12,8 @@
 // values; batch stride 0), and the activation alone (RELU, GELU) as the epilogue. On an
 // H200 (cuBLASLt 13, 2026-11-30) the BIAS epilogues of bf16 GEMMs added the bias after
 // rounding the f32 sum to bf16: two roundings, off by 1-2 bf16 ulps where the bias
-// cancels the product (PyTorch saw the same with split-K algorithms and moved its bias to
-// C, pull request 180875). C's value is documented to join the accumulator in the scale
+// cancels the product (PyTorch reports the same of split-K algorithms, and adds its bias
+// through C too). C's value is documented to join the accumulator in the scale
 // type (f32) before the one conversion to D's type (CUBLASLT_MATMUL_DESC_SCALE_TYPE), and
 // an out-of-place C may have leading dimension 0 "to achieve row or column broadcast"
 // (cublasLtMatmul()'s note in the cuBLAS documentation). f16 goes the same way although
@@ -24,8 +24,9 @@
 //
 // Descriptors, layouts and the heuristic's algorithm are built once per GEMM shape (and
 // pointer alignment) and kept for the process; a call then only sets the bias pointer
-// and enqueues cublasLtMatmul. One mutex covers the cache and the calls: the cached
-// matmul descriptor is mutated per call, and the calls are asynchronous anyway.
+// (f32, f64; a 16-bit bias is passed as C) and enqueues cublasLtMatmul. One mutex covers the cache
+// and the calls: the cached matmul descriptor is mutated per call, and the calls are asynchronous
+// anyway.
 #include "device/cublas_gemm.h"
 
 #include <dlfcn.h>
