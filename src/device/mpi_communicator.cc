@@ -82,9 +82,10 @@ class MpiCommunicator : public Communicator {
     const char* from = static_cast<const char*>(in);
     char* to = static_cast<char*>(out);
     const size_t elem = SizeOf(dtype);
-    const int64_t piece = piece_bytes_ > 0
-                              ? std::max<int64_t>(1, piece_bytes_ / static_cast<int64_t>(elem))
-                              : int64_t{INT_MAX};
+    const int64_t piece =
+        piece_bytes_ > 0
+            ? std::clamp<int64_t>(piece_bytes_ / static_cast<int64_t>(elem), 1, INT_MAX)
+            : int64_t{INT_MAX};
     return Pieces(
         count, piece, kMaxInFlight, "all-reduce", dtype, [&](int64_t at, int n, MPI_Request* req) {
           const void* send = in == out ? MPI_IN_PLACE : static_cast<const void*>(from + at * elem);
