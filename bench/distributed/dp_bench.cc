@@ -19,7 +19,11 @@
 //    Bytes per second are the buffer's size per all-reduce (also for the producers, to
 //    subtract times: docs/DISTRIBUTED.md). Rank 0 ends with a summary per size: the op's
 //    time against MPI_Allreduce alone and against MPI's op in context, from the medians of
-//    the repetitions and from the fastest iterations.
+//    the repetitions and from the fastest iterations. --allreduce_piece_kb=N sets
+//    DistributedOptions::allreduce_piece_bytes (0: one MPI call per all-reduce), to
+//    compare the pieces with one call in alternated runs of the same binary; each
+//    benchmark reports its page faults per iteration (faults_per_op: pages the calls
+//    allocate afresh).
 //  - BM_MlpStep: examples/mlp's 784-1024-1024-10 Adam step at a global batch of 200,
 //    with the ranks' data-parallel step (bucket_kb 1024: about 8 buckets that overlap the
 //    backward pass; 25600: DDP's default, one bucket that cannot) against one process
@@ -78,10 +82,11 @@ void QuietBarrier() {
 // Load-robust counters of a timed loop (this VM is shared, so wall times under load say
 // little): the fastest iteration's wall time, and the process's voluntary context
 // switches per iteration (every thread's sleeps: a hand-off between threads costs the
-// waiting one a sleep and a wake-up, a poll loop that sleeps costs one per sleep).
+// waiting one a sleep and a wake-up, a poll loop that sleeps costs one per sleep), and
+// its page faults per iteration.
 class LoopCounters {
  public:
-  LoopCounters() : start_(VoluntarySwitches()) {}
+  LoopCounters() : start_(VoluntarySwitches()), faults_(MinorFaults()) {}
   void BeginIteration() { begin_ = std::chrono::steady_clock::now(); }
   void EndIteration() {
     const double us =
@@ -93,6 +98,7 @@ class LoopCounters {
     const double n = std::max<double>(1, static_cast<double>(state.iterations()));
     state.counters["min_us"] = min_us_;
     state.counters["sleeps_per_op"] = static_cast<double>(VoluntarySwitches() - start_) / n;
+    state.counters["faults_per_op"] = static_cast<double>(MinorFaults() - faults_) / n;
   }
 
  private:
@@ -101,7 +107,14 @@ class LoopCounters {
     getrusage(RUSAGE_SELF, &u);
     return u.ru_nvcsw;
   }
+  // Page faults (every first touch of fresh pages: a buffer allocated per call).
+  static int64_t MinorFaults() {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_minflt;
+  }
   int64_t start_;
+  int64_t faults_;
   std::chrono::steady_clock::time_point begin_;
   double min_us_ = 1e30;
 };
@@ -148,6 +161,14 @@ void RunBrazeAllReduce(benchmark::State& state, bool reduce) {
       state.SkipWithError("the result is wrong");
       return;
     }
+  }
+  // Once more untimed: the commit's swap makes the negation write sink's old storage in
+  // this run, pages never touched before (a first touch in the timed loop was up to
+  // 16384 page faults in one repetition's first iteration at 64 MiB, in some
+  // repetitions only, depending on what the allocator reused).
+  if (absl::Status st = s.Run({}, {}, {update}).status(); !st.ok()) {
+    state.SkipWithError(std::string(st.message()).c_str());
+    return;
   }
   const int64_t run_here = s.stats().collectives_run_here;
   LoopCounters counters;
@@ -440,11 +461,13 @@ class SummaryReporter : public benchmark::ConsoleReporter {
 // instead, with one seed.
 // Also drops --benchmark_out on every rank but 0: all ranks writing one file interleaved
 // their JSON into a corrupt one.
+// And drops --allreduce_piece_kb=N, which TakePieceSize read before InitDistributed.
 bool TakeInterleaving(int* argc, char** argv, int* repetitions) {
   bool interleave = false;
   int kept = 1;
   for (int i = 1; i < *argc; ++i) {
     const std::string arg = argv[i];
+    if (arg.rfind("--allreduce_piece_kb=", 0) == 0) continue;  // TakePieceSize's
     if (braze::WorldRank() != 0 && arg.rfind("--benchmark_out", 0) == 0) continue;
     if (arg == "--benchmark_enable_random_interleaving" ||
         arg == "--benchmark_enable_random_interleaving=true") {
@@ -509,8 +532,22 @@ void Register(int world, int rounds, bool interleave) {
 
 }  // namespace
 
+// --allreduce_piece_kb=N: DistributedOptions::allreduce_piece_bytes in KiB (0: one call
+// per all-reduce), for A/B runs of the pieces; -1 when absent (then the default).
+int64_t TakePieceSize(int argc, char** argv) {
+  const std::string flag = "--allreduce_piece_kb=";
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]).rfind(flag, 0) == 0) return std::atoll(argv[i] + flag.size());
+  }
+  return -1;
+}
+
 int main(int argc, char** argv) {
-  if (absl::Status s = braze::InitDistributed(); !s.ok()) {
+  braze::DistributedOptions options;
+  if (const int64_t kb = TakePieceSize(argc, argv); kb >= 0) {
+    options.allreduce_piece_bytes = kb << 10;
+  }
+  if (absl::Status s = braze::InitDistributed(options); !s.ok()) {
     std::fprintf(stderr, "braze_dp_bench: %s\n", s.ToString().c_str());
     return 1;
   }

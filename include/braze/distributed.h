@@ -27,6 +27,7 @@
 #ifndef BRAZE_DISTRIBUTED_H_
 #define BRAZE_DISTRIBUTED_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -37,6 +38,13 @@ namespace braze {
 struct DistributedOptions {
   // A collective not done after this long fails with DeadlineExceeded (> 0).
   double timeout_seconds = 300;
+  // An all-reduce on MPI (host memory) of more bytes than this is made as pieces of at
+  // most this many bytes, two in flight, instead of one call: Open MPI's all-reduce
+  // allocates a temporary of about half the message per call (fresh pages from the kernel
+  // each call above 32 MiB) and streams it through the caches beside the buffer, while a
+  // piece's temporary stays cached and is reused (docs/DISTRIBUTED.md, "All-reduce
+  // speed"). 0: every all-reduce in one call. >= 0. NCCL pipelines on its own.
+  int64_t allreduce_piece_bytes = int64_t{4} << 20;
 };
 
 // Joins the job: MPI_Init (thread level serialized or better) when Braze was built with

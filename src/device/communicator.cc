@@ -213,6 +213,11 @@ absl::Status InitDistributed(const DistributedOptions& options) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DistributedOptions::timeout_seconds must be > 0, got ", options.timeout_seconds));
   }
+  if (options.allreduce_piece_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedOptions::allreduce_piece_bytes must be >= 0, got ",
+                     options.allreduce_piece_bytes));
+  }
   const int launched = comm::LauncherWorldSize();
   if (!comm::MpiBuilt()) {
     if (launched > 1) {
@@ -229,7 +234,7 @@ absl::Status InitDistributed(const DistributedOptions& options) {
     return absl::OkStatus();
   }
   p.timeout_seconds = options.timeout_seconds;
-  auto world = comm::CreateMpiCommunicator(options.timeout_seconds);
+  auto world = comm::CreateMpiCommunicator(options.timeout_seconds, options.allreduce_piece_bytes);
   if (!world.ok()) return world.status();
   p.world = *std::move(world);
   SetCurrentWorld(World{p.world->rank(), p.world->size()});

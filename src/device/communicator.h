@@ -65,9 +65,12 @@ Communicator* World();
 // run there, and at every later call; FailedPrecondition in a world of one.
 absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory);
 
-// Open MPI over MPI_COMM_WORLD (MPI already initialized); the timeout is per call.
-// Unimplemented when Braze was built without MPI.
-absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds);
+// Open MPI over MPI_COMM_WORLD (MPI already initialized); the timeout is per call; an
+// all-reduce of more than `allreduce_piece_bytes` (> 0) goes as pieces of that size
+// (DistributedOptions::allreduce_piece_bytes). Unimplemented when Braze was built
+// without MPI.
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
+                                                                    int64_t allreduce_piece_bytes);
 // Whether this build has MPI, and whether this process was started by an MPI launcher.
 bool MpiBuilt();
 bool LaunchedByMpi();

@@ -1,9 +1,14 @@
 // MpiCommunicator: Open MPI collectives on host memory (communicator.h). Every call is
-// the non-blocking form (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather) polled with MPI_Test
-// until a deadline, on a duplicate of MPI_COMM_WORLD whose error handler returns
-// (MPI_ERRORS_RETURN): a rank that died or hangs makes the others fail with
+// the non-blocking form (MPI_Iallreduce, MPI_Ibcast, MPI_Iallgather) polled with
+// MPI_Testany until a deadline, on a duplicate of MPI_COMM_WORLD whose error handler
+// returns (MPI_ERRORS_RETURN): a rank that died or hangs makes the others fail with
 // DeadlineExceeded or Unavailable within the timeout instead of blocking forever.
-// Counts beyond INT_MAX elements are split into several calls.
+// Counts beyond INT_MAX elements are split into several calls, and an all-reduce larger
+// than DistributedOptions::allreduce_piece_bytes into pieces of that size, two in flight:
+// Open MPI's ring all-reduce mallocs a temporary of half the piece per call, which for a
+// whole 64 MiB message is 32 MiB of fresh pages (8193 page faults per call, glibc maps
+// anything above 32 MiB anew) and at 16 MiB streams 8 MiB more through the caches beside
+// a buffer just written; a piece's temporary is reused, cached (docs/DISTRIBUTED.md).
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -55,10 +60,13 @@ std::string MpiError(int code) {
   return std::string(text, len);
 }
 
+// At most this many pieces of one call in flight (AllReduceSum).
+constexpr int kMaxInFlight = 2;
+
 class MpiCommunicator : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, int rank, int size, double timeout_s)
-      : comm_(comm), rank_(rank), size_(size), timeout_s_(timeout_s) {}
+  MpiCommunicator(MPI_Comm comm, int rank, int size, double timeout_s, int64_t piece_bytes)
+      : comm_(comm), rank_(rank), size_(size), timeout_s_(timeout_s), piece_bytes_(piece_bytes) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* engine() const override { return "mpi"; }
@@ -67,14 +75,22 @@ class MpiCommunicator : public Communicator {
     return !failure_.ok();
   }
 
+  // In pieces of at most piece_bytes_, two in flight (DistributedOptions::
+  // allreduce_piece_bytes): every rank cuts the same pieces and starts them in the same
+  // order, as MPI requires of collectives on one communicator.
   absl::Status AllReduceSum(const void* in, void* out, int64_t count, DType dtype) override {
     const char* from = static_cast<const char*>(in);
     char* to = static_cast<char*>(out);
     const size_t elem = SizeOf(dtype);
-    return Chunked(count, "all-reduce", dtype, [&](int64_t at, int n, MPI_Request* req) {
-      const void* send = in == out ? MPI_IN_PLACE : static_cast<const void*>(from + at * elem);
-      return MPI_Iallreduce(send, to + at * elem, n, MpiType(dtype), MPI_SUM, comm_, req);
-    });
+    const int64_t piece =
+        piece_bytes_ > 0
+            ? std::clamp<int64_t>(piece_bytes_ / static_cast<int64_t>(elem), 1, INT_MAX)
+            : int64_t{INT_MAX};
+    return Pieces(
+        count, piece, kMaxInFlight, "all-reduce", dtype, [&](int64_t at, int n, MPI_Request* req) {
+          const void* send = in == out ? MPI_IN_PLACE : static_cast<const void*>(from + at * elem);
+          return MPI_Iallreduce(send, to + at * elem, n, MpiType(dtype), MPI_SUM, comm_, req);
+        });
   }
 
   absl::Status Broadcast(void* data, int64_t count, DType dtype, int root) override {
@@ -83,7 +99,7 @@ class MpiCommunicator : public Communicator {
     }
     char* p = static_cast<char*>(data);
     const size_t elem = SizeOf(dtype);
-    return Chunked(count, "broadcast", dtype, [&](int64_t at, int n, MPI_Request* req) {
+    return Pieces(count, INT_MAX, 1, "broadcast", dtype, [&](int64_t at, int n, MPI_Request* req) {
       return MPI_Ibcast(p + at * elem, n, MpiType(dtype), root, comm_, req);
     });
   }
@@ -93,31 +109,24 @@ class MpiCommunicator : public Communicator {
       return absl::UnimplementedError(
           absl::StrCat("an all-gather of ", count, " elements per rank (more than INT_MAX)"));
     }
-    return Chunked(count, "all-gather", dtype, [&](int64_t, int n, MPI_Request* req) {
+    return Pieces(count, INT_MAX, 1, "all-gather", dtype, [&](int64_t, int n, MPI_Request* req) {
       return MPI_Iallgather(in, n, MpiType(dtype), out, n, MpiType(dtype), comm_, req);
     });
   }
 
   absl::Status Barrier() override {
-    return Call("barrier", 0, [&](MPI_Request* req) { return MPI_Ibarrier(comm_, req); });
+    return Pieces(0, 1, 1, "barrier", DType::kBool,
+                  [&](int64_t, int, MPI_Request* req) { return MPI_Ibarrier(comm_, req); });
   }
 
  private:
-  // Runs start(at, n, &request) for each chunk of at most INT_MAX elements.
+  // Runs start(at, n, &request) for each piece [at, at + n) of `count` elements, pieces
+  // of `piece` (<= INT_MAX) elements, at most `in_flight` (<= kMaxInFlight) started and
+  // not complete at a time, started in order; polls them to completion or the deadline.
+  // A count of 0 is one call of 0 elements.
   template <typename Start>
-  absl::Status Chunked(int64_t count, const char* what, DType dtype, Start start) {
-    const int64_t bytes = count * static_cast<int64_t>(SizeOf(dtype));
-    for (int64_t at = 0; at < count || (count == 0 && at == 0); at += INT_MAX) {
-      const int n = static_cast<int>(std::min<int64_t>(count - at, INT_MAX));
-      absl::Status s = Call(what, bytes, [&](MPI_Request* req) { return start(at, n, req); });
-      if (!s.ok() || count == 0) return s;
-    }
-    return absl::OkStatus();
-  }
-
-  // Starts one non-blocking call and polls it to completion or the deadline.
-  template <typename Start>
-  absl::Status Call(const char* what, int64_t bytes, Start start) {
+  absl::Status Pieces(int64_t count, int64_t piece, int in_flight, const char* what, DType dtype,
+                      Start start) {
     std::lock_guard<std::mutex> serial(call_mu_);  // MPI_THREAD_SERIALIZED
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -128,31 +137,55 @@ class MpiCommunicator : public Communicator {
       failure_ = s;
       return s;
     };
+    const int64_t bytes = count * static_cast<int64_t>(SizeOf(dtype));
     auto label = [&] {
       return absl::StrCat("MPI ", what, " of ", bytes, " bytes on rank ", rank_, " of ", size_);
     };
-    MPI_Request req = MPI_REQUEST_NULL;
-    if (int rc = start(&req); rc != MPI_SUCCESS) {
+    const int64_t pieces = count == 0 ? 1 : (count + piece - 1) / piece;
+    MPI_Request reqs[kMaxInFlight];
+    std::fill(reqs, reqs + kMaxInFlight, MPI_REQUEST_NULL);
+    int64_t started = 0;
+    int live = 0;
+    // Starts pieces into the free slots.
+    auto fill = [&]() -> int {
+      for (int slot = 0; slot < in_flight && started < pieces; ++slot) {
+        if (reqs[slot] != MPI_REQUEST_NULL) continue;
+        const int64_t at = started * piece;
+        const int n = static_cast<int>(std::min(count - at, piece));
+        if (int rc = start(at, n, &reqs[slot]); rc != MPI_SUCCESS) return rc;
+        ++started;
+        ++live;
+      }
+      return MPI_SUCCESS;
+    };
+    if (int rc = fill(); rc != MPI_SUCCESS) {
       return fail(absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc))));
     }
     using Clock = std::chrono::steady_clock;
-    const Clock::time_point begin = Clock::now();
-    const auto deadline = begin + std::chrono::duration<double>(timeout_s_);
+    const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
     auto timed_out = [&] {
-      // The request stays pending: MPI cannot cancel a collective. The job is over.
+      // The requests stay pending: MPI cannot cancel a collective. The job is over.
       return fail(absl::DeadlineExceededError(absl::StrFormat(
           "%s did not complete within %g s (DistributedOptions::timeout_seconds): a "
           "rank died or hangs",
           label(), timeout_s_)));
     };
     for (int64_t polls = 0;; ++polls) {
-      int done = 0;
-      if (int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+      int index = MPI_UNDEFINED, done = 0;
+      if (int rc = MPI_Testany(in_flight, reqs, &index, &done, MPI_STATUS_IGNORE);
+          rc != MPI_SUCCESS) {
         return fail(absl::UnavailableError(
             absl::StrCat(label(), " failed (a rank died?): ", MpiError(rc))));
       }
-      if (done) return absl::OkStatus();
-      // A non-blocking collective advances only inside MPI_Test (libnbc has no progress
+      if (done && index != MPI_UNDEFINED) {  // MPI_Testany freed reqs[index]
+        --live;
+        if (int rc = fill(); rc != MPI_SUCCESS) {
+          return fail(absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc))));
+        }
+        if (live == 0) return absl::OkStatus();
+        continue;
+      }
+      // A non-blocking collective advances only inside MPI_Test* (libnbc has no progress
       // thread), so every yield or sleep between two polls delays each round of its
       // algorithm. While a thread waits for this result with nothing else to run
       // (comm::Awaited), poll back to back as MPI_Wait does: polled with a sched_yield
@@ -174,6 +207,7 @@ class MpiCommunicator : public Communicator {
   MPI_Comm comm_;
   const int rank_, size_;
   const double timeout_s_;
+  const int64_t piece_bytes_;  // 0: an all-reduce in one call (up to INT_MAX elements)
   std::mutex call_mu_;
   mutable std::mutex mu_;
   absl::Status failure_;
@@ -194,7 +228,8 @@ void PreferRingAllReduce() {
 
 bool MpiBuilt() { return true; }
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds) {
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
+                                                                    int64_t allreduce_piece_bytes) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -220,7 +255,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeo
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   return std::unique_ptr<Communicator>(
-      std::make_unique<MpiCommunicator>(comm, rank, size, timeout_seconds));
+      std::make_unique<MpiCommunicator>(comm, rank, size, timeout_seconds, allreduce_piece_bytes));
 }
 
 absl::Status FinalizeMpi(bool abort) {
@@ -241,7 +276,7 @@ absl::Status FinalizeMpi(bool abort) {
 
 bool MpiBuilt() { return false; }
 
-absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double) {
+absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double, int64_t) {
   return absl::UnimplementedError(
       "Braze was built without MPI (tools/setup.sh installs Open MPI; then re-run CMake)");
 }

@@ -335,6 +335,11 @@ TEST(Distributed, InitOutsideMpirunIsAWorldOfOne) {
   DistributedOptions bad;
   bad.timeout_seconds = 0;
   EXPECT_EQ(InitDistributed(bad).code(), absl::StatusCode::kInvalidArgument);
+  DistributedOptions bad_pieces;
+  bad_pieces.allreduce_piece_bytes = -1;
+  const absl::Status refused = InitDistributed(bad_pieces);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("allreduce_piece_bytes"));
   ASSERT_TRUE(InitDistributed().ok());
   EXPECT_EQ(InitDistributed().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(WorldSize(), 1);

@@ -158,6 +158,44 @@ TEST(Mpi, CollectivesRunHereOnlyWithNothingToOverlap) {
   }
 }
 
+// An all-reduce larger than DistributedOptions::allreduce_piece_bytes goes as pieces,
+// two in flight (a communicator of its own here, with pieces of 12 bytes: 3 f32 or i32
+// elements, 1 f64): counts of 0, 1 piece, one piece and a remainder, whole pieces, many
+// pieces; in place and out of place; against the exact sums of every rank's random input
+// and beside the job's communicator (one call each: its pieces are 4 MiB).
+TEST(Mpi, AllReduceInPiecesMatchesOneCall) {
+  const int n = WorldSize(), me = WorldRank();
+  ASSERT_GE(n, 2) << "run under mpirun -np 2";
+  auto pieces = comm::CreateMpiCommunicator(/*timeout_seconds=*/60, /*allreduce_piece_bytes=*/12);
+  ASSERT_TRUE(pieces.ok()) << pieces.status();
+  comm::Communicator* whole = comm::World();
+  ASSERT_NE(whole, nullptr);
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32}) {
+    for (int64_t count : {0, 1, 2, 3, 5, 7, 13, 1031}) {
+      const HostTensor mine = InputOf(me + 20, dtype, {count});
+      HostTensor in_place = mine, out_of_place(dtype, {count}), one_call = mine;
+      ASSERT_TRUE(
+          (*pieces)->AllReduceSum(in_place.raw_data(), in_place.raw_data(), count, dtype).ok());
+      ASSERT_TRUE(
+          (*pieces)->AllReduceSum(mine.raw_data(), out_of_place.raw_data(), count, dtype).ok());
+      ASSERT_TRUE(whole->AllReduceSum(one_call.raw_data(), one_call.raw_data(), count, dtype).ok());
+      for (int64_t i = 0; i < count; ++i) {
+        double want = 0;
+        for (int r = 0; r < n; ++r) want += InputOf(r + 20, dtype, {count}).GetDouble(i);
+        const double tol = 1e-5 * (1 + std::abs(want));
+        EXPECT_NEAR(in_place.GetDouble(i), want, tol)
+            << DTypeName(dtype) << " " << count << " " << i;
+        EXPECT_NEAR(out_of_place.GetDouble(i), want, tol) << DTypeName(dtype) << " " << count;
+        EXPECT_NEAR(one_call.GetDouble(i), want, tol) << DTypeName(dtype) << " " << count;
+      }
+      if (count > 0) {
+        EXPECT_EQ(mine.GetDouble(count - 1), InputOf(me + 20, dtype, {count}).GetDouble(count - 1))
+            << "out of place must leave the input";
+      }
+    }
+  }
+}
+
 // Collectives of values on a CUDA device run on NCCL there: the values stay on the device
 // (only the fetches leave it). Without a GPU the graph cannot be placed there: every rank
 // gets the same Status naming the node, and none waits for the other. With a GPU but
