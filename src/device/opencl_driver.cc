@@ -505,9 +505,9 @@ const Listing& TheListing() {
         LogWarning(std::string(l->loader.status.message()));
       }
     } else if (!ParseListing(l->choice.listing, &l->loader)) {
-      l->loader.status = absl::FailedPreconditionError(absl::StrCat(
-          "OpenCL is not available: the OpenCL probe's listing of the drivers of ", VendorsDir(),
-          " could not be read"));
+      l->loader.status = absl::FailedPreconditionError(
+          absl::StrCat("OpenCL is not available: the OpenCL probe's listing of the drivers of ",
+                       VendorsDir(), " could not be read"));
     }
     return l;
   }();
@@ -574,8 +574,8 @@ int OpenCLProbeMain(int argc, char** argv) {
     } else if (arg.rfind("--protocol=", 0) == 0) {
       protocol = std::atoi(arg.c_str() + 11);
     } else {
-      dprintf(2, "braze-opencl-probe: unknown argument '%s' (usage: %s [--kernel])\n",
-              arg.c_str(), argv[0]);
+      dprintf(2, "braze-opencl-probe: unknown argument '%s' (usage: %s [--kernel])\n", arg.c_str(),
+              argv[0]);
       return 64;
     }
   }
@@ -585,8 +585,8 @@ int OpenCLProbeMain(int argc, char** argv) {
             kOpenCLProbeProtocol);
     return 64;
   }
-  const int code = ProbeProcess(
-      3, absl::StrCat("braze-opencl-probe ", kOpenCLProbeProtocol, "\n"), run_kernel);
+  const int code =
+      ProbeProcess(3, absl::StrCat(kOpenCLProbeName, " ", kOpenCLProbeProtocol, "\n"), run_kernel);
   // Without running the drivers' atexit handlers or destructors, as before: a driver
   // that aborts while unloading has been judged already.
   std::fflush(nullptr);

@@ -26,8 +26,6 @@ namespace braze {
 namespace device {
 namespace {
 
-constexpr char kProbeName[] = "braze-opencl-probe";
-
 // How long a probe may take: loading POCL (and its LLVM), compiling the probe's pipeline
 // and building its kernel take a few seconds on a loaded machine. A driver that hangs is
 // killed at this limit, and OpenCL reported unavailable with that reason.
@@ -164,16 +162,16 @@ int Spawn(const std::string& exe, std::vector<std::string> args, std::vector<std
 absl::StatusOr<std::string> OpenCLProbeExecutable() {
   if (const char* env = std::getenv("BRAZE_OPENCL_PROBE"); env != nullptr && *env != '\0') {
     if (IsExecutableFile(env)) return std::string(env);
-    return absl::UnavailableError(
-        absl::StrCat("BRAZE_OPENCL_PROBE=", env, " is not an executable file (it names ",
-                     kProbeName, ", the OpenCL probe)"));
+    return absl::UnavailableError(absl::StrCat("BRAZE_OPENCL_PROBE=", env,
+                                               " is not an executable file (it names ",
+                                               kOpenCLProbeName, ", the OpenCL probe)"));
   }
   std::vector<std::string> candidates;
 #ifdef BRAZE_OPENCL_PROBE_BUILD_PATH
   candidates.push_back(BRAZE_OPENCL_PROBE_BUILD_PATH);
 #endif
   if (const std::string dir = ProgramDir(); !dir.empty()) {
-    candidates.push_back(absl::StrCat(dir, "/", kProbeName));
+    candidates.push_back(absl::StrCat(dir, "/", kOpenCLProbeName));
   }
 #ifdef BRAZE_OPENCL_PROBE_INSTALLED_PATH
   candidates.push_back(BRAZE_OPENCL_PROBE_INSTALLED_PATH);
@@ -182,15 +180,15 @@ absl::StatusOr<std::string> OpenCLProbeExecutable() {
     if (IsExecutableFile(c)) return c;
   }
   return absl::UnavailableError(absl::StrCat(
-      "the OpenCL probe executable ", kProbeName, " was not found (BRAZE_OPENCL_PROBE is unset; ",
-      "looked for ", absl::StrJoin(candidates, ", "),
+      "the OpenCL probe executable ", kOpenCLProbeName,
+      " was not found (BRAZE_OPENCL_PROBE is unset; ", "looked for ",
+      absl::StrJoin(candidates, ", "),
       "), and without it no driver is loaded into this process: set BRAZE_OPENCL_PROBE to "
       "the installed one (<prefix>/libexec/braze/",
-      kProbeName, ")"));
+      kOpenCLProbeName, ")"));
 }
 
-absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel,
-                            std::string* listing) {
+absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel, std::string* listing) {
   absl::StatusOr<std::string> exe = OpenCLProbeExecutable();
   if (!exe.ok()) return exe.status();
   ProbePipes pipes;
@@ -239,11 +237,11 @@ absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel,
                                                said.empty() ? "" : ": ", said));
   }
   if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    const std::string header = absl::StrCat(kProbeName, " ", kOpenCLProbeProtocol, "\n");
+    const std::string header = absl::StrCat(kOpenCLProbeName, " ", kOpenCLProbeProtocol, "\n");
     if (!absl::StartsWith(data, header)) {
-      return absl::UnavailableError(absl::StrCat(
-          "the OpenCL probe ", *exe, " exited without its listing (protocol ",
-          kOpenCLProbeProtocol, " expected): is it Braze's, of this build?"));
+      return absl::UnavailableError(
+          absl::StrCat("the OpenCL probe ", *exe, " exited without its listing (protocol ",
+                       kOpenCLProbeProtocol, " expected): is it Braze's, of this build?"));
     }
     *listing = data.substr(header.size());
     return absl::OkStatus();

@@ -33,6 +33,7 @@ namespace device {
 // The version of what the probe and this library say to each other (the arguments, the
 // listing's format): a probe from another build of Braze is refused by it, not misread.
 inline constexpr int kOpenCLProbeProtocol = 1;
+inline constexpr char kOpenCLProbeName[] = "braze-opencl-probe";
 
 // The probe executable's path (see above), or kUnavailable naming where it was looked for.
 absl::StatusOr<std::string> OpenCLProbeExecutable();
@@ -44,8 +45,7 @@ absl::StatusOr<std::string> OpenCLProbeExecutable();
 // (not found, not started, another build's, its status reaped elsewhere): no driver was
 // judged. Else FailedPrecondition saying how it ended (a signal, an exit status, its time
 // limit) with the first and last lines it wrote to stderr.
-absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel,
-                            std::string* listing);
+absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel, std::string* listing);
 
 // What braze-opencl-probe does (defined in opencl_driver.cc, beside the Loader it fills):
 //   braze-opencl-probe --protocol=N [--kernel]   as RunOpenCLProbe starts it: the

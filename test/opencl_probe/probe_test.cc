@@ -22,6 +22,7 @@
 #include "braze/device.h"
 #include "braze/logging.h"
 #include "device/opencl_driver.h"
+#include "device/opencl_probe.h"
 
 namespace braze {
 namespace {
@@ -198,6 +199,36 @@ TEST(OpenCLProbe, WithoutTheProbeExecutableNoDriverIsLoaded) {
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_EQ(warnings[0], message);
   std::filesystem::remove_all(dir);
+}
+
+// The probe found in this build tree lists the drivers; a program named by
+// BRAZE_OPENCL_PROBE that is not this build's probe (here /bin/true: it exits 0 without
+// the protocol's first line) is refused as such, not read as an empty listing.
+TEST(OpenCLProbe, TheProbeOfAnotherBuildIsRefused) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "OpenCL is not loaded in ASan/TSan builds (device/opencl_driver.cc)";
+#endif
+  const char* set = std::getenv("BRAZE_OPENCL_PROBE");
+  const std::string saved = set != nullptr ? set : "";
+  unsetenv("BRAZE_OPENCL_PROBE");
+  const absl::StatusOr<std::string> found = device::OpenCLProbeExecutable();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_NE(found->find(device::kOpenCLProbeName), std::string::npos) << *found;
+  std::string listing;
+  const absl::Status ours = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+  EXPECT_TRUE(ours.ok()) << ours;
+  // No drivers there: the listing carries the loader's own Status.
+  EXPECT_NE(listing.find("no OpenCL platform with a device"), std::string::npos) << listing;
+  setenv("BRAZE_OPENCL_PROBE", "/bin/true", 1);
+  const absl::Status other = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+  EXPECT_EQ(other.code(), absl::StatusCode::kUnavailable) << other;
+  EXPECT_NE(other.message().find("/bin/true exited without its listing"), std::string::npos)
+      << other;
+  if (set != nullptr) {
+    setenv("BRAZE_OPENCL_PROBE", saved.c_str(), 1);
+  } else {
+    unsetenv("BRAZE_OPENCL_PROBE");
+  }
 }
 
 }  // namespace
