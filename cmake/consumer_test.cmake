@@ -1,6 +1,7 @@
 # ctest install_consumer: cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -P this.
 # Installs the build into WORK_DIR/prefix, builds SOURCE_DIR against it with
-# find_package(braze), and runs the program. Any failing step fails the test.
+# find_package(braze), and runs the program (with the installed OpenCL probe). Any failing
+# step fails the test.
 file(REMOVE_RECURSE ${WORK_DIR})
 function(step what)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc)
@@ -15,4 +16,12 @@ endif()
 step("configure" ${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja
      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
 step("build" ${CMAKE_COMMAND} --build ${WORK_DIR}/build)
-step("run" ${WORK_DIR}/build/consumer)
+# The OpenCL probe installed with the libraries (src/device/opencl_probe.h), run by hand
+# and then as the program's probe: the library finds it by BRAZE_OPENCL_PROBE here, since
+# this prefix is not the one the build was configured with.
+set(probe ${WORK_DIR}/prefix/libexec/braze/braze-opencl-probe)
+if(NOT EXISTS ${probe})
+  message(FATAL_ERROR "install_consumer: ${probe} was not installed")
+endif()
+step("probe" ${probe})
+step("run" ${CMAKE_COMMAND} -E env BRAZE_OPENCL_PROBE=${probe} ${WORK_DIR}/build/consumer)

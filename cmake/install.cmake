@@ -8,6 +8,11 @@ set(BRAZE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/braze)
 
 install(TARGETS ${BRAZE_LAYERS} braze EXPORT braze-targets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The OpenCL probe (src/device/opencl_probe.h), where the library looks for it by default;
+# exported too (braze::braze-opencl-probe), so that a project using an install moved to
+# another prefix can point BRAZE_OPENCL_PROBE at $<TARGET_FILE:braze::braze-opencl-probe>.
+install(TARGETS braze-opencl-probe EXPORT braze-targets
+        RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/braze)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/braze
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 # Stored schedules (docs/SCHEDULES.md): the runtime also looks here by default.

@@ -4,14 +4,17 @@
 # libraries they load but the ones that machine has (glibc, libstdc++, libgcc, libcuda
 # and the CUDA toolkit's), plugins/ Halide's autoscheduler plugins. Build first:
 #   tools/build.sh device_tests e2e_tests lower_tests runtime_tests braze_bench_gpu braze-fuzz
+#   (which builds braze-opencl-probe, a dependency of every target linking braze_device)
 #   tools/gpu-bundle.sh        # then carry .gpu/ (and bench/, tools/) to the GPU machine
 # Fails, naming it, on a binary not built; warns when the bundle passes 64 MiB (the
 # most a device run carries).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BRAZE_BUILD_DIR:-$root/build}"
+# braze-opencl-probe too: the test binaries find it beside them (src/device/opencl_probe.h);
+# without it, OpenCL would be unavailable there for want of the probe.
 bins=(test/device_tests test/e2e_tests test/lower_tests test/runtime_tests
-      bench/braze_bench_gpu tools/braze-fuzz)
+      bench/braze_bench_gpu tools/braze-fuzz braze-opencl-probe)
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/plugins"

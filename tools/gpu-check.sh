@@ -4,8 +4,9 @@
 # with the shared libraries they load into .gpu/bundle.tar.xz (bin/, lib/, plugins/: the
 # Halide autoscheduler plugins; tools/gpu-bundle.sh packs it after this build):
 #   ninja -C build device_tests e2e_tests lower_tests runtime_tests braze_bench_gpu braze-fuzz
-# then bin/ holds build/test/{device,e2e,lower,runtime}_tests, build/bench/braze_bench_gpu
-# and build/tools/braze-fuzz, and lib/ what `ldd` lists for them but glibc, libstdc++,
+# then bin/ holds build/test/{device,e2e,lower,runtime}_tests, build/bench/braze_bench_gpu,
+# build/tools/braze-fuzz and build/braze-opencl-probe (the OpenCL probe, found beside the
+# tests), and lib/ what `ldd` lists for them but glibc, libstdc++,
 # libgcc, libcuda and the CUDA toolkit's own (the GPU machine has those). braze_bench_gpu
 # is braze_bench without the CPU peers, whose libraries would not fit a 64 MiB bundle. Writes into $OUT (default /tmp/out): log.txt, cuda.json
 # (the CUDA benchmarks, Google Benchmark JSON), torch.json (bench/peers_cuda.py: PyTorch

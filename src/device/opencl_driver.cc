@@ -4,10 +4,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/device.h"
+#include "device/opencl_probe.h"
 #include "ir/logging.h"
 
 namespace braze {
@@ -52,9 +50,9 @@ struct Loader {
   bool first_is_cpu = false;  // opencl:0 is a CPU device (POCL's)
 };
 
-// In the probe's child process, the Loader being probed: what LoadLibraryIsolated and
-// OpenCLDeviceHasExtension answer from there (TheLoader() is still being initialized
-// by the fork's parent frame, and calling it again would recurse). Null elsewhere.
+// In braze-opencl-probe, the Loader being probed: what LoadLibraryIsolated and
+// OpenCLDeviceHasExtension answer there (TheLoader() would start another probe). Null
+// elsewhere.
 const Loader* probe_loader = nullptr;
 
 std::string Info(ClInt (*get)(void*, ClUint, size_t, void*, size_t*), void* object, ClUint what) {
@@ -180,7 +178,7 @@ void PreloadDriversDeepBound() {
     // A driver whose file cannot be found is deep-bound by its name, as every driver
     // was before: binding POCL to Halide's LLVM crashes only later, in a kernel's
     // compile, while a driver that breaks under deep binding fails in the probe's
-    // child process (ProbeInChildProcess), which says so.
+    // probe's process (device/opencl_probe.h), which says so.
     const std::string path = FindLibrary(library);
     if (path.empty()) {
       dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
@@ -266,42 +264,7 @@ void LoadAndList(Loader* l) {
   }
 }
 
-// How long a probe process may take: loading POCL (and its LLVM), compiling the probe's
-// pipeline and building its kernel take a few seconds on a loaded machine. A child
-// forked while another thread held a lock the loader or Halide needs (fork copies the
-// lock, not its holder) never finishes: it is killed at this limit, and OpenCL reported
-// unavailable with that reason.
-constexpr int kProbeSeconds = 60;
-
-// Appends what can be read from the non-blocking `fd` now to `out`, up to 64 KiB.
-void Drain(int fd, std::string* out) {
-  char buffer[4096];
-  for (;;) {
-    const ssize_t got = read(fd, buffer, sizeof(buffer));
-    if (got > 0) {
-      if (out->size() < (64u << 10)) out->append(buffer, static_cast<size_t>(got));
-      continue;
-    }
-    if (got < 0 && errno == EINTR) continue;
-    return;  // EAGAIN (nothing now) or end of file
-  }
-}
-
-// The first and the last non-empty lines of what the child wrote, as one clause.
-std::string FirstAndLastLines(const std::string& text) {
-  std::vector<std::string> lines;
-  for (size_t at = 0; at < text.size();) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    if (end > at) lines.push_back(text.substr(at, end - at));
-    at = end + 1;
-  }
-  if (lines.empty()) return "";
-  if (lines.size() == 1) return lines[0];
-  return absl::StrCat(lines.front(), " ... ", lines.back());
-}
-
-// The listing a child process sends back: the Status on its first line (code, message),
+// The listing the probe sends back: the Status on its first line (code, message),
 // then "D <device>" per device and "E <opencl:0's extensions>".
 std::string SerializeListing(const Loader& l) {
   std::string message(l.status.message());
@@ -312,7 +275,7 @@ std::string SerializeListing(const Loader& l) {
   return out;
 }
 
-// SerializeListing's text back into `l`; false when it is not that (a child cut short).
+// SerializeListing's text back into `l`; false when it is not that (a probe cut short).
 bool ParseListing(const std::string& text, Loader* l) {
   const size_t first = text.find('\n');
   if (first == std::string::npos) return false;
@@ -332,143 +295,53 @@ bool ParseListing(const std::string& text, Loader* l) {
   return true;
 }
 
-// What the child does. It loads and lists the drivers (LoadAndList) and writes what it
-// found to `data_fd`; with `run_kernel`, when opencl:0 is not a CPU device, it then does
-// everything this process will do with them: a one-kernel Halide pipeline on opencl:0 through
-// Halide's OpenCL runtime and Braze's handlers, as a compiled cluster runs (RunOpenCLProbeKernel:
-// context, queue, buffers, clBuildProgram, a launch, copies back, the values checked). NVIDIA's
-// OpenCL driver passed a load-and-list probe on an H200 machine, then aborted runtime_tests with
-// std::bad_cast once a cluster ran (2026-11-29). Exits 0 when all of it passed or the drivers
-// reported a Status (in the listing); 3 when the kernel failed with a Status (on stderr); 2 when an
-// exception reached this frame.
-[[noreturn]] void ProbeChild(int data_fd, bool run_kernel) {
+// What braze-opencl-probe does (OpenCLProbeMain, device/opencl_probe.h): loads and lists
+// the drivers (LoadAndList) and writes what it found to `data_fd` after `header`; with
+// `run_kernel`, when opencl:0 is not a CPU device, it then does everything a process
+// using them does: a one-kernel Halide pipeline on opencl:0 through Halide's OpenCL
+// runtime and Braze's handlers, as a compiled cluster runs (RunOpenCLProbeKernel: context,
+// queue, buffers, clBuildProgram, a launch, copies back, the values checked). NVIDIA's
+// OpenCL driver passed a load-and-list probe on an H200 machine, then aborted
+// runtime_tests with std::bad_cast once a cluster ran (2026-11-29). Exits as
+// OpenCLProbeMain says.
+int ProbeProcess(int data_fd, const std::string& header, bool run_kernel) {
   try {
-    Loader child;
-    LoadAndList(&child);
-    const std::string listing = SerializeListing(child);
+    Loader probed;
+    LoadAndList(&probed);
+    const std::string listing = header + SerializeListing(probed);
     for (size_t at = 0; at < listing.size();) {
       const ssize_t wrote = write(data_fd, listing.data() + at, listing.size() - at);
       if (wrote < 0 && errno == EINTR) continue;
       if (wrote <= 0) break;
       at += static_cast<size_t>(wrote);
     }
-    close(data_fd);
     // Not on a CPU device (POCL): CI runs thousands of kernels there in-process, and the
     // pipeline's JIT (Halide's OpenCL runtime modules: 1-3 s) would be paid by every
-    // process that uses OpenCL, twice (here, then in the parent).
-    if (run_kernel && child.status.ok() && !child.first_is_cpu) {
-      probe_loader = &child;
+    // process that uses OpenCL, twice (in the probe, then in the process).
+    if (run_kernel && probed.status.ok() && !probed.first_is_cpu) {
+      probe_loader = &probed;
       const absl::Status kernel = RunOpenCLProbeKernel();
       if (!kernel.ok()) {
         dprintf(2, "%s\n", std::string(kernel.message()).c_str());
-        _exit(3);
+        return 3;
       }
     }
   } catch (const std::exception& e) {
     dprintf(2, "a driver threw %s\n", e.what());
-    _exit(2);
+    return 2;
   } catch (...) {
     dprintf(2, "a driver threw an exception\n");
-    _exit(2);
+    return 2;
   }
-  _exit(0);
+  return 0;
 }
 
-// ProbeChild in a child process whose ICD loader reads its drivers from `vendors_dir`
-// (OCL_ICD_VENDORS). OK when the child passed, with its listing in `*listing`, or when
-// it could not be started (`*listing` empty: then the caller lists here); else why, with
-// the signal or exit status and the first and last lines the child wrote to stderr.
-absl::Status ProbeInChildProcess(const std::string& vendors_dir, bool run_kernel,
-                                 std::string* listing) {
-  // Where the child's outcome cannot be known: the listing is then taken here (as
-  // before the probe existed), but a driver's real use is not vouched for (a driver that
-  // aborts the process in clBuildProgram passed the listing on NVIDIA's machines).
-  auto could_not_tell = [&](const char* why) {
-    if (!run_kernel) return absl::OkStatus();
-    return absl::UnavailableError(
-        absl::StrCat("the OpenCL probe could not run its kernel in a child process (", why,
-                     "), so no driver is trusted with a kernel in this one"));
-  };
-  int err_fds[2], data_fds[2];
-  if (pipe2(err_fds, O_CLOEXEC) != 0) return could_not_tell("pipe2 failed");
-  if (pipe2(data_fds, O_CLOEXEC) != 0) {
-    close(err_fds[0]);
-    close(err_fds[1]);
-    return could_not_tell("pipe2 failed");
-  }
-  const pid_t pid = fork();
-  if (pid < 0) {
-    for (int fd : {err_fds[0], err_fds[1], data_fds[0], data_fds[1]}) close(fd);
-    return could_not_tell("fork failed");
-  }
-  if (pid == 0) {
-    // The child: its stdout is dropped and its stderr goes to the parent's Status (a
-    // driver's chatter never reaches the user's console). It exits without running
-    // the parent's atexit handlers or destructors. (setenv is safe here: the child has
-    // one thread.)
-    close(err_fds[0]);
-    close(data_fds[0]);
-    fcntl(err_fds[1], F_SETFL, O_NONBLOCK);
-    const int null_fd = open("/dev/null", O_WRONLY);
-    if (null_fd >= 0) dup2(null_fd, 1);
-    dup2(err_fds[1], 2);
-    setenv("OCL_ICD_VENDORS", vendors_dir.c_str(), 1);
-    unsetenv("OCL_ICD_FILENAMES");  // the Khronos loader's list of more drivers
-    ProbeChild(data_fds[1], run_kernel);
-  }
-  close(err_fds[1]);
-  close(data_fds[1]);
-  // Read while waiting (a child that fills a pipe would otherwise block), never waiting
-  // for the end of file: a process the driver started may hold the pipes open.
-  fcntl(err_fds[0], F_SETFL, O_NONBLOCK);
-  fcntl(data_fds[0], F_SETFL, O_NONBLOCK);
-  std::string output, data;
-  int status = 0;
-  bool timed_out = false;
-  for (int waited_ms = 0;; waited_ms += 10) {
-    Drain(err_fds[0], &output);
-    Drain(data_fds[0], &data);
-    const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) {
-      close(err_fds[0]);
-      close(data_fds[0]);
-      // Not ours to reap (a SIGCHLD handler took it, or SIGCHLD is ignored).
-      return could_not_tell("its exit status was reaped elsewhere");
-    }
-    if (waited_ms >= kProbeSeconds * 1000) {
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      timed_out = true;
-      break;
-    }
-    usleep(10000);
-  }
-  Drain(err_fds[0], &output);
-  Drain(data_fds[0], &data);
-  close(err_fds[0]);
-  close(data_fds[0]);
-  if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    *listing = data;
-    return absl::OkStatus();
-  }
-  const char* signal_name = WIFSIGNALED(status) ? sigdescr_np(WTERMSIG(status)) : nullptr;
-  const std::string how = timed_out ? absl::StrCat("did not finish in ", kProbeSeconds, " s")
-                          : WIFSIGNALED(status)
-                              ? absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                                             signal_name != nullptr ? signal_name : "unknown", ")")
-                              : absl::StrCat("exited with status ", WEXITSTATUS(status));
-  const std::string said = FirstAndLastLines(output);
+// OpenCL unavailable for the reason `why` (ChooseDrivers' Status): the drivers failed the
+// probe, or the probe could not be run (kUnavailable: then no driver was judged).
+absl::Status Unavailable(const absl::Status& why) {
   return absl::FailedPreconditionError(absl::StrCat(
-      "a process that loaded the OpenCL drivers of ", vendors_dir, ", listed their devices",
-      run_kernel ? " and ran a one-kernel Halide pipeline on opencl:0 " : " ", how,
-      said.empty() ? "" : absl::StrCat(", saying: ", said)));
-}
-
-absl::Status Unavailable(absl::string_view why) {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "OpenCL is not available: ", why, "; loading them here would end this program the same way"));
+      "OpenCL is not available: ", why.message(),
+      absl::IsUnavailable(why) ? "" : "; loading them here would end this program the same way"));
 }
 
 // The .icd files of `dir` (each names one driver), sorted.
@@ -505,13 +378,13 @@ void RemoveVendorsDir(const std::string& dir, const std::vector<std::string>& fi
   rmdir(dir.c_str());
 }
 
-// The drivers a child process's probe passed with: `*keep` the .icd files of VendorsDir()
-// to load (empty: all installed, the directory as it is), `*left_out` why each other
-// one was left out, `*listing` the passing child's SerializeListing (empty when no child
-// could be started). The candidates are `from` (empty: all installed). When they fail
-// together, each is probed alone, and those that passed are kept (all of them when they
-// pass together again, else the first). A Status when none passed. `run_kernel` as
-// ProbeChild's.
+// The drivers the probe (device/opencl_probe.h) passed with: `*keep` the .icd files of
+// VendorsDir() to load (empty: all installed, the directory as it is), `*left_out` why
+// each other one was left out, `*listing` the passing probe's SerializeListing. The
+// candidates are `from` (empty: all installed). When they fail together, each is probed
+// alone, and those that passed are kept (all of them when they pass together again, else
+// the first). A Status when none passed; kUnavailable, at once, when the probe could not
+// be run at all. `run_kernel` as RunOpenCLProbe's.
 struct Choice {
   std::vector<std::string> keep;
   std::string left_out;
@@ -520,9 +393,9 @@ struct Choice {
 
 absl::Status ChooseDrivers(const std::vector<std::string>& from, bool run_kernel, Choice* c) {
   const std::string dir = VendorsDir();
-  // Probes the drivers `files` (empty: the installed directory itself) in a child.
+  // Probes the drivers `files` (empty: the installed directory itself).
   auto probe = [&](const std::vector<std::string>& files, std::string* listing) {
-    if (files.empty()) return ProbeInChildProcess(dir, run_kernel, listing);
+    if (files.empty()) return RunOpenCLProbe(dir, run_kernel, listing);
     const std::string only = VendorsDirWith(dir, files);
     if (only.empty()) {
       return absl::FailedPreconditionError(
@@ -530,7 +403,7 @@ absl::Status ChooseDrivers(const std::vector<std::string>& from, bool run_kernel
                        "for a subset of the drivers of ",
                        dir));
     }
-    const absl::Status s = ProbeInChildProcess(only, run_kernel, listing);
+    const absl::Status s = RunOpenCLProbe(only, run_kernel, listing);
     RemoveVendorsDir(only, files);
     return s;
   };
@@ -539,6 +412,7 @@ absl::Status ChooseDrivers(const std::vector<std::string>& from, bool run_kernel
     c->keep = from;
     return all;
   }
+  if (absl::IsUnavailable(all)) return all;  // no driver was judged: probing each is no better
   const std::vector<std::string> files = from.empty() ? IcdFiles(dir) : from;
   if (files.size() <= 1) return all;
   std::vector<std::string> passed, failed, listings;
@@ -602,10 +476,10 @@ void LoadAndListOnly(const std::vector<std::string>& keep, Loader* l) {
   RemoveVendorsDir(chosen, keep);
 }
 
-// The installed drivers' platforms and devices as a child process listed them (each
+// The installed drivers' platforms and devices as the probe's process listed them (each
 // driver alone when together they failed), without loading any driver here: what
-// "auto" device selection asks (ListedOpenCLDevices), for the cost of loading the
-// drivers once in a child. Listed here only when no child process could be started.
+// "auto" device selection asks (ListedOpenCLDevices), for the cost of one probe. Never
+// listed here: without the probe (not found, not started), OpenCL is unavailable.
 struct Listing {
   Loader loader;
   Choice choice;
@@ -624,9 +498,16 @@ const Listing& TheListing() {
 #endif
     const absl::Status s = ChooseDrivers({}, /*run_kernel=*/false, &l->choice);
     if (!s.ok()) {
-      l->loader.status = Unavailable(s.message());
-    } else if (l->choice.listing.empty() || !ParseListing(l->choice.listing, &l->loader)) {
-      LoadAndListOnly(l->choice.keep, &l->loader);
+      l->loader.status = Unavailable(s);
+      // Drivers installed but never tried (no probe to run): said once, not only to
+      // those who ask for OpenCL, since "auto" quietly picks another device then.
+      if (absl::IsUnavailable(s) && !IcdFiles(VendorsDir()).empty()) {
+        LogWarning(std::string(l->loader.status.message()));
+      }
+    } else if (!ParseListing(l->choice.listing, &l->loader)) {
+      l->loader.status = absl::FailedPreconditionError(
+          absl::StrCat("OpenCL is not available: the OpenCL probe's listing of the drivers of ",
+                       VendorsDir(), " could not be read"));
     }
     return l;
   }();
@@ -634,7 +515,7 @@ const Listing& TheListing() {
 }
 
 // The drivers loaded here for use, after the listing and the kernel probe passed in
-// child processes with them: only those that passed both.
+// the probe's processes with them: only those that passed both.
 const Loader& TheLoader() {
   static const Loader* loader = [] {
     auto* l = new Loader();
@@ -645,7 +526,7 @@ const Loader& TheLoader() {
     }
     Choice choice;
     if (absl::Status s = ChooseDrivers(listed.choice.keep, /*run_kernel=*/true, &choice); !s.ok()) {
-      l->status = Unavailable(s.message());
+      l->status = Unavailable(s);
       return l;
     }
     LoadAndListOnly(choice.keep, l);
@@ -663,7 +544,7 @@ const Loader& TheLoader() {
   return *loader;
 }
 
-// The probe's Loader in its child process, else this process's.
+// The probe's Loader in braze-opencl-probe, else this process's.
 const Loader& CurrentLoader() { return probe_loader != nullptr ? *probe_loader : TheLoader(); }
 
 }  // namespace
@@ -681,6 +562,35 @@ bool OpenCLDeviceHasExtension(const std::string& name) {
   // Whole names only: the list is separated by spaces.
   const std::string list = " " + l.extensions + " ";
   return list.find(" " + name + " ") != std::string::npos;
+}
+
+int OpenCLProbeMain(int argc, char** argv) {
+  bool run_kernel = false;
+  int protocol = 0;  // 0: run by hand
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--kernel") {
+      run_kernel = true;
+    } else if (arg.rfind("--protocol=", 0) == 0) {
+      protocol = std::atoi(arg.c_str() + 11);
+    } else {
+      dprintf(2, "braze-opencl-probe: unknown argument '%s' (usage: %s [--kernel])\n", arg.c_str(),
+              argv[0]);
+      return 64;
+    }
+  }
+  if (protocol == 0) return ProbeProcess(1, "", run_kernel);
+  if (protocol != kOpenCLProbeProtocol) {
+    dprintf(2, "braze-opencl-probe: protocol %d asked, this probe speaks %d\n", protocol,
+            kOpenCLProbeProtocol);
+    return 64;
+  }
+  const int code =
+      ProbeProcess(3, absl::StrCat(kOpenCLProbeName, " ", kOpenCLProbeProtocol, "\n"), run_kernel);
+  // Without running the drivers' atexit handlers or destructors, as before: a driver
+  // that aborts while unloading has been judged already.
+  std::fflush(nullptr);
+  _exit(code);
 }
 
 }  // namespace device

@@ -33,12 +33,13 @@ void* GetLibrarySymbol(void* lib, const char* name);
 // Runs a one-kernel Halide pipeline on opencl:0 (local memory, a barrier, a partial
 // last work-group) through Halide's OpenCL runtime with Braze's handlers and JIT target,
 // as a compiled cluster does, and checks its values. The probe (CheckOpenCLAvailable)
-// runs it in a child process before this one uses a driver whose opencl:0 is not a CPU
-// device: a driver that throws or crashes in clCreateContext, clBuildProgram or a launch
-// ends that child, not this program. Defined in opencl_backend.cc.
+// runs it in a process of its own (device/opencl_probe.h) before this one uses a driver
+// whose opencl:0 is not a CPU device: a driver that throws or crashes in clCreateContext,
+// clBuildProgram or a launch ends that process, not this program. Defined in
+// opencl_backend.cc.
 absl::Status RunOpenCLProbeKernel();
 
-// The OpenCL devices as a child process listed them (names as OpenCLDevices() gives
+// The OpenCL devices as the probe's process listed them (names as OpenCLDevices() gives
 // them), without loading a driver into this process or running the kernel probe: for
 // "auto" device selection, which every Session does. Empty when the listing failed.
 std::vector<std::string> ListedOpenCLDevices();

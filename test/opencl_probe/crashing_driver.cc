@@ -8,13 +8,20 @@
 //   context, build           the driver loads and lists one GPU device, and terminates
 //                            the process the same way in clCreateContext, or in
 //                            clBuildProgram after a context, a queue and buffers: the
-//                            calls only real use makes (a compiled cluster's first run).
-// In the last two modes the calls the ICD loader dispatches come through the table of
+//                            calls only real use makes (a compiled cluster's first run);
+//   lock                     the driver lists one GPU, taking a mutex of its own first,
+//                            which a program that loaded it can hold from another thread
+//                            (BrazeFakeDriverLock/Unlock): a lock of a library loaded in
+//                            both that program and its probe, as LLVM's or Halide's are
+//                            while another thread compiles. Its builds fail (it compiles
+//                            nothing), returning CL_BUILD_PROGRAM_FAILURE.
+// In the last three modes the calls the ICD loader dispatches come through the table of
 // the OpenCL ICD extension (cl_khr_icd), whose first member every object points to.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <typeinfo>
 #include <utility>
 
@@ -23,6 +30,14 @@ namespace {
 bool Mode(const char* name) {
   const char* mode = std::getenv("BRAZE_CRASHING_DRIVER");
   return mode != nullptr && std::strcmp(mode, name) == 0;
+}
+
+// Whether the driver loads and lists its GPU (else its first call ends the process).
+bool Lists() { return Mode("context") || Mode("build") || Mode("lock"); }
+
+std::mutex& DriverLock() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
 }
 
 void ThrowThroughNoexcept() noexcept {
@@ -79,6 +94,10 @@ Int AnswerValue(T v, size_t size, void* out, size_t* size_ret) {
 }
 
 Int GetPlatformIds(uint32_t n, void** platforms, uint32_t* count) {
+  if (Mode("lock")) {  // waits for whoever holds it
+    DriverLock().lock();
+    DriverLock().unlock();
+  }
   if (count != nullptr) *count = 1;
   if (platforms != nullptr && n > 0) platforms[0] = &platform;
   return kSuccess;
@@ -245,7 +264,7 @@ void* ExtensionFunction(const char* name) {
 
 extern "C" __attribute__((visibility("default"))) void* clGetExtensionFunctionAddress(
     const char* name) {
-  if (Mode("context") || Mode("build")) return ExtensionFunction(name);
+  if (Lists()) return ExtensionFunction(name);
   if (Mode("throw")) throw std::bad_cast();
   ThrowThroughNoexcept();
   return nullptr;
@@ -255,7 +274,7 @@ extern "C" __attribute__((visibility("default"))) void* clGetExtensionFunctionAd
 extern "C" __attribute__((visibility("default"))) int32_t clIcdGetPlatformIDsKHR(uint32_t n,
                                                                                  void** platforms,
                                                                                  uint32_t* count) {
-  if (!Mode("context") && !Mode("build")) ThrowThroughNoexcept();
+  if (!Lists()) ThrowThroughNoexcept();
   FillDispatch();
   return GetPlatformIds(n, platforms, count);
 }
@@ -265,4 +284,12 @@ extern "C" __attribute__((visibility("default"))) int32_t clGetPlatformInfo(void
                                                                             size_t size, void* out,
                                                                             size_t* size_ret) {
   return GetPlatformInfo(platform, what, size, out, size_ret);
+}
+
+// For the "lock" mode's test: the driver's mutex, held by the caller's thread.
+extern "C" __attribute__((visibility("default"))) void BrazeFakeDriverLock() {
+  DriverLock().lock();
+}
+extern "C" __attribute__((visibility("default"))) void BrazeFakeDriverUnlock() {
+  DriverLock().unlock();
 }

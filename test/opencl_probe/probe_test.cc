@@ -1,23 +1,28 @@
 // CheckOpenCLAvailable with a driver that crashes the process that loads it, or only the
-// process that uses it (a context, a kernel's build): the probe runs in child processes
-// first (device/opencl_driver.cc), so this program gets a Status naming what happened,
-// and goes on; beside a driver that works, the crashing one is left out and the other
-// kept. Its own binary: the probe runs once per process (test/CMakeLists.txt runs it
-// once per mode of the driver, test/opencl_probe/crashing_driver.cc).
+// process that uses it (a context, a kernel's build): the probe runs in processes of its
+// own first (braze-opencl-probe, device/opencl_probe.h), so this program gets a Status
+// naming what happened, and goes on; beside a driver that works, the crashing one is left
+// out and the other kept; a lock another thread holds does not hang the probe; without
+// the probe executable, OpenCL is unavailable with a Status saying where it was looked
+// for. Its own binary: the probe runs once per process (test/CMakeLists.txt runs it once
+// per mode of the driver, test/opencl_probe/crashing_driver.cc).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "braze/device.h"
 #include "braze/logging.h"
 #include "device/opencl_driver.h"
+#include "device/opencl_probe.h"
 
 namespace braze {
 namespace {
@@ -117,6 +122,113 @@ TEST(OpenCLProbe, ADriverThatCrashesIsLeftOutAndTheOthersKept) {
   // The user's OCL_ICD_VENDORS is as it was.
   EXPECT_EQ(std::string(std::getenv("OCL_ICD_VENDORS")), dir.string());
   std::filesystem::remove_all(dir);
+}
+
+// A thread of this program holds a lock of a library that the probe uses too (the fake
+// driver's, in its "lock" mode, loaded here as well: as LLVM's or Halide's lock is held
+// while another thread compiles) for as long as the probe runs. A child forked from this
+// process inherited that lock held, with no thread to release it, and hung until the
+// probe's 60 s limit ("did not finish in 60 s": OpenCL unavailable, nothing listed); a
+// spawned probe starts with no lock held: it lists the driver's GPU, and the kernel stage
+// ends the way this driver's builds end.
+TEST(OpenCLProbe, ALockHeldByAnotherThreadDoesNotHangTheProbe) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "OpenCL is not loaded in ASan/TSan builds (device/opencl_driver.cc)";
+#endif
+  ASSERT_EQ(Mode(), "lock") << "test/CMakeLists.txt runs this case with that mode";
+  const std::filesystem::path dir = MakeVendorsDir("locking.icd", false);
+  if (dir.empty()) GTEST_SKIP() << "no libOpenCL.so.1 (ocl-icd-libopencl1)";
+  void* driver = dlopen(BRAZE_CRASHING_DRIVER_PATH, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(driver, nullptr) << dlerror();
+  auto lock = reinterpret_cast<void (*)()>(dlsym(driver, "BrazeFakeDriverLock"));
+  auto unlock = reinterpret_cast<void (*)()>(dlsym(driver, "BrazeFakeDriverUnlock"));
+  ASSERT_TRUE(lock != nullptr && unlock != nullptr);
+  int locked[2], release[2];
+  ASSERT_EQ(pipe(locked), 0);
+  ASSERT_EQ(pipe(release), 0);
+  std::thread holder([&] {
+    lock();
+    char byte = 1;
+    EXPECT_EQ(write(locked[1], &byte, 1), 1);
+    EXPECT_EQ(read(release[0], &byte, 1), 1);  // until both probes have answered
+    unlock();
+  });
+  char byte = 0;
+  ASSERT_EQ(read(locked[0], &byte, 1), 1);
+  const std::vector<std::string> listed = device::ListedOpenCLDevices();
+  const absl::Status s = CheckOpenCLAvailable();
+  EXPECT_EQ(write(release[1], &byte, 1), 1);
+  holder.join();
+  for (int fd : {locked[0], locked[1], release[0], release[1]}) close(fd);
+  EXPECT_EQ(listed, std::vector<std::string>{"Braze fake driver: fake GPU (GPU)"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  const std::string message(s.message());
+  EXPECT_EQ(message.find("did not finish"), std::string::npos) << message;
+  EXPECT_NE(message.find("ran a one-kernel Halide pipeline on opencl:0 exited with status 3"),
+            std::string::npos)
+      << message;
+  std::filesystem::remove_all(dir);
+}
+
+// Without the probe executable (BRAZE_OPENCL_PROBE names a file that does not exist, as
+// test/CMakeLists.txt sets it for this case), OpenCL is unavailable with a Status naming
+// the variable, and one warning says so, since drivers are installed (POCL here, or the
+// crashing one, which would end this program if it were loaded here instead).
+TEST(OpenCLProbe, WithoutTheProbeExecutableNoDriverIsLoaded) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "OpenCL is not loaded in ASan/TSan builds (device/opencl_driver.cc)";
+#endif
+  const char* probe = std::getenv("BRAZE_OPENCL_PROBE");
+  ASSERT_NE(probe, nullptr) << "test/CMakeLists.txt sets BRAZE_OPENCL_PROBE for this case";
+  const std::filesystem::path dir = MakeVendorsDir("crashing.icd", true);
+  if (dir.empty()) GTEST_SKIP() << "no libOpenCL.so.1 (ocl-icd-libopencl1)";
+  std::vector<std::string> warnings;
+  SetLogSink([&](LogSeverity severity, int, std::string_view m) {
+    if (severity == LogSeverity::kWarning) warnings.emplace_back(m);
+  });
+  const absl::Status s = CheckOpenCLAvailable();
+  SetLogSink(nullptr);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  const std::string message(s.message());
+  EXPECT_NE(message.find(std::string("BRAZE_OPENCL_PROBE=") + probe + " is not an executable file"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("would end this program"), std::string::npos) << message;
+  EXPECT_TRUE(device::ListedOpenCLDevices().empty());
+  EXPECT_TRUE(OpenCLDevices().empty());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0], message);
+  std::filesystem::remove_all(dir);
+}
+
+// The probe found in this build tree lists the drivers; a program named by
+// BRAZE_OPENCL_PROBE that is not this build's probe (here /bin/true: it exits 0 without
+// the protocol's first line) is refused as such, not read as an empty listing.
+TEST(OpenCLProbe, TheProbeOfAnotherBuildIsRefused) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "OpenCL is not loaded in ASan/TSan builds (device/opencl_driver.cc)";
+#endif
+  const char* set = std::getenv("BRAZE_OPENCL_PROBE");
+  const std::string saved = set != nullptr ? set : "";
+  unsetenv("BRAZE_OPENCL_PROBE");
+  const absl::StatusOr<std::string> found = device::OpenCLProbeExecutable();
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_NE(found->find(device::kOpenCLProbeName), std::string::npos) << *found;
+  std::string listing;
+  const absl::Status ours = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+  EXPECT_TRUE(ours.ok()) << ours;
+  // No drivers there: the listing carries the loader's own Status.
+  EXPECT_NE(listing.find("no OpenCL platform with a device"), std::string::npos) << listing;
+  setenv("BRAZE_OPENCL_PROBE", "/bin/true", 1);
+  const absl::Status other = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+  EXPECT_EQ(other.code(), absl::StatusCode::kUnavailable) << other;
+  EXPECT_NE(other.message().find("/bin/true exited without its listing"), std::string::npos)
+      << other;
+  if (set != nullptr) {
+    setenv("BRAZE_OPENCL_PROBE", saved.c_str(), 1);
+  } else {
+    unsetenv("BRAZE_OPENCL_PROBE");
+  }
 }
 
 }  // namespace
