@@ -66,6 +66,18 @@ std::string CallKey(const std::string& callee, const std::vector<Halide::Expr>& 
 // saturates (a chain of shifted reads, a stencil, could otherwise grow without bound).
 constexpr size_t kMaxCallsPerNest = 1 << 14;
 
+// Whether storing the value would be a round trip through DRAM rather than the caches
+// (its extents: the exact ones, or a symbolic dim's estimate).
+bool Large(const Function& fn, const Extents& extents) {
+  int64_t bytes = 0;
+  for (const Halide::Type& t : fn.output_types()) bytes += t.bytes();
+  for (int64_t e : extents) {
+    bytes *= std::max<int64_t>(e, 1);
+    if (bytes > kSharedValueCacheBytes) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
@@ -171,7 +183,8 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
     }
     if (!counted) count();
     const int64_t evals = evaluations[name];
-    if (evals >= 2) {
+    if (evals >= 2 && (!Large(n.fn, info.values.at(name).extents) ||
+                       (evals - 1) * cost_of(name) >= kMinLargeSharedValueCost)) {
       stored.insert(name);
       result.push_back({Halide::Func(n.fn), evals, cost_of(name)});
       // Its producers are now evaluated in its loop nest, once per element it reads,
