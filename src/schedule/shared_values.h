@@ -35,7 +35,10 @@ inline constexpr int kMinSharedValueCost = 40;
 // A value of more than kSharedValueCacheBytes (a core's L2 on the machines measured)
 // stored at root is a write and a read through DRAM per reader, not through the caches:
 // it is stored only when recomputing it costs more, when its extra evaluations
-// ((evaluations - 1) x inlined cost) reach kMinLargeSharedValueCost. Measured on the
+// ((evaluations - 1) x inlined cost) reach kMinLargeSharedValueCost. Evaluations are
+// counted here per element of the value: a reader's calls weighted by its loop nest's
+// elements over the value's where the nest has fewer (a 2x2 max pool of stride 2 reads
+// each element of its input once through its four taps). Measured on the
 // CNN example's step (issue 35, docs/CONVOLUTIONS.md): its BN1 backward cluster stored
 // four 12.8 MB values of cost 65-99 read in two loop nests each, and ran 17% slower in
 // CPU time, single-threaded, than recomputing them all (20.7 against 24.8 ms a call);
