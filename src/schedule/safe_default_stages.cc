@@ -116,7 +116,16 @@ void SafeScheduler::Reduction(const Stage& s) {
   f.compute_root();
   BoundToExtents(f, s.extents, s.symbolic, s.symbolic_extents);
   if (w > 1) f.vectorize(args[0], w, sym0 ? kShift : TailStrategy::RoundUp);
-  log_ << f.name() << ": compute_root vectorize(" << w << ")\n";
+  log_ << f.name() << ": compute_root vectorize(" << w << ")";
+  // The init is a fill of the whole accumulator: as large as the output, which for a
+  // MaxPoolGrad's argmax (lower_pool.cc: a value and an index per pooled element) is an
+  // activation, 6.4 MB a step in the CNN example, that one thread wrote.
+  if (threads_ > 1 && rank >= 2 && NumElements(s.extents) >= params_.min_parallel_work &&
+      s.extents[rank - 1] >= threads_) {
+    f.parallel(args[rank - 1]);
+    log_ << " parallel(" << args[rank - 1].name() << ")";
+  }
+  log_ << "\n";
   Halide::Stage update = f.update(0);
   std::ostringstream line;
   line << f.name() << ".update(0):";

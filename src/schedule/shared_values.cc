@@ -66,6 +66,42 @@ std::string CallKey(const std::string& callee, const std::vector<Halide::Expr>& 
 // saturates (a chain of shifted reads, a stencil, could otherwise grow without bound).
 constexpr size_t kMaxCallsPerNest = 1 << 14;
 
+// Whether storing the value would be a round trip through DRAM rather than the caches
+// (its extents: the exact ones, or a symbolic dim's estimate).
+bool Large(const Function& fn, const Extents& extents) {
+  int64_t bytes = 0;
+  for (const Halide::Type& t : fn.output_types()) bytes += t.bytes();
+  for (int64_t e : extents) {
+    bytes *= std::max<int64_t>(e, 1);
+    if (bytes > kSharedValueCacheBytes) return true;
+  }
+  return false;
+}
+
+double Product(const Extents& extents) {
+  double n = 1;
+  for (int64_t e : extents) n *= static_cast<double>(std::max<int64_t>(e, 1));
+  return n;
+}
+
+// The elements of a graph value (0: not one).
+double ElementsOf(const PipelineInfo& info, const std::string& name) {
+  const auto it = info.values.find(name);
+  return it == info.values.end() ? 0 : Product(it->second.extents);
+}
+
+// The iterations of a stored Func's loop nest: a value's or an output's elements, an
+// accumulator's times its reduction's extent; 0 when unknown.
+double NestElements(const PipelineInfo& info, const std::string& name) {
+  for (const Stage& s : info.stages) {
+    if (s.acc.name() == name) return Product(s.extents) * static_cast<double>(s.reduction_extent);
+  }
+  for (size_t i = 0; i < info.outputs.size(); ++i) {
+    if (info.outputs[i].name() == name) return Product(info.output_extents[i]);
+  }
+  return ElementsOf(info, name);
+}
+
 }  // namespace
 
 std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
@@ -129,11 +165,17 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
   // sigmoid); two loop nests, or two different elements (a Pad's shifted read), make
   // two.
   std::map<std::string, int64_t> evaluations;
+  // The same per element of the value, each call weighted by the loop nest's elements
+  // over the value's where the nest has fewer (a 2x2 max pool's four taps read each
+  // element of its input once, not four times; a 3x3 pool of stride 2, 2.25 times).
+  std::map<std::string, double> per_element;
   bool counted = false;
   auto count = [&] {
     evaluations.clear();
+    per_element.clear();
     for (const auto& [root, node] : graph) {
       if (inlined(root)) continue;
+      const double nest = NestElements(info, root);
       std::set<std::string> seen;
       std::function<void(const Node&, const std::map<std::string, Halide::Expr>&)> expand =
           [&](const Node& caller, const std::map<std::string, Halide::Expr>& args_of) {
@@ -150,6 +192,8 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
               if (!seen.insert(CallKey(callee, at)).second) continue;
               int64_t& e = evaluations[callee];
               e = std::min(kSaturated, e + 1);
+              const double value = ElementsOf(info, callee);
+              per_element[callee] += nest > 0 && value > nest ? nest / value : 1.0;
               const Node& next = graph.at(callee);
               std::map<std::string, Halide::Expr> next_args;
               const std::vector<std::string> vars = next.fn.args();
@@ -171,7 +215,9 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
     }
     if (!counted) count();
     const int64_t evals = evaluations[name];
-    if (evals >= 2) {
+    if (evals >= 2 && (!Large(n.fn, info.values.at(name).extents) ||
+                       (per_element[name] - 1) * static_cast<double>(cost_of(name)) >=
+                           kMinLargeSharedValueCost)) {
       stored.insert(name);
       result.push_back({Halide::Func(n.fn), evals, cost_of(name)});
       // Its producers are now evaluated in its loop nest, once per element it reads,

@@ -32,6 +32,21 @@ namespace schedule {
 // nodes; an add, multiply or select of loads under 10.
 inline constexpr int kMinSharedValueCost = 40;
 
+// A value of more than kSharedValueCacheBytes (a core's L2 on the machines measured)
+// stored at root is a write and a read through DRAM per reader, not through the caches:
+// it is stored only when recomputing it costs more, when its extra evaluations
+// ((evaluations - 1) x inlined cost) reach kMinLargeSharedValueCost. Evaluations are
+// counted here per element of the value: a reader's calls weighted by its loop nest's
+// elements over the value's where the nest has fewer (a 2x2 max pool of stride 2 reads
+// each element of its input once through its four taps). Measured on the
+// CNN example's step (issue 35, docs/CONVOLUTIONS.md): its BN1 backward cluster stored
+// four 12.8 MB values of cost 65-99 read in two loop nests each, and ran 17% slower in
+// CPU time, single-threaded, than recomputing them all (20.7 against 24.8 ms a call);
+// storing only the one of cost 99 still lost 8%. A GRU cell's gates (cost 1490) or a
+// dropout mask's hash stay stored at any size.
+inline constexpr int64_t kSharedValueCacheBytes = int64_t{1} << 20;
+inline constexpr int kMinLargeSharedValueCost = 160;
+
 struct SharedValue {
   Halide::Func func;
   int64_t evaluations = 0;  // per element, inlined, before storing it
@@ -40,9 +55,10 @@ struct SharedValue {
 
 // The pure Funcs (not `stored`, not plain loads, with extents in info.values) that the
 // inlined schedule would evaluate two or more times per element, and whose inlined cost
-// is at least `min_cost`. Evaluations are counted as the code generator computes them:
-// the distinct calls (callee and arguments, followed through every chain of inlined
-// readers) in each stored Func's loop nest (an output, an accumulator, an operand). Two
+// is at least `min_cost` (for a value over kSharedValueCacheBytes: whose extra
+// evaluations cost at least kMinLargeSharedValueCost). Evaluations are counted as the code
+// generator computes them: the distinct calls (callee and arguments, followed through every chain
+// of inlined readers) in each stored Func's loop nest (an output, an accumulator, an operand). Two
 // readers inlined into one loop nest at the same element are one evaluation (CSE
 // computes the expression once: the terms of a GELU gradient each reading one
 // sigmoid); two loop nests, or two elements (a Pad's shifted read), are two. Storing
