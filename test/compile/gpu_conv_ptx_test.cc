@@ -108,6 +108,8 @@ TEST_P(GpuConvPtx, SharedMemoryTilesAssemble) {
   if (!HavePtxas()) GTEST_SKIP() << "ptxas not found at " << PtxasPath();
   auto report = AssemblePtx(code->ptx, "sm_90");
   ASSERT_TRUE(report.ok()) << report.status();
+  // Every block fits the register file (else it spills under the runtime's 64 cap).
+  EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
   ASSERT_EQ(report->kernels.size(), code->kernels.size()) << report->log;
   for (const PtxasKernel& k : report->kernels) {
     std::cout << "[ptxas sm_90] " << pc.name << " " << k.name << ": " << k.registers

@@ -135,6 +135,7 @@ TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
     if (!ptxas) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << "seed " << seed << ": " << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     EXPECT_EQ(report->kernels.size(), code->kernels.size()) << "seed " << seed;
   }
 }
@@ -258,6 +259,7 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
     if (!HavePtxas()) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
       std::cout << row.name << " ptxas: " << k.registers << " registers\n";
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
@@ -314,6 +316,7 @@ TEST(GpuPtxCodegen, RowReductionsCombineByWarpShuffles) {
     if (!HavePtxas()) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
       EXPECT_EQ(k.stack_bytes, 0) << k.name;
@@ -436,6 +439,7 @@ TEST(GpuPtxCodegen, WorkloadClustersAssembleWithoutSpills) {
     if (!HavePtxas()) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
       EXPECT_EQ(k.stack_bytes, 0) << k.name;
@@ -509,6 +513,7 @@ TEST(GpuPtxCodegen, SixteenBitBuffersAreLoadedAndStoredAs16Bits) {
       if (!HavePtxas()) continue;
       auto report = AssemblePtx(code->ptx, "sm_90");
       ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
       for (const PtxasKernel& k : report->kernels) {
         EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
         EXPECT_EQ(k.stack_bytes, 0) << k.name;
