@@ -146,8 +146,6 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
           std::max(code.max_threads_per_block, l.threads >= 0 ? l.threads : l.threads_bound);
       code.max_shared_bytes =
           std::max(code.max_shared_bytes, l.shared_bytes >= 0 ? l.shared_bytes : l.shared_bound);
-      int64_t& threads = code.threads_per_kernel[l.kernel];
-      threads = std::max(threads, l.threads >= 0 ? l.threads : l.threads_bound);
     }
     // As the compile driver does (lowered_check.h): a kernel that could never launch.
     const std::string launch = schedule::CheckGpuLaunchLimits(module);
@@ -348,22 +346,6 @@ absl::StatusOr<PtxasReport> AssemblePtx(const std::string& ptx, const std::strin
   }
   report.kernels = ParsePtxasLog(report.log);
   return report;
-}
-
-std::string CheckRegistersPerBlock(const CudaKernelCode& code, const PtxasReport& report) {
-  for (const PtxasKernel& k : report.kernels) {
-    auto it = code.threads_per_kernel.find(k.name);
-    if (it == code.threads_per_kernel.end() || it->second <= 0) continue;
-    const int64_t per_block = schedule::RegistersPerBlock(k.registers, it->second);
-    if (per_block > schedule::kMaxGpuRegistersPerBlock) {
-      return absl::StrCat("GPU kernel ", k.name, ": ", k.registers,
-                          " registers a thread in blocks of ", it->second, " threads take ",
-                          per_block, " registers (at most ", schedule::kMaxGpuRegistersPerBlock,
-                          "): it spills under the runtime's cap of 64 registers, or fails to "
-                          "launch above it");
-    }
-  }
-  return "";
 }
 
 }  // namespace braze

@@ -15,7 +15,6 @@
 #define BRAZE_COMPILE_CUDA_CODEGEN_H_
 
 #include <cstdint>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -34,8 +33,6 @@ struct CudaKernelCode {
   // one; -1 unknown): schedule/gpu_launch_check.h's limits hold for an accepted schedule.
   int64_t max_threads_per_block = 0;
   int64_t max_shared_bytes = 0;
-  // Per kernel, the most threads a block of it has (the bound of a symbolic count).
-  std::map<std::string, int64_t> threads_per_kernel;
   // The scheduler that produced the schedule (schedule/scheduler.h).
   Scheduler scheduler_used = Scheduler::kGpuFused;
   // What produced the schedule: "Li2018", or "heuristic (fused|separate|serial)" (the
@@ -75,16 +72,6 @@ std::string PtxasPath();
 // FailedPrecondition when ptxas is missing; Internal with ptxas' output when it fails.
 absl::StatusOr<PtxasReport> AssemblePtx(const std::string& ptx,
                                         const std::string& gpu_name = "sm_90");
-
-// Empty when every kernel of `report` fits its blocks' registers in a multiprocessor's
-// register file (schedule::RegistersPerBlock: registers x threads, per warp, <= 65536),
-// else which kernel does not, with its registers and block size. Halide 14 gives ptxas
-// no block size (no .maxntid: a schedule cannot set one), but its CUDA runtime loads
-// every module with CU_JIT_MAX_REGISTERS = 64 (HL_CUDA_JIT_MAX_REGISTERS overrides), so
-// a block of up to 1024 threads launches: a kernel over this rule would spill registers
-// under that cap, and fail to launch (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES) with a cap
-// raised above 65536 / threads.
-std::string CheckRegistersPerBlock(const CudaKernelCode& code, const PtxasReport& report);
 
 }  // namespace braze
 

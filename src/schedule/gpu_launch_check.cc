@@ -138,8 +138,8 @@ std::string CheckGpuLaunchLimits(const Halide::Module& module,
     const std::string problem = Problem(l);
     if (problem.empty()) continue;
     const bool unbounded = problem.find("no constant bound") != std::string::npos;
-    return "GPU kernel " + l.kernel + (unbounded ? " may" : " would") +
-           " fail to launch: " + problem;
+    return "GPU kernel " + l.kernel + " would fail to launch" +
+           (unbounded ? " at some run-time extents" : "") + ": " + problem;
   }
   return "";
 }

@@ -27,7 +27,7 @@
 // Halide 14's CUDA runtime loads every module with CU_JIT_MAX_REGISTERS = 64, which
 // keeps 1024-thread blocks launchable (by spilling, if need be); RegistersPerBlock below
 // is the rule, for whoever has ptxas' count (the PTX tests: CheckRegistersPerBlock in
-// compile/cuda_codegen.h; docs/CUDA.md, "Launch limits").
+// test/compile/ptx_registers.h; docs/CUDA.md, "Launch limits").
 //
 // Internal header: includes Halide.h.
 #ifndef BRAZE_SCHEDULE_GPU_LAUNCH_CHECK_H_
@@ -75,8 +75,8 @@ std::vector<GpuLaunch> GpuLaunches(const Halide::Module& module,
                                    const std::map<std::string, int64_t>& known_values = {});
 
 // Empty when every launch in `module` keeps the limits above, else what is wrong, naming
-// the kernel ("GPU kernel K would fail to launch: ..." or "GPU kernel K may fail to
-// launch: ..." for a count with no constant bound).
+// the kernel ("GPU kernel K would fail to launch: ...", or "... would fail to launch at
+// some run-time extents: ..." for a count with no constant bound).
 std::string CheckGpuLaunchLimits(const Halide::Module& module,
                                  const std::map<std::string, int64_t>& known_values = {});
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/ops.h"
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 

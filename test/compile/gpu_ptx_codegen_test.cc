@@ -21,6 +21,7 @@
 #include "braze/gradients.h"
 #include "braze/ops.h"
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 #include "passes/mark_for_compilation.h"
