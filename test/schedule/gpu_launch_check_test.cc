@@ -26,7 +26,7 @@ template <typename Schedule>
 std::string LaunchProblem(const int (&extents)[3], bool fixed, Schedule schedule,
                           const std::map<std::string, int64_t>& known = {}, bool cuda = false) {
   Halide::Var x("x"), y("y"), z("z");
-  Halide::Func out("out");
+  Halide::Func out("launch_out");
   out(x, y, z) = x + y + z;
   if (fixed) {
     for (int d = 0; d < 3; ++d) out.output_buffer().dim(d).set_bounds(0, extents[d]);
@@ -138,20 +138,20 @@ TEST(GpuLaunchCheck, ACudaModulesLaunchesAreCheckedAlike) {
       },
       {}, /*cuda=*/true);
   EXPECT_THAT(problem, HasSubstr("blockDim.z is 128 (at most 64)"));
-  EXPECT_THAT(problem, HasSubstr("GPU kernel _kernel_out")) << problem;
+  EXPECT_THAT(problem, HasSubstr("GPU kernel _kernel_launch_out")) << problem;
 }
 
 // What a failed launch's Status lists (Halide's runtime names no kernel): each kernel
 // with its grid, block and shared memory, symbolic counts as "?".
 TEST(GpuLaunchCheck, DescribesEachLaunchForAFailedLaunchsStatus) {
   Halide::Var x("x"), y("y"), xo, xi, yo, yi;
-  Halide::Func out("out");
+  Halide::Func out("launch_out");
   out(x, y) = x + y;
   out.output_buffer().dim(0).set_bounds(0, 100);
   out.gpu_tile(x, y, xo, yo, xi, yi, 32, 4, Halide::TailStrategy::GuardWithIf);
   Halide::Module m = Halide::Pipeline(out).compile_to_module({}, "describe", GpuTarget(true));
   const std::string text = DescribeGpuLaunches(m);
-  EXPECT_THAT(text, HasSubstr("kernel _kernel_out"));
+  EXPECT_THAT(text, HasSubstr("kernel _kernel_launch_out"));
   EXPECT_THAT(text, HasSubstr(": grid 4 x ? x 1 blocks of 32 x 4 x 1 threads, 0 bytes of shared "
                               "memory\n"));
 }
