@@ -13,6 +13,7 @@
 #include "device/device_tensor_impl.h"
 #include "device/halide_util.h"
 #include "device/thread_pool.h"
+#include "schedule/gpu_launch_check.h"
 
 namespace braze {
 namespace compile {
@@ -99,7 +100,26 @@ absl::Status JitKernel::Call(std::vector<KernelBuffer>& args, size_t num_inputs)
         absl::Status(status.code(),
                      device::NoteLostCudaContext(absl::StrCat(status.message(), " [", more, "]")));
   }
+  // Halide's runtime names no kernel when a launch fails (too many registers or threads
+  // for a block, say): name this pipeline's launches and their sizes.
+  if (!status.ok() && status.message().find("cuLaunchKernel failed") != std::string::npos) {
+    status = absl::Status(status.code(),
+                          absl::StrCat(status.message(), "; this pipeline's ",
+                                       "launches (one of them failed):\n", DescribeLaunches()));
+  }
   return status;
+}
+
+std::string JitKernel::DescribeLaunches() const {
+  std::string launches;
+  absl::Status s = CatchHalideErrors(name() + ": launches", absl::StatusCode::kInternal, [&] {
+    device::HalideOutputCapture halide_output;
+    Halide::Pipeline p = pipeline_;
+    launches = schedule::DescribeGpuLaunches(
+        p.compile_to_module(ArgumentsOf(lowered_), "braze_launches", target_));
+    return absl::OkStatus();
+  });
+  return s.ok() ? launches : std::string(s.message());
 }
 
 std::string JitKernel::lowered_stmt() const {

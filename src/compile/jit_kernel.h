@@ -45,6 +45,10 @@ class JitKernel : public PipelineKernel {
   void UseRuntimeThreads(int n) override;
 
  private:
+  // The pipeline's GPU launches with their sizes (schedule::DescribeGpuLaunches), for a
+  // failed launch's Status; lowers the pipeline again (only on that error path).
+  std::string DescribeLaunches() const;
+
   lower::LoweredCluster lowered_;
   Halide::Pipeline pipeline_;
   const Halide::Target target_;

@@ -11,11 +11,11 @@
 // recorded per thread and returned as Status (device_tensor.cc).
 //
 // Copies between the host and the device go through pinned staging (a page-locked block
-// per tensor, from a pool: device/staging_pool.h) with async copies on the legacy default
-// stream, not through Halide's copies (cuMemcpyHtoD/DtoH from the buffer's pageable host
+// per copy in flight, from a pool: device/staging_pool.h) with async copies on the legacy
+// default stream, not through Halide's copies (cuMemcpyHtoD/DtoH from the buffer's pageable host
 // mirror; docs/CUDA.md, "Copies"). BRAZE_CUDA_PINNED=0 (or SetCudaPinnedCopies(false))
-// turns them off; a driver without the entry points or a failed pin falls back to
-// Halide's path, with a one-time warning naming the reason.
+// turns them off; a driver without the entry points, a failed pin or the cap on pinned
+// bytes in use falls back to Halide's path, with a one-time warning naming the reason.
 #include <dlfcn.h>
 
 #include <atomic>
@@ -71,8 +71,9 @@ struct Driver {
   CuResult (*event_synchronize)(CuEvent event) = nullptr;
   CuResult (*event_destroy)(CuEvent event) = nullptr;
   CuResult (*get_error_name)(CuResult rc, const char** name) = nullptr;  // optional
-  // Device time in the timeline (optional: without them, no device row).
+  // A block's release (required with the pinned copies) and device time in the timeline.
   CuResult (*event_query)(CuEvent event) = nullptr;
+  // Device time in the timeline (optional: without it, no device row).
   CuResult (*event_elapsed)(float* ms, CuEvent start, CuEvent end) = nullptr;
   absl::Status copies;  // OK when the pinned copies' entry points resolved
 };
@@ -162,7 +163,7 @@ absl::Status Initialize(CudaState& s, int ordinal) {
       !Resolve(lib, "cuEventCreate", &d.event_create) ||
       !Resolve(lib, "cuEventRecord", &d.event_record) ||
       !Resolve(lib, "cuEventSynchronize", &d.event_synchronize) ||
-      !Resolve(lib, "cuEventDestroy_v2", &d.event_destroy)) {
+      !Resolve(lib, "cuEventDestroy_v2", &d.event_destroy) || d.event_query == nullptr) {
     d.copies = absl::FailedPreconditionError(
         "libcuda.so.1 lacks an entry point of the pinned copies (cuMemHostAlloc, "
         "cuMemFreeHost, cuMemcpyHtoDAsync_v2, cuMemcpyDtoHAsync_v2, cuStreamSynchronize, "
@@ -256,9 +257,11 @@ void WarnPageableOnce(const absl::Status& why) {
                    why.message()));
 }
 
-// Up to 256 MiB of free pinned blocks are kept for the process (device/staging_pool.h);
-// the device's primary context, which owns them, lives as long.
+// Up to 256 MiB of pinned blocks may be in use at once (copies in flight), and up to
+// 256 MiB of free ones are kept for the process (device/staging_pool.h); the device's
+// primary context, which owns them, lives as long.
 constexpr size_t kMaxCachedPinnedBytes = size_t{256} << 20;
+constexpr size_t kMaxInUsePinnedBytes = size_t{256} << 20;
 
 StagingPool& PinnedPool() {
   static StagingPool* pool = new StagingPool(
@@ -278,112 +281,165 @@ StagingPool& PinnedPool() {
          ContextScope scope(s);
          if (scope.ok()) s.driver.mem_free_host(p);  // else the driver is gone: leak
        }},
-      kMaxCachedPinnedBytes);
+      kMaxCachedPinnedBytes, kMaxInUsePinnedBytes);
   return *pool;
 }
 
-// A tensor's pinned block and the event of the last async copy from it. Destroyed with
-// the tensor: waits for that copy, then gives the block back to the pool.
-class CudaStaging : public HostStaging {
- public:
-  CudaStaging(StagingBlock block, CuEvent done) : block_(block), done_(done) {}
-  ~CudaStaging() override {
-    CudaState& s = State();
-    ContextScope scope(s);
-    if (!scope.ok()) return;  // the driver shut down (process exit): leak
-    if (pending_) s.driver.event_synchronize(done_);
-    s.driver.event_destroy(done_);
-    PinnedPool().Release(block_);
-  }
-  void* data() const { return block_.data; }
-  size_t capacity() const { return block_.capacity; }
-  CuEvent done() const { return done_; }
-  // An async copy from the block is queued before `done`.
-  void set_pending(bool pending) { pending_ = pending; }
-  // Waits for the last async copy from the block, so it can be written.
-  absl::Status WaitIdle(const Driver& d) {
-    if (!pending_) return absl::OkStatus();
-    if (CuResult rc = d.event_synchronize(done_); rc != 0) {
-      return absl::InternalError(
-          absl::StrCat("waiting for the previous copy to the device failed: ", ErrorName(d, rc)));
-    }
-    pending_ = false;
-    return absl::OkStatus();
-  }
-
- private:
-  StagingBlock block_;
-  CuEvent done_;
-  bool pending_ = false;
+// Copies to the device whose async copy may still read its block, oldest first (the
+// legacy stream runs them in that order). A block goes back to the pool once its
+// copy's event has completed: at the next copy, a synchronization, or when the tensor
+// it writes is freed. Guarded by CopyMutex().
+struct Upload {
+  StagingBlock block;
+  CuEvent done = nullptr;
+  CuDevicePtr dst = 0;
 };
+struct Uploads {
+  std::deque<Upload> in_flight;
+  std::vector<CuEvent> free_events;
+};
+Uploads& InFlight() {
+  static Uploads* uploads = new Uploads();
+  return *uploads;
+}
+// One pinned copy at a time: the copies share the legacy stream anyway, and the uploads
+// in flight are one list.
+std::mutex& CopyMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
 
-// The tensor's staging (made on its first copy), or the reason there is none: the
-// caller copies through Halide then. Call with the context current.
-absl::StatusOr<CudaStaging*> StagingFor(CudaState& s, DeviceTensor::Impl& tensor, size_t bytes) {
+// Gives back the blocks of the uploads that are done, oldest first: every one when the
+// host has just waited for the stream (`stream_idle`), else those whose event says so.
+// With CopyMutex() held and the context current.
+void ReleaseFinishedUploads(const Driver& d, bool stream_idle) {
+  Uploads& u = InFlight();
+  while (!u.in_flight.empty()) {
+    Upload& up = u.in_flight.front();
+    // Not done (CUDA_ERROR_NOT_READY), or an error the next synchronization reports:
+    // either way the block stays out.
+    if (!stream_idle && d.event_query(up.done) != 0) break;
+    PinnedPool().Release(up.block);
+    u.free_events.push_back(up.done);
+    u.in_flight.pop_front();
+  }
+}
+
+// Waits for the uploads into device memory [dst, dst + bytes), which is about to be
+// freed, and gives their blocks back. With CopyMutex() held and the context current.
+void WaitForUploadsInto(const Driver& d, CuDevicePtr dst, size_t bytes) {
+  const Uploads& u = InFlight();
+  CuEvent last = nullptr;
+  for (const Upload& up : u.in_flight) {
+    if (up.dst >= dst && up.dst < dst + bytes) last = up.done;
+  }
+  // The stream runs the uploads in order: the last one's completion covers the others.
+  if (last != nullptr && d.event_synchronize(last) != 0) return;  // the context is lost
+  ReleaseFinishedUploads(d, /*stream_idle=*/false);
+}
+
+// Copies that took the pageable path because of the in-use cap (CudaCopyStats).
+std::atomic<int64_t>& PageableOverCap() {
+  static std::atomic<int64_t> count{0};
+  return count;
+}
+
+// Once per process: copies over the in-use cap go through Halide's pageable path.
+void WarnOverCapOnce(const absl::Status& why) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  LogWarning(absl::StrCat(
+      "CUDA: a host<->device copy went through pageable memory (slower; counted in "
+      "CudaCopyStats::pageable_over_cap) because the pinned staging in use is capped: ",
+      why.message()));
+}
+
+// A pinned block for a copy of `bytes`, or the reason there is none: the caller copies
+// through Halide then, after the warnings above. A copy to the host (`to_host`) waits
+// for the stream anyway: over the cap, it waits first, so that the uploads before it
+// give their blocks back. With CopyMutex() held and the context current.
+absl::StatusOr<StagingBlock> AcquireStaging(CudaState& s, size_t bytes, bool to_host) {
   if (!PinnedEnabled().load(std::memory_order_relaxed)) {
     return absl::FailedPreconditionError("pinned copies are off (BRAZE_CUDA_PINNED=0)");
   }
-  BRAZE_RETURN_IF_ERROR(s.driver.copies);
-  if (tensor.staging != nullptr) {
-    auto* staging = static_cast<CudaStaging*>(tensor.staging.get());
-    if (staging->capacity() >= bytes) return staging;
+  if (!s.driver.copies.ok()) {
+    WarnPageableOnce(s.driver.copies);
+    return s.driver.copies;
   }
-  BRAZE_ASSIGN_OR_RETURN(StagingBlock block, PinnedPool().Acquire(bytes));
-  CuEvent event = nullptr;
-  if (CuResult rc = s.driver.event_create(&event, kEventDisableTiming); rc != 0) {
-    PinnedPool().Release(block);
-    return absl::InternalError(absl::StrCat("cuEventCreate failed: ", ErrorName(s.driver, rc)));
+  ReleaseFinishedUploads(s.driver, /*stream_idle=*/false);
+  StagingPool& pool = PinnedPool();
+  if (!pool.Fits(bytes) && to_host && s.driver.stream_synchronize(nullptr) == 0) {
+    ReleaseFinishedUploads(s.driver, /*stream_idle=*/true);
   }
-  tensor.staging = std::make_unique<CudaStaging>(block, event);
-  return static_cast<CudaStaging*>(tensor.staging.get());
+  if (!pool.Fits(bytes)) {
+    PageableOverCap().fetch_add(1, std::memory_order_relaxed);
+    const absl::Status why = absl::ResourceExhaustedError(absl::StrCat(
+        "a copy of ", bytes, " bytes would put the pinned bytes in use (",
+        pool.stats().in_use_bytes, ", copies the device has not done yet) over the cap of ",
+        pool.max_in_use_bytes(), " bytes"));
+    WarnOverCapOnce(why);
+    return why;
+  }
+  absl::StatusOr<StagingBlock> block = pool.Acquire(bytes);
+  if (!block.ok()) WarnPageableOnce(block.status());
+  return block;
 }
 
-// Copies through pinned staging; `fallback` (Halide's copy) when pinning is off or
+// Copies through a pinned block; `fallback` (Halide's copy) when pinning is off or
 // impossible: with a warning, once, unless the user turned it off.
 template <typename Fallback>
-absl::Status WithStaging(DeviceTensor::Impl& tensor, size_t bytes,
-                         absl::FunctionRef<absl::Status(CudaState&, CudaStaging&)> copy,
+absl::Status WithStaging(size_t bytes, bool to_host,
+                         absl::FunctionRef<absl::Status(CudaState&, StagingBlock)> copy,
                          Fallback fallback) {
   CudaState& s = State();
   ContextScope scope(s);
   if (!scope.ok()) return absl::InternalError("cannot make the CUDA context current");
-  // One pinned copy at a time: two threads copying the same tensor would otherwise both
-  // make its staging, and the second would free the first's block under its copy. The
-  // copies share the legacy stream anyway.
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
-  absl::StatusOr<CudaStaging*> staging = StagingFor(s, tensor, bytes);
-  if (!staging.ok()) {
-    if (PinnedEnabled().load(std::memory_order_relaxed)) WarnPageableOnce(staging.status());
-    return fallback();
-  }
-  absl::Status status = copy(s, **staging);
+  std::lock_guard<std::mutex> lock(CopyMutex());
+  absl::StatusOr<StagingBlock> block = AcquireStaging(s, bytes, to_host);
+  if (!block.ok()) return fallback();
+  absl::Status status = copy(s, *block);
   if (status.ok()) return status;
   // A kernel's fault shows first here, at the next copy: say the context is lost.
   return absl::Status(status.code(), NoteLostCudaContext(std::string(status.message())));
 }
 
+// An event for an upload: a free one, else a new one; nullptr when none can be made.
+CuEvent UploadEvent(const Driver& d) {
+  Uploads& u = InFlight();
+  if (!u.free_events.empty()) {
+    CuEvent e = u.free_events.back();
+    u.free_events.pop_back();
+    return e;
+  }
+  CuEvent e = nullptr;
+  return d.event_create(&e, kEventDisableTiming) == 0 ? e : nullptr;
+}
+
 absl::Status PinnedCopyToDevice(DeviceTensor::Impl& tensor, const void* src, size_t bytes,
                                 absl::FunctionRef<absl::Status()> fallback) {
   return WithStaging(
-      tensor, bytes,
-      [&](CudaState& s, CudaStaging& staging) {
+      bytes, /*to_host=*/false,
+      [&](CudaState& s, StagingBlock block) {
         const Driver& d = s.driver;
-        BRAZE_RETURN_IF_ERROR(staging.WaitIdle(d));
-        std::memcpy(staging.data(), src, bytes);
+        std::memcpy(block.data, src, bytes);
         halide_buffer_t* b = tensor.buffer.raw_buffer();
-        if (CuResult rc = d.memcpy_htod_async(b->device, staging.data(), bytes, nullptr); rc != 0) {
+        if (CuResult rc = d.memcpy_htod_async(b->device, block.data, bytes, nullptr); rc != 0) {
+          PinnedPool().Release(block);  // nothing was queued
           return absl::InternalError(
               absl::StrCat("cuMemcpyHtoDAsync of ", bytes, " bytes failed: ", ErrorName(d, rc)));
         }
-        if (CuResult rc = d.event_record(staging.done(), nullptr); rc != 0) {
-          // Without the event the block's reuse cannot wait for the copy: wait now.
-          if (CuResult rs = d.stream_synchronize(nullptr); rs != 0) {
+        CuEvent done = UploadEvent(d);
+        if (done != nullptr && d.event_record(done, nullptr) == 0) {
+          InFlight().in_flight.push_back(Upload{block, done, b->device});
+        } else {
+          // Without the event the block's release cannot wait for the copy: wait now.
+          if (done != nullptr) InFlight().free_events.push_back(done);
+          CuResult rs = d.stream_synchronize(nullptr);
+          PinnedPool().Release(block);
+          if (rs != 0) {
             return absl::InternalError(
                 absl::StrCat("cuStreamSynchronize after a copy failed: ", ErrorName(d, rs)));
           }
-        } else {
-          staging.set_pending(true);
         }
         // The device holds the newest data; the host mirror is stale (device dirty: Halide
         // copies it back first if a pipeline ever reads it on the host).
@@ -401,22 +457,26 @@ absl::Status PinnedCopyToDevice(DeviceTensor::Impl& tensor, const void* src, siz
 absl::Status PinnedCopyToHost(DeviceTensor::Impl& tensor, void* dst, size_t bytes,
                               absl::FunctionRef<absl::Status()> fallback) {
   return WithStaging(
-      tensor, bytes,
-      [&](CudaState& s, CudaStaging& staging) {
+      bytes, /*to_host=*/true,
+      [&](CudaState& s, StagingBlock block) {
         const Driver& d = s.driver;
         halide_buffer_t* b = tensor.buffer.raw_buffer();
-        // Ordered after the kernels and any copy from the block queued before it.
-        if (CuResult rc = d.memcpy_dtoh_async(staging.data(), b->device, bytes, nullptr); rc != 0) {
+        // Ordered after the kernels and the uploads queued before it.
+        if (CuResult rc = d.memcpy_dtoh_async(block.data, b->device, bytes, nullptr); rc != 0) {
+          PinnedPool().Release(block);  // nothing was queued
           return absl::InternalError(
               absl::StrCat("cuMemcpyDtoHAsync of ", bytes, " bytes failed: ", ErrorName(d, rc)));
         }
         if (CuResult rc = d.stream_synchronize(nullptr); rc != 0) {
+          // The context is lost: no copy will touch the block again.
+          PinnedPool().Release(block);
           return absl::InternalError(
               absl::StrCat("copy to the host: cuStreamSynchronize failed: ", ErrorName(d, rc)));
         }
-        staging.set_pending(false);
+        ReleaseFinishedUploads(d, /*stream_idle=*/true);
         WriteDeviceTimesAfterSync(d);
-        std::memcpy(dst, staging.data(), bytes);
+        std::memcpy(dst, block.data, bytes);
+        PinnedPool().Release(block);
         Counters().pinned_to_host.fetch_add(1, std::memory_order_relaxed);
         return absl::OkStatus();
       },
@@ -585,6 +645,13 @@ class CudaBackend : public Backend {
       b->device_interface = nullptr;
       return;
     }
+    if (s.driver.copies.ok()) {
+      // A pinned upload into this memory may still be running (cuMemFree need not wait
+      // for it): wait, and give its block back.
+      std::lock_guard<std::mutex> lock(CopyMutex());
+      halide_buffer_t* b = buffer->raw_buffer();
+      WaitForUploadsInto(s.driver, b->device, b->size_in_bytes());
+    }
     CuContext old = nullptr;
     s.driver.ctx_pop(&old);
     buffer->device_free();
@@ -627,11 +694,19 @@ absl::Status CudaSynchronize() {
         absl::StrCat("cuCtxSynchronize failed: ", device::ErrorName(s.driver, rc))));
   }
   device::WriteDeviceTimesAfterSync(s.driver);
+  if (s.driver.copies.ok()) {
+    std::lock_guard<std::mutex> lock(device::CopyMutex());
+    device::ReleaseFinishedUploads(s.driver, /*stream_idle=*/true);
+  }
   return absl::OkStatus();
 }
 
 void SetCudaPinnedCopies(bool enabled) {
   device::PinnedEnabled().store(enabled, std::memory_order_relaxed);
+}
+
+void SetCudaPinnedBytesInUseLimit(size_t bytes) {
+  device::PinnedPool().set_max_in_use_bytes(bytes);
 }
 
 CudaCopyStats GetCudaCopyStats() {
@@ -643,7 +718,9 @@ CudaCopyStats GetCudaCopyStats() {
   stats.pageable_to_host = c.pageable_to_host.load(std::memory_order_relaxed);
   const device::StagingPool::Stats pool = device::PinnedPool().stats();
   stats.pinned_bytes = pool.allocated_bytes;
+  stats.pinned_bytes_in_use = pool.in_use_bytes;
   stats.pinned_blocks_reused = pool.reused;
+  stats.pageable_over_cap = device::PageableOverCap().load(std::memory_order_relaxed);
   return stats;
 }
 

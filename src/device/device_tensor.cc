@@ -94,7 +94,6 @@ DeviceTensor::DeviceTensor(TensorType type, Device device, std::unique_ptr<Impl>
 
 DeviceTensor::~DeviceTensor() {
   if (impl_ == nullptr) return;
-  impl_->staging.reset();  // waits for its copy, which writes the device memory freed below
   if (!impl_->buffer.defined()) return;
   // The data is device-side by design; drop it without the dirty-free assertion.
   Halide::Runtime::Buffer<>* raw = impl_->buffer.get();

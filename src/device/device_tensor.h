@@ -78,13 +78,22 @@ absl::Status RunInCudaContext(int ordinal, const std::function<absl::Status()>& 
 // they are Halide's synchronous copies from pageable memory.
 void SetCudaPinnedCopies(bool enabled);
 
+// The most pinned staging memory in use at once (copies in flight; 256 MiB by default):
+// a copy that would pass it goes through pageable memory instead, counted in
+// CudaCopyStats::pageable_over_cap and warned of once. For tests and A/B runs.
+void SetCudaPinnedBytesInUseLimit(size_t bytes);
+
 // Counts of CUDA host<->device copies by path, and the pinned memory held, since the
 // process started.
 struct CudaCopyStats {
   int64_t pinned_to_device = 0, pinned_to_host = 0;
   int64_t pageable_to_device = 0, pageable_to_host = 0;
   int64_t pinned_bytes = 0;          // the staging pool's blocks, free or in use
+  int64_t pinned_bytes_in_use = 0;   // of those, held by copies in flight now
   int64_t pinned_blocks_reused = 0;  // blocks served from the pool's free blocks
+  // Copies that took the pageable path because the pinned bytes in use would pass the
+  // cap (SetCudaPinnedBytesInUseLimit); also counted in pageable_to_*.
+  int64_t pageable_over_cap = 0;
 };
 CudaCopyStats GetCudaCopyStats();
 

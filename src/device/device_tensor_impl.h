@@ -7,23 +7,11 @@
 
 namespace braze {
 
-namespace device {
-// A backend's host staging memory for a tensor's copies (CUDA: a pinned block and the
-// event of the last copy that uses it), held while the tensor lives: released (after
-// that copy is done) when the tensor is destroyed.
-struct HostStaging {
-  virtual ~HostStaging() = default;
-};
-}  // namespace device
-
 struct DeviceTensor::Impl {
   // Dims reversed (Halide's dim 0 is our last), rank 0 as one element of a 1-D buffer,
   // as the pipelines see tensors. It has a host mirror, used only while copying through
   // Halide (the default copy path, device/backend.h).
   Halide::Buffer<> buffer;
-  // Declared after `buffer`, so destroyed first: its copy is waited for while the device
-  // memory it writes still exists.
-  std::unique_ptr<device::HostStaging> staging;
 };
 
 namespace device {

@@ -93,39 +93,65 @@ Expr CountInside(const SpatialDim& d, const Expr& o) {
 
 // Whether `e` reads one of `vars`, looking through the pure single-valued Funcs it
 // calls: a schedule may inline those, and Halide then drops what their definitions ignore.
-bool ReadsThroughPureFuncs(const Expr& e, const std::vector<std::string>& vars) {
-  // Each call of such a Func replaced by its definition at the call's arguments (what
-  // Halide's inlining does, without its schedule checks), to a bounded depth.
-  class Inliner : public Halide::Internal::IRMutator {
-   public:
-    using IRMutator::mutate;
-    using IRMutator::visit;
-    Expr visit(const Halide::Internal::Call* op) override {
-      if (op->call_type != Halide::Internal::Call::Halide || !op->func.defined() || depth_ > 32) {
-        return IRMutator::visit(op);
-      }
-      const Halide::Internal::Function f(op->func);
-      if (f.has_update_definition() || f.has_extern_definition() || f.outputs() != 1) {
-        return IRMutator::visit(op);
-      }
-      std::map<std::string, Expr> at;
-      for (size_t i = 0; i < f.args().size() && i < op->args.size(); ++i) {
-        at[f.args()[i]] = op->args[i];
-      }
-      ++depth_;
-      Expr inlined = mutate(Halide::Internal::substitute(at, f.values()[0]));
-      --depth_;
-      return inlined;
-    }
-
-   private:
-    int depth_ = 0;
-  } inliner;
-  const Expr inlined = inliner.mutate(e);
-  for (const std::string& v : vars) {
-    if (Halide::Internal::expr_uses_var(inlined, v)) return true;
+// Rather than inlining (a Func read twice by the next, for 40 levels, would be 2^40
+// copies), each such Func's definition is visited once: which of its args it reads, and
+// a call reads the vars of those args only. Every IR node is visited once (a graph walk),
+// so the cost is linear in the DAG of Funcs and expressions.
+class VarReader : public Halide::Internal::IRGraphVisitor {
+ public:
+  // Memo shared by the walks of one question: per Func name, which args its value reads.
+  using ArgsRead = std::map<std::string, std::vector<bool>>;
+  VarReader(ArgsRead* memo, const std::vector<std::string>& wanted) : memo_(memo) {
+    for (const std::string& v : wanted) wanted_[v] = false;
   }
-  return false;
+  bool Read(const std::string& var) const { return wanted_.at(var); }
+  bool ReadAny() const {
+    for (const auto& [v, read] : wanted_) {
+      if (read) return true;
+    }
+    return false;
+  }
+
+ private:
+  using IRGraphVisitor::visit;
+  void visit(const Halide::Internal::Variable* op) override {
+    auto it = wanted_.find(op->name);
+    if (it != wanted_.end()) it->second = true;
+  }
+  void visit(const Halide::Internal::Call* op) override {
+    if (op->call_type != Halide::Internal::Call::Halide || !op->func.defined()) {
+      IRGraphVisitor::visit(op);
+      return;
+    }
+    const Halide::Internal::Function f(op->func);
+    if (f.has_update_definition() || f.has_extern_definition() || f.outputs() != 1) {
+      IRGraphVisitor::visit(op);  // not inlined: every arg is read
+      return;
+    }
+    const std::vector<bool>& read = ArgsReadBy(f);
+    for (size_t i = 0; i < op->args.size(); ++i) {
+      if (i >= read.size() || read[i]) include(op->args[i]);
+    }
+  }
+  const std::vector<bool>& ArgsReadBy(const Halide::Internal::Function& f) {
+    auto it = memo_->find(f.name());
+    if (it != memo_->end()) return it->second;
+    VarReader body(memo_, f.args());
+    f.values()[0].accept(&body);
+    std::vector<bool> read;
+    for (const std::string& a : f.args()) read.push_back(body.Read(a));
+    return (*memo_)[f.name()] = std::move(read);
+  }
+
+  ArgsRead* memo_;
+  std::map<std::string, bool> wanted_;
+};
+
+bool ReadsThroughPureFuncs(const Expr& e, const std::vector<std::string>& vars) {
+  VarReader::ArgsRead memo;
+  VarReader reader(&memo, vars);
+  e.accept(&reader);
+  return reader.ReadAny();
 }
 
 Stage ReductionStage(const Halide::Func& acc, const Halide::RDom& r, const Shape& shape,

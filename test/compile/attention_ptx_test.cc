@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/ops.h"
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 
@@ -93,6 +94,8 @@ TEST_P(AttentionPtxTest, OneKernelThatAssemblesWithoutSpills) {
   }
   auto report = AssemblePtx(code->ptx, "sm_90");
   ASSERT_TRUE(report.ok()) << report.status();
+  // Every block fits the register file (else it spills under the runtime's 64 cap).
+  EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
   ASSERT_EQ(report->kernels.size(), 1u) << report->log;
   const PtxasKernel& k = report->kernels[0];
   std::cout << "  " << k.registers << " registers, " << k.stack_bytes << " bytes of stack, "

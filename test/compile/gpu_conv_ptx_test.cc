@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/ops.h"
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 
@@ -108,6 +109,8 @@ TEST_P(GpuConvPtx, SharedMemoryTilesAssemble) {
   if (!HavePtxas()) GTEST_SKIP() << "ptxas not found at " << PtxasPath();
   auto report = AssemblePtx(code->ptx, "sm_90");
   ASSERT_TRUE(report.ok()) << report.status();
+  // Every block fits the register file (else it spills under the runtime's 64 cap).
+  EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
   ASSERT_EQ(report->kernels.size(), code->kernels.size()) << report->log;
   for (const PtxasKernel& k : report->kernels) {
     std::cout << "[ptxas sm_90] " << pc.name << " " << k.name << ": " << k.registers

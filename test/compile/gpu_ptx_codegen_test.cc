@@ -21,6 +21,7 @@
 #include "braze/gradients.h"
 #include "braze/ops.h"
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 #include "passes/mark_for_compilation.h"
@@ -135,6 +136,7 @@ TEST(GpuPtxRandom, FusedPlanSchedulesRandomClusters) {
     if (!ptxas) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << "seed " << seed << ": " << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     EXPECT_EQ(report->kernels.size(), code->kernels.size()) << "seed " << seed;
   }
 }
@@ -258,6 +260,7 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
     if (!HavePtxas()) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
       std::cout << row.name << " ptxas: " << k.registers << " registers\n";
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
@@ -314,6 +317,7 @@ TEST(GpuPtxCodegen, RowReductionsCombineByWarpShuffles) {
     if (!HavePtxas()) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
       EXPECT_EQ(k.stack_bytes, 0) << k.name;
@@ -436,6 +440,7 @@ TEST(GpuPtxCodegen, WorkloadClustersAssembleWithoutSpills) {
     if (!HavePtxas()) continue;
     auto report = AssemblePtx(code->ptx, "sm_90");
     ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
       EXPECT_EQ(k.stack_bytes, 0) << k.name;
@@ -509,6 +514,7 @@ TEST(GpuPtxCodegen, SixteenBitBuffersAreLoadedAndStoredAs16Bits) {
       if (!HavePtxas()) continue;
       auto report = AssemblePtx(code->ptx, "sm_90");
       ASSERT_TRUE(report.ok()) << report.status();
+      EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
       for (const PtxasKernel& k : report->kernels) {
         EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
         EXPECT_EQ(k.stack_bytes, 0) << k.name;

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "braze/ops.h"
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 #include "passes/mark_for_compilation.h"
@@ -621,6 +622,8 @@ TEST_P(GpuPtxTest, GeneratesAndAssembles) {
   }
   auto report = AssemblePtx(code->ptx, "sm_90");
   ASSERT_TRUE(report.ok()) << report.status();
+  // Every block fits the register file (else it spills under the runtime's 64 cap).
+  EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
   ASSERT_EQ(report->kernels.size(), code->kernels.size()) << report->log;
   std::vector<std::string> registers, spills, stack;
   for (const PtxasKernel& k : report->kernels) {

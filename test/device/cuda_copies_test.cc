@@ -77,5 +77,32 @@ TEST(CudaPinnedCopies, ASecondUploadDoesNotOverwriteAnInFlightOne) {
   }
 }
 
+// Blocks follow the copies, not the tensors: 48 live tensors of 4 MiB each, uploaded
+// back to back, hold no pinned memory once the device is done, and the pool never holds
+// more than its two caps (256 MiB in use, 256 MiB free) however many tensors live.
+TEST(CudaPinnedCopies, LiveTensorsHoldNoPinnedMemoryOnceTheirCopiesAreDone) {
+  SKIP_WITHOUT_CUDA();
+  SetCudaPinnedCopies(true);
+  const int64_t n = int64_t{1} << 20;
+  std::vector<std::unique_ptr<DeviceTensor>> live;
+  std::vector<HostTensor> values;
+  for (int i = 0; i < 48; ++i) {
+    live.push_back(Allocate({n}));
+    ASSERT_NE(live.back(), nullptr);
+    values.push_back(HostTensor::RandomNormal(DType::kF32, {n}, 300 + i, 0, 1));
+    ASSERT_TRUE(live.back()->CopyFromHost(values.back()).ok());
+  }
+  EXPECT_LE(GetCudaCopyStats().pinned_bytes_in_use, int64_t{256} << 20);
+  ASSERT_TRUE(CudaSynchronize().ok());
+  const CudaCopyStats stats = GetCudaCopyStats();
+  EXPECT_EQ(stats.pinned_bytes_in_use, 0);
+  EXPECT_LE(stats.pinned_bytes, int64_t{512} << 20);
+  for (size_t i = 0; i < live.size(); i += 7) {
+    HostTensor out;
+    ASSERT_TRUE(live[i]->CopyToHost(&out).ok());
+    ExpectEqual(out, values[i], "a live tensor's upload");
+  }
+}
+
 }  // namespace
 }  // namespace braze

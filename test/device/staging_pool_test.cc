@@ -1,6 +1,6 @@
 // The host staging pool behind pinned CUDA copies (device/staging_pool.h), with an
-// injected allocator: size classes, reuse, the cap on cached blocks, and a failing
-// allocator's error (retried once after freeing the cache).
+// injected allocator: size classes, reuse, the caps on cached blocks and on blocks in
+// use, and a failing allocator's error (retried once after freeing the cache).
 #include "device/staging_pool.h"
 
 #include <gmock/gmock.h>
@@ -95,6 +95,42 @@ TEST(MemoryStagingPool, BlocksBeyondTheCacheCapAreFreedAtOnce) {
   pool.Trim();
   EXPECT_TRUE(host.blocks.empty());
   EXPECT_EQ(pool.stats().allocated_bytes, 0);
+}
+
+// The cap on blocks out at once (copies in flight): an Acquire that would pass it is
+// refused, naming the cap, without allocating; a release makes room again. A failed
+// allocation does not count as out.
+TEST(MemoryStagingPool, BlocksInUseAreCappedAndRefusalsCounted) {
+  FakeHost host;
+  StagingPool pool(host.Allocator(), 1 << 20, 3 * 4096);
+  StagingBlock a = *pool.Acquire(4096);
+  EXPECT_TRUE(pool.Fits(8192));
+  StagingBlock b = *pool.Acquire(5000);  // 8 KiB: exactly at the cap
+  EXPECT_EQ(pool.stats().in_use_bytes, 3 * 4096);
+  EXPECT_FALSE(pool.Fits(1));
+  absl::StatusOr<StagingBlock> over = pool.Acquire(1);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(over.status().message()), HasSubstr("over the cap of 12288 bytes"));
+  EXPECT_EQ(host.calls, 2) << "a refused Acquire allocated";
+  EXPECT_EQ(pool.stats().refused, 1);
+  pool.Release(a);
+  EXPECT_EQ(pool.stats().in_use_bytes, 8192);
+  absl::StatusOr<StagingBlock> again = pool.Acquire(1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->data, a.data) << "the released block serves the request";
+  // A request larger than the cap never fits, whatever is out.
+  pool.Release(*again);
+  pool.Release(b);
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);
+  EXPECT_FALSE(pool.Fits(16384));
+  EXPECT_FALSE(pool.Acquire(16384).ok());
+  // A failed allocation leaves nothing counted out.
+  host.budget = 0;
+  pool.Trim();
+  pool.set_max_in_use_bytes(1 << 20);
+  EXPECT_FALSE(pool.Acquire(65536).ok());
+  EXPECT_EQ(pool.stats().in_use_bytes, 0);
 }
 
 TEST(MemoryStagingPool, AFailedAllocationFreesTheCacheRetriesAndNamesTheDriverError) {

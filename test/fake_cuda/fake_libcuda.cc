@@ -4,6 +4,9 @@
 // Each entry point counts its calls (fake_cuda_calls), and a few fail on request:
 //   FAKE_CUDA_FAIL_HOST_ALLOC=1   cuMemHostAlloc returns CUDA_ERROR_OUT_OF_MEMORY (2)
 //   FAKE_CUDA_FAIL_HTOD_ASYNC=N   cuMemcpyHtoDAsync_v2 returns N
+//   FAKE_CUDA_EVENTS_PENDING=1    an event recorded now stays not done (cuEventQuery:
+//                                 CUDA_ERROR_NOT_READY) until it, the stream or the
+//                                 context is synchronized: copies the device is behind on
 // Built twice: complete, and with FAKE_CUDA_LACKS_PINNED (no cuMemHostAlloc), a driver
 // without the pinned copies' entry points.
 #include <cstdlib>
@@ -28,7 +31,16 @@ int EnvCode(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? 0 : std::atoi(v);
 }
-int context_token, event_token;
+int context_token;
+// Each event's state: whether its work is done (the copies themselves run at once).
+std::map<void*, bool>& Events() {
+  static auto* events = new std::map<void*, bool>();
+  return *events;
+}
+void AllEventsDone() {
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& [e, done] : Events()) done = true;
+}
 
 }  // namespace
 
@@ -82,7 +94,10 @@ int cuCtxPopCurrent_v2(void** ctx) {
   *ctx = &context_token;
   return Count("cuCtxPopCurrent");
 }
-int cuCtxSynchronize() { return Count("cuCtxSynchronize"); }
+int cuCtxSynchronize() {
+  AllEventsDone();
+  return Count("cuCtxSynchronize");
+}
 int cuModuleLoadData(void**, const void*) { return 200; }  // CUDA_ERROR_INVALID_IMAGE
 int cuModuleUnload(void*) { return 0; }
 int cuModuleGetFunction(void**, void*, const char*) { return 500; }
@@ -99,11 +114,14 @@ int cuMemFree_v2(CUdeviceptr p) {
   std::free(reinterpret_cast<void*>(p));
   return Count("cuMemFree");
 }
+// The synchronous copies wait for the work queued before them.
 int cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t bytes) {
+  AllEventsDone();
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
   return Count("cuMemcpyHtoD");
 }
 int cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t bytes) {
+  AllEventsDone();
   std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return Count("cuMemcpyDtoH");
 }
@@ -113,7 +131,10 @@ int cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
 }
 int cuMemcpy3D_v2(const void*) { return 1; }
 int cuPointerGetAttribute(void*, int, CUdeviceptr) { return 0; }
-int cuStreamSynchronize(void*) { return Count("cuStreamSynchronize"); }
+int cuStreamSynchronize(void*) {
+  AllEventsDone();
+  return Count("cuStreamSynchronize");
+}
 
 #ifndef FAKE_CUDA_LACKS_PINNED
 int cuMemHostAlloc(void** p, size_t bytes, unsigned) {
@@ -138,13 +159,46 @@ int cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t bytes, void*) {
   return Count("cuMemcpyDtoHAsync");
 }
 int cuEventCreate(void** e, unsigned) {
-  *e = &event_token;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    *e = new char;
+    Events()[*e] = true;
+  }
   return Count("cuEventCreate");
 }
-int cuEventRecord(void*, void*) { return Count("cuEventRecord"); }
-int cuEventSynchronize(void*) { return Count("cuEventSynchronize"); }
-int cuEventDestroy_v2(void*) { return Count("cuEventDestroy"); }
-int cuEventQuery(void*) { return Count("cuEventQuery"); }
+int cuEventRecord(void* e, void*) {
+  const bool pending = EnvCode("FAKE_CUDA_EVENTS_PENDING") != 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Events()[e] = !pending;
+  }
+  return Count("cuEventRecord");
+}
+int cuEventSynchronize(void* e) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Events()[e] = true;
+  }
+  return Count("cuEventSynchronize");
+}
+int cuEventDestroy_v2(void* e) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Events().erase(e);
+  }
+  delete static_cast<char*>(e);
+  return Count("cuEventDestroy");
+}
+int cuEventQuery(void* e) {
+  bool done = true;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = Events().find(e);
+    done = it == Events().end() || it->second;
+  }
+  Count("cuEventQuery");
+  return done ? 0 : 600;  // CUDA_ERROR_NOT_READY
+}
 int cuEventElapsedTime(float* ms, void*, void*) {
   *ms = 0.5f;
   return Count("cuEventElapsedTime");

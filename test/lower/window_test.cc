@@ -394,6 +394,44 @@ TEST(PoolSpecialValues, AnArgMaxReadAtAConstantGradientIsLowered) {
   }
 }
 
+// MaxPoolGradGrad asks whether its gradient varies over H and W, looking through the
+// Funcs it reads (lower_pool.cc). A gradient that is a chain of Funcs each reading the
+// last twice (g + g, 40 times) is a DAG of 40 nodes but a tree of 2^40. Walked as a tree
+// (inlining each call, to a depth of 32), the two lowerings took 12 s, and the broadcast
+// gradient was taken to vary (the walk stopped at the depth and saw the probe's vars in
+// the call's args): an argmax stage no read needs, the failure of braze-fuzz seed 510.
+// Lowered alone, so the test times the walk, not Halide's compile of 40 stages.
+TEST(PoolSpecialValues, AGradientOfDeeplySharedFuncsLowersInLinearTime) {
+  for (bool varies : {true, false}) {
+    const Pool2DAttrs pool = MakePool(DataFormat::kNHWC, Padding::kSame, 3, 3, 2, 2);
+    Case c;
+    Tensor x = c.Input(Random(f32, {1, 5, 7, 2}, 81));
+    Tensor g = varies ? c.Input(Random(f32, {1, 5, 7, 2}, 82))
+                      : BroadcastTo(c.Input(Random(f32, {1, 1, 1, 2}, 83)), {1, 5, 7, 2});
+    for (int i = 0; i < 40; ++i) g = g + g;
+    c.outputs = {MaxPoolGradGrad(x, g, pool)};
+    absl::StatusOr<lower::LoweredCluster> lowered = lower::LowerCluster(SpecOf(c), {});
+    ASSERT_TRUE(lowered.ok()) << lowered.status();
+    // The argmax stage exists exactly when the gradient varies over the window.
+    bool argmax = false;
+    for (const schedule::Stage& stage : lowered->info.stages) {
+      argmax = argmax || stage.acc.name().find("_argmax") != std::string::npos;
+    }
+    EXPECT_EQ(argmax, varies);
+  }
+  // Results at a depth Halide compiles quickly (each level doubles: exact in f32).
+  for (bool varies : {true, false}) {
+    const Pool2DAttrs pool = MakePool(DataFormat::kNHWC, Padding::kSame, 3, 3, 2, 2);
+    Case c;
+    Tensor x = c.Input(Random(f32, {1, 5, 7, 2}, 84));
+    Tensor g = varies ? c.Input(Random(f32, {1, 5, 7, 2}, 85))
+                      : BroadcastTo(c.Input(Random(f32, {1, 1, 1, 2}, 86)), {1, 5, 7, 2});
+    for (int i = 0; i < 6; ++i) g = g + g;
+    c.outputs = {MaxPoolGradGrad(x, g, pool)};
+    EXPECT_TRUE(CompileRunCompareLoops(c, Scheduler::kSafeDefault, kConvTol)) << varies;
+  }
+}
+
 // A computed operand read in one column of three (a strided depthwise NCHW conv of a
 // 3-wide image): the operand is stored whole, so that its vectorized loop does not shift
 // inwards past the input's start (braze-fuzz seed 13100574, before: "can never run").
