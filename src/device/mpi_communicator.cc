@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "device/communicator.h"
+#include "ir/environment.h"
 
 #if BRAZE_HAVE_MPI
 // The C API only: the deprecated C++ bindings need a library Braze does not link.
@@ -223,7 +224,7 @@ class MpiCommunicator : public Communicator {
 // starts, hence before MPI_Init_thread (a job that started MPI itself keeps its choice).
 // Other MPI libraries ignore the variable.
 void PreferRingAllReduce() {
-  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+  SetEnvironmentVariable("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/false);
 }
 
 bool MpiBuilt() { return true; }

@@ -18,10 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "braze/device.h"
 #include "device/opencl_probe.h"
+#include "ir/environment.h"
 #include "ir/logging.h"
 
 namespace braze {
@@ -466,12 +468,12 @@ void LoadAndListOnly(const std::vector<std::string>& keep, Loader* l) {
   const char* old = std::getenv("OCL_ICD_VENDORS");
   const std::string old_value = old != nullptr ? old : "";
   const std::string chosen = VendorsDirWith(dir, keep);
-  setenv("OCL_ICD_VENDORS", chosen.c_str(), 1);
+  SetEnvironmentVariable("OCL_ICD_VENDORS", chosen, /*overwrite=*/true);
   LoadAndList(l);
   if (old != nullptr) {
-    setenv("OCL_ICD_VENDORS", old_value.c_str(), 1);
+    SetEnvironmentVariable("OCL_ICD_VENDORS", old_value, /*overwrite=*/true);
   } else {
-    unsetenv("OCL_ICD_VENDORS");
+    UnsetEnvironmentVariable("OCL_ICD_VENDORS");
   }
   RemoveVendorsDir(chosen, keep);
 }
@@ -564,33 +566,49 @@ bool OpenCLDeviceHasExtension(const std::string& name) {
   return list.find(" " + name + " ") != std::string::npos;
 }
 
+namespace {
+// Ends braze-opencl-probe with `code`, in either mode, without running the drivers'
+// atexit handlers or destructors: a driver that aborts while unloading has been judged
+// already, and would otherwise turn a listing into a crash.
+[[noreturn]] int ExitProbe(int code) {
+  std::fflush(nullptr);
+  _exit(code);
+}
+}  // namespace
+
 int OpenCLProbeMain(int argc, char** argv) {
   bool run_kernel = false;
   int protocol = 0;  // 0: run by hand
+  const char* build = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--kernel") {
       run_kernel = true;
     } else if (arg.rfind("--protocol=", 0) == 0) {
-      protocol = std::atoi(arg.c_str() + 11);
+      if (!absl::SimpleAtoi(arg.substr(11), &protocol) || protocol <= 0) {
+        dprintf(2, "braze-opencl-probe: '%s' is not a protocol number\n", arg.c_str());
+        return ExitProbe(64);
+      }
+    } else if (arg.rfind("--build=", 0) == 0) {
+      build = argv[i] + 8;
     } else {
       dprintf(2, "braze-opencl-probe: unknown argument '%s' (usage: %s [--kernel])\n", arg.c_str(),
               argv[0]);
-      return 64;
+      return ExitProbe(64);
     }
   }
-  if (protocol == 0) return ProbeProcess(1, "", run_kernel);
+  if (protocol == 0 && build == nullptr) return ExitProbe(ProbeProcess(1, "", run_kernel));
   if (protocol != kOpenCLProbeProtocol) {
     dprintf(2, "braze-opencl-probe: protocol %d asked, this probe speaks %d\n", protocol,
             kOpenCLProbeProtocol);
-    return 64;
+    return ExitProbe(64);
   }
-  const int code =
-      ProbeProcess(3, absl::StrCat(kOpenCLProbeName, " ", kOpenCLProbeProtocol, "\n"), run_kernel);
-  // Without running the drivers' atexit handlers or destructors, as before: a driver
-  // that aborts while unloading has been judged already.
-  std::fflush(nullptr);
-  _exit(code);
+  if (build == nullptr || std::strcmp(build, OpenCLProbeBuildId()) != 0) {
+    dprintf(2, "braze-opencl-probe: build %s asked, this probe is of build %s\n",
+            build != nullptr ? build : "(none)", OpenCLProbeBuildId());
+    return ExitProbe(64);
+  }
+  return ExitProbe(ProbeProcess(3, OpenCLProbeHeader(), run_kernel));
 }
 
 }  // namespace device

@@ -9,18 +9,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "ir/environment.h"
 
-extern char** environ;
+#ifndef BRAZE_PROBE_BUILD_ID
+#error "BRAZE_PROBE_BUILD_ID is set by CMakeLists.txt (a random ID drawn once per build dir)"
+#endif
 
 namespace braze {
 namespace device {
@@ -30,6 +36,11 @@ namespace {
 // and building its kernel take a few seconds on a loaded machine. A driver that hangs is
 // killed at this limit, and OpenCL reported unavailable with that reason.
 constexpr int kProbeSeconds = 60;
+// How long a killed probe may take to be reaped: one stuck in an uninterruptible call
+// into a driver's kernel module (state D) ends only when that call returns, which may be
+// never; the caller (a static initializer, with every thread that asks for a device
+// waiting on it) is not held hostage to it.
+constexpr int kReapAfterKillSeconds = 5;
 
 bool IsExecutableFile(const std::string& path) {
   struct stat st;
@@ -74,15 +85,16 @@ std::string FirstAndLastLines(const std::string& text) {
   return absl::StrCat(lines.front(), " ... ", lines.back());
 }
 
-// This process's environment with OCL_ICD_VENDORS set to `vendors_dir` and the Khronos
-// loader's list of more drivers (OCL_ICD_FILENAMES) removed.
+// This process's environment (copied under ir/environment.h's lock) with
+// OCL_ICD_VENDORS set to `vendors_dir` and the Khronos loader's list of more drivers
+// (OCL_ICD_FILENAMES) removed.
 std::vector<std::string> ProbeEnvironment(const std::string& vendors_dir) {
   std::vector<std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    if (absl::StartsWith(*e, "OCL_ICD_VENDORS=") || absl::StartsWith(*e, "OCL_ICD_FILENAMES=")) {
+  for (std::string& e : CopyEnvironment()) {
+    if (absl::StartsWith(e, "OCL_ICD_VENDORS=") || absl::StartsWith(e, "OCL_ICD_FILENAMES=")) {
       continue;
     }
-    env.emplace_back(*e);
+    env.push_back(std::move(e));
   }
   env.push_back("OCL_ICD_VENDORS=" + vendors_dir);
   return env;
@@ -143,13 +155,23 @@ int Spawn(const std::string& exe, std::vector<std::string> args, std::vector<std
   // Nothing else of this process's: a pipe a user's program waits on would otherwise
   // stay open as long as the probe (or a process its driver started) lives.
   posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  // Signals this thread blocks are not blocked in the probe.
+  // Signals this thread blocks are not blocked in the probe, and those this program may
+  // ignore (an ignored signal stays ignored across exec) have their default action: a
+  // driver that forks and waits for its child must not find SIGCHLD ignored (its
+  // children reaped behind its back), nor a probe writing to a closed pipe live on.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  sigset_t none;
+  sigset_t none, defaults;
   sigemptyset(&none);
+  sigemptyset(&defaults);
+  for (int sig : {SIGCHLD, SIGPIPE, SIGINT, SIGTERM, SIGHUP}) sigaddset(&defaults, sig);
   posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  // A process group of its own (its ID the probe's), so that killing the group at the
+  // time limit kills the processes a driver started too.
+  posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
   std::vector<char*> argv = Pointers(args), envp = Pointers(env);
   const int rc = posix_spawn(pid, exe.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
@@ -157,7 +179,27 @@ int Spawn(const std::string& exe, std::vector<std::string> args, std::vector<std
   return rc;
 }
 
+// Kills the probe's process group and reaps the probe, waiting at most
+// kReapAfterKillSeconds. False when it was not reaped (left a zombie, reaped by the
+// kernel's init only once this process ends).
+bool KillAndReap(pid_t pid, int* status) {
+  kill(-pid, SIGKILL);
+  for (int waited_ms = 0; waited_ms < kReapAfterKillSeconds * 1000; waited_ms += 10) {
+    const pid_t r = waitpid(pid, status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return false;
+    usleep(10000);
+  }
+  return false;
+}
+
 }  // namespace
+
+const char* OpenCLProbeBuildId() { return BRAZE_PROBE_BUILD_ID; }
+
+std::string OpenCLProbeHeader() {
+  return absl::StrCat(kOpenCLProbeName, " ", kOpenCLProbeProtocol, " ", OpenCLProbeBuildId(), "\n");
+}
 
 absl::StatusOr<std::string> OpenCLProbeExecutable() {
   if (const char* env = std::getenv("BRAZE_OPENCL_PROBE"); env != nullptr && *env != '\0') {
@@ -196,7 +238,8 @@ absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel, std
     return absl::UnavailableError(
         absl::StrCat("cannot make pipes for the OpenCL probe: ", std::strerror(errno)));
   }
-  std::vector<std::string> args = {*exe, absl::StrCat("--protocol=", kOpenCLProbeProtocol)};
+  std::vector<std::string> args = {*exe, absl::StrCat("--protocol=", kOpenCLProbeProtocol),
+                                   absl::StrCat("--build=", OpenCLProbeBuildId())};
   if (run_kernel) args.push_back("--kernel");
   pid_t pid = -1;
   if (const int rc = Spawn(*exe, args, ProbeEnvironment(vendors_dir), pipes, &pid); rc != 0) {
@@ -220,8 +263,11 @@ absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel, std
           absl::StrCat("the OpenCL probe ", *exe, "'s exit status was reaped elsewhere"));
     }
     if (waited_ms >= kProbeSeconds * 1000) {
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      if (!KillAndReap(pid, &status)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the OpenCL probe did not exit after SIGKILL (", kProbeSeconds, " s after it started ",
+            "loading the drivers of ", vendors_dir, ", and ", kReapAfterKillSeconds,
+            " s after it was killed): a driver is stuck in the kernel; OpenCL is not used"));
       }
       timed_out = true;
       break;
@@ -232,16 +278,20 @@ absl::Status RunOpenCLProbe(const std::string& vendors_dir, bool run_kernel, std
   Drain(pipes.data_read, &data);
   const std::string said = FirstAndLastLines(output);
   if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 64) {
-    return absl::UnavailableError(absl::StrCat("the OpenCL probe ", *exe,
-                                               " refused its arguments (another build of Braze's?)",
-                                               said.empty() ? "" : ": ", said));
+    return absl::UnavailableError(absl::StrCat(
+        "the OpenCL probe ", *exe, " refused its arguments (protocol ", kOpenCLProbeProtocol,
+        ", build ", OpenCLProbeBuildId(), "): it is another build's or version's of Braze",
+        said.empty() ? "" : ": ", said));
   }
   if (!timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-    const std::string header = absl::StrCat(kOpenCLProbeName, " ", kOpenCLProbeProtocol, "\n");
+    const std::string header = OpenCLProbeHeader();
     if (!absl::StartsWith(data, header)) {
+      const std::string first = data.substr(0, std::min(data.find('\n'), size_t{200}));
       return absl::UnavailableError(
-          absl::StrCat("the OpenCL probe ", *exe, " exited without its listing (protocol ",
-                       kOpenCLProbeProtocol, " expected): is it Braze's, of this build?"));
+          absl::StrCat("the OpenCL probe ", *exe, " exited without this build's header line ('",
+                       absl::StripSuffix(header, "\n"), "'; it wrote ",
+                       first.empty() ? "none" : absl::StrCat("'", first, "'"),
+                       "): it is another build's or version's of Braze, or not Braze's probe"));
     }
     *listing = data.substr(header.size());
     return absl::OkStatus();

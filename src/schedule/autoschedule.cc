@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ir/environment.h"
 #include "ir/logging.h"
 
 namespace braze {
@@ -129,8 +130,8 @@ const std::string& UserBeamSize() {
     const bool ours = std::getenv(kBeamMarker) != nullptr;
     auto* value = new std::string(set != nullptr && !ours ? set : "");  // never destroyed
     if (value->empty()) {
-      setenv("HL_BEAM_SIZE", "32", /*overwrite=*/1);
-      setenv(kBeamMarker, "1", /*overwrite=*/1);
+      SetEnvironmentVariable("HL_BEAM_SIZE", "32", /*overwrite=*/true);
+      SetEnvironmentVariable(kBeamMarker, "1", /*overwrite=*/true);
     }
     return value;
   }();
@@ -141,7 +142,7 @@ const std::string& UserBeamSize() {
 // Halide 14's Adams2019 reads HL_BEAM_SIZE at every search (one pass with a beam of 1,
 // five passes otherwise). Called under the Adams2019 lock.
 void SetAdams2019Beam(int beam) {
-  setenv("HL_BEAM_SIZE", std::to_string(beam).c_str(), /*overwrite=*/1);
+  SetEnvironmentVariable("HL_BEAM_SIZE", std::to_string(beam), /*overwrite=*/true);
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point t) {

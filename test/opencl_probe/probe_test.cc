@@ -8,12 +8,16 @@
 // per mode of the driver, test/opencl_probe/crashing_driver.cc).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -201,34 +205,152 @@ TEST(OpenCLProbe, WithoutTheProbeExecutableNoDriverIsLoaded) {
   std::filesystem::remove_all(dir);
 }
 
-// The probe found in this build tree lists the drivers; a program named by
-// BRAZE_OPENCL_PROBE that is not this build's probe (here /bin/true: it exits 0 without
-// the protocol's first line) is refused as such, not read as an empty listing.
+// BRAZE_OPENCL_PROBE set to `path` for the life of this object, then restored.
+class ProbeOverride {
+ public:
+  explicit ProbeOverride(const std::string& path) {
+    const char* set = std::getenv("BRAZE_OPENCL_PROBE");
+    had_ = set != nullptr;
+    if (had_) saved_ = set;
+    if (path.empty()) {
+      unsetenv("BRAZE_OPENCL_PROBE");
+    } else {
+      setenv("BRAZE_OPENCL_PROBE", path.c_str(), 1);
+    }
+  }
+  ~ProbeOverride() {
+    if (had_) {
+      setenv("BRAZE_OPENCL_PROBE", saved_.c_str(), 1);
+    } else {
+      unsetenv("BRAZE_OPENCL_PROBE");
+    }
+  }
+
+ private:
+  bool had_ = false;
+  std::string saved_;
+};
+
+// A shell script standing in for a probe, `body` after "#!/bin/sh"; its path.
+std::string FakeProbe(const std::string& name, const std::string& body) {
+  const std::filesystem::path path =
+      std::filesystem::path(::testing::TempDir()) / (name + "_" + std::to_string(getpid()) + ".sh");
+  std::ofstream(path) << "#!/bin/sh\n" << body;
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+  return path.string();
+}
+
+// The exit status of the build tree's probe run with `args` (stderr discarded).
+int ProbeExitStatus(const std::string& probe, const std::string& args) {
+  const int rc = std::system((probe + " " + args + " 2>/dev/null").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The probe found in this build tree lists the drivers. A probe of another build is
+// refused even when it speaks this protocol: this build's probe refuses another build ID
+// (exit 64), and a probe that answers this protocol with another build's ID in its header
+// line (here a script), or no header at all (/bin/true), is refused as such, not read as
+// a listing.
 TEST(OpenCLProbe, TheProbeOfAnotherBuildIsRefused) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "OpenCL is not loaded in ASan/TSan builds (device/opencl_driver.cc)";
 #endif
-  const char* set = std::getenv("BRAZE_OPENCL_PROBE");
-  const std::string saved = set != nullptr ? set : "";
-  unsetenv("BRAZE_OPENCL_PROBE");
-  const absl::StatusOr<std::string> found = device::OpenCLProbeExecutable();
-  ASSERT_TRUE(found.ok()) << found.status();
-  EXPECT_NE(found->find(device::kOpenCLProbeName), std::string::npos) << *found;
   std::string listing;
-  const absl::Status ours = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
-  EXPECT_TRUE(ours.ok()) << ours;
-  // No drivers there: the listing carries the loader's own Status.
-  EXPECT_NE(listing.find("no OpenCL platform with a device"), std::string::npos) << listing;
-  setenv("BRAZE_OPENCL_PROBE", "/bin/true", 1);
-  const absl::Status other = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
-  EXPECT_EQ(other.code(), absl::StatusCode::kUnavailable) << other;
-  EXPECT_NE(other.message().find("/bin/true exited without its listing"), std::string::npos)
-      << other;
-  if (set != nullptr) {
-    setenv("BRAZE_OPENCL_PROBE", saved.c_str(), 1);
-  } else {
-    unsetenv("BRAZE_OPENCL_PROBE");
+  std::string probe;
+  {
+    ProbeOverride none("");
+    const absl::StatusOr<std::string> found = device::OpenCLProbeExecutable();
+    ASSERT_TRUE(found.ok()) << found.status();
+    probe = *found;
+    EXPECT_NE(probe.find(device::kOpenCLProbeName), std::string::npos) << probe;
+    const absl::Status ours = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+    EXPECT_TRUE(ours.ok()) << ours;
+    // No drivers there: the listing carries the loader's own Status.
+    EXPECT_NE(listing.find("no OpenCL platform with a device"), std::string::npos) << listing;
   }
+  const std::string protocol = "--protocol=" + std::to_string(device::kOpenCLProbeProtocol);
+  const std::string build = std::string("--build=") + device::OpenCLProbeBuildId();
+  EXPECT_EQ(ProbeExitStatus(probe, protocol + " --build=not-this-build 3>/dev/null"), 64);
+  EXPECT_EQ(ProbeExitStatus(probe, protocol + " 3>/dev/null"), 64);
+  EXPECT_EQ(ProbeExitStatus(probe, "--protocol=999 " + build + " 3>/dev/null"), 64);
+  EXPECT_EQ(ProbeExitStatus(probe, "--protocol=2x " + build + " 3>/dev/null"), 64);
+  EXPECT_EQ(ProbeExitStatus(probe, "--protocol= " + build + " 3>/dev/null"), 64);
+
+  const std::string other_build =
+      FakeProbe("other_build", "printf '%s\\n' '" + std::string(device::kOpenCLProbeName) + " " +
+                                   std::to_string(device::kOpenCLProbeProtocol) +
+                                   " not-this-build' >&3\nprintf 'OK\\n' >&3\n");
+  {
+    ProbeOverride fake(other_build);
+    const absl::Status s = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("exited without this build's header line"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("not-this-build"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(device::OpenCLProbeBuildId()), std::string::npos) << s;
+  }
+  const std::string refusing = FakeProbe("refusing", "echo 'build mismatch' >&2\nexit 64\n");
+  {
+    ProbeOverride fake(refusing);
+    const absl::Status s = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("refused its arguments"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("build mismatch"), std::string::npos) << s;
+  }
+  {
+    ProbeOverride fake("/bin/true");
+    const absl::Status s = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+    EXPECT_NE(s.message().find("/bin/true exited without this build's header line"),
+              std::string::npos)
+        << s;
+  }
+  std::filesystem::remove(other_build);
+  std::filesystem::remove(refusing);
+}
+
+// The SigIgn mask of /proc/<pid>/status (the signals that process ignores).
+uint64_t IgnoredSignals(const std::string& status) {
+  const size_t at = status.find("SigIgn:");
+  if (at == std::string::npos) return ~uint64_t{0};
+  return std::strtoull(status.c_str() + at + 7, nullptr, 16);
+}
+
+// The probe starts with the default action for the signals this program ignores (an
+// ignored signal would stay ignored across exec), and in a process group of its own
+// (which RunOpenCLProbe kills at its time limit): a script answering as this build's
+// probe reports its own SigIgn mask and process group.
+TEST(OpenCLProbe, TheProbeStartsWithDefaultSignalsInItsOwnGroup) {
+  const std::string header = device::OpenCLProbeHeader();
+  const std::string reporter =
+      FakeProbe("reporter", "printf '%s' '" + header + "' >&3\n" +
+                                "grep '^SigIgn:' /proc/$$/status >&3\n"
+                                "echo \"pid $$ pgid $(cut -d' ' -f5 /proc/$$/stat)\" >&3\n");
+  const int ignored[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP};
+  struct sigaction ignore = {}, saved[4];
+  ignore.sa_handler = SIG_IGN;
+  for (int i = 0; i < 4; ++i) sigaction(ignored[i], &ignore, &saved[i]);
+  std::ifstream self("/proc/self/status");
+  const std::string self_status((std::istreambuf_iterator<char>(self)), {});
+  std::string listing;
+  absl::Status s;
+  {
+    ProbeOverride fake(reporter);
+    s = device::RunOpenCLProbe("/nonexistent-vendors", false, &listing);
+  }
+  for (int i = 0; i < 4; ++i) sigaction(ignored[i], &saved[i], nullptr);
+  std::filesystem::remove(reporter);
+  ASSERT_TRUE(s.ok()) << s;
+  const uint64_t mask = IgnoredSignals(listing);
+  for (int sig : ignored) {
+    EXPECT_NE(IgnoredSignals(self_status) & (uint64_t{1} << (sig - 1)), 0u) << sig;
+    EXPECT_EQ(mask & (uint64_t{1} << (sig - 1)), 0u) << "signal " << sig << ": " << listing;
+  }
+  int pid = 0, pgid = 0;
+  const size_t at = listing.find("pid ");
+  ASSERT_NE(at, std::string::npos) << listing;
+  ASSERT_EQ(std::sscanf(listing.c_str() + at, "pid %d pgid %d", &pid, &pgid), 2) << listing;
+  EXPECT_EQ(pid, pgid) << listing;
+  EXPECT_NE(pgid, getpgrp()) << listing;
 }
 
 }  // namespace
