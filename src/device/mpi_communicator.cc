@@ -196,8 +196,8 @@ class MpiCommunicator : public Communicator {
     };
     // A piece failed to start while earlier ones are in flight: they still write `out`
     // and read `in`, which the caller may free once this returns, so they are completed
-    // first (polled to the same deadline, no new piece started). The other ranks started
-    // the piece this one could not, or some did: the communicator fails either way.
+    // first (polled to the same deadline, no new piece started). Other ranks may have
+    // started the piece this one could not: the communicator fails either way.
     auto start_failed = [&](int rc) {
       absl::Status s = absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc)));
       while (live > 0) {
