@@ -44,6 +44,9 @@ struct DistributedOptions {
   // each call above 32 MiB) and streams it through the caches beside the buffer, while a
   // piece's temporary stays cached and is reused (docs/DISTRIBUTED.md, "All-reduce
   // speed"). 0: every all-reduce in one call. >= 0. NCCL pipelines on its own.
+  // The same on every rank (each piece is a collective call): InitDistributed compares
+  // the ranks' values (one all-gather) and returns InvalidArgument on every rank when
+  // they differ, leaving the process out of the job as before the call.
   int64_t allreduce_piece_bytes = int64_t{4} << 20;
 };
 

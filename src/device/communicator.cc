@@ -2,12 +2,14 @@
 // InitDistributed / FinalizeDistributed: see communicator.h.
 #include "device/communicator.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "braze/distributed.h"
@@ -44,6 +46,25 @@ int LauncherWorldSize() {
 }
 
 }  // namespace
+
+// Every rank must cut an all-reduce into the same pieces (one collective call per piece
+// on one communicator): ranks with different DistributedOptions::allreduce_piece_bytes
+// would make different numbers of calls, an erroneous MPI program (a hang, or sums of
+// mismatched pieces). One all-gather of every rank's value, so each rank sees them all
+// and returns the same verdict.
+absl::Status SamePieceBytesOnEveryRank(Communicator& world, int64_t piece_bytes) {
+  const int n = world.size();
+  // An int64 travels as two int32 (the collectives' dtypes), its bytes unchanged.
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  absl::Status s = world.AllGather(&piece_bytes, 2, DType::kI32, all.data());
+  if (!s.ok()) return s;
+  const auto [low, high] = std::minmax_element(all.begin(), all.end());
+  if (*low == *high) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "DistributedOptions::allreduce_piece_bytes must be the same on every rank: rank ",
+      low - all.begin(), " has ", *low, ", rank ", high - all.begin(), " has ", *high,
+      " (this is rank ", world.rank(), " of ", n, ")"));
+}
 
 bool LaunchedByMpi() { return LauncherWorldSize() > 0; }
 
@@ -236,6 +257,10 @@ absl::Status InitDistributed(const DistributedOptions& options) {
   p.timeout_seconds = options.timeout_seconds;
   auto world = comm::CreateMpiCommunicator(options.timeout_seconds, options.allreduce_piece_bytes);
   if (!world.ok()) return world.status();
+  if (absl::Status same = comm::SamePieceBytesOnEveryRank(**world, options.allreduce_piece_bytes);
+      !same.ok()) {
+    return same;  // on every rank alike; the process stays out of the job, as before the call
+  }
   p.world = *std::move(world);
   SetCurrentWorld(World{p.world->rank(), p.world->size()});
   p.initialized = true;

@@ -9,7 +9,8 @@
 //                     CUDA device memory, so a gradient on the GPU stays there.
 // Buffers are raw pointers (host, or CUdeviceptr for NCCL) with an element count and a
 // dtype. A communicator whose call failed stays failed: later calls return the same
-// Status at once (the peers' state is unknown).
+// Status at once (the peers' state is unknown). An MPI call that returned with requests
+// still in flight (timed out) ends all MPI use of the process (mpi_communicator.cc).
 //
 // CommQueue: the communication thread. The runtime enqueues each collective step there
 // in plan order (the same order on every rank, as MPI requires) and goes on with the
@@ -71,6 +72,10 @@ absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory);
 // without MPI.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
                                                                     int64_t allreduce_piece_bytes);
+// OK when every rank of `world` passed the same `piece_bytes`
+// (DistributedOptions::allreduce_piece_bytes), else InvalidArgument naming it, on every
+// rank alike. A collective call (an all-gather): InitDistributed makes it on every rank.
+absl::Status SamePieceBytesOnEveryRank(Communicator& world, int64_t piece_bytes);
 // Whether this build has MPI, and whether this process was started by an MPI launcher.
 bool MpiBuilt();
 bool LaunchedByMpi();

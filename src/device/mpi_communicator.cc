@@ -10,6 +10,7 @@
 // anything above 32 MiB anew) and at 16 MiB streams 8 MiB more through the caches beside
 // a buffer just written; a piece's temporary is reused, cached (docs/DISTRIBUTED.md).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -63,6 +64,22 @@ std::string MpiError(int code) {
 
 // At most this many pieces of one call in flight (AllReduceSum).
 constexpr int kMaxInFlight = 2;
+
+// Set when a call returned with requests that may still be in flight (its deadline
+// passed, or MPI_Testany failed and left them in an unknown state). MPI cannot cancel a
+// collective, and any later MPI call of this process (on any communicator: the progress
+// engine is shared) could advance them and write into, or read from, buffers their
+// caller has since freed or reused. So from then on this process makes no MPI call but
+// MPI_Abort: every communicator's calls fail at once, CreateMpiCommunicator refuses, and
+// FinalizeMpi aborts the job instead of MPI_Finalize (which would progress them).
+std::atomic<bool> abandoned_requests{false};
+
+absl::Status AbandonedError() {
+  return absl::FailedPreconditionError(
+      "an earlier MPI collective of this process failed with requests still in flight: "
+      "MPI can neither cancel nor finish them, so this process makes no further MPI call "
+      "(FinalizeDistributed aborts the job; restart it, docs/DISTRIBUTED.md \"Faults\")");
+}
 
 class MpiCommunicator : public Communicator {
  public:
@@ -124,7 +141,8 @@ class MpiCommunicator : public Communicator {
   // Runs start(at, n, &request) for each piece [at, at + n) of `count` elements, pieces
   // of `piece` (<= INT_MAX) elements, at most `in_flight` (<= kMaxInFlight) started and
   // not complete at a time, started in order; polls them to completion or the deadline.
-  // A count of 0 is one call of 0 elements.
+  // A count of 0 is one call of 0 elements. It returns with no request in flight, except
+  // past the deadline or after an MPI_Testany error (then abandoned_requests).
   template <typename Start>
   absl::Status Pieces(int64_t count, int64_t piece, int in_flight, const char* what, DType dtype,
                       Start start) {
@@ -133,6 +151,7 @@ class MpiCommunicator : public Communicator {
       std::lock_guard<std::mutex> lock(mu_);
       if (!failure_.ok()) return failure_;
     }
+    if (abandoned_requests.load()) return AbandonedError();
     auto fail = [&](absl::Status s) {
       std::lock_guard<std::mutex> lock(mu_);
       failure_ = s;
@@ -153,36 +172,62 @@ class MpiCommunicator : public Communicator {
         if (reqs[slot] != MPI_REQUEST_NULL) continue;
         const int64_t at = started * piece;
         const int n = static_cast<int>(std::min(count - at, piece));
-        if (int rc = start(at, n, &reqs[slot]); rc != MPI_SUCCESS) return rc;
+        if (int rc = start(at, n, &reqs[slot]); rc != MPI_SUCCESS) {
+          reqs[slot] = MPI_REQUEST_NULL;  // not started: nothing to complete
+          return rc;
+        }
         ++started;
         ++live;
       }
       return MPI_SUCCESS;
     };
-    if (int rc = fill(); rc != MPI_SUCCESS) {
-      return fail(absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc))));
-    }
     using Clock = std::chrono::steady_clock;
     const auto deadline = Clock::now() + std::chrono::duration<double>(timeout_s_);
+    // Returns with requests that may still be in flight: see abandoned_requests.
+    auto abandon = [&](absl::Status s) {
+      abandoned_requests.store(true);
+      return fail(std::move(s));
+    };
     auto timed_out = [&] {
       // The requests stay pending: MPI cannot cancel a collective. The job is over.
-      return fail(absl::DeadlineExceededError(absl::StrFormat(
+      return abandon(absl::DeadlineExceededError(absl::StrFormat(
           "%s did not complete within %g s (DistributedOptions::timeout_seconds): a "
           "rank died or hangs",
           label(), timeout_s_)));
     };
+    // A piece failed to start while earlier ones are in flight: they still write `out`
+    // and read `in`, which the caller may free once this returns, so they are completed
+    // first (polled to the same deadline, no new piece started). Other ranks may have
+    // started the piece this one could not: the communicator fails either way.
+    auto start_failed = [&](int rc) {
+      absl::Status s = absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc)));
+      while (live > 0) {
+        int index = MPI_UNDEFINED, done = 0;
+        if (MPI_Testany(in_flight, reqs, &index, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+          return abandon(s);
+        }
+        if (done && index != MPI_UNDEFINED) {
+          --live;
+        } else if (Clock::now() > deadline) {
+          return abandon(s);
+        } else {
+          std::this_thread::yield();
+        }
+      }
+      return fail(s);
+    };
+    if (int rc = fill(); rc != MPI_SUCCESS) return start_failed(rc);
     for (int64_t polls = 0;; ++polls) {
       int index = MPI_UNDEFINED, done = 0;
       if (int rc = MPI_Testany(in_flight, reqs, &index, &done, MPI_STATUS_IGNORE);
           rc != MPI_SUCCESS) {
-        return fail(absl::UnavailableError(
+        // The requests' state is unknown (MPI_ERRORS_RETURN): they may still be live.
+        return abandon(absl::UnavailableError(
             absl::StrCat(label(), " failed (a rank died?): ", MpiError(rc))));
       }
       if (done && index != MPI_UNDEFINED) {  // MPI_Testany freed reqs[index]
         --live;
-        if (int rc = fill(); rc != MPI_SUCCESS) {
-          return fail(absl::UnavailableError(absl::StrCat(label(), " failed: ", MpiError(rc))));
-        }
+        if (int rc = fill(); rc != MPI_SUCCESS) return start_failed(rc);
         if (live == 0) return absl::OkStatus();
         continue;
       }
@@ -231,6 +276,7 @@ bool MpiBuilt() { return true; }
 
 absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
                                                                     int64_t allreduce_piece_bytes) {
+  if (abandoned_requests.load()) return AbandonedError();
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -263,7 +309,7 @@ absl::Status FinalizeMpi(bool abort) {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized) return absl::OkStatus();
-  if (abort) {
+  if (abort || abandoned_requests.load()) {
     MPI_Abort(MPI_COMM_WORLD, 1);
     return absl::AbortedError("MPI_Abort returned");
   }

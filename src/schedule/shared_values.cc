@@ -186,7 +186,10 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
                 at.push_back(args_of.empty() ? a : Halide::Internal::substitute(args_of, a));
               }
               if (seen.size() >= kMaxCallsPerNest) {
+                // Past the cap the count is unbounded (a stencil chain): stored at any
+                // size, per_element too (the large-value test below reads it).
                 evaluations[callee] = kSaturated;
+                per_element[callee] = static_cast<double>(kSaturated);
                 continue;
               }
               if (!seen.insert(CallKey(callee, at)).second) continue;
@@ -215,7 +218,9 @@ std::vector<SharedValue> SharedExpensiveValues(const PipelineInfo& info,
     }
     if (!counted) count();
     const int64_t evals = evaluations[name];
-    if (evals >= 2 && (!Large(n.fn, info.values.at(name).extents) ||
+    // A saturated count (kMaxCallsPerNest) is stored whatever its size: its per-element
+    // count was cut short there, and inlined its evaluations grow without bound.
+    if (evals >= 2 && (evals >= kSaturated || !Large(n.fn, info.values.at(name).extents) ||
                        (per_element[name] - 1) * static_cast<double>(cost_of(name)) >=
                            kMinLargeSharedValueCost)) {
       stored.insert(name);

@@ -4,6 +4,7 @@
 // Function; the communication bars on the timeline. Its own main joins the job.
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -413,10 +414,32 @@ TEST(Mpi, TimelineShowsCollectivesOnTheCommunicationThread) {
 }  // namespace
 }  // namespace braze
 
+// This process's rank as the launcher announced it (before InitDistributed), or -1.
+int LauncherRank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return std::atoi(v);
+  }
+  return -1;
+}
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   braze::DistributedOptions options;
   options.timeout_seconds = 60;  // a rank that failed an assertion must not hang the other
+  // Ranks that pass different DistributedOptions::allreduce_piece_bytes would cut an
+  // all-reduce into different numbers of pieces: every rank is refused, and stays out of
+  // the job (the InitDistributed below then joins it).
+  braze::DistributedOptions mismatched = options;
+  mismatched.allreduce_piece_bytes = (int64_t{4} << 20) + LauncherRank();
+  const absl::Status refused = braze::InitDistributed(mismatched);
+  if (refused.code() != absl::StatusCode::kInvalidArgument ||
+      refused.message().find("allreduce_piece_bytes") == absl::string_view::npos ||
+      braze::WorldSize() != 1) {
+    std::fprintf(stderr, "rank %d: mismatched piece sizes were not refused: %s\n", LauncherRank(),
+                 refused.ToString().c_str());
+    return 1;
+  }
   if (absl::Status s = braze::InitDistributed(options); !s.ok()) {
     std::fprintf(stderr, "InitDistributed: %s\n", s.ToString().c_str());
     return 1;

@@ -186,6 +186,32 @@ TEST(SharedValues, CheapValuesOverAnActivationAreRecomputed) {
   }
 }
 
+// A stencil chain over more than kSharedValueCacheBytes: each level averages four
+// diagonal neighbours of the one below (a Pad read by four Slices). With everything
+// inlined the output's loop nest reads more distinct elements than SharedExpensiveValues
+// follows in one nest (kMaxCallsPerNest), so the top levels' counts saturate before
+// their Pads' second reads are counted. A saturated value is stored whatever its size:
+// inlined, its evaluations (and the compile time) grow without bound with the depth.
+// Every level's Pad is stored (before the fix the top one, counted 0 or 1 time per
+// element there, stayed inlined); results stay the reference's.
+TEST(SharedValues, ASaturatedStencilChainOverALargeValueIsStored) {
+  constexpr int kLevels = 7;
+  const Shape shape{521, 509};  // 1.01 MiB of f32
+  ASSERT_GT(NumElements(shape) * 4, schedule::kSharedValueCacheBytes);
+  Case c;
+  Tensor x = c.Input(DType::kF32, shape, 81, -2, 2);
+  Tensor s = Sigmoid(x * 1.5);
+  for (int level = 0; level < kLevels; ++level) {
+    Tensor p = Pad(s, {{1, 1}, {1, 1}});
+    auto at = [&](int64_t i, int64_t j) { return Slice(p, {i, j}, {shape[0], shape[1]}); };
+    s = (at(0, 0) + at(0, 2) + at(2, 0) + at(2, 2)) * 0.25;
+  }
+  c.outputs = {s};
+  EXPECT_TRUE(CompileRunCompare(c, Scheduler::kSafeDefault, {1e-4, 1e-5}));
+  const std::string text = SafeDefaultText(c);
+  EXPECT_GE(StoredOnce(text), kLevels) << text;
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
