@@ -244,6 +244,13 @@ double ClusterTuner::Time(CompiledKernel& kernel) {
   return samples[samples.size() / 2];
 }
 
+// Whether `m` is the default schedule itself: the safe default's template at its default
+// factors, where Auto picked the safe default for the baseline.
+static bool IsTheDefault(const ClusterResult& r, const Measured& m) {
+  return m.params == ScheduleParams() && r.baseline.kernel &&
+         r.baseline.kernel->scheduler_used() == Scheduler::kSafeDefault;
+}
+
 bool ShouldStoreWinner(const ClusterResult& r, double min_speedup, double* speedup) {
   const bool ok = r.baseline.error.empty() && r.baseline.median_ms > 0 &&
                   r.best_stored.error.empty() && r.best_stored.median_ms > 0;
@@ -254,14 +261,9 @@ bool ShouldStoreWinner(const ClusterResult& r, double min_speedup, double* speed
 ClusterResult ClusterTuner::Tune(Clock::time_point deadline, const Progress& progress) {
   Search(deadline, progress);
   ClusterResult& r = result_;
-  // Where Auto picks the safe default, the template at its default factors is the
-  // default schedule itself: an entry for it would only record the noise between two
-  // timings of one kernel (it won 1.30x over itself once on Softmax).
-  if (r.best_stored.stored && r.best_stored.params == ScheduleParams() && r.baseline.kernel &&
-      r.baseline.kernel->scheduler_used() == Scheduler::kSafeDefault) {
-    r.best_stored = Measured();
-    if (r.best.stored && r.best.params == ScheduleParams()) r.best = r.baseline;
-  }
+  // The template at the default's own factors is reported as the default (Search never
+  // makes it the stored winner).
+  if (r.best.stored && IsTheDefault(r, r.best)) r.best = r.baseline;
   // The search's times come from one measurement each, minutes apart on a machine whose
   // load drifts: the default and the winner are timed again, alternately, and those
   // times decide (and are the ones reported).
@@ -301,7 +303,13 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
       r.rejected.push_back(m);
     } else {
       if (r.best.median_ms <= 0 || m.median_ms < r.best.median_ms) r.best = m;
-      if (m.stored && (r.best_stored.median_ms <= 0 || m.median_ms < r.best_stored.median_ms)) {
+      // Where Auto picks the safe default, the template at its default factors is the
+      // default schedule itself: an entry for it would only record the noise between two
+      // timings of one kernel (it won 1.30x over itself once on Softmax). The stored
+      // winner is the fastest other candidate, so --min_speedup=0 always stores one (it
+      // stored none when that template timed fastest, which a loaded machine made happen).
+      if (m.stored && !IsTheDefault(r, m) &&
+          (r.best_stored.median_ms <= 0 || m.median_ms < r.best_stored.median_ms)) {
         r.best_stored = m;
       }
     }
