@@ -68,8 +68,8 @@ absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory);
 
 // Open MPI over MPI_COMM_WORLD (MPI already initialized); the timeout is per call; an
 // all-reduce of more than `allreduce_piece_bytes` (> 0) goes as pieces of that size
-// (DistributedOptions::allreduce_piece_bytes). Unimplemented when Braze was built
-// without MPI.
+// (DistributedOptions::allreduce_piece_bytes). Returns an Unimplemented Status when Braze
+// was built without MPI.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
                                                                     int64_t allreduce_piece_bytes);
 // OK when every rank of `world` passed the same `piece_bytes`
