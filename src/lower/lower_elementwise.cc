@@ -335,6 +335,8 @@ Expr FloatToI32(const Expr& v) {
 
 }  // namespace
 
+Expr GpuExpF32(const Expr& x, bool cuda) { return cuda ? ExpCudaF32(x) : ExpOf(x, DType::kF32); }
+
 Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& x) {
   const DType dt = x.dtype;
   const Halide::Type t = HalideType(dt);

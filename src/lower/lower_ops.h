@@ -21,6 +21,10 @@ namespace braze {
 namespace lower {
 
 // lower_elementwise.cc
+// f32 exp(x) for a GPU kernel, x <= 0 or -inf (NaN: some NaN): on CUDA PTX's ex2.approx
+// corrected to about 2 ulp (subnormal results kept), else Halide's exp, clamped (0 below
+// FLT_MIN). Not the Exp op's special values for +inf: callers take no +inf.
+Halide::Expr GpuExpF32(const Halide::Expr& x, bool cuda);
 Value LowerUnary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& x);
 Value LowerCast(LoweringContext& ctx, const std::string& name, const Value& x, DType to);
 Value LowerBinary(LoweringContext& ctx, const std::string& name, OpKind op, const Value& a,

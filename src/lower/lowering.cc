@@ -13,6 +13,7 @@
 #include "lower/lower_float16.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_util.h"
+#include "lower/online_softmax.h"
 #include "lower/sibling_reductions.h"
 #include "lower/symbolic.h"
 
@@ -385,6 +386,24 @@ absl::StatusOr<Value> LowerMomentsOf(LoweringContext& ctx, const ClusterSpec& sp
   return mean;
 }
 
+// A softmax's Max (`node`), lowered with its Sum `sum_id` (online_softmax.h), whose
+// value goes into `sums`; where the pass does not apply (a symbolic or long row) the Max
+// alone (the Sum then lowers as its own node).
+absl::StatusOr<Value> LowerOnlineSoftmaxOf(LoweringContext& ctx, const ClusterSpec& spec,
+                                           const Node& node, int sum_id, const Value& x,
+                                           const TensorType& out, std::map<int, Value>& sums) {
+  const std::string name = absl::StrCat(node.op_name(), "_", node.id());
+  const Node& sum = spec.graph->node(sum_id);
+  BRAZE_ASSIGN_OR_RETURN(std::vector<TensorType> sum_types,
+                         InferOutputTypes(sum.op(), sum.attrs(), {TensorType{x.dtype, x.shape}}));
+  auto pair = LowerOnlineSoftmax(ctx, name, x, out, sum_types[0]);
+  if (!pair.has_value()) {
+    return LowerReduce(ctx, name, node.op(), node.attrs_as<ReduceAttrs>(), x, out);
+  }
+  sums[sum_id] = pair->second;
+  return pair->first;
+}
+
 absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, LoweredCluster& result) {
   LoweringContext ctx;
   ctx.library_gemm_min_work = options.library_gemm_min_work;
@@ -480,7 +499,11 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   // Reductions sharing a pass over their input, and the order that lowers each group
   // of siblings at once (sibling_reductions.h).
   const SiblingReductions siblings = FindSiblingReductions(spec, !options.gpu);
-  std::map<int, Value> variances;  // a moments' variance, by the variance node's id
+  // Softmaxes' Max and Sum pairs lowered as one pass on GPUs (online_softmax.h).
+  const std::map<int, int> online = FindOnlineSoftmaxes(spec, options.gpu);
+  // Values lowered with an earlier node (a moments' variance, an online softmax's sum),
+  // by their node's id.
+  std::map<int, Value> variances;
   for (size_t k : siblings.order) {
     const int id = spec.nodes[k];
     if (folded.count(id) > 0) continue;              // a matmul's or a folded batch norm's node
@@ -567,11 +590,14 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     const size_t first_stage = ctx.stages().size();
     auto group = siblings.groups.find(id);
     auto moments = siblings.moments.find(id);
+    auto softmax = online.find(id);
     absl::StatusOr<Value> value;
     if (group != siblings.groups.end()) {
       value = LowerSiblingGroup(ctx, spec, group->second, values);
     } else if (moments != siblings.moments.end()) {
       value = LowerMomentsOf(ctx, spec, node, moments->second, in[0], out, variances);
+    } else if (softmax != online.end()) {
+      value = LowerOnlineSoftmaxOf(ctx, spec, node, softmax->second, in[0], out, variances);
     } else {
       value = bn == nullptr
                   ? LowerNode(ctx, node, in, out, &epilogue)

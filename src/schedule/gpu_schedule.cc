@@ -88,11 +88,16 @@ class GpuHeuristic {
       const Stage& s = info_.stages[i];
       if (s.kind == StageKind::kAttention) {
         ScheduleAttention(s, log_, placed_);
+      } else if (s.lanes) {
+        continue;  // placed with the combines that read it (PlaceLanes)
       } else if (IsTiled(s.kind)) {
         Tiled(s);
       } else {
         ScheduleReduction(s, reductions_[i]);
       }
+    }
+    for (const Stage& s : info_.stages) {
+      if (s.lanes) PlaceLanes(s);
     }
     if (plan_ == Scheduler::kGpuFused) {
       for (size_t j = 0; j < info_.outputs.size(); ++j) StageRows(static_cast<int>(j));
@@ -110,6 +115,14 @@ class GpuHeuristic {
   struct Reduction {
     Kind kind = Kind::kRow;
     int host = -1;  // output index whose kernel computes it, -1: its own kernel(s)
+  };
+
+  // Where a reduction's accumulator (and its partials) is computed: at a block level,
+  // cooperatively, or at a thread level.
+  struct Placement {
+    int host = -1;
+    bool block = false;
+    LoopLevel at;
   };
 
   // Callers of every Func, and the Funcs that get their own storage ("materialized":
@@ -209,7 +222,7 @@ class GpuHeuristic {
     hosts_.assign(info_.outputs.size(), Host::kNone);
     for (int i = static_cast<int>(info_.stages.size()) - 1; i >= 0; --i) {
       const Stage& s = info_.stages[i];
-      if (OwnKernel(s.kind)) continue;
+      if (OwnKernel(s.kind) || s.lanes) continue;
       Reduction& r = reductions_[i];
       int host = -1;
       bool ok = true;
@@ -483,24 +496,43 @@ class GpuHeuristic {
     return rows;
   }
 
-  // Whether the plain load `name` (extents `e`) holds the rows of `rows`, and only they
+  // What reads whole rows at output j's block: its cooperative row reductions (`rows`),
+  // and the online softmax passes placed there (Stage::lanes), by Func name.
+  struct RowReader {
+    int64_t len = 0;   // of a row
+    int64_t rows = 0;  // rows in all
+  };
+  std::map<std::string, RowReader> RowReaders(
+      int j, const std::map<std::string, const Stage*>& rows) const {
+    std::map<std::string, RowReader> readers;
+    for (const auto& [name, s] : rows) {
+      readers[name] = {s->reduction_extent, NumElements(s->extents)};
+    }
+    for (const auto& [name, lanes] : lane_rows_) {
+      if (lanes.first == j) readers[name] = lanes.second;
+    }
+    return readers;
+  }
+
+  // Whether the plain load `name` (extents `e`) holds the rows of `readers`, and only they
   // and output `out` read it: then its region at the row's block is exactly one row.
   // And whether it is read more than once: a lone reduction (a row Sum) reads each
   // element once anyway, and staging would only add a pass through shared memory.
   bool StagesRows(const std::string& name, const Extents& e, const std::string& out,
-                  const std::map<std::string, const Stage*>& rows) const {
-    const Stage& any = *rows.begin()->second;
-    if (e.empty() || e[0] != any.reduction_extent ||
-        NumElements(e) != e[0] * NumElements(any.extents)) {
-      return false;
-    }
-    int reductions = 0, readers = 0;
+                  const std::map<std::string, RowReader>& readers) const {
+    if (e.empty()) return false;
+    int reductions = 0, n = 0;
     for (const std::string& c : MaterializedConsumers(name)) {
-      if (c != out && rows.count(c) == 0) return false;
-      reductions += rows.count(c) > 0 ? 1 : 0;
-      ++readers;
+      ++n;
+      if (c == out) continue;
+      auto it = readers.find(c);
+      if (it == readers.end() || e[0] != it->second.len ||
+          NumElements(e) != e[0] * it->second.rows) {
+        return false;
+      }
+      ++reductions;
     }
-    return reductions > 0 && readers > 1;
+    return reductions > 0 && n > 1;
   }
 
   // Stages each row that output j's cooperative row reductions read into shared memory,
@@ -513,15 +545,19 @@ class GpuHeuristic {
   void StageRows(int j) {
     if (hosts_[j] != Host::kRowBlock && hosts_[j] != Host::kElementBlock) return;
     const std::map<std::string, const Stage*> rows = HostedRows(j);
-    if (rows.empty()) return;
+    const std::map<std::string, RowReader> readers = RowReaders(j, rows);
+    if (readers.empty()) return;
     int64_t bytes = 0;
     for (const auto& [unused, s] : rows) {
       bytes += CooperativeBytes(*s, Threads(s->reduction_extent, warp_hosts_.count(j) > 0));
     }
+    for (const auto& [unused, lanes] : lane_rows_) {
+      if (lanes.first == j) bytes += kWarp * kOnlineStateBytes;
+    }
     for (const auto& [name, fn] : env_) {
       if (!IsPlainLoad(fn) || materialized_.count(name) > 0) continue;
       const Extents e = LoadExtents(fn);
-      if (!StagesRows(name, e, info_.outputs[j].name(), rows)) continue;
+      if (!StagesRows(name, e, info_.outputs[j].name(), readers)) continue;
       const int64_t row_bytes =
           CeilDiv(e[0], kSharedAlign) * kSharedAlign * fn.output_types()[0].bytes();
       if (bytes + row_bytes > kSharedBudget) continue;
@@ -636,7 +672,9 @@ class GpuHeuristic {
       case Kind::kRow: {
         const RVar rf = FuseRVars(acc, s.rdom);
         const bool warp = r.host >= 0 ? warp_hosts_.count(r.host) > 0 : WarpRow(s);
-        Cooperative(acc, rf, s.reduction_extent, block_at(), true, s.reduction_symbolic, warp);
+        const LoopLevel at = block_at();
+        Cooperative(acc, rf, s.reduction_extent, at, true, s.reduction_symbolic, warp);
+        placements_[acc.name()] = {r.host, true, at};
         log_ << acc.name() << ": row, " << where << "\n";
         return;
       }
@@ -646,8 +684,10 @@ class GpuHeuristic {
         log_ << acc.name() << ": combine " << where << "\n";
         return;
       }
-      case Kind::kColumn:
-        acc.compute_at(thread_at());
+      case Kind::kColumn: {
+        const LoopLevel at = thread_at();
+        acc.compute_at(at);
+        placements_[acc.name()] = {r.host, false, at};
         placed_.insert(acc.name());
         log_ << acc.name() << ": "
              << (plan_ == Scheduler::kGpuSerial ? "serial"
@@ -655,6 +695,7 @@ class GpuHeuristic {
                                                 : "column")
              << ", a thread per output, " << where << "\n";
         return;
+      }
       case Kind::kColumnTwoStage:
         FirstStage(s, false);
         acc.compute_at(thread_at());
@@ -662,6 +703,54 @@ class GpuHeuristic {
         log_ << acc.name() << ": combine per thread, " << where << "\n";
         return;
     }
+  }
+
+  // An online softmax's pass (Stage::lanes): where the combines reading it compute their
+  // partials, when they all do so in one kernel; a thread per lane (dim 0) at a block
+  // level (in shared memory, read across the lanes), or serially at a thread level.
+  // Otherwise a kernel of its own, a thread per lane and row.
+  void PlaceLanes(const Stage& s) {
+    Func pass = s.acc;
+    const std::set<std::string> readers = MaterializedConsumers(pass.name());
+    const Placement* p = nullptr;
+    bool shared = !readers.empty();
+    for (const std::string& c : readers) {
+      auto it = placements_.find(c);
+      if (it == placements_.end()) {
+        shared = false;
+        break;
+      }
+      if (p == nullptr) {
+        p = &it->second;
+      } else if (it->second.host != p->host || it->second.block != p->block || p->host < 0) {
+        shared = false;
+      }
+    }
+    placed_.insert(pass.name());
+    if (!shared) {
+      pass.compute_at(OwnThread(pass, s.extents));
+      log_ << pass.name() << ": lanes, own kernel\n";
+      return;
+    }
+    if (!p->block) {
+      pass.compute_at(p->at);
+      log_ << pass.name() << ": lanes, serial at its combines' thread\n";
+      return;
+    }
+    // Each lane's state in its thread's registers while it walks the row (computed at the
+    // thread, one value: no shared-memory load and store per element), then copied once
+    // into shared memory, where the combines read it across the lanes.
+    Func w = pass.in();
+    const Var wu = w.args()[0];
+    w.compute_at(p->at).align_storage(wu, kSharedAlign).gpu_threads(wu);
+    pass.compute_at(w, wu);
+    placed_.insert(w.name());
+    if (p->host >= 0) {
+      lane_rows_[pass.name()] = {p->host, {s.row_length, NumElements(s.extents) / s.extents[0]}};
+    }
+    log_ << pass.name() << ": lanes, " << s.extents[0]
+         << " threads at its combines' block, in registers, then shared memory (" << w.name()
+         << ")\n";
   }
 
   static bool IsConvView(const Stage& s, const std::string& name) {
@@ -733,6 +822,9 @@ class GpuHeuristic {
   std::map<int, int> block_reductions_;  // per output: block reductions its kernel hosts
   std::set<int> warp_hosts_;             // outputs whose kernels are a warp per row
   std::map<int, LoopLevel> block_level_, thread_level_;
+  std::map<std::string, Placement> placements_;  // by accumulator name
+  // Online softmax passes at a block: output index and the rows they read, by name.
+  std::map<std::string, std::pair<int, RowReader>> lane_rows_;
   std::set<std::string> placed_;
 };
 

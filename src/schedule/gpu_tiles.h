@@ -70,6 +70,10 @@ inline constexpr int kRowElementsPerThread = 16;
 // softmax takes a warp per row up to 1024 elements and more.
 inline constexpr int64_t kWarpRow = 2048;
 
+// Bytes of an online softmax's state per lane in shared memory (f32 max, f64 sum, two
+// 32-bit maxima of bits; lower/online_softmax.h), each aligned as the combines' are.
+inline constexpr int64_t kOnlineStateBytes = 4 + 8 + 4 + 4;
+
 int64_t CeilDiv(int64_t a, int64_t b);
 
 // The smallest power of two >= n, capped at `cap`.

@@ -97,6 +97,12 @@ struct Stage {
   // True when the RDom walks the input's innermost (contiguous) dim, so vectorizing the
   // update over acc's dim 0 would turn contiguous loads into gathers.
   bool reduces_innermost = false;
+  // A GPU online softmax's pass (lower/online_softmax.h): dim 0 of acc is lanes, each a
+  // serial walk over its part of a row (an update no rfactor takes), which the row's
+  // combines (the stages reading acc) read across the lanes. The GPU heuristic computes it
+  // where they compute their partials, a thread per lane.
+  bool lanes = false;
+  int64_t row_length = 0;  // lanes: the length of the rows the lanes walk
   // A Conv2D, or a Conv2DBackpropInput at stride 1 (a Conv2D of dy over the flipped
   // filter), lowered for a GPU (lower/lower_conv.cc): what the GPU heuristic needs to
   // stage its operands in shared-memory tiles (gpu_conv_tiles.h). The update reads its

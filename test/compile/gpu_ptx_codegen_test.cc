@@ -277,6 +277,9 @@ TEST(GpuPtxCodegen, RowReductionsReadEachInputElementOnce) {
 //                    135 -> 48 ld.shared, 109 -> 55 st.shared (static counts)
 //   softmax   x1000: 531 -> 467, 21 -> 17 bar.sync
 //   layernorm x1024: 528 -> 409, 17 bar.sync as before (f64: no shuffles)
+// With the online softmax (SoftmaxIsOnePassWithOneExpPerElementPerPass) the shuffled
+// combine is the lanes' maxima, and the softmax kernels have 18 bar.sync (the lanes'
+// states are copied from registers into shared memory once: one more stage).
 // No shuffle may sit in a branch only some lanes take: a full-mask shfl.sync run by one
 // lane is undefined (Cooperative keeps the one-value level in shared memory for this).
 TEST(GpuPtxCodegen, RowReductionsCombineByWarpShuffles) {
@@ -287,8 +290,8 @@ TEST(GpuPtxCodegen, RowReductionsCombineByWarpShuffles) {
     int max_instructions;
     int max_barriers;
   };
-  const std::vector<Row> rows = {{"softmax_1024", 1024, false, 500, 17},
-                                 {"softmax_1000", 1000, false, 500, 17},
+  const std::vector<Row> rows = {{"softmax_1024", 1024, false, 500, 18},
+                                 {"softmax_1000", 1000, false, 500, 18},
                                  {"layernorm_1024", 1024, true, 450, 17}};
   for (const Row& row : rows) {
     Case c;
@@ -319,6 +322,93 @@ TEST(GpuPtxCodegen, RowReductionsCombineByWarpShuffles) {
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
     for (const PtxasKernel& k : report->kernels) {
+      EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
+      EXPECT_EQ(k.stack_bytes, 0) << k.name;
+    }
+  }
+}
+
+// The inner loops of a PTX kernel as LLVM prints them: a label whose next line says
+// "=>This Inner Loop Header", up to the branch back to it; `name` is the label's comment
+// (Halide's loop name).
+struct PtxLoop {
+  std::string name;
+  std::vector<std::string> body;  // instruction lines
+};
+
+std::vector<PtxLoop> InnerLoops(const std::string& ptx) {
+  const std::vector<std::string> lines = absl::StrSplit(ptx, '\n');
+  std::vector<PtxLoop> loops;
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].find("Inner Loop Header") == std::string::npos) continue;
+    const std::string& head = lines[i - 1];
+    const std::string label = head.substr(0, head.find(':'));
+    PtxLoop loop;
+    loop.name = head.substr(head.find("//") == std::string::npos ? 0 : head.find("//"));
+    for (++i; i < lines.size(); ++i) {
+      loop.body.push_back(lines[i]);
+      if (absl::StrContains(lines[i], "bra") && absl::EndsWith(lines[i], "\t" + label + ";")) break;
+    }
+    loops.push_back(std::move(loop));
+  }
+  return loops;
+}
+
+int Count(const std::vector<std::string>& lines, const std::string& needle) {
+  int n = 0;
+  for (const std::string& line : lines) n += absl::StrContains(line, needle) ? 1 : 0;
+  return n;
+}
+
+// A softmax on CUDA computes its row's max and sum of exps in one pass over the row
+// (lower/online_softmax.h: each lane's running max, its sum rescaled as the max grows),
+// then the output in a second: two loops read the row (the loops that only stage it in
+// shared memory aside), each with one exp per element it reads: PTX's ex2.approx in the
+// pass, Halide's exp in a Softmax's output (its floor, cvt.rmi; a LogSoftmax's has none). Two
+// reductions before: three loops (the max's with no exp, then the sum's and the output's), and the
+// max decoded from its bits again at every element of the sum. Per element and lane, 16384x1024
+// (instructions in a loop's body over the elements it reads): 5.25 (max) + 57 (sum) +
+// 41 (output) = 103 -> 25.5 (pass) + 41 (output) = 66.5. Static PTX instructions:
+//   softmax    x1024: 464 -> 461    x1000: 494 -> 468
+//   logsoftmax x1024: 488 -> 484    cross entropy x1024: 977 -> 879
+TEST(GpuPtxCodegen, SoftmaxIsOnePassWithOneExpPerElementPerPass) {
+  struct Row {
+    std::string name;
+    int64_t len;
+    bool log;
+  };
+  for (const Row& row : std::vector<Row>{{"softmax_1024", 1024, false},
+                                         {"logsoftmax_1024", 1024, true},
+                                         {"softmax_1000", 1000, false}}) {
+    Case c;
+    Tensor x = c.Input(DType::kF32, {16384, row.len}, 1, -2, 2);
+    c.outputs = {row.log ? LogSoftmax(x) : Softmax(x)};
+    auto code = GenerateCudaCode(SpecOf(c, row.name), Scheduler::kGpuFused);
+    ASSERT_TRUE(code.ok()) << code.status();
+    SCOPED_TRACE(row.name + ":\n" + code->schedule);
+    ASSERT_EQ(code->kernels.size(), 1u);
+    EXPECT_NE(code->schedule.find("lanes, 32 threads at its combines' block"), std::string::npos);
+    EXPECT_NE(code->schedule.find("staged in shared memory"), std::string::npos);
+    int passes = 0;
+    for (const PtxLoop& loop : InnerLoops(code->ptx)) {
+      const int reads = Count(loop.body, "ld.shared.f32") + Count(loop.body, "ld.global.nc.f32");
+      if (reads == 0 || Count(loop.body, "st.shared") > 0) continue;  // staging
+      ++passes;
+      const int exps = Count(loop.body, "ex2.approx") + Count(loop.body, "cvt.rmi");
+      // LogSoftmax's output, x - max - log(sum), takes no exp.
+      const bool output = !absl::StrContains(loop.name, "_online");
+      EXPECT_EQ(exps, output && row.log ? 0 : reads) << loop.name;
+      std::cout << row.name << " " << loop.name << ": " << reads << " elements, " << exps
+                << " exps, " << loop.body.size() << " lines\n";
+    }
+    EXPECT_EQ(passes, 2);
+    std::cout << row.name << " PTX: " << PtxInstructions(code->ptx) << " instructions\n";
+    if (!HavePtxas()) continue;
+    auto report = AssemblePtx(code->ptx, "sm_90");
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
+    for (const PtxasKernel& k : report->kernels) {
+      std::cout << row.name << " ptxas: " << k.registers << " registers\n";
       EXPECT_EQ(k.spill_store_bytes + k.spill_load_bytes, 0) << k.name;
       EXPECT_EQ(k.stack_bytes, 0) << k.name;
     }

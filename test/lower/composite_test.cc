@@ -93,14 +93,15 @@ TEST_P(CompositeTestOpenCL, MatchesReference) { RunOpTestCaseOpenCL(GetParam());
 
 INSTANTIATE_TEST_SUITE_P(Ops, CompositeTestOpenCL, ::testing::ValuesIn(Cases()), CaseName);
 
-// The row composites at tiny, odd and prime row lengths, on OpenCL and for CUDA: the GPU
+// The row composites at tiny, odd and prime row lengths, on OpenCL and for CUDA (the
+// softmaxes' Max and sum of exps as one pass, lower/online_softmax.h, up to 16384): the GPU
 // heuristic stages each row in shared memory (up to its shared budget, 32 KiB with the
 // partials) and reads it there with guarded tails; rows of 8192 f32 no longer fit and
 // keep reading global memory. Rows of 384 and 1024 are staged 4 adjacent elements per
 // thread at a time (RowVector: whole passes of them).
 std::vector<OpTestCase> RowLengthCases() {
-  const std::vector<Shape> lengths = {{5, 1},    {4, 3},    {3, 17},   {3, 384}, {4, 1000},
-                                      {2, 1024}, {3, 1031}, {2, 4099}, {2, 8192}};
+  const std::vector<Shape> lengths = {{5, 1},    {4, 3},    {3, 17},   {3, 127},  {3, 384},
+                                      {4, 1000}, {2, 1024}, {3, 1031}, {2, 4099}, {2, 8192}};
   std::vector<OpTestCase> cases;
   for (const OpTestCase& tc : Cases()) {
     if (tc.name != "Softmax" && tc.name != "LogSoftmax" && tc.name != "SoftmaxCrossEntropy" &&

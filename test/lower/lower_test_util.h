@@ -262,24 +262,22 @@ inline void RunOpTestCase(const OpTestCase& tc, Scheduler kind) {
   }
 }
 
-// A device backend (CUDA, OpenCL): compiles `c` for `device` with the GPU heuristic;
-// with `run`, uploads the inputs, runs it on the device and compares the downloaded
-// outputs with the reference.
-inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Tolerance tol,
-                                                            const Device& device, bool run) {
+// Compiles `c` for `device` with the GPU heuristic, uploads the inputs, runs it there and
+// downloads its outputs into `outs` (and the schedule's text into `schedule`).
+inline ::testing::AssertionResult RunOnDevice(const Case& c, const Device& device,
+                                              std::vector<HostTensor>* outs, std::string* schedule,
+                                              bool run = true) {
   if (!c.graph->status().ok()) {
     return ::testing::AssertionFailure() << "graph: " << c.graph->status();
   }
-  const ClusterSpec spec = SpecOf(c);
-  auto expected = ReferenceOutputs(spec, c.values);
-  if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
   CompileOptions options;
   options.device = device;
-  auto kernel = CompileCluster(spec, options);
+  auto kernel = CompileCluster(SpecOf(c), options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";
+  *schedule = (*kernel)->schedule_text();
   if (!run) return ::testing::AssertionSuccess();
-  std::vector<std::unique_ptr<DeviceTensor>> ins, outs;
+  std::vector<std::unique_ptr<DeviceTensor>> ins, device_outs;
   std::vector<DeviceTensor*> in_ptrs, out_ptrs;
   for (const HostTensor& v : c.values) {
     auto d = DeviceTensor::Allocate(v.type(), device);
@@ -294,22 +292,42 @@ inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Toler
     auto d = DeviceTensor::Allocate(t, device);
     if (!d.ok()) return ::testing::AssertionFailure() << "allocate: " << d.status();
     out_ptrs.push_back(d->get());
-    outs.push_back(*std::move(d));
+    device_outs.push_back(*std::move(d));
   }
   if (absl::Status s = (*kernel)->RunOnDevice(in_ptrs, out_ptrs); !s.ok()) {
-    return ::testing::AssertionFailure() << "run: " << s << "\nschedule:\n"
-                                         << (*kernel)->schedule_text();
+    return ::testing::AssertionFailure() << "run: " << s << "\nschedule:\n" << *schedule;
   }
-  for (size_t i = 0; i < outs.size(); ++i) {
+  outs->clear();
+  for (const auto& d : device_outs) {
     HostTensor got;
-    if (absl::Status s = outs[i]->CopyToHost(&got); !s.ok()) {
+    if (absl::Status s = d->CopyToHost(&got); !s.ok()) {
       return ::testing::AssertionFailure() << "download: " << s;
     }
+    outs->push_back(std::move(got));
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// A device backend (CUDA, OpenCL): compiles `c` for `device` with the GPU heuristic;
+// with `run`, uploads the inputs, runs it on the device and compares the downloaded
+// outputs with the reference.
+inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Tolerance tol,
+                                                            const Device& device, bool run) {
+  if (!c.graph->status().ok()) {
+    return ::testing::AssertionFailure() << "graph: " << c.graph->status();
+  }
+  auto expected = ReferenceOutputs(SpecOf(c), c.values);
+  if (!expected.ok()) return ::testing::AssertionFailure() << "reference: " << expected.status();
+  std::vector<HostTensor> got;
+  std::string schedule;
+  ::testing::AssertionResult ran = RunOnDevice(c, device, &got, &schedule, run);
+  if (!ran || !run) return ran;
+  for (size_t i = 0; i < got.size(); ++i) {
     std::string why;
-    if (!AllClose(got, (*expected)[i], tol.rtol, tol.atol, &why)) {
+    if (!AllClose(got[i], (*expected)[i], tol.rtol, tol.atol, &why)) {
       return ::testing::AssertionFailure()
              << "output " << i << " on " << device.ToString() << ": " << why << "\nschedule:\n"
-             << (*kernel)->schedule_text();
+             << schedule;
     }
   }
   return ::testing::AssertionSuccess();

@@ -373,6 +373,86 @@ TEST(FloatMaxMin, RowsOfSpecialsOnCuda) {
   for (int64_t n : {67, 1000}) CheckSpecialRowsOnDevice(n, Device{Device::Kind::kCuda, 0}, true);
 }
 
+// The online softmax of GPU lowerings (lower/online_softmax.h): a softmax's Max and Sum of
+// exps as one pass. On the special rows: the Max's value bit for bit (a zero's sign too,
+// which the pass decides from the bits' maximum), the sum NaN exactly where the
+// reference's is (a NaN, two +inf, a row of -inf), Softmax and LogSoftmax within float
+// tolerances. Rows of 3 (one lane), 17 (lanes past the row), 67 and 1031 (lanes of
+// unequal length).
+Case OnlineSoftmaxCase(const HostTensor& t) {
+  Case c;
+  Tensor x = c.Input(t);
+  Tensor m = Max(x, {1}, true);
+  Tensor e = Exp(x - m);
+  Tensor s = Sum(e, {1}, true);
+  c.outputs = {m, s, e * Reciprocal(s), (x - m) - Log(s)};
+  return c;
+}
+
+void CheckOnlineSoftmax(const Case& c, const Device& device, const std::string& what) {
+  auto want = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::vector<HostTensor> got;
+  std::string schedule;
+  ASSERT_TRUE(RunOnDevice(c, device, &got, &schedule)) << what;
+  EXPECT_NE(schedule.find("_online"), std::string::npos) << what << ": not one pass\n" << schedule;
+  for (int64_t i = 0; i < (*want)[0].num_elements(); ++i) {
+    const float g = got[0].data<float>()[i], w = (*want)[0].data<float>()[i];
+    uint32_t gb, wb;
+    std::memcpy(&gb, &g, 4);
+    std::memcpy(&wb, &w, 4);
+    if (std::isnan(w)) {
+      EXPECT_TRUE(std::isnan(g)) << what << " max of row " << i << ": " << g;
+    } else {
+      EXPECT_EQ(gb, wb) << what << " max of row " << i << ": " << g << " vs " << w;
+    }
+  }
+  for (size_t o = 1; o < got.size(); ++o) {
+    std::string why;
+    EXPECT_TRUE(AllClose(got[o], (*want)[o], 1e-4, 1e-5, &why))
+        << what << " output " << o << ": " << why << "\n"
+        << schedule;
+  }
+}
+
+// Rows whose max grows at every element along each lane (the most rescales), in small
+// and large steps, falling rows and random ones, as Softmax and LogSoftmax.
+HostTensor RisingRows(int64_t n) {
+  HostTensor t(DType::kF32, {4, n});
+  float* p = t.data<float>();
+  std::mt19937 gen(static_cast<uint32_t>(n));
+  std::uniform_real_distribution<float> u(-3, 3);
+  for (int64_t j = 0; j < n; ++j) {
+    p[j] = -2.0f + 1e-3f * static_cast<float>(j);
+    p[n + j] = 0.5f * static_cast<float>(j) - 40.0f;
+    p[2 * n + j] = 2.0f - 1e-3f * static_cast<float>(j);
+    p[3 * n + j] = u(gen);
+  }
+  return t;
+}
+
+void CheckOnlineSoftmaxRows(const Device& device) {
+  for (int64_t n : {3, 17, 67, 1031}) {
+    CheckOnlineSoftmax(OnlineSoftmaxCase(SpecialRows<float>(n)), device,
+                       absl::StrCat("special rows of ", n));
+  }
+  for (int64_t n : {127, 1024, 4099}) {
+    CheckOnlineSoftmax(OnlineSoftmaxCase(RisingRows(n)), device, absl::StrCat("rows of ", n));
+  }
+}
+
+TEST(OnlineSoftmax, SpecialAndRisingRowsOnOpenCL) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  CheckOnlineSoftmaxRows(Device{Device::Kind::kOpenCL, 0});
+}
+
+TEST(OnlineSoftmax, SpecialAndRisingRowsOnCuda) {
+  if (absl::Status s = CheckCudaAvailable(); !s.ok()) {
+    GTEST_SKIP() << "needs a CUDA GPU, nothing run or compared: " << s.message();
+  }
+  CheckOnlineSoftmaxRows(Device{Device::Kind::kCuda, 0});
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
