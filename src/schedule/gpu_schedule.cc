@@ -123,6 +123,7 @@ class GpuHeuristic {
     int host = -1;
     bool block = false;
     LoopLevel at;
+    Func reader;  // what reads the reduction's input there: acc, or its first partials
   };
 
   // Callers of every Func, and the Funcs that get their own storage ("materialized":
@@ -344,7 +345,8 @@ class GpuHeuristic {
     return LoopLevel(w, xi);
   }
 
-  // The cooperative reduction of `acc` over `lane` (extent `len`) at a block level: the
+  // The cooperative reduction of `acc` over `lane` (extent `len`) at a block level (returns
+  // the per-thread partials, which read acc's input): the
   // update is rfactored into T per-thread partials (thread u reads u, u+T, ...: coalesced)
   // held in shared memory, then combined in a tree of fan-in kFanIn (64 -> 8 -> 1) whose
   // last level is one thread's loop inside its thread loop, so `acc` itself takes one
@@ -369,7 +371,7 @@ class GpuHeuristic {
   // `if (lane < 1)`, a full-mask shfl.sync one lane runs alone: undefined behaviour.
   // (Stopping at 4 and letting `acc` read them costs a barrier per value and Tuple
   // element: 29 barriers in the softmax kernel instead of 23.)
-  void Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split,
+  Func Cooperative(Func acc, RVar lane, int64_t len, const LoopLevel& at, bool split,
                    bool symbolic = false, bool warp = false) {
     acc.compute_at(at);
     placed_.insert(acc.name());
@@ -414,6 +416,7 @@ class GpuHeuristic {
       }
     }
     log_ << " then 1\n";
+    return partial;
   }
 
   // A level of a cooperative combine (the partials, or a combine of them) at the block
@@ -673,8 +676,9 @@ class GpuHeuristic {
         const RVar rf = FuseRVars(acc, s.rdom);
         const bool warp = r.host >= 0 ? warp_hosts_.count(r.host) > 0 : WarpRow(s);
         const LoopLevel at = block_at();
-        Cooperative(acc, rf, s.reduction_extent, at, true, s.reduction_symbolic, warp);
-        placements_[acc.name()] = {r.host, true, at};
+        const Func partial =
+            Cooperative(acc, rf, s.reduction_extent, at, true, s.reduction_symbolic, warp);
+        placements_[acc.name()] = {r.host, true, at, partial};
         log_ << acc.name() << ": row, " << where << "\n";
         return;
       }
@@ -687,7 +691,7 @@ class GpuHeuristic {
       case Kind::kColumn: {
         const LoopLevel at = thread_at();
         acc.compute_at(at);
-        placements_[acc.name()] = {r.host, false, at};
+        placements_[acc.name()] = {r.host, false, at, acc};
         placed_.insert(acc.name());
         log_ << acc.name() << ": "
              << (plan_ == Scheduler::kGpuSerial ? "serial"
@@ -706,47 +710,53 @@ class GpuHeuristic {
   }
 
   // An online softmax's pass (Stage::lanes): where the combines reading it compute their
-  // partials, when they all do so in one kernel; a thread per lane (dim 0) at a block
-  // level (in shared memory, read across the lanes), or serially at a thread level.
-  // Otherwise a kernel of its own, a thread per lane and row.
+  // partials; a thread per lane (dim 0) at a block level, or serially at a thread level.
+  // Combines in kernels of their own (a softmax a matmul reads) each compute a copy of
+  // the pass (clone_in) rather than read it from one more kernel.
   void PlaceLanes(const Stage& s) {
     Func pass = s.acc;
-    const std::set<std::string> readers = MaterializedConsumers(pass.name());
-    const Placement* p = nullptr;
-    bool shared = !readers.empty();
-    for (const std::string& c : readers) {
+    placed_.insert(pass.name());
+    std::vector<std::pair<std::string, const Placement*>> readers;
+    bool one_place = true;
+    for (const std::string& c : MaterializedConsumers(pass.name())) {
       auto it = placements_.find(c);
       if (it == placements_.end()) {
-        shared = false;
-        break;
+        pass.compute_at(OwnThread(pass, s.extents));     // not expected: the combines are
+        log_ << pass.name() << ": lanes, own kernel\n";  // reductions, placed before
+        return;
       }
-      if (p == nullptr) {
-        p = &it->second;
-      } else if (it->second.host != p->host || it->second.block != p->block || p->host < 0) {
-        shared = false;
+      const Placement* p = &it->second;
+      if (!readers.empty()) {
+        const Placement* q = readers[0].second;
+        one_place &= p->host == q->host && p->block == q->block && p->host >= 0;
       }
+      readers.push_back({c, p});
     }
+    if (readers.empty()) return;
+    std::vector<Func> copies = {pass};
+    for (size_t i = 1; !one_place && i < readers.size(); ++i) {
+      copies.push_back(pass.clone_in(readers[i].second->reader));
+    }
+    for (size_t i = 0; i < copies.size(); ++i) PlaceLanesAt(copies[i], s, *readers[i].second);
+  }
+
+  // A thread per lane at a block: each lane's state in its thread's registers while it
+  // walks the row (one value: no shared-memory load and store per element), then copied
+  // once into shared memory, where the combines read it across the lanes.
+  void PlaceLanesAt(Func pass, const Stage& s, const Placement& p) {
     placed_.insert(pass.name());
-    if (!shared) {
-      pass.compute_at(OwnThread(pass, s.extents));
-      log_ << pass.name() << ": lanes, own kernel\n";
-      return;
-    }
-    if (!p->block) {
-      pass.compute_at(p->at);
+    if (!p.block) {
+      pass.compute_at(p.at);
       log_ << pass.name() << ": lanes, serial at its combines' thread\n";
       return;
     }
-    // Each lane's state in its thread's registers while it walks the row (computed at the
-    // thread, one value: no shared-memory load and store per element), then copied once
-    // into shared memory, where the combines read it across the lanes.
     Func w = pass.in();
     const Var wu = w.args()[0];
-    w.compute_at(p->at).align_storage(wu, kSharedAlign).gpu_threads(wu);
+    w.compute_at(p.at).align_storage(wu, kSharedAlign).gpu_threads(wu);
     pass.compute_at(w, wu);
     placed_.insert(w.name());
-    if (p->host >= 0) {
-      lane_rows_[pass.name()] = {p->host, {s.row_length, NumElements(s.extents) / s.extents[0]}};
+    if (p.host >= 0) {
+      lane_rows_[pass.name()] = {p.host, {s.row_length, NumElements(s.extents) / s.extents[0]}};
     }
     log_ << pass.name() << ": lanes, " << s.extents[0]
          << " threads at its combines' block, in registers, then shared memory (" << w.name()
