@@ -264,14 +264,17 @@ inline void RunOpTestCase(const OpTestCase& tc, Scheduler kind) {
 
 // Compiles `c` for `device` with the GPU heuristic, uploads the inputs, runs it there and
 // downloads its outputs into `outs` (and the schedule's text into `schedule`).
+// `plan`: the GPU chain's first scheduler.
 inline ::testing::AssertionResult RunOnDevice(const Case& c, const Device& device,
                                               std::vector<HostTensor>* outs, std::string* schedule,
-                                              bool run = true) {
+                                              bool run = true,
+                                              Scheduler plan = Scheduler::kGpuFused) {
   if (!c.graph->status().ok()) {
     return ::testing::AssertionFailure() << "graph: " << c.graph->status();
   }
   CompileOptions options;
   options.device = device;
+  options.gpu_scheduler = plan;
   auto kernel = CompileCluster(SpecOf(c), options);
   if (!kernel.ok()) return ::testing::AssertionFailure() << "compile: " << kernel.status();
   if (!(*kernel)->on_device()) return ::testing::AssertionFailure() << "not a device kernel";

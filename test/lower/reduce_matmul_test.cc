@@ -389,12 +389,13 @@ Case OnlineSoftmaxCase(const HostTensor& t) {
   return c;
 }
 
-void CheckOnlineSoftmax(const Case& c, const Device& device, const std::string& what) {
+void CheckOnlineSoftmax(const Case& c, const Device& device, const std::string& what,
+                        Scheduler plan = Scheduler::kGpuFused) {
   auto want = ReferenceOutputs(SpecOf(c), c.values);
   ASSERT_TRUE(want.ok()) << want.status();
   std::vector<HostTensor> got;
   std::string schedule;
-  ASSERT_TRUE(RunOnDevice(c, device, &got, &schedule)) << what;
+  ASSERT_TRUE(RunOnDevice(c, device, &got, &schedule, true, plan)) << what;
   EXPECT_NE(schedule.find("_online"), std::string::npos) << what << ": not one pass\n" << schedule;
   for (int64_t i = 0; i < (*want)[0].num_elements(); ++i) {
     const float g = got[0].data<float>()[i], w = (*want)[0].data<float>()[i];
@@ -438,6 +439,12 @@ void CheckOnlineSoftmaxRows(const Device& device) {
   }
   for (int64_t n : {127, 1024, 4099}) {
     CheckOnlineSoftmax(OnlineSoftmaxCase(RisingRows(n)), device, absl::StrCat("rows of ", n));
+  }
+  // The other plans: the combines in kernels of their own, each with its copy of the
+  // pass (separate), and a thread per row, serial (serial).
+  for (Scheduler plan : {Scheduler::kGpuSeparate, Scheduler::kGpuSerial}) {
+    CheckOnlineSoftmax(OnlineSoftmaxCase(SpecialRows<float>(67)), device,
+                       absl::StrCat(SchedulerName(plan), ", special rows of 67"), plan);
   }
 }
 
