@@ -30,6 +30,10 @@
 //   runs in registers across the lanes by warp shuffles (gpu_lanes; Halide 14 cannot
 //   shuffle the f64 sums, which stay in shared memory). Not on OpenCL, whose Halide 14
 //   back end does not lower gpu_lanes.
+//   An online softmax's pass (lower/online_softmax.h, Stage::lanes: a row's max and sum
+//   of exps in one walk, 32 lanes each over a strided part of the row) is computed a
+//   thread per lane where the combines reading it compute their partials, in registers,
+//   then copied to shared memory; its rows are staged as a row reduction's are.
 // - Column reductions (over outer dims) with many outputs: one thread per output, a
 //   serial loop (adjacent threads read adjacent columns). With few outputs, and full
 //   reductions or few long rows: two stages. The reduction domain is split and
