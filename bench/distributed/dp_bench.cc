@@ -260,8 +260,9 @@ void BM_BrazeAllReduceAlone(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * state.range(0));
   counters.Report(state);
   if (s.stats().copied_bytes != before.copied_bytes ||
-      s.stats().collectives_in_place != before.collectives_in_place) {
-    state.SkipWithError("the engine copied, or worked in place on the variable");
+      s.stats().collectives_in_place != before.collectives_in_place ||
+      s.stats().collectives - before.collectives != state.iterations()) {
+    state.SkipWithError("the engine copied, worked in place on the variable or skipped a call");
   }
 }
 
