@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "braze/status.h"
 #include "device/features.h"
 #include "ir/overloaded.h"
 #include "ir/window_geometry.h"
@@ -159,6 +160,23 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   }
   absl::StrAppend(&key, ";out=");
   for (const Tensor& t : spec.outputs) absl::StrAppend(&key, value_ref(t), ",");
+  return key;
+}
+
+absl::StatusOr<StoredScheduleKey> StoredScheduleKeyFor(const ClusterSpec& spec,
+                                                       const Device& device) {
+  CompileOptions options;
+  StoredScheduleKey key;
+  if (!device::FeaturesOf(device).device_memory) {
+    // The host: as entries have been named from the start (the target is in the key).
+    BRAZE_ASSIGN_OR_RETURN(key.target, device::ScheduleTargetString(Device{}));
+    key.hash = ScheduleKeyHash(ClusterKey(spec, options));
+    return key;
+  }
+  options.device = Device{device.kind, 0, false};
+  BRAZE_ASSIGN_OR_RETURN(key.target, device::ScheduleTargetString(device));
+  key.hash =
+      ScheduleKeyHash(absl::StrCat(ClusterKey(spec, options), ";schedule_target=", key.target));
   return key;
 }
 

@@ -2,6 +2,7 @@
 // Halide-free questions of device/features.h, each answered by the device's backend.
 #include "device/backend.h"
 
+#include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "device/halide_util.h"
 
@@ -39,6 +40,13 @@ absl::StatusOr<std::string> JitTargetString(const Device& device) {
         return absl::OkStatus();
       }));
   return result;
+}
+
+absl::StatusOr<std::string> ScheduleTargetString(const Device& device) {
+  BRAZE_ASSIGN_OR_RETURN(std::string target, JitTargetString(device));
+  BRAZE_ASSIGN_OR_RETURN(const std::string arch, BackendFor(device).Architecture(device.index));
+  if (!arch.empty()) absl::StrAppend(&target, " device=", arch);
+  return target;
 }
 
 absl::StatusOr<Device> ResolveSessionDevice(const std::string& name) {
