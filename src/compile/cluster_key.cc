@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -175,8 +176,13 @@ absl::StatusOr<StoredScheduleKey> StoredScheduleKeyFor(const ClusterSpec& spec,
   }
   options.device = Device{device.kind, 0, false};
   BRAZE_ASSIGN_OR_RETURN(key.target, device::ScheduleTargetString(device));
-  key.hash =
-      ScheduleKeyHash(absl::StrCat(ClusterKey(spec, options), ";schedule_target=", key.target));
+  BRAZE_ASSIGN_OR_RETURN(const std::string jit, device::JitTargetString(options.device));
+  // The key names the schedule's target in the JIT target's place, so that the host's
+  // CPU features do not enter it (ScheduleTargetString).
+  std::string cluster_key = ClusterKey(spec, options);
+  const std::string jit_part = absl::StrCat("target=", jit, ";");
+  if (absl::StartsWith(cluster_key, jit_part)) cluster_key.erase(0, jit_part.size());
+  key.hash = ScheduleKeyHash(absl::StrCat("target=", key.target, ";", cluster_key));
   return key;
 }
 

@@ -318,10 +318,12 @@ int Run(const Flags& flags) {
     double speedup = 0;
     const bool store = ShouldStoreWinner(r, flags.min_speedup, &speedup);
     if (store) {
+      const std::string where = device::FeaturesOf(flags.device).device_memory
+                                    ? flags.device.ToString()
+                                    : absl::StrCat("threads ", flags.threads);
       std::string note = absl::StrFormat(
-          "default %.4g ms, tuned %.4g ms (%.2fx), threads %d, median of %d, %d candidates",
-          r.baseline.median_ms, r.best_stored.median_ms, speedup, flags.threads, flags.runs,
-          r.candidates);
+          "default %.4g ms, tuned %.4g ms (%.2fx), %s, median of %d, %d candidates",
+          r.baseline.median_ms, r.best_stored.median_ms, speedup, where, flags.runs, r.candidates);
       if (r.inputs_used == "positive") note += ", checked on positive inputs";
       if (!WriteAtomically(StoredSchedulePath(flags.out, r.key_hash),
                            FormatStoredSchedule(t.Entry(note)))) {
