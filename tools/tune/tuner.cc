@@ -480,9 +480,14 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   ScheduleParams point = gpu() ? GpuDefaultPoint() : ScheduleParams();  // the best so far
   Measured base = consider(Measure(SchedulerName(point.scheduler), &point));
   double point_ms = base.error.empty() ? base.median_ms : 1e300;
+  // The deadline stops the search only once a candidate other than the default was
+  // tried: a cluster whose first compiles ate its share still gets one (so that
+  // --min_speedup=0 has a winner to store, as a POCL test under load relies on).
+  const int before = r.candidates;
+  auto out_of_time = [&] { return Clock::now() >= deadline && r.candidates > before; };
   if (!symbolic_ && !gpu()) {
     for (Scheduler k : {Scheduler::kAdams2019, Scheduler::kMullapudi2016}) {
-      if (Clock::now() >= deadline) return;  // incomplete
+      if (out_of_time()) return;  // incomplete
       ScheduleParams p;
       p.scheduler = k;
       consider(Measure(SchedulerName(k), &p));
@@ -494,7 +499,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   for (const Axis& axis : axes) {
     ScheduleParams best_here = point;
     for (int64_t v : axis.values) {
-      if (Clock::now() >= deadline) return;  // incomplete
+      if (out_of_time()) return;  // incomplete
       ScheduleParams p = point;
       axis.set(p, v);
       if (p == point) continue;
