@@ -49,9 +49,11 @@ absl::Status CheckAvailable(const Device& device);
 absl::StatusOr<std::string> JitTargetString(const Device& device);
 
 // The target a stored schedule for `device`'s kernels is tuned for and keyed by: the
-// JIT target, and for a GPU its architecture ("<target> device=sm_90"; OpenCL: "<target>
-// device=<platform>: <device name> (<type>)"). FailedPrecondition when the GPU is
-// unavailable; InvalidArgument for a bad HL_JIT_TARGET.
+// host's JIT target; for a GPU, that target's arch-bits-os and GPU features (not the
+// host's CPU features: a GPU's entry holds whatever CPU drives it) and the device's
+// architecture: "x86-64-linux-cuda-cuda_capability_86 device=sm_90", OpenCL's
+// "x86-64-linux-cl_doubles-opencl device=<platform>: <device name> (<type>)".
+// FailedPrecondition when the GPU is unavailable; InvalidArgument for a bad HL_JIT_TARGET.
 absl::StatusOr<std::string> ScheduleTargetString(const Device& device);
 
 // SessionOptions::device, parsed once when the session starts: a device string
