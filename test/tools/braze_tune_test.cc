@@ -264,6 +264,12 @@ TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
   EXPECT_THAT(output, HasSubstr("unknown flag '--frobnicate'"));
   EXPECT_EQ(RunTool("", &output), 2);
   EXPECT_THAT(output, HasSubstr("no dump directory"));
+  EXPECT_EQ(RunTool("--device=tpu " + dir, &output), 2);
+  EXPECT_THAT(output, HasSubstr("bad value in '--device=tpu'"));
+  if (!CheckCudaAvailable().ok()) {  // a GPU tuning run on a machine without the GPU
+    EXPECT_EQ(RunTool("--device=jit:cuda " + dir, &output), 2);
+    EXPECT_THAT(output, HasSubstr("--device=cuda:0 is not available: CUDA is not available"));
+  }
 }
 
 }  // namespace
