@@ -3,12 +3,16 @@
 // oneDNN describes x as N x C x H x W with any strides, so a Halide buffer of either
 // format is handed over in place with its own strides. The filter is HWIO, which oneDNN
 // reads as (G x) O x I x KH x KW with HWIO's strides; each primitive is made with the
-// filter in the layout it prefers ("any") and a reorder to or from HWIO at every call
-// (training changes the filter at every step; it is a few KiB to a few MiB).
+// filter in the layout it prefers ("any") and a reorder to or from HWIO. An operand
+// filter is reordered only when its bits differ from the last reordered one's
+// (ReorderFilter: constant inference weights once; training changes the filter at every
+// step); a filter gradient is reordered out at every call.
 //
 // Winograd (WinogradCandidate): oneDNN's F(4x4, 3x3) convolution reads and writes its
 // blocked layout (nChw16c), so x and y are staged as the filter is: reordered into a
-// buffer of the primitive's own before the call, or out of it after. Its transforms mix
+// buffer of the primitive's own before the call, or out of it after (a forward result by
+// the call's own pass, FinishForward, which also scans it and applies the residual add
+// and the ReLU, which are then no post-ops of the primitive's). Its transforms mix
 // the 6x6 input tile of each 4x4 output tile, so a NaN or an infinity reaches outputs
 // whose window does not hold it, and an infinity may become NaN: where the result holds
 // any non-finite value the call is recomputed by the direct convolution (the result of
