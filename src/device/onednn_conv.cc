@@ -101,8 +101,8 @@ struct PreparedConv {
   ConvKey key{};
   bool blocked16 = false;
   // The filter (plain HWIO) whose reorder `ws` holds, forward and backward data: a call
-  // with the same filter bits (inference weights, or the two calls of one training
-  // step) reads ws as it is (SameFilter). Empty: none yet.
+  // with the same filter bits (inference weights, a folded batch norm's filter computed
+  // again at every run) reads ws as it is (ReorderFilter). Empty: none yet.
   std::vector<float> w_seen;
   int64_t w_elements = 0;
 };
