@@ -15,6 +15,9 @@ build="${BRAZE_BUILD_DIR:-$root/build}"
 # without it, OpenCL would be unavailable there for want of the probe.
 bins=(test/device_tests test/e2e_tests test/lower_tests test/runtime_tests
       bench/braze_bench_gpu tools/braze-fuzz braze-opencl-probe)
+# TUNE=1: braze-tune too, for tuning the GPU heuristic there (docs/CUDA.md, "GPU
+# schedule tuning"; build it first: tools/build.sh braze-tune).
+if [ "${TUNE:-0}" = 1 ]; then bins+=(tools/braze-tune); fi
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$stage/plugins"

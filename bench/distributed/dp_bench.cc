@@ -24,6 +24,16 @@
 //    compare the pieces with one call in alternated runs of the same binary; each
 //    benchmark reports its page faults per iteration (faults_per_op: pages the calls
 //    allocate afresh).
+//  - BM_BrazeBucketAllReduce/bytes and BM_BrazeBucketProducer/bytes: the same without
+//    the Assign (y = AllReduce(-x) or y = -x run as a target), so the negation writes the
+//    same step buffer every run, as a gradient bucket's producer does, instead of the
+//    other of two buffers (the commit's swap); BM_MpiBucketAllreduce/BM_MpiBucketProducer
+//    are their MPI peers (one buffer). The second summary table.
+//  - BM_BrazeAllReduceAlone/bytes: Braze's op as hot as MPI_Allreduce alone, nothing
+//    subtracted: the run of y = AllReduce(x), x a variable, y a target (the same input
+//    and output buffers every run; out of place, as a variable's all-reduce is), against
+//    BM_MpiAllreduce (the goal's baseline, in place) and BM_MpiAllreduceOutOfPlace (the
+//    same call out of place). The third summary table.
 //  - BM_MlpStep: examples/mlp's 784-1024-1024-10 Adam step at a global batch of 200,
 //    with the ranks' data-parallel step (bucket_kb 1024: about 8 buckets that overlap the
 //    backward pass; 25600: DDP's default, one bucket that cannot) against one process
@@ -126,26 +136,32 @@ braze::SessionOptions CpuOptions() {
 }
 
 // sink = AllReduce(-x) (reduce) or sink = -x, on rank r's x; checked once before timing.
-void RunBrazeAllReduce(benchmark::State& state, bool reduce) {
+// With `bucket`, y = AllReduce(-x) or y = -x run as a target, nothing assigned: the
+// result stays in the step's own buffer, the same every run, as a gradient bucket's does
+// (docs/DISTRIBUTED.md, "Overlap"); with Assign the commit's swap makes the negation
+// write the other of two buffers each run.
+void RunBrazeAllReduce(benchmark::State& state, bool reduce, bool bucket = false) {
   const int64_t n = state.range(0) / 4;
   braze::Graph g;
   const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
   Tensor x = braze::Variable(g, init, "x");
   Tensor sink = braze::Variable(g, DType::kF32, {n}, "sink");
-  Tensor update;
+  Tensor result, update;
   {
     braze::JitScope scope(g);
     Tensor negated = -x;
-    update = braze::Assign(sink, reduce ? braze::AllReduce(negated) : negated);
+    result = reduce ? braze::AllReduce(negated) : negated;
+    update = bucket ? result : braze::Assign(sink, result);
   }
   braze::Session s(g, CpuOptions());
   absl::Status first = s.Run({}, {}, {update}).status();
-  auto got = first.ok() ? s.Run({}, {sink}) : absl::StatusOr<std::vector<HostTensor>>(first);
+  auto got = first.ok() ? s.Run({}, {bucket ? result : sink})
+                        : absl::StatusOr<std::vector<HostTensor>>(first);
   if (!got.ok()) {
     state.SkipWithError(std::string(got.status().message()).c_str());
     return;
   }
-  if (reduce && s.stats().collectives_in_place != 1) {
+  if (reduce && s.stats().collectives_in_place < 1) {
     state.SkipWithError("the AllReduce did not work in place");
     return;
   }
@@ -171,6 +187,7 @@ void RunBrazeAllReduce(benchmark::State& state, bool reduce) {
     return;
   }
   const int64_t run_here = s.stats().collectives_run_here;
+  const int64_t in_place = s.stats().collectives_in_place;
   LoopCounters counters;
   for (auto _ : state) {
     counters.BeginIteration();
@@ -185,12 +202,78 @@ void RunBrazeAllReduce(benchmark::State& state, bool reduce) {
   counters.Report(state);
   // Whether the executor made the call itself (nothing to overlap: Step::run_here).
   if (reduce) state.counters["run_here"] = s.stats().collectives_run_here > run_here ? 1 : 0;
+  if (reduce && s.stats().collectives_in_place - in_place != state.iterations()) {
+    state.SkipWithError("a timed AllReduce did not work in place");
+  }
+}
+
+// Braze's op alone, as hot as MPI_Allreduce alone: one Session run of y = AllReduce(x), x
+// a variable, y run as a target (neither fetched nor assigned), so every run reads the
+// same x and writes the same step buffer, both left in the cache by the previous run, as
+// MPI_Allreduce alone finds its buffer. Nothing is subtracted: the time includes the
+// run's own cost (plan lookup, hand-off, commit). The input is a variable, so the call is
+// out of place (MPI copies x into the output inside the call); its peer is
+// BM_MpiAllreduceOutOfPlace, the same call on two buffers of the same size, and the
+// issue's baseline stays BM_MpiAllreduce (in place). Checked once before timing: the sum
+// of every rank's x, out of place, no copy by the engine.
+void BM_BrazeAllReduceAlone(benchmark::State& state) {
+  const int64_t n = state.range(0) / 4;
+  braze::Graph g;
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  Tensor x = braze::Variable(g, init, "x");
+  Tensor y;
+  {
+    braze::JitScope scope(g);
+    y = braze::AllReduce(x);
+  }
+  braze::Session s(g, CpuOptions());
+  auto got = s.Run({}, {y});
+  if (!got.ok()) {
+    state.SkipWithError(std::string(got.status().message()).c_str());
+    return;
+  }
+  for (int64_t i : {int64_t{0}, n / 2, n - 1}) {
+    double want = 0;
+    for (int r = 0; r < braze::WorldSize(); ++r) {
+      want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(i);
+    }
+    if (std::abs((*got)[0].GetDouble(i) - want) > 1e-5) {
+      state.SkipWithError("the result is wrong");
+      return;
+    }
+  }
+  if (absl::Status st = s.Run({}, {}, {y}).status(); !st.ok()) {  // untimed, as the others
+    state.SkipWithError(std::string(st.message()).c_str());
+    return;
+  }
+  const braze::SessionStats before = s.stats();
+  LoopCounters counters;
+  for (auto _ : state) {
+    counters.BeginIteration();
+    absl::Status st = s.Run({}, {}, {y}).status();
+    counters.EndIteration();
+    if (!st.ok()) {
+      state.SkipWithError(std::string(st.message()).c_str());
+      break;
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+  counters.Report(state);
+  if (s.stats().copied_bytes != before.copied_bytes ||
+      s.stats().collectives_in_place != before.collectives_in_place ||
+      s.stats().collectives - before.collectives != state.iterations()) {
+    state.SkipWithError("the engine copied, worked in place on the variable or skipped a call");
+  }
 }
 
 void BM_BrazeAllReduce(benchmark::State& state) { RunBrazeAllReduce(state, true); }
 
 // Every rank runs it (no collective in it): ranks stay in step for the next benchmark.
 void BM_BrazeProducer(benchmark::State& state) { RunBrazeAllReduce(state, false); }
+
+// The same as a gradient bucket (nothing assigned: one buffer, the same every run).
+void BM_BrazeBucketAllReduce(benchmark::State& state) { RunBrazeAllReduce(state, true, true); }
+void BM_BrazeBucketProducer(benchmark::State& state) { RunBrazeAllReduce(state, false, true); }
 
 void BM_MpiAllreduce(benchmark::State& state) {
   const int64_t n = state.range(0) / 4;
@@ -218,6 +301,36 @@ void BM_MpiAllreduce(benchmark::State& state) {
   counters.Report(state);
 }
 
+// The peer of BM_BrazeAllReduceAlone: MPI_Allreduce from one buffer into another, the
+// same two every call (out of place, as Braze's all-reduce of a variable is).
+void BM_MpiAllreduceOutOfPlace(benchmark::State& state) {
+  const int64_t n = state.range(0) / 4;
+  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
+  std::vector<float> x(n), y(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(init.GetDouble(i));
+  auto reduce = [&] {
+    MPI_Allreduce(x.data(), y.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  };
+  reduce();
+  double want = 0;
+  for (int r = 0; r < braze::WorldSize(); ++r) {
+    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
+  }
+  if (std::abs(y[n - 1] - want) > 1e-5) {
+    state.SkipWithError("MPI_Allreduce's sum is wrong");
+    return;
+  }
+  LoopCounters counters;
+  for (auto _ : state) {
+    counters.BeginIteration();
+    reduce();
+    counters.EndIteration();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * state.range(0));
+  counters.Report(state);
+}
+
 // The peer of BM_BrazeAllReduce doing the same work (with_reduce) and of
 // BM_BrazeProducer (without): each iteration writes -x into one of two buffers, in turn,
 // then (with_reduce) all-reduces that buffer in place with MPI_Allreduce. Braze's run does
@@ -230,7 +343,7 @@ void BM_MpiAllreduce(benchmark::State& state) {
 // The negation is a plain loop on one thread (Braze's is a vectorized kernel on the
 // rank's cores: one under mpirun's default binding); the producer's own time is
 // subtracted on both sides.
-void RunMpiInContext(benchmark::State& state, bool with_reduce) {
+void RunMpiInContext(benchmark::State& state, bool with_reduce, int turns = 2) {
   const int64_t n = state.range(0) / 4;
   const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
   std::vector<float> x(n);
@@ -238,7 +351,7 @@ void RunMpiInContext(benchmark::State& state, bool with_reduce) {
   std::vector<float> buffers[2] = {std::vector<float>(n), std::vector<float>(n)};
   int64_t turn = 0;
   auto run = [&] {
-    float* buf = buffers[turn++ & 1].data();
+    float* buf = buffers[turn++ % turns].data();
     const float* from = x.data();
     for (int64_t i = 0; i < n; ++i) buf[i] = -from[i];
     if (with_reduce) {
@@ -272,6 +385,10 @@ void BM_MpiProducerAllreduce(benchmark::State& state) { RunMpiInContext(state, t
 
 // Every rank runs it (no collective in it), as BM_BrazeProducer.
 void BM_MpiProducer(benchmark::State& state) { RunMpiInContext(state, false); }
+
+// The peers of the bucket benchmarks: the negation always writes the same buffer.
+void BM_MpiBucketAllreduce(benchmark::State& state) { RunMpiInContext(state, true, 1); }
+void BM_MpiBucketProducer(benchmark::State& state) { RunMpiInContext(state, false, 1); }
 
 // The non-blocking call Braze's communicator makes (MPI_Iallreduce in place, then
 // MPI_Wait): Open MPI's libnbc with the algorithm InitDistributed chose (the ring, unless
@@ -401,18 +518,34 @@ class SummaryReporter : public benchmark::ConsoleReporter {
   }
 
   void Summarize() const {
+    InContext(
+        "All-reduce op = AllReduce - Producer (sink = AllReduce(-x): the commit's swap "
+        "alternates two buffers)",
+        "BM_BrazeAllReduce", "BM_BrazeProducer", "BM_MpiProducerAllreduce", "BM_MpiProducer");
+    InContext(
+        "Bucket op = BucketAllReduce - BucketProducer (y = AllReduce(-x), nothing "
+        "assigned: one buffer, as a gradient bucket)",
+        "BM_BrazeBucketAllReduce", "BM_BrazeBucketProducer", "BM_MpiBucketAllreduce",
+        "BM_MpiBucketProducer");
+    SummarizeAlone();
+  }
+
+  // One table of an op in context: Braze's (braze_ar - braze_prod) against MPI_Allreduce
+  // alone and against MPI's op in the same context (mpi_ar - mpi_prod).
+  void InContext(const char* title, const char* braze_ar, const char* braze_prod,
+                 const char* mpi_ar, const char* mpi_prod) const {
     std::printf(
-        "\nAll-reduce op = AllReduce - Producer; ratio = MPI time / Braze op (>= 0.9x: goal).\n"
+        "\n%s;\nratio = MPI time / Braze op (>= 0.9x: goal).\n"
         "%9s %5s | %-28s %10s %6s | %-22s %6s | fastest iterations: op, alone, in context\n",
-        "bytes", "reps", "Braze op med (slowest) us", "MPI alone", "ratio", "MPI op in context",
-        "ratio");
+        title, "bytes", "reps", "Braze op med (slowest) us", "MPI alone", "ratio",
+        "MPI op in context", "ratio");
     for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) {
       const std::string arg = std::to_string(bytes);
-      const Samples* ar = Find("BM_BrazeAllReduce", arg);
-      const Samples* prod = Find("BM_BrazeProducer", arg);
+      const Samples* ar = Find(braze_ar, arg);
+      const Samples* prod = Find(braze_prod, arg);
       const Samples* alone = Find("BM_MpiAllreduce", arg);
-      const Samples* ctx = Find("BM_MpiProducerAllreduce", arg);
-      const Samples* ctx_prod = Find("BM_MpiProducer", arg);
+      const Samples* ctx = Find(mpi_ar, arg);
+      const Samples* ctx_prod = Find(mpi_prod, arg);
       if (ar == nullptr || prod == nullptr || alone == nullptr) continue;
       const double op = Median(ar->mean_us) - Median(prod->mean_us);
       const double slowest = Max(ar->mean_us) - Median(prod->mean_us);
@@ -429,6 +562,34 @@ class SummaryReporter : public benchmark::ConsoleReporter {
           static_cast<long long>(bytes), ar->mean_us.size(), op, slowest, mpi, mpi / op, in_ctx,
           in_ctx / op, op_min, Min(alone->min_us), in_ctx_min, Min(alone->min_us) / op_min,
           in_ctx_min / op_min);
+    }
+  }
+
+  // Braze's op alone, as hot as MPI_Allreduce alone (BM_BrazeAllReduceAlone: the whole
+  // run, nothing subtracted) against MPI_Allreduce alone in place (the goal's baseline)
+  // and against the same call out of place (BM_MpiAllreduceOutOfPlace, its exact peer).
+  void SummarizeAlone() const {
+    std::printf(
+        "\nBraze op alone = the run of y = AllReduce(x), x a variable (hot, out of place);\n"
+        "ratio = MPI time / Braze time.\n"
+        "%9s %5s | %-28s %10s %6s | %-22s %6s | fastest iterations: Braze, in place, out of "
+        "place\n",
+        "bytes", "reps", "Braze alone med (slowest) us", "MPI alone", "ratio",
+        "MPI alone out of place", "ratio");
+    for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) {
+      const std::string arg = std::to_string(bytes);
+      const Samples* braze = Find("BM_BrazeAllReduceAlone", arg);
+      const Samples* alone = Find("BM_MpiAllreduce", arg);
+      const Samples* oop = Find("BM_MpiAllreduceOutOfPlace", arg);
+      if (braze == nullptr || alone == nullptr || oop == nullptr) continue;
+      const double op = Median(braze->mean_us), op_min = Min(braze->min_us);
+      std::printf(
+          "%9lld %5zu | %12.1f (%12.1f) %10.1f %5.2fx | %22.1f %5.2fx | %.1f %.1f %.1f: %.2fx "
+          "%.2fx\n",
+          static_cast<long long>(bytes), braze->mean_us.size(), op, Max(braze->mean_us),
+          Median(alone->mean_us), Median(alone->mean_us) / op, Median(oop->mean_us),
+          Median(oop->mean_us) / op, op_min, Min(alone->min_us), Min(oop->min_us),
+          Min(alone->min_us) / op_min, Min(oop->min_us) / op_min);
     }
   }
 
@@ -484,7 +645,7 @@ bool TakeInterleaving(int* argc, char** argv, int* repetitions) {
 }
 
 // Registers every benchmark once (repetitions from the flag) or, interleaved, in
-// `rounds` rounds: each round takes the sizes in a random order and, per size, the six
+// `rounds` rounds: each round takes the sizes in a random order and, per size, the twelve
 // benchmarks in a random order (so each Braze run sits beside its MPI peers in time), then
 // the MLP steps; every rank draws the same order from rank 0's seed.
 void Register(int world, int rounds, bool interleave) {
@@ -500,7 +661,13 @@ void Register(int world, int rounds, bool interleave) {
                              {"BM_MpiAllreduce", BM_MpiAllreduce},
                              {"BM_MpiProducerAllreduce", BM_MpiProducerAllreduce},
                              {"BM_MpiProducer", BM_MpiProducer},
-                             {"BM_MpiIallreduce", BM_MpiIallreduce}};
+                             {"BM_MpiIallreduce", BM_MpiIallreduce},
+                             {"BM_BrazeAllReduceAlone", BM_BrazeAllReduceAlone},
+                             {"BM_BrazeBucketAllReduce", BM_BrazeBucketAllReduce},
+                             {"BM_BrazeBucketProducer", BM_BrazeBucketProducer},
+                             {"BM_MpiBucketAllreduce", BM_MpiBucketAllreduce},
+                             {"BM_MpiBucketProducer", BM_MpiBucketProducer},
+                             {"BM_MpiAllreduceOutOfPlace", BM_MpiAllreduceOutOfPlace}};
   std::vector<int64_t> sizes;
   for (int64_t bytes = 4 << 10; bytes <= (int64_t{64} << 20); bytes *= 4) sizes.push_back(bytes);
   std::vector<std::vector<int64_t>> steps = {{1, 0}};

@@ -2,10 +2,12 @@
 
 #include <unordered_map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "braze/status.h"
 #include "device/features.h"
 #include "ir/overloaded.h"
 #include "ir/window_geometry.h"
@@ -159,6 +161,28 @@ std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options) {
   }
   absl::StrAppend(&key, ";out=");
   for (const Tensor& t : spec.outputs) absl::StrAppend(&key, value_ref(t), ",");
+  return key;
+}
+
+absl::StatusOr<StoredScheduleKey> StoredScheduleKeyFor(const ClusterSpec& spec,
+                                                       const Device& device) {
+  CompileOptions options;
+  StoredScheduleKey key;
+  if (!device::FeaturesOf(device).device_memory) {
+    // The host: as entries have been named from the start (the target is in the key).
+    BRAZE_ASSIGN_OR_RETURN(key.target, device::ScheduleTargetString(Device{}));
+    key.hash = ScheduleKeyHash(ClusterKey(spec, options));
+    return key;
+  }
+  options.device = Device{device.kind, 0, false};
+  BRAZE_ASSIGN_OR_RETURN(key.target, device::ScheduleTargetString(device));
+  BRAZE_ASSIGN_OR_RETURN(const std::string jit, device::JitTargetString(options.device));
+  // The key names the schedule's target in the JIT target's place, so that the host's
+  // CPU features do not enter it (ScheduleTargetString).
+  std::string cluster_key = ClusterKey(spec, options);
+  const std::string jit_part = absl::StrCat("target=", jit, ";");
+  if (absl::StartsWith(cluster_key, jit_part)) cluster_key.erase(0, jit_part.size());
+  key.hash = ScheduleKeyHash(absl::StrCat("target=", key.target, ";", cluster_key));
   return key;
 }
 

@@ -13,6 +13,18 @@ namespace braze {
 
 std::string ClusterKey(const ClusterSpec& spec, const CompileOptions& options);
 
+// What a stored schedule (schedule/stored_schedule.h) for `spec`'s kernels on `device`
+// is named and checked by: `hash`, the ScheduleKeyHash of the cluster key under the
+// default compile options on that device (threads and the device's index do not enter:
+// an entry's factors are per thread), and `target`, device::ScheduleTargetString (a
+// GPU's architecture too, which then enters the key as well). The runtime's lookup and
+// braze-tune's entries use this one function.
+struct StoredScheduleKey {
+  std::string hash, target;
+};
+absl::StatusOr<StoredScheduleKey> StoredScheduleKeyFor(const ClusterSpec& spec,
+                                                       const Device& device);
+
 }  // namespace braze
 
 #endif  // BRAZE_COMPILE_CLUSTER_KEY_H_

@@ -99,13 +99,14 @@ std::vector<std::string> EntryNames(const std::string& ptx) {
 // Schedules and compiles a freshly lowered cluster to a Module; fills code's PTX and
 // counts. Every error is the schedule's (or Halide's) and names the attempt.
 absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowered, Scheduler kind,
-                          const Halide::Target& target, CudaKernelCode& code) {
+                          const Halide::Target& target, const GpuScheduleParams& params,
+                          CudaKernelCode& code) {
   const std::string what = SchedulerName(kind);
   absl::Status status = CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
     device::HalideOutputCapture halide_output;  // Halide's chatter: to the log at --v=2
     Halide::Pipeline pipeline(lowered.info.outputs);
     InstallCodegenWorkarounds(pipeline, /*gpu=*/true);
-    code.schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
+    code.schedule = compile::ApplyGpuScheduler(kind, lowered, pipeline, target, params);
     std::vector<Halide::Argument> args;
     for (size_t i = 0; i < lowered.params.size(); ++i) {
       if (!lowered.input_elided[i]) args.push_back(lowered.params[i]);
@@ -160,7 +161,8 @@ absl::Status TryScheduler(const ClusterSpec& spec, lower::LoweredCluster& lowere
 
 }  // namespace
 
-absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Scheduler which) {
+absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Scheduler which,
+                                                const GpuScheduleParams& params) {
   const auto start = std::chrono::steady_clock::now();
   const std::string name = spec.name.empty() ? "cluster" : spec.name;
   Halide::Target target;
@@ -182,7 +184,7 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Schedul
     if (lowered.info.outputs.empty()) {
       code.schedule = "(every output is empty: nothing to compute)\n";
     } else {
-      absl::Status s = TryScheduler(spec, lowered, kind, target, code);
+      absl::Status s = TryScheduler(spec, lowered, kind, target, params, code);
       if (!s.ok()) {
         failures.emplace_back(s.message());
         continue;
@@ -202,7 +204,8 @@ absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Schedul
 namespace compile {
 
 std::string ApplyGpuScheduler(Scheduler kind, const lower::LoweredCluster& lowered,
-                              Halide::Pipeline& pipeline, const Halide::Target& target) {
+                              Halide::Pipeline& pipeline, const Halide::Target& target,
+                              const GpuScheduleParams& params) {
   if (kind == Scheduler::kLi2018) {
     std::string text = schedule::ApplyAutoscheduler(kind, pipeline, target, kGpuParallelism);
     // A value that a reduction and a comparison both read must be stored once
@@ -217,7 +220,7 @@ std::string ApplyGpuScheduler(Scheduler kind, const lower::LoweredCluster& lower
     }
     return text;
   }
-  return schedule::ApplyGpuSchedule(lowered.info, target, kind);
+  return schedule::ApplyGpuSchedule(lowered.info, target, kind, params);
 }
 
 }  // namespace compile

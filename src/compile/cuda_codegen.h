@@ -46,8 +46,10 @@ struct CudaKernelCode {
 
 // Generates the CUDA code for `spec` (concrete input types, as for CompileCluster).
 // Halide errors come back as a Status, naming the cluster; a schedule that fails falls
-// through to the next (Li2018 -> heuristic fused -> separate -> serial).
-absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Scheduler which);
+// through to the next (Li2018 -> heuristic fused -> separate -> serial). `params`: the
+// heuristic's sizes, as a stored entry gives them (the defaults: its own).
+absl::StatusOr<CudaKernelCode> GenerateCudaCode(const ClusterSpec& spec, Scheduler which,
+                                                const GpuScheduleParams& params = {});
 
 struct PtxasKernel {
   std::string name;

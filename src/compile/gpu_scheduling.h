@@ -9,14 +9,17 @@
 
 #include "lower/lowering.h"
 #include "schedule/scheduler.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace compile {
 
 // Schedules `pipeline` (built from a freshly lowered cluster) for `target` with `kind`;
-// returns the schedule as text. Throws Halide::Error when Halide rejects it.
+// returns the schedule as text. Throws Halide::Error when Halide rejects it. `params`:
+// the heuristic's sizes (a stored entry's; Li2018 has none).
 std::string ApplyGpuScheduler(Scheduler kind, const lower::LoweredCluster& lowered,
-                              Halide::Pipeline& pipeline, const Halide::Target& target);
+                              Halide::Pipeline& pipeline, const Halide::Target& target,
+                              const GpuScheduleParams& params = {});
 
 }  // namespace compile
 }  // namespace braze

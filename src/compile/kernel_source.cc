@@ -235,15 +235,27 @@ std::string SymbolicDims(const std::vector<std::vector<int>>& symbols) {
 
 // The compile cache's key for `spec`, and the options to compile it with: `copts` plus
 // the stored schedule (schedule/stored_schedule.h) found for it in `schedule_dirs`, if
-// any. Only CPU clusters under the default scheduler (kAuto) look one up: a scheduler
-// the program chose explicitly is respected. The stored schedule's parameters enter
-// the key, so kernels compiled with and without it are different kernels.
+// any. Only clusters under the default scheduler look one up (CPU: kAuto; GPU: the
+// heuristic's fused plan): a scheduler the program chose explicitly is respected. The
+// stored schedule's parameters enter the key, so kernels compiled with and without it
+// are different kernels.
 std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, bool disk_cache,
                           const std::vector<std::string>& schedule_dirs, CompileOptions* with) {
   *with = copts;
   std::string key = ClusterKey(spec, copts);
-  if (!schedule_dirs.empty() && device::FeaturesOf(copts.device).stored_schedules &&
-      copts.scheduler == Scheduler::kAuto) {
+  const device::Features& features = device::FeaturesOf(copts.device);
+  if (!schedule_dirs.empty() && features.stored_schedules && features.device_memory &&
+      copts.gpu_scheduler == Scheduler::kGpuFused) {
+    // A GPU entry is keyed by the device's architecture too (StoredScheduleKeyFor).
+    absl::StatusOr<StoredScheduleKey> lookup = StoredScheduleKeyFor(spec, copts.device);
+    if (lookup.ok()) {
+      with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup->hash, lookup->target);
+    }
+    if (with->stored_schedule) {
+      absl::StrAppend(&key, ";stored=", ParamsSummary(with->stored_schedule->params));
+    }
+  } else if (!schedule_dirs.empty() && features.stored_schedules && !features.device_memory &&
+             copts.scheduler == Scheduler::kAuto) {
     // Threads do not enter the stored schedule's key (its factors are per thread): the
     // key under default options, which is `key` itself unless a thread count was set
     // or the GEMM library turned off.

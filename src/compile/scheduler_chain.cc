@@ -96,7 +96,10 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
                            int parallelism, const ScheduleParams* params,
                            std::vector<std::string>* streamed,
                            const schedule::FreshPipeline& fresh) {
-  if (gpu) return compile::ApplyGpuScheduler(kind, lowered, pipeline, target);
+  if (gpu) {
+    return compile::ApplyGpuScheduler(kind, lowered, pipeline, target,
+                                      params ? params->gpu : GpuScheduleParams());
+  }
   // Found before an autoscheduler runs too: Mullapudi2016 inlines pure Funcs by
   // rewriting their readers' definitions (and refuses Funcs scheduled beforehand), after
   // which a shared value is no Func any more, and each reader rounds its own copy.
@@ -203,20 +206,28 @@ struct Attempt {
 
 // The stored schedule, if any applies, then the chain that starts at `first`. A stored
 // autoscheduler choice cannot apply to a symbolic cluster (only the safe default's
-// splits hold for every size): refused with a warning, noted in `*note`.
+// splits hold for every size), nor a CPU entry to a GPU cluster or a GPU entry to a CPU
+// one: refused with a warning, noted in `*note`. (The GPU heuristic's splits are all
+// guarded: its entries apply to symbolic clusters.)
 std::vector<Attempt> Attempts(const CompileOptions& options, Scheduler first, bool gpu,
                               bool symbolic, std::string* note) {
   std::vector<Attempt> attempts;
-  if (!gpu && options.stored_schedule) {
+  if (options.stored_schedule) {
     const StoredSchedule& stored = *options.stored_schedule;
-    if (symbolic && stored.params.scheduler != Scheduler::kSafeDefault) {
-      const std::string why = absl::StrCat("it names ", SchedulerName(stored.params.scheduler),
-                                           ", and this cluster has symbolic dims");
+    const Scheduler kind = stored.params.scheduler;
+    std::string why;
+    if (IsGpuHeuristic(kind) != gpu) {
+      why = absl::StrCat("it names ", SchedulerName(kind), ", and this cluster is compiled for ",
+                         gpu ? "a GPU" : "the CPU");
+    } else if (!gpu && symbolic && kind != Scheduler::kSafeDefault) {
+      why = absl::StrCat("it names ", SchedulerName(kind), ", and this cluster has symbolic dims");
+    }
+    if (!why.empty()) {
       WarnStoredScheduleRefused(stored.path, why);
       *note =
           absl::StrCat("stored schedule ", stored.path, " refused (", why, "): default schedule");
     } else {
-      attempts.push_back({stored.params.scheduler, &stored});
+      attempts.push_back({kind, &stored});
     }
   }
   for (Scheduler kind : SchedulerChain(first, gpu)) attempts.push_back({kind});

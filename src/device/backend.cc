@@ -2,6 +2,12 @@
 // Halide-free questions of device/features.h, each answered by the device's backend.
 #include "device/backend.h"
 
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "braze/status.h"
 #include "device/halide_util.h"
 
@@ -39,6 +45,23 @@ absl::StatusOr<std::string> JitTargetString(const Device& device) {
         return absl::OkStatus();
       }));
   return result;
+}
+
+absl::StatusOr<std::string> ScheduleTargetString(const Device& device) {
+  BRAZE_ASSIGN_OR_RETURN(const std::string jit, JitTargetString(device));
+  BRAZE_ASSIGN_OR_RETURN(const std::string arch, BackendFor(device).Architecture(device.index));
+  if (arch.empty()) return jit;  // the host: its CPU features are what the entry is for
+  // A GPU's entry holds for the GPU, whatever the host's CPU features: the target's
+  // arch-bits-os and its GPU features ("x86-64-linux-cuda-cuda_capability_86"), then the
+  // device's architecture.
+  std::vector<std::string> kept;
+  for (absl::string_view token : absl::StrSplit(jit, '-')) {
+    if (kept.size() < 3 || absl::StartsWith(token, "cuda") || absl::StartsWith(token, "opencl") ||
+        absl::StartsWith(token, "cl_")) {
+      kept.emplace_back(token);
+    }
+  }
+  return absl::StrCat(absl::StrJoin(kept, "-"), " device=", arch);
 }
 
 absl::StatusOr<Device> ResolveSessionDevice(const std::string& name) {

@@ -40,6 +40,12 @@ class Backend {
   // The Halide JIT target of this backend's kernels. Throws Halide::Error for a bad
   // HL_JIT_TARGET.
   virtual Halide::Target JitTarget() const = 0;
+  // The device's architecture, which stored schedules tuned on it are keyed by besides
+  // the Halide target (whose CUDA capability stops at 86, and which names no OpenCL
+  // device): "sm_90" (CUDA's compute capability), the OpenCL device's platform and name.
+  // Empty for the host, whose target names its CPU features. FailedPrecondition when the
+  // device is unavailable.
+  virtual absl::StatusOr<std::string> Architecture(int ordinal) const { return std::string(); }
   // Sets the handlers every pipeline of this backend needs on the pipeline's own
   // jit_handlers() (never Halide's process-wide defaults: see jit_memory.h): the
   // buffer cache, and for a device its context, stream and error handlers.

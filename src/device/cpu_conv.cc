@@ -225,6 +225,7 @@ std::string CpuConvImplementation(const CpuConvGeometry& g, int threads) {
 
 void SetCpuConvWinograd(bool on) { onednn::SetWinograd(on); }
 int64_t CpuConvWinogradRecomputes() { return onednn::WinogradRecomputes(); }
+int64_t CpuConvFilterReorders() { return onednn::FilterReorders(); }
 
 void* CpuConvF32Address() { return reinterpret_cast<void*>(&braze_cpu_conv_f32); }
 

@@ -65,6 +65,11 @@ std::string CpuConvImplementation(const CpuConvGeometry& g, int threads);
 void SetCpuConvWinograd(bool on);
 int64_t CpuConvWinogradRecomputes();
 
+// How many times the calls reordered a filter into oneDNN's layout (forward and backward
+// data) since the process started: once per configuration and filter contents, not per
+// call (a constant filter is reordered at the first call only; docs/CONVOLUTIONS.md).
+int64_t CpuConvFilterReorders();
+
 // braze_cpu_conv_f32's address, for JIT pipelines and the disk cache's runtime.
 void* CpuConvF32Address();
 

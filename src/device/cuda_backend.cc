@@ -612,8 +612,9 @@ class CudaBackend : public Backend {
     static const Features features = [] {
       Features f;
       f.device_memory = true;
-      f.library_gemm = true;    // cuBLASLt (device/cublas_gemm.h)
-      f.libdevice_math = true;  // Halide links libdevice into every PTX module
+      f.library_gemm = true;      // cuBLASLt (device/cublas_gemm.h)
+      f.libdevice_math = true;    // Halide links libdevice into every PTX module
+      f.stored_schedules = true;  // the GPU heuristic's, per compute capability
       return f;
     }();
     return features;
@@ -628,6 +629,26 @@ class CudaBackend : public Backend {
   }
   bool PreferredForAuto() const override { return CheckCudaAvailable().ok(); }
   Halide::Target JitTarget() const override { return CudaJitTarget(); }
+  // "sm_90": the device's compute capability, which the target (capability 86 at most in
+  // Halide 14) does not say.
+  absl::StatusOr<std::string> Architecture(int ordinal) const override {
+    BRAZE_RETURN_IF_ERROR(CheckAvailable(ordinal));
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);  // loaded by the probe
+    using GetFn = int (*)(int*, int);
+    using AttributeFn = int (*)(int*, int, int);
+    auto get = lib ? reinterpret_cast<GetFn>(dlsym(lib, "cuDeviceGet")) : nullptr;
+    auto attribute =
+        lib ? reinterpret_cast<AttributeFn>(dlsym(lib, "cuDeviceGetAttribute")) : nullptr;
+    // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR and _MINOR.
+    constexpr int kMajor = 75, kMinor = 76;
+    int device = 0, major = 0, minor = 0;
+    if (get == nullptr || attribute == nullptr || get(&device, ordinal) != 0 ||
+        attribute(&major, kMajor, device) != 0 || attribute(&minor, kMinor, device) != 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot read the compute capability of CUDA device ", ordinal));
+    }
+    return absl::StrCat("sm_", major, minor);
+  }
   void InstallHandlers(Halide::JITHandlers* handlers) const override {
     UseJitBufferCache(handlers);  // host-side intermediates of the pipeline
     UseCudaHandlers(handlers);

@@ -7,6 +7,7 @@
 //   device::FeaturesOf(d).device_memory    values live in DeviceTensor (a GPU's memory)
 //   device::CheckAvailable(d)              the placement check of the plan's Place stage
 //   device::JitTargetString(d)             the Halide JIT target its kernels compile for
+//   device::ScheduleTargetString(d)        ... and the GPU's architecture: stored schedules' key
 //   device::ResolveSessionDevice("auto")   SessionOptions::device, parsed once
 #ifndef BRAZE_DEVICE_FEATURES_H_
 #define BRAZE_DEVICE_FEATURES_H_
@@ -27,7 +28,9 @@ struct Features {
   // MatMuls placed here may run as a library GEMM step (cuBLASLt with its epilogue,
   // passes/gemm_match.h) instead of a cluster.
   bool library_gemm = false;
-  // The stored, tuned schedules of schedules/ (tuned for the host target) may apply.
+  // Stored, tuned schedules (schedules/) may apply: the CPU templates' entries tuned
+  // for the host target, or the GPU heuristic's tuned for the device's architecture
+  // (ScheduleTargetString).
   bool stored_schedules = false;
   // The lowering uses CUDA's libdevice math (lower::LowerOptions::cuda).
   bool libdevice_math = false;
@@ -44,6 +47,14 @@ absl::Status CheckAvailable(const Device& device);
 // The Halide JIT target string of `device`'s kernels (host features, HL_JIT_TARGET);
 // InvalidArgument for a bad HL_JIT_TARGET.
 absl::StatusOr<std::string> JitTargetString(const Device& device);
+
+// The target a stored schedule for `device`'s kernels is tuned for and keyed by: the
+// host's JIT target; for a GPU, that target's arch-bits-os and GPU features (not the
+// host's CPU features: a GPU's entry holds whatever CPU drives it) and the device's
+// architecture: "x86-64-linux-cuda-cuda_capability_86 device=sm_90", OpenCL's
+// "x86-64-linux-cl_doubles-opencl device=<platform>: <device name> (<type>)".
+// FailedPrecondition when the GPU is unavailable; InvalidArgument for a bad HL_JIT_TARGET.
+absl::StatusOr<std::string> ScheduleTargetString(const Device& device);
 
 // SessionOptions::device, parsed once when the session starts: a device string
 // (ParseDevice's forms and errors) or "auto": the first backend whose device is present

@@ -3,12 +3,16 @@
 // oneDNN describes x as N x C x H x W with any strides, so a Halide buffer of either
 // format is handed over in place with its own strides. The filter is HWIO, which oneDNN
 // reads as (G x) O x I x KH x KW with HWIO's strides; each primitive is made with the
-// filter in the layout it prefers ("any") and a reorder to or from HWIO at every call
-// (training changes the filter at every step; it is a few KiB to a few MiB).
+// filter in the layout it prefers ("any") and a reorder to or from HWIO. An operand
+// filter is reordered only when its bits differ from the last reordered one's
+// (ReorderFilter: constant inference weights once; training changes the filter at every
+// step); a filter gradient is reordered out at every call.
 //
 // Winograd (WinogradCandidate): oneDNN's F(4x4, 3x3) convolution reads and writes its
 // blocked layout (nChw16c), so x and y are staged as the filter is: reordered into a
-// buffer of the primitive's own before the call, or out of it after. Its transforms mix
+// buffer of the primitive's own before the call, or out of it after (a forward result by
+// the call's own pass, FinishForward, which also scans it and applies the residual add
+// and the ReLU, which are then no post-ops of the primitive's). Its transforms mix
 // the 6x6 input tile of each 4x4 output tile, so a NaN or an infinity reaches outputs
 // whose window does not hold it, and an infinity may become NaN: where the result holds
 // any non-finite value the call is recomputed by the direct convolution (the result of
@@ -40,11 +44,13 @@ namespace onednn {
 namespace {
 std::atomic<bool> winograd_on{true};
 std::atomic<int64_t> winograd_recomputes{0};
+std::atomic<int64_t> filter_reorders{0};
 }  // namespace
 
 void SetWinograd(bool on) { winograd_on.store(on, std::memory_order_relaxed); }
 bool WinogradOn() { return winograd_on.load(std::memory_order_relaxed); }
 int64_t WinogradRecomputes() { return winograd_recomputes.load(std::memory_order_relaxed); }
+int64_t FilterReorders() { return filter_reorders.load(std::memory_order_relaxed); }
 
 #if BRAZE_HAVE_DNNL
 // A tensor the primitive reads or writes in a layout of its own while the caller holds it
@@ -89,6 +95,16 @@ struct PreparedConv {
   // and the result's element count.
   std::shared_ptr<PreparedConv> direct;
   int64_t result_elements = 0;
+  // A Winograd forward call's own pass (FinishForward): y out of the primitive's blocked
+  // layout, the scan for special values, then the residual add and the ReLU of `key`.
+  // `blocked16`: y is nChw16c, which the pass reads itself; else oneDNN's reorder first.
+  ConvKey key{};
+  bool blocked16 = false;
+  // The filter (plain HWIO) whose reorder `ws` holds, forward and backward data: a call
+  // with the same filter bits (inference weights, a folded batch norm's filter computed
+  // again at every run) reads ws as it is (ReorderFilter). Empty: none yet.
+  std::vector<float> w_seen;
+  int64_t w_elements = 0;
 };
 
 namespace {
@@ -276,6 +292,15 @@ std::shared_ptr<PreparedConv> Prepare(const Library& lib, const ConvKey& k, bool
              fwd || data, &p->ws) &&
        Stage(lib, &d.x, md(data ? dnnl_query_diff_src_md : dnnl_query_src_md), !data, &p->xs) &&
        Stage(lib, &d.y, md(fwd ? dnnl_query_dst_md : dnnl_query_diff_dst_md), !fwd, &p->ys);
+  if (ok && winograd && fwd && p->ys.mem != nullptr) {
+    // nChw16c (channels padded to 16): FinishForward reads it itself.
+    const dnnl_dims_t y_dims = {k.n, k.o, k.oh, k.ow};
+    dnnl_memory_desc_t b16;
+    p->blocked16 =
+        api.memory_desc_init_by_tag(&b16, 4, y_dims, dnnl_f32, dnnl_nChw16c) == dnnl_success &&
+        api.memory_desc_equal(md(dnnl_query_dst_md), &b16) != 0;
+  }
+  p->w_elements = k.kh * k.kw * (k.c / k.g) * k.o;
   p->result_elements = fwd    ? k.n * k.o * k.oh * k.ow
                        : data ? k.n * k.c * k.h * k.w
                               : k.kh * k.kw * (k.c / k.g) * k.o;
@@ -315,8 +340,25 @@ bool Reorder(const Api& api, PreparedConv& p, const Staged& s, dnnl_memory_t pla
   return Execute(api, p, s.reorder, 2, args);
 }
 
+// Reorders the filter `w` (plain, HWIO) into p's layout unless ws already holds it: the
+// same bits as at the last reorder. A comparison reads the filter twice (a few KiB to a
+// few MiB, stopping at the first difference); the reorder is a parallel oneDNN call that
+// reads and writes it and synchronizes the threads (0.2-0.3 ms at 3x3x64x64 on the
+// 2-vCPU VM idle, several ms under load), at every call before. Exact: bits compared,
+// no hash.
+bool ReorderFilter(const Api& api, PreparedConv& p, const float* w) {
+  const size_t bytes = static_cast<size_t>(p.w_elements) * sizeof(float);
+  if (!p.w_seen.empty() && std::memcmp(p.w_seen.data(), w, bytes) == 0) return true;
+  p.w_seen.clear();
+  if (!Reorder(api, p, p.ws, p.w_plain, true)) return false;
+  filter_reorders.fetch_add(1, std::memory_order_relaxed);
+  p.w_seen.assign(w, w + p.w_elements);
+  return true;
+}
+
+// `result_out` false: a forward result stays in the primitive's layout (FinishForward).
 bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
-         const float* residual, float* y) {
+         const float* residual, float* y, bool result_out = true) {
   if (api.set_data_handle(p.x, x) != dnnl_success || api.set_data_handle(p.y, y) != dnnl_success ||
       api.set_data_handle(p.w_plain, w) != dnnl_success ||
       (p.bias != nullptr &&
@@ -326,8 +368,11 @@ bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
     return false;
   }
   const bool fwd = p.dir == kForward, data = p.dir == kBackwardData;
-  if (!Reorder(api, p, p.ws, p.w_plain, fwd || data) ||
-      (!data && !Reorder(api, p, p.xs, p.x, true)) || (!fwd && !Reorder(api, p, p.ys, p.y, true))) {
+  const bool filter_ok = p.ws.reorder == nullptr ? true
+                         : fwd || data           ? ReorderFilter(api, p, w)
+                                                 : true;
+  if (!filter_ok || (!data && !Reorder(api, p, p.xs, p.x, true)) ||
+      (!fwd && !Reorder(api, p, p.ys, p.y, true))) {
     return false;
   }
   const dnnl_memory_t xm = p.xs.mem != nullptr ? p.xs.mem : p.x;
@@ -359,7 +404,7 @@ bool Run(const Api& api, PreparedConv& p, float* x, float* w, const float* bias,
   }
   if (p.scratch != nullptr) args[nargs++] = {DNNL_ARG_SCRATCHPAD, p.scratch};
   if (!Execute(api, p, p.primitive, nargs, args)) return false;
-  const bool out_ok = fwd    ? Reorder(api, p, p.ys, p.y, false)
+  const bool out_ok = fwd    ? !result_out || Reorder(api, p, p.ys, p.y, false)
                       : data ? Reorder(api, p, p.xs, p.x, false)
                              : Reorder(api, p, p.ws, p.w_plain, false);
   return out_ok && api.stream_wait(p.stream) == dnnl_success;
@@ -390,6 +435,100 @@ bool AnyNonFinite(const float* v, int64_t n) {
   const int chunks = static_cast<int>((n + kChunk - 1) / kChunk);
   device::ParallelFor(nullptr, task, 0, chunks, reinterpret_cast<uint8_t*>(&scan));
   return scan.found.load();
+}
+
+// Whether the f32 bits are NaN or an infinity (all exponent bits set), as 0 or 1:
+// branch-free, so that the loops below vectorize.
+inline uint32_t NonFiniteBit(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  return ((bits & 0x7f800000u) + 0x00800000u) >> 31;
+}
+
+// braze::Relu (x < 0 ? 0 : x: NaN kept) over `n` floats, in place.
+void ReluLoop(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+}
+
+// A Winograd forward result (conv + bias) written into the caller's y in one pass over
+// it, in place of oneDNN's reorder out of the blocked layout and a second pass to scan
+// it: each element is read from the primitive's nChw16c buffer (or from y, where oneDNN
+// reordered it), checked for NaN and infinities (which send the call to the direct
+// convolution: RunConv), then the residual added and the ReLU applied, the reference's
+// order (bias, residual, ReLU: docs/CONVOLUTIONS.md). A row (image, output row) a task.
+struct ForwardPass {
+  const float* src;  // nChw16c when `blocked`, else y's own layout (src == y)
+  bool blocked, nchw, relu;
+  const float* residual;  // y's layout, or null
+  float* y;
+  int64_t o, oh, ow;
+  std::atomic<bool> special{false};
+
+  void Row(int64_t n, int64_t h) {
+    const int64_t cb = (o + 15) / 16;
+    uint32_t bad = 0;
+    auto put = [&](float v, int64_t at) {
+      bad |= NonFiniteBit(v);
+      if (residual != nullptr) v += residual[at];
+      y[at] = relu && v < 0.0f ? 0.0f : v;
+    };
+    // The blocked source of channel block b of this row.
+    auto block = [&](int64_t b) { return src + ((n * cb + b) * oh + h) * ow * 16; };
+    if (!nchw) {
+      const int64_t row = (n * oh + h) * ow * o;
+      for (int64_t w = 0; w < ow; ++w) {
+        const int64_t at = row + w * o;
+        if (!blocked) {
+          for (int64_t c = 0; c < o; ++c) put(src[at + c], at + c);
+          continue;
+        }
+        for (int64_t b = 0; b < cb; ++b) {
+          const float* s = block(b) + w * 16;
+          const int64_t lanes = std::min<int64_t>(16, o - b * 16);
+          for (int64_t l = 0; l < lanes; ++l) put(s[l], at + b * 16 + l);
+        }
+      }
+    } else {
+      for (int64_t c = 0; c < o; ++c) {
+        const int64_t at = ((n * o + c) * oh + h) * ow;
+        const float* s = blocked ? block(c / 16) + c % 16 : src + at;
+        const int64_t step = blocked ? 16 : 1;
+        for (int64_t w = 0; w < ow; ++w) put(s[w * step], at + w);
+      }
+    }
+    if (bad != 0) special.store(true, std::memory_order_relaxed);
+  }
+};
+
+// Finishes a Winograd forward call whose result is still in the primitive's layout
+// (Run with result_out false). `special`: conv + bias held a NaN or an infinity.
+bool FinishForward(const Api& api, PreparedConv& p, const float* residual, float* y,
+                   bool* special) {
+  const ConvKey& k = p.key;
+  const bool blocked = p.ys.mem != nullptr && p.blocked16;
+  if (p.ys.mem != nullptr && !blocked) {
+    if (!Reorder(api, p, p.ys, p.y, false) || api.stream_wait(p.stream) != dnnl_success) {
+      return false;
+    }
+  }
+  ForwardPass pass{blocked ? static_cast<const float*>(p.ys.bytes.get()) : y,
+                   blocked,
+                   k.nchw,
+                   (k.post & kPostRelu) != 0,
+                   (k.post & kPostResidual) != 0 ? residual : nullptr,
+                   y,
+                   k.o,
+                   k.oh,
+                   k.ow};
+  auto task = [](void*, int i, uint8_t* closure) {
+    ForwardPass& f = *reinterpret_cast<ForwardPass*>(closure);
+    f.Row(i / f.oh, i % f.oh);
+    return 0;
+  };
+  device::ParallelFor(nullptr, task, 0, static_cast<int>(k.n * k.oh),
+                      reinterpret_cast<uint8_t*>(&pass));
+  *special = pass.special.load();
+  return true;
 }
 
 // The ReLU post-ops' check (as onednn_relu_check.cc's for the matmul): the convolution
@@ -545,10 +684,8 @@ bool ConvResidualPostOpsChecked(const Library& lib, const std::string& impl, boo
 }  // namespace
 
 bool WinogradCandidate(const ConvKey& k) {
-  const bool post_ok = k.dir != kForward || (k.post & (kPostResidual | kPostRelu)) == 0;
-  return k.winograd && post_ok && k.kh == 3 && k.kw == 3 && k.sh == 1 && k.sw == 1 && k.dh == 1 &&
-         k.dw == 1 && k.g == 1 && k.c >= 64 && k.o >= 64 && k.pt <= 1 && k.pb <= 1 && k.pl <= 1 &&
-         k.pr <= 1;
+  return k.winograd && k.kh == 3 && k.kw == 3 && k.sh == 1 && k.sw == 1 && k.dh == 1 && k.dw == 1 &&
+         k.g == 1 && k.c >= 64 && k.o >= 64 && k.pt <= 1 && k.pb <= 1 && k.pl <= 1 && k.pr <= 1;
 }
 
 std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k) {
@@ -575,9 +712,16 @@ std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k) {
     cache->emplace(direct_key, p);
   }
   if (WinogradCandidate(k)) {
-    std::shared_ptr<PreparedConv> wino =
-        Prepare(lib, k, /*relu_post_ops=*/false, /*unchecked=*/false, /*winograd=*/true);
+    // The primitive computes conv + bias; a forward call's residual and ReLU are its own
+    // pass's (FinishForward), so that they see the same special values as the direct
+    // convolution's post-ops.
+    ConvKey primitive_key = k;
+    if (k.dir == kForward) primitive_key.post &= kPostBias;
+    std::shared_ptr<PreparedConv> wino = Prepare(lib, primitive_key, /*relu_post_ops=*/false,
+                                                 /*unchecked=*/false, /*winograd=*/true);
     if (wino != nullptr) {
+      wino->key = k;
+      wino->relu_post_ops = k.dir == kForward && (k.post & kPostRelu) != 0;
       wino->direct = p;
       p = wino;
     }
@@ -589,10 +733,19 @@ std::shared_ptr<PreparedConv> LookupConv(const Library& lib, const ConvKey& k) {
 bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const float* bias,
              const float* residual, float* y) {
   std::lock_guard<std::mutex> lock(p.mu);
-  if (!Run(lib.api, p, x, w, bias, residual, y)) return false;
+  // A Winograd forward result: out of its layout, scanned, the residual and ReLU applied,
+  // in one pass of the call's own.
+  const bool own_pass = p.direct != nullptr && p.dir == kForward;
+  if (!Run(lib.api, p, x, w, bias, residual, y, /*result_out=*/!own_pass)) return false;
   if (p.direct == nullptr) return true;
-  const float* result = p.dir == kForward ? y : p.dir == kBackwardData ? x : w;
-  if (!AnyNonFinite(result, p.result_elements)) return true;
+  bool special = false;
+  if (own_pass) {
+    if (!FinishForward(lib.api, p, residual, y, &special)) return false;
+  } else {
+    const float* result = p.dir == kBackwardData ? x : w;
+    special = AnyNonFinite(result, p.result_elements);
+  }
+  if (!special) return true;
   // Winograd's transforms spread a NaN or an infinity over its tiles: the direct
   // convolution's result instead (onednn_conv.cc's opening comment).
   if (winograd_recomputes.fetch_add(1, std::memory_order_relaxed) == 0) {
@@ -601,7 +754,10 @@ bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const floa
             "convolution (every such call is)");
   }
   std::lock_guard<std::mutex> direct_lock(p.direct->mu);
-  return Run(lib.api, *p.direct, x, w, bias, residual, y);
+  if (!Run(lib.api, *p.direct, x, w, bias, residual, y)) return false;
+  // The Winograd call promised the ReLU (ConvAppliesRelu); the direct one may leave it.
+  if (p.relu_post_ops && !p.direct->relu_post_ops) ReluLoop(y, p.result_elements);
+  return true;
 }
 
 bool ConvAppliesRelu(const PreparedConv& p) { return p.relu_post_ops; }

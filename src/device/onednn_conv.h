@@ -56,9 +56,10 @@ struct PreparedConv;
 // without dilation or groups, padding of at most 1, at least 64 input and output channels
 // (CPU time per call on the 2-core AVX-512 VM under load: at 64 -> 64, 56x56 1.3-1.9x
 // faster than the direct convolution, the reorders to and from its blocked layout
-// included; at 32 -> 64, 14x14 and 16 -> 16 2-4x slower), no residual and no ReLU
-// post-op (their checks cover the direct implementations). oneDNN may still refuse it; the direct
-// one is used then.
+// included; at 32 -> 64, 14x14 and 16 -> 16 2-4x slower). A forward key's residual and
+// ReLU are not the primitive's post-ops but the call's own pass over the result, after
+// its scan for special values (onednn_conv.cc, FinishForward). oneDNN may still refuse
+// it; the direct one is used then.
 bool WinogradCandidate(const ConvKey& k);
 
 // The prepared primitive for `k`, made at its first use and kept (at most 256, then the
@@ -89,6 +90,10 @@ const std::string& ConvImplementation(const PreparedConv& p);
 void SetWinograd(bool on);
 bool WinogradOn();
 int64_t WinogradRecomputes();
+// How many filter reorders into a primitive's layout (forward, backward data) the calls
+// did since the process started: a call whose filter has the bits of its configuration's
+// last reorder reuses it (constant inference weights reorder once).
+int64_t FilterReorders();
 
 }  // namespace onednn
 }  // namespace braze

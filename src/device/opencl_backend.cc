@@ -94,6 +94,7 @@ class OpenCLBackend : public Backend {
     static const Features features = [] {
       Features f;
       f.device_memory = true;
+      f.stored_schedules = true;  // the GPU heuristic's, per device (Architecture)
       return f;
     }();
     return features;
@@ -107,6 +108,12 @@ class OpenCLBackend : public Backend {
                                                    OpenCLDevices().size(), " OpenCL device(s)"));
     }
     return absl::OkStatus();
+  }
+  // "<platform>: <device name> (<type>)" of the device Halide's runtime drives: what
+  // a tuned GPU schedule holds for (OpenCL has no portable architecture number).
+  absl::StatusOr<std::string> Architecture(int ordinal) const override {
+    BRAZE_RETURN_IF_ERROR(CheckAvailable(ordinal));
+    return OpenCLDevices()[ordinal];
   }
   // POCL's CPU device runs kernels on the host more slowly than the host backend: "auto"
   // picks OpenCL only when its first device is a GPU.

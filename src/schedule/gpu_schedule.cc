@@ -76,8 +76,9 @@ enum class Host {
 
 class GpuHeuristic {
  public:
-  GpuHeuristic(const PipelineInfo& info, Scheduler plan, bool opencl)
-      : info_(info), plan_(plan), opencl_(opencl) {}
+  GpuHeuristic(const PipelineInfo& info, Scheduler plan, bool opencl,
+               const GpuScheduleParams& params)
+      : info_(info), plan_(plan), opencl_(opencl), params_(params) {}
 
   std::string Run() {
     Analyze();
@@ -104,7 +105,7 @@ class GpuHeuristic {
     }
     for (auto& [f, why] : operands_) {
       f.compute_root();
-      const Var xi = PointwiseTile(f, f.args(), {});
+      const Var xi = PointwiseTile(f, f.args(), {}, 1, params_);
       log_ << f.name() << ": " << why << ", compute_root, tile -> " << xi.name() << "\n";
     }
     CheckAllPlaced();
@@ -313,12 +314,14 @@ class GpuHeuristic {
         // operand of 4 bytes instead of four, and a quarter of the index arithmetic
         // (Chain8: 175 -> 161 PTX instructions per element; GpuPtxCodegen). Not along a
         // symbolic dim 0: its run-time extent need not divide by the vector.
+        const int want = params_.vector;  // kCudaVector unless a stored entry says otherwise
         const bool whole_vectors =
-            !e.empty() && e[0] % kCudaVector == 0 && !IsSymbolic(info_.output_symbolic[j], 0);
-        const int vector = !opencl_ && host == Host::kNone && whole_vectors ? kCudaVector : 1;
-        const Var xi = PointwiseTile(f, args, e, vector);
+            !e.empty() && e[0] % want == 0 && !IsSymbolic(info_.output_symbolic[j], 0);
+        const int vector = !opencl_ && host == Host::kNone && whole_vectors ? want : 1;
+        const Var xi = PointwiseTile(f, args, e, vector, params_);
         thread_level_[j] = LoopLevel(f, xi);
-        log_ << f.name() << ": pointwise" << (vector > 1 ? ", vectors of 4" : "") << ", tile -> "
+        log_ << f.name() << ": pointwise"
+             << (vector > 1 ? ", vectors of " + std::to_string(vector) : "") << ", tile -> "
              << xi.name() << "\n";
         return;
       }
@@ -340,7 +343,7 @@ class GpuHeuristic {
   LoopLevel OwnThread(Func acc, const Extents& e) {
     Func w = acc.in();
     w.compute_root();
-    const Var xi = PointwiseTile(w, w.args(), e);
+    const Var xi = PointwiseTile(w, w.args(), e, 1, params_);
     log_ << w.name() << ": wrapper of " << acc.name() << ", pointwise tile\n";
     return LoopLevel(w, xi);
   }
@@ -450,7 +453,7 @@ class GpuHeuristic {
   }
 
   // Threads over a row of `len`: one warp where the kernel is one warp per row.
-  static int Threads(int64_t len, bool warp) { return warp ? kWarp : RowThreads(len); }
+  int Threads(int64_t len, bool warp) const { return warp ? kWarp : RowThreads(len, params_); }
 
   // The kernels that take one warp per row, on CUDA: those whose block reductions are all
   // row reductions (Kind::kRow) of static rows up to kWarpRow long, and whose output
@@ -474,13 +477,13 @@ class GpuHeuristic {
       const Extents& e = info_.output_extents[j];
       const bool row_ok =
           hosts_[j] != Host::kRowBlock ||
-          (!e.empty() && e[0] <= kWarpRow && !IsSymbolic(info_.output_symbolic[j], 0));
+          (!e.empty() && e[0] <= params_.warp_row && !IsSymbolic(info_.output_symbolic[j], 0));
       if (warp && row_ok) warp_hosts_.insert(j);
     }
   }
 
   bool WarpRow(const Stage& s) const {
-    return !opencl_ && !s.reduction_symbolic && s.reduction_extent <= kWarpRow;
+    return !opencl_ && !s.reduction_symbolic && s.reduction_extent <= params_.warp_row;
   }
 
   // The cooperative row reductions output j's kernel hosts, by accumulator name; empty
@@ -612,7 +615,7 @@ class GpuHeuristic {
     Extents extents = s.extents;
     int64_t threads = 0;
     if (lanes) {
-      threads = Pow2AtLeast(len, kMaxThreads);
+      threads = Pow2AtLeast(len, params_.block_threads);
       const int64_t steps = CeilDiv(len, threads);
       const int64_t chunks =
           std::clamp<int64_t>(CeilDiv(len, threads * kMinPerThread), 1,
@@ -655,7 +658,7 @@ class GpuHeuristic {
     }
     order.push_back(wargs.back());
     order_extents.push_back(extents.back());
-    const Var xi = PointwiseTile(w, order, order_extents);
+    const Var xi = PointwiseTile(w, order, order_extents, 1, params_);
     partial.compute_at(w, xi);
     placed_.insert(partial.name());
     log_ << w.name() << ": partials of " << acc.name() << ", compute_root, tile -> " << xi.name()
@@ -783,18 +786,17 @@ class GpuHeuristic {
     MatMul(s);
   }
 
-  // The result tiled 16x16 over (n, m), batch dims fused into the block index; each
-  // thread accumulates its output over k in registers. A convolution (kConv) likewise:
-  // 16x16 of its dims 0 and 1, its window reduced serially per thread.
+  // The result tiled 16x16 (params_.matmul_tile) over (n, m), batch dims fused into the
+  // block index; each thread accumulates its output over k in registers. A convolution
+  // (kConv) likewise: 16x16 of its dims 0 and 1, its window reduced serially per thread.
   void MatMul(const Stage& s) {
+    const int tile = params_.matmul_tile;
     Func res = s.result;
     Func acc = s.acc;
     std::vector<Var> args = res.args();
     Var xo(res.name() + "_xo"), yo(res.name() + "_yo"), xi(res.name() + "_xi"),
         yi(res.name() + "_yi"), t(res.name() + "_t");
-    res.compute_root()
-        .tile(args[0], args[1], xo, yo, xi, yi, kMatMulTile, kMatMulTile, kGuard)
-        .fuse(xo, yo, t);
+    res.compute_root().tile(args[0], args[1], xo, yo, xi, yi, tile, tile, kGuard).fuse(xo, yo, t);
     std::vector<Var> blocks = {t};  // and the batch dims
     blocks.insert(blocks.end(), args.begin() + 2, args.end());
     t = FuseAll(res, blocks);
@@ -802,7 +804,7 @@ class GpuHeuristic {
     acc.compute_at(res, xi);
     placed_.insert(acc.name());
     log_ << res.name() << (s.kind == StageKind::kConv ? ": conv" : ": matmul") << ", compute_root, "
-         << kMatMulTile << "x" << kMatMulTile << " tiles, blocks over " << t.name() << "\n"
+         << tile << "x" << tile << " tiles, blocks over " << t.name() << "\n"
          << acc.name() << ": compute_at(" << res.name() << ", " << xi.name()
          << "), k serial per thread\n";
   }
@@ -819,6 +821,7 @@ class GpuHeuristic {
   const PipelineInfo& info_;
   const Scheduler plan_;
   const bool opencl_;
+  const GpuScheduleParams params_;  // stored_schedule.h: the sizes braze-tune may vary
   std::ostringstream log_;
   std::map<std::string, Function> env_;
   std::map<std::string, std::set<std::string>> callers_;
@@ -841,8 +844,8 @@ class GpuHeuristic {
 }  // namespace
 }  // namespace gpu
 
-std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
-                             Scheduler plan) {
+std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target, Scheduler plan,
+                             const GpuScheduleParams& params) {
   if (!IsGpuHeuristic(plan)) {
     throw Halide::CompileError(std::string("ApplyGpuSchedule: ") + SchedulerName(plan) +
                                " is not a plan of the GPU heuristic");
@@ -850,12 +853,14 @@ std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& tar
   // The same plan serves CUDA and OpenCL: at most kMaxThreads (256) threads per block
   // and a few KiB of shared (local) memory per kernel, within what OpenCL GPUs and POCL
   // report (CL_DEVICE_MAX_WORK_GROUP_SIZE >= 256, CL_DEVICE_LOCAL_MEM_SIZE >= 32 KiB;
-  // device/opencl_driver.cc refuses a device that reports less, naming it).
+  // device/opencl_driver.cc refuses a device that reports less, naming it). A stored
+  // entry's params.block_threads may ask for more: tuned on that device, where a block
+  // it cannot launch failed braze-tune's check run and never became an entry.
   if (!target.has_feature(Halide::Target::CUDA) && !target.has_feature(Halide::Target::OpenCL)) {
     throw Halide::CompileError("ApplyGpuSchedule: target " + target.to_string() +
                                " has no GPU feature (CUDA or OpenCL)");
   }
-  return gpu::GpuHeuristic(info, plan, target.has_feature(Halide::Target::OpenCL)).Run();
+  return gpu::GpuHeuristic(info, plan, target.has_feature(Halide::Target::OpenCL), params).Run();
 }
 
 }  // namespace schedule

@@ -66,6 +66,7 @@
 
 #include "schedule/pipeline_info.h"
 #include "schedule/scheduler.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace schedule {
@@ -75,9 +76,10 @@ namespace schedule {
 // say "cooperative". Throws Halide::Error if Halide rejects a directive, and
 // Halide::CompileError if some Func with an update definition would be left unscheduled.
 // `plan` is one of the heuristic's plans (kGpuFused, kGpuSeparate, kGpuSerial; see
-// schedule/scheduler.h), each the fallback of the one before.
-std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target,
-                             Scheduler plan);
+// schedule/scheduler.h), each the fallback of the one before. `params`: the sizes a
+// stored entry chose (braze-tune); the defaults are the heuristic's own.
+std::string ApplyGpuSchedule(const PipelineInfo& info, const Halide::Target& target, Scheduler plan,
+                             const GpuScheduleParams& params = {});
 
 }  // namespace schedule
 }  // namespace braze

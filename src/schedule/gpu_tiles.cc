@@ -13,6 +13,14 @@ namespace gpu {
 using Halide::VarOrRVar;
 using Halide::Internal::Function;
 
+// A default GpuScheduleParams schedules exactly as the constants did.
+static_assert(GpuScheduleParams{}.block_threads == kMaxThreads);
+static_assert(GpuScheduleParams{}.tile_x == kWarp);
+static_assert(GpuScheduleParams{}.row_elements == kRowElementsPerThread);
+static_assert(GpuScheduleParams{}.warp_row == kWarpRow);
+static_assert(GpuScheduleParams{}.vector == kCudaVector);
+static_assert(GpuScheduleParams{}.matmul_tile == kMatMulTile);
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int Pow2AtLeast(int64_t n, int cap) {
@@ -21,8 +29,8 @@ int Pow2AtLeast(int64_t n, int cap) {
   return p;
 }
 
-int RowThreads(int64_t len) {
-  return std::max(kWarp, Pow2AtLeast(CeilDiv(len, kRowElementsPerThread), kMaxThreads));
+int RowThreads(int64_t len, const GpuScheduleParams& p) {
+  return std::max(kWarp, Pow2AtLeast(CeilDiv(len, p.row_elements), p.block_threads));
 }
 
 int RowVector(int64_t len, int threads) {
@@ -37,7 +45,10 @@ Extents WithoutUnitDims(const Extents& e) {
   return out;
 }
 
-Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int vector) {
+Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int vector,
+                  const GpuScheduleParams& p) {
+  const int max_threads = p.block_threads;
+  const int width = std::min(p.tile_x, max_threads);
   if (vars.size() > 1) {
     std::vector<VarOrRVar> order(vars.begin(), vars.end());
     f.reorder(order);
@@ -52,18 +63,18 @@ Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int ve
   const int64_t outer = known ? NumElements(Extents(e.begin() + 1, e.end())) : 0;
   Var xo(f.name() + "_xo"), xi(f.name() + "_xi");
   if (vars.size() == 1) {
-    f.split(vars[0], xo, xi, known ? Pow2AtLeast(e0, kMaxThreads) : kMaxThreads, kGuard)
+    f.split(vars[0], xo, xi, known ? Pow2AtLeast(e0, max_threads) : max_threads, kGuard)
         .gpu_blocks(xo)
         .gpu_threads(xi);
     return xi;
   }
-  int tx = kWarp, ty = kMaxThreads / kWarp;
+  int tx = width, ty = max_threads / width;
   if (known && outer == 1) {
-    tx = Pow2AtLeast(e0, kMaxThreads);
+    tx = Pow2AtLeast(e0, max_threads);
     ty = 1;
   } else if (known) {
-    tx = Pow2AtLeast(e0, kWarp);
-    ty = Pow2AtLeast(outer, kMaxThreads / tx);
+    tx = Pow2AtLeast(e0, width);
+    ty = Pow2AtLeast(outer, max_threads / tx);
   }
   const Var rest = FuseAll(f, std::vector<Var>(vars.begin() + 1, vars.end()));
   Var yo(f.name() + "_yo"), yi(f.name() + "_yi"), b(f.name() + "_b");

@@ -2,6 +2,10 @@
 // gpu_schedule.h for the rules and why): pointwise tiles, fused reduction domains, the
 // shared memory of a cooperative reduction, a cluster input's constant extents.
 //
+// The sizes braze-tune may vary (threads per block, a pointwise tile's width, elements
+// per thread of a row, the warp-per-row limit, the vector width, the matmul tile) are
+// GpuScheduleParams (stored_schedule.h), whose defaults are the constants below.
+//
 // Internal header: includes Halide.h (via pipeline_info.h).
 #ifndef BRAZE_SCHEDULE_GPU_TILES_H_
 #define BRAZE_SCHEDULE_GPU_TILES_H_
@@ -10,6 +14,7 @@
 #include <vector>
 
 #include "schedule/pipeline_info.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace schedule {
@@ -26,7 +31,7 @@ inline constexpr TailStrategy kGuard = TailStrategy::GuardWithIf;
 inline constexpr int kWarp = 32;
 // Fan-in of each level of a cooperative combine (see Cooperative).
 inline constexpr int kFanIn = 8;
-inline constexpr int kMaxThreads = 256;
+inline constexpr int kMaxThreads = 256;  // GpuScheduleParams::block_threads' default
 // A block per row keeps an H100 (132 SMs) busy from about this many rows on; with fewer
 // rows, a row this long is split over many blocks instead (two stages).
 inline constexpr int64_t kManyRows = 128;
@@ -79,8 +84,9 @@ int64_t CeilDiv(int64_t a, int64_t b);
 // The smallest power of two >= n, capped at `cap`.
 int Pow2AtLeast(int64_t n, int cap);
 
-// Threads cooperating on one row of `len` elements (see kRowElementsPerThread).
-int RowThreads(int64_t len);
+// Threads cooperating on one row of `len` elements (see kRowElementsPerThread): about
+// len / p.row_elements, a power of two from a warp to p.block_threads.
+int RowThreads(int64_t len, const GpuScheduleParams& p = {});
 
 // Elements each of a row's `threads` threads loads at a time, adjacent, when it stages a
 // static row of `len` in shared memory (StageRow): kCudaVector where every pass covers
@@ -94,10 +100,12 @@ Extents WithoutUnitDims(const Extents& e);
 
 // Tiles `vars` (innermost first) of a pure Func: dim 0 on threadIdx.x, the other dims
 // fused onto threadIdx.y, the tiles fused into one block dim. Extents may be empty
-// (unknown): 32x8 or 256 then. Returns the innermost thread Var.
+// (unknown): 32x8 or 256 then (p.tile_x x p.block_threads / p.tile_x, or
+// p.block_threads). Returns the innermost thread Var.
 // With `vector` > 1 (which must divide e[0]), dim 0 is first split into vectors of
 // that many lanes, vectorized inside each thread.
-Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int vector = 1);
+Var PointwiseTile(Func f, const std::vector<Var>& vars, const Extents& e, int vector = 1,
+                  const GpuScheduleParams& p = {});
 
 // The RVars of an update fused into one (innermost first), so lanes and chunks can be
 // split off whatever the number of reduced dims.

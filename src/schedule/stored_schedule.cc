@@ -19,13 +19,44 @@ namespace {
 
 constexpr char kHeader[] = "braze-schedule 1";
 
-// The schedulers an entry may name: the templates, and the CPU autoschedulers.
+// The schedulers an entry may name: the CPU template, the CPU autoschedulers, and the
+// GPU heuristic's plans that rfactor (the serial plan is the fallback of last resort).
 std::optional<Scheduler> StoredSchedulerNamed(absl::string_view name) {
-  for (Scheduler k :
-       {Scheduler::kSafeDefault, Scheduler::kAdams2019, Scheduler::kMullapudi2016}) {
+  for (Scheduler k : {Scheduler::kSafeDefault, Scheduler::kAdams2019, Scheduler::kMullapudi2016,
+                      Scheduler::kGpuFused, Scheduler::kGpuSeparate}) {
     if (name == SchedulerName(k)) return k;
   }
   return std::nullopt;
+}
+
+bool IsGpuEntry(const ScheduleParams& p) { return IsGpuHeuristic(p.scheduler); }
+
+// One knob of the GPU heuristic (GpuScheduleParams): its field name, where it lives, the
+// values it may take.
+struct GpuKnob {
+  const char* name;
+  int lo, hi;
+  bool power_of_two;
+  int GpuScheduleParams::*field;
+};
+
+const std::vector<GpuKnob>& GpuKnobs() {
+  static const std::vector<GpuKnob> knobs = {
+      {"gpu_block_threads", 32, 1024, true, &GpuScheduleParams::block_threads},
+      {"gpu_tile_x", 1, 1024, true, &GpuScheduleParams::tile_x},
+      {"gpu_row_elements", 1, 256, true, &GpuScheduleParams::row_elements},
+      {"gpu_warp_row", 0, 65536, false, &GpuScheduleParams::warp_row},
+      {"gpu_vector", 1, 4, true, &GpuScheduleParams::vector},
+      {"gpu_matmul_tile", 1, 32, true, &GpuScheduleParams::matmul_tile},
+  };
+  return knobs;
+}
+
+const GpuKnob* GpuKnobNamed(absl::string_view name) {
+  for (const GpuKnob& k : GpuKnobs()) {
+    if (name == k.name) return &k;
+  }
+  return nullptr;
 }
 
 // One integer knob: its field name, where it lives and the values it may take.
@@ -82,8 +113,15 @@ std::optional<std::string> ReadFile(const std::string& path) {
 
 }  // namespace
 
+bool GpuScheduleParams::operator==(const GpuScheduleParams& o) const {
+  for (const GpuKnob& k : GpuKnobs()) {
+    if (this->*k.field != o.*k.field) return false;
+  }
+  return true;
+}
+
 bool ScheduleParams::operator==(const ScheduleParams& o) const {
-  if (scheduler != o.scheduler || row_pipeline != o.row_pipeline ||
+  if (scheduler != o.scheduler || gpu != o.gpu || row_pipeline != o.row_pipeline ||
       row_materialize != o.row_materialize || matmul_library != o.matmul_library) {
     return false;
   }
@@ -95,8 +133,16 @@ bool ScheduleParams::operator==(const ScheduleParams& o) const {
 
 std::string ParamsSummary(const ScheduleParams& params) {
   std::string s = SchedulerName(params.scheduler);
-  if (params.scheduler != Scheduler::kSafeDefault) return s;
   const ScheduleParams defaults;
+  if (IsGpuEntry(params)) {
+    for (const GpuKnob& k : GpuKnobs()) {
+      if (params.gpu.*k.field != defaults.gpu.*k.field) {
+        absl::StrAppend(&s, " ", k.name, "=", params.gpu.*k.field);
+      }
+    }
+    return s;
+  }
+  if (params.scheduler != Scheduler::kSafeDefault) return s;
   for (const IntKnob& k : IntKnobs()) {
     if (k.Get(params) != k.Get(defaults)) absl::StrAppend(&s, " ", k.name, "=", k.Get(params));
   }
@@ -117,10 +163,10 @@ std::string ScheduleKeyHash(absl::string_view cluster_key) {
 
 std::string FormatStoredSchedule(const StoredSchedule& e) {
   std::string text = absl::StrCat(
-      "# Braze stored schedule (docs/SCHEDULES.md): the parameters of Braze's CPU\n"
-      "# schedule templates for one cluster signature, found by braze-tune.\n",
-      kHeader, "\n", "key: ", e.key_hash, "\n", "target: ", e.target, "\n",
-      "templates: ", e.templates_version, "\n");
+      "# Braze stored schedule (docs/SCHEDULES.md): the parameters of Braze's ",
+      IsGpuEntry(e.params) ? "GPU\n# heuristic" : "CPU\n# schedule templates",
+      " for one cluster signature, found by braze-tune.\n", kHeader, "\n", "key: ", e.key_hash,
+      "\n", "target: ", e.target, "\n", "templates: ", e.templates_version, "\n");
   // Values are one line each: a newline inside one would end the entry's field early.
   auto line = [&](const char* name, const std::string& value) {
     if (value.empty()) return;
@@ -135,6 +181,12 @@ std::string FormatStoredSchedule(const StoredSchedule& e) {
   line("inputs", e.inputs);
   line("measured", e.measured);
   absl::StrAppend(&text, "scheduler: ", SchedulerName(e.params.scheduler), "\n");
+  if (IsGpuEntry(e.params)) {
+    for (const GpuKnob& k : GpuKnobs()) {
+      absl::StrAppend(&text, k.name, ": ", e.params.gpu.*k.field, "\n");
+    }
+    return text;
+  }
   for (const IntKnob& k : IntKnobs()) absl::StrAppend(&text, k.name, ": ", k.Get(e.params), "\n");
   absl::StrAppend(&text, "row_pipeline: ", e.params.row_pipeline ? "true" : "false", "\n");
   absl::StrAppend(&text, "row_materialize: ", e.params.row_materialize ? "true" : "false", "\n");
@@ -192,8 +244,9 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
     } else if (name == "scheduler") {
       std::optional<Scheduler> kind = StoredSchedulerNamed(value);
       if (!kind) {
-        return error(absl::StrCat(
-            "scheduler must be SafeDefault, Adams2019 or Mullapudi2016, got '", value, "'"));
+        return error(absl::StrCat("scheduler must be SafeDefault, Adams2019, Mullapudi2016, ",
+                                  SchedulerName(Scheduler::kGpuFused), " or ",
+                                  SchedulerName(Scheduler::kGpuSeparate), ", got '", value, "'"));
       }
       e.params.scheduler = *kind;
       has_scheduler = true;
@@ -204,6 +257,14 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
       (name == "row_pipeline"      ? e.params.row_pipeline
        : name == "row_materialize" ? e.params.row_materialize
                                    : e.params.matmul_library) = value == "true";
+    } else if (const GpuKnob* g = GpuKnobNamed(name)) {
+      int v = 0;
+      if (!absl::SimpleAtoi(value, &v) || v < g->lo || v > g->hi ||
+          (g->power_of_two && (v & (v - 1)) != 0)) {
+        return error(absl::StrCat(name, " must be ", g->power_of_two ? "a power of two " : "",
+                                  "in [", g->lo, ", ", g->hi, "], got '", value, "'"));
+      }
+      e.params.gpu.*g->field = v;
     } else {
       const IntKnob* knob = nullptr;
       for (const IntKnob& k : IntKnobs()) {
@@ -232,6 +293,18 @@ absl::StatusOr<StoredSchedule> ParseStoredSchedule(absl::string_view text, absl:
   if (!has_target) return missing("target");
   if (!has_templates) return missing("templates");
   if (!has_scheduler) return missing("scheduler");
+  // A GPU plan's entry holds the GPU heuristic's knobs, a CPU one the templates': the
+  // other kind's would be silently unused.
+  for (const std::string& name : seen) {
+    const bool gpu_knob = GpuKnobNamed(name) != nullptr;
+    bool cpu_knob = name == "row_pipeline" || name == "row_materialize" || name == "matmul_library";
+    for (const IntKnob& k : IntKnobs()) cpu_knob |= name == k.name;
+    if (IsGpuEntry(e.params) ? cpu_knob : gpu_knob) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": '", name, "' is a ", gpu_knob ? "GPU" : "CPU",
+                       " field, but the entry's scheduler is ", SchedulerName(e.params.scheduler)));
+    }
+  }
   return e;
 }
 

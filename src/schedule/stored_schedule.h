@@ -2,14 +2,17 @@
 //
 // Halide 14 cannot load a serialized schedule, so a stored schedule is the parameters
 // of Braze's own CPU schedule templates (safe_default.h) or the name of the
-// autoscheduler that won: what braze-tune searched over, in a text file a person can
+// autoscheduler that won, or, for a GPU cluster, the plan and parameters of Braze's GPU
+// heuristic (gpu_schedule.h): what braze-tune searched over, in a text file a person can
 // review. One file per tuned cluster signature, named by a hash of the cluster's key
 // (structure, input types or symbolic dims, target: compile/cluster_key.h):
 //
 //   schedules/<16 hex digits>.schedule
 //
-// The runtime looks each CPU cluster up before its own heuristics (scheduler kAuto
-// only: an explicitly chosen scheduler is respected). An entry that does not parse,
+// The runtime looks each cluster up before its own heuristics (CPU: scheduler kAuto
+// only; GPU: the default plan, kGpuFused, only: an explicitly chosen scheduler is
+// respected). A GPU entry's target names the device's architecture too (CUDA: sm_90;
+// OpenCL: the device's name), device::ScheduleTargetString. An entry that does not parse,
 // whose key or target does not match its file, or that was tuned for another version of
 // the templates (stale) is one warning naming the file, and the default schedule.
 //
@@ -32,6 +35,33 @@ namespace braze {
 // stale: bump this whenever a parameter's meaning or a template's shape changes.
 constexpr int kScheduleTemplatesVersion = 2;  // 2: row_materialize
 
+// The knobs of the GPU heuristic (schedule/gpu_schedule.h, gpu_tiles.h), which it
+// hard-coded before; the defaults are those choices, so a default GpuScheduleParams
+// schedules exactly as the heuristic always has.
+struct GpuScheduleParams {
+  // Most threads per block of a pointwise tile, a cooperative row (a block per row)
+  // and a two-stage reduction's partials: 32..1024, a power of two.
+  int block_threads = 256;
+  // Threads along dim 0 of a pointwise tile over several dims (the rest along dim 1..):
+  // 1..1024, a power of two.
+  int tile_x = 32;
+  // Elements each thread of a cooperative row reads: a row of len gets
+  // len / row_elements threads (at least a warp, at most block_threads). 1..256, pow2.
+  int row_elements = 16;
+  // CUDA: kernels whose rows are all at most this long take one warp per row (warp
+  // shuffles); 0: never. 0..65536.
+  int warp_row = 2048;
+  // CUDA: adjacent elements per thread of a plain pointwise output (vectorized loads
+  // and stores): 1, 2 or 4.
+  int vector = 4;
+  // The matmul (and untiled convolution) result tile: tile x tile threads, each one
+  // output accumulated in registers. 1..32, a power of two.
+  int matmul_tile = 16;
+
+  bool operator==(const GpuScheduleParams& o) const;
+  bool operator!=(const GpuScheduleParams& o) const { return !(*this == o); }
+};
+
 // The knobs of the CPU templates; the defaults are the safe default's own choices, so
 // a default ScheduleParams schedules exactly as the safe default always has.
 struct ScheduleParams {
@@ -51,18 +81,23 @@ struct ScheduleParams {
   bool row_pipeline = true;     // reductions computed per output row
   bool row_materialize = true;  // a row's shared math values computed once per row
   bool matmul_library = true;   // a big f32 matmul calls the CPU GEMM library
+  // A GPU cluster's entry: `scheduler` is a plan of the GPU heuristic (kGpuFused or
+  // kGpuSeparate) and these its knobs; the CPU knobs above are then unused.
+  GpuScheduleParams gpu;
 
   bool operator==(const ScheduleParams& o) const;
   bool operator!=(const ScheduleParams& o) const { return !(*this == o); }
 };
 
 // "SafeDefault tasks_per_thread=8 matmul=3x32/4 ..." (only what differs from the
-// default, for logs and keys), or "Adams2019".
+// default, for logs and keys), "Adams2019", or "heuristic (fused) gpu_block_threads=128".
 std::string ParamsSummary(const ScheduleParams& params);
 
 struct StoredSchedule {
   std::string key_hash;  // ScheduleKeyHash of the cluster key: the file's name
-  std::string target;    // the Halide target it was tuned for (also in the key)
+  // The target it was tuned for (also in the key): the Halide target, and for a GPU
+  // the device's architecture (device::ScheduleTargetString).
+  std::string target;
   int templates_version = kScheduleTemplatesVersion;
   ScheduleParams params;
   // For the reader: the cluster's name and ops, its input types, what tuning measured.

@@ -331,6 +331,124 @@ TEST_F(CpuConvTest, WinogradMatchesTheReferenceAndKeepsSpecials) {
   }
 }
 
+// A 3x3 convolution of at least 64 channels with its bias, residual add and ReLU in the
+// call runs as Winograd too: the primitive computes conv + bias, and the call's own pass
+// takes the result out of the blocked layout, scans it, adds the residual and applies
+// the ReLU. Both formats, 64 and 70 output channels (a channel block with a tail), odd
+// extents; NaN and infinities in x recompute the call by the direct convolution with
+// the reference's values; the residual's special values never do (its add is exact).
+TEST_F(CpuConvTest, WinogradTakesTheBiasResidualAndRelu) {
+  struct PostCase {
+    DataFormat format;
+    int64_t n, h, w, c, o;
+    bool bias, residual, relu, specials;
+    std::string name;
+  };
+  // (NCHW: a bias of [C_out, 1, 1] stays a Halide add, docs/CONVOLUTIONS.md; the
+  // residual goes into the call without it.)
+  const PostCase cases[] = {
+      {DataFormat::kNHWC, 2, 9, 7, 64, 64, true, false, true, false, "_bias_relu"},
+      {DataFormat::kNHWC, 3, 7, 11, 64, 70, true, true, true, false, "_bias_residual_relu"},
+      {DataFormat::kNCHW, 2, 5, 9, 64, 70, false, true, true, true, "_residual_relu"},
+      {DataFormat::kNCHW, 1, 11, 6, 64, 64, false, true, false, false, "_residual"},
+      {DataFormat::kNHWC, 2, 6, 5, 80, 64, true, true, true, true, "_bias_residual_relu"},
+  };
+  const float inf = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    const PostCase& k = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    const bool nchw = k.format == DataFormat::kNCHW;
+    CpuConvGeometry g{};
+    g.nchw = nchw, g.n = int32_t(k.n), g.c_in = int32_t(k.c), g.in_h = int32_t(k.h);
+    g.in_w = int32_t(k.w), g.c_out = int32_t(k.o), g.kh = 3, g.kw = 3, g.groups = 1;
+    g.sh = g.sw = g.dh = g.dw = 1;
+    g.pt = g.pb = g.pl = g.pr = 1;
+    g.post = (k.bias ? 1 : 0) | (k.residual ? 2 : 0) | (k.relu ? 4 : 0);
+    const std::string impl = CpuConvImplementation(g, 1);
+    const bool wino = absl::StrContains(impl, "wino");
+    if (__builtin_cpu_supports("avx512f")) EXPECT_TRUE(wino) << impl;
+    Window2D w = Win(Padding::kSame, 1, 1);
+    w.format = k.format;
+    const Shape xs = nchw ? Shape{k.n, k.c, k.h, k.w} : Shape{k.n, k.h, k.w, k.c};
+    const Shape ys = nchw ? Shape{k.n, k.o, k.h, k.w} : Shape{k.n, k.h, k.w, k.o};
+    HostTensor xv = HostTensor::RandomUniform(DType::kF32, xs, 110 + i);
+    if (k.specials) {
+      xv.data<float>()[7] = inf;
+      xv.data<float>()[xv.num_elements() / 2] = -inf;
+      xv.data<float>()[xv.num_elements() - 3] = std::numeric_limits<float>::quiet_NaN();
+    }
+    const int64_t recomputes = CpuConvWinogradRecomputes();
+    Case c;
+    Tensor x = c.Input(xv);
+    Tensor f = c.Input(DType::kF32, {3, 3, k.c, k.o}, 120 + i);
+    // Negative biases: many sums below 0 for the ReLU.
+    Tensor y = Conv2D(x, f, w);
+    if (k.bias) y = y + c.Input(DType::kF32, {k.o}, 130 + i, -2, 1);
+    if (k.residual) {
+      y = y + c.Input(WithSpecials(HostTensor::RandomUniform(DType::kF32, ys, 140 + i, -2, 2)));
+    }
+    if (k.relu) y = Relu(y);
+    c.outputs = {y};
+    Check(c, Library(), /*expect_call=*/true);
+    auto kernel = CompileCluster(SpecOf(c), Library());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(CallSuffix(**kernel), k.name) << (*kernel)->schedule_text();
+    // Special values of x (not of the residual) sent the call to the direct convolution.
+    if (k.specials && wino) {
+      EXPECT_GE(CpuConvWinogradRecomputes() - recomputes, 1);
+    } else {
+      EXPECT_EQ(CpuConvWinogradRecomputes(), recomputes);
+    }
+  }
+}
+
+// The filter is reordered into oneDNN's layout once per contents, not at every call: a
+// second call with the same filter (in another buffer) reuses the reordered copy; a
+// filter differing in its last element alone is reordered again, and so is the first
+// one after it. Forward (with bias and ReLU) and the input gradient; every result
+// against the reference.
+TEST_F(CpuConvTest, AFilterIsReorderedOncePerContents) {
+  for (bool gradient : {false, true}) {
+    SCOPED_TRACE(gradient ? "backward data" : "forward");
+    Case c;
+    const Shape xs = {2, 9, 7, 24};
+    Tensor x = c.Input(DType::kF32, gradient ? Shape{2, 9, 7, 40} : xs, 151);
+    Tensor f = c.Input(DType::kF32, {3, 3, 24, 40}, 152);
+    if (gradient) {
+      c.outputs = {Conv2DBackpropInput(xs, f, x, Win(Padding::kSame, 1, 1))};
+    } else {
+      c.outputs = {Relu(Conv2D(x, f, {1, 1}, Padding::kSame) + c.Input(DType::kF32, {40}, 153))};
+    }
+    auto kernel = CompileCluster(SpecOf(c), Library());
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    ASSERT_TRUE(CallsConv(**kernel)) << (*kernel)->schedule_text();
+    // Runs the kernel on c.values; the filter reorders the call did.
+    auto run = [&]() -> int64_t {
+      const int64_t before = CpuConvFilterReorders();
+      auto actual = RunKernel(**kernel, c.values);
+      auto expected = ReferenceOutputs(SpecOf(c), c.values);
+      EXPECT_TRUE(actual.ok() && expected.ok());
+      if (!actual.ok() || !expected.ok()) return -1;
+      std::string why;
+      EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4, &why)) << why;
+      return CpuConvFilterReorders() - before;
+    };
+    const int64_t first = run();
+    if (first == 0) GTEST_SKIP() << "oneDNN reads this filter as it is: nothing to reorder";
+    EXPECT_EQ(first, 1);
+    c.values[1] = HostTensor(c.values[1]);  // the same contents in another buffer
+    EXPECT_EQ(run(), 0);
+    HostTensor original = c.values[1];
+    HostTensor changed(original);
+    changed.data<float>()[changed.num_elements() - 1] += 0.5f;
+    c.values[1] = changed;
+    EXPECT_EQ(run(), 1);
+    EXPECT_EQ(run(), 0);
+    c.values[1] = original;
+    EXPECT_EQ(run(), 1);
+  }
+}
+
 // oneDNN's direct backward-weights kernel multiplies dy by the zero padding: an infinite
 // dy at a border output gave NaN in the filter taps that read the padding there, where
 // the reference (which skips padding taps) gives a finite sum or the infinity. The call

@@ -26,6 +26,7 @@
 #include "braze/host_tensor.h"
 #include "braze/logging.h"
 #include "device/device_tensor.h"
+#include "device/features.h"
 #include "ir/timeline.h"
 
 namespace braze {
@@ -84,6 +85,21 @@ class FakeCuda : public ::testing::Test {
     }
   }
 };
+
+// Stored GPU schedules are keyed by the device's compute capability, read from the
+// driver (the stand-in reports 8 for every attribute: sm_88), and by the target's GPU
+// features without the host's CPU features (docs/SCHEDULES.md, "GPU clusters").
+TEST_F(FakeCuda, StoredSchedulesAreKeyedByTheComputeCapability) {
+  const long before = Calls("cuDeviceGetAttribute");
+  absl::StatusOr<std::string> target = device::ScheduleTargetString(Device{Device::Kind::kCuda, 0});
+  ASSERT_TRUE(target.ok()) << target.status();
+  EXPECT_THAT(*target, ::testing::EndsWith("-cuda-cuda_capability_86 device=sm_88"));
+  EXPECT_THAT(*target, ::testing::Not(HasSubstr("avx")));
+  EXPECT_EQ(Calls("cuDeviceGetAttribute"), before + 2);  // major, minor
+  absl::StatusOr<std::string> host = device::ScheduleTargetString(Device{});
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(*host, *device::JitTargetString(Device{}));  // the CPU's: unchanged
+}
 
 TEST_F(FakeCuda, CopiesGoThroughPinnedBlocksGivenBackOnceDone) {
   if (Lacking()) GTEST_SKIP() << "the complete driver's case";

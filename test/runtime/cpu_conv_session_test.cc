@@ -14,6 +14,7 @@
 #include "braze/ops.h"
 #include "braze/session.h"
 #include "common/reference_check.h"
+#include "device/cpu_conv.h"
 #include "device/cpu_gemm.h"
 #include "runtime/flags.h"
 
@@ -134,6 +135,62 @@ TEST(CpuConvSessionTest, ResidualAddGoesIntoTheCallOverASymbolicBatch) {
   }
   EXPECT_GE(compiles, 1);
   EXPECT_EQ(residual_lines, compiles);
+}
+
+// Inference weights are reordered into oneDNN's layout once, not at every run: a
+// constant filter, and a batch norm folded into a variable filter (recomputed by the
+// kernel at every run, to the same bits). Assigning the variable reorders once more.
+// Every run against the reference kernels; 64 channels: the Winograd forward with its
+// bias and ReLU in the call (device/onednn_conv.cc) where oneDNN has it.
+TEST(CpuConvSessionTest, InferenceFiltersAreReorderedOncePerContents) {
+  if (!CpuGemmAvailable().ok()) GTEST_SKIP() << CpuGemmAvailable().message();
+  Graph g;
+  auto uniform = [](Shape shape, uint64_t seed, double lo, double hi) {
+    return HostTensor::RandomUniform(DType::kF32, std::move(shape), seed, lo, hi);
+  };
+  Tensor x = Placeholder(g, DType::kF32, {-1, 9, 11, 64}, "x");
+  Tensor w = Const(g, uniform({3, 3, 64, 64}, 11, -0.1, 0.1), "w");
+  Tensor bias = Const(g, uniform({64}, 12, -1, 0.5), "bias");
+  Tensor v = Variable(g, uniform({3, 3, 64, 64}, 13, -0.1, 0.1), "v");
+  Tensor gamma = Variable(g, uniform({64}, 14, 0.5, 1.5), "gamma");
+  Tensor beta = Variable(g, uniform({64}, 15, -1, 1), "beta");
+  Tensor mean = Variable(g, uniform({64}, 16, -1, 1), "mean");
+  Tensor variance = Variable(g, uniform({64}, 17, 0.5, 2), "variance");
+  Tensor folded;
+  {
+    JitScope scope(g);
+    Tensor y = Relu(Conv2D(x, w, {1, 1}, Padding::kSame) + bias);
+    folded =
+        Relu(BatchNorm(Conv2D(y, v, {1, 1}, Padding::kSame), gamma, beta, mean, variance, false).y);
+  }
+  Session session(g);
+  SessionOptions reference_only;
+  reference_only.reference_only = true;
+  Session reference(g, reference_only);  // assigned v as the session is
+  auto run = [&](uint64_t seed) -> int64_t {
+    SCOPED_TRACE(seed);
+    const int64_t before = CpuConvFilterReorders();
+    const Feeds feeds = {{x, uniform({3, 9, 11, 64}, seed, -1, 1)}};
+    auto got = session.Run(feeds, {folded});
+    auto want = reference.Run(feeds, {folded});
+    EXPECT_TRUE(got.ok() && want.ok());
+    if (!got.ok() || !want.ok()) return -1;
+    // Two stacked 576-term sums, Winograd's rounding: the benchmarks' f32 tolerances.
+    std::string why;
+    EXPECT_TRUE(AllClose((*got)[0], (*want)[0], 1e-3, 1e-4, &why)) << why;
+    return CpuConvFilterReorders() - before;
+  };
+  // The first run's reorders: one per convolution, and those of the post-ops' checks
+  // once per process (device/onednn_conv.cc) where no test ran them before.
+  EXPECT_GE(run(21), 2);
+  EXPECT_EQ(run(22), 0);
+  EXPECT_EQ(run(23), 0);
+  const HostTensor v2 = uniform({3, 3, 64, 64}, 24, -0.1, 0.1);
+  ASSERT_TRUE(session.AssignVariable(v, v2).ok());
+  ASSERT_TRUE(reference.AssignVariable(v, v2).ok());
+  // oneDNN's x86 convolutions of 64 channels read a blocked filter: one reorder, v's.
+  EXPECT_EQ(run(25), 1);
+  EXPECT_EQ(run(26), 0);
 }
 
 }  // namespace

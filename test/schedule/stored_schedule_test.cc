@@ -23,6 +23,7 @@ using testing_util::MakeTempDir;
 using testing_util::WriteFile;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 StoredSchedule Example() {
   StoredSchedule e;
@@ -80,6 +81,54 @@ TEST(StoredScheduleTest, AutoschedulerEntriesParse) {
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->params.scheduler, Scheduler::kAdams2019);
   EXPECT_EQ(ParamsSummary(back->params), "Adams2019");
+}
+
+// A GPU cluster's entry: the heuristic's plan and sizes, and a target that names the
+// device's architecture; the CPU knobs are not written, and are refused if present.
+TEST(StoredScheduleTest, GpuEntriesParseBackTheSame) {
+  StoredSchedule e;
+  e.key_hash = ScheduleKeyHash("a GPU cluster key");
+  e.target = "x86-64-linux-avx-avx2-cuda-cuda_capability_86-jit device=sm_90";
+  e.params.scheduler = Scheduler::kGpuSeparate;
+  e.params.gpu.block_threads = 512;
+  e.params.gpu.tile_x = 64;
+  e.params.gpu.row_elements = 8;
+  e.params.gpu.warp_row = 0;
+  e.params.gpu.vector = 2;
+  e.params.gpu.matmul_tile = 32;
+  const std::string text = FormatStoredSchedule(e);
+  EXPECT_THAT(text, HasSubstr("gpu_block_threads: 512\n"));
+  EXPECT_THAT(text, Not(HasSubstr("tasks_per_thread")));
+  absl::StatusOr<StoredSchedule> back = ParseStoredSchedule(text, "g.schedule");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->target, e.target);
+  EXPECT_TRUE(back->params == e.params);
+  EXPECT_EQ(ParamsSummary(back->params),
+            "heuristic (separate) gpu_block_threads=512 gpu_tile_x=64 gpu_row_elements=8 "
+            "gpu_warp_row=0 gpu_vector=2 gpu_matmul_tile=32");
+  // The defaults are the heuristic's own, and differ from no knob of a default entry.
+  ScheduleParams fused;
+  fused.scheduler = Scheduler::kGpuFused;
+  EXPECT_EQ(ParamsSummary(fused), "heuristic (fused)");
+  EXPECT_FALSE(fused == back->params);
+
+  const std::string head =
+      "braze-schedule 1\nkey: 0123456789abcdef\ntarget: t device=sm_90\ntemplates: 2\n";
+  auto bad = [&](const std::string& body) {
+    absl::StatusOr<StoredSchedule> r = ParseStoredSchedule(head + body, "g.schedule");
+    return r.ok() ? std::string("ok") : std::string(r.status().message());
+  };
+  EXPECT_THAT(bad("scheduler: heuristic (fused)\ngpu_block_threads: 96\n"),
+              HasSubstr("gpu_block_threads must be a power of two in [32, 1024], got '96'"));
+  EXPECT_THAT(bad("scheduler: heuristic (fused)\ngpu_vector: 8\n"), HasSubstr("gpu_vector"));
+  EXPECT_THAT(bad("scheduler: heuristic (fused)\ntasks_per_thread: 8\n"),
+              HasSubstr("'tasks_per_thread' is a CPU field, but the entry's scheduler is "
+                        "heuristic (fused)"));
+  EXPECT_THAT(bad("scheduler: SafeDefault\ngpu_tile_x: 8\n"),
+              HasSubstr("'gpu_tile_x' is a GPU field"));
+  // The serial plan is the heuristic's last resort, not a tuning choice.
+  EXPECT_THAT(bad("scheduler: heuristic (serial)\n"), HasSubstr("scheduler must be"));
+  EXPECT_EQ(bad("scheduler: heuristic (fused)\ngpu_warp_row: 4096\n"), "ok");
 }
 
 TEST(StoredScheduleTest, BadEntriesNameTheFileAndLine) {

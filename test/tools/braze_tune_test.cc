@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "braze/device.h"
 #include "braze/jit_scope.h"
 #include "braze/logging.h"
 #include "braze/ops.h"
@@ -151,6 +152,106 @@ TEST(BrazeTuneTest, StoresOnlyAWinnerClearOfTheNoise) {
   EXPECT_EQ(speedup, 0);
 }
 
+// The GPU heuristic tuned on OpenCL (POCL here: its times are CPU times, which is fine
+// for the mechanism): the entry names the device in its target, the session on that
+// device applies it and still matches the reference kernels; the same entry with another
+// architecture is refused with one warning, and the default schedule used.
+TEST(BrazeTuneTest, TunesTheGpuHeuristicOnOpenCLKeyedByTheDevice) {
+  if (absl::Status s = CheckOpenCLAvailable(); !s.ok()) GTEST_SKIP() << s.message();
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {24, 40}, "x");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Softmax(Exp(Neg(Square(x * 0.75 + 0.125))) * 2.0);
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {24, 40}, 5)}};
+  SessionOptions o;
+  o.disk_cache = false;
+  o.min_cluster_size = 1;
+  o.device = "opencl:0";
+  const std::string dump = MakeTempDir("braze_tune_gpu_"),
+                    out = MakeTempDir("braze_tune_gpu_") + "/schedules";
+  {
+    BrazeFlags flags;
+    flags.dump_to = dump;
+    flags.stored_schedules = false;
+    SetBrazeFlagsForTesting(flags);
+    Session session(g, o);
+    auto run = session.Run(feeds, {y});
+    SetBrazeFlagsForTesting(BrazeFlags{});
+    ASSERT_TRUE(run.ok()) << run.status();
+  }
+  ASSERT_EQ(FilesIn(dump, ".cluster").size(), 1u);
+  std::string output;
+  // A small budget: POCL compiles take seconds, and the entry needs only one candidate
+  // besides the heuristic's defaults (--min_speedup=0 stores the fastest).
+  ASSERT_EQ(
+      RunTool("--device=jit:opencl --budget=8 --runs=2 --min_speedup=0 --out=" + out + " " + dump,
+              &output),
+      0)
+      << output;
+  EXPECT_THAT(output, HasSubstr("heuristic (fused) gpu_")) << output;  // the candidates
+  const std::vector<std::string> entries = FilesIn(out, ".schedule");
+  ASSERT_EQ(entries.size(), 1u) << output;
+  const std::string path =
+      entries[0].find('/') == std::string::npos ? out + "/" + entries[0] : entries[0];
+  std::string text = ReadFile(path);
+  const std::string device = "device=" + OpenCLDevices()[0];
+  EXPECT_THAT(text, HasSubstr(device));
+  EXPECT_THAT(text, HasSubstr("scheduler: heuristic ("));
+  EXPECT_THAT(text, HasSubstr("gpu_block_threads: "));
+
+  SessionOptions ref;
+  ref.reference_only = true;
+  Session reference(g, ref);
+  auto want = reference.Run(feeds, {y});
+  ASSERT_TRUE(want.ok()) << want.status();
+  // Runs a session on opencl:0 that looks in `out`; its log lines.
+  auto run_tuned = [&](std::vector<std::string>* lines) {
+    SetLogSink([&](LogSeverity, int, std::string_view t) { lines->emplace_back(t); });
+    BrazeFlags flags;
+    flags.log_compiles = true;
+    SetBrazeFlagsForTesting(flags);
+    SessionOptions with = o;
+    with.schedule_dirs = {out};
+    Session tuned(g, with);
+    auto got = tuned.Run(feeds, {y});
+    SetBrazeFlagsForTesting(BrazeFlags{});
+    SetLogSink(nullptr);
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (int64_t i = 0; i < (*want)[0].num_elements(); ++i) {
+      const double w = (*want)[0].GetDouble(i);
+      ASSERT_NEAR((*got)[0].GetDouble(i), w, 1e-5 * (1 + std::abs(w))) << "element " << i;
+    }
+  };
+  std::vector<std::string> lines;
+  run_tuned(&lines);
+  int applied = 0;
+  for (const std::string& line : lines) {
+    if (line.find("stored schedule " + path + ": heuristic (") != std::string::npos) ++applied;
+    EXPECT_THAT(line, Not(HasSubstr("refused"))) << line;
+  }
+  EXPECT_EQ(applied, 1) << testing::PrintToString(lines);
+
+  // Tuned for another architecture: refused, once, naming both.
+  const size_t at = text.find(device);
+  text.replace(at, device.size(), "device=sm_90");
+  std::ofstream(path, std::ios::trunc) << text;
+  lines.clear();
+  run_tuned(&lines);
+  int refused = 0;
+  for (const std::string& line : lines) {
+    if (line.find("stored schedule " + path + " refused: tuned for target") == std::string::npos) {
+      continue;
+    }
+    ++refused;
+    EXPECT_THAT(line, HasSubstr("device=sm_90, this cluster compiles for"));
+    EXPECT_THAT(line, HasSubstr(device));
+  }
+  EXPECT_EQ(refused, 1) << testing::PrintToString(lines);
+}
+
 TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
   const std::string dir = MakeTempDir("braze_tune_test_");
   std::ofstream(dir + "/broken.cluster") << "braze-cluster 1\nname c\ninput 0 f32 [4\n";
@@ -163,6 +264,12 @@ TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
   EXPECT_THAT(output, HasSubstr("unknown flag '--frobnicate'"));
   EXPECT_EQ(RunTool("", &output), 2);
   EXPECT_THAT(output, HasSubstr("no dump directory"));
+  EXPECT_EQ(RunTool("--device=tpu " + dir, &output), 2);
+  EXPECT_THAT(output, HasSubstr("bad value in '--device=tpu'"));
+  if (!CheckCudaAvailable().ok()) {  // a GPU tuning run on a machine without the GPU
+    EXPECT_EQ(RunTool("--device=jit:cuda " + dir, &output), 2);
+    EXPECT_THAT(output, HasSubstr("--device=cuda:0 is not available: CUDA is not available"));
+  }
 }
 
 }  // namespace

@@ -12,6 +12,11 @@
 // each of three alternated re-timings, is written at once; every finished cluster is recorded in
 // DIR/tune.journal, so a run that is stopped and started again goes on where it was (--force tunes
 // all again).
+//
+// --device=jit:cuda or jit:opencl tunes the GPU heuristic's plan and sizes instead
+// (threads per block, tile width, elements per row thread, warp rows, vector width,
+// matmul tile), each candidate run on that device, and stores entries keyed by the
+// device's architecture (sm_90; the OpenCL device's name).
 #include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -30,7 +35,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "braze/device_type.h"
 #include "braze/logging.h"
+#include "device/features.h"
 #include "tools/tune/tuner.h"
 
 namespace braze {
@@ -49,6 +56,9 @@ kernels before it may win.
 
 flags:
   --budget=SECONDS     total tuning time, shared among the clusters (default 300)
+  --device=D           where the kernels run: cpu (the CPU templates; default), or
+                       jit:cuda / jit:opencl (the GPU heuristic's parameters, entries
+                       keyed by the GPU's architecture)
   --threads=N          Halide worker threads while timing; 0 = all cores (default 0)
   --runs=N             timed samples per candidate, the median counts (default 7)
   --out=DIR            where winners and tune.journal go (default schedules)
@@ -67,6 +77,7 @@ struct Flags {
   std::string out = "schedules";
   double min_speedup = 1.03;
   bool force = false;
+  Device device;
   std::vector<std::string> inputs;
 };
 
@@ -96,6 +107,10 @@ bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
       ok = !value.empty();
     } else if (name == "min_speedup") {
       ok = absl::SimpleAtod(value, &f->min_speedup) && f->min_speedup >= 0;
+    } else if (name == "device") {
+      absl::StatusOr<Device> d = ParseDevice(value);
+      ok = d.ok();
+      if (ok) f->device = Device{d->kind, d->index, false};
     } else if (name == "force") {
       f->force = true;
     } else {
@@ -230,9 +245,21 @@ int Run(const Flags& flags) {
   const std::string journal_path = flags.out + "/tune.journal";
   const std::set<std::string> done =
       flags.force ? std::set<std::string>() : JournalKeys(journal_path);
+  if (absl::Status s = device::CheckAvailable(flags.device); !s.ok()) {
+    std::fprintf(stderr, "braze-tune: --device=%s is not available: %s\n",
+                 flags.device.ToString().c_str(), std::string(s.message()).c_str());
+    return 2;
+  }
+  absl::StatusOr<std::string> target = device::ScheduleTargetString(flags.device);
+  if (!target.ok()) {
+    std::fprintf(stderr, "braze-tune: %s\n", std::string(target.status().message()).c_str());
+    return 2;
+  }
+  std::printf("braze-tune: tuning for %s: %s\n", flags.device.ToString().c_str(), target->c_str());
   TuneOptions options;
   options.threads = flags.threads;
   options.runs = flags.runs;
+  options.device = flags.device;
   // Rebuild every cluster; one tuner per distinct key.
   std::vector<std::unique_ptr<ClusterTuner>> tuners;
   std::set<std::string> keys;
@@ -291,10 +318,12 @@ int Run(const Flags& flags) {
     double speedup = 0;
     const bool store = ShouldStoreWinner(r, flags.min_speedup, &speedup);
     if (store) {
+      const std::string where = device::FeaturesOf(flags.device).device_memory
+                                    ? flags.device.ToString()
+                                    : absl::StrCat("threads ", flags.threads);
       std::string note = absl::StrFormat(
-          "default %.4g ms, tuned %.4g ms (%.2fx), threads %d, median of %d, %d candidates",
-          r.baseline.median_ms, r.best_stored.median_ms, speedup, flags.threads, flags.runs,
-          r.candidates);
+          "default %.4g ms, tuned %.4g ms (%.2fx), %s, median of %d, %d candidates",
+          r.baseline.median_ms, r.best_stored.median_ms, speedup, where, flags.runs, r.candidates);
       if (r.inputs_used == "positive") note += ", checked on positive inputs";
       if (!WriteAtomically(StoredSchedulePath(flags.out, r.key_hash),
                            FormatStoredSchedule(t.Entry(note)))) {

@@ -12,6 +12,7 @@
 #include "braze/status.h"
 #include "compile/cluster_key.h"
 #include "compile/compile.h"
+#include "device/features.h"
 
 namespace braze {
 namespace tune {
@@ -79,6 +80,54 @@ std::vector<Axis> AxesFor(bool matmul, bool reduction) {
   return axes;
 }
 
+// The GPU heuristic's sizes (GpuScheduleParams), each tried from the best point so far
+// as the CPU factors are. The defaults are the heuristic's own (256 threads, 32-wide
+// tiles, 16 elements per row thread, a warp per row up to 2048, vectors of 4, 16x16
+// matmul tiles); the values around them are what a GPU's occupancy and memory system
+// might prefer instead. CUDA-only knobs (warp rows, vectors) are not tried on OpenCL,
+// where the heuristic does not use them.
+std::vector<Axis> GpuAxesFor(bool matmul, bool reduction, bool cuda) {
+  std::vector<Axis> axes = {
+      {"gpu_block_threads",
+       {64, 128, 512, 1024},
+       [](ScheduleParams& p, int64_t v) { p.gpu.block_threads = static_cast<int>(v); }},
+      {"gpu_tile_x",
+       {8, 16, 64},
+       [](ScheduleParams& p, int64_t v) { p.gpu.tile_x = static_cast<int>(v); }},
+  };
+  if (cuda) {
+    axes.push_back({"gpu_vector", {1, 2}, [](ScheduleParams& p, int64_t v) {
+                      p.gpu.vector = static_cast<int>(v);
+                    }});
+  }
+  if (reduction) {
+    // The separate plan: every reduction in a kernel of its own.
+    axes.push_back(
+        {"plan", {0}, [](ScheduleParams& p, int64_t) { p.scheduler = Scheduler::kGpuSeparate; }});
+    axes.push_back({"gpu_row_elements", {4, 8, 32, 64}, [](ScheduleParams& p, int64_t v) {
+                      p.gpu.row_elements = static_cast<int>(v);
+                    }});
+    if (cuda) {
+      axes.push_back({"gpu_warp_row", {0, 512, 8192}, [](ScheduleParams& p, int64_t v) {
+                        p.gpu.warp_row = static_cast<int>(v);
+                      }});
+    }
+  }
+  if (matmul) {
+    axes.push_back({"gpu_matmul_tile", {8, 32}, [](ScheduleParams& p, int64_t v) {
+                      p.gpu.matmul_tile = static_cast<int>(v);
+                    }});
+  }
+  return axes;
+}
+
+// The heuristic at its own sizes: the starting point of a GPU search.
+ScheduleParams GpuDefaultPoint() {
+  ScheduleParams p;
+  p.scheduler = Scheduler::kGpuFused;
+  return p;
+}
+
 bool IsMatMul(OpKind op) { return op == OpKind::kMatMul || op == OpKind::kBatchMatMul; }
 bool IsReduction(OpKind op) {
   return op == OpKind::kSum || op == OpKind::kMean || op == OpKind::kMax || op == OpKind::kMin ||
@@ -95,7 +144,14 @@ absl::StatusOr<std::unique_ptr<ClusterTuner>> ClusterTuner::Create(RebuiltCluste
   std::unique_ptr<ClusterTuner> t(new ClusterTuner(std::move(cluster), options));
   const ClusterSpec& spec = t->cluster_.spec;
   ClusterResult& r = t->result_;
-  r.key_hash = ScheduleKeyHash(ClusterKey(spec, CompileOptions()));
+  absl::StatusOr<StoredScheduleKey> key = StoredScheduleKeyFor(spec, options.device);
+  if (!key.ok()) {
+    return absl::Status(
+        key.status().code(),
+        absl::StrCat(spec.name, ": ", options.device.ToString(), ": ", key.status().message()));
+  }
+  r.key_hash = key->hash;
+  t->schedule_target_ = key->target;
   r.name = spec.name;
   std::vector<std::string> ops, inputs;
   for (int id : spec.nodes) {
@@ -140,11 +196,80 @@ absl::Status ClusterTuner::MakeInputs(double lo, double hi) {
         absl::StrCat(spec.name, ": the reference kernels failed: ", want.status().message()));
   }
   reference_ = *std::move(want);
+  if (!gpu()) return absl::OkStatus();
+  // A device kernel reads and writes the device's memory: the inputs are uploaded once,
+  // and every candidate writes the same outputs.
+  device_inputs_.clear();
+  device_outputs_.clear();
+  for (const HostTensor& in : inputs_) {
+    absl::StatusOr<std::unique_ptr<DeviceTensor>> t =
+        DeviceTensor::Allocate({in.dtype(), in.shape()}, options_.device);
+    if (!t.ok()) return t.status();
+    BRAZE_RETURN_IF_ERROR((*t)->CopyFromHost(in));
+    device_inputs_.push_back(*std::move(t));
+  }
+  for (const HostTensor& out : reference_) {
+    absl::StatusOr<std::unique_ptr<DeviceTensor>> t =
+        DeviceTensor::Allocate({out.dtype(), out.shape()}, options_.device);
+    if (!t.ok()) return t.status();
+    device_outputs_.push_back(*std::move(t));
+  }
   return absl::OkStatus();
 }
 
+bool ClusterTuner::gpu() const { return device::FeaturesOf(options_.device).device_memory; }
+
+absl::Status ClusterTuner::Launch(CompiledKernel& kernel) {
+  std::vector<DeviceTensor*> in, out;
+  for (const auto& t : device_inputs_) in.push_back(t.get());
+  for (const auto& t : device_outputs_) out.push_back(t.get());
+  return kernel.RunOnDevice(in, out);
+}
+
+absl::Status ClusterTuner::WaitForDevice() {
+  if (!gpu() || device_outputs_.empty()) return absl::OkStatus();
+  if (options_.device.kind == Device::Kind::kCuda) return CudaSynchronize();
+  // OpenCL: a copy to the host waits for the kernels before it (Halide's runtime reads
+  // with a blocking clEnqueueReadBuffer on its one queue); the smallest output's costs least.
+  const DeviceTensor* smallest = device_outputs_[0].get();
+  for (const auto& t : device_outputs_) {
+    if (t->num_bytes() < smallest->num_bytes()) smallest = t.get();
+  }
+  HostTensor scratch;
+  return smallest->CopyToHost(&scratch);
+}
+
+absl::Status ClusterTuner::RunOnce(CompiledKernel& kernel, std::vector<HostTensor>& outputs) {
+  if (gpu()) {
+    // The outputs are the last candidate's: poisoned first, so that a kernel that leaves
+    // an element unwritten cannot pass on its predecessor's values.
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      // (Not NaN: a NaN the reference kernels computed would accept it.)
+      const HostTensor poison = HostTensor::Filled(outputs[j].dtype(), outputs[j].shape(), -1234.5);
+      BRAZE_RETURN_IF_ERROR(device_outputs_[j]->CopyFromHost(poison));
+    }
+    BRAZE_RETURN_IF_ERROR(Launch(kernel));
+    for (size_t j = 0; j < outputs.size(); ++j) {
+      BRAZE_RETURN_IF_ERROR(device_outputs_[j]->CopyToHost(&outputs[j]));
+    }
+    return absl::OkStatus();
+  }
+  std::vector<const HostTensor*> in;
+  std::vector<HostTensor*> out;
+  for (const HostTensor& t : inputs_) in.push_back(&t);
+  for (HostTensor& t : outputs) out.push_back(&t);
+  return kernel.Run(in, out);
+}
+
 int ClusterTuner::PlannedCandidates() const {
-  int n = 2;               // the baseline and the template at its default factors
+  int n = 2;  // the baseline and the template (or the GPU heuristic) at its defaults
+  if (gpu()) {
+    for (const Axis& a :
+         GpuAxesFor(has_matmul_, has_reduction_, options_.device.kind == Device::Kind::kCuda)) {
+      n += a.values.size();
+    }
+    return n;
+  }
   if (!symbolic_) n += 2;  // Adams2019, Mullapudi2016: their splits assume fixed sizes
   for (const Axis& a : AxesFor(has_matmul_, has_reduction_)) n += a.values.size();
   return n;
@@ -181,6 +306,7 @@ Measured ClusterTuner::Measure(const std::string& label, const ScheduleParams* p
   if (params) m.params = *params;
   CompileOptions options;
   options.num_threads = options_.threads;
+  options.device = options_.device;
   if (params) {
     StoredSchedule candidate;
     candidate.path = "(candidate)";
@@ -199,12 +325,10 @@ Measured ClusterTuner::Measure(const std::string& label, const ScheduleParams* p
   }
   std::vector<HostTensor> outputs;
   for (const HostTensor& r : reference_) outputs.emplace_back(r.dtype(), r.shape());
-  std::vector<const HostTensor*> in;
-  std::vector<HostTensor*> out;
-  for (const HostTensor& t : inputs_) in.push_back(&t);
-  for (HostTensor& t : outputs) out.push_back(&t);
-  // Correct first: a wrong schedule never wins, however fast.
-  if (absl::Status s = (*kernel)->Run(in, out); !s.ok()) {
+  // Correct first: a wrong schedule never wins, however fast. (On a GPU a block the
+  // device cannot launch fails here: the launch limits of schedule/gpu_launch_check.h
+  // refuse most such candidates at compile time already.)
+  if (absl::Status s = RunOnce(**kernel, outputs); !s.ok()) {
     m.error = absl::StrCat("run failed: ", s.message());
     return m;
   }
@@ -222,13 +346,32 @@ Measured ClusterTuner::Measure(const std::string& label, const ScheduleParams* p
 }
 
 double ClusterTuner::Time(CompiledKernel& kernel) {
+  std::vector<double> samples;
+  if (gpu()) {
+    // Launches are asynchronous: one launch waited for estimates a kernel's time, then a
+    // sample queues enough launches for min_sample_ms and waits for the device once (a
+    // wait per launch would add the synchronization's own microseconds to each).
+    for (int r = 0; r < std::max(1, options_.runs); ++r) {
+      Clock::time_point start = Clock::now();
+      if (!Launch(kernel).ok() || !WaitForDevice().ok()) return -1;
+      const double once = std::max(1e-3, MsBetween(start, Clock::now()));
+      const int reps = static_cast<int>(std::clamp(options_.min_sample_ms / once, 1.0, 1e5));
+      start = Clock::now();
+      for (int i = 0; i < reps; ++i) {
+        if (!Launch(kernel).ok()) return -1;
+      }
+      if (!WaitForDevice().ok()) return -1;
+      samples.push_back(MsBetween(start, Clock::now()) / reps);
+    }
+    std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+    return samples[samples.size() / 2];
+  }
   std::vector<HostTensor> outputs;
   for (const HostTensor& r : reference_) outputs.emplace_back(r.dtype(), r.shape());
   std::vector<const HostTensor*> in;
   std::vector<HostTensor*> out;
   for (const HostTensor& t : inputs_) in.push_back(&t);
   for (HostTensor& t : outputs) out.push_back(&t);
-  std::vector<double> samples;
   for (int r = 0; r < std::max(1, options_.runs); ++r) {
     const Clock::time_point start = Clock::now();
     int reps = 0;
@@ -245,10 +388,15 @@ double ClusterTuner::Time(CompiledKernel& kernel) {
 }
 
 // Whether `m` is the default schedule itself: the safe default's template at its default
-// factors, where Auto picked the safe default for the baseline.
+// factors, where Auto picked the safe default for the baseline; on a GPU, the
+// heuristic's fused plan at its own sizes, where the baseline's chain kept that plan.
 static bool IsTheDefault(const ClusterResult& r, const Measured& m) {
-  return m.params == ScheduleParams() && r.baseline.kernel &&
-         r.baseline.kernel->scheduler_used() == Scheduler::kSafeDefault;
+  if (!r.baseline.kernel) return false;
+  const Scheduler used = r.baseline.kernel->scheduler_used();
+  if (IsGpuHeuristic(m.params.scheduler)) {
+    return m.params == GpuDefaultPoint() && used == Scheduler::kGpuFused;
+  }
+  return m.params == ScheduleParams() && used == Scheduler::kSafeDefault;
 }
 
 bool ShouldStoreWinner(const ClusterResult& r, double min_speedup, double* speedup) {
@@ -328,21 +476,30 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   r.baseline = consider(baseline);
   if (!r.baseline.error.empty()) return;  // nothing to compare against
   // The template at its default factors (the baseline already, where Auto picks it).
-  ScheduleParams point;  // the best template point so far: its defaults first
-  Measured base = consider(Measure(SchedulerName(Scheduler::kSafeDefault), &point));
+  // On a GPU, the heuristic at its own sizes.
+  ScheduleParams point = gpu() ? GpuDefaultPoint() : ScheduleParams();  // the best so far
+  Measured base = consider(Measure(SchedulerName(point.scheduler), &point));
   double point_ms = base.error.empty() ? base.median_ms : 1e300;
-  if (!symbolic_) {
+  // The deadline stops the search only once a candidate other than the default was
+  // tried: a cluster whose first compiles ate its share still gets one (so that
+  // --min_speedup=0 has a winner to store, as a POCL test under load relies on).
+  const int before = r.candidates;
+  auto out_of_time = [&] { return Clock::now() >= deadline && r.candidates > before; };
+  if (!symbolic_ && !gpu()) {
     for (Scheduler k : {Scheduler::kAdams2019, Scheduler::kMullapudi2016}) {
-      if (Clock::now() >= deadline) return;  // incomplete
+      if (out_of_time()) return;  // incomplete
       ScheduleParams p;
       p.scheduler = k;
       consider(Measure(SchedulerName(k), &p));
     }
   }
-  for (const Axis& axis : AxesFor(has_matmul_, has_reduction_)) {
+  const std::vector<Axis> axes =
+      gpu() ? GpuAxesFor(has_matmul_, has_reduction_, options_.device.kind == Device::Kind::kCuda)
+            : AxesFor(has_matmul_, has_reduction_);
+  for (const Axis& axis : axes) {
     ScheduleParams best_here = point;
     for (int64_t v : axis.values) {
-      if (Clock::now() >= deadline) return;  // incomplete
+      if (out_of_time()) return;  // incomplete
       ScheduleParams p = point;
       axis.set(p, v);
       if (p == point) continue;
@@ -360,8 +517,7 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
 StoredSchedule ClusterTuner::Entry(const std::string& measured_note) const {
   StoredSchedule e;
   e.key_hash = result_.key_hash;
-  absl::StatusOr<std::string> target = JitTargetString();
-  e.target = target.ok() ? *target : "?";
+  e.target = schedule_target_;
   e.cluster = result_.name;
   e.ops = result_.ops;
   e.inputs = result_.inputs;

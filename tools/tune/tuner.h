@@ -1,8 +1,9 @@
 // The schedule search behind braze-tune (docs/SCHEDULES.md): for one cluster a dump
 // wrote (lower/cluster_text.h), compile candidate schedules (the default, the CPU
 // autoschedulers, and Braze's template with its factors varied one at a time from the
-// best found so far), time each on random inputs, check each against the reference
-// kernels, and keep the fastest correct one.
+// best found so far; on a GPU device, the GPU heuristic's plans and sizes), time each
+// on random inputs, check each against the reference kernels, and keep the fastest
+// correct one.
 #ifndef BRAZE_TOOLS_TUNE_TUNER_H_
 #define BRAZE_TOOLS_TUNE_TUNER_H_
 
@@ -28,6 +29,10 @@ struct TuneOptions {
   // braze_bench's 2.8 (and a fewer-tasks schedule won by that wake-up); at 20 ms, 2.6-2.9.
   double min_sample_ms = 20;
   double rtol = 2e-3, atol = 2e-4;  // as verify mode: atol * max(1, max|ref|) + rtol * |ref|
+  // Where the kernels run: the host (the CPU templates), or a GPU (cuda, opencl: the GPU
+  // heuristic's parameters, inputs and outputs in device memory, each sample ended by
+  // waiting for the device).
+  Device device;
 };
 
 // One candidate, measured.
@@ -90,6 +95,14 @@ class ClusterTuner {
   Measured Measure(const std::string& label, const ScheduleParams* params);
   // Times a compiled kernel: the median of options_.runs samples; < 0 on a failed run.
   double Time(CompiledKernel& kernel);
+  // Runs `kernel` once on the inputs into `outputs` (host tensors, copied to and from
+  // the device for a device kernel).
+  absl::Status RunOnce(CompiledKernel& kernel, std::vector<HostTensor>& outputs);
+  // One launch on the device tensors below, not waited for.
+  absl::Status Launch(CompiledKernel& kernel);
+  // Waits until the device finished what was launched (nothing to wait for on the host).
+  absl::Status WaitForDevice();
+  bool gpu() const;
   absl::Status Check(const std::vector<HostTensor>& got) const;
   // Random inputs in [lo, hi] and the reference kernels' outputs for them.
   absl::Status MakeInputs(double lo, double hi);
@@ -97,7 +110,10 @@ class ClusterTuner {
   RebuiltCluster cluster_;
   TuneOptions options_;
   std::vector<HostTensor> inputs_, reference_;
+  // A device kernel's inputs (uploaded once) and outputs, in the device's memory.
+  std::vector<std::unique_ptr<DeviceTensor>> device_inputs_, device_outputs_;
   bool has_matmul_ = false, has_reduction_ = false, symbolic_ = false;
+  std::string schedule_target_;  // what the entry is tuned for (StoredScheduleKeyFor)
   ClusterResult result_;
 };
 
