@@ -437,7 +437,8 @@ void CheckOnlineSoftmaxRows(const Device& device) {
     CheckOnlineSoftmax(OnlineSoftmaxCase(SpecialRows<float>(n)), device,
                        absl::StrCat("special rows of ", n));
   }
-  for (int64_t n : {1024, 4099}) {
+  // 4093: nearly the longest row the pass takes (kOnlineMaxRow), its largest error.
+  for (int64_t n : {1024, 4093}) {
     CheckOnlineSoftmax(OnlineSoftmaxCase(RisingRows(n)), device, absl::StrCat("rows of ", n));
   }
   // The other plans: the combines in kernels of their own, each with its copy of the
