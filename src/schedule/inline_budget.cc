@@ -141,6 +141,12 @@ std::vector<InlineBreak> InlineBudgetBreaks(const PipelineInfo& info,
   return breaks;
 }
 
+bool LeftInlined(const Halide::Internal::Function& fn) {
+  Halide::LoopLevel level;
+  level.set(fn.schedule().compute_level());
+  return level.lock().is_inlined();
+}
+
 int64_t LargestInlinedExpression(const PipelineInfo& info, const std::set<std::string>& stored) {
   FuncGraph graph(info, stored);
   int64_t largest = 0;

@@ -60,6 +60,11 @@ std::vector<InlineBreak> InlineBudgetBreaks(const PipelineInfo& info,
                                             const std::set<std::string>& stored,
                                             int64_t budget = kMaxInlinedNodes);
 
+// Whether a schedule left `fn` inlined (its compute level is read on a locked copy: a
+// level that compute_at set is locked only when the pipeline is lowered, and Halide
+// refuses to inspect it before).
+bool LeftInlined(const Halide::Internal::Function& fn);
+
 // The largest inlined expression (nodes) of any loop nest of `info` with the Funcs in
 // `stored` stored and every other pure Func inlined: what the budget bounds (tests,
 // logs).

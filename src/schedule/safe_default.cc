@@ -448,7 +448,7 @@ std::string StoreInlineBreaks(const PipelineInfo& info, const Halide::Target& ta
   for (const Halide::Func& f : info.outputs) outputs.push_back(f.function());
   std::set<std::string> stored;
   for (const auto& [name, fn] : Halide::Internal::build_environment(outputs)) {
-    if (!fn.schedule().compute_level().is_inlined()) stored.insert(name);
+    if (!LeftInlined(fn)) stored.insert(name);
   }
   SafeScheduler s(target, parallelism, ScheduleParams());
   s.set_symbolic_min_extent(info.symbolic_min_extent);
