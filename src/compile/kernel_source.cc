@@ -80,13 +80,22 @@ std::string MatMulPath(const std::string& text) {
 // How many expensive shared values the safe default stored once instead of inlining
 // them into each reader (schedule/shared_values.h), for --log_compiles: "; 3 shared
 // values stored once", or nothing.
+// Likewise the values stored to bound inlining (schedule/inline_budget.h): "; 12 values
+// stored to bound inlining".
 std::string SharedValuesNote(const std::string& text) {
-  int n = 0;
+  int n = 0, breaks = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     n += absl::StrContains(line, kSharedValueStoredOnce) ? 1 : 0;
+    breaks += absl::StrContains(line, kInlineBudgetStored) ? 1 : 0;
   }
-  if (n == 0) return "";
-  return absl::StrCat("; ", n, n == 1 ? " shared value" : " shared values", " stored once");
+  std::string note;
+  if (n > 0) {
+    absl::StrAppend(&note, "; ", n, n == 1 ? " shared value" : " shared values", " stored once");
+  }
+  if (breaks > 0) {
+    absl::StrAppend(&note, "; ", breaks, breaks == 1 ? " value " : " values ", kInlineBudgetStored);
+  }
+  return note;
 }
 
 // Whether some convolution call takes a residual add: its Func is named for its

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "braze/status.h"
 #include "compile/codegen_workarounds.h"
 #include "compile/float16_bits.h"
@@ -132,6 +133,13 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
       f.compute_root();
       schedule +=
           absl::StrCat("// ", f.name(), ": compute_root (read by a reduction and a comparison)\n");
+    }
+    // Inlining bounded as under the safe default (schedule/inline_budget.h): Halide's
+    // lowering of an unbounded inlined expression takes time beyond the square of its size.
+    for (absl::string_view line :
+         absl::StrSplit(schedule::StoreInlineBreaks(lowered.info, target, parallelism), '\n',
+                        absl::SkipEmpty())) {
+      absl::StrAppend(&schedule, "// ", line, "\n");
     }
   }
   const std::vector<std::string> restored = schedule::StoreAtComputeLevels(lowered.info.outputs);

@@ -14,6 +14,7 @@
 #include "schedule/gpu_attention.h"
 #include "schedule/gpu_conv_tiles.h"
 #include "schedule/gpu_tiles.h"
+#include "schedule/inline_budget.h"
 
 namespace braze {
 namespace schedule {
@@ -192,6 +193,13 @@ class GpuHeuristic {
     for (Func f : ComparedReductionOperands(info_)) {
       if (!materialized_.insert(f.name()).second) continue;
       operands_.push_back({f, "read by a reduction and a comparison"});
+    }
+    // Inlining bounded (inline_budget.h): a value whose inlined expression outgrows the
+    // budget gets a kernel of its own, as the CPU safe default stores it at root.
+    for (const InlineBreak& b : InlineBudgetBreaks(info_, materialized_)) {
+      materialized_.insert(b.func.name());
+      operands_.push_back({b.func, std::string(kInlineBudgetStored) + " (inlined: at least " +
+                                       std::to_string(b.nodes) + " nodes)"});
     }
   }
 

@@ -287,15 +287,27 @@ void SafeScheduler::Pointwise(Func f, const Extents& e, const Symbolic& sym, boo
   log_ << line.str() << "\n";
 }
 
-void SafeScheduler::StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e) {
-  Func f = v.func;
+void SafeScheduler::StoreAtRoot(Func f, const PipelineInfo::ValueExtents& e,
+                                const std::string& why) {
   f.compute_root();
   // Bound, as a matmul's stored operand is: a vector shifted inwards over a region
   // narrower than itself would read before the value's start.
   BoundToExtents(f, e.extents, e.symbolic, e.extent_exprs);
-  log_ << f.name() << ": compute_root, " << kSharedValueStoredOnce << " (inlined: evaluated "
-       << v.evaluations << " times per element, cost " << v.cost << ")\n";
+  log_ << f.name() << ": compute_root, " << why << "\n";
   Pointwise(f, e.extents, e.symbolic);
+}
+
+void SafeScheduler::StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e) {
+  std::ostringstream why;
+  why << kSharedValueStoredOnce << " (inlined: evaluated " << v.evaluations
+      << " times per element, cost " << v.cost << ")";
+  StoreAtRoot(v.func, e, why.str());
+}
+
+void SafeScheduler::StoreBreak(const InlineBreak& b, const PipelineInfo::ValueExtents& e) {
+  std::ostringstream why;
+  why << kInlineBudgetStored << " (inlined: at least " << b.nodes << " nodes)";
+  StoreAtRoot(b.func, e, why.str());
 }
 
 void SafeScheduler::StoreCompared(Func f, const PipelineInfo& info) {
@@ -430,6 +442,22 @@ bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target, int
   return false;
 }
 
+std::string StoreInlineBreaks(const PipelineInfo& info, const Halide::Target& target,
+                              int parallelism) {
+  std::vector<Halide::Internal::Function> outputs;
+  for (const Halide::Func& f : info.outputs) outputs.push_back(f.function());
+  std::set<std::string> stored;
+  for (const auto& [name, fn] : Halide::Internal::build_environment(outputs)) {
+    if (!LeftInlined(fn)) stored.insert(name);
+  }
+  SafeScheduler s(target, parallelism, ScheduleParams());
+  s.set_symbolic_min_extent(info.symbolic_min_extent);
+  for (const InlineBreak& b : InlineBudgetBreaks(info, stored)) {
+    s.StoreBreak(b, info.values.at(b.func.name()));
+  }
+  return s.text();
+}
+
 std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& target,
                              int parallelism, const ScheduleParams& params,
                              std::vector<std::string>* streamed) {
@@ -442,9 +470,7 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
   if (params != ScheduleParams()) s.Log("// stored parameters: " + ParamsSummary(params));
   // Values a reduction and a comparison both read are stored once (extremum_operands.h);
   // the row pipeline inlines producers, so such clusters take the general path.
-  const std::vector<Halide::Func> shared = ComparedReductionOperands(info);
-  if (shared.empty() && params.row_pipeline && s.RowPipeline(info)) return s.text();
-  for (const Halide::Func& f : shared) s.StoreCompared(f, info);
+  std::vector<Halide::Func> shared = ComparedReductionOperands(info);
   // Funcs stored by their own schedule: outputs, accumulators and matmul results.
   std::set<std::string> materialized;
   for (const Halide::Func& f : info.outputs) materialized.insert(f.name());
@@ -452,14 +478,27 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
     materialized.insert(stage.acc.name());
     if (stage.result.defined()) materialized.insert(stage.result.name());
   }
-  StoreFuncsDroppingStageReads(info, materialized, shared, s);
-  // Expensive values that inlining would compute several times per element: stored
-  // once, before the stages, whose operands then read them (shared_values.h).
   std::set<std::string> stored = materialized;
   for (const Halide::Func& f : shared) stored.insert(f.name());
   for (const Stage& stage : info.stages) {
     for (const Stage::Operand& o : stage.operands) stored.insert(o.func.name());
   }
+  // Inlining bounded (inline_budget.h): a cluster too large to inline whole takes the
+  // general path, its breaks stored at root.
+  const std::vector<InlineBreak> breaks = InlineBudgetBreaks(info, stored);
+  if (shared.empty() && breaks.empty() && params.row_pipeline && s.RowPipeline(info)) {
+    return s.text();
+  }
+  for (const Halide::Func& f : shared) s.StoreCompared(f, info);
+  for (const InlineBreak& b : breaks) {
+    s.StoreBreak(b, info.values.at(b.func.name()));
+    stored.insert(b.func.name());
+    materialized.insert(b.func.name());
+    shared.push_back(b.func);  // stored: keeps its calls' arguments (below)
+  }
+  StoreFuncsDroppingStageReads(info, materialized, shared, s);
+  // Expensive values that inlining would compute several times per element: stored
+  // once, before the stages, whose operands then read them (shared_values.h).
   for (const SharedValue& v : SharedExpensiveValues(info, stored)) {
     s.StoreShared(v, info.values.at(v.func.name()));
     materialized.insert(v.func.name());

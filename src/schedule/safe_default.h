@@ -42,6 +42,13 @@ std::string ApplySafeDefault(const PipelineInfo& info, const Halide::Target& tar
                              int parallelism, const ScheduleParams& params = {},
                              std::vector<std::string>* streamed = nullptr);
 
+// After another scheduler (an autoscheduler) has scheduled `info`: stores the values
+// that bound inlining (inline_budget.h) among the Funcs it left inlined, each at root,
+// bound to its extents, vectorized and parallel as the safe default's values. Returns
+// the schedule lines added ("" when none).
+std::string StoreInlineBreaks(const PipelineInfo& info, const Halide::Target& target,
+                              int parallelism);
+
 // Whether the safe default would write some output of `info` with streaming stores, as
 // a pointwise output (what kAuto asks before it picks an autoscheduler, which cannot).
 bool StreamsAnOutput(const PipelineInfo& info, const Halide::Target& target, int parallelism,

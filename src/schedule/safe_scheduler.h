@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule/inline_budget.h"
 #include "schedule/pipeline_info.h"
 #include "schedule/shared_values.h"
 #include "schedule/stored_schedule.h"
@@ -130,6 +131,9 @@ class SafeScheduler {
   // A value inlining would evaluate several times per element (shared_values.h):
   // computed once at root, bound to its extents, vectorized and parallel as Pointwise.
   void StoreShared(const SharedValue& v, const PipelineInfo::ValueExtents& e);
+  // A value stored to bound inlining (inline_budget.h): computed once at root, bound to
+  // its extents, vectorized and parallel as Pointwise.
+  void StoreBreak(const InlineBreak& b, const PipelineInfo::ValueExtents& e);
   // A value a reduction and a comparison both read (extremum_operands.h): computed once
   // at root, and, where its extents are known, bound to them, vectorized and parallel.
   void StoreCompared(Halide::Func f, const PipelineInfo& info);
@@ -195,6 +199,8 @@ class SafeScheduler {
  private:
   static std::vector<Halide::Func> SharedRowValues(const PipelineInfo& info,
                                                    const std::set<std::string>& accs);
+  // f computed at root, bound to e's extents, scheduled as Pointwise; `why` logged.
+  void StoreAtRoot(Halide::Func f, const PipelineInfo::ValueExtents& e, const std::string& why);
   static void BoundToExtents(Halide::Func f, const Extents& e, const Symbolic& sym,
                              const std::vector<Halide::Expr>& exprs = {});
   void SymbolicParallelDim0(Halide::Stage update, const Stage& s, std::ostringstream& line);

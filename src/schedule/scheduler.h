@@ -27,6 +27,9 @@ constexpr int64_t kMinSymbolicExtent = 16;
 // stores once instead of inlining into every reader (schedule/shared_values.h), which
 // --log_compiles counts ("; 3 shared values stored once").
 inline constexpr char kSharedValueStoredOnce[] = "shared value stored once";
+// Likewise each value a schedule stores to bound inlining (schedule/inline_budget.h):
+// "; 12 values stored to bound inlining".
+inline constexpr char kInlineBudgetStored[] = "stored to bound inlining";
 
 // The schedulers tried, in order, when `first` is chosen. For the CPU, the caller
 // resolves kAuto: when Auto picks Adams2019 it passes kAdams2019; when Auto picks the
