@@ -226,6 +226,7 @@ std::string CpuConvImplementation(const CpuConvGeometry& g, int threads) {
 void SetCpuConvWinograd(bool on) { onednn::SetWinograd(on); }
 int64_t CpuConvWinogradRecomputes() { return onednn::WinogradRecomputes(); }
 int64_t CpuConvFilterReorders() { return onednn::FilterReorders(); }
+int64_t CpuConvFilterCopies() { return onednn::FilterCopies(); }
 
 void* CpuConvF32Address() { return reinterpret_cast<void*>(&braze_cpu_conv_f32); }
 

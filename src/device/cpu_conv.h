@@ -69,6 +69,9 @@ int64_t CpuConvWinogradRecomputes();
 // data) since the process started: once per configuration and filter contents, not per
 // call (a constant filter is reordered at the first call only; docs/CONVOLUTIONS.md).
 int64_t CpuConvFilterReorders();
+// How many of them kept a copy of the filter for the next call's compare: a filter that
+// changed at its last two compares (trained every step) is copied at one reorder in 16.
+int64_t CpuConvFilterCopies();
 
 // braze_cpu_conv_f32's address, for JIT pipelines and the disk cache's runtime.
 void* CpuConvF32Address();

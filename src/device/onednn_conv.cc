@@ -45,12 +45,14 @@ namespace {
 std::atomic<bool> winograd_on{true};
 std::atomic<int64_t> winograd_recomputes{0};
 std::atomic<int64_t> filter_reorders{0};
+std::atomic<int64_t> filter_copies{0};
 }  // namespace
 
 void SetWinograd(bool on) { winograd_on.store(on, std::memory_order_relaxed); }
 bool WinogradOn() { return winograd_on.load(std::memory_order_relaxed); }
 int64_t WinogradRecomputes() { return winograd_recomputes.load(std::memory_order_relaxed); }
 int64_t FilterReorders() { return filter_reorders.load(std::memory_order_relaxed); }
+int64_t FilterCopies() { return filter_copies.load(std::memory_order_relaxed); }
 
 #if BRAZE_HAVE_DNNL
 // A tensor the primitive reads or writes in a layout of its own while the caller holds it
@@ -103,8 +105,12 @@ struct PreparedConv {
   // The filter (plain HWIO) whose reorder `ws` holds, forward and backward data: a call
   // with the same filter bits (inference weights, a folded batch norm's filter computed
   // again at every run) reads ws as it is (ReorderFilter). Empty: none yet.
+  // w_misses: the compares in a row that found another filter (up to kFilterMisses);
+  // w_skipped: the reorders since, counted for the retry.
   std::vector<float> w_seen;
   int64_t w_elements = 0;
+  int w_misses = 0;
+  int64_t w_skipped = 0;
 };
 
 namespace {
@@ -345,14 +351,28 @@ bool Reorder(const Api& api, PreparedConv& p, const Staged& s, dnnl_memory_t pla
 // few MiB, stopping at the first difference); the reorder is a parallel oneDNN call that
 // reads and writes it and synchronizes the threads (0.2-0.3 ms at 3x3x64x64 on the
 // 2-vCPU VM idle, several ms under load), at every call before. Exact: bits compared,
-// no hash.
+// no hash. A filter that differed at its last kFilterMisses compares (one trained every
+// step) is not copied again but at one call in kFilterRetry, so training pays a copy
+// and a compare once in 16 steps, and a filter that stops changing is found again.
+constexpr int kFilterMisses = 2;
+constexpr int64_t kFilterRetry = 16;
+
 bool ReorderFilter(const Api& api, PreparedConv& p, const float* w) {
   const size_t bytes = static_cast<size_t>(p.w_elements) * sizeof(float);
-  if (!p.w_seen.empty() && std::memcmp(p.w_seen.data(), w, bytes) == 0) return true;
+  if (!p.w_seen.empty()) {
+    if (std::memcmp(p.w_seen.data(), w, bytes) == 0) {
+      p.w_misses = 0;
+      return true;
+    }
+    p.w_misses = std::min(p.w_misses + 1, kFilterMisses);
+  }
   p.w_seen.clear();
   if (!Reorder(api, p, p.ws, p.w_plain, true)) return false;
   filter_reorders.fetch_add(1, std::memory_order_relaxed);
-  p.w_seen.assign(w, w + p.w_elements);
+  if (p.w_misses < kFilterMisses || ++p.w_skipped % kFilterRetry == 0) {
+    p.w_seen.assign(w, w + p.w_elements);
+    filter_copies.fetch_add(1, std::memory_order_relaxed);
+  }
   return true;
 }
 
@@ -736,6 +756,15 @@ bool RunConv(const Library& lib, PreparedConv& p, float* x, float* w, const floa
   // A Winograd forward result: out of its layout, scanned, the residual and ReLU applied,
   // in one pass of the call's own.
   const bool own_pass = p.direct != nullptr && p.dir == kForward;
+  // The pass writes y before its scan can send the call to the direct convolution, which
+  // reads the residual again: a residual in y's memory takes the direct one at once.
+  const int64_t n = p.result_elements;
+  if (own_pass && residual != nullptr && residual < y + n && y < residual + n) {
+    std::lock_guard<std::mutex> direct_lock(p.direct->mu);
+    if (!Run(lib.api, *p.direct, x, w, bias, residual, y)) return false;
+    if (p.relu_post_ops && !p.direct->relu_post_ops) ReluLoop(y, n);
+    return true;
+  }
   if (!Run(lib.api, p, x, w, bias, residual, y, /*result_out=*/!own_pass)) return false;
   if (p.direct == nullptr) return true;
   bool special = false;

@@ -94,6 +94,10 @@ int64_t WinogradRecomputes();
 // did since the process started: a call whose filter has the bits of its configuration's
 // last reorder reuses it (constant inference weights reorder once).
 int64_t FilterReorders();
+// How many of those reorders kept a copy of the filter to compare the next call's with
+// (not kept for a filter that changed at its last two compares, as in training, but at
+// one reorder in 16).
+int64_t FilterCopies();
 
 }  // namespace onednn
 }  // namespace braze

@@ -449,6 +449,49 @@ TEST_F(CpuConvTest, AFilterIsReorderedOncePerContents) {
   }
 }
 
+// A filter trained every step changes at every call: after two compares that differ
+// its bits are no longer copied for the next compare but at one reorder in 16 (a
+// copy of the whole filter per call before), and a filter that then stays the same is
+// found again within 16 calls.
+TEST_F(CpuConvTest, ATrainedFilterIsNotCopiedAtEveryCall) {
+  Case c;
+  Tensor x = c.Input(DType::kF32, {2, 8, 5, 24}, 161);
+  Tensor f = c.Input(DType::kF32, {3, 3, 24, 36}, 162);
+  c.outputs = {Conv2D(x, f, {1, 1}, Padding::kSame)};
+  auto kernel = CompileCluster(SpecOf(c), Library());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_TRUE(CallsConv(**kernel)) << (*kernel)->schedule_text();
+  int64_t reorders = 0, copies = 0;
+  auto run = [&] {
+    const int64_t r = CpuConvFilterReorders(), k = CpuConvFilterCopies();
+    auto actual = RunKernel(**kernel, c.values);
+    auto expected = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(actual.ok() && expected.ok());
+    std::string why;
+    EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4, &why)) << why;
+    reorders = CpuConvFilterReorders() - r;
+    copies = CpuConvFilterCopies() - k;
+  };
+  run();
+  if (reorders == 0) GTEST_SKIP() << "oneDNN reads this filter as it is: nothing to reorder";
+  int64_t total_copies = 0;
+  for (int step = 0; step < 20; ++step) {  // "training": another filter every call
+    HostTensor next(c.values[1]);
+    next.data<float>()[step % next.num_elements()] += 0.25f;
+    c.values[1] = next;
+    run();
+    EXPECT_EQ(reorders, 1) << "step " << step;
+    total_copies += copies;
+  }
+  EXPECT_LE(total_copies, 4) << "a changing filter copied at most twice and once in 16 after";
+  int64_t last = -1;
+  for (int i = 0; i < 18; ++i) {  // the filter stops changing
+    run();
+    last = reorders;
+  }
+  EXPECT_EQ(last, 0) << "a filter that stopped changing is reordered once more at most";
+}
+
 // oneDNN's direct backward-weights kernel multiplies dy by the zero padding: an infinite
 // dy at a border output gave NaN in the filter taps that read the padding there, where
 // the reference (which skips padding taps) gives a finite sum or the infinity. The call

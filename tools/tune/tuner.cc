@@ -482,12 +482,14 @@ void ClusterTuner::Search(Clock::time_point deadline, const Progress& progress) 
   double point_ms = base.error.empty() ? base.median_ms : 1e300;
   // The deadline stops the search only once a candidate other than the default was
   // tried: a cluster whose first compiles ate its share still gets one (so that
-  // --min_speedup=0 has a winner to store, as a POCL test under load relies on).
+  // --min_speedup=0 has a winner to store, as a POCL test under load relies on). That
+  // one is a template's (a compile of a second or so), never an autoscheduler's, which
+  // can take tens of seconds on a large cluster: they are skipped past the deadline.
   const int before = r.candidates;
   auto out_of_time = [&] { return Clock::now() >= deadline && r.candidates > before; };
   if (!symbolic_ && !gpu()) {
     for (Scheduler k : {Scheduler::kAdams2019, Scheduler::kMullapudi2016}) {
-      if (out_of_time()) return;  // incomplete
+      if (Clock::now() >= deadline) break;  // a template's candidate next, then incomplete
       ScheduleParams p;
       p.scheduler = k;
       consider(Measure(SchedulerName(k), &p));
