@@ -233,6 +233,31 @@ Step ClusterStep(const Planning& p, const Cluster& cluster) {
   return s;
 }
 
+// Drops the cluster steps that Remat left writing nothing: every value they computed
+// is now computed by each step that reads it (a kernel with no outputs is no kernel,
+// and compiling one is an error). Clusters hold no stateful op, so nothing is lost;
+// `step_of` follows the steps that stay.
+void DropDeadClusters(std::vector<Step>* steps, std::unordered_map<int, int>* step_of) {
+  std::vector<int> new_index(steps->size(), -1);
+  std::vector<Step> kept;
+  for (size_t i = 0; i < steps->size(); ++i) {
+    Step& s = (*steps)[i];
+    if (s.kind == Step::Kind::kCluster && s.outputs.empty()) continue;
+    new_index[i] = static_cast<int>(kept.size());
+    kept.push_back(std::move(s));
+  }
+  for (auto it = step_of->begin(); it != step_of->end();) {
+    const int to = new_index[it->second];
+    if (to < 0) {
+      it = step_of->erase(it);
+    } else {
+      it->second = to;
+      ++it;
+    }
+  }
+  *steps = std::move(kept);
+}
+
 // Planning::prior_update for the needed nodes.
 void ChainUpdates(Planning& p) {
   std::unordered_map<int, int> last;  // variable node id -> its latest needed update
@@ -428,6 +453,7 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
     for (int i : RematerializeElementwise(g, p.fetched, &plan->steps)) {
       plan->steps[i].fallback = OpByOp(p, plan->steps[i].nodes);
     }
+    DropDeadClusters(&plan->steps, &step_of);
     done("remat");
   }
   BRAZE_RETURN_IF_ERROR(CheckScheduler(options, plan->steps));

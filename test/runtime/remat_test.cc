@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "braze/gradients.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
 #include "braze/optimizers.h"
@@ -230,6 +231,45 @@ TEST(RematTest, SessionResultsMatchTheReference) {
       testing_util::ExpectMatchesReference(model.g, model.feeds(), {model.y, model.a}, *got);
     }
   }
+}
+
+// Clusters of at most 3 ops (max_cluster_size) over an elementwise chain and its
+// gradient: Remat copies some clusters' whole value into every reader, which left those
+// clusters with no outputs, and a strict session failed ("cluster_9: no outputs"). Such
+// a cluster is now dropped from the plan; the results match the reference.
+TEST(RematTest, AClusterWhoseValuesAreAllCopiedIsDropped) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {7, 5}, "x");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor a = x, b = x * 0.5;
+    for (int i = 0; i < 8; ++i) {
+      Tensor c = i % 4 == 0   ? a + b
+                 : i % 4 == 1 ? Tanh(a) * 0.9
+                 : i % 4 == 2 ? a * b * 0.5
+                              : Sigmoid(a) - b;
+      b = a;
+      a = c;
+    }
+    Tensor loss = Sum(a);
+    auto grads = Gradients({loss}, {x});
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    fetches = {loss, (*grads)[0]};
+  }
+  SessionOptions options = CpuOptions();
+  options.strict = true;
+  options.max_cluster_size = 3;
+  auto plan = Build(g, options, fetches);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const Step& s : (*plan)->steps) {
+    if (s.kind == Step::Kind::kCluster) EXPECT_FALSE(s.outputs.empty()) << s.name;
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 5}, 21, -1, 1)}};
+  Session session(g, options);
+  auto got = session.Run(feeds, fetches);
+  ASSERT_TRUE(got.ok()) << got.status();
+  testing_util::ExpectMatchesReference(g, feeds, fetches, *got);
 }
 
 // A GELU MLP's training step (the GPT's pattern: the backward pass reads the forward's
