@@ -78,6 +78,11 @@ const Library& Loaded() {
         Find(handle, "dnnl_dilated_convolution_backward_weights_desc_init",
              &a.conv_backward_weights_desc_init);
     Find(handle, "omp_set_num_threads", &a.set_threads);  // absent with oneDNN's TBB build
+    if (!Find(handle, "GOMP_parallel", &a.omp_parallel) ||
+        !Find(handle, "omp_get_thread_num", &a.omp_thread_num) ||
+        !Find(handle, "omp_get_num_threads", &a.omp_num_threads)) {
+      a.omp_parallel = nullptr;  // all three or none
+    }
     if (!found || a.engine_create(&lib->engine, dnnl_cpu, 0) != dnnl_success) {
       lib->status = absl::FailedPreconditionError(
           "libdnnl lacks the matmul C API of oneDNN 2 or has no CPU engine: matmuls compile "

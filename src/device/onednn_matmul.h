@@ -64,6 +64,14 @@ struct Api {
   decltype(&dnnl_dilated_convolution_backward_weights_desc_init) conv_backward_weights_desc_init =
       nullptr;
   void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
+  // libgomp's entry for a parallel region (what `#pragma omp parallel` compiles to:
+  // fn(data) on every thread of the team, the caller included, 0 threads: the count
+  // set_threads gave) and its thread queries: a pass of Braze's own between oneDNN calls
+  // runs on the threads oneDNN just used and leaves spinning, not beside them
+  // (onednn_conv.cc, FinishForward). Absent with oneDNN's TBB build.
+  void (*omp_parallel)(void (*fn)(void*), void* data, unsigned threads, unsigned flags) = nullptr;
+  int (*omp_thread_num)() = nullptr;
+  int (*omp_num_threads)() = nullptr;
 };
 #endif
 
