@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -259,6 +260,13 @@ std::string KeyAndOptions(const ClusterSpec& spec, const CompileOptions& copts, 
     absl::StatusOr<StoredScheduleKey> lookup = StoredScheduleKeyFor(spec, copts.device);
     if (lookup.ok()) {
       with->stored_schedule = FindStoredSchedule(schedule_dirs, lookup->hash, lookup->target);
+    } else {
+      // No architecture, no entry: the heuristic's own sizes, said once per process.
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        LogWarning(absl::StrCat("stored GPU schedules are not looked up: ",
+                                lookup.status().message(), "; the GPU heuristic's own sizes"));
+      });
     }
     if (with->stored_schedule) {
       absl::StrAppend(&key, ";stored=", ParamsSummary(with->stored_schedule->params));
