@@ -83,7 +83,7 @@ const std::map<std::string, std::string>& WorkloadOfEntry() {
       {"39a7eee732dd4037", "softmax_step_128"},
       {"f87587face8885f3", "softmax_step_1024"},      // the same at batch 1024
       {"c7a07182f4bbdba2", "mnist_softmax_example"},  // examples/mnist_softmax, batch -1
-      {"c7b72f74f891609b", "mlp_example_eval"},  // examples/mlp's test-set accuracy
+      {"c7b72f74f891609b", "mlp_example_eval"},       // examples/mlp's test-set accuracy
       // mlp_step_128 (train_models' MLP step, Adam, batch 128) and mlp_example's train
       // step (batch -1) have no entries: braze-tune kept the default for each of their
       // clusters it finished (2026-11-30; docs/SCHEDULES.md, "Shipped entries").
