@@ -263,7 +263,9 @@ TEST(RematTest, AClusterWhoseValuesAreAllCopiedIsDropped) {
   auto plan = Build(g, options, fetches);
   ASSERT_TRUE(plan.ok()) << plan.status();
   for (const Step& s : (*plan)->steps) {
-    if (s.kind == Step::Kind::kCluster) EXPECT_FALSE(s.outputs.empty()) << s.name;
+    if (s.kind == Step::Kind::kCluster) {
+      EXPECT_FALSE(s.outputs.empty()) << s.name;
+    }
   }
   const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {7, 5}, 21, -1, 1)}};
   Session session(g, options);
