@@ -275,49 +275,27 @@ void BM_BrazeProducer(benchmark::State& state) { RunBrazeAllReduce(state, false)
 void BM_BrazeBucketAllReduce(benchmark::State& state) { RunBrazeAllReduce(state, true, true); }
 void BM_BrazeBucketProducer(benchmark::State& state) { RunBrazeAllReduce(state, false, true); }
 
-void BM_MpiAllreduce(benchmark::State& state) {
-  const int64_t n = state.range(0) / 4;
-  std::vector<float> buf(n);
+// This rank's values, as the Braze benchmarks' variables hold them (seed 1 + rank).
+std::vector<float> RankValues(int64_t n) {
   const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
-  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(init.GetDouble(i));
-  MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  double want = 0;
-  for (int r = 0; r < braze::WorldSize(); ++r) {
-    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
-  }
-  if (std::abs(buf[n - 1] - want) > 1e-5) {
-    state.SkipWithError("MPI_Allreduce's sum is wrong");
-    return;
-  }
-  LoopCounters counters;
-  for (auto _ : state) {
-    counters.BeginIteration();
-    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                  MPI_COMM_WORLD);
-    counters.EndIteration();
-    benchmark::DoNotOptimize(buf.data());
-  }
-  state.SetBytesProcessed(state.iterations() * state.range(0));
-  counters.Report(state);
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(init.GetDouble(i));
+  return v;
 }
 
-// The peer of BM_BrazeAllReduceAlone: MPI_Allreduce from one buffer into another, the
-// same two every call (out of place, as Braze's all-reduce of a variable is).
-void BM_MpiAllreduceOutOfPlace(benchmark::State& state) {
-  const int64_t n = state.range(0) / 4;
-  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
-  std::vector<float> x(n), y(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(init.GetDouble(i));
-  auto reduce = [&] {
-    MPI_Allreduce(x.data(), y.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  };
+// Runs an MPI peer's `reduce` once, checks the last element of `result` against the sum
+// of every rank's values, then times it.
+template <typename Reduce>
+void CheckAndTimeMpi(benchmark::State& state, const char* what, const std::vector<float>& result,
+                     Reduce reduce) {
+  const int64_t n = static_cast<int64_t>(result.size());
   reduce();
   double want = 0;
   for (int r = 0; r < braze::WorldSize(); ++r) {
     want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
   }
-  if (std::abs(y[n - 1] - want) > 1e-5) {
-    state.SkipWithError("MPI_Allreduce's sum is wrong");
+  if (std::abs(result[n - 1] - want) > 1e-5) {
+    state.SkipWithError((std::string(what) + "'s sum is wrong").c_str());
     return;
   }
   LoopCounters counters;
@@ -325,10 +303,29 @@ void BM_MpiAllreduceOutOfPlace(benchmark::State& state) {
     counters.BeginIteration();
     reduce();
     counters.EndIteration();
-    benchmark::DoNotOptimize(y.data());
+    benchmark::DoNotOptimize(result.data());
   }
   state.SetBytesProcessed(state.iterations() * state.range(0));
   counters.Report(state);
+}
+
+void BM_MpiAllreduce(benchmark::State& state) {
+  std::vector<float> buf = RankValues(state.range(0) / 4);
+  CheckAndTimeMpi(state, "MPI_Allreduce", buf, [&] {
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+  });
+}
+
+// The peer of BM_BrazeAllReduceAlone: MPI_Allreduce from one buffer into another, the
+// same two every call (out of place, as Braze's all-reduce of a variable is).
+void BM_MpiAllreduceOutOfPlace(benchmark::State& state) {
+  const std::vector<float> x = RankValues(state.range(0) / 4);
+  std::vector<float> y(x.size());
+  CheckAndTimeMpi(state, "MPI_Allreduce", y, [&] {
+    MPI_Allreduce(x.data(), y.data(), static_cast<int>(x.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+  });
 }
 
 // The peer of BM_BrazeAllReduce doing the same work (with_reduce) and of
@@ -394,34 +391,13 @@ void BM_MpiBucketProducer(benchmark::State& state) { RunMpiInContext(state, fals
 // MPI_Wait): Open MPI's libnbc with the algorithm InitDistributed chose (the ring, unless
 // OMPI_MCA_coll_libnbc_iallreduce_algorithm was set: =0 gives libnbc's default).
 void BM_MpiIallreduce(benchmark::State& state) {
-  const int64_t n = state.range(0) / 4;
-  const HostTensor init = HostTensor::RandomUniform(DType::kF32, {n}, 1 + braze::WorldRank());
-  std::vector<float> buf(n);
-  for (int64_t i = 0; i < n; ++i) buf[i] = static_cast<float>(init.GetDouble(i));
-  auto reduce = [&] {
+  std::vector<float> buf = RankValues(state.range(0) / 4);
+  CheckAndTimeMpi(state, "MPI_Iallreduce", buf, [&] {
     MPI_Request req;
-    MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+    MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_FLOAT, MPI_SUM,
                    MPI_COMM_WORLD, &req);
     MPI_Wait(&req, MPI_STATUS_IGNORE);
-  };
-  reduce();
-  double want = 0;
-  for (int r = 0; r < braze::WorldSize(); ++r) {
-    want += HostTensor::RandomUniform(DType::kF32, {n}, 1 + r).GetDouble(n - 1);
-  }
-  if (std::abs(buf[n - 1] - want) > 1e-5) {
-    state.SkipWithError("MPI_Iallreduce's sum is wrong");
-    return;
-  }
-  LoopCounters counters;
-  for (auto _ : state) {
-    counters.BeginIteration();
-    reduce();
-    counters.EndIteration();
-    benchmark::DoNotOptimize(buf.data());
-  }
-  state.SetBytesProcessed(state.iterations() * state.range(0));
-  counters.Report(state);
+  });
 }
 
 // examples/mlp's step. world 1: one process, the whole batch (other ranks skip);
