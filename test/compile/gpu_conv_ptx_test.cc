@@ -22,14 +22,6 @@ namespace braze {
 namespace lowertest {
 namespace {
 
-bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
-
-int Count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 struct PtxCase {
   std::string name;
   Shape x, f;

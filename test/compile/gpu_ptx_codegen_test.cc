@@ -31,8 +31,6 @@ namespace braze {
 namespace lowertest {
 namespace {
 
-bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
-
 // Seeded random clusters (elementwise, broadcasts, reductions over random axis sets,
 // softmax over any axis, layernorm, matmul, transpose, concat, argmax) in odd shapes:
 // the fused plan must schedule every one, entirely on the GPU, and ptxas must accept it.

@@ -541,8 +541,6 @@ std::map<std::string, std::string>& TableRows() {
   return *rows;
 }
 
-bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
-
 TEST(GpuPtxCoverage, EveryLoweredOpHasACase) {
   for (int i = 0; i < kNumOps; ++i) {
     const OpKind op = static_cast<OpKind>(i);

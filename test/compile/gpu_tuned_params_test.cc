@@ -24,14 +24,6 @@ namespace braze {
 namespace lowertest {
 namespace {
 
-bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
-
-int Count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
-
 // Three clusters covering the heuristic's kinds of kernel.
 void Pointwise(Case& c) {
   Tensor y = c.Input(DType::kF32, {64, 256}, 1, -2, 2);

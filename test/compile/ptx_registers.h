@@ -8,6 +8,8 @@
 #ifndef BRAZE_TEST_COMPILE_PTX_REGISTERS_H_
 #define BRAZE_TEST_COMPILE_PTX_REGISTERS_H_
 
+#include <unistd.h>
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,16 @@
 #include "schedule/gpu_launch_check.h"
 
 namespace braze {
+
+// Whether the toolkit's ptxas is here (the PTX tests assemble what they generate).
+inline bool HavePtxas() { return access(PtxasPath().c_str(), X_OK) == 0; }
+
+// How many times `needle` occurs in `text` (instructions in PTX, markers in a schedule).
+inline int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
 
 // Empty when the rule holds for every kernel of `report`, else which kernel breaks it.
 // Each kernel is judged at the cluster's largest block (max_threads_per_block): ptxas'

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braze/ops.h"
+#include "compile/ptx_registers.h"
 #include "gtest/gtest.h"
 #include "ir/window_geometry.h"
 #include "lower/lower_test_util.h"
@@ -112,12 +113,6 @@ std::vector<TileCase> Cases() {
   // 576 filter elements each, next to 1024 accumulators), so 4 chunks of 10, the last 7.
   cases[0].chunks = 4;
   return cases;
-}
-
-int Count(const std::string& text, const std::string& needle) {
-  int n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
 }
 
 class ConvTilesOpenCL : public ::testing::TestWithParam<TileCase> {};

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "lower/lowering.h"
 #include "lower_test_util.h"
 #include "schedule/gpu_schedule.h"
@@ -79,12 +80,6 @@ std::set<std::string> Stored(const schedule::PipelineInfo& info) {
 // A loop nest inlines at most its own nodes and its callees' share of the budget each
 // (the ops here read at most three values).
 constexpr int64_t kBound = 4 * schedule::kMaxInlinedNodes;
-
-int Count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // Lowers `c` and returns (the largest inlined expression with nothing stored, the same
 // after `schedule` ran on the lowered pipeline).
