@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -631,7 +632,17 @@ class CudaBackend : public Backend {
   Halide::Target JitTarget() const override { return CudaJitTarget(); }
   // "sm_90": the device's compute capability, which the target (capability 86 at most in
   // Halide 14) does not say.
+  // Read once per device (every stored-schedule lookup of a GPU cluster asks).
   absl::StatusOr<std::string> Architecture(int ordinal) const override {
+    static std::mutex mu;
+    static std::map<int, std::string>* known = new std::map<int, std::string>;
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = known->find(ordinal); it != known->end()) return it->second;
+    BRAZE_ASSIGN_OR_RETURN(std::string arch, ReadArchitecture(ordinal));
+    known->emplace(ordinal, arch);
+    return arch;
+  }
+  absl::StatusOr<std::string> ReadArchitecture(int ordinal) const {
     BRAZE_RETURN_IF_ERROR(CheckAvailable(ordinal));
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);  // loaded by the probe
     using GetFn = int (*)(int*, int);
