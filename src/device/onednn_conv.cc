@@ -35,6 +35,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "device/conv_output_pass.h"
 #include "device/thread_pool.h"
 #include "ir/logging.h"
 
@@ -464,68 +465,10 @@ bool AnyNonFinite(const float* v, int64_t n) {
   return scan.found.load();
 }
 
-// Whether the f32 bits are NaN or an infinity (all exponent bits set), as 0 or 1:
-// branch-free, so that the loops below vectorize.
-inline uint32_t NonFiniteBit(float v) {
-  uint32_t bits;
-  std::memcpy(&bits, &v, sizeof(bits));
-  return ((bits & 0x7f800000u) + 0x00800000u) >> 31;
-}
-
 // braze::Relu (x < 0 ? 0 : x: NaN kept) over `n` floats, in place.
 void ReluLoop(float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
 }
-
-// A Winograd forward result (conv + bias) written into the caller's y in one pass over
-// it, in place of oneDNN's reorder out of the blocked layout and a second pass to scan
-// it: each element is read from the primitive's nChw16c buffer (or from y, where oneDNN
-// reordered it), checked for NaN and infinities (which send the call to the direct
-// convolution: RunConv), then the residual added and the ReLU applied, the reference's
-// order (bias, residual, ReLU: docs/CONVOLUTIONS.md). A row (image, output row) a task.
-struct ForwardPass {
-  const float* src;  // nChw16c when `blocked`, else y's own layout (src == y)
-  bool blocked, nchw, relu;
-  const float* residual;  // y's layout, or null
-  float* y;
-  int64_t o, oh, ow;
-  std::atomic<bool> special{false};
-
-  void Row(int64_t n, int64_t h) {
-    const int64_t cb = (o + 15) / 16;
-    uint32_t bad = 0;
-    auto put = [&](float v, int64_t at) {
-      bad |= NonFiniteBit(v);
-      if (residual != nullptr) v += residual[at];
-      y[at] = relu && v < 0.0f ? 0.0f : v;
-    };
-    // The blocked source of channel block b of this row.
-    auto block = [&](int64_t b) { return src + ((n * cb + b) * oh + h) * ow * 16; };
-    if (!nchw) {
-      const int64_t row = (n * oh + h) * ow * o;
-      for (int64_t w = 0; w < ow; ++w) {
-        const int64_t at = row + w * o;
-        if (!blocked) {
-          for (int64_t c = 0; c < o; ++c) put(src[at + c], at + c);
-          continue;
-        }
-        for (int64_t b = 0; b < cb; ++b) {
-          const float* s = block(b) + w * 16;
-          const int64_t lanes = std::min<int64_t>(16, o - b * 16);
-          for (int64_t l = 0; l < lanes; ++l) put(s[l], at + b * 16 + l);
-        }
-      }
-    } else {
-      for (int64_t c = 0; c < o; ++c) {
-        const int64_t at = ((n * o + c) * oh + h) * ow;
-        const float* s = blocked ? block(c / 16) + c % 16 : src + at;
-        const int64_t step = blocked ? 16 : 1;
-        for (int64_t w = 0; w < ow; ++w) put(s[w * step], at + w);
-      }
-    }
-    if (bad != 0) special.store(true, std::memory_order_relaxed);
-  }
-};
 
 // Finishes a Winograd forward call whose result is still in the primitive's layout
 // (Run with result_out false). `special`: conv + bias held a NaN or an infinity.
@@ -538,7 +481,7 @@ bool FinishForward(const Api& api, PreparedConv& p, const float* residual, float
       return false;
     }
   }
-  ForwardPass pass{blocked ? static_cast<const float*>(p.ys.bytes.get()) : y,
+  ConvOutputPass pass{blocked ? static_cast<const float*>(p.ys.bytes.get()) : y,
                    blocked,
                    k.nchw,
                    (k.post & kPostRelu) != 0,
@@ -555,7 +498,7 @@ bool FinishForward(const Api& api, PreparedConv& p, const float* residual, float
     // thread, as the reorder the pass replaces splits them.
     struct Team {
       const Api* api;
-      ForwardPass* pass;
+      ConvOutputPass* pass;
       int rows;
     } team{&api, &pass, rows};
     api.omp_parallel(
@@ -570,7 +513,7 @@ bool FinishForward(const Api& api, PreparedConv& p, const float* residual, float
         &team, 0, 0);
   } else {
     auto task = [](void*, int i, uint8_t* closure) {
-      ForwardPass& f = *reinterpret_cast<ForwardPass*>(closure);
+      ConvOutputPass& f = *reinterpret_cast<ConvOutputPass*>(closure);
       f.Row(i / f.oh, i % f.oh);
       return 0;
     };
