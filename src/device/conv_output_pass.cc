@@ -2,9 +2,9 @@
 //
 // Speed: the pass replaces oneDNN's reorder out of the blocked layout, so it must be as
 // fast. The portable loop below (what GCC makes of it for plain x86-64: SSE2, a lambda
-// per element) took 11-12 ms of one core's time for 32x56x56x64 floats, twice oneDNN's
-// AVX-512 reorder (5-6 ms); the AVX-512 row, one 16-lane block per load and store, takes
-// what the reorder takes (4.7-5.2 ms, same harness, docs/CONVOLUTIONS.md). The library is
+// per element) took 12-15 ms of one core's time for 32x56x56x64 floats, twice oneDNN's
+// AVX-512 reorder (5.6-7.1 ms); the AVX-512 row, one 16-lane block per load and store,
+// takes what the reorder takes (5.9-6.7 ms, same harness; docs/CONVOLUTIONS.md). The library is
 // built for plain x86-64, so the row is compiled for AVX-512 alone and picked at run time
 // (as stream_copy.cc's copies are).
 #include "device/conv_output_pass.h"
