@@ -12,6 +12,11 @@
 // reads the cone's leaves instead of E, provided the leaves C does not read already
 // take no more bytes than E. P stops writing E when no other step reads it.
 //
+// A step takes no cone that would make it hold more than `max_step_ops` ops (the plan
+// passes SessionOptions::max_cluster_size + kMaxRematCone): copies must not undo the
+// bound on a cluster's size, which bounds Halide's lowering time (a gradient cluster of
+// 259 ops took 14 s to compile; with 89 ops of copies, 67 s).
+//
 // Never rematerialized: random ops (their cost), reductions, matmuls, layout ops, and
 // any cone with a leaf read from a Variable (a later step may have assigned it: the
 // copy must read what P read). Leaves come from P or from steps before P, so C, which
@@ -36,7 +41,7 @@ inline constexpr int kMaxRematCone = 16;
 // changed (their op-by-op fallbacks must be rebuilt).
 std::vector<int> RematerializeElementwise(const Graph& g,
                                           const std::set<std::pair<int, int>>& fetched,
-                                          std::vector<Step>* steps);
+                                          int max_step_ops, std::vector<Step>* steps);
 
 }  // namespace braze
 
