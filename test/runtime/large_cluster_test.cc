@@ -45,7 +45,7 @@ TEST(LargeClusterTest, AHugeScopeIsSplitIntoClustersOfAtMostTheDefaultSize) {
   options.device = "cpu";
   options.strict = true;
   const int bound = options.max_cluster_size;
-  EXPECT_LE(bound, 256);
+  EXPECT_LE(bound, 128);
   auto plan = PlanOf(g, options, fetches);
   ASSERT_TRUE(plan.ok()) << plan.status();
   int clustered = 0;
