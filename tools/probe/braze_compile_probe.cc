@@ -1,19 +1,20 @@
-// braze-compile-probe: compile time of one large cluster, by program size
-// (docs/FUZZING_FAMILIES.md, "Large clusters"). Each program is built under one JitScope,
-// run once in a strict session (compiled, every kernel must compile, no disk cache) and
-// once on the reference kernels, op by op; the tool prints the ops, the clusters, the
-// compile time (SessionStats::compile_ms) and the worst relative error.
+// braze-compile-probe: compile time of a large program by its size (docs/FUZZING_FAMILIES.md,
+// "Large clusters"). The program is built under one JitScope, run once in a strict
+// session (every kernel must compile; no disk cache) and once on the reference kernels,
+// op by op; the tool prints its ops, the kernels compiled (clusters of at most
+// --max_cluster_size ops), their compile time (SessionStats::compile_ms) and the worst
+// relative error.
 //
 //   braze-compile-probe --program=chain_grad --n=60 [--shape=37x29]
 //                       [--scheduler=SafeDefault] [--max_cluster_size=N]
 //
-// Programs: chain (n elementwise ops, each read by the next two: Add, Tanh, Mul, Sigmoid,
-// Maximum), wide (a pairwise sum of n terms Tanh(x * c_i) and its row sums), chain_grad
-// (the chain, the sum of its output and that sum's gradient with respect to the input:
-// one cluster holding the forward values the backward pass reads). BRAZE_FLAGS=
-// --log_compiles prints each kernel's line; HL_DEBUG_CODEGEN=1 Halide's lowering steps
-// with timestamps. Exit status 0 when the results match the reference (relative error
-// under 1e-4), 1 otherwise, 2 on a bad argument.
+// Programs (tools/probe/large_programs.h): chain (n elementwise ops, each read by the
+// next two), wide (a pairwise sum of n Tanh terms and its row sums), chain_grad (the
+// chain's sum and its gradient: the backward pass reads the forward values).
+// BRAZE_FLAGS=--log_compiles prints each kernel's line (ops, compile ms, values stored);
+// HL_DEBUG_CODEGEN=1 prints Halide's lowering steps (timestamp the lines to find the slow
+// one). Exit status 0 when the results match the reference (relative error under 1e-4),
+// 1 otherwise, 2 on a bad argument.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
