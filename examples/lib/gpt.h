@@ -34,7 +34,8 @@ namespace braze_examples {
 // one cluster: one Halide pipeline of ~100 outputs that took 12 minutes to compile on
 // the 2-core machine, against 20 s for the whole step's other kernels. Capped, the
 // updates split into pipelines of this many ops; the model's own clusters (at most one
-// matmul each) are smaller than this anyway.
+// matmul each) are smaller than this anyway. (The session's default bound, 128 since
+// 2026-11-30, would split them too, in larger pipelines.)
 inline constexpr int kGptMaxClusterSize = 64;
 
 struct GptConfig {

@@ -63,7 +63,20 @@ struct SessionOptions {
   enum class CpuMatMul { kLibrary, kHalide };
   CpuMatMul cpu_matmul = CpuMatMul::kLibrary;
   int min_cluster_size = 4;  // smallest auto-cluster (TF's default); scopes: any size
-  int max_cluster_size = 1 << 20;
+  // The most ops one cluster holds, explicit scopes included (a larger scope is split
+  // into several clusters, all compiled; XLA bounds the size of its fusions too). A
+  // cluster is one Halide pipeline, and Halide 14 lowers a pipeline in time that grows
+  // with the square of the values it stores at root (outputs, shared values) times the
+  // pipeline's size (its fork_async_producers pass; docs/FUZZING_FAMILIES.md, "Large
+  // clusters"): a 150-op elementwise chain and its gradient, 1,147 ops in one cluster,
+  // did not compile in 10 minutes on 2 cores; in clusters of at most 128 ops it compiles
+  // in about a minute (at most 256: nearly three, one cluster of them 109 s). Constants
+  // count. The clusters of the benchmarked models hold at most 105 ops, so this bound
+  // changes none of them; an AdamW step with a clipped norm and a learning-rate schedule
+  // over two variables is 132 (a cluster of 128 and one of 4). Remat's copies of cheap
+  // producers (`rematerialize`) may take a cluster past it by at most 16 ops (one copied
+  // cone).
+  int max_cluster_size = 128;
   // A cluster is one Halide pipeline with one schedule. As XLA's fusion pass never puts
   // two dots in one kernel, a cluster holds at most this many MatMul/BatchMatMul ops
   // and convolutions (Conv2D and its gradient ops), each with the elementwise ops,

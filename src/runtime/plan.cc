@@ -450,7 +450,12 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   plan->steps = MakeSteps(p, &step_of);
   done("steps");
   if (options.rematerialize) {
-    for (int i : RematerializeElementwise(g, p.fetched, &plan->steps)) {
+    // Copies may take a step past max_cluster_size by at most one cone.
+    const int max_step_ops =
+        options.max_cluster_size > std::numeric_limits<int>::max() - kMaxRematCone
+            ? std::numeric_limits<int>::max()
+            : options.max_cluster_size + kMaxRematCone;
+    for (int i : RematerializeElementwise(g, p.fetched, max_step_ops, &plan->steps)) {
       plan->steps[i].fallback = OpByOp(p, plan->steps[i].nodes);
     }
     DropDeadClusters(&plan->steps, &step_of);

@@ -22,14 +22,15 @@
 //                   bool scalar (step_gated_update.cc, passes/gated_update.h); claimed
 //                   nodes are never clustered
 //   5. Cluster      (ClusterOps) mark_for_compilation: clusters of compilable ops
-//                   (passes/mark_for_compilation.h)
+//                   (passes/mark_for_compilation.h), of at most max_cluster_size ops
 //   6. Steps        (MakeSteps) one step per cluster, claimed step or remaining op, each
 //                   with its fallback computed here (op by op for a cluster or claimed
 //                   step, the reference kernel for a single op), so the executor never
 //                   plans
 //      Remat        (SessionOptions::rematerialize) cluster steps recompute the cheap
 //                   elementwise values they read from other clusters instead of reading
-//                   them (runtime/remat.h); step_of keeps each node's original step
+//                   them (runtime/remat.h), each step within max_cluster_size +
+//                   kMaxRematCone ops; step_of keeps each node's original step
 //   7. Order        a topological order of the steps (Kahn's, ties in graph order; with
 //                   collectives, what the first collective needs first, then it, then
 //                   what the next needs...: each starts early and overlaps what follows)

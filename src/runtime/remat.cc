@@ -106,7 +106,7 @@ std::set<ValueKey> StoredForOthers(const std::vector<Step>& steps, const Step& c
 constexpr double kStoredLeafRatio = 4;
 bool Rematerialize(const Graph& g, const std::vector<std::set<int>>& original,
                    const std::unordered_map<int, int>& owner, const std::vector<Step>& steps,
-                   const std::set<ValueKey>& fetched, const Tensor& t, Step& c) {
+                   const std::set<ValueKey>& fetched, int max_step_ops, const Tensor& t, Step& c) {
   const auto it = owner.find(t.node_id());
   if (it == owner.end()) return false;
   const Step& p = steps[it->second];
@@ -141,6 +141,7 @@ bool Rematerialize(const Graph& g, const std::vector<std::set<int>>& original,
   nodes.insert(nodes.end(), cone.nodes.begin(), cone.nodes.end());
   std::sort(nodes.begin(), nodes.end());  // ids are a topological order
   nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  if (static_cast<int64_t>(nodes.size()) > max_step_ops) return false;
   c.nodes = std::move(nodes);
   c.inputs = InputsOf(g, c.nodes);
   return true;
@@ -149,7 +150,7 @@ bool Rematerialize(const Graph& g, const std::vector<std::set<int>>& original,
 }  // namespace
 
 std::vector<int> RematerializeElementwise(const Graph& g, const std::set<ValueKey>& fetched,
-                                          std::vector<Step>* steps) {
+                                          int max_step_ops, std::vector<Step>* steps) {
   std::vector<Step>& s = *steps;
   const int n = static_cast<int>(s.size());
   std::vector<std::set<int>> original(n);
@@ -170,7 +171,7 @@ std::vector<int> RematerializeElementwise(const Graph& g, const std::set<ValueKe
       again = false;
       for (const Tensor& t : s[i].inputs) {
         if (!tried.insert(KeyOf(t)).second) continue;
-        if (Rematerialize(g, original, owner, s, fetched, t, s[i])) {
+        if (Rematerialize(g, original, owner, s, fetched, max_step_ops, t, s[i])) {
           any = again = true;
           break;
         }

@@ -12,6 +12,12 @@
 // reads the cone's leaves instead of E, provided the leaves C does not read already
 // take no more bytes than E. P stops writing E when no other step reads it.
 //
+// A step takes no cone that would make it hold more than `max_step_ops` ops (the plan
+// passes SessionOptions::max_cluster_size + kMaxRematCone): copies must not undo the
+// bound on a cluster's size, which bounds Halide's lowering time (with clusters of at
+// most 256 ops, a chain's gradient steps took up to 92 ops of copies: 348 ops, 67 and
+// 116 s to compile, against 14 s for a step of 259; docs/FUZZING_FAMILIES.md).
+//
 // Never rematerialized: random ops (their cost), reductions, matmuls, layout ops, and
 // any cone with a leaf read from a Variable (a later step may have assigned it: the
 // copy must read what P read). Leaves come from P or from steps before P, so C, which
@@ -36,7 +42,7 @@ inline constexpr int kMaxRematCone = 16;
 // changed (their op-by-op fallbacks must be rebuilt).
 std::vector<int> RematerializeElementwise(const Graph& g,
                                           const std::set<std::pair<int, int>>& fetched,
-                                          std::vector<Step>* steps);
+                                          int max_step_ops, std::vector<Step>* steps);
 
 }  // namespace braze
 

@@ -17,6 +17,7 @@
 #include "schedule/gpu_schedule.h"
 #include "schedule/safe_default.h"
 #include "schedule/scheduler.h"
+#include "tools/probe/large_programs.h"
 
 namespace braze {
 namespace lowertest {
@@ -25,45 +26,12 @@ namespace {
 // A chain of `n` elementwise ops, each read by the next two (so CSE, not a tree, keeps
 // it small), mixing cheap ops with the exp-based Tanh and Sigmoid.
 void BuildChain(Case& c, const Shape& shape, int n) {
-  Tensor x = c.Input(DType::kF32, shape, 71);
-  Tensor a = x, b = x * 0.5;
-  for (int i = 0; i < n; ++i) {
-    Tensor next;
-    switch (i % 5) {
-      case 0:
-        next = a + b;
-        break;
-      case 1:
-        next = Tanh(a) * 0.9;
-        break;
-      case 2:
-        next = a * b * 0.5;
-        break;
-      case 3:
-        next = Sigmoid(a) - b;
-        break;
-      default:
-        next = Maximum(a, b) + x;
-        break;
-    }
-    b = a;
-    a = next;
-  }
-  c.outputs = {a};
+  c.outputs = {probe::ElementwiseChain(c.Input(DType::kF32, shape, 71), n)};
 }
 
 // A sum of `n` terms Tanh(x * c_i), added pairwise: shallow, but one loop nest of all.
 void BuildWideSum(Case& c, const Shape& shape, int n) {
-  Tensor x = c.Input(DType::kF32, shape, 72);
-  std::vector<Tensor> terms;
-  for (int i = 0; i < n; ++i) terms.push_back(Tanh(x * (0.01 * (i + 1))));
-  while (terms.size() > 1) {
-    std::vector<Tensor> next;
-    for (size_t i = 0; i + 1 < terms.size(); i += 2) next.push_back(terms[i] + terms[i + 1]);
-    if (terms.size() % 2 == 1) next.push_back(terms.back());
-    terms = next;
-  }
-  c.outputs = {terms[0], Sum(terms[0], {1})};
+  c.outputs = probe::WideSum(c.Input(DType::kF32, shape, 72), n);
 }
 
 // The Funcs a schedule stores (not inlined).
