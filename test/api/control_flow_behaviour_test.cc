@@ -71,5 +71,47 @@ TEST(ControlFlowBehaviour, BodyOpsMayTakeACaptureAsTheirFirstInput) {
   }
 }
 
+// The same inside a Function: the capture that comes first is a program's Variable (b)
+// or a Function's argument (a[1]); both reach the body through the Function's captures.
+TEST(ControlFlowBehaviour, InAFunctionTooForVariablesAndArguments) {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::RandomUniform(DType::kF32, {3, 3}, 1), "w");
+  Tensor b = Variable(g, HostTensor::RandomUniform(DType::kF32, {3}, 2), "b");
+  for (bool jit : {true, false}) {
+    FunctionOptions fo;
+    fo.graph = &g;
+    fo.jit_compile = jit;
+    fo.input_signature = {{{DType::kF32, {-1, 3}}, {DType::kF32, {3}}}};
+    Function f(
+        [&](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+          ScanResult r = Scan(
+              [&](Graph&, const std::vector<Tensor>& c, const std::vector<Tensor>& x) {
+                Tensor m = Reshape(MatMul(Reshape(x[0], {1, 3}), w), {3});
+                return ScanStep{{Tanh(m + b * c[0] + a[1] * x[0])}, {}};
+              },
+              {a[1]}, {a[0]});
+          return {r.carry[0]};
+        },
+        fo);
+    HostTensor x = HostTensor::RandomUniform(DType::kF32, {4, 3}, 3);
+    HostTensor h0 = HostTensor::RandomUniform(DType::kF32, {3}, 4);
+    auto out = f({x, h0});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const HostTensor& wv = *w.node().attrs_as<VariableAttrs>().initial_value;
+    const HostTensor& bv = *b.node().attrs_as<VariableAttrs>().initial_value;
+    std::vector<double> c = {h0.GetDouble(0), h0.GetDouble(1), h0.GetDouble(2)};
+    for (int t = 0; t < 4; ++t) {
+      std::vector<double> n(3);
+      for (int j = 0; j < 3; ++j) {
+        double m = 0;
+        for (int k = 0; k < 3; ++k) m += x.GetDouble(t * 3 + k) * wv.GetDouble(k * 3 + j);
+        n[j] = std::tanh(m + bv.GetDouble(j) * c[j] + h0.GetDouble(j) * x.GetDouble(t * 3 + j));
+      }
+      c = n;
+    }
+    for (int j = 0; j < 3; ++j) EXPECT_NEAR((*out)[0].GetDouble(j), c[j], 1e-5) << jit;
+  }
+}
+
 }  // namespace
 }  // namespace braze
