@@ -23,17 +23,20 @@
 namespace braze {
 namespace {
 
-// The graph the op is built in: that of its first valid operand, or the graph a
-// Function is tracing into when the operand is a program's graph (as AddNode does).
+// The graph the op is built in: that of its first valid operand, or the innermost body
+// being traced that another operand belongs to (a Cond in a Scan's body on a captured
+// predicate), or the graph a Function is tracing into when the operand is a program's
+// graph (as AddNode does).
 Graph* EnclosingGraph(const std::vector<Tensor>& ts) {
   Graph* g = nullptr;
+  std::vector<const Graph*> graphs;
   for (const Tensor& t : ts) {
-    if (t.valid()) {
-      g = t.graph();
-      break;
-    }
+    if (!t.valid()) continue;
+    if (g == nullptr) g = t.graph();
+    graphs.push_back(t.graph());
   }
   if (g == nullptr) return nullptr;
+  if (Graph* body = ir::InnermostTracedBody(g, graphs)) return body;
   Graph* traced = ir::TracingGraph();
   if (traced != nullptr && traced != g && g->id() < ir::TracingFirstNewGraphId()) return traced;
   return g;
@@ -109,6 +112,7 @@ Trace TraceBody(Graph& outer, const std::string& op_name, const std::string& bod
     return ph;
   });
   try {
+    ir::BodyTracingScope tracing(&g);
     tr.results = fn(g, tr.params);
   } catch (const std::exception& e) {
     g.RecordError(absl::InvalidArgumentError(absl::StrCat(body_name, " threw: ", e.what())));

@@ -31,7 +31,9 @@ Tensor Add2(OpKind op, Tensor a, Tensor b) {
   return g->AddNode(op, {a, b}, NoAttrs{});
 }
 
-int NormalizeAxis(int axis, int rank) { return axis < 0 ? axis + rank : axis; }
+// A negative axis counts from the end; one still negative after that is kept as given,
+// so that shape inference names the axis the caller wrote (-4, not -1, for rank 3).
+int NormalizeAxis(int axis, int rank) { return axis < 0 && axis + rank >= 0 ? axis + rank : axis; }
 
 // Negative axes count from the end; {} means all axes. Out-of-range axes are kept as
 // given so shape inference reports them against the node.

@@ -71,6 +71,7 @@ namespace {
 struct TracingState {
   Graph* graph = nullptr;
   uint64_t first_new_id = 0;
+  std::vector<Graph*> bodies;  // control-flow bodies being traced, outermost first
 };
 
 TracingState& Tracing() {
@@ -93,6 +94,17 @@ TracingScope::~TracingScope() {
 
 Graph* TracingGraph() { return Tracing().graph; }
 uint64_t TracingFirstNewGraphId() { return Tracing().first_new_id; }
+
+BodyTracingScope::BodyTracingScope(Graph* body) { Tracing().bodies.push_back(body); }
+BodyTracingScope::~BodyTracingScope() { Tracing().bodies.pop_back(); }
+
+Graph* InnermostTracedBody(const Graph* g, const std::vector<const Graph*>& graphs) {
+  const std::vector<Graph*>& bodies = Tracing().bodies;
+  for (auto it = bodies.rbegin(); it != bodies.rend() && *it != g; ++it) {
+    if (std::find(graphs.begin(), graphs.end(), *it) != graphs.end()) return *it;
+  }
+  return nullptr;
+}
 
 }  // namespace ir
 
@@ -128,6 +140,16 @@ std::string Graph::UniqueName(std::string_view base) {
 std::string Graph::NextJitScopeName() { return absl::StrCat("jit_scope_", next_jit_scope_++); }
 
 Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::string_view name) {
+  // An op using a tensor of a control-flow body being traced belongs to that body.
+  if (!inputs.empty()) {
+    std::vector<const Graph*> graphs;
+    for (const Tensor& in : inputs) {
+      if (in.valid() && in.graph() != this) graphs.push_back(in.graph());
+    }
+    if (Graph* body = graphs.empty() ? nullptr : ir::InnermostTracedBody(this, graphs)) {
+      return body->AddNode(op, std::move(inputs), std::move(attrs), name);
+    }
+  }
   // Inside a Function's trace, ops on the program's graphs belong to the function.
   if (Graph* traced = ir::TracingGraph();
       traced != nullptr && traced != this && id_ < ir::TracingFirstNewGraphId()) {

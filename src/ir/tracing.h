@@ -9,6 +9,7 @@
 #define BRAZE_IR_TRACING_H_
 
 #include <cstdint>
+#include <vector>
 
 namespace braze {
 
@@ -33,6 +34,24 @@ class TracingScope {
 // created after the trace began.
 Graph* TracingGraph();
 uint64_t TracingFirstNewGraphId();
+
+// RAII: marks `body` as a control-flow body being traced on this thread (bodies nest: a
+// Scan built in a Cond's branch). An op whose inputs include a tensor of such a body is
+// built in the innermost one of them, even when its first input (which picks the graph
+// the builder adds to) is a tensor of an enclosing graph: `w * x` in a body, with w
+// captured, is the body's op as `x * w` is (TF builds every op of a body in its
+// FuncGraph). Graph::AddNode asks InnermostTracedBody.
+class BodyTracingScope {
+ public:
+  explicit BodyTracingScope(Graph* body);
+  ~BodyTracingScope();
+  BodyTracingScope(const BodyTracingScope&) = delete;
+  BodyTracingScope& operator=(const BodyTracingScope&) = delete;
+};
+
+// Of the bodies being traced on this thread, the innermost one that `graphs` holds, when
+// it is nested deeper than `g` (g itself being no body, or an enclosing one); else null.
+Graph* InnermostTracedBody(const Graph* g, const std::vector<const Graph*>& graphs);
 
 }  // namespace ir
 }  // namespace braze

@@ -380,6 +380,12 @@ absl::StatusOr<Value> LowerConv(LoweringContext& ctx, const std::string& name, O
   }
   absl::StatusOr<Conv2DGeometry> g = Conv2DGeometryOf(attrs.window, x_shape, f_shape);
   if (!g.ok()) return g.status();
+  // A non-empty result of an empty operand (a filter gradient over a batch of 0, a
+  // convolution over 0 input channels) sums nothing: zeros. The schedules' geometry
+  // (Partials divides by the batch) assumes something to sum.
+  for (const Value& v : in) {
+    if (NumElements(v.shape) == 0) return Fill(out.dtype, out.shape, 0);
+  }
   switch (op) {
     case OpKind::kConv2D:
       return ConvForward(ctx, name, *g, in[0], in[1], out);

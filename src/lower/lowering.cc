@@ -420,7 +420,10 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     if (NumElements(type.shape) == 0) {
       result.params.emplace_back();
       result.input_elided.push_back(true);
-      values[{t.node_id(), t.index()}] = Fill(type.dtype, type.shape, 0);
+      Value empty = Fill(type.dtype, type.shape, 0);
+      // Its other dims may be symbolic: a cluster output taken from it is then -1 there.
+      empty.sym = SymbolsOf(symbols, {t.node_id(), t.index()});
+      values[{t.node_id(), t.index()}] = empty;
       continue;
     }
     const std::vector<int> sym = SymbolsOf(symbols, {t.node_id(), t.index()});
@@ -554,7 +557,12 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     }
     const TensorType& out = (*types)[0];
     if (NumElements(out.shape) == 0) {
-      values[{id, 0}] = Fill(out.dtype, out.shape, 0);  // nothing to compute
+      // Nothing to compute; its other dims may still be symbolic (a [2, 0, T] softmax of
+      // an empty query against T keys), so its output type says -1 there, not the
+      // nominal extent the symbol was lowered with.
+      Value empty = Fill(out.dtype, out.shape, 0);
+      empty.sym = SymbolsOf(symbols, {id, 0});
+      values[{id, 0}] = empty;
       continue;
     }
     const std::vector<int> out_sym = SymbolsOf(symbols, {id, 0});

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "braze/function.h"
 #include "braze/jit_scope.h"
@@ -292,6 +295,27 @@ TEST(BadInput, TensorsFromAnotherGraphAndMissingFeedsNameThem) {
   r = s.Run({{x, HostTensor(DType::kF32, {3})}}, {alien});
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(Message(r.status()), HasSubstr("another graph"));
+}
+
+// A negative axis past the rank is named as the caller wrote it: ArgMax(x, -4) of a
+// rank-3 x said "axis -1 out of range" (-4 + 3), an axis that is in range.
+TEST(BadInput, ANegativeAxisOutOfRangeIsNamedAsGiven) {
+  using Build = Tensor (*)(Tensor);
+  const std::vector<std::pair<Build, std::string>> cases = {
+      {[](Tensor t) { return ArgMax(t, -4); }, "axis -4"},
+      {[](Tensor t) {
+         return Concat({t, t}, -4);
+       },
+       "axis -4"},
+      {[](Tensor t) { return Gather(t, ScalarConst(*t.graph(), 0, DType::kI32), -5); }, "axis -5"},
+      {[](Tensor t) { return Iota(t, -4); }, "axis -4"},
+      {[](Tensor t) { return Sum(t, {-4}); }, "axis -4"},
+  };
+  for (const auto& [build, want] : cases) {
+    Graph g;
+    build(Placeholder(g, DType::kF32, {3, 1, 7}, "t"));
+    EXPECT_THAT(std::string(g.status().message()), HasSubstr(want)) << g.status();
+  }
 }
 
 }  // namespace

@@ -165,6 +165,59 @@ TEST(EdgeCases, ReductionsOverAnEmptyAxis) {
       << got.status();
 }
 
+// An empty value whose other dims are symbolic: the scores of an empty query batch
+// against T keys, [2, 0, T], fetched beside a reduction of them. The lowering gave such
+// an empty value the nominal extent it compiles the symbol with (15), so the kernel's
+// output type said [2, 0, 15] and every run failed ("output 0 is f32[2,0,3], expected
+// f32[2,0,15]"; strict: the Run's error; otherwise one warning and op by op).
+TEST(EdgeCases, AnEmptyOutputWithASymbolicDim) {
+  Graph g;
+  Tensor q = Placeholder(g, DType::kF32, {2, -1, 5}, "q");
+  Tensor k = Placeholder(g, DType::kF32, {2, -1, 5}, "k");
+  std::vector<Tensor> fetches;
+  {
+    JitScope scope(g);
+    Tensor scores = Softmax(BatchMatMul(q, k, false, true));
+    fetches = {scores, Mean(Square(scores)), Sum(scores, {1})};
+  }
+  for (int64_t tk : {3, 17}) {
+    SCOPED_TRACE(tk);
+    ExpectFusedMatchesReference(g,
+                                {{q, HostTensor(DType::kF32, {2, 0, 5})},
+                                 {k, HostTensor::RandomUniform(DType::kF32, {2, tk, 5}, 1)}},
+                                fetches, {Scheduler::kAuto});
+  }
+}
+
+// A filter gradient over a batch of 0 (a data loader's empty last batch) is zeros; it
+// was a SIGFPE in the compiler (the filter gradient's partial sums divided the batch by
+// a count of 0). The forward convolution and the pools are empty, their input
+// gradients too.
+TEST(EdgeCases, AFilterGradientOverAnEmptyBatch) {
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    SCOPED_TRACE(format == DataFormat::kNHWC ? "NHWC" : "NCHW");
+    Graph g;
+    Tensor x = Placeholder(
+        g, DType::kF32, format == DataFormat::kNHWC ? Shape{-1, 5, 7, 3} : Shape{-1, 3, 5, 7}, "x");
+    Tensor f = Placeholder(g, DType::kF32, {3, 2, 3, 4}, "f");
+    std::vector<Tensor> fetches;
+    {
+      JitScope scope(g);
+      Tensor y = Conv2D(x, f, {2, 1}, Padding::kSame, format);
+      Tensor p = MaxPool(Relu(y), {2, 3}, {1, 2}, Padding::kSame, format);
+      fetches = {y, p};
+      const std::vector<Tensor> d = Gradients({Sum(Square(p))}, {x, f}).value();
+      fetches.insert(fetches.end(), d.begin(), d.end());
+    }
+    ASSERT_TRUE(g.status().ok()) << g.status();
+    const Shape xs = format == DataFormat::kNHWC ? Shape{0, 5, 7, 3} : Shape{0, 3, 5, 7};
+    ExpectFusedMatchesReference(g,
+                                {{x, HostTensor(DType::kF32, xs)},
+                                 {f, HostTensor::RandomUniform(DType::kF32, {3, 2, 3, 4}, 1)}},
+                                fetches, {Scheduler::kAuto});
+  }
+}
+
 // i32 at its limits: floor division by negative divisors, by 0 and INT32_MIN / -1;
 // Abs, Neg and Square wrapping; reductions, casts and comparisons of the extremes.
 TEST(EdgeCases, IntegerOpsAtTheLimits) {
