@@ -159,6 +159,19 @@ struct GenerateOptions {
   // Drawn from a stream of its own: with 0 (the default) every seed's program is what it
   // was before.
   double control_flow_probability = 0;
+  // The chance a program draws the edges of the op set (braze-fuzz --edges): then 30% of
+  // its ops are what the other families seldom or never draw (docs/FUZZING.md,
+  // "Coverage"): casts between every pair of the six dtypes, comparisons and selects of
+  // every dtype, Max, Min and ArgMax of 16-bit and i32 values, reductions, LogSoftmax,
+  // Concat, Gather and UnsortedSegmentSum over negative axes, OneHot to every dtype,
+  // values with no elements and ops on them, values of rank 5 and 6
+  // (random_program_edges.cc). Drawn from a stream of its own: with 0 (the default)
+  // every seed's program is what it was before.
+  double edges_probability = 0;
+  // Scales the share of the ops each family above draws in a program that draws it
+  // (braze-fuzz --all_families: every family in every program, each with a third of its
+  // usual share, so the generic ops keep half the program). 1: the shares as documented.
+  double family_share = 1;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
