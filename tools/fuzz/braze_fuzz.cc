@@ -176,11 +176,17 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       // Every family in every program, as an outside generator mixes them; flags after
       // it override its settings.
       if (!value.empty()) return false;
-      f->window = 0.3;
-      f->sequence = f->random = f->attention = f->float16 = f->control_flow = f->edges = 1;
-      f->gemm = 0.05;
-      f->family_share = 1.0 / 3;
-      f->max_ops = 24;
+      const GenerateOptions all = AllFamilies();
+      f->window = all.window_probability;
+      f->gemm = all.gemm_probability;
+      f->sequence = all.sequence_probability;
+      f->random = all.random_probability;
+      f->attention = all.attention_probability;
+      f->float16 = all.float16_probability;
+      f->control_flow = all.control_flow_probability;
+      f->edges = all.edges_probability;
+      f->family_share = all.family_share;
+      f->max_ops = all.max_ops;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -431,26 +437,26 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
                             : absl::StrCat("exited with status ", WEXITSTATUS(status));
   // Every flag that changes the program or where it runs.
   // --all_families first: the flags after it (each of its settings) override it.
-  std::string flags = absl::StrCat(f.family_share != 1 ? " --all_families" : "",
-                                   " --max_ops=", f.max_ops);
+  std::string flags =
+      absl::StrCat(f.family_share != 1 ? " --all_families" : "", " --max_ops=", f.max_ops);
   if (f.dynamic >= 0) absl::StrAppend(&flags, " --dynamic=", absl::StrFormat("%.17g", f.dynamic));
   if (f.specials > 0) {
     absl::StrAppend(&flags, " --specials=", absl::StrFormat("%.17g", f.specials));
   }
-  if (f.large > 0) absl::StrAppend(&flags, " --large=", absl::StrFormat("%.17g", f.large));
-  if (f.gemm > 0) absl::StrAppend(&flags, " --gemm=", absl::StrFormat("%.17g", f.gemm));
+  // A probability: when nonzero, or each with --all_families (it sets them).
+  const bool all = f.family_share != 1;
+  auto probability = [&](const char* name, double p) {
+    if (p > 0 || all) absl::StrAppend(&flags, " --", name, "=", absl::StrFormat("%.17g", p));
+  };
+  probability("large", f.large);
+  probability("gemm", f.gemm);
   if (f.window >= 0) absl::StrAppend(&flags, " --window=", absl::StrFormat("%.17g", f.window));
-  if (f.sequence > 0) absl::StrAppend(&flags, " --sequence=", absl::StrFormat("%.17g", f.sequence));
-  if (f.random > 0) absl::StrAppend(&flags, " --random=", absl::StrFormat("%.17g", f.random));
-  if (f.attention > 0) {
-    absl::StrAppend(&flags, " --attention=", absl::StrFormat("%.17g", f.attention));
-  }
-  if (f.float16 > 0) absl::StrAppend(&flags, " --float16=", absl::StrFormat("%.17g", f.float16));
-  if (f.control_flow > 0) {
-    absl::StrAppend(&flags, " --control_flow=", absl::StrFormat("%.17g", f.control_flow));
-  }
-  if (f.edges > 0) absl::StrAppend(&flags, " --edges=", absl::StrFormat("%.17g", f.edges));
-
+  probability("sequence", f.sequence);
+  probability("random", f.random);
+  probability("attention", f.attention);
+  probability("float16", f.float16);
+  probability("control_flow", f.control_flow);
+  probability("edges", f.edges);
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   if (f.function) absl::StrAppend(&flags, " --function");

@@ -14,7 +14,7 @@ namespace braze {
 namespace fuzz {
 namespace {
 
-constexpr DType kDTypes[] = {DType::kF32, DType::kF64, DType::kI32,
+constexpr DType kDTypes[] = {DType::kF32,  DType::kF64,  DType::kI32,
                              DType::kBool, DType::kBF16, DType::kF16};
 
 const char* PaddingName(Padding p) {
@@ -36,8 +36,7 @@ std::vector<std::string> WindowFeatures(const Node& n) {
   if (const auto* c = std::get_if<Conv2DAttrs>(&n.attrs())) {
     w = &c->window;
     if (n.op() == OpKind::kConv2D && n.input(1).rank() == 4 && n.input(0).rank() == 4) {
-      const int64_t cin =
-          n.input(0).shape()[c->window.format == DataFormat::kNHWC ? 3 : 1];
+      const int64_t cin = n.input(0).shape()[c->window.format == DataFormat::kNHWC ? 3 : 1];
       const int64_t per_group = n.input(1).shape()[2];
       if (cin > 0 && per_group > 0 && cin != per_group) {
         f.push_back(cin == n.input(1).shape()[3] && per_group == 1 ? "depthwise" : "groups > 1");
@@ -121,6 +120,8 @@ void Coverage::Tally(const Graph& g, std::set<std::string>& seen) {
       dtype = n.input(0).dtype();
     } else if (n.op() == OpKind::kSelect) {
       dtype = n.input(1).dtype();
+    } else if (n.op() == OpKind::kArgMax) {
+      dtype = n.input(0).dtype();  // its output is always i32
     }
     if (n.op() == OpKind::kCast) {
       Count(absl::StrCat("cast/", DTypeName(n.input(0).dtype()), " -> ", DTypeName(out.dtype)),
@@ -140,8 +141,9 @@ void Coverage::Tally(const Graph& g, std::set<std::string>& seen) {
       if (zero) Count(absl::StrCat("shape.0-sized/", op), seen);
       if (one) Count("shape/an op's output with a dim of 1", seen);
       if (symbolic) Count(absl::StrCat("shape.-1/", op), seen);
-      Count(absl::StrCat("shape/rank ", out.shape.size() > 4 ? ">4" : absl::StrCat(out.shape.size())),
-            seen);
+      Count(
+          absl::StrCat("shape/rank ", out.shape.size() > 4 ? ">4" : absl::StrCat(out.shape.size())),
+          seen);
       for (int i = 0; i < n.num_inputs(); ++i) {
         for (size_t d = 0; d + 1 < n.input(i).shape().size(); ++d) {
           if (n.input(i).shape()[d + 1] < 0) {
@@ -180,6 +182,12 @@ void Coverage::Tally(const Graph& g, std::set<std::string>& seen) {
     if (const auto* m = std::get_if<MatMulAttrs>(&n.attrs())) {
       Count(absl::StrCat("matmul/", op, m->transpose_a ? " ta" : "", m->transpose_b ? " tb" : ""),
             seen);
+      for (int i = 0; i < n.num_inputs(); ++i) {
+        if (NumElements(n.input(i).shape()) == 0) {
+          Count(absl::StrCat("matmul/", op, " of an operand with no elements"), seen);
+          break;
+        }
+      }
     }
     for (const std::string& f : WindowFeatures(n)) Count(absl::StrCat("window/", op, " ", f), seen);
     if (const auto* p = std::get_if<PadAttrs>(&n.attrs())) {
@@ -224,11 +232,12 @@ std::string Coverage::Table() const {
   for (int k = 0; k < kNumOps; ++k) nodes.emplace(absl::StrCat("op/", OpName(OpKind(k))), 0);
   for (DType from : kDTypes) {
     for (DType to : kDTypes) {
-      if (from != to) nodes.emplace(absl::StrCat("cast/", DTypeName(from), " -> ", DTypeName(to)), 0);
+      if (from != to)
+        nodes.emplace(absl::StrCat("cast/", DTypeName(from), " -> ", DTypeName(to)), 0);
     }
   }
-  std::string out = absl::StrFormat("coverage of %d programs: feature, nodes, programs holding it\n",
-                                    programs_);
+  std::string out =
+      absl::StrFormat("coverage of %d programs: feature, nodes, programs holding it\n", programs_);
   for (const auto& [feature, count] : nodes) {
     auto it = holders_.find(feature);
     absl::StrAppendFormat(&out, "%-52s %8d %6d\n", feature, count,

@@ -34,8 +34,8 @@ class Coverage {
   void Tally(const Graph& g, std::set<std::string>& seen);
   void Count(const std::string& feature, std::set<std::string>& seen);
 
-  std::map<std::string, int64_t> nodes_;     // per feature: the nodes holding it
-  std::map<std::string, int64_t> holders_;   // per feature: the programs holding it
+  std::map<std::string, int64_t> nodes_;    // per feature: the nodes holding it
+  std::map<std::string, int64_t> holders_;  // per feature: the programs holding it
   int64_t programs_ = 0;
 };
 

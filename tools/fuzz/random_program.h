@@ -175,6 +175,10 @@ struct GenerateOptions {
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
+// braze-fuzz --all_families: every family (but the collectives, braze-fuzz-mpi's) in
+// every program at a third of its share, up to 24 ops, image-shaped 30% of the time and
+// matmul-sized 5%: programs that mix the families as an outside generator would.
+GenerateOptions AllFamilies();
 
 // The program's graph: placeholders (dim 0 -1 where dynamic), ops, and the fetches
 // (then, with gradients, the gradients). Ops whose `keep` entry is false are left out,

@@ -68,6 +68,7 @@ bool ExactOpCode(const std::string& code) {
                              "Cast($0, DType::kBF16)",
                              "OneHot(",
                              "MaxPool(",
+                             "MaxPoolGradGrad(",  // g's values, at exact x's maxima
                              "Gather(",
                              "Iota(",
                              "RandomUniform(",

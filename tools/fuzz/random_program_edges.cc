@@ -9,7 +9,8 @@
 // Div, Pow, Minimum), OneHot to every dtype, Gather and UnsortedSegmentSum of i32 and
 // 16-bit values over negative axes, LogSoftmax and Concat over negative axes, values
 // with no elements (a slice of size 0, then a reduction over the empty axis, a matmul of
-// an empty inner dim, a concatenation, a pad) and values of rank 5 and 6.
+// an empty inner dim, a concatenation, a pad), values of rank 5 and 6, and
+// MaxPoolGradGrad as an op of its own (else only a second-order gradient draws it).
 //
 // Tolerances: each op is judged as the generic ones are (ProgramOp::f32_rounding,
 // half_rounding). A discontinuous op (a cast to i32 or bool, a comparison, ArgMax,
@@ -23,6 +24,7 @@
 // random_program.cc's Generator calls DrawEdgeOp through the Drawer interface
 // (random_program_internal.h), from a random stream of its own.
 #include <algorithm>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,24 +84,27 @@ int Operand(Drawer& d, int a, bool exact) {
   return b;
 }
 
+// A value satisfying `ok` (exact when `exact`), its dtype drawn first, uniformly among
+// those at hand: most values are f32, and a plain Pick would seldom give another.
+int PickAnyDType(Drawer& d, const std::function<bool(const Tensor&)>& ok, bool exact) {
+  std::vector<DType> at_hand;
+  for (DType dtype : kAll) {
+    if (d.Pick([&](const Tensor& t) { return t.dtype() == dtype && ok(t); }, exact) >= 0) {
+      at_hand.push_back(dtype);
+    }
+  }
+  if (at_hand.empty()) return -1;
+  const DType dtype = at_hand[d.Uniform(static_cast<int>(at_hand.size()))];
+  return d.Pick([&](const Tensor& t) { return t.dtype() == dtype && ok(t); }, exact);
+}
+
 // A cast between any two dtypes; to i32 and bool of exact operands only.
 bool DrawCast(Drawer& d) {
   const DType to = kAll[d.Uniform(6)];
   const bool discontinuous = to == DType::kI32 || to == DType::kBool;
-  // The source dtype first, uniformly among those at hand: most values are f32.
-  auto fits = [&](const Tensor& t) {
-    return t.dtype() != to && Elements(t.shape()) <= kMaxElements;
-  };
-  std::vector<DType> from;
-  for (DType dtype : kAll) {
-    if (d.Pick([&](const Tensor& t) { return t.dtype() == dtype && fits(t); }, discontinuous) >= 0) {
-      from.push_back(dtype);
-    }
-  }
-  if (from.empty()) return false;
-  const DType source = from[d.Uniform(static_cast<int>(from.size()))];
-  const int a = d.Pick([&](const Tensor& t) { return t.dtype() == source && fits(t); },
-                       discontinuous);
+  const int a = PickAnyDType(
+      d, [&](const Tensor& t) { return t.dtype() != to && Elements(t.shape()) <= kMaxElements; },
+      discontinuous);
   if (a < 0) return false;
   d.Push(
       {a}, [to](Graph&, const std::vector<Tensor>& v) { return Cast(v[0], to); },
@@ -109,7 +114,8 @@ bool DrawCast(Drawer& d) {
 
 // Greater, Less or Equal of two exact values of one dtype (any but bool; Equal of bools).
 bool DrawCompare(Drawer& d) {
-  const int a = d.Pick([](const Tensor& t) { return Elements(t.shape()) <= kMaxElements; }, true);
+  const int a = PickAnyDType(
+      d, [](const Tensor& t) { return Elements(t.shape()) <= kMaxElements; }, true);
   if (a < 0) return false;
   const bool boolean = d.value(a).dtype() == DType::kBool;
   const int b = Operand(d, a, true);
@@ -125,7 +131,8 @@ bool DrawCompare(Drawer& d) {
 
 // Select of values of any dtype by an earlier bool value or a fresh bool constant.
 bool DrawSelect(Drawer& d) {
-  const int a = d.Pick([](const Tensor& t) { return Known(t) && Elements(t.shape()) <= kMaxElements; });
+  const int a = PickAnyDType(
+      d, [](const Tensor& t) { return Known(t) && Elements(t.shape()) <= kMaxElements; }, false);
   if (a < 0) return false;
   const Shape shape = d.value(a).shape();
   const int b = Operand(d, a, false);
@@ -144,7 +151,8 @@ bool DrawSelect(Drawer& d) {
 // Max, Min, Sum, Mean and ArgMax of any numeric dtype, over axes counted from the end.
 bool DrawReduce(Drawer& d) {
   const int which = d.Uniform(5);  // Max, Min, ArgMax, Sum, Mean
-  const int a = d.Pick(
+  const int a = PickAnyDType(
+      d,
       [&](const Tensor& t) {
         return Numeric(t.dtype()) && (which != 4 || t.dtype() != DType::kI32) &&
                (which != 2 || t.rank() > 0);
@@ -187,7 +195,8 @@ bool DrawReduce(Drawer& d) {
 bool DrawFloatOp(Drawer& d) {
   const int k = d.Uniform(11);
   const bool discontinuous = k == 4 || k == 5;  // Floor, Sign
-  const int a = d.Pick(
+  const int a = PickAnyDType(
+      d,
       [](const Tensor& t) { return IsFloating(t.dtype()) && Elements(t.shape()) <= kMaxElements; },
       discontinuous);
   if (a < 0) return false;
@@ -302,7 +311,10 @@ bool DrawNegativeAxis(Drawer& d) {
   s[rank + axis] = 1 + d.Uniform(4);
   const int b = d.AddConst(x.dtype(), s);
   d.Push(
-      {a, b}, [axis](Graph&, const std::vector<Tensor>& v) { return Concat({v[0], v[1]}, axis); },
+      {a, b},
+      [axis](Graph&, const std::vector<Tensor>& v) {
+        return Concat({v[0], v[1]}, axis);
+      },
       absl::StrCat("Concat({$0, $1}, ", axis, ")"));
   return true;
 }
@@ -311,13 +323,16 @@ bool DrawNegativeAxis(Drawer& d) {
 // over the empty axis, a matmul of an empty inner dim, a concatenation with a non-empty
 // value, a pad, an elementwise op; later ops may read it too.
 bool DrawEmpty(Drawer& d) {
-  const int a = d.Pick([](const Tensor& t) {
-    return t.rank() >= 1 && Known(t) && Elements(t.shape()) <= kMaxElements;
+  const int what = d.Uniform(6);
+  const int a = d.Pick([&](const Tensor& t) {
+    return t.rank() >= 1 && Known(t) && Elements(t.shape()) <= kMaxElements &&
+           (what != 1 || (t.rank() == 2 && IsFloating(t.dtype())));
   });
   if (a < 0) return false;
   const Tensor x = d.value(a);
   const int rank = x.rank();
-  const int axis = d.Uniform(rank);
+  // A matmul's operand is emptied along its inner dim.
+  const int axis = what == 1 && rank == 2 ? 1 : d.Uniform(rank);
   std::vector<int64_t> begin(rank, 0), size(x.shape().begin(), x.shape().end());
   begin[axis] = d.Uniform(static_cast<int>(x.shape()[axis]) + 1);
   size[axis] = 0;
@@ -325,7 +340,7 @@ bool DrawEmpty(Drawer& d) {
       {a}, [begin, size](Graph&, const std::vector<Tensor>& v) { return Slice(v[0], begin, size); },
       absl::StrCat("Slice($0, ", Ints(begin), ", ", Ints(size), ")"));
   const DType dtype = x.dtype();
-  switch (d.Uniform(6)) {
+  switch (what) {
     case 0: {  // a reduction over the empty axis (and maybe others)
       if (!Numeric(dtype)) return true;
       const int which = d.Uniform(IsFloating(dtype) ? 4 : 3);
@@ -360,7 +375,9 @@ bool DrawEmpty(Drawer& d) {
     case 2:  // x itself, through an empty piece
       d.Push(
           {a, e},
-          [axis](Graph&, const std::vector<Tensor>& v) { return Concat({v[1], v[0], v[1]}, axis); },
+          [axis](Graph&, const std::vector<Tensor>& v) {
+            return Concat({v[1], v[0], v[1]}, axis);
+          },
           absl::StrCat("Concat({$1, $0, $1}, ", axis, ")"));
       return true;
     case 3: {  // the pad value alone
@@ -439,10 +456,51 @@ bool DrawHighRank(Drawer& d) {
   }
 }
 
+// MaxPoolGradGrad(x, g): g (shaped as x) read at each pooling window's first maximum of
+// x, which is exact (the routing is discontinuous); drawn only as a second-order
+// gradient elsewhere (6 of 3,000 programs). Any padding, stride, window and format.
+bool DrawMaxPoolGradGrad(Drawer& d) {
+  const int x = d.Pick(
+      [](const Tensor& t) {
+        return (t.dtype() == DType::kF32 || t.dtype() == DType::kF64) && t.rank() == 4 &&
+               Known(t) && Elements(t.shape()) > 0 && Elements(t.shape()) <= 20000;
+      },
+      true);
+  if (x < 0) return false;
+  const Tensor xv = d.value(x);
+  Pool2DAttrs p;
+  p.size_h = 1 + d.Uniform(3);
+  p.size_w = d.Chance(0.6) ? p.size_h : 1 + d.Uniform(3);
+  p.window.stride_h = 1 + d.Uniform(3);
+  p.window.stride_w = d.Chance(0.6) ? p.window.stride_h : 1 + d.Uniform(3);
+  p.window.format = d.Chance(0.5) ? DataFormat::kNHWC : DataFormat::kNCHW;
+  static const Padding kPaddings[] = {Padding::kValid, Padding::kSame, Padding::kExplicit};
+  static const char* kPaddingCodes[] = {"Padding::kValid", "Padding::kSame", "Padding::kExplicit"};
+  const int padding = d.Uniform(3);
+  p.window.padding = kPaddings[padding];
+  if (p.window.padding == Padding::kExplicit) {
+    p.window.pad_top = d.Uniform(static_cast<int>(p.size_h));
+    p.window.pad_bottom = d.Uniform(static_cast<int>(p.size_h));
+    p.window.pad_left = d.Uniform(static_cast<int>(p.size_w));
+    p.window.pad_right = d.Uniform(static_cast<int>(p.size_w));
+  }
+  const Window2D& w = p.window;
+  const std::string code = absl::StrCat(
+      "MaxPoolGradGrad($0, $1, Pool2DAttrs{", p.size_h, ", ", p.size_w, ", Window2D{", w.stride_h,
+      ", ", w.stride_w, ", 1, 1, ", kPaddingCodes[padding], ", ", w.pad_top, ", ", w.pad_bottom,
+      ", ", w.pad_left, ", ", w.pad_right, ", ",
+      w.format == DataFormat::kNHWC ? "DataFormat::kNHWC" : "DataFormat::kNCHW", "}, {}})");
+  const int g = d.Chance(0.5) ? d.AddConst(xv.dtype(), xv.shape()) : x;
+  d.Push(
+      {x, g}, [p](Graph&, const std::vector<Tensor>& v) { return MaxPoolGradGrad(v[0], v[1], p); },
+      code);
+  return true;
+}
+
 }  // namespace
 
 bool DrawEdgeOp(Drawer& d) {
-  switch (d.Uniform(13)) {
+  switch (d.Uniform(14)) {
     case 0:
     case 1:
       return DrawCast(d);
@@ -464,8 +522,10 @@ bool DrawEdgeOp(Drawer& d) {
     case 10:
     case 11:
       return DrawEmpty(d);
-    default:
+    case 12:
       return DrawHighRank(d);
+    default:
+      return DrawMaxPoolGradGrad(d);
   }
 }
 

@@ -457,8 +457,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp() || ControlFlowOp() ||
-        EdgeOp())
+    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp() || ControlFlowOp() || EdgeOp())
       return true;
     switch (Uniform(20)) {
       case 0:
