@@ -477,6 +477,29 @@ TEST(RandomGraphs, EdgeOpsMatchReference) {
   EXPECT_EQ(RunSlice(7400, 7412, slice), 12);
 }
 
+// A program of --edges with a -1 batch is also fed 0 rows (Program::empty_batch), after
+// its other sizes: six runs compared, the last an empty batch.
+TEST(RandomGraphs, EdgeProgramsRunAnEmptyBatchToo) {
+  GenerateOptions gen;
+  gen.edges_probability = 1;
+  gen.dynamic_probability = 0.6;
+  int checked = 0;
+  for (uint64_t seed = 7420; seed < 7460 && checked < 2; ++seed) {
+    const Program p = GenerateProgram(seed, gen);
+    const bool dynamic = std::any_of(p.inputs.begin(), p.inputs.end(),
+                                     [](const ProgramInput& in) { return in.dynamic0; });
+    if (!p.empty_batch || !dynamic || p.max_elements > 2000) continue;
+    ++checked;
+    RunOptions o;
+    o.scheduler = kSchedulers[seed % 5];
+    const Outcome out = RunProgram(p, o);
+    EXPECT_EQ(out.kind, Outcome::Kind::kPass) << "seed " << seed << ": " << out.detail << "\n"
+                                              << ProgramToCpp(p);
+    EXPECT_EQ(out.runs, 6) << "seed " << seed;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
 // Every family in one program (braze-fuzz --all_families), as an outside generator
 // mixes them; the quick ones (few elements, no matmul past the reference's plain loops'
 // second).

@@ -21,11 +21,20 @@ namespace {
 // The feed sizes of dim 0 of dynamic inputs: the first shape's, then others, 1 included,
 // and two of at least kMinSymbolicExtent after them, so a symbolic kernel compiled for
 // one size serves another (docs/SYMBOLIC_SHAPES.md).
+// Last, 0 rows where the program asks for it (Program::empty_batch).
 std::vector<int64_t> Sizes(const Program& p) {
   for (const ProgramInput& in : p.inputs) {
-    if (in.dynamic0) return {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
+    if (!in.dynamic0) continue;
+    std::vector<int64_t> sizes = {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
+    if (p.empty_batch) sizes.push_back(kEmptyBatch);
+    return sizes;
   }
   return {0};
+}
+
+// A size of Sizes() for a failure's detail.
+std::string SizeName(int64_t size0) {
+  return size0 == kEmptyBatch ? "0 (an empty batch)" : absl::StrCat(size0);
 }
 
 // The elements of `got` that differ from `want` beyond the tolerance.
@@ -274,7 +283,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
-      out.detail = absl::StrCat("size0 ", size0, ": ", got.status().ToString());
+      out.detail = absl::StrCat("size0 ", SizeName(size0), ": ", got.status().ToString());
       return out;
     }
     // Every fetch and size is compared: an ill-conditioned one is remembered and the rest
@@ -286,7 +295,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       if (diff.text.empty()) continue;
       const bool noise = IllConditioned(p, keep, f, values, (*got)[f], (*want)[f], diff.bad, tol);
       const std::string detail = absl::StrCat(
-          "size0 ", size0, ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
+          "size0 ", SizeName(size0), ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
           compiled.ClusterOf(f), ", ", tol.name, " tolerance): ", diff.text,
           noise ? " (the reference moves as much when the inputs move by a few ulps)" : "");
       if (noise) {

@@ -84,6 +84,10 @@ struct Program {
   int64_t max_matmul_work = 0;
   int64_t max_elements = 0;  // the most elements of one value (inputs and ops)
   bool image = false;        // image-shaped (GenerateOptions::window_probability)
+  // Its dynamic inputs are fed 0 rows too, after their other sizes (MakeFeeds's
+  // kEmptyBatch): half the programs that draw the edges (GenerateOptions::
+  // edges_probability), from its stream.
+  bool empty_batch = false;
   int num_values() const { return static_cast<int>(inputs.size() + ops.size()); }
 };
 
@@ -225,6 +229,8 @@ HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt);
 // Feeds for the placeholders: seeded random values, never all zeros; an input with
 // specials has about one value in 8 replaced by one of them (at least one). `size0` replaces
 // dim 0 of dynamic inputs (0: their first shape).
+// kEmptyBatch as `size0`: dynamic inputs are fed 0 rows (Program::empty_batch).
+inline constexpr int64_t kEmptyBatch = -1;
 std::vector<HostTensor> MakeFeeds(const Program& program, int64_t size0 = 0);
 
 // A self-contained C++ function that builds the program (ops in `keep`) and its feeds.

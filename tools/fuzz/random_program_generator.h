@@ -85,6 +85,11 @@ class Generator : public internal::Drawer {
     // An attention program fetches its gradients (the backward ops) half the time.
     if (attention_ == 1 && !program_.gradients) program_.gradients = attention_rng_() % 7 < 2;
     program_.image = window_.image;
+    if (edges_ == 1) {  // the edges' stream: other programs draw what they drew
+      std::swap(rng_, edges_rng_);
+      program_.empty_batch = Chance(0.5);
+      std::swap(rng_, edges_rng_);
+    }
     for (const Tensor& t : values_) {
       program_.max_elements = std::max(program_.max_elements, NumElements(Concrete(t.shape())));
     }
