@@ -271,6 +271,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   std::optional<CompiledSide> reference_function;
   if (o.function) reference_function.emplace(p, keep, g, *built, ref_options, true);
   std::string ill_conditioned;  // the first such fetch's detail
+  absl::Status rejected;        // the reference's first refusal, for a skip's detail
   for (int64_t size0 : Sizes(p)) {
     const std::vector<HostTensor> values = MakeFeeds(p, size0);
     Feeds feeds;
@@ -278,7 +279,10 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       feeds.emplace_back(built->placeholders[i], values[i]);
     auto want = reference_function.has_value() ? reference_function->Run(values)
                                                : reference.Run(feeds, built->fetches);
-    if (!want.ok()) continue;  // these sizes are invalid for the graph: the user's error
+    if (!want.ok()) {  // these sizes are invalid for the graph: the user's error
+      if (rejected.ok()) rejected = want.status();
+      continue;
+    }
     auto got = compiled.Run(values);
     ++out.runs;
     if (!got.ok()) {
@@ -314,7 +318,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   }
   if (out.runs == 0) {
     out.kind = Outcome::Kind::kSkip;
-    out.detail = "the reference rejected every feed size";
+    out.detail = absl::StrCat("the reference rejected every feed size: ", rejected.ToString());
   }
   return out;
 }
