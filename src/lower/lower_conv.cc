@@ -44,6 +44,9 @@ constexpr int64_t kMinPartialWork = 2048;
 // batch of n. A static batch prefers a divisor of n (no test that an image exists)
 // unless that halves the partials.
 int64_t Partials(int64_t work, int64_t n, bool symbolic) {
+  // An empty batch (a -1 batch fed 0 rows): nothing to split, and no divisor of 0 (it
+  // divided by zero compiling; braze-fuzz seed 62600057).
+  if (!symbolic && n < 1) return 1;
   const int64_t want = std::min(std::clamp<int64_t>(work / kMinPartialWork, 1, kMaxPartials),
                                 symbolic ? kMinSymbolicExtent : n);
   if (symbolic) return want;

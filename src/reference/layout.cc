@@ -204,8 +204,9 @@ Kernel RunOneHot(const OneHotAttrs& attrs, const HostTensor& indices, const Tens
   }
   Shape expected_shape = indices.shape();
   expected_shape.push_back(attrs.depth);
-  BRAZE_RETURN_IF_ERROR(
-      CheckOutput("OneHot", indices, TensorType{attrs.dtype, expected_shape}, out_type));
+  // A 16-bit OneHot is computed in f32 and rounded once (RunReferenceKernel), as Iota.
+  BRAZE_RETURN_IF_ERROR(CheckOutput(
+      "OneHot", indices, TensorType{ComputeDType(attrs.dtype), expected_shape}, out_type));
   HostTensor out(out_type.dtype, out_type.shape);
   const int32_t* idx = indices.data<int32_t>();
   const int64_t depth = attrs.depth;

@@ -20,6 +20,7 @@
 #include "braze/logging.h"
 #include "device/cpu_gemm.h"
 #include "runtime/flags.h"
+#include "tools/fuzz/fuzz_coverage.h"
 #include "tools/fuzz/fuzz_runner.h"
 
 namespace braze {
@@ -461,6 +462,108 @@ TEST(RandomGraphs, MinimizerShrinksAFailureToAFewOps) {
     return;
   }
   FAIL() << "no program in seeds 1..39 formed a cluster";
+}
+
+// The edges of the op set (braze-fuzz --edges, tools/fuzz/random_program_edges.cc):
+// casts between every pair of dtypes, comparisons and selects of every dtype, negative
+// axes, values with no elements and ops on them, ranks 5 and 6.
+TEST(RandomGraphs, EdgeOpsMatchReference) {
+  Slice slice;
+  slice.gen.edges_probability = 1;
+  slice.gen.dynamic_probability = 0.3;
+  slice.gen.specials_probability = 0.3;
+  slice.flags = " --edges --dynamic=0.3 --specials=0.3";
+  slice.vary_threads = true;
+  EXPECT_EQ(RunSlice(7400, 7412, slice), 12);
+}
+
+// A program of --edges with a -1 batch is also fed 0 rows (Program::empty_batch), after
+// its other sizes: six runs compared, the last an empty batch.
+TEST(RandomGraphs, EdgeProgramsRunAnEmptyBatchToo) {
+  GenerateOptions gen;
+  gen.edges_probability = 1;
+  gen.dynamic_probability = 0.6;
+  int checked = 0;
+  for (uint64_t seed = 7420; seed < 7460 && checked < 2; ++seed) {
+    const Program p = GenerateProgram(seed, gen);
+    const bool dynamic = std::any_of(p.inputs.begin(), p.inputs.end(),
+                                     [](const ProgramInput& in) { return in.dynamic0; });
+    if (!p.empty_batch || !dynamic || p.max_elements > 2000) continue;
+    ++checked;
+    RunOptions o;
+    o.scheduler = kSchedulers[seed % 5];
+    const Outcome out = RunProgram(p, o);
+    EXPECT_EQ(out.kind, Outcome::Kind::kPass) << "seed " << seed << ": " << out.detail << "\n"
+                                              << ProgramToCpp(p);
+    EXPECT_EQ(out.runs, 6) << "seed " << seed;
+  }
+  EXPECT_EQ(checked, 2);
+}
+
+// Every family in one program (braze-fuzz --all_families), as an outside generator
+// mixes them; the quick ones (few elements, no matmul past the reference's plain loops'
+// second).
+TEST(RandomGraphs, AllFamiliesInOneProgramMatchReference) {
+  Slice slice;
+  slice.gen = AllFamilies();
+  slice.gen.dynamic_probability = 0.3;
+  slice.gen.specials_probability = 0.3;
+  slice.flags = " --all_families --dynamic=0.3 --specials=0.3";
+  slice.vary_threads = true;
+  slice.wanted = [](const Program& p) { return p.max_elements <= 2000; };
+  slice.count = 4;
+  EXPECT_EQ(RunSlice(7500, 7600, slice), 4);
+}
+
+// braze-fuzz --coverage over the mixed programs: every op of op_list.def that a
+// single-process program can hold (not the collectives, state updates but BatchNorm's,
+// host calls), every cast between two dtypes, reductions over an empty axis, ranks 5
+// and 6 and negative axes are drawn in 1,000 programs.
+TEST(RandomGraphs, AllFamiliesCoverEveryOpCastAndEdge) {
+  Coverage coverage;
+  GenerateOptions gen = AllFamilies();
+  gen.dynamic_probability = 0.3;
+  for (uint64_t seed = 1; seed < 1001; ++seed) coverage.Add(GenerateProgram(seed, gen));
+  EXPECT_EQ(coverage.nodes("program/does not build"), 0);
+  for (int k = 0; k < kNumOps; ++k) {
+    const OpKind op = static_cast<OpKind>(k);
+    const OpCategory category = OpCategoryOf(op);
+    if (category == OpCategory::kCollective || category == OpCategory::kHostCall ||
+        op == OpKind::kAssign || op == OpKind::kAssignAdd) {
+      continue;
+    }
+    EXPECT_GT(coverage.nodes(absl::StrCat("op/", OpName(op))), 0) << OpName(op);
+  }
+  const char* kDTypes[] = {"f32", "f64", "i32", "bool", "bf16", "f16"};
+  for (const char* from : kDTypes) {
+    for (const char* to : kDTypes) {
+      if (from == to) continue;
+      EXPECT_GT(coverage.nodes(absl::StrCat("cast/", from, " -> ", to)), 0) << from << " " << to;
+    }
+  }
+  for (const char* feature : {"reduce/Sum over an empty axis",
+                              "reduce/Max over an empty axis",
+                              "reduce/Min over an empty axis",
+                              "reduce/Mean over an empty axis",
+                              "matmul/MatMul of an operand with no elements",
+                              "shape/rank >4",
+                              "axes/negative axis: ArgMax",
+                              "axes/negative axis: Concat",
+                              "axes/negative axis: LogSoftmax",
+                              "axes/negative axis: Gather",
+                              "op.dtype/Select bool",
+                              "op.dtype/Select bf16",
+                              "op.dtype/Equal f16",
+                              "op.dtype/Less bf16",
+                              "op.dtype/Max bf16",
+                              "op.dtype/ArgMax i32",
+                              "layout/OneHot to bool",
+                              "layout/OneHot to f16",
+                              "window/Conv2D padding explicit",
+                              "window/MaxPool padding SAME",
+                              "window/AvgPool stride h != w"}) {
+    EXPECT_GT(coverage.nodes(feature), 0) << feature;
+  }
 }
 
 // Functions (braze-fuzz --function): each program traced as a jit_compile Function with

@@ -470,6 +470,25 @@ TEST(ConvOperands, AnUpdateSerialOverTheBatchKeepsEveryTap) {
   EXPECT_TRUE(CompileRunCompareLoops(d, Scheduler::kMullapudi2016, kConvTol));
 }
 
+// An empty batch (a -1 batch fed 0 rows, compiled for its concrete shapes): the filter
+// gradient is 0, the conv and the input gradient have no elements. The filter
+// gradient's split into partial sums took a divisor of the batch, 0: a division by zero
+// killed the process while compiling (braze-fuzz --all_families seed 62600057).
+TEST(ConvOperands, AnEmptyBatchCompiles) {
+  for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+    const Window2D w{2, 1, 1, 1, Padding::kSame, 0, 0, 0, 0, format};
+    for (Scheduler scheduler : {Scheduler::kSafeDefault, Scheduler::kMullapudi2016}) {
+      Case c;
+      Tensor x = c.Input(Random(f32, MakeShape(format, 0, 8, 5, 3), 81));
+      Tensor f = c.Input(Random(f32, {3, 3, 3, 4}, 82));
+      Tensor dy = c.Input(Random(f32, MakeShape(format, 0, 4, 5, 4), 83));
+      c.outputs = {Conv2DBackpropFilter(x, {3, 3, 3, 4}, dy, w), Conv2D(x, f, w),
+                   Conv2DBackpropInput(MakeShape(format, 0, 8, 5, 3), f, dy, w)};
+      EXPECT_TRUE(CompileRunCompareLoops(c, scheduler, kConvTol)) << FormatName(format);
+    }
+  }
+}
+
 // A padded window of a conv with an infinite weight: padding taps contribute nothing
 // (not 0 * inf = NaN).
 TEST(ConvSpecialValues, PaddingTapsIgnoreInfiniteWeights) {

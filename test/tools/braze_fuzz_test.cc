@@ -41,6 +41,23 @@ TEST(BrazeFuzz, TheLogNamesItsSettings) {
   EXPECT_EQ(RunFuzz("--seeds=104 --threads=-1", &out), 2) << out;
 }
 
+// --coverage runs nothing and prints the table; --all_families turns every family on
+// (the settings line says so) and a hang's reproduce line repeats it first.
+TEST(BrazeFuzz, CoverageOfAllFamilies) {
+  std::string out;
+  EXPECT_EQ(RunFuzz("--coverage --all_families --seeds=1:41", &out), 0) << out;
+  for (const char* line : {"coverage of 40 programs", "op/Conv2D ", "cast/i32 -> bf16 ",
+                           "op/AllReduce ", " edges=1 family_share=0.333333 ", " max_ops=24 "}) {
+    EXPECT_THAT(out, HasSubstr(line)) << out;
+  }
+  EXPECT_THAT(out, ::testing::Not(HasSubstr("graphs run"))) << out;
+  EXPECT_EQ(RunFuzz("--seeds=1 --all_families --attention=0 --seed_timeout=0.01", &out), 1) << out;
+  EXPECT_THAT(out, HasSubstr("reproduce: braze-fuzz --seeds=1 --scheduler=random --verbose "
+                             "--all_families --max_ops=24 "))
+      << out;
+  EXPECT_THAT(out, HasSubstr(" --attention=0 ")) << out;
+}
+
 // A timeout far below a seed's compile time: every seed is killed and reported, and the
 // run still ends, with exit status 1.
 TEST(BrazeFuzz, ASeedRunningPastTheTimeoutIsReportedAsAHang) {

@@ -27,12 +27,19 @@
 // and in half of them its gradients; default 0; bare: every program), --float16[=P] (the
 // chance a program draws bf16 and f16 values, ops on them and casts; default 0; bare:
 // every program), --control_flow[=P] (the chance a program draws Conds, Scans and
-// bounded Whiles around random bodies; default 0; bare: every program),
+// bounded Whiles around random bodies; default 0; bare: every program), --edges[=P] (the
+// chance a program draws what the other families seldom or never do: casts between every
+// pair of dtypes, comparisons and selects of every dtype, negative axes, values with no
+// elements, ranks 5 and 6; default 0; bare: every program), --all_families (every family
+// in every program at a third of its usual share, 24 ops at most, window 0.3 and gemm
+// 0.05, as an outside generator mixes them; flags after it override it),
 // --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
 // --verbose (a line per seed), --print (print the programs
-// as C++ and run nothing). Exit status 1 on any
+// as C++ and run nothing), --coverage (tally the ops, dtypes and modes the programs hold,
+// their gradients and control flow bodies included, and print the table; run nothing:
+// tools/fuzz/fuzz_coverage.h). Exit status 1 on any
 // mismatch or error. The first line ("braze-fuzz: settings: ...") and the summary name
 // every setting, the disk cache's and BRAZE_FLAGS included, so a kept log says how it
 // ran (docs/FUZZING.md, "Campaigns"). The last line reads "braze-fuzz: N passed, M failed".
@@ -64,6 +71,7 @@
 #include "absl/strings/str_split.h"
 #include "braze/logging.h"
 #include "compile/disk_cache.h"
+#include "tools/fuzz/fuzz_coverage.h"
 #include "tools/fuzz/fuzz_runner.h"
 
 namespace braze {
@@ -87,6 +95,7 @@ struct Flags {
   bool minimize = true;
   bool verbose = false;
   bool print = false;
+  bool coverage = false;  // tally what the programs hold (fuzz_coverage.h), run nothing
   int max_ops = 14;
   double dynamic = -1;  // < 0: the generator's default
   double specials = 0;
@@ -98,6 +107,8 @@ struct Flags {
   double attention = 0;       // GenerateOptions::attention_probability
   double float16 = 0;         // GenerateOptions::float16_probability
   double control_flow = 0;    // GenerateOptions::control_flow_probability (cf, issue 40)
+  double edges = 0;           // GenerateOptions::edges_probability
+  double family_share = 1;    // GenerateOptions::family_share (--all_families: 1/3)
   int threads = 0;            // SessionOptions::num_threads; -1: random per seed
   double seed_timeout = 600;  // seconds; 0: none
 };
@@ -159,6 +170,23 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       if (!ParseProbability(value, &f->float16)) return false;
     } else if (arg == "--control_flow") {
       if (!ParseProbability(value, &f->control_flow)) return false;
+    } else if (arg == "--edges") {
+      if (!ParseProbability(value, &f->edges)) return false;
+    } else if (arg == "--all_families") {
+      // Every family in every program, as an outside generator mixes them; flags after
+      // it override its settings.
+      if (!value.empty()) return false;
+      const GenerateOptions all = AllFamilies();
+      f->window = all.window_probability;
+      f->gemm = all.gemm_probability;
+      f->sequence = all.sequence_probability;
+      f->random = all.random_probability;
+      f->attention = all.attention_probability;
+      f->float16 = all.float16_probability;
+      f->control_flow = all.control_flow_probability;
+      f->edges = all.edges_probability;
+      f->family_share = all.family_share;
+      f->max_ops = all.max_ops;
     } else if (arg == "--threads") {
       if (value == "random") {
         f->threads = -1;
@@ -173,6 +201,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->verbose = true;
     } else if (arg == "--print") {
       f->print = true;
+    } else if (arg == "--coverage") {
+      f->coverage = true;
     } else {
       return false;
     }
@@ -211,6 +241,8 @@ GenerateOptions GenOptions(const Flags& f) {
   gen.attention_probability = f.attention;
   gen.float16_probability = f.float16;
   gen.control_flow_probability = f.control_flow;
+  gen.edges_probability = f.edges;
+  gen.family_share = f.family_share;
   return gen;
 }
 
@@ -248,7 +280,8 @@ std::string Settings(const Flags& f) {
       " gemm=", f.gemm, " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
       " sequence=", gen.sequence_probability, " random=", gen.random_probability,
       " attention=", gen.attention_probability, " float16=", gen.float16_probability,
-      " control_flow=", gen.control_flow_probability, " threads=",
+      " control_flow=", gen.control_flow_probability, " edges=", gen.edges_probability,
+      " family_share=", gen.family_share, " threads=",
       f.threads < 0    ? "random(1,2,3,4,all)"
       : f.threads == 0 ? "all"
                        : absl::StrCat(f.threads),
@@ -403,23 +436,27 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
                                            strsignal(WTERMSIG(status)), ")")
                             : absl::StrCat("exited with status ", WEXITSTATUS(status));
   // Every flag that changes the program or where it runs.
-  std::string flags = absl::StrCat(" --max_ops=", f.max_ops);
+  // --all_families first: the flags after it (each of its settings) override it.
+  std::string flags =
+      absl::StrCat(f.family_share != 1 ? " --all_families" : "", " --max_ops=", f.max_ops);
   if (f.dynamic >= 0) absl::StrAppend(&flags, " --dynamic=", absl::StrFormat("%.17g", f.dynamic));
   if (f.specials > 0) {
     absl::StrAppend(&flags, " --specials=", absl::StrFormat("%.17g", f.specials));
   }
-  if (f.large > 0) absl::StrAppend(&flags, " --large=", absl::StrFormat("%.17g", f.large));
-  if (f.gemm > 0) absl::StrAppend(&flags, " --gemm=", absl::StrFormat("%.17g", f.gemm));
+  // A probability: when nonzero, or each with --all_families (it sets them).
+  const bool all = f.family_share != 1;
+  auto probability = [&](const char* name, double p) {
+    if (p > 0 || all) absl::StrAppend(&flags, " --", name, "=", absl::StrFormat("%.17g", p));
+  };
+  probability("large", f.large);
+  probability("gemm", f.gemm);
   if (f.window >= 0) absl::StrAppend(&flags, " --window=", absl::StrFormat("%.17g", f.window));
-  if (f.sequence > 0) absl::StrAppend(&flags, " --sequence=", absl::StrFormat("%.17g", f.sequence));
-  if (f.random > 0) absl::StrAppend(&flags, " --random=", absl::StrFormat("%.17g", f.random));
-  if (f.attention > 0) {
-    absl::StrAppend(&flags, " --attention=", absl::StrFormat("%.17g", f.attention));
-  }
-  if (f.float16 > 0) absl::StrAppend(&flags, " --float16=", absl::StrFormat("%.17g", f.float16));
-  if (f.control_flow > 0) {
-    absl::StrAppend(&flags, " --control_flow=", absl::StrFormat("%.17g", f.control_flow));
-  }
+  probability("sequence", f.sequence);
+  probability("random", f.random);
+  probability("attention", f.attention);
+  probability("float16", f.float16);
+  probability("control_flow", f.control_flow);
+  probability("edges", f.edges);
   if (f.threads != 0) absl::StrAppend(&flags, " --threads=", ThreadsFor(f, seed));
   if (!f.jit_device.empty()) absl::StrAppend(&flags, " --jit_device=", f.jit_device);
   if (f.function) absl::StrAppend(&flags, " --function");
@@ -544,10 +581,11 @@ int Main(int argc, char** argv) {
                  "[--dynamic=P] "
                  "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
                  "[--random[=P]] [--attention[=P]] [--float16[=P]] [--control_flow[=P]] "
+                 "[--edges[=P]] [--all_families] "
                  "[--threads=N|random] "
                  "[--seed_timeout=SECONDS] "
                  "[--verbose] "
-                 "[--print]\n");
+                 "[--print] [--coverage]\n");
     return 2;
   }
   Scheduler unused;
@@ -559,6 +597,13 @@ int Main(int argc, char** argv) {
   const std::string settings = Settings(f);
   std::printf("braze-fuzz: settings: %s\n", settings.c_str());
   std::fflush(stdout);
+  if (f.coverage) {  // in this process: building a program runs nothing
+    Coverage coverage;
+    const GenerateOptions gen = GenOptions(f);
+    for (uint64_t seed = f.first; seed < f.last; ++seed) coverage.Add(GenerateProgram(seed, gen));
+    std::printf("%s", coverage.Table().c_str());
+    return 0;
+  }
   const auto start = std::chrono::steady_clock::now();
   const Tally total = RunShards(f, start);
   const double seconds =

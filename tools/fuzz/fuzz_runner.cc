@@ -21,11 +21,20 @@ namespace {
 // The feed sizes of dim 0 of dynamic inputs: the first shape's, then others, 1 included,
 // and two of at least kMinSymbolicExtent after them, so a symbolic kernel compiled for
 // one size serves another (docs/SYMBOLIC_SHAPES.md).
+// Last, 0 rows where the program asks for it (Program::empty_batch).
 std::vector<int64_t> Sizes(const Program& p) {
   for (const ProgramInput& in : p.inputs) {
-    if (in.dynamic0) return {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
+    if (!in.dynamic0) continue;
+    std::vector<int64_t> sizes = {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
+    if (p.empty_batch) sizes.push_back(kEmptyBatch);
+    return sizes;
   }
   return {0};
+}
+
+// A size of Sizes() for a failure's detail.
+std::string SizeName(int64_t size0) {
+  return size0 == kEmptyBatch ? "0 (an empty batch)" : absl::StrCat(size0);
 }
 
 // The elements of `got` that differ from `want` beyond the tolerance.
@@ -262,6 +271,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   std::optional<CompiledSide> reference_function;
   if (o.function) reference_function.emplace(p, keep, g, *built, ref_options, true);
   std::string ill_conditioned;  // the first such fetch's detail
+  absl::Status rejected;        // the reference's first refusal, for a skip's detail
   for (int64_t size0 : Sizes(p)) {
     const std::vector<HostTensor> values = MakeFeeds(p, size0);
     Feeds feeds;
@@ -269,12 +279,15 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       feeds.emplace_back(built->placeholders[i], values[i]);
     auto want = reference_function.has_value() ? reference_function->Run(values)
                                                : reference.Run(feeds, built->fetches);
-    if (!want.ok()) continue;  // these sizes are invalid for the graph: the user's error
+    if (!want.ok()) {  // these sizes are invalid for the graph: the user's error
+      if (rejected.ok()) rejected = want.status();
+      continue;
+    }
     auto got = compiled.Run(values);
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
-      out.detail = absl::StrCat("size0 ", size0, ": ", got.status().ToString());
+      out.detail = absl::StrCat("size0 ", SizeName(size0), ": ", got.status().ToString());
       return out;
     }
     // Every fetch and size is compared: an ill-conditioned one is remembered and the rest
@@ -286,7 +299,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       if (diff.text.empty()) continue;
       const bool noise = IllConditioned(p, keep, f, values, (*got)[f], (*want)[f], diff.bad, tol);
       const std::string detail = absl::StrCat(
-          "size0 ", size0, ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
+          "size0 ", SizeName(size0), ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
           compiled.ClusterOf(f), ", ", tol.name, " tolerance): ", diff.text,
           noise ? " (the reference moves as much when the inputs move by a few ulps)" : "");
       if (noise) {
@@ -305,7 +318,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   }
   if (out.runs == 0) {
     out.kind = Outcome::Kind::kSkip;
-    out.detail = "the reference rejected every feed size";
+    out.detail = absl::StrCat("the reference rejected every feed size: ", rejected.ToString());
   }
   return out;
 }

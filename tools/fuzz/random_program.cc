@@ -18,6 +18,17 @@ namespace fuzz {
 
 using internal::Generator;
 
+GenerateOptions AllFamilies() {
+  GenerateOptions o;
+  o.max_ops = 24;
+  o.window_probability = 0.3;
+  o.gemm_probability = 0.05;
+  o.sequence_probability = o.random_probability = o.attention_probability = 1;
+  o.float16_probability = o.control_flow_probability = o.edges_probability = 1;
+  o.family_share = 1.0 / 3;
+  return o;
+}
+
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options) {
   for (uint64_t attempt = 0;; ++attempt) {
     Generator gen(seed * 7919 + attempt, options);

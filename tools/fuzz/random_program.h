@@ -84,6 +84,10 @@ struct Program {
   int64_t max_matmul_work = 0;
   int64_t max_elements = 0;  // the most elements of one value (inputs and ops)
   bool image = false;        // image-shaped (GenerateOptions::window_probability)
+  // Its dynamic inputs are fed 0 rows too, after their other sizes (MakeFeeds's
+  // kEmptyBatch): half the programs that draw the edges (GenerateOptions::
+  // edges_probability), from its stream.
+  bool empty_batch = false;
   int num_values() const { return static_cast<int>(inputs.size() + ops.size()); }
 };
 
@@ -159,9 +163,26 @@ struct GenerateOptions {
   // Drawn from a stream of its own: with 0 (the default) every seed's program is what it
   // was before.
   double control_flow_probability = 0;
+  // The chance a program draws the edges of the op set (braze-fuzz --edges): then 30% of
+  // its ops are what the other families seldom or never draw (docs/FUZZING.md,
+  // "Coverage"): casts between every pair of the six dtypes, comparisons and selects of
+  // every dtype, Max, Min and ArgMax of 16-bit and i32 values, reductions, LogSoftmax,
+  // Concat, Gather and UnsortedSegmentSum over negative axes, OneHot to every dtype,
+  // values with no elements and ops on them, values of rank 5 and 6
+  // (random_program_edges.cc). Drawn from a stream of its own: with 0 (the default)
+  // every seed's program is what it was before.
+  double edges_probability = 0;
+  // Scales the share of the ops each family above draws in a program that draws it
+  // (braze-fuzz --all_families: every family in every program, each with a third of its
+  // usual share, so the generic ops keep half the program). 1: the shares as documented.
+  double family_share = 1;
 };
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
+// braze-fuzz --all_families: every family (but the collectives, braze-fuzz-mpi's) in
+// every program at a third of its share, up to 24 ops, image-shaped 30% of the time and
+// matmul-sized 5%: programs that mix the families as an outside generator would.
+GenerateOptions AllFamilies();
 
 // The program's graph: placeholders (dim 0 -1 where dynamic), ops, and the fetches
 // (then, with gradients, the gradients). Ops whose `keep` entry is false are left out,
@@ -208,6 +229,8 @@ HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt);
 // Feeds for the placeholders: seeded random values, never all zeros; an input with
 // specials has about one value in 8 replaced by one of them (at least one). `size0` replaces
 // dim 0 of dynamic inputs (0: their first shape).
+// kEmptyBatch as `size0`: dynamic inputs are fed 0 rows (Program::empty_batch).
+inline constexpr int64_t kEmptyBatch = -1;
 std::vector<HostTensor> MakeFeeds(const Program& program, int64_t size0 = 0);
 
 // A self-contained C++ function that builds the program (ops in `keep`) and its feeds.

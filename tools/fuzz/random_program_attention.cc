@@ -150,7 +150,10 @@ int SymbolicLength(Drawer& d) {
     if (!IsFloating(t.dtype()) || t.rank() < 1 || t.shape()[0] >= 0) return false;
     int64_t n = 1;
     for (int64_t s : t.shape()) n *= s < 0 ? 40 : s;
-    return t.shape().back() <= kMaxWidth && n <= kMaxElements;
+    // A known width (or none: rank 1): [-1, -1] is no shape (a -1 last dim came from a
+    // transpose of a -1 batch, say; seed 62001656 with --all_families).
+    return (t.rank() == 1 || t.shape().back() >= 0) && t.shape().back() <= kMaxWidth &&
+           n <= kMaxElements;
   });
   if (x < 0) return -1;
   const Shape to = {-1, d.value(x).rank() == 1 ? 1 : d.value(x).shape().back()};

@@ -68,6 +68,7 @@ bool ExactOpCode(const std::string& code) {
                              "Cast($0, DType::kBF16)",
                              "OneHot(",
                              "MaxPool(",
+                             "MaxPoolGradGrad(",  // g's values, at exact x's maxima
                              "Gather(",
                              "Iota(",
                              "RandomUniform(",
@@ -304,6 +305,7 @@ std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
   for (size_t i = 0; i < p.inputs.size(); ++i) {
     Shape s = p.inputs[i].shape;
     if (p.inputs[i].dynamic0 && size0 > 0) s[0] = size0;
+    if (p.inputs[i].dynamic0 && size0 == kEmptyBatch) s[0] = 0;
     const uint64_t seed = p.seed * 131 + i * 17 + size0;
     HostTensor values = RandomValues(p.inputs[i].dtype, s, seed);
     if (p.inputs[i].grid) values = internal::OnGrid(std::move(values));
@@ -360,6 +362,9 @@ std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
     absl::StrAppend(&out,
                     "// and the gradients of the f32 fetches with respect to the f32 inputs:\n"
                     "// Gradients(f32 fetches, f32 placeholders), appended to the fetches\n");
+  }
+  if (p.empty_batch) {
+    absl::StrAppend(&out, "// run again with the -1 inputs fed 0 rows (an empty batch)\n");
   }
   return out;
 }

@@ -66,6 +66,7 @@ class Generator : public internal::Drawer {
         float16_rng_(seed ^ 0x466c6f617431ull),
         collective_rng_(seed ^ 0x436f6c6c6563ull),
         control_flow_rng_(seed ^ 0x436f6e74726c46ull),
+        edges_rng_(seed ^ 0x4564676573ull),
         options_(options) {
     program_.seed = seed;
   }
@@ -84,6 +85,11 @@ class Generator : public internal::Drawer {
     // An attention program fetches its gradients (the backward ops) half the time.
     if (attention_ == 1 && !program_.gradients) program_.gradients = attention_rng_() % 7 < 2;
     program_.image = window_.image;
+    if (edges_ == 1) {  // the edges' stream: other programs draw what they drew
+      std::swap(rng_, edges_rng_);
+      program_.empty_batch = Chance(0.5);
+      std::swap(rng_, edges_rng_);
+    }
     for (const Tensor& t : values_) {
       program_.max_elements = std::max(program_.max_elements, NumElements(Concrete(t.shape())));
     }
@@ -181,7 +187,7 @@ class Generator : public internal::Drawer {
     if (options_.sequence_probability <= 0) return false;
     SequenceStream stream(this);
     if (sequence_ < 0) sequence_ = Chance(options_.sequence_probability) ? 1 : 0;
-    if (sequence_ == 0 || !Chance(0.35)) return false;
+    if (sequence_ == 0 || !Chance(0.35 * options_.family_share)) return false;
     const size_t ops = program_.ops.size(), values = values_.size();
     const int nodes = g_.num_nodes();
     if (internal::DrawSequenceOp(*this) && g_.status().ok()) return true;
@@ -210,9 +216,13 @@ class Generator : public internal::Drawer {
     return FamilyOp(control_flow_rng_, control_flow_, options_.control_flow_probability, 0.25,
                     internal::DrawControlFlowOp);
   }
+  bool EdgeOp() {
+    return FamilyOp(edges_rng_, edges_, options_.edges_probability, 0.3, internal::DrawEdgeOp);
+  }
   bool FamilyOp(std::mt19937_64& stream, int& on, double p, double share,
                 bool (*draw)(internal::Drawer&)) {
     if (p <= 0) return false;
+    share *= options_.family_share;
     std::swap(rng_, stream);
     if (on < 0) on = Chance(p) ? 1 : 0;
     const size_t ops = program_.ops.size(), values = values_.size();
@@ -452,7 +462,7 @@ class Generator : public internal::Drawer {
     if (gemm_ && Chance(0.2) && MatMulOp()) return true;
     if (DrawsWindowOp() && WindowOp()) return true;
     if (SequenceOp()) return true;
-    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp() || ControlFlowOp())
+    if (RandomOp() || AttentionOp() || Float16Op() || CollectiveOp() || ControlFlowOp() || EdgeOp())
       return true;
     switch (Uniform(20)) {
       case 0:
@@ -544,6 +554,8 @@ class Generator : public internal::Drawer {
   int collective_ = -1;               // whether this program draws collectives; -1: not drawn yet
   std::mt19937_64 control_flow_rng_;  // control flow's stream (ControlFlowOp; cf, issue 40)
   int control_flow_ = -1;             // whether this program draws control flow; -1: not yet
+  std::mt19937_64 edges_rng_;         // the edges' stream (EdgeOp)
+  int edges_ = -1;                    // whether this program draws the edges; -1: not yet
   GenerateOptions options_;
   Program program_;
   Graph g_;

@@ -108,6 +108,10 @@ bool DrawCollectiveOp(Drawer& d);
 // A Cond, Scan or bounded While around a random body (random_program_control_flow.cc;
 // cf, issue 40). False when no value fits.
 bool DrawControlFlowOp(Drawer& d);
+// What the other families seldom or never draw (random_program_edges.cc): casts between
+// every pair of dtypes, comparisons and selects of every dtype, reductions over negative
+// axes, values with no elements, values of rank 5 and 6, ... False when no value fits.
+bool DrawEdgeOp(Drawer& d);
 
 }  // namespace internal
 }  // namespace fuzz

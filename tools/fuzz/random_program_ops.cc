@@ -295,9 +295,12 @@ bool Generator::ReshapeOp() {
       for (int64_t d = 1; d <= total; ++d) {
         if (total % d == 0) divisors.push_back(d);
       }
+      if (total == 0) {  // no divisors (--edges draws values with no elements)
+        out = {0, 1};
+        break;
+      }
       const int64_t d = divisors[Uniform(static_cast<int>(divisors.size()))];
       out = Chance(0.5) ? Shape{d, -1} : Shape{-1, d};
-      if (total == 0) out = {0, 1};
       break;
     }
     default:  // a leading 1, or rank 0 for one element
