@@ -60,7 +60,7 @@ run_asan_binary() {
   if grep -q "Tracer caught signal" "$log" && grep -q "LeakSanitizer has encountered a fatal error" "$log" &&
     ! grep -q "ERROR: \(AddressSanitizer\|LeakSanitizer\)\|runtime error:\|\[  FAILED  \]" "$log"; then
     rm -f "$log"
-    echo "sanitize.sh: LeakSanitizer's tracer crashed at exit (not a finding); running $1 again" >&2
+    echo "sanitize.sh: LeakSanitizer's tracer crashed (not a finding); running $1 again" >&2
     run_or_fail "$@"
     return 0
   fi

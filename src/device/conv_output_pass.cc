@@ -20,6 +20,8 @@ namespace braze {
 namespace onednn {
 namespace {
 
+std::atomic<bool> portable_for_testing{false};
+
 // Whether the f32 bits are NaN or an infinity (all exponent bits set), as 0 or 1:
 // branch-free, so that the loops below vectorize.
 inline uint32_t NonFiniteBit(float v) {
@@ -74,7 +76,8 @@ void ConvOutputPass::Row(int64_t n, int64_t h) {
   auto block = [&](int64_t b) { return src + ((n * cb + b) * oh + h) * ow * 16; };
 #if defined(__x86_64__)
   static const RowFn nhwc_row_from_blocks = PickNhwcRowFromBlocks();
-  if (blocked && !nchw && nhwc_row_from_blocks != nullptr) {
+  if (blocked && !nchw && nhwc_row_from_blocks != nullptr &&
+      !portable_for_testing.load(std::memory_order_relaxed)) {
     const int64_t row = (n * oh + h) * ow * o;
     if (nhwc_row_from_blocks(block(0), oh * ow * 16, residual != nullptr ? residual + row : nullptr,
                              y + row, o, ow, relu)) {
@@ -112,6 +115,10 @@ void ConvOutputPass::Row(int64_t n, int64_t h) {
     }
   }
   if (bad != 0) special.store(true, std::memory_order_relaxed);
+}
+
+void SetConvOutputPassPortableForTesting(bool portable) {
+  portable_for_testing.store(portable, std::memory_order_relaxed);
 }
 
 }  // namespace onednn

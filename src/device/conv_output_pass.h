@@ -27,6 +27,10 @@ struct ConvOutputPass {
   void Row(int64_t n, int64_t h);
 };
 
+// Tests only: true sends every row to the portable loop, so that a machine with AVX-512
+// checks both paths (conv_output_pass_test.cc).
+void SetConvOutputPassPortableForTesting(bool portable);
+
 }  // namespace onednn
 }  // namespace braze
 

@@ -1,6 +1,7 @@
 // The lowering pass; see lowering.h.
 #include "lower/lowering.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <set>
@@ -215,9 +216,15 @@ absl::StatusOr<Value> LowerTypedNode(LoweringContext& ctx, const Node& node,
     case OpKind::kConv2DBackpropInput:
     case OpKind::kConv2DBackpropFilter: {
       const Conv2DAttrs& attrs = node.attrs_as<Conv2DAttrs>();
-      std::optional<Value> call =
-          LowerLibraryConv(ctx, name, op, attrs, in[0], in[1], out, epilogue);
-      if (call.has_value()) return *std::move(call);
+      // An empty operand sums nothing: LowerConv's zeros, never a library call (which
+      // would hand oneDNN a batch or channel count of 0).
+      const bool empty_operand = std::any_of(
+          in.begin(), in.end(), [](const Value& v) { return NumElements(v.shape) == 0; });
+      if (!empty_operand) {
+        std::optional<Value> call =
+            LowerLibraryConv(ctx, name, op, attrs, in[0], in[1], out, epilogue);
+        if (call.has_value()) return *std::move(call);
+      }
       return LowerConv(ctx, name, op, attrs, in, out);
     }
     case OpKind::kMaxPool:

@@ -19,7 +19,9 @@
 //    cluster are contracted first, so unscoped ops join scopes before auto-clustering.
 // 3. Pruning. A cluster with no compile=true op is an auto-cluster: it is dissolved under
 //    kOff, and under kOn1/kOn2 when smaller than min_cluster_size. Clusters that hold an
-//    explicitly compiled op are kept at any size (explicit scopes compile any size).
+//    explicitly compiled op are kept however small. Merges stop at max_cluster_size for
+//    explicit scopes too: a larger scope becomes several clusters, each compiled (the
+//    plan says so in the log: runtime/plan.cc).
 //    Dissolved ops leave the candidates and steps 2-3 rerun, since a dissolved cluster
 //    may have been the only obstacle between two others.
 //

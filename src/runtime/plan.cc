@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -10,6 +11,7 @@
 #include "braze/device.h"
 #include "braze/status.h"
 #include "device/features.h"
+#include "ir/logging.h"
 #include "runtime/remat.h"
 #include "runtime/step_kind.h"
 
@@ -138,6 +140,35 @@ void Claim(Planning& p) {
   }
 }
 
+// Says (info, once per plan) which compile=true scopes max_cluster_size split into
+// several clusters: a user of jit_compile expects one kernel per scope, and the bound is
+// a default (SessionOptions::max_cluster_size) they may not know of. Every part is still
+// compiled.
+void SayScopesSplitBySize(const ClusteringResult& result, int max_cluster_size) {
+  std::set<std::string> split;
+  for (const MergeRefusal& r : result.refusals) {
+    if (r.reason != ExclusionReason::kMaxClusterSize) continue;
+    for (int id : {r.producer, r.consumer}) {
+      const int c = result.ClusterOf(id);
+      if (c >= 0 && result.clusters[c].explicit_scope) split.insert(result.clusters[c].scope);
+    }
+  }
+  if (split.empty()) return;
+  std::map<std::string, std::pair<int, size_t>> parts;  // scope -> clusters, ops
+  for (const Cluster& c : result.clusters) {
+    if (!split.count(c.scope)) continue;
+    ++parts[c.scope].first;
+    parts[c.scope].second += c.nodes.size();
+  }
+  for (const auto& [scope, count] : parts) {
+    LogInfo(
+        0, absl::StrCat("JIT scope ", scope.empty() ? "(none)" : scope, ": ", count.second,
+                        " ops compiled as ", count.first, " clusters of at most ", max_cluster_size,
+                        " ops (SessionOptions::max_cluster_size: Halide's lowering time "
+                        "grows faster than a cluster's size)"));
+  }
+}
+
 // 5. Clusters of compilable ops (the Cluster stage).
 absl::Status ClusterOps(Planning& p) {
   ClusteringResult& result = p.plan->clustering;
@@ -154,6 +185,7 @@ absl::Status ClusterOps(Planning& p) {
   o.claimed = p.claimed_as;
   for (const auto& [id, prior] : p.prior_update) o.extra_edges.emplace_back(prior, id);
   BRAZE_ASSIGN_OR_RETURN(result, MarkForCompilation(p.g, o, p.plan->needed));
+  SayScopesSplitBySize(result, p.options.max_cluster_size);
   return absl::OkStatus();
 }
 

@@ -2,8 +2,8 @@
 // definition: y = relu(src + residual) element by element, the source read out of
 // nChw16c blocks; `special` set exactly when a source element of the o channels (not the
 // blocks' padding) is NaN or infinite. Channel counts around the 16-lane block (1, 15,
-// 16, 17, 70), both formats, with and without the residual and the ReLU; on an AVX-512
-// CPU the NHWC rows take the AVX-512 row, elsewhere the portable loop.
+// 16, 17, 70), both formats, with and without the residual and the ReLU; the NHWC rows
+// through the CPU's own row (AVX-512 where it has it) and through the portable loop.
 #include "device/conv_output_pass.h"
 
 #include <cmath>
@@ -99,18 +99,23 @@ void CheckPass(const Geometry& g, bool nchw, bool blocked, bool residual, bool r
 }
 
 TEST(ConvOutputPass, MatchesItsDefinitionAroundTheChannelBlock) {
-  for (int64_t o : {1, 15, 16, 17, 70}) {
-    for (int64_t ow : {1, 7}) {
-      const Geometry g{2, o, 3, ow};
-      for (bool nchw : {false, true}) {
-        for (bool blocked : {true, false}) {
-          for (int flags = 0; flags < 8; ++flags) {
-            CheckPass(g, nchw, blocked, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0);
+  for (bool portable : {false, true}) {
+    SCOPED_TRACE(portable ? "the portable loop" : "the CPU's own row");
+    SetConvOutputPassPortableForTesting(portable);
+    for (int64_t o : {1, 15, 16, 17, 70}) {
+      for (int64_t ow : {1, 7}) {
+        const Geometry g{2, o, 3, ow};
+        for (bool nchw : {false, true}) {
+          for (bool blocked : {true, false}) {
+            for (int flags = 0; flags < 8; ++flags) {
+              CheckPass(g, nchw, blocked, (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0);
+            }
           }
         }
       }
     }
   }
+  SetConvOutputPassPortableForTesting(false);
 }
 
 }  // namespace

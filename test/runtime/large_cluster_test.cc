@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <string>
 #include <vector>
 
 #include "braze/jit_scope.h"
+#include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
 #include "common/reference_check.h"
@@ -46,8 +48,20 @@ TEST(LargeClusterTest, AHugeScopeIsSplitIntoClustersOfAtMostTheDefaultSize) {
   options.strict = true;
   const int bound = options.max_cluster_size;
   EXPECT_LE(bound, 128);
+  std::vector<std::string> infos;
+  SetLogSink([&](LogSeverity severity, int, std::string_view text) {
+    if (severity == LogSeverity::kInfo) infos.emplace_back(text);
+  });
   auto plan = PlanOf(g, options, fetches);
+  SetLogSink(nullptr);
   ASSERT_TRUE(plan.ok()) << plan.status();
+  // The split is said (once, naming the scope), not silent.
+  int said = 0;
+  for (const std::string& line : infos) {
+    said += line.find("JIT scope jit_scope_0:") != std::string::npos &&
+            line.find("clusters of at most 128 ops") != std::string::npos;
+  }
+  EXPECT_EQ(said, 1) << infos.size() << " info lines";
   int clustered = 0;
   for (const Cluster& c : (*plan)->clustering.clusters) {
     EXPECT_LE(static_cast<int>(c.nodes.size()), bound) << c.name;
