@@ -482,14 +482,14 @@ bool FinishForward(const Api& api, PreparedConv& p, const float* residual, float
     }
   }
   ConvOutputPass pass{blocked ? static_cast<const float*>(p.ys.bytes.get()) : y,
-                   blocked,
-                   k.nchw,
-                   (k.post & kPostRelu) != 0,
-                   (k.post & kPostResidual) != 0 ? residual : nullptr,
-                   y,
-                   k.o,
-                   k.oh,
-                   k.ow};
+                      blocked,
+                      k.nchw,
+                      (k.post & kPostRelu) != 0,
+                      (k.post & kPostResidual) != 0 ? residual : nullptr,
+                      y,
+                      k.o,
+                      k.oh,
+                      k.ow};
   const int rows = static_cast<int>(k.n * k.oh);
   if (api.omp_parallel != nullptr && !kThreadSanitizer) {
     // On oneDNN's OpenMP team, which the primitive just used and which spins for a while
