@@ -518,8 +518,14 @@ const ShippedRun& RunChildren() {
     }
     for (const auto& [target, names] : workloads) {
       const std::string spec = absl::StrCat(target, ";", absl::StrJoin(names, ","));
+      // The child runs without LeakSanitizer's check: on CI's machine its stop-the-world
+      // tracer crashed in the child of the Sapphire Rapids entries at every try (twice in
+      // one run, three times in the next; never on this project's machine), which no
+      // rerun cures. Leaks on these paths (stored schedules, the workloads' sessions) stay
+      // checked by the other tests of this binary, in the parent process.
       const std::string command =
           absl::StrCat("env ", kChildEnv, "=", Shell(spec), " HL_JIT_TARGET=", Shell(target),
+                       " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"",
                        " BRAZE_CACHE_DIR=off /proc/", getpid(), "/exe --gtest_brief=1 ",
                        "--gtest_filter=ShippedSchedulesTest.", kChildTest);
       std::string output;
