@@ -24,6 +24,26 @@ std::string Ints(const std::vector<int64_t>& v) {
 std::string Ints(const std::vector<int>& v) {
   return absl::StrCat("{", absl::StrJoin(v, ", "), "}");
 }
+BuildFn ReductionBuild(ReduceKind r, std::vector<int> axes, bool keep) {
+  return [r, axes = std::move(axes), keep](Graph&, const std::vector<Tensor>& v) {
+    switch (r) {
+      case ReduceKind::kSum:
+        return Sum(v[0], axes, keep);
+      case ReduceKind::kMax:
+        return Max(v[0], axes, keep);
+      case ReduceKind::kMin:
+        return Min(v[0], axes, keep);
+      case ReduceKind::kMean:
+        return Mean(v[0], axes, keep);
+    }
+    return Tensor();
+  };
+}
+std::string ReductionCode(ReduceKind r, const std::vector<int>& axes, bool keep) {
+  static const char* const kNames[] = {"Sum", "Max", "Min", "Mean"};
+  return absl::StrCat(kNames[static_cast<int>(r)], "($0, ", Ints(axes), ", ",
+                      keep ? "true" : "false", ")");
+}
 std::string DTypeCode(DType d) {
   switch (d) {
     case DType::kF32:

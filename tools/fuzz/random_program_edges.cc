@@ -172,22 +172,11 @@ bool DrawReduce(Drawer& d) {
     if (d.Chance(0.5)) axes.push_back(i - rank);
   }
   const bool keep = d.Chance(0.5);
-  static const char* kNames[] = {"Max", "Min", "", "Sum", "Mean"};
-  d.Push(
-      {a},
-      [which, axes, keep](Graph&, const std::vector<Tensor>& v) {
-        switch (which) {
-          case 0:
-            return Max(v[0], axes, keep);
-          case 1:
-            return Min(v[0], axes, keep);
-          case 3:
-            return Sum(v[0], axes, keep);
-          default:
-            return Mean(v[0], axes, keep);
-        }
-      },
-      absl::StrCat(kNames[which], "($0, ", Ints(axes), ", ", keep ? "true" : "false", ")"));
+  // By `which`; 2, ArgMax, is drawn above (its entry is never read).
+  static const ReduceKind kReductions[] = {ReduceKind::kMax, ReduceKind::kMin, ReduceKind::kMax,
+                                           ReduceKind::kSum, ReduceKind::kMean};
+  d.Push({a}, ReductionBuild(kReductions[which], axes, keep),
+         ReductionCode(kReductions[which], axes, keep));
   return true;
 }
 
@@ -346,22 +335,8 @@ bool DrawEmpty(Drawer& d) {
       const int which = d.Uniform(IsFloating(dtype) ? 4 : 3);
       const bool keep = d.Chance(0.5);
       const std::vector<int> axes = {axis};
-      static const char* kNames[] = {"Sum", "Max", "Min", "Mean"};
-      d.Push(
-          {e},
-          [which, axes, keep](Graph&, const std::vector<Tensor>& v) {
-            switch (which) {
-              case 0:
-                return Sum(v[0], axes, keep);
-              case 1:
-                return Max(v[0], axes, keep);
-              case 2:
-                return Min(v[0], axes, keep);
-              default:
-                return Mean(v[0], axes, keep);
-            }
-          },
-          absl::StrCat(kNames[which], "($0, ", Ints(axes), ", ", keep ? "true" : "false", ")"));
+      const auto kind = static_cast<ReduceKind>(which);  // in ReduceKind's order
+      d.Push({e}, ReductionBuild(kind, axes, keep), ReductionCode(kind, axes, keep));
       return true;
     }
     case 1: {  // [m, 0] x [0, n]: zeros

@@ -48,10 +48,18 @@ struct Grid {
   bool ExactIn(DType dtype) const;
 };
 
+// An op's construction from its operands' tensors, in a graph.
+using BuildFn = std::function<Tensor(Graph&, const std::vector<Tensor>&)>;
+
+// A Sum, Max, Min or Mean of v[0] over `axes` (empty: every axis): its build function
+// and its code, one spelling for every family that draws reductions.
+enum class ReduceKind { kSum, kMax, kMin, kMean };
+BuildFn ReductionBuild(ReduceKind r, std::vector<int> axes, bool keep);
+std::string ReductionCode(ReduceKind r, const std::vector<int>& axes, bool keep);
+
 // The generator's services to op families drawn outside random_program.cc (the window
 // ops: random_program_window.cc). Values are indices into the program's pool (inputs
 // first, then ops).
-using BuildFn = std::function<Tensor(Graph&, const std::vector<Tensor>&)>;
 class Drawer {
  public:
   virtual ~Drawer() = default;

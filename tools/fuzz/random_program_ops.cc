@@ -159,7 +159,6 @@ bool Generator::Reduce() {
   const bool keep = Chance(0.4);
   const bool integer = values_[a].dtype() == DType::kI32;
   const int which = Uniform(integer ? 4 : 5);
-  static const char* kNames[] = {"Sum", "Max", "Min", "ArgMax", "Mean"};
   if (which == 3) {
     // ArgMax is discontinuous: exact operands only; and it needs an axis.
     if (!Exact(a) || rank == 0) return false;
@@ -169,21 +168,11 @@ bool Generator::Reduce() {
         absl::StrCat("ArgMax($0, ", axis, ")"));
     return true;
   }
-  Push(
-      {a},
-      [which, axes, keep](Graph&, const std::vector<Tensor>& v) {
-        switch (which) {
-          case 0:
-            return Sum(v[0], axes, keep);
-          case 1:
-            return Max(v[0], axes, keep);
-          case 2:
-            return Min(v[0], axes, keep);
-          default:
-            return Mean(v[0], axes, keep);
-        }
-      },
-      absl::StrCat(kNames[which], "($0, ", Ints(axes), ", ", keep ? "true" : "false", ")"));
+  // By `which`; 3, ArgMax, is drawn above (its entry is never read).
+  static const ReduceKind kReductions[] = {ReduceKind::kSum, ReduceKind::kMax, ReduceKind::kMin,
+                                           ReduceKind::kMax, ReduceKind::kMean};
+  Push({a}, ReductionBuild(kReductions[which], axes, keep),
+       ReductionCode(kReductions[which], axes, keep));
   return true;
 }
 
