@@ -139,8 +139,8 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
   }
   Halide::Func acc(ctx.UniqueName(parts.name + "_acc"));
   acc(vars) = TypedConst(parts.dtype, 0);
-  // Long sums in blocks for the autoschedulers (long_sums.h).
-  // A symbolic dim (a batch's steps) is estimated from the stage's estimate.
+  // Long sums in blocks for the autoschedulers (long_sums.h). A symbolic dim (a batch's
+  // steps) is estimated from the stage's estimate of the whole domain.
   std::vector<int64_t> estimates;
   int64_t known = 1;
   for (int i = 0; i < parts.r.dimensions(); ++i) {
