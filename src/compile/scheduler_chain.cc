@@ -250,6 +250,11 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
   lower::LowerOptions lo;
   lo.gpu = gpu;
   lo.cuda = device::FeaturesOf(options.device).libdevice_math;
+  // Adams2019 and Mullapudi2016 keep one serial f32 accumulator over a long sum's terms
+  // (braze-fuzz seed 61100011): they get it in blocks. The safe default, Li2018 and the
+  // GPU heuristic split long reductions themselves (lower/long_sums.h).
+  lo.block_long_sums =
+      !gpu && (attempt.kind == Scheduler::kAdams2019 || attempt.kind == Scheduler::kMullapudi2016);
   const bool wanted = options.cpu_gemm_library && !gpu && attempt.kind == Scheduler::kSafeDefault &&
                       (attempt.stored == nullptr || attempt.stored->params.matmul_library);
   if (!wanted) return lo;
@@ -353,9 +358,11 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
       options.stored_schedule ? &*options.stored_schedule : nullptr};
   const lower::LowerOptions first_options = LoweringFor(options, likely, gpu, parallelism);
   BRAZE_ASSIGN_OR_RETURN(LoweredCluster first_lowering, lower::LowerCluster(spec, first_options));
-  // No matmul the library would take: every attempt's lowering is this one.
+  // No matmul the library would take: every attempt's lowering is this one (as far as
+  // the library goes; long sums too when there are none).
   const bool library_irrelevant =
       first_options.library_gemm_min_work >= 0 && !first_lowering.calls_library;
+  const bool long_sums = first_lowering.long_sums;
   Scheduler first = gpu ? options.gpu_scheduler : options.scheduler;
   if (first_lowering.info.symbolic && gpu) {
     // Symbolic extents on a GPU: the heuristic's splits are all guarded, so they hold
@@ -407,7 +414,9 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
     const lower::LowerOptions lowering = LoweringFor(options, attempt, gpu, parallelism);
     LoweredCluster lowered;
     const bool same_lowering =
-        library_irrelevant || lowering.library_gemm_min_work == first_options.library_gemm_min_work;
+        (library_irrelevant ||
+         lowering.library_gemm_min_work == first_options.library_gemm_min_work) &&
+        (!long_sums || lowering.block_long_sums == first_options.block_long_sums);
     if (fresh && same_lowering) {
       lowered = std::move(first_lowering);
       fresh = false;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
+#include "lower/long_sums.h"
 #include "lower/lower_ops.h"
 #include "lower/lower_window.h"
 
@@ -138,7 +139,22 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
   }
   Halide::Func acc(ctx.UniqueName(parts.name + "_acc"));
   acc(vars) = TypedConst(parts.dtype, 0);
-  acc(vars) = Halide::strict_float(acc(vars) + term);
+  // Long sums in blocks for the autoschedulers (long_sums.h). A symbolic dim (a batch's
+  // steps) is estimated from the stage's estimate of the whole domain.
+  std::vector<int64_t> estimates;
+  int64_t known = 1;
+  for (int i = 0; i < parts.r.dimensions(); ++i) {
+    const int64_t* e = Halide::Internal::as_const_int(parts.r[i].extent());
+    estimates.push_back(e != nullptr ? *e : -1);
+    if (e != nullptr) known *= std::max<int64_t>(*e, 1);
+  }
+  for (int64_t& e : estimates) {
+    if (e < 0) e = std::max<int64_t>(1, parts.reduction_extent / known);
+  }
+  const SumStages sums =
+      DefineSum(ctx, parts.name, acc, vars, parts.r, estimates, HalideExtents(parts.shape), {},
+                term, [](const Expr& s, const Expr& t) { return Halide::strict_float(s + t); });
+  if (sums.partial.acc.defined()) ctx.stages().push_back(sums.partial);
   Value acc_value;
   acc_value.func = acc;
   acc_value.dtype = parts.dtype;
@@ -149,9 +165,10 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
   stage.kind = schedule::StageKind::kConv;
   stage.acc = acc;
   stage.result = result.func;
-  stage.rdom = parts.r;
+  stage.rdom = sums.rdom;
   stage.extents = HalideExtents(parts.shape);
-  stage.reduction_extent = parts.reduction_extent;
+  stage.reduction_extent =
+      sums.partial.acc.defined() ? sums.reduction_extent : parts.reduction_extent;
   stage.reduction_symbolic = parts.reduction_symbolic;
   stage.operands = std::move(parts.operands);
   stage.conv = parts.conv;

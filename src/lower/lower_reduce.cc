@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "device/cpu_gemm.h"
+#include "lower/long_sums.h"
 #include "lower/lower_ops.h"
 
 namespace braze {
@@ -742,7 +743,12 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   // signs gave inf under Halide's fast math where IEEE and the reference give NaN
   // (braze-fuzz seed 10600905, the safe default, Auto and Li2018). A strict product
   // alone kept the inf. Large f32 matmuls call the GEMM library instead (UseLibrary).
-  acc(vars) = Halide::strict_float(acc(vars) + At(a, ai) * At(b, bi));
+  // Long sums in blocks for the autoschedulers (long_sums.h).
+  const SumStages sums =
+      DefineSum(ctx, name + "_k", acc, vars, k, {k_extent}, HalideExtents(out.shape), {},
+                At(a, ai) * At(b, bi),
+                [](const Expr& s, const Expr& t) { return Halide::strict_float(s + t); });
+  if (sums.partial.acc.defined()) ctx.stages().push_back(sums.partial);
 
   Value acc_value;
   acc_value.func = acc;
@@ -754,9 +760,9 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   stage.kind = schedule::StageKind::kMatMul;
   stage.acc = acc;
   stage.result = result.func;
-  stage.rdom = k;
+  stage.rdom = sums.rdom;
   stage.extents = HalideExtents(out.shape);
-  stage.reduction_extent = k_extent;
+  stage.reduction_extent = sums.reduction_extent;
   stage.reduction_symbolic = k_symbolic;
   stage.operands = std::move(operands);
   ctx.stages().push_back(stage);

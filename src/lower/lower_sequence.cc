@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lower/long_sums.h"
 #include "lower/lower_ops.h"
 
 namespace braze {
@@ -79,14 +80,21 @@ Value LowerSegmentSum(LoweringContext& ctx, const std::string& name, const Segme
                                    Halide::cast(t, At(data, data_index(index, j))), zero);
   // Plus a zero Halide cannot see through, as the Sum reduction (lower_reduce.cc): loop
   // trimming must not decide the term away from a simplification it is wrong about.
-  acc(vars) = t.is_float() ? acc(vars) + (term + ctx.OpaqueZero(t)) : WrapAdd(acc(vars), term);
+  std::vector<int64_t> estimates;
+  for (int d = ids_rank - 1; d >= 0; --d) estimates.push_back(ids.shape[d]);
+  const SumStages sums =
+      DefineSum(ctx, name, acc, vars, r, estimates, HalideExtents(out.shape), {}, term,
+                [&ctx, t](const Expr& s, const Expr& u) {
+                  return t.is_float() ? s + (u + ctx.OpaqueZero(t)) : WrapAdd(s, u);
+                });
+  if (sums.partial.acc.defined()) ctx.stages().push_back(sums.partial);
 
   schedule::Stage stage;
   stage.kind = schedule::StageKind::kReduction;
   stage.acc = acc;
-  stage.rdom = r;
+  stage.rdom = sums.rdom;
   stage.extents = HalideExtents(out.shape);
-  stage.reduction_extent = NumElements(ids.shape);
+  stage.reduction_extent = sums.reduction_extent;
   stage.reduction_symbolic = symbolic;
   // Dim 0 is the slices' innermost dim (or the segment's): contiguous or broadcast
   // loads, never a gather across the RDom.

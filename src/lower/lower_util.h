@@ -106,9 +106,11 @@ class LoweringContext {
   // LowerOptions' library GEMM settings (lowering.h).
   int64_t library_gemm_min_work = -1;
   int library_gemm_threads = 0;
-  bool gpu = false;            // LowerOptions::gpu
-  bool cuda = false;           // LowerOptions::cuda
-  bool calls_library = false;  // some MatMul became a library call
+  bool gpu = false;              // LowerOptions::gpu
+  bool cuda = false;             // LowerOptions::cuda
+  bool calls_library = false;    // some MatMul became a library call
+  bool block_long_sums = false;  // LowerOptions::block_long_sums
+  bool long_sums = false;        // some f32 sum is long (long_sums.h), blocked or not
 
   std::string UniqueName(const std::string& base);
   std::vector<schedule::Stage>& stages() { return stages_; }

@@ -417,6 +417,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   ctx.library_gemm_threads = options.library_gemm_threads;
   ctx.gpu = options.gpu;
   ctx.cuda = options.cuda;
+  ctx.block_long_sums = options.block_long_sums;
   std::map<ValueKey, Value> values;
   BRAZE_ASSIGN_OR_RETURN(const SymbolMap symbols, InferSymbols(spec));
 
@@ -750,6 +751,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   }
   for (const std::string& name : ambiguous) result.info.values.erase(name);
   result.calls_library = ctx.calls_library;
+  result.long_sums = ctx.long_sums;
   result.info.symbolic = !ctx.symbols().empty();
   // A class estimated below kMinSymbolicExtent: the kernel for sizes 1 to 15.
   for (size_t i = 0; i < spec.input_symbols.size() && i < spec.input_types.size(); ++i) {

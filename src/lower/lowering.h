@@ -46,6 +46,8 @@ struct LoweredCluster {
   // the pipeline needs that symbol (Pipeline::set_jit_externs), and its object code
   // finds it in the disk cache's runtime (compile/aot_kernel.cc).
   bool calls_library = false;
+  // Some f32 sum is long enough that LowerOptions::block_long_sums changes its Funcs.
+  bool long_sums = false;
   // Batch norms folded into convolutions (lower/conv_bn_fold.h), one line each:
   // ConvBnFold::Describe's text (logs and dumps).
   std::vector<std::string> folds;
@@ -78,6 +80,11 @@ struct LowerOptions {
   int library_gemm_threads = 0;  // the library's thread count; 0: its default
   // A GPU target: math that calls the host's libm on the CPU uses the GPU's own.
   bool gpu = false;
+  // Long f32 sums (a MatMul's k, a convolution's window, a segment sum's ids over more
+  // than kLongSum terms) as partial sums over blocks, then their sum (long_sums.h): the
+  // lowering for Adams2019 and Mullapudi2016, which keep one serial accumulator over
+  // every term otherwise.
+  bool block_long_sums = false;
   // That GPU is CUDA: the GPU's own math is libdevice's (__nv_erf, ...), which Halide
   // links into every PTX module; OpenCL C has the libm names as builtins.
   bool cuda = false;
