@@ -8,15 +8,20 @@
 # build/tools/braze-fuzz and build/braze-opencl-probe (the OpenCL probe, found beside the
 # tests), and lib/ what `ldd` lists for them but glibc, libstdc++,
 # libgcc, libcuda and the CUDA toolkit's own (the GPU machine has those). braze_bench_gpu
-# is braze_bench without the CPU peers, whose libraries would not fit a 64 MiB bundle. Writes into $OUT (default /tmp/out): log.txt, cuda.json
-# (the CUDA benchmarks, Google Benchmark JSON), torch.json (bench/peers_cuda.py: PyTorch
-# eager and torch.compile on the same workloads, where the machine's python3 has
-# PyTorch), plot.png (both, drawn by tools/braze-plot) and chain8.sass (Chain8's fused
-# kernel as the GPU's machine code, where the machine has ptxas and cuobjdump).
+# is braze_bench without the CPU peers, whose libraries would not fit a 64 MiB bundle.
+# Writes at most 7 files into $OUT (default /tmp/out; the device tool returns 8): log.txt,
+# cuda.json (the CUDA benchmarks, Google Benchmark JSON), torch.json (bench/peers_cuda.py:
+# PyTorch eager and torch.compile on the same workloads, where the machine's python3 has
+# PyTorch), plot.png (both, drawn by tools/braze-plot), results.tgz (the gtest XML
+# results, results/*.xml), chain8.sass (Chain8's fused kernel as the GPU's machine code,
+# where the machine has ptxas and cuobjdump; not in QUICK mode) and, with TUNE=1,
+# tune.tgz (below). Everything else (the unpacked bundle, the shards' logs, each
+# benchmark group's JSON) stays in GPU_CHECK_DIR.
 #
 #   tools/gpu-check.sh          # about 10 minutes on a 16-core H100 or H200 machine
 #   NCU=1 tools/gpu-check.sh    # also profiles Chain8's fused kernel
 #   QUICK=1 tools/gpu-check.sh  # at most QUICK_BUDGET (160) s: see "QUICK mode" below
+#   TUNE=1 ...                  # then the GPU schedule tuning and its A/B: "TUNE" below
 #
 # QUICK mode, for a short device run: device_tests; runtime_tests' CUDA cases (8 shards);
 # lower_tests' cases GPU_TESTS (default '*Cuda*': every op's CUDA cases, attention's
@@ -30,6 +35,17 @@
 # QUICK_BUDGET, counted from the start; a step with under 3 s left is not run, and that
 # is a failure ("not run").
 # The same failure accounting and outputs as the full run.
+#
+# TUNE=1 (the bundle packed with TUNE=1: braze-tune), after the checks above, in TUNE_TIME
+# (default 300) s of its own, counted from its start (docs/CUDA.md, "GPU schedule
+# tuning"): braze_bench_gpu's TUNE_FILTER workloads run once with their clusters dumped;
+# braze-tune --device=jit:cuda tunes them for TUNE_BUDGET (150) s, --runs=5, writing its
+# entries to a fresh directory; then the same benchmarks as an A/B, untuned
+# (--stored_schedules=false) and tuned (--schedule_dirs=<the entries>), TUNE_AB_ROUNDS (2)
+# rounds alternating, 3 repetitions each, in TUNE_AB_LIMIT (40) s a run. All of it goes back
+# as one archive, $OUT/tune.tgz: tune.log (braze-tune's output: its first line names the
+# device, "... device=sm_90"), schedules/ (the entries, with their `measured:` lines) and
+# ab-untuned-N.json, ab-tuned-N.json. A failed step is a failure as above.
 #
 # The first run (2026-11-26, H200) found the bugs listed in docs/CUDA.md.
 #
@@ -121,8 +137,9 @@ running_test() {
 }
 
 # gtest XML results of the test binaries: every file named here is expected at the end
-# (tools/test-summary.py fails on a missing one: a binary that crashed or timed out).
-R=$OUT/results
+# (tools/test-summary.py fails on a missing one: a binary that crashed or timed out). They
+# go back as one archive ($OUT/results.tgz): the device tool returns at most 8 files.
+R=$G/results
 rm -rf "$R" && mkdir -p "$R"
 RESULTS=()
 
@@ -235,11 +252,11 @@ bench_time=()
 [ "$QUICK" = 1 ] && bench_time=(--benchmark_min_time="${BENCH_MIN_TIME:-0.05}")
 bench_jsons=()
 for i in "${!bench_groups[@]}"; do
-  bench_jsons+=("$OUT/cuda-$i.json")
+  bench_jsons+=("$G/cuda-$i.json")
   OMP_WAIT_POLICY=passive t $([ "$QUICK" = 1 ] && echo "${BENCH_LIMIT:-45}" || echo 300) \
     "$B/braze_bench_gpu" --benchmark_filter="${bench_groups[$i]}" --benchmark_repetitions=3 \
     "${bench_time[@]}" --benchmark_report_aggregates_only=true \
-    --benchmark_out="$OUT/cuda-$i.json" --benchmark_out_format=json
+    --benchmark_out="$G/cuda-$i.json" --benchmark_out_format=json
 done
 # One JSON of every group's cases; a group cut by its limit keeps its whole cases (Google
 # Benchmark writes each case as it ends: the file is closed after the last whole one).
@@ -266,8 +283,10 @@ json.dump(merged or {"benchmarks": []}, open(out, "w"), indent=1)
 PY
 # A benchmark that could not run or failed its first run's check against the reference
 # is a SkipWithError, after which Google Benchmark still exits 0: read the JSON for them.
-echo "== benchmarks with an error in $OUT/cuda.json"
-if ! timeout 30 python3 - "$OUT/cuda.json" <<'PY'; then
+# Records a failure when the benchmark JSON $1 is unreadable or holds an error.
+bench_errors() {
+  echo "== benchmarks with an error in $1"
+  if ! timeout 30 python3 - "$1" <<'PY'; then
 import json, sys
 try:
     doc = json.load(open(sys.argv[1]))
@@ -278,8 +297,10 @@ bad = list(dict.fromkeys(f"{b['name']}: {b.get('error_message', '')}"  # once pe
 print("\n".join(bad) or "none")
 sys.exit(1 if bad else 0)
 PY
-  FAILED+=("braze_bench_gpu: benchmarks with an error (listed above)")
-fi
+    FAILED+=("braze_bench_gpu: benchmarks with an error in $1 (listed above)")
+  fi
+}
+bench_errors "$OUT/cuda.json"
 # The peer on the same GPU, right after Braze's run (PyTorch's own libraries, not the bundle's).
 if env -u LD_LIBRARY_PATH python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
   t $([ "$QUICK" = 1 ] && echo "${PEER_LIMIT:-30}" || echo 360) env -u LD_LIBRARY_PATH python3 -u \
@@ -341,6 +362,53 @@ if [ "${NCU:-0}" = 1 ] && [ -n "$ncu" ] && [ "$QUICK" != 1 ]; then
 else
   echo "== no profile (NCU unset or no ncu)"
 fi
+tar -czf "$OUT/results.tgz" -C "$G" results || FAILED+=("packing $OUT/results.tgz")
+
+# The GPU schedule tuning (TUNE=1; see the top): its own time, TUNE_TIME s from here.
+tune() {
+  local T=$G/tune filter=${TUNE_FILTER:-'BM_(Chain8|Softmax|LayerNorm|MatMulBiasRelu|TrainStep|MlpStep)_cuda'}
+  local budget=${TUNE_BUDGET:-150} round ab fl
+  # Every step's limit cut to what is left of TUNE_TIME, as QUICK's are (limit()).
+  local QUICK=1 DEADLINE=$((SECONDS + ${TUNE_TIME:-300}))
+  rm -rf "$T" && mkdir -p "$T/dump" "$T/schedules"
+  [ -x "$B/braze-tune" ] || { FAILED+=("TUNE=1: no braze-tune in the bundle (pack it with TUNE=1)"); return; }
+  echo "== TUNE: the workloads' clusters, dumped"
+  BRAZE_CACHE_DIR=off BRAZE_FLAGS=--dump_to=$T/dump t 60 "$B/braze_bench_gpu" \
+    --benchmark_filter="$filter" --benchmark_min_time=0.01
+  local clusters
+  clusters=$(find "$T/dump" -name '*.cluster' | wc -l)
+  echo "== TUNE: $clusters clusters dumped"
+  ((clusters > 0)) || { FAILED+=("TUNE: no cluster of $filter dumped"); return; }
+  # braze-tune stops starting candidates at its budget, then finishes the running one.
+  BRAZE_CACHE_DIR=off t $((budget + 30)) "$B/braze-tune" --device=jit:cuda --budget="$budget" \
+    --runs=5 --out="$T/schedules" "$T/dump" >"$T/tune.log" 2>&1
+  # Its first lines (the device) and its closing table, not every progress line.
+  if (($(wc -l <"$T/tune.log") > 45)); then
+    head -3 "$T/tune.log" && echo "..." && tail -40 "$T/tune.log"
+  else
+    cat "$T/tune.log"
+  fi
+  echo "== TUNE: $(find "$T/schedules" -name '*.schedule' | wc -l) entries stored"
+  # The A/B, alternating: a drift of the machine shows as a difference between rounds.
+  for round in $(seq 1 "${TUNE_AB_ROUNDS:-2}"); do
+    for ab in untuned tuned; do
+      fl=--stored_schedules=false
+      [ "$ab" = tuned ] && fl=--schedule_dirs=$T/schedules
+      BRAZE_CACHE_DIR=off BRAZE_FLAGS=$fl OMP_WAIT_POLICY=passive t "${TUNE_AB_LIMIT:-40}" \
+        "$B/braze_bench_gpu" --benchmark_filter="$filter" --benchmark_repetitions=3 \
+        --benchmark_min_time="${BENCH_MIN_TIME:-0.05}" --benchmark_report_aggregates_only=true \
+        --benchmark_out="$T/ab-$ab-$round.json" --benchmark_out_format=json
+      bench_errors "$T/ab-$ab-$round.json"
+    done
+  done
+}
+if [ "${TUNE:-0}" = 1 ]; then
+  tune
+  # What it made, whatever failed: one archive (the device tool returns 8 files).
+  rm -rf "$G/tune/dump"
+  tar -czf "$OUT/tune.tgz" -C "$G/tune" . || FAILED+=("packing $OUT/tune.tgz")
+fi
+
 # A campaign that ran no program on the GPU (every one skipped: no CUDA) checked nothing.
 if grep -q "^braze-fuzz: 0 passed, 0 failed" "$OUT/log.txt"; then
   FAILED+=("braze-fuzz: no program ran on the GPU (every one skipped)")

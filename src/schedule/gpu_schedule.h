@@ -58,6 +58,8 @@
 // No Func with an update definition is ever left unscheduled (docs/HALIDE14.md rule 2): each
 // one is computed at root or at a loop of a GPU kernel, and this is checked at the end.
 //
+// The code: gpu_heuristic.h's class, its steps in one file per concern (listed there).
+//
 // Internal header: includes Halide.h (via pipeline_info.h).
 #ifndef BRAZE_SCHEDULE_GPU_SCHEDULE_H_
 #define BRAZE_SCHEDULE_GPU_SCHEDULE_H_

@@ -71,7 +71,7 @@ inline constexpr int64_t kSharedBudget = 32 * 1024;
 inline constexpr int kRowElementsPerThread = 16;
 
 // CUDA kernels whose rows are at most this long take one warp per row (see
-// ChooseWarpRows in gpu_schedule.cc): up to 64 elements per lane, as PyTorch's eager
+// ChooseWarpRows in gpu_fusion.cc): up to 64 elements per lane, as PyTorch's eager
 // softmax takes a warp per row up to 1024 elements and more.
 inline constexpr int64_t kWarpRow = 2048;
 

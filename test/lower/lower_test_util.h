@@ -356,7 +356,7 @@ inline ::testing::AssertionResult CompileRunCompareOnDevice(const Case& c, Toler
 // the reason when ptxas is missing (the compile is still checked).
 // The label of the first PTX block holding a warp shuffle that LLVM named as a
 // conditional's (then_bb...), or "" if none: a full-mask shfl.sync that only some lanes
-// run is undefined (schedule/gpu_schedule.cc, Cooperative).
+// run is undefined (schedule/gpu_reduce.cc, Cooperative).
 inline std::string ShuffleInConditional(const std::string& ptx) {
   std::string block;
   size_t start = 0;

@@ -363,7 +363,7 @@ TEST(FloatMaxMin, RowsOfSpecialsOnOpenCL) {
 }
 
 // And on cuda:0, where rows up to kWarpRow take a warp each and float Max/Min's 32-bit
-// accumulators combine by warp shuffles (schedule/gpu_schedule.cc, Cooperative): the f32
+// accumulators combine by warp shuffles (schedule/gpu_reduce.cc, Cooperative): the f32
 // rows shuffle, the f64 ones combine in shared memory. Rows of 1000 split over the lanes.
 // Skipped without a CUDA GPU.
 TEST(FloatMaxMin, RowsOfSpecialsOnCuda) {

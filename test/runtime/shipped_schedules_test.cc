@@ -13,11 +13,17 @@
 //
 // The target is part of the key and the runtime reads it once per process, so each
 // target the entries were tuned for runs in a child process of this binary with
-// HL_JIT_TARGET set to it (where this CPU can run it). The child runs each workload in
-// a compiled session (with --log_compiles) and in a reference_only session from the same
-// state: every variable (weights, Adam's slots and step) set to signed random values
-// (Adam's second moments positive, its step 4: the domains of sqrt and 1 - beta^t),
-// images uniform in [-2, 2] (the row workloads' in [-4, 4]), random labels. It checks
+// HL_JIT_TARGET set to it (where this CPU can run it). A GPU entry's target names its
+// device ("x86-64-linux-cuda-cuda_capability_86 device=sm_90": device::
+// ScheduleTargetString), which is no Halide target: its child runs without
+// HL_JIT_TARGET, on the device the target names (cuda:0 or opencl:0), where that device
+// is present and is the architecture named; elsewhere its entries are reported as
+// skipped, with the reason. The child runs each workload in a compiled session on the
+// entry's device (the host for a CPU entry; with --log_compiles) and in a
+// reference_only session from the same state: every variable (weights, Adam's slots
+// and step) set to signed random values (Adam's second moments positive, its step 4:
+// the domains of sqrt and 1 - beta^t), images uniform in [-2, 2] (the row workloads'
+// in [-4, 4]), random labels. It checks
 //   (a) each compile line that names a stored schedule names a shipped file, used (not
 //       refused), and no stored schedule was refused with a warning;
 //   (b) every fetch and every variable after the step matches the reference
@@ -27,6 +33,12 @@
 //       kernels compute, and it is small beside the variable it changes.
 // The parent checks that every file in schedules/ was used by some child: an entry no
 // workload reaches (a new entry, or a program that changed) fails here.
+//
+// BRAZE_SHIPPED_SCHEDULES_DIR (parent and children read it) checks another directory
+// than the source tree's schedules/, and BRAZE_SHIPPED_SCHEDULES_WORKLOADS
+// ("<key hash>=<workload>,...") adds its entries' workloads to the table below: how a
+// GPU entry tuned on a device is checked before it is committed (docs/CUDA.md, "GPU
+// schedule tuning").
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -55,6 +67,7 @@
 #include "common/run_command.h"
 #include "common/temp_files.h"
 #include "compile/compile.h"
+#include "device/features.h"
 #include "runtime/flags.h"
 #include "schedule/stored_schedule.h"
 
@@ -69,6 +82,8 @@ constexpr char kChildEnv[] = "BRAZE_SHIPPED_SCHEDULES_CHILD";
 constexpr char kUsedTag[] = "shipped-schedule-used: ";
 constexpr char kUnavailableTag[] = "shipped-schedule-target-unavailable: ";
 constexpr char kChildTest[] = "EveryEntryThisCpuCanRunIsUsedAndMatchesTheReferenceOnSignedInputs";
+constexpr char kDirEnv[] = "BRAZE_SHIPPED_SCHEDULES_DIR";
+constexpr char kWorkloadsEnv[] = "BRAZE_SHIPPED_SCHEDULES_WORKLOADS";
 
 // Which program's clusters each shipped entry was tuned on (its `cluster:`, `ops:` and
 // `inputs:` lines say the same). A new entry needs a line here (and, for a new program,
@@ -89,6 +104,43 @@ const std::map<std::string, std::string>& WorkloadOfEntry() {
       // clusters it finished (2026-11-30; docs/SCHEDULES.md, "Shipped entries").
   };
   return *table;
+}
+
+// The workload of the entry keyed `key_hash`: the table's, or for another directory's
+// entries (kDirEnv) kWorkloadsEnv's ("<key hash>=<workload>,...").
+std::optional<std::string> WorkloadOf(const std::string& key_hash) {
+  if (const char* extra = std::getenv(kWorkloadsEnv)) {
+    for (absl::string_view pair : absl::StrSplit(extra, ',', absl::SkipEmpty())) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+      if (kv.first == key_hash) return kv.second;
+    }
+  }
+  auto it = WorkloadOfEntry().find(key_hash);
+  if (it == WorkloadOfEntry().end()) return std::nullopt;
+  return it->second;
+}
+
+// The directory checked: kDirEnv, else the source tree's schedules/ (empty: none).
+std::string ScheduleDir() {
+  if (const char* dir = std::getenv(kDirEnv)) return dir;
+  return DefaultScheduleDirs().empty() ? "" : DefaultScheduleDirs()[0];
+}
+
+// A GPU entry's target ends in its device's architecture (" device=sm_90"); a CPU
+// entry's is a Halide target.
+bool IsDeviceTarget(const std::string& target) {
+  return target.find(" device=") != std::string::npos;
+}
+
+// The device a GPU entry's workloads run on: the first of the kind its Halide part
+// names (an entry's key holds no device index; braze-tune tunes jit:cuda's device 0).
+std::optional<std::string> DeviceOfTarget(const std::string& target) {
+  const std::string halide = target.substr(0, target.find(" device="));
+  for (absl::string_view token : absl::StrSplit(halide, '-')) {
+    if (token == "cuda") return "cuda:0";
+    if (token == "opencl") return "opencl:0";
+  }
+  return std::nullopt;
 }
 
 // ---- The programs ----
@@ -279,12 +331,13 @@ class Logs {
       std::lock_guard<std::mutex> lock(mu_);
       (severity == LogSeverity::kWarning ? warnings_ : info_).emplace_back(text);
     });
-    BrazeFlags flags;
+    // BRAZE_FLAGS' own (a --dump_to, to tune a workload's clusters) and the log.
+    BrazeFlags flags = previous_;
     flags.log_compiles = true;
     SetBrazeFlagsForTesting(flags);
   }
   ~Logs() {
-    SetBrazeFlagsForTesting(BrazeFlags{});
+    SetBrazeFlagsForTesting(previous_);
     SetLogSink(nullptr);
   }
   std::vector<std::string> info() const {
@@ -297,6 +350,7 @@ class Logs {
   }
 
  private:
+  const BrazeFlags previous_ = GetBrazeFlags();
   mutable std::mutex mu_;
   std::vector<std::string> info_, warnings_;
 };
@@ -376,9 +430,10 @@ HostTensor Minus(const HostTensor& a, const HostTensor& b) {
   return d;
 }
 
-// Runs `name` compiled (stored schedules from `dir`) and on the reference kernels from
-// the same state; records the entries used in `*used`.
-void RunWorkload(const std::string& name, const std::string& dir, std::set<std::string>* used) {
+// Runs `name` compiled on `device` (stored schedules from `dir`) and on the reference
+// kernels from the same state; records the entries used in `*used`.
+void RunWorkload(const std::string& name, const std::string& device, const std::string& dir,
+                 std::set<std::string>* used) {
   SCOPED_TRACE(name);
   worst_ratio = 0;
   values_checked = 0;
@@ -391,6 +446,8 @@ void RunWorkload(const std::string& name, const std::string& dir, std::set<std::
   SessionOptions compiled_options;
   compiled_options.disk_cache = false;
   compiled_options.schedule_dirs = {dir};
+  // Not "auto": on a GPU machine that would put a CPU entry's workload on the GPU.
+  compiled_options.device = device;
   SessionOptions reference_options;
   reference_options.reference_only = true;
   Session compiled(*w->graph, compiled_options);
@@ -451,9 +508,35 @@ void RunWorkload(const std::string& name, const std::string& dir, std::set<std::
     EXPECT_EQ(bad, 0) << "update of " << var.name() << ": " << bad
                       << " elements outside the tolerance; worst " << worst;
   }
-  std::printf("workload %s: %lld values checked, worst error %.3g of its tolerance, %.1f s\n",
-              name.c_str(), static_cast<long long>(values_checked), worst_ratio,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // The entries are kernels' schedules: the step ran compiled kernels, not a fallback.
+  const SessionStats stats = compiled.stats();
+  EXPECT_GT(stats.cluster_launches, 0) << "no compiled cluster ran on " << device;
+  std::printf(
+      "workload %s on %s: %lld cluster launches, %lld ops on the reference kernels; %lld values "
+      "checked, worst error %.3g of its tolerance, %.1f s\n",
+      name.c_str(), device.c_str(), static_cast<long long>(stats.cluster_launches),
+      static_cast<long long>(stats.reference_launches), static_cast<long long>(values_checked),
+      worst_ratio, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Why this machine cannot run `target`'s entries on `device`: "" when it can. An error
+// is one of the test's own, not a reason to skip.
+absl::StatusOr<std::string> WhyUnavailable(const std::string& target, const std::string& device) {
+  if (device == "cpu") {
+    absl::StatusOr<std::string> here = JitTargetString();
+    if (!here.ok()) return here.status();
+    if (*here == target) return std::string();
+    return absl::StrCat("this CPU's JIT target under HL_JIT_TARGET is ", *here);
+  }
+  absl::StatusOr<Device> d = ParseDevice(device);
+  if (!d.ok()) return d.status();
+  if (absl::Status s = device::CheckAvailable(*d); !s.ok()) {
+    return absl::StrCat("no ", device, " on this machine: ", s.message());
+  }
+  absl::StatusOr<std::string> here = device::ScheduleTargetString(*d);
+  if (!here.ok()) return here.status();
+  if (*here == target) return std::string();
+  return absl::StrCat("this machine's ", device, " is ", *here);
 }
 
 void RunChild(const std::string& spec) {
@@ -461,17 +544,22 @@ void RunChild(const std::string& spec) {
   const std::vector<std::string> parts = absl::StrSplit(spec, ';');
   ASSERT_EQ(parts.size(), 2u) << spec;
   const std::string& target = parts[0];
-  absl::StatusOr<std::string> here = JitTargetString();
-  ASSERT_TRUE(here.ok()) << here.status();
-  if (*here != target) {
-    std::printf("%s%s (this CPU's JIT target under HL_JIT_TARGET is %s)\n", kUnavailableTag,
-                target.c_str(), here->c_str());
+  std::string device = "cpu";
+  if (IsDeviceTarget(target)) {
+    const std::optional<std::string> name = DeviceOfTarget(target);
+    ASSERT_TRUE(name.has_value()) << "a device target of no CUDA or OpenCL: " << target;
+    device = *name;
+  }
+  absl::StatusOr<std::string> why = WhyUnavailable(target, device);
+  ASSERT_TRUE(why.ok()) << why.status();
+  if (!why->empty()) {
+    std::printf("%s%s (%s)\n", kUnavailableTag, target.c_str(), why->c_str());
     return;
   }
-  const std::string dir = DefaultScheduleDirs().at(0);
+  const std::string dir = ScheduleDir();
   std::set<std::string> used;
   for (const std::string& name : std::vector<std::string>(absl::StrSplit(parts[1], ',')))
-    RunWorkload(name, dir, &used);
+    RunWorkload(name, device, dir, &used);
 }
 
 // ---- The parent ----
@@ -490,14 +578,15 @@ struct ShippedRun {
   std::vector<std::string> unknown;              // files no workload runs
   std::vector<std::string> child_failures;       // a child's output, when it failed
   std::set<std::string> used;
-  std::set<std::string> unavailable;  // targets this CPU cannot run
+  // target -> "<target> (why this machine cannot run it)", the child's line.
+  std::map<std::string, std::string> unavailable;
 };
 
 const ShippedRun& RunChildren() {
   static const ShippedRun* run = [] {
     auto* r = new ShippedRun;
-    if (DefaultScheduleDirs().empty()) return r;
-    r->dir = DefaultScheduleDirs()[0];
+    r->dir = ScheduleDir();
+    if (r->dir.empty()) return r;
     r->files = FilesIn(r->dir, ".schedule");
     std::map<std::string, std::set<std::string>> workloads;  // target -> workloads
     for (const std::string& file : r->files) {
@@ -507,24 +596,27 @@ const ShippedRun& RunChildren() {
         r->unknown.push_back(absl::StrCat(file, " (", entry.status().ToString(), ")"));
         continue;
       }
-      auto it = WorkloadOfEntry().find(entry->key_hash);
-      if (it == WorkloadOfEntry().end()) {
+      const std::optional<std::string> workload = WorkloadOf(entry->key_hash);
+      if (!workload) {
         r->unknown.push_back(
             absl::StrCat(file, " (cluster ", entry->cluster, ": ", entry->inputs, ")"));
         continue;
       }
-      workloads[entry->target].insert(it->second);
+      workloads[entry->target].insert(*workload);
       r->target_of[file] = entry->target;
     }
     for (const auto& [target, names] : workloads) {
       const std::string spec = absl::StrCat(target, ";", absl::StrJoin(names, ","));
+      // A GPU entry's target is no Halide target: its child keeps the host's.
+      const std::string jit_target =
+          IsDeviceTarget(target) ? "" : absl::StrCat(" HL_JIT_TARGET=", Shell(target));
       // The child runs without LeakSanitizer's check: on CI's machine its stop-the-world
       // tracer crashed in the child of the Sapphire Rapids entries at every try (twice in
       // one run, three times in the next; never on this project's machine), which no
       // rerun cures. Leaks on these paths (stored schedules, the workloads' sessions) stay
       // checked by the other tests of this binary, in the parent process.
       const std::string command =
-          absl::StrCat("env ", kChildEnv, "=", Shell(spec), " HL_JIT_TARGET=", Shell(target),
+          absl::StrCat("env ", kChildEnv, "=", Shell(spec), jit_target,
                        " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"",
                        " BRAZE_CACHE_DIR=off /proc/", getpid(), "/exe --gtest_brief=1 ",
                        "--gtest_filter=ShippedSchedulesTest.", kChildTest);
@@ -537,8 +629,9 @@ const ShippedRun& RunChildren() {
         r->child_failures.push_back(
             absl::StrCat("the child for target ", target, " exited ", rc, ":\n", output));
       }
-      if (output.find(kUnavailableTag) != std::string::npos) {
-        r->unavailable.insert(target);
+      if (const size_t at = output.find(kUnavailableTag); at != std::string::npos) {
+        const size_t start = at + sizeof(kUnavailableTag) - 1;
+        r->unavailable[target] = output.substr(start, output.find('\n', start) - start);
         continue;
       }
       for (const std::string& line : std::vector<std::string>(absl::StrSplit(output, '\n'))) {
@@ -559,7 +652,8 @@ TEST(ShippedSchedulesTest, EveryEntryThisCpuCanRunIsUsedAndMatchesTheReferenceOn
     return;
   }
   const ShippedRun& r = RunChildren();
-  ASSERT_FALSE(r.dir.empty()) << "no source schedules/ directory in this build";
+  ASSERT_FALSE(r.dir.empty()) << "no source schedules/ directory in this build (nor " << kDirEnv
+                              << ")";
   ASSERT_FALSE(r.files.empty()) << "no entries in " << r.dir;
   for (const std::string& file : r.unknown) {
     ADD_FAILURE() << r.dir << "/" << file << " is not run by any workload of this test: add "
@@ -572,19 +666,20 @@ TEST(ShippedSchedulesTest, EveryEntryThisCpuCanRunIsUsedAndMatchesTheReferenceOn
     ++checked;
     EXPECT_TRUE(r.used.count(file))
         << r.dir << "/" << file << " was not used by its workload '"
-        << WorkloadOfEntry().at(file.substr(0, file.find('.')))
+        << WorkloadOf(file.substr(0, file.find('.'))).value_or("?")
         << "': the program no longer makes its cluster, or the runtime skipped the entry";
   }
-  std::printf("%zu of the %d entries this CPU can run (of %zu shipped) used and checked\n",
+  std::printf("%zu of the %d entries this machine can run (of %zu shipped) used and checked\n",
               r.used.size(), checked, r.files.size());
   if (checked == 0 && !HasFailure()) {
-    GTEST_SKIP() << "this CPU can run none of the shipped entries' targets";
+    GTEST_SKIP() << "this machine can run none of the shipped entries' targets";
   }
 }
 
-// The entries tuned for a target this CPU cannot run (the Sapphire Rapids entries on an
-// AMD CPU without AVX512-FP16: device/halide_util.cc drops the feature) are a skip that
-// names them; where the CPU can run every target, this passes.
+// The entries tuned for a target this machine cannot run (the Sapphire Rapids entries on
+// an AMD CPU without AVX512-FP16: device/halide_util.cc drops the feature; a GPU entry
+// where its device is absent or of another architecture) are a skip that names them and
+// says why; where the machine can run every target, this passes.
 TEST(ShippedSchedulesTest, EntriesForATargetThisCpuCannotRunAreReportedAsSkipped) {
   if (std::getenv(kChildEnv)) return;
   const ShippedRun& r = RunChildren();
@@ -593,9 +688,11 @@ TEST(ShippedSchedulesTest, EntriesForATargetThisCpuCannotRunAreReportedAsSkipped
     if (r.unavailable.count(target)) not_run.push_back(file);
   }
   if (!not_run.empty()) {
-    GTEST_SKIP() << not_run.size() << " shipped entries not run: this CPU cannot run their "
-                 << "target (" << absl::StrJoin(r.unavailable, "; ")
-                 << "): " << absl::StrJoin(not_run, ", ");
+    GTEST_SKIP() << not_run.size() << " shipped entries not run, this machine cannot run "
+                 << "their targets: "
+                 << absl::StrJoin(r.unavailable, "; ",
+                                  [](std::string* out, const auto& kv) { out->append(kv.second); })
+                 << "; the entries: " << absl::StrJoin(not_run, ", ");
   }
 }
 
