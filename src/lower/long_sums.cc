@@ -34,33 +34,55 @@ Halide::RDom Moved(LoweringContext& ctx, const std::string& name, const Halide::
 
 }  // namespace
 
+SumBlocks ChooseBlocks(const std::vector<int64_t>& extents, int64_t outputs) {
+  SumBlocks out;
+  int64_t terms = 1;
+  for (size_t i = 0; i < extents.size(); ++i) {
+    terms *= std::max<int64_t>(extents[i], 0);
+    if (extents[i] > extents[out.dim]) out.dim = static_cast<int>(i);
+  }
+  if (terms <= kLongSum) return out;
+  const int64_t k = extents[out.dim], other = terms / k;
+  // B: a power of two near sqrt(terms) / other, at most half of K, so that a partial
+  // sum runs over about sqrt(terms) terms and there are about as many (when K allows).
+  const double want = std::sqrt(static_cast<double>(terms)) / static_cast<double>(other);
+  int64_t block = 1;
+  while (block < want && block * 4 <= k) block *= 2;
+  // Fewer, longer blocks past the partials' budget, none over kLongSum terms.
+  const int64_t max_blocks = kPartialBudget / std::max<int64_t>(outputs, 1);
+  while (k / block > max_blocks && block * 4 <= k && block * 2 * other <= kLongSum) block *= 2;
+  out.block = block;
+  out.blocks = k / block;
+  out.tail = k % block;
+  return out;
+}
+
 SumStages DefineSum(LoweringContext& ctx, const std::string& name, Halide::Func acc,
                     const std::vector<Halide::Var>& vars, const Halide::RDom& r,
                     const std::vector<int64_t>& estimates, const schedule::Extents& extents,
-                    const schedule::Symbolic& symbolic, const Expr& term, const AddTerm& add) {
+                    const Expr& term, const AddTerm& add) {
   SumStages out;
   out.rdom = r;
   int64_t terms = 1;
-  int d = 0;  // the longest dim
-  for (size_t i = 0; i < estimates.size(); ++i) {
-    terms *= std::max<int64_t>(estimates[i], 0);
-    if (estimates[i] > estimates[d]) d = static_cast<int>(i);
-  }
+  for (int64_t e : estimates) terms *= std::max<int64_t>(e, 0);
   out.reduction_extent = terms;
   const bool f32 = acc.output_types()[0] == Halide::Float(32);
   if (f32 && terms > kLongSum) ctx.long_sums = true;
-  if (!f32 || terms <= kLongSum || !ctx.block_long_sums) {
+  // Only a constant domain is split: its blocks and tail are then known here.
+  std::vector<int64_t> exact;
+  for (int i = 0; i < r.dimensions(); ++i) {
+    if (const int64_t* e = Halide::Internal::as_const_int(r[i].extent())) exact.push_back(*e);
+  }
+  int64_t outputs = 1;
+  for (int64_t e : extents) outputs *= std::max<int64_t>(e, 1);
+  const SumBlocks split = ChooseBlocks(exact, outputs);
+  if (!f32 || !ctx.block_long_sums || static_cast<int>(exact.size()) != r.dimensions() ||
+      split.block == 0) {
     acc(vars) = add(acc(vars), term);
     return out;
   }
-  // B: a power of two near sqrt(terms) / (the other dims' terms), at most half of K, so
-  // that a partial sum runs over about sqrt(terms) terms and there are about as many.
-  const int64_t k = estimates[d];
-  const double want = std::sqrt(static_cast<double>(terms)) / static_cast<double>(terms / k);
-  int64_t block = 1;
-  while (block < want && block * 4 <= k) block *= 2;
-  const Expr extent = r[d].extent(), min = r[d].min();
-  const Expr blocks = Halide::Internal::simplify(extent / static_cast<int>(block));
+  const int d = split.dim, block = static_cast<int>(split.block);
+  const Expr min = r[d].min();
 
   // part(v, b) += term at r_d = min + b * B + rb.
   const Halide::Var b(name + "_block");
@@ -69,34 +91,33 @@ SumStages DefineSum(LoweringContext& ctx, const std::string& name, Halide::Func 
   Halide::Func part(ctx.UniqueName(name + "_part"));
   part(part_vars) = acc.value();
   Expr part_term;
-  const Halide::RDom rb = Moved(ctx, name + "_rb", r, d, static_cast<int>(block),
-                                min + b * static_cast<int>(block), term, &part_term);
+  const Halide::RDom rb = Moved(ctx, name + "_rb", r, d, block, min + b * block, term, &part_term);
   part(part_vars) = add(part(part_vars), part_term);
 
   // acc(v) += part(v, rp), then the tail's terms.
-  const Halide::RDom rp(0, blocks, ctx.UniqueName(name + "_rp"));
+  const Halide::RDom rp(0, static_cast<int>(split.blocks), ctx.UniqueName(name + "_rp"));
   std::vector<Expr> part_at(vars.begin(), vars.end());
   part_at.push_back(rp.x);
-  acc(vars) = Halide::strict_float(acc(vars) + part(part_at));
-  const Expr tail = Halide::Internal::simplify(extent - blocks * static_cast<int>(block));
-  if (!Halide::Internal::is_const_zero(tail)) {
+  acc(vars) = add(acc(vars), part(part_at));
+  if (split.tail > 0) {
     Expr tail_term;
-    Moved(ctx, name + "_rt", r, d, tail, min + blocks * static_cast<int>(block), term, &tail_term);
+    Moved(ctx, name + "_rt", r, d, static_cast<int>(split.tail),
+          min + static_cast<int>(split.blocks * split.block), term, &tail_term);
     acc(vars) = add(acc(vars), tail_term);
   }
 
   out.rdom = rp;
-  out.reduction_extent = k / block;
+  out.reduction_extent = split.blocks;
   schedule::Stage& stage = out.partial;
   stage.kind = schedule::StageKind::kReduction;
   stage.acc = part;
   stage.extents = extents;
-  stage.extents.push_back(k / block);
-  stage.symbolic = symbolic;
-  if (!stage.symbolic.empty()) stage.symbolic.push_back(!Halide::Internal::is_const(extent));
+  stage.extents.push_back(split.blocks);
   stage.rdom = rb;
-  stage.reduction_extent = terms / k * block;
-  stage.reduction_symbolic = !Halide::Internal::is_const(extent);
+  stage.reduction_extent = split.block;
+  for (int i = 0; i < r.dimensions(); ++i) {
+    if (i != d) stage.reduction_extent *= exact[i];
+  }
   stage.reduces_innermost = false;
   return out;
 }

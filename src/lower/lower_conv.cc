@@ -152,8 +152,8 @@ Value Accumulate(LoweringContext& ctx, ConvParts parts) {
     if (e < 0) e = std::max<int64_t>(1, parts.reduction_extent / known);
   }
   const SumStages sums =
-      DefineSum(ctx, parts.name, acc, vars, parts.r, estimates, HalideExtents(parts.shape), {},
-                term, [](const Expr& s, const Expr& t) { return Halide::strict_float(s + t); });
+      DefineSum(ctx, parts.name, acc, vars, parts.r, estimates, HalideExtents(parts.shape), term,
+                [](const Expr& s, const Expr& t) { return Halide::strict_float(s + t); });
   if (sums.partial.acc.defined()) ctx.stages().push_back(sums.partial);
   Value acc_value;
   acc_value.func = acc;

@@ -744,10 +744,9 @@ Value LowerMatMul(LoweringContext& ctx, const std::string& name, const MatMulAtt
   // (braze-fuzz seed 10600905, the safe default, Auto and Li2018). A strict product
   // alone kept the inf. Large f32 matmuls call the GEMM library instead (UseLibrary).
   // Long sums in blocks for the autoschedulers (long_sums.h).
-  const SumStages sums =
-      DefineSum(ctx, name + "_k", acc, vars, k, {k_extent}, HalideExtents(out.shape), {},
-                At(a, ai) * At(b, bi),
-                [](const Expr& s, const Expr& t) { return Halide::strict_float(s + t); });
+  const SumStages sums = DefineSum(
+      ctx, name + "_k", acc, vars, k, {k_extent}, HalideExtents(out.shape), At(a, ai) * At(b, bi),
+      [](const Expr& s, const Expr& t) { return Halide::strict_float(s + t); });
   if (sums.partial.acc.defined()) ctx.stages().push_back(sums.partial);
 
   Value acc_value;

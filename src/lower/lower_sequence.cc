@@ -83,7 +83,7 @@ Value LowerSegmentSum(LoweringContext& ctx, const std::string& name, const Segme
   std::vector<int64_t> estimates;
   for (int d = ids_rank - 1; d >= 0; --d) estimates.push_back(ids.shape[d]);
   const SumStages sums =
-      DefineSum(ctx, name, acc, vars, r, estimates, HalideExtents(out.shape), {}, term,
+      DefineSum(ctx, name, acc, vars, r, estimates, HalideExtents(out.shape), term,
                 [&ctx, t](const Expr& s, const Expr& u) {
                   return t.is_float() ? s + (u + ctx.OpaqueZero(t)) : WrapAdd(s, u);
                 });

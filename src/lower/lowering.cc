@@ -650,9 +650,12 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
                          : epilogue.folded ? epilogue.ReluFolded()
                                            : IsFloating(out.dtype) && NonNegative(node, in);
     for (size_t s = first_stage; s < ctx.stages().size(); ++s) {
-      // A node's stages hold its output (an ArgMax's inner Max too: the same dims).
+      // A node's stages hold its output (an ArgMax's inner Max too: the same dims), or
+      // its output and one more dim: a long sum's partial sums (long_sums.h), whose
+      // blocks are a constant count.
       schedule::Stage& stage = ctx.stages()[s];
       stage.symbolic = HalideSymbolic(out_sym, out.shape.size());
+      if (stage.extents.size() == stage.symbolic.size() + 1) stage.symbolic.push_back(false);
       if (stage.symbolic.size() != stage.extents.size()) stage.symbolic.clear();
       stage.symbolic_extents.assign(stage.symbolic.size(), Expr());
       for (size_t d = 0; d < stage.symbolic.size(); ++d) {

@@ -2,7 +2,11 @@
 // 8,388,608 terms, which one serial f32 accumulator got 0.8% wrong (braze-fuzz seed
 // 61100011), compared with its exact f64 value; prime extents (a tail block), a
 // matmul of several outputs, a batch, a segment sum and a padded filter gradient
-// against the reference; and the lowering's two stages, for those schedulers only.
+// against the reference; the lowering's two stages, for those schedulers only; and the
+// choice of blocks (ChooseBlocks) on tiny, odd, prime, multi-dim and many-output sums.
+#include "lower/long_sums.h"
+
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -84,6 +88,99 @@ TEST(LongSums, SegmentSumsAndFilterGradientsPastTheBoundMatchTheReference) {
     w.padding = Padding::kSame;
     c.outputs = {UnsortedSegmentSum(data, ids, 4), Conv2DBackpropFilter(x, {3, 3, 1, 2}, dy, w)};
     EXPECT_TRUE(CompileRunCompare(c, scheduler, {1e-4, 1e-4})) << SchedulerName(scheduler);
+  }
+}
+
+// A filter gradient whose blocked dim is the padded one, with a tail: SAME padding over
+// a 2 x 9001 image, a domain of (9001, 2, 1) taps per filter element: 70 blocks of 128
+// and a tail of 41, each under the window's predicate.
+TEST(LongSums, APaddedFilterGradientWithATailMatchesTheReference) {
+  const lower::SumBlocks split = lower::ChooseBlocks({9001, 2, 1}, 3 * 3 * 1 * 2);
+  EXPECT_EQ(split.dim, 0);
+  EXPECT_EQ(split.block, 128);
+  EXPECT_EQ(split.blocks, 70);
+  EXPECT_EQ(split.tail, 41);
+  for (Scheduler scheduler : kBlocked) {
+    Case c;
+    Tensor x = c.Input(f32, {1, 2, 9001, 1}, 13);
+    Tensor dy = c.Input(f32, {1, 2, 9001, 2}, 14);
+    Window2D w;
+    w.padding = Padding::kSame;
+    c.outputs = {Conv2DBackpropFilter(x, {3, 3, 1, 2}, dy, w)};
+    EXPECT_TRUE(CompileRunCompare(c, scheduler, {1e-4, 1e-4})) << SchedulerName(scheduler);
+  }
+}
+
+// A bf16 matmul is lowered as an f32 one (then rounded): blocked past the bound too.
+// Both sides round the same sum to bf16, so they may differ by one of its ulps (2^-7).
+TEST(LongSums, ABf16MatMulPastTheBoundMatchesTheReference) {
+  Case c;
+  const int64_t k = 16411;  // prime: a tail
+  Tensor a = c.Input(DType::kBF16, {3, k}, 15);
+  Tensor b = c.Input(DType::kBF16, {k, 5}, 16);
+  c.outputs = {MatMul(a, b)};
+  lower::LowerOptions options;
+  options.block_long_sums = true;
+  auto lowered = lower::LowerCluster(SpecOf(c), options);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  EXPECT_EQ(lowered->info.stages.size(), 2u);
+  for (Scheduler scheduler : kBlocked) {
+    EXPECT_TRUE(CompileRunCompare(c, scheduler, {0x1p-6, 1e-2})) << SchedulerName(scheduler);
+  }
+}
+
+// The blocks of a sum: none for a short one; about sqrt(terms) of about sqrt(terms)
+// terms; B = 1 when the other dims outnumber K; fewer, longer blocks when the partials
+// of many outputs would pass the budget, but none over kLongSum terms.
+TEST(LongSums, ChooseBlocksSplitsTheLongestDimWithinTheBudget) {
+  struct Want {
+    std::vector<int64_t> extents;
+    int64_t outputs;
+    int dim;
+    int64_t block, blocks, tail;
+  };
+  const Want wants[] = {
+      {{}, 1, 0, 0, 0, 0},                         // a sum of one term
+      {{1}, 7, 0, 0, 0, 0},                        // tiny
+      {{16384}, 1, 0, 0, 0, 0},                    // exactly kLongSum: one stage
+      {{128, 128}, 1, 0, 0, 0, 0},                 // the same in two dims
+      {{16385}, 1, 0, 256, 64, 1},                 // odd, just past the bound
+      {{16411}, 15, 0, 256, 64, 27},               // prime
+      {{8388608}, 1, 0, 4096, 2048, 0},            // seed 61100011's dot product
+      {{8388617}, 1, 0, 4096, 2048, 9},            // prime
+      {{9001, 2, 1}, 18, 0, 128, 70, 41},          // the padded filter gradient's domain
+      {{3, 20011}, 12, 1, 128, 156, 43},           // a segment sum of 3-wide slices
+      {{100, 101, 103}, 5, 2, 1, 103, 0},          // other dims (10,100) outnumber K: B = 1
+      {{20000}, 1, 0, 256, 78, 32},                // a dot product: the budget never bites
+      {{20000}, 1 << 20, 0, 4096, 4, 3616},        // [1024,20000]x[20000,1024]: 4 blocks
+      {{20000}, 1 << 23, 0, 8192, 2, 3616},        // past the budget even with 2 blocks
+      {{1000003}, 1 << 20, 0, 16384, 61, 579},     // capped at kLongSum-term blocks
+      {{7, 1000003}, 1 << 20, 1, 2048, 488, 579},  // the same with 7 terms per row
+  };
+  for (const Want& w : wants) {
+    const lower::SumBlocks s = lower::ChooseBlocks(w.extents, w.outputs);
+    const std::string what =
+        ::testing::PrintToString(w.extents) + " x " + std::to_string(w.outputs) + " outputs";
+    EXPECT_EQ(s.block, w.block) << what;
+    if (w.block == 0) continue;
+    EXPECT_EQ(s.dim, w.dim) << what;
+    EXPECT_EQ(s.blocks, w.blocks) << what;
+    EXPECT_EQ(s.tail, w.tail) << what;
+    // The invariants behind the numbers.
+    int64_t terms = 1;
+    for (int64_t e : w.extents) terms *= e;
+    const int64_t k = w.extents[s.dim], other = terms / k;
+    EXPECT_EQ(s.blocks * s.block + s.tail, k) << what;
+    EXPECT_GE(s.blocks, 2) << what;
+    EXPECT_LT(s.tail, s.block) << what;
+    EXPECT_EQ(s.block & (s.block - 1), 0) << what;  // a power of two
+    EXPECT_LE(s.block * other, std::max(lower::kLongSum, other)) << what;
+    const double partials = static_cast<double>(w.outputs) * static_cast<double>(s.blocks);
+    EXPECT_LE(partials, std::max({static_cast<double>(lower::kPartialBudget),
+                                  3.0 * static_cast<double>(w.outputs),
+                                  2.0 * static_cast<double>(w.outputs) *
+                                      static_cast<double>(terms) / lower::kLongSum}))
+        << what;
   }
 }
 
