@@ -211,6 +211,27 @@ TEST(LongSums, OnlyTheBlockingLoweringAddsThePartialSums) {
   EXPECT_EQ(lowered->info.stages.size(), 1u);
 }
 
+// Many outputs: [1024,20000]x[20000,1024]'s partial sums are 4 blocks of 4,096 (16 MiB),
+// not 78 of 256 (327 MB). Lowered only: its inputs need no values.
+TEST(LongSums, ThePartialSumsOfManyOutputsStayWithinTheBudget) {
+  Case c;
+  Tensor a = Placeholder(*c.graph, f32, {1024, 20000});
+  Tensor b = Placeholder(*c.graph, f32, {20000, 1024});
+  c.inputs = {a, b};
+  c.outputs = {MatMul(a, b)};
+  ClusterSpec spec = SpecOf(c);
+  spec.input_types = {{f32, {1024, 20000}}, {f32, {20000, 1024}}};
+  lower::LowerOptions options;
+  options.block_long_sums = true;
+  auto lowered = lower::LowerCluster(spec, options);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  ASSERT_EQ(lowered->info.stages.size(), 2u);
+  const std::vector<int64_t> partial = {1024, 1024, 4};
+  EXPECT_EQ(lowered->info.stages[0].extents, partial);
+  EXPECT_EQ(lowered->info.stages[0].reduction_extent, 4096);
+  EXPECT_EQ(lowered->info.stages[1].reduction_extent, 4);
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze
