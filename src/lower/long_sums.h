@@ -18,7 +18,7 @@
 //
 // d is the reduction domain's longest dim (extent K, a constant: the CPU autoschedulers
 // are only given static shapes, and a sum over a symbolic domain stays one stage), B a
-// power of two near sqrt(terms) / (terms / K), below K, so that the longest accumulator
+// power of two near sqrt(terms) / (terms / K), at most K / 2, so that the longest accumulator
 // runs over max(B * terms / K, K / B + the tail's terms) terms: about 2 sqrt(terms) when K
 // is at least sqrt(terms) (8,388,608 terms: 2,048 partial sums of 4,096), but terms / K
 // (B = 1) when the other dims multiply to more than K. The last update is the tail of a
@@ -53,12 +53,13 @@ inline constexpr int64_t kLongSum = int64_t{1} << 14;
 // it, fewer and longer blocks (precision (B + K / B) * 2^-24, still far below K * 2^-24),
 // but never a block whose partial runs over more than kLongSum terms: many outputs are
 // what make the budget bite, and each output's own sum must stay as precise as a short
-// one. So the partials hold at most max(kPartialBudget, outputs x terms / kLongSum)
-// elements: beyond the budget, 1 / 2^14 of the terms the kernel adds anyway.
+// one. So the partials hold at most max(kPartialBudget, about outputs x terms / kLongSum)
+// elements (within 3x: B is a power of two, and there are 2 blocks or more): beyond
+// the budget, a few values per 2^14 terms that the kernel adds anyway.
 inline constexpr int64_t kPartialBudget = int64_t{1} << 22;
 
 // How a sum is split: dim `dim` of its domain in `blocks` blocks of `block` terms, then
-// `tail` terms. block == 0: one stage (a short sum, or a domain of at most 1 term).
+// `tail` terms. block == 0: one stage (a sum of at most kLongSum terms).
 struct SumBlocks {
   int dim = 0;
   int64_t block = 0;
