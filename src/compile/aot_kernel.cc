@@ -141,6 +141,8 @@ int braze_stream_copy(void* dst, long long dst_offset, const void* src, long lon
   return copy_fn(dst, dst_offset, src, src_offset, bytes);
 }
 int braze_stream_fence(void) { return fence_fn(); }
+/* compile/codegen_workarounds.h kOpaqueBitsSymbol: defined here, out of the kernel's sight */
+unsigned long long braze_opaque_bits(unsigned long long bits) { return bits; }
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 #include "compile/codegen_workarounds.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -153,8 +155,14 @@ class DropOpaqueZeros : public IRMutator {
     return IRMutator::visit(op);
   }
 
-  // t for `zero + t` or `t + zero`, else undefined.
+  // t for `zero + t` or `t + zero`, else undefined. A term the update's vector does not
+  // vary along is one broadcast, x8(zero + t): then x8(t) (the Mean of an empty batch's
+  // NaN, braze-fuzz seed 62701289, was such a term and its addition stayed fast-math).
   Expr ZeroedTerm(const Expr& e) const {
+    if (const auto* broadcast = e.as<Halide::Internal::Broadcast>()) {
+      const Expr t = ZeroedTerm(broadcast->value);
+      return t.defined() ? Halide::Internal::Broadcast::make(t, broadcast->lanes) : Expr();
+    }
     const auto* add = e.as<Halide::Internal::Add>();
     if (add == nullptr) return Expr();
     if (IsOpaqueZero(add->a, &zero_vars_)) return add->b;
@@ -283,6 +291,94 @@ class HostFormsOfNvvmMath : public DeviceAwareMutator {
   }
 };
 
+// Binds every non-finite float constant outside GPU loops to a value LLVM cannot see
+// (codegen_workarounds.h, "Non-finite constants"). One use per Stmt.
+class NonFiniteConstantsAsOpaqueValues : public DeviceAwareMutator {
+ public:
+  Halide::Internal::Stmt Rewrite(const Halide::Internal::Stmt& s) {
+    Halide::Internal::Stmt body = mutate(s);
+    // Each bit pattern once per pipeline run, from Braze's identity function: LLVM
+    // knows nothing of its result, and parallel loops capture the variable.
+    for (const auto& [bits, name] : names_) {
+      const Expr value = Halide::Internal::Call::make(
+          Halide::UInt(64), kOpaqueBitsSymbol,
+          {Halide::Internal::make_const(Halide::UInt(64), bits)}, Halide::Internal::Call::Extern);
+      body = Halide::Internal::LetStmt::make(name, value, body);
+    }
+    return body;
+  }
+
+ private:
+  using DeviceAwareMutator::visit;
+
+  // `bits` as a scalar of the float type `type`, through the opaque identity.
+  Expr Opaque(const Halide::Type& type, uint64_t bits) {
+    auto [it, added] = names_.emplace(bits, "");
+    if (added) it->second = Halide::Internal::unique_name("braze_nonfinite");
+    Expr e = Halide::Internal::Variable::make(Halide::UInt(64), it->second);
+    if (type.bits() != 64) e = Halide::cast(Halide::UInt(type.bits()), e);
+    return Halide::reinterpret(type.element_of(), e);
+  }
+
+  Expr visit(const Halide::Internal::FloatImm* op) override {
+    if (on_device() || std::isfinite(op->value)) return op;
+    uint64_t bits;
+    if (op->type.bits() == 64) {
+      std::memcpy(&bits, &op->value, sizeof(bits));
+    } else if (op->type.bits() == 32) {
+      const float f = static_cast<float>(op->value);
+      uint32_t b;
+      std::memcpy(&b, &f, sizeof(b));
+      bits = b;
+    } else if (op->type.is_bfloat()) {
+      bits = Halide::bfloat16_t(op->value).to_bits();
+    } else {
+      bits = Halide::float16_t(op->value).to_bits();
+    }
+    return Opaque(op->type, bits);
+  }
+
+  // reinterpret(float type, integer constant): the lowering's NaN and infinities by bits.
+  Expr visit(const Halide::Internal::Call* op) override {
+    if (on_device() || !op->is_intrinsic(Halide::Internal::Call::reinterpret) ||
+        !op->type.is_float() || op->args.size() != 1) {
+      return IRMutator::visit(op);
+    }
+    Expr arg = op->args[0];
+    const auto* broadcast = arg.as<Halide::Internal::Broadcast>();
+    if (broadcast != nullptr) arg = broadcast->value;
+    const auto* u = arg.as<Halide::Internal::UIntImm>();
+    const auto* i = arg.as<Halide::Internal::IntImm>();
+    if (u == nullptr && i == nullptr) return IRMutator::visit(op);
+    const int width = op->type.bits();
+    const uint64_t bits = (u != nullptr ? u->value : static_cast<uint64_t>(i->value)) &
+                          (width == 64 ? ~uint64_t{0} : (uint64_t{1} << width) - 1);
+    // The exponent field all ones: an infinity or a NaN.
+    const uint64_t exponent = op->type.is_bfloat() ? 0x7f80
+                              : width == 16        ? 0x7c00
+                              : width == 32        ? 0x7f800000
+                                                   : 0x7ff0000000000000;
+    if ((bits & exponent) != exponent) return op;
+    Expr e = Opaque(op->type, bits);
+    if (broadcast != nullptr) e = Halide::Internal::Broadcast::make(e, broadcast->lanes);
+    return e;
+  }
+
+  std::map<uint64_t, std::string> names_;  // bit pattern -> its variable
+};
+
+// The pass object the pipeline owns: each lowering gets a fresh rewrite.
+class NonFiniteConstantsPass : public IRMutator {
+ public:
+  Halide::Internal::Stmt mutate(const Halide::Internal::Stmt& s) override {
+    return NonFiniteConstantsAsOpaqueValues().Rewrite(s);
+  }
+  using IRMutator::mutate;
+};
+
+// The identity behind kOpaqueBitsSymbol: a kernel calls it by address, never inlined.
+uint64_t OpaqueBits(uint64_t bits) { return bits; }
+
 }  // namespace
 
 Halide::Internal::Stmt ComputeSkippableGpuStages(const Halide::Internal::Stmt& s) {
@@ -305,6 +401,12 @@ Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s) {
   return DropOpaqueZeros().mutate(s);
 }
 
+Halide::Internal::Stmt NonFiniteConstantsAsOpaque(const Halide::Internal::Stmt& s) {
+  return NonFiniteConstantsAsOpaqueValues().Rewrite(s);
+}
+
+void* OpaqueBitsAddress() { return reinterpret_cast<void*>(&OpaqueBits); }
+
 void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
   pipeline.add_custom_lowering_pass(new DropOpaqueZeros);
   pipeline.add_custom_lowering_pass(new UnalignConstantStrides);
@@ -315,6 +417,14 @@ void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
     pipeline.add_custom_lowering_pass(new ExactDoubleConstants);
     pipeline.add_custom_lowering_pass(new HostFormsOfNvvmMath);
   }
+  // Last: a constant another repair makes (HostFormsOfNvvmMath's) is bound too.
+  pipeline.add_custom_lowering_pass(new NonFiniteConstantsPass);
+  std::map<std::string, Halide::JITExtern> externs = pipeline.get_jit_externs();
+  externs.emplace(kOpaqueBitsSymbol,
+                  Halide::JITExtern(Halide::ExternCFunction(
+                      OpaqueBitsAddress(),
+                      Halide::ExternSignature(Halide::UInt(64), false, {Halide::UInt(64)}))));
+  pipeline.set_jit_externs(externs);
 }
 
 }  // namespace braze

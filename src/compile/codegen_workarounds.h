@@ -61,6 +61,17 @@
 // (braze-fuzz seeds 6000280 and 12 more on an H100). The repair, for GPU targets, gives
 // those calls outside GPU loops their host forms: exp(x ln 2) and an IEEE division.
 //
+// Non-finite constants: Halide gives every float instruction outside strict_float LLVM's
+// no-NaNs and no-infinities flags, under which a NaN or infinite operand is poison.
+// Where such a value is a constant of the pipeline (the Mean of an empty batch is a NaN
+// literal, a Max's -inf, a scalar Const of inf), LLVM folded what read it: a store of it
+// was deleted and a MatMul of the mean was 0, not NaN (braze-fuzz seed 62701289, every
+// CPU scheduler), and once the whole pipeline, its output left 0 (seed 62600348,
+// Mullapudi2016, one thread). The repair, run last, binds each non-finite float constant
+// of host code to a variable at the top of the pipeline whose value comes from an
+// identity function LLVM cannot see into (kOpaqueBitsSymbol): a run-time value, as an
+// input's NaN is (docs/HALIDE14.md, "Non-finite constants are poison to LLVM").
+//
 // Internal header: includes Halide.h.
 #ifndef BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
 #define BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
@@ -68,6 +79,11 @@
 #include "Halide.h"
 
 namespace braze {
+
+// The identity function on 64 bits that non-finite constants pass through (the JIT's
+// extern and the stored runtime's, compile/aot_kernel.cc), and its address.
+inline constexpr char kOpaqueBitsSymbol[] = "braze_opaque_bits";
+void* OpaqueBitsAddress();
 
 // Adds the repairs above to `pipeline` (once per pipeline); `gpu`: a GPU target.
 void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu);
@@ -87,6 +103,10 @@ Halide::Internal::Stmt HostFormsOfDeviceMath(const Halide::Internal::Stmt& s);
 
 // The opaque zero's removal, for tests.
 Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s);
+
+// The non-finite constants' rewrite, for tests: `s` with every NaN or infinite float
+// constant outside GPU loops bound to kOpaqueBitsSymbol's result.
+Halide::Internal::Stmt NonFiniteConstantsAsOpaque(const Halide::Internal::Stmt& s);
 
 // The GPU repair, for tests: `s` with every host-side `if` (no else, outside any GPU
 // loop) whose condition reads a buffer replaced by its body.

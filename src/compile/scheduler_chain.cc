@@ -272,7 +272,8 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
 // A pipeline calling the CPU GEMM library or the streaming copy gets their addresses
 // from us: Braze's static libraries export no symbols for Halide's JIT linker to find.
 void InstallJitExterns(const LoweredCluster& lowered, bool streams, Halide::Pipeline& pipeline) {
-  std::map<std::string, Halide::JITExtern> externs;
+  // Added to those the repairs installed (codegen_workarounds.h).
+  std::map<std::string, Halide::JITExtern> externs = pipeline.get_jit_externs();
   const Halide::Type buffer = Halide::type_of<halide_buffer_t*>();
   if (lowered.calls_library) {
     const Halide::ExternSignature signature(

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -154,6 +155,14 @@ TEST(CodegenWorkarounds, OpaqueZeroAdditionsAreTakenOut) {
   const Halide::Expr vupdate = after(vacc + (vzero + v8));
   ASSERT_NE(vupdate.as<Let>(), nullptr) << vupdate;
   EXPECT_TRUE(equal(vupdate.as<Let>()->value, v8)) << vupdate;
+  // A term the vector does not vary along, broadcast whole: x8(zero + f).
+  const Halide::Expr bupdate =
+      after(vacc + Broadcast::make(Halide::cast(Halide::Float(32), zero) + f32, 8));
+  const Let* blet = bupdate.as<Let>();
+  ASSERT_NE(blet, nullptr) << bupdate;
+  EXPECT_TRUE(equal(blet->value, Broadcast::make(f32, 8))) << bupdate;
+  const Call* bstrict = blet->body.as<Call>();
+  EXPECT_TRUE(bstrict != nullptr && bstrict->is_intrinsic(Call::strict_float)) << bupdate;
   // A whole `zero + term` bound to a Let: the value loses the zero, the update is strict.
   const Halide::Expr t = Variable::make(Halide::Float(64), "t");
   const Halide::Expr via_term = after(Let::make("t", zero + x, acc + t));
@@ -188,6 +197,82 @@ TEST(CodegenWorkarounds, KernelsNeverLoadTheOpaqueZero) {
   EXPECT_NE(stmt.find(std::string("buffer ") + lower::kOpaqueZeroBuffer), std::string::npos);
   EXPECT_EQ(stmt.find(std::string(lower::kOpaqueZeroBuffer) + "["), std::string::npos) << stmt;
   EXPECT_TRUE(lowertest::CompileRunCompare(c, Scheduler::kSafeDefault));
+}
+
+// A plain Halide pipeline with a NaN or infinite literal read by an update that is not
+// strict: acc(x) = 0; acc(x) += c * (x + 1), vectorized, acc stored, out(x) = acc(x).
+// Under LLVM's no-NaNs and no-infinities flags a literal NaN or infinity operand is
+// poison; LLVM deleted the update's store and every element was 0 (the Mean of an empty
+// batch, braze-fuzz seed 62701289). With the repair the literal is a run-time value.
+TEST(CodegenWorkarounds, NonFiniteLiteralsReachTheirConsumers) {
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float c : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+    for (const Halide::Type t : {Halide::Float(32), Halide::Float(64)}) {
+      Halide::Var x("x");
+      Halide::Func acc("acc"), out("out");
+      acc(x) = Halide::cast(t, 0);
+      acc(x) = acc(x) + Halide::cast(t, c) * Halide::cast(t, x + 1);
+      out(x) = Halide::cast<float>(acc(x));
+      acc.compute_root().vectorize(x, 8);
+      acc.update().vectorize(x, 8);
+      out.vectorize(x, 8);
+      Halide::Pipeline p(out);
+      InstallCodegenWorkarounds(p, /*gpu=*/false);
+      const Halide::Buffer<float> got = p.realize({16});
+      for (int i = 0; i < 16; ++i) {
+        ASSERT_EQ(std::isnan(got(i)), std::isnan(c))
+            << c << " " << t << " [" << i << "] " << got(i);
+        if (!std::isnan(c)) {
+          ASSERT_EQ(got(i), c) << t << " [" << i << "]";
+        }
+      }
+    }
+  }
+}
+
+TEST(CodegenWorkarounds, OnlyNonFiniteConstantsOffTheDeviceBecomeOpaque) {
+  using namespace Halide::Internal;
+  struct Finder : IRVisitor {
+    int non_finite = 0, opaque_calls = 0;
+    using IRVisitor::visit;
+    void visit(const FloatImm* op) override { non_finite += !std::isfinite(op->value); }
+    void visit(const Call* op) override {
+      opaque_calls += op->name == kOpaqueBitsSymbol;
+      IRVisitor::visit(op);
+    }
+  };
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const Halide::Expr v = Variable::make(Halide::Float(32), "v");
+  const Halide::Expr f16_nan_bits =
+      Halide::reinterpret(Halide::Float(16), make_const(Halide::UInt(16), 0x7e00));
+  const Halide::Expr f32_finite_bits =
+      Halide::reinterpret(Halide::Float(32), make_const(Halide::UInt(32), 0x3f800000));
+  // Host code: NaN and -inf as literals (f32 NaN twice: one variable), f16 NaN by bits.
+  const Stmt host = Evaluate::make(Call::make(
+      Halide::Float(32), "f",
+      {v + FloatImm::make(Halide::Float(32), nan), v * FloatImm::make(Halide::Float(32), nan),
+       Halide::cast<float>(FloatImm::make(Halide::Float(64), -inf)),
+       Halide::cast<float>(f16_nan_bits), v + FloatImm::make(Halide::Float(32), 1.5),
+       f32_finite_bits},
+      Call::PureExtern));
+  const Stmt out = NonFiniteConstantsAsOpaque(host);
+  Finder after;
+  out.accept(&after);
+  EXPECT_EQ(after.non_finite, 0) << out;
+  EXPECT_EQ(after.opaque_calls, 3) << out;  // f32 NaN, f64 -inf, f16 NaN
+  // The finite literal and the finite bits are left alone.
+  EXPECT_NE(Halide::Internal::Stmt(out).as<LetStmt>(), nullptr) << out;
+  std::ostringstream text;
+  text << out;
+  EXPECT_NE(text.str().find("1.500000f"), std::string::npos) << out;
+  EXPECT_NE(text.str().find("1065353216"), std::string::npos) << out;
+  // Nothing to bind: the Stmt is returned as it was.
+  const Stmt finite = Evaluate::make(v + 1.5f);
+  EXPECT_TRUE(NonFiniteConstantsAsOpaque(finite).same_as(finite));
+  // Device code keeps its literals (no call of the host's function there).
+  const Stmt gpu = For::make("t", 0, 4, ForType::GPUThread, Halide::DeviceAPI::CUDA, host);
+  EXPECT_TRUE(NonFiniteConstantsAsOpaque(gpu).same_as(gpu));
 }
 
 TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {
