@@ -14,7 +14,7 @@
 #
 # A device run carries the working tree (tracked and untracked-not-ignored files) and
 # .gpu/, 64 MiB in all: the script adds them up and fails, naming each part, when they
-# pass it (LIMIT_MIB, default 64). Fails, naming it, on a binary not built.
+# pass it (LIMIT_MIB, default 60: see below). Fails, naming it, on a binary not built.
 #
 # Two libraries are carried as stand-ins (STUBS=1, the default), 14.5 of the bundle's
 # 52 MB (xz) on 2026-11-30: Debian's libLLVM-14 links libz3 (23 MB, used by clang's
@@ -27,7 +27,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BRAZE_BUILD_DIR:-$root/build}"
-limit_mib=${LIMIT_MIB:-64}
+# 60, not 64: on 2026-11-30 the tool refused a call that carried 63.8 MiB counted this
+# way (bytes of the files), so its own count is larger (disk blocks, or 10^6-byte MB).
+limit_mib=${LIMIT_MIB:-60}
 # braze-opencl-probe too: the test binaries find it beside them (src/device/opencl_probe.h);
 # without it, OpenCL would be unavailable there for want of the probe.
 bins=(test/device_tests test/lower_tests test/runtime_tests bench/braze_bench_gpu
@@ -46,10 +48,18 @@ done
 strip --strip-unneeded "$stage"/bin/*
 # Every library ldd resolves for them, but the system's C/C++ runtime and CUDA's own.
 skip='/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*|libstdc\+\+|libgcc_s|libcuda|libcublas[A-Za-z]*|libcudart)\.so'
-for b in "$stage"/bin/*; do
+cp -L /usr/lib/x86_64-linux-gnu/halide14/libautoschedule_*.so "$stage/plugins/"
+# A library ldd cannot find would fail only on the GPU machine, in device time: fail here.
+for b in "$stage"/bin/* "$stage"/plugins/*; do
+  if ldd "$b" | grep -q 'not found'; then
+    echo "gpu-bundle: $(basename "$b") needs libraries this machine lacks:" >&2
+    ldd "$b" | grep 'not found' >&2
+    exit 1
+  fi
+done
+for b in "$stage"/bin/* "$stage"/plugins/*; do
   ldd "$b" | awk '/=> \//{print $3}'
 done | sort -u | grep -Ev "$skip" | while read -r lib; do cp -L "$lib" "$stage/lib/"; done
-cp -L /usr/lib/x86_64-linux-gnu/halide14/libautoschedule_*.so "$stage/plugins/"
 
 # The stand-ins (see the top). Each replaces the library under its own soname.
 stub_z3() {
@@ -105,8 +115,9 @@ echo "gpu-bundle: $root/.gpu/bundle.tar.xz, $((size / 1048576)) MiB ($size bytes
 
 # What a device run carries: the working tree as git sees it (tracked files and
 # untracked ones not ignored, as they are on disk) plus .gpu/ (the bundle, carried).
+# (A tracked file deleted on disk is not carried: stat's failure for it is not an error.)
 tree=$(cd "$root" && git ls-files -z --cached --others --exclude-standard |
-  xargs -0 -r stat -c %s 2>/dev/null | awk '{s += $1} END {print s + 0}')
+  { xargs -0 -r stat -c %s 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
 gpu=$(du -sb "$root/.gpu" | cut -f1)
 total=$((tree + gpu))
 limit=$((limit_mib * 1048576))

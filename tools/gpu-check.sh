@@ -39,7 +39,8 @@
 # TUNE=1 (the bundle packed with TUNE=1: braze-tune), after the checks above, in TUNE_TIME
 # (default 300) s of its own, counted from its start (docs/CUDA.md, "GPU schedule
 # tuning"): braze_bench_gpu's TUNE_FILTER workloads run once with their clusters dumped;
-# braze-tune --device=jit:cuda tunes them for TUNE_BUDGET (150) s, --runs=5, writing its
+# braze-tune --device=jit:cuda tunes them for what is left of TUNE_TIME after the
+# A/B's limits (at most TUNE_BUDGET, if set), --runs=5, writing its
 # entries to a fresh directory; then the same benchmarks as an A/B, untuned
 # (--stored_schedules=false) and tuned (--schedule_dirs=<the entries>), TUNE_AB_ROUNDS (2)
 # rounds alternating, 3 repetitions each, in TUNE_AB_LIMIT (40) s a run. All of it goes back
@@ -77,7 +78,8 @@ rm -f "$G/lib/libmvec.so.1"  # the machine's glibc brings its own
 cub=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null ||
   find / -xdev -name 'libcublasLt.so.13*' 2>/dev/null | head -1)
 echo "cublasLt: $cub"
-export LD_LIBRARY_PATH=$G/lib:$(dirname "$cub") BRAZE_HALIDE_PLUGIN_DIR=$G/plugins
+# (No cuBLASLt found: no directory for it; dirname "" would add the current one.)
+export LD_LIBRARY_PATH=$G/lib${cub:+:$(dirname "$cub")} BRAZE_HALIDE_PLUGIN_DIR=$G/plugins
 B=$G/bin
 
 # The time limit of a step asked for `$1` s: in QUICK mode, no more than what is left of
@@ -205,7 +207,8 @@ RESULTS+=("$R/device_tests.xml")
 t $([ "$QUICK" = 1 ] && echo 20 || echo 60) "$B/device_tests" \
   --gtest_output="xml:$R/device_tests.xml"
 # Device, CUDA and memory tests, the whole GPU training steps (Cuda/GpuWorkloads) among them.
-RT_FILTER='*Device*:*Cuda*:*Memory*'
+# ShippedSchedulesTest too: its GPU entries run only on a machine with their device.
+RT_FILTER='*Device*:*Cuda*:*Memory*:ShippedSchedulesTest.*'
 rt_cuda=$(runtime_cases "$RT_FILTER" cuda)
 # (An empty filter would run every case.)
 [ -n "$rt_cuda" ] || FAILED+=("runtime_tests lists no CUDA case for $RT_FILTER")
@@ -234,7 +237,7 @@ fi
 # CUDA is missing).
 echo "== tools/test-summary.py --results (${#RESULTS[@]} files in $R)"
 rc=0
-summary=$(timeout 30 python3 tools/test-summary.py --results "${RESULTS[@]}" 2>&1) || rc=$?
+summary=$(timeout 30 env -u LD_LIBRARY_PATH python3 tools/test-summary.py --results "${RESULTS[@]}" 2>&1) || rc=$?
 echo "$summary"
 ((rc == 0)) || FAILED+=("rc=$rc: tools/test-summary.py (a failed case or a missing results file)")
 if grep -q "^  SKIPPED .*\(OnGpu\|CUDA is not available\|no CUDA device\)" <<<"$summary"; then
@@ -260,7 +263,7 @@ for i in "${!bench_groups[@]}"; do
 done
 # One JSON of every group's cases; a group cut by its limit keeps its whole cases (Google
 # Benchmark writes each case as it ends: the file is closed after the last whole one).
-timeout 30 python3 - "$OUT/cuda.json" "${bench_jsons[@]}" <<'PY' || FAILED+=("merging the benchmark JSON")
+timeout 30 env -u LD_LIBRARY_PATH python3 - "$OUT/cuda.json" "${bench_jsons[@]}" <<'PY' || FAILED+=("merging the benchmark JSON")
 import json, sys
 out, merged = sys.argv[1], None
 for path in sys.argv[2:]:
@@ -286,7 +289,7 @@ PY
 # Records a failure when the benchmark JSON $1 is unreadable or holds an error.
 bench_errors() {
   echo "== benchmarks with an error in $1"
-  if ! timeout 30 python3 - "$1" <<'PY'; then
+  if ! timeout 30 env -u LD_LIBRARY_PATH python3 - "$1" <<'PY'; then
 import json, sys
 try:
     doc = json.load(open(sys.argv[1]))
@@ -367,7 +370,7 @@ tar -czf "$OUT/results.tgz" -C "$G" results || FAILED+=("packing $OUT/results.tg
 # The GPU schedule tuning (TUNE=1; see the top): its own time, TUNE_TIME s from here.
 tune() {
   local T=$G/tune filter=${TUNE_FILTER:-'BM_(Chain8|Softmax|LayerNorm|MatMulBiasRelu|TrainStep|MlpStep)_cuda'}
-  local budget=${TUNE_BUDGET:-150} round ab fl
+  local budget round ab fl left
   # Every step's limit cut to what is left of TUNE_TIME, as QUICK's are (limit()).
   local QUICK=1 DEADLINE=$((SECONDS + ${TUNE_TIME:-300}))
   rm -rf "$T" && mkdir -p "$T/dump" "$T/schedules"
@@ -379,7 +382,17 @@ tune() {
   clusters=$(find "$T/dump" -name '*.cluster' | wc -l)
   echo "== TUNE: $clusters clusters dumped"
   ((clusters > 0)) || { FAILED+=("TUNE: no cluster of $filter dumped"); return; }
-  # braze-tune stops starting candidates at its budget, then finishes the running one.
+  # braze-tune's budget: what is left of TUNE_TIME after the A/B's limits and 30 s for
+  # the candidate running at the budget (braze-tune stops starting candidates at its
+  # budget, then finishes that one), at most TUNE_BUDGET.
+  left=$((DEADLINE - SECONDS - ${TUNE_AB_ROUNDS:-2} * 2 * ${TUNE_AB_LIMIT:-40} - 30))
+  budget=${TUNE_BUDGET:-$left}
+  ((budget > left)) && budget=$left
+  if ((budget < 20)); then
+    FAILED+=("TUNE: ${budget}s left for braze-tune: raise TUNE_TIME")
+    return
+  fi
+  echo "== TUNE: braze-tune's budget ${budget}s"
   BRAZE_CACHE_DIR=off t $((budget + 30)) "$B/braze-tune" --device=jit:cuda --budget="$budget" \
     --runs=5 --out="$T/schedules" "$T/dump" >"$T/tune.log" 2>&1
   # Its first lines (the device) and its closing table, not every progress line.
@@ -398,7 +411,8 @@ tune() {
         "$B/braze_bench_gpu" --benchmark_filter="$filter" --benchmark_repetitions=3 \
         --benchmark_min_time="${BENCH_MIN_TIME:-0.05}" --benchmark_report_aggregates_only=true \
         --benchmark_out="$T/ab-$ab-$round.json" --benchmark_out_format=json
-      bench_errors "$T/ab-$ab-$round.json"
+      # (A step not run or cut before any JSON is already a failure: not counted twice.)
+      [ -s "$T/ab-$ab-$round.json" ] && bench_errors "$T/ab-$ab-$round.json"
     done
   done
 }

@@ -417,7 +417,9 @@ void InstallCodegenWorkarounds(Halide::Pipeline& pipeline, bool gpu) {
     pipeline.add_custom_lowering_pass(new ExactDoubleConstants);
     pipeline.add_custom_lowering_pass(new HostFormsOfNvvmMath);
   }
-  // Last: a constant another repair makes (HostFormsOfNvvmMath's) is bound too.
+  // Last of these repairs: a constant another one makes (HostFormsOfNvvmMath's) is bound
+  // too. The passes a caller adds after this function (Float16ToBits, streaming stores:
+  // scheduler_chain.cc) make no float constant.
   pipeline.add_custom_lowering_pass(new NonFiniteConstantsPass);
   std::map<std::string, Halide::JITExtern> externs = pipeline.get_jit_externs();
   externs.emplace(kOpaqueBitsSymbol,
