@@ -357,6 +357,37 @@ TEST_F(DiskCacheTest, AKernelWithStreamingStoresIsStoredAndLoaded) {
   EXPECT_TRUE(warnings_.empty());
 }
 
+// A kernel with a NaN among its pipeline's constants (the mean of an empty batch, read by
+// a MatMul fused with it) binds it to braze_opaque_bits' result (docs/HALIDE14.md,
+// "Non-finite constants are poison to LLVM"), a function the stored runtime defines: the
+// kernel is stored, loaded by the next process, and its outputs are still NaN.
+TEST_F(DiskCacheTest, AKernelWithANonFiniteConstantIsStoredAndLoaded) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 16}, "x");
+  Tensor w = Placeholder(g, DType::kF32, {16, 6}, "w");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = MatMul(Mean(x, {0}, true), w);
+  }
+  const Feeds feeds = {{x, HostTensor::RandomUniform(DType::kF32, {0, 16}, 1)},
+                       {w, HostTensor::RandomUniform(DType::kF32, {16, 6}, 2)}};
+  for (int process = 0; process < 2; ++process) {
+    CompileCache::Global().Clear();
+    SessionOptions options;
+    options.strict = true;
+    Session session(g, options);
+    auto got = session.Run(feeds, {y});
+    ASSERT_TRUE(got.ok()) << got.status();
+    for (int64_t i = 0; i < (*got)[0].num_elements(); ++i) {
+      EXPECT_TRUE(std::isnan((*got)[0].GetDouble(i))) << "process " << process << ", [" << i << "]";
+    }
+    EXPECT_EQ(session.stats().disk_cache_hits, process) << "process " << process;
+    EXPECT_EQ(session.stats().compiles, 1 - process) << "process " << process;
+  }
+  EXPECT_TRUE(warnings_.empty()) << absl::StrJoin(warnings_, "\n");
+}
+
 // A loaded kernel runs its parallel loops on Braze's thread pool (device/thread_pool.h)
 // too: the stored runtime's halide_do_par_for is pointed at it when the runtime loads.
 TEST_F(DiskCacheTest, ALoadedKernelRunsItsParallelLoopsOnBrazesPool) {
