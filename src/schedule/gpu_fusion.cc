@@ -109,10 +109,10 @@ void GpuHeuristic::Analyze() {
 // The materialized Funcs that read `name`, looking through inlined pure Funcs.
 std::set<std::string> GpuHeuristic::MaterializedConsumers(const std::string& name) const {
   std::set<std::string> result, seen;
-  std::vector<std::string> todo{name};
-  while (!todo.empty()) {
-    const std::string n = todo.back();
-    todo.pop_back();
+  std::vector<std::string> pending{name};
+  while (!pending.empty()) {
+    const std::string n = pending.back();
+    pending.pop_back();
     auto it = callers_.find(n);
     if (it == callers_.end()) continue;
     for (const std::string& c : it->second) {
@@ -120,7 +120,7 @@ std::set<std::string> GpuHeuristic::MaterializedConsumers(const std::string& nam
       if (materialized_.count(c) > 0) {
         result.insert(c);
       } else {
-        todo.push_back(c);
+        pending.push_back(c);
       }
     }
   }
