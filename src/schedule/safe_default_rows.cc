@@ -330,15 +330,16 @@ bool SafeScheduler::RowPipeline(const PipelineInfo& info) {
     const int fw = VectorWidth(f.output_types()[0], Bound(e, sym, 0));
     if (fw > 1) f.vectorize(f.args()[0], fw, kShift);
     // The next row of each input this loop reads, one line per vector, while this
-    // row's arithmetic runs: the first pass over the next row (the max) then reads it
-    // from L1, not from L3 or memory. Halide 14's prefetch is prefetchnta. Where the
-    // output stays in the caches it always paid (Softmax 4096x1024 1.25/1.42 ms ->
-    // 1.10/1.25 on a Sapphire Rapids VM). From DRAM it depends on the machine:
-    // Softmax 16384x1024 (streamed) ran 6.3 -> 8.0 ms on that VM, while a Zen 5 VM
-    // went from 3.2-3.8 to 2.9-3.1 ms; so by default only cache-resident outputs
-    // prefetch, and a stored schedule may say `row_prefetch: 2` (or 0). Static shapes
-    // only (a symbolic one's size is unknown), and rows of whole vectors: the offset
-    // is a row of them.
+    // row's arithmetic runs, so that the first pass over the next row (the max) reads
+    // it from L1. Halide 14's prefetch is prefetchnta, and what it does depends on the
+    // machine: Softmax 4096x1024 (cache-resident) went 1.25 -> 1.10 ms with it on one
+    // Sapphire Rapids VM, but 1.22-1.35 -> 1.89-2.27 ms on the Xeon VM CI runs on
+    // (2026-11-30, side by side, the kernel's time on the load after each prefetchnta);
+    // from DRAM (16384 rows) 6.3 -> 8.0 ms on the first VM, 3.2-3.8 -> 2.9-3.1 on a
+    // Zen 5 VM. So no row prefetches by default (`row_prefetch: 0`); a stored schedule
+    // may say 1 (cache-resident outputs only) or 2 (always), as braze-tune finds for a
+    // machine. Static shapes only (a symbolic one's size is unknown), and rows of whole
+    // vectors: the offset is a row of them.
     std::string prefetched;
     const bool prefetch =
         params_.row_prefetch == 2 || (params_.row_prefetch == 1 && CacheResident(out, e, sym));

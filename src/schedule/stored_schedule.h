@@ -75,9 +75,10 @@ struct ScheduleParams {
   int matmul_strip = 4;                 // rows per accumulator strip, 1..8
   int row_lanes = 2;                    // row reductions: rfactor lanes = width x 1, 2, 4
   int stream_min_mib = 32;              // outputs of at least this many MiB stream; 0: none
-  // Row pipelines prefetch each input's next row while a row's math runs: 0 never, 1
-  // where the output stays in the caches (not streamed), 2 always.
-  int row_prefetch = 1;
+  // Row pipelines prefetch each input's next row while a row's math runs: 0 never (the
+  // default: prefetchnta cost more than it saved on the CI's Xeon VM,
+  // safe_default_rows.cc), 1 where the output stays in the caches (not streamed), 2 always.
+  int row_prefetch = 0;
   bool row_pipeline = true;     // reductions computed per output row
   bool row_materialize = true;  // a row's shared math values computed once per row
   bool matmul_library = true;   // a big f32 matmul calls the CPU GEMM library

@@ -76,12 +76,14 @@ INSTANTIATE_TEST_SUITE_P(Ops, RowPipelineTest, ::testing::ValuesIn(Cases()),
                            return info.param.name;
                          });
 
-// A row's shared values (softmax's exp) prefetch the next row of the input they read.
-// By default (row_prefetch 1) only while the pipeline's data stays in the caches (its
+// A row's shared values (softmax's exp) prefetch the next row of the input they read
+// where a stored schedule says so (the default, row_prefetch 0, never does; 1 only
+// while the pipeline's data stays in the caches (its
 // output below stream_min_mib): 37 rows of 1024 with streaming from 1 MiB (148 KiB:
 // prefetched), 300 rows (1.2 MiB: streamed, not prefetched), and a symbolic batch (size
-// unknown: not prefetched; its schedule only). row_prefetch 2 prefetches the streamed
-// rows too (never a symbolic batch), 0 not even the cached ones. The last row's
+// unknown: not prefetched; its schedule only)). row_prefetch 2 prefetches the streamed
+// rows too (never a symbolic batch), 0 not even the cached ones, and neither does a
+// schedule that says nothing. The last row's
 // prefetch reads past the input; x86 prefetches never fault. Results equal the
 // reference, NaN rows too.
 TEST(RowPrefetch, CacheResidentRowsOrAsTheScheduleSaysPrefetchTheNextRow) {
@@ -93,7 +95,8 @@ TEST(RowPrefetch, CacheResidentRowsOrAsTheScheduleSaysPrefetchTheNextRow) {
   };
   for (const Want& w :
        {Want{37, false, 1, true}, Want{300, false, 1, false}, Want{37, true, 1, false},
-        Want{300, false, 2, true}, Want{37, true, 2, false}, Want{37, false, 0, false}}) {
+        Want{300, false, 2, true}, Want{37, true, 2, false}, Want{37, false, 0, false},
+        Want{37, false, -1, false}}) {
     Case c;
     HostTensor v = HostTensor::RandomUniform(DType::kF32, {w.rows, 1024}, 7, -30, 30);
     v.data<float>()[5 * 1024 + 77] = std::numeric_limits<float>::quiet_NaN();
@@ -105,11 +108,13 @@ TEST(RowPrefetch, CacheResidentRowsOrAsTheScheduleSaysPrefetchTheNextRow) {
     ASSERT_TRUE(expected.ok()) << expected.status();
     CompileOptions options;
     options.scheduler = Scheduler::kSafeDefault;
-    StoredSchedule stored;
-    stored.params.stream_min_mib = 1;
-    stored.params.row_prefetch = w.row_prefetch;
-    stored.path = "(test)";
-    options.stored_schedule = stored;
+    if (w.row_prefetch >= 0) {  // -1: no stored schedule, the defaults
+      StoredSchedule stored;
+      stored.params.stream_min_mib = 1;
+      stored.params.row_prefetch = w.row_prefetch;
+      stored.path = "(test)";
+      options.stored_schedule = stored;
+    }
     auto kernel = CompileCluster(spec, options);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     const std::string text = (*kernel)->schedule_text();
