@@ -62,7 +62,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <new>
 #include <optional>
 #include <string>
@@ -86,13 +85,6 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-// The CPU time of this process, all its threads (the JIT's thread pool included).
-int64_t ProcessCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
 // The CPU time of process `pid` (every thread), from /proc; -1 when unreadable.
@@ -125,7 +117,7 @@ std::string TimeoutNote(pid_t pid, int64_t started_cpu_ns) {
     std::fclose(file);
   }
   std::string note;
-  if (cpu >= 0) {
+  if (cpu >= 0 && started_cpu_ns >= 0) {
     absl::StrAppend(&note, ", ", absl::StrFormat("%.1f", (cpu - started_cpu_ns) * 1e-9),
                     " s of CPU in it (every thread)");
   }
@@ -395,7 +387,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     o.function = f.function;
     o.num_threads = ThreadsFor(f, seed);
     state->started_ns = NowNs();
-    state->started_cpu_ns = ProcessCpuNs();
+    state->started_cpu_ns = ProcCpuNs(getpid());  // the clock the watcher reads
     state->running = seed;
     const Outcome out = RunProgram(p, o);
     t.launches += out.cluster_launches;
