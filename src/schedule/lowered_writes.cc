@@ -60,7 +60,32 @@ class Accesses : public IRGraphVisitor {
     NoteLet(op->name, op->value);
     IRGraphVisitor::visit(op);
   }
+  // A branch a constant condition never takes reads nothing. Halide 14 leaves
+  // `select((uint1)0, x, 0)` in strict_float code (its simplifier does not fold a
+  // strict_float select) after bounds inference has found that x's producer need not run
+  // (braze-fuzz seed 64600008: a Gather of out-of-range ids, through pool gradients, of a
+  // conv's filter gradient, whose produce was dropped as its required region is empty).
+  void visit(const Select* op) override {
+    if (is_const_one(op->condition)) return op->true_value.accept(this);
+    if (is_const_zero(op->condition)) return op->false_value.accept(this);
+    IRGraphVisitor::visit(op);
+  }
+  void visit(const IfThenElse* op) override {
+    if (is_const_one(op->condition)) return op->then_case.accept(this);
+    if (is_const_zero(op->condition)) {
+      if (op->else_case.defined()) op->else_case.accept(this);
+      return;
+    }
+    IRGraphVisitor::visit(op);
+  }
   void visit(const Call* op) override {
+    if (op->is_intrinsic(Call::if_then_else) && !op->args.empty()) {
+      if (is_const_one(op->args[0])) return op->args[1].accept(this);
+      if (is_const_zero(op->args[0])) {
+        if (op->args.size() > 2) op->args[2].accept(this);
+        return;
+      }
+    }
     IRGraphVisitor::visit(op);
     const bool external = op->call_type == Call::Extern || op->call_type == Call::ExternCPlusPlus;
     if (!external || DescribesBuffers(op->name)) return;

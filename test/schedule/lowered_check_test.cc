@@ -318,6 +318,38 @@ TEST(UnwrittenBuffer, CatchesAnAllocationReadButNeverWritten) {
               HasSubstr("deleted the computation of tmp"));
 }
 
+// A buffer read only in a branch a constant condition never takes is not read: Halide
+// 14 keeps `strict_float(select((uint1)0, tmp[i], 0))` after dropping tmp's producer,
+// whose required region is empty (braze-fuzz seed 64600008, a false "deleted" that
+// failed its cluster under the safe default and Mullapudi2016 in strict mode).
+TEST(UnwrittenBuffer, AReadInABranchNeverTakenIsNoRead) {
+  using namespace Halide::Internal;
+  const Halide::Expr i = Variable::make(Halide::Int(32), "out.s0.i");
+  const Halide::Expr read = Load::make(Halide::Float(32), "tmp", i, Halide::Buffer<>(), Parameter(),
+                                       const_true(), ModulusRemainder());
+  auto program = [&](const Halide::Expr& value) {
+    const Stmt store = Store::make(
+        "out", Call::make(Halide::Float(32), Call::strict_float, {value}, Call::PureIntrinsic), i,
+        Parameter(), const_true(), ModulusRemainder());
+    return Allocate::make(
+        "tmp", Halide::Float(32), Halide::MemoryType::Heap, {8}, const_true(),
+        For::make("out.s0.i", 0, 8, ForType::Serial, Halide::DeviceAPI::None, store));
+  };
+  const Halide::Expr zero(0.0f);
+  for (const Halide::Expr& dead :
+       {Select::make(const_false(), read, zero), Select::make(const_true(), zero, read),
+        Call::make(Halide::Float(32), Call::if_then_else, {const_false(), read, zero},
+                   Call::PureIntrinsic)}) {
+    EXPECT_EQ(FindUnwrittenBuffer(ModuleOf(program(dead)), {"out"}), "") << dead;
+  }
+  const Halide::Expr live = Select::make(i > 3, read, zero);
+  EXPECT_THAT(FindUnwrittenBuffer(ModuleOf(program(live)), {"out"}),
+              HasSubstr("deleted the computation of tmp"));
+  EXPECT_THAT(
+      FindUnwrittenBuffer(ModuleOf(program(Select::make(const_true(), read, zero))), {"out"}),
+      HasSubstr("deleted the computation of tmp"));
+}
+
 TEST(PtxCheck, TheLoweredCheckReadsACudaModulesPtx) {
   EXPECT_THAT(CheckCudaShiftAndMask(true), HasSubstr("bfe.u64"));
   EXPECT_EQ(CheckCudaShiftAndMask(false), "");

@@ -58,13 +58,18 @@ TEST(BrazeFuzz, CoverageOfAllFamilies) {
   EXPECT_THAT(out, HasSubstr(" --attention=0 ")) << out;
 }
 
-// A timeout far below a seed's compile time: every seed is killed and reported, and the
-// run still ends, with exit status 1.
+// A timeout far below a seed's compile time: every seed is killed and reported, with the
+// CPU time its shard used in it and the load (to tell a starved seed from a deadlock),
+// and the run still ends, with exit status 1.
 TEST(BrazeFuzz, ASeedRunningPastTheTimeoutIsReportedAsAHang) {
   std::string out;
   EXPECT_EQ(RunFuzz("--seeds=101:103 --seed_timeout=0.05", &out), 1) << out;
   EXPECT_THAT(out, HasSubstr("==== seed 101: hang, the shard running it was killed after "
-                             "--seed_timeout=0.05 s"))
+                             "--seed_timeout=0.05 s, "))
+      << out;
+  EXPECT_THAT(out, ::testing::ContainsRegex(
+                       "seed 101: hang, .* [0-9.]+ s of CPU in it \\(every thread\\), load average "
+                       "[0-9.]+\n"))
       << out;
   EXPECT_THAT(out, HasSubstr("reproduce: braze-fuzz --seeds=101 ")) << out;
   EXPECT_THAT(out, HasSubstr("==== seed 102: hang")) << out;

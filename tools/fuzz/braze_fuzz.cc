@@ -47,7 +47,9 @@
 // (and the command that reproduces it) and replaced by one that goes on with its seeds.
 // --seed_timeout=S (default 600; 0: none) does the same to a seed that runs longer than
 // S seconds before any mismatch is minimized: a hang is a failure too (seed 3500676 on
-// jit:opencl once held a run for half an hour in POCL's kernel compiler).
+// jit:opencl once held a run for half an hour in POCL's kernel compiler). The report
+// of a hang says the CPU time the shard used in the seed and the load average: a seed
+// starved by other processes used a small part of its wall time (64200109: 6 s alone).
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -83,6 +85,44 @@ int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The CPU time of process `pid` (every thread), from /proc; -1 when unreadable.
+int64_t ProcCpuNs(pid_t pid) {
+  std::FILE* file = std::fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "r");
+  if (file == nullptr) return -1;
+  char line[1024] = {};
+  const size_t n = std::fread(line, 1, sizeof(line) - 1, file);
+  std::fclose(file);
+  // Fields 14 and 15 (utime, stime, in clock ticks) follow the command's closing paren.
+  const char* after = std::strrchr(line, ')');
+  if (n == 0 || after == nullptr) return -1;
+  unsigned long long utime = 0, stime = 0;
+  if (std::sscanf(after + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime,
+                  &stime) != 2) {
+    return -1;
+  }
+  return static_cast<int64_t>((utime + stime) * (1e9 / sysconf(_SC_CLK_TCK)));
+}
+
+// Why a seed's shard was killed for time, as a triage reads it: the CPU time the shard
+// used in the seed and the load. A seed starved of the CPU by other processes (the
+// campaigns run at nice 10 beside other engineers' builds) used a small part of its
+// wall time; a deadlock used none, a livelock or a slow compile all of it, or more.
+std::string TimeoutNote(pid_t pid, int64_t started_cpu_ns) {
+  const int64_t cpu = ProcCpuNs(pid);
+  double load = -1;
+  if (std::FILE* file = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(file, "%lf", &load) != 1) load = -1;
+    std::fclose(file);
+  }
+  std::string note;
+  if (cpu >= 0 && started_cpu_ns >= 0) {
+    absl::StrAppend(&note, ", ", absl::StrFormat("%.1f", (cpu - started_cpu_ns) * 1e-9),
+                    " s of CPU in it (every thread)");
+  }
+  if (load >= 0) absl::StrAppend(&note, ", load average ", absl::StrFormat("%.1f", load));
+  return note;
 }
 
 struct Flags {
@@ -314,12 +354,13 @@ struct Tally {
 // a replacement can go on with the seeds after it.
 struct ShardState {
   Tally tally;
-  std::atomic<uint64_t> running{0};     // the seed being run; 0 between seeds
-  std::atomic<int64_t> started_ns{0};   // when it started (steady clock, shared by all
-                                        // processes: CLOCK_MONOTONIC)
-  uint64_t next = 0;                    // the next seed this shard starts
-  std::atomic<uint64_t> minimizing{0};  // nonzero while a failure is minimized and
-                                        // reported (no timeout then)
+  std::atomic<uint64_t> running{0};        // the seed being run; 0 between seeds
+  std::atomic<int64_t> started_ns{0};      // when it started (steady clock, shared by all
+                                           // processes: CLOCK_MONOTONIC)
+  std::atomic<int64_t> started_cpu_ns{0};  // the shard's CPU time (every thread) then
+  uint64_t next = 0;                       // the next seed this shard starts
+  std::atomic<uint64_t> minimizing{0};     // nonzero while a failure is minimized and
+                                           // reported (no timeout then)
 };
 
 // Runs seeds state->next, state->next + jobs, ...; prints failures as they come.
@@ -346,6 +387,7 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     o.function = f.function;
     o.num_threads = ThreadsFor(f, seed);
     state->started_ns = NowNs();
+    state->started_cpu_ns = ProcCpuNs(getpid());  // the clock the watcher reads
     state->running = seed;
     const Outcome out = RunProgram(p, o);
     t.launches += out.cluster_launches;
@@ -428,10 +470,12 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
 
 // A shard process died while running `seed`: the program is printed as it was generated
 // (a crash cannot be minimized in-process) with the command that reproduces it.
-void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out) {
+// `timeout_note`: TimeoutNote's, taken as the shard was killed for time.
+void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out,
+                 const std::string& timeout_note) {
   const GenerateOptions gen = GenOptions(f);
   const std::string how =
-      timed_out             ? absl::StrCat("killed after --seed_timeout=", f.seed_timeout, " s")
+      timed_out ? absl::StrCat("killed after --seed_timeout=", f.seed_timeout, " s", timeout_note)
       : WIFSIGNALED(status) ? absl::StrCat("killed by signal ", WTERMSIG(status), " (",
                                            strsignal(WTERMSIG(status)), ")")
                             : absl::StrCat("exited with status ", WEXITSTATUS(status));
@@ -500,6 +544,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
   std::vector<uint64_t> seen(f.jobs, 0);
   std::vector<Clock::time_point> since(f.jobs, Clock::now());
   std::vector<bool> timed_out(f.jobs, false);
+  std::vector<std::string> timeout_notes(f.jobs);
   for (int alive = f.jobs; alive > 0;) {
     int status = 0;
     const pid_t pid = waitpid(-1, &status, f.seed_timeout > 0 ? WNOHANG : 0);
@@ -519,6 +564,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
                        f.seed_timeout &&
                    states[i].running == running) {
           timed_out[i] = true;
+          timeout_notes[i] = TimeoutNote(pids[i], states[i].started_cpu_ns.load());
           kill(pids[i], SIGKILL);
         }
       }
@@ -553,7 +599,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
       --alive;
       continue;
     }
-    ReportCrash(f, s.running, status, killed_for_time);
+    ReportCrash(f, s.running, status, killed_for_time, timeout_notes[shard]);
     s.running = 0;
     start_shard(shard);  // goes on from s.next
   }
