@@ -291,14 +291,17 @@ class HostFormsOfNvvmMath : public DeviceAwareMutator {
   }
 };
 
-// Binds every non-finite float constant outside GPU loops to a value LLVM cannot see
-// (codegen_workarounds.h, "Non-finite constants"). One use per Stmt.
-class NonFiniteConstantsAsOpaqueValues : public DeviceAwareMutator {
+// Binds every non-finite float constant, host and device code alike, to a value LLVM
+// cannot see (codegen_workarounds.h, "Non-finite constants"). One use per Stmt.
+class NonFiniteConstantsAsOpaqueValues : public IRMutator {
  public:
   Halide::Internal::Stmt Rewrite(const Halide::Internal::Stmt& s) {
     Halide::Internal::Stmt body = mutate(s);
-    // Each bit pattern once per pipeline run, from Braze's identity function: LLVM
-    // knows nothing of its result, and parallel loops capture the variable.
+    // Each bit pattern once per pipeline run, from Braze's identity function, in host
+    // code (the top of the pipeline): LLVM knows nothing of its result. Parallel loops
+    // capture the variable, and a GPU loop that reads it gets it as a scalar kernel
+    // argument (Halide's closure of the loop, OffloadGPULoops.cpp): the extern itself is
+    // never called in device code.
     for (const auto& [bits, name] : names_) {
       const Expr value = Halide::Internal::Call::make(
           Halide::UInt(64), kOpaqueBitsSymbol,
@@ -309,9 +312,12 @@ class NonFiniteConstantsAsOpaqueValues : public DeviceAwareMutator {
   }
 
  private:
-  using DeviceAwareMutator::visit;
+  using IRMutator::visit;
 
-  // `bits` as a scalar of the float type `type`, through the opaque identity.
+  // `bits` as a scalar of the float type `type`, through the opaque identity. The
+  // variable is 64 bits whatever the type: the kernel argument is then a plain integer
+  // (a ulong in OpenCL C, where a half argument would need cl_khr_fp16 and a bf16 has no
+  // type at all), narrowed and reinterpreted where it is read.
   Expr Opaque(const Halide::Type& type, uint64_t bits) {
     auto [it, added] = names_.emplace(bits, "");
     if (added) it->second = Halide::Internal::unique_name("braze_nonfinite");
@@ -321,7 +327,7 @@ class NonFiniteConstantsAsOpaqueValues : public DeviceAwareMutator {
   }
 
   Expr visit(const Halide::Internal::FloatImm* op) override {
-    if (on_device() || std::isfinite(op->value)) return op;
+    if (std::isfinite(op->value)) return op;
     uint64_t bits;
     if (op->type.bits() == 64) {
       std::memcpy(&bits, &op->value, sizeof(bits));
@@ -340,8 +346,8 @@ class NonFiniteConstantsAsOpaqueValues : public DeviceAwareMutator {
 
   // reinterpret(float type, integer constant): the lowering's NaN and infinities by bits.
   Expr visit(const Halide::Internal::Call* op) override {
-    if (on_device() || !op->is_intrinsic(Halide::Internal::Call::reinterpret) ||
-        !op->type.is_float() || op->args.size() != 1) {
+    if (!op->is_intrinsic(Halide::Internal::Call::reinterpret) || !op->type.is_float() ||
+        op->args.size() != 1) {
       return IRMutator::visit(op);
     }
     Expr arg = op->args[0];

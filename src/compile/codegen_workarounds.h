@@ -67,10 +67,14 @@
 // literal, a Max's -inf, a scalar Const of inf), LLVM folded what read it: a store of it
 // was deleted and a MatMul of the mean was 0, not NaN (braze-fuzz seed 62701289, every
 // CPU scheduler), and once the whole pipeline, its output left 0 (seed 62600348,
-// Mullapudi2016, one thread). The repair, run last, binds each non-finite float constant
-// of host code to a variable at the top of the pipeline whose value comes from an
-// identity function LLVM cannot see into (kOpaqueBitsSymbol): a run-time value, as an
-// input's NaN is (docs/HALIDE14.md, "Non-finite constants are poison to LLVM").
+// Mullapudi2016, one thread). NVPTX code carries the same flags: a kernel that
+// multiplied a NaN literal and stored the product compiled to a bare `ret`. The repair,
+// run last, binds each non-finite float constant, in host and device code, to a variable
+// at the top of the pipeline whose value comes from an identity function LLVM cannot see
+// into (kOpaqueBitsSymbol): a run-time value, as an input's NaN is. The call is host
+// code; a GPU kernel that reads the variable gets it as a scalar argument (docs/
+// HALIDE14.md, "Non-finite constants are poison to LLVM"; docs/CUDA.md, "Non-finite
+// constants in device code").
 //
 // Internal header: includes Halide.h.
 #ifndef BRAZE_COMPILE_CODEGEN_WORKAROUNDS_H_
@@ -105,7 +109,7 @@ Halide::Internal::Stmt HostFormsOfDeviceMath(const Halide::Internal::Stmt& s);
 Halide::Internal::Stmt DropOpaqueZeroLoads(const Halide::Internal::Stmt& s);
 
 // The non-finite constants' rewrite, for tests: `s` with every NaN or infinite float
-// constant outside GPU loops bound to kOpaqueBitsSymbol's result.
+// constant (inside GPU loops too) bound to kOpaqueBitsSymbol's result at the top of `s`.
 Halide::Internal::Stmt NonFiniteConstantsAsOpaque(const Halide::Internal::Stmt& s);
 
 // The GPU repair, for tests: `s` with every host-side `if` (no else, outside any GPU

@@ -38,9 +38,9 @@ Expr RoundBitsToBF16(const Expr& bits) {
   return (bits + Halide::Internal::make_const(bits.type(), 0x7fff) + odd) >> 16;
 }
 
-Expr RoundToBF16(const Expr& f) {
-  const Expr rounded = RoundBitsToBF16(Halide::reinterpret(Halide::UInt(32), f));
-  return Halide::reinterpret(Halide::BFloat(16), Halide::cast(Halide::UInt(16), rounded));
+// `f` rounded to bf16, as its UInt(16) bits.
+Expr RoundToBF16Bits(const Expr& f) {
+  return Halide::cast(Halide::UInt(16), RoundBitsToBF16(Halide::reinterpret(Halide::UInt(32), f)));
 }
 
 // A u32 constant with `like`'s lanes.
@@ -88,12 +88,19 @@ Value Narrow(const Value& v, DType to) {
   // Halide 14's narrowing drops a NaN's payload bits below the 16-bit mantissa (and its
   // bf16 rounding carries into the exponent and sign): an f32 NaN came out infinity or
   // -0. So a NaN is tested on its bits and made the 16-bit quiet NaN.
-  const Expr quiet_nan = Halide::reinterpret(
-      type, Halide::Internal::make_const(Halide::UInt(16), to == DType::kBF16 ? 0x7fc0 : 0x7e00));
-  auto narrow = [type, quiet_nan](const Expr& x) {
+  const Expr quiet_nan_bits =
+      Halide::Internal::make_const(Halide::UInt(16), to == DType::kBF16 ? 0x7fc0 : 0x7e00);
+  // bf16 selects on the bits: Halide 14's bf16 is an LLVM i16 either way, and a u16 NaN
+  // is no float constant for the non-finite constants' repair to make a kernel argument
+  // (compile/codegen_workarounds.h; docs/CUDA.md, "Non-finite constants in device code").
+  auto narrow = [type, quiet_nan_bits](const Expr& x) {
     const Expr f = ToF32(x);
-    return Halide::select(IsNanBits(f), quiet_nan,
-                          type.is_bfloat() ? RoundToBF16(f) : Halide::cast(type, f));
+    if (type.is_bfloat()) {
+      return Halide::reinterpret(type,
+                                 Halide::select(IsNanBits(f), quiet_nan_bits, RoundToBF16Bits(f)));
+    }
+    return Halide::select(IsNanBits(f), Halide::reinterpret(type, quiet_nan_bits),
+                          Halide::cast(type, f));
   };
   if (v.constant.defined()) {
     n.constant = narrow(v.constant);

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "braze/ops.h"
+#include "compile/cuda_codegen.h"
+#include "compile/ptx_registers.h"
 #include "device/halide_util.h"
 #include "lower/lower_test_util.h"
 #include "lower/lowering.h"
@@ -230,15 +232,31 @@ TEST(CodegenWorkarounds, NonFiniteLiteralsReachTheirConsumers) {
   }
 }
 
-TEST(CodegenWorkarounds, OnlyNonFiniteConstantsOffTheDeviceBecomeOpaque) {
+// The rewrite of host and device code: every non-finite constant becomes a variable
+// bound once at the top of the pipeline (host code) to the opaque function's result; a
+// GPU loop reads the variable (Halide passes it to the kernel as a scalar argument) and
+// never calls the function.
+TEST(CodegenWorkarounds, NonFiniteConstantsBecomeVariablesBoundOnTheHost) {
   using namespace Halide::Internal;
   struct Finder : IRVisitor {
-    int non_finite = 0, opaque_calls = 0;
+    int non_finite = 0, opaque_calls = 0, calls_on_device = 0, vars_on_device = 0;
+    int device_loops = 0;
     using IRVisitor::visit;
     void visit(const FloatImm* op) override { non_finite += !std::isfinite(op->value); }
     void visit(const Call* op) override {
       opaque_calls += op->name == kOpaqueBitsSymbol;
+      calls_on_device += op->name == kOpaqueBitsSymbol && device_loops > 0;
       IRVisitor::visit(op);
+    }
+    void visit(const Halide::Internal::Variable* op) override {
+      vars_on_device += device_loops > 0 && op->name.find("braze_nonfinite") == 0;
+    }
+    void visit(const For* op) override {
+      const bool device =
+          op->device_api == Halide::DeviceAPI::CUDA || op->device_api == Halide::DeviceAPI::OpenCL;
+      device_loops += device;
+      IRVisitor::visit(op);
+      device_loops -= device;
     }
   };
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -246,33 +264,99 @@ TEST(CodegenWorkarounds, OnlyNonFiniteConstantsOffTheDeviceBecomeOpaque) {
   const Halide::Expr v = Variable::make(Halide::Float(32), "v");
   const Halide::Expr f16_nan_bits =
       Halide::reinterpret(Halide::Float(16), make_const(Halide::UInt(16), 0x7e00));
+  const Halide::Expr bf16_inf_bits =
+      Halide::reinterpret(Halide::BFloat(16), make_const(Halide::UInt(16), 0x7f80));
   const Halide::Expr f32_finite_bits =
       Halide::reinterpret(Halide::Float(32), make_const(Halide::UInt(32), 0x3f800000));
-  // Host code: NaN and -inf as literals (f32 NaN twice: one variable), f16 NaN by bits.
-  const Stmt host = Evaluate::make(Call::make(
+  // NaN and -inf as literals (f32 NaN twice: one variable), f16 NaN and bf16 inf by bits.
+  const Stmt code = Evaluate::make(Call::make(
       Halide::Float(32), "f",
       {v + FloatImm::make(Halide::Float(32), nan), v * FloatImm::make(Halide::Float(32), nan),
        Halide::cast<float>(FloatImm::make(Halide::Float(64), -inf)),
-       Halide::cast<float>(f16_nan_bits), v + FloatImm::make(Halide::Float(32), 1.5),
-       f32_finite_bits},
+       Halide::cast<float>(f16_nan_bits), Halide::reinterpret(Halide::UInt(16), bf16_inf_bits),
+       v + FloatImm::make(Halide::Float(32), 1.5), f32_finite_bits},
       Call::PureExtern));
-  const Stmt out = NonFiniteConstantsAsOpaque(host);
-  Finder after;
-  out.accept(&after);
-  EXPECT_EQ(after.non_finite, 0) << out;
-  EXPECT_EQ(after.opaque_calls, 3) << out;  // f32 NaN, f64 -inf, f16 NaN
-  // The finite literal and the finite bits are left alone.
-  EXPECT_NE(Halide::Internal::Stmt(out).as<LetStmt>(), nullptr) << out;
-  std::ostringstream text;
-  text << out;
-  EXPECT_NE(text.str().find("1.500000f"), std::string::npos) << out;
-  EXPECT_NE(text.str().find("1065353216"), std::string::npos) << out;
+  for (const Halide::DeviceAPI api :
+       {Halide::DeviceAPI::None, Halide::DeviceAPI::CUDA, Halide::DeviceAPI::OpenCL}) {
+    const bool device = api != Halide::DeviceAPI::None;
+    const Stmt in = device ? For::make("t", 0, 4, ForType::GPUThread, api, code) : code;
+    const Stmt out = NonFiniteConstantsAsOpaque(in);
+    Finder after;
+    out.accept(&after);
+    EXPECT_EQ(after.non_finite, 0) << out;
+    EXPECT_EQ(after.opaque_calls, 4) << out;  // f32 NaN, f64 -inf, f16 NaN, bf16 inf
+    EXPECT_EQ(after.calls_on_device, 0) << out;
+    EXPECT_EQ(after.vars_on_device, device ? 5 : 0) << out;
+    // The bindings come first, host code; the finite literal and bits are left alone.
+    EXPECT_NE(out.as<LetStmt>(), nullptr) << out;
+    std::ostringstream text;
+    text << out;
+    EXPECT_NE(text.str().find("1.500000f"), std::string::npos) << out;
+    EXPECT_NE(text.str().find("1065353216"), std::string::npos) << out;
+  }
   // Nothing to bind: the Stmt is returned as it was.
   const Stmt finite = Evaluate::make(v + 1.5f);
   EXPECT_TRUE(NonFiniteConstantsAsOpaque(finite).same_as(finite));
-  // Device code keeps its literals (no call of the host's function there).
-  const Stmt gpu = For::make("t", 0, 4, ForType::GPUThread, Halide::DeviceAPI::CUDA, host);
+  const Stmt gpu = For::make("t", 0, 4, ForType::GPUThread, Halide::DeviceAPI::CUDA, finite);
   EXPECT_TRUE(NonFiniteConstantsAsOpaque(gpu).same_as(gpu));
+}
+
+// The GPU source Halide keeps in a Module (PTX, or OpenCL C), "" if none.
+std::string DeviceSource(const Halide::Module& module) {
+  for (const Halide::Buffer<>& b : module.buffers()) {
+    if (b.name().find("gpu_source_kernels") == std::string::npos) continue;
+    const char* text = static_cast<const char*>(b.data());
+    return std::string(text, strnlen(text, b.size_in_bytes()));
+  }
+  return "";
+}
+
+// The update of NonFiniteLiteralsReachTheirConsumers in a GPU kernel (one thread per x),
+// compiled for CUDA and OpenCL without a device. NVPTX code carries the same no-NaNs and
+// no-infinities flags: without the repair LLVM deleted the kernel's whole body (the
+// entry was a bare `ret`, for NaN, inf and -inf in f16, f32 and f64), so the output
+// kept whatever the device memory held. With it the constant is a scalar kernel argument
+// (a 64-bit integer, narrowed in the kernel), multiplied and stored, and the PTX
+// assembles for sm_90; OpenCL C gets it as a ulong.
+TEST(CodegenWorkarounds, NonFiniteLiteralsInKernelsArriveAsKernelArguments) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Halide::Target cuda("host-cuda-cuda_capability_86");
+  const Halide::Target opencl("host-opencl-cl_doubles-cl_half");
+  for (const float c : {std::numeric_limits<float>::quiet_NaN(), inf, -inf}) {
+    for (const Halide::Type t : {Halide::Float(16), Halide::Float(32), Halide::Float(64)}) {
+      SCOPED_TRACE(::testing::Message() << c << " " << t);
+      auto compile = [&](bool repair, const Halide::Target& target) {
+        Halide::Var x("x"), xo("xo"), xi("xi");
+        Halide::Func acc("acc"), out("out");
+        acc(x) = Halide::cast(t, 0);
+        acc(x) = acc(x) + Halide::cast(t, c) * Halide::cast(t, x + 1);
+        out(x) = Halide::cast<float>(acc(x));
+        out.gpu_tile(x, xo, xi, 16);
+        acc.compute_at(out, xi);
+        out.output_buffer().dim(0).set_bounds(0, 16);
+        Halide::Pipeline p(out);
+        if (repair) InstallCodegenWorkarounds(p, /*gpu=*/true);
+        return DeviceSource(p.compile_to_module({}, "nonfinite", target));
+      };
+      // What the repair is for: the unrepaired kernel stores nothing.
+      EXPECT_EQ(compile(false, cuda).find("st.global"), std::string::npos)
+          << "LLVM kept the store of a non-finite literal's product: docs/CUDA.md, "
+             "\"Non-finite constants in device code\", may be out of date";
+      const std::string ptx = compile(true, cuda);
+      EXPECT_EQ(Count(ptx, ".param "), 2) << ptx;  // the output and the constant
+      EXPECT_EQ(Count(ptx, "ld.param."), 2) << ptx;
+      EXPECT_EQ(Count(ptx, "mul.f" + std::to_string(t.bits())), 1) << ptx;
+      EXPECT_EQ(Count(ptx, "st.global.f32"), 1) << ptx;
+      EXPECT_EQ(NonFiniteImmediate(ptx), "") << ptx;
+      if (HavePtxas()) {
+        const auto report = AssemblePtx(ptx, "sm_90");
+        EXPECT_TRUE(report.ok()) << report.status();
+      }
+      const std::string cl = compile(true, opencl);
+      EXPECT_NE(cl.find("const ulong _braze_nonfinite"), std::string::npos) << cl;
+      EXPECT_EQ(cl.find("braze_opaque_bits"), std::string::npos) << cl;
+    }
+  }
 }
 
 TEST(CodegenWorkarounds, OnlyHostSideConditionsThatReadABufferAreDropped) {

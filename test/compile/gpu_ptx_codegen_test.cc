@@ -611,6 +611,45 @@ TEST(GpuPtxCodegen, SixteenBitBuffersAreLoadedAndStoredAs16Bits) {
   }
 }
 
+// The empty-batch programs of NanInPipeline (e2e_tests) as one CUDA cluster each: the
+// Mean of no rows is a NaN literal, Max and Min of none -inf and +inf, and the kernels
+// that read them (the bf16 and f16 casts' NaN selects, the means of their squares) now
+// read them from kernel arguments: no PTX float immediate is an infinity or a NaN (the
+// kernels of these programs call no exp, log or libdevice function, whose own constants
+// stay). docs/CUDA.md, "Non-finite constants in device code"; the values are checked by
+// NanInPipeline.EmptyBatchProgramsOnOpenCL here and ...OnCuda on a GPU.
+TEST(GpuPtxCodegen, EmptyBatchConstantsAreKernelArguments) {
+  auto random = [](DType dtype, const Shape& shape, uint64_t seed) {
+    return HostTensor::RandomUniform(dtype, shape, seed, -2, 2);
+  };
+  for (const bool max_min : {false, true}) {
+    SCOPED_TRACE(max_min ? "Max and Min of an empty batch" : "Mean of an empty batch");
+    Case c;
+    Tensor x = c.Input(random(DType::kF32, {0, 16}, 1));
+    Tensor w = Const(*c.graph, random(DType::kF16, {16, 6}, 59949));
+    if (max_min) {
+      Tensor mx = Max(x, {0}, true), mn = Min(x, {0}, true), s = Sum(x, {0}, true);
+      c.outputs = {MatMul(Cast(Mean(Mul(mx, mx), {-2}, true), DType::kF16), w),
+                   MatMul(Cast(Mean(Mul(mn, s), {-2}, true), DType::kF16), w)};
+    } else {
+      Tensor m = Mean(x, {0}, true);
+      Tensor h = Cast(Cast(Mean(Mul(m, m), {-2}, true), DType::kBF16), DType::kF16);
+      c.outputs = {MatMul(h, w)};
+    }
+    ASSERT_TRUE(c.graph->status().ok()) << c.graph->status();
+    auto code = GenerateCudaCode(SpecOf(c, "empty_batch"), Scheduler::kGpuFused);
+    ASSERT_TRUE(code.ok()) << code.status();
+    EXPECT_TRUE(code->scheduler_failures.empty()) << absl::StrJoin(code->scheduler_failures, "; ");
+    EXPECT_EQ(code->host_loops, 0) << code->schedule;
+    EXPECT_EQ(NonFiniteImmediate(code->ptx), "") << code->ptx;
+    EXPECT_NE(code->ptx.find("st.global"), std::string::npos) << code->ptx;
+    if (!HavePtxas()) continue;
+    auto report = AssemblePtx(code->ptx, "sm_90");
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(CheckRegistersPerBlock(*code, *report), "") << report->log;
+  }
+}
+
 }  // namespace
 }  // namespace lowertest
 }  // namespace braze

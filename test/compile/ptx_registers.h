@@ -1,4 +1,4 @@
-// The register rule for the PTX tests: every kernel's blocks fit a multiprocessor's
+// Helpers of the PTX tests. The register rule: every kernel's blocks fit a multiprocessor's
 // register file (schedule::RegistersPerBlock: registers x threads, per warp, <= 65536).
 // Halide 14 gives ptxas no block size (no .maxntid: a schedule cannot set one), but its
 // CUDA runtime loads every module with CU_JIT_MAX_REGISTERS = 64 (HL_CUDA_JIT_MAX_REGISTERS
@@ -10,6 +10,8 @@
 
 #include <unistd.h>
 
+#include <cctype>
+#include <cstdint>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +45,30 @@ inline std::string CheckRegistersPerBlock(const CudaKernelCode& code, const Ptxa
                           "): it spills under the runtime's cap of 64 registers, or fails to "
                           "launch above it");
     }
+  }
+  return "";
+}
+
+// The first PTX float immediate that is an infinity or a NaN (0f... for f32, 0d... for
+// f64, and the 0x.... an f16 immediate is written as; LLVM writes integers in decimal),
+// or "" if none. A kernel whose Halide code held such a constant now reads it from a
+// kernel argument (compile/codegen_workarounds.h, "Non-finite constants"); those left
+// are Halide's code generator's own (its exp, log and pow expansions) and libdevice's.
+inline std::string NonFiniteImmediate(const std::string& ptx) {
+  for (size_t at = ptx.find('0'); at != std::string::npos; at = ptx.find('0', at + 1)) {
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(ptx[at - 1])) || ptx[at - 1] == '_')) {
+      continue;  // inside a name or a number
+    }
+    const char kind = at + 1 < ptx.size() ? ptx[at + 1] : ' ';
+    const size_t digits = kind == 'f' ? 8 : kind == 'd' ? 16 : kind == 'x' ? 4 : 0;
+    if (digits == 0 || at + 2 + digits > ptx.size()) continue;
+    const std::string hex = ptx.substr(at + 2, digits);
+    if (hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) continue;
+    const size_t end = at + 2 + digits;
+    if (end < ptx.size() && std::isxdigit(static_cast<unsigned char>(ptx[end]))) continue;
+    const uint64_t bits = std::stoull(hex, nullptr, 16);
+    const uint64_t exponent = kind == 'f' ? 0x7f800000 : kind == 'd' ? 0x7ff0000000000000 : 0x7c00;
+    if ((bits & exponent) == exponent) return ptx.substr(at, 2 + digits);
   }
   return "";
 }

@@ -137,8 +137,9 @@ TEST(NanInPipeline, MaxAndMinOfAnEmptyBatchThroughMeansIntoMatMuls) {
   ExpectReferenceValues(g, p.feeds, p.fetches, {1});
 }
 
-// The same programs under a GPU device's schedule: device code keeps its literal
-// constants (the repair binds host code's only), so these check it there.
+// The same programs under a GPU device's schedule: the constants the kernels read are
+// kernel arguments there (compile_tests' GpuPtxCodegen.EmptyBatchConstantsAreKernelArguments
+// checks the PTX; before, NVPTX could delete what read a literal).
 void ExpectOnDevice(const std::string& device) {
   for (auto* program :
        {&EmptyMeanIntoAMatMul, &EmptyMeanShiftsAnAttention, &EmptyMaxAndMinIntoMatMuls}) {
