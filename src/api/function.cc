@@ -354,6 +354,11 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
       }
       t = *here;
     }
+    if (!g.HasOutput(t)) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("output ", i, " names no output of the graph (node id ", t.node_id(),
+                       ", output ", t.index(), ")")));
+    }
   }
   g.set_capture(nullptr);
   for (int id = start; id < g.num_nodes(); ++id) {

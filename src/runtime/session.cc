@@ -5,6 +5,7 @@
 #include "braze/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -35,6 +36,7 @@ struct Session::State {
   // SessionOptions::device, parsed (and "auto" resolved) once, when the session starts;
   // a bad name is every Run's error.
   absl::StatusOr<Device> default_device;
+  absl::Status options_status;  // CheckOptions: a field out of range is every Run's error
   const Plan* last_plan = nullptr;
   SessionStats stats;
   SessionDumper dumper;  // observability: BRAZE_FLAGS --dump_to, --clustering_debug
@@ -57,11 +59,60 @@ absl::Status NotRunningHere(const Session* s, const char* what) {
                    " called from inside one of this session's own Runs (a HostCall's function?): "
                    "the Run holds the session; use another Session"));
 }
+
+// SessionOptions' numbers and enums, checked once: out of range, a negative num_threads
+// failed every compile (a warning per op, then the reference kernels), a NaN verify
+// tolerance passed every kernel, and a lazy threshold of 0 or an unknown enum value
+// did whatever the comparisons made of it.
+absl::Status CheckOptions(const SessionOptions& o) {
+  auto bad = [](const char* field, auto value, const char* want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SessionOptions::", field, " is ", value, "; it must be ", want));
+  };
+  auto in_enum = [](auto value, auto last) {
+    return static_cast<int>(value) >= 0 && static_cast<int>(value) <= static_cast<int>(last);
+  };
+  if (o.num_threads < 0) return bad("num_threads", o.num_threads, ">= 0 (0: all CPUs)");
+  if (o.min_cluster_size < 1) return bad("min_cluster_size", o.min_cluster_size, ">= 1");
+  if (o.max_cluster_size < 1) return bad("max_cluster_size", o.max_cluster_size, ">= 1");
+  if (o.max_matmuls_per_cluster < 0) {
+    return bad("max_matmuls_per_cluster", o.max_matmuls_per_cluster, ">= 0");
+  }
+  if (o.max_signatures_per_cluster < 0) {
+    return bad("max_signatures_per_cluster", o.max_signatures_per_cluster, ">= 0 (0: no guard)");
+  }
+  if (o.lazy_compile_threshold < 1) {
+    return bad("lazy_compile_threshold", o.lazy_compile_threshold, ">= 1");
+  }
+  if (!(o.verify_rtol >= 0) || !std::isfinite(o.verify_rtol)) {
+    return bad("verify_rtol", o.verify_rtol, "finite and >= 0");
+  }
+  if (!(o.verify_atol >= 0) || !std::isfinite(o.verify_atol)) {
+    return bad("verify_atol", o.verify_atol, "finite and >= 0");
+  }
+  if (!in_enum(o.global_jit_level, JitLevel::kOn2)) {
+    return bad("global_jit_level", static_cast<int>(o.global_jit_level), "a JitLevel");
+  }
+  if (!in_enum(o.compile_policy, CompilePolicy::kAsync)) {
+    return bad("compile_policy", static_cast<int>(o.compile_policy), "a CompilePolicy");
+  }
+  if (!in_enum(o.cuda_matmul, SessionOptions::CudaMatMul::kHalide)) {
+    return bad("cuda_matmul", static_cast<int>(o.cuda_matmul), "a CudaMatMul");
+  }
+  if (!in_enum(o.cpu_matmul, SessionOptions::CpuMatMul::kHalide)) {
+    return bad("cpu_matmul", static_cast<int>(o.cpu_matmul), "a CpuMatMul");
+  }
+  if (ParseScheduler(SchedulerName(o.scheduler)) != o.scheduler) {  // "unknown" parses to none
+    return bad("scheduler", static_cast<int>(o.scheduler), "a braze::Scheduler");
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 Session::Session(const Graph& graph, SessionOptions options)
     : graph_(graph), options_(std::move(options)), state_(std::make_unique<State>()) {
   state_->default_device = device::ResolveSessionDevice(options_.device);
+  state_->options_status = CheckOptions(options_);
 }
 
 Session::~Session() = default;
@@ -142,8 +193,10 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
                                    const std::vector<Tensor>& targets, bool compile_only,
                                    std::vector<HostTensor>* outputs) {
   BRAZE_RETURN_IF_ERROR(graph_.status());
+  BRAZE_RETURN_IF_ERROR(state_->options_status);
   BRAZE_RETURN_IF_ERROR(BrazeFlagsStatus());  // a bad BRAZE_FLAGS: runtime/flags.h
   const int num_nodes = graph_.num_nodes();
+  static constexpr char kTarget[] = "target";
   auto check_tensor = [&](const Tensor& t, const char* what, size_t i) -> absl::Status {
     if (!t.valid()) {
       return absl::InvalidArgumentError(
@@ -152,6 +205,13 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     if (t.graph() != &graph_) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " ", i, " ('", t.name(), "') comes from another graph"));
+    }
+    // A target may be a node with no outputs (its handle's index 0); a feed or fetch is
+    // a value.
+    if (!graph_.HasOutput(t, /*allow_no_outputs=*/what == kTarget)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", i,
+                                                     " names no output of the graph (node id ",
+                                                     t.node_id(), ", output ", t.index(), ")"));
     }
     return absl::OkStatus();
   };
@@ -187,7 +247,7 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   }
   absl::StrAppend(&plan_key, "|t:");
   for (size_t i = 0; i < targets.size(); ++i) {
-    BRAZE_RETURN_IF_ERROR(check_tensor(targets[i], "target", i));
+    BRAZE_RETURN_IF_ERROR(check_tensor(targets[i], kTarget, i));
     absl::StrAppend(&plan_key, targets[i].node_id(), ",");
   }
   // A graph may grow between runs; plans are per graph size too.
