@@ -55,6 +55,19 @@ absl::Status CheckAgainst(const std::string& name, const Signature& spec, const 
                                                    " arguments (", source, "), got ", call.size()));
   }
   for (size_t i = 0; i < spec.size(); ++i) {
+    // The spec itself first: a -2 was reported as the call's dim differing from "?".
+    for (size_t d = 0; d < spec[i].shape.size(); ++d) {
+      if (spec[i].shape[d] < kUnknownDim) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("function '", name, "': ", source, " argument ", i, " has dim ", d, " = ",
+                         spec[i].shape[d], " (a dim is >= 0, or -1 for any size)"));
+      }
+    }
+    if (SizeOf(spec[i].dtype) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("function '", name, "': ", source,
+                                                     " argument ", i, " has unknown dtype ",
+                                                     static_cast<int>(spec[i].dtype)));
+    }
     if (spec[i].dtype != call[i].dtype) return error(i, "has the wrong dtype");
     if (spec[i].shape.size() != call[i].shape.size()) return error(i, "has the wrong rank");
     for (size_t d = 0; d < spec[i].shape.size(); ++d) {

@@ -23,7 +23,8 @@ std::string SignatureString(const Signature& signature);  // "(f32[?,784], i32[?
 // accepted by `spec`: same count, dtypes and ranks, and each fixed dim of `spec` equal.
 bool Covers(const Signature& spec, const Signature& call);
 // OK when `call` fits `spec`, else InvalidArgument naming function `name` and the first
-// argument that does not (count, dtype, rank or a fixed dim).
+// argument that does not (count, dtype, rank or a fixed dim), or the first of `spec`'s
+// own that is impossible (a dim below -1, a dtype outside the enum).
 absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call,
                           const char* source = "input_signature");
 

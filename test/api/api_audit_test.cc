@@ -256,5 +256,26 @@ TEST(ApiAudit, BatchNormAxisOutOfRangeAndDropoutOfIntegersAreErrorsNamingX) {
   }
 }
 
+// An input_signature dim of -2 was reported as the call's dim differing from "?".
+TEST(ApiAudit, FunctionInputSignatureOfABadDimNamesIt) {
+  auto body = [](Graph&, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+    return {Exp(args[0])};
+  };
+  FunctionOptions o;
+  o.input_signature = std::vector<TensorSpec>{{DType::kF32, {3, -2}}};
+  Function f(body, o);
+  auto r = f({HostTensor(DType::kF32, {3, 2})});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r.status()),
+              HasSubstr("input_signature argument 0 has dim 1 = -2 (a dim is >= 0, or -1"));
+  EXPECT_THAT(Message(f.GetConcreteFunction({{DType::kF32, {3, 2}}}).status()),
+              HasSubstr("has dim 1 = -2"));
+  o.input_signature = std::vector<TensorSpec>{{static_cast<DType>(42), {3}}};
+  Function g(body, o);
+  EXPECT_THAT(Message(g({HostTensor(DType::kF32, {3})}).status()),
+              HasSubstr("input_signature argument 0 has unknown dtype 42"));
+  EXPECT_EQ(f.tracing_count() + g.tracing_count(), 0);
+}
+
 }  // namespace
 }  // namespace braze
