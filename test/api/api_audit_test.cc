@@ -277,5 +277,19 @@ TEST(ApiAudit, FunctionInputSignatureOfABadDimNamesIt) {
   EXPECT_EQ(f.tracing_count() + g.tracing_count(), 0);
 }
 
+// A directory that cannot be made was Internal (which says Braze is wrong): now the
+// errno's code, naming the directory.
+TEST(ApiAudit, ACheckpointDirectoryThatCannotBeMadeIsNotInternal) {
+  Graph g;
+  Variable(g, HostTensor::Filled(DType::kF32, {2}, 1.0), "w");
+  Session s(g);
+  auto empty = CheckpointManager("").Save(s, 1);
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument) << empty.status();
+  auto under_file = CheckpointManager("/dev/null/ckpt").Save(s, 1);
+  EXPECT_FALSE(under_file.ok());
+  EXPECT_NE(under_file.status().code(), absl::StatusCode::kInternal) << under_file.status();
+  EXPECT_THAT(Message(under_file.status()), HasSubstr("cannot create /dev/null/ckpt"));
+}
+
 }  // namespace
 }  // namespace braze
