@@ -33,6 +33,9 @@ enum class JitLevel { kOff, kOn1, kOn2 };
 // (jit_compile=true) and Session::Compile always compile eagerly.
 enum class CompilePolicy { kEager, kLazy, kAsync };
 
+// A number out of the range its comment gives (num_threads < 0, a cluster size < 1, a
+// verify tolerance negative or not finite, ...) or an enum value outside its enum is
+// every Run's InvalidArgument naming the field, as a bad device name is.
 struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
   // Where ops with no DeviceScope placement run: "cpu", "cuda[:N]", "jit:cpu", ... (see
