@@ -99,6 +99,8 @@ class Tensor {
   bool operator!=(const Tensor& o) const { return !(*this == o); }
 
  private:
+  static const Node& NoSuchNode();  // the stand-in node() of a handle naming nothing
+
   Graph* graph_ = nullptr;
   int node_id_ = -1;
   int index_ = 0;
@@ -315,7 +317,6 @@ struct JitInfo {
 
 class Node {
  public:
-  Node() = default;
   int id() const { return id_; }
   OpKind op() const { return op_; }
   const char* op_name() const { return OpName(op_); }
@@ -396,7 +397,9 @@ class Graph {
   // names it `<name scope>/<name or op name>[_N]` and applies the JIT scope stack.
   // Returns output 0 (a Tensor to a zero-output node is still valid as a target).
   Tensor AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::string_view name = "");
-  std::vector<Tensor> Outputs(const Tensor& t) const;  // every output of t's node
+  // Every output of t's node; {} when `t` names no node of this graph or an index past
+  // its node's outputs (HasOutput).
+  std::vector<Tensor> Outputs(const Tensor& t) const;
   // True when `t` is a tensor of this graph naming an existing output (index 0 of a node
   // with no outputs too, when `allow_no_outputs`: such a handle is valid as a target).
   bool HasOutput(const Tensor& t, bool allow_no_outputs = false) const;

@@ -291,12 +291,16 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   const fs::path final_path(info.path);
   const fs::path old = dir / absl::StrCat(kOldPrefix, step, "-", getpid());
   const bool replacing = written.ok() && fs::exists(final_path, ec);
+  // errno is read right after the failing call: the message's arguments (StrCat, path
+  // strings) are evaluated in an unspecified order and may allocate.
   if (replacing && std::rename(final_path.c_str(), old.c_str()) != 0) {
-    written = FileError(std::error_code(errno, std::generic_category()),
+    const int error = errno;
+    written = FileError(std::error_code(error, std::generic_category()),
                         absl::StrCat("cannot move ", info.path, " aside"));
   }
   if (written.ok() && std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    written = FileError(std::error_code(errno, std::generic_category()),
+    const int error = errno;
+    written = FileError(std::error_code(error, std::generic_category()),
                         absl::StrCat("cannot rename ", tmp.string(), " to ", info.path));
   }
   if (!written.ok()) {

@@ -52,10 +52,7 @@ std::optional<OpKind> OpFromName(std::string_view name) {
 
 // What a handle naming no node of its graph reads (Tensor class comment): builders and
 // messages read a handle's type and name before anything checks it.
-const Node& Tensor::node() const {
-  if (graph_ != nullptr && node_id_ >= 0 && node_id_ < graph_->num_nodes()) {
-    return graph_->node(node_id_);
-  }
+const Node& Tensor::NoSuchNode() {
   static const Node* const kNoSuchNode = [] {
     auto* n = new Node();
     n->name_ = "<no such node>";
@@ -65,9 +62,15 @@ const Node& Tensor::node() const {
   }();
   return *kNoSuchNode;
 }
+const Node& Tensor::node() const {
+  if (graph_ != nullptr && node_id_ >= 0 && node_id_ < graph_->num_nodes()) {
+    return graph_->node(node_id_);
+  }
+  return NoSuchNode();
+}
 const TensorType& Tensor::type() const {
   const Node& n = node();
-  return index_ >= 0 && index_ < n.num_outputs() ? n.output(index_) : Tensor().node().output(0);
+  return index_ >= 0 && index_ < n.num_outputs() ? n.output(index_) : NoSuchNode().output(0);
 }
 const std::string& Tensor::name() const { return node().name(); }
 
@@ -290,6 +293,7 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
 
 std::vector<Tensor> Graph::Outputs(const Tensor& t) const {
   std::vector<Tensor> outs;
+  if (!HasOutput(t, /*allow_no_outputs=*/true)) return outs;
   const Node& n = node(t.node_id());
   for (int i = 0; i < n.num_outputs(); ++i) outs.emplace_back(t.graph(), n.id(), i);
   return outs;

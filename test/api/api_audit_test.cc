@@ -70,12 +70,18 @@ TEST(ApiAudit, HandlesNamingNoOutputAreErrorsNamingThem) {
       EXPECT_EQ(c.status.code(), absl::StatusCode::kInvalidArgument) << c.what;
       EXPECT_THAT(Message(c.status), HasSubstr(c.want)) << c.what;
     }
-    EXPECT_FALSE(s.ClusterOf(Tensor(&g, 999)).has_value());
     // A node with no outputs is a target (its handle's index 0), and the session works on.
     ASSERT_TRUE(s.Run({{x, v}}, {}, {sink}).ok());
     auto r = s.Run({{x, v}}, {y});
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_FLOAT_EQ(r->at(0).GetDouble(2), std::exp(static_cast<float>(v.GetDouble(2))));
+    // After a Run planned clusters: a handle naming nothing still belongs to none.
+    EXPECT_FALSE(s.ClusterOf(Tensor(&g, 999)).has_value());
+    // Graph::Outputs of a handle naming no output is empty (it indexed past the nodes).
+    EXPECT_TRUE(g.Outputs(Tensor(&g, 999)).empty());
+    EXPECT_TRUE(g.Outputs(Tensor(&g, -1)).empty());
+    EXPECT_TRUE(g.Outputs(Tensor(&g, y.node_id(), 5)).empty());
+    EXPECT_EQ(g.Outputs(y).size(), 1u);
   }
 }
 
@@ -86,6 +92,7 @@ TEST(ApiAudit, BuildersAndBodiesGivenHandlesNamingNoOutputRecordAnError) {
     Tensor sum = x + Tensor(&g, x.node_id(), -1);
     EXPECT_THAT(Message(g.status()), HasSubstr("node 'Add' (Add): input 1 names no output of the "
                                                "graph (node id 0, output -1)"));
+    EXPECT_EQ(g.node(sum.node_id()).num_inputs(), 1);
     // Its error node keeps only real inputs: planning a Run never follows the bad one.
     auto r = Session(g).Run({{x, HostTensor(DType::kF32, {3})}}, {sum});
     EXPECT_THAT(Message(r.status()), HasSubstr("names no output"));
@@ -195,10 +202,9 @@ TEST(ApiAudit, SessionOptionsOutOfRangeAreEveryRunsErrorNamingTheField) {
       {[](SessionOptions& o) { o.min_cluster_size = 0; }, "min_cluster_size is 0"},
       {[](SessionOptions& o) { o.max_cluster_size = -1; }, "max_cluster_size is -1"},
       {[](SessionOptions& o) { o.max_matmuls_per_cluster = -1; }, "max_matmuls_per_cluster"},
-      {[](SessionOptions& o) { o.max_signatures_per_cluster = -2; }, "max_signatures_per_cluster"},
-      {[](SessionOptions& o) { o.lazy_compile_threshold = 0; }, "lazy_compile_threshold is 0"},
       {[](SessionOptions& o) { o.verify_rtol = std::nan(""); }, "verify_rtol is nan"},
       {[](SessionOptions& o) { o.verify_atol = -1; }, "verify_atol is -1"},
+      {[](SessionOptions& o) { o.verify_atol = -HUGE_VAL; }, "verify_atol is -inf"},
       {[](SessionOptions& o) { o.scheduler = static_cast<Scheduler>(99); }, "scheduler is 99"},
       {[](SessionOptions& o) { o.compile_policy = static_cast<CompilePolicy>(7); },
        "compile_policy is 7"},
@@ -218,17 +224,28 @@ TEST(ApiAudit, SessionOptionsOutOfRangeAreEveryRunsErrorNamingTheField) {
       EXPECT_THAT(Message(r.status()), HasSubstr(c.want));
     }
   }
-  // The limits themselves are accepted.
+  // The limits themselves are accepted, and values that always worked: a guard <= 0 (none),
+  // a lazy threshold of 0 (as 1: compiled at the first run), infinite tolerances.
   SessionOptions o;
   o.device = "jit:cpu";
   o.num_threads = 0;
   o.max_matmuls_per_cluster = 0;
-  o.max_signatures_per_cluster = 0;
-  o.lazy_compile_threshold = 1;
-  o.verify_rtol = 0;
-  o.verify_atol = 0;
-  auto r = Session(g, o).Run({{x, v}}, {y});
-  EXPECT_TRUE(r.ok()) << r.status();
+  o.max_signatures_per_cluster = -1;
+  o.compile_policy = CompilePolicy::kLazy;
+  o.lazy_compile_threshold = 0;
+  o.verify_rtol = HUGE_VAL;
+  o.verify_atol = HUGE_VAL;
+  Session s(g, o);
+  auto r = s.Run({{x, v}}, {y});
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Compiled kernels ran at the first run: a silent fallback to the reference fails here.
+  EXPECT_GT(s.stats().cluster_launches + s.stats().single_op_launches, 0);
+  EXPECT_EQ(s.stats().reference_launches, 0);
+  const HostTensor& out = r->at(0);
+  for (int64_t i = 0; i < 7; ++i) {
+    const float xi = static_cast<float>(v.GetDouble(i));
+    EXPECT_NEAR(out.GetDouble(i), std::tanh(std::exp(xi) * 2.0f) - xi, 1e-5) << i;
+  }
 }
 
 // BatchNorm with a channel axis out of range normalized over every axis (one mean for
@@ -274,7 +291,19 @@ TEST(ApiAudit, FunctionInputSignatureOfABadDimNamesIt) {
   Function g(body, o);
   EXPECT_THAT(Message(g({HostTensor(DType::kF32, {3})}).status()),
               HasSubstr("input_signature argument 0 has unknown dtype 42"));
-  EXPECT_EQ(f.tracing_count() + g.tracing_count(), 0);
+  // With a static argument before it, the bad entry is still named by its index in the
+  // signature (per-tensor checks named every entry "argument 0").
+  o.input_signature = std::vector<TensorSpec>{{DType::kF32, {-1}}, {DType::kF32, {3, -2}}};
+  Function h(
+      [](Graph&, const std::vector<TracedArg>& a) -> std::vector<Tensor> {
+        return {a[0].tensor(), a[2].tensor()};
+      },
+      o);
+  auto static_call = h.Call({HostTensor(DType::kF32, {2}), 7, HostTensor(DType::kF32, {3, 2})});
+  EXPECT_EQ(static_call.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(static_call.status()),
+              HasSubstr("input_signature argument 1 has dim 1 = -2 (a dim is >= 0, or -1"));
+  EXPECT_EQ(f.tracing_count() + g.tracing_count() + h.tracing_count(), 0);
 }
 
 // A directory that cannot be made was Internal (which says Braze is wrong): now the
