@@ -73,7 +73,11 @@ inline constexpr char kNotATensorHint[] =
     "is a tensor, as Concat of an empty list)";
 }  // namespace internal
 
-// A handle to output `index` of node `node_id` in `graph`. Cheap to copy.
+// A handle to output `index` of node `node_id` in `graph`. Cheap to copy. A handle built
+// by hand may name no output of its graph (Tensor(&g, 999), an index past the node's
+// outputs): Graph::HasOutput says so; its node() is then a stand-in named
+// "<no such node>" with one f32[] output, so reading it never leaves the graph, and
+// builders, Gradients and Session::Run reject it with an error naming it.
 class Tensor {
  public:
   Tensor() = default;
@@ -95,6 +99,8 @@ class Tensor {
   bool operator!=(const Tensor& o) const { return !(*this == o); }
 
  private:
+  static const Node& NoSuchNode();  // the stand-in node() of a handle naming nothing
+
   Graph* graph_ = nullptr;
   int node_id_ = -1;
   int index_ = 0;
@@ -339,6 +345,7 @@ class Node {
 
  private:
   friend class Graph;
+  friend class Tensor;  // the stand-in node of a handle naming nothing
   int id_ = -1;
   OpKind op_ = OpKind::kPlaceholder;
   std::string name_;
@@ -390,7 +397,12 @@ class Graph {
   // names it `<name scope>/<name or op name>[_N]` and applies the JIT scope stack.
   // Returns output 0 (a Tensor to a zero-output node is still valid as a target).
   Tensor AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::string_view name = "");
-  std::vector<Tensor> Outputs(const Tensor& t) const;  // every output of t's node
+  // Every output of t's node; {} when `t` names no node of this graph or an index past
+  // its node's outputs (HasOutput).
+  std::vector<Tensor> Outputs(const Tensor& t) const;
+  // True when `t` is a tensor of this graph naming an existing output (index 0 of a node
+  // with no outputs too, when `allow_no_outputs`: such a handle is valid as a target).
+  bool HasOutput(const Tensor& t, bool allow_no_outputs = false) const;
 
   // OK, or the first node error (naming it) or recorded misuse (e.g. JitScope order).
   absl::Status status() const { return first_error_; }

@@ -174,7 +174,8 @@ Tensor Gelu(Tensor x);
 // statistics are [C]. Training normalizes with the batch's mean and (biased) variance
 // and returns in `updates` the in-place updates of the moving statistics,
 //   moving -= (moving - batch) * (1 - momentum),
-// to run with the train step; inference normalizes with the moving statistics.
+// to run with the train step; inference normalizes with the moving statistics. An axis
+// out of range is an error on the graph naming x (y and updates are then invalid).
 struct BatchNormOutput {
   Tensor y;
   std::vector<Tensor> updates;  // AssignSubs of moving_mean and moving_variance (training)
@@ -206,11 +207,11 @@ struct AttentionOptions {
 };
 Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v,
                                  const AttentionOptions& options = AttentionOptions());
-// Inverted dropout (torch's, TF's): each element of x (f32 or f64) kept with probability
+// Inverted dropout (torch's, TF's): each element of x (floating) kept with probability
 // 1 - rate and scaled by 1 / (1 - rate), else 0, by a RandomUniform keyed by (seed, step):
 // the same mask for the same (seed, step), a new one for another step. Its gradient is
-// the same mask times the upstream gradient. rate 0 is x itself; a rate outside [0, 1)
-// is an error on the graph naming x.
+// the same mask times the upstream gradient. rate 0 is x itself; a rate outside [0, 1),
+// or an x that is not floating, is an error on the graph naming x.
 Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed);
 
 // ---- Operators (scalars become constants of the tensor's dtype) ----

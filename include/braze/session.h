@@ -33,6 +33,9 @@ enum class JitLevel { kOff, kOn1, kOn2 };
 // (jit_compile=true) and Session::Compile always compile eagerly.
 enum class CompilePolicy { kEager, kLazy, kAsync };
 
+// A number out of the range its comment gives (num_threads < 0, a cluster size < 1, a
+// verify tolerance negative or NaN, ...) or an enum value outside its enum is every
+// Run's InvalidArgument naming the field, as a bad device name is.
 struct SessionOptions {
   JitLevel global_jit_level = JitLevel::kOff;
   // Where ops with no DeviceScope placement run: "cpu", "cuda[:N]", "jit:cpu", ... (see
@@ -106,8 +109,8 @@ struct SessionOptions {
   // kernels (symbolic where they can be; an op whose own signatures churn trips its own
   // guard and runs on its reference kernel), after one warning naming the step and the
   // input dims that keep changing. Signatures
-  // it compiled before still run compiled. 0: no guard. Strict mode (jit_compile=true)
-  // always compiles.
+  // it compiled before still run compiled. Any int: 0 or less is no guard. Strict mode
+  // (jit_compile=true) always compiles.
   int max_signatures_per_cluster = 10;
   CompilePolicy compile_policy = CompilePolicy::kEager;
   // Symbolic shapes (docs/SYMBOLIC_SHAPES.md): a dim the program left -1 (a
@@ -130,7 +133,9 @@ struct SessionOptions {
   // stored_schedules = false: none is used (BRAZE_FLAGS --stored_schedules=false too).
   std::vector<std::string> schedule_dirs;
   bool stored_schedules = true;
-  int lazy_compile_threshold = 2;  // kLazy: compile at the K-th run of a signature
+  // kLazy: compile at the K-th run of a signature. Any int: 1 or less compiles at the
+  // first run.
+  int lazy_compile_threshold = 2;
   // Ops outside clusters run as compiled single-op kernels (the unfused path). With
   // reference_only, nothing is compiled: every op runs on the reference kernels.
   bool reference_only = false;
@@ -147,6 +152,8 @@ struct SessionOptions {
   // (--dump_to, else a new /tmp/braze_verify_* directory) named in the Status. A
   // mismatch is a compiler bug: verify mode reports it rather than falling back. No
   // variable changes in a failed Run. Costs one reference evaluation per new signature.
+  // The tolerances are >= 0, +inf included (that output always passes); NaN or a
+  // negative one is an error.
   bool verify = false;
   double verify_rtol = 2e-3;
   double verify_atol = 2e-4;

@@ -7,11 +7,13 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -32,6 +34,12 @@ constexpr char kModel[] = "model.safetensors";
 constexpr char kPrefix[] = "ckpt-";
 constexpr char kTmpPrefix[] = ".tmp-ckpt-";
 constexpr char kOldPrefix[] = ".old-ckpt-";
+
+// A file-system failure with the errno's code (PermissionDenied, NotFound,
+// InvalidArgument for an empty directory name, ...): an Internal code says Braze is wrong.
+absl::Status FileError(const std::error_code& ec, const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(ec.value()), absl::StrCat(what, ": ", ec.message()));
+}
 
 uint32_t Crc32(std::string_view bytes) {
   // zlib's crc32 takes a uInt length: feed large files in chunks.
@@ -60,8 +68,7 @@ int64_t StepOfName(const std::string& name) {
 absl::Status RemoveAll(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot remove ", path.string(), ": ", ec.message()));
+  if (ec) return FileError(ec, absl::StrCat("cannot remove ", path.string()));
   return absl::OkStatus();
 }
 
@@ -235,7 +242,7 @@ absl::StatusOr<std::vector<CheckpointInfo>> CheckpointManager::List() const {
     info.step = step;
     found.push_back(std::move(info));
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", directory_, ": ", ec.message()));
+  if (ec) return FileError(ec, absl::StrCat("cannot list ", directory_));
   std::sort(found.begin(), found.end(),
             [](const CheckpointInfo& a, const CheckpointInfo& b) { return a.step < b.step; });
   return found;
@@ -270,14 +277,12 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
 
   std::error_code ec;
   fs::create_directories(directory_, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot create ", directory_, ": ", ec.message()));
+  if (ec) return FileError(ec, absl::StrCat("cannot create ", directory_));
   BRAZE_RETURN_IF_ERROR(CleanUp());
   const fs::path dir(directory_);
   const fs::path tmp = dir / absl::StrCat(kTmpPrefix, step, "-", getpid());
   fs::create_directory(tmp, ec);
-  if (ec)
-    return absl::InternalError(absl::StrCat("cannot create ", tmp.string(), ": ", ec.message()));
+  if (ec) return FileError(ec, absl::StrCat("cannot create ", tmp.string()));
   absl::Status written = WriteFileDurably((tmp / kModel).string(), model);
   if (written.ok()) written = WriteFileDurably((tmp / kManifest).string(), manifest);
   if (written.ok()) written = SyncDirectory(tmp.string());
@@ -286,11 +291,17 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   const fs::path final_path(info.path);
   const fs::path old = dir / absl::StrCat(kOldPrefix, step, "-", getpid());
   const bool replacing = written.ok() && fs::exists(final_path, ec);
+  // errno is read right after the failing call: the message's arguments (StrCat, path
+  // strings) are evaluated in an unspecified order and may allocate.
   if (replacing && std::rename(final_path.c_str(), old.c_str()) != 0) {
-    written = absl::InternalError(absl::StrCat("cannot move ", info.path, " aside"));
+    const int error = errno;
+    written = FileError(std::error_code(error, std::generic_category()),
+                        absl::StrCat("cannot move ", info.path, " aside"));
   }
   if (written.ok() && std::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    written = absl::InternalError(absl::StrCat("cannot rename ", tmp.string(), " to ", info.path));
+    const int error = errno;
+    written = FileError(std::error_code(error, std::generic_category()),
+                        absl::StrCat("cannot rename ", tmp.string(), " to ", info.path));
   }
   if (!written.ok()) {
     RemoveAll(tmp).IgnoreError();
@@ -326,7 +337,7 @@ absl::Status CheckpointManager::CleanUp() const {
       leftovers.push_back(it->path());
     }
   }
-  if (ec) return absl::InternalError(absl::StrCat("cannot list ", directory_, ": ", ec.message()));
+  if (ec) return FileError(ec, absl::StrCat("cannot list ", directory_));
   for (const fs::path& path : leftovers) {
     const std::string name = path.filename().string();
     if (absl::StartsWith(name, kOldPrefix)) {

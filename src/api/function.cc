@@ -226,6 +226,11 @@ std::vector<std::pair<Tensor, bool>> VariablesUsed(Graph& g, const std::vector<T
 // (same type and initial value) whose value is shared with them; outside Consts a copy.
 Graph::CaptureFn CaptureInto(Graph& g, Captures& captures) {
   return [&g, &captures](const Tensor& t) -> absl::StatusOr<Tensor> {
+    if (t.graph() == nullptr || !t.graph()->HasOutput(t)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("a captured Tensor names no output of its graph (node ", t.node_id(),
+                       ", output ", t.index(), ")"));
+    }
     const auto key = std::make_tuple(t.graph()->id(), t.node_id(), t.index());
     if (auto it = captures.here.find(key); it != captures.here.end()) return it->second;
     const Node& n = t.node();
@@ -353,6 +358,11 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
             "output ", i, " is a tensor of another graph: ", here.status().message())));
       }
       t = *here;
+    }
+    if (!g.HasOutput(t)) {
+      return fail(absl::InvalidArgumentError(
+          absl::StrCat("output ", i, " names no output of the graph (node id ", t.node_id(),
+                       ", output ", t.index(), ")")));
     }
   }
   g.set_capture(nullptr);
@@ -720,6 +730,11 @@ absl::StatusOr<std::vector<HostTensor>> Function::Run(const std::vector<HostTens
                                                       const api::StaticKey& statics) {
   Shared& s = *shared_;
   BRAZE_RETURN_IF_ERROR(NotTracingHere(s));
+  // The signature's own entries first, by their own index: with static arguments the
+  // per-tensor checks below would name the wrong one.
+  if (s.options.input_signature) {
+    BRAZE_RETURN_IF_ERROR(api::CheckSpec(s.options.name, *s.options.input_signature));
+  }
   for (size_t i = 0, t = 0; i < statics.size(); ++i) {
     if (statics[i].has_value()) continue;
     // Before the signature: a -1 dim there means "any size" and would trace generically.

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "braze/status.h"
 #include "ir/changing_dims.h"
 
 namespace braze {
@@ -43,6 +44,25 @@ bool Covers(const Signature& spec, const Signature& call) {
   return true;
 }
 
+absl::Status CheckSpec(const std::string& name, const Signature& spec, const char* source) {
+  for (size_t i = 0; i < spec.size(); ++i) {
+    // Before any call is compared: a -2 was reported as the call's dim differing from "?".
+    for (size_t d = 0; d < spec[i].shape.size(); ++d) {
+      if (spec[i].shape[d] < kUnknownDim) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("function '", name, "': ", source, " argument ", i, " has dim ", d, " = ",
+                         spec[i].shape[d], " (a dim is >= 0, or -1 for any size)"));
+      }
+    }
+    if (SizeOf(spec[i].dtype) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("function '", name, "': ", source,
+                                                     " argument ", i, " has unknown dtype ",
+                                                     static_cast<int>(spec[i].dtype)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call,
                           const char* source) {
   auto error = [&](size_t i, const std::string& what) {
@@ -54,6 +74,7 @@ absl::Status CheckAgainst(const std::string& name, const Signature& spec, const 
     return absl::InvalidArgumentError(absl::StrCat("function '", name, "' takes ", spec.size(),
                                                    " arguments (", source, "), got ", call.size()));
   }
+  BRAZE_RETURN_IF_ERROR(CheckSpec(name, spec, source));
   for (size_t i = 0; i < spec.size(); ++i) {
     if (spec[i].dtype != call[i].dtype) return error(i, "has the wrong dtype");
     if (spec[i].shape.size() != call[i].shape.size()) return error(i, "has the wrong rank");

@@ -22,8 +22,12 @@ std::string SignatureString(const Signature& signature);  // "(f32[?,784], i32[?
 // True when every argument of `call` (concrete, or with -1 dims for "any size") is
 // accepted by `spec`: same count, dtypes and ranks, and each fixed dim of `spec` equal.
 bool Covers(const Signature& spec, const Signature& call);
+// OK when every entry of `spec` is possible, else InvalidArgument naming function `name`
+// and the first (by its index in `spec`) with a dim below -1 or a dtype outside the enum.
+absl::Status CheckSpec(const std::string& name, const Signature& spec,
+                       const char* source = "input_signature");
 // OK when `call` fits `spec`, else InvalidArgument naming function `name` and the first
-// argument that does not (count, dtype, rank or a fixed dim).
+// argument that does not (count, dtype, rank or a fixed dim), or CheckSpec's error.
 absl::Status CheckAgainst(const std::string& name, const Signature& spec, const Signature& call,
                           const char* source = "input_signature");
 

@@ -37,8 +37,7 @@ absl::Status CheckHandle(const Tensor& t, const Graph& g, const char* what, size
   if (t.graph() != &g) {
     return absl::InvalidArgumentError(absl::StrCat(label, " comes from another graph than ys[0]"));
   }
-  if (t.node_id() < 0 || t.node_id() >= g.num_nodes() || t.index() < 0 ||
-      t.index() >= g.node(t.node_id()).num_outputs()) {
+  if (!g.HasOutput(t)) {
     return absl::InvalidArgumentError(absl::StrCat(label, " does not name an output of the graph"));
   }
   if (!t.node().status().ok()) {

@@ -419,6 +419,15 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
   // their own dtype (f32 masters, or 16-bit), and y is x's dtype.
   const DType x_dtype = x.dtype();
   const bool narrow = Is16BitFloat(x_dtype);
+  const int rank = x.rank();
+  const int channel = NormalizeAxis(axis, rank);
+  // Out of range, every axis was reduced: one mean and variance for the whole batch.
+  if (channel < 0 || channel >= rank) {
+    g.RecordError(absl::InvalidArgumentError(
+        absl::StrCat("BatchNorm of '", x.name(), "': channel axis ", axis, " is out of range for ",
+                     TypeString(x.type()))));
+    return out;
+  }
   auto stat_update = [&](Tensor batch, Tensor moving) {
     return narrow && moving.valid() && batch.valid() && batch.dtype() != moving.dtype()
                ? Cast(batch, moving.dtype())
@@ -429,17 +438,13 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
     gamma = Wide(gamma);
     beta = Wide(beta);
   }
-  const int rank = x.rank();
-  const int channel = NormalizeAxis(axis, rank);
   std::vector<int> axes;
   for (int d = 0; d < rank; ++d) {
     if (d != channel) axes.push_back(d);
   }
   // [C] as x's rank with ones elsewhere, so that it broadcasts along the channel axis
-  // in either format (a plain [C] would meet W in NCHW). An axis out of range is left
-  // for the Mean below to report against its node.
+  // in either format (a plain [C] would meet W in NCHW).
   auto per_channel = [&](Tensor v) {
-    if (channel < 0 || channel >= rank) return v;
     Shape shape(rank, 1);
     shape[channel] = -1;
     return Reshape(v, shape);
@@ -488,6 +493,12 @@ Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed) {
   if (!(rate >= 0 && rate < 1)) {
     g.RecordError(absl::InvalidArgumentError(
         absl::StrCat("Dropout of '", x.name(), "': rate ", rate, " is outside [0, 1)")));
+    return Tensor();
+  }
+  // An integer x was scaled by 1 / (1 - rate) cast to its dtype (1 for rate < 0.5).
+  if (!IsFloating(x.dtype())) {
+    g.RecordError(absl::InvalidArgumentError(absl::StrCat("Dropout of '", x.name(), "': x is ",
+                                                          TypeString(x.type()), ", not floating")));
     return Tensor();
   }
   if (rate == 0) return x;

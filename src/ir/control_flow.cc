@@ -38,6 +38,11 @@ absl::Status CheckBody(const Body& body) {
       return Invalid(
           absl::StrCat(body.name, " result ", i, " ('", r.name(), "') comes from another graph"));
     }
+    if (!g.HasOutput(r)) {
+      return Invalid(absl::StrCat(body.name, " result ", i,
+                                  " names no output of its graph (node id ", r.node_id(),
+                                  ", output ", r.index(), ")"));
+    }
   }
   return absl::OkStatus();
 }

@@ -50,9 +50,37 @@ std::optional<OpKind> OpFromName(std::string_view name) {
   return std::nullopt;
 }
 
-const Node& Tensor::node() const { return graph_->node(node_id_); }
-const TensorType& Tensor::type() const { return node().output(index_); }
+// What a handle naming no node of its graph reads (Tensor class comment): builders and
+// messages read a handle's type and name before anything checks it.
+const Node& Tensor::NoSuchNode() {
+  static const Node* const kNoSuchNode = [] {
+    auto* n = new Node();
+    n->name_ = "<no such node>";
+    n->outputs_ = {TensorType{DType::kF32, {}}};
+    n->status_ = absl::InvalidArgumentError("a Tensor naming no node of its graph");
+    return n;
+  }();
+  return *kNoSuchNode;
+}
+const Node& Tensor::node() const {
+  if (graph_ != nullptr && node_id_ >= 0 && node_id_ < graph_->num_nodes()) {
+    return graph_->node(node_id_);
+  }
+  return NoSuchNode();
+}
+const TensorType& Tensor::type() const {
+  const Node& n = node();
+  return index_ >= 0 && index_ < n.num_outputs() ? n.output(index_) : NoSuchNode().output(0);
+}
 const std::string& Tensor::name() const { return node().name(); }
+
+bool Graph::HasOutput(const Tensor& t, bool allow_no_outputs) const {
+  if (t.graph() != this || t.node_id() < 0 || t.node_id() >= num_nodes() || t.index() < 0) {
+    return false;
+  }
+  const int n = node(t.node_id()).num_outputs();
+  return t.index() < n || (allow_no_outputs && n == 0 && t.index() == 0);
+}
 
 Graph::Graph() : id_(next_graph_id.fetch_add(1)) {}
 
@@ -198,9 +226,10 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
     } else if (in.graph() != this) {
       status = absl::InvalidArgumentError(
           absl::StrCat(label, ": input ", i, " comes from another graph"));
-    } else if (in.node_id() < 0 || in.node_id() >= num_nodes() ||
-               in.index() >= nodes_[in.node_id()]->num_outputs()) {
-      status = absl::InvalidArgumentError(absl::StrCat(label, ": input ", i, " is invalid"));
+    } else if (!HasOutput(in)) {
+      status = absl::InvalidArgumentError(absl::StrCat(label, ": input ", i,
+                                                       " names no output of the graph (node id ",
+                                                       in.node_id(), ", output ", in.index(), ")"));
     } else if (!in.node().status().ok()) {
       status = absl::InvalidArgumentError(
           absl::StrCat(label, ": input ", i, " ('", in.name(), "') is invalid"));
@@ -232,7 +261,7 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
     node->outputs_ = {TensorType{DType::kF32, {}}};
     node->inputs_.clear();
     for (const Tensor& in : inputs) {
-      if (in.valid() && in.graph() == this) node->inputs_.push_back(in);
+      if (HasOutput(in)) node->inputs_.push_back(in);
     }
     node->status_ = status;
     RecordError(status);
@@ -264,6 +293,7 @@ Tensor Graph::AddNode(OpKind op, std::vector<Tensor> inputs, Attrs attrs, std::s
 
 std::vector<Tensor> Graph::Outputs(const Tensor& t) const {
   std::vector<Tensor> outs;
+  if (!HasOutput(t, /*allow_no_outputs=*/true)) return outs;
   const Node& n = node(t.node_id());
   for (int i = 0; i < n.num_outputs(); ++i) outs.emplace_back(t.graph(), n.id(), i);
   return outs;

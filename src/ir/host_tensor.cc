@@ -27,7 +27,8 @@ std::shared_ptr<uint8_t> Allocate(size_t bytes) {
 int64_t CheckedNumElements(DType dtype, const Shape& shape) {
   const int64_t n = NumElements(shape);
   const int64_t size = static_cast<int64_t>(SizeOf(dtype));
-  return n > std::numeric_limits<int64_t>::max() / size ? -1 : n;
+  // SizeOf is 0 for a value outside the DType enum: an impossible tensor too.
+  return size == 0 || n > std::numeric_limits<int64_t>::max() / size ? -1 : n;
 }
 
 template <typename T>

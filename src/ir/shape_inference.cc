@@ -172,7 +172,13 @@ absl::StatusOr<Types> ConcatTypes(const ConcatAttrs& attrs, absl::Span<const Ten
     }
     for (int d = 0; d < rank; ++d) {
       if (d == attrs.axis) {
-        out[d] = (out[d] < 0 || xs[i].shape[d] < 0) ? -1 : out[d] + xs[i].shape[d];
+        if (out[d] < 0 || xs[i].shape[d] < 0) {
+          out[d] = -1;
+        } else if (__builtin_add_overflow(out[d], xs[i].shape[d], &out[d])) {
+          return Invalid(absl::StrCat("concat axis ", attrs.axis,
+                                      ": the sum of the inputs' dims "
+                                      "overflows a 64-bit integer"));
+        }
       } else if (!DimsCompatible(out[d], xs[i].shape[d])) {
         return Invalid(absl::StrCat("concat input ", i, " has shape ", ShapeString(xs[i].shape),
                                     ", incompatible with ", ShapeString(xs[0].shape)));
@@ -198,7 +204,8 @@ absl::StatusOr<Types> SliceTypes(const SliceAttrs& attrs, const TensorType& x) {
     } else {
       out[d] = s;
     }
-    if (dim >= 0 && (b > dim || out[d] < 0 || b + out[d] > dim)) {
+    // out[d] > dim - b, not b + out[d] > dim: that sum wraps for a size near 2^63.
+    if (dim >= 0 && (b > dim || out[d] < 0 || out[d] > dim - b)) {
       return Invalid(
           absl::StrCat("slice [", b, ", +", s, ") out of bounds for dim ", d, " of size ", dim));
     }
@@ -214,7 +221,12 @@ absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
   for (size_t d = 0; d < out.size(); ++d) {
     const auto [lo, hi] = attrs.paddings[d];
     if (lo < 0 || hi < 0) return Invalid(absl::StrCat("negative padding in dim ", d));
-    if (out[d] >= 0) out[d] += lo + hi;
+    // Checked: a wrapped sum (x[3] padded by 2^63 - 1 on each side) was a dim of 1.
+    if (out[d] >= 0 && (__builtin_add_overflow(out[d], lo, &out[d]) ||
+                        __builtin_add_overflow(out[d], hi, &out[d]))) {
+      return Invalid(absl::StrCat("padding ", lo, " + ", hi, " of dim ", d, " (", x.shape[d],
+                                  ") overflows a 64-bit integer"));
+    }
   }
   return Types{{x.dtype, out}};
 }
@@ -223,6 +235,10 @@ absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
 // count as 1): a larger one cannot be allocated, and its element count would overflow.
 absl::Status CheckTensorSize(const TensorType& t) {
   int64_t bytes = static_cast<int64_t>(SizeOf(t.dtype));
+  if (bytes == 0) {  // a value outside the DType enum (a Cast or Placeholder given one)
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown dtype ", static_cast<int>(t.dtype), " (not a braze::DType)"));
+  }
   for (int64_t d : t.shape) {
     if (d < -1) return absl::InvalidArgumentError(absl::StrCat("dimension ", d, " is negative"));
     const int64_t n = std::max<int64_t>(d, 1);

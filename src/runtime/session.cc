@@ -5,6 +5,7 @@
 #include "braze/session.h"
 
 #include <algorithm>
+#include <cmath>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -35,6 +36,7 @@ struct Session::State {
   // SessionOptions::device, parsed (and "auto" resolved) once, when the session starts;
   // a bad name is every Run's error.
   absl::StatusOr<Device> default_device;
+  absl::Status options_status;  // CheckOptions: a field out of range is every Run's error
   const Plan* last_plan = nullptr;
   SessionStats stats;
   SessionDumper dumper;  // observability: BRAZE_FLAGS --dump_to, --clustering_debug
@@ -57,11 +59,99 @@ absl::Status NotRunningHere(const Session* s, const char* what) {
                    " called from inside one of this session's own Runs (a HostCall's function?): "
                    "the Run holds the session; use another Session"));
 }
+
+// Whether an enum value is one of its enum's: a switch with no default, so a new value
+// is a -Werror=switch error here until it is listed.
+bool Known(JitLevel v) {
+  switch (v) {
+    case JitLevel::kOff:
+    case JitLevel::kOn1:
+    case JitLevel::kOn2:
+      return true;
+  }
+  return false;
+}
+bool Known(CompilePolicy v) {
+  switch (v) {
+    case CompilePolicy::kEager:
+    case CompilePolicy::kLazy:
+    case CompilePolicy::kAsync:
+      return true;
+  }
+  return false;
+}
+bool Known(SessionOptions::CudaMatMul v) {
+  switch (v) {
+    case SessionOptions::CudaMatMul::kCublas:
+    case SessionOptions::CudaMatMul::kHalide:
+      return true;
+  }
+  return false;
+}
+bool Known(SessionOptions::CpuMatMul v) {
+  switch (v) {
+    case SessionOptions::CpuMatMul::kLibrary:
+    case SessionOptions::CpuMatMul::kHalide:
+      return true;
+  }
+  return false;
+}
+bool Known(Scheduler v) {
+  switch (v) {
+#define V(id, name) case Scheduler::id:
+#include "braze/schedulers.def"
+#undef V
+    return true;
+  }
+  return false;
+}
+
+// SessionOptions' numbers and enums, checked once: out of range, a negative num_threads
+// failed every compile (a warning per op, then the reference kernels), a NaN verify
+// tolerance passed every kernel, and a lazy threshold of 0 or an unknown enum value
+// did whatever the comparisons made of it.
+absl::Status CheckOptions(const SessionOptions& o) {
+  auto bad = [](const char* field, auto value, const char* want) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SessionOptions::", field, " is ", value, "; it must be ", want));
+  };
+  if (o.num_threads < 0) return bad("num_threads", o.num_threads, ">= 0 (0: all CPUs)");
+  if (o.min_cluster_size < 1) return bad("min_cluster_size", o.min_cluster_size, ">= 1");
+  if (o.max_cluster_size < 1) return bad("max_cluster_size", o.max_cluster_size, ">= 1");
+  if (o.max_matmuls_per_cluster < 0) {
+    return bad("max_matmuls_per_cluster", o.max_matmuls_per_cluster, ">= 0");
+  }
+  // max_signatures_per_cluster <= 0 (no guard) and lazy_compile_threshold 0 (as 1) always
+  // worked: every int is accepted. An infinite tolerance passes every kernel, as asked.
+  if (std::isnan(o.verify_rtol) || o.verify_rtol < 0) {
+    return bad("verify_rtol", o.verify_rtol, ">= 0 (+inf too), not NaN");
+  }
+  if (std::isnan(o.verify_atol) || o.verify_atol < 0) {
+    return bad("verify_atol", o.verify_atol, ">= 0 (+inf too), not NaN");
+  }
+  if (!Known(o.global_jit_level)) {
+    return bad("global_jit_level", static_cast<int>(o.global_jit_level), "a JitLevel");
+  }
+  if (!Known(o.compile_policy)) {
+    return bad("compile_policy", static_cast<int>(o.compile_policy), "a CompilePolicy");
+  }
+  if (!Known(o.cuda_matmul)) {
+    return bad("cuda_matmul", static_cast<int>(o.cuda_matmul), "a CudaMatMul");
+  }
+  if (!Known(o.cpu_matmul)) {
+    return bad("cpu_matmul", static_cast<int>(o.cpu_matmul), "a CpuMatMul");
+  }
+  if (!Known(o.scheduler)) {
+    return bad("scheduler", static_cast<int>(o.scheduler), "a braze::Scheduler");
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 Session::Session(const Graph& graph, SessionOptions options)
     : graph_(graph), options_(std::move(options)), state_(std::make_unique<State>()) {
   state_->default_device = device::ResolveSessionDevice(options_.device);
+  state_->options_status = CheckOptions(options_);
 }
 
 Session::~Session() = default;
@@ -142,9 +232,11 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
                                    const std::vector<Tensor>& targets, bool compile_only,
                                    std::vector<HostTensor>* outputs) {
   BRAZE_RETURN_IF_ERROR(graph_.status());
+  BRAZE_RETURN_IF_ERROR(state_->options_status);
   BRAZE_RETURN_IF_ERROR(BrazeFlagsStatus());  // a bad BRAZE_FLAGS: runtime/flags.h
   const int num_nodes = graph_.num_nodes();
-  auto check_tensor = [&](const Tensor& t, const char* what, size_t i) -> absl::Status {
+  auto check_tensor = [&](const Tensor& t, const char* what, size_t i,
+                          bool is_target = false) -> absl::Status {
     if (!t.valid()) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " ", i, " is not a tensor", internal::kNotATensorHint));
@@ -152,6 +244,13 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     if (t.graph() != &graph_) {
       return absl::InvalidArgumentError(
           absl::StrCat(what, " ", i, " ('", t.name(), "') comes from another graph"));
+    }
+    // A target may be a node with no outputs (its handle's index 0); a feed or fetch is
+    // a value.
+    if (!graph_.HasOutput(t, /*allow_no_outputs=*/is_target)) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " ", i,
+                                                     " names no output of the graph (node id ",
+                                                     t.node_id(), ", output ", t.index(), ")"));
     }
     return absl::OkStatus();
   };
@@ -187,7 +286,7 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   }
   absl::StrAppend(&plan_key, "|t:");
   for (size_t i = 0; i < targets.size(); ++i) {
-    BRAZE_RETURN_IF_ERROR(check_tensor(targets[i], "target", i));
+    BRAZE_RETURN_IF_ERROR(check_tensor(targets[i], "target", i, /*is_target=*/true));
     absl::StrAppend(&plan_key, targets[i].node_id(), ",");
   }
   // A graph may grow between runs; plans are per graph size too.
