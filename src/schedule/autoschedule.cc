@@ -1,6 +1,8 @@
 // Runs Halide's autoschedulers; see autoschedule.h.
 #include "schedule/autoschedule.h"
 
+#include <dlfcn.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -100,7 +102,18 @@ void EnsurePluginLoaded(Scheduler kind) {
   auto load = [&](Scheduler k) {
     if (loaded->count(k) > 0) return;
     const std::string path = AutoschedulerPluginPath(k);
-    Halide::load_plugin(path);  // throws Halide::Error when dlopen fails
+    // Every symbol of the plugin bound now, not at its first call (Halide's dlopen is
+    // lazy). Each plugin carries its own copy of Halide's runtime (weak symbols it reaches
+    // through the dynamic linker: the work queue, its mutexes, halide_do_par_for), and
+    // the disk cache's runtime is loaded RTLD_GLOBAL later (aot_kernel.cc), after which
+    // a lazy binding would resolve to that copy: Adams2019's cost model then locked one
+    // runtime's work-queue mutex and unlocked the other's, and the next
+    // halide_set_num_threads of a cached kernel slept forever (docs/DISK_CACHE.md,
+    // "One Halide runtime per caller"). Bound at load, the plugin uses one runtime
+    // throughout: its own, or the cache's where that was loaded first. The handle stays
+    // open; Halide's own dlopen below finds the library loaded.
+    dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // a failure is reported by load_plugin
+    Halide::load_plugin(path);                    // throws Halide::Error when dlopen fails
     (*loaded)[k] = path;
   };
   if (!tried_all) {
