@@ -1,6 +1,9 @@
 #include "compile/compile_cache.h"
 
 #include <chrono>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
 
 namespace braze {
 
@@ -31,7 +34,17 @@ CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const Co
   }
   // Compile outside the lock; others asking for this key wait on ready_cv_.
   auto start = std::chrono::steady_clock::now();
-  auto compiled = compile();
+  // An exception out of `compile` (no memory; Halide's errors are Statuses already) is
+  // this key's error: the entry must become ready, or every later caller of the key
+  // would wait on ready_cv_ forever.
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled =
+      absl::InternalError("the compile of a cluster threw an unknown exception");
+  try {
+    compiled = compile();
+  } catch (const std::exception& e) {
+    compiled = absl::InternalError(absl::StrCat("the compile of a cluster threw: ", e.what()));
+  } catch (...) {
+  }
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   absl::StatusOr<std::shared_ptr<SharedKernel>> kernel;

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
+#include <string>
 #include <thread>
 
 namespace braze {
@@ -52,6 +54,24 @@ TEST(CompileCache, ConcurrentCallersShareOneCompile) {
   for (int i = 1; i < 8; ++i) EXPECT_EQ(got[i], got[0]);
   EXPECT_EQ(cache.counters().misses, 1);
   EXPECT_EQ(cache.counters().hits, 7);
+}
+
+// A compile that throws makes its key an error, not an entry others wait for forever:
+// the second caller returns (with the error) instead of hanging.
+TEST(CompileCache, ACompileThatThrowsIsAnErrorAndItsKeyStaysUsable) {
+  CompileCache cache;
+  auto throwing = []() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+    throw std::bad_alloc();
+  };
+  auto first = cache.GetOrCompile("k", throwing);
+  ASSERT_FALSE(first.kernel.ok());
+  EXPECT_THAT(std::string(first.kernel.status().message()), ::testing::HasSubstr("threw"));
+  auto second = cache.GetOrCompile("k", throwing);
+  EXPECT_TRUE(second.hit);
+  EXPECT_EQ(second.kernel.status(), first.kernel.status());
+  auto other = cache.GetOrCompile(
+      "j", []() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> { throw 42; });
+  EXPECT_FALSE(other.kernel.ok());
 }
 
 TEST(CompileCache, FailuresAreRememberedNotRetried) {
