@@ -67,9 +67,7 @@ std::vector<OpTestCase> Cases() {
 
 class RowPipelineTest : public ::testing::TestWithParam<OpTestCase> {};
 
-TEST_P(RowPipelineTest, MatchesReference) {
-  RunOpTestCase(GetParam(), Scheduler::kSafeDefault);
-}
+TEST_P(RowPipelineTest, MatchesReference) { RunOpTestCase(GetParam(), Scheduler::kSafeDefault); }
 
 INSTANTIATE_TEST_SUITE_P(Ops, RowPipelineTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<OpTestCase>& info) {
