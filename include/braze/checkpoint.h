@@ -85,7 +85,7 @@ absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tens
                                   const LoadOptions& options = {});
 
 struct CheckpointOptions {
-  // Checkpoints kept: after a Save, the oldest beyond this many are deleted. 0: all kept.
+  // Kept: after a Save, the oldest beyond this many are deleted. 0: all; < 0: an error.
   int keep_last = 5;
   // false: Save reads and writes nothing (the ranks other than 0 of a data-parallel run).
   bool write = true;

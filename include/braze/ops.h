@@ -22,7 +22,7 @@ namespace braze {
 // ---- Sources and state ----
 Tensor Placeholder(Graph& g, DType dtype, Shape shape, std::string_view name = "");
 Tensor Const(Graph& g, HostTensor value, std::string_view name = "");
-// A scalar constant of `dtype`.
+// A scalar constant of `dtype`; i32 truncates toward 0, and is an error outside its range.
 Tensor ScalarConst(Graph& g, double value, DType dtype = DType::kF32, std::string_view name = "");
 // An initialized variable; it keeps its value across Session::Run calls.
 Tensor Variable(Graph& g, HostTensor initial_value, std::string_view name = "");

@@ -255,6 +255,11 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   info.metadata = metadata;
   info.path = (fs::path(directory_) / CheckpointName(step)).string();
   if (step < 0) return absl::InvalidArgumentError(absl::StrCat("checkpoint step ", step, " < 0"));
+  if (options_.keep_last < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CheckpointOptions.keep_last is ",
+                                                   options_.keep_last,
+                                                   ": expected >= 0 (0 keeps every checkpoint)"));
+  }
   for (const auto& [key, value] : metadata) {
     if (absl::StartsWith(key, "braze.")) {
       return absl::InvalidArgumentError(
@@ -355,7 +360,7 @@ absl::Status CheckpointManager::CleanUp() const {
 }
 
 absl::Status CheckpointManager::Prune() const {
-  if (options_.keep_last <= 0) return absl::OkStatus();
+  if (options_.keep_last == 0) return absl::OkStatus();
   BRAZE_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, List());
   const size_t keep = static_cast<size_t>(options_.keep_last);
   for (size_t i = 0; i + keep < all.size(); ++i) BRAZE_RETURN_IF_ERROR(RemoveAll(all[i].path));

@@ -3,6 +3,7 @@
 // before the fix it names.
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -318,6 +319,46 @@ TEST(ApiAudit, ACheckpointDirectoryThatCannotBeMadeIsNotInternal) {
   EXPECT_FALSE(under_file.ok());
   EXPECT_NE(under_file.status().code(), absl::StatusCode::kInternal) << under_file.status();
   EXPECT_THAT(Message(under_file.status()), HasSubstr("cannot create /dev/null/ckpt"));
+}
+
+// An i32 ScalarConst outside i32's range saturated silently (1e10 became 2147483647).
+TEST(ApiAudit, AnI32ScalarConstThatDoesNotFitIsAnError) {
+  for (double bad : {1e10, -2147483649.0, 2147483648.0, std::nan("")}) {
+    Graph g;
+    Tensor c = ScalarConst(g, bad, DType::kI32, "big");
+    EXPECT_FALSE(c.valid()) << bad;
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(Message(g.status()), HasSubstr("ScalarConst 'big': ")) << bad;
+    EXPECT_THAT(Message(g.status()), HasSubstr("does not fit i32")) << bad;
+  }
+  // The extremes fit; a fraction truncates toward zero, as a C++ conversion does.
+  Graph g;
+  Tensor lo = ScalarConst(g, -2147483648.0, DType::kI32);
+  Tensor hi = ScalarConst(g, 2147483647.9, DType::kI32);
+  Tensor frac = ScalarConst(g, -2.7, DType::kI32);
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  Session s(g, ReferenceOnly());
+  auto out = s.Run({}, {lo, hi, frac});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].data<int32_t>()[0], std::numeric_limits<int32_t>::min());
+  EXPECT_EQ((*out)[1].data<int32_t>()[0], std::numeric_limits<int32_t>::max());
+  EXPECT_EQ((*out)[2].data<int32_t>()[0], -2);
+}
+
+// keep_last < 0 kept every checkpoint, as 0 does, without a word.
+TEST(ApiAudit, ANegativeKeepLastIsAnErrorAndWritesNothing) {
+  Graph g;
+  Variable(g, HostTensor::Filled(DType::kF32, {2}, 1.0), "w");
+  Session s(g);
+  const std::string dir = ::testing::TempDir() + "/api_audit_keep_last";
+  std::filesystem::remove_all(dir);
+  CheckpointOptions options;
+  options.keep_last = -1;
+  auto saved = CheckpointManager(dir, options).Save(s, 1);
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kInvalidArgument) << saved.status();
+  EXPECT_THAT(Message(saved.status()), HasSubstr("CheckpointOptions.keep_last is -1"));
+  EXPECT_TRUE(!std::filesystem::exists(dir) || std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
