@@ -36,7 +36,9 @@ Tensor Add2(OpKind op, Tensor a, Tensor b) {
 int NormalizeAxis(int axis, int rank) { return axis < 0 && axis + rank >= 0 ? axis + rank : axis; }
 
 // Negative axes count from the end; {} means all axes. Out-of-range axes are kept as
-// given so shape inference reports them against the node.
+// given so shape inference reports them against the node, and so are repeated ones
+// ({1, 1}, {-1, 1} of a matrix): an error there, as in TensorFlow, NumPy and JAX, where
+// they were taken as a set.
 std::vector<int> NormalizeAxes(std::vector<int> axes, int rank) {
   if (axes.empty()) {
     for (int d = 0; d < rank; ++d) axes.push_back(d);
@@ -46,7 +48,6 @@ std::vector<int> NormalizeAxes(std::vector<int> axes, int rank) {
     if (a < 0 && a + rank >= 0) a += rank;
   }
   std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
   return axes;
 }
 

@@ -345,6 +345,28 @@ TEST(ApiAudit, AnI32ScalarConstThatDoesNotFitIsAnError) {
   EXPECT_EQ((*out)[2].data<int32_t>()[0], -2);
 }
 
+// Repeated reduction axes were taken as a set: Sum(x, {1, 1}) of a matrix gave its row
+// sums, where TensorFlow, NumPy and JAX refuse them.
+TEST(ApiAudit, RepeatedReductionAxesAreAnErrorNamingThem) {
+  auto status_of = [](const std::function<Tensor(Tensor)>& reduce) {
+    Graph g;
+    reduce(Placeholder(g, DType::kF32, {2, 3}, "x"));
+    return g.status();
+  };
+  for (const auto& reduce : std::vector<std::function<Tensor(Tensor)>>{
+           [](Tensor x) { return Sum(x, {1, 1}); },
+           [](Tensor x) { return Mean(x, {-1, 1}); },
+           [](Tensor x) { return Max(x, {0, 1, -2}, /*keep_dims=*/true); }}) {
+    absl::Status s = status_of(reduce);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(Message(s), HasSubstr("reduction axes must be unique"));
+  }
+  Graph g;
+  Tensor all = Sum(Placeholder(g, DType::kF32, {2, 3}, "x"), {0, -1});
+  ASSERT_TRUE(g.status().ok()) << g.status();
+  EXPECT_EQ(all.shape(), Shape{});
+}
+
 // keep_last < 0 kept every checkpoint, as 0 does, without a word.
 TEST(ApiAudit, ANegativeKeepLastIsAnErrorAndWritesNothing) {
   Graph g;
