@@ -17,6 +17,7 @@ namespace braze {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string Message(const absl::Status& s) { return std::string(s.message()); }
 
@@ -141,6 +142,40 @@ TEST(ApiAudit2, FunctionsUpdatingOneVariableFromSeveralThreadsLoseNoUpdate) {
   t2.join();
   EXPECT_EQ(failed.load(), 0);
   EXPECT_EQ(ReadVariable(v)->GetDouble(0), 2 * kCalls);
+}
+
+// A failed compile is remembered under its cluster key, which holds no names, so a later
+// cluster of the same ops and shapes (another step, another graph) got the first one's
+// message as its own: a strict Run on a graph whose node is 'second/BroadcastTo' failed
+// with "node 'BroadcastTo' is f32[...]", a node of another graph. It now says the message
+// is an earlier compile's.
+TEST(ApiAudit2, ARememberedCompileFailureSaysItIsAnotherClusters) {
+  const int64_t huge = (int64_t{1} << 40) + 4099;  // over Halide's 2 GiB; unique to this test
+  SessionOptions strict;
+  strict.device = "cpu";
+  strict.strict = true;
+  Graph first;
+  Tensor a;
+  {
+    JitScope scope(first);
+    a = BroadcastTo(ScalarConst(first, 1.0), {huge});
+  }
+  auto r1 = Session(first, strict).Run({}, {a});
+  EXPECT_EQ(r1.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r1.status()), HasSubstr("node 'BroadcastTo' is f32[1099511631875]"));
+  EXPECT_THAT(Message(r1.status()), Not(HasSubstr("earlier")));
+  Graph second;
+  Tensor b;
+  {
+    NameScope names(second, "second");  // its node is 'second/BroadcastTo'
+    JitScope scope(second);
+    b = BroadcastTo(ScalarConst(second, 1.0), {huge});
+  }
+  auto r2 = Session(second, strict).Run({}, {b});
+  EXPECT_EQ(r2.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r2.status()), HasSubstr("a cluster of the same ops, shapes and options "
+                                              "failed to compile earlier (its node names are in "
+                                              "the message): "));
 }
 
 }  // namespace
