@@ -178,5 +178,23 @@ TEST(ApiAudit2, ARememberedCompileFailureSaysItIsAnotherClusters) {
                                               "the message): "));
 }
 
+// File errors of safetensors were all Internal (which says Braze is wrong): writing into a
+// directory that does not exist, and reading a directory, which an ifstream read as a
+// file of 0 bytes ("DATA_LOSS: truncated"). Now each has its errno's code and says why.
+TEST(ApiAudit2, SafetensorsFileErrorsHaveTheirErrnosCode) {
+  TensorMap tensors;
+  tensors["w"] = HostTensor::Scalar<float>(1);
+  const absl::Status missing_dir =
+      WriteSafetensors("/nonexistent-braze-dir/w.safetensors", tensors);
+  EXPECT_EQ(missing_dir.code(), absl::StatusCode::kNotFound) << missing_dir;
+  EXPECT_THAT(Message(missing_dir), HasSubstr("/nonexistent-braze-dir/w.safetensors"));
+  EXPECT_THAT(Message(missing_dir), HasSubstr("No such file or directory"));
+  auto directory = ReadSafetensors("/tmp");
+  EXPECT_EQ(directory.status().code(), absl::StatusCode::kFailedPrecondition) << directory.status();
+  EXPECT_THAT(Message(directory.status()), HasSubstr("cannot read /tmp: Is a directory"));
+  auto absent = ReadSafetensors("/nonexistent-braze-dir/w.safetensors");
+  EXPECT_EQ(absent.status().code(), absl::StatusCode::kNotFound);  // as the header promises
+}
+
 }  // namespace
 }  // namespace braze
