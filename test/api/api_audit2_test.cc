@@ -196,5 +196,22 @@ TEST(ApiAudit2, SafetensorsFileErrorsHaveTheirErrnosCode) {
   EXPECT_EQ(absent.status().code(), absl::StatusCode::kNotFound);  // as the header promises
 }
 
+// A value's bad dims were shown as unknowns: a fed {-3, 2} was "the value's shape [?,2]
+// has a negative dim", a Function argument {-1, 3} "[?,3]" (a -1 in a value is no
+// "unknown"), and a Reshape to {-3, -2} "bad reshape target [?,?]".
+TEST(ApiAudit2, BadDimsAreShownAsGiven) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 2}, "x");
+  auto fed = Session(g).Run({{x, HostTensor(DType::kF32, {-3, 2})}}, {x * 2.0});
+  EXPECT_THAT(Message(fed.status()), HasSubstr("the value's shape [-3,2] has a negative dim"));
+  Function f(
+      [](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> { return {a[0] * 2.0}; });
+  EXPECT_THAT(Message(f({HostTensor(DType::kF32, {-1, 3})}).status()),
+              HasSubstr("argument 0 has shape [-1,3]: a negative dim"));
+  Reshape(Placeholder(g, DType::kF32, {6}, "y"), {-3, -2});
+  EXPECT_THAT(Message(g.status()), HasSubstr("bad reshape target [-3,-2]"));
+  EXPECT_EQ(ShapeString({2, -1, 3}), "[2,?,3]");  // -1 in a graph's shape is unknown
+}
+
 }  // namespace
 }  // namespace braze
