@@ -116,7 +116,7 @@ TEST(ApiAudit2, DataParallelWithABucketSizeBelowOneIsAnError) {
 // of the other Function between the pull and the publish computed from the same value,
 // so one update was lost (3642 of 4000 adds kept). A call now holds the variables it
 // assigns from its pull to its publish.
-TEST(ApiAudit2, FunctionsUpdatingOneVariableFromSeveralThreadsLoseNoUpdate) {
+TEST(ApiAudit2, ConcurrentFunctionsUpdatingOneVariableLoseNoUpdate) {
   Graph g;
   Tensor v = Variable(g, HostTensor::Scalar<float>(0), "v");
   FunctionOptions o;
