@@ -437,17 +437,6 @@ namespace {
 absl::StatusOr<std::vector<HostTensor>> RunTrace(const FunctionOptions& options, Trace& trace,
                                                  Session& session,
                                                  const std::vector<HostTensor>& args) {
-  // The variables this trace assigns stay ours from the pull to the update (in address
-  // order: no two calls wait for each other), so that another Function's call on another
-  // thread reads what this one wrote, not what it read.
-  std::vector<api::SharedVariable*> assigned;
-  for (const VariableUse& v : trace.variables) {
-    if (v.assigned) assigned.push_back(v.shared.get());
-  }
-  std::sort(assigned.begin(), assigned.end());
-  assigned.erase(std::unique(assigned.begin(), assigned.end()), assigned.end());
-  std::vector<std::unique_lock<std::recursive_mutex>> running;
-  for (api::SharedVariable* v : assigned) running.emplace_back(v->run_mutex());
   for (VariableUse& v : trace.variables) {
     BRAZE_RETURN_IF_ERROR(Annotate(options, v.shared->PullInto(session, v.variable, v.held)));
   }

@@ -45,7 +45,6 @@ absl::Status SharedVariable::Write(const HostTensor& value) {
                                                    "': expected ", TypeString(want), ", got ",
                                                    TypeString(value.type())));
   }
-  std::lock_guard<std::recursive_mutex> run(run_mu_);  // waits for a running update
   std::lock_guard<std::mutex> lock(mu_);
   host_ = value;
   holder_ = nullptr;

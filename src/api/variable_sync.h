@@ -44,15 +44,7 @@ class SharedVariable {
   // `session` is going away: if it holds the newest value, keep a host copy.
   void Release(Session& session);
 
-  // Held by a Function's call from PullInto to Updated when its trace assigns this
-  // variable, and by Write: read-modify-writes of one variable by several Functions on
-  // several threads are then one at a time (two sessions both pulled the same value,
-  // both added to it, and one of the updates was lost). Recursive: a HostCall of the
-  // running trace may call another Function, or AssignVariable, on its thread.
-  std::recursive_mutex& run_mutex() { return run_mu_; }
-
  private:
-  std::recursive_mutex run_mu_;  // taken before mu_
   std::mutex mu_;
   Tensor variable_;
   uint64_t version_ = 0;            // 0: never changed since its initial value
