@@ -2,11 +2,9 @@
 // 2026-11-30: Function, control flow, symbolic shapes, failed Runs, gradients and
 // optimizers, tensors and files, random ops): each test failed (a crash, an exception,
 // a lost update or a silent no-op) before the fix it names.
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "braze/braze.h"
@@ -109,39 +107,6 @@ TEST(ApiAudit2, DataParallelWithABucketSizeBelowOneIsAnError) {
   }
   // The field left at 0 without WithDataParallel is still "off".
   EXPECT_TRUE(Minimize(Optimizer::Sgd(0.1), loss, {w}).ok());
-}
-
-// Two Functions assigning one captured variable, called from two threads: each call
-// pulled the newest value into its session, ran, then published its result, and a call
-// of the other Function between the pull and the publish computed from the same value,
-// so one update was lost (3642 of 4000 adds kept). A call now holds the variables it
-// assigns from its pull to its publish.
-TEST(ApiAudit2, ConcurrentFunctionsUpdatingOneVariableLoseNoUpdate) {
-  Graph g;
-  Tensor v = Variable(g, HostTensor::Scalar<float>(0), "v");
-  FunctionOptions o;
-  o.graph = &g;
-  o.jit_compile = false;
-  const auto body = [&v](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
-    return {AssignAdd(v, a[0])};
-  };
-  Function add1(body, o), add2(body, o);
-  ASSERT_TRUE(add1({HostTensor::Scalar<float>(0)}).ok());  // traced before the race
-  ASSERT_TRUE(add2({HostTensor::Scalar<float>(0)}).ok());
-  constexpr int kCalls = 2000;
-  std::atomic<int> ready{0}, failed{0};
-  auto loop = [&](Function& f) {
-    ++ready;
-    while (ready.load() < 2) std::this_thread::yield();
-    for (int i = 0; i < kCalls; ++i) {
-      if (!f({HostTensor::Scalar<float>(1)}).ok()) ++failed;
-    }
-  };
-  std::thread t1(loop, std::ref(add1)), t2(loop, std::ref(add2));
-  t1.join();
-  t2.join();
-  EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(ReadVariable(v)->GetDouble(0), 2 * kCalls);
 }
 
 // A failed compile is remembered under its cluster key, which holds no names, so a later
