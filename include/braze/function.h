@@ -70,7 +70,12 @@
 //   and graph calls alike; a new one, or any in a call that a trace would not cover
 //   (the first trace's, or the first eager call's, signature), is the error above.
 // - Thread safety: a Function may be called from several threads; a new signature is
-//   traced and compiled once. The graph a function traces into must outlive it, and
+//   traced and compiled once. Calls of one Function run one at a time in its session,
+//   each reading what the one before wrote. Not so across Functions: a call reads the
+//   shared variables at its start and publishes what it assigns at its end, so two
+//   Functions that assign one variable, called from two threads at once, can lose an
+//   update (unlike TF, whose variable ops are atomic); call them from one thread, or
+//   serialize them. The graph a function traces into must outlive it, and
 //   must not be changed by other code while functions trace into or run it. A call on
 //   the thread that is tracing the same Function (from its body), or that would trace
 //   into a graph this thread is running or tracing, is FailedPrecondition, and so is a

@@ -143,6 +143,10 @@ struct Optimizer {
   double global_clip_norm = 0;
   // > 0: data parallel with buckets of this many bytes (WithDataParallel); 0: off.
   int64_t data_parallel_bucket_bytes = 0;
+  // Set by WithDataParallel: data parallel whatever the bucket size says, so that a
+  // bucket size < 1 given there is an error (InvalidArgument naming it), not "off" (each
+  // rank would silently train alone).
+  bool data_parallel = false;
   // Set: dynamic loss scaling (WithLossScaling).
   std::optional<LossScaling> loss_scaling;
 };
@@ -177,8 +181,8 @@ absl::StatusOr<std::vector<Tensor>> BroadcastVariables(const std::vector<Tensor>
 // global_clip_norm must be finite and >= 0, momentum >= 0, betas in [0, 1), a
 // learning_rate_tensor a floating scalar of the variables' graph; loss scaling's
 // initial_scale finite and > 0, growth_factor >= 1, backoff_factor in (0, 1],
-// growth_interval in [1, 2^31 - 1]), or loss scaling that would scale (it needs
-// Minimize's loss).
+// growth_interval in [1, 2^31 - 1]; WithDataParallel's bucket_bytes >= 1), or loss
+// scaling that would scale (it needs Minimize's loss).
 absl::StatusOr<std::vector<Tensor>> ApplyGradients(
     const Optimizer& optimizer, const std::vector<std::pair<Tensor, Tensor>>& grads_and_vars,
     std::string_view name = "");

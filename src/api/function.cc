@@ -28,6 +28,7 @@
 #include "braze/precision.h"
 #include "braze/status.h"
 #include "frontend/eager_body.h"
+#include "ir/changing_dims.h"
 #include "ir/logging.h"
 #include "ir/tracing.h"
 
@@ -741,7 +742,7 @@ absl::StatusOr<std::vector<HostTensor>> Function::Run(const std::vector<HostTens
     if (args[t++].num_elements() < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Function '", s.options.name, "': argument ", i, " has shape ",
-          ShapeString(args[t - 1].shape()), ": a negative dim or a byte size past int64"));
+          DimsString(args[t - 1].shape()), ": a negative dim or a byte size past int64"));
     }
   }
   const api::Signature call = api::SignatureOf(args);

@@ -261,7 +261,9 @@ absl::StatusOr<std::vector<Tensor>> WhileGradient(Graph& g, const Node& node,
   ra.num_elems = 1;
   std::vector<Tensor> ins = vars_in;
   ins.push_back(Const(g, HostTensor::Scalar<bool>(true)));
-  ins.push_back(Const(g, HostTensor(DType::kF32, {a.max_iterations})));
+  // The replay's length only: a broadcast scalar, not a Const holding max_iterations
+  // zeros (a bound of 2^40 threw std::bad_alloc from Gradients; 10^9 built a 4 GB graph).
+  ins.push_back(BroadcastTo(ScalarConst(g, 0.0), {a.max_iterations}));
   ins.insert(ins.end(), caps.begin(), caps.end());
   Tensor replay = g.AddNode(OpKind::kScan, std::move(ins), std::move(ra), node.name() + "_replay");
   if (!replay.node().status().ok()) return replay.node().status();

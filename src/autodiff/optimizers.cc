@@ -26,7 +26,7 @@ absl::Status CheckHyperparameters(const Optimizer& o) {
   if (!std::isfinite(o.global_clip_norm) || o.global_clip_norm < 0) {
     return bad("global_clip_norm", o.global_clip_norm);
   }
-  if (o.data_parallel_bucket_bytes < 0) {
+  if (o.data_parallel_bucket_bytes < (o.data_parallel ? 1 : 0)) {
     return bad("data_parallel_bucket_bytes", static_cast<double>(o.data_parallel_bucket_bytes));
   }
   switch (o.kind) {
@@ -319,6 +319,7 @@ Optimizer Optimizer::WithLearningRate(Tensor learning_rate) const {
 Optimizer Optimizer::WithDataParallel(int64_t bucket_bytes) const {
   Optimizer o = *this;
   o.data_parallel_bucket_bytes = bucket_bytes;
+  o.data_parallel = true;
   return o;
 }
 

@@ -12,6 +12,20 @@ CompileCache& CompileCache::Global() {
   return *cache;
 }
 
+namespace {
+
+// A failed compile is remembered under its key, and a key holds no names: the message
+// names the nodes of the cluster that compiled first, perhaps of another step or graph
+// (a strict Run's InvalidArgument named a node of another graph as its own). Said so.
+absl::Status EarlierFailure(const absl::Status& failed) {
+  return absl::Status(failed.code(),
+                      absl::StrCat("a cluster of the same ops, shapes and options failed to "
+                                   "compile earlier (its node names are in the message): ",
+                                   failed.message()));
+}
+
+}  // namespace
+
 CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const CompileFn& compile) {
   std::shared_ptr<Entry> entry;
   bool evicted = false;
@@ -23,6 +37,7 @@ CompileCache::Result CompileCache::GetOrCompile(const std::string& key, const Co
       lru_.splice(lru_.begin(), lru_, entry->lru);
       ++counters_.hits;
       ready_cv_.wait(lock, [&] { return entry->ready; });
+      if (!entry->kernel.ok()) return Result{EarlierFailure(entry->kernel.status()), true, 0};
       return Result{entry->kernel, true, 0};
     }
     evicted = evicted_.erase(key) > 0;

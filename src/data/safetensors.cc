@@ -9,13 +9,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "braze/status.h"
 #include "nlohmann/json.hpp"
@@ -58,7 +57,13 @@ std::optional<DType> BrazeDType(const std::string& name) {
   return std::nullopt;
 }
 
-std::string ErrnoText() { return std::strerror(errno); }
+// A file-system failure with its errno's code (NotFound, PermissionDenied, ...), `error`
+// read right after the failing call: InternalError, which says Braze is wrong, was every
+// such failure's code (a missing directory was Internal).
+absl::Status FileError(int error, const std::string& what) {
+  return absl::Status(absl::ErrnoToStatusCode(error),
+                      absl::StrCat(what, ": ", std::strerror(error)));
+}
 
 // One header entry, checked against the data section's size.
 struct Entry {
@@ -251,45 +256,58 @@ absl::StatusOr<SafetensorsContents> DecodeSafetensors(std::string_view bytes,
 
 absl::Status WriteFileDurably(const std::string& path, std::string_view bytes) {
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path, ": ", ErrnoText()));
+  if (fd < 0) return FileError(errno, absl::StrCat("cannot create ", path));
   size_t done = 0;
   while (done < bytes.size()) {
     const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const std::string why = ErrnoText();
+      const int error = n < 0 ? errno : EIO;
       close(fd);
-      return absl::InternalError(absl::StrCat("cannot write ", path, ": ", why));
+      return FileError(error, absl::StrCat("cannot write ", path));
     }
     done += static_cast<size_t>(n);
   }
   if (fsync(fd) != 0) {
-    const std::string why = ErrnoText();
+    const int error = errno;
     close(fd);
-    return absl::InternalError(absl::StrCat("cannot fsync ", path, ": ", why));
+    return FileError(error, absl::StrCat("cannot fsync ", path));
   }
-  if (close(fd) != 0)
-    return absl::InternalError(absl::StrCat("cannot close ", path, ": ", ErrnoText()));
+  if (close(fd) != 0) return FileError(errno, absl::StrCat("cannot close ", path));
   return absl::OkStatus();
 }
 
 absl::Status SyncDirectory(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot open ", path, ": ", ErrnoText()));
+  if (fd < 0) return FileError(errno, absl::StrCat("cannot open ", path));
   const int rc = fsync(fd);
-  const std::string why = ErrnoText();
+  const int error = errno;
   close(fd);
-  if (rc != 0) return absl::InternalError(absl::StrCat("cannot fsync ", path, ": ", why));
+  if (rc != 0) return FileError(error, absl::StrCat("cannot fsync ", path));
   return absl::OkStatus();
 }
 
+// open(2), not an ifstream: its failure's errno says why (a file unreadable for its
+// permissions was NotFound), and a directory is refused by name (it read as a file of 0
+// bytes: "truncated").
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", ErrnoText()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat("cannot read ", path));
-  return ss.str();
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return FileError(errno, absl::StrCat("cannot open ", path));
+  std::string out;
+  char buffer[1 << 16];
+  while (true) {
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int error = errno;
+      close(fd);
+      return FileError(error, absl::StrCat("cannot read ", path));
+    }
+    if (n == 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return out;
 }
 
 absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
@@ -298,8 +316,7 @@ absl::Status WriteSafetensors(const std::string& path, const TensorMap& tensors,
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   absl::Status written = WriteFileDurably(tmp, bytes);
   if (written.ok() && std::rename(tmp.c_str(), path.c_str()) != 0) {
-    written =
-        absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", ErrnoText()));
+    written = FileError(errno, absl::StrCat("cannot rename ", tmp, " to ", path));
   }
   if (!written.ok()) {
     unlink(tmp.c_str());

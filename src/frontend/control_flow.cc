@@ -262,8 +262,15 @@ ScanResult Scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> elems,
   }
   const size_t nc = init.size();
   size_t num_outputs = 0;
+  // Nothing to scan (no elems, or a scalar one) is the node's error, which its shape
+  // inference names; fn is not called then: handed no slices, or a slice of a scalar, a
+  // body reading slices[0] crashed the program.
+  const bool scannable =
+      !elems.empty() && std::none_of(elems.begin(), elems.end(),
+                                     [](const Tensor& e) { return e.valid() && e.rank() == 0; });
   Trace tr = TraceBody(*g, options.name, "fn", types, names,
                        [&](Graph& body, const std::vector<Tensor>& params) {
+                         if (!scannable) return std::vector<Tensor>{};
                          std::vector<Tensor> carry(params.begin(), params.begin() + nc);
                          std::vector<Tensor> slices(params.begin() + nc, params.end());
                          ScanStep step = fn(body, carry, slices);

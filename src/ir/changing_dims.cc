@@ -49,4 +49,8 @@ std::string ChangingDims(const std::vector<std::vector<TensorType>>& signatures,
                        : absl::StrJoin(parts, ", ");
 }
 
+std::string DimsString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+}
+
 }  // namespace braze

@@ -83,7 +83,9 @@ std::string ShapeString(const Shape& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) s += ",";
-    s += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
+    // -1 is unknown; a dim below it is never valid, and is shown as it is ("[?,?]" hid
+    // a Reshape target's -3).
+    s += shape[i] == kUnknownDim ? std::string("?") : std::to_string(shape[i]);
   }
   return s + "]";
 }

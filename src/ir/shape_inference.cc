@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "braze/graph.h"
 #include "braze/status.h"
+#include "ir/changing_dims.h"
 #include "ir/control_flow.h"
 #include "ir/window_geometry.h"
 
@@ -544,7 +545,7 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
       BRAZE_ATTRS(ConstAttrs);
       if (a->value == nullptr) return Invalid("Const without a value");
       if (a->value->num_elements() < 0) {
-        return Invalid("Const value's shape " + ShapeString(a->value->shape()) +
+        return Invalid("Const value's shape " + DimsString(a->value->shape()) +
                        " has a negative dim or a byte size past int64");
       }
       return Types{a->value->type()};
