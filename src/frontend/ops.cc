@@ -74,9 +74,9 @@ Tensor ScalarConst(Graph& g, double value, DType dtype, std::string_view name) {
   // An i32 constant the value does not fit would saturate (HostTensor's conversion, as
   // Cast's): 1e10 silently became 2147483647. A fraction truncates toward zero, as in C++.
   if (dtype == DType::kI32 && !(value > -2147483649.0 && value < 2147483648.0)) {
-    g.RecordError(absl::InvalidArgumentError(absl::StrCat(
-        "ScalarConst", name.empty() ? "" : absl::StrCat(" '", std::string(name), "'"), ": ", value,
-        " does not fit i32 (its range is [-2147483648, 2147483647])")));
+    g.RecordError(absl::InvalidArgumentError(
+        absl::StrCat("ScalarConst", name.empty() ? "" : absl::StrCat(" '", std::string(name), "'"),
+                     ": ", value, " does not fit i32 (its range is [-2147483648, 2147483647])")));
     return Tensor();
   }
   return Const(g, HostTensor::Filled(dtype, {}, value), name);

@@ -353,10 +353,18 @@ TEST(ApiAudit, RepeatedReductionAxesAreAnErrorNamingThem) {
     reduce(Placeholder(g, DType::kF32, {2, 3}, "x"));
     return g.status();
   };
-  for (const auto& reduce : std::vector<std::function<Tensor(Tensor)>>{
-           [](Tensor x) { return Sum(x, {1, 1}); },
-           [](Tensor x) { return Mean(x, {-1, 1}); },
-           [](Tensor x) { return Max(x, {0, 1, -2}, /*keep_dims=*/true); }}) {
+  const std::vector<std::function<Tensor(Tensor)>> repeated = {
+      [](Tensor x) {
+        return Sum(x, {1, 1});
+      },
+      [](Tensor x) {
+        return Mean(x, {-1, 1});
+      },
+      [](Tensor x) {
+        return Max(x, {0, 1, -2}, /*keep_dims=*/true);
+      },
+  };
+  for (const auto& reduce : repeated) {
     absl::Status s = status_of(reduce);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
     EXPECT_THAT(Message(s), HasSubstr("reduction axes must be unique"));
