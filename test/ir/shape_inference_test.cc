@@ -49,8 +49,13 @@ TEST(ShapeInference, ReductionsNegativeAxesAndKeepDims) {
   EXPECT_EQ(S(Max(a, {1})), (Shape{2, 4}));
   EXPECT_EQ(S(ArgMax(a, -2)), (Shape{2, 4}));
   EXPECT_EQ(ArgMax(a, 0).dtype(), DType::kI32);
-  EXPECT_EQ(Sum(a, {-1, 2}).node().attrs_as<ReduceAttrs>().axes, std::vector<int>{2});
+  EXPECT_EQ(Sum(a, {-1, 0}).node().attrs_as<ReduceAttrs>().axes, (std::vector<int>{0, 2}));
   EXPECT_TRUE(g.status().ok()) << g.status();
+  // One axis named twice (-1 and 2 of rank 3) is an error, as in TensorFlow, NumPy and
+  // JAX, not a set.
+  Sum(a, {-1, 2});
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(g.status().message()), ::testing::HasSubstr("must be unique: 2,2"));
 }
 
 TEST(ShapeInference, MatMulAndBatchMatMul) {
