@@ -740,9 +740,8 @@ absl::StatusOr<std::vector<HostTensor>> Function::Run(const std::vector<HostTens
     if (statics[i].has_value()) continue;
     // Before the signature: a -1 dim there means "any size" and would trace generically.
     if (args[t++].num_elements() < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Function '", s.options.name, "': argument ", i, " has shape ",
-          DimsString(args[t - 1].shape()), ": a negative dim or a byte size past int64"));
+      return absl::InvalidArgumentError(absl::StrCat("Function '", s.options.name, "': argument ",
+                                                     i, "'s ", BadValueShape(args[t - 1].shape())));
     }
   }
   const api::Signature call = api::SignatureOf(args);

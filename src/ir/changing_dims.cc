@@ -49,8 +49,9 @@ std::string ChangingDims(const std::vector<std::vector<TensorType>>& signatures,
                        : absl::StrJoin(parts, ", ");
 }
 
-std::string DimsString(const Shape& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ","), "]");
+std::string BadValueShape(const Shape& shape) {
+  return absl::StrCat("shape [", absl::StrJoin(shape, ","),
+                      "] has a negative dim or a byte size past int64");
 }
 
 }  // namespace braze

@@ -1,6 +1,6 @@
 // Which input dims changed across a set of input signatures, in words, for the
 // messages that name them: Function's excessive-retracing warning and the runtime's
-// recompile guard; and a value's dims as they are, for messages about bad ones.
+// recompile guard; and what is wrong with a value's shape, for the errors that name it.
 #ifndef BRAZE_IR_CHANGING_DIMS_H_
 #define BRAZE_IR_CHANGING_DIMS_H_
 
@@ -17,9 +17,11 @@ namespace braze {
 std::string ChangingDims(const std::vector<std::vector<TensorType>>& signatures,
                          const std::string& noun);
 
-// "[-1,3]": every dim as it is, for a value's shape (a HostTensor's), where -1 is not
-// "unknown" but a bad dim: ShapeString showed a fed {-3, 2} as "[?,2]".
-std::string DimsString(const Shape& shape);
+// "shape [-3,2] has a negative dim or a byte size past int64": what is wrong with a
+// value's shape (a HostTensor's: fed, passed to a Function, held by a Const) whose
+// num_elements() is negative. Every dim is shown as it is: for a value, -1 is not
+// "unknown" but a bad dim (ShapeString showed a fed {-3, 2} as "[?,2]").
+std::string BadValueShape(const Shape& shape);
 
 }  // namespace braze
 

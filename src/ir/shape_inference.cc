@@ -545,8 +545,7 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
       BRAZE_ATTRS(ConstAttrs);
       if (a->value == nullptr) return Invalid("Const without a value");
       if (a->value->num_elements() < 0) {
-        return Invalid("Const value's shape " + DimsString(a->value->shape()) +
-                       " has a negative dim or a byte size past int64");
+        return Invalid("Const value's " + BadValueShape(a->value->shape()));
       }
       return Types{a->value->type()};
     }

@@ -262,9 +262,8 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     BRAZE_RETURN_IF_ERROR(check_tensor(t, "feed", i));
     const TensorType& want = t.type();
     if (value.num_elements() < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("feed for ", NodeLabel(t.node()), ": the value's shape ",
-                       DimsString(value.shape()), " has a negative dim or a byte size past int64"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed for ", NodeLabel(t.node()), ": the value's ", BadValueShape(value.shape())));
     }
     if (value.dtype() != want.dtype || !ShapeMatches(want.shape, value.shape())) {
       return absl::InvalidArgumentError(absl::StrCat("feed for ", NodeLabel(t.node()),

@@ -172,7 +172,7 @@ TEST(ApiAudit2, BadDimsAreShownAsGiven) {
   Function f(
       [](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> { return {a[0] * 2.0}; });
   EXPECT_THAT(Message(f({HostTensor(DType::kF32, {-1, 3})}).status()),
-              HasSubstr("argument 0 has shape [-1,3]: a negative dim"));
+              HasSubstr("argument 0's shape [-1,3] has a negative dim"));
   Reshape(Placeholder(g, DType::kF32, {6}, "y"), {-3, -2});
   EXPECT_THAT(Message(g.status()), HasSubstr("bad reshape target [-3,-2]"));
   EXPECT_EQ(ShapeString({2, -1, 3}), "[2,?,3]");  // -1 in a graph's shape is unknown
