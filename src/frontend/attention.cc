@@ -75,6 +75,24 @@ Tensor Unfused(Tensor q, Tensor k, Tensor v, const AttentionAttrs& a, Tensor ste
   return batched ? BatchMatMul(weights, v) : MatMul(weights, v);
 }
 
+// What the fused op's shape inference would refuse (a scale that is not finite, the
+// default's 1 / sqrt(D) with D unknown included; a dropout rate outside [0, 1)), as an
+// error naming q.
+absl::Status CheckUnfusedAttrs(const Tensor& q, const AttentionAttrs& a) {
+  if (!std::isfinite(a.scale)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ScaledDotProductAttention of '", q.name(), "' (unfused): scale ", a.scale,
+                     " is not finite (the default 1 / sqrt(D) needs q's D known: q is ",
+                     TypeString(q.type()), ")"));
+  }
+  if (!(a.dropout >= 0 && a.dropout < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("ScaledDotProductAttention of '", q.name(),
+                                                   "' (unfused): dropout rate ", a.dropout,
+                                                   " is outside [0, 1)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Tensor Attention(Tensor q, Tensor k, Tensor v, const AttentionAttrs& attrs, Tensor step) {
@@ -112,6 +130,14 @@ Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v, const AttentionOp
   }
   const Tensor step = attrs.dropout != 0 ? options.step : Tensor();
   if (options.fused) return Attention(q, k, v, attrs, step);
+  // The fused op's shape inference checks these; the unfused composite has no node that
+  // would: a NaN scale (D unknown) made every output NaN, and a rate outside [0, 1)
+  // scaled the weights by 1 / (1 - rate) (-0.5: by 2/3; 1.5: all zeros), silently.
+  const absl::Status bad = CheckUnfusedAttrs(q, attrs);
+  if (!bad.ok()) {
+    q.graph()->RecordError(bad);
+    return Tensor();
+  }
   return Unfused(q, k, v, attrs, step);
 }
 
