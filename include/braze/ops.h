@@ -119,7 +119,8 @@ Tensor RandomNormal(Tensor like, Tensor step, uint64_t seed,
 // x is [N, H, W, C] (NHWC) or [N, C, H, W] (NCHW); the filter [KH, KW, C / groups, C_out].
 Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window);
 // Strides and dilations are {h, w} (an initializer list, so that Conv2D(x, f, {2, 2}) is
-// this overload and not a Window2D's; any other length is an error on the node).
+// this overload and not a Window2D's; any other length is an error on the graph naming
+// x, and the result is invalid).
 Tensor Conv2D(Tensor x, Tensor filter, std::initializer_list<int> strides = {1, 1},
               Padding padding = Padding::kValid, DataFormat format = DataFormat::kNHWC,
               std::initializer_list<int> dilations = {1, 1});

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace braze {
 namespace {
@@ -239,18 +240,35 @@ Tensor Conv2D(Tensor x, Tensor filter, const Window2D& window) {
   return g->AddNode(OpKind::kConv2D, {x, filter}, Conv2DAttrs{window, {}});
 }
 
+namespace {
+
+// Conv2D's strides or dilations must be {h, w}. Any other length was read as a stride
+// (dilation) of 0, and the node's "stride along H must be in [1, 2^20], got 0" named a 0
+// the caller never wrote (TensorFlow's strides {1, 2, 2, 1}, say).
+absl::Status CheckHeightWidth(const Tensor& x, const char* what, std::initializer_list<int> list) {
+  if (list.size() == 2) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("Conv2D of '", x.valid() ? x.name() : std::string("?"), "': ", what, " {",
+                   absl::StrJoin(list, ", "), "}: Conv2D takes 2 ({h, w}), not ", list.size()));
+}
+
+}  // namespace
+
 Tensor Conv2D(Tensor x, Tensor filter, std::initializer_list<int> strides, Padding padding,
               DataFormat format, std::initializer_list<int> dilations) {
-  // Any other length than 2: a stride (dilation) of 0, which shape inference reports on
-  // the node.
-  auto at = [](std::initializer_list<int> v, size_t i) {
-    return v.size() == 2 ? *(v.begin() + i) : 0;
-  };
+  Graph* g = GraphOf({x, filter});
+  if (g == nullptr) return Tensor();
+  for (const absl::Status& s :
+       {CheckHeightWidth(x, "strides", strides), CheckHeightWidth(x, "dilations", dilations)}) {
+    if (s.ok()) continue;
+    g->RecordError(s);
+    return Tensor();
+  }
   Window2D w;
-  w.stride_h = at(strides, 0);
-  w.stride_w = at(strides, 1);
-  w.dilation_h = at(dilations, 0);
-  w.dilation_w = at(dilations, 1);
+  w.stride_h = *strides.begin();
+  w.stride_w = *(strides.begin() + 1);
+  w.dilation_h = *dilations.begin();
+  w.dilation_w = *(dilations.begin() + 1);
   w.padding = padding;
   w.format = format;
   return Conv2D(x, filter, w);

@@ -64,5 +64,34 @@ TEST(ApiAudit3, UnfusedAttentionChecksItsScaleAndDropoutRateNamingQ) {
   EXPECT_TRUE(AllClose(r->at(0), r->at(1), 1e-5, 1e-6));
 }
 
+// Conv2D's strides or dilations of another length than 2 were read as a 0, and the error
+// named it: TensorFlow's strides {1, 2, 2, 1} were "stride along H must be in [1, 2^20],
+// got 0". The error now names the list the caller wrote and what Conv2D takes.
+TEST(ApiAudit3, Conv2DStridesOfTheWrongLengthAreNamedAsWritten) {
+  {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {1, 5, 5, 1}, "x");
+    Tensor f = Placeholder(g, DType::kF32, {3, 3, 1, 1}, "f");
+    EXPECT_FALSE(Conv2D(x, f, {1, 2, 2, 1}).valid());
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Message(g.status()),
+                HasSubstr("Conv2D of 'x': strides {1, 2, 2, 1}: Conv2D takes 2 ({h, w}), not 4"));
+    EXPECT_THAT(Message(g.status()), Not(HasSubstr("got 0")));
+  }
+  {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {1, 5, 5, 1}, "x");
+    Tensor f = Placeholder(g, DType::kF32, {3, 3, 1, 1}, "f");
+    EXPECT_FALSE(Conv2D(x, f, {1, 1}, Padding::kValid, DataFormat::kNHWC, {2}).valid());
+    EXPECT_THAT(Message(g.status()),
+                HasSubstr("Conv2D of 'x': dilations {2}: Conv2D takes 2 ({h, w}), not 1"));
+  }
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {1, 5, 5, 1}, "x");
+  Tensor f = Placeholder(g, DType::kF32, {3, 3, 1, 1}, "f");
+  EXPECT_EQ(Conv2D(x, f, {2, 2}).shape(), (Shape{1, 2, 2, 1}));
+  EXPECT_TRUE(g.status().ok()) << g.status();
+}
+
 }  // namespace
 }  // namespace braze
