@@ -71,6 +71,21 @@ absl::StatusOr<SpatialDim> SpatialDimOf(const char* dim, int64_t in, int64_t win
   return d;
 }
 
+// A Padding or DataFormat outside its enum (an int cast to one): the padding's switch
+// matched no case and left every output dim 0, and any format but NHWC read as NCHW.
+absl::Status CheckEnums(const Window2D& w) {
+  if (w.padding != Padding::kValid && w.padding != Padding::kSame &&
+      w.padding != Padding::kExplicit) {
+    return Invalid(absl::StrCat("unknown padding ", static_cast<int>(w.padding),
+                                " (not a braze::Padding: VALID, SAME or EXPLICIT)"));
+  }
+  if (w.format != DataFormat::kNHWC && w.format != DataFormat::kNCHW) {
+    return Invalid(absl::StrCat("unknown data format ", static_cast<int>(w.format),
+                                " (not a braze::DataFormat: NHWC or NCHW)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckRank4(const char* what, const Shape& s) {
   if (s.size() != 4) {
     return Invalid(absl::StrCat(what, " must have rank 4, got ", ShapeString(s)));
@@ -90,6 +105,7 @@ Shape MakeShape(DataFormat format, int64_t n, int64_t h, int64_t w, int64_t c) {
 
 absl::StatusOr<Conv2DGeometry> Conv2DGeometryOf(const Window2D& window, const Shape& x,
                                                 const Shape& filter) {
+  BRAZE_RETURN_IF_ERROR(CheckEnums(window));
   BRAZE_RETURN_IF_ERROR(CheckRank4("the input", x));
   BRAZE_RETURN_IF_ERROR(CheckRank4("the filter [KH, KW, C_in / groups, C_out]", filter));
   const LayoutAxes a = AxesOf(window.format);
@@ -129,8 +145,9 @@ absl::StatusOr<Conv2DGeometry> Conv2DGeometryOf(const Window2D& window, const Sh
 }
 
 absl::StatusOr<Pool2DGeometry> Pool2DGeometryOf(const Pool2DAttrs& attrs, const Shape& x) {
-  BRAZE_RETURN_IF_ERROR(CheckRank4("the input", x));
   const Window2D& window = attrs.window;
+  BRAZE_RETURN_IF_ERROR(CheckEnums(window));
+  BRAZE_RETURN_IF_ERROR(CheckRank4("the input", x));
   if (window.dilation_h != 1 || window.dilation_w != 1) {
     return Invalid("pooling windows take no dilation");
   }

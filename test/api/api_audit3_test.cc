@@ -93,5 +93,35 @@ TEST(ApiAudit3, Conv2DStridesOfTheWrongLengthAreNamedAsWritten) {
   EXPECT_TRUE(g.status().ok()) << g.status();
 }
 
+// A Padding or DataFormat outside its enum (an int cast to one, as a DType's was in the
+// first audit): the padding's switch matched no case and left the output's H and W 0, a
+// valid empty result; any format but NHWC was read as NCHW. Both are build errors now.
+TEST(ApiAudit3, WindowPaddingAndFormatOutsideTheirEnumsAreErrors) {
+  {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {1, 5, 5, 1}, "x");
+    Tensor f = Placeholder(g, DType::kF32, {3, 3, 1, 1}, "f");
+    Window2D w;
+    w.padding = static_cast<Padding>(3);
+    Conv2D(x, f, w);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Message(g.status()), HasSubstr("(Conv2D): unknown padding 3 (not a "
+                                               "braze::Padding: VALID, SAME or EXPLICIT)"));
+  }
+  {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kF32, {1, 4, 4, 4}, "x");
+    Pool2DAttrs p;
+    p.size_h = p.size_w = 2;
+    p.window.stride_h = p.window.stride_w = 2;
+    p.window.format = static_cast<DataFormat>(2);
+    MaxPool(x, p);
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        Message(g.status()),
+        HasSubstr("(MaxPool): unknown data format 2 (not a braze::DataFormat: NHWC or NCHW)"));
+  }
+}
+
 }  // namespace
 }  // namespace braze
