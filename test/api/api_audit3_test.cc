@@ -1,10 +1,8 @@
 // The public API probed a third time as a user writing behaviour tests would (apiaudit3,
-// 2026-11-30: the newer op families' arguments, operators, precision, devices, files):
+// 2026-11-30: the newer op families' arguments, precision, devices, files):
 // each test failed (a silently wrong result or an error naming what the caller never
 // wrote) before the fix it names.
-#include <functional>
 #include <string>
-#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "braze/braze.h"
