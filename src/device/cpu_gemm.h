@@ -11,10 +11,10 @@
 // (OpenBLAS). A primitive is made per GEMM configuration at its first call and kept.
 //
 // oneDNN threads with OpenMP (libgomp). Each call sets the calling thread's OpenMP
-// thread count to the kernel's (SessionOptions::num_threads, else every core). libgomp
-// spins its threads for a while after each call unless OMP_WAIT_POLICY=passive: on a
-// machine with few cores, set it so Halide's own workers are not starved
-// (docs/CPU_GEMM.md).
+// thread count to the kernel's (SessionOptions::num_threads, else every core). libgomp's
+// threads would spin about 3 ms after each call, starving Halide's own workers on a
+// machine with few cores: Braze sets OMP_WAIT_POLICY=passive before main unless the user
+// chose (openmp_wait.h; docs/CPU_GEMM.md).
 #ifndef BRAZE_DEVICE_CPU_GEMM_H_
 #define BRAZE_DEVICE_CPU_GEMM_H_
 

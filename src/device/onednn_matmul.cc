@@ -6,6 +6,8 @@
 #include <array>
 
 #include "absl/strings/str_cat.h"
+#include "device/openmp_wait.h"
+#include "ir/logging.h"
 
 namespace braze {
 namespace onednn {
@@ -91,6 +93,9 @@ const Library& Loaded() {
     }
     const dnnl_version_t* v = a.version();
     lib->name = absl::StrCat("oneDNN ", v->major, ".", v->minor, ".", v->patch);
+    // libgomp came with oneDNN, configured by what openmp_wait.cc decided before main.
+    const std::string wait_warning = OpenMpWaitWarning(ProcessOpenMpWait());
+    if (!wait_warning.empty()) LogWarning(wait_warning);
 #endif
     return lib;
   }();
