@@ -111,6 +111,10 @@ class LoweringContext {
   bool calls_library = false;    // some MatMul became a library call
   bool block_long_sums = false;  // LowerOptions::block_long_sums
   bool long_sums = false;        // some f32 sum is long (long_sums.h), blocked or not
+  // The f32 Funcs that 16-bit ops compute in, each read through its rounding
+  // (lower_float16.h): no graph value holds them, yet they are what the safe default
+  // may store once (shared_values.h) or break an inline chain at (inline_budget.h).
+  std::vector<Value> wide_values;
 
   std::string UniqueName(const std::string& base);
   std::vector<schedule::Stage>& stages() { return stages_; }

@@ -263,6 +263,7 @@ absl::StatusOr<Value> LowerNode(LoweringContext& ctx, const Node& node,
   BRAZE_ASSIGN_OR_RETURN(Value value,
                          LowerTypedNode(ctx, node, wide, wide_out, ComputeDType(cast_to), &none));
   Value narrow = Narrow(value, out.dtype);
+  if (value.func.defined()) ctx.wide_values.push_back(value);
   // A GPU schedule makes a matmul's result a kernel of its own (compute_root): rounded
   // there and stored in 16 bits, not as the f32 accumulator that every reader would round
   // (twice the bytes through global memory). The same one rounding of the product.
@@ -735,10 +736,14 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     result.info.output_symbolic.push_back(HalideSymbolic(v.sym, v.shape.size()));
   }
   result.info.stages = ctx.stages();
-  // Each value's Func with its extents, for schedules (PipelineInfo::values); a Func
-  // standing for values of two shapes is left out.
+  // Each value's Func with its extents, for schedules (PipelineInfo::values), and the f32
+  // Func each 16-bit op computes in; a Func standing for values of two shapes is left out.
   std::set<std::string> ambiguous;
-  for (const auto& [key, v] : values) {
+  std::vector<const Value*> funcs;
+  for (const auto& [key, v] : values) funcs.push_back(&v);
+  for (const Value& v : ctx.wide_values) funcs.push_back(&v);
+  for (const Value* value : funcs) {
+    const Value& v = *value;
     if (!v.func.defined() || NumElements(v.shape) == 0) continue;
     schedule::PipelineInfo::ValueExtents e;
     e.extents = HalideExtents(v.shape);
