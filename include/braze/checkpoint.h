@@ -52,6 +52,8 @@ constexpr int kCheckpointFormatVersion = 1;
 
 // The variables a checkpoint covers and where their values live: a Session's, or the
 // values braze::Functions share (ReadVariable/AssignVariable).
+// A set built by hand needs both functions (read alone for Save) and variables of distinct
+// names; otherwise Save, Restore, ReadVariables and LoadVariables are InvalidArgument.
 struct VariableSet {
   std::vector<Tensor> variables;  // keyed by Tensor::name() in the checkpoint
   std::function<absl::StatusOr<HostTensor>(const Tensor&)> read;

@@ -27,7 +27,10 @@
 // - While(cond_fn, body_fn, loop_vars, max_iterations): while cond_fn(vars) (a scalar
 //   bool) vars = body_fn(vars); each var keeps its dtype and shape. max_iterations >= 0
 //   stops after that many iterations (as tf.while_loop's maximum_iterations); -1: no
-//   bound. Only a bounded While has a gradient.
+//   bound. Only a bounded While has a gradient. With no loop variable that is a tensor
+//   (none at all: tf.while_loop refuses them too) there is no graph to record the error
+//   on: the result is an invalid Tensor per loop variable (one for none), which every use
+//   reports.
 // - Captures: tensors of the enclosing graph a body uses (weights, Variables, a Function's
 //   arguments) become explicit inputs of the op, as TF's functional ops capture them; a
 //   Variable read in a body reads its value when the op runs. A tensor of any other graph

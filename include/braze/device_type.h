@@ -22,7 +22,8 @@ struct Device {
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
-// Parses a device string; InvalidArgument naming the string and the accepted forms.
+// Parses a device string; InvalidArgument naming the string and the accepted forms. An
+// index N is decimal digits only, as in TensorFlow's names ("cuda: 1", "cuda:+1" are bad).
 absl::StatusOr<Device> ParseDevice(const std::string& name);
 
 }  // namespace braze

@@ -100,7 +100,8 @@
 //   tensors only.
 // - Errors (wrong argument count, types, a body that returns no tensors or tensors of
 //   another graph, a body that throws, a build error inside the body) are a Status
-//   naming the function, and the argument or node. A trace that fails is not kept.
+//   naming the function, and the argument or node (InvalidArgument for a body that
+//   throws, ResourceExhausted for its std::bad_alloc). A trace that fails is not kept.
 #ifndef BRAZE_FUNCTION_H_
 #define BRAZE_FUNCTION_H_
 

@@ -69,6 +69,12 @@ class HostTensor {
   size_t num_bytes() const { return num_elements_ < 0 ? 0 : num_elements_ * SizeOf(dtype_); }
   TensorType type() const { return {dtype_, shape_}; }
 
+  // The elements as T, which must be the dtype's C++ type (DTypeOf<T>() == dtype():
+  // float for f32, int32_t for i32, bool or uint8_t for bool, ...), as TF's
+  // Tensor::flat<T>() and torch's data_ptr<T>() require. Another T is a contract
+  // violation checked only by an assert (debug builds): the bytes read as another type,
+  // and a wider T reads past the buffer. GetDouble/SetDouble and ToVector convert from
+  // any dtype.
   template <typename T>
   T* data() {
     assert(DTypeOf<T>() == dtype_);

@@ -85,11 +85,14 @@ Tensor BatchMatMul(Tensor a, Tensor b, bool transpose_a = false, bool transpose_
 
 // ---- Layout ----
 Tensor Reshape(Tensor x, Shape shape);  // one dim may be -1
+// perm's entries may be negative, counted from the end (numpy's and JAX's rule).
 Tensor Transpose(Tensor x, std::vector<int> perm);
 // A -1 in `shape` keeps x's dim aligned with it (from the right): [-1, 1] to [-1, 5].
 Tensor BroadcastTo(Tensor x, Shape shape);
 Tensor Concat(std::vector<Tensor> xs, int axis);
 Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);
+// `value` (and OneHot's on and off values) must be a value of the result's dtype: an
+// integer in range for i32, 0 or 1 for bool; another is an error on the node.
 Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value = 0);
 Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_value = 0,
               DType dtype = DType::kF32);
@@ -164,7 +167,7 @@ Tensor LogSoftmax(Tensor logits, int axis = -1);
 // Per-row loss -sum(labels * log_softmax(logits)) over the last axis, computed stably.
 Tensor SoftmaxCrossEntropyWithLogits(Tensor logits, Tensor labels);
 enum class Activation { kNone, kRelu, kGelu, kSigmoid, kTanh };
-// x @ w + b, then the activation.
+// x @ w + b, then the activation (one outside the enum is an error on the graph naming x).
 Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation = Activation::kNone);
 // Normalizes over the last axis: (x - mean) * rsqrt(var + eps) * gamma + beta.
 Tensor LayerNorm(Tensor x, Tensor gamma, Tensor beta, double epsilon = 1e-5);
@@ -184,7 +187,8 @@ struct BatchNormOutput {
 BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mean,
                           Tensor moving_variance, bool training, double momentum = 0.99,
                           double epsilon = 1e-3, int axis = -1);
-// The mean over H and W: [N, C] from NHWC or NCHW.
+// The mean over H and W: [N, C] from NHWC or NCHW. An x of another rank than 4, or a
+// format outside the enum, is an error on the graph naming x.
 Tensor GlobalAvgPool(Tensor x, DataFormat format = DataFormat::kNHWC);
 // [N, d1, d2, ...] -> [N, d1 * d2 * ...]; the dims after the first must be known.
 Tensor Flatten(Tensor x);

@@ -131,6 +131,7 @@ struct SessionOptions {
   // schedules/; an entry found is applied before Braze's own heuristics. An invalid or
   // stale entry is one warning naming its file, and the default schedule.
   // stored_schedules = false: none is used (BRAZE_FLAGS --stored_schedules=false too).
+  // An entry that is not a directory (a typo) is every Run's InvalidArgument naming it.
   std::vector<std::string> schedule_dirs;
   bool stored_schedules = true;
   // kLazy: compile at the K-th run of a signature. Any int: 1 or less compiles at the

@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -163,7 +165,38 @@ VariableSet FunctionVariables(const Graph& graph) {
   return set;
 }
 
+namespace {
+
+// A VariableSet built by hand, checked before it is used: a set without its read (or
+// assign) function threw std::bad_function_call out of Save and Restore, and of two
+// variables of one name (two graphs' 'w') the checkpoint kept the first's value alone and
+// restored it into both, silently (tf.train.Saver refuses such a list too).
+absl::Status CheckVariableSet(const VariableSet& vars, bool assigns) {
+  if (!vars.read) return absl::InvalidArgumentError("the VariableSet has no read function");
+  if (assigns && !vars.assign) {
+    return absl::InvalidArgumentError("the VariableSet has no assign function");
+  }
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < vars.variables.size(); ++i) {
+    const Tensor& v = vars.variables[i];
+    if (!v.valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the VariableSet's variable ", i, " is not a tensor", internal::kNotATensorHint));
+    }
+    auto [it, inserted] = first.emplace(v.name(), i);
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the VariableSet's variables ", it->second, " and ", i, " are both named '",
+                       v.name(), "': a checkpoint keys each variable by its name"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<TensorMap> ReadVariables(const VariableSet& vars) {
+  BRAZE_RETURN_IF_ERROR(CheckVariableSet(vars, /*assigns=*/false));
   TensorMap values;
   for (const Tensor& v : vars.variables) {
     absl::StatusOr<HostTensor> value = vars.read(v);
@@ -178,6 +211,7 @@ absl::StatusOr<TensorMap> ReadVariables(const VariableSet& vars) {
 
 absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tensors,
                                   const LoadOptions& options) {
+  BRAZE_RETURN_IF_ERROR(CheckVariableSet(vars, /*assigns=*/true));
   // Check everything first, so a mismatch changes nothing.
   std::vector<std::pair<const Tensor*, const HostTensor*>> plan;
   size_t used = 0;

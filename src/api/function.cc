@@ -10,6 +10,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
 #include <shared_mutex>
@@ -328,12 +329,17 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
     } catch (const api::ArgKindError& e) {
       frontend::CurrentEagerBody() = outer;
       return fail(absl::InvalidArgumentError(e.what()));
-    } catch (const std::exception& e) {
+    } catch (const std::bad_alloc& e) {
       frontend::CurrentEagerBody() = outer;
-      return fail(absl::InternalError(absl::StrCat("the body threw: ", e.what())));
+      return fail(absl::ResourceExhaustedError(absl::StrCat("the body threw: ", e.what())));
+    } catch (const std::exception& e) {
+      // The user's code failed, as a control-flow body or a JitScope predicate that throws
+      // (InvalidArgument); Internal said Braze was wrong.
+      frontend::CurrentEagerBody() = outer;
+      return fail(absl::InvalidArgumentError(absl::StrCat("the body threw: ", e.what())));
     } catch (...) {
       frontend::CurrentEagerBody() = outer;
-      return fail(absl::InternalError("the body threw a non-std::exception"));
+      return fail(absl::InvalidArgumentError("the body threw a non-std::exception"));
     }
     frontend::CurrentEagerBody() = outer;
   }

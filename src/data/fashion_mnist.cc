@@ -3,6 +3,7 @@
 // IDX (http://yann.lecun.com/exdb/mnist/): a 4-byte magic 0x0000TTRR (TT = element type,
 // RR = rank), RR big-endian u32 dims, then the elements row-major. Debian ships the files
 // gzip-compressed; zlib's gzread reads .gz and raw files alike, so one path serves both.
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -79,6 +80,12 @@ absl::StatusOr<size_t> ReadUpTo(gzFile f, const std::string& path, uint8_t* out,
 }
 
 absl::StatusOr<IdxBytes> ReadIdxBytes(const std::string& path) {
+  // gzopen opens a directory, whose first read fails: that was DataLoss, which says the
+  // file is damaged (ReadSafetensors says this, with this code).
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(absl::StrCat("cannot read ", path, ": Is a directory"));
+  }
   errno = 0;
   GzFile file(gzopen(path.c_str(), "rb"));
   if (file.get() == nullptr) {

@@ -24,8 +24,11 @@ absl::StatusOr<std::vector<fs::path>> CorpusFiles(const std::string& dir) {
   std::error_code ec;
   fs::directory_iterator it(dir, ec);
   if (ec) {
-    return absl::NotFoundError(absl::StrCat("fortunes: cannot read directory '", dir, "': ",
-                                            ec.message(), " (is the fortunes package installed?)"));
+    // The errno's code: a file where the directory should be is FailedPrecondition, an
+    // unreadable one PermissionDenied (each was NotFound).
+    return absl::Status(absl::ErrnoToStatusCode(ec.value()),
+                        absl::StrCat("fortunes: cannot read directory '", dir, "': ", ec.message(),
+                                     " (is the fortunes package installed?)"));
   }
   std::vector<fs::path> files;
   for (const fs::directory_entry& e : it) {

@@ -298,7 +298,11 @@ ScanResult Scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> elems,
 std::vector<Tensor> While(WhileCondFn cond_fn, WhileBodyFn body_fn, std::vector<Tensor> loop_vars,
                           int64_t max_iterations, const std::string& name) {
   Graph* g = EnclosingGraph(loop_vars);
-  if (g == nullptr) return {};
+  // No loop variable that is a tensor (none at all: tf.while_loop refuses them too) leaves
+  // no graph to record the error on. The result was empty, with no error, and a caller
+  // reading result[0] read past it: now it is an invalid Tensor per loop variable (one
+  // for none), which every use reports ("... is not a tensor").
+  if (g == nullptr) return std::vector<Tensor>(std::max<size_t>(loop_vars.size(), 1));
   const std::vector<TensorType> types = TypesOf(loop_vars);
   const auto names = Names("var", loop_vars.size());
   Trace cond_t =

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,22 @@ std::vector<int> NormalizeAxes(std::vector<int> axes, int rank) {
   }
   std::sort(axes.begin(), axes.end());
   return axes;
+}
+
+// A perm entry may be negative, counted from the end (as numpy's, JAX's and torch's
+// transpose take it: Transpose(x, {-1, 0}) of a matrix is its transpose; it was refused).
+// A perm that is not a permutation once normalized is kept as given, so that shape
+// inference names the perm the caller wrote.
+std::vector<int> NormalizePerm(std::vector<int> perm, int rank) {
+  if (static_cast<int>(perm.size()) != rank) return perm;
+  std::vector<int> normalized = perm;
+  for (int& p : normalized) p = NormalizeAxis(p, rank);
+  std::vector<int> sorted = normalized;
+  std::sort(sorted.begin(), sorted.end());
+  for (int d = 0; d < rank; ++d) {
+    if (sorted[d] != d) return perm;
+  }
+  return normalized;
 }
 
 Tensor Reduce(OpKind op, Tensor x, std::vector<int> axes, bool keep_dims) {
@@ -174,7 +191,8 @@ Tensor Reshape(Tensor x, Shape shape) {
   return Add1(OpKind::kReshape, x, ReshapeAttrs{std::move(shape)});
 }
 Tensor Transpose(Tensor x, std::vector<int> perm) {
-  return Add1(OpKind::kTranspose, x, TransposeAttrs{std::move(perm)});
+  if (!x.valid()) return Tensor();
+  return Add1(OpKind::kTranspose, x, TransposeAttrs{NormalizePerm(std::move(perm), x.rank())});
 }
 Tensor BroadcastTo(Tensor x, Shape shape) {
   return Add1(OpKind::kBroadcastTo, x, BroadcastToAttrs{std::move(shape)});
@@ -405,8 +423,30 @@ Tensor SoftmaxCrossEntropyWithLogits(Tensor logits, Tensor labels) {
   return -Sum(labels * LogSoftmax(logits, -1), {-1});
 }
 
+// Whether `a` is one of Activation's values: a switch with no default, so a new one is
+// a -Werror=switch error here until Dense applies it.
+bool KnownActivation(Activation a) {
+  switch (a) {
+    case Activation::kNone:
+    case Activation::kRelu:
+    case Activation::kGelu:
+    case Activation::kSigmoid:
+    case Activation::kTanh:
+      return true;
+  }
+  return false;
+}
+
 Tensor Dense(Tensor x, Tensor w, Tensor b, Activation activation) {
   if (!x.valid()) return Tensor();
+  // An int cast to Activation (as a window op's Padding was, in the third audit) matched
+  // no case and gave x @ w + b without its activation, silently.
+  if (!KnownActivation(activation)) {
+    x.graph()->RecordError(absl::InvalidArgumentError(
+        absl::StrCat("Dense of '", x.name(), "': unknown activation ", static_cast<int>(activation),
+                     " (not a braze::Activation: kNone, kRelu, kGelu, kSigmoid or kTanh)")));
+    return Tensor();
+  }
   NameScope scope(*x.graph(), "Dense");
   Tensor y = MatMul(x, w) + b;
   switch (activation) {
@@ -497,6 +537,21 @@ BatchNormOutput BatchNorm(Tensor x, Tensor gamma, Tensor beta, Tensor moving_mea
 
 Tensor GlobalAvgPool(Tensor x, DataFormat format) {
   if (!x.valid()) return Tensor();
+  // Any format but NHWC was read as NCHW (an int cast to DataFormat included), and an x
+  // of rank 3 or 5 was averaged over two of its axes as if it had rank 4, silently.
+  auto bad = [&](const std::string& why) {
+    x.graph()->RecordError(
+        absl::InvalidArgumentError(absl::StrCat("GlobalAvgPool of '", x.name(), "': ", why)));
+    return Tensor();
+  };
+  if (format != DataFormat::kNHWC && format != DataFormat::kNCHW) {
+    return bad(absl::StrCat("unknown data format ", static_cast<int>(format),
+                            " (not a braze::DataFormat: NHWC or NCHW)"));
+  }
+  if (x.rank() != 4) {
+    return bad(absl::StrCat("x is ", TypeString(x.type()), ", not of rank 4 (",
+                            format == DataFormat::kNHWC ? "[N, H, W, C]" : "[N, C, H, W]", ")"));
+  }
   NameScope scope(*x.graph(), "GlobalAvgPool");
   return format == DataFormat::kNHWC ? Mean(x, {1, 2}) : Mean(x, {2, 3});
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "braze/device_type.h"
 
 namespace braze {
@@ -27,6 +28,12 @@ const char* KindName(Device::Kind kind) {
       return "opencl";
   }
   return "?";
+}
+
+// An index as TensorFlow's device names write it: decimal digits only. SimpleAtoi alone
+// also took " 1", "+1" and "1 " (it skips whitespace and reads a sign).
+bool AllDigits(absl::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -61,7 +68,7 @@ absl::StatusOr<Device> ParseDevice(const std::string& name) {
   d.kind = *kind;
   if (d.kind == Device::Kind::kCpu) {
     if (parts.size() == 2 && parts[1] != "0") return bad();
-  } else if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &d.index) || d.index < 0)) {
+  } else if (parts.size() == 2 && (!AllDigits(parts[1]) || !absl::SimpleAtoi(parts[1], &d.index))) {
     return bad();
   }
   return d;

@@ -214,10 +214,25 @@ absl::StatusOr<Types> SliceTypes(const SliceAttrs& attrs, const TensorType& x) {
   return Types{{x.dtype, out}};
 }
 
+// A value attribute (Pad's value, OneHot's on and off values) of an i32 or bool result
+// must be one of the dtype's values, as TensorFlow converts it: Pad of an i32 x by 2.7
+// padded with 2, and of a bool x by 0.5 with true, silently. Floating dtypes take any
+// value (rounded to theirs, as a Cast does).
+absl::Status CheckValueOfDType(double value, DType dtype, const char* what) {
+  const bool ok = dtype == DType::kI32 ? value >= -2147483648.0 && value <= 2147483647.0 &&
+                                             std::trunc(value) == value
+                  : dtype == DType::kBool ? value == 0 || value == 1
+                                          : true;
+  if (ok) return absl::OkStatus();
+  return Invalid(absl::StrCat(what, " ", value, " is not a value of ", DTypeName(dtype),
+                              dtype == DType::kBool ? " (0 or 1)" : " (an integer in its range)"));
+}
+
 absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
   if (attrs.paddings.size() != x.shape.size()) {
     return Invalid(absl::StrCat("pad needs ", x.shape.size(), " (before, after) pairs"));
   }
+  BRAZE_RETURN_IF_ERROR(CheckValueOfDType(attrs.value, x.dtype, "pad value"));
   Shape out = x.shape;
   for (size_t d = 0; d < out.size(); ++d) {
     const auto [lo, hi] = attrs.paddings[d];
@@ -688,6 +703,8 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
         return Invalid(absl::StrCat("OneHot indices must be i32, got ", TypeString(in[0])));
       }
       if (a->depth < 0) return Invalid("OneHot depth must be >= 0");
+      BRAZE_RETURN_IF_ERROR(CheckValueOfDType(a->on_value, a->dtype, "OneHot on_value"));
+      BRAZE_RETURN_IF_ERROR(CheckValueOfDType(a->off_value, a->dtype, "OneHot off_value"));
       Shape out = in[0].shape;
       out.push_back(a->depth);
       return Types{{a->dtype, out}};

@@ -21,6 +21,7 @@
 #include "runtime/live_bytes.h"
 #include "runtime/plan.h"
 #include "runtime/plan_state.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace {}  // namespace
@@ -144,6 +145,14 @@ absl::Status CheckOptions(const SessionOptions& o) {
   }
   if (!Known(o.scheduler)) {
     return bad("scheduler", static_cast<int>(o.scheduler), "a braze::Scheduler");
+  }
+  // A directory that is not one (a typo) was skipped: its tuned schedules were never used.
+  for (size_t i = 0; i < o.schedule_dirs.size(); ++i) {
+    if (absl::Status dir = CheckScheduleDirectory(o.schedule_dirs[i]); !dir.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SessionOptions::schedule_dirs[", i, "] is ", dir.message(),
+                       "; it must be a directory of stored schedules"));
+    }
   }
   return absl::OkStatus();
 }

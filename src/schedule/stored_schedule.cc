@@ -1,6 +1,10 @@
 // Stored schedules: the text format, the lookup and its warnings (stored_schedule.h).
 #include "schedule/stored_schedule.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -355,6 +359,18 @@ std::optional<StoredSchedule> FindStoredSchedule(const std::vector<std::string>&
     return *std::move(entry);
   }
   return std::nullopt;
+}
+
+absl::Status CheckScheduleDirectory(const std::string& dir) {
+  struct stat st;
+  if (dir.empty()) return absl::InvalidArgumentError("an empty directory name");
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("'", dir, "': ", std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat("'", dir, "' is not a directory"));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<std::string> DefaultScheduleDirs() {

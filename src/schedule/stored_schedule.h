@@ -127,6 +127,12 @@ std::optional<StoredSchedule> FindStoredSchedule(const std::vector<std::string>&
 // refused (`why`) and the default schedule used instead.
 void WarnStoredScheduleRefused(const std::string& path, const std::string& why);
 
+// OK when `dir` is a directory; else InvalidArgument saying what it is (the errno's
+// text: "No such file or directory"). SessionOptions::schedule_dirs are checked, once,
+// when the session starts: FindStoredSchedule skips a directory it cannot read, so a
+// misspelt name meant its tuned schedules were never used, without a word.
+absl::Status CheckScheduleDirectory(const std::string& dir);
+
 // The schedules/ directories searched when a session names none: the source tree's
 // (a build run from its tree) and the installed one (<prefix>/share/braze/schedules).
 std::vector<std::string> DefaultScheduleDirs();

@@ -237,7 +237,8 @@ bool DrawOneHot(Drawer& d) {
   const DType dtype = kAll[d.Uniform(6)];
   const int64_t depth = 1 + d.Uniform(7);
   const bool boolean = dtype == DType::kBool;
-  const double on = boolean ? 1 : (d.Uniform(9) - 4) * 0.75, off = boolean ? 0 : d.Uniform(3) - 1;
+  const double on = boolean ? 1 : ValueOf(dtype, (d.Uniform(9) - 4) * 0.75);
+  const double off = boolean ? 0 : d.Uniform(3) - 1;
   d.Push(
       {a},
       [depth, on, off, dtype](Graph&, const std::vector<Tensor>& v) {
@@ -362,9 +363,11 @@ bool DrawEmpty(Drawer& d) {
       for (int i = 0; i < rank; ++i) {
         absl::StrAppend(&code, i ? ", " : "", "{", pads[i].first, ", ", pads[i].second, "}");
       }
+      const double value = ValueOf(x.dtype(), 1.5);
       d.Push(
-          {e}, [pads](Graph&, const std::vector<Tensor>& v) { return Pad(v[0], pads, 1.5); },
-          absl::StrCat("Pad($0, ", code, "}, 1.5)"));
+          {e},
+          [pads, value](Graph&, const std::vector<Tensor>& v) { return Pad(v[0], pads, value); },
+          absl::StrCat("Pad($0, ", code, "}, ", value, ")"));
       return true;
     }
     case 4:  // elementwise on nothing, broadcasting a scalar

@@ -5,6 +5,7 @@
 #ifndef BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_INTERNAL_H_
 #define BRAZE_TOOLS_FUZZ_RANDOM_PROGRAM_INTERNAL_H_
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,6 +31,16 @@ bool ExactOpCode(const std::string& code);
 // `perturb` asks while it builds the program (PerturbValues), else as drawn; `grid`:
 // rounded to multiples of 1/8 first (OnGrid).
 HostTensor ConstValues(DType dtype, const Shape& shape, uint64_t seed, bool grid = false);
+
+// A drawn value attribute (Pad's value, OneHot's on and off values) made a value of
+// `dtype`, which the op requires: an i32's truncated toward zero and a bool's 0 or 1, as
+// the op stored them before other values were an error (a seed draws the program and
+// results it drew then, from the same random numbers).
+inline double ValueOf(DType dtype, double v) {
+  if (dtype == DType::kI32) return std::trunc(v);
+  if (dtype == DType::kBool) return v != 0 ? 1 : 0;
+  return v;
+}
 
 // Float values rounded to multiples of 1/8 (ProgramInput::grid).
 HostTensor OnGrid(HostTensor t);

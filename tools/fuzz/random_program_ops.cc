@@ -385,7 +385,7 @@ bool Generator::PadOp() {
     absl::StrAppend(&code, d ? ", " : "", "{", pads.back().first, ", ", pads.back().second, "}");
   }
   code += "}";
-  const double value = Value();
+  const double value = ValueOf(values_[a].dtype(), Value());
   Push(
       {a}, [pads, value](Graph&, const std::vector<Tensor>& v) { return Pad(v[0], pads, value); },
       absl::StrCat("Pad($0, ", code, ", ", Num(value), ")"));
