@@ -15,6 +15,7 @@
 //   BroadcastTo Concat Slice Pad. Composites (Softmax, LogSoftmax, cross entropy,
 //   LayerNorm, Gelu, Dense) are built from these and differentiate through them.
 //   Zero almost everywhere: Sign and Floor (they pass nothing back).
+//   StopGradient (tf.stop_gradient): x itself, and it passes nothing back.
 //   No gradient (TF's None; nothing flows through them): Cast to or from a non-floating
 //   type, ArgMax, Greater Less Equal, Select's condition, OneHot, HostCall, and the
 //   sources and state ops Placeholder Const Variable Assign AssignAdd AssignSub (an

@@ -53,6 +53,9 @@ Tensor Floor(Tensor x);
 Tensor Erf(Tensor x);
 Tensor Sin(Tensor x);  // inf and NaN give NaN; Sin keeps -0
 Tensor Cos(Tensor x);
+// x itself, through which Gradients passes nothing (tf.stop_gradient,
+// jax.lax.stop_gradient): any dtype.
+Tensor StopGradient(Tensor x);
 Tensor Cast(Tensor x, DType dtype);  // float->int truncates toward zero
 
 // ---- Elementwise binary with numpy broadcasting; operands must share a dtype ----

@@ -158,6 +158,7 @@ bool HasGradient(const Node& node) {
     case OpKind::kAssignSub:
     case OpKind::kSign:
     case OpKind::kFloor:
+    case OpKind::kStopGradient:  // tf.stop_gradient: the point of the op
     case OpKind::kGreater:
     case OpKind::kLess:
     case OpKind::kEqual:
@@ -353,6 +354,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     // Zero almost everywhere: contributing nothing gives the same sum.
     case OpKind::kSign:
     case OpKind::kFloor:
+      break;
+    case OpKind::kStopGradient:  // HasGradient is false: never asked
       break;
     case OpKind::kErf:
       dx[0] = dy * (Exp(Neg(Square(x))) * (2.0 / std::sqrt(M_PI)));

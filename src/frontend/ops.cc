@@ -137,6 +137,7 @@ Tensor Square(Tensor x) { return Add1(OpKind::kSquare, x); }
 Tensor Reciprocal(Tensor x) { return Add1(OpKind::kReciprocal, x); }
 Tensor Sign(Tensor x) { return Add1(OpKind::kSign, x); }
 Tensor Floor(Tensor x) { return Add1(OpKind::kFloor, x); }
+Tensor StopGradient(Tensor x) { return Add1(OpKind::kStopGradient, x); }
 Tensor Erf(Tensor x) { return Add1(OpKind::kErf, x); }
 Tensor Sin(Tensor x) { return Add1(OpKind::kSin, x); }
 Tensor Cos(Tensor x) { return Add1(OpKind::kCos, x); }

@@ -602,6 +602,8 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kSin:
     case OpKind::kCos:
       return Unary(op, in[0]);
+    case OpKind::kStopGradient:
+      return Types{in[0]};
     case OpKind::kCast: {
       BRAZE_ATTRS(CastAttrs);
       return Types{{a->dtype, in[0].shape}};

@@ -109,6 +109,7 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
     case OpKind::kErf:
     case OpKind::kSin:
     case OpKind::kCos:
+    case OpKind::kStopGradient:
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:

@@ -166,6 +166,14 @@ absl::StatusOr<Value> LowerTypedNode(LoweringContext& ctx, const Node& node,
       return LowerUnary(ctx, name, op, in[0]);
     case OpKind::kCast:
       return LowerCast(ctx, name, in[0], cast_to);
+    case OpKind::kStopGradient: {
+      // x itself, read inline (only Gradients treats it otherwise).
+      Value v = Inline(in[0].dtype, in[0].shape,
+                       [x = in[0]](const std::vector<Expr>& i) { return At(x, i); });
+      v.sym = in[0].sym;
+      v.nonnegative = in[0].nonnegative;
+      return v;
+    }
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:

@@ -197,6 +197,8 @@ absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
       return ri::RunUnary(op, inputs[0], output_types[0]);
     case OpKind::kCast:
       return ri::RunCast(inputs[0], output_types[0]);
+    case OpKind::kStopGradient:  // x itself: a Reshape to its own shape copies it
+      return ri::RunReshape(inputs[0], output_types[0]);
 
     case OpKind::kAdd:
     case OpKind::kSub:

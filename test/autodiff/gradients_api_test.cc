@@ -55,6 +55,39 @@ TEST(GradientsApiTest, IntermediateXsCollectEveryPath) {
   EXPECT_EQ(out[1].GetDouble(0), 24 * 2);     // y = 9a^2 + 3a^2 = 12a^2 -> 24a
 }
 
+// StopGradient (tf.stop_gradient) is x in the forward pass and passes nothing back:
+// y = x * StopGradient(x) has dy/dx = StopGradient(x) = x, not 2x; y = StopGradient(x)
+// alone leaves x unconnected (zeros), as does an i32 value; compiled as on the reference.
+TEST(GradientsApiTest, StopGradientPassesNothingBack) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 3}, "x");
+  Tensor i = Placeholder(g, DType::kI32, {2}, "i");
+  Tensor y, s, k;
+  {
+    JitScope scope(g);
+    s = StopGradient(x);
+    y = Sum(x * s + Tanh(StopGradient(x * 2.0)));
+    k = StopGradient(i) + 1;
+  }
+  auto grads = Gradients({y}, {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  auto stopped = Gradients({Sum(s)}, {x});
+  ASSERT_TRUE(stopped.ok()) << stopped.status();
+  const HostTensor xv = HostTensor::RandomUniform(DType::kF32, {5, 3}, 7, -2, 2);
+  const Feeds feeds = {{x, xv}, {i, HostTensor::From<int32_t>({4, -9}, {2})}};
+  for (bool reference : {true, false}) {
+    SessionOptions options;
+    options.reference_only = reference;
+    Session session(g, options);
+    auto out = session.Run(feeds, {s, (*grads)[0], (*stopped)[0], k});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToVector<float>(), xv.ToVector<float>()) << reference;
+    EXPECT_EQ((*out)[1].ToVector<float>(), xv.ToVector<float>()) << reference;
+    EXPECT_EQ((*out)[2].ToVector<float>(), std::vector<float>(15, 0.0f)) << reference;
+    EXPECT_EQ((*out)[3].ToVector<int32_t>(), (std::vector<int32_t>{5, -8})) << reference;
+  }
+}
+
 // Gradient ops are ordinary ops, so gradients of gradients work (here a Hessian times
 // a weight vector, checked by finite differences of the first gradient).
 TEST(GradientsApiTest, SecondOrderGradients) {

@@ -171,6 +171,8 @@ std::vector<GpuCase> OpCases(OpKind op) {
       return {Unary("Sin", Sin), Unary("SinF64", Sin, DType::kF64)};
     case OpKind::kCos:
       return {Unary("Cos", Cos), Unary("CosF64", Cos, DType::kF64)};
+    case OpKind::kStopGradient:
+      return {Unary("StopGradient", StopGradient)};
     case OpKind::kCast:
       return {{"CastF32ToI32",
                [](Case& c) {

@@ -210,6 +210,7 @@ std::vector<OpTestCase> FloatCases(DType f, const std::string& x) {
       Unary("Reciprocal" + x, Reciprocal, f, 0.1, 4, def),
       Unary("Sign" + x, Sign, f, -1, 1, kExact),
       Unary("Floor" + x, Floor, f, -5, 5, kExact),
+      Unary("StopGradient" + x, StopGradient, f, -5, 5, kExact),
       Unary("Erf" + x, Erf, f, -3, 3, TolFor(f, {1e-5, 1e-6})),
       CastCase("CastF32ToI32" + x, f, DType::kI32, -50, 50),
       CastCase("CastF32ToBool" + x, f, b, -1, 1),

@@ -475,10 +475,28 @@ bool DrawMaxPoolGradGrad(Drawer& d) {
   return true;
 }
 
+// StopGradient (tf.stop_gradient) of a value of any dtype; of a float, read beside the
+// value itself, so a gradient program's two paths differ: x * StopGradient(x) has the
+// gradient StopGradient(x), not 2x.
+bool DrawStopGradient(Drawer& d) {
+  const int a = d.Pick([](const Tensor& t) { return Elements(t.shape()) <= kMaxElements; });
+  if (a < 0) return false;
+  if (!IsFloating(d.value(a).dtype())) {
+    d.Push(
+        {a}, [](Graph&, const std::vector<Tensor>& v) { return StopGradient(v[0]); },
+        "StopGradient($0)");
+    return true;
+  }
+  d.Push(
+      {a}, [](Graph&, const std::vector<Tensor>& v) { return v[0] * StopGradient(v[0]); },
+      "$0 * StopGradient($0)");
+  return true;
+}
+
 }  // namespace
 
 bool DrawEdgeOp(Drawer& d) {
-  switch (d.Uniform(14)) {
+  switch (d.Uniform(15)) {
     case 0:
     case 1:
       return DrawCast(d);
@@ -502,8 +520,10 @@ bool DrawEdgeOp(Drawer& d) {
       return DrawEmpty(d);
     case 12:
       return DrawHighRank(d);
-    default:
+    case 13:
       return DrawMaxPoolGradGrad(d);
+    default:
+      return DrawStopGradient(d);
   }
 }
 
