@@ -10,6 +10,7 @@
 #include "device/cpu_conv.h"
 #include "ir/logging.h"
 #include "ir/timeline.h"
+#include "schedule/stored_schedule.h"
 
 namespace braze {
 namespace {
@@ -53,6 +54,16 @@ FlagState* NewFlagStateFromEnvironment() {
   if (!parsed.ok()) {
     state->status = parsed.status();
     return state;
+  }
+  // A directory that is not one (a typo) was skipped: its tuned schedules were never
+  // used, without a word (SessionOptions::schedule_dirs are checked the same way).
+  for (const std::string& dir : parsed->schedule_dirs) {
+    if (absl::Status checked = CheckScheduleDirectory(dir); !checked.ok()) {
+      state->status = absl::InvalidArgumentError(
+          absl::StrCat("BRAZE_FLAGS --schedule_dirs: ", checked.message(),
+                       "; it must be a directory of stored schedules"));
+      return state;
+    }
   }
   if (!parsed->timeline.empty()) {
     absl::Status started = Timeline::Start(parsed->timeline);

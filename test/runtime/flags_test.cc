@@ -176,6 +176,15 @@ TEST_F(EnvFlagsTest, UnopenableTimelineInEnvironmentFailsRun) {
               "'/nonexistent_braze_dir/trace.json'");
 }
 
+// A --schedule_dirs entry that is no directory was skipped: its schedules were never used.
+TEST_F(EnvFlagsTest, MissingScheduleDirInEnvironmentFailsEveryRun) {
+  setenv("BRAZE_FLAGS", "--schedule_dirs=/tmp:/nonexistent_braze_schedules", 1);
+  EXPECT_EXIT(RunAndExit(), ::testing::ExitedWithCode(0),
+              "first: INVALID_ARGUMENT: BRAZE_FLAGS --schedule_dirs: "
+              "'/nonexistent_braze_schedules': No such file or directory.*\n"
+              "second: INVALID_ARGUMENT: BRAZE_FLAGS --schedule_dirs");
+}
+
 // --v applies when the flags are read (at the first Run), over the program's setting.
 TEST_F(EnvFlagsTest, VerbosityFromEnvironment) {
   setenv("BRAZE_FLAGS", "--v=2", 1);
