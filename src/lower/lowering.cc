@@ -420,7 +420,50 @@ absl::StatusOr<Value> LowerOnlineSoftmaxOf(LoweringContext& ctx, const ClusterSp
   return pair->first;
 }
 
-absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, LoweredCluster& result) {
+// The input buffers the Funcs of `outputs` load from (directly or through the Funcs they
+// call), once each definition is simplified as Halide will (a Select of two equal
+// constants, FilledLike's zeros, loads nothing). Halide unpacks a buffer's fields (its
+// extents) only for the buffers the pipeline loads from.
+std::set<std::string> LoadedBuffers(const std::vector<Halide::Func>& outputs) {
+  using Halide::Internal::Call;
+  using Halide::Internal::Function;
+  class Loads : public Halide::Internal::IRGraphVisitor {
+   public:
+    std::set<std::string> names;
+    std::vector<Function> calls;  // Funcs called, to visit in turn
+
+   private:
+    using IRGraphVisitor::visit;
+    void visit(const Call* op) override {
+      if (op->call_type == Call::Image && op->param.defined()) names.insert(op->param.name());
+      if (op->call_type == Call::Halide && op->func.defined()) calls.emplace_back(op->func);
+      IRGraphVisitor::visit(op);
+    }
+  } loads;
+  auto visit = [&](const Halide::Internal::Definition& d) {
+    for (const Expr& e : d.values()) Halide::Internal::simplify(e).accept(&loads);
+    for (const Expr& e : d.args()) Halide::Internal::simplify(e).accept(&loads);
+    if (d.predicate().defined()) Halide::Internal::simplify(d.predicate()).accept(&loads);
+  };
+  std::set<std::string> seen;
+  for (const Halide::Func& out : outputs) loads.calls.push_back(out.function());
+  while (!loads.calls.empty()) {
+    const Function f = loads.calls.back();
+    loads.calls.pop_back();
+    if (!seen.insert(f.name()).second) continue;
+    if (f.has_extern_definition()) f.accept(&loads);  // its buffers, as they are
+    if (f.has_pure_definition()) visit(f.definition());
+    for (const Halide::Internal::Definition& u : f.updates()) visit(u);
+  }
+  return loads.names;
+}
+
+// `unread`: inputs whose buffers the pipeline does not load from (LoadedBuffers, after a
+// first lowering: LowerCluster). None gives a symbol class its extent: a class taken
+// from one failed to compile ("Symbol not found: in0.extent.1"), and each size compiled
+// a kernel of its own.
+absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, LoweredCluster& result,
+                   const std::set<size_t>& unread) {
   LoweringContext ctx;
   ctx.library_gemm_min_work = options.library_gemm_min_work;
   ctx.library_gemm_threads = options.library_gemm_threads;
@@ -430,10 +473,37 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   std::map<ValueKey, Value> values;
   BRAZE_ASSIGN_OR_RETURN(const SymbolMap symbols, InferSymbols(spec));
 
+  // A buffer per input with elements, then each symbol class's extent: that of the first
+  // buffer of the class the pipeline loads from, else of the first buffer of the class.
+  std::vector<Halide::ImageParam> params(spec.inputs.size());
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const TensorType& type = spec.input_types[i];
+    if (NumElements(type.shape) == 0) continue;
+    // A rank-0 input is a buffer of one dim (HalideExtents).
+    params[i] = Halide::ImageParam(HalideType(type.dtype),
+                                   static_cast<int>(HalideExtents(type.shape).size()),
+                                   ctx.UniqueName(absl::StrCat("in", i)));
+  }
+  std::vector<Expr>& classes = ctx.symbols();
+  std::map<int, std::pair<size_t, size_t>> class_source;  // class -> (input, Halide dim)
+  for (const bool loaded_only : {true, false}) {
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      if (!params[i].defined() || (loaded_only && unread.count(i) > 0)) continue;
+      const Tensor& t = spec.inputs[i];
+      const std::vector<int> sym = SymbolsOf(symbols, {t.node_id(), t.index()});
+      for (size_t d = 0; d < spec.input_types[i].shape.size(); ++d) {
+        const int k = HalideDimSymbol(sym, d);
+        if (k < 0 || class_source.count(k) > 0) continue;
+        if (classes.size() <= static_cast<size_t>(k)) classes.resize(k + 1);
+        classes[k] = params[i].dim(static_cast<int>(d)).extent();
+        class_source[k] = {i, d};
+      }
+    }
+  }
+
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const TensorType& type = spec.input_types[i];
     const Tensor& t = spec.inputs[i];
-    const std::string name = absl::StrCat("in", i);
     if (NumElements(type.shape) == 0) {
       result.params.emplace_back();
       result.input_elided.push_back(true);
@@ -445,19 +515,15 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
     }
     const std::vector<int> sym = SymbolsOf(symbols, {t.node_id(), t.index()});
     const schedule::Extents extents = HalideExtents(type.shape);
-    Halide::ImageParam param(HalideType(type.dtype), static_cast<int>(extents.size()),
-                             ctx.UniqueName(name));
+    Halide::ImageParam param = params[i];
     Expr stride = 1;
     for (size_t d = 0; d < extents.size(); ++d) {
       const int e = static_cast<int>(extents[d]);
       const int k = HalideDimSymbol(sym, d);
       Expr extent = e;
       if (k >= 0) {
-        std::vector<Expr>& classes = ctx.symbols();
-        if (classes.size() <= static_cast<size_t>(k)) classes.resize(k + 1);
-        if (!classes[k].defined()) {
-          classes[k] = param.dim(d).extent();  // the first buffer of the class gives it
-          param.dim(d).set_min(0);
+        if (class_source.at(k) == std::make_pair(i, d)) {
+          param.dim(d).set_min(0);  // the class's extent is this buffer's
         } else {
           // The others must match (Halide checks).
           param.dim(d).set_bounds(0, ByNameOnly(classes[k]));
@@ -788,7 +854,26 @@ absl::StatusOr<LoweredCluster> LowerCluster(const ClusterSpec& spec, const Lower
   LoweredCluster result;
   BRAZE_RETURN_IF_ERROR(CatchHalideErrors(spec.name + ": lowering failed",
                                           absl::StatusCode::kInternal,
-                                          [&] { return Lower(spec, options, result); }));
+                                          [&] { return Lower(spec, options, result, {}); }));
+  if (!result.info.symbolic) return result;
+  // A symbolic cluster with an input it does not load from (it reads only its shape):
+  // lowered again, so that no class takes its extent from that input's buffer.
+  std::set<size_t> unread;
+  BRAZE_RETURN_IF_ERROR(
+      CatchHalideErrors(spec.name + ": lowering failed", absl::StatusCode::kInternal, [&] {
+        const std::set<std::string> loaded = LoadedBuffers(result.info.outputs);
+        for (size_t i = 0; i < result.params.size(); ++i) {
+          if (!result.input_elided[i] && loaded.count(result.params[i].name()) == 0) {
+            unread.insert(i);
+          }
+        }
+        return absl::OkStatus();
+      }));
+  if (unread.empty()) return result;
+  result = LoweredCluster();
+  BRAZE_RETURN_IF_ERROR(CatchHalideErrors(spec.name + ": lowering failed",
+                                          absl::StatusCode::kInternal,
+                                          [&] { return Lower(spec, options, result, unread); }));
   return result;
 }
 

@@ -566,6 +566,43 @@ TEST(RandomGraphs, AllFamiliesCoverEveryOpCastAndEdge) {
   }
 }
 
+// -1 dims past the batch (braze-fuzz --dynamic_dims): placeholders such as [4, -1, 7] and
+// [-1, -1], each -1 fed sizes of its own per run (1, small primes, >= 16; a 1 against
+// another input's -1), every run on one Session, so kernels of several patterns of
+// symbol classes serve each program.
+TEST(RandomGraphs, DynamicDimsMatchReference) {
+  Slice slice;
+  slice.gen.dynamic_dims_probability = 1;
+  slice.flags = " --dynamic_dims";
+  slice.vary_threads = true;
+  slice.wanted = [](const Program& p) { return !p.symbol_sizes.empty() && p.max_elements <= 2000; };
+  slice.count = 12;
+  EXPECT_EQ(RunSlice(7700, 7800, slice), 12);
+}
+
+// --coverage of --dynamic_dims and of --all_families (which draws them for 30% of the
+// inputs): -1 dims past dim 0, several per input, fed different sizes in one run, a 1
+// beside a larger size, a symbol that is another's size or 1, two operands of a binary
+// op with a -1 at the same place.
+TEST(RandomGraphs, DynamicDimsAreDrawn) {
+  for (const GenerateOptions& gen : {GenerateOptions{}, AllFamilies()}) {
+    GenerateOptions options = gen;
+    if (options.dynamic_dims_probability == 0) options.dynamic_dims_probability = 0.5;
+    Coverage coverage;
+    for (uint64_t seed = 1; seed < 301; ++seed) coverage.Add(GenerateProgram(seed, options));
+    EXPECT_EQ(coverage.nodes("program/does not build"), 0);
+    for (const char* feature :
+         {"input/a -1 past dim 0", "input/several -1 dims",
+          "feed/-1 dims of one input fed different sizes",
+          "feed/a -1 dim fed 1 beside a larger one", "feed/a -1 dim fed 16 or more",
+          "feed/a -1 dim that is 1 or another's size", "broadcast/-1 against -1",
+          "shape/-1 past dim 0"}) {
+      EXPECT_GT(coverage.nodes(feature), 0)
+          << feature << " (dynamic_dims " << options.dynamic_dims_probability << ")";
+    }
+  }
+}
+
 // Functions (braze-fuzz --function): each program traced as a jit_compile Function with
 // its -1 batch, against the same Function on the reference kernels; random ops among
 // the ops (their default keys come from the names in the Function's scope) and the

@@ -1,11 +1,14 @@
 // A symbolic cluster's buffer constraints name buffer fields by name only. A Variable
 // that held its buffer's Parameter made a symbolic input's Parameter hold itself (its
 // stride is the product of its own extents), a reference cycle that was never freed
-// (LeakSanitizer; docs/SANITIZERS.md). The kernel still checks and runs as before.
+// (LeakSanitizer; docs/SANITIZERS.md). The kernel still checks and runs as before. A
+// class's extent comes from a buffer the pipeline loads (an input read only for its shape
+// has no unpacked extents).
 #include <set>
 #include <string>
 #include <vector>
 
+#include "braze/ops.h"
 #include "lower/lower_test_util.h"
 #include "lower/lowering.h"
 
@@ -96,6 +99,38 @@ TEST(SymbolicConstraints, TheKernelRunsAtEveryLength) {
     const Tensor a = c.Input(DType::kF32, {5, 3, n}, 21 + n, -2, 2);
     const Tensor b = c.Input(DType::kF32, {5, 3, n}, 22 + n, -2, 2);
     c.outputs = {Tanh(a) * b + a};
+    auto expected = ReferenceOutputs(SpecOf(c), c.values);
+    ASSERT_TRUE(expected.ok()) << expected.status();
+    auto run = RunKernelLike(**kernel, c.values, *expected);
+    ASSERT_TRUE(run.ok()) << n << ": " << run.status();
+    std::string why;
+    EXPECT_TRUE(AllClose((*run)[0], (*expected)[0], 1e-5, 1e-6, &why)) << n << ": " << why;
+  }
+}
+
+// Two inputs [n, 3] of one symbolic class, the first read only for its shape: zeros like
+// it (the gradient of Sign, as Gradients builds it: Select(Equal(a, a), 0, 0), which
+// Halide folds to 0) plus Exp of the second. The class's extent came from the first
+// input's buffer, which the folded pipeline never loads, so Halide had no
+// `in0.extent.1` ("Symbol not found" in code generation) and every size compiled a
+// kernel of its own. The extent now comes from a buffer the pipeline loads.
+Case ShapeOnlyInput(int64_t n) {
+  Case c;
+  const Tensor a = c.Input(DType::kF32, {n, 3}, 31 + n, -2, 2);
+  const Tensor b = c.Input(DType::kF32, {n, 3}, 32 + n, -2, 2);
+  const Tensor zero = Const(*c.graph, HostTensor::Scalar(0.0f));
+  c.outputs = {Exp(Select(Equal(a, a), zero, zero)) + Exp(b)};
+  return c;
+}
+
+TEST(SymbolicConstraints, AClassOfAnInputReadOnlyForItsShapeCompilesOnce) {
+  Case c0 = ShapeOnlyInput(20);
+  ClusterSpec spec = SpecOf(c0);
+  spec.input_symbols = {{0, -1}, {0, -1}};
+  auto kernel = CompileCluster(spec, CompileOptions());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  for (int64_t n : {1, 7, 20, 33}) {
+    Case c = ShapeOnlyInput(n);
     auto expected = ReferenceOutputs(SpecOf(c), c.values);
     ASSERT_TRUE(expected.ok()) << expected.status();
     auto run = RunKernelLike(**kernel, c.values, *expected);

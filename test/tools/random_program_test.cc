@@ -238,6 +238,88 @@ TEST(RandomProgram, ProgramsWithoutWindowOpsAreUnchanged) {
   EXPECT_GE(with_window_ops, 5);
 }
 
+// -1 dims past the batch (GenerateOptions::dynamic_dims_probability): inputs declare -1
+// on any dims, several at once, and every feed run of every program is valid, which the
+// reference kernels check (each op was built at each run's shapes while it was drawn):
+// no run is a silent skip of the fuzzer's. The runs feed the -1 dims of one input
+// different sizes, 1 beside larger ones, sizes >= 16, and symbols that are another's
+// size or 1 (numpy broadcasting of a 1 against a -1 of another input).
+TEST(RandomProgram, DynamicDimsFeedValidSizesToEveryRun) {
+  GenerateOptions options;
+  options.dynamic_dims_probability = 0.7;
+  int past_dim0 = 0, several = 0, followers = 0, runs = 0, binary_of_two = 0;
+  for (uint64_t seed = 1; seed < 200; ++seed) {
+    SCOPED_TRACE(seed);
+    const Program program = GenerateProgram(seed, options);
+    if (program.symbol_sizes.empty()) continue;
+    for (const ProgramInput& in : program.inputs) {
+      const int n = static_cast<int>(
+          std::count_if(in.symbols.begin(), in.symbols.end(), [](int k) { return k >= 0; }));
+      several += n >= 2;
+      past_dim0 += n > 0 && std::any_of(in.symbols.begin() + 1, in.symbols.end(),
+                                        [](int k) { return k >= 0; });
+    }
+    const std::vector<std::vector<int64_t>>& sizes = program.symbol_sizes;
+    for (size_t k = 1; k < sizes[0].size(); ++k) {
+      bool one = false, other = false;
+      for (const std::vector<int64_t>& run : sizes) {
+        one = one || (run[k] == 1 && run[0] > 1);
+        other = other || run[k] != run[0];
+      }
+      followers += one && other;
+    }
+    Graph g;
+    auto built = BuildProgram(program, g);
+    ASSERT_TRUE(built.ok()) << built.status();
+    for (int id = 0; id < g.num_nodes(); ++id) {  // two values with -1 dims combined
+      const Node& n = g.node(id);
+      binary_of_two += OpCategoryOf(n.op()) == OpCategory::kBinary &&
+                       !IsFullyDefined(n.input(0).shape()) && !IsFullyDefined(n.input(1).shape());
+    }
+    SessionOptions reference;
+    reference.reference_only = true;
+    Session session(g, reference);
+    for (int64_t run : FeedRuns(program)) {
+      const std::vector<HostTensor> values = MakeFeeds(program, run);
+      Feeds feeds;
+      for (size_t i = 0; i < values.size(); ++i)
+        feeds.emplace_back(built->placeholders[i], values[i]);
+      auto got = session.Run(feeds, built->fetches);
+      // An empty batch may meet a Reshape that cannot infer its -1 from no elements: the
+      // runner skips that run, as for --dynamic.
+      if (run != kEmptyBatch) {
+        EXPECT_TRUE(got.ok()) << FeedRunName(program, run) << ": " << got.status() << "\n"
+                              << ProgramToCpp(program);
+      }
+      ++runs;
+    }
+  }
+  EXPECT_GE(past_dim0, 40);
+  EXPECT_GE(several, 20);
+  EXPECT_GE(followers, 5);
+  EXPECT_GE(runs, 300);
+  EXPECT_GE(binary_of_two, 20);
+}
+
+// With dynamic_dims_probability, a program none of whose inputs drew -1 dims is the one
+// its seed drew before (the dims draw from a stream of their own).
+TEST(RandomProgram, ProgramsWithoutDynamicDimsAreUnchanged) {
+  GenerateOptions dims;
+  dims.dynamic_dims_probability = 0.2;
+  int unchanged = 0, changed = 0;
+  for (uint64_t seed = 1; seed < 300; ++seed) {
+    const Program p = GenerateProgram(seed, dims);
+    if (!p.symbol_sizes.empty()) {
+      ++changed;
+      continue;
+    }
+    EXPECT_EQ(ProgramToCpp(p), ProgramToCpp(GenerateProgram(seed))) << seed;
+    ++unchanged;
+  }
+  EXPECT_GE(unchanged, 100);
+  EXPECT_GE(changed, 50);
+}
+
 // Sequence programs (GenerateOptions::sequence_probability) draw every sequence op, ids
 // out of range, positions of a -1 dim, and build with their gradients; with the default
 // (0) no program draws one.

@@ -14,6 +14,8 @@
 // jit_compile with the program's input signature, its body the program traced on its
 // arguments, instead of a JitScope),
 // --no_minimize, --max_ops=N, --dynamic=P (the chance an input has dim 0 declared -1),
+// --dynamic_dims[=P] (the chance an input declares -1 on dims of its choice, several at
+// once, each fed sizes of its own per run; default 0; bare: every input),
 // --specials=P (the chance a float input holds infinities, NaN, zeros and subnormals),
 // --large[=P] (the chance a program's values are past the last-level cache, 4M to 8M
 // elements: streaming stores, parallel splits; bare: every program), --gemm[=P] (the
@@ -31,8 +33,8 @@
 // chance a program draws what the other families seldom or never do: casts between every
 // pair of dtypes, comparisons and selects of every dtype, negative axes, values with no
 // elements, ranks 5 and 6; default 0; bare: every program), --all_families (every family
-// in every program at a third of its usual share, 24 ops at most, window 0.3 and gemm
-// 0.05, as an outside generator mixes them; flags after it override it),
+// in every program at a third of its usual share, 24 ops at most, window 0.3, gemm 0.05
+// and dynamic_dims 0.3, as an outside generator mixes them; flags after it override it),
 // --threads=N|random (SessionOptions::num_threads of the
 // compiled run; random: one of 1, 2, 3, 4 and all the CPUs per seed, from the seed; default 0,
 // all),
@@ -137,7 +139,8 @@ struct Flags {
   bool print = false;
   bool coverage = false;  // tally what the programs hold (fuzz_coverage.h), run nothing
   int max_ops = 14;
-  double dynamic = -1;  // < 0: the generator's default
+  double dynamic = -1;      // < 0: the generator's default
+  double dynamic_dims = 0;  // GenerateOptions::dynamic_dims_probability
   double specials = 0;
   double large = 0;           // GenerateOptions::dram_probability
   double gemm = 0;            // GenerateOptions::gemm_probability
@@ -190,6 +193,8 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->function = true;
     } else if (arg == "--dynamic") {
       if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
+    } else if (arg == "--dynamic_dims") {
+      if (!ParseProbability(value, &f->dynamic_dims)) return false;
     } else if (arg == "--specials") {
       if (!absl::SimpleAtod(value, &f->specials) || f->specials < 0 || f->specials > 1) {
         return false;
@@ -225,6 +230,7 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
       f->float16 = all.float16_probability;
       f->control_flow = all.control_flow_probability;
       f->edges = all.edges_probability;
+      f->dynamic_dims = all.dynamic_dims_probability;
       f->family_share = all.family_share;
       f->max_ops = all.max_ops;
     } else if (arg == "--threads") {
@@ -272,6 +278,7 @@ GenerateOptions GenOptions(const Flags& f) {
   GenerateOptions gen;
   gen.max_ops = f.max_ops;
   if (f.dynamic >= 0) gen.dynamic_probability = f.dynamic;
+  gen.dynamic_dims_probability = f.dynamic_dims;
   gen.specials_probability = f.specials;
   gen.dram_probability = f.large;
   gen.gemm_probability = f.gemm;
@@ -316,8 +323,9 @@ std::string Settings(const Flags& f) {
       : f.jit_device.empty() ? "JitScope"
                              : f.jit_device,
       " strict max_ops=", f.max_ops, " dynamic=", gen.dynamic_probability,
-      f.dynamic < 0 ? "(default)" : "", " specials=", f.specials, " large=", f.large,
-      " gemm=", f.gemm, " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
+      f.dynamic < 0 ? "(default)" : "", " dynamic_dims=", gen.dynamic_dims_probability,
+      " specials=", f.specials, " large=", f.large, " gemm=", f.gemm,
+      " window=", gen.window_probability, f.window < 0 ? "(default)" : "",
       " sequence=", gen.sequence_probability, " random=", gen.random_probability,
       " attention=", gen.attention_probability, " float16=", gen.float16_probability,
       " control_flow=", gen.control_flow_probability, " edges=", gen.edges_probability,
@@ -416,12 +424,12 @@ void RunShard(const Flags& f, std::chrono::steady_clock::time_point start, Shard
     if (f.verbose) {
       std::printf(
           "seed %llu %s threads %d %s (%d ops, %lld elements, %lld multiply-adds, %lld "
-          "launches)%s%s\n",
+          "launches, %d of %d feed runs)%s%s\n",
           static_cast<unsigned long long>(seed), Name(o.scheduler), o.num_threads,
           OutcomeName(out.kind), static_cast<int>(p.ops.size()),
           static_cast<long long>(p.max_elements), static_cast<long long>(p.max_matmul_work),
-          static_cast<long long>(out.cluster_launches), out.detail.empty() ? "" : ": ",
-          out.detail.c_str());
+          static_cast<long long>(out.cluster_launches), out.runs,
+          static_cast<int>(FeedRuns(p).size()), out.detail.empty() ? "" : ": ", out.detail.c_str());
       std::fflush(stdout);
     }
     // A kernel's fault kills the process's CUDA context (device/halide_util.h's note
@@ -492,6 +500,7 @@ void ReportCrash(const Flags& f, uint64_t seed, int status, bool timed_out,
   auto probability = [&](const char* name, double p) {
     if (p > 0 || all) absl::StrAppend(&flags, " --", name, "=", absl::StrFormat("%.17g", p));
   };
+  probability("dynamic_dims", f.dynamic_dims);
   probability("large", f.large);
   probability("gemm", f.gemm);
   if (f.window >= 0) absl::StrAppend(&flags, " --window=", absl::StrFormat("%.17g", f.window));
@@ -624,7 +633,7 @@ int Main(int argc, char** argv) {
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "
                  "[--jit_device[=jit:cpu|jit:opencl] | --function] [--no_minimize] [--max_ops=N] "
-                 "[--dynamic=P] "
+                 "[--dynamic=P] [--dynamic_dims[=P]] "
                  "[--specials=P] [--large[=P]] [--gemm[=P]] [--window[=P]] [--sequence[=P]] "
                  "[--random[=P]] [--attention[=P]] [--float16[=P]] [--control_flow[=P]] "
                  "[--edges[=P]] [--all_families] "

@@ -1,6 +1,7 @@
 // braze-fuzz --coverage: tallies what the generated programs hold (fuzz_coverage.h).
 #include "tools/fuzz/fuzz_coverage.h"
 
+#include <algorithm>
 #include <regex>
 #include <variant>
 #include <vector>
@@ -81,6 +82,36 @@ void Coverage::Count(const std::string& feature, std::set<std::string>& seen) {
   if (seen.insert(feature).second) ++holders_[feature];
 }
 
+// An input's -1 dims past the batch (GenerateOptions::dynamic_dims_probability): on
+// which dims, how many at once, and what the runs feed them (1 against another size,
+// followers of another symbol).
+void Coverage::CountSymbols(const Program& program, const ProgramInput& in,
+                            std::set<std::string>& seen) {
+  int symbolic = 0;
+  for (size_t d = 0; d < in.symbols.size(); ++d) {
+    if (in.symbols[d] < 0) continue;
+    ++symbolic;
+    if (d > 0) Count("input/a -1 past dim 0", seen);
+  }
+  if (symbolic >= 2) Count("input/several -1 dims", seen);
+  if (symbolic > 0 && symbolic == static_cast<int>(in.symbols.size()) && symbolic > 1) {
+    Count("input/every dim -1", seen);
+  }
+  if (symbolic == 0) return;
+  // Per run, whether this input's -1 dims take different sizes, and a 1 beside a larger.
+  for (const std::vector<int64_t>& run : program.symbol_sizes) {
+    int64_t lo = -1, hi = -1;
+    for (int k : in.symbols) {
+      if (k < 0) continue;
+      lo = lo < 0 ? run[k] : std::min(lo, run[k]);
+      hi = std::max(hi, run[k]);
+    }
+    if (lo != hi) Count("feed/-1 dims of one input fed different sizes", seen);
+    if (lo == 1 && hi > 1) Count("feed/a -1 dim fed 1 beside a larger one", seen);
+    if (hi >= 16) Count("feed/a -1 dim fed 16 or more", seen);
+  }
+}
+
 void Coverage::Add(const Program& program) {
   ++programs_;
   std::set<std::string> seen;
@@ -96,12 +127,33 @@ void Coverage::Add(const Program& program) {
     Count(absl::StrCat("input/dtype ", DTypeName(in.dtype)), seen);
     Count(absl::StrCat("input/rank ", in.shape.size()), seen);
     if (in.dynamic0) Count("input/dim 0 declared -1", seen);
+    CountSymbols(program, in, seen);
     if (in.specials) Count("input/special values", seen);
     if (in.grid) Count("input/on the 1/8 grid", seen);
   }
   for (const ProgramOp& op : program.ops) {
     std::string name;
     if (NegativeAxis(op.code, &name)) Count(absl::StrCat("axes/negative axis: ", name), seen);
+  }
+  // Symbols that follow another (its size or 1 in every run, each at least once): numpy
+  // broadcasting of a 1 against a -1 of another input.
+  const std::vector<std::vector<int64_t>>& runs = program.symbol_sizes;
+  for (size_t k = 1; !runs.empty() && k < runs[0].size(); ++k) {
+    for (size_t leader = 0; leader < k; ++leader) {
+      bool follows = true, one = false, same = false;
+      for (const std::vector<int64_t>& run : runs) {
+        follows = follows && (run[k] == 1 || run[k] == run[leader]);
+        one = one || (run[k] == 1 && run[leader] > 1);
+        same = same || (run[k] == run[leader] && run[k] > 1);
+      }
+      if (follows && one && same) {
+        Count("feed/a -1 dim that is 1 or another's size", seen);
+        break;
+      }
+    }
+  }
+  if (!runs.empty()) {
+    Count(absl::StrCat("program/-1 dims of ", runs[0].size(), " symbols"), seen);
   }
   Tally(g, seen);
 }
@@ -160,6 +212,18 @@ void Coverage::Tally(const Graph& g, std::set<std::string>& seen) {
         scalar = scalar || (n.input(i).rank() == 0 && out.shape.size() > 0);
       }
       if (differ) Count(absl::StrCat("broadcast/", op), seen);
+      // Two operands with a -1 at the same place (from the right, as numpy aligns them):
+      // equal at run time, or one of them 1.
+      if (n.num_inputs() >= 2) {
+        const Shape& a = n.input(n.num_inputs() - 2).shape();
+        const Shape& b = n.input(n.num_inputs() - 1).shape();
+        for (size_t d = 1; d <= std::min(a.size(), b.size()); ++d) {
+          if (a[a.size() - d] < 0 && b[b.size() - d] < 0) {
+            Count("broadcast/-1 against -1", seen);
+            break;
+          }
+        }
+      }
       if (scalar) Count(absl::StrCat("broadcast/", op, " of a rank-0 operand"), seen);
     }
     if (const auto* r = std::get_if<ReduceAttrs>(&n.attrs())) {

@@ -32,6 +32,7 @@ class Coverage {
 
  private:
   void Tally(const Graph& g, std::set<std::string>& seen);
+  void CountSymbols(const Program& program, const ProgramInput& in, std::set<std::string>& seen);
   void Count(const std::string& feature, std::set<std::string>& seen);
 
   std::map<std::string, int64_t> nodes_;    // per feature: the nodes holding it

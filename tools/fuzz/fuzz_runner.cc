@@ -18,25 +18,6 @@ namespace braze {
 namespace fuzz {
 namespace {
 
-// The feed sizes of dim 0 of dynamic inputs: the first shape's, then others, 1 included,
-// and two of at least kMinSymbolicExtent after them, so a symbolic kernel compiled for
-// one size serves another (docs/SYMBOLIC_SHAPES.md).
-// Last, 0 rows where the program asks for it (Program::empty_batch).
-std::vector<int64_t> Sizes(const Program& p) {
-  for (const ProgramInput& in : p.inputs) {
-    if (!in.dynamic0) continue;
-    std::vector<int64_t> sizes = {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
-    if (p.empty_batch) sizes.push_back(kEmptyBatch);
-    return sizes;
-  }
-  return {0};
-}
-
-// A size of Sizes() for a failure's detail.
-std::string SizeName(int64_t size0) {
-  return size0 == kEmptyBatch ? "0 (an empty batch)" : absl::StrCat(size0);
-}
-
 // The elements of `got` that differ from `want` beyond the tolerance.
 struct Diff {
   std::vector<int64_t> bad;
@@ -272,7 +253,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
   if (o.function) reference_function.emplace(p, keep, g, *built, ref_options, true);
   std::string ill_conditioned;  // the first such fetch's detail
   absl::Status rejected;        // the reference's first refusal, for a skip's detail
-  for (int64_t size0 : Sizes(p)) {
+  for (int64_t size0 : FeedRuns(p)) {
     const std::vector<HostTensor> values = MakeFeeds(p, size0);
     Feeds feeds;
     for (size_t i = 0; i < values.size(); ++i)
@@ -287,7 +268,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
-      out.detail = absl::StrCat("size0 ", SizeName(size0), ": ", got.status().ToString());
+      out.detail = absl::StrCat(FeedRunName(p, size0), ": ", got.status().ToString());
       return out;
     }
     // Every fetch and size is compared: an ill-conditioned one is remembered and the rest
@@ -299,7 +280,7 @@ Outcome RunProgram(const Program& p, const RunOptions& o, const std::vector<bool
       if (diff.text.empty()) continue;
       const bool noise = IllConditioned(p, keep, f, values, (*got)[f], (*want)[f], diff.bad, tol);
       const std::string detail = absl::StrCat(
-          "size0 ", SizeName(size0), ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
+          FeedRunName(p, size0), ", fetch ", f, " ('", built->fetches[f].name(), "', cluster ",
           compiled.ClusterOf(f), ", ", tol.name, " tolerance): ", diff.text,
           noise ? " (the reference moves as much when the inputs move by a few ulps)" : "");
       if (noise) {
@@ -376,7 +357,7 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
   options.device = o.device;
   options.num_threads = o.num_threads;
   CompiledSide compiled(p, {}, g, *built, options, o.function);
-  for (int64_t size0 : Sizes(p)) {
+  for (int64_t size0 : FeedRuns(p)) {
     Feeds world_feeds;
     for (int r = 0; r < world; ++r) {
       const std::vector<HostTensor> values = RankFeeds(p, r, size0);
@@ -390,7 +371,8 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
     ++out.runs;
     if (!got.ok()) {
       out.kind = Outcome::Kind::kError;
-      out.detail = absl::StrCat("rank ", me, ", size0 ", size0, ": ", got.status().ToString());
+      out.detail =
+          absl::StrCat("rank ", me, ", ", FeedRunName(p, size0), ": ", got.status().ToString());
       return out;
     }
     // A mismatch is remembered and the other sizes still run: the other ranks run them
@@ -400,9 +382,9 @@ Outcome RunWorldProgram(const Program& p, const RunOptions& o) {
       const Diff diff = Compare((*got)[f], (*want)[f], TolOf(p, *built, f, o));
       if (diff.text.empty()) continue;
       out.kind = Outcome::Kind::kMismatch;
-      out.detail = absl::StrCat("rank ", me, " of ", world, ", size0 ", size0, ", fetch ", f, " ('",
-                                built->fetches[f].name(), "', cluster ", compiled.ClusterOf(f),
-                                "): ", diff.text);
+      out.detail = absl::StrCat("rank ", me, " of ", world, ", ", FeedRunName(p, size0), ", fetch ",
+                                f, " ('", built->fetches[f].name(), "', cluster ",
+                                compiled.ClusterOf(f), "): ", diff.text);
     }
   }
   out.cluster_launches = compiled.cluster_launches();

@@ -25,6 +25,7 @@ GenerateOptions AllFamilies() {
   o.gemm_probability = 0.05;
   o.sequence_probability = o.random_probability = o.attention_probability = 1;
   o.float16_probability = o.control_flow_probability = o.edges_probability = 1;
+  o.dynamic_dims_probability = 0.3;
   o.family_share = 1.0 / 3;
   return o;
 }

@@ -39,7 +39,12 @@ namespace fuzz {
 struct ProgramInput {
   DType dtype = DType::kF32;
   Shape shape;            // the concrete shape of the first feed
-  bool dynamic0 = false;  // dim 0 is declared -1 and fed with two sizes
+  bool dynamic0 = false;  // dim 0 is declared -1 and fed with several sizes
+  // GenerateOptions::dynamic_dims_probability: per dim, the symbol the dim is declared
+  // -1 for (its sizes per feed run are Program::symbol_sizes[run][symbol]), or -1 for a
+  // static dim. Empty when the program has no symbols (then dynamic0 alone says which
+  // dim is -1). Symbol 0 is the batch: a dynamic0 input's dim 0 has it.
+  std::vector<int> symbols;
   bool specials = false;  // some values are +-inf, NaN, +-0 or subnormal (floats only)
   // Values rounded to multiples of 1/8 (floats only; never with specials): sums and
   // products of a few of them are exact in any order, so a convolution of them is
@@ -88,6 +93,12 @@ struct Program {
   // kEmptyBatch): half the programs that draw the edges (GenerateOptions::
   // edges_probability), from its stream.
   bool empty_batch = false;
+  // GenerateOptions::dynamic_dims_probability: the size of each symbol (ProgramInput::
+  // symbols) in each feed run after the first (the first feeds the inputs' shapes as
+  // drawn): symbol_sizes[r - 1][k] is symbol k's size in run r. Every op of the program
+  // was built at each run's shapes while it was drawn, so every run is valid. Empty: no
+  // symbols (the feeds vary dim 0 of the dynamic0 inputs, Sizes in fuzz_runner.cc).
+  std::vector<std::vector<int64_t>> symbol_sizes;
   int num_values() const { return static_cast<int>(inputs.size() + ops.size()); }
 };
 
@@ -108,7 +119,16 @@ struct GenerateOptions {
   // included, draw their width so that each does 2^21 to 2^22 multiply-adds (where
   // oneDNN takes over at the default threshold, docs/CPU_GEMM.md).
   double gemm_probability = 0;
-  double dynamic_probability = 0.15;   // an input with dim 0 declared -1
+  double dynamic_probability = 0.15;  // an input with dim 0 declared -1
+  // The chance an input declares -1 on dims of its own choice, several at once, any
+  // dim (braze-fuzz --dynamic_dims): each such dim has a symbol, shared with other dims
+  // of the same first size now and then, and each symbol its own sizes per feed run
+  // (1, small primes, sizes >= 16; a symbol may follow another: its size is the other's
+  // or 1 in each run, numpy broadcasting a 1 against a -1 of another input). Every op is
+  // checked at every run's shapes while it is drawn (one that is invalid at any is drawn
+  // again), so the feeds are valid for the whole program. Drawn from a stream of its
+  // own: with 0 (the default) every seed's program is what it was before.
+  double dynamic_dims_probability = 0;
   double gradients_probability = 0.3;  // fetch gradients too
   // The chance a float input has specials (ProgramInput::specials). Drawn from a stream
   // of its own: a seed gives the same ops with or without them.
@@ -180,8 +200,9 @@ struct GenerateOptions {
 
 Program GenerateProgram(uint64_t seed, const GenerateOptions& options = {});
 // braze-fuzz --all_families: every family (but the collectives, braze-fuzz-mpi's) in
-// every program at a third of its share, up to 24 ops, image-shaped 30% of the time and
-// matmul-sized 5%: programs that mix the families as an outside generator would.
+// every program at a third of its share, up to 24 ops, image-shaped 30% of the time,
+// matmul-sized 5%, 30% of the inputs with -1 dims of their own (dynamic_dims_probability;
+// since 2026-12-01): programs that mix the families as an outside generator would.
 GenerateOptions AllFamilies();
 
 // The program's graph: placeholders (dim 0 -1 where dynamic), ops, and the fetches
@@ -205,8 +226,22 @@ struct BuiltProgram {
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& program, Graph& g,
                                           const std::vector<bool>& keep = {}, uint64_t perturb = 0,
                                           const std::vector<Tensor>* inputs = nullptr);
-// The program inputs' dtypes and shapes as declared (-1 for a dynamic batch).
+// The program inputs' dtypes and shapes as declared (-1 for a dynamic batch and for
+// every dim with a symbol).
 std::vector<TensorSpec> InputSpecs(const Program& program);
+// One input's declared shape (InputSpecs).
+Shape DeclaredShape(const ProgramInput& input);
+
+// The feed runs of a program, each a `size0` for MakeFeeds: 0 (the inputs' shapes as
+// drawn), then other sizes of dim 0 of the dynamic inputs, 1 included, and two of at
+// least kMinSymbolicExtent (16) after them, so a symbolic kernel compiled for one size
+// serves another (docs/SYMBOLIC_SHAPES.md); last, kEmptyBatch where the program asks for
+// it (Program::empty_batch). For a program with symbols (Program::symbol_sizes) the runs
+// are 0, 1, ... (an index into symbol_sizes, plus one) and kEmptyBatch.
+std::vector<int64_t> FeedRuns(const Program& program);
+// A run of FeedRuns for a failure's detail: "size0 7", "size0 0 (an empty batch)",
+// "run 2 (s0=1 s1=17)".
+std::string FeedRunName(const Program& program, int64_t size0);
 
 // Every rank's copy of the program in one graph, with no collective in it: a collective's
 // value is computed from the copies of its operand (ProgramOp::simulate: a sum, rank
@@ -228,8 +263,10 @@ HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt);
 
 // Feeds for the placeholders: seeded random values, never all zeros; an input with
 // specials has about one value in 8 replaced by one of them (at least one). `size0` replaces
-// dim 0 of dynamic inputs (0: their first shape).
-// kEmptyBatch as `size0`: dynamic inputs are fed 0 rows (Program::empty_batch).
+// dim 0 of dynamic inputs (0: their first shape); for a program with symbols, it is the
+// run (FeedRuns): run r > 0 feeds each symbol's dims symbol_sizes[r - 1].
+// kEmptyBatch as `size0`: dynamic inputs are fed 0 rows (Program::empty_batch); with
+// symbols, the dims of symbol 0 and of the symbols that follow it at the last run.
 inline constexpr int64_t kEmptyBatch = -1;
 std::vector<HostTensor> MakeFeeds(const Program& program, int64_t size0 = 0);
 

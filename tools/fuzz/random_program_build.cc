@@ -1,6 +1,7 @@
 // Random programs, built: a drawn Program (random_program.cc) into a graph (with some ops
 // left out, for minimizing), its feeds (seeded values, some special), its constants moved
 // for the fuzzer's conditioning check, and its C++ text for reports.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -187,14 +188,78 @@ HostTensor PerturbValues(HostTensor t, uint64_t draw, uint64_t salt) {
   return t;
 }
 
+Shape DeclaredShape(const ProgramInput& in) {
+  Shape declared = in.shape;
+  if (in.dynamic0) declared[0] = -1;
+  for (size_t d = 0; d < in.symbols.size() && d < declared.size(); ++d) {
+    if (in.symbols[d] >= 0) declared[d] = -1;
+  }
+  return declared;
+}
+
 std::vector<TensorSpec> InputSpecs(const Program& p) {
   std::vector<TensorSpec> specs;
-  for (const ProgramInput& in : p.inputs) {
-    Shape declared = in.shape;
-    if (in.dynamic0) declared[0] = -1;
-    specs.push_back({in.dtype, declared});
-  }
+  for (const ProgramInput& in : p.inputs) specs.push_back({in.dtype, DeclaredShape(in)});
   return specs;
+}
+
+namespace {
+
+// Whether some input dim has symbol 0 (the batch, which an empty run feeds 0 rows).
+bool HasBatchSymbol(const Program& p) {
+  for (const ProgramInput& in : p.inputs) {
+    if (std::count(in.symbols.begin(), in.symbols.end(), 0) > 0) return true;
+  }
+  return false;
+}
+
+// Whether symbol k is the batch or follows it: in every run, the batch's size or 1 (so
+// it broadcasts with the batch). In an empty run, it is 0 where it was the batch's size
+// in the last run.
+bool FollowsBatch(const Program& p, int k) {
+  for (const std::vector<int64_t>& run : p.symbol_sizes) {
+    if (run[k] != run[0] && run[k] != 1) return false;
+  }
+  return true;
+}
+
+// Symbol k's size in run `size0` (FeedRuns; > 0 or kEmptyBatch).
+int64_t SymbolSize(const Program& p, int k, int64_t size0) {
+  const std::vector<int64_t>& last = p.symbol_sizes.back();
+  if (size0 != kEmptyBatch) return p.symbol_sizes[size0 - 1][k];
+  return FollowsBatch(p, k) && last[k] == last[0] ? 0 : last[k];
+}
+
+}  // namespace
+
+std::vector<int64_t> FeedRuns(const Program& p) {
+  if (!p.symbol_sizes.empty()) {
+    std::vector<int64_t> runs;
+    for (int64_t r = 0; r <= static_cast<int64_t>(p.symbol_sizes.size()); ++r) runs.push_back(r);
+    if (p.empty_batch && HasBatchSymbol(p)) runs.push_back(kEmptyBatch);
+    return runs;
+  }
+  for (const ProgramInput& in : p.inputs) {
+    if (!in.dynamic0) continue;
+    std::vector<int64_t> sizes = {0, in.shape[0] + 2, 1, in.shape[0] + 19, in.shape[0] + 37};
+    if (p.empty_batch) sizes.push_back(kEmptyBatch);
+    return sizes;
+  }
+  return {0};
+}
+
+std::string FeedRunName(const Program& p, int64_t size0) {
+  if (p.symbol_sizes.empty()) {
+    return size0 == kEmptyBatch ? "size0 0 (an empty batch)" : absl::StrCat("size0 ", size0);
+  }
+  if (size0 == 0) return "run 0 (the inputs' first shapes)";
+  std::string out =
+      size0 == kEmptyBatch ? "run 0 rows (an empty batch;" : absl::StrCat("run ", size0, " (");
+  for (size_t k = 0; k < p.symbol_sizes[0].size(); ++k) {
+    absl::StrAppend(&out, k == 0 && size0 != kEmptyBatch ? "" : " ", "s", k, "=",
+                    SymbolSize(p, static_cast<int>(k), size0));
+  }
+  return absl::StrCat(out, ")");
 }
 
 absl::StatusOr<BuiltProgram> BuildProgram(const Program& p, Graph& g, const std::vector<bool>& keep,
@@ -264,10 +329,8 @@ absl::StatusOr<std::vector<BuiltProgram>> BuildWorldProgram(const Program& p, Gr
   std::vector<std::vector<Tensor>> values(world);  // per rank, per value
   for (int r = 0; r < world; ++r) {
     for (size_t i = 0; i < p.inputs.size(); ++i) {
-      Shape declared = p.inputs[i].shape;
-      if (p.inputs[i].dynamic0) declared[0] = -1;
-      values[r].push_back(
-          Placeholder(g, p.inputs[i].dtype, declared, absl::StrCat("in", i, "_r", r)));
+      values[r].push_back(Placeholder(g, p.inputs[i].dtype, DeclaredShape(p.inputs[i]),
+                                      absl::StrCat("in", i, "_r", r)));
       ranks[r].placeholders.push_back(values[r].back());
     }
   }
@@ -317,15 +380,24 @@ std::vector<HostTensor> RankFeeds(const Program& p, int rank, int64_t size0) {
   Program q;
   q.seed = p.seed + static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull;
   q.inputs = p.inputs;
+  q.symbol_sizes = p.symbol_sizes;
   return MakeFeeds(q, size0);
 }
 
 std::vector<HostTensor> MakeFeeds(const Program& p, int64_t size0) {
   std::vector<HostTensor> feeds;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    Shape s = p.inputs[i].shape;
-    if (p.inputs[i].dynamic0 && size0 > 0) s[0] = size0;
-    if (p.inputs[i].dynamic0 && size0 == kEmptyBatch) s[0] = 0;
+    const ProgramInput& in = p.inputs[i];
+    Shape s = in.shape;
+    if (!p.symbol_sizes.empty()) {
+      for (size_t d = 0; d < in.symbols.size() && size0 != 0; ++d) {
+        if (in.symbols[d] >= 0) s[d] = SymbolSize(p, in.symbols[d], size0);
+      }
+    } else if (in.dynamic0 && size0 > 0) {
+      s[0] = size0;
+    } else if (in.dynamic0 && size0 == kEmptyBatch) {
+      s[0] = 0;
+    }
     const uint64_t seed = p.seed * 131 + i * 17 + size0;
     HostTensor values = RandomValues(p.inputs[i].dtype, s, seed);
     if (p.inputs[i].grid) values = internal::OnGrid(std::move(values));
@@ -346,10 +418,9 @@ std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
                    "Graph g;\nFeeds feeds;\n");
   std::vector<bool> present;
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    Shape declared = p.inputs[i].shape;
-    if (p.inputs[i].dynamic0) declared[0] = -1;
     absl::StrAppend(&out, "Tensor v", i, " = Placeholder(g, ", DTypeCode(p.inputs[i].dtype), ", ",
-                    Ints(declared), ", \"in", i, "\");\n", "feeds.emplace_back(v", i, ", ",
+                    Ints(DeclaredShape(p.inputs[i])), ", \"in", i, "\");\n", "feeds.emplace_back(v",
+                    i, ", ",
                     p.inputs[i].specials ? "WithSpecials(Random("
                     : p.inputs[i].grid   ? "OnGrid(Random("
                                          : "Random(",
@@ -383,7 +454,18 @@ std::string ProgramToCpp(const Program& p, const std::vector<bool>& keep) {
                     "// and the gradients of the f32 fetches with respect to the f32 inputs:\n"
                     "// Gradients(f32 fetches, f32 placeholders), appended to the fetches\n");
   }
-  if (p.empty_batch) {
+  if (!p.symbol_sizes.empty()) {
+    // The -1 dims' symbols and their sizes in each run after the feeds above.
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      if (!p.inputs[i].symbols.empty()) {
+        absl::StrAppend(&out, "// v", i,
+                        "'s dims' symbols (-1: static): ", Ints(p.inputs[i].symbols), "\n");
+      }
+    }
+    for (int64_t run : FeedRuns(p)) {
+      if (run != 0) absl::StrAppend(&out, "// run again with ", FeedRunName(p, run), "\n");
+    }
+  } else if (p.empty_batch) {
     absl::StrAppend(&out, "// run again with the -1 inputs fed 0 rows (an empty batch)\n");
   }
   return out;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -67,6 +68,7 @@ class Generator : public internal::Drawer {
         collective_rng_(seed ^ 0x436f6c6c6563ull),
         control_flow_rng_(seed ^ 0x436f6e74726c46ull),
         edges_rng_(seed ^ 0x4564676573ull),
+        dims_rng_(seed ^ 0x44796e44696d73ull),
         options_(options) {
     program_.seed = seed;
   }
@@ -92,6 +94,12 @@ class Generator : public internal::Drawer {
     }
     for (const Tensor& t : values_) {
       program_.max_elements = std::max(program_.max_elements, NumElements(Concrete(t.shape())));
+    }
+    for (const Probe& probe : probes_) {  // every run's sizes of the -1 dims
+      for (const Tensor& t : probe.values) {
+        if (t.valid())
+          program_.max_elements = std::max(program_.max_elements, NumElements(t.shape()));
+      }
     }
     for (int64_t w : work_) program_.max_matmul_work = std::max(program_.max_matmul_work, w);
     return g_.status().ok() && !program_.fetches.empty();
@@ -243,7 +251,15 @@ class Generator : public internal::Drawer {
   // A random op, withdrawn (false) when a value it made exceeds value_cap_.
   bool AddBoundedOp() {
     const size_t ops = program_.ops.size(), values = values_.size();
-    if (!AddRandomOp()) return false;
+    const int nodes = g_.num_nodes();
+    const bool added = AddRandomOp();
+    if (!probes_.empty() && !g_.status().ok()) {
+      // An op invalid at some feed run's shapes (PushOp's probes): drawn again.
+      Withdraw(ops, values);
+      g_.Truncate(nodes, absl::OkStatus());
+      return false;
+    }
+    if (!added) return false;
     if (value_cap_ == 0) return true;
     for (size_t i = values; i < values_.size(); ++i) {
       if (NumElements(Concrete(values_[i].shape())) <= value_cap_) continue;
@@ -262,6 +278,7 @@ class Generator : public internal::Drawer {
     half_.resize(values);
     grid_.resize(values);
     work_.resize(ops);
+    for (Probe& probe : probes_) probe.values.resize(values);
   }
 
   Shape RandomShape(bool large) {
@@ -323,9 +340,8 @@ class Generator : public internal::Drawer {
         in.dynamic0 = false;
       }
       in.grid = on_grid[i] && IsFloating(in.dtype);
-      Shape declared = in.shape;
-      if (in.dynamic0) declared[0] = -1;
-      Tensor t = Placeholder(g_, in.dtype, declared, absl::StrCat("in", i));
+      DrawSymbols(in);
+      Tensor t = Placeholder(g_, in.dtype, DeclaredShape(in), absl::StrCat("in", i));
       program_.inputs.push_back(in);
       values_.push_back(t);
       exact_.push_back(true);
@@ -334,7 +350,34 @@ class Generator : public internal::Drawer {
       grid_.push_back(in.grid ? Grid{true, -3, 2} : Grid{});
       if (dram) value_cap_ = std::max(value_cap_, 2 * NumElements(Concrete(in.shape)));
     }
+    if (!first_sizes_.empty()) DrawSymbolSizes();
   }
+
+  // GenerateOptions::dynamic_dims_probability (random_program_dims.cc), from a stream of
+  // its own (dims_rng_): which dims of `in` are declared -1, each with a symbol.
+  void DrawSymbols(ProgramInput& in);
+  // Each symbol's sizes per feed run (Program::symbol_sizes), every input's symbols
+  // filled in, and the probe graphs built: the inputs at each run's shapes.
+  void DrawSymbolSizes();
+  // Builds op `build` of `operands` at each run's shapes (Probe); false, with the reason
+  // recorded in g_, when it is invalid at one of them or too large there.
+  void ProbeOp(const std::vector<int>& operands, const internal::BuildFn& build,
+               const Tensor& declared);
+  // The dims' stream, as the window ops' (WindowStream).
+  class DimsStream {
+   public:
+    explicit DimsStream(Generator* g) : g_(g) { std::swap(g_->rng_, g_->dims_rng_); }
+    ~DimsStream() { std::swap(g_->rng_, g_->dims_rng_); }
+
+   private:
+    Generator* g_;
+  };
+  // The program at one feed run's concrete shapes, built op by op beside g_ (whose -1
+  // dims hide whether two of them agree): an op is kept only when every run builds it.
+  struct Probe {
+    std::unique_ptr<Graph> graph;
+    std::vector<Tensor> values;  // per value, as values_
+  };
 
   // A shape that broadcasts against `s`: a suffix of it with some dims set to 1.
   Shape Partner(const Shape& s) {
@@ -375,6 +418,7 @@ class Generator : public internal::Drawer {
     std::vector<Tensor> args;
     for (int i : operands) args.push_back(values_[i]);
     Tensor t = build(g_, args);
+    if (!probes_.empty()) ProbeOp(operands, build, t);
     bool exact = !IsFloating(t.dtype()) || ExactOp(code);
     bool rounding = t.dtype() == DType::kF32 && !ExactOp(code);
     bool half = false;
@@ -446,6 +490,12 @@ class Generator : public internal::Drawer {
   int BroadcastOperand(int a) {
     const Tensor x = values_[a];  // a copy: Push and AddConst grow values_
     int b = Pick([&](const Tensor& t) {
+      if (!probes_.empty()) {
+        // -1 dims of two values too: the probes keep the pair only where every run's
+        // sizes agree or one of them is 1 (numpy broadcasting).
+        return t.dtype() == x.dtype() && BroadcastShapes(x.shape(), t.shape()).ok() &&
+               SmallBroadcast(Concrete(x.shape()), Concrete(t.shape()));
+      }
       return t.dtype() == x.dtype() && IsFullyDefined(t.shape()) && IsFullyDefined(x.shape()) &&
              SmallBroadcast(x.shape(), t.shape());
     });
@@ -556,6 +606,10 @@ class Generator : public internal::Drawer {
   int control_flow_ = -1;             // whether this program draws control flow; -1: not yet
   std::mt19937_64 edges_rng_;         // the edges' stream (EdgeOp)
   int edges_ = -1;                    // whether this program draws the edges; -1: not yet
+  std::mt19937_64 dims_rng_;          // the -1 dims' stream (DimsStream)
+  std::vector<int64_t> first_sizes_;  // per symbol: its size in the first feeds
+  std::vector<int> followed_;         // per symbol: the symbol it follows, or -1
+  std::vector<Probe> probes_;         // one per feed run of a program with symbols
   GenerateOptions options_;
   Program program_;
   Graph g_;
