@@ -679,6 +679,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       after_bn.relu = relu;
     }
     const size_t first_stage = ctx.stages().size();
+    const size_t first_wide = ctx.wide_values.size();
     auto group = siblings.groups.find(id);
     auto moments = siblings.moments.find(id);
     auto softmax = online.find(id);
@@ -721,6 +722,8 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       if (epilogue.ReluFolded()) folded.insert(e->second.relu);
     }
     value->sym = SymbolsOf(symbols, {result_id, 0});
+    // The f32 Func a 16-bit node computes in has the node's shape, and its symbols.
+    for (size_t w = first_wide; w < ctx.wide_values.size(); ++w) ctx.wide_values[w].sym = out_sym;
     value->nonnegative = bn != nullptr     ? relu_folded
                          : epilogue.folded ? epilogue.ReluFolded()
                                            : IsFloating(out.dtype) && NonNegative(node, in);
