@@ -214,18 +214,17 @@ absl::StatusOr<Types> SliceTypes(const SliceAttrs& attrs, const TensorType& x) {
   return Types{{x.dtype, out}};
 }
 
-// A value attribute (Pad's value, OneHot's on and off values) of an i32 or bool result
-// must be one of the dtype's values, as TensorFlow converts it: Pad of an i32 x by 2.7
-// padded with 2, and of a bool x by 0.5 with true, silently. Floating dtypes take any
-// value (rounded to theirs, as a Cast does).
+// A value attribute (Pad's value, OneHot's on and off values) converts to the result's
+// dtype as a Cast does (JAX's and torch's rule): an i32 truncates toward zero (Pad of an
+// i32 by 2.7 pads with 2), a bool is value != 0. For an i32, NaN and a value outside its
+// range have no conversion (C++'s is undefined, and the compiled code's differed from
+// the reference's): an error naming the node.
 absl::Status CheckValueOfDType(double value, DType dtype, const char* what) {
-  const bool ok = dtype == DType::kI32 ? value >= -2147483648.0 && value <= 2147483647.0 &&
-                                             std::trunc(value) == value
-                  : dtype == DType::kBool ? value == 0 || value == 1
-                                          : true;
-  if (ok) return absl::OkStatus();
-  return Invalid(absl::StrCat(what, " ", value, " is not a value of ", DTypeName(dtype),
-                              dtype == DType::kBool ? " (0 or 1)" : " (an integer in its range)"));
+  if (dtype != DType::kI32 ||
+      (std::trunc(value) >= -2147483648.0 && std::trunc(value) <= 2147483647.0)) {
+    return absl::OkStatus();
+  }
+  return Invalid(absl::StrCat(what, " ", value, " has no i32 value (NaN, or out of its range)"));
 }
 
 absl::StatusOr<Types> PadTypes(const PadAttrs& attrs, const TensorType& x) {
