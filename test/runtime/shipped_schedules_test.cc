@@ -614,12 +614,15 @@ const ShippedRun& RunChildren() {
       // tracer crashed in the child of the Sapphire Rapids entries at every try (twice in
       // one run, three times in the next; never on this project's machine), which no
       // rerun cures. Leaks on these paths (stored schedules, the workloads' sessions) stay
-      // checked by the other tests of this binary, in the parent process.
-      const std::string command =
-          absl::StrCat("env ", kChildEnv, "=", Shell(spec), jit_target,
-                       " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"",
-                       " BRAZE_CACHE_DIR=off /proc/", getpid(), "/exe --gtest_brief=1 ",
-                       "--gtest_filter=ShippedSchedulesTest.", kChildTest);
+      // checked by the other tests of this binary, in the parent process. The child is no
+      // shard: with ctest's GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX inherited, a parent in
+      // shard 2 of 2 ran a child whose one test fell in shard 1, i.e. no test at all, and
+      // every entry read as unused.
+      const std::string command = absl::StrCat(
+          "env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX ", kChildEnv, "=", Shell(spec),
+          jit_target, " ASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"",
+          " BRAZE_CACHE_DIR=off /proc/", getpid(), "/exe --gtest_brief=1 ",
+          "--gtest_filter=ShippedSchedulesTest.", kChildTest);
       std::string output;
       const auto t0 = std::chrono::steady_clock::now();
       const int rc = RunCommandRetryingLeakTracerCrash(command, &output);
