@@ -94,8 +94,9 @@ Tensor Transpose(Tensor x, std::vector<int> perm);
 Tensor BroadcastTo(Tensor x, Shape shape);
 Tensor Concat(std::vector<Tensor> xs, int axis);
 Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);
-// `value` (and OneHot's on and off values) must be a value of the result's dtype: an
-// integer in range for i32, 0 or 1 for bool; another is an error on the node.
+// `value` (and OneHot's on and off values) converts to the result's dtype as Cast does:
+// toward zero for i32 (2.7 pads with 2), value != 0 for bool; NaN or a value out of
+// i32's range for an i32 result is an error on the node.
 Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value = 0);
 Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_value = 0,
               DType dtype = DType::kF32);
