@@ -220,8 +220,10 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   // Feeds any tensor (usually placeholders), computes `fetches` and runs `targets` for
-  // their side effects (Assign ops). Returns one HostTensor per fetch. A Run from inside
-  // one of this session's own Runs (a HostCall's function) is FailedPrecondition.
+  // their side effects (Assign ops). A Variable may be fed (its reads see the fed value)
+  // but not in a Run that also updates it: InvalidArgument naming both. Returns one HostTensor per
+  // fetch. A Run from inside one of this session's own Runs (a HostCall's function) is
+  // FailedPrecondition.
   absl::StatusOr<std::vector<HostTensor>> Run(const Feeds& feeds,
                                               const std::vector<Tensor>& fetches,
                                               const std::vector<Tensor>& targets = {});

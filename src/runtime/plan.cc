@@ -302,6 +302,25 @@ void ChainUpdates(Planning& p) {
   }
 }
 
+// A Variable fed in a Run that also updates it is an error: the fed value would stand
+// for the variable in every read, the update's base included, so AssignAdd(w, 1) with w
+// fed 5 committed 6 (TF2 updates the stored value instead, TF1 refuses to feed a ref).
+// Which one a user meant is not knowable; feed the variable or update it, not both.
+absl::Status CheckFedUpdates(const Planning& p, const std::vector<bool>& fed) {
+  for (int id = 0; id < p.g.num_nodes(); ++id) {
+    const Node& n = p.g.node(id);
+    if (!p.plan->needed[id] || OpCategoryOf(n.op()) != OpCategory::kState) continue;
+    const Node& var = n.input(0).node();
+    if (!fed[var.id()]) continue;
+    return absl::InvalidArgumentError(
+        absl::StrCat("node '", var.name(), "' (", var.op_name(), ") is fed and updated by node '",
+                     n.name(), "' (", n.op_name(), ")",
+                     " in the same Run: the update would apply to the fed value; feed the "
+                     "variable or update it, not both"));
+  }
+  return absl::OkStatus();
+}
+
 // Steps in node-id order of their first node; `step_of` maps node ids to them.
 std::vector<Step> MakeSteps(const Planning& p, std::unordered_map<int, int>* step_of) {
   const ClusteringResult& cl = p.plan->clustering;
@@ -469,6 +488,7 @@ absl::StatusOr<std::unique_ptr<const Plan>> BuildPlan(const Graph& g, const Sess
   };
   Prune(fetches, targets, fed, p);
   done("prune");
+  BRAZE_RETURN_IF_ERROR(CheckFedUpdates(p, fed));
   BRAZE_RETURN_IF_ERROR(CheckStrict(p));
   done("check_strict");
   BRAZE_RETURN_IF_ERROR(Place(p));

@@ -336,5 +336,37 @@ TEST(ApiAudit4, DataFileErrorsHaveTheirErrnosCode) {
   std::filesystem::remove_all(dir);
 }
 
+// A Variable fed in the Run that updates it (found by this audit, fixed after it): the
+// fed value stood for the variable in the update's base too, and the update committed
+// (w fed 5, AssignAdd(w, 1): w became 6; TF2 would give 2, TF1 refuses). Now the Run is
+// InvalidArgument naming both nodes and w keeps its value; feeding w without an update,
+// or updating it without a feed, still works.
+TEST(ApiAudit4, AVariableFedInTheRunThatUpdatesItIsAnError) {
+  for (const bool reference : {true, false}) {
+    Graph g;
+    Tensor w = Variable(g, HostTensor::Filled(DType::kF32, {2}, 1.0), "w");
+    Tensor one = Const(g, HostTensor::Filled(DType::kF32, {2}, 1.0));
+    Tensor update = AssignAdd(w, one);
+    Tensor doubled = w * 2.0;
+    Session s(g, reference ? ReferenceOnly() : SessionOptions{});
+    const HostTensor five = HostTensor::Filled(DType::kF32, {2}, 5.0);
+    auto r = s.Run({{w, five}}, {doubled}, {update});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Message(r.status()), HasSubstr("'w'"));
+    EXPECT_THAT(Message(r.status()), HasSubstr("AssignAdd"));
+    auto value = s.VariableValue(w);
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_EQ(value->data<float>()[0], 1.0f);
+    auto fed_only = s.Run({{w, five}}, {doubled});
+    ASSERT_TRUE(fed_only.ok()) << fed_only.status();
+    EXPECT_EQ(fed_only->at(0).data<float>()[1], 10.0f);
+    ASSERT_TRUE(s.Run({}, {}, {update}).ok());
+    value = s.VariableValue(w);
+    ASSERT_TRUE(value.ok()) << value.status();
+    EXPECT_EQ(value->data<float>()[1], 2.0f);
+  }
+}
+
 }  // namespace
 }  // namespace braze
