@@ -231,7 +231,10 @@ std::vector<Tensor> Cond(Tensor pred, BranchFn then_fn, BranchFn else_fn,
   std::vector<Tensor> all = {pred};
   all.insert(all.end(), operands.begin(), operands.end());
   Graph* g = EnclosingGraph(all);
-  if (g == nullptr) return {};
+  // No tensor among pred and the operands leaves no graph to record the error on (as for
+  // While): invalid Tensors that every use reports, at least one, so that result[0] is
+  // safe to read (the result was empty).
+  if (g == nullptr) return std::vector<Tensor>(std::max<size_t>(operands.size(), 1));
   const std::vector<TensorType> types = TypesOf(operands);
   const auto names = Names("operand", operands.size());
   Trace then_t = TraceBody(*g, name, "then", types, names, then_fn);
@@ -251,7 +254,12 @@ ScanResult Scan(ScanFn fn, std::vector<Tensor> init, std::vector<Tensor> elems,
   std::vector<Tensor> all = init;
   all.insert(all.end(), elems.begin(), elems.end());
   Graph* g = EnclosingGraph(all);
-  if (g == nullptr) return {};
+  if (g == nullptr) {  // as in Cond: invalid Tensors, one per carry and one stacked output
+    ScanResult r;
+    r.carry.resize(init.size());
+    r.stacked.resize(1);
+    return r;
+  }
   std::vector<TensorType> types = TypesOf(init);
   std::vector<std::string> names = Names("carry", init.size());
   for (size_t e = 0; e < elems.size(); ++e) {
