@@ -41,17 +41,19 @@
 //     as Select(Equal(x, x), 1, 1).
 //   - Broadcasting a gradient back to an input's shape uses BroadcastTo when that shape
 //     is fully defined and adds a runtime ZerosLike otherwise.
-//   - An unknown dim of a broadcast operand is taken not to be broadcast (equal to the
-//     output's dim), as there are no dynamic-shape ops to decide at run time: a dim that
-//     is 1 only at run time while the other operand's is larger is not summed over, and
-//     that operand's gradient has the output's size there. Give operands that broadcast
-//     a static 1 in that dim (e.g. a bias of shape [1, n] or [n]).
+//   - An unknown dim of a broadcast operand may be 1 only at run time (x [-1, 3] fed one
+//     row against y's four): where it may be, the operand's gradient is summed back by
+//     SumToShapeOf(grad, operand), which decides when the Run knows the sizes (TF's
+//     BroadcastGradientArgs). It may be unless the result's dim there is a static 1, or
+//     every other operand's dim there is absent, a static 1, or a -1 copied from the same
+//     source through ops that keep a dim (elementwise ops, reductions over other axes,
+//     a MatMul's rows or columns): x - Max(x, {1}, true) needs no run-time sum.
 //   - A grad_y's shape is checked against its y's where both dims are known when the
 //     graph is built. Where either is unknown, the grad_y must have y's shape at run
-//     time and nothing checks it (the same rule as the broadcast one above): a grad_y
-//     that broadcasts against y (a 1 where y has 3, or y's 1 where it has 2) gives
-//     gradients of the broadcast shape, and one that does not fails the Run in a
-//     gradient op. Feed grad_ys of y's shape, or leave grad_ys empty.
+//     time and nothing checks it: a grad_y that broadcasts against y (a 1 where y has
+//     3, or y's 1 where it has 2) gives gradients of the broadcast shape, and one that
+//     does not fails the Run in a gradient op. Feed grad_ys of y's shape, or leave
+//     grad_ys empty.
 //   - Reshape's gradient needs at most one unknown dim in the input shape; Concat's needs
 //     the concat-axis sizes of all but the last input; Slice with an explicit size and
 //     Pad with trailing padding need the sliced/padded dim. Otherwise Gradients returns

@@ -79,6 +79,12 @@ Tensor Max(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Min(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 // Index (i32) of the first maximum along `axis`; the axis is removed.
 Tensor ArgMax(Tensor x, int axis);
+// x summed down to like's shape as the Run finds it (torch's sum_to_size, the size read
+// from `like` at run time): over x's leading dims and every dim where like is 1 and x is
+// not. The gradient of a broadcast where a -1 dim may be 1 only at run time. like's
+// values are never read (any dtype); its shape must broadcast to x's (InvalidArgument
+// naming the node otherwise, when the graph is built or at run time).
+Tensor SumToShapeOf(Tensor x, Tensor like);
 
 // ---- Linear algebra ----
 // [M,K] x [K,N] -> [M,N], with optional transposes of either operand.

@@ -191,6 +191,7 @@ bool HasGradient(const Node& node) {
     case OpKind::kCos:
     case OpKind::kGather:
     case OpKind::kUnsortedSegmentSum:
+    case OpKind::kSumToShapeOf:  // to x; `like` lends only its shape
     case OpKind::kAdd:
     case OpKind::kSub:
     case OpKind::kMul:
@@ -298,8 +299,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
   auto zero = [&] { return ScalarConst(g, 0.0, dy.dtype()); };
   // Binary ops: each side's contribution is reduced back over broadcast dims.
   auto set_binary = [&](Tensor da, Tensor db) {
-    if (needs[0] && da.valid()) dx[0] = ReduceToShape(da, node.input(0).shape());
-    if (needs[1] && db.valid()) dx[1] = ReduceToShape(db, node.input(1).shape());
+    if (needs[0] && da.valid()) dx[0] = ReduceToOperand(da, node, 0);
+    if (needs[1] && db.valid()) dx[1] = ReduceToOperand(db, node, 1);
   };
   switch (node.op()) {
     // Sources and state: nothing flows into an Assign's value through its result.
@@ -422,8 +423,8 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kSelect: {
       // The condition gets no gradient; each branch gets dy where it was selected.
       const Tensor cond = node.input(0);
-      if (needs[1]) dx[1] = ReduceToShape(Select(cond, dy, zero()), node.input(1).shape());
-      if (needs[2]) dx[2] = ReduceToShape(Select(cond, zero(), dy), node.input(2).shape());
+      if (needs[1]) dx[1] = ReduceToOperand(Select(cond, dy, zero()), node, 1);
+      if (needs[2]) dx[2] = ReduceToOperand(Select(cond, zero(), dy), node, 2);
       break;
     }
 
@@ -440,6 +441,9 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       dx[0] = ExtremumGrad(g, node, dy);
       break;
     case OpKind::kArgMax:
+      break;
+    case OpKind::kSumToShapeOf:  // each of x's elements went into one sum: dy back to x
+      if (needs[0]) dx[0] = BroadcastLike(dy, x);
       break;
 
     case OpKind::kMatMul:
@@ -467,7 +471,7 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
       break;
     }
     case OpKind::kBroadcastTo:
-      dx[0] = ReduceToShape(dy, x.shape());
+      dx[0] = ReduceToOperand(dy, node, 0);
       break;
     case OpKind::kConcat: {
       BRAZE_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, ConcatOffsets(node));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -35,6 +37,109 @@ Tensor ReduceToShape(Tensor grad, const Shape& shape) {
     grad = Sum(grad, leading, /*keep_dims=*/false);
   }
   return grad;
+}
+
+namespace {
+
+// Where a -1 dim's size comes from: (node id, output, dim) of the value it is copied
+// from through ops that keep a dim as it is. Two dims with one source are equal at run
+// time. Conservative: any op not followed is its own source.
+using DimOrigin = std::tuple<int, int, int>;
+constexpr int kMaxDimHops = 256;  // a bound on the walk (and its recursion)
+
+DimOrigin DimSource(Tensor t, int d, int hops = 0) {
+  while (hops++ < kMaxDimHops && d >= 0 && d < t.rank()) {
+    const Node& n = t.node();
+    const OpCategory category = OpCategoryOf(n.op());
+    if (category == OpCategory::kUnary) {
+      t = n.input(0);  // elementwise, Cast, StopGradient: the input's shape
+      continue;
+    }
+    if (category == OpCategory::kBinary || category == OpCategory::kSelect) {
+      // The result's dim is its inputs' where they have one that is not a static 1; a
+      // source when all such inputs share it.
+      std::optional<DimOrigin> common;
+      bool agree = true;
+      for (const Tensor& in : n.inputs()) {
+        const int id = d - (t.rank() - in.rank());
+        if (id < 0 || in.shape()[id] == 1) continue;
+        const DimOrigin o = DimSource(in, id, hops);
+        if (common && *common != o) agree = false;
+        common = o;
+      }
+      if (!agree || !common) break;
+      return *common;
+    }
+    if (n.op() == OpKind::kSum || n.op() == OpKind::kMean || n.op() == OpKind::kMax ||
+        n.op() == OpKind::kMin) {
+      const ReduceAttrs& a = n.attrs_as<ReduceAttrs>();
+      int in_d = -1;  // the input dim that is the result's dim d, unless reduced
+      for (int k = 0, kept = 0; k < n.input(0).rank(); ++k) {
+        const bool reduced = std::find(a.axes.begin(), a.axes.end(), k) != a.axes.end();
+        if (reduced && !a.keep_dims) continue;
+        if (kept++ == d) {
+          in_d = reduced ? -1 : k;
+          break;
+        }
+      }
+      if (in_d < 0) break;
+      t = n.input(0);
+      d = in_d;
+      continue;
+    }
+    if (n.op() == OpKind::kSumToShapeOf) {  // like's shape
+      t = n.input(1);
+      continue;
+    }
+    if (n.op() == OpKind::kMatMul || n.op() == OpKind::kBatchMatMul) {
+      const MatMulAttrs& a = n.attrs_as<MatMulAttrs>();
+      const int r = t.rank();
+      if (d < r - 2) {
+        t = n.input(0);  // a batch dim: a's and b's are equal
+      } else if (d == r - 2) {
+        t = n.input(0);
+        d = a.transpose_a ? r - 1 : r - 2;
+      } else {
+        t = n.input(1);
+        d = a.transpose_b ? r - 2 : r - 1;
+      }
+      continue;
+    }
+    break;
+  }
+  return {t.node_id(), t.index(), d};
+}
+
+// Whether input i of `node` may be broadcast in a -1 dim at run time: the result's dim
+// there is a static size other than 1, or another input has that dim as a -1 of
+// another source or as a size other than 1.
+bool MayBroadcastAtRunTime(const Node& node, int i) {
+  const Tensor& x = node.input(i);
+  const Shape& out = node.output(0).shape;
+  const int lead = static_cast<int>(out.size()) - x.rank();
+  for (int d = 0; d < x.rank(); ++d) {
+    if (x.shape()[d] != -1 || lead < 0) continue;
+    const int64_t size = out[lead + d];
+    if (size != -1) {
+      if (size != 1) return true;
+      continue;
+    }
+    for (int j = 0; j < node.num_inputs(); ++j) {
+      const Tensor& y = node.input(j);
+      const int yd = lead + d - (static_cast<int>(out.size()) - y.rank());
+      if (j == i || yd < 0 || y.shape()[yd] == 1) continue;
+      if (y.shape()[yd] != -1 || DimSource(x, d) != DimSource(y, yd)) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Tensor ReduceToOperand(Tensor grad, const Node& node, int i) {
+  const Tensor& x = node.input(i);
+  if (MayBroadcastAtRunTime(node, i)) return SumToShapeOf(grad, x);
+  return ReduceToShape(grad, x.shape());
 }
 
 Tensor KeepDims(Tensor t, const Shape& x_shape, const std::vector<int>& axes) {

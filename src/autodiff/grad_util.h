@@ -21,8 +21,16 @@ inline Tensor OnesLike(const Tensor& x) { return FilledLike(x, 1.0); }
 
 // Sums `grad` (the gradient of a broadcast result) back to an operand of `shape`: over
 // the leading dims the operand lacks, and over dims where the operand is a static 1 and
-// the result is not. Unknown operand dims are taken as not broadcast (see gradients.h).
+// the result is not. Unknown operand dims are taken as not broadcast: for operands that
+// may be broadcast at run time, ReduceToOperand.
 Tensor ReduceToShape(Tensor grad, const Shape& shape);
+
+// Sums `grad`, the gradient of `node`'s broadcast result, back to its input i. Where a
+// -1 dim of that input may be 1 at run time while the result's is not (a static size
+// there, or another input's -1 dim not known to be the same one: DimSource), the sum is
+// SumToShapeOf(grad, input), decided when the Run knows the sizes (TF's
+// BroadcastGradientArgs); otherwise ReduceToShape.
+Tensor ReduceToOperand(Tensor grad, const Node& node, int i);
 
 // `t` is the result of reducing a tensor of `x_shape` over `axes` (sorted, unique)
 // without keep_dims; returns it with the reduced dims put back as 1, so it broadcasts

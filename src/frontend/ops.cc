@@ -172,6 +172,7 @@ Tensor Max(Tensor x, std::vector<int> axes, bool keep_dims) {
 Tensor Min(Tensor x, std::vector<int> axes, bool keep_dims) {
   return Reduce(OpKind::kMin, x, std::move(axes), keep_dims);
 }
+Tensor SumToShapeOf(Tensor x, Tensor like) { return Add2(OpKind::kSumToShapeOf, x, like); }
 Tensor ArgMax(Tensor x, int axis) {
   if (!x.valid()) return Tensor();
   return Add1(OpKind::kArgMax, x, ArgMaxAttrs{NormalizeAxis(axis, x.rank())});

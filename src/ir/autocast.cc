@@ -42,6 +42,7 @@ AutocastRule AutocastRuleOf(OpKind op) {
       return AutocastRule::kLower;
     case OpKind::kCast:
     case OpKind::kArgMax:
+    case OpKind::kSumToShapeOf:  // a gradient keeps its dtype; 16-bit sums add in f32
     case OpKind::kMax:
     case OpKind::kMin:
     case OpKind::kIota:

@@ -76,6 +76,23 @@ absl::StatusOr<Types> Reduce(OpKind op, const ReduceAttrs& attrs, const TensorTy
   return Types{{x.dtype, out}};
 }
 
+// SumToShapeOf(x, like): like's shape, which must broadcast to x's; a -1 on either side
+// is checked when the Run knows it.
+absl::StatusOr<Types> SumToShapeOfTypes(const TensorType& x, const TensorType& like) {
+  BRAZE_RETURN_IF_ERROR(CheckDType(x.dtype, true, false, "SumToShapeOf"));
+  const size_t rank = x.shape.size(), like_rank = like.shape.size();
+  bool fits = like_rank <= rank;
+  for (size_t i = 0; fits && i < like_rank; ++i) {
+    const int64_t l = like.shape[i], d = x.shape[rank - like_rank + i];
+    fits = l == -1 || d == -1 || l == 1 || l == d;
+  }
+  if (!fits) {
+    return Invalid(absl::StrCat("cannot sum ", ShapeString(x.shape), " to ",
+                                ShapeString(like.shape), ": that shape does not broadcast to x's"));
+  }
+  return Types{{x.dtype, like.shape}};
+}
+
 absl::StatusOr<Types> MatMulTypes(OpKind op, const MatMulAttrs& attrs, const TensorType& a,
                                   const TensorType& b) {
   if (a.dtype != b.dtype) {
@@ -637,6 +654,8 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
       BRAZE_ATTRS(ReduceAttrs);
       return Reduce(op, *a, in[0]);
     }
+    case OpKind::kSumToShapeOf:
+      return SumToShapeOfTypes(in[0], in[1]);
     case OpKind::kArgMax: {
       BRAZE_ATTRS(ArgMaxAttrs);
       BRAZE_RETURN_IF_ERROR(CheckDType(in[0].dtype, true, false, "ArgMax"));

@@ -121,6 +121,7 @@ absl::StatusOr<Attrs> ParseAttrs(OpKind op, KeyValues& kv) {
     case OpKind::kLess:
     case OpKind::kEqual:
     case OpKind::kSelect:
+    case OpKind::kSumToShapeOf:
       return Attrs(NoAttrs{});
     case OpKind::kCast: {
       BRAZE_TAKE(dtype, "dtype");

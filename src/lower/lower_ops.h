@@ -35,6 +35,11 @@ Value LowerSelect(LoweringContext& ctx, const std::string& name, const Value& co
 // lower_reduce.cc
 Value LowerReduce(LoweringContext& ctx, const std::string& name, OpKind op,
                   const ReduceAttrs& attrs, const Value& x, const TensorType& out);
+// SumToShapeOf(x, like): Sums over x's leading dims and like's 1s, decided from the
+// shapes this kernel is compiled for (a symbolic dim of like is never 1: its estimate
+// is not, and x's dim there is of its class).
+Value LowerSumToShapeOf(LoweringContext& ctx, const std::string& name, const Value& x,
+                        const Value& like, const TensorType& out);
 Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
                   const Value& x, const TensorType& out);
 // Sibling Sums and Means (lower/sibling_reductions.h) of inputs of one static shape over

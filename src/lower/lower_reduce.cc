@@ -441,6 +441,39 @@ std::pair<Value, Value> LowerMoments(LoweringContext& ctx, const std::string& na
   return {mean, var};
 }
 
+Value LowerSumToShapeOf(LoweringContext& ctx, const std::string& name, const Value& x,
+                        const Value& like, const TensorType& out) {
+  const int rank = static_cast<int>(x.shape.size());
+  const int lead = rank - static_cast<int>(like.shape.size());
+  // First like's 1s, keeping the dims (x's rank, each reduced dim concrete 1)...
+  ReduceAttrs ones{{}, /*keep_dims=*/true};
+  for (int d = lead; d < rank; ++d) {
+    if (like.shape[d - lead] == 1 && SymbolOf(like, d - lead) < 0 && x.shape[d] != 1) {
+      ones.axes.push_back(d);
+    }
+  }
+  if (ones.axes.empty() && lead == 0) {  // nothing to sum: x read where it is read
+    return Inline(out.dtype, out.shape,
+                  [x](const std::vector<Expr>& index) { return At(x, index); });
+  }
+  Value kept = x;
+  if (!ones.axes.empty()) {
+    Shape kept_shape = x.shape;
+    for (int axis : ones.axes) kept_shape[axis] = 1;
+    kept = LowerReduce(ctx, lead > 0 ? name + "_ones" : name, OpKind::kSum, ones, x,
+                       TensorType{out.dtype, kept_shape});
+    kept.sym = x.sym;
+    for (int axis : ones.axes) {
+      if (static_cast<size_t>(axis) < kept.sym.size()) kept.sym[axis] = -1;
+    }
+  }
+  if (lead == 0) return kept;
+  // ...then the leading dims, dropped.
+  ReduceAttrs leading{{}, /*keep_dims=*/false};
+  for (int d = 0; d < lead; ++d) leading.axes.push_back(d);
+  return LowerReduce(ctx, name, OpKind::kSum, leading, kept, out);
+}
+
 Value LowerArgMax(LoweringContext& ctx, const std::string& name, const ArgMaxAttrs& attrs,
                   const Value& input, const TensorType& out) {
   // Two reductions: the row maximum (NaN when the row has one), then the smallest index

@@ -116,6 +116,8 @@ bool NonNegative(const Node& node, const std::vector<Value>& in) {
       return all_in();
     case OpKind::kSelect:
       return in[1].nonnegative && in[2].nonnegative;
+    case OpKind::kSumToShapeOf:  // like's values are never read
+      return in[0].nonnegative;
     default:
       return false;
   }
@@ -192,6 +194,8 @@ absl::StatusOr<Value> LowerTypedNode(LoweringContext& ctx, const Node& node,
     case OpKind::kMax:
     case OpKind::kMin:
       return LowerReduce(ctx, name, op, node.attrs_as<ReduceAttrs>(), in[0], out);
+    case OpKind::kSumToShapeOf:
+      return LowerSumToShapeOf(ctx, name, in[0], in[1], out);
     case OpKind::kArgMax:
       return LowerArgMax(ctx, name, node.attrs_as<ArgMaxAttrs>(), in[0], out);
     case OpKind::kMatMul:

@@ -172,6 +172,7 @@ Kernel RunSelect(const HostTensor& cond, const HostTensor& a, const HostTensor& 
 // reduce.cc
 Kernel RunReduce(OpKind op, const ReduceAttrs& attrs, const HostTensor& x, const TensorType& out);
 Kernel RunArgMax(const ArgMaxAttrs& attrs, const HostTensor& x, const TensorType& out);
+Kernel RunSumToShapeOf(const HostTensor& x, const HostTensor& like, const TensorType& out);
 // matmul.cc
 Kernel RunMatMul(const MatMulAttrs& attrs, const HostTensor& a, const HostTensor& b,
                  const TensorType& out, bool batched);

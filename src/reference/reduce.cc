@@ -143,6 +143,26 @@ Kernel RunReduce(OpKind op, const ReduceAttrs& attrs, const HostTensor& x,
   return std::vector<HostTensor>{std::move(out)};
 }
 
+Kernel RunSumToShapeOf(const HostTensor& x, const HostTensor& like, const TensorType& out_type) {
+  const int rank = x.rank();
+  const int lead = rank - like.rank();
+  if (lead < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SumToShapeOf: cannot sum ", TypeString(x.type()), " to ", ShapeString(like.shape())));
+  }
+  // A Sum keeping its dims over the leading dims and like's 1s has out's elements in
+  // out's order, behind `lead` ones.
+  ReduceAttrs attrs{{}, /*keep_dims=*/true};
+  for (int d = 0; d < rank; ++d) {
+    if (d < lead || (like.dim(d - lead) == 1 && x.dim(d) != 1)) attrs.axes.push_back(d);
+  }
+  Shape kept = x.shape();
+  for (int axis : attrs.axes) kept[axis] = 1;
+  BRAZE_ASSIGN_OR_RETURN(std::vector<HostTensor> sum,
+                         RunReduce(OpKind::kSum, attrs, x, TensorType{x.dtype(), kept}));
+  return RunReshape(sum[0], out_type);
+}
+
 Kernel RunArgMax(const ArgMaxAttrs& attrs, const HostTensor& x, const TensorType& out_type) {
   const int rank = x.rank();
   const int axis = attrs.axis < 0 ? attrs.axis + rank : attrs.axis;

@@ -221,6 +221,8 @@ absl::StatusOr<std::vector<HostTensor>> RunTypedKernel(const Node& node,
       BRAZE_ASSIGN_OR_RETURN(const ReduceAttrs* attrs, GetAttrs<ReduceAttrs>(node));
       return ri::RunReduce(op, *attrs, inputs[0], output_types[0]);
     }
+    case OpKind::kSumToShapeOf:
+      return ri::RunSumToShapeOf(inputs[0], inputs[1], output_types[0]);
     case OpKind::kArgMax: {
       BRAZE_ASSIGN_OR_RETURN(const ArgMaxAttrs* attrs, GetAttrs<ArgMaxAttrs>(node));
       return ri::RunArgMax(*attrs, inputs[0], output_types[0]);

@@ -229,6 +229,29 @@ TEST(ApiAudit4, AWhileWithNoLoopVariablesReturnsHandlesEveryUseRefuses) {
   EXPECT_THAT(Message(fetched.status()), HasSubstr("fetch 0 is not a tensor"));
 }
 
+// Cond and Scan with no tensor among their inputs (an invalid pred, no operands or init)
+// returned empty results, so result[0] read past them: now invalid Tensors, at least
+// one, as While's, that every use reports. Found by the fourth audit, fixed after it.
+TEST(ApiAudit4, ACondOrScanWithNoTensorReturnsHandlesEveryUseRefuses) {
+  const BranchFn same = [](Graph&, const std::vector<Tensor>& v) { return v; };
+  std::vector<Tensor> cond = Cond(Tensor(), same, same, {});
+  ASSERT_EQ(cond.size(), 1u);
+  EXPECT_FALSE(cond[0].valid());
+  ASSERT_EQ(Cond(Tensor(), same, same, {Tensor(), Tensor()}).size(), 2u);
+  const ScanFn step = [](Graph&, const std::vector<Tensor>& carry, const std::vector<Tensor>&) {
+    return ScanStep{carry, {}};
+  };
+  ScanResult scan = Scan(step, {Tensor(), Tensor()}, {});
+  ASSERT_EQ(scan.carry.size(), 2u);
+  EXPECT_FALSE(scan.carry[1].valid());
+  ASSERT_EQ(scan.stacked.size(), 1u);
+  EXPECT_FALSE(scan.stacked[0].valid());
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {}, "x");
+  x + cond[0];
+  EXPECT_THAT(Message(g.status()), HasSubstr("input 1 is not a tensor"));
+}
+
 // A VariableSet built by hand was used unchecked: without its read or assign function,
 // Save and RestoreLatest threw std::bad_function_call (the program died); two variables
 // of one name (a 'w' in each of two graphs) were saved as the first's value alone, and

@@ -1,9 +1,11 @@
 // The Gradients API: seeds and summation, the unconnected rule, errors, naming, and the
 // gradient scopes of separate_compiled_gradients (with clustering when available).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autodiff/grad_check.h"
@@ -85,6 +87,89 @@ TEST(GradientsApiTest, StopGradientPassesNothingBack) {
     EXPECT_EQ((*out)[1].ToVector<float>(), xv.ToVector<float>()) << reference;
     EXPECT_EQ((*out)[2].ToVector<float>(), std::vector<float>(15, 0.0f)) << reference;
     EXPECT_EQ((*out)[3].ToVector<int32_t>(), (std::vector<int32_t>{5, -8})) << reference;
+  }
+}
+
+// A -1 dim that is 1 only at run time broadcasts there, and its gradient is summed back
+// to the operand's shape when the Run knows the sizes (SumToShapeOf, TF's
+// BroadcastGradientArgs). The dim used to be taken as not broadcast: dx of x [1, 3]
+// against y [4, 3] came back [4, 3], and a MatMul reading it refused the Run. Checked on
+// every pattern of sizes, compiled and on the reference.
+TEST(GradientsApiTest, ARunTimeBroadcastOfAMinusOneDimIsSummedBack) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF64, {-1, 3}, "x");
+  Tensor y = Placeholder(g, DType::kF64, {-1, 3}, "y");
+  Tensor w = Const(g, HostTensor::From<double>({1, -2, 0.5, 3, 0.25, -1}, {3, 2}));
+  Tensor c = Const(g, HostTensor::From<double>({1, 2, 3, 4, 5, 6, 7, 8, 9}, {3, 3}));
+  Tensor loss;
+  {
+    JitScope scope(g);
+    // x * y broadcasts either way; Exp(x) adds a second path of x's own shape; x + c
+    // against a static 3 rows; MatMul(x * y, w) reads the product's gradient.
+    Tensor p = x * y;
+    loss = Sum(MatMul(p, w)) + Sum(Exp(x)) + Sum(Square(x + c));
+  }
+  auto grads = Gradients({loss}, {x, y});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  // d loss / d p = rowsum(w) per column: {-1, 3.5, -0.75}.
+  const std::vector<double> wsum = {-1, 3.5, -0.75};
+  for (const auto& [rx, ry] : std::vector<std::pair<int, int>>{{1, 3}, {3, 3}, {3, 1}, {1, 1}}) {
+    const HostTensor xv = HostTensor::RandomUniform(DType::kF64, {rx, 3}, 11 + rx, -1, 1);
+    const HostTensor yv = HostTensor::RandomUniform(DType::kF64, {ry, 3}, 17 + ry, -1, 1);
+    const int rows = std::max(rx, ry);
+    std::vector<double> dx(rx * 3, 0.0), dy(ry * 3, 0.0);
+    for (int r = 0; r < rows; ++r) {
+      for (int j = 0; j < 3; ++j) {
+        const double xe = xv.GetDouble((rx == 1 ? 0 : r) * 3 + j);
+        const double ye = yv.GetDouble((ry == 1 ? 0 : r) * 3 + j);
+        dx[(rx == 1 ? 0 : r) * 3 + j] += wsum[j] * ye;
+        dy[(ry == 1 ? 0 : r) * 3 + j] += wsum[j] * xe;
+      }
+    }
+    for (int r = 0; r < rx; ++r) {
+      for (int j = 0; j < 3; ++j) {
+        const double xe = xv.GetDouble(r * 3 + j);
+        dx[r * 3 + j] += std::exp(xe);
+        // x + c is [3, 3]: x's row r meets every row of c when rx is 1, row r otherwise.
+        for (int k = 0; k < 3; ++k) {
+          if (rx == 1 || k == r) dx[r * 3 + j] += 2 * (xe + (k * 3 + j + 1));
+        }
+      }
+    }
+    for (bool reference : {true, false}) {
+      SessionOptions options;
+      options.reference_only = reference;
+      Session session(g, options);
+      auto out = session.Run({{x, xv}, {y, yv}}, *grads);
+      ASSERT_TRUE(out.ok()) << out.status() << " rows " << rx << ", " << ry;
+      ASSERT_EQ((*out)[0].shape(), (Shape{rx, 3})) << reference << " rows " << rx << ", " << ry;
+      ASSERT_EQ((*out)[1].shape(), (Shape{ry, 3})) << reference << " rows " << rx << ", " << ry;
+      for (int i = 0; i < rx * 3; ++i) {
+        EXPECT_NEAR((*out)[0].GetDouble(i), dx[i], 1e-9)
+            << reference << " rows " << rx << ", " << ry;
+      }
+      for (int i = 0; i < ry * 3; ++i) {
+        EXPECT_NEAR((*out)[1].GetDouble(i), dy[i], 1e-9)
+            << reference << " rows " << rx << ", " << ry;
+      }
+    }
+  }
+}
+
+// Where both -1 dims come from one source (x and Max(x) over its other axis, a MatMul's
+// rows), no run-time sum is needed, and none is built: the gradient graph of a softmax
+// over a -1 batch is what it was.
+TEST(GradientsApiTest, DimsOfOneSourceBuildNoRunTimeSum) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 5}, "x");
+  Tensor w = Const(g, HostTensor::RandomUniform(DType::kF32, {5, 4}, 3, -1, 1));
+  Tensor h = MatMul(Tanh(x), w);
+  Tensor z = h - Max(h, {1}, true);
+  Tensor loss = Sum(Exp(z) + h * Sigmoid(h)) + Sum(x * Tanh(x) - Mean(x, {1}, true));
+  auto grads = Gradients({loss}, {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    EXPECT_NE(g.node(id).op(), OpKind::kSumToShapeOf) << g.node(id).name();
   }
 }
 

@@ -221,6 +221,17 @@ std::vector<GpuCase> OpCases(OpKind op) {
     case OpKind::kMin:
       return {Reduce("MinI32", Min, kRows, false, DType::kI32), Reduce("Min", Min, kColumns, true),
               Reduce("MinF64", Min, kColumns, true, DType::kF64)};
+    case OpKind::kSumToShapeOf:  // a column sum (like [1, 33]) and a leading-dim sum
+      return {{"SumToShapeOf_1024x33_Columns",
+               [](Case& c) {
+                 c.outputs = {SumToShapeOf(c.Input(f32, kColumns, 16), c.Input(f32, {1, 33}, 17))};
+               },
+               Check::kAssembles},
+              {"SumToShapeOf_256x1024_Leading",
+               [](Case& c) {
+                 c.outputs = {SumToShapeOf(c.Input(f32, kRows, 18), c.Input(f32, {1024}, 19))};
+               },
+               Check::kAssembles}};
     case OpKind::kArgMax:
       return {{"ArgMax_256x1024_Rows",
                [](Case& c) { c.outputs = {ArgMax(c.Input(f32, kRows, 12), -1)}; },

@@ -1,7 +1,7 @@
 // Reductions (Sum, Mean, Max, Min over several axis sets, with and without keep_dims),
-// ArgMax, MatMul and BatchMatMul with every transpose combination, compiled under every
-// scheduler and compared with the reference kernels. Empty inputs check the identities
-// (Sum 0, Mean NaN, Max -inf, Min +inf) and K = 0 products.
+// SumToShapeOf, ArgMax, MatMul and BatchMatMul with every transpose combination, compiled under
+// every scheduler and compared with the reference kernels. Empty inputs check the identities (Sum
+// 0, Mean NaN, Max -inf, Min +inf) and K = 0 products.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -54,6 +54,27 @@ OpTestCase ArgMaxCase(std::string name, DType dtype, double lo, double hi) {
           kExact};
 }
 
+// SumToShapeOf (a broadcast's gradient summed back when the sizes are known): x summed
+// to like shapes that keep every dim, set the first to 1, drop the first, are all 1s,
+// and keep only the last; like's values are never read.
+OpTestCase SumToShapeOfCase(std::string name, DType dtype, double lo, double hi, Tolerance tol) {
+  return {name,
+          [=](Case& c, const Shape& s) {
+            Tensor x = c.Input(dtype, s, 91, lo, hi);
+            Shape first_one = s;
+            first_one[0] = 1;
+            const std::vector<Shape> likes = {s, first_one, Shape(s.begin() + 1, s.end()),
+                                              Shape(s.size(), 1), Shape{s.back()}};
+            int seed = 92;
+            for (const Shape& like : likes) {
+              c.outputs.push_back(SumToShapeOf(x, c.Input(DType::kF32, like, seed++)));
+            }
+          },
+          {{1, 1}, {7, 3}, {0, 3}, {7, 0}, {2, 3, 5}},
+          {{17, 33, 65}},
+          tol};
+}
+
 // Shapes are {M, K, N} (with batch dims in front for BatchMatMul); each cluster holds
 // all four transpose combinations.
 OpTestCase MatMulCase(std::string name, bool batched, DType dtype, Tolerance tol) {
@@ -100,6 +121,9 @@ std::vector<OpTestCase> Cases() {
       Reduction("MinF64", Min, f64, -2, 2, kExact),
       ArgMaxCase("ArgMax", f32, -1, 1),
       ArgMaxCase("ArgMaxI32Ties", i32, -2, 2),  // many ties: the first maximum wins
+      SumToShapeOfCase("SumToShapeOf", f32, -1, 1, {}),
+      SumToShapeOfCase("SumToShapeOfF64", f64, -1, 1, {1e-12, 1e-13}),
+      SumToShapeOfCase("SumToShapeOfI32", i32, -100, 100, kExact),
       MatMulCase("MatMul", false, f32, {1e-4, 1e-5}),
       MatMulCase("MatMulI32", false, i32, kExact),
       MatMulCase("BatchMatMul", true, f32, {1e-4, 1e-5}),
@@ -119,6 +143,7 @@ std::vector<OpTestCase> Cases16() {
     cases.push_back(Reduction("Max" + x, Max, f, -1, 1, kExact));
     cases.push_back(Reduction("Min" + x, Min, f, -1, 1, kExact));
     cases.push_back(ArgMaxCase("ArgMax" + x, f, -1, 1));
+    cases.push_back(SumToShapeOfCase("SumToShapeOf" + x, f, -1, 1, tol));
     cases.push_back(MatMulCase("MatMul" + x, false, f, tol));
     cases.push_back(MatMulCase("BatchMatMul" + x, true, f, tol));
   }
