@@ -224,6 +224,9 @@ Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v,
 Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed);
 
 // ---- Operators (scalars become constants of the tensor's dtype) ----
+// Dtypes are never promoted: a fraction with an i32 tensor (x * 0.5, 2.5 / x) is an
+// error on the graph naming the tensor, as TensorFlow's conversion refuses it, where it
+// truncated toward zero (x * 0.5 was x * 0); Cast the tensor to a floating dtype first.
 Tensor operator+(Tensor a, Tensor b);
 Tensor operator-(Tensor a, Tensor b);
 Tensor operator*(Tensor a, Tensor b);

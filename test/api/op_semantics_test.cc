@@ -102,5 +102,50 @@ TEST(OpSemantics, PowGradientForTheBaseIsZeroWhereTheExponentIsZero) {
   }
 }
 
+// An operator's scalar is a constant of the tensor's dtype; for an i32 tensor a fraction
+// truncated toward zero: x * 0.5 was x * 0 and 7.9 / x was 7 / x, silently, where
+// numpy and JAX give floats and TensorFlow refuses the conversion. It is an error naming
+// the tensor; whole numbers keep working, and floating tensors take any scalar.
+TEST(OpSemantics, AFractionWithAnI32TensorIsAnErrorNotATruncation) {
+  struct Bad {
+    std::function<Tensor(Tensor)> apply;
+    std::string what;
+  };
+  const std::vector<Bad> bad = {
+      {[](Tensor x) { return x * 0.5; }, "'counts' * 0.5: 0.5 is not an i32"},
+      {[](Tensor x) { return x + 0.25; }, "'counts' + 0.25: 0.25 is not an i32"},
+      {[](Tensor x) { return x - 1.5; }, "'counts' - 1.5: 1.5 is not an i32"},
+      {[](Tensor x) { return x / 2.5; }, "'counts' / 2.5: 2.5 is not an i32"},
+      {[](Tensor x) { return 7.9 / x; }, "7.9 / 'counts': 7.9 is not an i32"},
+      {[](Tensor x) { return -0.5 * x; }, "-0.5 * 'counts': -0.5 is not an i32"},
+  };
+  for (const Bad& b : bad) {
+    Graph g;
+    Tensor x = Placeholder(g, DType::kI32, {3}, "counts");
+    Tensor y = b.apply(x);
+    EXPECT_FALSE(y.valid()) << b.what;
+    EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument) << b.what;
+    EXPECT_THAT(std::string(g.status().message()), HasSubstr(b.what));
+    EXPECT_THAT(std::string(g.status().message()), HasSubstr("Cast it to a floating dtype"));
+  }
+  for (Mode mode : kModes) {
+    auto out = RunIn(mode, [](Graph& g) {
+      Tensor i = Placeholder(g, DType::kI32, {3}, "i");
+      Tensor f = Placeholder(g, DType::kF32, {3}, "f");
+      return Program{{{i, HostTensor::From<int32_t>({3, -3, 7}, {3})},
+                      {f, HostTensor::From<float>({3, -3, 7}, {3})}},
+                     {i * 2.0, 1.0 - i, i / 2.0, f * 0.5, 7.5 / f}};
+    });
+    ASSERT_TRUE(out.ok()) << ModeName(mode) << ": " << out.status();
+    EXPECT_EQ((*out)[0].ToVector<int32_t>(), (std::vector<int32_t>{6, -6, 14})) << ModeName(mode);
+    EXPECT_EQ((*out)[1].ToVector<int32_t>(), (std::vector<int32_t>{-2, 4, -6})) << ModeName(mode);
+    EXPECT_EQ((*out)[2].ToVector<int32_t>(), (std::vector<int32_t>{1, -2, 3})) << ModeName(mode);
+    EXPECT_EQ((*out)[3].ToVector<float>(), (std::vector<float>{1.5f, -1.5f, 3.5f}))
+        << ModeName(mode);
+    EXPECT_EQ((*out)[4].ToVector<float>(), (std::vector<float>{2.5f, -2.5f, 7.5f / 7}))
+        << ModeName(mode);
+  }
+}
+
 }  // namespace
 }  // namespace braze
