@@ -92,6 +92,8 @@ Tensor Select(Tensor cond, Tensor a, Tensor b);
 // Cast it first). Over no elements (an axis of 0) Sum is 0, Mean NaN, Max -inf and Min
 // +inf (INT32_MIN and INT32_MAX for i32): JAX's identities, where numpy's max raises.
 // Max and Min propagate NaN and take -0 as below +0. Duplicate axes are an error.
+// Floating Sum and Mean accumulate in f64 and round once: an f32 Sum of
+// {3e38, 3e38, -3e38} is 3e38, where numpy's and JAX's f32 accumulation overflow to inf.
 Tensor Sum(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Mean(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Max(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
