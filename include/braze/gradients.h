@@ -25,7 +25,9 @@
 // Minimum(a, b) to `a` where a <= b, to `b` elsewhere (where either is NaN too);
 // Max/Min reductions split the gradient evenly among
 // all positions that attain the extreme value. Relu passes the gradient where x > 0.
-// Pow(x, y)'s gradient for y is 0 where x <= 0 (log x is taken only where x > 0).
+// Pow(x, y)'s gradient for y is 0 where x <= 0 (log x is taken only where x > 0); its
+// gradient for x is 0 where y == 0 (x^0 is 1 for every x, 0 included: JAX's and torch's
+// rule, where y x^(y-1) alone is 0 * inf = NaN at x = 0).
 //
 // Unconnected xs (the rule, like TF's unconnected_gradients=ZERO): when no y depends on
 // an x through differentiable ops (including every x of a non-floating dtype), its

@@ -37,6 +37,9 @@ Tensor AssignAdd(Tensor var, Tensor value, std::string_view name = "");
 Tensor AssignSub(Tensor var, Tensor value, std::string_view name = "");
 
 // ---- Elementwise unary (floating types unless noted) ----
+// IEEE results for NaN, +-inf and zeros (Log(0) = -inf, Sqrt(-0) = -0, Rsqrt(0) = inf,
+// Exp overflows to inf, Tanh and Sigmoid saturate to +-1 and 0..1). i32 wraps: Neg and
+// Abs of INT32_MIN are INT32_MIN (numpy's).
 Tensor Neg(Tensor x);  // f32 f64 i32
 Tensor Abs(Tensor x);  // f32 f64 i32
 Tensor Exp(Tensor x);
@@ -48,6 +51,7 @@ Tensor Sigmoid(Tensor x);
 Tensor Relu(Tensor x);    // f32 f64 i32
 Tensor Square(Tensor x);  // f32 f64 i32
 Tensor Reciprocal(Tensor x);
+// NaN gives NaN and +-0 gives +-0 (jax.numpy's; numpy's sign(-0.0) is +0).
 Tensor Sign(Tensor x);  // f32 f64 i32
 Tensor Floor(Tensor x);
 Tensor Erf(Tensor x);
@@ -56,16 +60,26 @@ Tensor Cos(Tensor x);
 // x itself, through which Gradients passes nothing (tf.stop_gradient,
 // jax.lax.stop_gradient): any dtype.
 Tensor StopGradient(Tensor x);
-Tensor Cast(Tensor x, DType dtype);  // float->int truncates toward zero
+// float->i32 truncates toward zero; NaN gives 0 and values beyond i32's range saturate
+// (XLA's and JAX's rule; numpy's is undefined there). To bool: x != 0 (NaN is true). To
+// bf16 and f16: round to nearest even, overflow to inf (from f64 through f32).
+Tensor Cast(Tensor x, DType dtype);
 
 // ---- Elementwise binary with numpy broadcasting; operands must share a dtype ----
+// Dtypes are never promoted (mixed operands are an error on the node). i32 Add, Sub
+// and Mul wrap (two's complement), as numpy's.
 Tensor Add(Tensor a, Tensor b);
 Tensor Sub(Tensor a, Tensor b);
 Tensor Mul(Tensor a, Tensor b);
-Tensor Div(Tensor a, Tensor b);  // i32: floor division, x/0 = 0
+// i32: floor division (numpy's //: -7 / 2 = -4), x / 0 = 0, INT32_MIN / -1 = INT32_MIN.
+// Floating: IEEE (1 / 0 = inf, 0 / 0 = NaN).
+Tensor Div(Tensor a, Tensor b);
+// NaN propagates (numpy's maximum and minimum, not fmax); of equal operands (-0 and +0
+// among them) the result is a.
 Tensor Maximum(Tensor a, Tensor b);
 Tensor Minimum(Tensor a, Tensor b);
-Tensor Pow(Tensor a, Tensor b);      // floating only
+Tensor Pow(Tensor a, Tensor b);  // floating only; IEEE pow (0^0 = 1, (-2)^0.5 = NaN)
+// Comparisons with NaN are false (Equal(NaN, NaN) too).
 Tensor Greater(Tensor a, Tensor b);  // -> bool
 Tensor Less(Tensor a, Tensor b);     // -> bool
 Tensor Equal(Tensor a, Tensor b);    // -> bool
@@ -73,11 +87,19 @@ Tensor Equal(Tensor a, Tensor b);    // -> bool
 Tensor Select(Tensor cond, Tensor a, Tensor b);
 
 // ---- Reductions ----
+// Sum, Max and Min take floating and i32 tensors (an i32 Sum wraps); Mean floating ones
+// only: an i32 x is an error on the node (numpy's mean is f64, TensorFlow's truncates:
+// Cast it first). Over no elements (an axis of 0) Sum is 0, Mean NaN, Max -inf and Min
+// +inf (INT32_MIN and INT32_MAX for i32): JAX's identities, where numpy's max raises.
+// Max and Min propagate NaN and take -0 as below +0. Duplicate axes are an error.
+// Floating Sum and Mean accumulate in f64 and round once: an f32 Sum of
+// {3e38, 3e38, -3e38} is 3e38, where numpy's and JAX's f32 accumulation overflow to inf.
 Tensor Sum(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Mean(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Max(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Min(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
-// Index (i32) of the first maximum along `axis`; the axis is removed.
+// Index (i32) of the first maximum along `axis`; the axis is removed. A NaN counts as
+// the maximum (the first NaN's index, numpy's rule); an empty axis is an error.
 Tensor ArgMax(Tensor x, int axis);
 // x summed down to like's shape as the Run finds it (torch's sum_to_size, the size read
 // from `like` at run time): over x's leading dims and every dim where like is 1 and x is
@@ -104,10 +126,15 @@ Tensor Slice(Tensor x, std::vector<int64_t> begin, std::vector<int64_t> size);
 // toward zero for i32 (2.7 pads with 2), value != 0 for bool; NaN or a value out of
 // i32's range for an i32 result is an error on the node.
 Tensor Pad(Tensor x, std::vector<std::pair<int64_t, int64_t>> paddings, double value = 0);
+// An index outside [0, depth), a negative one included, gives a row of off_value (TF's
+// and JAX's one_hot).
 Tensor OneHot(Tensor indices, int64_t depth, double on_value = 1, double off_value = 0,
               DType dtype = DType::kF32);
 // Sequence ops (graph.h's GatherAttrs, SegmentSumAttrs and IotaAttrs say their shapes).
 // An embedding lookup is Gather(table, ids): table [V, D], ids [B, T] -> [B, T, D].
+// An index outside [0, params.shape[axis]), a negative one included, reads zeros,
+// compiled or not (numpy and JAX count a negative index from the end, JAX clamps a large
+// one, TensorFlow's CPU kernel fails): UnsortedSegmentSum drops such an id alike.
 // `axis` may be negative (counted from the end) in all three.
 Tensor Gather(Tensor params, Tensor indices, int axis = 0);
 Tensor UnsortedSegmentSum(Tensor data, Tensor segment_ids, int64_t num_segments, int axis = 0);
@@ -172,6 +199,7 @@ std::vector<Tensor> HostCall(Graph& g, std::string_view name, std::vector<Tensor
                              std::vector<TensorSpec> outputs, HostFunction fn);
 
 // ---- Composites ----
+// A row of all -inf, or one holding +inf or NaN, is NaN throughout (JAX's and TF's).
 Tensor Softmax(Tensor logits, int axis = -1);
 Tensor LogSoftmax(Tensor logits, int axis = -1);
 // Per-row loss -sum(labels * log_softmax(logits)) over the last axis, computed stably.
@@ -230,6 +258,9 @@ Tensor ScaledDotProductAttention(Tensor q, Tensor k, Tensor v,
 Tensor Dropout(Tensor x, double rate, Tensor step, uint64_t seed);
 
 // ---- Operators (scalars become constants of the tensor's dtype) ----
+// Dtypes are never promoted: a fraction with an i32 tensor (x * 0.5, 2.5 / x) is an
+// error on the graph naming the tensor, as TensorFlow's conversion refuses it, where it
+// truncated toward zero (x * 0.5 was x * 0); Cast the tensor to a floating dtype first.
 Tensor operator+(Tensor a, Tensor b);
 Tensor operator-(Tensor a, Tensor b);
 Tensor operator*(Tensor a, Tensor b);

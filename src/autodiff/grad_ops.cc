@@ -404,7 +404,11 @@ absl::StatusOr<std::vector<Tensor>> OpGradient(Graph& g, const Node& node, const
     case OpKind::kPow: {
       const Tensor a = node.input(0), b = node.input(1);
       Tensor da, db;
-      if (needs[0]) da = dy * (b * Pow(a, b - 1.0));
+      // d/da a^b = b a^(b-1), and 0 where b == 0 (a^0 is 1 for every a): the product was
+      // 0 * inf = NaN at a = 0 (JAX's and torch's rule; their gradient there is 0).
+      if (needs[0]) {
+        da = Select(Equal(b, zero()), zero(), dy * (b * Pow(a, b - 1.0)));
+      }
       if (needs[1]) {
         // d/db a^b = a^b log a; TF takes log only where a > 0 (0 elsewhere) so that the
         // unselected branch never computes log(0) or log(negative).

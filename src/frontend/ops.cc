@@ -74,7 +74,27 @@ Tensor Reduce(OpKind op, Tensor x, std::vector<int> axes, bool keep_dims) {
   return Add1(op, x, ReduceAttrs{NormalizeAxes(std::move(axes), x.rank()), keep_dims});
 }
 
-Tensor Scalar(const Tensor& like, double v) { return ScalarConst(*like.graph(), v, like.dtype()); }
+// `op` applied to tensor t and scalar v (v first when `scalar_first`), v a constant of
+// t's dtype. An i32 t has no constant for a fraction: it truncated toward zero, so
+// x * 0.5 was x * 0 and x / 2.5 was x / 2, silently, where numpy and JAX promote to a
+// float and TensorFlow refuses the conversion. It is an error on the graph naming t.
+Tensor WithScalar(Tensor (*op)(Tensor, Tensor), const Tensor& t, double v, const char* symbol,
+                  bool scalar_first) {
+  if (!t.valid()) return Tensor();
+  Graph& g = *t.graph();
+  if (t.dtype() == DType::kI32 && std::isfinite(v) && v != std::trunc(v)) {
+    const std::string tensor = absl::StrCat("'", t.name(), "'");
+    const std::string scalar = absl::StrCat(v);
+    g.RecordError(absl::InvalidArgumentError(
+        absl::StrCat(scalar_first ? scalar : tensor, " ", symbol, " ",
+                     scalar_first ? tensor : scalar, ": ", scalar, " is not an i32, the dtype of ",
+                     tensor, " (operators do not promote: Cast it to a floating dtype first)")));
+    return Tensor();
+  }
+  const Tensor s = ScalarConst(g, v, t.dtype());
+  if (!s.valid()) return Tensor();
+  return scalar_first ? op(s, t) : op(t, s);
+}
 
 }  // namespace
 
@@ -611,13 +631,13 @@ Tensor operator-(Tensor a, Tensor b) { return Sub(a, b); }
 Tensor operator*(Tensor a, Tensor b) { return Mul(a, b); }
 Tensor operator/(Tensor a, Tensor b) { return Div(a, b); }
 Tensor operator-(Tensor a) { return Neg(a); }
-Tensor operator+(Tensor a, double b) { return a.valid() ? Add(a, Scalar(a, b)) : Tensor(); }
-Tensor operator-(Tensor a, double b) { return a.valid() ? Sub(a, Scalar(a, b)) : Tensor(); }
-Tensor operator*(Tensor a, double b) { return a.valid() ? Mul(a, Scalar(a, b)) : Tensor(); }
-Tensor operator/(Tensor a, double b) { return a.valid() ? Div(a, Scalar(a, b)) : Tensor(); }
-Tensor operator+(double a, Tensor b) { return b.valid() ? Add(Scalar(b, a), b) : Tensor(); }
-Tensor operator-(double a, Tensor b) { return b.valid() ? Sub(Scalar(b, a), b) : Tensor(); }
-Tensor operator*(double a, Tensor b) { return b.valid() ? Mul(Scalar(b, a), b) : Tensor(); }
-Tensor operator/(double a, Tensor b) { return b.valid() ? Div(Scalar(b, a), b) : Tensor(); }
+Tensor operator+(Tensor a, double b) { return WithScalar(Add, a, b, "+", false); }
+Tensor operator-(Tensor a, double b) { return WithScalar(Sub, a, b, "-", false); }
+Tensor operator*(Tensor a, double b) { return WithScalar(Mul, a, b, "*", false); }
+Tensor operator/(Tensor a, double b) { return WithScalar(Div, a, b, "/", false); }
+Tensor operator+(double a, Tensor b) { return WithScalar(Add, b, a, "+", true); }
+Tensor operator-(double a, Tensor b) { return WithScalar(Sub, b, a, "-", true); }
+Tensor operator*(double a, Tensor b) { return WithScalar(Mul, b, a, "*", true); }
+Tensor operator/(double a, Tensor b) { return WithScalar(Div, b, a, "/", true); }
 
 }  // namespace braze
