@@ -92,8 +92,10 @@ Tensor Select(Tensor cond, Tensor a, Tensor b);
 // Cast it first). Over no elements (an axis of 0) Sum is 0, Mean NaN, Max -inf and Min
 // +inf (INT32_MIN and INT32_MAX for i32): JAX's identities, where numpy's max raises.
 // Max and Min propagate NaN and take -0 as below +0. Duplicate axes are an error.
-// Floating Sum and Mean accumulate in f64 and round once: an f32 Sum of
-// {3e38, 3e38, -3e38} is 3e38, where numpy's and JAX's f32 accumulation overflow to inf.
+// Floating Sum and Mean accumulate in f64 and round once (compiled on the CPU, a sum of
+// non-negative f32 terms, exps or squares, adds groups of 4 in f32 first: within 2
+// roundings): an f32 Sum of {3e38, 3e38, -3e38} is 3e38, where numpy's and JAX's f32
+// accumulation overflow to inf.
 Tensor Sum(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Mean(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
 Tensor Max(Tensor x, std::vector<int> axes = {}, bool keep_dims = false);
