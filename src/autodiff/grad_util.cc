@@ -1,6 +1,7 @@
 #include "autodiff/grad_util.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <tuple>
@@ -43,72 +44,65 @@ namespace {
 
 // Where a -1 dim's size comes from: (node id, output, dim) of the value it is copied
 // from through ops that keep a dim as it is. Two dims with one source are equal at run
-// time. Conservative: any op not followed is its own source.
+// time. Conservative: any op not followed is its own source, and so is every dim once
+// the walk has spent its budget (a residual chain, h = h + f(h), reaches each value by
+// two paths at every step: the memo keeps that linear).
 using DimOrigin = std::tuple<int, int, int>;
-constexpr int kMaxDimHops = 256;  // a bound on the walk (and its recursion)
 
-DimOrigin DimSource(Tensor t, int d, int hops = 0) {
-  while (hops++ < kMaxDimHops && d >= 0 && d < t.rank()) {
+class DimWalk {
+ public:
+  DimOrigin Source(const Tensor& t, int d) {
+    const DimOrigin self{t.node_id(), t.index(), d};
+    if (auto it = memo_.find(self); it != memo_.end()) return it->second;
+    const DimOrigin found = budget_-- > 0 ? Follow(t, d) : self;
+    memo_[self] = found;
+    return found;
+  }
+
+ private:
+  DimOrigin Follow(const Tensor& t, int d) {
+    const DimOrigin self{t.node_id(), t.index(), d};
+    if (d < 0 || d >= t.rank()) return self;
     const Node& n = t.node();
     const OpCategory category = OpCategoryOf(n.op());
-    if (category == OpCategory::kUnary) {
-      t = n.input(0);  // elementwise, Cast, StopGradient: the input's shape
-      continue;
-    }
+    if (category == OpCategory::kUnary) return Source(n.input(0), d);  // Cast, StopGradient too
     if (category == OpCategory::kBinary || category == OpCategory::kSelect) {
       // The result's dim is its inputs' where they have one that is not a static 1; a
       // source when all such inputs share it.
       std::optional<DimOrigin> common;
-      bool agree = true;
       for (const Tensor& in : n.inputs()) {
         const int id = d - (t.rank() - in.rank());
         if (id < 0 || in.shape()[id] == 1) continue;
-        const DimOrigin o = DimSource(in, id, hops);
-        if (common && *common != o) agree = false;
+        const DimOrigin o = Source(in, id);
+        if (common && *common != o) return self;
         common = o;
       }
-      if (!agree || !common) break;
-      return *common;
+      return common ? *common : self;
     }
     if (n.op() == OpKind::kSum || n.op() == OpKind::kMean || n.op() == OpKind::kMax ||
         n.op() == OpKind::kMin) {
       const ReduceAttrs& a = n.attrs_as<ReduceAttrs>();
-      int in_d = -1;  // the input dim that is the result's dim d, unless reduced
       for (int k = 0, kept = 0; k < n.input(0).rank(); ++k) {
         const bool reduced = std::find(a.axes.begin(), a.axes.end(), k) != a.axes.end();
         if (reduced && !a.keep_dims) continue;
-        if (kept++ == d) {
-          in_d = reduced ? -1 : k;
-          break;
-        }
+        if (kept++ == d) return reduced ? self : Source(n.input(0), k);
       }
-      if (in_d < 0) break;
-      t = n.input(0);
-      d = in_d;
-      continue;
+      return self;
     }
-    if (n.op() == OpKind::kSumToShapeOf) {  // like's shape
-      t = n.input(1);
-      continue;
-    }
+    if (n.op() == OpKind::kSumToShapeOf) return Source(n.input(1), d);  // like's shape
     if (n.op() == OpKind::kMatMul || n.op() == OpKind::kBatchMatMul) {
       const MatMulAttrs& a = n.attrs_as<MatMulAttrs>();
       const int r = t.rank();
-      if (d < r - 2) {
-        t = n.input(0);  // a batch dim: a's and b's are equal
-      } else if (d == r - 2) {
-        t = n.input(0);
-        d = a.transpose_a ? r - 1 : r - 2;
-      } else {
-        t = n.input(1);
-        d = a.transpose_b ? r - 2 : r - 1;
-      }
-      continue;
+      if (d < r - 2) return Source(n.input(0), d);  // a batch dim: a's and b's are equal
+      if (d == r - 2) return Source(n.input(0), a.transpose_a ? r - 1 : r - 2);
+      return Source(n.input(1), a.transpose_b ? r - 2 : r - 1);
     }
-    break;
+    return self;
   }
-  return {t.node_id(), t.index(), d};
-}
+
+  std::map<DimOrigin, DimOrigin> memo_;
+  int budget_ = 1024;  // values visited (and so the recursion's depth); then its own source
+};
 
 // Whether input i of `node` may be broadcast in a -1 dim at run time: the result's dim
 // there is a static size other than 1, or another input has that dim as a -1 of
@@ -117,6 +111,7 @@ bool MayBroadcastAtRunTime(const Node& node, int i) {
   const Tensor& x = node.input(i);
   const Shape& out = node.output(0).shape;
   const int lead = static_cast<int>(out.size()) - x.rank();
+  DimWalk walk;
   for (int d = 0; d < x.rank(); ++d) {
     if (x.shape()[d] != -1 || lead < 0) continue;
     const int64_t size = out[lead + d];
@@ -128,7 +123,7 @@ bool MayBroadcastAtRunTime(const Node& node, int i) {
       const Tensor& y = node.input(j);
       const int yd = lead + d - (static_cast<int>(out.size()) - y.rank());
       if (j == i || yd < 0 || y.shape()[yd] == 1) continue;
-      if (y.shape()[yd] != -1 || DimSource(x, d) != DimSource(y, yd)) return true;
+      if (y.shape()[yd] != -1 || walk.Source(x, d) != walk.Source(y, yd)) return true;
     }
   }
   return false;

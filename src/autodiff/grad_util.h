@@ -27,7 +27,7 @@ Tensor ReduceToShape(Tensor grad, const Shape& shape);
 
 // Sums `grad`, the gradient of `node`'s broadcast result, back to its input i. Where a
 // -1 dim of that input may be 1 at run time while the result's is not (a static size
-// there, or another input's -1 dim not known to be the same one: DimSource), the sum is
+// there, or another input's -1 dim not known to be the same one: DimWalk), the sum is
 // SumToShapeOf(grad, input), decided when the Run knows the sizes (TF's
 // BroadcastGradientArgs); otherwise ReduceToShape.
 Tensor ReduceToOperand(Tensor grad, const Node& node, int i);

@@ -173,6 +173,21 @@ TEST(GradientsApiTest, DimsOfOneSourceBuildNoRunTimeSum) {
   }
 }
 
+// A residual chain reaches each value by two paths per step: the walk that finds a
+// dim's source visits each value once (2^80 paths here), and the chain's dims are all
+// x's batch, so no run-time sum is built.
+TEST(GradientsApiTest, AResidualChainIsWalkedOncePerValue) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 4}, "x");
+  Tensor h = x;
+  for (int i = 0; i < 80; ++i) h = h + Tanh(h) * Sigmoid(h);
+  auto grads = Gradients({Sum(h)}, {x});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    EXPECT_NE(g.node(id).op(), OpKind::kSumToShapeOf) << g.node(id).name();
+  }
+}
+
 // Gradient ops are ordinary ops, so gradients of gradients work (here a Hessian times
 // a weight vector, checked by finite differences of the first gradient).
 TEST(GradientsApiTest, SecondOrderGradients) {
