@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "braze/ops.h"
 #include "tools/fuzz/random_program_internal.h"
 
@@ -493,6 +494,30 @@ bool DrawStopGradient(Drawer& d) {
   return true;
 }
 
+// SumToShapeOf (the run-time sum of a broadcast's gradient) of a numeric value to the
+// shape of a keep-dims Sum of it over random axes, its leading dim dropped half the
+// time: the 1s it sums over, -1 dims kept (like's values are never read).
+bool DrawSumToShapeOf(Drawer& d) {
+  const int a = PickAnyDType(
+      d, [](const Tensor& t) { return Numeric(t.dtype()) && t.rank() > 0; }, false);
+  if (a < 0) return false;
+  const int rank = d.value(a).rank();
+  std::vector<int> axes;
+  for (int i = 0; i < rank; ++i) {
+    if (d.Chance(0.5)) axes.push_back(i);
+  }
+  const bool drop = rank > 1 && d.Chance(0.5);
+  d.Push(
+      {a},
+      [axes, drop](Graph&, const std::vector<Tensor>& v) {
+        Tensor like = Sum(v[0], axes, true);
+        return SumToShapeOf(v[0], drop ? Sum(like, {0}, false) : like);
+      },
+      absl::StrCat("SumToShapeOf($0, Sum($0, {", absl::StrJoin(axes, ", "), "}, true)",
+                   drop ? " summed over 0" : "", ")"));
+  return true;
+}
+
 }  // namespace
 
 bool DrawEdgeOp(Drawer& d) {
@@ -523,7 +548,7 @@ bool DrawEdgeOp(Drawer& d) {
     case 13:
       return DrawMaxPoolGradGrad(d);
     default:
-      return DrawStopGradient(d);
+      return d.Chance(0.5) ? DrawStopGradient(d) : DrawSumToShapeOf(d);
   }
 }
 
