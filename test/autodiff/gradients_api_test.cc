@@ -173,6 +173,28 @@ TEST(GradientsApiTest, DimsOfOneSourceBuildNoRunTimeSum) {
   }
 }
 
+// SumToShapeOf refuses a like that does not broadcast to x, naming the node: when the
+// graph is built where both sizes are known, and in the Run where one is -1.
+TEST(GradientsApiTest, SumToShapeOfOfAShapeThatDoesNotBroadcastIsAnError) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {4, 3}, "x");
+  SumToShapeOf(x, Placeholder(g, DType::kF32, {2, 3}, "like"));
+  EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(g.status().message().find("SumToShapeOf"), std::string::npos) << g.status();
+  Graph h;
+  Tensor y = Placeholder(h, DType::kF32, {-1, 3}, "y");
+  Tensor like = Placeholder(h, DType::kF32, {2, 3}, "like");
+  Tensor s = SumToShapeOf(y, like);
+  ASSERT_TRUE(h.status().ok()) << h.status();
+  Session session(h, SessionOptions{});
+  auto out = session.Run({{y, HostTensor::Filled(DType::kF32, {4, 3}, 1.0)},
+                          {like, HostTensor::Filled(DType::kF32, {2, 3}, 1.0)}},
+                         {s});
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(out.status().message().find("SumToShapeOf"), std::string::npos) << out.status();
+}
+
 // A residual chain reaches each value by two paths per step: the walk that finds a
 // dim's source visits each value once (2^80 paths here), and the chain's dims are all
 // x's batch, so no run-time sum is built.
