@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -20,8 +21,19 @@ struct Difference {
   double worst_err = 0;
 };
 
+}  // namespace
+
+double OutputRtol(DType t, double rtol) {
+  if (t == DType::kBF16) return std::max(rtol, 0x1p-7);
+  if (t == DType::kF16) return std::max(rtol, 0x1p-10);
+  return rtol;
+}
+
+namespace {
+
 Difference Compare(const HostTensor& got, const HostTensor& want, const VerifyOptions& o) {
   Difference d;
+  const double rtol = OutputRtol(want.dtype(), o.rtol);
   double scale = 1;
   for (int64_t i = 0; i < want.num_elements(); ++i) {
     if (std::isfinite(want.GetDouble(i))) scale = std::max(scale, std::fabs(want.GetDouble(i)));
@@ -37,7 +49,7 @@ Difference Compare(const HostTensor& got, const HostTensor& want, const VerifyOp
     } else {
       err = std::fabs(x - y);
     }
-    const double tol = exact ? 0 : o.atol * scale + o.rtol * std::fabs(y);
+    const double tol = exact ? 0 : o.atol * scale + rtol * std::fabs(y);
     if (err > tol && (d.count++ == 0 || err > d.worst_err)) {
       d.worst = i;
       d.worst_err = err;

@@ -20,6 +20,14 @@ struct VerifyOptions {
   std::string dump_to;  // where a failing kernel is written; empty: a new temp dir
 };
 
+// The relative tolerance for an output of type `t`: `rtol`, or for a 16-bit float an ulp
+// of its type where that is more (2^-7 of a bf16 value at most, 2^-10 of an f16). Such an
+// output is rounded once from f32 values the kernel and the reference kernels may
+// compute an f32 ulp apart (another summation order, an FMA): one next to a rounding
+// boundary lands on either side of it (the bf16 MLP step's first layer: 0.738281
+// against 0.742188, one element of 131072). Verify mode and braze-tune both use it.
+double OutputRtol(DType t, double rtol);
+
 // Runs `step`'s nodes on the reference kernels from `inputs` (host copies of the step's
 // inputs, in step order) and compares with `outputs` (host copies of what the kernel
 // wrote, in step order). Internal, naming the cluster, its ops, `kernel`'s scheduler,

@@ -13,6 +13,7 @@
 #include "compile/cluster_key.h"
 #include "compile/compile.h"
 #include "device/features.h"
+#include "runtime/verify.h"
 
 namespace braze {
 namespace tune {
@@ -283,13 +284,14 @@ absl::Status ClusterTuner::Check(const std::vector<HostTensor>& got) const {
       if (std::isfinite(want.GetDouble(i))) scale = std::max(scale, std::abs(want.GetDouble(i)));
     }
     const bool exact = !IsFloating(want.dtype());
+    const double rtol = OutputRtol(want.dtype(), options_.rtol);  // verify mode's rule
     for (int64_t i = 0; i < want.num_elements(); ++i) {
       const double w = want.GetDouble(i), g = got[j].GetDouble(i);
       if (std::isnan(w) && std::isnan(g)) continue;
       // An infinite reference value is matched exactly (a tolerance of rtol * inf would
       // let any value through).
       const double tol =
-          exact || !std::isfinite(w) ? 0 : options_.atol * scale + options_.rtol * std::abs(w);
+          exact || !std::isfinite(w) ? 0 : options_.atol * scale + rtol * std::abs(w);
       if (!(std::abs(g - w) <= tol) && !(w == g)) {
         return absl::InternalError(absl::StrCat("output ", j, " element ", i, " is ", g,
                                                 ", the reference kernels give ", w));
