@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "braze/dtype.h"
 #include "device/onednn_matmul.h"
+#include "device/thread_pool.h"
 
 namespace braze {
 namespace {
@@ -119,6 +120,7 @@ struct PackedKey {
 
 std::atomic<int64_t> weight_packs{0};   // CpuGemmWeightPacks
 std::atomic<int64_t> batched_calls{0};  // CpuGemmBatchedCalls
+std::atomic<int64_t> split_calls{0};    // CpuGemmSplitCalls
 // CpuGemmPackedCacheStatsForTesting's counters.
 std::atomic<int64_t> packed_evictions{0}, packed_row_major_reads{0};
 
@@ -320,6 +322,147 @@ bool CollapsedBatch(const halide_buffer_t* a, const halide_buffer_t* b, const ha
   return stride(a, &batch->a) && stride(b, &batch->b) && stride(out, &batch->c);
 }
 
+#if BRAZE_HAVE_DNNL
+// ---- A GEMM cut among Braze's pool threads ----
+// oneDNN threads with OpenMP: a call with the kernel's thread count starts libgomp's
+// team, whose workers then wait beside Braze's pool, which runs the kernel's next loop
+// (an optimizer's update, an epilogue) on the same cores: with libgomp's spin they take
+// those cores, passive they sleep and are woken at the next call. A GEMM large enough
+// is therefore cut into one part per thread of the kernel, each part a oneDNN call on
+// one OpenMP thread (no team), run as one loop of Braze's pool: by rows (a constant b is
+// then packed once and read by every part), else by columns in blocks of 16 (oneDNN's
+// AVX-512 register block). docs/CPU_GEMM.md, "One pool", has the measurements.
+
+// Smaller GEMMs (multiply-adds) run as one call: the pool's dispatch would cost more
+// than a second thread gives.
+constexpr int64_t kSplitMinWork = int64_t{1} << 18;
+constexpr int64_t kSplitMinRows = 16;  // the fewest rows a part may get
+constexpr int64_t kSplitColumns = 16;  // a part's columns are a multiple of these
+constexpr int kMaxParts = 64;
+
+enum class Cut { kNone, kRows, kColumns };
+
+// How a GEMM of out's m x n (k deep) is cut into `parts`; `b_const`: b is a constant
+// packed once, which a cut by columns would pack once per part.
+Cut ChooseCut(int64_t m, int64_t n, int64_t k, int parts, bool b_const) {
+  if (parts < 2 || m * n * k < kSplitMinWork) return Cut::kNone;
+  if (m >= kSplitMinRows * parts) return Cut::kRows;
+  if (!b_const && n >= 4 * kSplitColumns * parts) return Cut::kColumns;
+  return Cut::kNone;
+}
+
+// Sets the calling thread's OpenMP thread count (libgomp's per-thread setting) while it
+// lives, then restores the one before: a caller's own OpenMP code keeps its setting.
+class ScopedOmpThreads {
+ public:
+  ScopedOmpThreads(const onednn::Api& api, int threads) : api_(api), previous_(api.get_threads()) {
+    api_.set_threads(threads);
+  }
+  ~ScopedOmpThreads() { api_.set_threads(previous_); }
+  ScopedOmpThreads(const ScopedOmpThreads&) = delete;
+  ScopedOmpThreads& operator=(const ScopedOmpThreads&) = delete;
+
+ private:
+  const onednn::Api& api_;
+  int previous_;
+};
+
+// One part: its primitive (and the packed b it reads, kept alive), where it reads and
+// writes, and whether it applies the ReLU itself.
+struct PartRun {
+  std::shared_ptr<Prepared> prepared;
+  std::shared_ptr<void> packed_b;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* bias = nullptr;
+  void* c = nullptr;
+  int64_t rows = 0, cols = 0, ldc = 0;
+  bool relu_here = false;
+  dnnl_data_type_t type = dnnl_f32;
+};
+
+struct PartCall {
+  const onednn::Api* api;
+  PartRun runs[kMaxParts];
+};
+
+// The pool's task: part `index` on one OpenMP thread.
+int RunPart(void* /*user_context*/, int index, uint8_t* closure) {
+  PartCall& call = *reinterpret_cast<PartCall*>(closure);
+  PartRun& r = call.runs[index];
+  if (r.prepared == nullptr) return 0;  // an empty part
+  ScopedOmpThreads one(*call.api, 1);
+  std::lock_guard<std::mutex> lock(r.prepared->mu);
+  if (!RunGemm(*call.api, *r.prepared, r.a, r.b, r.bias, r.c)) return -3;
+  if (r.relu_here) ReluInPlace(r.c, r.rows, r.cols, r.ldc, r.type);
+  return 0;
+}
+
+// out = a b (+ bias, ReLU) of one matrix each, cut as `cut` says into `parts` run on
+// the pool. `whole`: the uncut call's configuration; `pbias`: the bias at out's first
+// column. Returns as Gemm.
+int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_t* b,
+              const void* pbias, const halide_buffer_t* out, const GemmKey& whole, Cut cut,
+              int parts, uint64_t b_const) {
+  const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min, m = whole.m, n = whole.n;
+  const size_t c_bytes = out->type.bytes();
+  auto call = std::make_unique<PartCall>();
+  call->api = &lib.api;
+  // The primitives are made (and a constant b packed) here, one after another, for one
+  // OpenMP thread each: a primitive's partitioning is fixed when it is made, and a
+  // constant read by every part is packed once.
+  ScopedOmpThreads one(lib.api, 1);
+  PackedKey packed_key{b_const, 0, whole.k, n, whole.ldb, whole.tb};
+  bool may_pack = false;
+  if (b_const != 0) {
+    packed_key.offset = whole.tb ? Offset(b, 0, n0, nullptr) : Offset(b, n0, 0, nullptr);
+    may_pack = Packed().MayPack(packed_key);
+  }
+  const int64_t blocks = (n + kSplitColumns - 1) / kSplitColumns;
+  for (int i = 0; i < parts; ++i) {
+    int64_t r0 = m0, rows = m, c0 = n0, cols = n;
+    if (cut == Cut::kRows) {
+      r0 = m0 + m * i / parts;
+      rows = m0 + m * (i + 1) / parts - r0;
+    } else {
+      c0 = n0 + std::min(n, kSplitColumns * (blocks * i / parts));
+      cols = n0 + std::min(n, kSplitColumns * (blocks * (i + 1) / parts)) - c0;
+    }
+    if (rows == 0 || cols == 0) continue;
+    GemmKey key = whole;
+    key.m = rows;
+    key.n = cols;
+    key.threads = 1;
+    key.part = i;
+    PartRun& r = call->runs[i];
+    if (may_pack) {
+      std::shared_ptr<Prepared> p = Lookup(lib, key, /*packed=*/true);
+      if (p != nullptr) {
+        std::lock_guard<std::mutex> lock(p->mu);
+        r.packed_b =
+            Packed().Get(lib, *p, packed_key, b->host + packed_key.offset * b->type.bytes());
+        if (r.packed_b != nullptr) r.prepared = p;
+      }
+    }
+    if (r.prepared == nullptr) r.prepared = Lookup(lib, key, /*packed=*/false);
+    if (r.prepared == nullptr) return -3;
+    r.a = whole.ta ? At(a, r0, 0, nullptr) : At(a, 0, r0, nullptr);
+    r.b = r.packed_b != nullptr ? r.packed_b.get()
+          : whole.tb            ? At(b, 0, c0, nullptr)
+                                : At(b, c0, 0, nullptr);
+    r.bias = pbias == nullptr ? nullptr : static_cast<const uint8_t*>(pbias) + (c0 - n0) * c_bytes;
+    r.c = At(out, c0, r0, nullptr);
+    r.rows = rows;
+    r.cols = cols;
+    r.ldc = whole.ldc;
+    r.relu_here = whole.epilogue == kBiasRelu && !r.prepared->relu_post_ops;
+    r.type = whole.c;
+  }
+  split_calls.fetch_add(1, std::memory_order_relaxed);
+  return device::ParallelFor(nullptr, RunPart, 0, parts, reinterpret_cast<uint8_t*>(call.get()));
+}
+#endif
+
 // out = a b (+ bias, then ReLU when `relu`) for both externs; `bias` null: none.
 // `b_const`: nonzero names b's contents when b is a constant of the kernel.
 int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta, bool tb, int32_t k,
@@ -365,10 +508,17 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
   GemmKey key{m, n, k, LeadingDim(a), LeadingDim(b), LeadingDim(out), ta, tb, epilogue, threads};
   key.ab = ab;
   key.c = c;
-  // Once per call, not per batch index: every batch index has the same configuration.
-  if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
   const int batch_dims = out->dimensions - 2;
   if (batch_dims > 8) return -2;
+  // One matrix on several threads, outside the pool's own loops (where a loop runs
+  // serially): cut among the pool's threads.
+  if (batch_dims == 0 && lib.api.get_threads != nullptr && !device::InPoolTask()) {
+    const int parts = std::min(threads, kMaxParts);
+    const Cut cut = ChooseCut(m, n, k, parts, b_const != 0);
+    if (cut != Cut::kNone) return SplitGemm(lib, a, b, pbias, out, key, cut, parts, b_const);
+  }
+  // Once per call, not per batch index: every batch index has the same configuration.
+  if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
   // A constant b of one matrix is read packed, as oneDNN lays weights out for its
   // kernels, instead of repacked at every call (3-6% at 1024^3, docs/CPU_GEMM.md).
   std::shared_ptr<Prepared> prepared;
@@ -488,6 +638,14 @@ int64_t CpuGemmWeightPacks() {
 int64_t CpuGemmBatchedCalls() {
 #if BRAZE_HAVE_DNNL
   return batched_calls.load();
+#else
+  return 0;
+#endif
+}
+
+int64_t CpuGemmSplitCalls() {
+#if BRAZE_HAVE_DNNL
+  return split_calls.load();
 #else
   return 0;
 #endif

@@ -10,8 +10,11 @@
 // 163, Braze's Halide matmul about 170; at the MLP's 128 x 1024 x 784, 197 vs 144
 // (OpenBLAS). A primitive is made per GEMM configuration at its first call and kept.
 //
-// oneDNN threads with OpenMP (libgomp). Each call sets the calling thread's OpenMP
-// thread count to the kernel's (SessionOptions::num_threads, else every core). libgomp's
+// oneDNN threads with OpenMP (libgomp). A call on one matrix large enough is cut into
+// one part per thread of the kernel, each a oneDNN call on one OpenMP thread, run as a
+// loop of Braze's pool (docs/CPU_GEMM.md, "One pool"); any other call sets the calling
+// thread's OpenMP thread count to the kernel's (SessionOptions::num_threads, else every
+// core). libgomp's
 // threads would spin about 3 ms after each call, starving Halide's own workers on a
 // machine with few cores: Braze sets OMP_WAIT_POLICY=passive before main unless the user
 // chose (openmp_wait.h; docs/CPU_GEMM.md).
@@ -80,6 +83,10 @@ int64_t CpuGemmWeightPacks();
 // How many calls ran their batch of matrices as one batched oneDNN primitive (a batch
 // whose dims collapse into one stride) rather than a GEMM per matrix (tests).
 int64_t CpuGemmBatchedCalls();
+
+// How many calls were cut into parts run on Braze's thread pool, one OpenMP thread each
+// (docs/CPU_GEMM.md, "One pool"), rather than one oneDNN call on the kernel's threads (tests).
+int64_t CpuGemmSplitCalls();
 
 // Tests only: the cache of packed constant weights (docs/CPU_GEMM.md, "Constant weights,
 // packed once"). Nothing in Braze calls these; the defaults are the runtime's behaviour.

@@ -79,7 +79,12 @@ const Library& Loaded() {
              &a.conv_backward_data_desc_init) &&
         Find(handle, "dnnl_dilated_convolution_backward_weights_desc_init",
              &a.conv_backward_weights_desc_init);
-    Find(handle, "omp_set_num_threads", &a.set_threads);  // absent with oneDNN's TBB build
+    // Absent with oneDNN's TBB build.
+    if (!Find(handle, "omp_set_num_threads", &a.set_threads) ||
+        !Find(handle, "omp_get_max_threads", &a.get_threads)) {
+      a.set_threads = nullptr;
+      a.get_threads = nullptr;
+    }
     if (!Find(handle, "GOMP_parallel", &a.omp_parallel) ||
         !Find(handle, "omp_get_thread_num", &a.omp_thread_num) ||
         !Find(handle, "omp_get_num_threads", &a.omp_num_threads)) {

@@ -64,6 +64,7 @@ struct Api {
   decltype(&dnnl_dilated_convolution_backward_weights_desc_init) conv_backward_weights_desc_init =
       nullptr;
   void (*set_threads)(int) = nullptr;  // libgomp's omp_set_num_threads (oneDNN's runtime)
+  int (*get_threads)() = nullptr;      // and its omp_get_max_threads: both, or neither
   // libgomp's entry for a parallel region (what `#pragma omp parallel` compiles to:
   // fn(data) on every thread of the team, the caller included, 0 threads: the count
   // set_threads gave) and its thread queries: a pass of Braze's own between oneDNN calls
@@ -104,17 +105,20 @@ struct GemmKey {
   // A batch of `batch` matrices in one primitive (oneDNN's 3-D matmul), each operand's
   // matrices `batch_a`, `batch_b` and `batch_c` elements apart; 1: one matrix.
   int64_t batch = 1, batch_a = 0, batch_b = 0, batch_c = 0;
+  // Which part of a GEMM cut among the pool's threads (cpu_gemm.cc, SplitGemm): parts of
+  // one configuration run at once, each on a primitive (and scratchpad) of its own.
+  int part = 0;
   bool operator==(const GemmKey& o) const {
     return m == o.m && n == o.n && k == o.k && lda == o.lda && ldb == o.ldb && ldc == o.ldc &&
            ta == o.ta && tb == o.tb && epilogue == o.epilogue && threads == o.threads &&
            ab == o.ab && c == o.c && batch == o.batch && batch_a == o.batch_a &&
-           batch_b == o.batch_b && batch_c == o.batch_c;
+           batch_b == o.batch_b && batch_c == o.batch_c && part == o.part;
   }
   template <typename H>
   friend H AbslHashValue(H h, const GemmKey& g) {
     return H::combine(std::move(h), g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.ta, g.tb, g.epilogue,
                       g.threads, static_cast<int>(g.ab), static_cast<int>(g.c), g.batch, g.batch_a,
-                      g.batch_b, g.batch_c);
+                      g.batch_b, g.batch_c, g.part);
   }
 };
 

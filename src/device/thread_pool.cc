@@ -316,6 +316,8 @@ void WakeWorkers() {
 
 int CurrentKernelThreads() { return kernel_threads; }
 
+bool InPoolTask() { return in_task; }
+
 ScopedKernelThreads::ScopedKernelThreads(int threads) : previous_(kernel_threads) {
   kernel_threads = threads;
 }

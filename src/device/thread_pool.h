@@ -40,6 +40,10 @@ using ParallelForFunction = int (*)(void* user_context, ParallelTask f, int min,
 int ParallelFor(void* user_context, ParallelTask f, int min, int extent, uint8_t* closure,
                 ParallelForFunction busy = nullptr);
 
+// Whether the calling thread is running one of the pool's tasks: a loop it launches runs
+// serially there (a library call that would cut its work into the pool's loop asks first).
+bool InPoolTask();
+
 // The JIT runtime's halide_default_do_par_for, for JIT kernels' loops launched while the
 // pool is busy (the JIT runtime exists only after the first JIT compile, so the compile
 // layer finds it).

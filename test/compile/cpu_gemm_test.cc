@@ -195,6 +195,59 @@ TEST_F(CpuGemmTest, NewInputsEachRunAndOneThread) {
   }
 }
 
+// A GEMM of one matrix on several threads is cut into one part per thread, each a
+// oneDNN call on one OpenMP thread, run as a loop of Braze's pool (docs/CPU_GEMM.md,
+// "One pool"): by rows when each part gets 16 rows, else by columns in blocks of 16. Three
+// parts (more than this machine's cores: the pool then runs some parts one after
+// another) of prime extents, every transpose, with and without the bias and ReLU
+// epilogue, and a consumer reading part of the product (a region that starts past row
+// and column 0), against the reference kernels.
+TEST_F(CpuGemmTest, OneMatrixIsCutAmongThePoolsThreadsByRowsOrColumns) {
+  struct Sizes {
+    int64_t m, n, k;
+    const char* cut;
+  };
+  for (const Sizes& s : {Sizes{131, 127, 257, "rows"}, Sizes{7, 257, 509, "columns"}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (int epilogue = 0; epilogue < 3; ++epilogue) {
+          SCOPED_TRACE(absl::StrCat(s.cut, " ", ta, tb, " epilogue ", epilogue));
+          Case c;
+          Tensor a = c.Input(DType::kF32, ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, 1);
+          Tensor b = c.Input(DType::kF32, tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, 2);
+          Tensor y = MatMul(a, b, ta, tb);
+          if (epilogue > 0) y = y + c.Input(DType::kF32, {s.n}, 3);
+          if (epilogue > 1) y = Relu(y);
+          if (epilogue == 0) y = Slice(y, {1, 3}, {s.m - 2, s.n - 5});
+          c.outputs = {y};
+          CompileOptions options = MinimumOfOne();  // 7 rows: Halide's loops by default
+          options.num_threads = 3;
+          const int64_t splits = CpuGemmSplitCalls();
+          CheckCompiled(c, options, /*expect_library=*/true);
+          EXPECT_EQ(CpuGemmSplitCalls() - splits, 1);
+        }
+      }
+    }
+  }
+}
+
+// One thread, or a GEMM under kSplitMinWork multiply-adds: one call, nothing cut.
+TEST_F(CpuGemmTest, OneThreadOrASmallGemmIsNotCut) {
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    Case c;
+    const int64_t m = threads == 1 ? 131 : 40, n = threads == 1 ? 127 : 60, k = 100;
+    Tensor a = c.Input(DType::kF32, {m, k}, 1);
+    Tensor b = c.Input(DType::kF32, {k, n}, 2);
+    c.outputs = {MatMul(a, b)};
+    CompileOptions options = MinimumOfOne();
+    options.num_threads = threads;
+    const int64_t splits = CpuGemmSplitCalls();
+    CheckCompiled(c, options, /*expect_library=*/true);
+    EXPECT_EQ(CpuGemmSplitCalls() - splits, 0);
+  }
+}
+
 // cpu_gemm_min_work = 1 (what braze-fuzz runs under): even 1 x 1 x 1 calls the library,
 // with a size-1 dim's arbitrary stride and every transpose.
 TEST_F(CpuGemmTest, TinyMatmulsWithAMinimumOfOne) {
