@@ -57,8 +57,8 @@ struct SessionOptions {
   // default because cuBLASLt does not document what its ReLU does with NaN, while
   // braze::Relu (reference, Halide) keeps it (an H200 with cuBLASLt 13 kept it too).
   bool cuda_relu_epilogue = false;
-  // MatMul/BatchMatMul on the CPU: kLibrary (default) computes each f32 one of at least
-  // 2^21 multiply-adds with oneDNN's sgemm, called from inside its cluster's Halide
+  // MatMul/BatchMatMul on the CPU: kLibrary (default) computes each f32 or bf16 one of
+  // at least 2^18 multiply-adds with oneDNN's matmul, called from inside its cluster's Halide
   // kernel (an extern stage, as XLA's CPU backend calls Eigen), so the ops around it
   // stay fused in the same kernel; smaller ones, f64 ones, and every one when oneDNN is
   // not installed (logged once), run as Braze's tiled Halide loops. kHalide: always the

@@ -21,9 +21,14 @@
 namespace braze {
 
 // The least batch * m * n * k for which a matmul calls the CPU GEMM library: below it
-// the library's fixed cost (threads woken, packing) exceeds Braze's own tiled loops
-// (docs/CPU_GEMM.md: at 64^3 dnnl_sgemm took 39 us, OpenBLAS 5).
-inline constexpr int64_t kLibraryGemmMinWork = int64_t{1} << 21;
+// the call's fixed cost exceeds Braze's own tiled loops. It was 2^21 while every call
+// started libgomp's team (at 64^3 dnnl_sgemm took 39 us, OpenBLAS 5); a call on one
+// matrix now runs on Braze's pool (docs/CPU_GEMM.md, "One pool"), and from 2^18 the
+// training steps measured were faster on the library or level ("Why").
+inline constexpr int64_t kLibraryGemmMinWork = int64_t{1} << 18;
+// The same for a convolution (batch * output pixels * output channels * taps): its
+// oneDNN call still starts libgomp's team.
+inline constexpr int64_t kLibraryConvMinWork = int64_t{1} << 21;
 
 struct CompileOptions {
   // CPU kernels: which scheduler starts the chain (schedule/scheduler.h).
@@ -51,7 +56,8 @@ struct CompileOptions {
   // from inside the pipeline when it loads (SessionOptions::cpu_matmul; a stored
   // schedule's matmul_library can turn it off per cluster).
   bool cpu_gemm_library = true;
-  // The least batch * m * n * k for which it does (BRAZE_FLAGS --cpu_gemm_min_work).
+  // The least batch * m * n * k for which it does (BRAZE_FLAGS --cpu_gemm_min_work); a
+  // convolution's threshold is kLibraryConvMinWork while this is the default, else this.
   int64_t cpu_gemm_min_work = kLibraryGemmMinWork;
 };
 

@@ -265,6 +265,9 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
     return lo;
   }
   lo.library_gemm_min_work = options.cpu_gemm_min_work;
+  lo.library_conv_min_work = options.cpu_gemm_min_work == kLibraryGemmMinWork
+                                 ? kLibraryConvMinWork
+                                 : options.cpu_gemm_min_work;
   lo.library_gemm_threads = parallelism;
   return lo;
 }

@@ -97,7 +97,8 @@ std::optional<Value> LowerLibraryConv(LoweringContext& ctx, const std::string& n
   const absl::StatusOr<Conv2DGeometry> g = Conv2DGeometryOf(attrs.window, x_shape, filter_shape);
   if (!g.ok()) return std::nullopt;  // shape inference has checked it: not reached
   const int64_t taps = g->h.window * g->w.window * (g->c_in / g->groups);
-  if (g->n * g->h.out * g->w.out * g->c_out * taps < ctx.library_gemm_min_work) {
+  const int64_t min_work = std::max(ctx.library_gemm_min_work, ctx.library_conv_min_work);
+  if (g->n * g->h.out * g->w.out * g->c_out * taps < min_work) {
     return std::nullopt;
   }
   // The call reads whole images: only the batch may be sized at run time.

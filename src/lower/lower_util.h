@@ -105,6 +105,7 @@ class LoweringContext {
  public:
   // LowerOptions' library GEMM settings (lowering.h).
   int64_t library_gemm_min_work = -1;
+  int64_t library_conv_min_work = -1;
   int library_gemm_threads = 0;
   bool gpu = false;              // LowerOptions::gpu
   bool cuda = false;             // LowerOptions::cuda

@@ -470,6 +470,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
                    const std::set<size_t>& unread) {
   LoweringContext ctx;
   ctx.library_gemm_min_work = options.library_gemm_min_work;
+  ctx.library_conv_min_work = options.library_conv_min_work;
   ctx.library_gemm_threads = options.library_gemm_threads;
   ctx.gpu = options.gpu;
   ctx.cuda = options.cuda;

@@ -77,6 +77,9 @@ struct LowerOptions {
   // library instead of Braze's Halide loops; < 0: none does (GPU targets, the
   // autoschedulers, no library, SessionOptions::cpu_matmul = kHalide).
   int64_t library_gemm_min_work = -1;
+  // A convolution's multiply-adds must reach this too (lower_conv_library.cc): its call
+  // still starts libgomp's team. < 0: the matmuls' threshold alone.
+  int64_t library_conv_min_work = -1;
   int library_gemm_threads = 0;  // the library's thread count; 0: its default
   // A GPU target: math that calls the host's libm on the CPU uses the GPU's own.
   bool gpu = false;

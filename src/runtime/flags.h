@@ -35,7 +35,8 @@
 //   --cpu_gemm_library=false  no CPU matmul calls oneDNN, as if each session had
 //                        SessionOptions::cpu_matmul = kHalide (docs/CPU_GEMM.md)
 //   --cpu_gemm_min_work=N  the least batch*m*n*k for which a matmul calls oneDNN
-//                        (default 2^21); 1 sends every f32 matmul there, which is how
+//                        (default 2^18; convolutions 2^21); 1 sends every f32 matmul
+//                        and convolution there, which is how
 //                        braze-fuzz checks the library path on small, odd shapes
 //   --cpu_conv_winograd=false  no CPU convolution runs as oneDNN's Winograd algorithm:
 //                        every one is its direct convolution (docs/CONVOLUTIONS.md)

@@ -85,7 +85,7 @@ struct Program {
   std::vector<int> fetches;    // value indices
   bool gradients = false;      // also fetch d(sum of the f32 fetches)/d(each f32 input)
   // The most multiply-adds (batch * m * n * k) of one MatMul or BatchMatMul of it: from
-  // 2^21 (kLibraryGemmMinWork, docs/CPU_GEMM.md) an f32 one calls oneDNN.
+  // 2^18 (kLibraryGemmMinWork, docs/CPU_GEMM.md) an f32 or bf16 one calls oneDNN.
   int64_t max_matmul_work = 0;
   int64_t max_elements = 0;  // the most elements of one value (inputs and ops)
   bool image = false;        // image-shaped (GenerateOptions::window_probability)

@@ -43,7 +43,9 @@ inline const Shape kGemmShapes[] = {{128, 384},   {200, 257},    {64, 1024}, {25
 // The most multiply-adds of one drawn matmul: 2^26, about 0.1 s for the reference's plain
 // loops (a [2048, 4096] value times a [4096, 31] weight would be 2.6e8).
 inline constexpr int64_t kMaxMatMulWork = int64_t{1} << 26;
-inline constexpr int64_t kLibraryWork = int64_t{1} << 21;  // compile.h's kLibraryGemmMinWork
+// Matmul-sized: past compile.h's kLibraryGemmMinWork (2^18) and its former 2^21, where
+// oneDNN takes every such matmul, as before the threshold came down.
+inline constexpr int64_t kLibraryWork = int64_t{1} << 21;
 
 inline std::string Num(double v) { return absl::StrCat(v); }
 
