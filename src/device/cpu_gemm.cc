@@ -383,7 +383,7 @@ struct PartRun {
 
 struct PartCall {
   const onednn::Api* api;
-  PartRun runs[kMaxParts];
+  std::vector<PartRun> runs;  // one per part
 };
 
 // The pool's task: part `index` on one OpenMP thread.
@@ -406,8 +406,7 @@ int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_
               int parts, uint64_t b_const) {
   const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min, m = whole.m, n = whole.n;
   const size_t c_bytes = out->type.bytes();
-  auto call = std::make_unique<PartCall>();
-  call->api = &lib.api;
+  PartCall call{&lib.api, std::vector<PartRun>(parts)};
   // The primitives are made (and a constant b packed) here, one after another, for one
   // OpenMP thread each: a primitive's partitioning is fixed when it is made, and a
   // constant read by every part is packed once.
@@ -434,7 +433,7 @@ int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_
     key.n = cols;
     key.threads = 1;
     key.part = i;
-    PartRun& r = call->runs[i];
+    PartRun& r = call.runs[i];
     if (may_pack) {
       std::shared_ptr<Prepared> p = Lookup(lib, key, /*packed=*/true);
       if (p != nullptr) {
@@ -459,7 +458,7 @@ int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_
     r.type = whole.c;
   }
   split_calls.fetch_add(1, std::memory_order_relaxed);
-  return device::ParallelFor(nullptr, RunPart, 0, parts, reinterpret_cast<uint8_t*>(call.get()));
+  return device::ParallelFor(nullptr, RunPart, 0, parts, reinterpret_cast<uint8_t*>(&call));
 }
 #endif
 
