@@ -77,9 +77,13 @@ std::atomic<bool> relu_post_ops_allowed{true};  // AllowCpuGemmReluPostOpsForTes
 // The prepared primitive for `g`, made at its first use; `packed`: one reading b in
 // oneDNN's packed layout (null where that layout is b's own). The cache is bounded: past
 // kMaxPrepared configurations (symbolic shapes meet many) it starts again; a primitive
-// in use stays alive through its caller's reference.
+// in use stays alive through its caller's reference. A call cut among the pool's threads
+// holds one configuration per part (up to kMaxParts, below, and twice that with a packed
+// b), so the bound leaves room for a training step's dozen matmuls cut 64 ways: a
+// smaller one would start again at every step of a many-core machine and make every
+// primitive anew.
 std::shared_ptr<Prepared> Lookup(const Library& lib, const GemmKey& g, bool packed) {
-  constexpr size_t kMaxPrepared = 256;
+  constexpr size_t kMaxPrepared = 4096;
   static std::mutex mu;
   static auto* cache =
       new absl::flat_hash_map<std::pair<GemmKey, bool>, std::shared_ptr<Prepared>>();
@@ -121,6 +125,7 @@ struct PackedKey {
 std::atomic<int64_t> weight_packs{0};   // CpuGemmWeightPacks
 std::atomic<int64_t> batched_calls{0};  // CpuGemmBatchedCalls
 std::atomic<int64_t> split_calls{0};    // CpuGemmSplitCalls
+std::atomic<int64_t> not_cut_calls{0};  // CpuGemmNotCutCalls
 // CpuGemmPackedCacheStatsForTesting's counters.
 std::atomic<int64_t> packed_evictions{0}, packed_row_major_reads{0};
 
@@ -377,6 +382,7 @@ struct PartRun {
   const void* bias = nullptr;
   void* c = nullptr;
   int64_t rows = 0, cols = 0, ldc = 0;
+  int64_t matrices = 1, c_step = 0;  // a batch's matrices, c_step bytes apart in c
   bool relu_here = false;
   dnnl_data_type_t type = dnnl_f32;
 };
@@ -386,24 +392,38 @@ struct PartCall {
   std::vector<PartRun> runs;  // one per part
 };
 
-// The pool's task: part `index` on one OpenMP thread.
-int RunPart(void* /*user_context*/, int index, uint8_t* closure) {
+// The pool's task: part `index` on one OpenMP thread. Nothing may throw out of a pool
+// task (a worker thread has no one to catch it).
+int RunPart(void* /*user_context*/, int index, uint8_t* closure) try {
   PartCall& call = *reinterpret_cast<PartCall*>(closure);
   PartRun& r = call.runs[index];
   if (r.prepared == nullptr) return 0;  // an empty part
   ScopedOmpThreads one(*call.api, 1);
   std::lock_guard<std::mutex> lock(r.prepared->mu);
   if (!RunGemm(*call.api, *r.prepared, r.a, r.b, r.bias, r.c)) return -3;
-  if (r.relu_here) ReluInPlace(r.c, r.rows, r.cols, r.ldc, r.type);
+  for (int64_t i = 0; r.relu_here && i < r.matrices; ++i) {
+    ReluInPlace(static_cast<uint8_t*>(r.c) + i * r.c_step, r.rows, r.cols, r.ldc, r.type);
+  }
   return 0;
+} catch (...) {
+  return -3;
 }
+
+// What SplitGemm returns when it ran nothing and the call is to run uncut: the pool is
+// busy with another thread's loop (the parts would run one after another on the caller,
+// up to `parts` times slower than the uncut call on the kernel's OpenMP threads), or
+// oneDNN refused a part's configuration. Not a status a task returns (0 or -3).
+constexpr int kNotCut = 1;
+
+// ParallelFor's `busy`: the pool is running another thread's loop.
+int PoolBusy(void*, device::ParallelTask, int, int, uint8_t*) { return kNotCut; }
 
 // out = a b (+ bias, ReLU) of one matrix each, cut as `cut` says into `parts` run on
 // the pool. `whole`: the uncut call's configuration; `pbias`: the bias at out's first
-// column. Returns as Gemm.
+// column. Returns as Gemm, or kNotCut having written nothing.
 int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_t* b,
               const void* pbias, const halide_buffer_t* out, const GemmKey& whole, Cut cut,
-              int parts, uint64_t b_const) {
+              int parts, uint64_t b_const) try {
   const int64_t n0 = out->dim[0].min, m0 = out->dim[1].min, m = whole.m, n = whole.n;
   const size_t c_bytes = out->type.bytes();
   PartCall call{&lib.api, std::vector<PartRun>(parts)};
@@ -413,7 +433,8 @@ int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_
   ScopedOmpThreads one(lib.api, 1);
   PackedKey packed_key{b_const, 0, whole.k, n, whole.ldb, whole.tb};
   bool may_pack = false;
-  if (b_const != 0) {
+  // Only a cut by rows reads the packed copy: its key and source are b's whole region.
+  if (b_const != 0 && cut == Cut::kRows) {
     packed_key.offset = whole.tb ? Offset(b, 0, n0, nullptr) : Offset(b, n0, 0, nullptr);
     may_pack = Packed().MayPack(packed_key);
   }
@@ -444,7 +465,7 @@ int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_
       }
     }
     if (r.prepared == nullptr) r.prepared = Lookup(lib, key, /*packed=*/false);
-    if (r.prepared == nullptr) return -3;
+    if (r.prepared == nullptr) return kNotCut;  // the whole configuration may still be made
     r.a = whole.ta ? At(a, r0, 0, nullptr) : At(a, 0, r0, nullptr);
     r.b = r.packed_b != nullptr ? r.packed_b.get()
           : whole.tb            ? At(b, 0, c0, nullptr)
@@ -457,8 +478,64 @@ int SplitGemm(const Library& lib, const halide_buffer_t* a, const halide_buffer_
     r.relu_here = whole.epilogue == kBiasRelu && !r.prepared->relu_post_ops;
     r.type = whole.c;
   }
-  split_calls.fetch_add(1, std::memory_order_relaxed);
-  return device::ParallelFor(nullptr, RunPart, 0, parts, reinterpret_cast<uint8_t*>(&call));
+  const int status =
+      device::ParallelFor(nullptr, RunPart, 0, parts, reinterpret_cast<uint8_t*>(&call), PoolBusy);
+  if (status == 0) split_calls.fetch_add(1, std::memory_order_relaxed);
+  return status;
+} catch (...) {  // memory for the parts' table: nothing has run
+  return -3;
+}
+
+// Whether a batch of `count` matrices is cut among `threads` (kMaxParts at most) by
+// whole matrices: each part gets as many (or one in four more), and a product of the
+// batch is kSplitMinWork or more.
+int BatchParts(int64_t count, int threads, int64_t m, int64_t n, int64_t k) {
+  const int parts = std::min(threads, kMaxParts);
+  if (parts < 2 || count < parts || count * m * n * k < kSplitMinWork) return 0;
+  return count % parts == 0 || count >= 4 * parts ? parts : 0;
+}
+
+// out = a b (+ bias, ReLU) of `batch.count` matrices a fixed stride apart in each operand
+// (`whole`: the batched call's configuration; pa, pb, pc: the first matrices), cut into
+// `parts` runs of whole matrices on the pool, each one batched primitive on one OpenMP
+// thread: attention's per-head products, as the one-matrix cut above. Returns as Gemm,
+// or kNotCut having written nothing.
+int SplitBatch(const Library& lib, const uint8_t* pa, const uint8_t* pb, const void* pbias,
+               uint8_t* pc, const GemmKey& whole, const halide_buffer_t* out, int parts) try {
+  const size_t ab_bytes = whole.ab == dnnl_bf16 ? 2 : 4, c_bytes = out->type.bytes();
+  PartCall call{&lib.api, std::vector<PartRun>(parts)};
+  ScopedOmpThreads one(lib.api, 1);
+  for (int i = 0; i < parts; ++i) {
+    const int64_t first = whole.batch * i / parts, count = whole.batch * (i + 1) / parts - first;
+    GemmKey key = whole;
+    key.batch = count;
+    key.threads = 1;
+    key.part = i;
+    PartRun& r = call.runs[i];
+    r.prepared = Lookup(lib, key, /*packed=*/false);
+    // As for the whole batch: oneDNN's reference kernel would be slower than the team.
+    if (r.prepared == nullptr || r.prepared->impl.rfind("ref", 0) == 0) return kNotCut;
+    r.a = pa + first * whole.batch_a * ab_bytes;
+    r.b = pb + first * whole.batch_b * ab_bytes;
+    r.bias = pbias;
+    r.c = pc + first * whole.batch_c * c_bytes;
+    r.rows = whole.m;
+    r.cols = whole.n;
+    r.ldc = whole.ldc;
+    r.matrices = count;
+    r.c_step = whole.batch_c * static_cast<int64_t>(c_bytes);
+    r.relu_here = whole.epilogue == kBiasRelu && !r.prepared->relu_post_ops;
+    r.type = whole.c;
+  }
+  const int status =
+      device::ParallelFor(nullptr, RunPart, 0, parts, reinterpret_cast<uint8_t*>(&call), PoolBusy);
+  if (status == 0) {
+    split_calls.fetch_add(1, std::memory_order_relaxed);
+    batched_calls.fetch_add(1, std::memory_order_relaxed);
+  }
+  return status;
+} catch (...) {
+  return -3;
 }
 #endif
 
@@ -514,7 +591,11 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
   if (batch_dims == 0 && lib.api.get_threads != nullptr && !device::InPoolTask()) {
     const int parts = std::min(threads, kMaxParts);
     const Cut cut = ChooseCut(m, n, k, parts, b_const != 0);
-    if (cut != Cut::kNone) return SplitGemm(lib, a, b, pbias, out, key, cut, parts, b_const);
+    if (cut != Cut::kNone) {
+      const int status = SplitGemm(lib, a, b, pbias, out, key, cut, parts, b_const);
+      if (status != kNotCut) return status;
+      not_cut_calls.fetch_add(1, std::memory_order_relaxed);
+    }
   }
   // Once per call, not per batch index: every batch index has the same configuration.
   if (lib.api.set_threads != nullptr && threads > 0) lib.api.set_threads(threads);
@@ -553,14 +634,23 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
     batched.batch_a = collapsed.a;
     batched.batch_b = collapsed.b;
     batched.batch_c = collapsed.c;
+    const uint8_t* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
+    const uint8_t* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
+    uint8_t* pc = At(out, n0, m0, batch);
+    // Cut among the pool's threads by whole matrices where there are enough of them.
+    const int parts = device::InPoolTask() || lib.api.get_threads == nullptr
+                          ? 0
+                          : BatchParts(collapsed.count, threads, m, n, k);
+    if (parts > 0) {
+      const int status = SplitBatch(lib, pa, pb, pbias, pc, batched, out, parts);
+      if (status != kNotCut) return status;
+      not_cut_calls.fetch_add(1, std::memory_order_relaxed);
+    }
     std::shared_ptr<Prepared> p = Lookup(lib, batched, /*packed=*/false);
     // oneDNN's reference kernel (strides its optimized ones refuse) would be slower
     // than a call per matrix.
     if (p != nullptr && p->impl.rfind("ref", 0) != 0) {
       lock = std::unique_lock<std::mutex>(p->mu);
-      const void* pa = ta ? At(a, m0, 0, batch) : At(a, 0, m0, batch);
-      const void* pb = tb ? At(b, 0, n0, batch) : At(b, n0, 0, batch);
-      uint8_t* pc = At(out, n0, m0, batch);
       if (!RunGemm(lib.api, *p, pa, pb, pbias, pc)) return -3;
       batched_calls.fetch_add(1, std::memory_order_relaxed);
       if (epilogue == kBiasRelu && !p->relu_post_ops) {
@@ -645,6 +735,14 @@ int64_t CpuGemmBatchedCalls() {
 int64_t CpuGemmSplitCalls() {
 #if BRAZE_HAVE_DNNL
   return split_calls.load();
+#else
+  return 0;
+#endif
+}
+
+int64_t CpuGemmNotCutCalls() {
+#if BRAZE_HAVE_DNNL
+  return not_cut_calls.load();
 #else
   return 0;
 #endif

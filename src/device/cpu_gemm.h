@@ -87,6 +87,9 @@ int64_t CpuGemmBatchedCalls();
 // How many calls were cut into parts run on Braze's thread pool, one OpenMP thread each
 // (docs/CPU_GEMM.md, "One pool"), rather than one oneDNN call on the kernel's threads (tests).
 int64_t CpuGemmSplitCalls();
+// How many calls chosen for the cut ran uncut instead: the pool was running another
+// thread's loop, or oneDNN refused a part's configuration (tests).
+int64_t CpuGemmNotCutCalls();
 
 // Tests only: the cache of packed constant weights (docs/CPU_GEMM.md, "Constant weights,
 // packed once"). Nothing in Braze calls these; the defaults are the runtime's behaviour.

@@ -199,6 +199,49 @@ TEST_F(CpuGemmBF16Test, BiasAndReluGoIntoTheBF16Call) {
   }
 }
 
+// A bf16 GEMM of few rows on three threads is cut by columns (docs/CPU_GEMM.md, "One
+// pool"): each part adds its own columns of the bias, applies the ReLU and rounds once;
+// also where the consumer reads columns [17, n - 17) only (a region past column 0).
+TEST_F(CpuGemmBF16Test, ACutByColumnsTakesEachPartsColumnsOfTheBias) {
+  const int64_t m = 7, n = 257, k = 509, c0 = 17;
+  for (bool sliced : {false, true}) {
+    for (bool relu : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("sliced ", sliced, " relu ", relu));
+      Case c;
+      Tensor a = c.Input(DType::kBF16, {m, k}, 11);
+      Tensor b = c.Input(DType::kBF16, {k, n}, 12);
+      Tensor bias = c.Input(DType::kBF16, {n}, 13, -4, 4);
+      Tensor y = MatMul(a, b) + bias;
+      if (relu) y = Relu(y);
+      c.outputs = {sliced ? Slice(y, {0, c0}, {m, n - 2 * c0}) : y};
+      CompileOptions options = Options(Scheduler::kSafeDefault, /*min_work=*/1);
+      options.num_threads = 3;
+      auto kernel = CompileCluster(SpecOf(c), options);
+      ASSERT_TRUE(kernel.ok()) << kernel.status();
+      EXPECT_TRUE(CallsBF16(**kernel)) << (*kernel)->schedule_text();
+      const int64_t splits = CpuGemmSplitCalls();
+      auto actual = RunKernel(**kernel, c.values);
+      ASSERT_TRUE(actual.ok()) << actual.status();
+      EXPECT_EQ(CpuGemmSplitCalls() - splits, 1);
+      auto expected = ReferenceOutputs(SpecOf(c), c.values);
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      // The bound's product over the columns the output holds.
+      const Product whole = Multiply(c.values[0], c.values[1], false, false);
+      Product prod;
+      prod.k = k;
+      const int64_t first = sliced ? c0 : 0, cols = sliced ? n - 2 * c0 : n;
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = first; j < first + cols; ++j) {
+          prod.p.push_back(whole.p[i * n + j]);
+          prod.mag.push_back(whole.mag[i * n + j]);
+        }
+      }
+      EXPECT_TRUE(WithinBound((*actual)[0], (*expected)[0], prod, /*bias_folded=*/true))
+          << (*kernel)->schedule_text();
+    }
+  }
+}
+
 // NaN and infinities from the operands (whole rows) and from the bias (whole columns):
 // the ReLU keeps NaN and makes -inf a 0, as braze::Relu does, in bf16 too.
 TEST_F(CpuGemmBF16Test, SpecialsKeepTheReferenceNaNSemantics) {

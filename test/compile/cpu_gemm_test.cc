@@ -5,6 +5,7 @@
 // not installed; CI installs it (tools/setup.sh).
 #include "device/cpu_gemm.h"
 
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "braze/ops.h"
+#include "device/thread_pool.h"
 #include "gtest/gtest.h"
 #include "lower/lower_test_util.h"
 
@@ -386,6 +388,112 @@ TEST_F(CpuGemmTest, TheCallsOwnReluLoopWhereThePostOpsAreNotUsed) {
   Tensor bias = c.Input(biasv);
   c.outputs = {Slice(Relu(BatchMatMul(a, b) + bias), {0, 0, 0}, {2, m, n - 3})};
   CheckEpilogue(c, /*expect_bias=*/true, /*expect_relu=*/true);
+}
+
+// A cut by rows with a constant b (packed before the parts run, each reading the packed
+// copy, at most once per layout), the bias with NaN and -inf in it, and the ReLU by
+// oneDNN's post-ops or by each part's own loop over its rows, either transpose of b.
+TEST_F(CpuGemmTest, ACutByRowsReadsAConstantBAndAppliesTheEpiloguePerPart) {
+  const int64_t m = 131, n = 127, k = 257;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (bool post_ops : {true, false}) {
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("post-ops ", post_ops, " tb ", tb));
+      AllowCpuGemmReluPostOpsForTesting(post_ops);
+      Case c;
+      HostTensor biasv = HostTensor::RandomUniform(DType::kF32, {n}, 63);
+      biasv.data<float>()[4] = nan;
+      biasv.data<float>()[n - 2] = -inf;
+      Tensor a = c.Input(DType::kF32, {m, k}, 61);
+      Tensor w =
+          Const(*c.graph, HostTensor::RandomUniform(DType::kF32, tb ? Shape{n, k} : Shape{k, n},
+                                                    62 + 2 * tb + post_ops));
+      c.outputs = {Relu(MatMul(a, w, false, tb) + c.Input(biasv))};
+      CompileOptions options;
+      options.num_threads = 3;
+      const int64_t splits = CpuGemmSplitCalls(), packs = CpuGemmWeightPacks();
+      CheckCompiled(c, options, /*expect_library=*/true);
+      EXPECT_EQ(CpuGemmSplitCalls() - splits, 1);
+      EXPECT_LE(CpuGemmWeightPacks() - packs, 1) << "b packed once, not per part";
+    }
+  }
+  AllowCpuGemmReluPostOpsForTesting(true);
+}
+
+// A batch that collapses into one stride per operand is cut among the pool's threads by
+// whole matrices when each part gets as many (or there are four per part or more): six
+// on three threads, every transpose, the bias and the ReLU by post-ops or by each
+// part's own loop over its matrices. Five on three stay one batched call on the team.
+TEST_F(CpuGemmTest, ABatchIsCutAmongThePoolsThreadsByWholeMatrices) {
+  const int64_t m = 37, n = 41, k = 53;
+  for (int64_t batch : {6, 5}) {
+    for (bool post_ops : {true, false}) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          SCOPED_TRACE(absl::StrCat("batch ", batch, " post-ops ", post_ops, " ", ta, tb));
+          AllowCpuGemmReluPostOpsForTesting(post_ops);
+          Case c;
+          Tensor a = c.Input(DType::kF32, ta ? Shape{batch, k, m} : Shape{batch, m, k}, 81);
+          Tensor b = c.Input(DType::kF32, tb ? Shape{batch, n, k} : Shape{batch, k, n}, 82);
+          c.outputs = {Relu(BatchMatMul(a, b, ta, tb) + c.Input(DType::kF32, {n}, 83))};
+          CompileOptions options;
+          options.num_threads = 3;
+          const int64_t splits = CpuGemmSplitCalls(), batched = CpuGemmBatchedCalls();
+          CheckCompiled(c, options, /*expect_library=*/true);
+          EXPECT_EQ(CpuGemmSplitCalls() - splits, batch == 6 ? 1 : 0);
+          EXPECT_EQ(CpuGemmBatchedCalls() - batched, 1);
+        }
+      }
+    }
+  }
+  AllowCpuGemmReluPostOpsForTesting(true);
+}
+
+// A task of the pool's that holds it (and its worker) until `release` is set; `started`
+// counts the tasks that began.
+struct PoolHold {
+  std::atomic<int> started{0};
+  std::atomic<bool> release{false};
+};
+
+int HoldThePool(void*, int, uint8_t* closure) {
+  PoolHold& hold = *reinterpret_cast<PoolHold*>(closure);
+  hold.started.fetch_add(1);
+  while (!hold.release.load()) std::this_thread::yield();
+  return 0;
+}
+
+// While another thread's loop has the pool, a call chosen for the cut runs uncut on the
+// kernel's OpenMP threads, not as its parts one after another on the caller (up to a
+// part count times slower), and still matches the reference.
+TEST_F(CpuGemmTest, ACallChosenForTheCutRunsUncutWhileThePoolIsBusy) {
+  Case c;
+  Tensor a = c.Input(DType::kF32, {131, 257}, 71);
+  Tensor b = c.Input(DType::kF32, {257, 127}, 72);
+  c.outputs = {MatMul(a, b)};
+  CompileOptions options;
+  options.num_threads = 2;
+  auto kernel = CompileCluster(SpecOf(c), options);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  ASSERT_TRUE(CallsLibrary(**kernel)) << (*kernel)->schedule_text();
+  auto expected = ReferenceOutputs(SpecOf(c), c.values);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  ASSERT_TRUE(RunKernel(**kernel, c.values).ok());  // the pool exists after a run
+  if (device::GetThreadPoolStats().workers == 0) GTEST_SKIP() << "a pool of one thread";
+  PoolHold hold;
+  std::thread holder(
+      [&] { device::ParallelFor(nullptr, HoldThePool, 0, 2, reinterpret_cast<uint8_t*>(&hold)); });
+  while (hold.started.load() == 0) std::this_thread::yield();
+  const int64_t splits = CpuGemmSplitCalls(), uncut = CpuGemmNotCutCalls();
+  auto actual = RunKernel(**kernel, c.values);
+  hold.release.store(true);
+  holder.join();
+  ASSERT_TRUE(actual.ok()) << actual.status();
+  std::string why;
+  EXPECT_TRUE(AllClose((*actual)[0], (*expected)[0], 1e-4, 1e-4, &why)) << why;
+  EXPECT_EQ(CpuGemmSplitCalls() - splits, 0);
+  EXPECT_EQ(CpuGemmNotCutCalls() - uncut, 1);
 }
 
 // A bias equal everywhere has no buffer of its own until the call needs one: a
