@@ -51,11 +51,11 @@
 //     source through ops that keep a dim (elementwise ops, reductions over other axes,
 //     a MatMul's rows or columns): x - Max(x, {1}, true) needs no run-time sum.
 //   - A grad_y's shape is checked against its y's where both dims are known when the
-//     graph is built. Where either is unknown, the grad_y must have y's shape at run
-//     time and nothing checks it: a grad_y that broadcasts against y (a 1 where y has
-//     3, or y's 1 where it has 2) gives gradients of the broadcast shape, and one that
-//     does not fails the Run in a gradient op. Feed grad_ys of y's shape, or leave
-//     grad_ys empty.
+//     graph is built. Where either is unknown, grad_y may broadcast against y at run
+//     time (a 1 where y has 3, or y's 1 where grad_y has 2): the gradients are then those
+//     of sum(y * grad_y) under broadcasting (grad_y spread to the common shape and summed
+//     back to y's), each of its x's shape; a grad_y that does not broadcast against y
+//     fails the Run (InvalidArgument naming the seed's op).
 //   - Reshape's gradient needs at most one unknown dim in the input shape; Concat's needs
 //     the concat-axis sizes of all but the last input; Slice with an explicit size and
 //     Pad with trailing padding need the sliced/padded dim. Otherwise Gradients returns

@@ -55,6 +55,18 @@ bool ShapesCompatible(const Shape& a, const Shape& b) {
   return true;
 }
 
+// grad_y as the seed of y. The build checked their shapes where both dims are known;
+// where either is not, grad_y may broadcast against y at run time (a 1 where y has 4, or
+// y's 1 where grad_y has 2). The seed is then what sum(y * grad_y) gives under
+// broadcasting: grad_y spread to the common shape (a Select of it on both sides: its
+// exact bits, NaN kept) and summed back to y's shape when the Run knows it
+// (SumToShapeOf), so every gradient has its x's shape; shapes that do not broadcast fail
+// the Run in that Select, naming it.
+Tensor SeedOf(const Tensor& grad_y, const Tensor& y) {
+  if (IsFullyDefined(grad_y.shape()) && IsFullyDefined(y.shape())) return grad_y;
+  return SumToShapeOf(Select(Equal(y, y), grad_y, grad_y), y);
+}
+
 absl::Status CheckArguments(const std::vector<Tensor>& ys, const std::vector<Tensor>& xs,
                             const std::vector<Tensor>& grad_ys) {
   if (ys.empty()) return absl::InvalidArgumentError("Gradients: ys is empty");
@@ -210,14 +222,10 @@ absl::StatusOr<std::vector<Tensor>> Gradients(const std::vector<Tensor>& ys,
 
   for (size_t i = 0; i < ys.size(); ++i) {
     if (!from_x[ys[i].node_id()]) continue;  // depends on no x: its seed would be dead
-    if (!grad_ys.empty()) {
-      pending[KeyOf(ys[i])].push_back(grad_ys[i]);
-      continue;
-    }
-    // The default seed is a gradient op of y's: built in y's gradient scope, it fuses
-    // into the gradient ops that consume it.
+    // A seed is a gradient op of y's: built in y's gradient scope, it fuses into the
+    // gradient ops that consume it.
     GradientJitFrame frame(g, ys[i].node(), call_name);
-    pending[KeyOf(ys[i])].push_back(OnesLike(ys[i]));
+    pending[KeyOf(ys[i])].push_back(grad_ys.empty() ? OnesLike(ys[i]) : SeedOf(grad_ys[i], ys[i]));
   }
 
   for (int id = num_forward - 1; id >= 0; --id) {

@@ -3,6 +3,7 @@
 // Floating reductions accumulate in double, i32 ones in int64 (exact; the final Sum
 // wraps to i32 like compiled code). Max and Min propagate NaN (numpy) and order -0 < +0;
 // ArgMax returns the first maximum, or the first NaN when there is one.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -133,6 +134,11 @@ Kernel RunReduce(OpKind op, const ReduceAttrs& attrs, const HostTensor& x,
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, uint8_t>) {
       return absl::InternalError("unreachable: bool reduction");
+    } else if (attrs.axes.empty()) {
+      // Each element is its own sum, mean, max or min, -0 kept (0 + -0 would be +0): as
+      // the lowering reads it, and as TF's reduction over no axes is the identity.
+      std::copy(x.data<T>(), x.data<T>() + x.num_elements(), out.data<T>());
+      return absl::OkStatus();
     } else {
       Reduce<T>(op, x, out_strides, count, out);
       return absl::OkStatus();

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "autodiff/grad_check.h"
 #include "braze/gradients.h"
 #include "braze/jit_scope.h"
@@ -87,6 +88,67 @@ TEST(GradientsApiTest, StopGradientPassesNothingBack) {
     EXPECT_EQ((*out)[1].ToVector<float>(), xv.ToVector<float>()) << reference;
     EXPECT_EQ((*out)[2].ToVector<float>(), std::vector<float>(15, 0.0f)) << reference;
     EXPECT_EQ((*out)[3].ToVector<int32_t>(), (std::vector<int32_t>{5, -8})) << reference;
+  }
+}
+
+// Where the graph leaves a dim of y or grad_y unknown, grad_y may broadcast against y at
+// run time: the gradients are those of sum(y * grad_y) under broadcasting, each of its
+// x's shape (they used to take the broadcast shape), compiled and on the reference; a
+// grad_y that does not broadcast against y fails the Run, naming an op.
+TEST(GradientsApiTest, AGradYThatBroadcastsAtRunTimeGivesGradientsOfTheXsShape) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF64, {-1, 3}, "x");
+  Tensor seed = Placeholder(g, DType::kF64, {-1, 3}, "seed");
+  Tensor y;
+  {
+    JitScope scope(g);
+    y = Square(x);
+  }
+  auto grads = Gradients({y}, {x}, {seed});
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  struct Pattern {
+    HostTensor x, seed;
+    std::vector<double> dx;  // empty: the Run fails
+  };
+  const std::vector<Pattern> patterns = {
+      // seed's one row spread over x's two: dx = 2 x seed
+      {HostTensor::From<double>({1, 2, 3, 4, 5, 6}, {2, 3}),
+       HostTensor::From<double>({10, -1, 0.5}, {1, 3}),
+       {20, -4, 3, 80, -10, 6}},
+      // x's one row against seed's two: dx = 2 x (seed's rows summed)
+      {HostTensor::From<double>({1, 2, 3}, {1, 3}),
+       HostTensor::From<double>({1, 2, 3, 4, 5, 6}, {2, 3}),
+       {10, 28, 54}},
+      // the same shapes: dx = 2 x seed, bit for bit (-0 stays -0)
+      {HostTensor::From<double>({1, 2, 3}, {1, 3}),
+       HostTensor::From<double>({-0.0, 2, 3}, {1, 3}),
+       {-0.0, 8, 18}},
+      // two rows against three: no broadcast
+      {HostTensor::From<double>({1, 2, 3, 4, 5, 6}, {2, 3}),
+       HostTensor::RandomUniform(DType::kF64, {3, 3}, 4),
+       {}},
+  };
+  for (bool reference : {true, false}) {
+    SessionOptions options;
+    options.reference_only = reference;
+    Session session(g, options);
+    for (size_t p = 0; p < patterns.size(); ++p) {
+      SCOPED_TRACE(absl::StrCat("pattern ", p, reference ? " reference" : " compiled"));
+      auto out = session.Run({{x, patterns[p].x}, {seed, patterns[p].seed}}, {(*grads)[0]});
+      if (patterns[p].dx.empty()) {
+        ASSERT_FALSE(out.ok());
+        EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+        continue;
+      }
+      ASSERT_TRUE(out.ok()) << out.status();
+      EXPECT_EQ((*out)[0].shape(), patterns[p].x.shape());
+      const std::vector<double> got = D((*out)[0]);
+      ASSERT_EQ(got.size(), patterns[p].dx.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i], patterns[p].dx[i]) << i;
+        EXPECT_EQ(std::signbit(got[i]), std::signbit(patterns[p].dx[i])) << i;
+      }
+    }
   }
 }
 

@@ -141,6 +141,22 @@ TEST(ReduceScalarTest, ReducingNoAxesOfAScalar) {
   EXPECT_TRUE(EvalNear(Max(s), F32({2.5f}, {})));
 }
 
+// Over no axes each element is its own sum or mean, -0 included (0 + -0 would be +0), as
+// compiled code reads it and as TF's reduction over no axes is the identity; and so is
+// SumToShapeOf where nothing is summed.
+TEST(ReduceScalarTest, ReducingNoAxesKeepsNegativeZero) {
+  Graph g;
+  Tensor s = Const(g, F32({-0.0f}, {}));
+  Tensor v = Const(g, F32({-0.0f, 2, -0.0f}, {3}));
+  for (const Tensor& t : {Sum(s), Mean(s), SumToShapeOf(v, v)}) {
+    auto out = reftest::Evaluate(std::vector<Tensor>{t});
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int64_t i = 0; i < (*out)[0].num_elements(); ++i) {
+      EXPECT_EQ(std::signbit((*out)[0].data<float>()[i]), i != 1) << t.name() << " " << i;
+    }
+  }
+}
+
 // ---- ArgMax ----
 
 TEST(ArgMaxTest, FirstMaximumAlongAxis) {
