@@ -26,8 +26,11 @@ class HostTensor {
 
   HostTensor(const HostTensor& other);
   HostTensor& operator=(const HostTensor& other);
-  HostTensor(HostTensor&&) noexcept = default;
-  HostTensor& operator=(HostTensor&&) noexcept = default;
+  // A moved-from HostTensor holds no values, as one of an impossible shape (rank 0,
+  // num_elements() -1): Run (as a feed), Const and AssignVariable reject it with
+  // InvalidArgument, its helpers read and write nothing; assign it to use it again.
+  HostTensor(HostTensor&& other) noexcept;
+  HostTensor& operator=(HostTensor&& other) noexcept;
 
   template <typename T>
   static HostTensor From(const std::vector<T>& values, Shape shape) {
@@ -109,6 +112,8 @@ class HostTensor {
   Shape shape_;
   int64_t num_elements_ = 0;
   std::shared_ptr<uint8_t> data_;
+
+  void LeaveEmpty() noexcept;  // the moved-from state
 };
 
 // Max |a-b| <= atol + rtol*|b| for every element, same dtype and shape. On failure the

@@ -61,6 +61,36 @@ HostTensor& HostTensor::operator=(const HostTensor& other) {
   return *this;
 }
 
+HostTensor::HostTensor(HostTensor&& other) noexcept
+    : dtype_(other.dtype_),
+      shape_(std::move(other.shape_)),
+      num_elements_(other.num_elements_),
+      data_(std::move(other.data_)) {
+  other.LeaveEmpty();
+}
+
+HostTensor& HostTensor::operator=(HostTensor&& other) noexcept {
+  if (this != &other) {
+    dtype_ = other.dtype_;
+    shape_ = std::move(other.shape_);
+    num_elements_ = other.num_elements_;
+    data_ = std::move(other.data_);
+    other.LeaveEmpty();
+  }
+  return *this;
+}
+
+// The defaulted moves left the element count behind a null buffer: a copy, a Const or a
+// feed of the moved-from tensor read through null. Now it holds no values, and its
+// buffer is a zero block nobody owns (a move must not allocate), so even an unchecked
+// data<T>()[0] stays inside memory.
+void HostTensor::LeaveEmpty() noexcept {
+  alignas(64) static uint8_t no_values[64];
+  shape_.clear();
+  num_elements_ = -1;
+  data_ = std::shared_ptr<uint8_t>(std::shared_ptr<uint8_t>(), no_values);
+}
+
 HostTensor HostTensor::Filled(DType dtype, Shape shape, double value) {
   HostTensor t(dtype, std::move(shape));
   for (int64_t i = 0; i < t.num_elements(); ++i) t.SetDouble(i, value);

@@ -195,6 +195,45 @@ TEST(BadInput, HostTensorHelpersStayInsideTheirBuffers) {
   EXPECT_THAT(Message(r.status()), HasSubstr("argument 0"));
 }
 
+// A moved-from HostTensor (moved by construction or by assignment) holds no values:
+// copied, printed, read, made a Const or fed, it crashed (its element count was left
+// behind a null buffer); now each is safe and Const and the feed name the node. Assigned
+// again, it is a tensor like any other.
+TEST(BadInput, AMovedFromHostTensorHoldsNoValuesAndIsRejectedNamingTheNode) {
+  HostTensor a = HostTensor::From<float>({1, 2, 3, 4}, {4});
+  HostTensor b = std::move(a);
+  HostTensor c;
+  c = std::move(b);
+  EXPECT_EQ(c.ToVector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  for (HostTensor* moved : {&a, &b}) {
+    EXPECT_EQ(moved->num_elements(), -1);
+    EXPECT_EQ(moved->num_bytes(), 0u);
+    EXPECT_TRUE(moved->ToVector<float>().empty());
+    const HostTensor copy = *moved;
+    EXPECT_EQ(copy.num_elements(), -1);
+    EXPECT_FALSE(moved->DebugString().empty());
+    EXPECT_EQ(moved->Reshaped({2, 2}).ToVector<float>(), (std::vector<float>{0, 0, 0, 0}));
+    Graph g;
+    Tensor k = Const(g, *moved, "k");
+    EXPECT_THAT(Message(g.status()), HasSubstr("node 'k'"));
+    Graph g2;
+    Tensor x = Placeholder(g2, DType::kF32, {-1}, "x");
+    Tensor y;
+    {
+      JitScope scope(g2);
+      y = x * 2.0;
+    }
+    for (const SessionOptions& o : AllModes()) {
+      auto r = Session(g2, o).Run({{x, *moved}}, {y});
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+      EXPECT_THAT(Message(r.status()), HasSubstr("node 'x'"));
+    }
+  }
+  a = HostTensor::From<float>({5}, {1});
+  EXPECT_EQ(a.ToVector<float>(), (std::vector<float>{5}));
+}
+
 // A tensor that fits the index types but not in memory (4 TiB) is ResourceExhausted from
 // Run: the allocation's failure was not checked, and memset wrote through null.
 TEST(BadInput, ATensorTooLargeForMemoryIsResourceExhausted) {
