@@ -487,7 +487,7 @@ Trace* FindTrace(Shared& s, const api::Signature& call, const api::StaticKey& st
   Trace* best = nullptr;
   int best_unknown = 0;
   for (const auto& t : s.traces) {
-    if (t->statics != statics || !api::Covers(t->signature, call)) continue;
+    if (!api::SameStatics(t->statics, statics) || !api::Covers(t->signature, call)) continue;
     int unknown = 0;
     for (const TensorSpec& spec : t->signature) {
       for (int64_t d : spec.shape) unknown += d == kUnknownDim;
@@ -652,7 +652,7 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
   BRAZE_RETURN_IF_ERROR(CheckPattern(s, statics));
   auto find = [&]() -> ConcreteFunction* {
     for (const auto& t : s.traces) {
-      if (t->statics == statics && api::Covers(t->signature, spec) &&
+      if (api::SameStatics(t->statics, statics) && api::Covers(t->signature, spec) &&
           api::Covers(spec, t->signature)) {
         return t->concrete.get();
       }
@@ -674,7 +674,7 @@ absl::StatusOr<ConcreteFunction*> Function::FindOrTrace(
     if (Trace* covering = FindTrace(s, *reduce_call, statics)) return covering->concrete.get();
     std::vector<api::Signature> traces;  // of the same static values
     for (const auto& t : s.traces) {
-      if (t->statics == statics) traces.push_back(t->signature);
+      if (api::SameStatics(t->statics, statics)) traces.push_back(t->signature);
     }
     spec = api::Generalize(*reduce_call, traces);
   }

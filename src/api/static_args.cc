@@ -1,7 +1,9 @@
 #include "api/static_args.h"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -145,6 +147,24 @@ absl::Status CheckTensorsAgainst(const std::string& name, const Signature& spec,
   return absl::OkStatus();
 }
 
+bool SameValue(const StaticValue& a, const StaticValue& b) {
+  if (a.index() != b.index()) return false;
+  if (const double* x = std::get_if<double>(&a)) {
+    const double y = std::get<double>(b);
+    return std::memcmp(x, &y, sizeof(double)) == 0;
+  }
+  return a == b;
+}
+
+bool SameStatics(const StaticKey& a, const StaticKey& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].has_value() != b[i].has_value()) return false;
+    if (a[i].has_value() && !SameValue(*a[i], *b[i])) return false;
+  }
+  return true;
+}
+
 std::string ChangedValues(const std::vector<StaticKey>& traced) {
   if (traced.empty()) return "";
   constexpr size_t kShown = 8;
@@ -155,7 +175,8 @@ std::string ChangedValues(const std::vector<StaticKey>& traced) {
     std::vector<StaticValue> values;
     for (const StaticKey& k : traced) {
       if (k.size() != first.size() || !k[i].has_value()) continue;
-      if (std::find(values.begin(), values.end(), *k[i]) == values.end()) values.push_back(*k[i]);
+      auto same = [&](const StaticValue& v) { return SameValue(v, *k[i]); };
+      if (std::none_of(values.begin(), values.end(), same)) values.push_back(*k[i]);
     }
     if (values.size() < 2) continue;
     std::vector<std::string> shown;

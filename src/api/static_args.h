@@ -24,6 +24,13 @@ struct ArgKindError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// Whether two static values (two keys) are the same trace key: doubles by their bits, so
+// a NaN is the same NaN at every call (with ==, each call of one retraced it) and -0.0
+// is not 0.0 (a body's 1 / x is -inf, not inf: == gave -0.0 the trace of 0.0); other
+// values by ==.
+bool SameValue(const StaticValue& a, const StaticValue& b);
+bool SameStatics(const StaticKey& a, const StaticKey& b);
+
 StaticKey TensorsOnly(size_t count);  // `count` tensor arguments
 bool HasStatic(const StaticKey& key);
 // Splits Function::Call's arguments into the tensors (in order) and the key.

@@ -112,6 +112,31 @@ TEST(FunctionStaticArgsTest, StringsAndDoublesSelectWhatIsTracedAndTypesAreDisti
   EXPECT_EQ(f.tracing_count(), 4);
 }
 
+// A double is its trace key by its bits: a NaN seen before reuses its trace (== never
+// held, so every call with it traced and compiled again), and -0.0 is not 0.0 (a body's
+// 1 / x is -inf there; -0.0 got the trace of 0.0 and its inf).
+TEST(FunctionStaticArgsTest, DoublesAreKeyedByTheirBitsNaNOnceAndNegativeZeroApart) {
+  Function f([](Graph&, const std::vector<TracedArg>& a) -> std::vector<Tensor> {
+    return {a[0].tensor() * (1.0 / a[1].Double())};
+  });
+  const HostTensor x = HostTensor::From<float>({1, -2, 3}, {3});
+  for (int call = 0; call < 4; ++call) {
+    auto y = f.Call({x, std::nan("")});
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_TRUE(std::isnan((*y)[0].GetDouble(0)));
+  }
+  EXPECT_EQ(f.tracing_count(), 1);
+  auto pos = f.Call({x, 0.0});
+  auto neg = f.Call({x, -0.0});
+  ASSERT_TRUE(pos.ok() && neg.ok());
+  EXPECT_EQ(f.tracing_count(), 3);
+  EXPECT_EQ((*pos)[0].ToVector<float>(), (std::vector<float>{INFINITY, -INFINITY, INFINITY}));
+  EXPECT_EQ((*neg)[0].ToVector<float>(), (std::vector<float>{-INFINITY, INFINITY, -INFINITY}));
+  ASSERT_TRUE(f.Call({x, -0.0}).ok());
+  ASSERT_TRUE(f.Call({x, 0.0}).ok());
+  EXPECT_EQ(f.tracing_count(), 3);
+}
+
 TEST(FunctionStaticArgsTest, ReduceRetracingGeneralizesAmongTracesOfTheSameValues) {
   std::atomic<int> traces{0};
   FunctionOptions o;
