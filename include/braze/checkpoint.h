@@ -87,7 +87,8 @@ absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tens
                                   const LoadOptions& options = {});
 
 struct CheckpointOptions {
-  // Kept: after a Save, the oldest beyond this many are deleted. 0: all; < 0: an error.
+  // Kept: after a Save, the oldest (by step) beyond this many are deleted, never the one
+  // the Save wrote. 0: all; < 0: an error.
   int keep_last = 5;
   // false: Save reads and writes nothing (the ranks other than 0 of a data-parallel run).
   bool write = true;
@@ -106,7 +107,7 @@ class CheckpointManager {
   explicit CheckpointManager(std::string directory, CheckpointOptions options = {});
 
   // Writes the variables' values as the checkpoint of `step` (>= 0), replacing one of
-  // the same step, then deletes the oldest beyond keep_last. Metadata keys must not
+  // the same step, then deletes the oldest others beyond keep_last. Metadata keys must not
   // start with "braze." (Braze's own). Errors name the variable or the file; a failed
   // Save leaves the checkpoints that were there.
   absl::StatusOr<CheckpointInfo> Save(const VariableSet& vars, int64_t step,
@@ -135,7 +136,7 @@ class CheckpointManager {
 
  private:
   absl::Status CleanUp() const;
-  absl::Status Prune() const;
+  absl::Status Prune(int64_t written_step) const;
   std::string directory_;
   CheckpointOptions options_;
 };

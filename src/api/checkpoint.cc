@@ -350,7 +350,7 @@ absl::StatusOr<CheckpointInfo> CheckpointManager::Save(const VariableSet& vars, 
   }
   BRAZE_RETURN_IF_ERROR(SyncDirectory(directory_));
   if (replacing) BRAZE_RETURN_IF_ERROR(RemoveAll(old));
-  BRAZE_RETURN_IF_ERROR(Prune());
+  BRAZE_RETURN_IF_ERROR(Prune(step));
   info.written = true;
   return info;
 }
@@ -393,11 +393,19 @@ absl::Status CheckpointManager::CleanUp() const {
   return absl::OkStatus();
 }
 
-absl::Status CheckpointManager::Prune() const {
+absl::Status CheckpointManager::Prune(int64_t written_step) const {
   if (options_.keep_last == 0) return absl::OkStatus();
   BRAZE_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> all, List());
   const size_t keep = static_cast<size_t>(options_.keep_last);
-  for (size_t i = 0; i + keep < all.size(); ++i) BRAZE_RETURN_IF_ERROR(RemoveAll(all[i].path));
+  // The oldest by step go first, but never the one just written: a save of a step below
+  // the directory's (a new run in an old run's directory) deleted itself and still
+  // returned its path.
+  size_t left = all.size();
+  for (size_t i = 0; i < all.size() && left > keep; ++i) {
+    if (all[i].step == written_step) continue;
+    BRAZE_RETURN_IF_ERROR(RemoveAll(all[i].path));
+    --left;
+  }
   return absl::OkStatus();
 }
 

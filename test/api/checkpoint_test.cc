@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "braze/braze.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -141,6 +142,33 @@ TEST(CheckpointTest, KeepsTheLastKAndReplacesASavedStep) {
             absl::StatusCode::kNotFound);
   EXPECT_EQ(ckpt.Save(vars, 1, {{"braze.step", "1"}}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// A save of a step below every kept one (a new run started in an old run's directory)
+// keeps what it wrote, and the oldest others go: it deleted itself and still returned
+// OK with its path. keep_last = 1 then keeps the new one alone, which RestoreLatest finds.
+TEST(CheckpointTest, ASaveOfAnOlderStepKeepsWhatItWrote) {
+  Model m;
+  Session s(m.g);
+  const VariableSet vars = SessionVariables(s);
+  for (int keep : {2, 1}) {
+    SCOPED_TRACE(keep);
+    const std::string dir = NewDir(absl::StrCat("older_", keep));
+    CheckpointManager ckpt(dir, {keep});
+    for (int64_t step : {100, 200}) ASSERT_TRUE(ckpt.Save(vars, step).ok());
+    absl::StatusOr<CheckpointInfo> info = ckpt.Save(vars, 5);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_TRUE(info->written);
+    EXPECT_TRUE(fs::exists(info->path)) << info->path;
+    absl::StatusOr<std::vector<CheckpointInfo>> all = ckpt.List();
+    ASSERT_TRUE(all.ok());
+    std::vector<int64_t> steps;
+    for (const CheckpointInfo& c : *all) steps.push_back(c.step);
+    const std::vector<int64_t> want =
+        keep == 2 ? std::vector<int64_t>{5, 200} : std::vector<int64_t>{5};
+    EXPECT_EQ(steps, want);
+    if (keep == 1) EXPECT_EQ(ckpt.RestoreLatest(vars)->step, 5);
+  }
 }
 
 // A writer killed between moving a checkpoint aside and renaming its replacement into
