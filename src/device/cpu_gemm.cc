@@ -495,7 +495,7 @@ int BatchParts(int64_t count, int threads, int64_t m, int64_t n, int64_t k) {
   return count % parts == 0 || count >= 4 * parts ? parts : 0;
 }
 
-// out = a b (+ bias, ReLU) of `batch.count` matrices a fixed stride apart in each operand
+// out = a b (+ bias, ReLU) of `whole.batch` matrices a fixed stride apart in each operand
 // (`whole`: the batched call's configuration; pa, pb, pc: the first matrices), cut into
 // `parts` runs of whole matrices on the pool, each one batched primitive on one OpenMP
 // thread: attention's per-head products, as the one-matrix cut above. Returns as Gemm,
