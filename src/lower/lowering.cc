@@ -44,6 +44,7 @@ int HalideDimSymbol(const std::vector<int>& sym, size_t d) {
 // reference cycle Halide's IntrusivePtr never frees (LeakSanitizer: about 900 bytes per
 // discarded kernel; docs/SANITIZERS.md). Lowering resolves a constraint's Variables by
 // name (each buffer field is a let of the pipeline's body), so the checks are the same.
+// Outputs' constraints keep their Parameters (below).
 Expr ByNameOnly(const Expr& e) {
   class Strip : public Halide::Internal::IRMutator {
     using IRMutator::visit;
@@ -807,7 +808,11 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
       const int e = static_cast<int>(extents[d]);
       const int k = HalideDimSymbol(v.sym, d);
       const Expr extent = k >= 0 ? ctx.symbols().at(k) : Expr(e);
-      out.output_buffer().dim(d).set_bounds(0, ByNameOnly(extent)).set_stride(ByNameOnly(stride));
+      // With the class's Parameter, not ByNameOnly: no cycle (an input never names an
+      // output), and Halide unpacks the fields of the buffer the class's extent comes
+      // from even when the pipeline never loads it (zeros like an input: every size
+      // compiled a kernel of its own, "Symbol not found: in0.extent.1").
+      out.output_buffer().dim(d).set_bounds(0, extent).set_stride(stride);
       estimates.emplace_back(0, e);
       stride = Halide::Internal::simplify(stride * extent);
     }
