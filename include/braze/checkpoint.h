@@ -81,8 +81,11 @@ struct LoadOptions {
 // Assigns tensors to the variables of the same name (weights from elsewhere: a
 // safetensors file written by PyTorch, say). Everything is checked first: a missing
 // variable, an unused tensor (unless allowed) or a dtype or shape mismatch is
-// InvalidArgument naming the variable, and nothing is assigned. If an assignment still
-// fails, the variables already assigned are set back. Returns how many were assigned.
+// InvalidArgument naming the variable, and nothing is assigned. A variable declared
+// without a value and never assigned is assigned too (resuming a run). If an assignment
+// still fails, the variables already assigned are set back, but for such uninitialized
+// ones, which are assigned last (a VariableSet cannot uninitialize a variable). Returns
+// how many were assigned.
 absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tensors,
                                   const LoadOptions& options = {});
 

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -95,6 +97,17 @@ struct Manifest {
   uint32_t model_crc = 0;
 };
 
+// A JSON integer as an int64, nullopt past its range (nlohmann's get<> wraps).
+std::optional<int64_t> Int64Of(const Json& v) {
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return std::nullopt;
+    return static_cast<int64_t>(u);
+  }
+  if (v.is_number_integer()) return v.get<int64_t>();
+  return std::nullopt;
+}
+
 absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::string& text) {
   auto bad = [&](const std::string& why) {
     return absl::DataLossError(absl::StrCat(path, ": ", why));
@@ -106,14 +119,16 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::strin
   Manifest m;
   if (!j.contains("format_version") || !j["format_version"].is_number_integer())
     return bad("no integer format_version");
-  m.version = j["format_version"].get<int>();
-  if (m.version != kCheckpointFormatVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(path, ": checkpoint format version ",
-                                                      m.version, "; this Braze reads version ",
-                                                      kCheckpointFormatVersion));
+  const std::optional<int64_t> version = Int64Of(j["format_version"]);
+  if (!version.has_value() || *version != kCheckpointFormatVersion) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, ": checkpoint format version ", j["format_version"].dump(),
+                     "; this Braze reads version ", kCheckpointFormatVersion));
   }
-  if (!j.contains("step") || !j["step"].is_number_integer()) return bad("no integer step");
-  m.step = j["step"].get<int64_t>();
+  const std::optional<int64_t> step = j.contains("step") ? Int64Of(j["step"]) : std::nullopt;
+  if (!step.has_value()) return bad("no integer step that fits an int64");
+  m.version = static_cast<int>(*version);
+  m.step = *step;
   if (!j.contains("metadata") || !j["metadata"].is_object()) return bad("no metadata object");
   for (auto it = j["metadata"].begin(); it != j["metadata"].end(); ++it) {
     if (!it.value().is_string())
@@ -130,7 +145,11 @@ absl::StatusOr<Manifest> ParseManifest(const std::string& path, const std::strin
     return bad(absl::StrCat("no size and crc32 of ", kModel));
   }
   m.model_bytes = (*file)["bytes"].get<uint64_t>();
-  m.model_crc = (*file)["crc32"].get<uint32_t>();
+  const uint64_t crc = (*file)["crc32"].get<uint64_t>();
+  if (crc > std::numeric_limits<uint32_t>::max()) {
+    return bad(absl::StrCat("crc32 of ", kModel, " is past 32 bits"));
+  }
+  m.model_crc = static_cast<uint32_t>(crc);
   return m;
 }
 
@@ -209,6 +228,16 @@ absl::StatusOr<TensorMap> ReadVariables(const VariableSet& vars) {
   return values;
 }
 
+namespace {
+
+// Whether `read` failed because `v` was declared without a value and never assigned.
+bool Uninitialized(const Tensor& v, const absl::Status& read) {
+  return read.code() == absl::StatusCode::kFailedPrecondition &&
+         v.node().attrs_as<VariableAttrs>().initial_value == nullptr;
+}
+
+}  // namespace
+
 absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tensors,
                                   const LoadOptions& options) {
   BRAZE_RETURN_IF_ERROR(CheckVariableSet(vars, /*assigns=*/true));
@@ -223,6 +252,11 @@ absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tens
           absl::StrCat("no tensor for variable '", v.name(), "' ", TypeString(v.type())));
     }
     ++used;
+    if (it->second.num_elements() < 0) {  // a scalar's type matches a moved-from tensor's
+      return absl::InvalidArgumentError(absl::StrCat("the tensor for variable '", v.name(),
+                                                     "' holds no values (moved from, or of an "
+                                                     "impossible shape)"));
+    }
     if (it->second.dtype() != v.dtype() || it->second.shape() != v.shape()) {
       return absl::InvalidArgumentError(absl::StrCat("variable '", v.name(), "' is ",
                                                      TypeString(v.type()), " but its tensor is ",
@@ -240,20 +274,34 @@ absl::StatusOr<int> LoadVariables(const VariableSet& vars, const TensorMap& tens
       }
     }
   }
-  // Old values, to set back if an assignment fails after others succeeded.
-  std::vector<HostTensor> old;
+  // Old values, to set back if an assignment fails after others succeeded. A variable
+  // declared without a value and never assigned (a resumed run's: restoring it is what
+  // the checkpoint is for) has none: those go last, as a VariableSet cannot make a
+  // variable uninitialized again.
+  std::vector<std::optional<HostTensor>> old;
   for (const auto& [v, value] : plan) {
     absl::StatusOr<HostTensor> current = vars.read(*v);
+    if (!current.ok() && Uninitialized(*v, current.status())) {
+      old.emplace_back();
+      continue;
+    }
     if (!current.ok()) {
       return absl::Status(current.status().code(), absl::StrCat("reading variable '", v->name(),
                                                                 "': ", current.status().message()));
     }
-    old.push_back(*std::move(current));
+    old.emplace_back(*std::move(current));
   }
-  for (size_t i = 0; i < plan.size(); ++i) {
+  std::vector<size_t> order(plan.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(), [&](size_t i) { return old[i].has_value(); });
+  for (size_t n = 0; n < order.size(); ++n) {
+    const size_t i = order[n];
     absl::Status s = vars.assign(*plan[i].first, *plan[i].second);
     if (!s.ok()) {
-      for (size_t j = 0; j < i; ++j) vars.assign(*plan[j].first, old[j]).IgnoreError();
+      for (size_t m = 0; m < n; ++m) {
+        const size_t j = order[m];
+        if (old[j].has_value()) vars.assign(*plan[j].first, *old[j]).IgnoreError();
+      }
       return absl::Status(s.code(), absl::StrCat("assigning variable '", plan[i].first->name(),
                                                  "': ", s.message()));
     }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "ir/changing_dims.h"
 
 namespace braze {
 namespace api {
@@ -40,6 +41,11 @@ absl::StatusOr<HostTensor> SharedVariable::Read() {
 
 absl::Status SharedVariable::Write(const HostTensor& value) {
   const TensorType& want = variable_.type();
+  if (value.num_elements() < 0) {  // a scalar's type matches a moved-from tensor's
+    return absl::InvalidArgumentError(absl::StrCat("AssignVariable to variable '", variable_.name(),
+                                                   "': the value's ",
+                                                   BadValueShape(value.shape())));
+  }
   if (value.dtype() != want.dtype || value.shape() != want.shape) {
     return absl::InvalidArgumentError(absl::StrCat("AssignVariable to variable '", variable_.name(),
                                                    "': expected ", TypeString(want), ", got ",

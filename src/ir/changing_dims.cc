@@ -50,6 +50,8 @@ std::string ChangingDims(const std::vector<std::vector<TensorType>>& signatures,
 }
 
 std::string BadValueShape(const Shape& shape) {
+  // Rank 0 with no values: only a moved-from HostTensor is that.
+  if (shape.empty()) return "shape [] holds no values (a moved-from HostTensor)";
   return absl::StrCat("shape [", absl::StrJoin(shape, ","),
                       "] has a negative dim or a byte size past int64");
 }

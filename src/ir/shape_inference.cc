@@ -583,6 +583,9 @@ absl::StatusOr<std::vector<TensorType>> InferUnchecked(OpKind op, const Attrs& a
     case OpKind::kVariable: {
       BRAZE_ATTRS(VariableAttrs);
       if (!IsFullyDefined(a->shape)) return Invalid("variable shapes must be fully defined");
+      if (a->initial_value && a->initial_value->num_elements() < 0) {
+        return Invalid("variable initial value's " + BadValueShape(a->initial_value->shape()));
+      }
       if (a->initial_value && a->initial_value->type() != TensorType{a->dtype, a->shape}) {
         return Invalid("variable initial value does not match its type");
       }

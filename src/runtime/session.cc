@@ -188,6 +188,10 @@ absl::Status Session::AssignVariable(const Tensor& variable, const HostTensor& v
     return absl::InvalidArgumentError("AssignVariable needs a Variable of this session's graph");
   }
   const TensorType& want = variable.type();
+  if (value.num_elements() < 0) {  // a scalar's type matches a moved-from tensor's
+    return absl::InvalidArgumentError(absl::StrCat("AssignVariable to ", NodeLabel(variable.node()),
+                                                   ": the value's ", BadValueShape(value.shape())));
+  }
   if (value.dtype() != want.dtype || value.shape() != want.shape) {
     return absl::InvalidArgumentError(absl::StrCat("AssignVariable to ", NodeLabel(variable.node()),
                                                    ": expected ", TypeString(want), ", got ",

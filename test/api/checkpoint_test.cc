@@ -282,6 +282,28 @@ TEST_F(BadCheckpointTest, OtherFormatVersion) {
   ExpectRefused(absl::StatusCode::kFailedPrecondition, "checkpoint format version 9");
 }
 
+// Integers past their fields' ranges are refused, not wrapped: a format version of
+// 2^32 + 1 read as 1, and a crc32 of the right checksum + 2^32 matched.
+TEST_F(BadCheckpointTest, IntegersPastTheirRange) {
+  Rewrite("manifest.json", [](std::string& b) {
+    const size_t at = b.find("\"format_version\": 1");
+    ASSERT_NE(at, std::string::npos) << b;
+    b.replace(at, 19, "\"format_version\": 4294967297");
+  });
+  ExpectRefused(absl::StatusCode::kFailedPrecondition, "checkpoint format version 4294967297");
+}
+
+TEST_F(BadCheckpointTest, ACrcPast32Bits) {
+  Rewrite("manifest.json", [](std::string& b) {
+    const size_t at = b.find("\"crc32\": ");
+    ASSERT_NE(at, std::string::npos) << b;
+    const size_t begin = at + 9, end = b.find_first_not_of("0123456789", begin);
+    const uint64_t crc = std::stoull(b.substr(begin, end - begin));
+    b.replace(begin, end - begin, std::to_string(crc + (uint64_t{1} << 32)));
+  });
+  ExpectRefused(absl::StatusCode::kDataLoss, "crc32 of model.safetensors is past 32 bits");
+}
+
 TEST_F(BadCheckpointTest, OtherShapes) {
   Model wider(/*hidden=*/kHidden + 1);
   ExpectRefused(absl::StatusCode::kInvalidArgument, "variable '", &wider);
@@ -352,6 +374,68 @@ TEST(CheckpointTest, FunctionVariables) {
   const HostTensor loss2 = (*step({target}))[0];
   ASSERT_TRUE(ckpt.RestoreLatest(vars).ok());
   ExpectSameBits((*step({target}))[0], loss2, "the second step's loss, replayed");
+}
+
+// A resumed run declares its variables without values (the checkpoint has them):
+// restoring assigns them. It failed reading their old values ("uninitialized").
+TEST(CheckpointTest, RestoresIntoVariablesDeclaredWithoutAValue) {
+  const std::string dir = NewDir("uninitialized");
+  const HostTensor w_saved = HostTensor::RandomUniform(DType::kF32, {3, 2}, 7);
+  {
+    Graph g;
+    Variable(g, w_saved, "w");
+    Variable(g, HostTensor::Scalar(4.0f), "b");
+    Session s(g);
+    ASSERT_TRUE(CheckpointManager(dir).Save(s, 1).ok());
+  }
+  Graph g;
+  Tensor w = Variable(g, DType::kF32, {3, 2}, "w");
+  Tensor b = Variable(g, HostTensor::Scalar(-1.0f), "b");  // one with a value, too
+  Tensor y = Sum(w) + b;
+  Session s(g);
+  ASSERT_FALSE(s.Run({}, {y}).ok());  // uninitialized
+  absl::StatusOr<CheckpointInfo> info = CheckpointManager(dir).RestoreLatest(s);
+  ASSERT_TRUE(info.ok()) << info.status();
+  ExpectSameBits(*s.VariableValue(w), w_saved, "w");
+  EXPECT_EQ(s.VariableValue(b)->ToVector<float>(), std::vector<float>{4.0f});
+  absl::StatusOr<std::vector<HostTensor>> out = s.Run({}, {y});
+  ASSERT_TRUE(out.ok()) << out.status();
+  // The same through braze::Function's variables.
+  Graph fg;
+  Tensor fw = Variable(fg, DType::kF32, {3, 2}, "w");
+  Variable(fg, DType::kF32, {}, "b");
+  ASSERT_TRUE(CheckpointManager(dir).RestoreLatest(FunctionVariables(fg)).ok());
+  ExpectSameBits(*ReadVariable(fw), w_saved, "w of the Function graph");
+}
+
+// A moved-from HostTensor holds no values; its type (f32[]) is a scalar variable's, so
+// the type checks let it through: a scalar variable assigned it read nothing (a Run then
+// computed with 0). Every way of assigning a variable refuses it, naming the variable.
+TEST(CheckpointTest, AMovedFromTensorIsAssignedToNoVariable) {
+  Graph g;
+  Tensor a = Variable(g, HostTensor::Scalar(2.0f), "a");
+  Tensor y = a * 3.0;
+  Session s(g);
+  HostTensor moved = HostTensor::Scalar(5.0f);
+  const HostTensor keep = std::move(moved);
+  absl::Status assigned = s.AssignVariable(a, moved);
+  EXPECT_EQ(assigned.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(assigned.message()), HasSubstr("node 'a'"));
+  EXPECT_THAT(std::string(assigned.message()), HasSubstr("moved-from"));
+  absl::StatusOr<int> loaded = LoadVariables(SessionVariables(s), {{"a", moved}});
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("variable 'a'"));
+  EXPECT_EQ((*s.Run({}, {y}))[0].ToVector<float>(), std::vector<float>{6.0f});
+  Graph fg;
+  Tensor fa = Variable(fg, HostTensor::Scalar(2.0f), "fa");
+  absl::Status f_assigned = AssignVariable(fa, moved);
+  EXPECT_EQ(f_assigned.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(f_assigned.message()), HasSubstr("variable 'fa'"));
+  EXPECT_EQ(ReadVariable(fa)->ToVector<float>(), std::vector<float>{2.0f});
+  Graph vg;
+  Variable(vg, moved, "v");
+  EXPECT_EQ(vg.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(vg.status().message()), HasSubstr("node 'v'"));
 }
 
 }  // namespace
