@@ -269,6 +269,7 @@ lower::LowerOptions LoweringFor(const CompileOptions& options, const Attempt& at
                                  ? kLibraryConvMinWork
                                  : options.cpu_gemm_min_work;
   lo.library_gemm_threads = parallelism;
+  lo.library_gemm_bf16 = CpuGemmTakesBF16();
   return lo;
 }
 

@@ -691,6 +691,32 @@ int Gemm(halide_buffer_t* a, halide_buffer_t* b, halide_buffer_t* bias, bool ta,
 
 absl::Status CpuGemmAvailable() { return Loaded().status; }
 
+namespace {
+std::atomic<bool> bf16_allowed{true};  // AllowCpuGemmBF16ForTesting
+}  // namespace
+
+bool CpuGemmTakesBF16() {
+#if BRAZE_HAVE_DNNL
+  static const bool takes = [] {
+    const Library& lib = Loaded();
+    if (!lib.status.ok()) return false;
+    GemmKey g{};
+    g.m = g.n = g.k = g.lda = g.ldb = g.ldc = 16;
+    g.ta = g.tb = false;
+    g.epilogue = kNoEpilogue;
+    g.threads = 1;
+    g.ab = g.c = dnnl_bf16;
+    const std::shared_ptr<Prepared> p = Prepare(lib, g, /*relu_post_ops=*/false, false);
+    return p != nullptr && p->impl.rfind("ref", 0) != 0;
+  }();
+  return takes && bf16_allowed.load();
+#else
+  return false;
+#endif
+}
+
+void AllowCpuGemmBF16ForTesting(bool allowed) { bf16_allowed = allowed; }
+
 std::string CpuGemmLibrary() { return Loaded().status.ok() ? Loaded().name : std::string(); }
 
 // Hidden: kernels reach them by address (JIT) or through the disk cache's runtime, and a

@@ -69,6 +69,17 @@ inline constexpr char kCpuGemmBiasF32Symbol[] = "braze_cpu_gemm_bias_f32";
 // otherwise. Loaded once per process; the result is kept. Thread-safe.
 absl::Status CpuGemmAvailable();
 
+// Whether oneDNN runs bf16 matmuls on this CPU with a kernel of its own (AVX512 and up;
+// AVX512_BF16's dot products where the CPU has them), not its reference loops: false
+// where it refuses them (AVX2 CPUs: every bf16 call failed, code -3) or does not load.
+// Where false, a bf16 matmul computes on widened f32 operands, as an f16 one does.
+// Probed once per process; thread-safe.
+bool CpuGemmTakesBF16();
+
+// Tests: false makes CpuGemmTakesBF16 answer false from now on (the AVX2 path), true
+// (the default) restores the probe's answer.
+void AllowCpuGemmBF16ForTesting(bool allowed);
+
 // The library and version that runs CPU GEMMs ("oneDNN 2.6.3"), or "" when none loads.
 std::string CpuGemmLibrary();
 

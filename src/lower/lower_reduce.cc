@@ -662,10 +662,12 @@ bool IsRowBias(const Value& bias, const TensorType& out, const Value& b, bool tr
 }
 
 // LowerOptions::library_gemm_min_work: an f32 product (or a bf16 one, of bf16 operands:
-// LibraryTakesBF16), and enough work to pay for the call.
+// LibraryTakesBF16, where the library runs bf16), and enough work to pay for the call.
 bool UseLibrary(const LoweringContext& ctx, const TensorType& out, int64_t k_extent) {
   if (ctx.library_gemm_min_work < 0) return false;
-  if (out.dtype != DType::kF32 && out.dtype != DType::kBF16) return false;
+  if (out.dtype != DType::kF32 && !(out.dtype == DType::kBF16 && ctx.library_gemm_bf16)) {
+    return false;
+  }
   return NumElements(out.shape) * k_extent >= ctx.library_gemm_min_work;
 }
 

@@ -107,6 +107,7 @@ class LoweringContext {
   int64_t library_gemm_min_work = -1;
   int64_t library_conv_min_work = -1;
   int library_gemm_threads = 0;
+  bool library_gemm_bf16 = false;
   bool gpu = false;              // LowerOptions::gpu
   bool cuda = false;             // LowerOptions::cuda
   bool calls_library = false;    // some MatMul became a library call

@@ -473,6 +473,7 @@ absl::Status Lower(const ClusterSpec& spec, const LowerOptions& options, Lowered
   ctx.library_gemm_min_work = options.library_gemm_min_work;
   ctx.library_conv_min_work = options.library_conv_min_work;
   ctx.library_gemm_threads = options.library_gemm_threads;
+  ctx.library_gemm_bf16 = options.library_gemm_bf16;
   ctx.gpu = options.gpu;
   ctx.cuda = options.cuda;
   ctx.block_long_sums = options.block_long_sums;

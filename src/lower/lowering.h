@@ -81,6 +81,9 @@ struct LowerOptions {
   // still starts libgomp's team. < 0: the matmuls' threshold alone.
   int64_t library_conv_min_work = -1;
   int library_gemm_threads = 0;  // the library's thread count; 0: its default
+  // bf16 products of bf16 operands are library calls too (device CpuGemmTakesBF16);
+  // otherwise such a matmul is an f32 one of widened operands.
+  bool library_gemm_bf16 = false;
   // A GPU target: math that calls the host's libm on the CPU uses the GPU's own.
   bool gpu = false;
   // Long f32 sums (a MatMul's k, a convolution's window, a segment sum's ids over more
