@@ -88,7 +88,8 @@
 //   placeholder of a tensor argument or the value of a static one. The value is part of
 //   the trace key: one trace per distinct value (and tensor signature), a call with a
 //   value seen before reuses its trace (bool true and int 1 are different values; a
-//   double is compared by its bits: a NaN is one value, -0.0 and 0.0 are two). Which
+//   double is compared by its bits, not by ==: a NaN reuses the trace of a NaN of the
+//   same bits, while NaNs of another sign or payload, and -0.0 and 0.0, differ). Which
 //   arguments are static is fixed by the first trace, as the argument count is: a static
 //   value where it took a tensor, or the reverse, is InvalidArgument naming the argument.
 //   input_signature covers the tensor arguments only, in order; a static value where it

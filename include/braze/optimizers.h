@@ -30,7 +30,9 @@
 // Slots are Variables initialized to zeros, named `<name>/<variable name>/<slot>`. The
 // Adam/AdamW step t is one f64 Variable `<name>/step` shared by the call's variables
 // (starting at 0, so the first update uses t = 1); the bias corrections and the scalar
-// factors are computed in f64 and cast to each variable's dtype.
+// factors are computed in f64 and cast to each variable's dtype (f32 for bf16 and f16
+// variables, whose Adam step m / (sqrt(v) + eps) is computed in f32 and rounded once:
+// eps = 1e-8 is 0 in f16, and 0 / 0 was NaN where the gradients had all been 0).
 //
 // Training-loop pieces (the GPT-2 / nanoGPT recipe):
 //   Tensor done = Variable(g, HostTensor::Scalar(0.0), "train_step");  // steps done

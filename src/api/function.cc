@@ -309,6 +309,11 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
   trace->signature = signature;
   trace->statics = statics;
   frontend::EagerBody eager_body;
+  // What the body threw, as a Status: failed after the scopes below are gone. Failed
+  // inside them, the JitScope's destructor no longer found its frame (fail() cut the
+  // stack back) and recorded an error on the graph after fail() restored its status:
+  // every later trace, call and Run of the graph failed.
+  std::optional<absl::Status> thrown;
   {
     // Before the arguments: a Function called while another traces (from its body) made
     // its arguments in the outer trace's graph, and then could not capture them.
@@ -327,22 +332,19 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
     try {
       trace->outputs = body(g, args);
     } catch (const api::ArgKindError& e) {
-      frontend::CurrentEagerBody() = outer;
-      return fail(absl::InvalidArgumentError(e.what()));
+      thrown = absl::InvalidArgumentError(e.what());
     } catch (const std::bad_alloc& e) {
-      frontend::CurrentEagerBody() = outer;
-      return fail(absl::ResourceExhaustedError(absl::StrCat("the body threw: ", e.what())));
+      thrown = absl::ResourceExhaustedError(absl::StrCat("the body threw: ", e.what()));
     } catch (const std::exception& e) {
       // The user's code failed, as a control-flow body or a JitScope predicate that throws
       // (InvalidArgument); Internal said Braze was wrong.
-      frontend::CurrentEagerBody() = outer;
-      return fail(absl::InvalidArgumentError(absl::StrCat("the body threw: ", e.what())));
+      thrown = absl::InvalidArgumentError(absl::StrCat("the body threw: ", e.what()));
     } catch (...) {
-      frontend::CurrentEagerBody() = outer;
-      return fail(absl::InvalidArgumentError("the body threw a non-std::exception"));
+      thrown = absl::InvalidArgumentError("the body threw a non-std::exception");
     }
     frontend::CurrentEagerBody() = outer;
   }
+  if (thrown.has_value()) return fail(*thrown);
   if (!eager_body.first_jit_scope.empty()) {
     return fail(absl::FailedPreconditionError(
         absl::StrCat("JitScope ", eager_body.first_jit_scope,

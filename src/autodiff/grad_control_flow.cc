@@ -7,7 +7,8 @@
 //   Cond(p, a..)          -> Cond(p, a.., dy..) over the branches' gradients: the taken
 //                            branch's gradient runs; the other's would give zeros
 //   Scan(c0, xs, k)       -> Scan(reverse, init {dc_T, 0 for each k}, elems {xs, the
-//                            forward's carries per step, dys}, captures k): each step
+//                            forward's carries per step, dys, the kept carries' dys
+//                            in a second-order gradient}, captures k): each step
 //                            turns dc_{t+1} into dc_t, adds the step's dk and stacks dx_t
 //   While(v, bound N)     -> replayed as a Scan over N steps carrying (v, active), where
 //                            active = active && cond(v), v = active ? body(v) : v, and
@@ -149,8 +150,12 @@ absl::StatusOr<std::vector<Tensor>> CondGradient(Graph& g, const Node& node,
   return dx;
 }
 
-// The gradient of a Scan node's inputs given its final carry's and stacked outputs'
-// gradients (`dys`, parallel to its outputs; the kept carries' are ignored).
+// The gradient of a Scan node's inputs given its outputs' gradients (`dys`, parallel to
+// its outputs: the final carries, the stacked outputs, the kept carries). A kept carry
+// (the carry before each step, which this very gradient reads) has a gradient in a
+// second-order one: its row t adds to the gradient of the carry before step t. It was
+// ignored, and second-order gradients through a Scan or a bounded While were silently
+// wrong.
 absl::StatusOr<std::vector<Tensor>> ScanGradient(Graph& g, const Node& node,
                                                  const std::vector<Tensor>& dys,
                                                  const std::vector<bool>& needs) {
@@ -173,6 +178,14 @@ absl::StatusOr<std::vector<Tensor>> ScanGradient(Graph& g, const Node& node,
   for (int j = 0; j < ns; ++j) {
     dstack.push_back(dys[nc + j].valid() ? dys[nc + j] : ZerosLike(outs[nc + j]));
   }
+  std::vector<int> kept;  // kept carries with a gradient
+  std::vector<Tensor> dkept;
+  for (int j = 0; j < nc; ++j) {
+    if (dys[nc + ns + j].valid() && IsFloating(outs[nc + ns + j].dtype())) {
+      kept.push_back(j);
+      dkept.push_back(dys[nc + ns + j]);
+    }
+  }
   std::shared_ptr<Graph> bg = NewBodyGraph(g, fwd);
   Types carry_types = TypesOf(init), acc_types;
   for (int k : kc) acc_types.push_back(caps[k].type());
@@ -187,6 +200,7 @@ absl::StatusOr<std::vector<Tensor>> ScanGradient(Graph& g, const Node& node,
   std::vector<Tensor> c =
       PlaceholdersFor(*bg, slices({outs.begin() + nc + ns, outs.end()}), "carry");
   std::vector<Tensor> dy = PlaceholdersFor(*bg, slices(dstack), "dy");
+  std::vector<Tensor> dk = PlaceholdersFor(*bg, slices(dkept), "dkept");
   std::vector<Tensor> k_params = PlaceholdersFor(*bg, TypesOf(caps), "capture");
   std::vector<Tensor> fparams = c;
   fparams.insert(fparams.end(), x.begin(), x.end());
@@ -199,16 +213,17 @@ absl::StatusOr<std::vector<Tensor>> ScanGradient(Graph& g, const Node& node,
   for (int k : kc) xs.push_back(k_params[k]);
   BRAZE_ASSIGN_OR_RETURN(std::vector<Tensor> grads, BodyGradients(ys, seeds, xs));
   std::vector<Tensor> results(grads.begin(), grads.begin() + nc);  // dc_t
+  for (size_t i = 0; i < kept.size(); ++i) results[kept[i]] = Add(results[kept[i]], dk[i]);
   for (size_t i = 0; i < kc.size(); ++i) results.push_back(Add(acc[i], grads[nc + ne + i]));
   results.insert(results.end(), grads.begin() + nc, grads.begin() + nc + ne);  // dx_t
   std::vector<Tensor> params = dc;
-  for (const auto* group : {&acc, &x, &c, &dy, &k_params}) {
+  for (const auto* group : {&acc, &x, &c, &dy, &dk, &k_params}) {
     params.insert(params.end(), group->begin(), group->end());
   }
   ControlFlowAttrs ga;
   ga.bodies = {MakeBody(bg, std::move(params), std::move(results), "fn_grad")};
   ga.num_carried = nc + static_cast<int>(kc.size());
-  ga.num_elems = ne + nc + ns;
+  ga.num_elems = ne + nc + ns + static_cast<int>(kept.size());
   ga.reverse = !a.reverse;
   std::vector<Tensor> ins;
   for (int i = 0; i < nc; ++i) ins.push_back(dys[i].valid() ? dys[i] : ZerosLike(outs[i]));
@@ -216,6 +231,7 @@ absl::StatusOr<std::vector<Tensor>> ScanGradient(Graph& g, const Node& node,
   ins.insert(ins.end(), elems.begin(), elems.end());
   ins.insert(ins.end(), outs.begin() + nc + ns, outs.end());
   ins.insert(ins.end(), dstack.begin(), dstack.end());
+  ins.insert(ins.end(), dkept.begin(), dkept.end());
   ins.insert(ins.end(), caps.begin(), caps.end());
   Tensor t = g.AddNode(OpKind::kScan, std::move(ins), std::move(ga), node.name() + "_grad");
   if (!t.node().status().ok()) return t.node().status();

@@ -109,7 +109,11 @@ Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
   std::vector<Tensor> maxima;
   for (Tensor& grad : *grads) {
     Tensor inv = Reciprocal(ls.scale);
-    grad = grad * (grad.dtype() == DType::kF32 ? inv : Cast(inv, grad.dtype()));
+    // A 16-bit gradient is unscaled in f32 and rounded once: 1 / scale cast to f16 is 0
+    // for a scale past 2^24, which zeroed every gradient (a "finite" step that changed
+    // nothing, and the scale kept growing).
+    grad = grad.dtype() == DType::kF32 ? grad * inv
+                                       : Cast(Cast(grad, DType::kF32) * inv, grad.dtype());
     maxima.push_back(Cast(Max(Abs(grad)), DType::kF32));
   }
   BookkeepingScope own_cluster(g);
@@ -122,7 +126,11 @@ Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
   Tensor grow =
       Greater(next, ScalarConst(g, static_cast<double>(s.growth_interval - 1), DType::kI32));
   Tensor zero = ScalarConst(g, 0, DType::kI32);
-  Tensor new_scale = Select(finite, Select(grow, ls.scale * s.growth_factor, ls.scale),
+  // A growth past f32's range is not taken (as torch's GradScaler): an infinite scale
+  // made every later gradient inf, and every step was skipped for good.
+  Tensor grown = ls.scale * s.growth_factor;
+  Tensor grown_finite = Less(grown, ScalarConst(g, std::numeric_limits<double>::infinity()));
+  Tensor new_scale = Select(finite, Select(grow, Select(grown_finite, grown, ls.scale), ls.scale),
                             ls.scale * s.backoff_factor);
   Tensor new_good = Select(finite, Select(grow, zero, next), zero);
   updates->push_back(Assign(ls.scale, new_scale));

@@ -195,16 +195,25 @@ void BuildAdamUpdate(Graph& g, const Optimizer& o, const AdamScalars& scalars, c
   Tensor v_new = v * o.beta2 + Square(grad) * (1.0 - o.beta2);
   updates->push_back(Update(m, m_new, finite));
   updates->push_back(Update(v, v_new, finite));
+  // A 16-bit variable's step m / (sqrt(v) + eps) is computed in f32 and rounded once:
+  // eps = 1e-8 is 0 in f16, and an element whose gradients were all 0 became 0 / 0 = NaN
+  // (torch.optim.Adam on f16 parameters has the same trap).
+  const bool wide = Is16BitFloat(dtype);
+  const DType cd = wide ? DType::kF32 : dtype;
+  auto in_cd = [&](const Tensor& t) { return wide ? Cast(t, cd) : t; };
+  auto to_var = [&](const Tensor& t) { return wide ? Cast(t, dtype) : t; };
   if (o.kind == Optimizer::Kind::kAdam) {
-    Tensor lr = As(scalars.adam_lr, dtype);
-    updates->push_back(Update(var, var - lr * m_new / (Sqrt(v_new) + o.epsilon), finite));
+    Tensor lr = As(scalars.adam_lr, cd);
+    Tensor step = to_var(lr * in_cd(m_new) / (Sqrt(in_cd(v_new)) + o.epsilon));
+    updates->push_back(Update(var, var - step, finite));
     return;
   }
   // AdamW: the decay multiplies the old value; the Adam step is subtracted after it.
   const bool decays = scalars.decay_factor.valid() && (!o.decay_filter || o.decay_filter(var));
   Tensor decayed = decays ? var * As(scalars.decay_factor, dtype) : var;
-  Tensor denom = Sqrt(v_new) / As(scalars.bc2_sqrt, dtype) + o.epsilon;
-  updates->push_back(Update(var, decayed - As(scalars.step_size, dtype) * m_new / denom, finite));
+  Tensor denom = Sqrt(in_cd(v_new)) / As(scalars.bc2_sqrt, cd) + o.epsilon;
+  Tensor step = to_var(As(scalars.step_size, cd) * in_cd(m_new) / denom);
+  updates->push_back(Update(var, decayed - step, finite));
 }
 
 // Builds the update ops in the current name scope; the arguments are checked. With a

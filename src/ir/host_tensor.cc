@@ -97,16 +97,52 @@ HostTensor HostTensor::Filled(DType dtype, Shape shape, double value) {
   return t;
 }
 
+namespace {
+
+// Element i of a floating tensor moved one value of its dtype toward `target`.
+void StepToward(HostTensor& t, int64_t i, double target) {
+  const double x = t.GetDouble(i);
+  switch (t.dtype()) {
+    case DType::kF32:
+      t.data<float>()[i] = std::nextafter(t.data<float>()[i], static_cast<float>(target));
+      return;
+    case DType::kF64:
+      t.data<double>()[i] = std::nextafter(x, target);
+      return;
+    default: {  // bf16, f16: sign and magnitude bits
+      uint16_t& bits = static_cast<uint16_t*>(t.raw_data())[i];
+      const bool up = target > x;
+      if (x == 0) {
+        bits = up ? 0x0001 : 0x8001;
+      } else if ((x > 0) == up) {
+        ++bits;  // away from zero
+      } else {
+        --bits;
+      }
+    }
+  }
+}
+
+}  // namespace
+
 HostTensor HostTensor::RandomUniform(DType dtype, Shape shape, uint64_t seed, double lo,
                                      double hi) {
   HostTensor t(dtype, std::move(shape));
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> u(lo, hi);
+  const bool floating = IsFloating(dtype);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     double v = u(rng);
     if (dtype == DType::kI32) v = std::floor(v);
     if (dtype == DType::kBool) v = (rng() & 1) ? 1 : 0;
     t.SetDouble(i, v);
+    // Rounded to the dtype, a draw may be hi itself (bf16: one in 500 draws of [0, 1)
+    // were 1) or below lo: the nearest value of the dtype inside [lo, hi) instead.
+    if (floating && lo < hi) {
+      while (t.GetDouble(i) >= hi) StepToward(t, i, lo);
+      while (t.GetDouble(i) < lo && t.GetDouble(i) < hi) StepToward(t, i, hi);
+      if (t.GetDouble(i) >= hi) StepToward(t, i, lo);  // no value of the dtype inside
+    }
   }
   return t;
 }

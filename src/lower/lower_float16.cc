@@ -87,7 +87,8 @@ Value Narrow(const Value& v, DType to) {
   // Through f32 (an f64 or i32 result rounds to f32 first), as the reference does.
   // Halide 14's narrowing drops a NaN's payload bits below the 16-bit mantissa (and its
   // bf16 rounding carries into the exponent and sign): an f32 NaN came out infinity or
-  // -0. So a NaN is tested on its bits and made the 16-bit quiet NaN.
+  // -0. So a NaN is tested on its bits and made the 16-bit quiet NaN of its sign (the
+  // reference's, as Eigen's conversions: the sign was dropped, -NaN came out +NaN).
   const Expr quiet_nan_bits =
       Halide::Internal::make_const(Halide::UInt(16), to == DType::kBF16 ? 0x7fc0 : 0x7e00);
   // bf16 selects on the bits: Halide 14's bf16 is an LLVM i16 either way, and a u16 NaN
@@ -95,12 +96,13 @@ Value Narrow(const Value& v, DType to) {
   // (compile/codegen_workarounds.h; docs/CUDA.md, "Non-finite constants in device code").
   auto narrow = [type, quiet_nan_bits](const Expr& x) {
     const Expr f = ToF32(x);
+    const Expr sign =
+        Halide::cast(Halide::UInt(16), (Halide::reinterpret(Halide::UInt(32), f) >> 16) & 0x8000);
+    const Expr nan_bits = quiet_nan_bits | sign;
     if (type.is_bfloat()) {
-      return Halide::reinterpret(type,
-                                 Halide::select(IsNanBits(f), quiet_nan_bits, RoundToBF16Bits(f)));
+      return Halide::reinterpret(type, Halide::select(IsNanBits(f), nan_bits, RoundToBF16Bits(f)));
     }
-    return Halide::select(IsNanBits(f), Halide::reinterpret(type, quiet_nan_bits),
-                          Halide::cast(type, f));
+    return Halide::select(IsNanBits(f), Halide::reinterpret(type, nan_bits), Halide::cast(type, f));
   };
   if (v.constant.defined()) {
     n.constant = narrow(v.constant);

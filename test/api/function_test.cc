@@ -579,6 +579,43 @@ TEST(FunctionTest, BadBodiesGiveAStatusNamingTheFunction) {
   EXPECT_EQ(throws.tracing_count(), 0);
 }
 
+// A body that throws under jit_compile (a JitScope around the body) fails that call
+// alone: the scope's destructor ran after the graph was rolled back and recorded
+// "JitScope ... destroyed but its frame is no longer on the graph's JIT scope stack" on
+// it, so every later call (of traced signatures too), every other Function on the graph
+// and every Session::Run of it failed.
+TEST(FunctionTest, ABodyThatThrowsUnderJitCompileLeavesTheGraphUsable) {
+  for (bool jit : {true, false}) {
+    SCOPED_TRACE(jit);
+    Graph g;
+    Tensor w = Variable(g, HostTensor::Scalar(1.5f), "w");
+    FunctionOptions o;
+    o.graph = &g;
+    o.jit_compile = jit;
+    Function f(
+        [w](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+          if (a[0].rank() != 0) throw std::runtime_error("scalars only");
+          return {a[0] * w};
+        },
+        o);
+    ASSERT_TRUE(f({HostTensor::Scalar(2.0f)}).ok());
+    auto thrown = f({HostTensor::Filled(DType::kF32, {2}, 1.0)});
+    EXPECT_EQ(thrown.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(thrown.status().message(), HasSubstr("the body threw: scalars only"));
+    EXPECT_TRUE(g.status().ok()) << g.status();
+    auto again = f({HostTensor::Scalar(2.0f)});
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ((*again)[0].ToVector<float>(), std::vector<float>{3.0f});
+    Function other(
+        [w](Graph&, const std::vector<Tensor>& a) -> std::vector<Tensor> { return {a[0] + w}; }, o);
+    auto other_result = other({HostTensor::Scalar(1.0f)});
+    ASSERT_TRUE(other_result.ok()) << other_result.status();
+    EXPECT_EQ((*other_result)[0].ToVector<float>(), std::vector<float>{2.5f});
+    auto run = Session(g).Run({}, {w});
+    ASSERT_TRUE(run.ok()) << run.status();
+  }
+}
+
 TEST(FunctionTest, ABuildErrorInTheBodyIsNotKeptAndLaterCallsWork) {
   FunctionOptions o;
   o.name = "shapes";

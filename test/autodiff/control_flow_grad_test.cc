@@ -175,6 +175,57 @@ TEST(ControlFlowGradTest, BoundedWhileStoppingEarlyAndAtItsBound) {
   }
 }
 
+// Second order: the first-order gradient reads the forward's carry before each step (its
+// kept carries), and the gradient of that gradient flows into them. It was dropped:
+// Scan of c <- c * x_t stacking c over x = (2, 3) gave d/dx Sum(g1^2) = {0, 8}, not
+// {4, 8}; a bounded While, replayed as a Scan, half its value.
+TEST(ControlFlowGradTest, SecondOrderThroughKeptCarries) {
+  {
+    Graph g;
+    Tensor x = Placeholder(g, kF64, {2}, "x");
+    ScanResult r = Scan(
+        [&](Graph&, const std::vector<Tensor>& c, const std::vector<Tensor>& e) {
+          Tensor n = c[0] * e[0];
+          return ScanStep{{n}, {n}};
+        },
+        {ScalarConst(g, 1.0, kF64)}, {x});
+    auto g1 = Gradients({Sum(r.stacked[0])}, {x});
+    ASSERT_TRUE(g1.ok()) << g1.status();
+    Tensor loss = Sum(Square((*g1)[0]));
+    auto g2 = Gradients({loss}, {x});
+    ASSERT_TRUE(g2.ok()) << g2.status();
+    auto out = Session(g, gradtest::ReferenceOnly())
+                   .Run({{x, HostTensor::From<double>({2, 3}, {2})}}, {(*g1)[0], (*g2)[0]});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].ToVector<double>(), (std::vector<double>{4, 2}));  // (1 + x1, x0)
+    EXPECT_EQ((*out)[1].ToVector<double>(), (std::vector<double>{4, 8}));  // (2 x0, 2 (1 + x1))
+  }
+  for (int64_t t : {1, 4}) {
+    SCOPED_TRACE(t);
+    Rnn m(t);
+    auto g1 = Gradients({Sum(m.r.stacked[0])}, {m.w, m.u});
+    ASSERT_TRUE(g1.ok()) << g1.status();
+    Tensor loss = Sum(Square((*g1)[0])) + Sum(Square((*g1)[1]));
+    EXPECT_TRUE(CheckGradients(loss, m.Inputs(t), Tolerant()));
+  }
+  Graph g;
+  Tensor v = Placeholder(g, kF64, {2, 3}, "v");
+  Tensor w = Placeholder(g, kF64, {3, 3}, "w");
+  std::vector<Tensor> out = While(
+      [&](Graph& b, const std::vector<Tensor>& s) {
+        return Less(s[1], ScalarConst(b, 3, DType::kI32));
+      },
+      [&](Graph& b, const std::vector<Tensor>& s) {
+        return std::vector<Tensor>{Tanh(MatMul(s[0], w)), s[1] + ScalarConst(b, 1, DType::kI32)};
+      },
+      {v, ScalarConst(g, 0, DType::kI32)}, 5);
+  auto g1 = Gradients({Sum(out[0])}, {w});
+  ASSERT_TRUE(g1.ok()) << g1.status();
+  EXPECT_TRUE(CheckGradients(
+      Sum(Square((*g1)[0])),
+      {{v, AwayFromZero({2, 3}, 6)}, {w, AwayFromZero({3, 3}, 7, -0.8, 0.8)}}, Tolerant()));
+}
+
 TEST(ControlFlowGradTest, AnUnboundedWhileHasNoGradientAndSaysWhy) {
   Graph g;
   Tensor v = Placeholder(g, kF64, {2}, "v");

@@ -306,6 +306,67 @@ TEST(LossScaleTest, GrowsAfterGrowthIntervalFiniteSteps) {
   EXPECT_EQ(s.VariableValue(good)->GetDouble(0), 0);
 }
 
+// A growth past f32's range is not taken: the scale went 1.5e38, 3e38, inf, and from
+// then every step's gradients were inf and every step was skipped.
+TEST(LossScaleTest, TheScaleNeverGrowsToInfinity) {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::From<float>({1, 2}, {2}), "w");
+  Tensor loss = Sum(w) * 1e-30;  // scaled, 3e8 a gradient: finite
+  auto train = Minimize(Optimizer::Sgd(1e30).WithLossScaling(
+                            {.initial_scale = 1.5e38, .growth_interval = 1, .always = true}),
+                        loss, {w});
+  ASSERT_TRUE(train.ok()) << train.status();
+  Tensor scale = *FindVariable(g, "loss_scale/scale");
+  Session s(g);
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE(s.Run({}, {}, *train).ok());
+  EXPECT_EQ(s.VariableValue(scale)->GetDouble(0), static_cast<double>(3e38f));
+  EXPECT_NEAR(s.VariableValue(w)->GetDouble(0), -2, 1e-5);  // each step: w -= 1e30 * 1e-30
+}
+
+// A 16-bit gradient is unscaled in f32: 1 / 2^26 cast to f16 is 0, which zeroed the
+// gradient of an f16 variable (the step "finite", nothing learned).
+TEST(LossScaleTest, AnF16GradientIsUnscaledInF32) {
+  for (bool reference : {false, true}) {
+    SCOPED_TRACE(reference);
+    Graph g;
+    Tensor w = Variable(g, HostTensor::From<float>({1}, {1}), "w");
+    Tensor w16 = Variable(g, HostTensor::Filled(DType::kF16, {1}, 1.0), "w16");
+    // d loss / d w16 = 1e-6: 67 once scaled by 2^26, finite in f16.
+    Tensor loss = Sum(Cast(w16, DType::kF32)) * 1e-6 + Sum(w) * 0.0;
+    auto train = Minimize(Optimizer::Sgd(1000).WithLossScaling(
+                              {.initial_scale = 67108864, .growth_interval = 100, .always = true}),
+                          loss, {w, w16});
+    ASSERT_TRUE(train.ok()) << train.status();
+    Session s(g, reference ? ReferenceOnly() : SessionOptions{});
+    ASSERT_TRUE(s.Run({}, {}, *train).ok());
+    // 1 - 1000 * 1e-6 = 0.999, the f16 nearest (an ulp is 2^-11 below 1).
+    EXPECT_NEAR(s.VariableValue(w16)->GetDouble(0), 0.999, 0x1p-11);
+  }
+}
+
+// Adam and AdamW on f16 variables with the default epsilon (1e-8, 0 in f16): an element
+// whose gradient was 0 keeps its value (it was 0 / 0 = NaN); the others move by about lr.
+TEST(PrecisionPolicyTest, AdamOnF16VariablesKeepsItsEpsilon) {
+  for (bool adamw : {false, true}) {
+    for (bool reference : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(adamw ? "AdamW " : "Adam ", reference ? "reference" : "compiled"));
+      Graph g;
+      Tensor w = Variable(g, HostTensor::Filled(DType::kF16, {3}, 1.0), "w");
+      Tensor mask = Const(g, HostTensor::From<float>({1, -1, 0}, {3}));
+      Tensor loss = Sum(Cast(w, DType::kF32) * mask);
+      Optimizer o = adamw ? Optimizer::AdamW(0.01, 0.9, 0.999, 1e-8, 0) : Optimizer::Adam(0.01);
+      auto train = Minimize(o, loss, {w});
+      ASSERT_TRUE(train.ok()) << train.status();
+      Session s(g, reference ? ReferenceOnly() : SessionOptions{});
+      ASSERT_TRUE(s.Run({}, {}, *train).ok());
+      const HostTensor got = *s.VariableValue(w);
+      EXPECT_NEAR(got.GetDouble(0), 0.99, 0x1p-10);
+      EXPECT_NEAR(got.GetDouble(1), 1.01, 0x1p-10);
+      EXPECT_EQ(got.GetDouble(2), 1.0);
+    }
+  }
+}
+
 TEST(LossScaleTest, TheLogSaysWhenItBacksOffAndGrows) {
   std::vector<std::string> lines;
   SetLogSink([&lines](LogSeverity, int, std::string_view text) {

@@ -5,10 +5,13 @@
 // them narrowed.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "Halide.h"
@@ -160,6 +163,28 @@ TEST(Float16ConversionTest, HostTensorStoresTheRoundedBits) {
   EXPECT_EQ(b.GetDouble(4), 9999220736.0);  // 1e10 to the nearest bf16
   EXPECT_EQ(b.DebugString(2), "bf16[5] {1, 1, ...}");
   EXPECT_EQ(HostTensor::From<BFloat16>({BFloat16(2.5)}, {1}).GetDouble(0), 2.5);
+}
+
+// RandomUniform's draws are in [lo, hi) after rounding to the dtype: rounded to bf16,
+// about one in 500 draws of [0, 1) was 1 itself, and a bound between two bf16 values let
+// draws below lo through.
+TEST(Float16ConversionTest, RandomUniformStaysInsideItsRangeInEveryFloatDType) {
+  for (DType d : {DType::kBF16, DType::kF16, DType::kF32, DType::kF64}) {
+    for (const auto& [lo, hi] :
+         {std::pair<double, double>{0, 1}, {-1, 1}, {0.1, 0.2}, {-3, -2.9}}) {
+      SCOPED_TRACE(std::string(DTypeName(d)) + " [" + std::to_string(lo) + ", " +
+                   std::to_string(hi) + ")");
+      const HostTensor t = HostTensor::RandomUniform(d, {100003}, 5, lo, hi);
+      double smallest = hi, largest = lo;
+      for (int64_t i = 0; i < t.num_elements(); ++i) {
+        smallest = std::min(smallest, t.GetDouble(i));
+        largest = std::max(largest, t.GetDouble(i));
+      }
+      EXPECT_GE(smallest, lo);
+      EXPECT_LT(largest, hi);
+      EXPECT_GT(largest, lo + (hi - lo) * 0.9);  // still spread over the range
+    }
+  }
 }
 
 }  // namespace
