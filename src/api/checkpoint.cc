@@ -233,6 +233,7 @@ namespace {
 // Whether `read` failed because `v` was declared without a value and never assigned.
 bool Uninitialized(const Tensor& v, const absl::Status& read) {
   return read.code() == absl::StatusCode::kFailedPrecondition &&
+         v.node().op() == OpKind::kVariable &&  // a hand-built set may hold other tensors
          v.node().attrs_as<VariableAttrs>().initial_value == nullptr;
 }
 

@@ -40,7 +40,10 @@ namespace {
 namespace fs = std::filesystem;
 using compile::KernelLayout;
 
-constexpr char kMagic[] = "braze-aot 1";
+// 2: the .meta ends with the CRC-32 of what precedes its "end" line (an edited layout
+// that still parsed was trusted: an output marked empty made a kernel never launched,
+// its fetch zeros, with no warning).
+constexpr char kMagic[] = "braze-aot 2";
 
 // ---- build IDs: what makes a stored kernel belong to this build ----
 
@@ -189,12 +192,29 @@ std::string Serialize(const Meta& m) {
   for (const TensorType& t : m.layout.output_types) types.push_back(TypeText(t));
   std::vector<std::string> failures;
   for (const std::string& f : m.layout.failures) failures.push_back(Escape(f));
-  return absl::StrCat(
+  const std::string body = absl::StrCat(
       kMagic, "\nkey ", Escape(m.key), "\nso ", m.so_size, " ", m.so_crc, "\nelided ",
       absl::StrJoin(elided, " "), "\noutputs ", absl::StrJoin(outputs, " "), "\ntypes ",
       absl::StrJoin(types, " "), "\nscheduler ", static_cast<int>(m.layout.scheduler),
       "\nfailures ", failures.size(), "\n", absl::StrJoin(failures, "\n"),
-      failures.empty() ? "" : "\n", "schedule ", Escape(m.layout.schedule), "\nend\n");
+      failures.empty() ? "" : "\n", "schedule ", Escape(m.layout.schedule), "\n");
+  return absl::StrCat(body, "end ", Crc(body.data(), body.size()), "\n");
+}
+
+// Whether the layout's outputs are consistent: as many types as entries, each entry the
+// next pipeline output, in order, or -1 (an output with no elements, which the kernel
+// does not compute: a type with a 0 dim, or a -1 dim that was 0 when it compiled).
+bool ConsistentOutputs(const KernelLayout& layout) {
+  if (layout.output_types.size() != layout.pipeline_output.size()) return false;
+  int next = 0;
+  for (size_t j = 0; j < layout.pipeline_output.size(); ++j) {
+    const Shape& shape = layout.output_types[j].shape;
+    const bool may_be_empty =
+        std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d == 0 || d == -1; });
+    const int o = layout.pipeline_output[j];
+    if (o == -1 ? !may_be_empty : o != next++) return false;
+  }
+  return true;
 }
 
 bool ParseType(const std::string& text, TensorType* t) {
@@ -212,8 +232,15 @@ bool ParseType(const std::string& text, TensorType* t) {
   return true;
 }
 
-// Parses what Serialize wrote; false on anything else.
+// Parses what Serialize wrote; false on anything else, a checksum that differs included.
 bool Parse(const std::string& text, Meta* m) {
+  const size_t end = text.rfind("\nend ");
+  uint32_t crc = 0;
+  if (end == std::string::npos || text.back() != '\n' ||
+      !absl::SimpleAtoi(absl::string_view(text).substr(end + 5, text.size() - end - 6), &crc) ||
+      crc != Crc(text.data(), end + 1)) {
+    return false;
+  }
   std::vector<std::string> lines = absl::StrSplit(text, '\n');
   size_t i = 0;
   auto next = [&](const char* tag, std::string* rest) {
@@ -268,7 +295,7 @@ bool Parse(const std::string& text, Meta* m) {
   if (!next("schedule", &rest)) return false;
   m->layout.schedule = Unescape(rest);
   if (!next("end", &rest)) return false;
-  return m->layout.output_types.size() == m->layout.pipeline_output.size();
+  return ConsistentOutputs(m->layout);
 }
 
 uint64_t DirectorySize(const fs::path& dir,
@@ -359,7 +386,19 @@ Settings CurrentSettings() {
       !s.dir.empty() && s.dir != "off" && !Ids().executable.empty() && !Ids().halide.empty();
   if (const char* mb = std::getenv("BRAZE_CACHE_MAX_MB"); mb != nullptr) {
     uint64_t v = 0;
-    if (absl::SimpleAtoi(mb, &v)) s.max_bytes = v << 20;
+    if (!absl::SimpleAtoi(mb, &v)) {
+      // Not silent (once a process: settings are read at every store).
+      static std::once_flag once;
+      std::call_once(once, [&] {
+        LogWarning(absl::StrCat("BRAZE_CACHE_MAX_MB='", mb,
+                                "' is not a whole number of MiB: the disk cache keeps its "
+                                "default bound (",
+                                s.max_bytes >> 20, " MiB)"));
+      });
+    } else {
+      // Past 2^44 MiB the shift wrapped (to a bound of 0): no bound instead.
+      s.max_bytes = v > (UINT64_MAX >> 20) ? UINT64_MAX : v << 20;
+    }
   }
   return s;
 }

@@ -182,6 +182,40 @@ TEST_F(DiskCacheTest, DamagedEntriesAreAWarningAndARecompile) {
     std::ofstream(meta) << text;
   });
   damage_and_expect_recompile("missing .so", [&] { fs::remove(so); });
+  // A layout edited so that it still parses: its output marked empty made a kernel that
+  // was never launched (the fetch zeros, no warning); another output type warned at
+  // every run and was never repaired. The .meta's checksum catches both.
+  auto edit_line = [&](const std::string& tag, const std::string& from, const std::string& to) {
+    std::ifstream in(meta);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\n" + tag + " " + from + "\n");
+    ASSERT_NE(at, std::string::npos) << text;
+    text.replace(at + tag.size() + 2, from.size(), to);
+    std::ofstream(meta, std::ios::trunc) << text;
+  };
+  damage_and_expect_recompile("an output marked empty", [&] { edit_line("outputs", "0", "-1"); });
+  damage_and_expect_recompile("an extra input", [&] {
+    std::ifstream in(meta);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\nelided ");
+    ASSERT_NE(at, std::string::npos);
+    text.insert(at + 9, "0 ");
+    std::ofstream(meta, std::ios::trunc) << text;
+  });
+}
+
+// BRAZE_CACHE_MAX_MB that is no whole number keeps the default, with a warning (it was
+// silent); one past 2^44 MiB is no bound (the shift wrapped it to a bound of 0).
+TEST_F(DiskCacheTest, ABadSizeBoundIsAWarningAndAHugeOneNoBound) {
+  const uint64_t default_bytes = disk_cache::Settings().max_bytes;
+  setenv("BRAZE_CACHE_MAX_MB", "abc", 1);
+  EXPECT_EQ(disk_cache::CurrentSettings().max_bytes, default_bytes);
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_THAT(warnings_[0], HasSubstr("BRAZE_CACHE_MAX_MB='abc'"));
+  setenv("BRAZE_CACHE_MAX_MB", "17592186044416", 1);  // 2^44
+  EXPECT_EQ(disk_cache::CurrentSettings().max_bytes, UINT64_MAX);
+  setenv("BRAZE_CACHE_MAX_MB", "3", 1);
+  EXPECT_EQ(disk_cache::CurrentSettings().max_bytes, uint64_t{3} << 20);
 }
 
 TEST_F(DiskCacheTest, LogCompilesSaysAnEntryOfAnotherBuildIsStale) {

@@ -605,7 +605,26 @@ const ShippedRun& RunChildren() {
       workloads[entry->target].insert(*workload);
       r->target_of[file] = entry->target;
     }
+    // The host's own target (ctest sets no HL_JIT_TARGET): a CPU target with a feature it
+    // lacks is not run. Its child, under HL_JIT_TARGET, took the target for its own and
+    // died of SIGILL (an AVX-512 entry on an AVX2 machine).
+    const absl::StatusOr<std::string> host = JitTargetString();
+    const std::vector<std::string> host_tokens =
+        host.ok() ? absl::StrSplit(*host, '-') : std::vector<std::string>();
     for (const auto& [target, names] : workloads) {
+      if (!IsDeviceTarget(target) && host.ok() && std::getenv("HL_JIT_TARGET") == nullptr) {
+        std::vector<std::string> missing;
+        for (const std::string& token : std::vector<std::string>(absl::StrSplit(target, '-'))) {
+          if (std::find(host_tokens.begin(), host_tokens.end(), token) == host_tokens.end()) {
+            missing.push_back(token);
+          }
+        }
+        if (!missing.empty()) {
+          r->unavailable[target] = absl::StrCat(target, " (this CPU's target ", *host, " lacks ",
+                                                absl::StrJoin(missing, ", "), ")");
+          continue;
+        }
+      }
       const std::string spec = absl::StrCat(target, ";", absl::StrJoin(names, ","));
       // A GPU entry's target is no Halide target: its child keeps the host's.
       const std::string jit_target =
