@@ -112,8 +112,11 @@ Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
     // A 16-bit gradient is unscaled in f32 and rounded once: 1 / scale cast to f16 is 0
     // for a scale past 2^24, which zeroed every gradient (a "finite" step that changed
     // nothing, and the scale kept growing).
-    grad = grad.dtype() == DType::kF32 ? grad * inv
-                                       : Cast(Cast(grad, DType::kF32) * inv, grad.dtype());
+    if (Is16BitFloat(grad.dtype())) {
+      grad = Cast(Cast(grad, DType::kF32) * inv, grad.dtype());
+    } else {
+      grad = grad * (grad.dtype() == DType::kF32 ? inv : Cast(inv, grad.dtype()));
+    }
     maxima.push_back(Cast(Max(Abs(grad)), DType::kF32));
   }
   BookkeepingScope own_cluster(g);

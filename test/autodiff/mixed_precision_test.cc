@@ -329,18 +329,21 @@ TEST(LossScaleTest, AnF16GradientIsUnscaledInF32) {
   for (bool reference : {false, true}) {
     SCOPED_TRACE(reference);
     Graph g;
-    Tensor w = Variable(g, HostTensor::From<float>({1}, {1}), "w");
+    Tensor w64 = Variable(g, HostTensor::From<double>({1}, {1}), "w64");
     Tensor w16 = Variable(g, HostTensor::Filled(DType::kF16, {1}, 1.0), "w16");
-    // d loss / d w16 = 1e-6: 67 once scaled by 2^26, finite in f16.
-    Tensor loss = Sum(Cast(w16, DType::kF32)) * 1e-6 + Sum(w) * 0.0;
+    // d loss / d w16 = 1e-6: 67 once scaled by 2^26, finite in f16. An f64 gradient
+    // keeps its f64 digits (1 + 1e-12, which f32 rounds to 1).
+    Tensor loss =
+        Sum(Cast(w16, DType::kF32)) * 1e-6 + Cast(Sum(w64) * (1e-3 * (1 + 1e-12)), DType::kF32);
     auto train = Minimize(Optimizer::Sgd(1000).WithLossScaling(
                               {.initial_scale = 67108864, .growth_interval = 100, .always = true}),
-                          loss, {w, w16});
+                          loss, {w64, w16});
     ASSERT_TRUE(train.ok()) << train.status();
     Session s(g, reference ? ReferenceOnly() : SessionOptions{});
     ASSERT_TRUE(s.Run({}, {}, *train).ok());
     // 1 - 1000 * 1e-6 = 0.999, the f16 nearest (an ulp is 2^-11 below 1).
     EXPECT_NEAR(s.VariableValue(w16)->GetDouble(0), 0.999, 0x1p-11);
+    EXPECT_NEAR(s.VariableValue(w64)->GetDouble(0), -1e-12, 1e-14);  // 1 - 1000 * 1e-3 (1 + 1e-12)
   }
 }
 
