@@ -28,12 +28,16 @@ class RunCheckpoints {
   // 0 when the directory holds none. A checkpoint of other data is FailedPrecondition
   // naming the key ("has data.seed 1, this run 987"); a corrupt or mismatched one is
   // CheckpointManager's error, naming the file or variable; no variable is changed.
+  // Data parallel (WorldSize() > 1; a collective, so every rank calls it): the ranks must
+  // resume at the same step, else FailedPrecondition on every rank listing each one's.
   absl::StatusOr<int64_t> Resume(braze::VariableSet vars);
   // After `done` steps (1-based): saves when --checkpoint_every divides it or it is the
   // last step, on rank 0, and prints where.
   absl::Status AfterStep(int64_t done);
 
  private:
+  absl::StatusOr<int64_t> ResumeHere(braze::VariableSet vars);  // this rank's
+
   std::string program_;
   braze::StringMap data_;
   int rank_;

@@ -60,6 +60,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
       "               with input_signature batch -1, jit_compile from --jit (scope: true,\n"
       "               off: false, auto: unset), capturing the model's variables; each\n"
       "               epoch's partial last batch is trained too, by the same trace\n"
+      "               (not with --data_parallel: the ranks would get unequal shares)\n"
       "  --steps      train steps in total (default %lld)\n"
       "  --batch      examples per step (default %lld); with --api=session a partial last\n"
       "               batch of an epoch is skipped, so every step has one shape\n"
@@ -472,10 +473,11 @@ absl::StatusOr<double> Accuracy(const Runner& runner,
 // What a checkpoint records of the data: a resumed run must have the same, and the
 // checkpoint's step is the data position (the next batch is that step's).
 braze::StringMap DataMetadata(const TrainFlags& flags, const ExampleInfo& info) {
-  return {{"example", info.program},
-          {"data.seed", absl::StrCat(flags.seed)},
-          {"data.batch", absl::StrCat(flags.batch)},
-          {"data.partial_batches", flags.api == Api::kFunction ? "true" : "false"}};
+  return {
+      {"example", info.program},
+      {"data.seed", absl::StrCat(flags.seed)},
+      {"data.batch", absl::StrCat(flags.batch)},
+      {"data.partial_batches", flags.api == Api::kFunction && flags.world == 1 ? "true" : "false"}};
 }
 
 absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const ModelBuilder& build) {
@@ -503,8 +505,11 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
                                                    " is not a multiple of the ", flags.world,
                                                    " ranks (--data_parallel)"));
   }
-  Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api, flags.rank,
-                  flags.world);
+  // An epoch's remainder as a smaller batch only in one process: shared by the ranks it
+  // gave each a different number of rows (none at all to some: a NaN mean loss spread to
+  // every rank by the all-reduce), each rank's mean still weighted 1/world.
+  Batcher batcher(train, flags.batch, flags.seed, /*partial=*/function_api && flags.world == 1,
+                  flags.rank, flags.world);
   const std::vector<std::pair<HostTensor, HostTensor>> test_chunks =
       EvalChunks(test, flags.eval_rows, flags.eval_batch, flags.rank, flags.world);
   std::optional<CountSum> count_sum;  // data parallel: every rank evaluates its shard
@@ -632,7 +637,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
       timed_stats.gemm_launches * per_step, timed_stats.host_to_device_copies * per_step,
       timed_stats.device_to_host_copies * per_step, static_cast<long long>(timed_stats.compiles),
       static_cast<long long>(timed_stats.cache_hits));
-  if (function_api) {
+  if (function_api && flags.world == 1) {
     std::printf("trained %lld partial last batches (of %lld examples) with the same trace\n",
                 static_cast<long long>(partial_batches),
                 static_cast<long long>(train.labels.dim(0) % flags.batch));

@@ -57,7 +57,10 @@ struct DistributedOptions {
 // FailedPrecondition.
 absl::Status InitDistributed(const DistributedOptions& options = {});
 // Leaves the job (MPI_Finalize). After a failed collective it aborts the job
-// (MPI_Abort) rather than wait for a lost rank. Nothing to do when never initialized.
+// (MPI_Abort) rather than wait for a lost rank. Nothing to do when never initialized;
+// after an InitDistributed that was refused once MPI had started, it ends MPI too. MPI
+// cannot start again: after it, a Run with a collective and InitDistributed fail with
+// FailedPrecondition (in a job of more than one process).
 absl::Status FinalizeDistributed();
 // This process's rank and the number of processes (0 and 1 before InitDistributed).
 int WorldRank();

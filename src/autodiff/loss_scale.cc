@@ -13,6 +13,7 @@
 #include "autodiff/grad_util.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
+#include "frontend/eager_body.h"
 #include "ir/logging.h"
 
 namespace braze::autodiff {
@@ -139,6 +140,8 @@ Tensor UnscaleAndCheck(const LossScale& ls, std::vector<Tensor>* grads,
   updates->push_back(Assign(ls.scale, new_scale));
   updates->push_back(Assign(ls.good_steps, new_good));
   {
+    // Braze's scope, not the body's: under RunFunctionsEagerly it fails no call.
+    frontend::LibraryJitScopeGuard library_scope;
     JitScope host(g, false);  // a HostCall never compiles, in strict Functions too
     std::vector<Tensor> log =
         HostCall(g, "log", {finite, ls.scale, new_scale}, {TensorSpec{DType::kF32, {}}},

@@ -23,6 +23,8 @@ namespace {
 struct Process {
   std::mutex mu;
   bool initialized = false;
+  bool asked_mpi = false;  // InitDistributed asked MPI for a communicator (it may have started MPI)
+  bool finalized = false;  // FinalizeDistributed ended MPI: no collective runs again
   double timeout_seconds = 300;
   std::unique_ptr<Communicator> world;
   // NCCL communicators by CUDA device index (CommunicatorFor), or why there is none.
@@ -68,11 +70,22 @@ absl::Status SamePieceBytesOnEveryRank(Communicator& world, int64_t piece_bytes)
 
 bool LaunchedByMpi() { return LauncherWorldSize() > 0; }
 
+std::pair<int, int> LauncherRankAndSize() {
+  const int size = LauncherWorldSize();
+  if (size == 0) return {0, 0};
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* v = std::getenv(var);
+    if (v != nullptr && *v != '\0') return {std::atoi(v), size};
+  }
+  return {0, size};
+}
+
 Communicator* World() { return TheProcess().world.get(); }
 
 absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory) {
   Process& p = TheProcess();
   std::lock_guard<std::mutex> lock(p.mu);
+  if (p.finalized) return comm::FinalizedError();
   if (p.world == nullptr) {
     return absl::FailedPreconditionError("no distributed job: a world of one (InitDistributed)");
   }
@@ -256,6 +269,7 @@ absl::Status InitDistributed(const DistributedOptions& options) {
   }
   p.timeout_seconds = options.timeout_seconds;
   auto world = comm::CreateMpiCommunicator(options.timeout_seconds, options.allreduce_piece_bytes);
+  p.asked_mpi = true;
   if (!world.ok()) return world.status();
   if (absl::Status same = comm::SamePieceBytesOnEveryRank(**world, options.allreduce_piece_bytes);
       !same.ok()) {
@@ -272,13 +286,19 @@ absl::Status FinalizeDistributed() {
   std::lock_guard<std::mutex> lock(p.mu);
   if (p.world == nullptr) {
     p.initialized = false;
-    return absl::OkStatus();
+    // A refused InitDistributed (the ranks' options differed) started MPI: ended here, as
+    // the launcher expects of every rank (FinalizeMpi: nothing if MPI never started).
+    p.finalized = p.asked_mpi;
+    return p.asked_mpi ? comm::FinalizeMpi(false) : absl::OkStatus();
   }
-  // After a lost rank MPI_Finalize would wait for it: end the job instead.
-  const bool abort = p.world->failed();
+  // After a lost rank MPI_Finalize would wait for it: end the job instead. A rank lost
+  // during an NCCL call fails only that device's communicator, not MPI's.
+  bool abort = p.world->failed();
+  for (const auto& [device, nccl] : p.nccl) abort = abort || nccl->failed();
   // The communicator stays: a collective may still be queued on the comm thread.
   absl::Status s = comm::FinalizeMpi(abort);
   p.initialized = false;
+  p.finalized = true;
   return s;
 }
 

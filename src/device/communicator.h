@@ -28,6 +28,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -79,8 +80,14 @@ absl::Status SamePieceBytesOnEveryRank(Communicator& world, int64_t piece_bytes)
 // Whether this build has MPI, and whether this process was started by an MPI launcher.
 bool MpiBuilt();
 bool LaunchedByMpi();
+// This process's rank and the number of ranks as an MPI launcher announced them in the
+// environment (before any InitDistributed), or {0, 0} when none did.
+std::pair<int, int> LauncherRankAndSize();
 // Leaves MPI: MPI_Finalize, or MPI_Abort (exit code 1 for every rank) when `abort`.
 absl::Status FinalizeMpi(bool abort);
+// FailedPrecondition: FinalizeDistributed was called (what a collective or InitDistributed
+// returns after it).
+absl::Status FinalizedError();
 
 // NCCL, loaded once per process: OK and its version (e.g. 22703 for 2.27.3) when
 // libnccl.so.2 loads and has every entry point Braze calls; otherwise

@@ -81,6 +81,14 @@ absl::Status AbandonedError() {
       "(FinalizeDistributed aborts the job; restart it, docs/DISTRIBUTED.md \"Faults\")");
 }
 
+// MPI allows no call but a few queries after MPI_Finalize (Open MPI aborts the process):
+// after FinalizeDistributed a collective, or InitDistributed again, is refused instead.
+absl::Status NotFinalized() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized ? FinalizedError() : absl::OkStatus();
+}
+
 class MpiCommunicator : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, int rank, int size, double timeout_s, int64_t piece_bytes)
@@ -152,6 +160,7 @@ class MpiCommunicator : public Communicator {
       if (!failure_.ok()) return failure_;
     }
     if (abandoned_requests.load()) return AbandonedError();
+    if (absl::Status s = NotFinalized(); !s.ok()) return s;
     auto fail = [&](absl::Status s) {
       std::lock_guard<std::mutex> lock(mu_);
       failure_ = s;
@@ -277,6 +286,7 @@ bool MpiBuilt() { return true; }
 absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
                                                                     int64_t allreduce_piece_bytes) {
   if (abandoned_requests.load()) return AbandonedError();
+  if (absl::Status s = NotFinalized(); !s.ok()) return s;
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -306,9 +316,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeo
 }
 
 absl::Status FinalizeMpi(bool abort) {
-  int finalized = 0;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
-  if (finalized) return absl::OkStatus();
+  if (!initialized || finalized) return absl::OkStatus();
   if (abort || abandoned_requests.load()) {
     MPI_Abort(MPI_COMM_WORLD, 1);
     return absl::AbortedError("MPI_Abort returned");
@@ -331,6 +342,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double, int6
 absl::Status FinalizeMpi(bool) { return absl::OkStatus(); }
 
 #endif  // BRAZE_HAVE_MPI
+
+absl::Status FinalizedError() {
+  return absl::FailedPreconditionError(
+      "FinalizeDistributed was called: this process has left the MPI job, which cannot be "
+      "joined again (MPI_Finalize is final); no collective can run");
+}
 
 }  // namespace comm
 }  // namespace braze

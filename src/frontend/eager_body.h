@@ -18,6 +18,20 @@ struct EagerBody {
 // body; read by JitScope.
 EagerBody*& CurrentEagerBody();
 
+// Around a JitScope that Braze itself opens inside a body (loss scaling's HostCall, kept
+// out of compiled code): that scope is not one the body opened, so it must not fail an
+// eager call. While one lives, no eager body is current on this thread.
+class LibraryJitScopeGuard {
+ public:
+  LibraryJitScopeGuard() : saved_(CurrentEagerBody()) { CurrentEagerBody() = nullptr; }
+  ~LibraryJitScopeGuard() { CurrentEagerBody() = saved_; }
+  LibraryJitScopeGuard(const LibraryJitScopeGuard&) = delete;
+  LibraryJitScopeGuard& operator=(const LibraryJitScopeGuard&) = delete;
+
+ private:
+  EagerBody* saved_;
+};
+
 }  // namespace frontend
 }  // namespace braze
 

@@ -1,12 +1,15 @@
 #include "runtime/flags.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "device/communicator.h"
 #include "device/cpu_conv.h"
 #include "ir/logging.h"
 #include "ir/timeline.h"
@@ -65,6 +68,8 @@ FlagState* NewFlagStateFromEnvironment() {
       return state;
     }
   }
+  const auto [rank, world_size] = comm::LauncherRankAndSize();
+  ApplyRankToPaths(rank, world_size, &*parsed);
   if (!parsed->timeline.empty()) {
     absl::Status started = Timeline::Start(parsed->timeline);
     if (!started.ok()) {
@@ -86,6 +91,19 @@ FlagState& State() {
 }
 
 }  // namespace
+
+void ApplyRankToPaths(int rank, int world_size, BrazeFlags* flags) {
+  if (world_size <= 1) return;
+  const std::string tag = absl::StrCat("rank", rank);
+  if (!flags->timeline.empty()) {
+    std::filesystem::path file(flags->timeline);
+    const std::string stem = file.stem().string(), ext = file.extension().string();
+    file.replace_filename(absl::StrCat(stem, ".", tag, ext));
+    flags->timeline = file.string();
+  }
+  if (!flags->dump_to.empty())
+    flags->dump_to = (std::filesystem::path(flags->dump_to) / tag).string();
+}
 
 absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text) {
   BrazeFlags flags;

@@ -11,6 +11,7 @@
 //                        stderr unless the program installed a log sink)
 //   --timeline=FILE      writes a Chrome trace (chrome://tracing, Perfetto) of every
 //                        kernel launch and compile to FILE; ir/timeline.h
+//                        (under mpirun each rank writes its own: ApplyRankToPaths)
 //   --v=N                the log verbosity (braze/logging.h), N >= 0: 0 (default) shows
 //                        warnings and errors, 1 adds schedulers that failed and were
 //                        fallen through, 2 what Halide prints while scheduling and
@@ -76,8 +77,16 @@ struct BrazeFlags {
 // known ones), a missing or empty value, or a bad boolean.
 absl::StatusOr<BrazeFlags> ParseBrazeFlags(std::string_view text);
 
-// The process's flags: BRAZE_FLAGS parsed on the first call (thread-safe), and, when it
-// names a --timeline, that timeline started. Defaults when BRAZE_FLAGS is unset or bad.
+// Under an MPI launcher with more than one rank (`world_size` > 1) every rank reads the
+// same BRAZE_FLAGS, and one --timeline file written by all was invalid JSON, one
+// --dump_to folder's session_0 files overwritten by each: rank r writes its own, the
+// timeline's name with ".rank<r>" before its extension (trace.json -> trace.rank1.json),
+// the dumps in DIR/rank<r>. Unchanged in a world of one.
+void ApplyRankToPaths(int rank, int world_size, BrazeFlags* flags);
+
+// The process's flags: BRAZE_FLAGS parsed on the first call (thread-safe), the paths made
+// per rank under an MPI launcher (ApplyRankToPaths), and, when it names a --timeline,
+// that timeline started. Defaults when BRAZE_FLAGS is unset or bad.
 const BrazeFlags& GetBrazeFlags();
 
 // OK, or why BRAZE_FLAGS was rejected (or its --timeline could not be started). Session

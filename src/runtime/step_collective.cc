@@ -29,6 +29,7 @@
 // no thread).
 #include <cstring>
 #include <functional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -59,17 +60,46 @@ absl::Status Communicate(comm::Communicator& c, OpKind op, const CollectiveAttrs
   }
 }
 
+// OK when every rank's input has `count` elements, else InvalidArgument listing them (on
+// every rank alike, so none is left waiting). Asked only of an input with a dynamic dim:
+// one graph gives every rank the same static shapes, while a -1 dim takes whatever each
+// rank feeds (a last, uneven shard), and MPI given other counts on each rank does not
+// fail cleanly (Open MPI's libnbc: MPI_ERR_TRUNCATE, then a crash in its error path).
+// The counts travel as doubles (exact below 2^53) on the host's MPI communicator.
+absl::Status SameCountOnEveryRank(OpKind op, int64_t count) {
+  comm::Communicator* world = comm::World();
+  if (world == nullptr) return absl::OkStatus();
+  const double mine = static_cast<double>(count);
+  std::vector<double> counts(static_cast<size_t>(world->size()));
+  BRAZE_RETURN_IF_ERROR(world->AllGather(&mine, 1, DType::kF64, counts.data()));
+  bool same = true;
+  std::string each;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    same = same && counts[r] == counts[0];
+    absl::StrAppend(&each, r == 0 ? "" : ", ", "rank ", r, ": ", static_cast<int64_t>(counts[r]));
+  }
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the ranks' inputs differ in size (elements on ", each, "): a dynamic dim must have the ",
+      "same size on every rank for ", OpName(op), " (feed every rank the same number of rows)"));
+}
+
 // The work queued for one collective: the call on the communicator for `memory` (the
 // host's MPI, or NCCL on a CUDA device, made at its first use: in queue order, as the
-// other ranks make theirs), a timeline bar on the thread that runs it.
+// other ranks make theirs), a timeline bar on the thread that runs it. With
+// `agree_count` (an input with a dynamic dim) the ranks first agree on the size.
 std::function<absl::Status()> Work(const Step& step, const Node& node, const Device& memory,
                                    const void* in, void* out, int64_t count, DType dtype) {
   const CollectiveAttrs a = node.attrs_as<CollectiveAttrs>();
-  return [op = node.op(), a, memory, in, out, count, dtype, label = NodeLabel(node),
+  const bool agree_count = !IsFullyDefined(node.input(0).type().shape);
+  return [op = node.op(), a, memory, in, out, count, dtype, agree_count, label = NodeLabel(node),
           name = step.name]() {
     TimelineEvent trace(name, "collective");
-    absl::StatusOr<comm::Communicator*> c = comm::CommunicatorFor(memory);
-    absl::Status s = c.ok() ? Communicate(**c, op, a, in, out, count, dtype) : c.status();
+    absl::Status s = agree_count ? SameCountOnEveryRank(op, count) : absl::OkStatus();
+    if (s.ok()) {
+      absl::StatusOr<comm::Communicator*> c = comm::CommunicatorFor(memory);
+      s = c.ok() ? Communicate(**c, op, a, in, out, count, dtype) : c.status();
+    }
     return s.ok() ? s : Annotate(label, s);
   };
 }
@@ -90,6 +120,9 @@ absl::Status Start(Executor& ex, const Step& step, std::function<absl::Status()>
 // inside a cluster still counts, so a value a cluster reads too is never reduced in place.)
 bool OnlyReader(const PlanView& plan, const Tensor& t, int reader) {
   if (plan.fetched.count({t.node_id(), t.index()}) > 0) return false;
+  // A state op's output is also its variable's pending update, and Assign's is its value's
+  // own buffer (which other ops may read): reduced in place, the variable took the sum.
+  if (OpCategoryOf(plan.g.node(t.node_id()).op()) == OpCategory::kState) return false;
   for (int id = 0; id < plan.g.num_nodes(); ++id) {
     if (!plan.needed[id] || id == reader) continue;
     for (const Tensor& in : plan.g.node(id).inputs()) {

@@ -461,6 +461,50 @@ TEST(LossScaleTest, UnderAFunction) {
   EXPECT_EQ(step.stats().reference_launches > 0, true);  // the log's HostCall
 }
 
+// Under RunFunctionsEagerly(true) too: the JitScope loss scaling opens around its log's
+// HostCall is Braze's, not the body's, so it fails no eager call (it failed every one:
+// "JitScope jit_scope_0 was opened while functions run eagerly"), and the eager steps
+// skip, unscale and grow as the traced ones do.
+TEST(LossScaleTest, UnderAFunctionRunEagerly) {
+  RunFunctionsEagerly(true);
+  struct Restore {
+    ~Restore() { RunFunctionsEagerly(false); }
+  } restore;
+  Graph g;
+  Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {kIn, kClasses}, 3, 0, 0.4), "w");
+  FunctionOptions options;
+  options.graph = &g;
+  options.precision = DType::kF16;
+  Function step(
+      [&](Graph&, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+        Tensor loss = Mean(SoftmaxCrossEntropyWithLogits(MatMul(args[0], w), args[1]));
+        auto train =
+            Minimize(Optimizer::Sgd(0.5).WithLossScaling({.growth_interval = 2}), loss, {w});
+        EXPECT_TRUE(train.ok()) << train.status();
+        return {loss};
+      },
+      options);
+  const HostTensor w0 = *ReadVariable(w);
+  auto out = step({WithInf(Inputs(1), INFINITY), Labels(2)});
+  ASSERT_TRUE(out.ok()) << out.status();
+  std::string why;
+  EXPECT_TRUE(AllClose(*ReadVariable(w), w0, 0, 0, &why)) << why;  // skipped
+  std::optional<Tensor> scale = FindVariable(g, "loss_scale/scale");
+  ASSERT_TRUE(scale.has_value());
+  EXPECT_EQ(ReadVariable(*scale)->GetDouble(0), 32768);
+  ASSERT_TRUE(step({Inputs(1), Labels(2)}).ok());
+  EXPECT_FALSE(AllClose(*ReadVariable(w), w0, 0, 1e-6));
+  ASSERT_TRUE(step({Inputs(3), Labels(4)}).ok());
+  EXPECT_EQ(ReadVariable(*scale)->GetDouble(0), 65536);
+  // A JitScope the body itself opens still fails an eager call.
+  Function scoped([&](Graph& fg, const std::vector<Tensor>& args) -> std::vector<Tensor> {
+    JitScope scope(fg);
+    return {args[0] * 2.0};
+  });
+  auto refused = scoped({Inputs(1)});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
+}
+
 TEST(LossScaleTest, BadSettingsAndApplyGradients) {
   Graph g;
   Tensor w = Variable(g, HostTensor::RandomNormal(DType::kF32, {3}, 1), "w");

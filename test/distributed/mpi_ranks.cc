@@ -123,6 +123,85 @@ TEST(Mpi, CollectivesWorkInPlaceOnlyOnDeadInputs) {
   }
 }
 
+// The output of an Assign, AssignAdd or AssignSub is also the variable's new value (and
+// Assign's is its value's own buffer): an AllReduce of it that nothing else reads is not
+// done in place, or the variable took the sum over the ranks (and so did the value
+// Assign passed on). Each variable gets its own rank's update; the sums are the ranks'.
+TEST(Mpi, ACollectiveOfAStateOpsOutputLeavesTheVariablesUpdate) {
+  const int n = WorldSize(), me = WorldRank();
+  ASSERT_GE(n, 2) << "run under mpirun -np 2";
+  const Shape shape{3, 5};
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, shape, "x");
+  Tensor counter = Variable(g, HostTensor::Filled(DType::kF32, shape, 1.0), "counter");
+  Tensor lower = Variable(g, HostTensor::Filled(DType::kF32, shape, 0.0), "lower");
+  Tensor set = Variable(g, HostTensor::Filled(DType::kF32, shape, 0.0), "set");
+  Tensor x2;
+  {
+    JitScope scope(g);
+    x2 = x * 2.0;
+  }
+  Tensor added = AllReduce(AssignAdd(counter, x));
+  Tensor subtracted = AllReduce(AssignSub(lower, x));
+  Tensor assigned = AllReduce(Assign(set, x2));
+  Tensor doubled;
+  {
+    JitScope scope(g);
+    doubled = x2 + 0.0;  // reads Assign's value after the collective
+  }
+  Session s(g, Compiled());
+  const HostTensor mine = InputOf(me, DType::kF32, shape);
+  auto out = s.Run({{x, mine}}, {added, subtracted, assigned, doubled});
+  ASSERT_TRUE(out.ok()) << out.status();
+  auto c = s.VariableValue(counter), l = s.VariableValue(lower), a = s.VariableValue(set);
+  ASSERT_TRUE(c.ok() && l.ok() && a.ok());
+  for (int64_t i = 0; i < mine.num_elements(); ++i) {
+    double total = 0;
+    for (int r = 0; r < n; ++r) total += InputOf(r, DType::kF32, shape).GetDouble(i);
+    const double v = mine.GetDouble(i);
+    EXPECT_NEAR(c->GetDouble(i), 1 + v, 1e-5) << i;
+    EXPECT_NEAR(l->GetDouble(i), -v, 1e-5) << i;
+    EXPECT_NEAR(a->GetDouble(i), 2 * v, 1e-5) << i;
+    EXPECT_NEAR((*out)[0].GetDouble(i), n + total, 1e-4) << i;
+    EXPECT_NEAR((*out)[1].GetDouble(i), -total, 1e-4) << i;
+    EXPECT_NEAR((*out)[2].GetDouble(i), 2 * total, 1e-4) << i;
+    EXPECT_NEAR((*out)[3].GetDouble(i), 2 * v, 1e-5) << i;
+  }
+  EXPECT_EQ(s.stats().collectives, 3);
+  EXPECT_EQ(s.stats().collectives_in_place, 0);
+}
+
+// A dynamic dim (-1) takes whatever each rank feeds: ranks that feed other sizes get
+// InvalidArgument naming the node and each rank's size (MPI given other counts crashed
+// the process), every rank alike, and the job goes on: the same sizes then work.
+TEST(Mpi, ACollectiveOfDynamicShapesRefusesRanksThatDisagree) {
+  const int n = WorldSize(), me = WorldRank();
+  ASSERT_GE(n, 2) << "run under mpirun -np 2";
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {-1, 3}, "x");
+  Tensor sum = AllReduce(x);
+  Tensor all = AllGather(x);
+  Tensor root = Broadcast(x, 0);
+  Session s(g, Compiled());
+  for (Tensor fetch : {sum, all, root}) {
+    auto out = s.Run({{x, InputOf(me, DType::kF32, {2 + me, 3})}}, {fetch});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    EXPECT_THAT(std::string(out.status().message()),
+                ::testing::AllOf(::testing::HasSubstr(OpName(fetch.node().op())),
+                                 ::testing::HasSubstr("rank 0: 6, rank 1: 9")));
+  }
+  auto out = s.Run({{x, InputOf(me, DType::kF32, {4, 3})}}, {sum, all, root});
+  ASSERT_TRUE(out.ok()) << out.status();
+  for (int64_t i = 0; i < 12; ++i) {
+    double total = 0;
+    for (int r = 0; r < n; ++r) total += InputOf(r, DType::kF32, {4, 3}).GetDouble(i);
+    EXPECT_NEAR((*out)[0].GetDouble(i), total, 1e-5) << i;
+    EXPECT_EQ((*out)[1].GetDouble(12 + i), InputOf(1, DType::kF32, {4, 3}).GetDouble(i)) << i;
+    EXPECT_EQ((*out)[2].GetDouble(i), InputOf(0, DType::kF32, {4, 3}).GetDouble(i)) << i;
+  }
+}
+
 // A collective whose result the next step reads runs on the calling thread (nothing
 // could overlap it: no hand-off); one with an independent kernel after it runs on the
 // communication thread beside that kernel. The same sums either way.
@@ -423,6 +502,28 @@ int LauncherRank() {
   return -1;
 }
 
+// After FinalizeDistributed a collective and InitDistributed are refused with a Status
+// saying so: Open MPI aborted the process on either (an MPI call after MPI_Finalize).
+// 0 when they are.
+int AfterFinalizeIsRefused(const braze::DistributedOptions& options) {
+  using namespace braze;
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {5}, "x");
+  Tensor total = AllReduce(x);
+  Session s(g, Compiled());
+  auto run = s.Run({{x, HostTensor::Filled(DType::kF32, {5}, 1.0)}}, {total});
+  const absl::Status init = InitDistributed(options);
+  for (const absl::Status& st : {run.status(), init}) {
+    if (st.code() != absl::StatusCode::kFailedPrecondition ||
+        st.message().find("FinalizeDistributed was called") == absl::string_view::npos) {
+      std::fprintf(stderr, "rank %d: after FinalizeDistributed: %s\n", LauncherRank(),
+                   st.ToString().c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   braze::DistributedOptions options;
@@ -451,5 +552,5 @@ int main(int argc, char** argv) {
   }
   const int rc = RUN_ALL_TESTS();
   if (absl::Status s = braze::FinalizeDistributed(); !s.ok()) return 1;
-  return rc;
+  return rc != 0 ? rc : AfterFinalizeIsRefused(options);
 }

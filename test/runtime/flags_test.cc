@@ -8,12 +8,14 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "braze/logging.h"
 #include "braze/ops.h"
 #include "braze/session.h"
+#include "braze/timeline.h"
 
 namespace braze {
 namespace {
@@ -206,6 +208,59 @@ TEST_F(EnvFlagsTest, VerbosityFromEnvironment) {
         std::exit(absl::IsInvalidArgument(s) && LogVerbosity() == 0 ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), "--v takes a non-negative integer, not '-3'");
+}
+
+// Under mpirun every rank reads one BRAZE_FLAGS: each writes its own timeline and dumps
+// (one file written by all was invalid JSON; each rank's session_0 dumps overwrote the
+// others'). Nothing changes in a world of one.
+TEST(Flags, EachRankOfAnMpiJobGetsItsOwnTimelineAndDumps) {
+  BrazeFlags flags;
+  flags.timeline = "/tmp/runs/trace.json";
+  flags.dump_to = "/tmp/runs/dumps";
+  BrazeFlags one = flags;
+  ApplyRankToPaths(0, 1, &one);
+  EXPECT_EQ(one.timeline, "/tmp/runs/trace.json");
+  EXPECT_EQ(one.dump_to, "/tmp/runs/dumps");
+  ApplyRankToPaths(1, 0, &one);  // no launcher
+  EXPECT_EQ(one.timeline, "/tmp/runs/trace.json");
+  BrazeFlags r1 = flags;
+  ApplyRankToPaths(1, 2, &r1);
+  EXPECT_EQ(r1.timeline, "/tmp/runs/trace.rank1.json");
+  EXPECT_EQ(r1.dump_to, "/tmp/runs/dumps/rank1");
+  BrazeFlags r0 = flags;
+  r0.timeline = "trace";  // no extension, no folder
+  ApplyRankToPaths(0, 4, &r0);
+  EXPECT_EQ(r0.timeline, "trace.rank0");
+  EXPECT_EQ(r0.dump_to, "/tmp/runs/dumps/rank0");
+  BrazeFlags none;
+  ApplyRankToPaths(3, 4, &none);
+  EXPECT_EQ(none.timeline, "");
+  EXPECT_EQ(none.dump_to, "");
+}
+
+// The same from the environment: a child that an MPI launcher would have made rank 1 of
+// 2 (Open MPI's variables) writes trace.rank1.json and dumps into rank1/.
+TEST_F(EnvFlagsTest, RanksOfAnMpiLaunchWriteTheirOwnFiles) {
+  // One name for the parent and the child (which runs this body again, in its own pid).
+  const std::string dir = ::testing::TempDir() + "braze_flags_ranks";
+  std::filesystem::remove_all(dir);
+  setenv("BRAZE_FLAGS", ("--timeline=" + dir + "/trace.json --dump_to=" + dir).c_str(), 1);
+  EXPECT_EXIT(
+      {
+        setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+        setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+        std::filesystem::create_directories(dir);
+        absl::Status s = RunTinyGraph();
+        StopTimeline();
+        const bool trace = std::filesystem::exists(dir + "/trace.rank1.json");
+        const bool dumps = std::filesystem::is_directory(dir + "/rank1") &&
+                           !std::filesystem::is_empty(dir + "/rank1");
+        std::fprintf(stderr, "%s trace %d dumps %d timeline %s\n", s.ToString().c_str(), trace,
+                     dumps, GetBrazeFlags().timeline.c_str());
+        std::exit(s.ok() && trace && dumps ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "OK trace 1 dumps 1 timeline .*/trace.rank1.json");
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(EnvFlagsTest, GoodEnvironmentRuns) {
