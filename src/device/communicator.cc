@@ -23,8 +23,8 @@ namespace {
 struct Process {
   std::mutex mu;
   bool initialized = false;
-  bool asked_mpi = false;  // InitDistributed asked MPI for a communicator (it may have started MPI)
-  bool finalized = false;  // FinalizeDistributed ended MPI: no collective runs again
+  bool asked_mpi = false;  // InitDistributed asked for an MPI communicator (MPI may be started)
+  bool finalized = false;  // FinalizeDistributed ended the job: no collective runs again
   double timeout_seconds = 300;
   std::unique_ptr<Communicator> world;
   // NCCL communicators by CUDA device index (CommunicatorFor), or why there is none.
@@ -288,7 +288,6 @@ absl::Status FinalizeDistributed() {
     p.initialized = false;
     // A refused InitDistributed (the ranks' options differed) started MPI: ended here, as
     // the launcher expects of every rank (FinalizeMpi: nothing if MPI never started).
-    p.finalized = p.asked_mpi;
     return p.asked_mpi ? comm::FinalizeMpi(false) : absl::OkStatus();
   }
   // After a lost rank MPI_Finalize would wait for it: end the job instead. A rank lost
