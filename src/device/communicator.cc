@@ -54,12 +54,18 @@ int LauncherWorldSize() {
 // would make different numbers of calls, an erroneous MPI program (a hang, or sums of
 // mismatched pieces). One all-gather of every rank's value, so each rank sees them all
 // and returns the same verdict.
+absl::StatusOr<std::vector<int64_t>> ValueOfEveryRank(Communicator& world, int64_t value) {
+  // An int64 travels as two int32 (the collectives' dtypes), its bytes unchanged.
+  std::vector<int64_t> all(static_cast<size_t>(world.size()));
+  if (absl::Status s = world.AllGather(&value, 2, DType::kI32, all.data()); !s.ok()) return s;
+  return all;
+}
+
 absl::Status SamePieceBytesOnEveryRank(Communicator& world, int64_t piece_bytes) {
   const int n = world.size();
-  // An int64 travels as two int32 (the collectives' dtypes), its bytes unchanged.
-  std::vector<int64_t> all(static_cast<size_t>(n));
-  absl::Status s = world.AllGather(&piece_bytes, 2, DType::kI32, all.data());
-  if (!s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> every = ValueOfEveryRank(world, piece_bytes);
+  if (!every.ok()) return every.status();
+  const std::vector<int64_t>& all = *every;
   const auto [low, high] = std::minmax_element(all.begin(), all.end());
   if (*low == *high) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(

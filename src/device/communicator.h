@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -73,6 +74,9 @@ absl::StatusOr<Communicator*> CommunicatorFor(const Device& memory);
 // was built without MPI.
 absl::StatusOr<std::unique_ptr<Communicator>> CreateMpiCommunicator(double timeout_seconds,
                                                                     int64_t allreduce_piece_bytes);
+// Every rank's `value`, in rank order, on every rank: one all-gather, a collective call
+// that every rank must make at the same point of its sequence.
+absl::StatusOr<std::vector<int64_t>> ValueOfEveryRank(Communicator& world, int64_t value);
 // OK when every rank of `world` passed the same `piece_bytes`
 // (DistributedOptions::allreduce_piece_bytes), else InvalidArgument naming it, on every
 // rank alike. A collective call (an all-gather): InitDistributed makes it on every rank.

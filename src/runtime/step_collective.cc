@@ -65,18 +65,16 @@ absl::Status Communicate(comm::Communicator& c, OpKind op, const CollectiveAttrs
 // one graph gives every rank the same static shapes, while a -1 dim takes whatever each
 // rank feeds (a last, uneven shard), and MPI given other counts on each rank does not
 // fail cleanly (Open MPI's libnbc: MPI_ERR_TRUNCATE, then a crash in its error path).
-// The counts travel as doubles (exact below 2^53) on the host's MPI communicator.
+// The counts travel on the host's MPI communicator.
 absl::Status SameCountOnEveryRank(OpKind op, int64_t count) {
   comm::Communicator* world = comm::World();
   if (world == nullptr) return absl::OkStatus();
-  const double mine = static_cast<double>(count);
-  std::vector<double> counts(static_cast<size_t>(world->size()));
-  BRAZE_RETURN_IF_ERROR(world->AllGather(&mine, 1, DType::kF64, counts.data()));
+  BRAZE_ASSIGN_OR_RETURN(const std::vector<int64_t> counts, comm::ValueOfEveryRank(*world, count));
   bool same = true;
   std::string each;
   for (size_t r = 0; r < counts.size(); ++r) {
     same = same && counts[r] == counts[0];
-    absl::StrAppend(&each, r == 0 ? "" : ", ", "rank ", r, ": ", static_cast<int64_t>(counts[r]));
+    absl::StrAppend(&each, r == 0 ? "" : ", ", "rank ", r, ": ", counts[r]);
   }
   if (same) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
