@@ -157,53 +157,81 @@ std::string ApplyScheduler(Scheduler kind, const LoweredCluster& lowered,
   return schedule;
 }
 
-// Lowers the scheduled pipeline once more and rejects (throws Halide::CompileError) a
-// schedule Halide 14 miscompiles silently, whose lowered code lost a stage, or that could
-// never run at these shapes (schedule/lowered_check.h). Costs one lowering, no code generation.
-// Returns the target to compile for: `target`, or, when a loop of the pipeline is one LLVM 14's
-// loop vectorizer miscompiles (schedule::FindStridedReadModifyWriteLoop), `target`
-// with LLVM's loop optimizations off, and that loop in `*llvm_loop`.
-Halide::Target CheckLowered(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
-                            const Halide::Target& target, std::string* llvm_loop) {
-  std::map<std::string, int64_t> output_sizes;
+// What the lowered-code checks know of the cluster (schedule/lowered_check.h): each
+// output's elements and the buffer fields the lowering fixed.
+schedule::LoweredCheckInputs CheckInputs(const LoweredCluster& lowered) {
+  schedule::LoweredCheckInputs inputs;
   for (size_t j = 0; j < lowered.output_types.size(); ++j) {
     // A symbolic output's size is known at run time only: its stores are not bounded.
     if (lowered.pipeline_output[j] < 0 || !IsFullyDefined(lowered.output_types[j].shape)) {
       continue;
     }
     const Halide::Func& f = lowered.info.outputs[lowered.pipeline_output[j]];
-    output_sizes[f.name()] = std::max<int64_t>(1, NumElements(lowered.output_types[j].shape));
+    inputs.output_sizes[f.name()] =
+        std::max<int64_t>(1, NumElements(lowered.output_types[j].shape));
   }
   // Every buffer's min and extent that the lowering constrained to a constant.
-  std::map<std::string, int64_t> known;
   auto note = [&](const Halide::Internal::Parameter& p) {
     for (int d = 0; d < p.dimensions(); ++d) {
       const std::string prefix = p.name() + ".";
       if (const int64_t* v = Halide::Internal::as_const_int(p.min_constraint(d))) {
-        known[prefix + "min." + std::to_string(d)] = *v;
+        inputs.known_values[prefix + "min." + std::to_string(d)] = *v;
       }
       if (const int64_t* v = Halide::Internal::as_const_int(p.extent_constraint(d))) {
-        known[prefix + "extent." + std::to_string(d)] = *v;
+        inputs.known_values[prefix + "extent." + std::to_string(d)] = *v;
       }
     }
   };
   for (size_t i = 0; i < lowered.params.size(); ++i) {
     if (!lowered.input_elided[i]) note(lowered.params[i].parameter());
   }
-  for (const Halide::Func& f : lowered.info.outputs) note(f.output_buffer().parameter());
+  for (const Halide::Func& f : lowered.info.outputs) {
+    note(f.output_buffer().parameter());
+    inputs.outputs.push_back(f.name());
+  }
+  return inputs;
+}
+
+// A GPU pipeline's checks need its offloaded kernels (launches, PTX), which Halide makes
+// after the custom lowering passes: it is lowered once more to be checked, and rejected
+// (Halide::CompileError) as CheckLoweredModule and FindUnwrittenBuffer say. Returns the
+// target to compile for: `target`, or, when a loop of its host code is one LLVM 14's loop
+// vectorizer miscompiles, `target` with LLVM's loop optimizations off, and that loop in
+// `*llvm_loop`. (A CPU pipeline is checked inside its compile: AddLoweredCheckPass.)
+Halide::Target CheckLoweredGpuModule(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
+                                     const Halide::Target& target, std::string* llvm_loop) {
+  const schedule::LoweredCheckInputs inputs = CheckInputs(lowered);
   const Halide::Module module =
       pipeline.compile_to_module(ArgumentsOf(lowered), "braze_check", target);
-  std::string problem = schedule::CheckLoweredModule(module, output_sizes, known);
-  if (problem.empty()) {
-    std::vector<std::string> outputs;
-    for (const Halide::Func& f : lowered.info.outputs) outputs.push_back(f.name());
-    problem = schedule::FindUnwrittenBuffer(module, outputs);
-  }
+  std::string problem =
+      schedule::CheckLoweredModule(module, inputs.output_sizes, inputs.known_values);
+  if (problem.empty()) problem = schedule::FindUnwrittenBuffer(module, inputs.outputs);
   if (!problem.empty()) throw Halide::CompileError(problem);
-  // Only such pipelines: the others keep LLVM's vectorization of the scalar loops the
-  // schedules leave (the safe default's reductions over an odd dim 0, say).
   *llvm_loop = schedule::FindStridedReadModifyWriteLoop(module);
   return llvm_loop->empty() ? target : target.with_feature(Halide::Target::DisableLLVMLoopOpt);
+}
+
+// Runs `compile(target)`; when the check pass stops it at a loop LLVM 14's loop vectorizer
+// would miscompile (only such pipelines: the others keep LLVM's vectorization of the scalar
+// loops the schedules leave, the safe default's reductions over an odd dim 0, say), runs
+// it again with LLVM's loop optimizations off. Returns the target compiled for.
+template <typename Compile>
+Halide::Target CompileChecked(Halide::Pipeline& pipeline, const Halide::Target& target,
+                              schedule::LoweredCheckState& check, const Compile& compile) {
+  if (!check.loop_opt_off) {
+    try {
+      compile(target);
+      return target;
+    } catch (const schedule::LlvmLoopOptMustBeOff&) {
+      check.loop_opt_off = true;  // stopped before generating any code
+      // The stopped compile_jit left its target recorded without a module, which the
+      // next one would take for an internal error.
+      pipeline.invalidate_cache();
+    }
+  }
+  const Halide::Target off = target.with_feature(Halide::Target::DisableLLVMLoopOpt);
+  compile(off);
+  return off;
 }
 
 // One schedule to try: a scheduler of the chain, or the stored schedule (`stored`).
@@ -432,7 +460,8 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
     // disk cache's runtime (aot_kernel.cc's trampolines).
     std::vector<std::string> streamed;
     Halide::Pipeline pipeline;
-    Halide::Target compile_target = target;  // CheckLowered's choice
+    Halide::Target compile_target = target;  // the checks' choice
+    auto check = std::make_shared<schedule::LoweredCheckState>();
     std::string schedule = "(every output is empty: nothing to compute)\n";
     std::string timing;
     if (!lowered.info.outputs.empty()) {
@@ -458,12 +487,12 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         // Checked with plain stores: the rewrite to streaming stores (installed after)
         // copies each tile to exactly the elements the checked stores wrote.
         std::string llvm_loop;
-        compile_target = CheckLowered(lowered, pipeline, target, &llvm_loop);
-        if (!llvm_loop.empty()) {
-          absl::StrAppend(&schedule, "// LLVM's loop optimizations off (LLVM 14's loop ",
-                          "vectorizer reorders strided read-modify-writes): ", llvm_loop, "\n");
+        if (gpu) {
+          compile_target = CheckLoweredGpuModule(lowered, pipeline, target, &llvm_loop);
+          check->check_ms = MsSince(t1);
+        } else {
+          schedule::AddLoweredCheckPass(pipeline, target, CheckInputs(lowered), check);
         }
-        const double check_ms = MsSince(t1);
         auto rewritten = std::make_shared<int>(0);
         if (!streamed.empty()) {
           schedule::AddStreamStoresPass(pipeline, streamed, kStreamCopySymbol, kStreamFenceSymbol,
@@ -471,16 +500,25 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         }
         InstallJitExterns(lowered, !streamed.empty(), pipeline);
         const auto t2 = std::chrono::steady_clock::now();
-        if (to_object) {
-          pipeline.compile_to_object(*object_path, ArgumentsOf(lowered), "braze_kernel",
-                                     compile_target.without_feature(Halide::Target::JIT)
-                                         .with_feature(Halide::Target::NoRuntime));
-        } else {
-          pipeline.compile_jit(compile_target);
+        compile_target =
+            CompileChecked(pipeline, compile_target, *check, [&](const Halide::Target& t) {
+              if (to_object) {
+                pipeline.compile_to_object(
+                    *object_path, ArgumentsOf(lowered), "braze_kernel",
+                    t.without_feature(Halide::Target::JIT).with_feature(Halide::Target::NoRuntime));
+              } else {
+                pipeline.compile_jit(t);
+              }
+            });
+        if (llvm_loop.empty()) llvm_loop = check->llvm_loop;
+        if (!llvm_loop.empty()) {
+          absl::StrAppend(&schedule, "// LLVM's loop optimizations off (LLVM 14's loop ",
+                          "vectorizer reorders strided read-modify-writes): ", llvm_loop, "\n");
         }
-        timing =
-            absl::StrFormat("// schedule %.1f ms, check %.1f ms, %s %.1f ms\n", schedule_ms,
-                            check_ms, to_object ? "compile_to_object" : "compile_jit", MsSince(t2));
+        // A CPU pipeline's check runs inside its compile (and its time is part of it).
+        timing = absl::StrFormat("// schedule %.1f ms, check %.1f ms%s, %s %.1f ms\n", schedule_ms,
+                                 check->check_ms, gpu ? "" : " (in the compile)",
+                                 to_object ? "compile_to_object" : "compile_jit", MsSince(t2));
         if (!streamed.empty()) {
           // A tile loop the rewrite did not recognize keeps plain stores (same values).
           absl::StrAppend(&timing, "// ", *rewritten, " tile loop(s) of ",
@@ -516,15 +554,17 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
           std::move(lowered), std::move(pipeline));
       produced.jit_instead =
           [=, threads = options.num_threads]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+        Halide::Target jit_target = compile_target;
         BRAZE_RETURN_IF_ERROR(CatchHalideErrors(what, absl::StatusCode::kInternal, [&] {
           device::HalideOutputCapture halide_output;
-          scheduled->second.compile_jit(compile_target);
+          jit_target =
+              CompileChecked(scheduled->second, compile_target, *check,
+                             [&](const Halide::Target& t) { scheduled->second.compile_jit(t); });
           return absl::OkStatus();
         }));
-        auto kernel =
-            std::make_unique<JitKernel>(name, layout, std::move(scheduled->first),
-                                        std::move(scheduled->second), compile_target, threads,
-                                        /*on_device=*/false);
+        auto kernel = std::make_unique<JitKernel>(name, layout, std::move(scheduled->first),
+                                                  std::move(scheduled->second), jit_target, threads,
+                                                  /*on_device=*/false);
         kernel->set_compile_ms(MsSince(start));
         kernel->set_schedule_note(schedule_note);
         return std::unique_ptr<CompiledKernel>(std::move(kernel));

@@ -200,10 +200,18 @@ void WriteEvent(std::string_view row, int tid, std::string_view name, std::strin
       tid = it->second;
     }
   }
+  // An event that began before this trace did (under an earlier one, stopped since, or
+  // just before Start) shows the part inside the trace: it starts at 0, not at a negative
+  // time, which trace viewers place before the process existed.
+  double ts = start_us - trace.origin_us;
+  double dur = duration_us < 0 ? 0.0 : duration_us;
+  if (ts < 0) {
+    dur = dur + ts < 0 ? 0.0 : dur + ts;
+    ts = 0;
+  }
   char numbers[160];
   std::snprintf(numbers, sizeof(numbers),
-                ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d",
-                start_us - trace.origin_us, duration_us < 0 ? 0.0 : duration_us,
+                ",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d", ts, dur,
                 static_cast<int>(getpid()), tid);
   line.append(numbers);
   if (!args_json.empty()) absl::StrAppend(&line, ",\"args\":{", std::string(args_json), "}");

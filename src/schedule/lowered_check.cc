@@ -431,14 +431,28 @@ class ModuleFacts : public IRGraphVisitor {
   }
 };
 
+// Whether Halide outlines `op`'s body into a function of its own when it lowers parallel
+// tasks (after the custom lowering passes): a parallel loop, and a serial one whose body
+// is an Acquire (Halide 14's LowerParallelTasks.cpp). So are an Acquire and a Fork.
+bool OutlinedByHalide(const For* op) {
+  return op->for_type == ForType::Parallel || op->body.as<Acquire>() != nullptr;
+}
+
 // Whether a statement holds any vector value: LLVM's loop vectorizer leaves a loop with
-// one alone ("unvectorizable type"), so only loops without are candidates.
+// one alone ("unvectorizable type"), so only loops without are candidates. Code that Halide
+// outlines (a parallel loop's body, say) is another function's, not the loop's.
 bool HasVectors(const Stmt& s) {
   class Finder : public IRGraphVisitor {
    public:
     bool found = false;
 
    private:
+    using IRGraphVisitor::visit;
+    void visit(const For* op) override {
+      if (!OutlinedByHalide(op)) IRGraphVisitor::visit(op);
+    }
+    void visit(const Acquire*) override {}
+    void visit(const Fork*) override {}
     using IRGraphVisitor::include;
     void include(const Expr& e) override {
       if (found) return;
@@ -472,6 +486,7 @@ class StridedRmwFinder : public IRVisitor {
   void visit(const For* op) override {
     op->min.accept(this);
     op->extent.accept(this);
+    if (OutlinedByHalide(op)) return Outlined(op->body);
     if (op->for_type != ForType::Serial || !found.empty()) {
       op->body.accept(this);
       return;
@@ -486,6 +501,27 @@ class StridedRmwFinder : public IRVisitor {
             "a read-modify-write of " + buffer + " with stride " + stride + " in loop " + loop.name;
       }
     }
+  }
+
+  void visit(const Acquire* op) override {
+    op->semaphore.accept(this);
+    op->count.accept(this);
+    Outlined(op->body);
+  }
+
+  void visit(const Fork* op) override {
+    Outlined(op->first);
+    Outlined(op->rest);
+  }
+
+  // Code Halide outlines into a function of its own is no part of the loops around it:
+  // LLVM sees a call there (the module's form this search was written for, where it ran
+  // on each function, as it still can).
+  void Outlined(const Stmt& body) {
+    std::vector<Loop> enclosing;
+    enclosing.swap(loops_);
+    body.accept(this);
+    loops_.swap(enclosing);
   }
 
   void visit(const Store* op) override {

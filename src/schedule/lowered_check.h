@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,42 @@ std::string CheckPtxBitFieldExtracts(const std::string& ptx);
 // in its functions: nothing is judged for one.
 std::string FindUnwrittenBuffer(const Halide::Module& module,
                                 const std::vector<std::string>& outputs);
+
+// The checks above (CheckLoweredModule, FindUnwrittenBuffer and
+// FindStridedReadModifyWriteLoop) run inside the compile that generates the code, as the
+// last custom lowering pass but the ones added after it, so a CPU pipeline is lowered
+// once rather than once to check and once more to compile (Halide 14 reuses no lowering:
+// 15-22% of a compile). The pass sees the main statement before Halide outlines its
+// parallel loops (a parallel loop is a For there, with its bounds), and the constant
+// buffers it reads (a Const's data) with their shapes. For CPU targets only: a GPU
+// module's checks need its offloaded kernels, which come after the custom passes.
+struct LoweredCheckInputs {
+  std::map<std::string, int64_t> output_sizes;  // as CheckLoweredModule's
+  std::map<std::string, int64_t> known_values;  // as CheckLoweredModule's
+  std::vector<std::string> outputs;             // as FindUnwrittenBuffer's
+};
+
+// What the pass found that does not reject the schedule.
+struct LoweredCheckState {
+  // FindStridedReadModifyWriteLoop's loop, when there is one.
+  std::string llvm_loop;
+  // Set by the caller once the target has Halide's DisableLLVMLoopOpt: such a loop is then
+  // no reason to stop.
+  bool loop_opt_off = false;
+  double check_ms = 0;  // the checks' own time, summed over the compiles
+};
+
+// Thrown by the pass (before any code is generated) when it finds such a loop and
+// `loop_opt_off` is not set: the caller compiles again for a target with
+// DisableLLVMLoopOpt, a feature fixed before lowering starts.
+struct LlvmLoopOptMustBeOff {
+  std::string loop;
+};
+
+// Adds the pass to `pipeline` (`target`: the CPU target it compiles for). A failed check
+// throws Halide::CompileError naming the problem, as Halide's own rejections do.
+void AddLoweredCheckPass(Halide::Pipeline& pipeline, const Halide::Target& target,
+                         LoweredCheckInputs inputs, std::shared_ptr<LoweredCheckState> state);
 
 }  // namespace schedule
 }  // namespace braze

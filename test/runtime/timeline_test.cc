@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -555,6 +556,39 @@ TEST_F(TimelineTest, NamedRowsAreNamedOncePerTraceAndHoldTheirBars) {
     EXPECT_EQ(bars_per_tid[row_tid["other"]], 1);
     EXPECT_EQ(t.events.size(), 5u);
   }
+}
+
+// An event begun under one trace and ended under the next (a kernel launched across
+// StopTimeline and StartTimeline) lands in the second with the part it spent there, from
+// ts 0: not at a negative time, before the trace began.
+TEST_F(TimelineTest, AnEventBegunBeforeTheTraceStartsAtItsOrigin) {
+  const std::string first = TempPath("first.json"), second = TempPath("second.json");
+  ASSERT_TRUE(Timeline::Start(first).ok());
+  const std::string name = "straddling";
+  std::optional<TimelineEvent> event;
+  event.emplace(name, "cluster");
+  ASSERT_TRUE(Timeline::Stop().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const double before_start = Timeline::NowMicros();
+  ASSERT_TRUE(Timeline::Start(second).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  event.reset();  // recorded now
+  const double after_end = Timeline::NowMicros();
+  // A bar that ended before the trace began.
+  Timeline::Record("earlier", "op", before_start - 5000, 2000);
+  ASSERT_TRUE(Timeline::Stop().ok());
+  Trace t;
+  ASSERT_NO_FATAL_FAILURE(LoadTrace(second, &t));  // checks ts >= 0 and dur >= 0
+  ASSERT_EQ(t.events.size(), 2u);
+  EXPECT_EQ(t.events[0].name, "straddling");
+  EXPECT_EQ(t.events[0].ts, 0);
+  EXPECT_GE(t.events[0].dur, 1000);                      // the millisecond slept inside
+  EXPECT_LE(t.events[0].dur, after_end - before_start);  // none of the 2 ms before
+  EXPECT_EQ(t.events[1].ts, 0);
+  EXPECT_EQ(t.events[1].dur, 0);
+  Trace f;
+  ASSERT_NO_FATAL_FAILURE(LoadTrace(first, &f));
+  EXPECT_EQ(f.events.size(), 0u);
 }
 
 TEST_F(TimelineTest, ConcurrentRecordsAllLandIntact) {
