@@ -221,6 +221,7 @@ Halide::Target CompileChecked(Halide::Pipeline& pipeline, const Halide::Target& 
   if (!check.loop_opt_off) {
     try {
       compile(target);
+      check.passed = true;
       return target;
     } catch (const schedule::LlvmLoopOptMustBeOff&) {
       check.loop_opt_off = true;  // stopped before generating any code
@@ -231,6 +232,7 @@ Halide::Target CompileChecked(Halide::Pipeline& pipeline, const Halide::Target& 
   }
   const Halide::Target off = target.with_feature(Halide::Target::DisableLLVMLoopOpt);
   compile(off);
+  check.passed = true;
   return off;
 }
 

@@ -2,6 +2,7 @@
 #include "schedule/lowered_check.h"
 
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -486,7 +487,13 @@ class StridedRmwFinder : public IRVisitor {
   void visit(const For* op) override {
     op->min.accept(this);
     op->extent.accept(this);
-    if (OutlinedByHalide(op)) return Outlined(op->body);
+    if (OutlinedByHalide(op)) {
+      // A serial loop around an Acquire becomes a task whose closure runs it as a loop
+      // again: the body starts in that loop alone. A parallel loop's closure is given one
+      // iteration: its body starts in no loop.
+      if (op->for_type == ForType::Parallel) return Outlined(op->body);
+      return Outlined(op->body, Loop{op->name, !HasVectors(op->body), {}, {}});
+    }
     if (op->for_type != ForType::Serial || !found.empty()) {
       op->body.accept(this);
       return;
@@ -495,12 +502,7 @@ class StridedRmwFinder : public IRVisitor {
     op->body.accept(this);
     const Loop loop = loops_.back();
     loops_.pop_back();
-    for (const auto& [buffer, stride] : loop.stored) {
-      if (found.empty() && loop.loaded.count(buffer)) {
-        found =
-            "a read-modify-write of " + buffer + " with stride " + stride + " in loop " + loop.name;
-      }
-    }
+    Report(loop);
   }
 
   void visit(const Acquire* op) override {
@@ -517,11 +519,23 @@ class StridedRmwFinder : public IRVisitor {
   // Code Halide outlines into a function of its own is no part of the loops around it:
   // LLVM sees a call there (the module's form this search was written for, where it ran
   // on each function, as it still can).
-  void Outlined(const Stmt& body) {
+  void Outlined(const Stmt& body, std::optional<Loop> own = std::nullopt) {
     std::vector<Loop> enclosing;
     enclosing.swap(loops_);
+    if (own) loops_.push_back(*own);
     body.accept(this);
+    if (own) Report(loops_.back());
     loops_.swap(enclosing);
+  }
+
+  // Names the first buffer `loop` stored and loaded strided, if any.
+  void Report(const Loop& loop) {
+    for (const auto& [buffer, stride] : loop.stored) {
+      if (found.empty() && loop.loaded.count(buffer)) {
+        found =
+            "a read-modify-write of " + buffer + " with stride " + stride + " in loop " + loop.name;
+      }
+    }
   }
 
   void visit(const Store* op) override {

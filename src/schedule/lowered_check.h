@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -116,13 +117,21 @@ struct LoweredCheckState {
   // Set by the caller once the target has Halide's DisableLLVMLoopOpt: such a loop is then
   // no reason to stop.
   bool loop_opt_off = false;
+  // Set by the caller once the pipeline compiled: later lowerings (a dump's statement, a
+  // kernel's launches, the JIT compile of a kernel first compiled to an object) lower the
+  // same statement and skip the checks.
+  bool passed = false;
   double check_ms = 0;  // the checks' own time, summed over the compiles
 };
 
 // Thrown by the pass (before any code is generated) when it finds such a loop and
 // `loop_opt_off` is not set: the caller compiles again for a target with
-// DisableLLVMLoopOpt, a feature fixed before lowering starts.
-struct LlvmLoopOptMustBeOff {
+// DisableLLVMLoopOpt, a feature fixed before lowering starts. A std::exception, so that
+// one escaping a caller that does not expect it is still an error, not a terminate.
+struct LlvmLoopOptMustBeOff : std::runtime_error {
+  explicit LlvmLoopOptMustBeOff(const std::string& loop_found)
+      : std::runtime_error("LLVM's loop optimizations must be off for " + loop_found),
+        loop(loop_found) {}
   std::string loop;
 };
 

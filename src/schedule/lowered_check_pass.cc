@@ -46,6 +46,7 @@ class LoweredCheckPass : public IRMutator {
 
   using IRMutator::mutate;
   Stmt mutate(const Stmt& s) override {
+    if (state_->passed) return s;
     const auto start = std::chrono::steady_clock::now();
     // The checks read modules: this one holds the statement as its only function.
     Halide::Module module("braze_check", target_);
@@ -63,7 +64,7 @@ class LoweredCheckPass : public IRMutator {
     if (!problem.empty()) throw Halide::CompileError(problem);
     if (!loop.empty()) {
       state_->llvm_loop = loop;
-      if (!state_->loop_opt_off) throw LlvmLoopOptMustBeOff{loop};
+      if (!state_->loop_opt_off) throw LlvmLoopOptMustBeOff(loop);
     }
     return s;
   }

@@ -30,9 +30,12 @@ bool DescribesBuffers(const std::string& call) {
   return call.rfind("_halide_buffer_", 0) == 0 || call.rfind("halide_error_", 0) == 0;
 }
 
-// Across every function of a module (an outlined parallel loop's body is one): the
-// buffers stored to, loaded from and allocated, and the variables that extern calls (a
-// library stage's, halide_do_par_for's closure) are given, through lets.
+// Across every function of a module: the buffers stored to, loaded from and allocated,
+// and the variables that extern calls (a library stage's) are given, through lets. In a
+// module whose parallel loops are outlined, halide_do_par_for's closure is such a call,
+// and every buffer it captures counts as written (a read in a parallel loop of a buffer
+// nothing writes is not seen there); the compile's check pass sees the loops' bodies
+// inline, before they are outlined (lowered_check.h), and judges such reads too.
 class Accesses : public IRGraphVisitor {
  public:
   std::set<std::string> stored, loaded, allocated, extern_args;
