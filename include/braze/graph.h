@@ -420,6 +420,19 @@ class Graph {
   // `status` (what it was then): a Function drops a trace that failed this way. Tensors
   // to the dropped nodes become invalid; nothing may run the graph meanwhile.
   void Truncate(int num_nodes, absl::Status status);
+  // What Truncate does not restore: the names given out (UniqueName's counts, the JIT
+  // scopes' numbers). A failed trace rolled back with them leaves the names of later ones
+  // as if it never ran: its variables' checkpoint names, and the random ops' default keys
+  // (made from their names), stay those of a program without the failure.
+  struct NamesMark {
+    std::unordered_map<std::string, int> counts;
+    int next_jit_scope = 0;
+  };
+  NamesMark MarkNames() const { return {name_counts_, next_jit_scope_}; }
+  void RestoreNames(NamesMark mark) {
+    name_counts_ = std::move(mark.counts);
+    next_jit_scope_ = mark.next_jit_scope;
+  }
   // Finds a node by its full name.
   std::optional<Tensor> FindTensor(std::string_view name) const;
 

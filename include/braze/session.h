@@ -231,7 +231,8 @@ class Session {
   // As Run, but writes the fetches into `outputs` (resized to fetches.size()). A tensor
   // there that already has the fetch's type is written in place, by the compiled kernel
   // itself when one produces it: a training or benchmark loop reusing `outputs` copies
-  // nothing.
+  // nothing. A Run that fails changes no variable, but may have written some of
+  // `outputs` already: their contents are then unspecified.
   absl::Status RunInto(const Feeds& feeds, const std::vector<Tensor>& fetches,
                        std::vector<HostTensor>* outputs, const std::vector<Tensor>& targets = {});
 

@@ -296,10 +296,12 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
   const int start = g.num_nodes();
   const absl::Status status_before = g.status();
   const size_t frames_before = g.jit_frames().size();
+  const Graph::NamesMark names_before = g.MarkNames();
   auto fail = [&](absl::Status status) {
     g.set_capture(nullptr);
     g.mutable_jit_frames().resize(frames_before);
     g.Truncate(start, status_before);
+    g.RestoreNames(names_before);
     captures.DropFrom(start);
     return Annotate(options, status);
   };

@@ -269,6 +269,7 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
     return absl::OkStatus();
   };
   std::vector<bool> fed(num_nodes, false);
+  std::vector<int> fed_outputs(num_nodes, 0);
   std::string plan_key = "f:";
   for (size_t i = 0; i < feeds.size(); ++i) {
     const auto& [t, value] = feeds[i];
@@ -289,8 +290,21 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
             absl::StrCat(NodeLabel(t.node()), " is fed twice (feeds ", j, " and ", i, ")"));
       }
     }
-    fed[t.node_id()] = t.node().num_outputs() == 1;
+    ++fed_outputs[t.node_id()];
     absl::StrAppend(&plan_key, t.node_id(), ".", t.index(), ",");
+  }
+  // A fed node is not run. A node of several outputs (a HostCall, a Cond, a While, a
+  // Scan) would still run for the outputs not fed and overwrite the fed one: it is fed
+  // whole or not at all.
+  for (const auto& [t, value] : feeds) {
+    const int outputs = t.node().num_outputs();
+    if (fed_outputs[t.node_id()] != outputs) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feed for output ", t.index(), " of ", NodeLabel(t.node()), ": it has ", outputs,
+          " outputs and ", fed_outputs[t.node_id()],
+          " of them are fed; a fed node is not run, so feed every output of it or none"));
+    }
+    fed[t.node_id()] = true;
   }
   absl::StrAppend(&plan_key, "|o:");
   for (size_t i = 0; i < fetches.size(); ++i) {
@@ -300,6 +314,11 @@ absl::Status Session::RunUnguarded(const Feeds& feeds, const std::vector<Tensor>
   absl::StrAppend(&plan_key, "|t:");
   for (size_t i = 0; i < targets.size(); ++i) {
     BRAZE_RETURN_IF_ERROR(check_tensor(targets[i], "target", i, /*is_target=*/true));
+    if (fed[targets[i].node_id()]) {
+      // Its feed stands in for it, so it would not run: an update asked for and dropped.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "target ", i, ": ", NodeLabel(targets[i].node()), " is fed, and a fed node is not run"));
+    }
     absl::StrAppend(&plan_key, targets[i].node_id(), ",");
   }
   // A graph may grow between runs; plans are per graph size too.

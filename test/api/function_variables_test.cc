@@ -108,6 +108,35 @@ TEST(FunctionVariablesTest, AFailedFirstTraceLeavesTheNextOneFirst) {
   EXPECT_EQ(f({Ones(4)}).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// ... and leaves the names as they were: a failed trace's scope ("step"), its variables'
+// and its ops' names are given out again, so the next trace's variables have the names a
+// run without the failure gives them (what checkpoints are keyed by) and its random ops
+// the same default keys (made from their names).
+TEST(FunctionVariablesTest, AFailedTraceLeavesTheNamesOfTheNextOnesAsTheyWere) {
+  auto names = [](bool fail_first) {
+    Graph g;
+    FunctionOptions options;
+    options.graph = &g;
+    options.name = "step";
+    Function f(
+        [](Graph& body, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+          Tensor w = Variable(body, HostTensor::Scalar<float>(1), "w");
+          Tensor noise = RandomUniform(a[0], ScalarConst(body, 0, DType::kI32), 3);
+          std::vector<Tensor> out = {AssignAdd(w, Sum(a[0] * noise))};
+          if (a[0].type().shape[0] == 3) throw std::runtime_error("no threes");
+          return out;
+        },
+        options);
+    if (fail_first) EXPECT_FALSE(f({Ones(3)}).ok());
+    EXPECT_TRUE(f({Ones(2)}).ok());
+    std::vector<std::string> out;
+    for (int id = 0; id < g.num_nodes(); ++id) out.push_back(g.node(id).name());
+    return out;
+  };
+  EXPECT_EQ(names(true), names(false));
+  EXPECT_THAT(names(true), ::testing::Contains("step/w"));
+}
+
 TEST(FunctionVariablesTest, SeveralVariablesCreatedByARetraceAreCounted) {
   Function f([](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
     Tensor u = Variable(g, HostTensor::Scalar<float>(0), "u");

@@ -266,6 +266,52 @@ TEST(BadInput, ATensorFedTwiceIsAnError) {
   EXPECT_THAT(Message(r.status()), HasSubstr("fed twice"));
 }
 
+// A node of several outputs still runs for the outputs not fed, and its step would write
+// over the fed one: a partial feed is refused naming the node; fed whole, it does not run.
+TEST(BadInput, OneOutputOfANodeOfSeveralIsNotFedAlone) {
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, {2}, "x");
+  int calls = 0;
+  auto h =
+      HostCall(g, "pair", {x}, {{DType::kF32, {2}}, {DType::kF32, {2}}},
+               [&](absl::Span<const HostTensor> in) -> absl::StatusOr<std::vector<HostTensor>> {
+                 ++calls;
+                 return std::vector<HostTensor>{in[0], in[0]};
+               });
+  Tensor y = -h[1];
+  const HostTensor five = HostTensor::Filled(DType::kF32, {2}, 5.0);
+  const HostTensor xv = HostTensor::RandomUniform(DType::kF32, {2}, 1);
+  auto r = Session(g).Run({{x, xv}, {h[1], five}}, {y});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r.status()), HasSubstr("feed for output 1 of node 'pair' (HostCall)"));
+  EXPECT_THAT(Message(r.status()), HasSubstr("2 outputs and 1 of them are fed"));
+  EXPECT_EQ(calls, 0);
+  // Both outputs fed: the feeds stand in for the node, which does not run.
+  auto whole = Session(g).Run({{h[0], xv}, {h[1], five}}, {y, h[0]});
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ((*whole)[0].GetDouble(0), -5.0);
+  EXPECT_EQ((*whole)[1].GetDouble(1), xv.GetDouble(1));
+  EXPECT_EQ(calls, 0);
+}
+
+// An update asked for as a target whose output is also fed would not run (its feed stands
+// in for it): refused, and the variable keeps its value.
+TEST(BadInput, AFedTargetIsAnErrorNotASkippedUpdate) {
+  Graph g;
+  Tensor w = Variable(g, HostTensor::Filled(DType::kF32, {2}, 1.0), "w");
+  Tensor u = AssignAdd(w, Const(g, HostTensor::Filled(DType::kF32, {2}, 1.0)));
+  Session s(g);
+  auto r = s.Run({{u, HostTensor::Filled(DType::kF32, {2}, 7.0)}}, {}, {u});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(r.status()), HasSubstr("target 0"));
+  EXPECT_THAT(Message(r.status()), HasSubstr("is fed, and a fed node is not run"));
+  auto value = s.Run({}, {w});
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ((*value)[0].GetDouble(0), 1.0);
+}
+
 // Concat of nothing has no graph to record its error on: it returns an invalid Tensor,
 // and the error where it is used says where such a Tensor comes from.
 TEST(BadInput, AnInvalidTensorSaysWhereItComesFrom) {
