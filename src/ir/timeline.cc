@@ -185,6 +185,11 @@ void WriteEvent(std::string_view row, int tid, std::string_view name, std::strin
   TraceFile& trace = Trace();
   std::lock_guard<std::mutex> lock(trace.mu);
   if (trace.file == nullptr) return;  // stopped since the caller's check
+  // An event that ended before this trace began is none of it (nor is its row).
+  if (start_us + (duration_us < 0 ? 0.0 : duration_us) <= trace.origin_us &&
+      start_us < trace.origin_us) {
+    return;
+  }
   if (!row.empty()) {
     auto it = trace.rows.find(row);
     if (it == trace.rows.end()) {
