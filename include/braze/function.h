@@ -103,7 +103,10 @@
 // - Errors (wrong argument count, types, a body that returns no tensors or tensors of
 //   another graph, a body that throws, a build error inside the body) are a Status
 //   naming the function, and the argument or node (InvalidArgument for a body that
-//   throws, ResourceExhausted for its std::bad_alloc). A trace that fails is not kept.
+//   throws, ResourceExhausted for its std::bad_alloc). A trace that fails is not kept:
+//   the graph is rolled back to what it was, names included (the next trace's variables
+//   and random ops are named, and keyed, as if the failed one never ran). Tensors a body
+//   kept from a failed trace name nodes that no longer exist: do not use them.
 #ifndef BRAZE_FUNCTION_H_
 #define BRAZE_FUNCTION_H_
 

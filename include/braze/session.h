@@ -223,7 +223,9 @@ class Session {
   // their side effects (Assign ops). A Variable may be fed (its reads see the fed value)
   // but not in a Run that also updates it: InvalidArgument naming both. Returns one HostTensor per
   // fetch. A Run from inside one of this session's own Runs (a HostCall's function) is
-  // FailedPrecondition.
+  // FailedPrecondition. A fed node is not run: a node of several outputs (a HostCall, a
+  // Cond, a While, a Scan) is fed whole or not at all, and a fed node is no target
+  // (InvalidArgument naming it in both cases).
   absl::StatusOr<std::vector<HostTensor>> Run(const Feeds& feeds,
                                               const std::vector<Tensor>& fetches,
                                               const std::vector<Tensor>& targets = {});
