@@ -17,6 +17,7 @@
 #include <tuple>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -285,6 +286,23 @@ absl::Status VariableCreationError(const std::string& what, const std::vector<st
 // returns why it may not create them.
 using CreatedCheck = std::function<absl::Status(Trace& trace)>;
 
+// jit_compile=true compiles the whole body, false none of it, whatever JitScopes inside
+// say (as TF's XLA attribute on the function overrides them): the nodes of `g` from
+// `first` on, and every node of their control-flow bodies (Cond's branches, a While's or
+// a Scan's body, compiled apart but as the function says). A HostCall built under
+// JitScope(g, false) stays outside (TF's outside_compilation): loss scaling's log line,
+// in a strict body too.
+void ApplyJitCompile(Graph& g, int first, bool compile) {
+  for (int id = first; id < g.num_nodes(); ++id) {
+    Node& n = g.mutable_node(id);
+    const bool outside = n.op() == OpKind::kHostCall && n.jit().compile == false;
+    if (!outside) n.mutable_jit().compile = compile;
+    if (const auto* cf = std::get_if<ControlFlowAttrs>(&n.attrs())) {
+      for (const auto& body : cf->bodies) ApplyJitCompile(*body->graph, 0, compile);
+    }
+  }
+}
+
 // Runs the body once into `g` for `signature`. On error (`check` included) the graph is
 // rolled back to what it was, so a failed trace leaves nothing behind.
 absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
@@ -377,16 +395,9 @@ absl::StatusOr<std::unique_ptr<Trace>> TraceBody(const TracedArgsBody& body,
     }
   }
   g.set_capture(nullptr);
+  if (options.jit_compile.has_value() && !eager) ApplyJitCompile(g, start, *options.jit_compile);
   for (int id = start; id < g.num_nodes(); ++id) {
-    Node& n = g.mutable_node(id);
-    // jit_compile=true compiles the whole body, false none of it, whatever JitScopes
-    // inside say (as TF's XLA attribute on the function overrides them).
-    // A HostCall built under JitScope(g, false) stays outside (TF's
-    // outside_compilation): loss scaling's log line, in a strict body too.
-    const bool outside = n.op() == OpKind::kHostCall && n.jit().compile == false;
-    if (options.jit_compile.has_value() && !eager && !outside) {
-      n.mutable_jit().compile = *options.jit_compile;
-    }
+    const Node& n = g.node(id);
     if (IsSideEffect(n.op())) trace->targets.emplace_back(&g, id, 0);
     if (n.op() == OpKind::kVariable && captures.outside_variable.count(id) == 0) {
       trace->created.emplace_back(&g, id, 0);

@@ -17,8 +17,11 @@ namespace {
 
 std::string Quoted(const Node& node) { return absl::StrCat("'", node.name(), "'"); }
 
-// Placed on a forced-compilation "jit:" device: compiled as under a compiling JitScope.
-bool ForcedCompile(const Node& node) { return node.device() && node.device()->force_compile; }
+// Placed on a forced-compilation "jit:" device, by a DeviceScope or as the session's
+// default device (device.h: XLA_CPU's rule): compiled as under a compiling JitScope.
+bool ForcedCompile(const Node& node, const ClusteringOptions& options) {
+  return EffectiveDevice(node, options).force_compile;
+}
 
 // A refused merge, kept on both clusters: if a cluster ends up dissolved, the refusal is
 // the real reason its ops are left out, more useful than "too small".
@@ -55,7 +58,7 @@ class Clusterer {
                          ? 1
                          : 0;
       // Ops on a forced-compilation "jit:" device count as explicitly compiled.
-      explicit_[id] = node.jit().compile.value_or(false) || ForcedCompile(node);
+      explicit_[id] = node.jit().compile.value_or(false) || ForcedCompile(node, options_);
       scope_[id] = node.jit().scope;
       // Ids are topological, so these insertions never reorder or fail.
       for (int p : Producers(id)) cycles_.InsertEdge(p, id);
@@ -189,7 +192,8 @@ class Clusterer {
 };
 
 // The reason a node is not even a candidate, or kNone.
-ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text) {
+ExclusionReason CandidateCheck(const Node& node, bool needed, const ClusteringOptions& options,
+                               std::string* text) {
   if (!needed) {
     *text = absl::StrCat(Quoted(node), " is not needed by the fetches or targets");
     return ExclusionReason::kNotNeeded;
@@ -212,7 +216,7 @@ ExclusionReason CandidateCheck(const Node& node, bool needed, std::string* text)
                          ") is stateful: variables and their updates live on the host");
     return ExclusionReason::kStateful;
   }
-  if (node.jit().compile == false && !ForcedCompile(node)) {
+  if (node.jit().compile == false && !ForcedCompile(node, options)) {
     *text = absl::StrCat(Quoted(node), " was built under JitScope ", node.jit().scope,
                          " whose compile_ops is false for it");
     return ExclusionReason::kMarkedNoCompile;
@@ -329,7 +333,7 @@ absl::StatusOr<ClusteringResult> MarkForCompilation(const Graph& graph,
     NodeClustering& nc = result.nodes[id];
     nc.node_name = node.name();
     nc.op = node.op();
-    nc.reason = CandidateCheck(node, needed.empty() || needed[id], &nc.explanation);
+    nc.reason = CandidateCheck(node, needed.empty() || needed[id], options, &nc.explanation);
     const ExclusionReason claimed = id < static_cast<int>(options.claimed.size())
                                         ? options.claimed[id]
                                         : ExclusionReason::kNone;

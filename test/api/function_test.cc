@@ -202,6 +202,36 @@ TEST(FunctionTest, JitCompileFalseCompilesNothingEvenUnderAJitScope) {
   EXPECT_GT(f.stats().single_op_launches, 0);
 }
 
+// ... and inside control flow: a Cond's branches follow the function's jit_compile, not
+// the JitScopes they open (false: no cluster anywhere; true: the branch's ops compiled
+// though its scope says false).
+TEST(FunctionTest, JitCompileReachesControlFlowBodies) {
+  for (bool jit : {false, true}) {
+    SCOPED_TRACE(jit ? "jit_compile=true" : "jit_compile=false");
+    FunctionOptions o;
+    o.jit_compile = jit;
+    Function f(
+        [jit](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {
+          Tensor p = Greater(Sum(a[0]), ScalarConst(g, -100.0));
+          auto branch = [jit](Graph& b, const std::vector<Tensor>& in) {
+            JitScope scope(b, !jit);  // the opposite of the function's
+            return std::vector<Tensor>{Exp(Tanh(in[0]) * 2.0 + 1.0)};
+          };
+          return {Cond(p, branch, branch, {a[0]})[0]};
+        },
+        o);
+    const HostTensor x = Random({6}, 3);
+    auto y = f({x});
+    ASSERT_TRUE(y.ok()) << y.status();
+    EXPECT_NEAR((*y)[0].GetDouble(5), std::exp(std::tanh(x.GetDouble(5)) * 2 + 1), 1e-4);
+    if (jit) {
+      EXPECT_GT(f.stats().cluster_launches, 0);
+    } else {
+      EXPECT_EQ(f.stats().cluster_launches, 0);
+    }
+  }
+}
+
 TEST(FunctionTest, JitCompileUnsetLeavesItToScopesAndTheGlobalLevel) {
   auto body = [](bool scoped) {
     return [scoped](Graph& g, const std::vector<Tensor>& a) -> std::vector<Tensor> {

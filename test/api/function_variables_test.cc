@@ -127,7 +127,9 @@ TEST(FunctionVariablesTest, AFailedTraceLeavesTheNamesOfTheNextOnesAsTheyWere) {
           return out;
         },
         options);
-    if (fail_first) EXPECT_FALSE(f({Ones(3)}).ok());
+    if (fail_first) {
+      EXPECT_FALSE(f({Ones(3)}).ok());
+    }
     EXPECT_TRUE(f({Ones(2)}).ok());
     std::vector<std::string> out;
     for (int id = 0; id < g.num_nodes(); ++id) out.push_back(g.node(id).name());

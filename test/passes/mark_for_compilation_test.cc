@@ -529,5 +529,36 @@ TEST(ClusteringWindowOps, ConvolutionsCountAsMatMuls) {
   EXPECT_EQ(r->ClusterOf(c2.node_id()), r->ClusterOf(pool.node_id()));
 }
 
+// The session's default device is placement too: "jit:cpu" there compiles every op
+// placed nowhere else (XLA_CPU's rule, device.h), with no JitScope, the jit level off,
+// and under a JitScope(false).
+TEST(ClusteringDevices, AJitDefaultDeviceCompilesWhatNothingPlacesElsewhere) {
+  Graph g;
+  Tensor a = Placeholder(g, DType::kF32, {4}, "a");
+  Tensor x = Tanh(Exp(a));
+  Tensor y;
+  {
+    JitScope off(g, false);
+    y = Log(x);
+  }
+  Tensor z;
+  {
+    DeviceScope d(g, "cpu");
+    z = Sqrt(y);  // placed on the plain CPU: not forced
+  }
+  ClusteringOptions opts;  // kOff
+  auto parsed = ParseDevice("jit:cpu");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  opts.default_device = *parsed;
+  auto r = MarkForCompilation(g, opts);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const int cx = r->ClusterOf(x.node_id());
+  ASSERT_GE(cx, 0);
+  EXPECT_EQ(r->ClusterOf(x.node().input(0).node_id()), cx);
+  EXPECT_EQ(r->ClusterOf(y.node_id()), cx);
+  EXPECT_EQ(r->clusters[cx].device.ToString(), "jit:cpu");
+  EXPECT_LT(r->ClusterOf(z.node_id()), 0);
+}
+
 }  // namespace
 }  // namespace braze
