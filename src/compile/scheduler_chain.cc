@@ -211,29 +211,30 @@ Halide::Target CheckLoweredGpuModule(const LoweredCluster& lowered, Halide::Pipe
   return llvm_loop->empty() ? target : target.with_feature(Halide::Target::DisableLLVMLoopOpt);
 }
 
-// Runs `compile(target)`; when the check pass stops it at a loop LLVM 14's loop vectorizer
-// would miscompile (only such pipelines: the others keep LLVM's vectorization of the scalar
-// loops the schedules leave, the safe default's reductions over an odd dim 0, say), runs
-// it again with LLVM's loop optimizations off. Returns the target compiled for.
+// Runs `compile(target)` and acts on what the check pass found there (lowered_check.h):
+// a rejected schedule throws Halide::CompileError (now, outside Halide's lowering); a loop
+// LLVM 14's loop vectorizer would miscompile compiles again with LLVM's loop optimizations
+// off (only such pipelines: the others keep LLVM's vectorization of the scalar loops the
+// schedules leave, the safe default's reductions over an odd dim 0, say). Returns the
+// target compiled for.
 template <typename Compile>
 Halide::Target CompileChecked(Halide::Pipeline& pipeline, const Halide::Target& target,
                               schedule::LoweredCheckState& check, const Compile& compile) {
-  if (!check.loop_opt_off) {
-    try {
-      compile(target);
-      check.passed = true;
-      return target;
-    } catch (const schedule::LlvmLoopOptMustBeOff&) {
-      check.loop_opt_off = true;  // stopped before generating any code
-      // The stopped compile_jit left its target recorded without a module, which the
-      // next one would take for an internal error.
-      pipeline.invalidate_cache();
-    }
+  Halide::Target compiled =
+      check.loop_opt_off ? target.with_feature(Halide::Target::DisableLLVMLoopOpt) : target;
+  compile(compiled);
+  if (!check.problem.empty()) throw Halide::CompileError(check.problem);
+  if (check.needs_loop_opt_off) {
+    // What compiled was an empty statement: compiled again for the other target.
+    check.needs_loop_opt_off = false;
+    check.loop_opt_off = true;
+    pipeline.invalidate_cache();
+    compiled = target.with_feature(Halide::Target::DisableLLVMLoopOpt);
+    compile(compiled);
+    if (!check.problem.empty()) throw Halide::CompileError(check.problem);
   }
-  const Halide::Target off = target.with_feature(Halide::Target::DisableLLVMLoopOpt);
-  compile(off);
   check.passed = true;
-  return off;
+  return compiled;
 }
 
 // One schedule to try: a scheduler of the chain, or the stored schedule (`stored`).

@@ -23,7 +23,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -110,13 +109,24 @@ struct LoweredCheckInputs {
   std::vector<std::string> outputs;             // as FindUnwrittenBuffer's
 };
 
-// What the pass found that does not reject the schedule.
+// What the pass found. It throws nothing: an exception thrown inside Halide's lowering
+// unwinds the separate stack Halide lowers on (run_with_large_stack's makecontext fiber),
+// which AddressSanitizer cannot follow, and the stale poison it leaves there was reported
+// as a stack-buffer-overflow in a later lowering (docs/SANITIZERS.md). Instead the pass
+// replaces the statement with an empty one (nothing worth generating code for) and the
+// caller, after the compile returns, throws or compiles again.
 struct LoweredCheckState {
+  // What is wrong with the schedule (the checks' text): the caller rejects it
+  // (Halide::CompileError), as Halide's own rejections are.
+  std::string problem;
   // FindStridedReadModifyWriteLoop's loop, when there is one.
   std::string llvm_loop;
   // Set by the caller once the target has Halide's DisableLLVMLoopOpt: such a loop is then
   // no reason to stop.
   bool loop_opt_off = false;
+  // The pass emptied the statement for such a loop: the caller compiles again for a
+  // target with DisableLLVMLoopOpt, a feature fixed before lowering starts.
+  bool needs_loop_opt_off = false;
   // Set by the caller once the pipeline compiled: later lowerings (a dump's statement, a
   // kernel's launches, the JIT compile of a kernel first compiled to an object) lower the
   // same statement and skip the checks.
@@ -124,19 +134,8 @@ struct LoweredCheckState {
   double check_ms = 0;  // the checks' own time, summed over the compiles
 };
 
-// Thrown by the pass (before any code is generated) when it finds such a loop and
-// `loop_opt_off` is not set: the caller compiles again for a target with
-// DisableLLVMLoopOpt, a feature fixed before lowering starts. A std::exception, so that
-// one escaping a caller that does not expect it is still an error, not a terminate.
-struct LlvmLoopOptMustBeOff : std::runtime_error {
-  explicit LlvmLoopOptMustBeOff(const std::string& loop_found)
-      : std::runtime_error("LLVM's loop optimizations must be off for " + loop_found),
-        loop(loop_found) {}
-  std::string loop;
-};
-
-// Adds the pass to `pipeline` (`target`: the CPU target it compiles for). A failed check
-// throws Halide::CompileError naming the problem, as Halide's own rejections do.
+// Adds the pass to `pipeline` (`target`: the CPU target it compiles for); what it finds is
+// in `*state` after each compile.
 void AddLoweredCheckPass(Halide::Pipeline& pipeline, const Halide::Target& target,
                          LoweredCheckInputs inputs, std::shared_ptr<LoweredCheckState> state);
 

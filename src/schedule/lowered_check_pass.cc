@@ -61,10 +61,18 @@ class LoweredCheckPass : public IRMutator {
     if (problem.empty()) loop = FindStridedReadModifyWriteLoop(module);
     state_->check_ms +=
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    if (!problem.empty()) throw Halide::CompileError(problem);
+    // No exception here (lowered_check.h): an empty statement, quick to generate code for,
+    // that the caller throws away.
+    if (!problem.empty()) {
+      state_->problem = problem;
+      return Evaluate::make(0);
+    }
     if (!loop.empty()) {
       state_->llvm_loop = loop;
-      if (!state_->loop_opt_off) throw LlvmLoopOptMustBeOff(loop);
+      if (!state_->loop_opt_off) {
+        state_->needs_loop_opt_off = true;
+        return Evaluate::make(0);
+      }
     }
     return s;
   }
