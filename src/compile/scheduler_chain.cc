@@ -194,12 +194,12 @@ schedule::LoweredCheckInputs CheckInputs(const LoweredCluster& lowered) {
 
 // A GPU pipeline's checks need its offloaded kernels (launches, PTX), which Halide makes
 // after the custom lowering passes: it is lowered once more to be checked, and rejected
-// (Halide::CompileError) as CheckLoweredModule and FindUnwrittenBuffer say. Returns the
-// target to compile for: `target`, or, when a loop of its host code is one LLVM 14's loop
-// vectorizer miscompiles, `target` with LLVM's loop optimizations off, and that loop in
-// `*llvm_loop`. (A CPU pipeline is checked inside its compile: AddLoweredCheckPass.)
-Halide::Target CheckLoweredGpuModule(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
-                                     const Halide::Target& target, std::string* llvm_loop) {
+// (Halide::CompileError) as CheckLoweredModule and FindUnwrittenBuffer say. A loop of its
+// host code that LLVM 14's loop vectorizer miscompiles goes in `check` (llvm_loop, with
+// loop_opt_off set), as the CPU's check pass would put it. (A CPU pipeline is checked
+// inside its compile: AddLoweredCheckPass.)
+void CheckLoweredGpuModule(const LoweredCluster& lowered, Halide::Pipeline& pipeline,
+                           const Halide::Target& target, schedule::LoweredCheckState* check) {
   const schedule::LoweredCheckInputs inputs = CheckInputs(lowered);
   const Halide::Module module =
       pipeline.compile_to_module(ArgumentsOf(lowered), "braze_check", target);
@@ -207,8 +207,8 @@ Halide::Target CheckLoweredGpuModule(const LoweredCluster& lowered, Halide::Pipe
       schedule::CheckLoweredModule(module, inputs.output_sizes, inputs.known_values);
   if (problem.empty()) problem = schedule::FindUnwrittenBuffer(module, inputs.outputs);
   if (!problem.empty()) throw Halide::CompileError(problem);
-  *llvm_loop = schedule::FindStridedReadModifyWriteLoop(module);
-  return llvm_loop->empty() ? target : target.with_feature(Halide::Target::DisableLLVMLoopOpt);
+  check->llvm_loop = schedule::FindStridedReadModifyWriteLoop(module);
+  check->loop_opt_off = !check->llvm_loop.empty();
 }
 
 // Runs `compile(target)` and acts on what the check pass found there (lowered_check.h):
@@ -463,7 +463,7 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
     // disk cache's runtime (aot_kernel.cc's trampolines).
     std::vector<std::string> streamed;
     Halide::Pipeline pipeline;
-    Halide::Target compile_target = target;  // the checks' choice
+    Halide::Target compile_target = target;  // CompileChecked's choice
     auto check = std::make_shared<schedule::LoweredCheckState>();
     std::string schedule = "(every output is empty: nothing to compute)\n";
     std::string timing;
@@ -489,9 +489,8 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         const auto t1 = std::chrono::steady_clock::now();
         // Checked with plain stores: the rewrite to streaming stores (installed after)
         // copies each tile to exactly the elements the checked stores wrote.
-        std::string llvm_loop;
         if (gpu) {
-          compile_target = CheckLoweredGpuModule(lowered, pipeline, target, &llvm_loop);
+          CheckLoweredGpuModule(lowered, pipeline, target, check.get());
           check->check_ms = MsSince(t1);
         } else {
           schedule::AddLoweredCheckPass(pipeline, target, CheckInputs(lowered), check);
@@ -503,20 +502,19 @@ absl::StatusOr<ProducedKernel> RunSchedulerChain(const ClusterSpec& spec,
         }
         InstallJitExterns(lowered, !streamed.empty(), pipeline);
         const auto t2 = std::chrono::steady_clock::now();
-        compile_target =
-            CompileChecked(pipeline, compile_target, *check, [&](const Halide::Target& t) {
-              if (to_object) {
-                pipeline.compile_to_object(
-                    *object_path, ArgumentsOf(lowered), "braze_kernel",
-                    t.without_feature(Halide::Target::JIT).with_feature(Halide::Target::NoRuntime));
-              } else {
-                pipeline.compile_jit(t);
-              }
-            });
-        if (llvm_loop.empty()) llvm_loop = check->llvm_loop;
-        if (!llvm_loop.empty()) {
+        compile_target = CompileChecked(pipeline, target, *check, [&](const Halide::Target& t) {
+          if (to_object) {
+            pipeline.compile_to_object(
+                *object_path, ArgumentsOf(lowered), "braze_kernel",
+                t.without_feature(Halide::Target::JIT).with_feature(Halide::Target::NoRuntime));
+          } else {
+            pipeline.compile_jit(t);
+          }
+        });
+        if (!check->llvm_loop.empty()) {
           absl::StrAppend(&schedule, "// LLVM's loop optimizations off (LLVM 14's loop ",
-                          "vectorizer reorders strided read-modify-writes): ", llvm_loop, "\n");
+                          "vectorizer reorders strided read-modify-writes): ", check->llvm_loop,
+                          "\n");
         }
         // A CPU pipeline's check runs inside its compile (and its time is part of it).
         timing = absl::StrFormat("// schedule %.1f ms, check %.1f ms%s, %s %.1f ms\n", schedule_ms,
