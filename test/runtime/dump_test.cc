@@ -43,10 +43,11 @@ int Shell(const std::string& command) {
 
 bool HaveDot() { return Shell("command -v dot >/dev/null 2>&1") == 0; }
 
-// The checkout: BRAZE_SOURCE_DIR under ctest, else three levels up from this file.
+// The checkout: BRAZE_SOURCE_DIR under ctest, else the one this file was built from
+// (test/CMakeLists.txt; __FILE__ is relative to the build directory under ccache).
 fs::path SourceDir() {
   if (const char* dir = std::getenv("BRAZE_SOURCE_DIR")) return dir;
-  return fs::path(__FILE__).parent_path().parent_path().parent_path();
+  return BRAZE_TEST_CHECKOUT;
 }
 
 // x -> softmax (one JitScope: a cluster) -> Neg under compile=false -> a HostCall whose
