@@ -122,14 +122,14 @@ FlagMatch ParseCharLmFlag(const std::string& arg, const std::string& value, Flag
   } else if (arg == "--eval_windows") {
     ok = absl::SimpleAtoi(value, &f->eval_windows) && f->eval_windows >= 1;
   } else if (arg == "--max_val_loss") {
-    ok = absl::SimpleAtod(value, &f->max_val_loss) && f->max_val_loss >= 0;
+    ok = ParseFiniteDouble(value, &f->max_val_loss) && f->max_val_loss >= 0;
   } else if (arg == "--prompt") {
     f->prompt = value;
     ok = !value.empty();
   } else if (arg == "--sample_chars") {
     ok = absl::SimpleAtoi(value, &f->sample_chars) && f->sample_chars >= 0;
   } else if (arg == "--temperature") {
-    ok = absl::SimpleAtod(value, &f->temperature) && f->temperature > 0;
+    ok = ParseFiniteDouble(value, &f->temperature) && f->temperature > 0;
   } else if (arg == "--data_dir") {
     f->data_dir = value;
   } else {
@@ -200,6 +200,14 @@ absl::Status Run(const Flags& flags) {
       static_cast<int64_t>(corpus.validation.size()) < T + 1) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the corpus in ", flags.data_dir, " is shorter than one window of ", T + 1, " ids"));
+  }
+  // A step's sequences are windows of the training text: a batch of more than it has is
+  // a mistyped flag (and, large enough, more memory than the machine has).
+  const int64_t windows = static_cast<int64_t>(corpus.train.size()) - T;
+  if (flags.batch > windows) {
+    return absl::InvalidArgumentError(absl::StrCat("--batch ", flags.batch, " exceeds the ",
+                                                   windows, " windows of ", T + 1,
+                                                   " characters in the training text"));
   }
   std::vector<int32_t> prompt;
   for (char ch : flags.prompt) {

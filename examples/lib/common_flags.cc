@@ -1,6 +1,7 @@
 #include "lib/common_flags.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/numbers.h"
@@ -41,6 +42,10 @@ bool ParseBool(const std::string& value, bool* out) {
     return false;
   }
   return true;
+}
+
+bool ParseFiniteDouble(const std::string& value, double* out) {
+  return absl::SimpleAtod(value, out) && std::isfinite(*out);
 }
 
 FlagMatch ParseCommonFlag(const std::string& arg, const std::string& value, CommonFlags* flags) {

@@ -61,6 +61,9 @@ enum class FlagMatch { kOk, kBadValue, kUnknown };
 FlagMatch ParseCommonFlag(const std::string& name, const std::string& value, CommonFlags* flags);
 // "true"/"1" or "false"/"0".
 bool ParseBool(const std::string& value, bool* out);
+// A finite number ("inf" and "nan", which absl::SimpleAtod reads, are refused: a NaN
+// accuracy bar would pass every run, an infinite rate trains to NaN).
+bool ParseFiniteDouble(const std::string& value, double* out);
 
 // Splits argv into `--name=value` or `--name value` pairs (the flags in `bare` may also
 // stand alone, meaning true) and hands each to `parse`, which tries the example's own

@@ -100,7 +100,7 @@ void Usage(FILE* out, const ExampleInfo& info) {
 FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, TrainFlags* flags) {
   bool ok = true;
   if (arg == "--lr") {
-    ok = absl::SimpleAtod(value, &flags->lr) && flags->lr > 0;
+    ok = ParseFiniteDouble(value, &flags->lr) && flags->lr > 0;
   } else if (arg == "--log_every") {
     ok = absl::SimpleAtoi(value, &flags->log_every) && flags->log_every >= 1;
   } else if (arg == "--data_dir") {
@@ -117,13 +117,13 @@ FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, Train
   } else if (arg == "--eval_batch") {
     ok = absl::SimpleAtoi(value, &flags->eval_batch) && flags->eval_batch >= 1;
   } else if (arg == "--dropout") {
-    ok = absl::SimpleAtod(value, &flags->dropout) && flags->dropout >= 0 && flags->dropout < 1;
+    ok = ParseFiniteDouble(value, &flags->dropout) && flags->dropout >= 0 && flags->dropout < 1;
   } else if (arg == "--data_parallel") {
     ok = ParseBool(value, &flags->data_parallel);
   } else if (arg == "--unroll") {
     ok = ParseBool(value, &flags->unroll);
   } else if (arg == "--min_test_accuracy") {
-    ok = absl::SimpleAtod(value, &flags->min_test_accuracy);
+    ok = ParseFiniteDouble(value, &flags->min_test_accuracy);
   } else {
     return ParseCommonFlag(arg, value, flags);
   }

@@ -106,10 +106,18 @@ bool IsHex16(absl::string_view s) {
   return true;
 }
 
-// Reads a file whole; nullopt when it does not exist or cannot be opened.
-std::optional<std::string> ReadFile(const std::string& path) {
+// Reads a file whole; nullopt when it does not exist, or when it cannot be read with
+// `*unreadable` saying why (a stored schedule there is not silently passed over).
+std::optional<std::string> ReadFile(const std::string& path, std::string* unreadable) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
+  if (!in) {
+    const int error = errno;
+    struct stat st;
+    if (lstat(path.c_str(), &st) == 0) {  // there, but not to be read (a dangling link)
+      *unreadable = absl::StrCat("it cannot be read: ", std::strerror(error));
+    }
+    return std::nullopt;
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -332,7 +340,12 @@ std::optional<StoredSchedule> FindStoredSchedule(const std::vector<std::string>&
                                                  const std::string& target) {
   for (const std::string& dir : dirs) {
     const std::string path = StoredSchedulePath(dir, key_hash);
-    std::optional<std::string> text = ReadFile(path);
+    std::string unreadable;
+    std::optional<std::string> text = ReadFile(path, &unreadable);
+    if (!text && !unreadable.empty()) {
+      WarnStoredScheduleRefused(path, unreadable);
+      return std::nullopt;
+    }
     if (!text) continue;
     absl::StatusOr<StoredSchedule> entry = ParseStoredSchedule(*text, path);
     if (!entry.ok()) {

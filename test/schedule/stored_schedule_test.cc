@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -237,6 +239,22 @@ TEST(StoredScheduleTest, StaleInvalidOrMismatchedEntriesWarnOnceAndAreNotUsed) {
     EXPECT_THAT(warnings.lines[0], HasSubstr(c.why));
     EXPECT_THAT(warnings.lines[0], HasSubstr("using the default schedule"));
   }
+}
+
+// An entry that is there but cannot be read (here a symbolic link to itself; a file root
+// may not read) warns like a bad one, and the default runs: it is not passed over as if
+// the key had no entry.
+TEST(StoredScheduleTest, AnUnreadableEntryWarnsAndIsNotUsed) {
+  const std::string dir = MakeTempDir("braze_sched_test_");
+  StoredSchedule e = Example();
+  const std::string path = StoredSchedulePath(dir, e.key_hash);
+  ASSERT_EQ(symlink(path.c_str(), path.c_str()), 0) << std::strerror(errno);
+  Warnings warnings;
+  EXPECT_FALSE(FindStoredSchedule({dir}, e.key_hash, e.target).has_value());
+  ASSERT_EQ(warnings.lines.size(), 1u);
+  EXPECT_THAT(warnings.lines[0], HasSubstr(path));
+  EXPECT_THAT(warnings.lines[0], HasSubstr("it cannot be read: Too many levels of symbolic links"));
+  EXPECT_THAT(warnings.lines[0], HasSubstr("using the default schedule"));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/run_command.h"
 
 namespace braze {
@@ -39,6 +40,20 @@ TEST(BrazeFuzz, TheLogNamesItsSettings) {
   EXPECT_NE(out.find("braze-fuzz: settings: "), out.rfind("braze-fuzz: settings: ")) << out;
   EXPECT_THAT(out, HasSubstr("braze-fuzz: 2 passed, 0 failed")) << out;
   EXPECT_EQ(RunFuzz("--seeds=104 --threads=-1", &out), 2) << out;
+}
+
+// A flag it cannot take is refused by name, before any seed runs: a switch given a value
+// (--coverage=false read as on), a range of three fields, a negative or infinite budget,
+// an empty range.
+TEST(BrazeFuzz, BadFlagsAreRefusedByName) {
+  std::string out;
+  for (const char* bad : {"--coverage=false", "--verbose=0", "--seeds=1:3:9", "--budget=-600",
+                          "--budget=inf", "--seed_timeout=nan", "--jobs=0", "--frobnicate"}) {
+    EXPECT_EQ(RunFuzz(absl::StrCat("--seeds=1:2 ", bad), &out), 2) << bad << "\n" << out;
+    EXPECT_THAT(out, HasSubstr(absl::StrCat("braze-fuzz: bad argument: ", bad))) << out;
+  }
+  EXPECT_EQ(RunFuzz("--seeds=5:5", &out), 2) << out;
+  EXPECT_THAT(out, HasSubstr("--seeds: the range 5:5 is empty")) << out;
 }
 
 // --coverage runs nothing and prints the table; --all_families turns every family on

@@ -116,6 +116,20 @@ def test_bad_input(tmp):
     check(rc == 2 and "not a Google Benchmark JSON" in err, "JSON without benchmarks: exit 2",
           f"rc={rc} {err!r}")
 
+    odd = os.path.join(tmp, "odd_run_name.json")
+    with open(odd, "w") as f:
+        json.dump({"benchmarks": [{"name": "BM_X", "run_name": 5, "real_time": 1}]}, f)
+    rc, _, err = run(odd, "--print")
+    check(rc == 2 and "run_name is not a string" in err and "Traceback" not in err,
+          "a run_name that is no string: exit 2, no traceback", f"rc={rc} {err!r}")
+
+    deep = os.path.join(tmp, "deep.json")
+    with open(deep, "w") as f:
+        f.write("[" * 100000)
+    rc, _, err = run(deep, "--print")
+    check(rc == 2 and "nested too deeply" in err and "Traceback" not in err,
+          "JSON nested past Python's parser: exit 2, no traceback", f"rc={rc} {err!r}")
+
     rc, _, err = run(SAMPLE, "-o", os.path.join(tmp, "x.png"), "--filter", "NoSuchBenchmark")
     check(rc == 2 and "no benchmarks matched" in err, "a filter matching nothing: exit 2",
           f"rc={rc} {err!r}")

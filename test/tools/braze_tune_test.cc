@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -21,6 +22,8 @@
 #include "braze/session.h"
 #include "common/run_command.h"
 #include "common/temp_files.h"
+#include "lower/cluster_spec.h"
+#include "lower/cluster_text.h"
 #include "runtime/flags.h"
 #include "tools/tune/tuner.h"
 
@@ -266,10 +269,45 @@ TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
   EXPECT_THAT(output, HasSubstr("no dump directory"));
   EXPECT_EQ(RunTool("--device=tpu " + dir, &output), 2);
   EXPECT_THAT(output, HasSubstr("bad value in '--device=tpu'"));
+  // A mistyped path, or a folder without clusters, tunes nothing: an error, not success,
+  // and no --out folder made.
+  EXPECT_EQ(RunTool("--out=" + dir + "/out2 " + dir + "/no-such-dump", &output), 2);
+  EXPECT_THAT(output, HasSubstr(dir + "/no-such-dump: No such file or directory"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/out2"));
+  const std::string empty = MakeTempDir("braze_tune_test_empty_");
+  EXPECT_EQ(RunTool("--out=" + dir + "/out2 " + empty, &output), 2);
+  EXPECT_THAT(output, HasSubstr(empty + ": no .cluster file in this directory"));
+  EXPECT_EQ(RunTool("--force=maybe " + dir, &output), 2);
+  EXPECT_THAT(output, HasSubstr("bad value in '--force=maybe'"));
+  EXPECT_EQ(RunTool("--min_speedup=inf " + dir, &output), 2);
+  EXPECT_THAT(output, HasSubstr("bad value in '--min_speedup=inf'"));
   if (!CheckCudaAvailable().ok()) {  // a GPU tuning run on a machine without the GPU
     EXPECT_EQ(RunTool("--device=jit:cuda " + dir, &output), 2);
     EXPECT_THAT(output, HasSubstr("--device=cuda:0 is not available: CUDA is not available"));
   }
+}
+
+// A cluster file may declare any shape: an input too large for this machine's memory is
+// reported, naming the cluster and the input, not an abort from std::bad_alloc.
+TEST(BrazeTuneTest, AnInputTooLargeForMemoryIsReportedNotAborted) {
+  const Shape huge = {int64_t{1} << 46};  // 256 TiB of f32
+  Graph g;
+  Tensor x = Placeholder(g, DType::kF32, huge, "x");
+  Tensor y = Neg(x);
+  ClusterSpec spec;
+  spec.graph = &g;
+  spec.name = "huge";
+  spec.nodes = {y.node_id()};
+  spec.inputs = {x};
+  spec.input_types = {{DType::kF32, huge}};
+  spec.outputs = {y};
+  absl::StatusOr<std::string> text = ClusterToText(spec);
+  ASSERT_TRUE(text.ok()) << text.status();
+  const std::string dir = MakeTempDir("braze_tune_test_huge_");
+  std::ofstream(dir + "/huge.cluster") << *text;
+  std::string output;
+  EXPECT_EQ(RunTool("--budget=5 --out=" + dir + "/out " + dir, &output), 1) << output;
+  EXPECT_THAT(output, HasSubstr("huge: no memory for input 0 (f32[70368744177664])"));
 }
 
 }  // namespace

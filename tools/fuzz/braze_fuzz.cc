@@ -59,7 +59,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -165,95 +167,128 @@ bool ParseProbability(const std::string& value, double* p) {
   return absl::SimpleAtod(value, p) && *p >= 0 && *p <= 1;
 }
 
-bool ParseFlags(int argc, char** argv, Flags* f) {
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    std::string value;
-    if (size_t eq = arg.find('='); eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-      arg = arg.substr(0, eq);
+// absl::SimpleAtod reads "inf" and "nan": no flag here takes either.
+bool Finite(double v) { return std::isfinite(v); }
+
+// One flag; false when it is unknown or its value is one it cannot take.
+bool ParseOneFlag(std::string arg, Flags* f) {
+  std::string value;
+  if (size_t eq = arg.find('='); eq != std::string::npos) {
+    value = arg.substr(eq + 1);
+    arg = arg.substr(0, eq);
+  }
+  if (arg == "--seeds") {
+    std::vector<std::string> parts = absl::StrSplit(value, ':');
+    if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &f->first)) return false;
+    f->last = f->first + 1;
+    if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &f->last)) return false;
+  } else if (arg == "--jobs") {
+    if (!absl::SimpleAtoi(value, &f->jobs) || f->jobs < 1) return false;
+  } else if (arg == "--budget") {
+    if (!absl::SimpleAtod(value, &f->budget) || !Finite(f->budget) || f->budget < 0) return false;
+  } else if (arg == "--scheduler") {
+    f->scheduler = value;
+  } else if (arg == "--max_ops") {
+    if (!absl::SimpleAtoi(value, &f->max_ops) || f->max_ops < 3) return false;
+  } else if (arg == "--jit_device") {
+    f->jit_device = value.empty() ? "jit:cpu" : value;
+    if (f->jit_device.rfind("jit:", 0) != 0) return false;
+  } else if (arg == "--function") {
+    if (!value.empty()) return false;  // a switch: --function=false would read as on
+    f->function = true;
+  } else if (arg == "--dynamic") {
+    if (!absl::SimpleAtod(value, &f->dynamic) || !(f->dynamic >= 0 && f->dynamic <= 1)) {
+      return false;  // written so that NaN fails too
     }
-    if (arg == "--seeds") {
-      std::vector<std::string> parts = absl::StrSplit(value, ':');
-      if (!absl::SimpleAtoi(parts[0], &f->first)) return false;
-      f->last = f->first + 1;
-      if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &f->last)) return false;
-    } else if (arg == "--jobs") {
-      if (!absl::SimpleAtoi(value, &f->jobs) || f->jobs < 1) return false;
-    } else if (arg == "--budget") {
-      if (!absl::SimpleAtod(value, &f->budget)) return false;
-    } else if (arg == "--scheduler") {
-      f->scheduler = value;
-    } else if (arg == "--max_ops") {
-      if (!absl::SimpleAtoi(value, &f->max_ops) || f->max_ops < 3) return false;
-    } else if (arg == "--jit_device") {
-      f->jit_device = value.empty() ? "jit:cpu" : value;
-      if (f->jit_device.rfind("jit:", 0) != 0) return false;
-    } else if (arg == "--function") {
-      f->function = true;
-    } else if (arg == "--dynamic") {
-      if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
-    } else if (arg == "--dynamic_dims") {
-      if (!ParseProbability(value, &f->dynamic_dims)) return false;
-    } else if (arg == "--specials") {
-      if (!absl::SimpleAtod(value, &f->specials) || f->specials < 0 || f->specials > 1) {
-        return false;
-      }
-    } else if (arg == "--large") {
-      if (!ParseProbability(value, &f->large)) return false;
-    } else if (arg == "--gemm") {
-      if (!ParseProbability(value, &f->gemm)) return false;
-    } else if (arg == "--window") {
-      if (!ParseProbability(value, &f->window)) return false;
-    } else if (arg == "--sequence") {
-      if (!ParseProbability(value, &f->sequence)) return false;
-    } else if (arg == "--random") {
-      if (!ParseProbability(value, &f->random)) return false;
-    } else if (arg == "--attention") {
-      if (!ParseProbability(value, &f->attention)) return false;
-    } else if (arg == "--float16") {
-      if (!ParseProbability(value, &f->float16)) return false;
-    } else if (arg == "--control_flow") {
-      if (!ParseProbability(value, &f->control_flow)) return false;
-    } else if (arg == "--edges") {
-      if (!ParseProbability(value, &f->edges)) return false;
-    } else if (arg == "--all_families") {
-      // Every family in every program, as an outside generator mixes them; flags after
-      // it override its settings.
-      if (!value.empty()) return false;
-      const GenerateOptions all = AllFamilies();
-      f->window = all.window_probability;
-      f->gemm = all.gemm_probability;
-      f->sequence = all.sequence_probability;
-      f->random = all.random_probability;
-      f->attention = all.attention_probability;
-      f->float16 = all.float16_probability;
-      f->control_flow = all.control_flow_probability;
-      f->edges = all.edges_probability;
-      f->dynamic_dims = all.dynamic_dims_probability;
-      f->family_share = all.family_share;
-      f->max_ops = all.max_ops;
-    } else if (arg == "--threads") {
-      if (value == "random") {
-        f->threads = -1;
-      } else if (!absl::SimpleAtoi(value, &f->threads) || f->threads < 0) {
-        return false;
-      }
-    } else if (arg == "--seed_timeout") {
-      if (!absl::SimpleAtod(value, &f->seed_timeout) || f->seed_timeout < 0) return false;
-    } else if (arg == "--no_minimize") {
-      f->minimize = false;
-    } else if (arg == "--verbose") {
-      f->verbose = true;
-    } else if (arg == "--print") {
-      f->print = true;
-    } else if (arg == "--coverage") {
-      f->coverage = true;
-    } else {
+  } else if (arg == "--dynamic_dims") {
+    if (!ParseProbability(value, &f->dynamic_dims)) return false;
+  } else if (arg == "--specials") {
+    if (!absl::SimpleAtod(value, &f->specials) || !(f->specials >= 0 && f->specials <= 1)) {
+      return false;
+    }
+  } else if (arg == "--large") {
+    if (!ParseProbability(value, &f->large)) return false;
+  } else if (arg == "--gemm") {
+    if (!ParseProbability(value, &f->gemm)) return false;
+  } else if (arg == "--window") {
+    if (!ParseProbability(value, &f->window)) return false;
+  } else if (arg == "--sequence") {
+    if (!ParseProbability(value, &f->sequence)) return false;
+  } else if (arg == "--random") {
+    if (!ParseProbability(value, &f->random)) return false;
+  } else if (arg == "--attention") {
+    if (!ParseProbability(value, &f->attention)) return false;
+  } else if (arg == "--float16") {
+    if (!ParseProbability(value, &f->float16)) return false;
+  } else if (arg == "--control_flow") {
+    if (!ParseProbability(value, &f->control_flow)) return false;
+  } else if (arg == "--edges") {
+    if (!ParseProbability(value, &f->edges)) return false;
+  } else if (arg == "--all_families") {
+    // Every family in every program, as an outside generator mixes them; flags after
+    // it override its settings.
+    if (!value.empty()) return false;
+    const GenerateOptions all = AllFamilies();
+    f->window = all.window_probability;
+    f->gemm = all.gemm_probability;
+    f->sequence = all.sequence_probability;
+    f->random = all.random_probability;
+    f->attention = all.attention_probability;
+    f->float16 = all.float16_probability;
+    f->control_flow = all.control_flow_probability;
+    f->edges = all.edges_probability;
+    f->dynamic_dims = all.dynamic_dims_probability;
+    f->family_share = all.family_share;
+    f->max_ops = all.max_ops;
+  } else if (arg == "--threads") {
+    if (value == "random") {
+      f->threads = -1;
+    } else if (!absl::SimpleAtoi(value, &f->threads) || f->threads < 0) {
+      return false;
+    }
+  } else if (arg == "--seed_timeout") {
+    if (!absl::SimpleAtod(value, &f->seed_timeout) || !Finite(f->seed_timeout) ||
+        f->seed_timeout < 0) {
+      return false;
+    }
+  } else if (arg == "--no_minimize") {
+    if (!value.empty()) return false;  // a switch: --no_minimize=false would read as on
+    f->minimize = false;
+  } else if (arg == "--verbose") {
+    if (!value.empty()) return false;  // a switch: --verbose=false would read as on
+    f->verbose = true;
+  } else if (arg == "--print") {
+    if (!value.empty()) return false;  // a switch: --print=false would read as on
+    f->print = true;
+  } else if (arg == "--coverage") {
+    if (!value.empty()) return false;  // a switch: --coverage=false would read as on
+    f->coverage = true;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// Every flag, or false with `bad` the argument refused (a value it cannot take, an
+// unknown flag, a value given to a flag that takes none) or what the flags disagree on.
+bool ParseFlags(int argc, char** argv, Flags* f, std::string* bad) {
+  for (int i = 1; i < argc; ++i) {
+    if (!ParseOneFlag(argv[i], f)) {
+      *bad = argv[i];
       return false;
     }
   }
-  return f->first < f->last && !(f->function && !f->jit_device.empty());
+  if (!(f->first < f->last)) {
+    *bad = absl::StrCat("--seeds: the range ", f->first, ":", f->last, " is empty");
+    return false;
+  }
+  if (f->function && !f->jit_device.empty()) {
+    *bad = "--function and --jit_device: a program runs one way, not both";
+    return false;
+  }
+  // A shard per seed at most: more would be processes with nothing to run.
+  f->jobs = static_cast<int>(std::min<uint64_t>(f->jobs, f->last - f->first));
+  return true;
 }
 
 // --scheduler: "random" (one of the CPU schedulers per seed) or a scheduler's name in
@@ -536,6 +571,17 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
   auto start_shard = [&](int shard) {
     std::fflush(stdout);
     const pid_t pid = fork();
+    if (pid < 0) {
+      // A shard that cannot start would leave its seeds unrun behind a clean tally.
+      std::fprintf(stderr, "braze-fuzz: fork of shard %d failed: %s\n", shard,
+                   std::strerror(errno));
+      for (pid_t started : pids) {
+        if (started > 0) kill(started, SIGKILL);
+      }
+      while (waitpid(-1, nullptr, 0) > 0) {
+      }
+      std::exit(2);
+    }
     if (pid == 0) {
       RunShard(f, start, &states[shard]);
       std::fflush(stdout);
@@ -568,7 +614,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
         } else if (running != seen[i]) {
           seen[i] = running;
           since[i] = Clock::time_point(std::chrono::nanoseconds(states[i].started_ns.load()));
-        } else if (running != 0 && !timed_out[i] &&
+        } else if (running != 0 && !timed_out[i] && pids[i] > 0 &&
                    std::chrono::duration<double>(Clock::now() - since[i]).count() >
                        f.seed_timeout &&
                    states[i].running == running) {
@@ -584,6 +630,7 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
     int shard = 0;
     while (shard < f.jobs && pids[shard] != pid) ++shard;
     if (shard == f.jobs) continue;
+    pids[shard] = -1;  // reaped: its pid may be reused by another process from now on
     // Killed by us, not a crash of its own that came first.
     const bool killed_for_time =
         timed_out[shard] && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
@@ -628,7 +675,9 @@ Tally RunShards(const Flags& f, std::chrono::steady_clock::time_point start) {
 
 int Main(int argc, char** argv) {
   Flags f;
-  if (!ParseFlags(argc, argv, &f)) {
+  std::string bad;
+  if (!ParseFlags(argc, argv, &f, &bad)) {
+    std::fprintf(stderr, "braze-fuzz: bad argument: %s\n", bad.c_str());
     std::fprintf(stderr,
                  "usage: braze-fuzz [--seeds=A:B] [--jobs=N] [--budget=SECONDS] "
                  "[--scheduler=auto|adams2019|mullapudi2016|li2018|safedefault|random] "

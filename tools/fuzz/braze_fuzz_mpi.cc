@@ -18,6 +18,7 @@
 // errors". An error on every rank (the same Run failed everywhere) lets the run go on; one
 // on some ranks only stops it (the peers' collectives time out, and the communicator has
 // failed). Exit status 1 on any mismatch or error.
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -53,21 +54,29 @@ bool ParseFlags(int argc, char** argv, Flags* f) {
     }
     if (arg == "--seeds") {
       std::vector<std::string> parts = absl::StrSplit(value, ':');
-      if (!absl::SimpleAtoi(parts[0], &f->first)) return false;
+      if (parts.size() > 2 || !absl::SimpleAtoi(parts[0], &f->first)) return false;
       f->last = f->first + 1;
       if (parts.size() == 2 && !absl::SimpleAtoi(parts[1], &f->last)) return false;
     } else if (arg == "--verbose") {
+      if (!value.empty()) return false;  // a switch: =false would read as on
       f->verbose = true;
     } else if (arg == "--max_ops") {
       if (!absl::SimpleAtoi(value, &f->max_ops) || f->max_ops < 3) return false;
     } else if (arg == "--dynamic") {
-      if (!absl::SimpleAtod(value, &f->dynamic) || f->dynamic < 0 || f->dynamic > 1) return false;
+      if (!absl::SimpleAtod(value, &f->dynamic) || !(f->dynamic >= 0 && f->dynamic <= 1)) {
+        return false;  // written so that NaN fails too
+      }
     } else if (arg == "--scheduler") {
       f->scheduler = value;
     } else if (arg == "--function") {
+      if (!value.empty()) return false;
       f->function = true;
     } else if (arg == "--timeout") {
-      if (!absl::SimpleAtod(value, &f->timeout) || !(f->timeout > 0)) return false;
+      // Finite: "inf" would wait for a lost rank for ever.
+      if (!absl::SimpleAtod(value, &f->timeout) || !(f->timeout > 0) ||
+          !std::isfinite(f->timeout)) {
+        return false;
+      }
     } else {
       return false;
     }

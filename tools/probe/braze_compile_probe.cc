@@ -19,10 +19,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <limits>
+#include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
@@ -56,9 +60,14 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     } else if (name == "--shape") {
       flags->shape.clear();
       ok = !value.empty();
+      // Each dim positive, and the f32 tensor's bytes within an int64 (a shape whose
+      // element count wraps would be some other shape).
+      int64_t elements = 1;
       for (absl::string_view d : absl::StrSplit(value, 'x')) {
         int64_t v = 0;
-        ok &= absl::SimpleAtoi(d, &v) && v > 0;
+        ok &= absl::SimpleAtoi(d, &v) && v > 0 &&
+              elements <= std::numeric_limits<int64_t>::max() / 4 / v;
+        if (ok) elements *= v;
         flags->shape.push_back(v);
       }
     } else if (name == "--max_cluster_size") {
@@ -91,8 +100,21 @@ std::vector<Tensor> Build(const Flags& flags, Tensor x) {
   return *fetches;
 }
 
+// The input, or nullopt when this machine has no memory for it (said, naming --shape).
+std::optional<HostTensor> MakeInput(const Flags& flags) {
+  try {
+    return HostTensor::RandomUniform(DType::kF32, flags.shape, 7, -1, 1);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "braze-compile-probe: --shape=%s: no memory for an f32 input of %s\n",
+                 absl::StrJoin(flags.shape, "x").c_str(), ShapeString(flags.shape).c_str());
+    return std::nullopt;
+  }
+}
+
 int Run(const Flags& flags) {
-  const HostTensor input = HostTensor::RandomUniform(DType::kF32, flags.shape, 7, -1, 1);
+  const std::optional<HostTensor> made = MakeInput(flags);
+  if (!made) return 2;
+  const HostTensor& input = *made;
   Graph compiled;
   std::vector<Tensor> fetches;
   Tensor x = Placeholder(compiled, DType::kF32, flags.shape, "x");

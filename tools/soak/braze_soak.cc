@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -62,7 +63,8 @@ bool ParseFlags(int argc, char** argv, Flags* flags) {
     if (target != nullptr) {
       ok = absl::SimpleAtoi(value, target) && *target > 0;
     } else if (name == "--max_growth_mib") {
-      ok = absl::SimpleAtod(value, &flags->max_growth_mib) && flags->max_growth_mib > 0;
+      ok = absl::SimpleAtod(value, &flags->max_growth_mib) &&
+           std::isfinite(flags->max_growth_mib) && flags->max_growth_mib > 0;
     }
     if (!ok) {
       std::fprintf(stderr,

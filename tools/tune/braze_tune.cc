@@ -23,7 +23,9 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -31,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -106,13 +109,15 @@ bool ParseFlags(int argc, char** argv, Flags* f, bool* help) {
       f->out = value;
       ok = !value.empty();
     } else if (name == "min_speedup") {
-      ok = absl::SimpleAtod(value, &f->min_speedup) && f->min_speedup >= 0;
+      ok = absl::SimpleAtod(value, &f->min_speedup) && std::isfinite(f->min_speedup) &&
+           f->min_speedup >= 0;
     } else if (name == "device") {
       absl::StatusOr<Device> d = ParseDevice(value);
       ok = d.ok();
       if (ok) f->device = Device{d->kind, d->index, false};
-    } else if (name == "force") {
-      f->force = true;
+    } else if (name == "force") {  // bare, or =true / =false
+      ok = eq == std::string::npos || absl::SimpleAtob(value, &f->force);
+      if (eq == std::string::npos) f->force = true;
     } else {
       std::fprintf(stderr, "braze-tune: unknown flag '%s'\n%s", arg.c_str(), kUsage);
       return false;
@@ -134,27 +139,35 @@ bool EndsWith(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The .cluster files named, or found in the directories named, sorted.
-std::vector<std::string> ClusterFiles(const std::vector<std::string>& inputs) {
+// The .cluster files named, or found in the directories named, sorted; an error names
+// an input that does not exist or a directory that holds no .cluster file (a mistyped
+// path must not tune nothing and succeed).
+absl::StatusOr<std::vector<std::string>> ClusterFiles(const std::vector<std::string>& inputs) {
   std::set<std::string> files;
   for (const std::string& in : inputs) {
     struct stat st;
     if (stat(in.c_str(), &st) != 0) {
-      std::fprintf(stderr, "braze-tune: %s: no such file or directory\n", in.c_str());
-      continue;
+      return absl::NotFoundError(absl::StrCat(in, ": ", std::strerror(errno)));
     }
     if (!S_ISDIR(st.st_mode)) {
       files.insert(in);
       continue;
     }
-    if (DIR* d = opendir(in.c_str())) {
-      while (dirent* e = readdir(d)) {
-        if (EndsWith(e->d_name, ".cluster")) files.insert(in + "/" + e->d_name);
-      }
-      closedir(d);
+    DIR* d = opendir(in.c_str());
+    if (d == nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat(in, ": ", std::strerror(errno)));
+    }
+    const size_t before = files.size();
+    while (dirent* e = readdir(d)) {
+      if (EndsWith(e->d_name, ".cluster")) files.insert(in + "/" + e->d_name);
+    }
+    closedir(d);
+    if (files.size() == before) {
+      return absl::NotFoundError(absl::StrCat(
+          in, ": no .cluster file in this directory (BRAZE_FLAGS=--dump_to=DIR writes them)"));
     }
   }
-  return {files.begin(), files.end()};
+  return std::vector<std::string>(files.begin(), files.end());
 }
 
 std::string ReadAll(const std::string& path) {
@@ -238,8 +251,14 @@ int Run(const Flags& flags) {
     if (severity != LogSeverity::kInfo)
       std::fprintf(stderr, "\nbraze-tune: %.*s\n", static_cast<int>(text.size()), text.data());
   });
+  absl::StatusOr<std::vector<std::string>> files = ClusterFiles(flags.inputs);
+  if (!files.ok()) {
+    std::fprintf(stderr, "braze-tune: %s\n", std::string(files.status().message()).c_str());
+    return 2;
+  }
   if (mkdir(flags.out.c_str(), 0755) != 0 && errno != EEXIST) {
-    std::fprintf(stderr, "braze-tune: cannot create %s\n", flags.out.c_str());
+    std::fprintf(stderr, "braze-tune: cannot create --out=%s: %s\n", flags.out.c_str(),
+                 std::strerror(errno));
     return 2;
   }
   const std::string journal_path = flags.out + "/tune.journal";
@@ -264,7 +283,7 @@ int Run(const Flags& flags) {
   std::vector<std::unique_ptr<ClusterTuner>> tuners;
   std::set<std::string> keys;
   int skipped = 0, bad = 0;
-  for (const std::string& file : ClusterFiles(flags.inputs)) {
+  for (const std::string& file : *files) {
     absl::StatusOr<RebuiltCluster> rebuilt = ClusterFromText(ReadAll(file), file);
     absl::StatusOr<std::unique_ptr<ClusterTuner>> tuner =
         rebuilt.ok() ? ClusterTuner::Create(*std::move(rebuilt), options)

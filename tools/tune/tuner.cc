@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 #include <set>
 #include <utility>
 
@@ -184,8 +185,13 @@ absl::Status ClusterTuner::MakeInputs(double lo, double hi) {
   inputs_.clear();
   Feeds feeds;
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
-    inputs_.push_back(HostTensor::RandomUniform(spec.input_types[i].dtype,
-                                                spec.input_types[i].shape, 1000 + i, lo, hi));
+    try {
+      inputs_.push_back(HostTensor::RandomUniform(spec.input_types[i].dtype,
+                                                  spec.input_types[i].shape, 1000 + i, lo, hi));
+    } catch (const std::bad_alloc&) {  // a cluster file may declare any shape
+      return absl::ResourceExhaustedError(absl::StrCat(spec.name, ": no memory for input ", i, " (",
+                                                       TypeString(spec.input_types[i]), ")"));
+    }
     feeds.push_back({spec.inputs[i], inputs_.back()});
   }
   SessionOptions reference;
