@@ -167,9 +167,6 @@ bool ParseProbability(const std::string& value, double* p) {
   return absl::SimpleAtod(value, p) && *p >= 0 && *p <= 1;
 }
 
-// absl::SimpleAtod reads "inf" and "nan": no flag here takes either.
-bool Finite(double v) { return std::isfinite(v); }
-
 // One flag; false when it is unknown or its value is one it cannot take.
 bool ParseOneFlag(std::string arg, Flags* f) {
   std::string value;
@@ -185,7 +182,8 @@ bool ParseOneFlag(std::string arg, Flags* f) {
   } else if (arg == "--jobs") {
     if (!absl::SimpleAtoi(value, &f->jobs) || f->jobs < 1) return false;
   } else if (arg == "--budget") {
-    if (!absl::SimpleAtod(value, &f->budget) || !Finite(f->budget) || f->budget < 0) return false;
+    if (!absl::SimpleAtod(value, &f->budget) || !std::isfinite(f->budget) || f->budget < 0)
+      return false;
   } else if (arg == "--scheduler") {
     f->scheduler = value;
   } else if (arg == "--max_ops") {
@@ -247,7 +245,7 @@ bool ParseOneFlag(std::string arg, Flags* f) {
       return false;
     }
   } else if (arg == "--seed_timeout") {
-    if (!absl::SimpleAtod(value, &f->seed_timeout) || !Finite(f->seed_timeout) ||
+    if (!absl::SimpleAtod(value, &f->seed_timeout) || !std::isfinite(f->seed_timeout) ||
         f->seed_timeout < 0) {
       return false;
     }

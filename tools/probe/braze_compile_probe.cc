@@ -26,7 +26,6 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "braze/jit_scope.h"
 #include "braze/ops.h"
@@ -105,8 +104,8 @@ std::optional<HostTensor> MakeInput(const Flags& flags) {
   try {
     return HostTensor::RandomUniform(DType::kF32, flags.shape, 7, -1, 1);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "braze-compile-probe: --shape=%s: no memory for an f32 input of %s\n",
-                 absl::StrJoin(flags.shape, "x").c_str(), ShapeString(flags.shape).c_str());
+    std::fprintf(stderr, "braze-compile-probe: --shape: no memory for an f32 input of %s\n",
+                 ShapeString(flags.shape).c_str());
     return std::nullopt;
   }
 }
