@@ -2,11 +2,13 @@
 # Bad flags are refused before anything runs, naming the flag (exit 2): numbers that are
 # not finite (a NaN accuracy bar would pass every run; an infinite rate trains to NaN),
 # trailing garbage, unknown flags; and char_lm's --batch past the windows of its text
-# (exit 1, after the corpus loads: a large one was an abort from std::bad_alloc).
+# (exit 1, after the corpus loads: a large one was an abort from std::bad_alloc); and a
+# model option of another example (mnist_softmax has no dropout, mlp no unrolled
+# recurrence), which would otherwise be accepted and do nothing.
 #
-#   bad_flags.sh MLP CHAR_LM
+#   bad_flags.sh MLP CHAR_LM MNIST_SOFTMAX
 set -uo pipefail
-mlp="$1" char_lm="$2"
+mlp="$1" char_lm="$2" softmax="$3"
 failed=0
 
 # expect STATUS TEXT COMMAND...: the command exits with STATUS and prints TEXT.
@@ -32,5 +34,7 @@ expect 2 "bad value for --steps: 10abc" "$mlp" --steps=10abc
 expect 2 "unknown flag --frobnicate" "$mlp" --frobnicate=1
 expect 2 "bad value for --temperature: inf" "$char_lm" --temperature=inf
 expect 2 "bad value for --max_val_loss: nan" "$char_lm" --max_val_loss=nan
+expect 2 "flag --dropout does not apply to mnist_softmax" "$softmax" --dropout=0.5
+expect 2 "flag --unroll does not apply to mlp" "$mlp" --unroll
 expect 1 "--batch 1000000000000 exceeds the" "$char_lm" --batch=1000000000000 --steps=1
 exit "$failed"

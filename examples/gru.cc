@@ -81,5 +81,6 @@ int main(int argc, char** argv) {
   info.defaults.steps = 938;  // 2 epochs of 469 batches
   info.defaults.log_every = 469;
   info.defaults.lr = 2e-3;
+  info.takes_unroll = true;
   return braze_examples::TrainMain(argc, argv, info, BuildGru);
 }

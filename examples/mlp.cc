@@ -114,5 +114,6 @@ int main(int argc, char** argv) {
   info.defaults.steps = 900;  // 3 epochs of 300 batches
   info.defaults.log_every = 150;
   info.defaults.lr = 1e-3;
+  info.takes_dropout = true;
   return braze_examples::TrainMain(argc, argv, info, BuildMlp);
 }

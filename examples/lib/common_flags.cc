@@ -90,6 +90,16 @@ FlagMatch ParseCommonFlag(const std::string& arg, const std::string& value, Comm
   return ok ? FlagMatch::kOk : FlagMatch::kBadValue;
 }
 
+namespace {
+
+std::string ProgramName(const char* argv0) {
+  const std::string path = argv0 == nullptr ? "" : argv0;
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+}  // namespace
+
 absl::Status ParseCommandLine(
     int argc, char** argv, const std::vector<std::string>& bare, const std::function<void()>& help,
     const std::function<FlagMatch(const std::string&, const std::string&)>& parse) {
@@ -117,6 +127,9 @@ absl::Status ParseCommandLine(
         return absl::InvalidArgumentError(absl::StrCat("bad value for ", arg, ": ", value));
       case FlagMatch::kUnknown:
         return absl::InvalidArgumentError(absl::StrCat("unknown flag ", arg));
+      case FlagMatch::kUnused:
+        return absl::InvalidArgumentError(
+            absl::StrCat("flag ", arg, " does not apply to ", ProgramName(argv[0])));
     }
   }
   return absl::OkStatus();

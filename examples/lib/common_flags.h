@@ -55,7 +55,9 @@ struct CommonFlags {
 // The usage lines of the checkpoint flags (with `d`'s defaults).
 std::string CheckpointFlagsUsage(const CommonFlags& d);
 
-enum class FlagMatch { kOk, kBadValue, kUnknown };
+// kUnused: a flag the program knows but does not use (a model option of another
+// example); refused rather than ignored, so a run never silently lacks what was asked.
+enum class FlagMatch { kOk, kBadValue, kUnknown, kUnused };
 
 // Parses `value` into the common flag `name` ("--steps", ...): kUnknown when it is none.
 FlagMatch ParseCommonFlag(const std::string& name, const std::string& value, CommonFlags* flags);

@@ -97,7 +97,11 @@ void Usage(FILE* out, const ExampleInfo& info) {
 }
 
 // The trainer's own flags; then the common ones (lib/common_flags.h).
-FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value, TrainFlags* flags) {
+FlagMatch ParseTrainFlag(const std::string& arg, const std::string& value,
+                         const ExampleInfo& info, TrainFlags* flags) {
+  if ((arg == "--dropout" && !info.takes_dropout) || (arg == "--unroll" && !info.takes_unroll)) {
+    return FlagMatch::kUnused;
+  }
   bool ok = true;
   if (arg == "--lr") {
     ok = ParseFiniteDouble(value, &flags->lr) && flags->lr > 0;
@@ -136,8 +140,8 @@ absl::StatusOr<TrainFlags> ParseFlags(int argc, char** argv, const ExampleInfo& 
   BRAZE_RETURN_IF_ERROR(ParseCommandLine(
       argc, argv, {"--reference", "--print_losses", "--data_parallel", "--unroll"},
       [&info] { Usage(stdout, info); },
-      [&flags](const std::string& arg, const std::string& value) {
-        return ParseTrainFlag(arg, value, &flags);
+      [&flags, &info](const std::string& arg, const std::string& value) {
+        return ParseTrainFlag(arg, value, info, &flags);
       }));
   return flags;
 }
@@ -470,14 +474,19 @@ absl::StatusOr<double> Accuracy(const Runner& runner,
   return correct / std::max(n, 1.0);
 }
 
-// What a checkpoint records of the data: a resumed run must have the same, and the
-// checkpoint's step is the data position (the next batch is that step's).
-braze::StringMap DataMetadata(const TrainFlags& flags, const ExampleInfo& info) {
-  return {
+// What a checkpoint records of the run: a resumed run must have the same. The
+// checkpoint's step is the data position (the next batch is that step's); a model whose
+// learning rate decays over --steps (Model::uses_lr_scale) records them too, since
+// another --steps would change the rate of every remaining step.
+braze::StringMap RunMetadata(const TrainFlags& flags, const ExampleInfo& info,
+                             const Model& model) {
+  braze::StringMap metadata = {
       {"example", info.program},
       {"data.seed", absl::StrCat(flags.seed)},
       {"data.batch", absl::StrCat(flags.batch)},
       {"data.partial_batches", flags.api == Api::kFunction && flags.world == 1 ? "true" : "false"}};
+  if (model.uses_lr_scale) metadata["train.steps"] = absl::StrCat(flags.steps);
+  return metadata;
 }
 
 absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const ModelBuilder& build) {
@@ -559,7 +568,7 @@ absl::Status Train(const TrainFlags& flags, const ExampleInfo& info, const Model
 
   // Checkpoints: restored after the compile (a Function's first trace makes the
   // optimizer's slot variables), before the first step.
-  RunCheckpoints ckpt(flags, info.program, DataMetadata(flags, info), flags.rank);
+  RunCheckpoints ckpt(flags, info.program, RunMetadata(flags, info, model), flags.rank);
   int64_t first_step = 0;
   if (ckpt.enabled()) {
     BRAZE_ASSIGN_OR_RETURN(first_step,

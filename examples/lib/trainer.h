@@ -99,6 +99,10 @@ struct ExampleInfo {
   const char* program;      // "mnist_softmax"
   const char* description;  // one line for --help
   TrainFlags defaults;      // per-example defaults (steps, lr, ...)
+  // The model options the example's builder reads; the others are refused naming the
+  // flag (FlagMatch::kUnused), never accepted and ignored.
+  bool takes_dropout = false;  // --dropout (mlp)
+  bool takes_unroll = false;   // --unroll (gru)
 };
 
 // The number of rows whose largest logit is at their label, as an f32 scalar, built in
