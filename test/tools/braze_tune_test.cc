@@ -261,6 +261,15 @@ TEST(BrazeTuneTest, BadInputIsReportedNotCrashedOn) {
   std::string output;
   EXPECT_EQ(RunTool("--budget=5 --out=" + dir + "/out " + dir, &output), 1) << output;
   EXPECT_THAT(output, HasSubstr("skipping " + dir + "/broken.cluster"));
+  // Unreadable entries (a folder named like a cluster, a symlink loop) are skipped naming
+  // why, not read as an empty cluster text.
+  const std::string unreadable = MakeTempDir("braze_tune_test_unreadable_");
+  std::filesystem::create_directory(unreadable + "/folder.cluster");
+  std::filesystem::create_symlink("loop.cluster", unreadable + "/loop.cluster");
+  EXPECT_EQ(RunTool("--budget=5 --out=" + unreadable + "/out " + unreadable, &output), 1)
+      << output;
+  EXPECT_THAT(output, HasSubstr("folder.cluster: cannot read (Is a directory)"));
+  EXPECT_THAT(output, HasSubstr("loop.cluster: cannot read (Too many levels of symbolic links)"));
   EXPECT_EQ(RunTool("--budget=-1 " + dir, &output), 2);
   EXPECT_THAT(output, HasSubstr("bad value in '--budget=-1'"));
   EXPECT_EQ(RunTool("--frobnicate " + dir, &output), 2);

@@ -29,7 +29,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -170,11 +169,24 @@ absl::StatusOr<std::vector<std::string>> ClusterFiles(const std::vector<std::str
   return std::vector<std::string>(files.begin(), files.end());
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+// The whole file; an unreadable one (permissions, a directory, an I/O error) is an
+// error naming it, not an empty cluster text.
+absl::StatusOr<std::string> ReadAll(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  std::string text;
+  int error = f == nullptr ? errno : 0;
+  if (f != nullptr) {
+    errno = 0;
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    if (std::ferror(f)) error = errno != 0 ? errno : EIO;
+    std::fclose(f);
+  }
+  if (error != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot read (", std::strerror(error), ")"));
+  }
+  return text;
 }
 
 // Writes `text` to `path` through a temporary file and a rename, so a reader never sees
@@ -284,7 +296,9 @@ int Run(const Flags& flags) {
   std::set<std::string> keys;
   int skipped = 0, bad = 0;
   for (const std::string& file : *files) {
-    absl::StatusOr<RebuiltCluster> rebuilt = ClusterFromText(ReadAll(file), file);
+    absl::StatusOr<std::string> text = ReadAll(file);
+    absl::StatusOr<RebuiltCluster> rebuilt =
+        text.ok() ? ClusterFromText(*text, file) : absl::StatusOr<RebuiltCluster>(text.status());
     absl::StatusOr<std::unique_ptr<ClusterTuner>> tuner =
         rebuilt.ok() ? ClusterTuner::Create(*std::move(rebuilt), options)
                      : absl::StatusOr<std::unique_ptr<ClusterTuner>>(rebuilt.status());
